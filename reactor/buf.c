@@ -1,0 +1,66 @@
+#include "reactor/buf.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reactor/xalloc.h"
+
+void nl_buf_reserve(nl_buf_t *b, size_t extra) {
+  if (b->len + extra + 1 <= b->cap) return;
+  size_t cap = b->cap ? b->cap : 64;
+  while (cap < b->len + extra + 1) cap *= 2;
+  b->data = nl_xrealloc(b->data, cap);
+  b->cap = cap;
+}
+
+void nl_buf_append(nl_buf_t *b, const void *p, size_t n) {
+  nl_buf_reserve(b, n);
+  if (n) memcpy(b->data + b->len, p, n);
+  b->len += n;
+  b->data[b->len] = '\0';
+}
+
+void nl_buf_puts(nl_buf_t *b, const char *s) { nl_buf_append(b, s, strlen(s)); }
+
+void nl_buf_printf(nl_buf_t *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  nl_buf_reserve(b, (size_t)n);
+  va_start(ap, fmt);
+  vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  b->len += (size_t)n;
+}
+
+void nl_buf_consume(nl_buf_t *b, size_t n) {
+  if (n >= b->len) {
+    b->len = 0;
+  } else {
+    memmove(b->data, b->data + n, b->len - n);
+    b->len -= n;
+  }
+  if (b->data) b->data[b->len] = '\0';
+}
+
+void nl_buf_reset(nl_buf_t *b) {
+  b->len = 0;
+  if (b->data) b->data[0] = '\0';
+}
+
+void nl_buf_free(nl_buf_t *b) {
+  free(b->data);
+  b->data = NULL;
+  b->len = b->cap = 0;
+}
+
+char *nl_buf_steal(nl_buf_t *b) {
+  char *p = b->data ? b->data : nl_xstrdup("");
+  b->data = NULL;
+  b->len = b->cap = 0;
+  return p;
+}
