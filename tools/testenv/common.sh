@@ -67,6 +67,29 @@ our_pid() {
   return 1
 }
 
+start_containerd() {
+  log "starting containerd (log: $LOG)"
+  # setsid: the daemon must outlive this script and its caller's session.
+  # 3>&-: setup.sh keeps its stdout on fd 3; a daemon holding it would hang
+  # a caller reading the endpoint with $(...) forever.
+  setsid nohup containerd --config "$CONFIG" >>"$LOG" 2>&1 </dev/null 3>&- &
+  echo $! >"$PIDFILE"
+  local i
+  for i in $(seq 1 60); do
+    if answering; then
+      log "containerd is up (pid $(cat "$PIDFILE")) after $((i / 2)) s"
+      return 0
+    fi
+    if ! kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
+      tail -n 20 "$LOG" >&2 || true
+      die "containerd exited; see $LOG"
+    fi
+    sleep 0.5
+  done
+  tail -n 20 "$LOG" >&2 || true
+  die "containerd did not answer on $SOCK within 30 s; see $LOG"
+}
+
 stop_pid() {
   local pid=$1
   kill -TERM "$pid" 2>/dev/null || return 0

@@ -149,6 +149,9 @@ disabled_plugins = [
           BinaryName = "runc"
           # cgroupfs: the test machine need not run systemd.
           SystemdCgroup = false
+          # runc's default root is under /run/containerd, shared with a
+          # system containerd; keep CRI containers' runc state with ours.
+          Root = "$DIR/run/runc"
 
     [plugins."io.containerd.grpc.v1.cri".cni]
       bin_dir = "/usr/lib/cni"
@@ -211,26 +214,6 @@ fi
 
 # --- containerd -----------------------------------------------------------------
 
-start_containerd() {
-  log "starting containerd (log: $LOG)"
-  # setsid: the daemon must outlive this script and its caller's session.
-  setsid nohup containerd --config "$CONFIG" >>"$LOG" 2>&1 </dev/null &
-  echo $! >"$PIDFILE"
-  local i
-  for i in $(seq 1 60); do
-    if answering; then
-      log "containerd is up (pid $(cat "$PIDFILE")) after $((i / 2)) s"
-      return 0
-    fi
-    if ! kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
-      tail -n 20 "$LOG" >&2 || true
-      die "containerd exited; see $LOG"
-    fi
-    sleep 0.5
-  done
-  tail -n 20 "$LOG" >&2 || true
-  die "containerd did not answer on $SOCK within 30 s; see $LOG"
-}
 
 if answering; then
   if [ "$config_changed" = 1 ]; then
