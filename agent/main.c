@@ -1,7 +1,113 @@
+/* nanolet's entry: subcommands, flags over the config file, the start-up sequence
+ * of the upstream kubelet's run(), and the exit status. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 #include <uv.h>
 
-int main(void) {
-  printf("nanolet %s\n", NANOLET_VERSION);
-  return 0;
+#include "agent/config.h"
+#include "agent/kubelet.h"
+#include "agent/startup.h"
+#include "reactor/log.h"
+#include "reactor/xalloc.h"
+
+static int usage_error(const char *msg) {
+  fprintf(stderr, "Error: %s\n", msg);
+  nl_flags_usage(stderr);
+  return 2;
+}
+
+static void on_stopped(nl_kubelet_t *k) { (void)k; }
+
+static int run(nl_kubelet_config_t *cfg) {
+  nl_err_t *err = NULL;
+  int lock_fd = -1;
+  if (cfg->lock_file && *cfg->lock_file) {
+    if ((lock_fd = nl_startup_lock(cfg->lock_file, &err)) < 0) goto fail;
+    /* --exit-on-lock-contention is accepted; nanolet keeps the lock for its life
+     * and does not yet watch for contenders (docs/DIFFERENCES.md). */
+  }
+  char *node_name = nl_startup_node_name(cfg->hostname_override, &err);
+  if (!node_name) goto fail;
+  nl_info("nanolet %s starting, node name %s", NANOLET_VERSION, node_name);
+  if (geteuid() != 0) nl_warn("not running as root: pods may fail to start");
+  if (nl_startup_oom_score_adj(cfg->oom_score_adj, &err) < 0) {
+    nl_warn("failed to set oom_score_adj to %d: %s", cfg->oom_score_adj, nl_err_msg(err));
+    nl_err_free(&err);
+  }
+
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  nl_kubelet_t k;
+  int rc = 0;
+  if (nl_kubelet_init(&k, &loop, cfg, node_name, &err) < 0 || nl_kubelet_start(&k, &err) < 0) {
+    nl_error("failed to run nanolet: %s", nl_err_msg(err));
+    nl_err_free(&err);
+    nl_kubelet_stop(&k, on_stopped);
+    rc = 1;
+  } else {
+    if (cfg->pid_file && *cfg->pid_file && nl_startup_write_pid_file(cfg->pid_file, &err) < 0) {
+      nl_warn("%s", nl_err_msg(err));
+      nl_err_free(&err);
+    }
+    if (nl_startup_notify_ready(&err) < 0) {
+      nl_warn("%s", nl_err_msg(err));
+      nl_err_free(&err);
+    }
+  }
+  uv_run(&loop, UV_RUN_DEFAULT);
+  int close_rc = uv_loop_close(&loop);
+  if (close_rc != 0) {
+    nl_error("loop closed with handles still open: %s", uv_strerror(close_rc));
+    rc = 1;
+  }
+  free(k.node_name);
+  free(node_name);
+  if (lock_fd >= 0) close(lock_fd);
+  return rc;
+fail:
+  nl_error("failed to run nanolet: %s", nl_err_msg(err));
+  nl_err_free(&err);
+  if (lock_fd >= 0) close(lock_fd);
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  nl_kubelet_config_t cfg;
+  nl_err_t *err = NULL;
+  bool help, version;
+
+  nl_config_defaults(&cfg);
+  const char *config_path = nl_flags_find_config(argc, argv);
+  if (config_path && nl_config_load_file(&cfg, config_path, &err) < 0) {
+    fprintf(stderr, "Error: %s\n", nl_err_msg(err));
+    nl_err_free(&err);
+    nl_config_free(&cfg);
+    return 2;
+  }
+  if (nl_flags_parse(&cfg, argc, argv, &help, &version, &err) < 0) {
+    int rc = usage_error(nl_err_msg(err));
+    nl_err_free(&err);
+    nl_config_free(&cfg);
+    return rc;
+  }
+  if (help || version) {
+    if (help)
+      nl_flags_usage(stdout);
+    else
+      printf("nanolet v%s (kubelet-compatible node agent)\n", NANOLET_VERSION);
+    nl_config_free(&cfg);
+    return 0;
+  }
+  if (nl_config_validate(&cfg, &err) < 0) {
+    fprintf(stderr, "Error: invalid configuration: %s\n", nl_err_msg(err));
+    nl_err_free(&err);
+    nl_config_free(&cfg);
+    return 2;
+  }
+  nl_log_set_verbosity(cfg.verbosity);
+  int rc = run(&cfg);
+  nl_config_free(&cfg);
+  return rc;
 }

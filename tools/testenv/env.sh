@@ -5,6 +5,7 @@
 NANOLET_TESTENV_DIR=${NANOLET_TESTENV_DIR:-/var/lib/nanolet-testenv}
 export NANOLET_TESTENV_DIR
 export NANOLET_TEST_CRI_SOCKET="unix://$NANOLET_TESTENV_DIR/run/containerd.sock"
+export NANOLET_TEST_CRI_ENDPOINT="$NANOLET_TEST_CRI_SOCKET"
 export NANOLET_TEST_BUSYBOX_IMAGE=localhost/busybox:latest
 export NANOLET_TEST_PAUSE_IMAGE=localhost/pause:3.9
 # Read by ctr itself, so plain `ctr images ls` talks to the right daemon.

@@ -1,0 +1,255 @@
+#include "agent/config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "agent/config_fields.h"
+#include "reactor/duration.h"
+#include "reactor/log.h"
+#include "reactor/xalloc.h"
+
+#define SEC NL_NS_PER_S
+
+void nl_config_defaults(nl_kubelet_config_t *c) {
+  memset(c, 0, sizeof *c);
+  c->file_check_frequency = 20 * SEC;
+  c->http_check_frequency = 20 * SEC;
+  c->sync_frequency = 60 * SEC;
+  c->address = nl_xstrdup("0.0.0.0");
+  c->port = 10250;
+  c->read_only_port = 0;
+  c->healthz_port = 10248;
+  c->healthz_bind_address = nl_xstrdup("127.0.0.1");
+  c->container_runtime_endpoint = nl_xstrdup("unix:///run/containerd/containerd.sock");
+  c->runtime_request_timeout = 120 * SEC;
+  c->max_pods = 110;
+  c->pod_pids_limit = -1;
+  c->cgroup_driver = nl_xstrdup("cgroupfs");
+  c->cgroups_per_qos = true;
+  c->resolv_conf = nl_xstrdup("/etc/resolv.conf");
+  c->serialize_image_pulls = true;
+  c->container_log_max_size = nl_xstrdup("10Mi");
+  c->container_log_max_files = 5;
+  c->node_status_update_frequency = 10 * SEC;
+  c->node_status_report_frequency = 300 * SEC;
+  c->node_lease_duration_seconds = 40;
+  nl__strmap_add(&c->eviction_hard, "memory.available", "100Mi", 1);
+  nl__strmap_add(&c->eviction_hard, "nodefs.available", "10%", 1);
+  nl__strmap_add(&c->eviction_hard, "nodefs.inodesFree", "5%", 1);
+  nl__strmap_add(&c->eviction_hard, "imagefs.available", "15%", 1);
+  c->eviction_pressure_transition_period = 300 * SEC;
+  c->image_gc_high_threshold_percent = 85;
+  c->image_gc_low_threshold_percent = 80;
+  c->image_minimum_gc_age = 120 * SEC;
+  c->streaming_connection_idle_timeout = 4 * 3600 * SEC;
+  c->oom_score_adj = -999;
+  c->fail_swap_on = true;
+  c->enable_server = true;
+  c->enable_debugging_handlers = true;
+  c->hairpin_mode = nl_xstrdup("promiscuous-bridge");
+  c->pod_logs_dir = nl_xstrdup("/var/log/pods");
+  c->enable_controller_attach_detach = true;
+  c->make_iptables_util_chains = true;
+  c->registry_pull_qps = 5;
+  c->registry_burst = 10;
+  c->event_record_qps = 50;
+  c->event_burst = 100;
+  c->kube_api_qps = 50;
+  c->kube_api_burst = 100;
+  c->root_dir = nl_xstrdup("/var/lib/kubelet");
+}
+
+void nl_config_free(nl_kubelet_config_t *c) {
+  for (size_t i = 0; i < nl__config_nfields; i++) {
+    const nl_config_field_t *f = &nl__config_fields[i];
+    void *p = (char *)c + f->offset;
+    switch (f->type) {
+    case NL_F_STRING:
+      free(*(char **)p);
+      *(char **)p = NULL;
+      break;
+    case NL_F_STRLIST:
+      nl__strlist_free(p);
+      break;
+    case NL_F_STRMAP:
+    case NL_F_STRLISTMAP:
+      nl__strmap_free(p);
+      break;
+    default:
+      break;
+    }
+  }
+}
+
+static const nl_config_field_t *field_by_name(const char *name) {
+  for (size_t i = 0; i < nl__config_nfields; i++)
+    if (nl__config_fields[i].name && strcmp(nl__config_fields[i].name, name) == 0)
+      return &nl__config_fields[i];
+  return NULL;
+}
+
+static const char *scalar(yaml_node_t *n) {
+  return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
+}
+
+/* YAML's null ("", "~", "null" unquoted) leaves a field at its default, as Go's
+ * decoder does. */
+static bool is_null(yaml_node_t *n) {
+  if (!n || n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+    return false;
+  const char *s = scalar(n);
+  return !*s || strcmp(s, "~") == 0 || strcmp(s, "null") == 0 || strcmp(s, "Null") == 0 ||
+         strcmp(s, "NULL") == 0;
+}
+
+static int set_field(nl_kubelet_config_t *c, yaml_document_t *doc, const nl_config_field_t *f,
+                     yaml_node_t *v, nl_err_t **err) {
+  void *p = (char *)c + f->offset;
+  if (is_null(v)) return 0;
+  switch (f->type) {
+  case NL_F_STRLIST: {
+    if (v->type != YAML_SEQUENCE_NODE) return nl_err_set(err, NL_EINVAL, "must be a list of strings");
+    nl__strlist_free(p);
+    int idx = 0;
+    for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top;
+         it++, idx++) {
+      const char *s = scalar(yaml_document_get_node(doc, *it));
+      if (!s) return nl_err_set(err, NL_EINVAL, "[%d]: must be a string", idx);
+      nl__strlist_add(p, s);
+    }
+    return 0;
+  }
+  case NL_F_STRMAP:
+  case NL_F_STRLISTMAP: {
+    if (v->type != YAML_MAPPING_NODE) return nl_err_set(err, NL_EINVAL, "must be a mapping");
+    nl__strmap_free(p);
+    for (yaml_node_pair_t *pr = v->data.mapping.pairs.start; pr < v->data.mapping.pairs.top; pr++) {
+      const char *k = scalar(yaml_document_get_node(doc, pr->key));
+      yaml_node_t *vn = yaml_document_get_node(doc, pr->value);
+      if (!k) return nl_err_set(err, NL_EINVAL, "keys must be strings");
+      if (f->type == NL_F_STRMAP) {
+        const char *s = scalar(vn);
+        if (!s) return nl_err_set(err, NL_EINVAL, "%s: must be a string", k);
+        nl__strmap_add(p, k, s, 1);
+        continue;
+      }
+      if (!vn || vn->type != YAML_SEQUENCE_NODE)
+        return nl_err_set(err, NL_EINVAL, "%s: must be a list of strings", k);
+      nl__strmap_add(p, k, NULL, 1);
+      for (yaml_node_item_t *it = vn->data.sequence.items.start; it < vn->data.sequence.items.top;
+           it++) {
+        const char *s = scalar(yaml_document_get_node(doc, *it));
+        if (!s) return nl_err_set(err, NL_EINVAL, "%s: must be a list of strings", k);
+        nl__strmap_add(p, k, s, 0);
+      }
+    }
+    return 0;
+  }
+  default: {
+    const char *s = scalar(v);
+    if (!s) return nl_err_set(err, NL_EINVAL, "must be a scalar");
+    return nl__config_set_scalar(c, f, s, err);
+  }
+  }
+}
+
+int nl_config_load_bytes(nl_kubelet_config_t *c, const char *name, const char *data, size_t len,
+                         nl_err_t **err) {
+  yaml_parser_t parser;
+  yaml_document_t doc;
+  int rc = -1;
+  yaml_parser_initialize(&parser);
+  yaml_parser_set_input_string(&parser, (const unsigned char *)data, len);
+  if (!yaml_parser_load(&parser, &doc)) {
+    nl_err_set(err, NL_EINVAL, "%s: line %zu: %s", name, parser.problem_mark.line + 1,
+               parser.problem ? parser.problem : "invalid YAML");
+    yaml_parser_delete(&parser);
+    return -1;
+  }
+  yaml_node_t *root = yaml_document_get_root_node(&doc);
+  if (!root || root->type != YAML_MAPPING_NODE) {
+    nl_err_set(err, NL_EINVAL, "%s: not a KubeletConfiguration object", name);
+    goto out;
+  }
+  const char *api_version = NULL, *kind = NULL;
+  for (yaml_node_pair_t *pr = root->data.mapping.pairs.start; pr < root->data.mapping.pairs.top;
+       pr++) {
+    const char *k = scalar(yaml_document_get_node(&doc, pr->key));
+    const char *v = scalar(yaml_document_get_node(&doc, pr->value));
+    if (k && strcmp(k, "apiVersion") == 0) api_version = v;
+    if (k && strcmp(k, "kind") == 0) kind = v;
+  }
+  if (!api_version || strcmp(api_version, "kubelet.config.k8s.io/v1beta1") != 0) {
+    nl_err_set(err, NL_EINVAL, "%s: apiVersion: must be kubelet.config.k8s.io/v1beta1, got \"%s\"",
+               name, api_version ? api_version : "");
+    goto out;
+  }
+  if (!kind || strcmp(kind, "KubeletConfiguration") != 0) {
+    nl_err_set(err, NL_EINVAL, "%s: kind: must be KubeletConfiguration, got \"%s\"", name,
+               kind ? kind : "");
+    goto out;
+  }
+  for (yaml_node_pair_t *pr = root->data.mapping.pairs.start; pr < root->data.mapping.pairs.top;
+       pr++) {
+    const char *k = scalar(yaml_document_get_node(&doc, pr->key));
+    if (!k || strcmp(k, "apiVersion") == 0 || strcmp(k, "kind") == 0) continue;
+    const nl_config_field_t *f = field_by_name(k);
+    if (!f) {
+      nl_warn("%s: unknown field \"%s\" ignored", name, k);
+      continue;
+    }
+    if (set_field(c, &doc, f, yaml_document_get_node(&doc, pr->value), err) < 0) {
+      nl_err_wrap(err, "%s: %s", name, k);
+      goto out;
+    }
+  }
+  rc = 0;
+out:
+  yaml_document_delete(&doc);
+  yaml_parser_delete(&parser);
+  return rc;
+}
+
+int nl_config_load_file(nl_kubelet_config_t *c, const char *path, nl_err_t **err) {
+  /* Read once at start-up, before the loop runs: nothing else is waiting. */
+  FILE *f = fopen(path, "rb");
+  if (!f) return nl_err_set(err, errno, "failed to read kubelet config file \"%s\": %s", path,
+                            strerror(errno));
+  char *data = NULL;
+  size_t len = 0, cap = 0, n;
+  do {
+    if (len + 4096 > cap) data = nl_xrealloc(data, cap = cap ? cap * 2 : 8192);
+    n = fread(data + len, 1, cap - len, f);
+    len += n;
+  } while (n > 0 && len < (1u << 20));
+  fclose(f);
+  int rc = nl_config_load_bytes(c, path, data ? data : "", len, err);
+  free(data);
+  return rc;
+}
+
+int nl_config_validate(const nl_kubelet_config_t *c, nl_err_t **err) {
+  if (c->image_gc_low_threshold_percent >= c->image_gc_high_threshold_percent)
+    return nl_err_set(err, NL_EINVAL,
+                      "imageGCLowThresholdPercent (%d) must be less than imageGCHighThresholdPercent (%d)",
+                      c->image_gc_low_threshold_percent, c->image_gc_high_threshold_percent);
+  if (c->sync_frequency <= 0)
+    return nl_err_set(err, NL_EINVAL, "syncFrequency: must be greater than 0");
+  if (c->cgroup_driver && strcmp(c->cgroup_driver, "cgroupfs") && strcmp(c->cgroup_driver, "systemd"))
+    return nl_err_set(err, NL_EINVAL, "cgroupDriver: must be cgroupfs or systemd, got \"%s\"",
+                      c->cgroup_driver);
+  if (c->hairpin_mode && strcmp(c->hairpin_mode, "promiscuous-bridge") &&
+      strcmp(c->hairpin_mode, "hairpin-veth") && strcmp(c->hairpin_mode, "none"))
+    return nl_err_set(err, NL_EINVAL,
+                      "hairpinMode: must be promiscuous-bridge, hairpin-veth or none, got \"%s\"",
+                      c->hairpin_mode);
+  if (c->static_pod_path && c->static_pod_path[0] && c->static_pod_path[0] != '/')
+    return nl_err_set(err, NL_EINVAL, "staticPodPath: must be an absolute path, got \"%s\"",
+                      c->static_pod_path);
+  if (c->shutdown_grace_period_critical_pods > c->shutdown_grace_period)
+    return nl_err_set(err, NL_EINVAL,
+                      "shutdownGracePeriodCriticalPods must be <= shutdownGracePeriod");
+  return 0;
+}

@@ -1,0 +1,119 @@
+/* The KubeletConfiguration (kubelet.config.k8s.io/v1beta1) with upstream field
+ * names and defaults, read from --config and overridden by flags. */
+#ifndef NL_CONFIG_H
+#define NL_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "reactor/error.h"
+
+typedef struct nl_config_list {
+  char **v; /* owned */
+  size_t n;
+} nl_config_list_t;
+
+/* An ordered string map, as map[string]string / map[string][]string in Go. */
+typedef struct nl_config_map {
+  char **keys; /* owned */
+  nl_config_list_t *values; /* owned; one entry per key (one value for map[string]string) */
+  size_t n;
+} nl_config_map_t;
+
+typedef struct nl_kubelet_config {
+  /* KubeletConfiguration fields, named as upstream (durations in ns). */
+  char *static_pod_path;
+  int64_t file_check_frequency;
+  char *static_pod_url;
+  nl_config_map_t static_pod_url_header;
+  int64_t http_check_frequency;
+  int64_t sync_frequency;
+  char *address;
+  int32_t port;
+  int32_t read_only_port;
+  int32_t healthz_port;
+  char *healthz_bind_address;
+  char *container_runtime_endpoint;
+  char *image_service_endpoint;
+  int64_t runtime_request_timeout;
+  int32_t max_pods;
+  int64_t pod_pids_limit;
+  char *cgroup_driver;
+  char *cgroup_root;
+  bool cgroups_per_qos;
+  nl_config_list_t cluster_dns;
+  char *cluster_domain;
+  char *resolv_conf;
+  bool serialize_image_pulls;
+  int32_t max_parallel_image_pulls; /* 0: unset */
+  char *container_log_max_size;
+  int32_t container_log_max_files;
+  int64_t node_status_update_frequency;
+  int64_t node_status_report_frequency;
+  int32_t node_lease_duration_seconds;
+  nl_config_map_t eviction_hard;
+  int64_t eviction_pressure_transition_period;
+  int32_t image_gc_high_threshold_percent;
+  int32_t image_gc_low_threshold_percent;
+  int64_t image_minimum_gc_age;
+  int64_t shutdown_grace_period;
+  int64_t shutdown_grace_period_critical_pods;
+  int64_t streaming_connection_idle_timeout;
+  int32_t oom_score_adj; /* --oom-score-adj; upstream keeps it in the config too */
+  bool fail_swap_on;
+  bool enable_server;
+  bool enable_debugging_handlers;
+  char *hairpin_mode;
+  char *tls_cert_file;
+  char *tls_private_key_file;
+  bool rotate_certificates;
+  char *pod_logs_dir;
+  bool enable_controller_attach_detach;
+  bool make_iptables_util_chains;
+  int32_t registry_pull_qps;
+  int32_t registry_burst;
+  int32_t event_record_qps;
+  int32_t event_burst;
+  int32_t kube_api_qps;
+  int32_t kube_api_burst;
+
+  /* Flags that upstream keeps outside the file. */
+  char *config_file;
+  char *kubeconfig;
+  char *bootstrap_kubeconfig;
+  char *hostname_override;
+  char *node_ip;
+  nl_config_map_t node_labels;
+  char *root_dir;
+  char *lock_file;
+  bool exit_on_lock_contention;
+  bool runonce;
+  int verbosity;
+  char *pid_file; /* nanolet only: upstream has no pid file */
+} nl_kubelet_config_t;
+
+/* Fills cfg with upstream's defaults. */
+void nl_config_defaults(nl_kubelet_config_t *cfg);
+void nl_config_free(nl_kubelet_config_t *cfg);
+
+/* Parses a KubeletConfiguration document (YAML or JSON) into cfg, over what is
+ * there. Unknown fields are logged as warnings. Returns 0, or -1 with *err naming
+ * the file and field. */
+int nl_config_load_bytes(nl_kubelet_config_t *cfg, const char *name, const char *data,
+                         size_t len, nl_err_t **err);
+int nl_config_load_file(nl_kubelet_config_t *cfg, const char *path, nl_err_t **err);
+
+/* Checks cross-field rules as upstream's ValidateKubeletConfiguration. */
+int nl_config_validate(const nl_kubelet_config_t *cfg, nl_err_t **err);
+
+/* Command line. nl_flags_parse applies flags to cfg (so flags override the file:
+ * call it after loading --config, which nl_flags_find_config finds first).
+ * Sets *want_help / *want_version. Returns 0 or -1 with *err naming the flag. */
+const char *nl_flags_find_config(int argc, char **argv);
+int nl_flags_parse(nl_kubelet_config_t *cfg, int argc, char **argv, bool *want_help,
+                   bool *want_version, nl_err_t **err);
+void nl_flags_usage(FILE *out);
+
+#endif

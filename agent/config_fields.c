@@ -1,0 +1,212 @@
+#include "agent/config_fields.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reactor/duration.h"
+#include "reactor/xalloc.h"
+
+#define OFF(f) offsetof(nl_kubelet_config_t, f)
+#define S(n, fl, f, h) {n, fl, NL_F_STRING, OFF(f), 0, 0, h}
+#define B(n, fl, f, h) {n, fl, NL_F_BOOL, OFF(f), 0, 0, h}
+#define I32(n, fl, f, lo, hi, h) {n, fl, NL_F_INT32, OFF(f), lo, hi, h}
+#define I64(n, fl, f, lo, hi, h) {n, fl, NL_F_INT64, OFF(f), lo, hi, h}
+#define D(n, fl, f, h) {n, fl, NL_F_DURATION, OFF(f), 0, 0, h}
+
+const nl_config_field_t nl__config_fields[] = {
+    S("staticPodPath", "pod-manifest-path", static_pod_path, "Path to the directory (or file) of static pod manifests"),
+    D("fileCheckFrequency", "file-check-frequency", file_check_frequency, "Duration between re-reads of staticPodPath (default 20s)"),
+    S("staticPodURL", "manifest-url", static_pod_url, "URL for getting static pod manifests"),
+    {"staticPodURLHeader", "manifest-url-header", NL_F_STRLISTMAP, OFF(static_pod_url_header), 0, 0, "HTTP headers for staticPodURL, 'key:value,key:value'"},
+    D("httpCheckFrequency", "http-check-frequency", http_check_frequency, "Duration between polls of staticPodURL (default 20s)"),
+    D("syncFrequency", "sync-frequency", sync_frequency, "Max period between synchronizing running pods (default 1m)"),
+    S("address", "address", address, "IP address to serve on (default 0.0.0.0)"),
+    I32("port", "port", port, 1, 65535, "Port of the kubelet server (default 10250)"),
+    I32("readOnlyPort", "read-only-port", read_only_port, 0, 65535, "Read-only port, 0 disables (default 0)"),
+    I32("healthzPort", "healthz-port", healthz_port, 0, 65535, "Port of the healthz endpoint, 0 disables (default 10248)"),
+    S("healthzBindAddress", "healthz-bind-address", healthz_bind_address, "IP address for the healthz server (default 127.0.0.1)"),
+    S("containerRuntimeEndpoint", "container-runtime-endpoint", container_runtime_endpoint, "The CRI endpoint (default unix:///run/containerd/containerd.sock)"),
+    S("imageServiceEndpoint", "image-service-endpoint", image_service_endpoint, "The CRI image endpoint (default: the runtime endpoint)"),
+    D("runtimeRequestTimeout", "runtime-request-timeout", runtime_request_timeout, "Timeout of runtime requests but long ones (default 2m)"),
+    I32("maxPods", "max-pods", max_pods, 0, 1000000, "Number of pods that can run on this node (default 110)"),
+    I64("podPidsLimit", "pod-max-pids", pod_pids_limit, -1, INT64_MAX, "Max number of processes per pod, -1 unlimited (default -1)"),
+    S("cgroupDriver", "cgroup-driver", cgroup_driver, "cgroupfs or systemd (default cgroupfs)"),
+    S("cgroupRoot", "cgroup-root", cgroup_root, "Root cgroup for pods"),
+    B("cgroupsPerQOS", "cgroups-per-qos", cgroups_per_qos, "Create the QoS cgroup hierarchy (default true)"),
+    {"clusterDNS", "cluster-dns", NL_F_STRLIST, OFF(cluster_dns), 0, 0, "DNS server IPs for pods, comma separated"},
+    S("clusterDomain", "cluster-domain", cluster_domain, "Domain of the cluster"),
+    S("resolvConf", "resolv-conf", resolv_conf, "Resolver configuration file for pods (default /etc/resolv.conf)"),
+    B("serializeImagePulls", "serialize-image-pulls", serialize_image_pulls, "Pull images one at a time (default true)"),
+    I32("maxParallelImagePulls", "max-parallel-image-pulls", max_parallel_image_pulls, 0, 1000000, "Max image pulls in parallel"),
+    S("containerLogMaxSize", "container-log-max-size", container_log_max_size, "Max size of a container log before rotation (default 10Mi)"),
+    I32("containerLogMaxFiles", "container-log-max-files", container_log_max_files, 2, 1000000, "Max container log files kept (default 5)"),
+    D("nodeStatusUpdateFrequency", "node-status-update-frequency", node_status_update_frequency, "How often node status is computed (default 10s)"),
+    D("nodeStatusReportFrequency", NULL, node_status_report_frequency, NULL),
+    I32("nodeLeaseDurationSeconds", NULL, node_lease_duration_seconds, 1, INT32_MAX, NULL),
+    {"evictionHard", "eviction-hard", NL_F_STRMAP, OFF(eviction_hard), 0, 0, "Hard eviction thresholds, e.g. memory.available<100Mi"},
+    D("evictionPressureTransitionPeriod", "eviction-pressure-transition-period", eviction_pressure_transition_period, "Wait before leaving a pressure condition (default 5m)"),
+    I32("imageGCHighThresholdPercent", "image-gc-high-threshold", image_gc_high_threshold_percent, 0, 100, "Disk usage percent that starts image GC (default 85)"),
+    I32("imageGCLowThresholdPercent", "image-gc-low-threshold", image_gc_low_threshold_percent, 0, 100, "Disk usage percent image GC frees down to (default 80)"),
+    D("imageMinimumGCAge", "minimum-image-ttl-duration", image_minimum_gc_age, "Minimum age of an unused image before GC (default 2m)"),
+    D("shutdownGracePeriod", NULL, shutdown_grace_period, NULL),
+    D("shutdownGracePeriodCriticalPods", NULL, shutdown_grace_period_critical_pods, NULL),
+    D("streamingConnectionIdleTimeout", "streaming-connection-idle-timeout", streaming_connection_idle_timeout, "Idle timeout of streaming connections (default 4h)"),
+    I32("oomScoreAdj", "oom-score-adj", oom_score_adj, -1000, 1000, "The oom_score_adj of the agent, -1000..1000 (default -999)"),
+    B("failSwapOn", "fail-swap-on", fail_swap_on, "Fail to start when swap is on (default true)"),
+    B("enableServer", "enable-server", enable_server, "Serve the kubelet API (default true)"),
+    B("enableDebuggingHandlers", "enable-debugging-handlers", enable_debugging_handlers, "Serve logs and exec endpoints (default true)"),
+    S("hairpinMode", "hairpin-mode", hairpin_mode, "promiscuous-bridge, hairpin-veth or none"),
+    S("tlsCertFile", "tls-cert-file", tls_cert_file, "x509 certificate for the kubelet server"),
+    S("tlsPrivateKeyFile", "tls-private-key-file", tls_private_key_file, "x509 private key matching --tls-cert-file"),
+    B("rotateCertificates", "rotate-certificates", rotate_certificates, "Rotate the client certificate"),
+    S("podLogsDir", NULL, pod_logs_dir, NULL),
+    B("enableControllerAttachDetach", NULL, enable_controller_attach_detach, NULL),
+    B("makeIPTablesUtilChains", NULL, make_iptables_util_chains, NULL),
+    I32("registryPullQPS", "registry-qps", registry_pull_qps, 0, INT32_MAX, "Image pulls per second, 0 unlimited (default 5)"),
+    I32("registryBurst", "registry-burst", registry_burst, 0, INT32_MAX, "Burst of image pulls (default 10)"),
+    I32("eventRecordQPS", "event-qps", event_record_qps, 0, INT32_MAX, "Events per second (default 50)"),
+    I32("eventBurst", "event-burst", event_burst, 0, INT32_MAX, "Burst of events (default 100)"),
+    I32("kubeAPIQPS", "kube-api-qps", kube_api_qps, 0, INT32_MAX, "QPS to the API server (default 50)"),
+    I32("kubeAPIBurst", "kube-api-burst", kube_api_burst, 0, INT32_MAX, "Burst to the API server (default 100)"),
+    /* Flags upstream keeps outside the configuration file. */
+    S(NULL, "config", config_file, "The KubeletConfiguration file; flags override it"),
+    S(NULL, "kubeconfig", kubeconfig, "kubeconfig of the API server; standalone mode when absent"),
+    S(NULL, "bootstrap-kubeconfig", bootstrap_kubeconfig, "kubeconfig used to get a client certificate"),
+    S(NULL, "hostname-override", hostname_override, "Use this name as the node name instead of the hostname"),
+    S(NULL, "node-ip", node_ip, "IP address(es) of the node"),
+    {NULL, "node-labels", NL_F_STRMAP, OFF(node_labels), 0, 0, "Labels for the node, 'key=value,key=value'"},
+    S(NULL, "root-dir", root_dir, "Directory for kubelet files (default /var/lib/kubelet)"),
+    S(NULL, "lock-file", lock_file, "File the agent locks so that only one runs"),
+    B(NULL, "exit-on-lock-contention", exit_on_lock_contention, "Exit when another process wants the lock file"),
+    B(NULL, "runonce", runonce, "Run the static pods once, then exit"),
+    I32(NULL, "v", verbosity, 0, 10, "Log verbosity"),
+    S(NULL, "pid-file", pid_file, "Write the agent's pid to this file (nanolet only)"),
+};
+const size_t nl__config_nfields = sizeof nl__config_fields / sizeof nl__config_fields[0];
+
+void nl__strlist_add(nl_config_list_t *l, const char *s) {
+  l->v = nl_xrealloc(l->v, (l->n + 1) * sizeof *l->v);
+  l->v[l->n++] = nl_xstrdup(s);
+}
+
+void nl__strlist_free(nl_config_list_t *l) {
+  for (size_t i = 0; i < l->n; i++) free(l->v[i]);
+  free(l->v);
+  l->v = NULL;
+  l->n = 0;
+}
+
+void nl__strmap_add(nl_config_map_t *m, const char *key, const char *value, int replace) {
+  size_t i;
+  for (i = 0; i < m->n; i++)
+    if (strcmp(m->keys[i], key) == 0) break;
+  if (i == m->n) {
+    m->keys = nl_xrealloc(m->keys, (m->n + 1) * sizeof *m->keys);
+    m->values = nl_xrealloc(m->values, (m->n + 1) * sizeof *m->values);
+    m->keys[i] = nl_xstrdup(key);
+    m->values[i] = (nl_config_list_t){NULL, 0};
+    m->n++;
+  } else if (replace) {
+    nl__strlist_free(&m->values[i]);
+  }
+  if (value) nl__strlist_add(&m->values[i], value);
+}
+
+void nl__strmap_free(nl_config_map_t *m) {
+  for (size_t i = 0; i < m->n; i++) {
+    free(m->keys[i]);
+    nl__strlist_free(&m->values[i]);
+  }
+  free(m->keys);
+  free(m->values);
+  m->keys = NULL;
+  m->values = NULL;
+  m->n = 0;
+}
+
+static int parse_bool(const char *s, bool *out) {
+  /* Go's strconv.ParseBool, which pflag and the YAML decoder's strict mode use. */
+  static const char *yes[] = {"1", "t", "T", "TRUE", "true", "True"};
+  static const char *no[] = {"0", "f", "F", "FALSE", "false", "False"};
+  for (size_t i = 0; i < 6; i++) {
+    if (strcmp(s, yes[i]) == 0) return *out = true, 0;
+    if (strcmp(s, no[i]) == 0) return *out = false, 0;
+  }
+  return -1;
+}
+
+static int parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out, nl_err_t **err) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (!*s || *end || errno)
+    return nl_err_set(err, NL_EINVAL, "invalid integer \"%s\"", s);
+  if (lo < hi && (v < lo || v > hi))
+    return nl_err_set(err, NL_EINVAL, "must be between %lld and %lld, got %lld", (long long)lo,
+                      (long long)hi, v);
+  *out = v;
+  return 0;
+}
+
+int nl__config_set_scalar(nl_kubelet_config_t *cfg, const nl_config_field_t *f, const char *s,
+                          nl_err_t **err) {
+  char *p = (char *)cfg + f->offset;
+  int64_t v;
+  switch (f->type) {
+  case NL_F_STRING:
+    free(*(char **)p);
+    *(char **)p = nl_xstrdup(s);
+    return 0;
+  case NL_F_BOOL:
+    if (parse_bool(s, (bool *)p) < 0)
+      return nl_err_set(err, NL_EINVAL, "invalid boolean \"%s\" (true or false)", s);
+    return 0;
+  case NL_F_INT32:
+    if (parse_int(s, f->min < f->max ? f->min : INT32_MIN, f->min < f->max ? f->max : INT32_MAX,
+                  &v, err) < 0)
+      return -1;
+    *(int32_t *)p = (int32_t)v;
+    return 0;
+  case NL_F_INT64:
+    if (parse_int(s, f->min, f->max, &v, err) < 0) return -1;
+    *(int64_t *)p = v;
+    return 0;
+  case NL_F_DURATION:
+    if (nl_duration_parse(s, &v, err) < 0) return -1;
+    if (v < 0) return nl_err_set(err, NL_EINVAL, "must not be negative, got \"%s\"", s);
+    *(int64_t *)p = v;
+    return 0;
+  case NL_F_STRLIST: {
+    nl_config_list_t *l = (nl_config_list_t *)p;
+    nl__strlist_free(l);
+    char *dup = nl_xstrdup(s), *save = NULL;
+    for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save))
+      nl__strlist_add(l, t);
+    free(dup);
+    return 0;
+  }
+  case NL_F_STRMAP:
+  case NL_F_STRLISTMAP: {
+    nl_config_map_t *m = (nl_config_map_t *)p;
+    char sep = f->type == NL_F_STRMAP ? '=' : ':';
+    /* evictionHard is written "memory.available<100Mi" on the command line. */
+    if (f->offset == OFF(eviction_hard)) sep = '<';
+    nl__strmap_free(m);
+    char *dup = nl_xstrdup(s), *save = NULL;
+    int rc = 0;
+    for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+      char *eq = strchr(t, sep);
+      if (!eq || eq == t) {
+        rc = nl_err_set(err, NL_EINVAL, "\"%s\" is not in the form key%cvalue", t, sep);
+        break;
+      }
+      *eq = '\0';
+      nl__strmap_add(m, t, eq + 1, f->type == NL_F_STRMAP);
+    }
+    free(dup);
+    return rc;
+  }
+  }
+  return nl_err_set(err, NL_EINVAL, "unsupported field type");
+}

@@ -1,0 +1,37 @@
+/* The agent: the only place that wires managers and sources together, and the
+ * sync-loop dispatch (DESIGN.md). Owns every handle of the process through its
+ * managers; nl_kubelet_stop closes them all. */
+#ifndef NL_KUBELET_H
+#define NL_KUBELET_H
+
+#include <stdbool.h>
+#include <uv.h>
+
+#include "agent/config.h"
+#include "reactor/error.h"
+
+typedef struct nl_kubelet nl_kubelet_t;
+typedef void (*nl_kubelet_done_cb)(nl_kubelet_t *k);
+
+struct nl_kubelet {
+  uv_loop_t *loop;
+  const nl_kubelet_config_t *cfg; /* borrowed; outlives the kubelet */
+  char *node_name;                /* owned */
+  bool standalone;
+  int stopping;        /* 0 running, 1 stopping, 2 stopped */
+  int pending;         /* handles and managers still closing */
+  nl_kubelet_done_cb done_cb;
+  uv_signal_t sigterm, sigint;
+  int signals_seen;
+};
+
+/* Returns 0, or -1 with *err. Takes nothing from cfg. */
+int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t *cfg,
+                    const char *node_name, nl_err_t **err);
+/* Starts managers, servers and signal handling. Returns 0 or -1 with *err (the
+ * caller then calls nl_kubelet_stop to release what started). */
+int nl_kubelet_start(nl_kubelet_t *k, nl_err_t **err);
+/* Stops everything; done_cb runs once every handle has closed. Idempotent. */
+void nl_kubelet_stop(nl_kubelet_t *k, nl_kubelet_done_cb done_cb);
+
+#endif

@@ -1,0 +1,96 @@
+#include "agent/startup.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "reactor/log.h"
+#include "reactor/xalloc.h"
+
+int nl_startup_lock(const char *path, nl_err_t **err) {
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return nl_err_set(err, errno, "open lock file %s: %s", path, strerror(errno));
+  if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+    if (errno != EWOULDBLOCK) goto fail;
+    nl_info("waiting for the lock on %s", path);
+    if (flock(fd, LOCK_EX) < 0) goto fail;
+  }
+  return fd;
+fail:
+  nl_err_set(err, errno, "lock %s: %s", path, strerror(errno));
+  close(fd);
+  return -1;
+}
+
+char *nl_startup_node_name(const char *hostname_override, nl_err_t **err) {
+  char host[256];
+  const char *src = hostname_override;
+  if (!src || !*src) {
+    if (gethostname(host, sizeof host) < 0) {
+      nl_err_set(err, errno, "couldn't determine hostname: %s", strerror(errno));
+      return NULL;
+    }
+    host[sizeof host - 1] = '\0';
+    src = host;
+  }
+  /* Upstream trims and lowercases, and refuses an empty result. */
+  while (isspace((unsigned char)*src)) src++;
+  size_t n = strlen(src);
+  while (n && isspace((unsigned char)src[n - 1])) n--;
+  if (!n) {
+    nl_err_set(err, NL_EINVAL, "empty hostname is invalid");
+    return NULL;
+  }
+  char *name = nl_xstrndup(src, n);
+  for (char *p = name; *p; p++) *p = (char)tolower((unsigned char)*p);
+  return name;
+}
+
+int nl_startup_oom_score_adj(int value, nl_err_t **err) {
+  int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    return nl_err_set(err, errno, "open /proc/self/oom_score_adj: %s", strerror(errno));
+  char buf[16];
+  int n = snprintf(buf, sizeof buf, "%d", value);
+  ssize_t w = write(fd, buf, (size_t)n);
+  int saved = errno;
+  close(fd);
+  if (w != n)
+    return nl_err_set(err, saved, "write oom_score_adj %d: %s", value, strerror(saved));
+  return 0;
+}
+
+int nl_startup_notify_ready(nl_err_t **err) {
+  const char *path = getenv("NOTIFY_SOCKET");
+  if (!path || !*path) return 0;
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  size_t len = strlen(path);
+  if (len >= sizeof sa.sun_path)
+    return nl_err_set(err, NL_EINVAL, "NOTIFY_SOCKET %s: path too long", path);
+  memcpy(sa.sun_path, path, len);
+  if (sa.sun_path[0] == '@') sa.sun_path[0] = '\0'; /* abstract socket */
+  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return nl_err_set(err, errno, "socket: %s", strerror(errno));
+  static const char msg[] = "READY=1";
+  ssize_t w = sendto(fd, msg, sizeof msg - 1, 0, (struct sockaddr *)&sa,
+                     (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len));
+  int saved = errno;
+  close(fd);
+  if (w < 0) return nl_err_set(err, saved, "notify %s: %s", path, strerror(saved));
+  return 0;
+}
+
+int nl_startup_write_pid_file(const char *path, nl_err_t **err) {
+  FILE *f = fopen(path, "we");
+  if (!f) return nl_err_set(err, errno, "write pid file %s: %s", path, strerror(errno));
+  fprintf(f, "%d\n", (int)getpid());
+  if (fclose(f) != 0) return nl_err_set(err, errno, "write pid file %s: %s", path, strerror(errno));
+  return 0;
+}

@@ -1,0 +1,29 @@
+/* The host-facing steps of the kubelet's start-up: lock file, node name, the
+ * agent's own oom_score_adj, readiness notification and pid file. */
+#ifndef NL_STARTUP_H
+#define NL_STARTUP_H
+
+#include <stdbool.h>
+
+#include "reactor/error.h"
+
+/* Takes an exclusive flock on path, waiting for it as upstream does (this runs
+ * before the loop starts). Returns the fd (kept open for the process's life), or
+ * -1 with *err. */
+int nl_startup_lock(const char *path, nl_err_t **err);
+
+/* The node name: the override if given, else the hostname, lowercased as upstream.
+ * Returns an allocated string, or NULL with *err. */
+char *nl_startup_node_name(const char *hostname_override, nl_err_t **err);
+
+/* Writes /proc/self/oom_score_adj. Returns 0, or -1 with *err (denied here: the
+ * caller warns and goes on). */
+int nl_startup_oom_score_adj(int value, nl_err_t **err);
+
+/* Sends READY=1 to $NOTIFY_SOCKET when set (sd_notify protocol). Returns 0 when
+ * sent or not asked for, -1 with *err otherwise. */
+int nl_startup_notify_ready(nl_err_t **err);
+
+int nl_startup_write_pid_file(const char *path, nl_err_t **err);
+
+#endif

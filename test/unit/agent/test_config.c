@@ -1,0 +1,197 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "agent/config.h"
+#include "reactor/duration.h"
+
+static int load(nl_kubelet_config_t *c, const char *yaml, nl_err_t **err) {
+  nl_config_defaults(c);
+  return nl_config_load_bytes(c, "kubelet.yaml", yaml, strlen(yaml), err);
+}
+
+static void defaults_match_upstream(void **state) {
+  nl_kubelet_config_t c;
+  nl_config_defaults(&c);
+  assert_int_equal(c.file_check_frequency, 20 * NL_NS_PER_S);
+  assert_int_equal(c.http_check_frequency, 20 * NL_NS_PER_S);
+  assert_int_equal(c.sync_frequency, 60 * NL_NS_PER_S);
+  assert_int_equal(c.runtime_request_timeout, 120 * NL_NS_PER_S);
+  assert_int_equal(c.port, 10250);
+  assert_int_equal(c.read_only_port, 0);
+  assert_int_equal(c.healthz_port, 10248);
+  assert_string_equal(c.healthz_bind_address, "127.0.0.1");
+  assert_int_equal(c.max_pods, 110);
+  assert_int_equal(c.oom_score_adj, -999);
+  assert_string_equal(c.root_dir, "/var/lib/kubelet");
+  assert_string_equal(c.container_runtime_endpoint, "unix:///run/containerd/containerd.sock");
+  assert_true(c.serialize_image_pulls);
+  assert_int_equal(c.eviction_hard.n, 4);
+  assert_int_equal(c.image_gc_high_threshold_percent, 85);
+  assert_int_equal(c.image_gc_low_threshold_percent, 80);
+  assert_int_equal(nl_config_validate(&c, NULL), 0);
+  nl_config_free(&c);
+}
+
+static void file_fields_are_read(void **state) {
+  nl_kubelet_config_t c;
+  nl_err_t *err = NULL;
+  const char *yaml =
+      "apiVersion: kubelet.config.k8s.io/v1beta1\n"
+      "kind: KubeletConfiguration\n"
+      "staticPodPath: /etc/kubernetes/manifests\n"
+      "fileCheckFrequency: 1m30s\n"
+      "syncFrequency: 10s\n"
+      "healthzPort: 0\n"
+      "maxPods: 20\n"
+      "serializeImagePulls: false\n"
+      "clusterDNS: [10.96.0.10, 10.96.0.11]\n"
+      "staticPodURLHeader:\n  X-Token: [a, b]\n"
+      "evictionHard:\n  memory.available: 50Mi\n"
+      "someFutureField: 3\n";
+  assert_int_equal(load(&c, yaml, &err), 0);
+  assert_null(err);
+  assert_string_equal(c.static_pod_path, "/etc/kubernetes/manifests");
+  assert_int_equal(c.file_check_frequency, 90 * NL_NS_PER_S);
+  assert_int_equal(c.sync_frequency, 10 * NL_NS_PER_S);
+  assert_int_equal(c.healthz_port, 0);
+  assert_int_equal(c.max_pods, 20);
+  assert_false(c.serialize_image_pulls);
+  assert_int_equal(c.cluster_dns.n, 2);
+  assert_string_equal(c.cluster_dns.v[1], "10.96.0.11");
+  assert_int_equal(c.static_pod_url_header.n, 1);
+  assert_int_equal(c.static_pod_url_header.values[0].n, 2);
+  /* a map in the file replaces the default map, as upstream */
+  assert_int_equal(c.eviction_hard.n, 1);
+  assert_string_equal(c.eviction_hard.values[0].v[0], "50Mi");
+  nl_config_free(&c);
+}
+
+static void bad_values_name_the_field(void **state) {
+  struct {
+    const char *body;
+    const char *want;
+  } cases[] = {
+      {"syncFrequency: banana\n", "kubelet.yaml: syncFrequency: invalid duration \"banana\""},
+      {"port: 70000\n", "kubelet.yaml: port: must be between 1 and 65535, got 70000"},
+      {"serializeImagePulls: maybe\n", "kubelet.yaml: serializeImagePulls: invalid boolean"},
+      {"clusterDNS: 10.0.0.1\n", "kubelet.yaml: clusterDNS: must be a list of strings"},
+      {"maxPods: ten\n", "kubelet.yaml: maxPods: invalid integer \"ten\""},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char doc[512];
+    snprintf(doc, sizeof doc,
+             "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n%s",
+             cases[i].body);
+    nl_kubelet_config_t c;
+    nl_err_t *err = NULL;
+    assert_int_equal(load(&c, doc, &err), -1);
+    assert_non_null(err);
+    if (strncmp(err->msg, cases[i].want, strlen(cases[i].want)) != 0)
+      fail_msg("got \"%s\", want prefix \"%s\"", err->msg, cases[i].want);
+    nl_err_free(&err);
+    nl_config_free(&c);
+  }
+}
+
+static void wrong_kind_or_version_is_an_error(void **state) {
+  nl_kubelet_config_t c;
+  nl_err_t *err = NULL;
+  assert_int_equal(load(&c, "apiVersion: v1\nkind: KubeletConfiguration\n", &err), -1);
+  assert_non_null(strstr(err->msg, "apiVersion"));
+  nl_err_free(&err);
+  nl_config_free(&c);
+  assert_int_equal(load(&c, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: Pod\n", &err), -1);
+  assert_non_null(strstr(err->msg, "kind"));
+  nl_err_free(&err);
+  nl_config_free(&c);
+  assert_int_equal(load(&c, "{: [", &err), -1);
+  assert_non_null(strstr(err->msg, "kubelet.yaml: line"));
+  nl_err_free(&err);
+  nl_config_free(&c);
+}
+
+static void flags_override_the_file(void **state) {
+  nl_kubelet_config_t c;
+  nl_err_t *err = NULL;
+  bool help, version;
+  assert_int_equal(load(&c, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+                            "syncFrequency: 10s\nmaxPods: 5\n", &err), 0);
+  char *argv[] = {"nanolet", "--config", "/x.yaml", "--sync-frequency=3s", "--max-pods", "7",
+                  "-v=4", "--runonce", "--node-labels", "a=b,c=d", "--hostname-override", "Edge-1",
+                  "--fail-swap-on=false", NULL};
+  int argc = (int)(sizeof argv / sizeof argv[0]) - 1;
+  assert_string_equal(nl_flags_find_config(argc, argv), "/x.yaml");
+  assert_int_equal(nl_flags_parse(&c, argc, argv, &help, &version, &err), 0);
+  assert_false(help || version);
+  assert_int_equal(c.sync_frequency, 3 * NL_NS_PER_S);
+  assert_int_equal(c.max_pods, 7);
+  assert_int_equal(c.verbosity, 4);
+  assert_true(c.runonce);
+  assert_false(c.fail_swap_on);
+  assert_int_equal(c.node_labels.n, 2);
+  assert_string_equal(c.node_labels.keys[1], "c");
+  assert_string_equal(c.hostname_override, "Edge-1");
+  nl_config_free(&c);
+}
+
+static void bad_flags_are_errors(void **state) {
+  struct {
+    char *argv[4];
+    const char *want;
+  } cases[] = {
+      {{"nanolet", "--bogus", NULL}, "unknown flag: --bogus"},
+      {{"nanolet", "--sync-frequency", "banana", NULL},
+       "invalid argument \"banana\" for \"--sync-frequency\" flag"},
+      {{"nanolet", "--max-pods", NULL}, "flag needs an argument: --max-pods"},
+      {{"nanolet", "stray", NULL}, "unknown command \"stray\""},
+      {{"nanolet", "--oom-score-adj=-2000", NULL}, "must be between -1000 and 1000"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    nl_kubelet_config_t c;
+    nl_err_t *err = NULL;
+    bool help, version;
+    int argc = 0;
+    while (cases[i].argv[argc]) argc++;
+    nl_config_defaults(&c);
+    assert_int_equal(nl_flags_parse(&c, argc, cases[i].argv, &help, &version, &err), -1);
+    if (!strstr(err->msg, cases[i].want)) fail_msg("got \"%s\", want \"%s\"", err->msg, cases[i].want);
+    nl_err_free(&err);
+    nl_config_free(&c);
+  }
+}
+
+static void validation_follows_upstream(void **state) {
+  nl_kubelet_config_t c;
+  nl_err_t *err = NULL;
+  nl_config_defaults(&c);
+  c.image_gc_low_threshold_percent = 90;
+  assert_int_equal(nl_config_validate(&c, &err), -1);
+  assert_non_null(strstr(err->msg, "imageGCLowThresholdPercent"));
+  nl_err_free(&err);
+  c.image_gc_low_threshold_percent = 80;
+  free(c.static_pod_path);
+  c.static_pod_path = strdup("relative/dir");
+  assert_int_equal(nl_config_validate(&c, &err), -1);
+  assert_non_null(strstr(err->msg, "staticPodPath"));
+  nl_err_free(&err);
+  nl_config_free(&c);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(defaults_match_upstream),
+      cmocka_unit_test(file_fields_are_read),
+      cmocka_unit_test(bad_values_name_the_field),
+      cmocka_unit_test(wrong_kind_or_version_is_an_error),
+      cmocka_unit_test(flags_override_the_file),
+      cmocka_unit_test(bad_flags_are_errors),
+      cmocka_unit_test(validation_follows_upstream),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
