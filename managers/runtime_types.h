@@ -1,0 +1,85 @@
+/* What the runtime says about a pod, as the upstream kubelet's kubecontainer
+ * PodStatus: rebuilt from CRI sandboxes and containers (grouped by the
+ * io.kubernetes.pod.uid label), cached per pod by PLEG, read by SyncPod's action
+ * computation and by the v1 PodStatus generator.
+ *
+ * Ownership: a nl_rt_pod_status_t owns every string and array in it; release it
+ * with nl_rt_pod_status_free(). Times are nanoseconds since the epoch (CRI's
+ * unit); 0 means unset. */
+#ifndef NL_RUNTIME_TYPES_H
+#define NL_RUNTIME_TYPES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Labels and annotations the upstream kubelet puts on CRI objects
+ * (pkg/kubelet/types/labels.go, kuberuntime/labels.go). */
+#define NL_LABEL_POD_NAME "io.kubernetes.pod.name"
+#define NL_LABEL_POD_NAMESPACE "io.kubernetes.pod.namespace"
+#define NL_LABEL_POD_UID "io.kubernetes.pod.uid"
+#define NL_LABEL_CONTAINER_NAME "io.kubernetes.container.name"
+#define NL_ANN_POD_DELETION_GRACE "io.kubernetes.pod.deletionGracePeriod"
+#define NL_ANN_POD_TERMINATION_GRACE "io.kubernetes.pod.terminationGracePeriod"
+#define NL_ANN_CONTAINER_HASH "io.kubernetes.container.hash"
+#define NL_ANN_CONTAINER_RESTART_COUNT "io.kubernetes.container.restartCount"
+#define NL_ANN_CONTAINER_TERMINATION_MESSAGE_PATH "io.kubernetes.container.terminationMessagePath"
+#define NL_ANN_CONTAINER_TERMINATION_MESSAGE_POLICY "io.kubernetes.container.terminationMessagePolicy"
+#define NL_ANN_CONTAINER_PRESTOP_HANDLER "io.kubernetes.container.preStopHandler"
+#define NL_ANN_CONTAINER_PORTS "io.kubernetes.container.ports"
+
+typedef enum {
+  NL_RT_CONTAINER_CREATED = 0, /* CRI CONTAINER_CREATED */
+  NL_RT_CONTAINER_RUNNING = 1,
+  NL_RT_CONTAINER_EXITED = 2,
+  NL_RT_CONTAINER_UNKNOWN = 3,
+} nl_rt_container_state_t;
+
+typedef struct nl_rt_container {
+  char *id;   /* CRI container id */
+  char *name; /* the io.kubernetes.container.name label */
+  nl_rt_container_state_t state;
+  int64_t created_at, started_at, finished_at;
+  int32_t exit_code;
+  char *reason;   /* CRI reason: "Completed", "Error", "OOMKilled", ... */
+  char *message;  /* termination message (from the runtime or the log) */
+  char *image;    /* the image as the spec named it */
+  char *image_ref; /* the runtime's image id/digest (imageID in status) */
+  uint32_t hash;   /* io.kubernetes.container.hash */
+  int32_t restart_count;
+  char *log_path;
+  char *termination_message_path;
+} nl_rt_container_t;
+
+typedef enum {
+  NL_RT_SANDBOX_READY = 0,
+  NL_RT_SANDBOX_NOTREADY = 1,
+} nl_rt_sandbox_state_t;
+
+typedef struct nl_rt_sandbox {
+  char *id;
+  nl_rt_sandbox_state_t state;
+  uint32_t attempt;
+  int64_t created_at;
+  char *ip;      /* primary pod IP, NULL when none (host network) */
+  char **ips;    /* additional IPs */
+  size_t n_ips;
+  bool host_network;
+} nl_rt_sandbox_t;
+
+typedef struct nl_rt_pod_status {
+  char *uid;
+  char *name;
+  char *namespace_;
+  nl_rt_sandbox_t *sandboxes; /* newest first, as upstream sorts them */
+  size_t n_sandboxes;
+  nl_rt_container_t *containers; /* newest first per name */
+  size_t n_containers;
+  int64_t timestamp; /* when this status was read (ns) */
+} nl_rt_pod_status_t;
+
+void nl_rt_pod_status_free(nl_rt_pod_status_t *s);
+/* The newest container instance named name, or NULL. */
+const nl_rt_container_t *nl_rt_pod_status_find(const nl_rt_pod_status_t *s, const char *name);
+
+#endif
