@@ -1,0 +1,174 @@
+#include "reactor/http_io.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "reactor/log.h"
+#include "reactor/xalloc.h"
+
+typedef struct wreq {
+  uv_write_t req;
+  char *data;
+} wreq_t;
+
+typedef struct sreq {
+  uv_shutdown_t req;
+  uv_close_cb cb;
+} sreq_t;
+
+#define READ_CHUNK (16 * 1024)
+
+int nl__http_io_init(nl__http_io_t *io, uv_loop_t *loop, const nl__http_io_cbs_t *cbs) {
+  memset(io, 0, sizeof(*io));
+  io->cbs = cbs;
+  return uv_tcp_init(loop, &io->tcp);
+}
+
+void nl__http_io_set_tls(nl__http_io_t *io, nl_tls_t *tls) { io->tls = tls; }
+
+bool nl__http_io_closing(const nl__http_io_t *io) {
+  return uv_is_closing((const uv_handle_t *)&io->tcp);
+}
+
+static void end(nl__http_io_t *io, nl_err_t *err) {
+  if (io->ended || nl__http_io_closing(io)) return;
+  io->ended = true;
+  uv_read_stop((uv_stream_t *)&io->tcp);
+  io->cbs->on_end(io, err);
+}
+
+static void write_cb(uv_write_t *req, int status) {
+  wreq_t *w = container_of(req, wreq_t, req);
+  uv_stream_t *s = req->handle;
+  free(w->data);
+  free(w);
+  if (status < 0 && status != UV_ECANCELED && !uv_is_closing((uv_handle_t *)s)) {
+    nl__http_io_t *io = container_of((uv_tcp_t *)s, nl__http_io_t, tcp);
+    nl_cleanup_err nl_err_t *err = NULL;
+    nl_err_set(&err, -status, "write: %s", uv_strerror(status));
+    end(io, err);
+  }
+}
+
+/* Queues an owned buffer. */
+static int send_raw(nl__http_io_t *io, char *data, size_t len, nl_err_t **err) {
+  wreq_t *w = nl_xmalloc(sizeof(*w));
+  w->data = data;
+  uv_buf_t b = uv_buf_init(data, (unsigned)len);
+  int rc = uv_write(&w->req, (uv_stream_t *)&io->tcp, &b, 1, write_cb);
+  if (rc < 0) {
+    free(data);
+    free(w);
+    return nl_err_set(err, -rc, "write: %s", uv_strerror(rc));
+  }
+  return 0;
+}
+
+static int flush_tls(nl__http_io_t *io, nl_err_t **err) {
+  size_t len;
+  char *out = nl_tls_take(io->tls, &len);
+  return out ? send_raw(io, out, len, err) : 0;
+}
+
+int nl__http_io_write(nl__http_io_t *io, const void *data, size_t len, nl_err_t **err) {
+  if (nl__http_io_closing(io)) return nl_err_set(err, ECONNRESET, "write: connection closed");
+  if (!io->tls) return send_raw(io, nl_xstrndup(data, len), len, err);
+  if (nl_tls_write(io->tls, data, len, err) < 0) return -1;
+  return flush_tls(io, err);
+}
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  buf->base = nl_xmalloc(READ_CHUNK);
+  buf->len = READ_CHUNK;
+}
+
+/* Runs TLS on new ciphertext; returns false when the io was closed or ended. */
+static bool tls_input(nl__http_io_t *io, const char *p, size_t n) {
+  nl_cleanup_err nl_err_t *err = NULL;
+  nl_tls_feed(io->tls, p, n);
+  if (!nl_tls_handshake_done(io->tls)) {
+    int rc = nl_tls_handshake(io->tls, &err);
+    if (flush_tls(io, &err) < 0 || rc < 0) {
+      end(io, err);
+      return false;
+    }
+    if (rc == 0) return true;
+    if (io->cbs->on_ready) io->cbs->on_ready(io);
+    if (io->ended || nl__http_io_closing(io)) return false;
+  }
+  char plain[READ_CHUNK];
+  for (;;) {
+    ssize_t r = nl_tls_read(io->tls, plain, sizeof(plain), &err);
+    if (flush_tls(io, &err) < 0) r = -1;
+    if (r == 0) return true;
+    if (r == NL_TLS_EOF) {
+      end(io, NULL);
+      return false;
+    }
+    if (r < 0) {
+      end(io, err);
+      return false;
+    }
+    io->cbs->on_data(io, plain, (size_t)r);
+    if (io->ended || nl__http_io_closing(io)) return false;
+  }
+}
+
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+  nl__http_io_t *io = container_of((uv_tcp_t *)s, nl__http_io_t, tcp);
+  if (nread > 0) {
+    if (io->tls) tls_input(io, buf->base, (size_t)nread);
+    else io->cbs->on_data(io, buf->base, (size_t)nread);
+  } else if (nread == UV_EOF) {
+    end(io, NULL);
+  } else if (nread < 0) {
+    nl_cleanup_err nl_err_t *err = NULL;
+    nl_err_set(&err, (int)-nread, "read: %s", uv_strerror((int)nread));
+    end(io, err);
+  }
+  free(buf->base);
+}
+
+int nl__http_io_start(nl__http_io_t *io, nl_err_t **err) {
+  int rc = uv_read_start((uv_stream_t *)&io->tcp, alloc_cb, read_cb);
+  if (rc < 0) return nl_err_set(err, -rc, "read: %s", uv_strerror(rc));
+  if (io->tls && !nl_tls_is_server(io->tls)) {
+    /* The client speaks first: its ClientHello. */
+    if (nl_tls_handshake(io->tls, err) < 0) return -1;
+    return flush_tls(io, err);
+  }
+  return 0;
+}
+
+void nl__http_io_close(nl__http_io_t *io, uv_close_cb cb) {
+  if (!nl__http_io_closing(io)) uv_close((uv_handle_t *)&io->tcp, cb);
+}
+
+static void shutdown_cb(uv_shutdown_t *req, int status) {
+  sreq_t *s = container_of(req, sreq_t, req);
+  uv_handle_t *h = (uv_handle_t *)req->handle;
+  uv_close_cb cb = s->cb;
+  free(s);
+  if (!uv_is_closing(h)) uv_close(h, cb);
+}
+
+void nl__http_io_close_after_writes(nl__http_io_t *io, uv_close_cb cb) {
+  if (nl__http_io_closing(io)) return;
+  if (io->tls && nl_tls_handshake_done(io->tls)) {
+    nl_tls_close_notify(io->tls);
+    flush_tls(io, NULL);
+  }
+  uv_read_stop((uv_stream_t *)&io->tcp);
+  io->ended = true;
+  sreq_t *s = nl_xmalloc(sizeof(*s));
+  s->cb = cb;
+  if (uv_shutdown(&s->req, (uv_stream_t *)&io->tcp, shutdown_cb) < 0) {
+    free(s);
+    uv_close((uv_handle_t *)&io->tcp, cb);
+  }
+}
+
+void nl__http_io_release(nl__http_io_t *io) {
+  nl_tls_free(io->tls);
+  io->tls = NULL;
+}

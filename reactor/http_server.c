@@ -1,0 +1,526 @@
+#include "reactor/http_server.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <strings.h>
+#include <string.h>
+#include <time.h>
+
+#include "reactor/buf.h"
+#include "reactor/http_io.h"
+#include "reactor/log.h"
+#include "reactor/xalloc.h"
+
+#define DEFAULT_READ_TIMEOUT_MS 60000
+#define DEFAULT_MAX_CONNS 128
+#define DEFAULT_MAX_BODY (1024 * 1024)
+/* Bytes of a pipelined next request kept while a handler runs. */
+#define MAX_PENDING (64 * 1024)
+
+typedef struct route {
+  nl_list_t link;
+  char *method; /* NULL: any */
+  char *path;
+  bool subtree;
+  nl_http_handler_fn fn;
+  void *ctx;
+} route_t;
+
+typedef struct conn conn_t;
+
+struct nl_http_resp {
+  conn_t *conn; /* NULL once the connection is gone */
+  nl_http_headers_t headers;
+  bool head_only;
+  void (*abort_cb)(void *ctx);
+  void *abort_ctx;
+};
+
+enum conn_state { C_READING, C_HANDLING, C_CLOSING };
+
+struct conn {
+  nl_list_t link;
+  nl_http_server_t *srv;
+  nl__http_io_t io;
+  uv_timer_t timer;
+  int open_handles;
+  enum conn_state state;
+  nl_http_parser_t parser;
+  nl_buf_t body;
+  nl_buf_t pending; /* received, not parsed yet */
+  nl_http_resp_t *resp;
+  char *path, *query;
+  bool draining, peer_eof;
+  char remote[64];
+};
+
+static void conn_close(conn_t *c);
+static void drain(conn_t *c);
+
+/* ---- routes ------------------------------------------------------------- */
+
+void nl_http_server_route(nl_http_server_t *srv, const char *method, const char *path,
+                          nl_http_handler_fn fn, void *ctx) {
+  route_t *r = nl_xcalloc(1, sizeof(*r));
+  r->method = method ? nl_xstrdup(method) : NULL;
+  r->path = nl_xstrdup(path);
+  size_t n = strlen(path);
+  r->subtree = n > 0 && path[n - 1] == '/';
+  r->fn = fn;
+  r->ctx = ctx;
+  nl_list_insert_tail(&srv->routes, &r->link);
+}
+
+static bool method_ok(const route_t *r, const char *method) {
+  if (!r->method || strcmp(r->method, method) == 0) return true;
+  return strcmp(r->method, "GET") == 0 && strcmp(method, "HEAD") == 0;
+}
+
+/* Longest matching path; *wrong_method when only other methods match it. */
+static route_t *route_find(nl_http_server_t *srv, const char *path, const char *method,
+                           bool *wrong_method) {
+  route_t *best = NULL;
+  size_t best_len = 0;
+  bool path_seen = false;
+  nl_list_t *pos, *tmp;
+  *wrong_method = false;
+  nl_list_foreach_safe(pos, tmp, &srv->routes) {
+    route_t *r = nl_list_entry(pos, route_t, link);
+    size_t n = strlen(r->path);
+    bool match = r->subtree ? strncmp(path, r->path, n) == 0 : strcmp(path, r->path) == 0;
+    if (!match || n < best_len) continue;
+    if (!method_ok(r, method)) {
+      if (n > best_len || !best) path_seen = true;
+      continue;
+    }
+    if (!best || n > best_len) {
+      best = r;
+      best_len = n;
+    }
+  }
+  *wrong_method = !best && path_seen;
+  return best;
+}
+
+/* ---- server ------------------------------------------------------------- */
+
+int nl_http_server_init(nl_http_server_t *srv, uv_loop_t *loop, const nl_http_server_opts_t *opts,
+                        nl_err_t **err) {
+  memset(srv, 0, sizeof(*srv));
+  srv->loop = loop;
+  if (opts) srv->opts = *opts;
+  if (!srv->opts.read_timeout_ms) srv->opts.read_timeout_ms = DEFAULT_READ_TIMEOUT_MS;
+  if (!srv->opts.max_conns) srv->opts.max_conns = DEFAULT_MAX_CONNS;
+  if (!srv->opts.max_head) srv->opts.max_head = NL_HTTP_DEFAULT_MAX_HEAD;
+  if (!srv->opts.max_body) srv->opts.max_body = DEFAULT_MAX_BODY;
+  if (srv->opts.tls) nl_tls_config_ref(srv->opts.tls);
+  nl_list_init(&srv->routes);
+  nl_list_init(&srv->conns);
+  int rc = uv_tcp_init(loop, &srv->listener);
+  if (rc < 0) {
+    nl_tls_config_unref(srv->opts.tls);
+    return nl_err_set(err, -rc, "http server: %s", uv_strerror(rc));
+  }
+  srv->listener.data = srv;
+  return 0;
+}
+
+static void finish_stop(nl_http_server_t *srv) {
+  if (!srv->listener_closed || srv->nconns > 0) return;
+  nl_list_t *pos, *tmp;
+  nl_list_foreach_safe(pos, tmp, &srv->routes) {
+    route_t *r = nl_list_entry(pos, route_t, link);
+    nl_list_remove(&r->link);
+    free(r->method);
+    free(r->path);
+    free(r);
+  }
+  free(srv->addr);
+  srv->addr = NULL;
+  nl_tls_config_unref(srv->opts.tls);
+  srv->opts.tls = NULL;
+  if (srv->done_cb) srv->done_cb(srv, srv->done_ctx);
+}
+
+static void listener_closed(uv_handle_t *h) {
+  nl_http_server_t *srv = h->data;
+  srv->listener_closed = true;
+  finish_stop(srv);
+}
+
+void nl_http_server_stop(nl_http_server_t *srv, nl_http_server_done_fn done, void *ctx) {
+  if (srv->stopping) return;
+  srv->stopping = true;
+  srv->done_cb = done;
+  srv->done_ctx = ctx;
+  uv_close((uv_handle_t *)&srv->listener, listener_closed);
+  nl_list_t *pos, *tmp;
+  nl_list_foreach_safe(pos, tmp, &srv->conns) conn_close(nl_list_entry(pos, conn_t, link));
+}
+
+int nl_http_server_port(const nl_http_server_t *srv) {
+  if (!srv->listening) return -1;
+  struct sockaddr_storage ss;
+  int len = sizeof(ss);
+  if (uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&ss, &len) < 0) return -1;
+  if (ss.ss_family == AF_INET) return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+  return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+}
+
+static void format_addr(const struct sockaddr *sa, char *out, size_t cap) {
+  char ip[INET6_ADDRSTRLEN] = "?";
+  int port = 0;
+  if (sa->sa_family == AF_INET) {
+    uv_ip4_name((const struct sockaddr_in *)sa, ip, sizeof(ip));
+    port = ntohs(((const struct sockaddr_in *)sa)->sin_port);
+    snprintf(out, cap, "%s:%d", ip, port);
+  } else {
+    uv_ip6_name((const struct sockaddr_in6 *)sa, ip, sizeof(ip));
+    port = ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
+    snprintf(out, cap, "[%s]:%d", ip, port);
+  }
+}
+
+static void on_connection(uv_stream_t *l, int status);
+
+int nl_http_server_listen(nl_http_server_t *srv, const char *host, int port, nl_err_t **err) {
+  struct sockaddr_storage ss;
+  char hostbuf[INET6_ADDRSTRLEN + 2];
+  const char *h = host ? host : "";
+  size_t hl = strlen(h);
+  if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']' && hl - 2 < sizeof(hostbuf)) {
+    memcpy(hostbuf, h + 1, hl - 2);
+    hostbuf[hl - 2] = 0;
+    h = hostbuf;
+  }
+  if (*h == 0) h = "0.0.0.0";
+  else if (strcmp(h, "localhost") == 0) h = "127.0.0.1";
+  if (port < 0 || port > 65535)
+    return nl_err_set(err, NL_EINVAL, "listen tcp %s:%d: invalid port", host, port);
+  if (srv->listening || srv->stopping)
+    return nl_err_set(err, NL_EINVAL, "listen tcp %s:%d: server already listening or stopped", h, port);
+  if (uv_ip4_addr(h, port, (struct sockaddr_in *)&ss) != 0 &&
+      uv_ip6_addr(h, port, (struct sockaddr_in6 *)&ss) != 0)
+    return nl_err_set(err, NL_EINVAL,
+                      "listen tcp %s:%d: address must be an IP literal or \"localhost\"", host, port);
+  char addr[INET6_ADDRSTRLEN + 16];
+  format_addr((struct sockaddr *)&ss, addr, sizeof(addr));
+  int rc = uv_tcp_bind(&srv->listener, (struct sockaddr *)&ss, 0);
+  if (rc == 0) rc = uv_listen((uv_stream_t *)&srv->listener, 128, on_connection);
+  if (rc < 0) return nl_err_set(err, -rc, "listen tcp %s: %s", addr, uv_strerror(rc));
+  srv->listening = true;
+  if (port == 0) {
+    snprintf(strrchr(addr, ':') + 1, 8, "%d", nl_http_server_port(srv));
+  }
+  srv->addr = nl_xstrdup(addr);
+  nl_vlog(2, "http: listening on %s%s", addr, srv->opts.tls ? " (TLS)" : "");
+  return 0;
+}
+
+/* ---- connections -------------------------------------------------------- */
+
+static void conn_handle_closed(uv_handle_t *h) {
+  conn_t *c = h->data;
+  if (--c->open_handles > 0) return;
+  nl_http_server_t *srv = c->srv;
+  nl_list_remove(&c->link);
+  nl__http_io_release(&c->io);
+  nl_http_parser_free(&c->parser);
+  nl_buf_free(&c->body);
+  nl_buf_free(&c->pending);
+  free(c->path);
+  free(c->query);
+  free(c);
+  srv->nconns--;
+  if (srv->stopping) finish_stop(srv);
+}
+
+static void resp_detach(conn_t *c) {
+  nl_http_resp_t *r = c->resp;
+  if (!r) return;
+  c->resp = NULL;
+  r->conn = NULL;
+  if (r->abort_cb) {
+    void (*cb)(void *) = r->abort_cb;
+    r->abort_cb = NULL;
+    cb(r->abort_ctx);
+  }
+}
+
+/* Closes both handles now; memory goes in the last close callback. */
+static void conn_close(conn_t *c) {
+  if (c->state == C_CLOSING) return;
+  c->state = C_CLOSING;
+  uv_timer_stop(&c->timer);
+  uv_close((uv_handle_t *)&c->timer, conn_handle_closed);
+  nl__http_io_close(&c->io, conn_handle_closed);
+  resp_detach(c);
+}
+
+/* Closes once what was written has been sent. */
+static void conn_close_after_writes(conn_t *c) {
+  if (c->state == C_CLOSING) return;
+  c->state = C_CLOSING;
+  uv_timer_stop(&c->timer);
+  uv_close((uv_handle_t *)&c->timer, conn_handle_closed);
+  nl__http_io_close_after_writes(&c->io, conn_handle_closed);
+  resp_detach(c);
+}
+
+static void on_timeout(uv_timer_t *t) {
+  conn_t *c = t->data;
+  nl_vlog(4, "http: %s: no complete request within %" PRIu64 " ms, closing", c->remote,
+          c->srv->opts.read_timeout_ms);
+  conn_close(c);
+}
+
+static void arm_timer(conn_t *c) {
+  uv_timer_start(&c->timer, on_timeout, c->srv->opts.read_timeout_ms, 0);
+}
+
+static void format_date(char *out, size_t cap) {
+  time_t now = time(NULL);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  strftime(out, cap, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+}
+
+/* Writes a complete response; keep says whether the connection stays open. */
+static void write_response(conn_t *c, int status, const nl_http_headers_t *headers, bool head_only,
+                           const void *body, size_t len, bool keep) {
+  nl_buf_t b = NL_BUF_INIT;
+  char date[64];
+  format_date(date, sizeof(date));
+  nl_buf_printf(&b, "HTTP/1.1 %d %s\r\n", status, nl_http_status_text(status));
+  bool has_type = false;
+  if (headers) {
+    for (size_t i = 0; i < headers->n; i++) {
+      const char *name = headers->v[i].name;
+      if (!strcasecmp(name, "Content-Length") || !strcasecmp(name, "Connection") ||
+          !strcasecmp(name, "Date") || !strcasecmp(name, "Transfer-Encoding"))
+        continue;
+      if (!strcasecmp(name, "Content-Type")) has_type = true;
+      nl_buf_printf(&b, "%s: %s\r\n", name, headers->v[i].value);
+    }
+  }
+  bool bodyless = status < 200 || status == 204 || status == 304;
+  if (!bodyless) {
+    if (!has_type && len > 0) nl_buf_puts(&b, "Content-Type: text/plain; charset=utf-8\r\n");
+    nl_buf_printf(&b, "Content-Length: %zu\r\n", len);
+  }
+  nl_buf_printf(&b, "Date: %s\r\n", date);
+  if (!keep) nl_buf_puts(&b, "Connection: close\r\n");
+  nl_buf_puts(&b, "\r\n");
+  if (!bodyless && !head_only && len > 0) nl_buf_append(&b, body, len);
+  nl_cleanup_err nl_err_t *err = NULL;
+  if (nl__http_io_write(&c->io, b.data, b.len, &err) < 0) {
+    nl_vlog(4, "http: %s: %s", c->remote, nl_err_msg(err));
+    keep = false;
+  }
+  nl_buf_free(&b);
+  if (!keep) {
+    conn_close_after_writes(c);
+    return;
+  }
+  free(c->path);
+  free(c->query);
+  c->path = c->query = NULL;
+  nl_buf_reset(&c->body);
+  nl_http_parser_next(&c->parser);
+  c->state = C_READING;
+  arm_timer(c);
+  drain(c);
+}
+
+/* An error answer to a request we could not parse or accept; the connection
+ * ends after it, as Go's server does for a bad request. */
+static void reject(conn_t *c, int status, const char *msg) {
+  nl_http_headers_t h = NL_HTTP_HEADERS_INIT;
+  nl_http_headers_add(&h, "Content-Type", "text/plain; charset=utf-8");
+  char body[256];
+  int n = snprintf(body, sizeof(body), "%d %s: %s\n", status, nl_http_status_text(status), msg);
+  write_response(c, status, &h, false, body, n < 0 ? 0 : (size_t)n, false);
+  nl_http_headers_free(&h);
+}
+
+static void not_found(void *ctx, const nl_http_req_t *req, nl_http_resp_t *resp) {
+  nl_http_resp_send_str(resp, 404, "404 page not found\n");
+}
+
+static void bad_method(void *ctx, const nl_http_req_t *req, nl_http_resp_t *resp) {
+  nl_http_resp_send_str(resp, 405, "Method Not Allowed\n");
+}
+
+static void dispatch(conn_t *c) {
+  nl_http_server_t *srv = c->srv;
+  nl_http_msg_t *m = &c->parser.msg;
+  const char *target = m->target;
+  /* absolute-form (a proxy-style request): keep only the path. */
+  if (strncasecmp(target, "http://", 7) == 0 || strncasecmp(target, "https://", 8) == 0) {
+    const char *p = strchr(strstr(target, "//") + 2, '/');
+    target = p ? p : "/";
+  }
+  const char *q = strchr(target, '?');
+  c->path = q ? nl_xstrndup(target, (size_t)(q - target)) : nl_xstrdup(target);
+  c->query = nl_xstrdup(q ? q + 1 : "");
+  if (c->body.len == 0) nl_buf_puts(&c->body, "");
+  nl_http_req_t req = {
+      .method = m->method,
+      .target = m->target,
+      .path = c->path,
+      .query = c->query,
+      .headers = &m->headers,
+      .body = c->body.data,
+      .body_len = c->body.len,
+      .remote = c->remote,
+  };
+  bool wrong_method;
+  route_t *r = route_find(srv, c->path, m->method, &wrong_method);
+  nl_http_handler_fn fn = r ? r->fn : wrong_method ? bad_method : not_found;
+  void *ctx = r ? r->ctx : NULL;
+  nl_http_resp_t *resp = nl_xcalloc(1, sizeof(*resp));
+  resp->conn = c;
+  resp->head_only = strcmp(m->method, "HEAD") == 0;
+  c->resp = resp;
+  c->state = C_HANDLING;
+  uv_timer_stop(&c->timer);
+  nl_vlog(5, "http: %s: %s %s", c->remote, m->method, m->target);
+  fn(ctx, &req, resp);
+}
+
+static int on_req_body(void *ctx, const char *p, size_t n) {
+  conn_t *c = ctx;
+  nl_buf_append(&c->body, p, n);
+  return 0;
+}
+
+static void drain(conn_t *c) {
+  if (c->draining) return; /* the outer loop goes on */
+  c->draining = true;
+  while (c->state == C_READING && c->pending.len > 0) {
+    size_t used = 0;
+    nl_cleanup_err nl_err_t *err = NULL;
+    int rc = nl_http_parser_feed(&c->parser, c->pending.data, c->pending.len, &used, &err);
+    if (rc < 0) {
+      nl_vlog(4, "http: %s: %s", c->remote, nl_err_msg(err));
+      int kind = nl_http_parser_failure(&c->parser);
+      int status = kind == NL_HTTP_PERR_HEAD_TOO_BIG   ? 431
+                   : kind == NL_HTTP_PERR_BODY_TOO_BIG ? 413
+                                                       : 400;
+      reject(c, status, nl_err_msg(err));
+      break;
+    }
+    nl_buf_consume(&c->pending, used);
+    if (rc == NL_HTTP_FEED_DONE) {
+      if (c->parser.msg.upgrade) c->parser.msg.keep_alive = false; /* no upgrades here */
+      dispatch(c);
+    }
+  }
+  c->draining = false;
+  if (c->state == C_READING && c->peer_eof) {
+    /* The peer is done sending; a half-sent request can never complete. */
+    conn_close(c);
+  }
+}
+
+static void on_data(nl__http_io_t *io, const char *p, size_t n) {
+  conn_t *c = container_of(io, conn_t, io);
+  if (c->state == C_CLOSING) return;
+  if (c->state == C_HANDLING && c->pending.len + n > MAX_PENDING) {
+    nl_vlog(4, "http: %s: too much pipelined data, closing", c->remote);
+    conn_close(c);
+    return;
+  }
+  nl_buf_append(&c->pending, p, n);
+  drain(c);
+}
+
+static void on_end(nl__http_io_t *io, nl_err_t *err) {
+  conn_t *c = container_of(io, conn_t, io);
+  if (err) {
+    nl_vlog(4, "http: %s: %s", c->remote, nl_err_msg(err));
+    conn_close(c);
+    return;
+  }
+  /* A half-closed client still gets the answer to a request in flight. */
+  c->peer_eof = true;
+  if (c->state == C_READING) conn_close(c);
+}
+
+static const nl__http_io_cbs_t conn_io_cbs = {.on_ready = NULL, .on_data = on_data, .on_end = on_end};
+
+static const nl_http_parser_cbs_t conn_parser_cbs = {.on_body = on_req_body};
+
+static void on_connection(uv_stream_t *l, int status) {
+  nl_http_server_t *srv = l->data;
+  if (status < 0) {
+    nl_warn("http: accept on %s: %s", srv->addr, uv_strerror(status));
+    return;
+  }
+  conn_t *c = nl_xcalloc(1, sizeof(*c));
+  c->srv = srv;
+  if (nl__http_io_init(&c->io, srv->loop, &conn_io_cbs) < 0) {
+    free(c);
+    return;
+  }
+  c->io.tcp.data = c;
+  uv_timer_init(srv->loop, &c->timer);
+  c->timer.data = c;
+  c->open_handles = 2;
+  nl_list_insert_tail(&srv->conns, &c->link);
+  srv->nconns++;
+  nl_http_parser_limits_t lim = {.max_head = srv->opts.max_head, .max_body = srv->opts.max_body};
+  nl_http_parser_init(&c->parser, true, &lim, &conn_parser_cbs, c);
+  strcpy(c->remote, "?");
+  if (uv_accept(l, (uv_stream_t *)&c->io.tcp) < 0) {
+    conn_close(c);
+    return;
+  }
+  struct sockaddr_storage ss;
+  int len = sizeof(ss);
+  if (uv_tcp_getpeername(&c->io.tcp, (struct sockaddr *)&ss, &len) == 0)
+    format_addr((struct sockaddr *)&ss, c->remote, sizeof(c->remote));
+  if (srv->nconns > srv->opts.max_conns) {
+    nl_warn("http: %s: refusing %s, %zu connections open", srv->addr, c->remote,
+            srv->nconns - 1);
+    conn_close(c);
+    return;
+  }
+  if (srv->opts.tls) nl__http_io_set_tls(&c->io, nl_tls_new(srv->opts.tls, NULL));
+  nl_cleanup_err nl_err_t *err = NULL;
+  if (nl__http_io_start(&c->io, &err) < 0) {
+    nl_vlog(4, "http: %s: %s", c->remote, nl_err_msg(err));
+    conn_close(c);
+    return;
+  }
+  uv_tcp_nodelay(&c->io.tcp, 1);
+  arm_timer(c);
+}
+
+/* ---- responses ---------------------------------------------------------- */
+
+void nl_http_resp_header(nl_http_resp_t *resp, const char *name, const char *value) {
+  nl_http_headers_add(&resp->headers, name, value);
+}
+
+void nl_http_resp_on_abort(nl_http_resp_t *resp, void (*cb)(void *ctx), void *ctx) {
+  resp->abort_cb = cb;
+  resp->abort_ctx = ctx;
+}
+
+bool nl_http_resp_alive(const nl_http_resp_t *resp) { return resp->conn != NULL; }
+
+void nl_http_resp_send(nl_http_resp_t *resp, int status, const void *body, size_t len) {
+  conn_t *c = resp->conn;
+  if (c) {
+    c->resp = NULL;
+    bool keep = c->parser.msg.keep_alive && !c->peer_eof && !c->srv->stopping;
+    write_response(c, status, &resp->headers, resp->head_only, body, len, keep);
+  }
+  nl_http_headers_free(&resp->headers);
+  free(resp);
+}
+
+void nl_http_resp_send_str(nl_http_resp_t *resp, int status, const char *body) {
+  nl_http_resp_send(resp, status, body, strlen(body));
+}

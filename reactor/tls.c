@@ -1,0 +1,283 @@
+#include "reactor/tls.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <string.h>
+
+#include <mbedtls/ctr_drbg.h>
+#include <mbedtls/entropy.h>
+#include <mbedtls/error.h>
+#include <mbedtls/pk.h>
+#include <mbedtls/ssl.h>
+#include <mbedtls/x509_crt.h>
+
+#include "reactor/buf.h"
+#include "reactor/xalloc.h"
+
+struct nl_tls_config {
+  int refs;
+  bool server, verify;
+  mbedtls_entropy_context entropy;
+  mbedtls_ctr_drbg_context drbg;
+  mbedtls_ssl_config conf;
+  mbedtls_x509_crt ca, cert;
+  mbedtls_pk_context key;
+};
+
+struct nl_tls {
+  nl_tls_config_t *cfg;
+  mbedtls_ssl_context ssl;
+  nl_buf_t in;  /* ciphertext from the peer, not yet consumed */
+  nl_buf_t out; /* ciphertext for the peer */
+  char *ip;     /* server_name when it is an IP literal: checked by hand */
+  bool done;
+};
+
+static const char *alpn_http1[] = {"http/1.1", NULL};
+
+static int tls_fail(nl_err_t **err, int ret, const char *what) {
+  char buf[160];
+  mbedtls_strerror(ret, buf, sizeof(buf));
+  return nl_err_set(err, EPROTO, "%s: %s (-0x%04x)", what, buf, (unsigned)-ret);
+}
+
+static int load_crt(mbedtls_x509_crt *crt, const char *file, const char *pem, const char *what,
+                    nl_err_t **err) {
+  int ret;
+  if (file) {
+    /* A positive result counts certificates of a bundle that did not parse;
+     * the others are usable, as with Go's AppendCertsFromPEM. */
+    ret = mbedtls_x509_crt_parse_file(crt, file);
+    if (ret < 0) {
+      tls_fail(err, ret, what);
+      return nl_err_wrap(err, "%s", file);
+    }
+  } else {
+    ret = mbedtls_x509_crt_parse(crt, (const unsigned char *)pem, strlen(pem) + 1);
+    if (ret < 0) return tls_fail(err, ret, what);
+  }
+  return 0;
+}
+
+int nl_tls_config_new(nl_tls_config_t **out, const nl_tls_config_opts_t *o, nl_err_t **err) {
+  *out = NULL;
+  nl_tls_config_t *c = nl_xcalloc(1, sizeof(*c));
+  c->refs = 1;
+  c->server = o->server;
+  c->verify = o->verify;
+  mbedtls_entropy_init(&c->entropy);
+  mbedtls_ctr_drbg_init(&c->drbg);
+  mbedtls_ssl_config_init(&c->conf);
+  mbedtls_x509_crt_init(&c->ca);
+  mbedtls_x509_crt_init(&c->cert);
+  mbedtls_pk_init(&c->key);
+  static const char pers[] = "nanolet-tls";
+  int ret = mbedtls_ctr_drbg_seed(&c->drbg, mbedtls_entropy_func, &c->entropy,
+                                  (const unsigned char *)pers, sizeof(pers) - 1);
+  if (ret != 0) {
+    tls_fail(err, ret, "seed the random generator");
+    goto fail;
+  }
+  ret = mbedtls_ssl_config_defaults(&c->conf, o->server ? MBEDTLS_SSL_IS_SERVER : MBEDTLS_SSL_IS_CLIENT,
+                                    MBEDTLS_SSL_TRANSPORT_STREAM, MBEDTLS_SSL_PRESET_DEFAULT);
+  if (ret != 0) {
+    tls_fail(err, ret, "TLS defaults");
+    goto fail;
+  }
+  mbedtls_ssl_conf_rng(&c->conf, mbedtls_ctr_drbg_random, &c->drbg);
+  /* TLS 1.2 at least, as Go's crypto/tls client default (the API server). */
+  mbedtls_ssl_conf_min_version(&c->conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
+  mbedtls_ssl_conf_alpn_protocols(&c->conf, alpn_http1);
+  if (o->ca_file || o->ca_pem) {
+    if (load_crt(&c->ca, o->ca_file, o->ca_pem, "CA certificate", err) < 0) goto fail;
+    mbedtls_ssl_conf_ca_chain(&c->conf, &c->ca, NULL);
+  } else if (o->verify) {
+    nl_err_set(err, EINVAL, "TLS: verification needs a CA certificate");
+    goto fail;
+  }
+  mbedtls_ssl_conf_authmode(&c->conf, o->verify ? MBEDTLS_SSL_VERIFY_REQUIRED : MBEDTLS_SSL_VERIFY_NONE);
+  bool have_cert = o->cert_file || o->cert_pem, have_key = o->key_file || o->key_pem;
+  if (have_cert != have_key) {
+    nl_err_set(err, EINVAL, "TLS: a certificate needs its key and a key its certificate");
+    goto fail;
+  }
+  if (o->server && !have_cert) {
+    nl_err_set(err, EINVAL, "TLS: a server needs a certificate and key");
+    goto fail;
+  }
+  if (have_cert) {
+    if (load_crt(&c->cert, o->cert_file, o->cert_pem, "certificate", err) < 0) goto fail;
+    if (o->key_file) {
+      ret = mbedtls_pk_parse_keyfile(&c->key, o->key_file, NULL);
+    } else {
+      ret = mbedtls_pk_parse_key(&c->key, (const unsigned char *)o->key_pem, strlen(o->key_pem) + 1,
+                                 NULL, 0);
+    }
+    if (ret != 0) {
+      tls_fail(err, ret, "private key");
+      if (o->key_file) nl_err_wrap(err, "key file %s", o->key_file);
+      goto fail;
+    }
+    ret = mbedtls_ssl_conf_own_cert(&c->conf, &c->cert, &c->key);
+    if (ret != 0) {
+      tls_fail(err, ret, "certificate and key");
+      goto fail;
+    }
+  }
+  *out = c;
+  return 0;
+fail:
+  nl_tls_config_unref(c);
+  return -1;
+}
+
+nl_tls_config_t *nl_tls_config_ref(nl_tls_config_t *c) {
+  c->refs++;
+  return c;
+}
+
+void nl_tls_config_unref(nl_tls_config_t *c) {
+  if (!c || --c->refs > 0) return;
+  mbedtls_ssl_config_free(&c->conf);
+  mbedtls_x509_crt_free(&c->ca);
+  mbedtls_x509_crt_free(&c->cert);
+  mbedtls_pk_free(&c->key);
+  mbedtls_ctr_drbg_free(&c->drbg);
+  mbedtls_entropy_free(&c->entropy);
+  free(c);
+}
+
+bool nl_tls_config_is_server(const nl_tls_config_t *c) { return c->server; }
+
+static int bio_send(void *ctx, const unsigned char *buf, size_t len) {
+  nl_tls_t *t = ctx;
+  nl_buf_append(&t->out, buf, len);
+  return (int)len;
+}
+
+static int bio_recv(void *ctx, unsigned char *buf, size_t len) {
+  nl_tls_t *t = ctx;
+  if (t->in.len == 0) return MBEDTLS_ERR_SSL_WANT_READ;
+  size_t n = len < t->in.len ? len : t->in.len;
+  memcpy(buf, t->in.data, n);
+  nl_buf_consume(&t->in, n);
+  return (int)n;
+}
+
+static bool is_ip(const char *s, unsigned char *bin, size_t *binlen) {
+  if (inet_pton(AF_INET, s, bin) == 1) {
+    *binlen = 4;
+    return true;
+  }
+  if (inet_pton(AF_INET6, s, bin) == 1) {
+    *binlen = 16;
+    return true;
+  }
+  return false;
+}
+
+nl_tls_t *nl_tls_new(nl_tls_config_t *cfg, const char *server_name) {
+  nl_tls_t *t = nl_xcalloc(1, sizeof(*t));
+  t->cfg = nl_tls_config_ref(cfg);
+  mbedtls_ssl_init(&t->ssl);
+  if (mbedtls_ssl_setup(&t->ssl, &cfg->conf) != 0) abort(); /* only fails on allocation */
+  unsigned char bin[16];
+  size_t binlen;
+  if (!cfg->server && server_name && *server_name) {
+    /* mbedtls 2.28 matches names only against DNS entries; an IP literal is
+     * neither sent as SNI (RFC 6066) nor given to it, and checked by hand. */
+    if (is_ip(server_name, bin, &binlen)) {
+      t->ip = nl_xstrdup(server_name);
+    } else if (mbedtls_ssl_set_hostname(&t->ssl, server_name) != 0) {
+      abort();
+    }
+  }
+  mbedtls_ssl_set_bio(&t->ssl, t, bio_send, bio_recv, NULL);
+  return t;
+}
+
+void nl_tls_free(nl_tls_t *t) {
+  if (!t) return;
+  mbedtls_ssl_free(&t->ssl);
+  nl_buf_free(&t->in);
+  nl_buf_free(&t->out);
+  free(t->ip);
+  nl_tls_config_unref(t->cfg);
+  free(t);
+}
+
+void nl_tls_feed(nl_tls_t *t, const void *data, size_t len) { nl_buf_append(&t->in, data, len); }
+
+/* subjectAltName iPAddress entries, as Go's crypto/x509 VerifyHostname does for
+ * an IP host. */
+static int check_ip_san(nl_tls_t *t, nl_err_t **err) {
+  const mbedtls_x509_crt *peer = mbedtls_ssl_get_peer_cert(&t->ssl);
+  unsigned char want[16];
+  size_t wantlen = 0;
+  is_ip(t->ip, want, &wantlen);
+  if (peer) {
+    for (const mbedtls_x509_sequence *s = &peer->subject_alt_names; s; s = s->next) {
+      if (s->buf.tag == (MBEDTLS_ASN1_CONTEXT_SPECIFIC | 7) && s->buf.len == wantlen &&
+          memcmp(s->buf.p, want, wantlen) == 0)
+        return 0;
+    }
+  }
+  return nl_err_set(err, EPROTO,
+                    "x509: cannot validate certificate for %s because it doesn't contain any "
+                    "IP SANs matching it",
+                    t->ip);
+}
+
+int nl_tls_handshake(nl_tls_t *t, nl_err_t **err) {
+  if (t->done) return 1;
+  int ret = mbedtls_ssl_handshake(&t->ssl);
+  if (ret == MBEDTLS_ERR_SSL_WANT_READ || ret == MBEDTLS_ERR_SSL_WANT_WRITE) return 0;
+  if (ret != 0) {
+    uint32_t flags = mbedtls_ssl_get_verify_result(&t->ssl);
+    if (ret == MBEDTLS_ERR_X509_CERT_VERIFY_FAILED && flags != 0 && flags != (uint32_t)-1) {
+      char info[256];
+      mbedtls_x509_crt_verify_info(info, sizeof(info), "", flags);
+      size_t n = strlen(info);
+      while (n && (info[n - 1] == '\n')) info[--n] = 0;
+      for (char *p = info; *p; p++)
+        if (*p == '\n') *p = ';';
+      return nl_err_set(err, EPROTO, "tls: certificate verification failed: %s", info);
+    }
+    return tls_fail(err, ret, "tls: handshake");
+  }
+  if (t->ip && t->cfg->verify && check_ip_san(t, err) < 0) return -1;
+  t->done = true;
+  return 1;
+}
+
+bool nl_tls_is_server(const nl_tls_t *t) { return t->cfg->server; }
+
+bool nl_tls_handshake_done(const nl_tls_t *t) { return t->done; }
+
+ssize_t nl_tls_read(nl_tls_t *t, void *buf, size_t cap, nl_err_t **err) {
+  int ret = mbedtls_ssl_read(&t->ssl, buf, cap);
+  if (ret > 0) return ret;
+  if (ret == MBEDTLS_ERR_SSL_WANT_READ || ret == MBEDTLS_ERR_SSL_WANT_WRITE) return 0;
+  if (ret == 0 || ret == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY) return NL_TLS_EOF;
+  return tls_fail(err, ret, "tls: read");
+}
+
+int nl_tls_write(nl_tls_t *t, const void *data, size_t len, nl_err_t **err) {
+  const unsigned char *p = data;
+  while (len > 0) {
+    /* The output is memory, so a write never waits for the peer. */
+    int ret = mbedtls_ssl_write(&t->ssl, p, len);
+    if (ret < 0) return tls_fail(err, ret, "tls: write");
+    p += ret;
+    len -= (size_t)ret;
+  }
+  return 0;
+}
+
+void nl_tls_close_notify(nl_tls_t *t) { (void)mbedtls_ssl_close_notify(&t->ssl); }
+
+char *nl_tls_take(nl_tls_t *t, size_t *len) {
+  *len = t->out.len;
+  if (t->out.len == 0) return NULL;
+  return nl_buf_steal(&t->out);
+}

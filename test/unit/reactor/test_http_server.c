@@ -1,0 +1,284 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "reactor/http_server.h"
+#include "http_test_util.h"
+
+typedef struct fixture {
+  uv_loop_t loop;
+  nl_http_server_t srv;
+  raw_peer_t peer;
+  int stopped;
+  int handled;
+  nl_http_resp_t *held; /* an asynchronous answer */
+  uv_timer_t later;
+} fixture_t;
+
+static void stopped_cb(nl_http_server_t *srv, void *ctx) {
+  fixture_t *f = ctx;
+  f->stopped++;
+}
+
+static void peer_closed(raw_peer_t *r) {
+  fixture_t *f = r->data;
+  nl_http_server_stop(&f->srv, stopped_cb, f);
+}
+
+static void healthz(void *ctx, const nl_http_req_t *req, nl_http_resp_t *resp) {
+  fixture_t *f = ctx;
+  f->handled++;
+  nl_http_resp_header(resp, "X-Test", req->query);
+  nl_http_resp_send_str(resp, 200, "ok");
+}
+
+static void echo(void *ctx, const nl_http_req_t *req, nl_http_resp_t *resp) {
+  fixture_t *f = ctx;
+  f->handled++;
+  const char *h = nl_http_headers_get(req->headers, "x-value");
+  char out[256];
+  snprintf(out, sizeof(out), "%s %s body=%.*s x=%s", req->method, req->path, (int)req->body_len,
+           req->body, h ? h : "-");
+  nl_http_resp_send_str(resp, 200, out);
+}
+
+static void answer_later(uv_timer_t *t) {
+  fixture_t *f = t->data;
+  nl_http_resp_send_str(f->held, 202, "later");
+  f->held = NULL;
+  uv_close((uv_handle_t *)t, NULL);
+}
+
+static void async_handler(void *ctx, const nl_http_req_t *req, nl_http_resp_t *resp) {
+  fixture_t *f = ctx;
+  f->handled++;
+  f->held = resp;
+  uv_timer_init(&f->loop, &f->later);
+  f->later.data = f;
+  uv_timer_start(&f->later, answer_later, 20, 0);
+}
+
+static void setup_server(fixture_t *f, const nl_http_server_opts_t *opts) {
+  memset(f, 0, sizeof(*f));
+  assert_int_equal(uv_loop_init(&f->loop), 0);
+  nl_err_t *err = NULL;
+  assert_int_equal(nl_http_server_init(&f->srv, &f->loop, opts, &err), 0);
+  nl_http_server_route(&f->srv, "GET", "/healthz", healthz, f);
+  nl_http_server_route(&f->srv, NULL, "/echo/", echo, f);
+  nl_http_server_route(&f->srv, "GET", "/async", async_handler, f);
+  assert_int_equal(nl_http_server_listen(&f->srv, "127.0.0.1", 0, &err), 0);
+  assert_null(err);
+  assert_true(nl_http_server_port(&f->srv) > 0);
+}
+
+static void run_peer(fixture_t *f, const char **chunks) {
+  raw_start(&f->peer, &f->loop, nl_http_server_port(&f->srv), chunks);
+  f->peer.data = f;
+  f->peer.on_closed = peer_closed;
+  run_until_closed(&f->loop);
+  assert_true(f->peer.closed);
+  assert_int_equal(f->stopped, 1);
+  assert_int_equal(uv_loop_close(&f->loop), 0);
+}
+
+static void routes_and_keepalive(void **state) {
+  fixture_t f;
+  setup_server(&f, NULL);
+  /* Two requests on one connection, the second sent after the first answer. */
+  const char *chunks[] = {"GET /healthz?verbose HTTP/1.1\r\nHost: x\r\n\r\n",
+                          "POST /echo/a/b HTTP/1.1\r\nHost: x\r\nX-Value: v1\r\n"
+                          "Content-Length: 5\r\nConnection: close\r\n\r\nhello",
+                          NULL};
+  run_peer(&f, chunks);
+  assert_int_equal(f.handled, 2);
+  const char *in = f.peer.in.data;
+  assert_non_null(strstr(in, "HTTP/1.1 200 OK\r\n"));
+  assert_non_null(strstr(in, "X-Test: verbose\r\n"));
+  assert_non_null(strstr(in, "Content-Length: 2\r\n"));
+  assert_non_null(strstr(in, "\r\n\r\nok"));
+  assert_non_null(strstr(in, "POST /echo/a/b body=hello x=v1"));
+  assert_int_equal(raw_count(&f.peer.in, "HTTP/1.1 200"), 2);
+  assert_int_equal(raw_count(&f.peer.in, "Connection: close"), 1);
+  assert_true(f.peer.eof);
+  nl_buf_free(&f.peer.in);
+}
+
+static void pipelined(void **state) {
+  fixture_t f;
+  setup_server(&f, NULL);
+  const char *chunks[] = {"GET /async HTTP/1.1\r\nHost: x\r\n\r\n"
+                          "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+                          "HEAD /healthz HTTP/1.0\r\n\r\n",
+                          NULL};
+  run_peer(&f, chunks);
+  assert_int_equal(f.handled, 3);
+  const char *in = f.peer.in.data;
+  /* In order, the asynchronous answer first. */
+  const char *a = strstr(in, "HTTP/1.1 202 Accepted");
+  const char *b = strstr(in, "HTTP/1.1 200 OK");
+  assert_non_null(a);
+  assert_non_null(b);
+  assert_true(a < b);
+  assert_int_equal(raw_count(&f.peer.in, "HTTP/1.1 200 OK"), 2);
+  /* HEAD gets the length but no body, and HTTP/1.0 closes. */
+  assert_true(in[f.peer.in.len - 1] == '\n');
+  nl_buf_free(&f.peer.in);
+}
+
+static void not_found_and_405(void **state) {
+  fixture_t f;
+  setup_server(&f, NULL);
+  const char *chunks[] = {"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n",
+                          "DELETE /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", NULL};
+  run_peer(&f, chunks);
+  assert_int_equal(f.handled, 0);
+  assert_non_null(strstr(f.peer.in.data, "HTTP/1.1 404 Not Found\r\n"));
+  assert_non_null(strstr(f.peer.in.data, "404 page not found\n"));
+  assert_non_null(strstr(f.peer.in.data, "HTTP/1.1 405 Method Not Allowed\r\n"));
+  nl_buf_free(&f.peer.in);
+}
+
+static void malformed_gets_400(void **state) {
+  fixture_t f;
+  setup_server(&f, NULL);
+  const char *chunks[] = {"GET /healthz HTTP/1.1\r\nBad Header\r\n\r\n", NULL};
+  run_peer(&f, chunks);
+  assert_int_equal(f.handled, 0);
+  assert_non_null(strstr(f.peer.in.data, "HTTP/1.1 400 Bad Request\r\n"));
+  assert_non_null(strstr(f.peer.in.data, "Connection: close\r\n"));
+  assert_true(f.peer.eof);
+  nl_buf_free(&f.peer.in);
+}
+
+static void head_too_big_431_body_too_big_413(void **state) {
+  fixture_t f;
+  nl_http_server_opts_t o = {.max_head = 256, .max_body = 4};
+  setup_server(&f, &o);
+  char big[600];
+  snprintf(big, sizeof(big), "GET /healthz HTTP/1.1\r\nX-Big: %0400d\r\n\r\n", 0);
+  const char *chunks[] = {big, NULL};
+  run_peer(&f, chunks);
+  assert_non_null(strstr(f.peer.in.data, "HTTP/1.1 431 "));
+  nl_buf_free(&f.peer.in);
+
+  setup_server(&f, &o);
+  const char *chunks2[] = {"POST /echo/ HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello", NULL};
+  run_peer(&f, chunks2);
+  assert_non_null(strstr(f.peer.in.data, "HTTP/1.1 413 "));
+  assert_int_equal(f.handled, 0);
+  nl_buf_free(&f.peer.in);
+}
+
+static void slow_client_times_out(void **state) {
+  fixture_t f;
+  nl_http_server_opts_t o = {.read_timeout_ms = 100};
+  setup_server(&f, &o);
+  uint64_t t0 = uv_now(&f.loop);
+  const char *chunks[] = {"GET /healthz HTTP/1.1\r\nHo", NULL};
+  run_peer(&f, chunks);
+  uv_update_time(&f.loop);
+  assert_true(uv_now(&f.loop) - t0 >= 100);
+  assert_int_equal(f.handled, 0);
+  assert_int_equal(f.peer.in.len, 0);
+  assert_true(f.peer.eof);
+}
+
+/* The server stops while a handler holds a response: the abort callback runs,
+ * and the late send only frees. */
+static void aborted(void *ctx) { (*(int *)ctx)++; }
+
+typedef struct stop_fixture {
+  fixture_t f;
+  int aborts;
+  nl_http_resp_t *resp;
+} stop_fixture_t;
+
+static void hold(void *ctx, const nl_http_req_t *req, nl_http_resp_t *resp) {
+  stop_fixture_t *s = ctx;
+  s->resp = resp;
+  nl_http_resp_on_abort(resp, aborted, &s->aborts);
+  nl_http_server_stop(&s->f.srv, stopped_cb, &s->f);
+  assert_false(nl_http_resp_alive(resp));
+}
+
+static void stop_with_pending_response(void **state) {
+  stop_fixture_t s;
+  setup_server(&s.f, NULL);
+  s.aborts = 0;
+  nl_http_server_route(&s.f.srv, "GET", "/hold", hold, &s);
+  const char *chunks[] = {"GET /hold HTTP/1.1\r\nHost: x\r\n\r\n", NULL};
+  raw_start(&s.f.peer, &s.f.loop, nl_http_server_port(&s.f.srv), chunks);
+  uv_run(&s.f.loop, UV_RUN_DEFAULT);
+  assert_int_equal(s.aborts, 1);
+  assert_int_equal(s.f.stopped, 1);
+  nl_http_resp_send_str(s.resp, 200, "too late");
+  assert_int_equal(uv_loop_close(&s.f.loop), 0);
+  nl_buf_free(&s.f.peer.in);
+}
+
+static void connection_limit(void **state) {
+  fixture_t f;
+  nl_http_server_opts_t o = {.max_conns = 1};
+  setup_server(&f, &o);
+  raw_peer_t first;
+  const char *none[] = {NULL};
+  raw_start(&first, &f.loop, nl_http_server_port(&f.srv), none);
+  /* The second connection is accepted and closed straight away. */
+  const char *chunks[] = {"GET /healthz HTTP/1.1\r\n\r\n", NULL};
+  raw_start(&f.peer, &f.loop, nl_http_server_port(&f.srv), chunks);
+  f.peer.data = &f;
+  f.peer.on_closed = peer_closed; /* stops the server, which closes `first` */
+  uv_run(&f.loop, UV_RUN_DEFAULT);
+  assert_int_equal(f.handled, 0);
+  assert_int_equal(f.peer.in.len, 0);
+  assert_true(first.closed);
+  assert_int_equal(f.stopped, 1);
+  assert_int_equal(uv_loop_close(&f.loop), 0);
+}
+
+static void listen_errors(void **state) {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  nl_http_server_t a, b;
+  nl_err_t *err = NULL;
+  assert_int_equal(nl_http_server_init(&a, &loop, NULL, &err), 0);
+  assert_int_equal(nl_http_server_init(&b, &loop, NULL, &err), 0);
+  assert_int_equal(nl_http_server_listen(&a, "example.com", 0, &err), -1);
+  assert_non_null(strstr(nl_err_msg(err), "IP literal"));
+  nl_err_free(&err);
+  assert_int_equal(nl_http_server_listen(&a, "localhost", 0, &err), 0);
+  int port = nl_http_server_port(&a);
+  assert_int_equal(nl_http_server_listen(&b, "127.0.0.1", port, &err), -1);
+  assert_int_equal(err->code, EADDRINUSE);
+  char want[64];
+  snprintf(want, sizeof(want), "listen tcp 127.0.0.1:%d: address already in use", port);
+  assert_string_equal(nl_err_msg(err), want);
+  nl_err_free(&err);
+  nl_http_server_t c;
+  assert_int_equal(nl_http_server_init(&c, &loop, NULL, &err), 0);
+  assert_int_equal(nl_http_server_listen(&c, "[::1]", 0, &err), 0);
+  nl_http_server_stop(&a, NULL, NULL);
+  nl_http_server_stop(&b, NULL, NULL);
+  nl_http_server_stop(&c, NULL, NULL);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(routes_and_keepalive),
+      cmocka_unit_test(pipelined),
+      cmocka_unit_test(not_found_and_405),
+      cmocka_unit_test(malformed_gets_400),
+      cmocka_unit_test(head_too_big_431_body_too_big_413),
+      cmocka_unit_test(slow_client_times_out),
+      cmocka_unit_test(stop_with_pending_response),
+      cmocka_unit_test(connection_limit),
+      cmocka_unit_test(listen_errors),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
