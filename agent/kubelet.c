@@ -17,6 +17,34 @@ static void release(nl_kubelet_t *k) {
 
 static void on_handle_closed(uv_handle_t *h) { release(h->data); }
 
+static void on_server_stopped(nl_http_server_t *srv, void *ctx) {
+  (void)srv;
+  release(ctx);
+}
+
+/* Upstream's syncLoopHealthCheck: the loop must have iterated within twice the
+ * resync interval, and never less than 5 minutes. */
+static int syncloop_check(void *ctx, nl_err_t **err) {
+  nl_kubelet_t *k = ctx;
+  uint64_t limit = (uint64_t)(k->cfg->sync_frequency / 1000000) * 2;
+  if (limit < 5 * 60 * 1000) limit = 5 * 60 * 1000;
+  uint64_t since = uv_now(k->loop) - k->last_sync_loop_ms;
+  if (since > limit)
+    return nl_err_set(err, NL_ETIMEOUT, "sync Loop took longer than expected (%llums)",
+                      (unsigned long long)since);
+  return 0;
+}
+
+static void on_sync_tick(uv_timer_t *t) {
+  nl_kubelet_t *k = container_of(t, nl_kubelet_t, sync_ticker);
+  k->last_sync_loop_ms = uv_now(k->loop);
+}
+
+static void on_housekeeping(uv_timer_t *t) {
+  nl_kubelet_t *k = container_of(t, nl_kubelet_t, housekeeping);
+  (void)k;
+}
+
 static void on_signal(uv_signal_t *s, int signum) {
   nl_kubelet_t *k = s->data;
   if (++k->signals_seen > 1) {
@@ -39,8 +67,14 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
   k->standalone = !cfg->kubeconfig || !*cfg->kubeconfig;
   uv_signal_init(loop, &k->sigterm);
   uv_signal_init(loop, &k->sigint);
-  k->sigterm.data = k->sigint.data = k;
-  k->pending = 2;
+  uv_timer_init(loop, &k->sync_ticker);
+  uv_timer_init(loop, &k->housekeeping);
+  k->sigterm.data = k->sigint.data = k->sync_ticker.data = k->housekeeping.data = k;
+  k->pending = 4;
+  if (nl_agent_server_init(&k->server, loop, err) < 0) return -1;
+  k->server_up = true;
+  k->pending++;
+  nl_agent_server_add_check(&k->server, "syncloop", syncloop_check, k);
   return 0;
 }
 
@@ -50,6 +84,15 @@ int nl_kubelet_start(nl_kubelet_t *k, nl_err_t **err) {
       (r = uv_signal_start(&k->sigint, on_signal, SIGINT)) < 0)
     return nl_err_set(err, -r, "signal handling: %s", uv_strerror(r));
   if (k->standalone) nl_info("no kubeconfig given: running in standalone mode");
+  k->last_sync_loop_ms = uv_now(k->loop);
+  uv_timer_start(&k->sync_ticker, on_sync_tick, 1000, 1000);
+  uv_timer_start(&k->housekeeping, on_housekeeping, 2000, 2000);
+  if (k->cfg->healthz_port > 0) {
+    if (nl_agent_server_listen(&k->server, k->cfg->healthz_bind_address, k->cfg->healthz_port,
+                               err) < 0)
+      return nl_err_wrap(err, "healthz server");
+    nl_info("serving healthz on %s:%d", k->cfg->healthz_bind_address, k->cfg->healthz_port);
+  }
   return 0;
 }
 
@@ -60,5 +103,8 @@ void nl_kubelet_stop(nl_kubelet_t *k, nl_kubelet_done_cb done_cb) {
   k->pending++; /* held until every stop below has been issued */
   uv_close((uv_handle_t *)&k->sigterm, on_handle_closed);
   uv_close((uv_handle_t *)&k->sigint, on_handle_closed);
+  uv_close((uv_handle_t *)&k->sync_ticker, on_handle_closed);
+  uv_close((uv_handle_t *)&k->housekeeping, on_handle_closed);
+  if (k->server_up) nl_agent_server_stop(&k->server, on_server_stopped, k);
   release(k);
 }

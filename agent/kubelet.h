@@ -8,6 +8,7 @@
 #include <uv.h>
 
 #include "agent/config.h"
+#include "agent/server.h"
 #include "reactor/error.h"
 
 typedef struct nl_kubelet nl_kubelet_t;
@@ -23,6 +24,11 @@ struct nl_kubelet {
   nl_kubelet_done_cb done_cb;
   uv_signal_t sigterm, sigint;
   int signals_seen;
+  uv_timer_t sync_ticker;  /* 1 s: pods due for resync (upstream syncCh) */
+  uv_timer_t housekeeping; /* 2 s: forget what is gone (housekeepingCh) */
+  uint64_t last_sync_loop_ms;
+  bool server_up;
+  nl_agent_server_t server;
 };
 
 /* Returns 0, or -1 with *err. Takes nothing from cfg. */

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The agent as an operator meets it: flags, config errors, /healthz, SIGTERM,
+# and a leak-free start-and-stop cycle under valgrind.
+. "$(dirname "$0")/lib.sh"
+
+out=$("$NANOLET" --version) && [[ $out == "nanolet v"* ]] && ok "--version" || fail "--version" "$out"
+"$NANOLET" --help | grep -q -- '--pod-manifest-path' && ok "--help lists flags" || fail "--help"
+
+"$NANOLET" --bogus >/dev/null 2>"$E2E_TMP/err"; rc=$?
+[ $rc -eq 2 ] && grep -q 'unknown flag: --bogus' "$E2E_TMP/err" && grep -q '^Usage:' "$E2E_TMP/err" \
+  && ok "unknown flag exits 2 with usage" || fail "unknown flag" "rc=$rc"
+
+printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nsyncFrequency: banana\n' >"$E2E_TMP/bad.yaml"
+"$NANOLET" --config "$E2E_TMP/bad.yaml" 2>"$E2E_TMP/err"; rc=$?
+[ $rc -eq 2 ] && grep -q 'syncFrequency' "$E2E_TMP/err" \
+  && ok "syncFrequency: banana exits 2 naming the field" || fail "bad config" "rc=$rc $(cat "$E2E_TMP/err")"
+
+"$NANOLET" --config /nonexistent.yaml 2>"$E2E_TMP/err"; rc=$?
+[ $rc -eq 2 ] && grep -q '/nonexistent.yaml' "$E2E_TMP/err" && ok "missing config exits 2" || fail "missing config" "rc=$rc"
+
+start_agent() { # start_agent PORT [wrapper...]: starts nanolet in the background
+  local port=$1; shift
+  mkdir -p "$E2E_TMP/manifests"
+  "$@" "$NANOLET" --healthz-port "$port" --pod-manifest-path "$E2E_TMP/manifests" \
+    --container-runtime-endpoint "${NANOLET_TEST_CRI_ENDPOINT:?run tools/testenv/setup.sh}" \
+    --root-dir "$E2E_TMP/root" --hostname-override e2e-node --pid-file "$E2E_TMP/pid" \
+    >"$E2E_TMP/agent.log" 2>&1 &
+  AGENT_PID=$!
+}
+
+port=$(free_port)
+start_agent "$port"
+if wait_for 10 healthz_ok "$port"; then ok "/healthz answers ok"; else fail "/healthz" "$(tail -5 "$E2E_TMP/agent.log")"; fi
+[ "$(cat "$E2E_TMP/pid" 2>/dev/null)" = "$AGENT_PID" ] && ok "pid file" || fail "pid file"
+t0=$(date +%s%N)
+kill -TERM "$AGENT_PID"; wait "$AGENT_PID"; rc=$?
+ms=$((($(date +%s%N) - t0) / 1000000))
+[ $rc -eq 0 ] && [ $ms -lt 1000 ] && ok "SIGTERM exits 0 in ${ms} ms" || fail "SIGTERM" "rc=$rc after ${ms} ms"
+grep -q 'loop closed with handles still open' "$E2E_TMP/agent.log" && fail "handles closed" || ok "every handle closed"
+
+if command -v valgrind >/dev/null; then
+  port=$(free_port)
+  start_agent "$port" valgrind --quiet --leak-check=full --show-leak-kinds=definite,indirect \
+    --errors-for-leak-kinds=definite,indirect --error-exitcode=3
+  if wait_for 60 healthz_ok "$port"; then
+    kill -TERM "$AGENT_PID"; wait "$AGENT_PID"; rc=$?
+    [ $rc -eq 0 ] && ok "valgrind: no leak or error over start and stop" \
+      || fail "valgrind" "rc=$rc $(tail -30 "$E2E_TMP/agent.log")"
+  else
+    kill -KILL "$AGENT_PID" 2>/dev/null; fail "valgrind start" "$(tail -5 "$E2E_TMP/agent.log")"
+  fi
+else
+  fail "valgrind" "not installed (tools/install-deps.sh --test installs it)"
+fi

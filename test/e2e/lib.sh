@@ -1,0 +1,32 @@
+# shellcheck shell=bash
+# A small harness for end-to-end tests in bash: `ok NAME` / `fail NAME WHY`,
+# `wait_for SECONDS CMD...`, and a summary line at exit. Sourced by each test.
+set -uo pipefail
+E2E_PASSED=0
+E2E_FAILED=0
+NANOLET=${NANOLET:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build/agent/nanolet}
+E2E_TMP=$(mktemp -d /tmp/nanolet-e2e.XXXXXX)
+
+ok() { E2E_PASSED=$((E2E_PASSED + 1)); echo "ok: $1"; }
+fail() { E2E_FAILED=$((E2E_FAILED + 1)); echo "FAIL: $1: ${2:-}"; }
+check() { # check NAME CMD... : passes when CMD exits 0
+  local name=$1; shift
+  if "$@"; then ok "$name"; else fail "$name" "command failed: $*"; fi
+}
+wait_for() { # wait_for SECONDS CMD... : polls CMD every 100 ms
+  local deadline=$(($(date +%s%N) + $1 * 1000000000)); shift
+  while ! "$@" 2>/dev/null; do
+    [ "$(date +%s%N)" -lt "$deadline" ] || return 1
+    sleep 0.1
+  done
+}
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo $((20000 + RANDOM % 20000)); }
+healthz_ok() { [ "$(curl -fsS "http://127.0.0.1:$1/healthz")" = ok ]; }
+
+e2e_finish() {
+  local rc=$?
+  [ -n "${E2E_KEEP:-}" ] || rm -rf "$E2E_TMP"
+  echo "$E2E_PASSED passed, $E2E_FAILED failed"
+  [ "$E2E_FAILED" -eq 0 ] && [ "$rc" -eq 0 ] && [ "$E2E_PASSED" -gt 0 ]
+}
+trap 'e2e_finish; exit $?' EXIT
