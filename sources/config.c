@@ -321,7 +321,7 @@ static int merge(nl_pod_config_t *cfg, const char *source, bool is_set, nl_pod_o
     for (size_t i = 0; i < in.n; i++) merge_pod(cfg, source, in.v[i], &s->pods, &s->pods, &m);
   }
   free(in.v);
-  qsort(m.removes.v, m.removes.n, sizeof *m.removes.v, cmp_full_name);
+  if (m.removes.n > 1) qsort(m.removes.v, m.removes.n, sizeof *m.removes.v, cmp_full_name);
 
   emit(cfg, NL_POD_REMOVE, source, &m.removes, false);
   emit(cfg, NL_POD_ADD, source, &m.adds, false);

@@ -12,9 +12,15 @@
 
 /* Upstream retries its watch every second while the path is missing. */
 #define RETRY_MS 1000
+/* An fs event starts a scan this much later, not at once: a write(2) burst
+ * (O_TRUNC, then the data) is then usually read once, complete, instead of
+ * reporting the empty or partial file first. Not reset by later events, so a
+ * file that is written without pause is still read. */
+#define SETTLE_MS 50
 
 static void start_scan(nl_file_source_t *src);
 static void on_tick(uv_timer_t *t);
+static void on_settled(uv_timer_t *t);
 static void finish(nl_file_source_t *src);
 
 static void entry_free(void *p) {
@@ -28,6 +34,8 @@ int nl_file_source_init(nl_file_source_t *src, uv_loop_t *loop, const char *path
                         uint64_t check_frequency_ms, const char *node_name,
                         nl_file_source_cb cb, void *ctx, nl_err_t **err) {
   memset(src, 0, sizeof *src);
+  nl_map_init(&src->force);
+  nl_map_init(&src->files);
   if (!path || !*path) return nl_err_set(err, NL_EINVAL, "file source: staticPodPath is empty");
   if (!node_name || !*node_name) return nl_err_set(err, NL_EINVAL, "file source: node name is empty");
   src->loop = loop;
@@ -38,8 +46,6 @@ int nl_file_source_init(nl_file_source_t *src, uv_loop_t *loop, const char *path
   src->check_frequency_ms = check_frequency_ms ? check_frequency_ms : NL_FILE_SOURCE_DEFAULT_CHECK_MS;
   src->cb = cb;
   src->ctx = ctx;
-  nl_map_init(&src->force);
-  nl_map_init(&src->files);
   src->state = NL_FILE_SOURCE_INIT;
   return 0;
 }
@@ -81,7 +87,11 @@ static void on_fs_event(uv_fs_event_t *h, const char *filename, int events, int 
     src->force_all = true; /* inotify overflow or the watched directory itself */
   }
   nl_vlog(5, "file source: event %d for %s in %s", events, filename ? filename : "(none)", src->watch_dir);
-  request_scan(src);
+  if (!uv_is_active((uv_handle_t *)&src->settle)) uv_timer_start(&src->settle, on_settled, SETTLE_MS, 0);
+}
+
+static void on_settled(uv_timer_t *t) {
+  request_scan(container_of(t, nl_file_source_t, settle));
 }
 
 static void watch_stop(nl_file_source_t *src) {
@@ -207,7 +217,7 @@ static void send_snapshot(nl_file_source_t *src) {
   nl_map_iter_init(&it, &src->files);
   while (nl_map_iter_next(&it, &k, &v))
     if (((nl_file_entry_t *)v)->pod) paths[n++] = k;
-  qsort(paths, n, sizeof *paths, cmp_path);
+  if (n > 1) qsort(paths, n, sizeof *paths, cmp_path);
   nl_pod_t **pods = nl_xcalloc(n ? n : 1, sizeof *pods);
   for (size_t i = 0; i < n; i++) pods[i] = nl_pod_dup(((nl_file_entry_t *)nl_map_get(&src->files, paths[i]))->pod);
   free(paths);
@@ -317,6 +327,7 @@ int nl_file_source_start(nl_file_source_t *src, nl_err_t **err) {
     return nl_err_set(err, NL_EINVAL, "file source %s: already started", src->path);
   uv_fs_event_init(src->loop, &src->watch);
   uv_timer_init(src->loop, &src->timer);
+  uv_timer_init(src->loop, &src->settle);
   src->state = NL_FILE_SOURCE_RUNNING;
   nl_vlog(1, "file source: reading %s every %llu ms and on change", src->path,
           (unsigned long long)src->check_frequency_ms);
@@ -351,8 +362,10 @@ void nl_file_source_stop(nl_file_source_t *src, nl_file_source_done_cb done_cb) 
   if (src->watch_dir) uv_fs_event_stop(&src->watch);
   src->watch.data = src;
   src->timer.data = src;
-  src->pending = 2 + (src->job ? 1 : 0);
+  src->settle.data = src;
+  src->pending = 3 + (src->job ? 1 : 0);
   if (src->job) uv_cancel((uv_req_t *)&src->job->req);
   uv_close((uv_handle_t *)&src->watch, on_close);
   uv_close((uv_handle_t *)&src->timer, on_close);
+  uv_close((uv_handle_t *)&src->settle, on_close);
 }

@@ -7,6 +7,8 @@
  * - A uv_fs_event (inotify) watch on the directory, or on the parent directory
  *   when the path is one file or does not exist yet (so that an atomic replace,
  *   write-to-temp-then-rename, and a path appearing later are both seen at once).
+ *   A scan starts 50 ms after the first event, so that a burst of writes is
+ *   usually read once.
  * - A full re-read of every file every check_frequency_ms (fileCheckFrequency,
  *   default 20 s) as a safety net; every 1 s while no watch can be set up (the
  *   path and its parent do not exist), as upstream retries its watch.
@@ -62,7 +64,8 @@ struct nl_file_source {
 
   /* handles (initialised by _start, closed by _stop) */
   uv_fs_event_t watch;
-  uv_timer_t timer;
+  uv_timer_t timer;  /* the periodic re-read (or the retry while unwatched) */
+  uv_timer_t settle; /* delays an event-driven scan by a few ms (file.c) */
   char *watch_dir;   /* the directory being watched, NULL when none */
   bool watch_is_dir; /* watching path itself (vs its parent) */
 

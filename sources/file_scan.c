@@ -151,7 +151,7 @@ static void scan_dir(nl_file_scan_t *s) {
     names[n++] = nl_xstrdup(de->d_name);
   }
   closedir(d);
-  qsort(names, n, sizeof *names, cmp_str); /* upstream sorts too: stable order */
+  if (n > 1) qsort(names, n, sizeof *names, cmp_str); /* upstream sorts too: stable order */
   for (size_t i = 0; i < n; i++) {
     scan_file(s, nl_xasprintf("%s/%s", s->path, names[i]), names[i]);
     free(names[i]);
