@@ -79,10 +79,13 @@ static void on_fs_event(uv_fs_event_t *h, const char *filename, int events, int 
       /* watching the parent of a file (or of a path that does not exist yet) */
       if (strcmp(filename, basename_of(src->path)) != 0) return;
     } else if (filename[0] == '.') {
-      nl_vlog(4, "file source: ignored event for %s/%s: name starts with a dot", src->path, filename);
-      return;
+      /* Never read as a manifest; but a rename of a dot-name can swap the
+       * targets of symlinks (Kubernetes' atomic writer swaps "..data"), so look
+       * at the stats again: cheap, and nothing unchanged is read. */
+      nl_vlog(5, "file source: event for dot-file %s/%s: re-checking stats", src->path, filename);
+    } else {
+      nl_map_put(&src->force, filename, NULL);
     }
-    nl_map_put(&src->force, filename, NULL);
   } else {
     src->force_all = true; /* inotify overflow or the watched directory itself */
   }
@@ -103,8 +106,10 @@ static void watch_stop(nl_file_source_t *src) {
 
 /* Points the watch at dir. Returns true when a new watch was started, so the
  * caller re-scans to cover changes made before the watch existed. */
-static bool watch_set(nl_file_source_t *src, const char *dir, bool is_dir) {
-  if (src->watch_dir && strcmp(src->watch_dir, dir) == 0 && src->watch_is_dir == is_dir) return false;
+static bool watch_set(nl_file_source_t *src, const char *dir, bool is_dir, dev_t dev, ino_t ino) {
+  if (src->watch_dir && strcmp(src->watch_dir, dir) == 0 && src->watch_is_dir == is_dir &&
+      (!is_dir || (src->watch_dev == dev && src->watch_ino == ino)))
+    return false;
   watch_stop(src);
   int rc = uv_fs_event_start(&src->watch, on_fs_event, dir, 0);
   if (rc < 0) {
@@ -114,11 +119,13 @@ static bool watch_set(nl_file_source_t *src, const char *dir, bool is_dir) {
   nl_vlog(1, "file source: watching %s for %s", dir, src->path);
   src->watch_dir = nl_xstrdup(dir);
   src->watch_is_dir = is_dir;
+  src->watch_dev = dev;
+  src->watch_ino = ino;
   return true;
 }
 
-static bool update_watch(nl_file_source_t *src, enum nl_file_kind kind) {
-  if (kind == NL_FK_DIR) return watch_set(src, src->path, true);
+static bool update_watch(nl_file_source_t *src, const nl_file_scan_t *s) {
+  if (s->kind == NL_FK_DIR) return watch_set(src, src->path, true, s->path_dev, s->path_ino);
   char *parent = nl_xstrdup(src->path);
   char *slash = strrchr(parent, '/');
   if (!slash) {
@@ -129,7 +136,7 @@ static bool update_watch(nl_file_source_t *src, enum nl_file_kind kind) {
   } else {
     *slash = '\0';
   }
-  bool started = watch_set(src, parent, false);
+  bool started = watch_set(src, parent, false, 0, 0);
   free(parent);
   return started;
 }
@@ -276,16 +283,18 @@ static void on_scan_done(uv_work_t *req, int status) {
     if (src->state == NL_FILE_SOURCE_STOPPING && --src->pending == 0) finish(src);
     return;
   }
-  bool rewatched = update_watch(src, s->kind);
+  bool rewatched = update_watch(src, s);
   apply_scan(src, s);
   nl__file_scan_free(s);
   src->scans++;
   if (src->on_scan && src->state == NL_FILE_SOURCE_RUNNING) src->on_scan(src, src->ctx);
   if (src->state != NL_FILE_SOURCE_RUNNING) return; /* stopped from a callback */
 
-  uint64_t next = src->check_frequency_ms;
-  if (!src->watch_dir && next > RETRY_MS) next = RETRY_MS;
-  uv_timer_start(&src->timer, on_tick, next, 0);
+  /* the re-read period runs on its own, whatever the events do */
+  uint64_t period = src->check_frequency_ms;
+  if (!src->watch_dir && period > RETRY_MS) period = RETRY_MS;
+  if (!uv_is_active((uv_handle_t *)&src->timer) || uv_timer_get_repeat(&src->timer) != period)
+    uv_timer_start(&src->timer, on_tick, period, period);
   if (rewatched) src->dirty = true; /* changes before the watch existed */
   if (src->dirty) {
     src->dirty = false;

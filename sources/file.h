@@ -29,6 +29,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <uv.h>
 
 #include "agent/model/pod.h"
@@ -68,6 +69,8 @@ struct nl_file_source {
   uv_timer_t settle; /* delays an event-driven scan by a few ms (file.c) */
   char *watch_dir;   /* the directory being watched, NULL when none */
   bool watch_is_dir; /* watching path itself (vs its parent) */
+  dev_t watch_dev;   /* the directory inode watched: a directory renamed over */
+  ino_t watch_ino;   /* the path (or a swapped symlink) needs a new watch */
 
   /* scan state */
   struct nl_file_scan *job; /* the scan in flight, NULL when idle */

@@ -169,6 +169,8 @@ void nl__file_scan_run(uv_work_t *req) {
   }
   if (S_ISDIR(st.st_mode)) {
     s->kind = NL_FK_DIR;
+    s->path_dev = st.st_dev;
+    s->path_ino = st.st_ino;
     scan_dir(s);
   } else if (S_ISREG(st.st_mode)) {
     s->kind = NL_FK_REGULAR;

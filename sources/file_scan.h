@@ -57,6 +57,8 @@ typedef struct nl_file_scan {
   /* output */
   enum nl_file_kind kind;
   int path_err;              /* errno when kind is NL_FK_ERROR */
+  dev_t path_dev;            /* of the directory, when kind is NL_FK_DIR */
+  ino_t path_ino;
   nl_file_result_t *results; /* sorted by path */
   size_t n, cap;
 } nl_file_scan_t;

@@ -349,6 +349,30 @@ static void symlink_target_change_seen_by_reread(void **state) {
   free(link);
 }
 
+/* Kubernetes' atomic writer (ConfigMap volumes, some config tools): files are
+ * links through "..data", and an update renames a new "..data" link into place.
+ * Only dot-names change, yet the manifests behind the links do. */
+static void atomic_writer_swap(void **state) {
+  fx_t *f = *state;
+  mkdir_in(f, "..v1");
+  mkdir_in(f, "..v2");
+  put(f, "..v1/web.yaml", "web", "busybox");
+  put(f, "..v2/web.yaml", "web", "nginx");
+  char *data = p(f, "..data"), *tmp = p(f, "..data_tmp"), *link = p(f, "web.yaml");
+  assert_int_equal(symlink("..v1", data), 0);
+  assert_int_equal(symlink("..data/web.yaml", link), 0);
+  start(f, NULL, 60000);
+  expect(f, 1, "ADD file default/web-node1");
+  assert_int_equal(symlink("..v2", tmp), 0);
+  assert_int_equal(rename(tmp, data), 0);
+  RUN_UNTIL(f, f->n >= 2);
+  expect(f, 2, "REMOVE file default/web-node1", "ADD file default/web-node1");
+  assert_int_equal(f->src.errors, 0);
+  free(data);
+  free(tmp);
+  free(link);
+}
+
 static void ignored_entries(void **state) {
   fx_t *f = *state;
   start(f, NULL, 60000);
@@ -441,6 +465,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(symlink_in_dir, setup, teardown),
       cmocka_unit_test_setup_teardown(single_file_path, setup, teardown),
       cmocka_unit_test_setup_teardown(symlink_target_change_seen_by_reread, setup, teardown),
+      cmocka_unit_test_setup_teardown(atomic_writer_swap, setup, teardown),
       cmocka_unit_test_setup_teardown(ignored_entries, setup, teardown),
       cmocka_unit_test_setup_teardown(garbage_10mib, setup, teardown),
       cmocka_unit_test_setup_teardown(thousand_manifests, setup, teardown),
