@@ -123,21 +123,21 @@ static void labels_and_annotations(void **state) {
   recorder_t r = {0};
   nl_pod_config_t cfg;
   nl_pod_config_init(&cfg, record, &r);
-  nl_pod_config_set(&cfg, "api", arr(1, mkpod("a", "u1", "busybox", "  labels:\n    app: x\n")), 1, NULL);
+  nl_pod_config_set(&cfg, "api", arr(1, mkpod("a", "u1", "busybox", "  labels:\n    app: one\n")), 1, NULL);
   expect_lines(&r, 1, "ADD api ns/a");
   /* a label change is an update */
-  nl_pod_config_set(&cfg, "api", arr(1, mkpod("a", "u1", "busybox", "  labels:\n    app: y\n")), 1, NULL);
+  nl_pod_config_set(&cfg, "api", arr(1, mkpod("a", "u1", "busybox", "  labels:\n    app: two\n")), 1, NULL);
   expect_lines(&r, 1, "UPDATE api ns/a");
   /* the kubelet's own annotations do not count */
   nl_pod_config_set(&cfg, "api",
                     arr(1, mkpod("a", "u1", "busybox",
-                                 "  labels:\n    app: y\n  annotations:\n    kubernetes.io/config.seen: x\n"
-                                 "    kubernetes.io/config.source: y\n")),
+                                 "  labels:\n    app: two\n  annotations:\n    kubernetes.io/config.seen: \"2020-01-01T00:00:00Z\"\n"
+                                 "    kubernetes.io/config.source: other\n")),
                     1, NULL);
   expect_lines(&r, 0);
   /* any other annotation does */
   nl_pod_config_set(&cfg, "api",
-                    arr(1, mkpod("a", "u1", "busybox", "  labels:\n    app: y\n  annotations:\n    team: t\n")), 1,
+                    arr(1, mkpod("a", "u1", "busybox", "  labels:\n    app: two\n  annotations:\n    team: t\n")), 1,
                     NULL);
   expect_lines(&r, 1, "UPDATE api ns/a");
   assert_string_equal(r.source_ann, "api");
