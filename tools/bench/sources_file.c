@@ -21,6 +21,9 @@ typedef struct bench {
   uint64_t t_first, t_rounds_start, t_rounds_end;
   uint64_t rounds, target_rounds, scans_at_start;
   long rss_loaded;
+  int phase; /* 0: first read, 1: re-reads, 2: one file edited */
+  char *edit_path;
+  uint64_t t_edit, t_edit_seen, merge_ns, snapshots_at_edit;
 } bench_t;
 
 static void on_update(nl_pod_op_t op, const char *source, const nl_pod_t *const *pods, size_t n, void *ctx) {
@@ -30,7 +33,18 @@ static void on_update(nl_pod_op_t op, const char *source, const nl_pod_t *const 
 
 static void on_snapshot(nl_pod_t **pods, size_t n, void *ctx) {
   bench_t *b = ctx;
+  uint64_t t = uv_hrtime();
   nl_pod_config_set(&b->cfg, NL_SOURCE_FILE, pods, n, NULL);
+  b->merge_ns = uv_hrtime() - t;
+}
+
+static void edit_one(bench_t *b) {
+  const char *m = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: edited\nspec:\n  containers:\n"
+                  "  - name: web\n    image: busybox:1.37\n";
+  int fd = open(b->edit_path, O_WRONLY | O_TRUNC);
+  if (fd < 0 || write(fd, m, strlen(m)) != (ssize_t)strlen(m)) abort();
+  close(fd);
+  b->t_edit = uv_hrtime();
 }
 
 static void on_stopped(nl_file_source_t *src) { (void)src; }
@@ -47,9 +61,14 @@ static void on_scan(nl_file_source_t *src, void *ctx) {
     b->scans_at_start = src->scans;
     return;
   }
-  if (src->scans - b->scans_at_start >= b->target_rounds) {
+  if (b->phase == 0 && src->scans - b->scans_at_start >= b->target_rounds) {
     b->t_rounds_end = now;
     b->rounds = src->scans - b->scans_at_start;
+    b->phase = 2;
+    b->snapshots_at_edit = src->snapshots;
+    edit_one(b);
+  } else if (b->phase == 2 && src->snapshots > b->snapshots_at_edit) {
+    b->t_edit_seen = now;
     nl_file_source_stop(src, on_stopped);
   }
 }
@@ -88,6 +107,7 @@ int main(int argc, char **argv) {
     free(m);
   }
   long rss0 = rss_kib();
+  b.edit_path = nl_xasprintf("%s/pod%05d.yaml", dir, n / 2);
   uv_loop_init(&b.loop);
   nl_pod_config_init(&b.cfg, on_update, &b);
   /* 1 ms: the periodic re-read runs back to back after the first scan */
@@ -100,9 +120,12 @@ int main(int argc, char **argv) {
   printf("first read (read + decode + merge): %.1f ms\n", (double)(b.t_first - t0) / 1e6);
   printf("periodic re-read of unchanged files: %.2f ms per round (%llu rounds, incl. 1 ms timer)\n",
          (double)(b.t_rounds_end - b.t_rounds_start) / 1e6 / (double)b.rounds, (unsigned long long)b.rounds);
+  printf("one file edited: snapshot applied %.1f ms after the write; merging the %zu-pod snapshot took %.2f ms\n",
+         (double)(b.t_edit_seen - b.t_edit) / 1e6, nl_pod_config_count(&b.cfg, NULL), (double)b.merge_ns / 1e6);
   printf("RSS: %ld KiB before, %ld KiB with %zu pods held (source + merger)\n", rss0, b.rss_loaded, b.added);
   nl_pod_config_free(&b.cfg);
   uv_loop_close(&b.loop);
   nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+  free(b.edit_path);
   return 0;
 }

@@ -36,6 +36,7 @@ typedef struct fx {
   size_t n;
   size_t added, removed, other; /* pod counts per op, for the big test */
   bool stopped;
+  bool stop_in_cb; /* stop the source from inside its snapshot callback */
 } fx_t;
 
 static void record(nl_pod_op_t op, const char *source, const nl_pod_t *const *pods, size_t n, void *ctx) {
@@ -54,6 +55,7 @@ static void record(nl_pod_op_t op, const char *source, const nl_pod_t *const *po
 static void on_snapshot(nl_pod_t **pods, size_t n, void *ctx) {
   fx_t *f = ctx;
   assert_int_equal(nl_pod_config_set(&f->cfg, NL_SOURCE_FILE, pods, n, NULL), 0);
+  if (f->stop_in_cb) nl_file_source_stop(&f->src, NULL);
 }
 
 static void on_guard(uv_timer_t *t) {
@@ -442,6 +444,19 @@ static void stop_while_scanning(void **state) {
   /* teardown runs the loop: the scan comes back, nothing is emitted */
 }
 
+static void stop_from_callback(void **state) {
+  fx_t *f = *state;
+  put(f, "web.yaml", "web", "busybox");
+  f->stop_in_cb = true;
+  start(f, NULL, 1); /* a 1 ms re-read would call again if the stop were lost */
+  expect(f, 1, "ADD file default/web-node1");
+  assert_true(f->src.state == NL_FILE_SOURCE_STOPPING || f->src.state == NL_FILE_SOURCE_STOPPED);
+  f->stopped = true; /* stopped without a done_cb; teardown checks the loop closes */
+  assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
+  assert_int_equal(f->src.state, NL_FILE_SOURCE_STOPPED);
+  assert_int_equal(f->src.snapshots, 1);
+}
+
 static void init_errors(void **state) {
   fx_t *f = *state;
   nl_err_t *err = NULL;
@@ -470,6 +485,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(garbage_10mib, setup, teardown),
       cmocka_unit_test_setup_teardown(thousand_manifests, setup, teardown),
       cmocka_unit_test_setup_teardown(stop_while_scanning, setup, teardown),
+      cmocka_unit_test_setup_teardown(stop_from_callback, setup, teardown),
       cmocka_unit_test_setup_teardown(init_errors, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
