@@ -190,7 +190,12 @@ static bool apply_result(nl_file_source_t *src, nl_file_result_t *r) {
     return false;
   }
   e->key = r->key;
-  if (r->unchanged) return false;
+  if (r->unchanged) {
+    /* readable again, same bytes as before: a read error is over; a decode
+     * error of these same bytes is not */
+    if (e->last_err != NL_EINVAL) e->last_err = 0;
+    return false;
+  }
 
   nl_err_t *err = NULL;
   nl_pod_t *pod = NULL;

@@ -88,6 +88,11 @@ static void scan_file(nl_file_scan_t *s, char *path, const char *name) {
   struct stat st;
   if (stat(path, &st) < 0) { /* follows symlinks, as upstream's os.Stat */
     r->err = errno;
+    if (r->err == ENOENT && lstat(path, &st) < 0) {
+      /* removed since readdir (not a dangling link): as if never listed */
+      free(r->path);
+      s->n--;
+    }
     return;
   }
   if (!S_ISREG(st.st_mode)) {
