@@ -389,7 +389,8 @@ static bool handler_field(dec_t *d, const char *k, const nl_tnode_t *v, nl_handl
 
 static void handler(dec_t *d, const nl_tnode_t *n, nl_handler_t *h) {
   FIELDS(n)
-  handler_field(d, k, v, h);
+  } else {
+    handler_field(d, k, v, h);
   END_FIELDS
 }
 

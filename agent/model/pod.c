@@ -56,7 +56,9 @@ char *nl_node_name_default(void) {
 }
 
 char *nl_pod_static_name(const char *name, const char *node_name) {
-  return nl_xasprintf("%s-%s", name ? name : "", node_name ? node_name : "");
+  char *s = nl_xasprintf("%s-%s", name ? name : "", node_name ? node_name : "");
+  for (char *p = s + strlen(name ? name : "") + 1; *p; p++) *p = (char)tolower((unsigned char)*p);
+  return s;
 }
 
 void nl_pod_static_uid(const nl_pod_t *pod, const nl_static_source_t *src, char out[33]) {
@@ -94,9 +96,11 @@ void nl_pod_apply_static(nl_pod_t *pod, const nl_static_source_t *src) {
     nl_pod_static_uid(pod, &s, uid);
     pod->metadata.uid = nl__arena_strdup(a, uid);
   }
-  char *name = nl_pod_static_name(pod->metadata.name, node);
-  pod->metadata.name = nl__arena_strdup(a, name);
-  free(name);
+  if (pod->metadata.name && *pod->metadata.name) { /* else validation says "required" */
+    char *name = nl_pod_static_name(pod->metadata.name, node);
+    pod->metadata.name = nl__arena_strdup(a, name);
+    free(name);
+  }
   if (!pod->metadata.namespace_ || !*pod->metadata.namespace_)
     pod->metadata.namespace_ = nl__arena_strdup(a, "default");
   pod->spec.node_name = nl__arena_strdup(a, node);
