@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "agent/cmd_manifest.h"
 #include "agent/config.h"
 #include "agent/kubelet.h"
 #include "agent/startup.h"
@@ -77,6 +78,8 @@ int main(int argc, char **argv) {
   nl_kubelet_config_t cfg;
   nl_err_t *err = NULL;
   bool help, version;
+
+  if (argc > 1 && strcmp(argv[1], "manifest") == 0) return nl_cmd_manifest(argc - 1, argv + 1);
 
   nl_config_defaults(&cfg);
   const char *config_path = nl_flags_find_config(argc, argv);
