@@ -25,15 +25,25 @@ void nl_buf_append(nl_buf_t *b, const void *p, size_t n) {
 void nl_buf_puts(nl_buf_t *b, const char *s) { nl_buf_append(b, s, strlen(s)); }
 
 void nl_buf_printf(nl_buf_t *b, const char *fmt, ...) {
+  /* Format into the spare room first; grow and format again only when it did
+   * not fit (this also keeps GCC's sanitizer builds from flagging a NULL
+   * destination). */
+  nl_buf_reserve(b, 128);
+  size_t room = b->cap - b->len;
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(NULL, 0, fmt, ap);
+  int n = vsnprintf(b->data + b->len, room, fmt, ap);
   va_end(ap);
-  if (n < 0) return;
-  nl_buf_reserve(b, (size_t)n);
-  va_start(ap, fmt);
-  vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
-  va_end(ap);
+  if (n < 0) {
+    b->data[b->len] = '\0';
+    return;
+  }
+  if ((size_t)n >= room) {
+    nl_buf_reserve(b, (size_t)n);
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+  }
   b->len += (size_t)n;
 }
 
