@@ -114,6 +114,7 @@ static int on_message_begin(llhttp_t *ll) {
   p->head_bytes = 0;
   p->body_bytes = 0;
   p->in_head = true;
+  p->in_message = true;
   return 0;
 }
 
@@ -213,6 +214,7 @@ static int on_message_complete(llhttp_t *ll) {
   nl_http_parser_t *p = P(ll);
   p->msg.keep_alive = llhttp_should_keep_alive(ll);
   p->completed = true;
+  p->in_message = false;
   if (p->cbs.on_complete && p->cbs.on_complete(p->ctx, &p->msg) < 0) {
     if (!p->perr) fail(p, NL_HTTP_PERR_CALLBACK, EPROTO, "http: message refused");
     return -1;
@@ -287,7 +289,7 @@ int nl_http_parser_feed(nl_http_parser_t *p, const char *data, size_t len, size_
 
 int nl_http_parser_finish(nl_http_parser_t *p, nl_err_t **err) {
   if (p->perr) return failed(p, HPE_USER, err);
-  if (p->completed) return NL_HTTP_FEED_MORE;
+  if (p->completed || !p->in_message) return NL_HTTP_FEED_MORE;
   llhttp_errno_t e = llhttp_finish(&p->ll);
   if (p->completed) return NL_HTTP_FEED_DONE;
   if (e == HPE_OK && !nl_http_parser_busy(p)) return NL_HTTP_FEED_MORE;
@@ -307,8 +309,7 @@ void nl_http_parser_next(nl_http_parser_t *p) {
 }
 
 bool nl_http_parser_busy(const nl_http_parser_t *p) {
-  /* llhttp's finish state says whether EOF here would cut a message. */
-  return !p->completed && p->ll.finish != HTTP_FINISH_SAFE;
+  return p->in_message;
 }
 
 const char *nl_http_status_text(int status) {

@@ -95,6 +95,7 @@ typedef struct nl_http_parser {
   size_t head_bytes;
   uint64_t body_bytes;
   bool in_head;
+  bool in_message; /* begun and not completed */
   bool completed; /* a message completed; nl_http_parser_next() before more */
   int perr;       /* NL_HTTP_PERR_* of the failure, 0 if none */
   nl_err_t *err;

@@ -196,13 +196,13 @@ int nl_http_server_listen(nl_http_server_t *srv, const char *host, int port, nl_
   if (*h == 0) h = "0.0.0.0";
   else if (strcmp(h, "localhost") == 0) h = "127.0.0.1";
   if (port < 0 || port > 65535)
-    return nl_err_set(err, NL_EINVAL, "listen tcp %s:%d: invalid port", host, port);
+    return nl_err_set(err, NL_EINVAL, "listen tcp %s:%d: invalid port", h, port);
   if (srv->listening || srv->stopping)
     return nl_err_set(err, NL_EINVAL, "listen tcp %s:%d: server already listening or stopped", h, port);
   if (uv_ip4_addr(h, port, (struct sockaddr_in *)&ss) != 0 &&
       uv_ip6_addr(h, port, (struct sockaddr_in6 *)&ss) != 0)
     return nl_err_set(err, NL_EINVAL,
-                      "listen tcp %s:%d: address must be an IP literal or \"localhost\"", host, port);
+                      "listen tcp %s:%d: address must be an IP literal or \"localhost\"", h, port);
   char addr[INET6_ADDRSTRLEN + 16];
   format_addr((struct sockaddr *)&ss, addr, sizeof(addr));
   int rc = uv_tcp_bind(&srv->listener, (struct sockaddr *)&ss, 0);

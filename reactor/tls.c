@@ -118,6 +118,10 @@ int nl_tls_config_new(nl_tls_config_t **out, const nl_tls_config_opts_t *o, nl_e
       if (o->key_file) nl_err_wrap(err, "key file %s", o->key_file);
       goto fail;
     }
+    if (mbedtls_pk_check_pair(&c->cert.pk, &c->key) != 0) {
+      nl_err_set(err, EINVAL, "TLS: the private key does not match the certificate");
+      goto fail;
+    }
     ret = mbedtls_ssl_conf_own_cert(&c->conf, &c->cert, &c->key);
     if (ret != 0) {
       tls_fail(err, ret, "certificate and key");
