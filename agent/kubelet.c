@@ -5,12 +5,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cri/runtime.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
 static void release(nl_kubelet_t *k) {
   if (--k->pending > 0) return;
   k->stopping = 2;
+  free(k->runtime_version);
+  k->runtime_version = NULL;
   nl_info("all managers stopped");
   if (k->done_cb) k->done_cb(k);
 }
@@ -45,6 +48,41 @@ static void on_housekeeping(uv_timer_t *t) {
   (void)k;
 }
 
+static void on_cri_stopped(nl_cri_client_t *c) {
+  release(container_of(c, nl_kubelet_t, cri));
+}
+
+static void check_runtime(nl_kubelet_t *k);
+
+static void on_runtime_retry(uv_timer_t *t) {
+  check_runtime(container_of(t, nl_kubelet_t, runtime_retry));
+}
+
+/* Upstream validates the runtime with Version at start and exits when it fails;
+ * an edge agent keeps trying instead, so that it comes up before containerd
+ * does and rides out a runtime restart (docs/DIFFERENCES.md). */
+static void on_version(const nl_grpc_status_t *st, Runtime__V1__VersionResponse *resp, void *ctx) {
+  nl_kubelet_t *k = ctx;
+  if (k->stopping) return;
+  if (st->code != NL_GRPC_OK) {
+    char *msg = nl_grpc_status_format(st);
+    nl_error("container runtime is not ready: %s; retrying in 5s", msg);
+    free(msg);
+    uv_timer_start(&k->runtime_retry, on_runtime_retry, 5000, 0);
+    return;
+  }
+  free(k->runtime_version);
+  k->runtime_version = nl_xasprintf("%s %s", resp->runtime_name, resp->runtime_version);
+  nl_info("container runtime %s (CRI %s) at %s", k->runtime_version, resp->runtime_api_version,
+          k->cfg->container_runtime_endpoint);
+}
+
+static void check_runtime(nl_kubelet_t *k) {
+  Runtime__V1__VersionRequest req = RUNTIME__V1__VERSION_REQUEST__INIT;
+  req.version = "v1";
+  nl_cri_version(&k->cri, &req, on_version, k);
+}
+
 static void on_signal(uv_signal_t *s, int signum) {
   nl_kubelet_t *k = s->data;
   if (++k->signals_seen > 1) {
@@ -69,8 +107,15 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
   uv_signal_init(loop, &k->sigint);
   uv_timer_init(loop, &k->sync_ticker);
   uv_timer_init(loop, &k->housekeeping);
+  uv_timer_init(loop, &k->runtime_retry);
   k->sigterm.data = k->sigint.data = k->sync_ticker.data = k->housekeeping.data = k;
-  k->pending = 4;
+  k->runtime_retry.data = k;
+  k->pending = 5;
+  nl_cri_opts_t cri_opts = {.timeout_ms = (uint64_t)(cfg->runtime_request_timeout / 1000000)};
+  if (nl_cri_client_init(&k->cri, loop, cfg->container_runtime_endpoint, &cri_opts, err) < 0)
+    return nl_err_wrap(err, "containerRuntimeEndpoint");
+  k->cri_up = true;
+  k->pending++;
   if (nl_agent_server_init(&k->server, loop, err) < 0) return -1;
   k->server_up = true;
   k->pending++;
@@ -85,6 +130,7 @@ int nl_kubelet_start(nl_kubelet_t *k, nl_err_t **err) {
     return nl_err_set(err, -r, "signal handling: %s", uv_strerror(r));
   if (k->standalone) nl_info("no kubeconfig given: running in standalone mode");
   k->last_sync_loop_ms = uv_now(k->loop);
+  check_runtime(k);
   uv_timer_start(&k->sync_ticker, on_sync_tick, 1000, 1000);
   uv_timer_start(&k->housekeeping, on_housekeeping, 2000, 2000);
   if (k->cfg->healthz_port > 0) {
@@ -105,6 +151,8 @@ void nl_kubelet_stop(nl_kubelet_t *k, nl_kubelet_done_cb done_cb) {
   uv_close((uv_handle_t *)&k->sigint, on_handle_closed);
   uv_close((uv_handle_t *)&k->sync_ticker, on_handle_closed);
   uv_close((uv_handle_t *)&k->housekeeping, on_handle_closed);
+  uv_close((uv_handle_t *)&k->runtime_retry, on_handle_closed);
+  if (k->cri_up) nl_cri_client_stop(&k->cri, on_cri_stopped);
   if (k->server_up) nl_agent_server_stop(&k->server, on_server_stopped, k);
   release(k);
 }

@@ -9,6 +9,7 @@
 
 #include "agent/config.h"
 #include "agent/server.h"
+#include "cri/conn.h"
 #include "reactor/error.h"
 
 typedef struct nl_kubelet nl_kubelet_t;
@@ -29,6 +30,10 @@ struct nl_kubelet {
   uint64_t last_sync_loop_ms;
   bool server_up;
   nl_agent_server_t server;
+  bool cri_up;
+  nl_cri_client_t cri;
+  char *runtime_version; /* "containerd 1.6.20" once the runtime answered */
+  uv_timer_t runtime_retry;
 };
 
 /* Returns 0, or -1 with *err. Takes nothing from cfg. */

@@ -24,7 +24,8 @@ enum {
 /* Sets *err (if err is not NULL; an existing error there is freed) and returns -1. */
 int nl_err_set(nl_err_t **err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-int nl_err_setv(nl_err_t **err, int code, const char *fmt, va_list ap);
+int nl_err_setv(nl_err_t **err, int code, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 
 /* Prefixes "<context>: " to (*err)->msg and returns -1. A NULL err or *err is
  * left alone. */

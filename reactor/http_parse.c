@@ -72,6 +72,7 @@ static void msg_reset(nl_http_msg_t *m) {
   m->content_length = -1;
 }
 
+__attribute__((format(printf, 4, 0)))
 static void vfail(nl_http_parser_t *p, int perr, int code, const char *fmt, va_list ap) {
   if (p->perr) return; /* the first cause wins */
   p->perr = perr;

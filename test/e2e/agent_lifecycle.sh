@@ -4,7 +4,7 @@
 . "$(dirname "$0")/lib.sh"
 
 out=$("$NANOLET" --version) && [[ $out == "nanolet v"* ]] && ok "--version" || fail "--version" "$out"
-"$NANOLET" --help | grep -q -- '--pod-manifest-path' && ok "--help lists flags" || fail "--help"
+out=$("$NANOLET" --help) && grep -q -- '--pod-manifest-path' <<<"$out" && ok "--help lists flags" || fail "--help"
 
 "$NANOLET" --bogus >/dev/null 2>"$E2E_TMP/err"; rc=$?
 [ $rc -eq 2 ] && grep -q 'unknown flag: --bogus' "$E2E_TMP/err" && grep -q '^Usage:' "$E2E_TMP/err" \
@@ -18,11 +18,12 @@ printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ns
 "$NANOLET" --config /nonexistent.yaml 2>"$E2E_TMP/err"; rc=$?
 [ $rc -eq 2 ] && grep -q '/nonexistent.yaml' "$E2E_TMP/err" && ok "missing config exits 2" || fail "missing config" "rc=$rc"
 
+: "${NANOLET_TEST_CRI_ENDPOINT:?run tools/testenv/setup.sh and . tools/testenv/env.sh}"
 start_agent() { # start_agent PORT [wrapper...]: starts nanolet in the background
   local port=$1; shift
   mkdir -p "$E2E_TMP/manifests"
   "$@" "$NANOLET" --healthz-port "$port" --pod-manifest-path "$E2E_TMP/manifests" \
-    --container-runtime-endpoint "${NANOLET_TEST_CRI_ENDPOINT:?run tools/testenv/setup.sh}" \
+    --container-runtime-endpoint "$NANOLET_TEST_CRI_ENDPOINT" \
     --root-dir "$E2E_TMP/root" --hostname-override e2e-node --pid-file "$E2E_TMP/pid" \
     >"$E2E_TMP/agent.log" 2>&1 &
   AGENT_PID=$!
@@ -31,12 +32,19 @@ start_agent() { # start_agent PORT [wrapper...]: starts nanolet in the backgroun
 port=$(free_port)
 start_agent "$port"
 if wait_for 10 healthz_ok "$port"; then ok "/healthz answers ok"; else fail "/healthz" "$(tail -5 "$E2E_TMP/agent.log")"; fi
+wait_for 10 grep -q 'container runtime containerd' "$E2E_TMP/agent.log"
 [ "$(cat "$E2E_TMP/pid" 2>/dev/null)" = "$AGENT_PID" ] && ok "pid file" || fail "pid file"
 t0=$(date +%s%N)
 kill -TERM "$AGENT_PID"; wait "$AGENT_PID"; rc=$?
 ms=$((($(date +%s%N) - t0) / 1000000))
 [ $rc -eq 0 ] && [ $ms -lt 1000 ] && ok "SIGTERM exits 0 in ${ms} ms" || fail "SIGTERM" "rc=$rc after ${ms} ms"
-grep -q 'loop closed with handles still open' "$E2E_TMP/agent.log" && fail "handles closed" || ok "every handle closed"
+if [ -s "$E2E_TMP/agent.log" ] && ! grep -q 'loop closed with handles still open' "$E2E_TMP/agent.log"; then
+  ok "every handle closed"
+else
+  fail "handles closed" "$(tail -3 "$E2E_TMP/agent.log" 2>/dev/null)"
+fi
+grep -q 'container runtime containerd' "$E2E_TMP/agent.log" && ok "runtime version logged" \
+  || fail "runtime version" "$(grep -i runtime "$E2E_TMP/agent.log")"
 
 if command -v valgrind >/dev/null; then
   port=$(free_port)
