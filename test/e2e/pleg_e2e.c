@@ -17,6 +17,7 @@
 
 #include "cri/runtime.h"
 #include "managers/pleg.h"
+#include "managers/status.h"
 #include "reactor/xalloc.h"
 
 #define LABEL_KEY "nanolet-e2e-pleg"
@@ -198,6 +199,24 @@ static void on_newer(const nl_rt_pod_status_t *st, void *ctx) {
   n->timestamp = st ? st->timestamp : 0;
 }
 
+/* The v1 status generated from the real cache for a pod with container "app". */
+static nl_pod_status_t *v1_status(const char *name, const char *uid, const nl_rt_pod_status_t *rt,
+                                  const nl_pod_status_t *old) {
+  char y[512];
+  snprintf(y, sizeof y,
+           "apiVersion: v1\nkind: Pod\nmetadata: {name: %s, namespace: nanolet-e2e, uid: %s}\n"
+           "spec:\n  restartPolicy: Never\n  containers:\n  - {name: app, image: %s}\n",
+           name, uid, BUSYBOX);
+  nl_pod_t *pod = NULL;
+  nl_err_t *err = NULL;
+  if (nl_pod_decode(y, strlen(y), "e2e", &pod, &err) < 0) fail_msg("%s", nl_err_msg(err));
+  nl_pod_set_defaults(pod);
+  nl_pod_status_t *s =
+      nl_pod_status_generate(pod, rt, NULL, old, false, nl_pleg_realtime_ns(NULL), NULL, NULL);
+  nl_pod_free(pod);
+  return s;
+}
+
 static void lifecycle(void **state) {
   char name[64], uid[64], logdir[128];
   snprintf(name, sizeof name, "nanolet-e2e-pleg-%d", (int)getpid());
@@ -340,6 +359,20 @@ static void lifecycle(void **state) {
   assert_true(c->started_at <= t_started + INT64_C(1000000000));
   assert_int_equal(c->finished_at, 0);
   int64_t cached_at = nl_pleg_cache_time(&pleg, uid);
+  nl_pod_status_t *v1 = v1_status(name, uid, st, NULL);
+  assert_int_equal(v1->phase, NL_POD_RUNNING);
+  assert_string_equal(v1->pod_ip, st->ips[0]);
+  assert_int_equal(v1->n_container_statuses, 1);
+  char want_id[128];
+  snprintf(want_id, sizeof want_id, "containerd://%s", cid);
+  assert_string_equal(v1->container_statuses[0].container_id, want_id);
+  assert_int_equal(v1->container_statuses[0].state.kind, NL_CSTATE_RUNNING);
+  assert_int_equal(v1->container_statuses[0].state.started_at, c->started_at / 1000000000);
+  assert_int_equal(v1->container_statuses[0].restart_count, 2);
+  assert_true(v1->container_statuses[0].ready);
+  assert_string_equal(v1->conditions[2].type, "Ready");
+  assert_string_equal(v1->conditions[2].status, "True");
+  assert_string_equal(v1->conditions[0].status, "True"); /* PodReadyToStartContainers */
   assert_true(cached_at > 0);
 
   /* Nothing changed: no new events, the cache entry is not re-read, but a
@@ -382,6 +415,21 @@ static void lifecycle(void **state) {
   assert_true(nl_pleg_cache_time(&pleg, uid) > cached_at);
   assert_int_equal(count(uid, NL_PLEG_CONTAINER_DIED, cid), 1);
   assert_false(seen(uid, NL_PLEG_CONTAINER_REMOVED, cid));
+  nl_pod_status_t *v2 = v1_status(name, uid, st, v1);
+  assert_int_equal(v2->phase, NL_POD_FAILED); /* Never, exit code 137 */
+  const nl_container_status_t *cs2 = &v2->container_statuses[0];
+  assert_int_equal(cs2->state.kind, NL_CSTATE_TERMINATED);
+  assert_int_equal(cs2->state.exit_code, 137);
+  assert_string_equal(cs2->state.reason, "Error");
+  assert_string_equal(cs2->state.container_id, want_id);
+  assert_false(cs2->ready);
+  assert_string_equal(v2->conditions[2].reason, "PodFailed");
+  assert_int_equal(v2->start_time, v1->start_time);
+  nl_buf_t json = NL_BUF_INIT;
+  nl_pod_status_encode_json(v2, &json);
+  printf("# %s\n", json.data);
+  nl_buf_free(&json);
+  nl_pod_status_free(v1);
 
   /* ---- ContainerRemoved (died was already reported: only removed) ---- */
   Runtime__V1__RemoveContainerRequest rm = RUNTIME__V1__REMOVE_CONTAINER_REQUEST__INIT;
@@ -396,6 +444,14 @@ static void lifecycle(void **state) {
   assert_int_equal(st->n_containers, 0);
   assert_null(nl_rt_pod_status_find(st, "app"));
   char *ip = strdup(st->ips[0]);
+  /* The container is gone, the old status keeps the pod Failed with its record. */
+  nl_pod_status_t *v3 = v1_status(name, uid, st, v2);
+  assert_int_equal(v3->phase, NL_POD_FAILED);
+  assert_int_equal(v3->container_statuses[0].state.kind, NL_CSTATE_TERMINATED);
+  assert_int_equal(v3->container_statuses[0].state.exit_code, 137);
+  assert_string_equal(v3->pod_ip, ip);
+  nl_pod_status_free(v2);
+  nl_pod_status_free(v3);
 
   /* ---- the sandbox stops: the pod keeps its IP; then it is removed ---- */
   Runtime__V1__StopPodSandboxRequest ss = RUNTIME__V1__STOP_POD_SANDBOX_REQUEST__INIT;
