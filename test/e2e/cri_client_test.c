@@ -411,6 +411,9 @@ static void sandbox_and_container(void **state) {
   res_free(&r);
   free(cid);
   free(sandbox_id);
+  char rm[200];
+  snprintf(rm, sizeof rm, "rm -rf '%s'", logdir); /* the container log directory */
+  assert_int_equal(system(rm), 0);
 }
 
 static void pull_unreachable(void **state) {
