@@ -55,7 +55,9 @@ static bool get_int(dec_t *d, const nl_tnode_t *v, int64_t lo, int64_t hi, int64
   if (v->kind == NL_T_FLOAT) {
     char *end;
     double f = strtod(v->s, &end);
-    if (!*end && f == (double)(int64_t)f && f >= (double)lo && f <= (double)hi) {
+    /* range first: casting an out-of-range double is undefined */
+    if (!*end && f >= -9223372036854775808.0 && f < 9223372036854775808.0 &&
+        f == (double)(int64_t)f && (int64_t)f >= lo && (int64_t)f <= hi) {
       *out = (int64_t)f;
       return true;
     }
@@ -144,7 +146,7 @@ static nl_tentry_t *seq_entries(dec_t *d, const nl_tnode_t *v, size_t *n) {
     const nl_tnode_t *v = e_->val;                                        \
     (void)v;                                                              \
     if (0) {
-#define F(name) } else if (strcmp(k, name) == 0) {
+#define F(name) } else if (e_->key_len == sizeof(name) - 1 && memcmp(k, name, sizeof(name) - 1) == 0) {
 #define END_FIELDS                                                        \
   }                                                                       \
   nl__path_pop(&d->e, m_);                                                \
@@ -155,6 +157,8 @@ static nl_tentry_t *seq_entries(dec_t *d, const nl_tnode_t *v, size_t *n) {
   do {                                                                    \
     size_t n_;                                                            \
     nl_tentry_t *it_ = seq_entries(d, (node), &n_);                       \
+    (arr) = NULL;                                                         \
+    (cnt) = 0;                                                            \
     if (!it_) break;                                                      \
     (arr) = nl__arena_alloc(d->a, n_ * sizeof *(arr));                    \
     (cnt) = n_;                                                           \
@@ -180,12 +184,14 @@ static nl_tentry_t *seq_entries(dec_t *d, const nl_tnode_t *v, size_t *n) {
 static void str_item(dec_t *d, const nl_tnode_t *v, char **out) { *out = str(d, v); }
 
 static void strlist(dec_t *d, const nl_tnode_t *v, nl_strlist_t *out) {
+  *out = (nl_strlist_t){0};
   SEQ(v, out->items, out->n, str_item);
   for (size_t i = 0; i < out->n; i++) /* a null item is "" in Go */
     if (!out->items[i]) out->items[i] = nl__arena_strdup(d->a, "");
 }
 
 static void kvlist(dec_t *d, const nl_tnode_t *v, nl_kvlist_t *out) {
+  *out = (nl_kvlist_t){0}; /* a repeated key: the last one wins */
   nl_tentry_t *it = map_entries(d, v);
   if (!it) return;
   out->items = nl__arena_alloc(d->a, v->n * sizeof *out->items);
@@ -198,9 +204,11 @@ static void kvlist(dec_t *d, const nl_tnode_t *v, nl_kvlist_t *out) {
     nl__path_pop(&d->e, m);
   }
   nl__kvlist_sort(out);
+  if (!out->n) out->items = NULL; /* nil and empty maps are one thing here */
 }
 
 static void resource_list(dec_t *d, const nl_tnode_t *v, nl_resource_list_t *out) {
+  *out = (nl_resource_list_t){0};
   nl_tentry_t *it = map_entries(d, v);
   if (!it) return;
   out->items = nl__arena_alloc(d->a, v->n * sizeof *out->items);
@@ -214,6 +222,7 @@ static void resource_list(dec_t *d, const nl_tnode_t *v, nl_resource_list_t *out
     nl__path_pop(&d->e, m);
   }
   nl__resource_list_sort(out);
+  if (!out->n) out->items = NULL;
 }
 
 /* ---- metadata ---- */
