@@ -22,12 +22,15 @@ void nl_rt_pod_status_free(nl_rt_pod_status_t *s) {
     free(c->image_ref);
     free(c->log_path);
     free(c->termination_message_path);
+    free(c->sandbox_id);
   }
   free(s->sandboxes);
   free(s->containers);
   free(s->uid);
   free(s->name);
   free(s->namespace_);
+  for (size_t i = 0; i < s->n_ips; i++) free(s->ips[i]);
+  free(s->ips);
   free(s);
 }
 

@@ -49,6 +49,7 @@ typedef struct nl_rt_container {
   int32_t restart_count;
   char *log_path;
   char *termination_message_path;
+  char *sandbox_id; /* the pod sandbox it runs in (from ListContainers) */
 } nl_rt_container_t;
 
 typedef enum {
@@ -76,6 +77,11 @@ typedef struct nl_rt_pod_status {
   nl_rt_container_t *containers; /* newest first per name */
   size_t n_containers;
   int64_t timestamp; /* when this status was read (ns) */
+  /* The pod's IPs (kubecontainer PodStatus.IPs): the newest sandbox's IP and
+   * additional IPs while it is ready; kept from the previous status once every
+   * sandbox has stopped, so a finished pod still reports its podIP. */
+  char **ips;
+  size_t n_ips;
 } nl_rt_pod_status_t;
 
 void nl_rt_pod_status_free(nl_rt_pod_status_t *s);

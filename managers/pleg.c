@@ -1,0 +1,631 @@
+/* The PLEG state machine on the loop: WAITING -> LISTING -> INSPECTING ->
+ * WAITING. One relist at a time; its CRI completions carry the relist run
+ * (refcounted, detached from the pleg by stop), so a stopped pleg is never
+ * touched by a late completion. */
+#include "managers/pleg.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cri/runtime.h"
+#include "managers/pleg_internal.h"
+#include "reactor/duration.h"
+#include "reactor/log.h"
+#include "reactor/xalloc.h"
+
+struct nl_pleg__record { /* upstream podRecord */
+  nl_pleg__pod_t *old;
+  nl_pleg__pod_t *cur;
+};
+
+struct nl_pleg__entry { /* upstream cache data */
+  nl_rt_pod_status_t *status;
+  int64_t modified;
+};
+
+struct nl_pleg__waiter {
+  nl_list_t link;
+  uint64_t id;
+  char *uid;
+  int64_t after;
+  nl_pleg_newer_cb cb;
+  void *ctx;
+};
+
+typedef struct inspect_call {
+  struct nl_pleg__relist *r;
+  size_t pod;        /* index in r->pods */
+  char *sandbox_id;  /* containers: their sandbox, for the status */
+} inspect_call_t;
+
+typedef struct inspect { /* one pod whose status is read this relist */
+  char *uid, *name, *ns;
+  nl_pleg__event_t *events;
+  size_t n_events;
+  bool has_pod;      /* false: the pod is gone from the runtime */
+  bool failed;
+  char *error;       /* why it failed (the first error) */
+  nl_rt_sandbox_t *sandboxes;
+  size_t n_sandboxes;
+  nl_rt_container_t *containers;
+  size_t n_containers;
+  inspect_call_t *calls;
+  size_t n_calls;
+} inspect_t;
+
+struct nl_pleg__relist {
+  nl_pleg_t *p; /* NULL once the pleg stopped: completions only release */
+  int refs;
+  int64_t timestamp;  /* wall clock when the relist began */
+  uint64_t start_hr;  /* monotonic, for the duration */
+  nl_map_t snap;      /* uid -> nl_pleg__pod_t*, filled by the two lists */
+  int list_pending;
+  char *list_error;
+  inspect_t *pods;
+  size_t n_pods;
+  size_t inspect_pending;
+  int64_t inspect_time;
+};
+
+int64_t nl_pleg_realtime_ns(void *unused) {
+  (void)unused;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+const char *nl_pleg_event_type_name(nl_pleg_event_type_t t) {
+  switch (t) {
+  case NL_PLEG_CONTAINER_STARTED: return "ContainerStarted";
+  case NL_PLEG_CONTAINER_DIED: return "ContainerDied";
+  case NL_PLEG_CONTAINER_REMOVED: return "ContainerRemoved";
+  case NL_PLEG_POD_SYNC: return "PodSync";
+  case NL_PLEG_CONTAINER_CHANGED: return "ContainerChanged";
+  }
+  return "Unknown";
+}
+
+static const char *state_name(nl_pleg_state_t s) {
+  static const char *const names[] = {"idle", "waiting", "listing", "inspecting", "stopping",
+                                      "stopped"};
+  return names[s];
+}
+
+static void set_state(nl_pleg_t *p, nl_pleg_state_t s) {
+  if (p->state != s) nl_vlog(5, "PLEG: %s -> %s", state_name(p->state), state_name(s));
+  p->state = s;
+}
+
+/* ---- relist runs ------------------------------------------------------- */
+
+static void inspect_clear(inspect_t *in) {
+  free(in->uid);
+  free(in->name);
+  free(in->ns);
+  free(in->error);
+  nl_pleg__events_free(in->events, in->n_events);
+  if (in->sandboxes || in->containers) {
+    /* Results not handed to a status: free them through one. */
+    nl_rt_pod_status_t *tmp = nl_xcalloc(1, sizeof(*tmp));
+    tmp->sandboxes = in->sandboxes;
+    tmp->n_sandboxes = in->n_sandboxes;
+    tmp->containers = in->containers;
+    tmp->n_containers = in->n_containers;
+    nl_rt_pod_status_free(tmp);
+  }
+  for (size_t i = 0; i < in->n_calls; i++) free(in->calls[i].sandbox_id);
+  free(in->calls);
+}
+
+static void relist_unref(struct nl_pleg__relist *r) {
+  if (--r->refs > 0) return;
+  nl_pleg__snapshot_free(&r->snap);
+  for (size_t i = 0; i < r->n_pods; i++) inspect_clear(&r->pods[i]);
+  free(r->pods);
+  free(r->list_error);
+  free(r);
+}
+
+static void on_relist_timer(uv_timer_t *t);
+
+static void schedule(nl_pleg_t *p, uint64_t delay_ms) {
+  set_state(p, NL_PLEG_WAITING);
+  uv_timer_start(&p->relist_timer, on_relist_timer, delay_ms, 0);
+}
+
+/* Ends the run (success or not) and arms the next one. */
+static void relist_done(nl_pleg_t *p, struct nl_pleg__relist *r, bool ok) {
+  p->relist_duration_ns = (int64_t)(uv_hrtime() - r->start_hr);
+  p->relists++;
+  if (!ok) p->relist_failures++;
+  p->cur = NULL;
+  bool again = p->relist_again;
+  p->relist_again = false;
+  schedule(p, again ? 0 : p->period_ms);
+  relist_unref(r); /* the pleg's reference */
+}
+
+/* ---- cache ------------------------------------------------------------- */
+
+static void entry_free(void *v) {
+  struct nl_pleg__entry *e = v;
+  if (!e) return;
+  nl_rt_pod_status_free(e->status);
+  free(e);
+}
+
+static void record_free(void *v) {
+  struct nl_pleg__record *rec = v;
+  if (!rec) return;
+  nl_pleg__pod_free(rec->old);
+  nl_pleg__pod_free(rec->cur);
+  free(rec);
+}
+
+/* upstream cache.getIfNewerThan; *status is the cached status or NULL. */
+static bool newer_than(const nl_pleg_t *p, const char *uid, int64_t after,
+                       const nl_rt_pod_status_t **status) {
+  const struct nl_pleg__entry *e = nl_map_get(&p->cache, uid);
+  *status = e ? e->status : NULL;
+  if (p->cache_time == 0) return e && e->modified > after;
+  return (e && e->modified > after) || p->cache_time > after;
+}
+
+static void deliver_waiters(nl_pleg_t *p) {
+  /* One at a time from the list itself: a callback may cancel another waiter,
+   * add one, or stop the pleg. */
+  for (;;) {
+    if (p->state == NL_PLEG_STOPPING || p->state == NL_PLEG_STOPPED) return;
+    struct nl_pleg__waiter *ready = NULL;
+    const nl_rt_pod_status_t *st = NULL;
+    nl_list_t *pos, *tmp;
+    nl_list_foreach_safe(pos, tmp, &p->waiters) {
+      struct nl_pleg__waiter *w = nl_list_entry(pos, struct nl_pleg__waiter, link);
+      if (newer_than(p, w->uid, w->after, &st)) {
+        ready = w;
+        break;
+      }
+    }
+    if (!ready) return;
+    nl_list_remove(&ready->link);
+    ready->cb(st, ready->ctx);
+    free(ready->uid);
+    free(ready);
+  }
+}
+
+static void on_notify_timer(uv_timer_t *t) {
+  deliver_waiters(container_of(t, nl_pleg_t, notify_timer));
+}
+
+/* ---- applying an inspected relist --------------------------------------- */
+
+static void records_update(nl_pleg_t *p, const char *uid) {
+  struct nl_pleg__record *rec = nl_map_get(&p->records, uid);
+  if (!rec) return;
+  if (!rec->cur) { /* the pod no longer exists */
+    record_free(nl_map_del(&p->records, uid));
+    return;
+  }
+  nl_pleg__pod_free(rec->old);
+  rec->old = rec->cur;
+  rec->cur = NULL;
+}
+
+static void apply(struct nl_pleg__relist *r) {
+  nl_pleg_t *p = r->p;
+  nl_map_t reinspect;
+  nl_map_init(&reinspect);
+  for (size_t i = 0; i < r->n_pods; i++) {
+    inspect_t *in = &r->pods[i];
+    if (in->failed) {
+      nl_vlog(4, "PLEG: Ignoring events for pod %s/%s (%s): %s", in->ns ? in->ns : "",
+              in->name ? in->name : "", in->uid, in->error ? in->error : "");
+      nl_map_put(&reinspect, in->uid, (void *)1);
+      continue;
+    }
+    struct nl_pleg__entry *e = nl_map_get(&p->cache, in->uid);
+    if (!in->has_pod) {
+      nl_vlog(4, "PLEG: Delete status for pod %s", in->uid);
+      entry_free(nl_map_del(&p->cache, in->uid));
+    } else {
+      nl_rt_pod_status_t *st = nl_pleg__build_status(
+          in->uid, in->name, in->ns, in->sandboxes, in->n_sandboxes, in->containers,
+          in->n_containers, e ? e->status : NULL, r->inspect_time);
+      in->sandboxes = NULL;
+      in->containers = NULL;
+      nl_vlog(4, "PLEG: Write status for pod %s/%s", in->ns ? in->ns : "", in->name ? in->name : "");
+      if (!e) {
+        e = nl_xcalloc(1, sizeof(*e));
+        nl_map_put(&p->cache, in->uid, e);
+      }
+      nl_rt_pod_status_free(e->status);
+      e->status = st;
+      e->modified = r->inspect_time;
+    }
+    records_update(p, in->uid);
+  }
+  nl_map_free(&p->reinspect, NULL);
+  p->reinspect = reinspect;
+  /* After every pod is updated (upstream cache.UpdateTime). */
+  p->cache_time = r->timestamp;
+  relist_done(p, r, true);
+
+  for (size_t i = 0; i < r->n_pods; i++) {
+    inspect_t *in = &r->pods[i];
+    if (in->failed) continue;
+    for (size_t j = 0; j < in->n_events; j++) {
+      if (in->events[j].type == NL_PLEG_CONTAINER_CHANGED) continue; /* unreliable */
+      nl_pleg_event_t ev = {in->uid, in->events[j].type, in->events[j].container_id};
+      nl_vlog(4, "PLEG: pod %s: %s %s", in->uid, nl_pleg_event_type_name(ev.type),
+              ev.container_id);
+      p->event_cb(&ev, p->ctx);
+      /* The callback may have stopped the pleg (its memory lives until the
+       * close callbacks, which run on a later iteration). */
+      if (p->state == NL_PLEG_STOPPING || p->state == NL_PLEG_STOPPED) return;
+    }
+  }
+  deliver_waiters(p);
+}
+
+/* ---- inspection -------------------------------------------------------- */
+
+static void inspect_fail(inspect_t *in, const nl_grpc_status_t *st, const char *what) {
+  if (!in->failed) {
+    char *m = st ? nl_grpc_status_format(st) : NULL;
+    in->error = nl_xasprintf("%s: %s", what, m ? m : "invalid response");
+    free(m);
+  }
+  in->failed = true;
+}
+
+/* Called by each status completion after it recorded its result. */
+static void inspect_step(struct nl_pleg__relist *r) {
+  if (r->p && --r->inspect_pending == 0) apply(r);
+  relist_unref(r);
+}
+
+static void on_sandbox_status(const nl_grpc_status_t *st, Runtime__V1__PodSandboxStatusResponse *resp,
+                              void *ctx) {
+  inspect_call_t *c = ctx;
+  struct nl_pleg__relist *r = c->r;
+  if (r->p) {
+    inspect_t *in = &r->pods[c->pod];
+    if (st->code == NL_GRPC_OK) {
+      nl_err_t *err = NULL;
+      nl_rt_sandbox_t *sb = &in->sandboxes[in->n_sandboxes];
+      if (!resp || !resp->status) {
+        inspect_fail(in, NULL, "PodSandboxStatus: pod sandbox status is nil");
+      } else if (nl_pleg__convert_sandbox(resp->status, sb, &err) < 0) {
+        inspect_fail(in, NULL, nl_err_msg(err));
+        nl_err_free(&err);
+      } else {
+        in->n_sandboxes++;
+      }
+    } else if (st->code != NL_GRPC_NOT_FOUND) { /* NotFound: removed meanwhile */
+      inspect_fail(in, st, "PodSandboxStatus");
+    }
+  }
+  inspect_step(r);
+}
+
+static void on_container_status(const nl_grpc_status_t *st, Runtime__V1__ContainerStatusResponse *resp,
+                                void *ctx) {
+  inspect_call_t *c = ctx;
+  struct nl_pleg__relist *r = c->r;
+  if (r->p) {
+    inspect_t *in = &r->pods[c->pod];
+    if (st->code == NL_GRPC_OK) {
+      nl_err_t *err = NULL;
+      nl_rt_container_t *ct = &in->containers[in->n_containers];
+      if (!resp || !resp->status) {
+        inspect_fail(in, NULL, "ContainerStatus: container status is nil");
+      } else if (nl_pleg__convert_container(resp->status, c->sandbox_id, ct, &err) < 0) {
+        inspect_fail(in, NULL, nl_err_msg(err));
+        nl_err_free(&err);
+      } else {
+        in->n_containers++;
+      }
+    } else if (st->code != NL_GRPC_NOT_FOUND) {
+      inspect_fail(in, st, "ContainerStatus");
+    }
+  }
+  inspect_step(r);
+}
+
+/* setCurrent: the snapshot's pods become the records' current pods. */
+static void set_current(nl_pleg_t *p, nl_map_t *snap) {
+  nl_map_iter_t it;
+  const char *uid;
+  void *v;
+  nl_map_iter_init(&it, &p->records);
+  while (nl_map_iter_next(&it, &uid, &v)) {
+    struct nl_pleg__record *rec = v;
+    nl_pleg__pod_free(rec->cur);
+    rec->cur = NULL;
+  }
+  nl_map_iter_init(&it, snap);
+  while (nl_map_iter_next(&it, &uid, &v)) {
+    struct nl_pleg__record *rec = nl_map_get(&p->records, uid);
+    if (!rec) {
+      rec = nl_xcalloc(1, sizeof(*rec));
+      nl_map_put(&p->records, uid, rec);
+    }
+    rec->cur = v;
+  }
+  nl_map_free(snap, NULL); /* the pods now belong to the records */
+  nl_map_init(snap);
+}
+
+static void start_inspection(struct nl_pleg__relist *r) {
+  nl_pleg_t *p = r->p;
+  p->relist_time = r->timestamp; /* the lists worked: PLEG is alive */
+  set_current(p, &r->snap);
+
+  nl_map_iter_t it;
+  const char *uid;
+  void *v;
+  size_t cap = 0;
+  nl_map_iter_init(&it, &p->records);
+  while (nl_map_iter_next(&it, &uid, &v)) {
+    struct nl_pleg__record *rec = v;
+    nl_pleg__event_t *ev = NULL;
+    size_t n = nl_pleg__compute_events(rec->old, rec->cur, &ev);
+    if (n == 0 && !nl_map_has(&p->reinspect, uid)) continue;
+    if (r->n_pods == cap) {
+      cap = cap ? 2 * cap : 8;
+      r->pods = nl_xrealloc(r->pods, cap * sizeof(*r->pods));
+    }
+    inspect_t *in = &r->pods[r->n_pods++];
+    memset(in, 0, sizeof(*in));
+    in->uid = nl_xstrdup(uid);
+    in->events = ev;
+    in->n_events = n;
+    const nl_pleg__pod_t *pod = rec->cur;
+    in->has_pod = pod != NULL;
+    if (!pod) continue;
+    in->name = pod->name ? nl_xstrdup(pod->name) : NULL;
+    in->ns = pod->namespace_ ? nl_xstrdup(pod->namespace_) : NULL;
+    in->calls = nl_xcalloc(pod->n_items ? pod->n_items : 1, sizeof(*in->calls));
+    size_t nsb = 0;
+    for (size_t i = 0; i < pod->n_items; i++) nsb += pod->items[i].sandbox;
+    in->sandboxes = nl_xcalloc(nsb ? nsb : 1, sizeof(*in->sandboxes));
+    in->containers = nl_xcalloc(pod->n_items - nsb ? pod->n_items - nsb : 1, sizeof(*in->containers));
+  }
+  set_state(p, NL_PLEG_INSPECTING);
+  r->inspect_time = p->now(p->clock_ctx);
+
+  /* Count every call before issuing any (completions never run inside the
+   * call functions, but keep the count honest regardless). */
+  for (size_t k = 0; k < r->n_pods; k++) {
+    const nl_pleg__pod_t *pod = r->pods[k].has_pod ? ((struct nl_pleg__record *)nl_map_get(
+                                                          &p->records, r->pods[k].uid))->cur
+                                                   : NULL;
+    if (pod) r->inspect_pending += pod->n_items;
+  }
+  r->refs++; /* held across issuing */
+  for (size_t k = 0; k < r->n_pods; k++) {
+    inspect_t *in = &r->pods[k];
+    if (!in->has_pod) continue;
+    const nl_pleg__pod_t *pod = ((struct nl_pleg__record *)nl_map_get(&p->records, in->uid))->cur;
+    for (size_t i = 0; i < pod->n_items; i++) {
+      const nl_pleg__item_t *item = &pod->items[i];
+      inspect_call_t *c = &in->calls[in->n_calls++];
+      c->r = r;
+      c->pod = k;
+      r->refs++;
+      if (item->sandbox) {
+        Runtime__V1__PodSandboxStatusRequest req = RUNTIME__V1__POD_SANDBOX_STATUS_REQUEST__INIT;
+        req.pod_sandbox_id = item->id;
+        nl_cri_pod_sandbox_status(p->cri, &req, on_sandbox_status, c);
+      } else {
+        c->sandbox_id = item->sandbox_id ? nl_xstrdup(item->sandbox_id) : NULL;
+        Runtime__V1__ContainerStatusRequest req = RUNTIME__V1__CONTAINER_STATUS_REQUEST__INIT;
+        req.container_id = item->id;
+        nl_cri_container_status(p->cri, &req, on_container_status, c);
+      }
+    }
+  }
+  if (r->p && r->inspect_pending == 0) apply(r);
+  relist_unref(r);
+}
+
+/* ---- listing ----------------------------------------------------------- */
+
+static void list_step(struct nl_pleg__relist *r, const nl_grpc_status_t *st, const char *what) {
+  if (r->p && st->code != NL_GRPC_OK && !r->list_error) {
+    char *m = nl_grpc_status_format(st);
+    r->list_error = nl_xasprintf("%s: %s", what, m);
+    free(m);
+  }
+  if (r->p && --r->list_pending == 0) {
+    if (r->list_error) {
+      nl_error("GenericPLEG: Unable to retrieve pods: %s", r->list_error);
+      relist_done(r->p, r, false);
+    } else {
+      start_inspection(r);
+    }
+  }
+  relist_unref(r);
+}
+
+static void on_list_sandboxes(const nl_grpc_status_t *st, Runtime__V1__ListPodSandboxResponse *resp,
+                              void *ctx) {
+  struct nl_pleg__relist *r = ctx;
+  if (r->p && st->code == NL_GRPC_OK) nl_pleg__add_sandboxes(&r->snap, resp);
+  list_step(r, st, "ListPodSandbox");
+}
+
+static void on_list_containers(const nl_grpc_status_t *st, Runtime__V1__ListContainersResponse *resp,
+                               void *ctx) {
+  struct nl_pleg__relist *r = ctx;
+  if (r->p && st->code == NL_GRPC_OK) nl_pleg__add_containers(&r->snap, resp);
+  list_step(r, st, "ListContainers");
+}
+
+static void relist_start(nl_pleg_t *p) {
+  nl_vlog(5, "GenericPLEG: Relisting");
+  struct nl_pleg__relist *r = nl_xcalloc(1, sizeof(*r));
+  r->p = p;
+  r->refs = 1; /* the pleg's, dropped by relist_done or stop */
+  r->timestamp = p->now(p->clock_ctx);
+  r->start_hr = uv_hrtime();
+  nl_map_init(&r->snap);
+  r->list_pending = 2;
+  p->cur = r;
+  set_state(p, NL_PLEG_LISTING);
+  Runtime__V1__ListPodSandboxRequest sreq = RUNTIME__V1__LIST_POD_SANDBOX_REQUEST__INIT;
+  Runtime__V1__ListContainersRequest creq = RUNTIME__V1__LIST_CONTAINERS_REQUEST__INIT;
+  r->refs += 2;
+  nl_cri_list_pod_sandbox(p->cri, &sreq, on_list_sandboxes, r);
+  nl_cri_list_containers(p->cri, &creq, on_list_containers, r);
+}
+
+static void on_relist_timer(uv_timer_t *t) {
+  nl_pleg_t *p = container_of(t, nl_pleg_t, relist_timer);
+  if (p->state == NL_PLEG_WAITING) relist_start(p);
+}
+
+/* ---- public ------------------------------------------------------------ */
+
+int nl_pleg_init(nl_pleg_t *p, uv_loop_t *loop, nl_cri_client_t *cri, uint64_t period_ms,
+                 nl_pleg_event_cb event_cb, void *ctx) {
+  memset(p, 0, sizeof(*p));
+  p->loop = loop;
+  p->cri = cri;
+  p->period_ms = period_ms ? period_ms : NL_PLEG_DEFAULT_RELIST_PERIOD_MS;
+  p->event_cb = event_cb;
+  p->ctx = ctx;
+  p->now = nl_pleg_realtime_ns;
+  p->next_waiter_id = 1;
+  nl_map_init(&p->records);
+  nl_map_init(&p->cache);
+  nl_map_init(&p->reinspect);
+  nl_list_init(&p->waiters);
+  uv_timer_init(loop, &p->relist_timer);
+  uv_timer_init(loop, &p->notify_timer);
+  p->open_handles = 2;
+  p->state = NL_PLEG_IDLE;
+  return 0;
+}
+
+void nl_pleg_start(nl_pleg_t *p) {
+  if (p->state != NL_PLEG_IDLE) return;
+  set_state(p, NL_PLEG_WAITING);
+  uv_timer_start(&p->relist_timer, on_relist_timer, 0, 0);
+}
+
+void nl_pleg_force_relist(nl_pleg_t *p) {
+  switch (p->state) {
+  case NL_PLEG_WAITING: uv_timer_start(&p->relist_timer, on_relist_timer, 0, 0); break;
+  case NL_PLEG_LISTING:
+  case NL_PLEG_INSPECTING: p->relist_again = true; break;
+  default: break;
+  }
+}
+
+static void on_close(uv_handle_t *h) {
+  nl_pleg_t *p = h->data;
+  if (--p->open_handles > 0) return;
+  set_state(p, NL_PLEG_STOPPED);
+  if (p->stop_cb) p->stop_cb(p);
+}
+
+void nl_pleg_stop(nl_pleg_t *p, nl_pleg_stop_cb done_cb) {
+  if (p->state == NL_PLEG_STOPPING || p->state == NL_PLEG_STOPPED) return;
+  set_state(p, NL_PLEG_STOPPING);
+  p->stop_cb = done_cb;
+  if (p->cur) {
+    p->cur->p = NULL; /* late completions only release the run */
+    relist_unref(p->cur);
+    p->cur = NULL;
+  }
+  nl_map_free(&p->records, record_free);
+  nl_map_free(&p->cache, entry_free);
+  nl_map_free(&p->reinspect, NULL);
+  nl_list_t *pos, *tmp;
+  nl_list_foreach_safe(pos, tmp, &p->waiters) {
+    struct nl_pleg__waiter *w = nl_list_entry(pos, struct nl_pleg__waiter, link);
+    nl_list_remove(pos);
+    free(w->uid);
+    free(w);
+  }
+  uv_timer_stop(&p->relist_timer);
+  uv_timer_stop(&p->notify_timer);
+  p->relist_timer.data = p;
+  p->notify_timer.data = p;
+  uv_close((uv_handle_t *)&p->relist_timer, on_close);
+  uv_close((uv_handle_t *)&p->notify_timer, on_close);
+}
+
+const nl_rt_pod_status_t *nl_pleg_get(const nl_pleg_t *p, const char *uid) {
+  const struct nl_pleg__entry *e = nl_map_get(&p->cache, uid);
+  return e ? e->status : NULL;
+}
+
+int64_t nl_pleg_cache_time(const nl_pleg_t *p, const char *uid) {
+  const struct nl_pleg__entry *e = nl_map_get(&p->cache, uid);
+  return e ? e->modified : 0;
+}
+
+uint64_t nl_pleg_when_newer(nl_pleg_t *p, const char *uid, int64_t after_ns,
+                            nl_pleg_newer_cb cb, void *ctx) {
+  struct nl_pleg__waiter *w = nl_xcalloc(1, sizeof(*w));
+  w->id = p->next_waiter_id++;
+  w->uid = nl_xstrdup(uid);
+  w->after = after_ns;
+  w->cb = cb;
+  w->ctx = ctx;
+  if (p->state == NL_PLEG_STOPPING || p->state == NL_PLEG_STOPPED) {
+    uint64_t id = w->id; /* never called: the pleg is going away */
+    free(w->uid);
+    free(w);
+    return id;
+  }
+  nl_list_insert_tail(&p->waiters, &w->link);
+  const nl_rt_pod_status_t *st;
+  if (newer_than(p, uid, after_ns, &st)) uv_timer_start(&p->notify_timer, on_notify_timer, 0, 0);
+  return w->id;
+}
+
+bool nl_pleg_cancel_when_newer(nl_pleg_t *p, uint64_t id) {
+  nl_list_t *pos, *tmp;
+  nl_list_foreach_safe(pos, tmp, &p->waiters) {
+    struct nl_pleg__waiter *w = nl_list_entry(pos, struct nl_pleg__waiter, link);
+    if (w->id != id) continue;
+    nl_list_remove(pos);
+    free(w->uid);
+    free(w);
+    return true;
+  }
+  return false;
+}
+
+bool nl_pleg_healthy(const nl_pleg_t *p, int64_t now_ns, nl_err_t **err) {
+  if (p->relist_time == 0) {
+    if (err) nl_err_set(err, NL_ETIMEOUT, "pleg has yet to be successful");
+    return false;
+  }
+  int64_t elapsed = now_ns - p->relist_time;
+  if (elapsed > NL_PLEG_RELIST_THRESHOLD_NS) {
+    char a[64], b[64];
+    if (err)
+      nl_err_set(err, NL_ETIMEOUT, "pleg was last seen active %s ago; threshold is %s",
+                 nl_duration_format(elapsed, a, sizeof(a)),
+                 nl_duration_format(NL_PLEG_RELIST_THRESHOLD_NS, b, sizeof(b)));
+    return false;
+  }
+  return true;
+}
+
+void nl_pleg_foreach(const nl_pleg_t *p, nl_pleg_iter_cb cb, void *ctx) {
+  nl_map_iter_t it;
+  const char *uid;
+  void *v;
+  nl_map_iter_init(&it, &p->cache);
+  while (nl_map_iter_next(&it, &uid, &v)) {
+    const struct nl_pleg__entry *e = v;
+    if (e->status && !cb(e->status, ctx)) return;
+  }
+}

@@ -1,0 +1,335 @@
+/* Pure parts of PLEG: grouping CRI objects into pods, diffing two relists into
+ * events, and converting CRI statuses into nl_rt_pod_status_t. No I/O. */
+#include "managers/pleg_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reactor/log.h"
+#include "reactor/xalloc.h"
+
+/* ---- labels ------------------------------------------------------------ */
+
+/* protobuf-c gives maps as arrays of {key, value} entries; every map entry type
+ * has the same layout after its ProtobufCMessage base. */
+typedef struct kv_entry {
+  ProtobufCMessage base;
+  char *key;
+  char *value;
+} kv_entry_t;
+
+static const char *map_get(void *const *entries, size_t n, const char *key) {
+  for (size_t i = 0; i < n; i++) {
+    const kv_entry_t *e = entries[i];
+    if (e && e->key && strcmp(e->key, key) == 0) return e->value;
+  }
+  return NULL;
+}
+#define LABEL(obj, key) map_get((void *const *)(obj)->labels, (obj)->n_labels, (key))
+#define ANNOTATION(obj, key) map_get((void *const *)(obj)->annotations, (obj)->n_annotations, (key))
+
+static char *dup_or_null(const char *s) { return s && *s ? nl_xstrdup(s) : NULL; }
+
+/* ---- records ----------------------------------------------------------- */
+
+void nl_pleg__pod_free(nl_pleg__pod_t *pod) {
+  if (!pod) return;
+  for (size_t i = 0; i < pod->n_items; i++) {
+    free(pod->items[i].id);
+    free(pod->items[i].sandbox_id);
+    free(pod->items[i].name);
+  }
+  free(pod->items);
+  free(pod->uid);
+  free(pod->name);
+  free(pod->namespace_);
+  free(pod);
+}
+
+static void pod_free_cb(void *v) { nl_pleg__pod_free(v); }
+
+void nl_pleg__snapshot_free(nl_map_t *snap) { nl_map_free(snap, pod_free_cb); }
+
+static nl_pleg__pod_t *snapshot_pod(nl_map_t *snap, const char *uid, const char *name,
+                                    const char *ns) {
+  nl_pleg__pod_t *pod = nl_map_get(snap, uid);
+  if (!pod) {
+    pod = nl_xcalloc(1, sizeof(*pod));
+    pod->uid = nl_xstrdup(uid);
+    nl_map_put(snap, uid, pod);
+  }
+  /* Labels of the sandbox and its containers agree; take the first seen. */
+  if (!pod->name && name) pod->name = nl_xstrdup(name);
+  if (!pod->namespace_ && ns) pod->namespace_ = nl_xstrdup(ns);
+  return pod;
+}
+
+static nl_pleg__item_t *pod_add_item(nl_pleg__pod_t *pod) {
+  if (pod->n_items == pod->cap_items) {
+    pod->cap_items = pod->cap_items ? 2 * pod->cap_items : 4;
+    pod->items = nl_xrealloc(pod->items, pod->cap_items * sizeof(*pod->items));
+  }
+  nl_pleg__item_t *it = &pod->items[pod->n_items++];
+  memset(it, 0, sizeof(*it));
+  return it;
+}
+
+/* kubecontainer.SandboxToContainerState, then convertState. */
+static nl_pleg__cstate_t sandbox_state(Runtime__V1__PodSandboxState s) {
+  return s == RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_READY ? NL_PLEG__RUNNING : NL_PLEG__EXITED;
+}
+
+/* toKubeContainerState, then convertState: "created" is unknown to PLEG. */
+static nl_pleg__cstate_t container_state(Runtime__V1__ContainerState s) {
+  switch (s) {
+  case RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING: return NL_PLEG__RUNNING;
+  case RUNTIME__V1__CONTAINER_STATE__CONTAINER_EXITED: return NL_PLEG__EXITED;
+  default: return NL_PLEG__UNKNOWN;
+  }
+}
+
+void nl_pleg__add_sandboxes(nl_map_t *snap, const Runtime__V1__ListPodSandboxResponse *resp) {
+  for (size_t i = 0; resp && i < resp->n_items; i++) {
+    const Runtime__V1__PodSandbox *sb = resp->items[i];
+    if (!sb || !sb->id || !*sb->id) continue;
+    const char *uid = LABEL(sb, NL_LABEL_POD_UID);
+    if (!uid || !*uid) continue; /* not created by a kubelet: not ours */
+    nl_pleg__pod_t *pod = snapshot_pod(snap, uid, LABEL(sb, NL_LABEL_POD_NAME),
+                                       LABEL(sb, NL_LABEL_POD_NAMESPACE));
+    nl_pleg__item_t *it = pod_add_item(pod);
+    it->id = nl_xstrdup(sb->id);
+    it->state = sandbox_state(sb->state);
+    it->created_at = sb->created_at;
+    it->sandbox = true;
+  }
+}
+
+void nl_pleg__add_containers(nl_map_t *snap, const Runtime__V1__ListContainersResponse *resp) {
+  for (size_t i = 0; resp && i < resp->n_containers; i++) {
+    const Runtime__V1__Container *c = resp->containers[i];
+    if (!c || !c->id || !*c->id) continue;
+    const char *uid = LABEL(c, NL_LABEL_POD_UID);
+    if (!uid || !*uid) continue;
+    nl_pleg__pod_t *pod = snapshot_pod(snap, uid, LABEL(c, NL_LABEL_POD_NAME),
+                                       LABEL(c, NL_LABEL_POD_NAMESPACE));
+    nl_pleg__item_t *it = pod_add_item(pod);
+    it->id = nl_xstrdup(c->id);
+    it->sandbox_id = dup_or_null(c->pod_sandbox_id);
+    it->name = dup_or_null(LABEL(c, NL_LABEL_CONTAINER_NAME));
+    it->state = container_state(c->state);
+    it->created_at = c->created_at;
+  }
+}
+
+/* ---- events ------------------------------------------------------------ */
+
+size_t nl_pleg__generate_events(const char *cid, nl_pleg__cstate_t old_state,
+                                nl_pleg__cstate_t new_state, nl_pleg__event_t out[2]) {
+  if (old_state == new_state) return 0;
+  out[0].container_id = (char *)cid;
+  switch (new_state) {
+  case NL_PLEG__RUNNING: out[0].type = NL_PLEG_CONTAINER_STARTED; return 1;
+  case NL_PLEG__EXITED: out[0].type = NL_PLEG_CONTAINER_DIED; return 1;
+  case NL_PLEG__UNKNOWN: out[0].type = NL_PLEG_CONTAINER_CHANGED; return 1;
+  case NL_PLEG__NONEXISTENT:
+    if (old_state == NL_PLEG__EXITED) { /* its death was reported already */
+      out[0].type = NL_PLEG_CONTAINER_REMOVED;
+      return 1;
+    }
+    out[0].type = NL_PLEG_CONTAINER_DIED;
+    out[1].type = NL_PLEG_CONTAINER_REMOVED;
+    out[1].container_id = (char *)cid;
+    return 2;
+  }
+  return 0;
+}
+
+static nl_pleg__cstate_t state_of(const nl_pleg__pod_t *pod, const char *id) {
+  if (!pod) return NL_PLEG__NONEXISTENT;
+  for (size_t i = 0; i < pod->n_items; i++)
+    if (strcmp(pod->items[i].id, id) == 0) return pod->items[i].state;
+  return NL_PLEG__NONEXISTENT;
+}
+
+/* Upstream visits a pod's containers before its sandboxes. */
+static void collect_ids(const nl_pleg__pod_t *pod, const char ***ids, size_t *n, size_t *cap) {
+  if (!pod) return;
+  for (int pass = 0; pass < 2; pass++) {
+    for (size_t i = 0; i < pod->n_items; i++) {
+      const nl_pleg__item_t *it = &pod->items[i];
+      if (it->sandbox != (pass == 1)) continue;
+      bool seen = false;
+      for (size_t j = 0; j < *n && !seen; j++) seen = strcmp((*ids)[j], it->id) == 0;
+      if (seen) continue;
+      if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 8;
+        *ids = nl_xrealloc(*ids, *cap * sizeof(**ids));
+      }
+      (*ids)[(*n)++] = it->id;
+    }
+  }
+}
+
+size_t nl_pleg__compute_events(const nl_pleg__pod_t *old, const nl_pleg__pod_t *cur,
+                               nl_pleg__event_t **out) {
+  const char **ids = NULL;
+  size_t n_ids = 0, cap_ids = 0;
+  collect_ids(old, &ids, &n_ids, &cap_ids);
+  collect_ids(cur, &ids, &n_ids, &cap_ids);
+  nl_pleg__event_t *ev = NULL;
+  size_t n = 0;
+  for (size_t i = 0; i < n_ids; i++) {
+    nl_pleg__event_t two[2];
+    size_t k = nl_pleg__generate_events(ids[i], state_of(old, ids[i]), state_of(cur, ids[i]), two);
+    if (!k) continue;
+    ev = nl_xrealloc(ev, (n + k) * sizeof(*ev));
+    for (size_t j = 0; j < k; j++) {
+      ev[n].type = two[j].type;
+      ev[n].container_id = nl_xstrdup(ids[i]);
+      n++;
+    }
+  }
+  free(ids);
+  *out = ev;
+  return n;
+}
+
+void nl_pleg__events_free(nl_pleg__event_t *ev, size_t n) {
+  for (size_t i = 0; i < n; i++) free(ev[i].container_id);
+  free(ev);
+}
+
+/* ---- statuses ---------------------------------------------------------- */
+
+uint32_t nl_pleg__parse_hash(const char *s) {
+  if (!s || !*s) return 0;
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 16);
+  if (errno || *end || *s == '-' || *s == '+') return 0;
+  return (uint32_t)v;
+}
+
+static int32_t parse_restart_count(const char *id, const char *s) {
+  if (!s || !*s) return 0;
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno || *end || v < 0 || v > INT32_MAX) {
+    /* upstream logs and uses 0 */
+    nl_warn("container %s: unable to get restartCount from annotation %s=\"%s\"", id,
+            NL_ANN_CONTAINER_RESTART_COUNT, s);
+    return 0;
+  }
+  return (int32_t)v;
+}
+
+int nl_pleg__convert_sandbox(const Runtime__V1__PodSandboxStatus *s, nl_rt_sandbox_t *out,
+                             nl_err_t **err) {
+  memset(out, 0, sizeof(*out));
+  if (!s || !s->id || !*s->id) return nl_err_set(err, NL_EINVAL, "pod sandbox status has no id");
+  out->id = nl_xstrdup(s->id);
+  out->state = s->state == RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_READY ? NL_RT_SANDBOX_READY
+                                                                       : NL_RT_SANDBOX_NOTREADY;
+  out->attempt = s->metadata ? s->metadata->attempt : 0;
+  out->created_at = s->created_at;
+  if (s->network) {
+    out->ip = dup_or_null(s->network->ip);
+    for (size_t i = 0; i < s->network->n_additional_ips; i++) {
+      const Runtime__V1__PodIP *ip = s->network->additional_ips[i];
+      if (!ip || !ip->ip || !*ip->ip) continue;
+      out->ips = nl_xrealloc(out->ips, (out->n_ips + 1) * sizeof(*out->ips));
+      out->ips[out->n_ips++] = nl_xstrdup(ip->ip);
+    }
+  }
+  out->host_network = s->linux && s->linux->namespaces && s->linux->namespaces->options &&
+                      s->linux->namespaces->options->network == RUNTIME__V1__NAMESPACE_MODE__NODE;
+  return 0;
+}
+
+int nl_pleg__convert_container(const Runtime__V1__ContainerStatus *s, const char *sandbox_id,
+                               nl_rt_container_t *out, nl_err_t **err) {
+  memset(out, 0, sizeof(*out));
+  if (!s || !s->id || !*s->id) return nl_err_set(err, NL_EINVAL, "container status has no id");
+  /* upstream: "unable to convert a nil pointer to a runtime container status" */
+  if (!s->metadata || !s->image)
+    return nl_err_set(err, NL_EINVAL, "container %s: status has no %s", s->id,
+                      !s->metadata ? "metadata" : "image");
+  out->id = nl_xstrdup(s->id);
+  const char *name = LABEL(s, NL_LABEL_CONTAINER_NAME);
+  /* The label is the kubelet's; metadata carries the same name. */
+  out->name = nl_xstrdup(name && *name ? name : (s->metadata->name ? s->metadata->name : ""));
+  out->image = dup_or_null(s->image->image);
+  out->image_ref = dup_or_null(s->image_ref);
+  out->hash = nl_pleg__parse_hash(ANNOTATION(s, NL_ANN_CONTAINER_HASH));
+  out->restart_count = parse_restart_count(s->id, ANNOTATION(s, NL_ANN_CONTAINER_RESTART_COUNT));
+  out->termination_message_path =
+      dup_or_null(ANNOTATION(s, NL_ANN_CONTAINER_TERMINATION_MESSAGE_PATH));
+  out->log_path = dup_or_null(s->log_path);
+  out->sandbox_id = dup_or_null(sandbox_id);
+  out->created_at = s->created_at;
+  switch (s->state) {
+  case RUNTIME__V1__CONTAINER_STATE__CONTAINER_CREATED: out->state = NL_RT_CONTAINER_CREATED; break;
+  case RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING: out->state = NL_RT_CONTAINER_RUNNING; break;
+  case RUNTIME__V1__CONTAINER_STATE__CONTAINER_EXITED: out->state = NL_RT_CONTAINER_EXITED; break;
+  default: out->state = NL_RT_CONTAINER_UNKNOWN; break;
+  }
+  /* Past "created" the container was started at least once. */
+  if (out->state != NL_RT_CONTAINER_CREATED) out->started_at = s->started_at;
+  if (out->state == NL_RT_CONTAINER_EXITED) {
+    out->reason = dup_or_null(s->reason);
+    out->message = dup_or_null(s->message);
+    out->exit_code = s->exit_code;
+    out->finished_at = s->finished_at;
+  }
+  return 0;
+}
+
+static int cmp_sandbox(const void *a, const void *b) {
+  const nl_rt_sandbox_t *x = a, *y = b;
+  return x->created_at > y->created_at ? -1 : x->created_at < y->created_at ? 1 : 0;
+}
+
+static int cmp_container(const void *a, const void *b) {
+  const nl_rt_container_t *x = a, *y = b;
+  return x->created_at > y->created_at ? -1 : x->created_at < y->created_at ? 1 : 0;
+}
+
+static void set_ips(nl_rt_pod_status_t *st, const char *primary, char *const *more, size_t n) {
+  st->ips = nl_xcalloc(n + 1, sizeof(*st->ips));
+  if (primary) st->ips[st->n_ips++] = nl_xstrdup(primary);
+  for (size_t i = 0; i < n; i++) st->ips[st->n_ips++] = nl_xstrdup(more[i]);
+  if (!st->n_ips) {
+    free(st->ips);
+    st->ips = NULL;
+  }
+}
+
+nl_rt_pod_status_t *nl_pleg__build_status(const char *uid, const char *name, const char *ns,
+                                          nl_rt_sandbox_t *sandboxes, size_t n_sandboxes,
+                                          nl_rt_container_t *containers, size_t n_containers,
+                                          const nl_rt_pod_status_t *prev, int64_t timestamp) {
+  nl_rt_pod_status_t *st = nl_xcalloc(1, sizeof(*st));
+  st->uid = nl_xstrdup(uid);
+  st->name = name ? nl_xstrdup(name) : NULL;
+  st->namespace_ = ns ? nl_xstrdup(ns) : NULL;
+  st->timestamp = timestamp;
+  if (n_sandboxes) qsort(sandboxes, n_sandboxes, sizeof(*sandboxes), cmp_sandbox);
+  if (n_containers) qsort(containers, n_containers, sizeof(*containers), cmp_container);
+  st->sandboxes = n_sandboxes ? sandboxes : (free(sandboxes), NULL);
+  st->n_sandboxes = n_sandboxes;
+  st->containers = n_containers ? containers : (free(containers), NULL);
+  st->n_containers = n_containers;
+
+  /* Only the newest sandbox gives the pod its IPs, and only while ready. */
+  if (n_sandboxes && sandboxes[0].state == NL_RT_SANDBOX_READY)
+    set_ips(st, sandboxes[0].ip, sandboxes[0].ips, sandboxes[0].n_ips);
+  if (!st->n_ips && prev && prev->n_ips) {
+    bool any_ready = false;
+    for (size_t i = 0; i < n_sandboxes; i++) any_ready |= sandboxes[i].state == NL_RT_SANDBOX_READY;
+    /* A finished pod keeps reporting the IP it had (upstream getPodIPs). */
+    if (!any_ready) set_ips(st, NULL, prev->ips, prev->n_ips);
+  }
+  return st;
+}

@@ -1,0 +1,163 @@
+/* The v1 PodStatus a kubelet reports, generated as upstream's
+ * generateAPIPodStatus (pkg/kubelet/kubelet_pods.go: convertToAPIContainerStatuses,
+ * getPhase), pkg/kubelet/status/generate.go (conditions), the probe manager's
+ * started/ready (pkg/kubelet/prober), the status manager's lastTransitionTime and
+ * startTime continuity, and GetPodQOS; plus its JSON encoding and the v1 PodList
+ * served on GET /pods.
+ *
+ * Ownership: a nl_pod_status_t owns every string and array in it; free it with
+ * nl_pod_status_free(). Times are whole seconds since the epoch (metav1.Time
+ * precision), 0 meaning unset (null in JSON). */
+#ifndef NL_STATUS_H
+#define NL_STATUS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/model/pod.h"
+#include "managers/runtime_types.h"
+#include "reactor/buf.h"
+
+typedef enum nl_pod_phase {
+  NL_POD_PENDING,
+  NL_POD_RUNNING,
+  NL_POD_SUCCEEDED,
+  NL_POD_FAILED,
+  NL_POD_UNKNOWN,
+} nl_pod_phase_t;
+
+/* "Pending", "Running", ... */
+const char *nl_pod_phase_name(nl_pod_phase_t p);
+
+typedef enum nl_cstate_kind {
+  NL_CSTATE_NONE,    /* empty ContainerState ({} in JSON; lastState without history) */
+  NL_CSTATE_WAITING,
+  NL_CSTATE_RUNNING,
+  NL_CSTATE_TERMINATED,
+} nl_cstate_kind_t;
+
+typedef struct nl_cstate { /* v1.ContainerState: one of waiting/running/terminated */
+  nl_cstate_kind_t kind;
+  char *reason;       /* waiting, terminated; NULL when empty */
+  char *message;      /* waiting, terminated */
+  int64_t started_at; /* running, terminated (s) */
+  int64_t finished_at;/* terminated (s) */
+  int32_t exit_code;  /* terminated */
+  int32_t signal;     /* terminated */
+  char *container_id; /* terminated: "containerd://<id>", NULL when unknown */
+} nl_cstate_t;
+
+typedef struct nl_container_status { /* v1.ContainerStatus */
+  char *name;
+  nl_cstate_t state;
+  nl_cstate_t last_state;
+  bool ready;
+  int32_t restart_count;
+  char *image;
+  char *image_id;
+  char *container_id; /* "containerd://<id>", NULL before the first start */
+  int8_t started;     /* -1 unset, 0, 1 */
+} nl_container_status_t;
+
+typedef struct nl_pod_condition {
+  const char *type;   /* static: "PodReadyToStartContainers", "Initialized", ... */
+  const char *status; /* static: "True", "False" */
+  char *reason;
+  char *message;
+  int64_t last_transition_time; /* s */
+} nl_pod_condition_t;
+
+typedef struct nl_pod_status {
+  nl_pod_phase_t phase;
+  nl_pod_condition_t *conditions;
+  size_t n_conditions;
+  char *message;
+  char *reason;
+  char *host_ip;
+  char **host_ips;
+  size_t n_host_ips;
+  char *pod_ip;
+  char **pod_ips;
+  size_t n_pod_ips;
+  int64_t start_time; /* s */
+  nl_container_status_t *init_container_statuses; /* spec order */
+  size_t n_init_container_statuses;
+  nl_container_status_t *container_statuses; /* sorted by name, as upstream */
+  size_t n_container_statuses;
+  const char *qos_class; /* static: "Guaranteed", "Burstable", "BestEffort" */
+} nl_pod_status_t;
+
+/* Why a container is waiting, from the latest SyncPod (upstream's reasonCache:
+ * set when starting the container failed, cleared when it started). The lead
+ * adapts nl_sync_result_t to this. Strings are borrowed for the call. */
+typedef struct nl_status_reason {
+  const char *container; /* container name */
+  const char *reason;    /* "ErrImagePull", "ImagePullBackOff", "CrashLoopBackOff",
+                          * "CreateContainerError", "RunContainerError", ... */
+  const char *message;
+} nl_status_reason_t;
+
+typedef struct nl_status_reasons {
+  const nl_status_reason_t *items;
+  size_t n;
+} nl_status_reasons_t;
+
+/* A probe's latest result for a container, as the prober's result caches. */
+typedef enum nl_status_probe {
+  NL_STATUS_PROBE_NONE,    /* no probe of that kind: started / ready right away */
+  NL_STATUS_PROBE_PENDING, /* a probe exists but has no result for this container yet */
+  NL_STATUS_PROBE_SUCCESS,
+  NL_STATUS_PROBE_FAILURE,
+} nl_status_probe_t;
+
+/* startup: the startup probe when true, the readiness probe when false.
+ * container_id is the CRI id (no scheme). */
+typedef nl_status_probe_t (*nl_status_probe_fn)(void *ctx, const char *container_name,
+                                                const char *container_id, bool startup);
+
+typedef struct nl_status_opts {
+  const char *runtime_name; /* the containerID scheme; NULL: "containerd" */
+  nl_status_probe_fn probe; /* NULL: no probes (started = running, ready = started) */
+  void *probe_ctx;
+  bool deleted; /* the pod has a deletion timestamp (no restarts, no restart bump) */
+} nl_status_opts_t;
+
+/* Generates the pod's v1 status.
+ * rt: the runtime's view (PLEG cache), NULL when the runtime has nothing.
+ * reasons: waiting reasons per container (may be NULL).
+ * old: the status reported before (status manager), NULL at first: keeps
+ *   terminated states, restart counts, lastState, startTime, condition
+ *   lastTransitionTimes and a terminal phase.
+ * pod_is_terminal: the pod worker decided the pod is done (upstream podIsTerminal).
+ * now_ns: wall clock for new transition times and startTime.
+ * host_ip: the node IP for hostIP/hostIPs (and podIP of host-network pods), or
+ *   NULL when running without an API server (upstream sets none then).
+ * opts may be NULL. Returns a new status (never NULL). */
+nl_pod_status_t *nl_pod_status_generate(const nl_pod_t *pod, const nl_rt_pod_status_t *rt,
+                                        const nl_status_reasons_t *reasons,
+                                        const nl_pod_status_t *old, bool pod_is_terminal,
+                                        int64_t now_ns, const char *host_ip,
+                                        const nl_status_opts_t *opts);
+void nl_pod_status_free(nl_pod_status_t *s);
+/* A deep copy (caller frees). */
+nl_pod_status_t *nl_pod_status_dup(const nl_pod_status_t *s);
+
+/* upstream GetPodQOS over cpu and memory of all containers and init containers. */
+const char *nl_pod_qos_class(const nl_pod_t *pod);
+/* getPhase, exported for tests: statuses are init + regular container statuses. */
+nl_pod_phase_t nl_pod_status_phase(const nl_pod_t *pod, const nl_container_status_t *statuses,
+                                   size_t n, bool pod_is_terminal, bool pod_has_initialized);
+
+/* Appends the "status" object as v1 JSON (Go field order and omitempty rules;
+ * times RFC 3339 in UTC with seconds, zero times null where Go writes null). */
+void nl_pod_status_encode_json(const nl_pod_status_t *s, nl_buf_t *out);
+/* Appends a v1 PodList {"kind":"PodList","apiVersion":"v1","metadata":{},
+ * "items":[...]}: each item is the pod's JSON with its "status" (statuses[i]
+ * may be NULL: no status field). */
+void nl_pod_list_encode_json(const nl_pod_t *const *pods, const nl_pod_status_t *const *statuses,
+                             size_t n, nl_buf_t *out);
+/* RFC 3339 "2024-12-03T15:12:44Z" of a time in seconds into buf (>= 21 bytes). */
+char *nl_status_format_time(int64_t secs, char *buf, size_t len);
+
+#endif
