@@ -1,0 +1,549 @@
+/* The v1 Pod, as far as a kubelet acts on it: typed structs decoded from YAML or
+ * JSON, upstream's defaulting and validation, static-pod naming, hashing and a
+ * JSON encoding.
+ *
+ * Ownership: every string and array reachable from an nl_pod_t lives in the pod's
+ * own arena and is released by nl_pod_free(); nothing keeps the parse tree.
+ * Strings are NUL-terminated; an absent string is NULL (never ""-for-absent, so
+ * `field: ""` and a missing field stay distinguishable where upstream cares).
+ * Optional scalars (Go pointers) are nl_opt_* with a `set` flag; optional bools are
+ * nl_tristate_t. Optional sub-objects (Go pointers) are NULL when absent.
+ * Maps (labels, annotations, nodeSelector) are sorted by key, as Go encodes them.
+ * Mutate a decoded pod only through the functions here (nl_pod_set_annotation...):
+ * they allocate in the pod's arena. */
+#ifndef NL_POD_H
+#define NL_POD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/model/quantity.h"
+#include "reactor/buf.h"
+#include "reactor/error.h"
+
+typedef int8_t nl_tristate_t; /* NL_UNSET, 0 (false) or 1 (true) */
+#define NL_UNSET ((nl_tristate_t)-1)
+
+typedef struct nl_opt_i64 {
+  bool set;
+  int64_t v;
+} nl_opt_i64_t;
+
+typedef struct nl_opt_i32 {
+  bool set;
+  int32_t v;
+} nl_opt_i32_t;
+
+typedef struct nl_strlist {
+  char **items;
+  size_t n;
+} nl_strlist_t;
+
+typedef struct nl_kv {
+  char *key;
+  char *value;
+} nl_kv_t;
+
+typedef struct nl_kvlist { /* a map[string]string, sorted by key, keys unique */
+  nl_kv_t *items;
+  size_t n;
+} nl_kvlist_t;
+
+/* intstr.IntOrString: a probe port is 8080 or "http". */
+typedef struct nl_intorstr {
+  bool set;
+  bool is_str;
+  int32_t num;
+  char *str;
+} nl_intorstr_t;
+
+typedef struct nl_resource {
+  char *name; /* "cpu", "memory", "ephemeral-storage", "hugepages-2Mi", ... */
+  nl_quantity_t q;
+} nl_resource_t;
+
+typedef struct nl_resource_list { /* sorted by name */
+  nl_resource_t *items;
+  size_t n;
+} nl_resource_list_t;
+
+typedef struct nl_resource_requirements {
+  nl_resource_list_t limits;
+  nl_resource_list_t requests;
+} nl_resource_requirements_t;
+
+/* ---- metadata ---- */
+
+typedef struct nl_owner_ref {
+  char *api_version;
+  char *kind;
+  char *name;
+  char *uid;
+  nl_tristate_t controller;
+  nl_tristate_t block_owner_deletion;
+} nl_owner_ref_t;
+
+typedef struct nl_object_meta {
+  char *name;
+  char *generate_name;
+  char *namespace_;
+  char *uid;
+  nl_kvlist_t labels;
+  nl_kvlist_t annotations;
+  nl_owner_ref_t *owner_refs;
+  size_t n_owner_refs;
+} nl_object_meta_t;
+
+/* ---- env ---- */
+
+typedef struct nl_field_ref { /* ObjectFieldSelector */
+  char *api_version;          /* defaulted to "v1" */
+  char *field_path;           /* "metadata.name", "status.podIP", ... */
+} nl_field_ref_t;
+
+typedef struct nl_resource_field_ref { /* ResourceFieldSelector */
+  char *container_name;
+  char *resource; /* "limits.cpu", "requests.memory", ... */
+  bool has_divisor;
+  nl_quantity_t divisor;
+} nl_resource_field_ref_t;
+
+typedef struct nl_key_ref { /* ConfigMapKeySelector / SecretKeySelector */
+  char *name;
+  char *key;
+  nl_tristate_t optional;
+} nl_key_ref_t;
+
+typedef struct nl_env_source { /* EnvVarSource: exactly one is set when valid */
+  nl_field_ref_t *field_ref;
+  nl_resource_field_ref_t *resource_field_ref;
+  nl_key_ref_t *config_map_key_ref;
+  nl_key_ref_t *secret_key_ref;
+} nl_env_source_t;
+
+typedef struct nl_env_var {
+  char *name;
+  char *value;               /* NULL when absent */
+  nl_env_source_t *value_from; /* NULL when absent */
+} nl_env_var_t;
+
+typedef struct nl_local_ref { /* ConfigMapEnvSource / SecretEnvSource */
+  char *name;
+  nl_tristate_t optional;
+} nl_local_ref_t;
+
+typedef struct nl_env_from {
+  char *prefix;
+  nl_local_ref_t *config_map_ref;
+  nl_local_ref_t *secret_ref;
+} nl_env_from_t;
+
+/* ---- ports, mounts ---- */
+
+typedef struct nl_container_port {
+  char *name;
+  int32_t host_port; /* 0 when unset */
+  int32_t container_port;
+  char *protocol; /* defaulted to "TCP" */
+  char *host_ip;
+} nl_container_port_t;
+
+typedef struct nl_volume_mount {
+  char *name;
+  bool read_only;
+  char *mount_path;
+  char *sub_path;
+  char *sub_path_expr;
+  char *mount_propagation; /* None, HostToContainer, Bidirectional */
+} nl_volume_mount_t;
+
+/* ---- probes and hooks ---- */
+
+typedef struct nl_exec_action {
+  nl_strlist_t command;
+} nl_exec_action_t;
+
+typedef struct nl_http_get_action {
+  char *path;
+  nl_intorstr_t port;
+  char *host;
+  char *scheme;       /* defaulted to "HTTP" */
+  nl_kv_t *headers;   /* name/value pairs, in order (may repeat) */
+  size_t n_headers;
+} nl_http_get_action_t;
+
+typedef struct nl_tcp_socket_action {
+  nl_intorstr_t port;
+  char *host;
+} nl_tcp_socket_action_t;
+
+typedef struct nl_grpc_action {
+  int32_t port;
+  char *service; /* NULL: the default service */
+} nl_grpc_action_t;
+
+typedef struct nl_sleep_action {
+  int64_t seconds;
+} nl_sleep_action_t;
+
+/* ProbeHandler and LifecycleHandler in one: exactly one is set when valid; grpc
+ * only in probes, sleep only in lifecycle hooks. */
+typedef struct nl_handler {
+  nl_exec_action_t *exec;
+  nl_http_get_action_t *http_get;
+  nl_tcp_socket_action_t *tcp_socket;
+  nl_grpc_action_t *grpc;
+  nl_sleep_action_t *sleep;
+} nl_handler_t;
+
+typedef struct nl_probe {
+  nl_handler_t handler;
+  int32_t initial_delay_seconds;
+  int32_t timeout_seconds;   /* defaulted to 1 */
+  int32_t period_seconds;    /* defaulted to 10 */
+  int32_t success_threshold; /* defaulted to 1 */
+  int32_t failure_threshold; /* defaulted to 3 */
+  nl_opt_i64_t termination_grace_period_seconds;
+} nl_probe_t;
+
+typedef struct nl_lifecycle {
+  nl_handler_t *post_start;
+  nl_handler_t *pre_stop;
+} nl_lifecycle_t;
+
+/* ---- security ---- */
+
+typedef struct nl_selinux_options {
+  char *user;
+  char *role;
+  char *type;
+  char *level;
+} nl_selinux_options_t;
+
+typedef struct nl_seccomp_profile {
+  char *type; /* RuntimeDefault, Unconfined, Localhost */
+  char *localhost_profile;
+} nl_seccomp_profile_t;
+
+typedef struct nl_capabilities {
+  nl_strlist_t add;
+  nl_strlist_t drop;
+} nl_capabilities_t;
+
+typedef struct nl_security_context { /* container */
+  nl_capabilities_t *capabilities;
+  nl_tristate_t privileged;
+  nl_selinux_options_t *se_linux_options;
+  nl_opt_i64_t run_as_user;
+  nl_opt_i64_t run_as_group;
+  nl_tristate_t run_as_non_root;
+  nl_tristate_t read_only_root_filesystem;
+  nl_tristate_t allow_privilege_escalation;
+  char *proc_mount;
+  nl_seccomp_profile_t *seccomp_profile;
+} nl_security_context_t;
+
+typedef struct nl_pod_security_context {
+  nl_selinux_options_t *se_linux_options;
+  nl_opt_i64_t run_as_user;
+  nl_opt_i64_t run_as_group;
+  nl_tristate_t run_as_non_root;
+  int64_t *supplemental_groups;
+  size_t n_supplemental_groups;
+  nl_opt_i64_t fs_group;
+  nl_kv_t *sysctls; /* name/value, in order */
+  size_t n_sysctls;
+  char *fs_group_change_policy;
+  nl_seccomp_profile_t *seccomp_profile;
+} nl_pod_security_context_t;
+
+/* ---- containers ---- */
+
+typedef struct nl_container {
+  char *name;
+  char *image;
+  nl_strlist_t command;
+  nl_strlist_t args;
+  char *working_dir;
+  nl_container_port_t *ports;
+  size_t n_ports;
+  nl_env_from_t *env_from;
+  size_t n_env_from;
+  nl_env_var_t *env;
+  size_t n_env;
+  nl_resource_requirements_t resources;
+  char *restart_policy; /* init containers only: "Always" makes a sidecar */
+  nl_volume_mount_t *volume_mounts;
+  size_t n_volume_mounts;
+  nl_probe_t *liveness_probe;
+  nl_probe_t *readiness_probe;
+  nl_probe_t *startup_probe;
+  nl_lifecycle_t *lifecycle;
+  char *termination_message_path;   /* defaulted to /dev/termination-log */
+  char *termination_message_policy; /* defaulted to File */
+  char *image_pull_policy;          /* defaulted from the image tag */
+  nl_security_context_t *security_context;
+  bool stdin_;
+  bool stdin_once;
+  bool tty;
+} nl_container_t;
+
+/* ---- volumes ---- */
+
+typedef struct nl_key_to_path {
+  char *key;
+  char *path;
+  nl_opt_i32_t mode;
+} nl_key_to_path_t;
+
+typedef struct nl_host_path_source {
+  char *path;
+  char *type; /* defaulted to "" */
+} nl_host_path_source_t;
+
+typedef struct nl_empty_dir_source {
+  char *medium; /* "" or "Memory" */
+  bool has_size_limit;
+  nl_quantity_t size_limit;
+} nl_empty_dir_source_t;
+
+typedef struct nl_config_map_source { /* volume and projection */
+  char *name;
+  nl_key_to_path_t *items;
+  size_t n_items;
+  nl_opt_i32_t default_mode; /* defaulted to 0644 in volumes */
+  nl_tristate_t optional;
+} nl_config_map_source_t;
+
+typedef struct nl_secret_source { /* volume (secretName) and projection (name) */
+  char *secret_name;
+  nl_key_to_path_t *items;
+  size_t n_items;
+  nl_opt_i32_t default_mode;
+  nl_tristate_t optional;
+} nl_secret_source_t;
+
+typedef struct nl_pvc_source {
+  char *claim_name;
+  bool read_only;
+} nl_pvc_source_t;
+
+typedef struct nl_downward_api_file {
+  char *path;
+  nl_field_ref_t *field_ref;
+  nl_resource_field_ref_t *resource_field_ref;
+  nl_opt_i32_t mode;
+} nl_downward_api_file_t;
+
+typedef struct nl_downward_api_source {
+  nl_downward_api_file_t *items;
+  size_t n_items;
+  nl_opt_i32_t default_mode;
+} nl_downward_api_source_t;
+
+typedef struct nl_sa_token_projection {
+  char *audience;
+  int64_t expiration_seconds; /* defaulted to 3600 */
+  char *path;
+} nl_sa_token_projection_t;
+
+typedef struct nl_volume_projection { /* exactly one is set when valid */
+  nl_secret_source_t *secret;
+  nl_config_map_source_t *config_map;
+  nl_downward_api_source_t *downward_api;
+  nl_sa_token_projection_t *service_account_token;
+} nl_volume_projection_t;
+
+typedef struct nl_projected_source {
+  nl_volume_projection_t *sources;
+  size_t n_sources;
+  nl_opt_i32_t default_mode;
+} nl_projected_source_t;
+
+typedef struct nl_volume { /* exactly one source is set when valid */
+  char *name;
+  nl_host_path_source_t *host_path;
+  nl_empty_dir_source_t *empty_dir;
+  nl_config_map_source_t *config_map;
+  nl_secret_source_t *secret;
+  nl_pvc_source_t *persistent_volume_claim;
+  nl_downward_api_source_t *downward_api;
+  nl_projected_source_t *projected;
+  /* The first upstream volume type nanolet does not implement (nfs, csi, ...),
+   * or NULL; validation rejects it by name. */
+  const char *unsupported;
+} nl_volume_t;
+
+/* ---- pod spec ---- */
+
+typedef struct nl_toleration {
+  char *key;
+  char *operator_; /* Equal, Exists */
+  char *value;
+  char *effect;
+  nl_opt_i64_t toleration_seconds;
+} nl_toleration_t;
+
+typedef struct nl_host_alias {
+  char *ip;
+  nl_strlist_t hostnames;
+} nl_host_alias_t;
+
+typedef struct nl_dns_option {
+  char *name;
+  char *value; /* NULL when absent */
+} nl_dns_option_t;
+
+typedef struct nl_dns_config {
+  nl_strlist_t nameservers;
+  nl_strlist_t searches;
+  nl_dns_option_t *options;
+  size_t n_options;
+} nl_dns_config_t;
+
+typedef struct nl_pod_spec {
+  nl_volume_t *volumes;
+  size_t n_volumes;
+  nl_container_t *init_containers;
+  size_t n_init_containers;
+  nl_container_t *containers;
+  size_t n_containers;
+  char *restart_policy;                          /* defaulted to Always */
+  nl_opt_i64_t termination_grace_period_seconds; /* defaulted to 30 */
+  nl_opt_i64_t active_deadline_seconds;
+  char *dns_policy; /* defaulted to ClusterFirst */
+  nl_kvlist_t node_selector;
+  char *service_account_name;
+  nl_tristate_t automount_service_account_token;
+  char *node_name;
+  bool host_network;
+  bool host_pid;
+  bool host_ipc;
+  nl_tristate_t share_process_namespace;
+  nl_pod_security_context_t *security_context; /* defaulted to an empty one */
+  nl_strlist_t image_pull_secrets;              /* the names */
+  char *hostname;
+  char *subdomain;
+  char *scheduler_name; /* defaulted to default-scheduler */
+  nl_toleration_t *tolerations;
+  size_t n_tolerations;
+  nl_host_alias_t *host_aliases;
+  size_t n_host_aliases;
+  char *priority_class_name;
+  nl_opt_i32_t priority;
+  nl_dns_config_t *dns_config;
+  char *runtime_class_name;
+  nl_tristate_t enable_service_links; /* defaulted to true */
+  nl_resource_list_t overhead;
+} nl_pod_spec_t;
+
+struct nl_arena; /* private */
+
+typedef struct nl_pod {
+  char *api_version; /* "v1" */
+  char *kind;        /* "Pod" */
+  nl_object_meta_t metadata;
+  nl_pod_spec_t spec;
+  struct nl_arena *arena; /* owns everything above */
+} nl_pod_t;
+
+/* Upstream annotation keys (kubetypes.Config*AnnotationKey). */
+#define NL_ANNOTATION_CONFIG_SOURCE "kubernetes.io/config.source"
+#define NL_ANNOTATION_CONFIG_HASH "kubernetes.io/config.hash"
+#define NL_ANNOTATION_CONFIG_SEEN "kubernetes.io/config.seen"
+#define NL_ANNOTATION_CONFIG_MIRROR "kubernetes.io/config.mirror"
+
+/* ---- decoding ---- */
+
+/* Decodes one v1 Pod from YAML or JSON (JSON when the first non-blank byte is
+ * '{'; YAML otherwise, first document only, as upstream). `origin` (a file name
+ * or URL, may be NULL) prefixes every error. Unknown fields are ignored.
+ * Returns 0 and a new pod in *out (caller frees with nl_pod_free), or -1 with *err
+ * (NL_EINVAL) holding one line per problem, each
+ * `<origin>: <field.path>: <message>`. No defaults are applied. */
+int nl_pod_decode(const char *data, size_t len, const char *origin, nl_pod_t **out,
+                  nl_err_t **err);
+
+/* As nl_pod_decode, but also accepts a v1 List or PodList (upstream's URL source:
+ * tryDecodePodList). Returns 0 with *pods (an array of *n new pods; free each with
+ * nl_pod_free and the array with free()), or -1 with *err. */
+int nl_pod_decode_list(const char *data, size_t len, const char *origin, nl_pod_t ***pods,
+                       size_t *n, nl_err_t **err);
+
+void nl_pod_free(nl_pod_t *pod);
+
+/* ---- defaulting and validation ---- */
+
+/* Applies upstream's v1 defaults (SetDefaults_Pod, _PodSpec, _Container, _Probe,
+ * volume sources, ...): restartPolicy Always, dnsPolicy ClusterFirst,
+ * terminationGracePeriodSeconds 30, imagePullPolicy from the tag, protocol TCP,
+ * terminationMessagePath/Policy, probe timings, hostPort = containerPort under
+ * hostNetwork, ... Idempotent. Does not touch name, namespace or uid. */
+void nl_pod_set_defaults(nl_pod_t *pod);
+
+/* Upstream's ValidatePod rules that matter for a node (see docs/MODEL.md).
+ * Returns 0, or -1 with *err (NL_EINVAL) listing every problem, one per line,
+ * `<origin>: <field.path>: <message>`. */
+int nl_pod_validate(const nl_pod_t *pod, const char *origin, nl_err_t **err);
+
+/* ---- static pods (upstream pkg/kubelet/config/common.go applyDefaults) ---- */
+
+typedef struct nl_static_source {
+  const char *kind;      /* "file" or "http": the config.source annotation */
+  const char *location;  /* the file path or the URL */
+  const char *node_name; /* nl_node_name_default() when NULL */
+} nl_static_source_t;
+
+/* For a decoded and defaulted pod: sets a uid when the manifest has none
+ * (nl_pod_static_uid), appends "-<node>" to the name, defaults the namespace to
+ * "default", sets spec.nodeName, the config.hash (= uid) and config.source
+ * annotations, and, for files, a toleration {operator: Exists, effect: NoExecute}.
+ * config.seen is the merger's (nl_pod_set_annotation). */
+void nl_pod_apply_static(nl_pod_t *pod, const nl_static_source_t *src);
+
+/* The whole static-pod path in one: decode, default, apply_static, validate.
+ * Returns 0 with a new pod, or -1 with *err (no pod). */
+int nl_pod_load_static(const char *data, size_t len, const nl_static_source_t *src,
+                       nl_pod_t **out, nl_err_t **err);
+
+/* "<name>-<node>" into a new string the caller frees. */
+char *nl_pod_static_name(const char *name, const char *node_name);
+
+/* 32 hex digits + NUL: md5 over the pod's canonical encoding (so comments and
+ * formatting do not matter, any field does), then "host:<node>" and, for files,
+ * "file:<location>" (else "url:<location>"), like upstream. */
+void nl_pod_static_uid(const nl_pod_t *pod, const nl_static_source_t *src, char out[33]);
+
+/* The default node name: the lowercased hostname, in a new string. */
+char *nl_node_name_default(void);
+
+/* ---- mutation, lookup ---- */
+
+/* Sets (adds or replaces) an annotation; key and value are copied. */
+void nl_pod_set_annotation(nl_pod_t *pod, const char *key, const char *value);
+/* The value, or NULL. */
+const char *nl_kvlist_get(const nl_kvlist_t *l, const char *key);
+/* The quantity for a resource name, or NULL. */
+const nl_quantity_t *nl_resource_list_get(const nl_resource_list_t *l, const char *name);
+/* A deep copy with its own arena (caller frees with nl_pod_free). */
+nl_pod_t *nl_pod_dup(const nl_pod_t *pod);
+
+/* ---- encoding and hashing ---- */
+
+enum {
+  NL_POD_JSON_PRETTY = 1, /* two-space indent, as kubectl -o json */
+};
+
+/* Appends the pod as v1 JSON (upstream field order, empty fields omitted) to out. */
+void nl_pod_encode_json(const nl_pod_t *pod, nl_buf_t *out, int flags);
+/* One container, the same way. */
+void nl_container_encode_json(const nl_container_t *c, nl_buf_t *out);
+
+/* FNV-32a over the canonical JSON encoding: stable across runs and builds; equal
+ * for equal pods. Not byte-compatible with Go's DeepHashObject (docs/MODEL.md). */
+uint32_t nl_pod_hash(const nl_pod_t *pod);
+/* Upstream's HashContainer role: changes when the container spec changes. */
+uint32_t nl_container_hash(const nl_container_t *c);
+
+#endif
