@@ -507,7 +507,7 @@ void nl_pod_apply_static(nl_pod_t *pod, const nl_static_source_t *src);
 int nl_pod_load_static(const char *data, size_t len, const nl_static_source_t *src,
                        nl_pod_t **out, nl_err_t **err);
 
-/* "<name>-<node>" into a new string the caller frees. */
+/* "<name>-<lowercased node>" into a new string the caller frees. */
 char *nl_pod_static_name(const char *name, const char *node_name);
 
 /* 32 hex digits + NUL: md5 over the pod's canonical encoding (so comments and

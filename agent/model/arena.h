@@ -1,0 +1,24 @@
+/* A bump allocator: one per decoded pod (everything it points to) and one per
+ * parse (the generic tree, dropped after the typed decode). Internal. */
+#ifndef NL_MODEL_ARENA_H
+#define NL_MODEL_ARENA_H
+
+#include <stddef.h>
+
+struct nl_arena_chunk;
+
+typedef struct nl_arena {
+  struct nl_arena_chunk *head; /* the chunk being filled */
+  size_t next_size;            /* size of the next chunk */
+  size_t total;                /* bytes obtained from malloc, headers included */
+} nl_arena_t;
+
+/* first: size of the first chunk (later ones double, up to 16 KiB). */
+nl_arena_t *nl__arena_new(size_t first);
+void nl__arena_free(nl_arena_t *a);
+/* Zeroed, 8-byte aligned; aborts on OOM. n == 0 gives a valid unique pointer. */
+void *nl__arena_alloc(nl_arena_t *a, size_t n);
+char *nl__arena_strndup(nl_arena_t *a, const char *s, size_t n);
+char *nl__arena_strdup(nl_arena_t *a, const char *s); /* NULL stays NULL */
+
+#endif

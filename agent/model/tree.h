@@ -1,0 +1,51 @@
+/* The generic tree both YAML and JSON parse into, in a scratch arena, before the
+ * one typed decoder walks it (decode.c). Internal. */
+#ifndef NL_MODEL_TREE_H
+#define NL_MODEL_TREE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/model/arena.h"
+#include "reactor/error.h"
+
+typedef enum nl_tkind {
+  NL_T_NULL,
+  NL_T_BOOL,
+  NL_T_INT,   /* s holds the text as written; i its value */
+  NL_T_FLOAT, /* s holds the text as written */
+  NL_T_STR,
+  NL_T_MAP,
+  NL_T_SEQ,
+} nl_tkind_t;
+
+typedef struct nl_tentry {
+  struct nl_tentry *next;
+  const char *key; /* maps only */
+  size_t key_len;
+  struct nl_tnode *val;
+} nl_tentry_t;
+
+typedef struct nl_tnode {
+  nl_tkind_t kind;
+  int line; /* 1-based, for messages */
+  int b;
+  int64_t i;
+  const char *s; /* scalars: NUL-terminated; may contain NULs in JSON (len) */
+  size_t len;
+  nl_tentry_t *first, *last; /* maps and sequences */
+  size_t n;
+} nl_tnode_t;
+
+/* Parse into a tree allocated in a. Return the root (NL_T_NULL for an empty
+ * document), or NULL with *err ("line N: ..."). */
+nl_tnode_t *nl__tree_parse_yaml(nl_arena_t *a, const char *data, size_t len, nl_err_t **err);
+nl_tnode_t *nl__tree_parse_json(nl_arena_t *a, const char *data, size_t len, nl_err_t **err);
+/* JSON when the first non-blank byte is '{' or '[', else YAML. */
+nl_tnode_t *nl__tree_parse(nl_arena_t *a, const char *data, size_t len, nl_err_t **err);
+
+/* The value under key in a map, or NULL. */
+nl_tnode_t *nl__tree_get(const nl_tnode_t *map, const char *key);
+const char *nl__tree_kind_name(nl_tkind_t k);
+
+#endif
