@@ -15,6 +15,7 @@
 #include "cri/conn.h"
 #include "reactor/backoff.h"
 #include "reactor/list.h"
+#include "reactor/map.h"
 
 /* Upstream error names (images/types.go): the waiting reasons. */
 #define NL_IMAGE_ERR_PULL "ErrImagePull"
@@ -27,6 +28,7 @@ typedef struct nl_images {
   uv_loop_t *loop;
   nl_cri_client_t *cri;
   nl_backoff_table_t backoff; /* "<pod uid>_<image>" as upstream */
+  nl_map_t last_fail;         /* key -> uint64_t ms of the last failed pull */
   bool serialize;
   int max_parallel; /* 0: unlimited */
   int running;      /* pulls in flight */
