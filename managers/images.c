@@ -1,0 +1,252 @@
+/* EnsureImageExists (upstream pkg/kubelet/images/image_manager.go) and the
+ * serialized/parallel pullers (puller.go). */
+#include "managers/images.h"
+
+#include <ctype.h>
+#include <string.h>
+
+#include "cri/image.h"
+#include "managers/runtime_internal.h"
+#include "reactor/log.h"
+#include "reactor/xalloc.h"
+
+#define IMAGE_BACKOFF_INITIAL_MS (10 * 1000)
+#define IMAGE_BACKOFF_MAX_MS (300 * 1000)
+
+typedef struct nl_images_job {
+  nl_images_t *im;
+  nl_images_req_t *req; /* NULL once cancelled */
+  nl_list_t link;       /* in im->queue while waiting for a pull slot */
+  char *image;          /* with the default tag */
+  char *requested;      /* as the spec wrote it (back-off key, messages) */
+  char *backoff_key;
+  char *pod_desc;
+  bool always;
+  bool never;
+  bool queued;
+  uv_timer_t timer; /* only for an invalid name */
+  nl_images_cb cb;
+  void *ctx;
+} job_t;
+
+static void job_free(job_t *j) {
+  free(j->image);
+  free(j->requested);
+  free(j->backoff_key);
+  free(j->pod_desc);
+  free(j);
+}
+
+void nl_images_init(nl_images_t *im, uv_loop_t *loop, nl_cri_client_t *cri, bool serialize,
+                    int max_parallel, uint64_t initial_ms, uint64_t max_ms) {
+  memset(im, 0, sizeof *im);
+  im->loop = loop;
+  im->cri = cri;
+  im->serialize = serialize;
+  im->max_parallel = max_parallel;
+  nl_backoff_table_init(&im->backoff, initial_ms ? initial_ms : IMAGE_BACKOFF_INITIAL_MS,
+                        max_ms ? max_ms : IMAGE_BACKOFF_MAX_MS);
+  nl_list_init(&im->queue);
+  nl_map_init(&im->last_fail);
+  im->now_ms = nl__wall_ms;
+}
+
+void nl_images_free(nl_images_t *im) {
+  while (!nl_list_empty(&im->queue)) {
+    job_t *j = nl_list_entry(im->queue.next, job_t, link);
+    nl_list_remove(&j->link);
+    job_free(j);
+  }
+  nl_backoff_table_free(&im->backoff);
+  nl_map_free(&im->last_fail, free);
+}
+
+char *nl_images_default_tag(const char *image) {
+  if (!image || !*image) return NULL;
+  for (const char *p = image; *p; p++)
+    if (isspace((unsigned char)*p) || (unsigned char)*p < 0x20) return NULL;
+  const char *at = strchr(image, '@');
+  const char *slash = strrchr(image, '/');
+  const char *name = slash ? slash + 1 : image;
+  if (!*name || image[strlen(image) - 1] == ':' || image[0] == '/' || image[0] == ':') return NULL;
+  /* Repository path components are lowercase (the registry host may not be). */
+  const char *repo = image;
+  const char *first_slash = strchr(image, '/');
+  if (first_slash) {
+    size_t hl = (size_t)(first_slash - image);
+    bool host = memchr(image, '.', hl) || memchr(image, ':', hl) || (hl == 9 && !strncmp(image, "localhost", 9));
+    if (host) repo = first_slash + 1;
+  }
+  const char *end = at ? at : image + strlen(image);
+  const char *colon = memchr(name, ':', (size_t)(end - name));
+  const char *repo_end = colon ? colon : end;
+  for (const char *p = repo; p < repo_end; p++)
+    if (isupper((unsigned char)*p)) return NULL;
+  if (at || colon) return nl_xstrdup(image);
+  return nl_xasprintf("%s:latest", image);
+}
+
+
+static void complete(job_t *j, const char *ref, const char *reason, const char *msg) {
+  if (j->req) {
+    j->req->job = NULL;
+    j->cb(ref, reason, msg, j->ctx);
+  }
+  job_free(j);
+}
+
+static void start_pull(job_t *j);
+
+/* IsInBackOffSinceUpdate(key, now): within the back-off since the last failure. */
+static bool in_backoff(nl_images_t *im, const char *key) {
+  uint64_t now = im->now_ms(im->now_ctx);
+  uint64_t b = nl_backoff_table_get(&im->backoff, key, now);
+  uint64_t *last = nl_map_get(&im->last_fail, key);
+  return b && last && now - *last < b;
+}
+
+static void record_failure(nl_images_t *im, const char *key) {
+  uint64_t now = im->now_ms(im->now_ctx);
+  nl_backoff_table_next(&im->backoff, key, now);
+  uint64_t *last = nl_map_get(&im->last_fail, key);
+  if (!last) {
+    last = nl_xmalloc(sizeof *last);
+    nl_map_put(&im->last_fail, key, last);
+  }
+  *last = now;
+}
+
+static void next_in_queue(nl_images_t *im) {
+  while (!nl_list_empty(&im->queue)) {
+    int limit = im->serialize ? 1 : im->max_parallel;
+    if (limit > 0 && im->running >= limit) return;
+    job_t *j = nl_list_entry(im->queue.next, job_t, link);
+    nl_list_remove(&j->link);
+    j->queued = false;
+    if (!j->req) { /* cancelled while waiting */
+      job_free(j);
+      continue;
+    }
+    start_pull(j);
+  }
+}
+
+static void pulled(const nl_grpc_status_t *st, Runtime__V1__PullImageResponse *resp, void *ctx) {
+  job_t *j = ctx;
+  nl_images_t *im = j->im;
+  im->running--;
+  if (st->code != NL_GRPC_OK) {
+    char *e = nl_grpc_status_format(st);
+    nl_warn("pod %s: failed to pull image \"%s\": %s", j->pod_desc, j->requested, e);
+    record_failure(im, j->backoff_key);
+    complete(j, NULL, NL_IMAGE_ERR_PULL, e);
+    free(e);
+  } else {
+    nl_info("pod %s: successfully pulled image \"%s\"", j->pod_desc, j->requested);
+    nl_backoff_table_gc(&im->backoff, im->now_ms(im->now_ctx));
+    complete(j, resp->image_ref, NULL, NULL);
+  }
+  next_in_queue(im);
+}
+
+static void start_pull(job_t *j) {
+  nl_images_t *im = j->im;
+  im->running++;
+  im->stats_pulls++;
+  nl_info("pod %s: pulling image \"%s\"", j->pod_desc, j->requested);
+  Runtime__V1__PullImageRequest req = RUNTIME__V1__PULL_IMAGE_REQUEST__INIT;
+  Runtime__V1__ImageSpec s = RUNTIME__V1__IMAGE_SPEC__INIT;
+  s.image = j->image;
+  req.image = &s;
+  nl_cri_pull_image(im->cri, &req, pulled, j);
+}
+
+static void status_done(const nl_grpc_status_t *st, Runtime__V1__ImageStatusResponse *resp,
+                        void *ctx) {
+  job_t *j = ctx;
+  nl_images_t *im = j->im;
+  if (!j->req) {
+    job_free(j);
+    return;
+  }
+  if (st->code != NL_GRPC_OK) {
+    char *e = nl_grpc_status_format(st);
+    char *m = nl_xasprintf("Failed to inspect image \"%s\": %s", j->image, e);
+    complete(j, NULL, NL_IMAGE_ERR_INSPECT, m);
+    free(m);
+    free(e);
+    return;
+  }
+  const char *ref = resp->image && resp->image->id && *resp->image->id ? resp->image->id : NULL;
+  if (ref && !j->always) { /* shouldPullImage: present and not Always */
+    nl_vlog(4, "pod %s: container image \"%s\" already present on machine", j->pod_desc,
+            j->requested);
+    complete(j, ref, NULL, NULL);
+    return;
+  }
+  if (!ref && j->never) {
+    char *m = nl_xasprintf("Container image \"%s\" is not present with pull policy of Never",
+                           j->requested);
+    complete(j, NULL, NL_IMAGE_ERR_NEVER_PULL, m);
+    free(m);
+    return;
+  }
+  if (in_backoff(im, j->backoff_key)) {
+    char *m = nl_xasprintf("Back-off pulling image \"%s\"", j->requested);
+    complete(j, NULL, NL_IMAGE_ERR_PULL_BACKOFF, m);
+    free(m);
+    return;
+  }
+  j->queued = true;
+  nl_list_insert_tail(&im->queue, &j->link);
+  next_in_queue(im);
+}
+
+static void timer_closed(uv_handle_t *h) { job_free(container_of((uv_timer_t *)h, job_t, timer)); }
+
+static void invalid_name(uv_timer_t *t) {
+  job_t *j = container_of(t, job_t, timer);
+  if (j->req) {
+    char *m = nl_xasprintf("Failed to apply default image tag \"%s\": invalid reference format",
+                           j->requested);
+    j->req->job = NULL;
+    j->cb(NULL, NL_IMAGE_ERR_INVALID_NAME, m, j->ctx);
+    free(m);
+  }
+  uv_close((uv_handle_t *)t, timer_closed);
+}
+
+void nl_images_ensure(nl_images_t *im, nl_images_req_t *req, const char *pod_uid,
+                      const char *pod_desc, const char *image, const char *pull_policy,
+                      nl_images_cb cb, void *ctx) {
+  job_t *j = nl_xcalloc(1, sizeof *j);
+  j->im = im;
+  j->req = req;
+  req->job = j;
+  j->cb = cb;
+  j->ctx = ctx;
+  j->requested = nl_xstrdup(image ? image : "");
+  j->pod_desc = nl_xstrdup(pod_desc ? pod_desc : "");
+  nl_list_init(&j->link);
+  bool never = pull_policy && strcmp(pull_policy, "Never") == 0;
+  j->always = pull_policy && strcmp(pull_policy, "Always") == 0;
+  j->never = never;
+  j->backoff_key = nl_xasprintf("%s_%s", pod_uid ? pod_uid : "", j->requested);
+  j->image = nl_images_default_tag(image);
+  if (!j->image) { /* answered on the next loop turn, never inline */
+    uv_timer_init(im->loop, &j->timer);
+    uv_timer_start(&j->timer, invalid_name, 0, 0);
+    return;
+  }
+  Runtime__V1__ImageStatusRequest sreq = RUNTIME__V1__IMAGE_STATUS_REQUEST__INIT;
+  Runtime__V1__ImageSpec s = RUNTIME__V1__IMAGE_SPEC__INIT;
+  s.image = j->image;
+  sreq.image = &s;
+  nl_cri_image_status(im->cri, &sreq, status_done, j);
+}
+
+void nl_images_cancel(nl_images_req_t *req) {
+  if (!req->job) return;
+  req->job->req = NULL;
+  req->job = NULL;
+}

@@ -1,0 +1,327 @@
+/* The CRI-facing half of the kubelet (upstream kuberuntime): SyncPod, KillPod and
+ * the pure pieces they are made of (computePodActions, the PodSandboxConfig and
+ * ContainerConfig generators, environment and $(VAR) expansion).
+ *
+ * Ownership in one place:
+ *  - pods and statuses passed in are borrowed for the duration of the call only;
+ *    an operation deep-copies what it keeps.
+ *  - results handed to a callback are borrowed until the callback returns.
+ *  - generated CRI messages are owned by the caller and freed with
+ *    protobuf_c_message_free_unpacked(&msg->base, NULL).
+ *
+ * Every nl_runtime_* operation completes through its callback exactly once and
+ * never from inside the call that started it, unless cancelled with
+ * nl_runtime_cancel() first (then the callback is never called). */
+#ifndef NL_RUNTIME_H
+#define NL_RUNTIME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "agent/model/pod.h"
+#include "cri/conn.h"
+#include "managers/images.h"
+#include "managers/runtime_types.h"
+#include "reactor/backoff.h"
+#include "reactor/error.h"
+#include "reactor/list.h"
+
+/* Upstream defaults (kuberuntime and kubelet constants). */
+#define NL_RUNTIME_BACKOFF_INITIAL_MS (10 * 1000)  /* crash-loop: 10 s ... */
+#define NL_RUNTIME_BACKOFF_MAX_MS (5 * 60 * 1000)  /* ... doubling to 5 min */
+#define NL_RUNTIME_MIN_GRACE_SECONDS 2             /* minimumGracePeriodInSeconds */
+
+typedef struct nl_runtime_opts {
+  const char *node_name;
+  const char *root_dir;     /* /var/lib/kubelet: pods at <root>/pods/<uid> */
+  const char *pod_logs_dir; /* /var/log/pods */
+  char **cluster_dns;       /* clusterDNS IPs */
+  size_t n_cluster_dns;
+  const char *cluster_domain; /* "" or NULL: none */
+  const char *resolv_conf;    /* /etc/resolv.conf; "" : no host DNS (upstream) */
+  bool serialize_image_pulls;
+  int max_parallel_image_pulls; /* 0: unlimited (only when not serialized) */
+  uint64_t runtime_request_timeout_ms; /* informational: the CRI client applies it */
+  const char *node_ip;        /* status.hostIP for env; NULL: none */
+  /* For resourceFieldRef defaults and the Burstable oom_score_adj; 0: read from
+   * sysconf at init. */
+  int64_t node_cpu_milli;
+  int64_t node_memory_bytes;
+  bool cpu_cfs_quota;          /* cpuCFSQuota; true upstream (set by init when
+                                * cpu_cfs_quota_set is false) */
+  bool cpu_cfs_quota_set;
+  const char *runtime_handler; /* RunPodSandboxRequest.runtime_handler; NULL: "" */
+  /* Back-off overrides for tests (0: the upstream 10 s / 5 min). */
+  uint64_t backoff_initial_ms, backoff_max_ms;
+  uint64_t image_backoff_initial_ms, image_backoff_max_ms;
+} nl_runtime_opts_t;
+
+/* ---- probe results (liveness/startup) as computePodActions reads them ---- */
+
+typedef enum {
+  NL_PROBE_RESULT_NONE = 0, /* not found: the probe has not run (or no probe) */
+  NL_PROBE_RESULT_SUCCESS,
+  NL_PROBE_RESULT_FAILURE,
+} nl_probe_result_t;
+
+typedef enum { NL_PROBE_LIVENESS, NL_PROBE_STARTUP } nl_probe_kind_t;
+
+/* Looks up the latest result of a probe for a container id. */
+typedef nl_probe_result_t (*nl_runtime_probe_fn)(void *ctx, const char *container_id,
+                                                 nl_probe_kind_t kind);
+
+/* ---- sync results (upstream PodSyncResult) ---- */
+
+typedef enum {
+  NL_SYNC_START_CONTAINER,
+  NL_SYNC_KILL_CONTAINER,
+  NL_SYNC_INIT_CONTAINER, /* an init container was started (upstream: InitContainer) */
+  NL_SYNC_CREATE_POD_SANDBOX,
+  NL_SYNC_CONFIG_POD_SANDBOX,
+  NL_SYNC_KILL_POD_SANDBOX,
+  NL_SYNC_REMOVE_CONTAINER,
+  NL_SYNC_REMOVE_POD_SANDBOX,
+} nl_sync_action_t;
+
+const char *nl_sync_action_name(nl_sync_action_t a); /* "StartContainer", ... */
+
+/* Reasons (upstream kubecontainer and images error names). */
+#define NL_REASON_CRASH_LOOP_BACK_OFF "CrashLoopBackOff"
+#define NL_REASON_CREATE_CONTAINER_CONFIG "CreateContainerConfigError"
+#define NL_REASON_CREATE_CONTAINER "CreateContainerError"
+#define NL_REASON_RUN_CONTAINER "RunContainerError"
+#define NL_REASON_KILL_CONTAINER "KillContainerError"
+#define NL_REASON_CREATE_POD_SANDBOX "CreatePodSandboxError"
+#define NL_REASON_CONFIG_POD_SANDBOX "ConfigPodSandboxError"
+#define NL_REASON_KILL_POD_SANDBOX "KillPodSandboxError"
+#define NL_REASON_REMOVE_CONTAINER "RemoveContainerError"
+#define NL_REASON_PREPARE_VOLUMES "VolumeSetupError" /* nanolet: volumes failed */
+
+typedef struct nl_sync_step {
+  nl_sync_action_t action;
+  char *target;  /* the container name, or "<name>_<namespace>(<uid>)" for sandboxes */
+  bool init;     /* target is an init container */
+  char *reason;  /* NULL on success, else a NL_REASON_* / NL_IMAGE_ERR_* name */
+  char *message; /* NULL on success */
+} nl_sync_step_t;
+
+typedef struct nl_sync_result {
+  nl_sync_step_t *steps;
+  size_t n_steps;
+  nl_err_t *err; /* the first failure (or a sync-wide one); NULL when all went well */
+  bool cancelled;
+} nl_sync_result_t;
+
+/* The failed step for a container (the reason the status shows as waiting), or
+ * NULL. */
+const nl_sync_step_t *nl_sync_result_find(const nl_sync_result_t *r, const char *container);
+/* A deep copy (for the status generator's reason cache); free with
+ * nl_sync_result_free. */
+nl_sync_result_t *nl_sync_result_dup(const nl_sync_result_t *r);
+void nl_sync_result_free(nl_sync_result_t *r);
+
+typedef void (*nl_runtime_sync_cb)(const nl_sync_result_t *res, void *ctx);
+
+/* ---- the manager ---- */
+
+typedef struct nl_runtime nl_runtime_t;
+typedef struct nl_runtime_op nl_runtime_op_t;
+typedef void (*nl_runtime_stop_cb)(nl_runtime_t *rt);
+
+struct nl_runtime {
+  uv_loop_t *loop;
+  nl_cri_client_t *cri; /* borrowed: the agent owns it and stops it after us */
+  nl_runtime_opts_t opts; /* strings owned (copied at init) */
+  nl_images_t images;
+  nl_backoff_table_t backoff; /* crash-loop, keyed as upstream getStableKey */
+  nl_runtime_probe_fn probe;
+  void *probe_ctx;
+  /* Wall-clock milliseconds (CRI times are wall clock); tests inject their own. */
+  uint64_t (*now_ms)(void *ctx);
+  void *now_ctx;
+  nl_list_t ops; /* operations in flight */
+  bool stopping;
+  nl_runtime_stop_cb stop_cb;
+};
+
+/* Initializes rt (embedded by the caller); copies opts. Returns 0, or -1 with
+ * *err (NL_EINVAL) when root_dir or pod_logs_dir is missing. */
+int nl_runtime_init(nl_runtime_t *rt, uv_loop_t *loop, nl_cri_client_t *cri,
+                    const nl_runtime_opts_t *opts, nl_err_t **err);
+/* Sets the source of liveness/startup results (may be NULL: none). */
+void nl_runtime_set_probe_source(nl_runtime_t *rt, nl_runtime_probe_fn fn, void *ctx);
+/* Cancels every operation in flight (their callbacks run with res->cancelled and
+ * err NL_ECLOSED), waits for their outstanding CRI calls and fs jobs, frees what
+ * rt owns, then calls done_cb (may be NULL). */
+void nl_runtime_stop(nl_runtime_t *rt, nl_runtime_stop_cb done_cb);
+
+/* SyncPod: computePodActions on (pod, status) and the steps (kill sandbox if
+ * changed, kill containers not to keep, prepare volumes, create the sandbox, pull
+ * images, init containers one by one, containers). status may be NULL (nothing in
+ * the runtime yet). Both are borrowed for the call only. Returns a handle for
+ * nl_runtime_cancel(), valid until the callback runs or the cancel returns. */
+nl_runtime_op_t *nl_runtime_sync_pod(nl_runtime_t *rt, const nl_pod_t *pod,
+                                     const nl_rt_pod_status_t *status,
+                                     nl_runtime_sync_cb cb, void *ctx);
+
+/* KillPod: stops every running container (StopContainer with the grace period;
+ * preStop hooks are not run yet) in parallel, then StopPodSandbox on every
+ * sandbox. pod may be NULL for a pod no source knows (then the grace period is
+ * read from the container's io.kubernetes.pod.terminationGracePeriod annotation
+ * via ContainerStatus). grace_seconds -1: from the pod; else the override. */
+nl_runtime_op_t *nl_runtime_kill_pod(nl_runtime_t *rt, const nl_pod_t *pod,
+                                     const nl_rt_pod_status_t *status, int64_t grace_seconds,
+                                     nl_runtime_sync_cb cb, void *ctx);
+
+/* Removal after termination (housekeeping): RemoveContainer on every container,
+ * RemovePodSandbox on every sandbox, then the pod's volumes are torn down and
+ * <root>/pods/<uid> removed (when remove_dirs). Containers should be stopped
+ * first (nl_runtime_kill_pod). */
+nl_runtime_op_t *nl_runtime_remove_pod(nl_runtime_t *rt, const nl_rt_pod_status_t *status,
+                                       bool remove_dirs, nl_runtime_sync_cb cb, void *ctx);
+
+/* Abandons op: its callback will not be called, and no memory of the caller's is
+ * touched afterwards. Outstanding CRI calls finish in the background (their
+ * results are dropped). op must be a handle whose callback has not run. */
+void nl_runtime_cancel(nl_runtime_op_t *op);
+
+/* ---- pure pieces (no I/O), unit-tested ---- */
+
+/* upstream podActions. Indexes refer to pod->spec.{init_,}containers. Strings are
+ * owned by the struct; spec pointers borrow from the pod passed in. */
+typedef struct nl_kill_info {
+  char *id;
+  char *name;
+  const nl_container_t *spec;
+  bool init;
+  char *message;
+  const char *reason; /* "" , "LivenessProbe", "StartupProbe", "Unknown" */
+} nl_kill_info_t;
+
+typedef struct nl_pod_actions {
+  bool kill_pod;
+  bool create_sandbox;
+  char *sandbox_id; /* the sandbox to use (or the changed one); NULL: none */
+  uint32_t attempt;
+  size_t *init_to_start;
+  size_t n_init_to_start;
+  size_t *to_start;
+  size_t n_to_start;
+  nl_kill_info_t *to_kill;
+  size_t n_to_kill;
+} nl_pod_actions_t;
+
+/* computePodActions as upstream with SidecarContainers on (restartable init
+ * containers). status may be NULL. probe may be NULL (no results). */
+void nl_runtime_compute_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *status,
+                                nl_runtime_probe_fn probe, void *probe_ctx,
+                                nl_pod_actions_t *out);
+void nl_pod_actions_free(nl_pod_actions_t *a);
+
+/* kubecontainer.ShouldContainerBeRestarted. */
+bool nl_runtime_should_restart(const nl_container_t *c, const nl_pod_t *pod,
+                               const nl_rt_pod_status_t *status);
+
+/* The host's resolver configuration (upstream getHostDNSConfig). */
+typedef struct nl_host_dns {
+  char **servers;
+  size_t n_servers;
+  char **searches;
+  size_t n_searches;
+  char **options;
+  size_t n_options;
+} nl_host_dns_t;
+
+/* Parses resolv.conf text: nameserver, search (the last line wins, trailing dots
+ * dropped, "." skipped) and options lines. Never fails. */
+void nl_runtime_parse_resolv_conf(const char *data, size_t len, nl_host_dns_t *out);
+void nl_host_dns_free(nl_host_dns_t *d);
+
+/* GetPodDNS: the DNSConfig for a pod from dnsPolicy, dnsConfig and the node's
+ * clusterDNS/clusterDomain/resolvConf (host may be NULL: empty). Returns a new
+ * message. */
+Runtime__V1__DNSConfig *nl_runtime_pod_dns(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
+                                          const nl_host_dns_t *host);
+
+/* GeneratePodHostNameAndDomain: the hostname (spec.hostname or the pod name,
+ * truncated to 63 characters) in a new string, and the domain in *domain (new
+ * string or NULL). Returns NULL with *err for an invalid spec.hostname. */
+char *nl_runtime_pod_hostname(const nl_runtime_opts_t *opts, const nl_pod_t *pod, char **domain,
+                              nl_err_t **err);
+
+/* generatePodSandboxConfig. Returns 0 and a new config in *out, or -1 with *err. */
+int nl_runtime_build_sandbox_config(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
+                                    uint32_t attempt, const nl_host_dns_t *host_dns,
+                                    Runtime__V1__PodSandboxConfig **out, nl_err_t **err);
+
+/* What generateContainerConfig needs besides the pod. */
+typedef struct nl_container_input {
+  const nl_container_t *container;
+  int32_t restart_count;
+  const char *image_ref;     /* the image id from the image manager */
+  const char *pod_ip;        /* may be NULL */
+  char *const *pod_ips;
+  size_t n_pod_ips;
+  const char *termination_message_host_path; /* the file to mount; NULL: none */
+} nl_container_input_t;
+
+/* generateContainerConfig. Returns 0 and a new config, or -1 with *err (bad env
+ * references, subPath outside the volume, unknown volume: upstream's
+ * CreateContainerConfigError). */
+int nl_runtime_build_container_config(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
+                                      const nl_container_input_t *in,
+                                      Runtime__V1__ContainerConfig **out, nl_err_t **err);
+
+/* One environment variable. */
+typedef struct nl_env {
+  char *name;
+  char *value;
+} nl_env_t;
+
+/* makeEnvironmentVariables: values, $(VAR) references to earlier ones, fieldRef
+ * and resourceFieldRef. configMap/secret references fail (no API objects on this
+ * node) unless optional. Returns 0 with a new array in *out (free with
+ * nl_env_free), or -1 with *err naming the variable. */
+int nl_runtime_make_env(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
+                        const nl_container_t *c, const char *pod_ip, char *const *pod_ips,
+                        size_t n_pod_ips, nl_env_t **out, size_t *n, nl_err_t **err);
+void nl_env_free(nl_env_t *env, size_t n);
+
+/* third_party/forked/golang/expansion.Expand with MappingFuncFor(env): $(VAR) is
+ * replaced when VAR is defined, kept as is otherwise; $$ is a literal $. Returns
+ * a new string. */
+char *nl_runtime_expand(const char *in, const nl_env_t *env, size_t n);
+
+/* The pod's QoS class ("Guaranteed", "Burstable", "BestEffort"), v1qos.GetPodQOS. */
+const char *nl_runtime_qos_class(const nl_pod_t *pod);
+/* qos.GetContainerOOMScoreAdjust. */
+int64_t nl_runtime_oom_score_adj(const nl_pod_t *pod, const nl_container_t *c,
+                                 int64_t memory_capacity);
+
+/* Paths as upstream builds them (new strings). */
+char *nl_runtime_pod_log_dir(const nl_runtime_opts_t *opts, const nl_pod_t *pod);
+char *nl_runtime_container_log_path(const nl_container_t *c, int32_t restart_count);
+char *nl_runtime_pod_dir(const nl_runtime_opts_t *opts, const char *uid);
+/* "<name>_<namespace>_<uid>_<container>_<hash hex>": the crash-loop back-off key. */
+char *nl_runtime_backoff_key(const nl_pod_t *pod, const nl_container_t *c);
+
+/* ---- termination messages ---- */
+
+/* Reads the termination message of a dead container, as upstream's
+ * getTerminationMessage + FallbackToLogsOnError: the file at host_path (at most
+ * 4096 bytes), and when it is empty, the policy is FallbackToLogsOnError and the
+ * exit code is not 0, the last 80 lines / 2048 bytes of the CRI log at log_path.
+ * Runs on the thread pool; cb gets a message (borrowed, "" when none). */
+typedef struct nl_termmsg_req nl_termmsg_req_t;
+typedef void (*nl_termmsg_cb)(const char *message, void *ctx);
+int nl_runtime_read_termination_message(uv_loop_t *loop, const char *host_path,
+                                        const char *policy, int32_t exit_code,
+                                        const char *log_path, nl_termmsg_cb cb, void *ctx);
+/* The pure part: the message from the last lines of CRI log text. Returns a new
+ * string. */
+char *nl_runtime_tail_cri_log(const char *data, size_t len, size_t max_lines, size_t max_bytes);
+
+#endif

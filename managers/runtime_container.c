@@ -1,0 +1,426 @@
+/* ContainerConfig (upstream kuberuntime_container.go generateContainerConfig,
+ * kuberuntime_container_linux.go, labels.go, security_context.go, qos/). */
+#include <jansson.h>
+#include <string.h>
+
+#include "managers/runtime_internal.h"
+#include "managers/volumes.h"
+#include "reactor/xalloc.h"
+
+#define MIN_SHARES 2
+#define MAX_SHARES 262144
+#define QUOTA_PERIOD 100000 /* 100 ms in us */
+#define MIN_QUOTA_PERIOD 1000
+#define GUARANTEED_OOM_SCORE_ADJ (-997)
+#define BESTEFFORT_OOM_SCORE_ADJ 1000
+
+static const char *s0(const char *s) { return s ? s : ""; }
+
+/* ---- QoS ---- */
+
+static bool qos_resource(const char *n) {
+  return strcmp(n, "cpu") == 0 || strcmp(n, "memory") == 0;
+}
+
+typedef struct { nl_quantity_t cpu, mem; bool has_cpu, has_mem; } sums_t;
+
+static void add(sums_t *s, const char *name, const nl_quantity_t *q) {
+  /* Sums in milli units; quantities here are far from overflow. */
+  bool cpu = strcmp(name, "cpu") == 0;
+  nl_quantity_t *t = cpu ? &s->cpu : &s->mem;
+  bool *has = cpu ? &s->has_cpu : &s->has_mem;
+  int64_t v = nl_quantity_milli_value(q);
+  if (!*has) *t = (nl_quantity_t){0, -3, NL_QUANTITY_DECIMAL_SI};
+  t->value += v;
+  *has = true;
+}
+
+static void qos_scan(const nl_container_t *cs, size_t n, sums_t *req, sums_t *lim, bool *guar) {
+  for (size_t i = 0; i < n; i++) {
+    const nl_resource_requirements_t *r = &cs[i].resources;
+    for (size_t j = 0; j < r->requests.n; j++)
+      if (qos_resource(r->requests.items[j].name) && !nl_quantity_is_zero(&r->requests.items[j].q))
+        add(req, r->requests.items[j].name, &r->requests.items[j].q);
+    bool lc = false, lm = false;
+    for (size_t j = 0; j < r->limits.n; j++)
+      if (qos_resource(r->limits.items[j].name) && !nl_quantity_is_zero(&r->limits.items[j].q)) {
+        add(lim, r->limits.items[j].name, &r->limits.items[j].q);
+        if (strcmp(r->limits.items[j].name, "cpu") == 0) lc = true;
+        else lm = true;
+      }
+    if (!lc || !lm) *guar = false;
+  }
+}
+
+const char *nl_runtime_qos_class(const nl_pod_t *pod) {
+  sums_t req = {0}, lim = {0};
+  bool guar = true;
+  qos_scan(pod->spec.init_containers, pod->spec.n_init_containers, &req, &lim, &guar);
+  qos_scan(pod->spec.containers, pod->spec.n_containers, &req, &lim, &guar);
+  if (!req.has_cpu && !req.has_mem && !lim.has_cpu && !lim.has_mem) return "BestEffort";
+  if (guar) {
+    if (req.has_cpu && (!lim.has_cpu || nl_quantity_cmp(&req.cpu, &lim.cpu) != 0)) guar = false;
+    if (req.has_mem && (!lim.has_mem || nl_quantity_cmp(&req.mem, &lim.mem) != 0)) guar = false;
+  }
+  int nreq = req.has_cpu + req.has_mem, nlim = lim.has_cpu + lim.has_mem;
+  return guar && nreq == nlim ? "Guaranteed" : "Burstable";
+}
+
+static bool node_critical(const nl_pod_t *pod) {
+  const char *src = nl__kv_get(&pod->metadata.annotations, NL_ANNOTATION_CONFIG_SOURCE);
+  bool critical = (src && strcmp(src, "api") != 0) ||
+                  nl__kv_get(&pod->metadata.annotations, NL_ANNOTATION_CONFIG_MIRROR) ||
+                  (pod->spec.priority.set && pod->spec.priority.v >= 2000000000);
+  return critical && pod->spec.priority_class_name &&
+         strcmp(pod->spec.priority_class_name, "system-node-critical") == 0;
+}
+
+int64_t nl_runtime_oom_score_adj(const nl_pod_t *pod, const nl_container_t *c,
+                                 int64_t memory_capacity) {
+  if (node_critical(pod)) return GUARANTEED_OOM_SCORE_ADJ;
+  const char *q = nl_runtime_qos_class(pod);
+  if (strcmp(q, "Guaranteed") == 0) return GUARANTEED_OOM_SCORE_ADJ;
+  if (strcmp(q, "BestEffort") == 0) return BESTEFFORT_OOM_SCORE_ADJ;
+  const nl_quantity_t *mr = nl_resource_list_get(&c->resources.requests, "memory");
+  int64_t req = mr ? nl_quantity_value(mr) : 0;
+  if (memory_capacity <= 0) memory_capacity = 1;
+  int64_t adj = 1000 - (1000 * req) / memory_capacity;
+  if (adj < 1000 + GUARANTEED_OOM_SCORE_ADJ) return 1000 + GUARANTEED_OOM_SCORE_ADJ;
+  if (adj == BESTEFFORT_OOM_SCORE_ADJ) return adj - 1;
+  return adj;
+}
+
+/* ---- resources ---- */
+
+static int64_t milli_to_shares(int64_t m) {
+  if (m == 0) return MIN_SHARES;
+  int64_t s = m * 1024 / 1000;
+  return s < MIN_SHARES ? MIN_SHARES : s > MAX_SHARES ? MAX_SHARES : s;
+}
+
+static int64_t milli_to_quota(int64_t m, int64_t period) {
+  if (m == 0) return 0;
+  int64_t q = m * period / 1000;
+  return q < MIN_QUOTA_PERIOD ? MIN_QUOTA_PERIOD : q;
+}
+
+static Runtime__V1__LinuxContainerResources *resources(const nl_runtime_opts_t *opts,
+                                                       const nl_pod_t *pod,
+                                                       const nl_container_t *c) {
+  Runtime__V1__LinuxContainerResources *r =
+      NL__NEW(Runtime__V1__LinuxContainerResources, RUNTIME__V1__LINUX_CONTAINER_RESOURCES__INIT);
+  const nl_quantity_t *creq = nl_resource_list_get(&c->resources.requests, "cpu");
+  const nl_quantity_t *clim = nl_resource_list_get(&c->resources.limits, "cpu");
+  const nl_quantity_t *mlim = nl_resource_list_get(&c->resources.limits, "memory");
+  int64_t lim_milli = clim ? nl_quantity_milli_value(clim) : 0;
+  /* A missing request defaults to the limit, as the API server would. */
+  r->cpu_shares = milli_to_shares(creq ? nl_quantity_milli_value(creq) : lim_milli);
+  if (mlim && nl_quantity_value(mlim) != 0) r->memory_limit_in_bytes = nl_quantity_value(mlim);
+  if (opts->cpu_cfs_quota) {
+    r->cpu_period = QUOTA_PERIOD;
+    r->cpu_quota = milli_to_quota(lim_milli, QUOTA_PERIOD);
+  }
+  r->oom_score_adj = nl_runtime_oom_score_adj(pod, c, opts->node_memory_bytes);
+  for (size_t i = 0; i < c->resources.limits.n; i++) {
+    const nl_resource_t *res = &c->resources.limits.items[i];
+    if (strncmp(res->name, "hugepages-", 10) != 0) continue;
+    Runtime__V1__HugepageLimit *h =
+        NL__NEW(Runtime__V1__HugepageLimit, RUNTIME__V1__HUGEPAGE_LIMIT__INIT);
+    /* "hugepages-2Mi" -> "2MB", as upstream's HugePageUnitSizeFromByteSize */
+    const char *sz = res->name + 10;
+    size_t n = strlen(sz);
+    if (n > 2 && sz[n - 1] == 'i')
+      h->page_size = nl_xasprintf("%.*s%cB", (int)(n - 2), sz, sz[n - 2]);
+    else
+      h->page_size = nl_xstrdup(sz);
+    h->limit = (uint64_t)nl_quantity_value(&res->q);
+    r->hugepage_limits = nl_xrealloc(r->hugepage_limits, (r->n_hugepage_limits + 1) * sizeof(void *));
+    r->hugepage_limits[r->n_hugepage_limits++] = h;
+  }
+  return r;
+}
+
+/* ---- security context ---- */
+
+static const char *const masked_paths[] = {
+    "/proc/asound",  "/proc/acpi",        "/proc/kcore",       "/proc/keys",
+    "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug",
+    "/proc/scsi",    "/sys/firmware",     "/sys/devices/virtual/powercap"};
+static const char *const readonly_paths[] = {"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys",
+                                             "/proc/sysrq-trigger"};
+
+static Runtime__V1__SecurityProfile *seccomp(const nl_runtime_opts_t *opts,
+                                             const nl_seccomp_profile_t *p) {
+  Runtime__V1__SecurityProfile *s =
+      NL__NEW(Runtime__V1__SecurityProfile, RUNTIME__V1__SECURITY_PROFILE__INIT);
+  s->profile_type = RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__Unconfined; /* seccompDefault off */
+  if (!p || !p->type) return s;
+  if (strcmp(p->type, "RuntimeDefault") == 0)
+    s->profile_type = RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__RuntimeDefault;
+  else if (strcmp(p->type, "Localhost") == 0) {
+    s->profile_type = RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__Localhost;
+    s->localhost_ref = nl_xasprintf("%s/seccomp/%s", opts->root_dir, s0(p->localhost_profile));
+  }
+  return s;
+}
+
+static Runtime__V1__LinuxContainerSecurityContext *security(const nl_runtime_opts_t *opts,
+                                                            const nl_pod_t *pod,
+                                                            const nl_container_t *c) {
+  Runtime__V1__LinuxContainerSecurityContext *s = NL__NEW(
+      Runtime__V1__LinuxContainerSecurityContext, RUNTIME__V1__LINUX_CONTAINER_SECURITY_CONTEXT__INIT);
+  const nl_security_context_t *cs = c->security_context;
+  const nl_pod_security_context_t *ps = pod->spec.security_context;
+  nl_opt_i64_t uid = cs && cs->run_as_user.set ? cs->run_as_user
+                     : ps ? ps->run_as_user : (nl_opt_i64_t){0};
+  nl_opt_i64_t gid = cs && cs->run_as_group.set ? cs->run_as_group
+                     : ps ? ps->run_as_group : (nl_opt_i64_t){0};
+  if (uid.set) {
+    s->run_as_user = NL__NEW(Runtime__V1__Int64Value, RUNTIME__V1__INT64_VALUE__INIT);
+    s->run_as_user->value = uid.v;
+  }
+  if (gid.set) {
+    s->run_as_group = NL__NEW(Runtime__V1__Int64Value, RUNTIME__V1__INT64_VALUE__INIT);
+    s->run_as_group->value = gid.v;
+  }
+  const nl_selinux_options_t *se = cs && cs->se_linux_options ? cs->se_linux_options
+                                   : ps ? ps->se_linux_options : NULL;
+  if (se) {
+    s->selinux_options = NL__NEW(Runtime__V1__SELinuxOption, RUNTIME__V1__SELINUX_OPTION__INIT);
+    s->selinux_options->user = nl__pstr(se->user);
+    s->selinux_options->role = nl__pstr(se->role);
+    s->selinux_options->type = nl__pstr(se->type);
+    s->selinux_options->level = nl__pstr(se->level);
+  }
+  if (ps) {
+    size_t ng = ps->n_supplemental_groups + (ps->fs_group.set ? 1 : 0);
+    if (ng) s->supplemental_groups = nl_xcalloc(ng, sizeof(int64_t));
+    if (ps->fs_group.set) s->supplemental_groups[s->n_supplemental_groups++] = ps->fs_group.v;
+    for (size_t i = 0; i < ps->n_supplemental_groups; i++)
+      s->supplemental_groups[s->n_supplemental_groups++] = ps->supplemental_groups[i];
+  }
+  if (cs) {
+    s->privileged = cs->privileged == 1;
+    s->readonly_rootfs = cs->read_only_root_filesystem == 1;
+    /* AddNoNewPrivileges: only an explicit allowPrivilegeEscalation=false */
+    s->no_new_privs = cs->allow_privilege_escalation == 0;
+    if (cs->capabilities) {
+      s->capabilities = NL__NEW(Runtime__V1__Capability, RUNTIME__V1__CAPABILITY__INIT);
+      s->capabilities->n_add_capabilities = cs->capabilities->add.n;
+      s->capabilities->add_capabilities = nl__pstrv(cs->capabilities->add.items, cs->capabilities->add.n);
+      s->capabilities->n_drop_capabilities = cs->capabilities->drop.n;
+      s->capabilities->drop_capabilities =
+          nl__pstrv(cs->capabilities->drop.items, cs->capabilities->drop.n);
+    }
+  }
+  s->seccomp = seccomp(opts, cs && cs->seccomp_profile ? cs->seccomp_profile
+                                 : ps ? ps->seccomp_profile : NULL);
+  bool unmasked = cs && cs->proc_mount && strcmp(cs->proc_mount, "Unmasked") == 0;
+  if (!unmasked) {
+    size_t nm = sizeof masked_paths / sizeof *masked_paths;
+    size_t nr = sizeof readonly_paths / sizeof *readonly_paths;
+    s->masked_paths = nl__pstrv((char *const *)masked_paths, nm);
+    s->n_masked_paths = nm;
+    s->readonly_paths = nl__pstrv((char *const *)readonly_paths, nr);
+    s->n_readonly_paths = nr;
+  }
+  s->namespace_options = nl__namespaces_for_pod(pod);
+  return s;
+}
+
+/* ---- annotations ---- */
+
+static json_t *intorstr(const nl_intorstr_t *v) {
+  return v->is_str ? json_string(s0(v->str)) : json_integer(v->num);
+}
+
+static char *handler_json(const nl_handler_t *h) {
+  json_t *o = json_object();
+  if (h->exec) {
+    json_t *cmd = json_array();
+    for (size_t i = 0; i < h->exec->command.n; i++)
+      json_array_append_new(cmd, json_string(h->exec->command.items[i]));
+    json_object_set_new(o, "exec", json_pack("{s:o}", "command", cmd));
+  }
+  if (h->http_get) {
+    json_t *g = json_object();
+    if (h->http_get->path) json_object_set_new(g, "path", json_string(h->http_get->path));
+    json_object_set_new(g, "port", intorstr(&h->http_get->port));
+    if (h->http_get->host) json_object_set_new(g, "host", json_string(h->http_get->host));
+    if (h->http_get->scheme) json_object_set_new(g, "scheme", json_string(h->http_get->scheme));
+    if (h->http_get->n_headers) {
+      json_t *hs = json_array();
+      for (size_t i = 0; i < h->http_get->n_headers; i++)
+        json_array_append_new(hs, json_pack("{s:s,s:s}", "name", h->http_get->headers[i].key,
+                                            "value", s0(h->http_get->headers[i].value)));
+      json_object_set_new(g, "httpHeaders", hs);
+    }
+    json_object_set_new(o, "httpGet", g);
+  }
+  if (h->tcp_socket) {
+    json_t *t = json_object();
+    json_object_set_new(t, "port", intorstr(&h->tcp_socket->port));
+    if (h->tcp_socket->host) json_object_set_new(t, "host", json_string(h->tcp_socket->host));
+    json_object_set_new(o, "tcpSocket", t);
+  }
+  if (h->sleep) json_object_set_new(o, "sleep", json_pack("{s:I}", "seconds", (json_int_t)h->sleep->seconds));
+  char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  json_decref(o);
+  return s;
+}
+
+static char *ports_json(const nl_container_t *c) {
+  json_t *a = json_array();
+  for (size_t i = 0; i < c->n_ports; i++) {
+    const nl_container_port_t *p = &c->ports[i];
+    json_t *o = json_object();
+    if (p->name && *p->name) json_object_set_new(o, "name", json_string(p->name));
+    if (p->host_port) json_object_set_new(o, "hostPort", json_integer(p->host_port));
+    json_object_set_new(o, "containerPort", json_integer(p->container_port));
+    if (p->protocol && *p->protocol) json_object_set_new(o, "protocol", json_string(p->protocol));
+    if (p->host_ip && *p->host_ip) json_object_set_new(o, "hostIP", json_string(p->host_ip));
+    json_array_append_new(a, o);
+  }
+  char *s = json_dumps(a, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  json_decref(a);
+  return s;
+}
+
+/* ---- mounts ---- */
+
+static Runtime__V1__MountPropagation propagation(const char *p) {
+  if (p && strcmp(p, "HostToContainer") == 0)
+    return RUNTIME__V1__MOUNT_PROPAGATION__PROPAGATION_HOST_TO_CONTAINER;
+  if (p && strcmp(p, "Bidirectional") == 0)
+    return RUNTIME__V1__MOUNT_PROPAGATION__PROPAGATION_BIDIRECTIONAL;
+  return RUNTIME__V1__MOUNT_PROPAGATION__PROPAGATION_PRIVATE;
+}
+
+static void push_mount(Runtime__V1__ContainerConfig *cfg, Runtime__V1__Mount *m) {
+  cfg->mounts = nl_xrealloc(cfg->mounts, (cfg->n_mounts + 1) * sizeof *cfg->mounts);
+  cfg->mounts[cfg->n_mounts++] = m;
+}
+
+static int mounts(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
+                  const nl_container_input_t *in, const nl_env_t *env, size_t n_env,
+                  Runtime__V1__ContainerConfig *cfg, nl_err_t **err) {
+  const nl_container_t *c = in->container;
+  for (size_t i = 0; i < c->n_volume_mounts; i++) {
+    const nl_volume_mount_t *vm = &c->volume_mounts[i];
+    char *host = nl_volumes_host_path(opts->root_dir, pod, vm->name, err);
+    if (!host) return nl_err_wrap(err, "volumeMounts[%zu]", i);
+    char *sub = NULL;
+    if (vm->sub_path && *vm->sub_path)
+      sub = nl_xstrdup(vm->sub_path);
+    else if (vm->sub_path_expr && *vm->sub_path_expr)
+      sub = nl_runtime_expand(vm->sub_path_expr, env, n_env);
+    if (sub) {
+      if (nl_volumes_check_subpath(sub, err) < 0) {
+        free(sub);
+        free(host);
+        return nl_err_wrap(err, "volumeMounts[%zu] (%s)", i, vm->name);
+      }
+      char *j = nl_xasprintf("%s/%s", host, sub);
+      free(host);
+      free(sub);
+      host = j;
+    }
+    Runtime__V1__Mount *m = NL__NEW(Runtime__V1__Mount, RUNTIME__V1__MOUNT__INIT);
+    m->container_path = nl__pstr(vm->mount_path);
+    m->host_path = host;
+    m->readonly = vm->read_only;
+    m->propagation = propagation(vm->mount_propagation);
+    push_mount(cfg, m);
+  }
+  if (in->termination_message_host_path && c->termination_message_path &&
+      *c->termination_message_path) {
+    Runtime__V1__Mount *m = NL__NEW(Runtime__V1__Mount, RUNTIME__V1__MOUNT__INIT);
+    m->container_path = nl__pstr(c->termination_message_path);
+    m->host_path = nl__pstr(in->termination_message_host_path);
+    push_mount(cfg, m);
+  }
+  return 0;
+}
+
+/* ---- the config ---- */
+
+char *nl_runtime_backoff_key(const nl_pod_t *pod, const nl_container_t *c) {
+  return nl_xasprintf("%s_%s_%s_%s_%x", s0(pod->metadata.name), s0(pod->metadata.namespace_),
+                      s0(pod->metadata.uid), c->name, nl_container_hash(c));
+}
+
+int nl_runtime_build_container_config(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
+                                      const nl_container_input_t *in,
+                                      Runtime__V1__ContainerConfig **out, nl_err_t **err) {
+  const nl_container_t *c = in->container;
+  nl_env_t *env = NULL;
+  size_t n_env = 0;
+  if (nl_runtime_make_env(opts, pod, c, in->pod_ip, in->pod_ips, in->n_pod_ips, &env, &n_env,
+                          err) < 0)
+    return nl_err_wrap(err, "container %s", c->name);
+  Runtime__V1__ContainerConfig *cfg =
+      NL__NEW(Runtime__V1__ContainerConfig, RUNTIME__V1__CONTAINER_CONFIG__INIT);
+  if (mounts(opts, pod, in, env, n_env, cfg, err) < 0) {
+    protobuf_c_message_free_unpacked(&cfg->base, NULL);
+    nl_env_free(env, n_env);
+    return nl_err_wrap(err, "container %s", c->name);
+  }
+  cfg->metadata = NL__NEW(Runtime__V1__ContainerMetadata, RUNTIME__V1__CONTAINER_METADATA__INIT);
+  cfg->metadata->name = nl__pstr(c->name);
+  cfg->metadata->attempt = (uint32_t)in->restart_count;
+  cfg->image = NL__NEW(Runtime__V1__ImageSpec, RUNTIME__V1__IMAGE_SPEC__INIT);
+  cfg->image->image = nl__pstr(in->image_ref ? in->image_ref : c->image);
+  cfg->image->user_specified_image = nl__pstr(c->image);
+  /* ExpandContainerCommandAndArgs */
+  cfg->n_command = c->command.n;
+  cfg->command = c->command.n ? nl_xcalloc(c->command.n, sizeof(char *)) : NULL;
+  for (size_t i = 0; i < c->command.n; i++)
+    cfg->command[i] = nl_runtime_expand(c->command.items[i], env, n_env);
+  cfg->n_args = c->args.n;
+  cfg->args = c->args.n ? nl_xcalloc(c->args.n, sizeof(char *)) : NULL;
+  for (size_t i = 0; i < c->args.n; i++)
+    cfg->args[i] = nl_runtime_expand(c->args.items[i], env, n_env);
+  cfg->working_dir = nl__pstr(c->working_dir);
+  cfg->n_envs = n_env;
+  cfg->envs = n_env ? nl_xcalloc(n_env, sizeof *cfg->envs) : NULL;
+  for (size_t i = 0; i < n_env; i++) {
+    cfg->envs[i] = NL__NEW(Runtime__V1__KeyValue, RUNTIME__V1__KEY_VALUE__INIT);
+    cfg->envs[i]->key = nl__pstr(env[i].name);
+    cfg->envs[i]->value = nl__pstr(env[i].value);
+  }
+  nl_env_free(env, n_env);
+
+  nl__kvs_t labels = {0}, ann = {0};
+  nl__kvs_put(&labels, NL_LABEL_POD_NAME, pod->metadata.name);
+  nl__kvs_put(&labels, NL_LABEL_POD_NAMESPACE, pod->metadata.namespace_);
+  nl__kvs_put(&labels, NL_LABEL_POD_UID, pod->metadata.uid);
+  nl__kvs_put(&labels, NL_LABEL_CONTAINER_NAME, c->name);
+  nl__kvs_put_take(&ann, NL_ANN_CONTAINER_HASH, nl_xasprintf("%x", nl_container_hash(c)));
+  nl__kvs_put_take(&ann, NL_ANN_CONTAINER_RESTART_COUNT, nl_xasprintf("%d", in->restart_count));
+  nl__kvs_put(&ann, NL_ANN_CONTAINER_TERMINATION_MESSAGE_PATH, c->termination_message_path);
+  nl__kvs_put(&ann, NL_ANN_CONTAINER_TERMINATION_MESSAGE_POLICY, c->termination_message_policy);
+  if (pod->spec.termination_grace_period_seconds.set)
+    nl__kvs_put_take(&ann, NL_ANN_POD_TERMINATION_GRACE,
+                     nl_xasprintf("%lld", (long long)pod->spec.termination_grace_period_seconds.v));
+  if (c->lifecycle && c->lifecycle->pre_stop)
+    nl__kvs_put_take(&ann, NL_ANN_CONTAINER_PRESTOP_HANDLER, handler_json(c->lifecycle->pre_stop));
+  if (c->n_ports) nl__kvs_put_take(&ann, NL_ANN_CONTAINER_PORTS, ports_json(c));
+  cfg->n_labels = labels.n;
+  cfg->labels = (Runtime__V1__ContainerConfig__LabelsEntry **)nl__kv_entries(
+      &runtime__v1__container_config__labels_entry__descriptor, &labels);
+  cfg->n_annotations = ann.n;
+  cfg->annotations = (Runtime__V1__ContainerConfig__AnnotationsEntry **)nl__kv_entries(
+      &runtime__v1__container_config__annotations_entry__descriptor, &ann);
+  nl__kvs_free(&labels);
+  nl__kvs_free(&ann);
+
+  cfg->log_path = nl_runtime_container_log_path(c, in->restart_count);
+  cfg->stdin = c->stdin_;
+  cfg->stdin_once = c->stdin_once;
+  cfg->tty = c->tty;
+  cfg->linux = NL__NEW(Runtime__V1__LinuxContainerConfig, RUNTIME__V1__LINUX_CONTAINER_CONFIG__INIT);
+  cfg->linux->resources = resources(opts, pod, c);
+  cfg->linux->security_context = security(opts, pod, c);
+  *out = cfg;
+  return 0;
+}

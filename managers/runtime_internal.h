@@ -1,0 +1,138 @@
+/* Helpers shared by the runtime_*.c files; not a public interface. */
+#ifndef NL_RUNTIME_INTERNAL_H
+#define NL_RUNTIME_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "managers/runtime.h"
+
+/* A small ordered string map with replace-on-put (labels, annotations, env). */
+typedef struct nl__kvs {
+  nl_env_t *items;
+  size_t n, cap;
+} nl__kvs_t;
+
+void nl__kvs_put(nl__kvs_t *m, const char *k, const char *v);
+void nl__kvs_put_take(nl__kvs_t *m, const char *k, char *v); /* takes v */
+const char *nl__kvs_get(const nl__kvs_t *m, const char *k);
+void nl__kvs_free(nl__kvs_t *m);
+
+/* Map entries for protobuf-c (LabelsEntry, AnnotationsEntry, ...: all are
+ * {base, key, value}). Returns a new array of n new messages of desc. */
+void **nl__kv_entries(const ProtobufCMessageDescriptor *desc, const nl__kvs_t *m);
+
+/* A copy for a protobuf string field: "" (the shared empty string, not freed by
+ * protobuf_c_message_free_unpacked) for NULL or "". */
+char *nl__pstr(const char *s);
+/* A new char*[] of copies (NULL when n is 0). */
+char **nl__pstrv(char *const *v, size_t n);
+/* A new message of type T, initialized. */
+#define NL__NEW(T, INIT)                     \
+  ({                                         \
+    T *nl__m = nl_xmalloc(sizeof(T));        \
+    T nl__i = INIT;                          \
+    *nl__m = nl__i;                          \
+    nl__m;                                   \
+  })
+
+/* A string list appender. */
+void nl__strv_push(char ***v, size_t *n, const char *s);
+bool nl__strv_has(char *const *v, size_t n, const char *s);
+
+/* Pod-level helpers. */
+bool nl__is_restartable_init(const nl_container_t *c);
+bool nl__pod_restart_never(const nl_pod_t *pod);
+bool nl__pod_restart_on_failure(const nl_pod_t *pod); /* shouldRestartOnFailure */
+const char *nl__kv_get(const nl_kvlist_t *l, const char *key);
+/* "<name>_<namespace>(<uid>)" as upstream format.Pod. New string. */
+char *nl__pod_desc(const nl_pod_t *pod);
+
+/* Deep copy of a runtime pod status (NULL in, NULL out). */
+nl_rt_pod_status_t *nl__rt_pod_status_dup(const nl_rt_pod_status_t *s);
+
+/* The "<name>_<namespace>_<uid>" directory name upstream uses for logs. */
+char *nl__pod_full_dir_name(const nl_pod_t *pod);
+
+/* Sync results. */
+nl_sync_step_t *nl__result_add(nl_sync_result_t *r, nl_sync_action_t a, const char *target,
+                               bool init);
+void nl__sync_result_clear(nl_sync_result_t *r);
+void nl__step_fail(nl_sync_step_t *s, const char *reason, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Namespace options for a pod (runtimeutil.NamespacesForPod). */
+Runtime__V1__NamespaceOption *nl__namespaces_for_pod(const nl_pod_t *pod);
+/* upstream ConvertSysctlVariableToDotsSeparator; new string. */
+char *nl__sysctl_dots(const char *name);
+
+/* ---- operations (runtime.c, runtime_sync.c, runtime_kill.c) ---- */
+
+typedef enum { NL__OP_SYNC, NL__OP_KILL, NL__OP_REMOVE } nl__op_kind_t;
+
+struct nl_runtime_op {
+  nl_list_t link;          /* in rt->ops */
+  nl_runtime_t *rt;
+  nl__op_kind_t kind;
+  nl_pod_t *pod;               /* owned copy; NULL for an orphan */
+  nl_rt_pod_status_t *status;  /* owned copy; may be NULL */
+  char *uid;                   /* the pod's uid (from pod or status) */
+  char *desc;                  /* "<name>_<ns>(<uid>)" */
+  nl_runtime_sync_cb cb;
+  void *ctx;
+  nl_sync_result_t result;
+  bool cancelled;              /* the caller is gone: no callback */
+  bool finished;               /* the callback ran (or was dropped) */
+  int pending;                 /* async work outstanding; freed at 0 once finished */
+  int stage;
+  /* kill / remove */
+  int64_t grace_override;      /* -1: none */
+  bool remove_dirs;
+  size_t kill_todo;            /* items outstanding in a parallel group */
+  int kill_phase;
+  void (*after_kill)(nl_runtime_op_t *op, bool ok);
+  /* sync */
+  nl_pod_actions_t actions;
+  char *sandbox_id;
+  char **pod_ips;
+  size_t n_pod_ips;
+  nl_host_dns_t host_dns;
+  Runtime__V1__PodSandboxConfig *sandbox_config;
+  size_t cursor;               /* index into the list being worked on */
+  bool in_init;                /* starting init containers */
+  const nl_container_t *cur;   /* the container being started */
+  nl_sync_step_t *cur_step;    /* borrowed pointer into result: re-fetched by index */
+  size_t cur_step_idx;
+  char *cur_image_ref;
+  char *cur_term_path;
+  int32_t cur_restart;
+  nl_images_req_t img;
+};
+
+/* Creates and registers an operation (copies pod and status). */
+nl_runtime_op_t *nl__op_new(nl_runtime_t *rt, nl__op_kind_t kind, const nl_pod_t *pod,
+                            const nl_rt_pod_status_t *status, nl_runtime_sync_cb cb, void *ctx);
+/* Delivers the result (unless cancelled) once; frees the op when nothing is pending. */
+void nl__op_finish(nl_runtime_op_t *op);
+/* Called at the top of every async completion: pending--, and returns false when
+ * the op must not go on (cancelled or stopping; it is freed if it can be). */
+bool nl__op_resume(nl_runtime_op_t *op);
+/* Fails the operation with a sync-wide error and finishes it. */
+void nl__op_fail(nl_runtime_op_t *op, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Kill every running container (in parallel) then stop every sandbox; then calls
+ * op->after_kill(op, ok). Used by SyncPod (KillPod) and nl_runtime_kill_pod. */
+void nl__kill_pod_start(nl_runtime_op_t *op, void (*after)(nl_runtime_op_t *, bool));
+/* The grace period for a container, as upstream setTerminationGracePeriod. */
+int64_t nl__grace_for(const nl_pod_t *pod, const nl_container_t *spec, const char *reason);
+/* Starts the SyncPod state machine of op. */
+void nl__sync_start(nl_runtime_op_t *op);
+/* Starts removing containers/sandboxes of op (kind REMOVE). */
+void nl__remove_start(nl_runtime_op_t *op);
+
+/* Realtime clock in ms (the default rt->now_ms). */
+uint64_t nl__wall_ms(void *ctx);
+
+#endif

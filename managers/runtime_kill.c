@@ -1,0 +1,268 @@
+/* KillPod (upstream killPodWithSyncResult: containers in parallel, then every
+ * sandbox) and removal of a terminated pod's containers, sandboxes and dirs. */
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cri/runtime.h"
+#include "managers/runtime_internal.h"
+#include "managers/volumes.h"
+#include "reactor/log.h"
+#include "reactor/xalloc.h"
+
+int64_t nl__grace_for(const nl_pod_t *pod, const nl_container_t *spec, const char *reason) {
+  int64_t g = NL_RUNTIME_MIN_GRACE_SECONDS;
+  if (pod && pod->spec.termination_grace_period_seconds.set) {
+    g = pod->spec.termination_grace_period_seconds.v;
+    const nl_probe_t *p = NULL;
+    if (spec && reason && strcmp(reason, "LivenessProbe") == 0) p = spec->liveness_probe;
+    if (spec && reason && strcmp(reason, "StartupProbe") == 0) p = spec->startup_probe;
+    if (p && p->termination_grace_period_seconds.set) g = p->termination_grace_period_seconds.v;
+  }
+  /* always give containers a minimal shutdown window */
+  return g < NL_RUNTIME_MIN_GRACE_SECONDS ? NL_RUNTIME_MIN_GRACE_SECONDS : g;
+}
+
+/* One container or sandbox being stopped in a parallel group. */
+typedef struct item {
+  nl_runtime_op_t *op;
+  size_t step; /* index into op->result.steps */
+  char *id;
+} item_t;
+
+static item_t *item_new(nl_runtime_op_t *op, nl_sync_action_t a, const char *target,
+                        const char *id) {
+  item_t *it = nl_xcalloc(1, sizeof *it);
+  it->op = op;
+  nl__result_add(&op->result, a, target, false);
+  it->step = op->result.n_steps - 1;
+  it->id = nl_xstrdup(id);
+  op->kill_todo++;
+  op->pending++;
+  return it;
+}
+
+static void stop_sandboxes(nl_runtime_op_t *op);
+
+/* Returns false when the op is gone or the group is not complete. */
+static bool item_done(item_t *it, const nl_grpc_status_t *st, const char *reason) {
+  nl_runtime_op_t *op = it->op;
+  bool alive = nl__op_resume(op);
+  if (alive && st->code != NL_GRPC_OK && st->code != NL_GRPC_NOT_FOUND) {
+    char *e = nl_grpc_status_format(st);
+    nl_sync_step_t *s = &op->result.steps[it->step];
+    nl__step_fail(s, reason, "%s", e);
+    if (!op->result.err)
+      nl_err_set(&op->result.err, NL_ERUNTIME, "pod %s: %s %s: %s", op->desc,
+                 nl_sync_action_name(s->action), s->target, e);
+    free(e);
+  }
+  free(it->id);
+  free(it);
+  return alive && --op->kill_todo == 0;
+}
+
+static void kill_finish(nl_runtime_op_t *op) {
+  void (*after)(nl_runtime_op_t *, bool) = op->after_kill;
+  after(op, op->result.err == NULL);
+}
+
+static void sandbox_stopped(const nl_grpc_status_t *st, Runtime__V1__StopPodSandboxResponse *r,
+                            void *ctx) {
+  (void)r;
+  item_t *it = ctx;
+  nl_runtime_op_t *op = it->op;
+  if (item_done(it, st, NL_REASON_KILL_POD_SANDBOX)) kill_finish(op);
+}
+
+static void stop_sandboxes(nl_runtime_op_t *op) {
+  if (op->result.err) { /* upstream: don't stop sandboxes when a container survived */
+    kill_finish(op);
+    return;
+  }
+  op->kill_todo = 1;
+  for (size_t i = 0; op->status && i < op->status->n_sandboxes; i++) {
+    const nl_rt_sandbox_t *sb = &op->status->sandboxes[i];
+    item_t *it = item_new(op, NL_SYNC_KILL_POD_SANDBOX, op->desc, sb->id);
+    Runtime__V1__StopPodSandboxRequest req = RUNTIME__V1__STOP_POD_SANDBOX_REQUEST__INIT;
+    req.pod_sandbox_id = it->id;
+    nl_cri_stop_pod_sandbox(op->rt->cri, &req, sandbox_stopped, it);
+  }
+  if (--op->kill_todo == 0) kill_finish(op);
+}
+
+static void container_stopped(const nl_grpc_status_t *st, Runtime__V1__StopContainerResponse *r,
+                              void *ctx) {
+  (void)r;
+  item_t *it = ctx;
+  nl_runtime_op_t *op = it->op;
+  if (item_done(it, st, NL_REASON_KILL_CONTAINER)) stop_sandboxes(op);
+}
+
+static void stop_container(item_t *it, int64_t grace) {
+  nl_runtime_op_t *op = it->op;
+  nl_info("pod %s: stopping container %s (%s), grace period %llds", op->desc,
+          op->result.steps[it->step].target, it->id, (long long)grace);
+  Runtime__V1__StopContainerRequest req = RUNTIME__V1__STOP_CONTAINER_REQUEST__INIT;
+  req.container_id = it->id;
+  req.timeout = grace;
+  nl_cri_stop_container(op->rt->cri, &req, container_stopped, it);
+}
+
+/* For a pod no source knows: the grace period from the container's annotation
+ * (upstream restoreSpecsFromContainerLabels). */
+static void orphan_status(const nl_grpc_status_t *st, Runtime__V1__ContainerStatusResponse *resp,
+                          void *ctx) {
+  item_t *it = ctx;
+  nl_runtime_op_t *op = it->op;
+  int64_t grace = NL_RUNTIME_MIN_GRACE_SECONDS;
+  if (st->code == NL_GRPC_OK && resp->status) {
+    for (size_t i = 0; i < resp->status->n_annotations; i++)
+      if (strcmp(resp->status->annotations[i]->key, NL_ANN_POD_TERMINATION_GRACE) == 0)
+        grace = strtoll(resp->status->annotations[i]->value, NULL, 10);
+    if (grace < NL_RUNTIME_MIN_GRACE_SECONDS) grace = NL_RUNTIME_MIN_GRACE_SECONDS;
+  }
+  if (op->cancelled || op->finished) { /* let the group count down */
+    nl_grpc_status_t ok = {NL_GRPC_OK, ""};
+    if (item_done(it, &ok, NULL)) stop_sandboxes(op);
+    return;
+  }
+  stop_container(it, grace);
+}
+
+static const nl_container_t *spec_of(const nl_pod_t *pod, const char *name) {
+  if (!pod) return NULL;
+  for (size_t i = 0; i < pod->spec.n_containers; i++)
+    if (strcmp(pod->spec.containers[i].name, name) == 0) return &pod->spec.containers[i];
+  for (size_t i = 0; i < pod->spec.n_init_containers; i++)
+    if (strcmp(pod->spec.init_containers[i].name, name) == 0) return &pod->spec.init_containers[i];
+  return NULL;
+}
+
+void nl__kill_pod_start(nl_runtime_op_t *op, void (*after)(nl_runtime_op_t *, bool)) {
+  op->after_kill = after;
+  op->kill_todo = 1; /* held while launching */
+  for (size_t i = 0; op->status && i < op->status->n_containers; i++) {
+    const nl_rt_container_t *c = &op->status->containers[i];
+    if (c->state != NL_RT_CONTAINER_RUNNING) continue;
+    item_t *it = item_new(op, NL_SYNC_KILL_CONTAINER, c->name, c->id);
+    if (op->grace_override >= 0) {
+      stop_container(it, op->grace_override);
+    } else if (op->pod) {
+      stop_container(it, nl__grace_for(op->pod, spec_of(op->pod, c->name), ""));
+    } else {
+      Runtime__V1__ContainerStatusRequest req = RUNTIME__V1__CONTAINER_STATUS_REQUEST__INIT;
+      req.container_id = it->id;
+      nl_cri_container_status(op->rt->cri, &req, orphan_status, it);
+    }
+  }
+  if (--op->kill_todo == 0) stop_sandboxes(op);
+}
+
+/* ---- removal ---- */
+
+static void remove_sandboxes(nl_runtime_op_t *op);
+static void remove_dirs(nl_runtime_op_t *op);
+
+static void sandbox_removed(const nl_grpc_status_t *st, Runtime__V1__RemovePodSandboxResponse *r,
+                            void *ctx) {
+  (void)r;
+  item_t *it = ctx;
+  nl_runtime_op_t *op = it->op;
+  if (item_done(it, st, "RemovePodSandboxError")) remove_dirs(op);
+}
+
+static void container_removed(const nl_grpc_status_t *st, Runtime__V1__RemoveContainerResponse *r,
+                              void *ctx) {
+  (void)r;
+  item_t *it = ctx;
+  nl_runtime_op_t *op = it->op;
+  if (item_done(it, st, NL_REASON_REMOVE_CONTAINER)) remove_sandboxes(op);
+}
+
+void nl__remove_start(nl_runtime_op_t *op) {
+  op->kill_todo = 1;
+  for (size_t i = 0; op->status && i < op->status->n_containers; i++) {
+    const nl_rt_container_t *c = &op->status->containers[i];
+    item_t *it = item_new(op, NL_SYNC_REMOVE_CONTAINER, c->name, c->id);
+    Runtime__V1__RemoveContainerRequest req = RUNTIME__V1__REMOVE_CONTAINER_REQUEST__INIT;
+    req.container_id = it->id;
+    nl_cri_remove_container(op->rt->cri, &req, container_removed, it);
+  }
+  if (--op->kill_todo == 0) remove_sandboxes(op);
+}
+
+static void remove_sandboxes(nl_runtime_op_t *op) {
+  op->kill_todo = 1;
+  for (size_t i = 0; op->status && i < op->status->n_sandboxes; i++) {
+    item_t *it = item_new(op, NL_SYNC_REMOVE_POD_SANDBOX, op->desc, op->status->sandboxes[i].id);
+    Runtime__V1__RemovePodSandboxRequest req = RUNTIME__V1__REMOVE_POD_SANDBOX_REQUEST__INIT;
+    req.pod_sandbox_id = it->id;
+    nl_cri_remove_pod_sandbox(op->rt->cri, &req, sandbox_removed, it);
+  }
+  if (--op->kill_todo == 0) remove_dirs(op);
+}
+
+typedef struct rmdirs {
+  uv_work_t w;
+  nl_runtime_op_t *op;
+  char *root, *uid, *logdir;
+  nl_err_t *err;
+} rmdirs_t;
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st;
+  (void)ftw;
+  return (flag == FTW_DP ? rmdir(path) : unlink(path)) < 0 && errno != ENOENT ? -1 : 0;
+}
+
+static void rmdirs_work(uv_work_t *w) {
+  rmdirs_t *r = container_of(w, rmdirs_t, w);
+  if (nl__volumes_teardown_sync(r->root, r->uid, &r->err) < 0) return;
+  if (r->logdir && nftw(r->logdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0 &&
+      errno != ENOENT)
+    nl_err_set(&r->err, errno, "remove %s: %s", r->logdir, strerror(errno));
+}
+
+static void rmdirs_done(uv_work_t *w, int status) {
+  rmdirs_t *r = container_of(w, rmdirs_t, w);
+  nl_runtime_op_t *op = r->op;
+  if (status < 0 && !r->err) nl_err_set(&r->err, -status, "%s", uv_strerror(status));
+  if (nl__op_resume(op)) {
+    if (r->err && !op->result.err) nl_err_set(&op->result.err, r->err->code, "pod %s: %s",
+                                              op->desc, r->err->msg);
+    nl__op_finish(op);
+  }
+  nl_err_free(&r->err);
+  free(r->root);
+  free(r->uid);
+  free(r->logdir);
+  free(r);
+}
+
+static void remove_dirs(nl_runtime_op_t *op) {
+  if (!op->remove_dirs || !op->uid || !*op->uid) {
+    nl__op_finish(op);
+    return;
+  }
+  rmdirs_t *r = nl_xcalloc(1, sizeof *r);
+  r->op = op;
+  r->root = nl_xstrdup(op->rt->opts.root_dir);
+  r->uid = nl_xstrdup(op->uid);
+  const nl_rt_pod_status_t *s = op->status;
+  if (s && s->name && *s->name && s->namespace_ && *s->namespace_)
+    r->logdir = nl_xasprintf("%s/%s_%s_%s", op->rt->opts.pod_logs_dir, s->namespace_, s->name,
+                             op->uid);
+  op->pending++;
+  int e = uv_queue_work(op->rt->loop, &r->w, rmdirs_work, rmdirs_done);
+  if (e < 0) {
+    op->pending--;
+    free(r->root);
+    free(r->uid);
+    free(r->logdir);
+    free(r);
+    nl__op_fail(op, -e, "pod %s: %s", op->desc, uv_strerror(e));
+  }
+}

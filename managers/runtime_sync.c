@@ -1,0 +1,523 @@
+/* SyncPod as a state machine (upstream kuberuntime_manager.go SyncPod and
+ * kuberuntime_container.go startContainer). Each stage launches one async step
+ * (op->pending++) and its completion calls the next; nl__op_resume() drops the
+ * completion of a cancelled operation. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cri/runtime.h"
+#include "managers/runtime_internal.h"
+#include "managers/volumes.h"
+#include "reactor/duration.h"
+#include "reactor/log.h"
+#include "reactor/xalloc.h"
+
+static void prune(nl_runtime_op_t *op);
+static void prepare(nl_runtime_op_t *op);
+static void sandbox_step(nl_runtime_op_t *op);
+static void next_container(nl_runtime_op_t *op);
+
+/* ---- step 2/3: kill ---- */
+
+static void kill_one(nl_runtime_op_t *op);
+
+static void stopped_one(const nl_grpc_status_t *st, Runtime__V1__StopContainerResponse *resp,
+                        void *ctx) {
+  (void)resp;
+  nl_runtime_op_t *op = ctx;
+  if (!nl__op_resume(op)) return;
+  nl_sync_step_t *s = &op->result.steps[op->cur_step_idx];
+  if (st->code != NL_GRPC_OK && st->code != NL_GRPC_NOT_FOUND) {
+    char *e = nl_grpc_status_format(st);
+    nl__step_fail(s, NL_REASON_KILL_CONTAINER, "%s", e);
+    nl__op_fail(op, NL_ERUNTIME, "pod %s: kill container %s: %s", op->desc, s->target, e);
+    free(e);
+    return;
+  }
+  op->cursor++;
+  kill_one(op);
+}
+
+static void kill_one(nl_runtime_op_t *op) {
+  if (op->cursor >= op->actions.n_to_kill) {
+    prune(op);
+    return;
+  }
+  nl_kill_info_t *k = &op->actions.to_kill[op->cursor];
+  nl__result_add(&op->result, NL_SYNC_KILL_CONTAINER, k->name, k->init);
+  op->cur_step_idx = op->result.n_steps - 1;
+  int64_t grace = nl__grace_for(op->pod, k->spec, k->reason);
+  nl_info("pod %s: killing container %s (%s) with a grace period of %llds: %s", op->desc,
+          k->name, k->id, (long long)grace, k->message);
+  Runtime__V1__StopContainerRequest req = RUNTIME__V1__STOP_CONTAINER_REQUEST__INIT;
+  req.container_id = k->id;
+  req.timeout = grace;
+  op->pending++;
+  nl_cri_stop_container(op->rt->cri, &req, stopped_one, op);
+}
+
+static void after_kill_pod(nl_runtime_op_t *op, bool ok) {
+  if (!ok || !op->actions.create_sandbox) {
+    /* Killed because everything is done (or failed to): nothing to start. */
+    nl__op_finish(op);
+    return;
+  }
+  prune(op);
+}
+
+void nl__sync_start(nl_runtime_op_t *op) {
+  nl_runtime_t *rt = op->rt;
+  nl_runtime_compute_actions(op->pod, op->status, rt->probe, rt->probe_ctx, &op->actions);
+  nl_pod_actions_t *a = &op->actions;
+  nl_vlog(4, "pod %s: actions: kill_pod=%d create_sandbox=%d attempt=%u init=%zu start=%zu kill=%zu",
+          op->desc, a->kill_pod, a->create_sandbox, a->attempt, a->n_init_to_start,
+          a->n_to_start, a->n_to_kill);
+  if (!a->create_sandbox && op->status && op->status->n_sandboxes) {
+    const nl_rt_sandbox_t *sb = &op->status->sandboxes[0];
+    if (sb->ip) nl__strv_push(&op->pod_ips, &op->n_pod_ips, sb->ip);
+    for (size_t i = 0; i < sb->n_ips; i++)
+      if (!nl__strv_has(op->pod_ips, op->n_pod_ips, sb->ips[i]))
+        nl__strv_push(&op->pod_ips, &op->n_pod_ips, sb->ips[i]);
+    op->sandbox_id = a->sandbox_id ? nl_xstrdup(a->sandbox_id) : NULL;
+  }
+  if (a->kill_pod) {
+    if (a->create_sandbox && a->sandbox_id)
+      nl_info("pod %s: sandbox changed, it will be killed and re-created", op->desc);
+    nl__kill_pod_start(op, after_kill_pod);
+    return;
+  }
+  op->cursor = 0;
+  kill_one(op);
+}
+
+/* ---- prune dead instances (pruneInitContainersBeforeStart, purgeInitContainers,
+ * and the container GC's one-dead-instance-per-container rule) ---- */
+
+static void removed(const nl_grpc_status_t *st, Runtime__V1__RemoveContainerResponse *r, void *ctx) {
+  (void)r;
+  nl_runtime_op_t *op = ctx;
+  if (st->code != NL_GRPC_OK && st->code != NL_GRPC_NOT_FOUND && !op->cancelled)
+    nl_warn("pod %s: remove container: %s", op->desc, st->message);
+  if (!nl__op_resume(op)) return;
+  if (--op->kill_todo == 0) prepare(op);
+}
+
+static bool is_init(const nl_pod_t *pod, const char *name) {
+  for (size_t i = 0; i < pod->spec.n_init_containers; i++)
+    if (strcmp(pod->spec.init_containers[i].name, name) == 0) return true;
+  return false;
+}
+
+static void prune(nl_runtime_op_t *op) {
+  const nl_rt_pod_status_t *s = op->status;
+  op->kill_todo = 1; /* held while launching */
+  for (size_t i = 0; s && i < s->n_containers; i++) {
+    const nl_rt_container_t *c = &s->containers[i];
+    if (c->state == NL_RT_CONTAINER_RUNNING) continue;
+    bool purge = op->actions.create_sandbox && is_init(op->pod, c->name);
+    bool older = nl_rt_pod_status_find(s, c->name) != c;
+    if (!purge && !(older && c->state == NL_RT_CONTAINER_EXITED)) continue;
+    nl_vlog(3, "pod %s: removing dead container %s (%s)", op->desc, c->name, c->id);
+    Runtime__V1__RemoveContainerRequest req = RUNTIME__V1__REMOVE_CONTAINER_REQUEST__INIT;
+    req.container_id = c->id;
+    op->kill_todo++;
+    op->pending++;
+    nl_cri_remove_container(op->rt->cri, &req, removed, op);
+  }
+  if (--op->kill_todo == 0) prepare(op);
+}
+
+/* ---- step 4: volumes, directories, resolv.conf (thread pool) ---- */
+
+typedef struct prep {
+  uv_work_t w;
+  nl_runtime_op_t *op;
+  nl_err_t *err;
+  char *resolv; /* contents, or NULL */
+  size_t resolv_len;
+} prep_t;
+
+static void prep_work(uv_work_t *w) {
+  prep_t *p = container_of(w, prep_t, w);
+  nl_runtime_op_t *op = p->op; /* op->pod is immutable while this runs */
+  const nl_runtime_opts_t *o = &op->rt->opts;
+  if (nl__volumes_setup_sync(o->root_dir, op->pod, &p->err) < 0) return;
+  char *logdir = nl_runtime_pod_log_dir(o, op->pod);
+  int r = nl__mkdir_p(logdir, 0755);
+  if (r < 0) nl_err_set(&p->err, -r, "create pod log directory %s: %s", logdir, strerror(-r));
+  free(logdir);
+  if (r < 0) return;
+  if (o->resolv_conf && *o->resolv_conf) {
+    int fd = open(o->resolv_conf, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      char buf[16384];
+      ssize_t n = read(fd, buf, sizeof buf);
+      if (n > 0) {
+        p->resolv = nl_xstrndup(buf, (size_t)n);
+        p->resolv_len = (size_t)n;
+      }
+      close(fd);
+    }
+  }
+}
+
+static void prep_done(uv_work_t *w, int status) {
+  prep_t *p = container_of(w, prep_t, w);
+  nl_runtime_op_t *op = p->op;
+  if (status < 0 && !p->err) nl_err_set(&p->err, -status, "%s", uv_strerror(status));
+  if (nl__op_resume(op)) {
+    if (p->resolv) nl_runtime_parse_resolv_conf(p->resolv, p->resolv_len, &op->host_dns);
+    if (p->err) {
+      nl_error("pod %s: %s", op->desc, p->err->msg);
+      nl__op_fail(op, p->err->code, "pod %s: unable to set up volumes: %s", op->desc,
+                  p->err->msg);
+    } else {
+      sandbox_step(op);
+    }
+  }
+  nl_err_free(&p->err);
+  free(p->resolv);
+  free(p);
+}
+
+static void prepare(nl_runtime_op_t *op) {
+  prep_t *p = nl_xcalloc(1, sizeof *p);
+  p->op = op;
+  op->pending++;
+  int r = uv_queue_work(op->rt->loop, &p->w, prep_work, prep_done);
+  if (r < 0) {
+    op->pending--;
+    free(p);
+    nl__op_fail(op, -r, "pod %s: queue work: %s", op->desc, uv_strerror(r));
+  }
+}
+
+/* ---- step 4: the sandbox ---- */
+
+static void start_containers(nl_runtime_op_t *op) {
+  op->in_init = true;
+  op->cursor = 0;
+  next_container(op);
+}
+
+static void sandbox_status_done(const nl_grpc_status_t *st,
+                                Runtime__V1__PodSandboxStatusResponse *resp, void *ctx) {
+  nl_runtime_op_t *op = ctx;
+  if (!nl__op_resume(op)) return;
+  if (st->code != NL_GRPC_OK || !resp->status) {
+    char *e = st->code != NL_GRPC_OK ? nl_grpc_status_format(st) : nl_xstrdup("pod sandbox status is nil");
+    nl__op_fail(op, NL_ERUNTIME, "pod %s: sandbox status: %s", op->desc, e);
+    free(e);
+    return;
+  }
+  if (!op->pod->spec.host_network && resp->status->network) {
+    Runtime__V1__PodSandboxNetworkStatus *n = resp->status->network;
+    if (n->ip && *n->ip) nl__strv_push(&op->pod_ips, &op->n_pod_ips, n->ip);
+    for (size_t i = 0; i < n->n_additional_ips; i++)
+      if (n->additional_ips[i]->ip && *n->additional_ips[i]->ip)
+        nl__strv_push(&op->pod_ips, &op->n_pod_ips, n->additional_ips[i]->ip);
+  }
+  start_containers(op);
+}
+
+static void ran_sandbox(const nl_grpc_status_t *st, Runtime__V1__RunPodSandboxResponse *resp,
+                        void *ctx) {
+  nl_runtime_op_t *op = ctx;
+  if (!nl__op_resume(op)) return;
+  nl_sync_step_t *s = &op->result.steps[op->cur_step_idx];
+  if (st->code != NL_GRPC_OK) {
+    char *e = nl_grpc_status_format(st);
+    nl__step_fail(s, NL_REASON_CREATE_POD_SANDBOX, "%s", e);
+    nl_error("pod %s: CreatePodSandbox failed: %s", op->desc, e);
+    nl__op_fail(op, NL_ERUNTIME, "pod %s: failed to create pod sandbox: %s", op->desc, e);
+    free(e);
+    return;
+  }
+  op->sandbox_id = nl_xstrdup(resp->pod_sandbox_id);
+  nl_vlog(4, "pod %s: created sandbox %s", op->desc, op->sandbox_id);
+  Runtime__V1__PodSandboxStatusRequest req = RUNTIME__V1__POD_SANDBOX_STATUS_REQUEST__INIT;
+  req.pod_sandbox_id = op->sandbox_id;
+  op->pending++;
+  nl_cri_pod_sandbox_status(op->rt->cri, &req, sandbox_status_done, op);
+}
+
+static void sandbox_step(nl_runtime_op_t *op) {
+  nl_err_t *err = NULL;
+  bool create = op->actions.create_sandbox;
+  if (create) {
+    nl__result_add(&op->result, NL_SYNC_CREATE_POD_SANDBOX, op->desc, false);
+  } else {
+    nl__result_add(&op->result, NL_SYNC_CONFIG_POD_SANDBOX, op->sandbox_id ? op->sandbox_id : "",
+                   false);
+  }
+  op->cur_step_idx = op->result.n_steps - 1;
+  if (nl_runtime_build_sandbox_config(&op->rt->opts, op->pod, op->actions.attempt, &op->host_dns,
+                                      &op->sandbox_config, &err) < 0) {
+    nl__step_fail(&op->result.steps[op->cur_step_idx],
+                  create ? NL_REASON_CREATE_POD_SANDBOX : NL_REASON_CONFIG_POD_SANDBOX, "%s",
+                  err->msg);
+    nl__op_fail(op, NL_EINVAL, "pod %s: %s", op->desc, err->msg);
+    nl_err_free(&err);
+    return;
+  }
+  if (!create) {
+    start_containers(op);
+    return;
+  }
+  nl_info("pod %s: creating sandbox (attempt %u)", op->desc, op->actions.attempt);
+  Runtime__V1__RunPodSandboxRequest req = RUNTIME__V1__RUN_POD_SANDBOX_REQUEST__INIT;
+  req.config = op->sandbox_config;
+  req.runtime_handler = (char *)(op->rt->opts.runtime_handler ? op->rt->opts.runtime_handler : "");
+  op->pending++;
+  nl_cri_run_pod_sandbox(op->rt->cri, &req, ran_sandbox, op);
+}
+
+/* ---- steps 6 and 8: start containers ---- */
+
+static void container_done(nl_runtime_op_t *op, bool ok) {
+  if (!ok && !op->result.err) {
+    const nl_sync_step_t *s = &op->result.steps[op->cur_step_idx];
+    nl_err_set(&op->result.err, NL_ERUNTIME, "failed to \"StartContainer\" for \"%s\" with %s: %s",
+               op->cur->name, s->reason ? s->reason : "", s->message ? s->message : "");
+  }
+  free(op->cur_image_ref);
+  op->cur_image_ref = NULL;
+  free(op->cur_term_path);
+  op->cur_term_path = NULL;
+  if (op->in_init && !ok && !nl__is_restartable_init(op->cur)) {
+    /* An init container failed to start: the pod cannot initialize. */
+    nl__op_finish(op);
+    return;
+  }
+  op->cursor++;
+  next_container(op);
+}
+
+static nl_sync_step_t *cur_step(nl_runtime_op_t *op) { return &op->result.steps[op->cur_step_idx]; }
+
+static void started(const nl_grpc_status_t *st, Runtime__V1__StartContainerResponse *r, void *ctx) {
+  (void)r;
+  nl_runtime_op_t *op = ctx;
+  if (!nl__op_resume(op)) return;
+  if (st->code != NL_GRPC_OK) {
+    char *e = nl_grpc_status_format(st);
+    nl__step_fail(cur_step(op), NL_REASON_RUN_CONTAINER, "%s", st->message);
+    nl_error("pod %s: start container %s: %s", op->desc, op->cur->name, e);
+    if (!op->result.err)
+      nl_err_set(&op->result.err, NL_ERUNTIME, "pod %s: start container %s: %s", op->desc,
+                 op->cur->name, e);
+    free(e);
+    container_done(op, false);
+    return;
+  }
+  nl_info("pod %s: started container %s", op->desc, op->cur->name);
+  container_done(op, true);
+}
+
+static void created(const nl_grpc_status_t *st, Runtime__V1__CreateContainerResponse *resp,
+                    void *ctx) {
+  nl_runtime_op_t *op = ctx;
+  if (!nl__op_resume(op)) return;
+  if (st->code != NL_GRPC_OK) {
+    char *e = nl_grpc_status_format(st);
+    nl__step_fail(cur_step(op), NL_REASON_CREATE_CONTAINER, "%s", st->message);
+    nl_error("pod %s: create container %s: %s", op->desc, op->cur->name, e);
+    if (!op->result.err)
+      nl_err_set(&op->result.err, NL_ERUNTIME, "pod %s: create container %s: %s", op->desc,
+                 op->cur->name, e);
+    free(e);
+    container_done(op, false);
+    return;
+  }
+  Runtime__V1__StartContainerRequest req = RUNTIME__V1__START_CONTAINER_REQUEST__INIT;
+  req.container_id = resp->container_id;
+  op->pending++;
+  nl_cri_start_container(op->rt->cri, &req, started, op);
+}
+
+static void create_container(nl_runtime_op_t *op) {
+  nl_container_input_t in = {
+      .container = op->cur,
+      .restart_count = op->cur_restart,
+      .image_ref = op->cur_image_ref,
+      .pod_ip = op->n_pod_ips ? op->pod_ips[0] : NULL,
+      .pod_ips = op->pod_ips,
+      .n_pod_ips = op->n_pod_ips,
+      .termination_message_host_path = op->cur_term_path,
+  };
+  Runtime__V1__ContainerConfig *cfg = NULL;
+  nl_err_t *err = NULL;
+  if (nl_runtime_build_container_config(&op->rt->opts, op->pod, &in, &cfg, &err) < 0) {
+    nl__step_fail(cur_step(op), NL_REASON_CREATE_CONTAINER_CONFIG, "%s", err->msg);
+    if (!op->result.err) nl_err_set(&op->result.err, NL_EINVAL, "pod %s: %s", op->desc, err->msg);
+    nl_err_free(&err);
+    container_done(op, false);
+    return;
+  }
+  Runtime__V1__CreateContainerRequest req = RUNTIME__V1__CREATE_CONTAINER_REQUEST__INIT;
+  req.pod_sandbox_id = op->sandbox_id;
+  req.config = cfg;
+  req.sandbox_config = op->sandbox_config;
+  op->pending++;
+  nl_cri_create_container(op->rt->cri, &req, created, op);
+  protobuf_c_message_free_unpacked(&cfg->base, NULL);
+}
+
+/* The container's log directory, restart count from the logs when the runtime
+ * has no instance (calcRestartCountByLogDir), and the termination-message file. */
+typedef struct cprep {
+  uv_work_t w;
+  nl_runtime_op_t *op;
+  char *log_dir, *term_dir;
+  bool scan;
+  int32_t restart;
+  char *term_path;
+  nl_err_t *err;
+} cprep_t;
+
+static void cprep_work(uv_work_t *w) {
+  cprep_t *p = container_of(w, cprep_t, w);
+  int r = nl__mkdir_p(p->log_dir, 0755);
+  if (r < 0) {
+    nl_err_set(&p->err, -r, "create container log directory %s: %s", p->log_dir, strerror(-r));
+    return;
+  }
+  if (p->scan) {
+    DIR *d = opendir(p->log_dir);
+    struct dirent *e;
+    int32_t max = -1;
+    while (d && (e = readdir(d))) {
+      char *end;
+      long v = strtol(e->d_name, &end, 10);
+      if (end != e->d_name && strcmp(end, ".log") == 0 && v > max && v < INT32_MAX) max = (int32_t)v;
+    }
+    if (d) closedir(d);
+    p->restart = max + 1;
+  }
+  r = nl__mkdir_p(p->term_dir, 0750);
+  if (r < 0) {
+    nl_err_set(&p->err, -r, "create %s: %s", p->term_dir, strerror(-r));
+    return;
+  }
+  unsigned char rnd[8];
+  if (uv_random(NULL, NULL, rnd, sizeof rnd, 0, NULL) < 0) memset(rnd, 0, sizeof rnd);
+  p->term_path = nl_xasprintf("%s/%02x%02x%02x%02x%02x%02x%02x%02x", p->term_dir, rnd[0], rnd[1],
+                              rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+  int fd = open(p->term_path, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0 || fchmod(fd, 0666) < 0) {
+    nl_err_set(&p->err, errno, "create termination-message file %s: %s", p->term_path,
+               strerror(errno));
+    if (fd >= 0) close(fd);
+    return;
+  }
+  close(fd);
+}
+
+static void cprep_done(uv_work_t *w, int status) {
+  cprep_t *p = container_of(w, cprep_t, w);
+  nl_runtime_op_t *op = p->op;
+  if (status < 0 && !p->err) nl_err_set(&p->err, -status, "%s", uv_strerror(status));
+  if (nl__op_resume(op)) {
+    if (p->err) {
+      nl__step_fail(cur_step(op), NL_REASON_CREATE_CONTAINER_CONFIG, "%s", p->err->msg);
+      container_done(op, false);
+    } else {
+      if (p->scan) op->cur_restart = p->restart;
+      op->cur_term_path = p->term_path;
+      p->term_path = NULL;
+      create_container(op);
+    }
+  }
+  nl_err_free(&p->err);
+  free(p->log_dir);
+  free(p->term_dir);
+  free(p->term_path);
+  free(p);
+}
+
+static void image_ready(const char *ref, const char *reason, const char *message, void *ctx) {
+  nl_runtime_op_t *op = ctx;
+  if (!nl__op_resume(op)) return;
+  if (!ref) {
+    nl__step_fail(cur_step(op), reason, "%s", message ? message : "");
+    container_done(op, false);
+    return;
+  }
+  op->cur_image_ref = nl_xstrdup(ref);
+  const nl_runtime_opts_t *o = &op->rt->opts;
+  const nl_rt_container_t *prev = nl_rt_pod_status_find(op->status, op->cur->name);
+  cprep_t *p = nl_xcalloc(1, sizeof *p);
+  p->op = op;
+  char *pld = nl_runtime_pod_log_dir(o, op->pod);
+  p->log_dir = nl_xasprintf("%s/%s", pld, op->cur->name);
+  free(pld);
+  p->term_dir = nl_xasprintf("%s/pods/%s/containers/%s", o->root_dir, op->uid, op->cur->name);
+  p->scan = prev == NULL;
+  op->cur_restart = prev ? prev->restart_count + 1 : 0;
+  op->pending++;
+  int r = uv_queue_work(op->rt->loop, &p->w, cprep_work, cprep_done);
+  if (r < 0) { /* only with a bad loop: treat as a config error */
+    op->pending--;
+    free(p->log_dir);
+    free(p->term_dir);
+    free(p);
+    nl__step_fail(cur_step(op), NL_REASON_CREATE_CONTAINER_CONFIG, "%s", uv_strerror(r));
+    container_done(op, false);
+  }
+}
+
+/* doBackOff: the latest exited instance's finish time starts the window. */
+static bool in_backoff(nl_runtime_op_t *op, const nl_container_t *c, nl_sync_step_t *s) {
+  const nl_rt_container_t *dead = NULL;
+  for (size_t i = 0; op->status && i < op->status->n_containers && !dead; i++) {
+    const nl_rt_container_t *x = &op->status->containers[i];
+    if (strcmp(x->name, c->name) == 0 && x->state == NL_RT_CONTAINER_EXITED) dead = x;
+  }
+  if (!dead) return false;
+  nl_runtime_t *rt = op->rt;
+  char *key = nl_runtime_backoff_key(op->pod, c);
+  uint64_t now = rt->now_ms(rt->now_ctx);
+  uint64_t ts = dead->finished_at > 0 ? (uint64_t)(dead->finished_at / 1000000) : now;
+  bool in = nl_backoff_table_in_backoff_since(&rt->backoff, key, ts, now);
+  if (in) {
+    char d[32];
+    nl_duration_format((int64_t)nl_backoff_table_get(&rt->backoff, key, now) * 1000000, d,
+                       sizeof d);
+    nl__step_fail(s, NL_REASON_CRASH_LOOP_BACK_OFF,
+                  "back-off %s restarting failed container=%s pod=%s", d, c->name, op->desc);
+    nl_vlog(3, "pod %s: %s", op->desc, s->message);
+  } else {
+    nl_backoff_table_next(&rt->backoff, key, now);
+  }
+  free(key);
+  return in;
+}
+
+static void next_container(nl_runtime_op_t *op) {
+  const nl_pod_spec_t *spec = &op->pod->spec;
+  if (op->in_init && op->cursor >= op->actions.n_init_to_start) {
+    op->in_init = false;
+    op->cursor = 0;
+  }
+  if (!op->in_init && op->cursor >= op->actions.n_to_start) {
+    nl__op_finish(op);
+    return;
+  }
+  op->cur = op->in_init ? &spec->init_containers[op->actions.init_to_start[op->cursor]]
+                        : &spec->containers[op->actions.to_start[op->cursor]];
+  nl_sync_step_t *s = nl__result_add(&op->result, NL_SYNC_START_CONTAINER, op->cur->name,
+                                     op->in_init);
+  op->cur_step_idx = op->result.n_steps - 1;
+  if (in_backoff(op, op->cur, s)) {
+    container_done(op, false);
+    return;
+  }
+  op->pending++;
+  nl_images_ensure(&op->rt->images, &op->img, op->uid, op->desc, op->cur->image,
+                   op->cur->image_pull_policy, image_ready, op);
+}

@@ -1,0 +1,275 @@
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "managers/runtime_internal.h"
+#include "reactor/xalloc.h"
+
+void nl__kvs_put_take(nl__kvs_t *m, const char *k, char *v) {
+  for (size_t i = 0; i < m->n; i++)
+    if (strcmp(m->items[i].name, k) == 0) {
+      free(m->items[i].value);
+      m->items[i].value = v;
+      return;
+    }
+  if (m->n == m->cap) {
+    m->cap = m->cap ? m->cap * 2 : 8;
+    m->items = nl_xrealloc(m->items, m->cap * sizeof *m->items);
+  }
+  m->items[m->n].name = nl_xstrdup(k);
+  m->items[m->n].value = v;
+  m->n++;
+}
+
+void nl__kvs_put(nl__kvs_t *m, const char *k, const char *v) {
+  nl__kvs_put_take(m, k, nl_xstrdup(v ? v : ""));
+}
+
+const char *nl__kvs_get(const nl__kvs_t *m, const char *k) {
+  for (size_t i = 0; i < m->n; i++)
+    if (strcmp(m->items[i].name, k) == 0) return m->items[i].value;
+  return NULL;
+}
+
+void nl__kvs_free(nl__kvs_t *m) {
+  nl_env_free(m->items, m->n);
+  m->items = NULL;
+  m->n = m->cap = 0;
+}
+
+void nl_env_free(nl_env_t *env, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    free(env[i].name);
+    free(env[i].value);
+  }
+  free(env);
+}
+
+typedef struct kv_msg {
+  ProtobufCMessage base;
+  char *key;
+  char *value;
+} kv_msg_t;
+
+void **nl__kv_entries(const ProtobufCMessageDescriptor *desc, const nl__kvs_t *m) {
+  if (m->n == 0) return NULL;
+  void **out = nl_xcalloc(m->n, sizeof *out);
+  for (size_t i = 0; i < m->n; i++) {
+    kv_msg_t *e = nl_xmalloc(desc->sizeof_message);
+    protobuf_c_message_init(desc, e);
+    e->key = nl__pstr(m->items[i].name);
+    e->value = nl__pstr(m->items[i].value);
+    out[i] = e;
+  }
+  return out;
+}
+
+char *nl__pstr(const char *s) {
+  if (!s || !*s) return (char *)protobuf_c_empty_string;
+  return nl_xstrdup(s);
+}
+
+char **nl__pstrv(char *const *v, size_t n) {
+  if (n == 0) return NULL;
+  char **out = nl_xcalloc(n, sizeof *out);
+  for (size_t i = 0; i < n; i++) out[i] = nl__pstr(v[i]);
+  return out;
+}
+
+void nl__strv_push(char ***v, size_t *n, const char *s) {
+  *v = nl_xrealloc(*v, (*n + 1) * sizeof **v);
+  (*v)[(*n)++] = nl__pstr(s);
+}
+
+bool nl__strv_has(char *const *v, size_t n, const char *s) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(v[i], s) == 0) return true;
+  return false;
+}
+
+bool nl__is_restartable_init(const nl_container_t *c) {
+  return c->restart_policy && strcmp(c->restart_policy, "Always") == 0;
+}
+
+bool nl__pod_restart_never(const nl_pod_t *pod) {
+  return pod->spec.restart_policy && strcmp(pod->spec.restart_policy, "Never") == 0;
+}
+
+bool nl__pod_restart_on_failure(const nl_pod_t *pod) { return !nl__pod_restart_never(pod); }
+
+const char *nl__kv_get(const nl_kvlist_t *l, const char *key) {
+  for (size_t i = 0; i < l->n; i++)
+    if (strcmp(l->items[i].key, key) == 0) return l->items[i].value;
+  return NULL;
+}
+
+static const char *s0(const char *s) { return s ? s : ""; }
+
+char *nl__pod_desc(const nl_pod_t *pod) {
+  return nl_xasprintf("%s_%s(%s)", s0(pod->metadata.name), s0(pod->metadata.namespace_),
+                      s0(pod->metadata.uid));
+}
+
+char *nl__pod_full_dir_name(const nl_pod_t *pod) {
+  return nl_xasprintf("%s_%s_%s", s0(pod->metadata.namespace_), s0(pod->metadata.name),
+                      s0(pod->metadata.uid));
+}
+
+static char *dup0(const char *s) { return s ? nl_xstrdup(s) : NULL; }
+
+nl_rt_pod_status_t *nl__rt_pod_status_dup(const nl_rt_pod_status_t *s) {
+  if (!s) return NULL;
+  nl_rt_pod_status_t *d = nl_xcalloc(1, sizeof *d);
+  d->uid = dup0(s->uid);
+  d->name = dup0(s->name);
+  d->namespace_ = dup0(s->namespace_);
+  d->timestamp = s->timestamp;
+  d->n_sandboxes = s->n_sandboxes;
+  d->sandboxes = nl_xcalloc(s->n_sandboxes ? s->n_sandboxes : 1, sizeof *d->sandboxes);
+  for (size_t i = 0; i < s->n_sandboxes; i++) {
+    const nl_rt_sandbox_t *a = &s->sandboxes[i];
+    nl_rt_sandbox_t *b = &d->sandboxes[i];
+    *b = *a;
+    b->id = dup0(a->id);
+    b->ip = dup0(a->ip);
+    b->ips = a->n_ips ? nl_xcalloc(a->n_ips, sizeof *b->ips) : NULL;
+    for (size_t j = 0; j < a->n_ips; j++) b->ips[j] = dup0(a->ips[j]);
+  }
+  d->n_containers = s->n_containers;
+  d->containers = nl_xcalloc(s->n_containers ? s->n_containers : 1, sizeof *d->containers);
+  for (size_t i = 0; i < s->n_containers; i++) {
+    const nl_rt_container_t *a = &s->containers[i];
+    nl_rt_container_t *b = &d->containers[i];
+    *b = *a;
+    b->id = dup0(a->id);
+    b->name = dup0(a->name);
+    b->reason = dup0(a->reason);
+    b->message = dup0(a->message);
+    b->image = dup0(a->image);
+    b->image_ref = dup0(a->image_ref);
+    b->log_path = dup0(a->log_path);
+    b->termination_message_path = dup0(a->termination_message_path);
+  }
+  return d;
+}
+
+/* ---- results ---- */
+
+const char *nl_sync_action_name(nl_sync_action_t a) {
+  switch (a) {
+  case NL_SYNC_START_CONTAINER: return "StartContainer";
+  case NL_SYNC_KILL_CONTAINER: return "KillContainer";
+  case NL_SYNC_INIT_CONTAINER: return "InitContainer";
+  case NL_SYNC_CREATE_POD_SANDBOX: return "CreatePodSandbox";
+  case NL_SYNC_CONFIG_POD_SANDBOX: return "ConfigPodSandbox";
+  case NL_SYNC_KILL_POD_SANDBOX: return "KillPodSandbox";
+  case NL_SYNC_REMOVE_CONTAINER: return "RemoveContainer";
+  case NL_SYNC_REMOVE_POD_SANDBOX: return "RemovePodSandbox";
+  }
+  return "Unknown";
+}
+
+nl_sync_step_t *nl__result_add(nl_sync_result_t *r, nl_sync_action_t a, const char *target,
+                               bool init) {
+  r->steps = nl_xrealloc(r->steps, (r->n_steps + 1) * sizeof *r->steps);
+  nl_sync_step_t *s = &r->steps[r->n_steps++];
+  memset(s, 0, sizeof *s);
+  s->action = a;
+  s->target = nl_xstrdup(target ? target : "");
+  s->init = init;
+  return s;
+}
+
+void nl__step_fail(nl_sync_step_t *s, const char *reason, const char *fmt, ...) {
+  free(s->reason);
+  free(s->message);
+  s->reason = nl_xstrdup(reason);
+  va_list ap;
+  va_start(ap, fmt);
+  char *m = NULL;
+  if (vasprintf(&m, fmt, ap) < 0) abort();
+  va_end(ap);
+  s->message = m;
+}
+
+const nl_sync_step_t *nl_sync_result_find(const nl_sync_result_t *r, const char *container) {
+  if (!r) return NULL;
+  const nl_sync_step_t *found = NULL;
+  for (size_t i = 0; i < r->n_steps; i++) {
+    const nl_sync_step_t *s = &r->steps[i];
+    if ((s->action == NL_SYNC_START_CONTAINER || s->action == NL_SYNC_INIT_CONTAINER) &&
+        s->reason && strcmp(s->target, container) == 0)
+      found = s;
+  }
+  return found;
+}
+
+nl_sync_result_t *nl_sync_result_dup(const nl_sync_result_t *r) {
+  nl_sync_result_t *d = nl_xcalloc(1, sizeof *d);
+  if (!r) return d;
+  d->cancelled = r->cancelled;
+  for (size_t i = 0; i < r->n_steps; i++) {
+    nl_sync_step_t *s = nl__result_add(d, r->steps[i].action, r->steps[i].target,
+                                       r->steps[i].init);
+    s->reason = dup0(r->steps[i].reason);
+    s->message = dup0(r->steps[i].message);
+  }
+  if (r->err) nl_err_set(&d->err, r->err->code, "%s", r->err->msg);
+  return d;
+}
+
+void nl__sync_result_clear(nl_sync_result_t *r) {
+  for (size_t i = 0; i < r->n_steps; i++) {
+    free(r->steps[i].target);
+    free(r->steps[i].reason);
+    free(r->steps[i].message);
+  }
+  free(r->steps);
+  nl_err_free(&r->err);
+  memset(r, 0, sizeof *r);
+}
+
+void nl_sync_result_free(nl_sync_result_t *r) {
+  if (!r) return;
+  nl__sync_result_clear(r);
+  free(r);
+}
+
+/* ---- namespaces, sysctls ---- */
+
+Runtime__V1__NamespaceOption *nl__namespaces_for_pod(const nl_pod_t *pod) {
+  Runtime__V1__NamespaceOption *ns =
+      NL__NEW(Runtime__V1__NamespaceOption, RUNTIME__V1__NAMESPACE_OPTION__INIT);
+  ns->network = pod->spec.host_network ? RUNTIME__V1__NAMESPACE_MODE__NODE
+                                       : RUNTIME__V1__NAMESPACE_MODE__POD;
+  ns->ipc = pod->spec.host_ipc ? RUNTIME__V1__NAMESPACE_MODE__NODE
+                               : RUNTIME__V1__NAMESPACE_MODE__POD;
+  if (pod->spec.host_pid)
+    ns->pid = RUNTIME__V1__NAMESPACE_MODE__NODE;
+  else if (pod->spec.share_process_namespace == 1)
+    ns->pid = RUNTIME__V1__NAMESPACE_MODE__POD;
+  else
+    ns->pid = RUNTIME__V1__NAMESPACE_MODE__CONTAINER;
+  return ns;
+}
+
+char *nl__sysctl_dots(const char *name) {
+  char *out = nl_xstrdup(name);
+  size_t sep = strcspn(out, "./");
+  if (out[sep] != '/') return out; /* no '/' first: already dotted */
+  for (char *p = out; *p; p++) {
+    if (*p == '.')
+      *p = '/';
+    else if (*p == '/')
+      *p = '.';
+  }
+  return out;
+}
+
+uint64_t nl__wall_ms(void *ctx) {
+  (void)ctx;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}

@@ -1,0 +1,284 @@
+/* emptyDir and hostPath volumes (upstream pkg/volume/emptydir, hostpath). */
+#include "managers/volumes.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <dirent.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include "reactor/log.h"
+#include "reactor/xalloc.h"
+
+#define EMPTY_DIR_PLUGIN "kubernetes.io~empty-dir"
+#define TMPFS_MAGIC_NR 0x01021994
+
+int nl__mkdir_p(const char *path, mode_t mode) {
+  char buf[PATH_MAX];
+  size_t n = strlen(path);
+  if (n == 0 || n >= sizeof buf) return -ENAMETOOLONG;
+  memcpy(buf, path, n + 1);
+  for (char *p = buf + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    if (mkdir(buf, mode) < 0 && errno != EEXIST) return -errno;
+    *p = '/';
+  }
+  if (mkdir(buf, mode) < 0 && errno != EEXIST) return -errno;
+  struct stat st;
+  if (stat(buf, &st) < 0) return -errno;
+  return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+}
+
+static const nl_volume_t *find_volume(const nl_pod_t *pod, const char *name) {
+  for (size_t i = 0; i < pod->spec.n_volumes; i++)
+    if (strcmp(pod->spec.volumes[i].name, name) == 0) return &pod->spec.volumes[i];
+  return NULL;
+}
+
+static const char *unsupported(const nl_volume_t *v) {
+  if (v->host_path || v->empty_dir) return NULL;
+  if (v->unsupported) return v->unsupported;
+  if (v->config_map) return "configMap";
+  if (v->secret) return "secret";
+  if (v->persistent_volume_claim) return "persistentVolumeClaim";
+  if (v->downward_api) return "downwardAPI";
+  if (v->projected) return "projected";
+  return "unknown";
+}
+
+char *nl_volumes_host_path(const char *root_dir, const nl_pod_t *pod, const char *name,
+                           nl_err_t **err) {
+  const nl_volume_t *v = find_volume(pod, name);
+  if (!v) {
+    nl_err_set(err, NL_EINVAL, "cannot find volume \"%s\" to mount", name);
+    return NULL;
+  }
+  if (v->host_path) return nl_xstrdup(v->host_path->path ? v->host_path->path : "");
+  if (v->empty_dir)
+    return nl_xasprintf("%s/pods/%s/volumes/" EMPTY_DIR_PLUGIN "/%s", root_dir,
+                        pod->metadata.uid, name);
+  nl_err_set(err, NL_EINVAL, "volume \"%s\": %s volumes are not supported by nanolet", name,
+             unsupported(v));
+  return NULL;
+}
+
+int nl_volumes_check_subpath(const char *sub, nl_err_t **err) {
+  if (sub[0] == '/') return nl_err_set(err, NL_EINVAL, "subPath \"%s\" must be relative", sub);
+  const char *p = sub;
+  while (*p) {
+    size_t n = strcspn(p, "/");
+    if (n == 2 && p[0] == '.' && p[1] == '.')
+      return nl_err_set(err, NL_EINVAL, "subPath \"%s\" must not contain '..'", sub);
+    p += n;
+    if (*p) p++;
+  }
+  return 0;
+}
+
+static bool is_tmpfs(const char *path) {
+  struct statfs fs;
+  return statfs(path, &fs) == 0 && (unsigned long)fs.f_type == TMPFS_MAGIC_NR;
+}
+
+static int setup_empty_dir(const char *root, const nl_pod_t *pod, const nl_volume_t *v,
+                           nl_err_t **err) {
+  char *dir = nl_xasprintf("%s/pods/%s/volumes/" EMPTY_DIR_PLUGIN "/%s", root, pod->metadata.uid,
+                           v->name);
+  int r = nl__mkdir_p(dir, 0750);
+  if (r < 0) {
+    nl_err_set(err, -r, "emptyDir %s: mkdir %s: %s", v->name, dir, strerror(-r));
+    free(dir);
+    return -1;
+  }
+  if (v->empty_dir->medium && strcmp(v->empty_dir->medium, "Memory") == 0 && !is_tmpfs(dir)) {
+    char opts[64] = "";
+    if (v->empty_dir->has_size_limit && nl_quantity_sign(&v->empty_dir->size_limit) > 0)
+      snprintf(opts, sizeof opts, "size=%lld",
+               (long long)nl_quantity_value(&v->empty_dir->size_limit));
+    if (mount("tmpfs", dir, "tmpfs", 0, opts[0] ? opts : NULL) < 0) {
+      nl_err_set(err, errno, "emptyDir %s: mount tmpfs on %s: %s", v->name, dir, strerror(errno));
+      free(dir);
+      return -1;
+    }
+  }
+  /* Upstream sets 0777 so any container user can write. */
+  if (chmod(dir, 0777) < 0) {
+    nl_err_set(err, errno, "emptyDir %s: chmod %s: %s", v->name, dir, strerror(errno));
+    free(dir);
+    return -1;
+  }
+  free(dir);
+  return 0;
+}
+
+static int check_host_path(const nl_volume_t *v, nl_err_t **err) {
+  const char *path = v->host_path->path ? v->host_path->path : "";
+  const char *type = v->host_path->type ? v->host_path->type : "";
+  struct stat st;
+  int r = stat(path, &st);
+  if (strcmp(type, "") == 0) return 0;
+  if (strcmp(type, "DirectoryOrCreate") == 0) {
+    if (r == 0 && S_ISDIR(st.st_mode)) return 0;
+    if (r < 0) {
+      int e = nl__mkdir_p(path, 0755);
+      if (e == 0) return 0;
+      return nl_err_set(err, -e, "hostPath %s: mkdir %s: %s", v->name, path, strerror(-e));
+    }
+    return nl_err_set(err, NL_EINVAL, "hostPath type check failed: %s is not a directory", path);
+  }
+  if (strcmp(type, "FileOrCreate") == 0) {
+    if (r == 0 && S_ISREG(st.st_mode)) return 0;
+    if (r < 0) {
+      int fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+      if (fd >= 0) {
+        close(fd);
+        return 0;
+      }
+      return nl_err_set(err, errno, "hostPath %s: create %s: %s", v->name, path, strerror(errno));
+    }
+    return nl_err_set(err, NL_EINVAL, "hostPath type check failed: %s is not a file", path);
+  }
+  struct { const char *type, *what; mode_t fmt; } checks[] = {
+      {"Directory", "directory", S_IFDIR}, {"File", "file", S_IFREG},
+      {"Socket", "socket", S_IFSOCK},      {"CharDevice", "character device", S_IFCHR},
+      {"BlockDevice", "block device", S_IFBLK}};
+  for (size_t i = 0; i < sizeof checks / sizeof *checks; i++) {
+    if (strcmp(type, checks[i].type) != 0) continue;
+    if (r < 0 || (st.st_mode & S_IFMT) != checks[i].fmt)
+      return nl_err_set(err, NL_EINVAL, "hostPath type check failed: %s is not a %s", path,
+                        checks[i].what);
+    return 0;
+  }
+  return nl_err_set(err, NL_EINVAL, "hostPath %s: unknown type \"%s\"", v->name, type);
+}
+
+int nl__volumes_setup_sync(const char *root, const nl_pod_t *pod, nl_err_t **err) {
+  const char *sub[] = {"volumes", "plugins", "containers"};
+  for (size_t i = 0; i < 3; i++) {
+    char *d = nl_xasprintf("%s/pods/%s/%s", root, pod->metadata.uid, sub[i]);
+    int r = nl__mkdir_p(d, 0750);
+    if (r < 0) nl_err_set(err, -r, "mkdir %s: %s", d, strerror(-r));
+    free(d);
+    if (r < 0) return -1;
+  }
+  for (size_t i = 0; i < pod->spec.n_volumes; i++) {
+    const nl_volume_t *v = &pod->spec.volumes[i];
+    int r;
+    if (v->empty_dir)
+      r = setup_empty_dir(root, pod, v, err);
+    else if (v->host_path)
+      r = check_host_path(v, err);
+    else
+      r = nl_err_set(err, NL_EINVAL, "volume \"%s\": %s volumes are not supported by nanolet",
+                     v->name, unsupported(v));
+    if (r < 0) return nl_err_wrap(err, "pod %s/%s", pod->metadata.namespace_, pod->metadata.name);
+  }
+  return 0;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st;
+  (void)ftw;
+  int r = flag == FTW_DP ? rmdir(path) : unlink(path);
+  return r < 0 && errno != ENOENT ? -1 : 0;
+}
+
+int nl__volumes_teardown_sync(const char *root, const char *uid, nl_err_t **err) {
+  /* The uid names a directory we delete recursively: refuse anything odd. */
+  if (!uid || !*uid || strchr(uid, '/') || strcmp(uid, ".") == 0 || strcmp(uid, "..") == 0)
+    return nl_err_set(err, NL_EINVAL, "refusing to remove pod directory for uid \"%s\"",
+                      uid ? uid : "");
+  char *ed = nl_xasprintf("%s/pods/%s/volumes/" EMPTY_DIR_PLUGIN, root, uid);
+  DIR *d = opendir(ed);
+  if (d) {
+    struct dirent *e;
+    while ((e = readdir(d))) {
+      if (e->d_name[0] == '.') continue;
+      char *p = nl_xasprintf("%s/%s", ed, e->d_name);
+      if (is_tmpfs(p) && umount2(p, MNT_DETACH) < 0)
+        nl_warn("unmount emptyDir %s: %s", p, strerror(errno));
+      free(p);
+    }
+    closedir(d);
+  }
+  free(ed);
+  char *pd = nl_xasprintf("%s/pods/%s", root, uid);
+  /* FTW_MOUNT: never descend into something still mounted. */
+  int r = nftw(pd, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+  if (r < 0 && errno != ENOENT) {
+    nl_err_set(err, errno, "remove %s: %s", pd, strerror(errno));
+    free(pd);
+    return -1;
+  }
+  free(pd);
+  return 0;
+}
+
+/* ---- async wrappers ---- */
+
+typedef struct job {
+  uv_work_t req;
+  char *root;
+  nl_pod_t *pod; /* setup: a copy */
+  char *uid;     /* teardown */
+  nl_err_t *err;
+  nl_volumes_cb cb;
+  void *ctx;
+} job_t;
+
+static void work(uv_work_t *w) {
+  job_t *j = container_of(w, job_t, req);
+  if (j->pod)
+    nl__volumes_setup_sync(j->root, j->pod, &j->err);
+  else
+    nl__volumes_teardown_sync(j->root, j->uid, &j->err);
+}
+
+static void after(uv_work_t *w, int status) {
+  job_t *j = container_of(w, job_t, req);
+  if (status < 0 && !j->err) nl_err_set(&j->err, -status, "volumes: %s", uv_strerror(status));
+  j->cb(j->err, j->ctx);
+  nl_err_free(&j->err);
+  if (j->pod) nl_pod_free(j->pod);
+  free(j->root);
+  free(j->uid);
+  free(j);
+}
+
+static int queue(uv_loop_t *loop, job_t *j) {
+  int r = uv_queue_work(loop, &j->req, work, after);
+  if (r < 0) {
+    if (j->pod) nl_pod_free(j->pod);
+    free(j->root);
+    free(j->uid);
+    free(j);
+  }
+  return r;
+}
+
+int nl_volumes_setup(uv_loop_t *loop, const char *root_dir, const nl_pod_t *pod,
+                     nl_volumes_cb cb, void *ctx) {
+  job_t *j = nl_xcalloc(1, sizeof *j);
+  j->root = nl_xstrdup(root_dir);
+  j->pod = nl_pod_dup(pod);
+  j->cb = cb;
+  j->ctx = ctx;
+  return queue(loop, j);
+}
+
+int nl_volumes_teardown(uv_loop_t *loop, const char *root_dir, const char *uid,
+                        nl_volumes_cb cb, void *ctx) {
+  job_t *j = nl_xcalloc(1, sizeof *j);
+  j->root = nl_xstrdup(root_dir);
+  j->uid = nl_xstrdup(uid);
+  j->cb = cb;
+  j->ctx = ctx;
+  return queue(loop, j);
+}

@@ -1,0 +1,49 @@
+/* Pod volumes a node can serve by itself: emptyDir (a directory under the pod
+ * directory, or a tmpfs for medium Memory with sizeLimit) and hostPath (with
+ * upstream's type checks). The pod directories follow upstream:
+ *   <root>/pods/<uid>/volumes/kubernetes.io~empty-dir/<name>
+ *   <root>/pods/<uid>/containers/<container>/<random id>   (termination messages)
+ * All filesystem work runs on libuv's thread pool; callbacks come back on the
+ * loop, exactly once. Inputs are copied at the call. */
+#ifndef NL_VOLUMES_H
+#define NL_VOLUMES_H
+
+#include <stdbool.h>
+
+#include <uv.h>
+
+#include "agent/model/pod.h"
+#include "reactor/error.h"
+
+/* err is borrowed during the callback; NULL on success. */
+typedef void (*nl_volumes_cb)(const nl_err_t *err, void *ctx);
+
+/* Creates <root>/pods/<uid>/{volumes,plugins,containers}, every emptyDir
+ * (mounting a tmpfs for medium Memory, size = sizeLimit when set), and checks or
+ * creates every hostPath per its type (DirectoryOrCreate, Directory,
+ * FileOrCreate, File, Socket, CharDevice, BlockDevice, "" = no check). Volume
+ * types nanolet does not serve fail with a message naming them. Idempotent. */
+int nl_volumes_setup(uv_loop_t *loop, const char *root_dir, const nl_pod_t *pod,
+                     nl_volumes_cb cb, void *ctx);
+
+/* Unmounts the tmpfs emptyDirs of pod uid and removes <root>/pods/<uid>
+ * recursively (without crossing into other mounts). */
+int nl_volumes_teardown(uv_loop_t *loop, const char *root_dir, const char *uid,
+                        nl_volumes_cb cb, void *ctx);
+
+/* Where a volume of the pod lives on the host (a new string), or NULL with *err
+ * when the pod has no such volume or nanolet cannot serve its type. */
+char *nl_volumes_host_path(const char *root_dir, const nl_pod_t *pod, const char *name,
+                           nl_err_t **err);
+
+/* Checks a subPath as upstream validation does (relative, no ".." element).
+ * Returns 0 or -1 with *err. */
+int nl_volumes_check_subpath(const char *sub_path, nl_err_t **err);
+
+/* The blocking part of nl_volumes_setup, for the thread pool and for tests. */
+int nl__volumes_setup_sync(const char *root_dir, const nl_pod_t *pod, nl_err_t **err);
+int nl__volumes_teardown_sync(const char *root_dir, const char *uid, nl_err_t **err);
+/* mkdir -p with mode; 0 or -errno. */
+int nl__mkdir_p(const char *path, mode_t mode);
+
+#endif

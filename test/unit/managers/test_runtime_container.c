@@ -1,0 +1,244 @@
+/* ContainerConfig, environment, $(VAR) expansion, resources and QoS. */
+#include "rt_test_util.h"
+
+static void test_expand(void **state) {
+  (void)state;
+  nl_env_t env[] = {{"A", "1"}, {"B", "two"}, {"A", "3"}};
+  struct { const char *in, *out; } cases[] = {
+      {"$(A)", "3"},          {"x$(B)y", "xtwoy"},   {"$(C)", "$(C)"},
+      {"$$(A)", "$(A)"},      {"$$", "$"},           {"$(A", "$(A"},
+      {"$", "$"},             {"a$b", "a$b"},        {"$()", "$()"},
+      {"$(A)$(B)$$", "3two$"}, {"", ""},             {"plain", "plain"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char *s = nl_runtime_expand(cases[i].in, env, 3);
+    assert_string_equal(s, cases[i].out);
+    free(s);
+  }
+}
+
+static const char *POD =
+    "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  namespace: edge\n  uid: u-1\n"
+    "  labels: {app: web, tier: fe}\n  annotations: {note: hi}\n"
+    "spec:\n  nodeName: node1\n  serviceAccountName: sa\n  terminationGracePeriodSeconds: 20\n"
+    "  volumes:\n  - {name: data, emptyDir: {}}\n  - {name: host, hostPath: {path: /srv}}\n"
+    "  containers:\n  - name: app\n    image: busybox:1.36\n"
+    "    command: [sh, -c, 'echo $(GREETING) $(POD_NAME) $(MISSING)']\n"
+    "    args: ['$(NODE)', '$$(NODE)']\n    workingDir: /w\n    tty: true\n"
+    "    env:\n    - {name: GREETING, value: hello}\n"
+    "    - {name: REF, value: 'x-$(GREETING)-$(LATER)'}\n    - {name: LATER, value: l}\n"
+    "    - name: POD_NAME\n      valueFrom: {fieldRef: {fieldPath: metadata.name}}\n"
+    "    - name: NS\n      valueFrom: {fieldRef: {fieldPath: metadata.namespace}}\n"
+    "    - name: UID\n      valueFrom: {fieldRef: {fieldPath: metadata.uid}}\n"
+    "    - name: NODE\n      valueFrom: {fieldRef: {fieldPath: spec.nodeName}}\n"
+    "    - name: SA\n      valueFrom: {fieldRef: {fieldPath: spec.serviceAccountName}}\n"
+    "    - name: PODIP\n      valueFrom: {fieldRef: {fieldPath: status.podIP}}\n"
+    "    - name: HOSTIP\n      valueFrom: {fieldRef: {fieldPath: status.hostIP}}\n"
+    "    - name: APP\n      valueFrom: {fieldRef: {fieldPath: \"metadata.labels['app']\"}}\n"
+    "    - name: LABELS\n      valueFrom: {fieldRef: {fieldPath: metadata.labels}}\n"
+    "    - name: CPU\n      valueFrom: {resourceFieldRef: {resource: limits.cpu}}\n"
+    "    - name: MEM\n      valueFrom: {resourceFieldRef: {resource: limits.memory, divisor: 1Mi}}\n"
+    "    - name: REQCPU\n      valueFrom: {resourceFieldRef: {resource: requests.cpu, divisor: 1m}}\n"
+    "    resources:\n      requests: {cpu: 250m, memory: 64Mi}\n      limits: {cpu: 500m, memory: 128Mi}\n"
+    "    ports: [{containerPort: 80, name: http}]\n"
+    "    lifecycle: {preStop: {exec: {command: [sleep, '1']}}}\n"
+    "    securityContext:\n      runAsUser: 1001\n      readOnlyRootFilesystem: true\n"
+    "      allowPrivilegeEscalation: false\n      capabilities: {add: [NET_ADMIN], drop: [ALL]}\n"
+    "      seccompProfile: {type: RuntimeDefault}\n"
+    "    volumeMounts:\n    - {name: data, mountPath: /data}\n"
+    "    - {name: host, mountPath: /h, readOnly: true, subPath: sub/dir, mountPropagation: HostToContainer}\n";
+
+static const char *env_get(Runtime__V1__ContainerConfig *c, const char *k) {
+  for (size_t i = 0; i < c->n_envs; i++)
+    if (strcmp(c->envs[i]->key, k) == 0) return c->envs[i]->value;
+  return NULL;
+}
+
+static void test_container_config(void **state) {
+  (void)state;
+  nl_pod_t *pod = pod_from_yaml(POD);
+  nl_runtime_opts_t o = test_opts();
+  char *ips[] = {"10.88.0.5"};
+  nl_container_input_t in = {.container = &pod->spec.containers[0], .restart_count = 2,
+                             .image_ref = "sha256:abc", .pod_ip = "10.88.0.5", .pod_ips = ips,
+                             .n_pod_ips = 1,
+                             .termination_message_host_path = "/var/lib/kubelet/pods/u-1/containers/app/x1"};
+  Runtime__V1__ContainerConfig *c = NULL;
+  nl_err_t *err = NULL;
+  assert_int_equal(nl_runtime_build_container_config(&o, pod, &in, &c, &err), 0);
+  assert_string_equal(c->metadata->name, "app");
+  assert_int_equal(c->metadata->attempt, 2);
+  assert_string_equal(c->image->image, "sha256:abc");
+  assert_string_equal(c->image->user_specified_image, "busybox:1.36");
+  assert_int_equal(c->n_command, 3);
+  assert_string_equal(c->command[2], "echo hello web $(MISSING)");
+  assert_string_equal(c->args[0], "node1");
+  assert_string_equal(c->args[1], "$(NODE)");
+  assert_string_equal(c->working_dir, "/w");
+  assert_true(c->tty);
+  assert_string_equal(c->log_path, "app/2.log");
+  assert_string_equal(env_get(c, "REF"), "x-hello-$(LATER)"); /* only earlier ones */
+  assert_string_equal(env_get(c, "POD_NAME"), "web");
+  assert_string_equal(env_get(c, "NS"), "edge");
+  assert_string_equal(env_get(c, "UID"), "u-1");
+  assert_string_equal(env_get(c, "NODE"), "node1");
+  assert_string_equal(env_get(c, "SA"), "sa");
+  assert_string_equal(env_get(c, "PODIP"), "10.88.0.5");
+  assert_string_equal(env_get(c, "HOSTIP"), "192.168.1.10");
+  assert_string_equal(env_get(c, "APP"), "web");
+  assert_string_equal(env_get(c, "LABELS"), "app=\"web\"\ntier=\"fe\"");
+  assert_string_equal(env_get(c, "CPU"), "1"); /* ceil(500m / 1) */
+  assert_string_equal(env_get(c, "MEM"), "128");
+  assert_string_equal(env_get(c, "REQCPU"), "250");
+  /* labels and annotations */
+  assert_string_equal(MAP_GET(c, labels, "io.kubernetes.container.name"), "app");
+  assert_string_equal(MAP_GET(c, labels, "io.kubernetes.pod.uid"), "u-1");
+  char hash[16];
+  snprintf(hash, sizeof hash, "%x", nl_container_hash(&pod->spec.containers[0]));
+  assert_string_equal(MAP_GET(c, annotations, "io.kubernetes.container.hash"), hash);
+  assert_string_equal(MAP_GET(c, annotations, "io.kubernetes.container.restartCount"), "2");
+  assert_string_equal(MAP_GET(c, annotations, "io.kubernetes.container.terminationMessagePath"),
+                      "/dev/termination-log");
+  assert_string_equal(MAP_GET(c, annotations, "io.kubernetes.container.terminationMessagePolicy"),
+                      "File");
+  assert_string_equal(MAP_GET(c, annotations, "io.kubernetes.pod.terminationGracePeriod"), "20");
+  assert_string_equal(MAP_GET(c, annotations, "io.kubernetes.container.ports"),
+                      "[{\"name\":\"http\",\"containerPort\":80,\"protocol\":\"TCP\"}]");
+  assert_string_equal(MAP_GET(c, annotations, "io.kubernetes.container.preStopHandler"),
+                      "{\"exec\":{\"command\":[\"sleep\",\"1\"]}}");
+  /* mounts */
+  assert_int_equal(c->n_mounts, 3);
+  assert_string_equal(c->mounts[0]->container_path, "/data");
+  assert_string_equal(c->mounts[0]->host_path,
+                      "/var/lib/kubelet/pods/u-1/volumes/kubernetes.io~empty-dir/data");
+  assert_false(c->mounts[0]->readonly);
+  assert_string_equal(c->mounts[1]->host_path, "/srv/sub/dir");
+  assert_true(c->mounts[1]->readonly);
+  assert_int_equal(c->mounts[1]->propagation,
+                   RUNTIME__V1__MOUNT_PROPAGATION__PROPAGATION_HOST_TO_CONTAINER);
+  assert_string_equal(c->mounts[2]->container_path, "/dev/termination-log");
+  assert_string_equal(c->mounts[2]->host_path, "/var/lib/kubelet/pods/u-1/containers/app/x1");
+  /* resources: Burstable */
+  Runtime__V1__LinuxContainerResources *r = c->linux->resources;
+  assert_int_equal(r->cpu_shares, 256);
+  assert_int_equal(r->cpu_period, 100000);
+  assert_int_equal(r->cpu_quota, 50000);
+  assert_int_equal(r->memory_limit_in_bytes, 128 << 20);
+  /* 1000 - 1000*64Mi/4Gi = 985 */
+  assert_int_equal(r->oom_score_adj, 985);
+  /* security context */
+  Runtime__V1__LinuxContainerSecurityContext *s = c->linux->security_context;
+  assert_int_equal(s->run_as_user->value, 1001);
+  assert_true(s->readonly_rootfs);
+  assert_true(s->no_new_privs);
+  assert_false(s->privileged);
+  assert_string_equal(s->capabilities->add_capabilities[0], "NET_ADMIN");
+  assert_string_equal(s->capabilities->drop_capabilities[0], "ALL");
+  assert_int_equal(s->seccomp->profile_type,
+                   RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__RuntimeDefault);
+  assert_true(s->n_masked_paths > 5);
+  assert_int_equal(s->n_readonly_paths, 5);
+  assert_int_equal(s->namespace_options->pid, RUNTIME__V1__NAMESPACE_MODE__CONTAINER);
+  protobuf_c_message_free_unpacked(&c->base, NULL);
+  nl_pod_free(pod);
+}
+
+static void test_config_errors(void **state) {
+  (void)state;
+  nl_runtime_opts_t o = test_opts();
+  const char *bad[] = {
+      /* unknown volume */
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: nsx, uid: u}\nspec:\n"
+      "  containers: [{name: c, image: b, volumeMounts: [{name: nope, mountPath: /x}]}]\n",
+      /* subPath escaping the volume */
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: nsx, uid: u}\nspec:\n"
+      "  volumes: [{name: v, emptyDir: {}}]\n"
+      "  containers: [{name: c, image: b, volumeMounts: [{name: v, mountPath: /x, subPath: ../up}]}]\n",
+      /* configMap key (no API objects) */
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: nsx, uid: u}\nspec:\n"
+      "  containers: [{name: c, image: b, env: [{name: X, valueFrom: {configMapKeyRef: {name: cm, key: k}}}]}]\n",
+  };
+  for (size_t i = 0; i < 3; i++) {
+    nl_pod_t *pod = pod_from_yaml(bad[i]);
+    nl_container_input_t in = {.container = &pod->spec.containers[0]};
+    Runtime__V1__ContainerConfig *c = NULL;
+    nl_err_t *err = NULL;
+    assert_int_equal(nl_runtime_build_container_config(&o, pod, &in, &c, &err), -1);
+    assert_non_null(err);
+    assert_non_null(strstr(err->msg, "container c"));
+    nl_err_free(&err);
+    nl_pod_free(pod);
+  }
+  /* an optional configMap key is skipped */
+  nl_pod_t *pod = pod_from_yaml(
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: nsx, uid: u}\nspec:\n"
+      "  containers: [{name: c, image: b, env: [{name: X, valueFrom: {configMapKeyRef: {name: cm, key: k, optional: true}}}]}]\n");
+  nl_env_t *env;
+  size_t n;
+  nl_err_t *err = NULL;
+  assert_int_equal(nl_runtime_make_env(&o, pod, &pod->spec.containers[0], NULL, NULL, 0, &env,
+                                       &n, &err), 0);
+  assert_int_equal(n, 0);
+  nl_env_free(env, n);
+  nl_pod_free(pod);
+}
+
+static void test_qos(void **state) {
+  (void)state;
+  nl_pod_t *g = pod_from_yaml(
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: nsx, uid: u}\nspec:\n"
+      "  containers: [{name: c, image: b, resources: {limits: {cpu: '1', memory: 1Gi}}}]\n");
+  assert_string_equal(nl_runtime_qos_class(g), "Guaranteed");
+  assert_int_equal(nl_runtime_oom_score_adj(g, &g->spec.containers[0], 4LL << 30), -997);
+  nl_pod_t *be = pod_from_yaml(
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: nsx, uid: u}\nspec:\n"
+      "  containers: [{name: c, image: b}]\n");
+  assert_string_equal(nl_runtime_qos_class(be), "BestEffort");
+  assert_int_equal(nl_runtime_oom_score_adj(be, &be->spec.containers[0], 4LL << 30), 1000);
+  nl_pod_t *b = pod_from_yaml(
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: nsx, uid: u}\nspec:\n"
+      "  containers:\n  - {name: c, image: b, resources: {requests: {cpu: 100m}}}\n"
+      "  - {name: d, image: b, resources: {requests: {memory: 4Gi}}}\n");
+  assert_string_equal(nl_runtime_qos_class(b), "Burstable");
+  assert_int_equal(nl_runtime_oom_score_adj(b, &b->spec.containers[0], 4LL << 30), 999);
+  assert_int_equal(nl_runtime_oom_score_adj(b, &b->spec.containers[1], 4LL << 30), 3);
+  /* BestEffort container: cpu shares 2, no quota */
+  nl_runtime_opts_t o = test_opts();
+  nl_container_input_t in = {.container = &be->spec.containers[0]};
+  Runtime__V1__ContainerConfig *c = NULL;
+  nl_err_t *err = NULL;
+  assert_int_equal(nl_runtime_build_container_config(&o, be, &in, &c, &err), 0);
+  assert_int_equal(c->linux->resources->cpu_shares, 2);
+  assert_int_equal(c->linux->resources->cpu_quota, 0);
+  assert_int_equal(c->linux->resources->memory_limit_in_bytes, 0);
+  assert_int_equal(c->linux->security_context->seccomp->profile_type,
+                   RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__Unconfined);
+  assert_false(c->linux->security_context->no_new_privs);
+  assert_string_equal(c->log_path, "c/0.log");
+  assert_int_equal(c->n_mounts, 0); /* no termination-message file given */
+  protobuf_c_message_free_unpacked(&c->base, NULL);
+  nl_pod_free(g);
+  nl_pod_free(be);
+  nl_pod_free(b);
+}
+
+static void test_backoff_key(void **state) {
+  (void)state;
+  nl_pod_t *p = pod_from_yaml("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: nsx, uid: u}\n"
+                              "spec:\n  containers: [{name: c, image: b}]\n");
+  char *k = nl_runtime_backoff_key(p, &p->spec.containers[0]);
+  char want[128];
+  snprintf(want, sizeof want, "p_nsx_u_c_%x", nl_container_hash(&p->spec.containers[0]));
+  assert_string_equal(k, want);
+  free(k);
+  nl_pod_free(p);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_expand),        cmocka_unit_test(test_container_config),
+      cmocka_unit_test(test_config_errors), cmocka_unit_test(test_qos),
+      cmocka_unit_test(test_backoff_key),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,211 @@
+/* PodSandboxConfig, DNS, hostname and resolv.conf parsing. */
+#include "rt_test_util.h"
+
+static const char *POD =
+    "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  namespace: edge\n  uid: u-1\n"
+    "  labels: {app: web}\n  annotations: {note: hi}\n"
+    "spec:\n"
+    "  securityContext:\n    runAsUser: 1000\n    fsGroup: 2000\n    supplementalGroups: [3000]\n"
+    "    sysctls:\n    - {name: net/ipv4/ip_forward, value: '1'}\n"
+    "  containers:\n  - name: c\n    image: busybox\n"
+    "    ports:\n    - {containerPort: 80, hostPort: 8080}\n    - {containerPort: 53, protocol: UDP}\n";
+
+static void test_sandbox_config(void **state) {
+  (void)state;
+  nl_pod_t *pod = pod_from_yaml(POD);
+  nl_runtime_opts_t o = test_opts();
+  nl_host_dns_t host;
+  const char *rc = "nameserver 1.1.1.1\nsearch example.com.\noptions edns0\n";
+  nl_runtime_parse_resolv_conf(rc, strlen(rc), &host);
+  Runtime__V1__PodSandboxConfig *c = NULL;
+  nl_err_t *err = NULL;
+  assert_int_equal(nl_runtime_build_sandbox_config(&o, pod, 3, &host, &c, &err), 0);
+  assert_string_equal(c->metadata->name, "web");
+  assert_string_equal(c->metadata->namespace_, "edge");
+  assert_string_equal(c->metadata->uid, "u-1");
+  assert_int_equal(c->metadata->attempt, 3);
+  assert_string_equal(c->hostname, "web");
+  assert_string_equal(c->log_directory, "/var/log/pods/edge_web_u-1");
+  assert_string_equal(MAP_GET(c, labels, "app"), "web");
+  assert_string_equal(MAP_GET(c, labels, "io.kubernetes.pod.name"), "web");
+  assert_string_equal(MAP_GET(c, labels, "io.kubernetes.pod.namespace"), "edge");
+  assert_string_equal(MAP_GET(c, labels, "io.kubernetes.pod.uid"), "u-1");
+  assert_string_equal(MAP_GET(c, annotations, "note"), "hi");
+  assert_int_equal(c->n_port_mappings, 2);
+  assert_int_equal(c->port_mappings[0]->container_port, 80);
+  assert_int_equal(c->port_mappings[0]->host_port, 8080);
+  assert_int_equal(c->port_mappings[1]->protocol, RUNTIME__V1__PROTOCOL__UDP);
+  /* ClusterFirst: cluster DNS only, cluster searches then the host's, ndots:5 */
+  assert_int_equal(c->dns_config->n_servers, 1);
+  assert_string_equal(c->dns_config->servers[0], "10.96.0.10");
+  assert_int_equal(c->dns_config->n_searches, 4);
+  assert_string_equal(c->dns_config->searches[0], "edge.svc.cluster.local");
+  assert_string_equal(c->dns_config->searches[1], "svc.cluster.local");
+  assert_string_equal(c->dns_config->searches[2], "cluster.local");
+  assert_string_equal(c->dns_config->searches[3], "example.com");
+  assert_int_equal(c->dns_config->n_options, 1);
+  assert_string_equal(c->dns_config->options[0], "ndots:5");
+  Runtime__V1__LinuxSandboxSecurityContext *sc = c->linux->security_context;
+  assert_string_equal(c->linux->cgroup_parent, "");
+  assert_int_equal(sc->run_as_user->value, 1000);
+  assert_null(sc->run_as_group);
+  assert_int_equal(sc->n_supplemental_groups, 2);
+  assert_int_equal(sc->supplemental_groups[0], 2000);
+  assert_int_equal(sc->supplemental_groups[1], 3000);
+  assert_false(sc->privileged);
+  assert_int_equal(sc->seccomp->profile_type,
+                   RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__RuntimeDefault);
+  assert_int_equal(sc->namespace_options->network, RUNTIME__V1__NAMESPACE_MODE__POD);
+  assert_int_equal(sc->namespace_options->pid, RUNTIME__V1__NAMESPACE_MODE__CONTAINER);
+  assert_int_equal(sc->namespace_options->ipc, RUNTIME__V1__NAMESPACE_MODE__POD);
+  assert_int_equal(c->linux->n_sysctls, 1);
+  assert_string_equal(c->linux->sysctls[0]->key, "net.ipv4.ip_forward");
+  protobuf_c_message_free_unpacked(&c->base, NULL);
+  nl_host_dns_free(&host);
+  nl_pod_free(pod);
+}
+
+static void test_host_network(void **state) {
+  (void)state;
+  nl_pod_t *pod = pod_from_yaml(
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: h, namespace: default, uid: u2}\n"
+      "spec:\n  hostNetwork: true\n  hostPID: true\n  hostIPC: true\n"
+      "  containers:\n  - {name: c, image: busybox, securityContext: {privileged: true}}\n");
+  nl_runtime_opts_t o = test_opts();
+  nl_host_dns_t host;
+  const char *rc = "nameserver 9.9.9.9\nnameserver 8.8.8.8\nsearch a.b c.d\n";
+  nl_runtime_parse_resolv_conf(rc, strlen(rc), &host);
+  Runtime__V1__PodSandboxConfig *c = NULL;
+  nl_err_t *err = NULL;
+  assert_int_equal(nl_runtime_build_sandbox_config(&o, pod, 0, &host, &c, &err), 0);
+  assert_string_equal(c->hostname, ""); /* none under hostNetwork */
+  Runtime__V1__NamespaceOption *ns = c->linux->security_context->namespace_options;
+  assert_int_equal(ns->network, RUNTIME__V1__NAMESPACE_MODE__NODE);
+  assert_int_equal(ns->pid, RUNTIME__V1__NAMESPACE_MODE__NODE);
+  assert_int_equal(ns->ipc, RUNTIME__V1__NAMESPACE_MODE__NODE);
+  assert_true(c->linux->security_context->privileged);
+  /* ClusterFirst under hostNetwork falls back to the host's resolver */
+  assert_int_equal(c->dns_config->n_servers, 2);
+  assert_string_equal(c->dns_config->servers[0], "9.9.9.9");
+  assert_int_equal(c->dns_config->n_searches, 2);
+  assert_string_equal(c->dns_config->searches[1], "c.d");
+  /* hostPort defaults to containerPort under hostNetwork: none here */
+  assert_int_equal(c->n_port_mappings, 0);
+  protobuf_c_message_free_unpacked(&c->base, NULL);
+  nl_host_dns_free(&host);
+  nl_pod_free(pod);
+}
+
+static void test_dns_policies(void **state) {
+  (void)state;
+  nl_runtime_opts_t o = test_opts();
+  nl_host_dns_t host;
+  const char *rc = "nameserver 1.1.1.1\nsearch x.y\noptions ndots:2 rotate\n";
+  nl_runtime_parse_resolv_conf(rc, strlen(rc), &host);
+  /* None + dnsConfig */
+  nl_pod_t *pod = pod_from_yaml(
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ns, uid: u}\n"
+      "spec:\n  dnsPolicy: None\n  dnsConfig:\n    nameservers: [1.2.3.4]\n"
+      "    searches: [s1]\n    options: [{name: ndots, value: '1'}, {name: edns0}]\n"
+      "  containers: [{name: c, image: busybox}]\n");
+  Runtime__V1__DNSConfig *d = nl_runtime_pod_dns(&o, pod, &host);
+  assert_int_equal(d->n_servers, 1);
+  assert_string_equal(d->servers[0], "1.2.3.4");
+  assert_int_equal(d->n_searches, 1);
+  assert_int_equal(d->n_options, 2);
+  assert_string_equal(d->options[0], "ndots:1");
+  assert_string_equal(d->options[1], "edns0");
+  protobuf_c_message_free_unpacked(&d->base, NULL);
+  nl_pod_free(pod);
+  /* Default: the host's, with the pod's option overriding by name */
+  pod = pod_from_yaml(
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ns, uid: u}\n"
+      "spec:\n  dnsPolicy: Default\n  dnsConfig:\n    options: [{name: ndots, value: '3'}]\n"
+      "  containers: [{name: c, image: busybox}]\n");
+  d = nl_runtime_pod_dns(&o, pod, &host);
+  assert_int_equal(d->n_servers, 1);
+  assert_string_equal(d->servers[0], "1.1.1.1");
+  assert_int_equal(d->n_options, 2);
+  assert_string_equal(d->options[0], "ndots:3");
+  assert_string_equal(d->options[1], "rotate");
+  protobuf_c_message_free_unpacked(&d->base, NULL);
+  /* ClusterFirst without clusterDNS: falls back to Default */
+  o.n_cluster_dns = 0;
+  nl_pod_free(pod);
+  pod = pod_from_yaml("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ns, uid: u}\n"
+                      "spec:\n  containers: [{name: c, image: busybox}]\n");
+  d = nl_runtime_pod_dns(&o, pod, &host);
+  assert_string_equal(d->servers[0], "1.1.1.1");
+  protobuf_c_message_free_unpacked(&d->base, NULL);
+  /* resolvConf "": the local server and "." */
+  o.resolv_conf = "";
+  d = nl_runtime_pod_dns(&o, pod, NULL);
+  assert_string_equal(d->servers[0], "127.0.0.1");
+  assert_string_equal(d->searches[0], ".");
+  protobuf_c_message_free_unpacked(&d->base, NULL);
+  nl_pod_free(pod);
+  nl_host_dns_free(&host);
+}
+
+static void test_resolv_conf(void **state) {
+  (void)state;
+  const char *rc = "# comment\n; other\nnameserver 10.0.0.1 # x\nsearch a. . b\n"
+                   "search c.d. e\nnameserver\noptions timeout:1\ndomain z\n";
+  nl_host_dns_t h;
+  nl_runtime_parse_resolv_conf(rc, strlen(rc), &h);
+  assert_int_equal(h.n_servers, 1);
+  assert_string_equal(h.servers[0], "10.0.0.1");
+  assert_int_equal(h.n_searches, 2); /* the last search line wins */
+  assert_string_equal(h.searches[0], "c.d");
+  assert_string_equal(h.searches[1], "e");
+  assert_int_equal(h.n_options, 1);
+  nl_host_dns_free(&h);
+}
+
+static void test_hostname(void **state) {
+  (void)state;
+  nl_runtime_opts_t o = test_opts();
+  char longname[80];
+  memset(longname, 'a', 62);
+  longname[62] = '-';
+  strcpy(longname + 63, "bbbb");
+  char yaml[512];
+  snprintf(yaml, sizeof yaml,
+           "apiVersion: v1\nkind: Pod\nmetadata: {name: %s, namespace: ns, uid: u}\n"
+           "spec:\n  subdomain: sub\n  containers: [{name: c, image: busybox}]\n", longname);
+  nl_pod_t *pod = pod_from_yaml(yaml);
+  char *dom;
+  nl_err_t *err = NULL;
+  char *h = nl_runtime_pod_hostname(&o, pod, &dom, &err);
+  assert_int_equal(strlen(h), 62); /* truncated to 63, trailing '-' trimmed */
+  assert_string_equal(dom, "sub.ns.svc.cluster.local");
+  free(h);
+  free(dom);
+  nl_pod_free(pod);
+  pod = pod_from_yaml("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ns, uid: u}\n"
+                      "spec:\n  hostname: myhost\n  containers: [{name: c, image: busybox}]\n");
+  h = nl_runtime_pod_hostname(&o, pod, &dom, &err);
+  assert_string_equal(h, "myhost");
+  assert_null(dom);
+  free(h);
+  nl_pod_free(pod);
+}
+
+static void test_sysctl_dots(void **state) {
+  (void)state;
+  char *s = nl__sysctl_dots("kernel.shm_rmid_forced");
+  assert_string_equal(s, "kernel.shm_rmid_forced");
+  free(s);
+  s = nl__sysctl_dots("net/ipv4/conf/eno2.100/rp_filter");
+  assert_string_equal(s, "net.ipv4.conf.eno2/100.rp_filter");
+  free(s);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_sandbox_config), cmocka_unit_test(test_host_network),
+      cmocka_unit_test(test_dns_policies),   cmocka_unit_test(test_resolv_conf),
+      cmocka_unit_test(test_hostname),       cmocka_unit_test(test_sysctl_dots),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
