@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/kubelet_pods.h"
 #include "cri/runtime.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
@@ -12,6 +13,7 @@
 static void release(nl_kubelet_t *k) {
   if (--k->pending > 0) return;
   k->stopping = 2;
+  nl__kubelet_pods_free(k);
   free(k->runtime_version);
   k->runtime_version = NULL;
   nl_info("all managers stopped");
@@ -38,18 +40,49 @@ static int syncloop_check(void *ctx, nl_err_t **err) {
   return 0;
 }
 
+static int pleg_check(void *ctx, nl_err_t **err) {
+  nl_kubelet_t *k = ctx;
+  return nl_pleg_healthy(&k->pleg, nl_pleg_realtime_ns(NULL), err) ? 0 : -1;
+}
+
 static void on_sync_tick(uv_timer_t *t) {
   nl_kubelet_t *k = container_of(t, nl_kubelet_t, sync_ticker);
   k->last_sync_loop_ms = uv_now(k->loop);
+  nl__kubelet_pods_sync_tick(k);
 }
 
 static void on_housekeeping(uv_timer_t *t) {
-  nl_kubelet_t *k = container_of(t, nl_kubelet_t, housekeeping);
-  (void)k;
+  nl__kubelet_pods_housekeeping(container_of(t, nl_kubelet_t, housekeeping));
 }
 
 static void on_cri_stopped(nl_cri_client_t *c) {
   release(container_of(c, nl_kubelet_t, cri));
+}
+
+/* The CRI client goes last: the runtime manager and PLEG use it until they stop. */
+static void cri_user_stopped(nl_kubelet_t *k) {
+  if (--k->cri_users > 0) return;
+  if (k->cri_up) nl_cri_client_stop(&k->cri, on_cri_stopped);
+  release(k);
+}
+
+static void on_runtime_stopped(nl_runtime_t *rt) {
+  cri_user_stopped(container_of(rt, nl_kubelet_t, runtime));
+}
+
+static void on_pleg_stopped(nl_pleg_t *p) { cri_user_stopped(container_of(p, nl_kubelet_t, pleg)); }
+
+static void on_file_source_stopped(nl_file_source_t *src) {
+  release(container_of(src, nl_kubelet_t, file_source));
+}
+
+static void on_file_pods(nl_pod_t **pods, size_t n, void *ctx) {
+  nl_kubelet_t *k = ctx;
+  nl_err_t *err = NULL;
+  if (nl_pod_config_set(&k->pod_config, NL_SOURCE_FILE, pods, n, &err) < 0) {
+    nl_error("file source: %s", nl_err_msg(err));
+    nl_err_free(&err);
+  }
 }
 
 static void check_runtime(nl_kubelet_t *k);
@@ -103,6 +136,7 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
   k->cfg = cfg;
   k->node_name = nl_xstrdup(node_name);
   k->standalone = !cfg->kubeconfig || !*cfg->kubeconfig;
+  if (nl__kubelet_pods_init(k, err) < 0) return -1;
   uv_signal_init(loop, &k->sigterm);
   uv_signal_init(loop, &k->sigint);
   uv_timer_init(loop, &k->sync_ticker);
@@ -120,6 +154,39 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
   k->server_up = true;
   k->pending++;
   nl_agent_server_add_check(&k->server, "syncloop", syncloop_check, k);
+  nl_agent_server_add_check(&k->server, "pleg", pleg_check, k);
+  k->server.pods_json = nl__kubelet_pods_json;
+  k->server.pods_ctx = k;
+
+  nl_runtime_opts_t ro = {
+      .node_name = node_name,
+      .root_dir = cfg->root_dir,
+      .pod_logs_dir = cfg->pod_logs_dir,
+      .cluster_dns = cfg->cluster_dns.v,
+      .n_cluster_dns = cfg->cluster_dns.n,
+      .cluster_domain = cfg->cluster_domain,
+      .resolv_conf = cfg->resolv_conf,
+      .serialize_image_pulls = cfg->serialize_image_pulls,
+      .max_parallel_image_pulls = cfg->max_parallel_image_pulls,
+      .runtime_request_timeout_ms = (uint64_t)(cfg->runtime_request_timeout / 1000000),
+      .node_ip = cfg->node_ip,
+  };
+  if (nl_runtime_init(&k->runtime, loop, &k->cri, &ro, err) < 0) return -1;
+  k->runtime_up = true;
+  k->cri_users++;
+  nl_pleg_init(&k->pleg, loop, &k->cri, 1000, nl__kubelet_pleg_event, k);
+  k->pleg_up = true;
+  k->cri_users++;
+  k->pending++; /* released when the last CRI user has stopped */
+  if (cfg->static_pod_path && *cfg->static_pod_path) {
+    if (nl_file_source_init(&k->file_source, loop, cfg->static_pod_path,
+                            (uint64_t)(cfg->file_check_frequency / 1000000), node_name,
+                            on_file_pods, k, err) < 0)
+      return nl_err_wrap(err, "staticPodPath");
+    k->file_source_up = true;
+    k->pending++;
+    nl_pod_config_add_source(&k->pod_config, NL_SOURCE_FILE);
+  }
   return 0;
 }
 
@@ -130,7 +197,11 @@ int nl_kubelet_start(nl_kubelet_t *k, nl_err_t **err) {
     return nl_err_set(err, -r, "signal handling: %s", uv_strerror(r));
   if (k->standalone) nl_info("no kubeconfig given: running in standalone mode");
   k->last_sync_loop_ms = uv_now(k->loop);
+  k->started_ns = nl_pleg_realtime_ns(NULL);
   check_runtime(k);
+  nl_pleg_start(&k->pleg);
+  if (k->file_source_up && nl_file_source_start(&k->file_source, err) < 0)
+    return nl_err_wrap(err, "staticPodPath");
   uv_timer_start(&k->sync_ticker, on_sync_tick, 1000, 1000);
   uv_timer_start(&k->housekeeping, on_housekeeping, 2000, 2000);
   if (k->cfg->healthz_port > 0) {
@@ -152,7 +223,14 @@ void nl_kubelet_stop(nl_kubelet_t *k, nl_kubelet_done_cb done_cb) {
   uv_close((uv_handle_t *)&k->sync_ticker, on_handle_closed);
   uv_close((uv_handle_t *)&k->housekeeping, on_handle_closed);
   uv_close((uv_handle_t *)&k->runtime_retry, on_handle_closed);
-  if (k->cri_up) nl_cri_client_stop(&k->cri, on_cri_stopped);
   if (k->server_up) nl_agent_server_stop(&k->server, on_server_stopped, k);
+  if (k->file_source_up) nl_file_source_stop(&k->file_source, on_file_source_stopped);
+  if (k->pleg_up) nl_pleg_stop(&k->pleg, on_pleg_stopped);
+  if (k->runtime_up) nl_runtime_stop(&k->runtime, on_runtime_stopped);
+  if (!k->pleg_up && !k->runtime_up) { /* init failed before them */
+    k->cri_users = 1;
+    k->pending++;
+    cri_user_stopped(k);
+  }
   release(k);
 }

@@ -10,6 +10,13 @@
 #include "agent/config.h"
 #include "agent/server.h"
 #include "cri/conn.h"
+#include "managers/pleg.h"
+#include "managers/pod_manager.h"
+#include "managers/pod_workers.h"
+#include "managers/runtime.h"
+#include "reactor/list.h"
+#include "sources/config.h"
+#include "sources/file.h"
 #include "reactor/error.h"
 
 typedef struct nl_kubelet nl_kubelet_t;
@@ -34,6 +41,23 @@ struct nl_kubelet {
   nl_cri_client_t cri;
   char *runtime_version; /* "containerd 1.6.20" once the runtime answered */
   uv_timer_t runtime_retry;
+
+  /* Pods (kubelet_pods.c). */
+  int64_t started_ns;          /* wall clock at start: the first syncs wait for a
+                                * relist after it, so adoption sees the runtime */
+  nl_pod_config_t pod_config;  /* the sources, merged */
+  bool file_source_up;
+  nl_file_source_t file_source;
+  nl_pod_manager_t pods;       /* what the sources want */
+  nl_pod_workers_t workers;
+  bool runtime_up, pleg_up;
+  nl_runtime_t runtime;
+  nl_pleg_t pleg;
+  int cri_users;               /* runtime and pleg still stopping: the CRI
+                                * client is stopped after them */
+  nl_map_t pod_states;         /* uid -> status, reasons, last sync */
+  nl_map_t orphans;            /* uid -> housekeeping kill in flight */
+  nl_list_t calls;             /* syncer calls in flight */
 };
 
 /* Returns 0, or -1 with *err. Takes nothing from cfg. */

@@ -49,9 +49,6 @@ const char *nl__kv_get(const nl_kvlist_t *l, const char *key);
 /* "<name>_<namespace>(<uid>)" as upstream format.Pod. New string. */
 char *nl__pod_desc(const nl_pod_t *pod);
 
-/* Deep copy of a runtime pod status (NULL in, NULL out). */
-nl_rt_pod_status_t *nl__rt_pod_status_dup(const nl_rt_pod_status_t *s);
-
 /* The "<name>_<namespace>_<uid>" directory name upstream uses for logs. */
 char *nl__pod_full_dir_name(const nl_pod_t *pod);
 

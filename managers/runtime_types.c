@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reactor/xalloc.h"
+
 void nl_rt_pod_status_free(nl_rt_pod_status_t *s) {
   if (!s) return;
   for (size_t i = 0; i < s->n_sandboxes; i++) {
@@ -40,4 +42,50 @@ const nl_rt_container_t *nl_rt_pod_status_find(const nl_rt_pod_status_t *s, cons
     if (s->containers[i].name && strcmp(s->containers[i].name, name) == 0)
       return &s->containers[i];
   return NULL;
+}
+
+static char *dup0(const char *s) { return s ? nl_xstrdup(s) : NULL; }
+
+static char **dup_strv(char *const *v, size_t n) {
+  if (!n) return NULL;
+  char **out = nl_xcalloc(n, sizeof *out);
+  for (size_t i = 0; i < n; i++) out[i] = dup0(v[i]);
+  return out;
+}
+
+/* Kept next to nl_rt_pod_status_free so that a field added to the struct is
+ * copied and freed in one place. */
+nl_rt_pod_status_t *nl_rt_pod_status_dup(const nl_rt_pod_status_t *s) {
+  if (!s) return NULL;
+  nl_rt_pod_status_t *d = nl_xcalloc(1, sizeof *d);
+  *d = *s;
+  d->uid = dup0(s->uid);
+  d->name = dup0(s->name);
+  d->namespace_ = dup0(s->namespace_);
+  d->ips = dup_strv(s->ips, s->n_ips);
+  d->sandboxes = nl_xcalloc(s->n_sandboxes + 1, sizeof *d->sandboxes);
+  for (size_t i = 0; i < s->n_sandboxes; i++) {
+    const nl_rt_sandbox_t *a = &s->sandboxes[i];
+    nl_rt_sandbox_t *b = &d->sandboxes[i];
+    *b = *a;
+    b->id = dup0(a->id);
+    b->ip = dup0(a->ip);
+    b->ips = dup_strv(a->ips, a->n_ips);
+  }
+  d->containers = nl_xcalloc(s->n_containers + 1, sizeof *d->containers);
+  for (size_t i = 0; i < s->n_containers; i++) {
+    const nl_rt_container_t *a = &s->containers[i];
+    nl_rt_container_t *b = &d->containers[i];
+    *b = *a;
+    b->id = dup0(a->id);
+    b->name = dup0(a->name);
+    b->reason = dup0(a->reason);
+    b->message = dup0(a->message);
+    b->image = dup0(a->image);
+    b->image_ref = dup0(a->image_ref);
+    b->log_path = dup0(a->log_path);
+    b->termination_message_path = dup0(a->termination_message_path);
+    b->sandbox_id = dup0(a->sandbox_id);
+  }
+  return d;
 }

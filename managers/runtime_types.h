@@ -85,6 +85,8 @@ typedef struct nl_rt_pod_status {
 } nl_rt_pod_status_t;
 
 void nl_rt_pod_status_free(nl_rt_pod_status_t *s);
+/* A deep copy (NULL for NULL); free with nl_rt_pod_status_free. */
+nl_rt_pod_status_t *nl_rt_pod_status_dup(const nl_rt_pod_status_t *s);
 /* The newest container instance named name, or NULL. */
 const nl_rt_container_t *nl_rt_pod_status_find(const nl_rt_pod_status_t *s, const char *name);
 

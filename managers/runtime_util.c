@@ -118,42 +118,6 @@ char *nl__pod_full_dir_name(const nl_pod_t *pod) {
 
 static char *dup0(const char *s) { return s ? nl_xstrdup(s) : NULL; }
 
-nl_rt_pod_status_t *nl__rt_pod_status_dup(const nl_rt_pod_status_t *s) {
-  if (!s) return NULL;
-  nl_rt_pod_status_t *d = nl_xcalloc(1, sizeof *d);
-  d->uid = dup0(s->uid);
-  d->name = dup0(s->name);
-  d->namespace_ = dup0(s->namespace_);
-  d->timestamp = s->timestamp;
-  d->n_sandboxes = s->n_sandboxes;
-  d->sandboxes = nl_xcalloc(s->n_sandboxes ? s->n_sandboxes : 1, sizeof *d->sandboxes);
-  for (size_t i = 0; i < s->n_sandboxes; i++) {
-    const nl_rt_sandbox_t *a = &s->sandboxes[i];
-    nl_rt_sandbox_t *b = &d->sandboxes[i];
-    *b = *a;
-    b->id = dup0(a->id);
-    b->ip = dup0(a->ip);
-    b->ips = a->n_ips ? nl_xcalloc(a->n_ips, sizeof *b->ips) : NULL;
-    for (size_t j = 0; j < a->n_ips; j++) b->ips[j] = dup0(a->ips[j]);
-  }
-  d->n_containers = s->n_containers;
-  d->containers = nl_xcalloc(s->n_containers ? s->n_containers : 1, sizeof *d->containers);
-  for (size_t i = 0; i < s->n_containers; i++) {
-    const nl_rt_container_t *a = &s->containers[i];
-    nl_rt_container_t *b = &d->containers[i];
-    *b = *a;
-    b->id = dup0(a->id);
-    b->name = dup0(a->name);
-    b->reason = dup0(a->reason);
-    b->message = dup0(a->message);
-    b->image = dup0(a->image);
-    b->image_ref = dup0(a->image_ref);
-    b->log_path = dup0(a->log_path);
-    b->termination_message_path = dup0(a->termination_message_path);
-  }
-  return d;
-}
-
 /* ---- results ---- */
 
 const char *nl_sync_action_name(nl_sync_action_t a) {

@@ -1,0 +1,433 @@
+#include "agent/kubelet_pods.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "managers/status.h"
+#include "reactor/log.h"
+#include "reactor/xalloc.h"
+
+/* What the kubelet keeps per pod besides the spec: the status it reports, the
+ * waiting reasons of its containers (upstream's reasonCache) and when it last
+ * synced (upstream's podSyncStatus.lastSyncTime). */
+typedef struct reason {
+  char *container, *reason, *message;
+} reason_t;
+
+typedef struct pod_state {
+  nl_pod_status_t *status;
+  reason_t *reasons;
+  size_t n_reasons;
+  int64_t last_sync_ns;
+  char *rejected_reason; /* admission said no: the pod never runs */
+  char *rejected_message;
+} pod_state_t;
+
+/* A syncer call in flight: waiting for fresh runtime status, then a runtime op. */
+typedef struct sync_call {
+  nl_list_t link;
+  nl_kubelet_t *k;
+  nl_pod_work_t *w;
+  uint64_t wait_id;
+  nl_runtime_op_t *op;
+} sync_call_t;
+
+/* A housekeeping kill of a runtime pod that no source wants. */
+typedef struct orphan {
+  nl_kubelet_t *k;
+  char *uid;
+  nl_runtime_op_t *op;
+  bool removing;
+} orphan_t;
+
+static int64_t now_ns(void) { return nl_pleg_realtime_ns(NULL); }
+
+static void state_free(void *p) {
+  pod_state_t *ps = p;
+  if (!ps) return;
+  nl_pod_status_free(ps->status);
+  for (size_t i = 0; i < ps->n_reasons; i++) {
+    free(ps->reasons[i].container);
+    free(ps->reasons[i].reason);
+    free(ps->reasons[i].message);
+  }
+  free(ps->reasons);
+  free(ps->rejected_reason);
+  free(ps->rejected_message);
+  free(ps);
+}
+
+static pod_state_t *state_get(nl_kubelet_t *k, const char *uid) {
+  pod_state_t *ps = nl_map_get(&k->pod_states, uid);
+  if (!ps) {
+    ps = nl_xcalloc(1, sizeof *ps);
+    nl_map_put(&k->pod_states, uid, ps);
+  }
+  return ps;
+}
+
+static void orphan_free(void *p) {
+  orphan_t *o = p;
+  if (o->op) nl_runtime_cancel(o->op);
+  free(o->uid);
+  free(o);
+}
+
+int nl__kubelet_pods_init(nl_kubelet_t *k, nl_err_t **err) {
+  nl_pod_manager_init(&k->pods);
+  nl_map_init(&k->pod_states);
+  nl_map_init(&k->orphans);
+  nl_list_init(&k->calls);
+  nl_pod_config_init(&k->pod_config, nl__kubelet_pods_update, k);
+  nl_pod_workers_init(&k->workers, k->loop, &nl__kubelet_syncer, k,
+                      (uint64_t)(k->cfg->sync_frequency / 1000000), 10000);
+  return 0;
+}
+
+void nl__kubelet_pods_free(nl_kubelet_t *k) {
+  /* Workers first: it orphans their tokens, which completing then only frees. */
+  nl_pod_workers_free(&k->workers);
+  nl_list_t *pos, *tmp;
+  nl_list_foreach_safe(pos, tmp, &k->calls) {
+    sync_call_t *c = nl_list_entry(pos, sync_call_t, link);
+    nl_list_remove(&c->link);
+    nl_pod_workers_complete(c->w, NULL, false);
+    free(c);
+  }
+  nl_map_free(&k->orphans, orphan_free);
+  nl_map_free(&k->pod_states, state_free);
+  nl_pod_manager_free(&k->pods);
+  nl_pod_config_free(&k->pod_config);
+}
+
+/* ---- status ---- */
+
+/* upstream reasonCache.Update: a failed start records its reason; a started
+ * container forgets it. */
+static void update_reasons(pod_state_t *ps, const nl_sync_result_t *res) {
+  for (size_t i = 0; i < res->n_steps; i++) {
+    const nl_sync_step_t *st = &res->steps[i];
+    if (st->action != NL_SYNC_START_CONTAINER && st->action != NL_SYNC_INIT_CONTAINER) continue;
+    size_t j;
+    for (j = 0; j < ps->n_reasons; j++)
+      if (strcmp(ps->reasons[j].container, st->target) == 0) break;
+    if (j < ps->n_reasons) {
+      free(ps->reasons[j].container);
+      free(ps->reasons[j].reason);
+      free(ps->reasons[j].message);
+      ps->reasons[j] = ps->reasons[--ps->n_reasons];
+    }
+    if (!st->reason) continue;
+    ps->reasons = nl_xrealloc(ps->reasons, (ps->n_reasons + 1) * sizeof *ps->reasons);
+    ps->reasons[ps->n_reasons++] = (reason_t){nl_xstrdup(st->target), nl_xstrdup(st->reason),
+                                              nl_xstrdup(st->message ? st->message : "")};
+  }
+}
+
+static nl_pod_status_t *generate(nl_kubelet_t *k, const nl_pod_t *pod, pod_state_t *ps,
+                                 bool terminal) {
+  nl_status_reason_t items[ps->n_reasons + 1];
+  for (size_t i = 0; i < ps->n_reasons; i++)
+    items[i] = (nl_status_reason_t){ps->reasons[i].container, ps->reasons[i].reason,
+                                    ps->reasons[i].message};
+  nl_status_reasons_t reasons = {items, ps->n_reasons};
+  const nl_rt_pod_status_t *rt = nl_pleg_get(&k->pleg, pod->metadata.uid);
+  nl_pod_status_t *st = nl_pod_status_generate(pod, rt, &reasons, ps->status, terminal, now_ns(),
+                                               k->cfg->node_ip, NULL);
+  if (ps->rejected_reason) {
+    st->phase = NL_POD_FAILED;
+    free(st->reason);
+    free(st->message);
+    st->reason = nl_xstrdup(ps->rejected_reason);
+    st->message = nl_xstrdup(ps->rejected_message);
+  }
+  return st;
+}
+
+static bool refresh_status(nl_kubelet_t *k, const nl_pod_t *pod, bool terminal) {
+  pod_state_t *ps = state_get(k, pod->metadata.uid);
+  nl_pod_status_t *st = generate(k, pod, ps, terminal);
+  nl_pod_status_free(ps->status);
+  ps->status = st;
+  return st->phase == NL_POD_SUCCEEDED || st->phase == NL_POD_FAILED;
+}
+
+void nl__kubelet_pods_json(void *ctx, nl_buf_t *out) {
+  nl_kubelet_t *k = ctx;
+  size_t n;
+  const nl_pod_t **pods = nl_pod_manager_list(&k->pods, &n);
+  const nl_pod_status_t **sts = nl_xcalloc(n + 1, sizeof *sts);
+  nl_pod_status_t **fresh = nl_xcalloc(n + 1, sizeof *fresh);
+  for (size_t i = 0; i < n; i++) {
+    pod_state_t *ps = nl_map_get(&k->pod_states, pods[i]->metadata.uid);
+    if (ps && ps->status) {
+      sts[i] = ps->status;
+    } else { /* not synced yet: Pending */
+      pod_state_t empty = {0};
+      sts[i] = fresh[i] = generate(k, pods[i], ps ? ps : &empty, false);
+    }
+  }
+  nl_pod_list_encode_json(pods, sts, n, out);
+  for (size_t i = 0; i < n; i++) nl_pod_status_free(fresh[i]);
+  free(fresh);
+  free(sts);
+  free(pods);
+}
+
+/* ---- source updates (upstream HandlePodAdditions/Updates/Removes) ---- */
+
+/* upstream canAdmitPod, the part that applies on an edge node: maxPods. */
+static bool admit(nl_kubelet_t *k, const nl_pod_t *pod) {
+  size_t active = 0;
+  size_t n;
+  const nl_pod_t **pods = nl_pod_manager_list(&k->pods, &n);
+  for (size_t i = 0; i < n; i++) {
+    if (strcmp(pods[i]->metadata.uid, pod->metadata.uid) == 0) continue;
+    pod_state_t *ps = nl_map_get(&k->pod_states, pods[i]->metadata.uid);
+    if (ps && ps->rejected_reason) continue;
+    if (nl_pod_workers_is_terminating(&k->workers, pods[i]->metadata.uid)) continue;
+    active++;
+  }
+  free(pods);
+  if ((int64_t)active < k->cfg->max_pods) return true;
+  pod_state_t *ps = state_get(k, pod->metadata.uid);
+  free(ps->rejected_reason);
+  free(ps->rejected_message);
+  ps->rejected_reason = nl_xstrdup("OutOfpods");
+  ps->rejected_message = nl_xasprintf(
+      "Pod was rejected: Node didn't have enough resource: pods, requested: 1, used: %zu, capacity: %d",
+      active, k->cfg->max_pods);
+  nl_warn("pod %s/%s rejected: %s", pod->metadata.namespace_, pod->metadata.name,
+          ps->rejected_message);
+  refresh_status(k, pod, true);
+  return false;
+}
+
+void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t *const *pods,
+                             size_t n, void *ctx) {
+  nl_kubelet_t *k = ctx;
+  for (size_t i = 0; i < n; i++) {
+    const nl_pod_t *pod = pods[i];
+    nl_vlog(2, "%s pod %s/%s (%s) from source %s", nl_pod_op_name(op), pod->metadata.namespace_,
+            pod->metadata.name, pod->metadata.uid, source);
+    switch (op) {
+    case NL_POD_ADD:
+      nl_pod_manager_set(&k->pods, pod);
+      if (admit(k, pod)) nl_pod_workers_update(&k->workers, pod, NL_SYNC_CREATE, -1);
+      break;
+    case NL_POD_UPDATE:
+      nl_pod_manager_set(&k->pods, pod);
+      nl_pod_workers_update(&k->workers, pod, NL_SYNC_UPDATE, -1);
+      break;
+    case NL_POD_DELETE:
+    case NL_POD_REMOVE:
+      nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, -1);
+      nl_pod_manager_remove(&k->pods, pod->metadata.uid);
+      break;
+    case NL_POD_RECONCILE:
+      break;
+    }
+  }
+}
+
+void nl__kubelet_pleg_event(const nl_pleg_event_t *ev, void *ctx) {
+  nl_kubelet_t *k = ctx;
+  nl_vlog(4, "pleg: %s %s %s", ev->uid, nl_pleg_event_type_name(ev->type),
+          ev->container_id ? ev->container_id : "");
+  /* upstream isSyncPodWorthy: a removed container changes nothing to act on. */
+  if (ev->type == NL_PLEG_CONTAINER_REMOVED) return;
+  nl_pod_workers_sync_now(&k->workers, ev->uid);
+}
+
+void nl__kubelet_pods_sync_tick(nl_kubelet_t *k) { nl_pod_workers_sync_due(&k->workers); }
+
+/* ---- the syncer ---- */
+
+static sync_call_t *call_new(nl_kubelet_t *k, nl_pod_work_t *w) {
+  sync_call_t *c = nl_xcalloc(1, sizeof *c);
+  c->k = k;
+  c->w = w;
+  nl_list_insert_tail(&k->calls, &c->link);
+  return c;
+}
+
+static void call_finish(sync_call_t *c, const nl_err_t *err, bool terminal) {
+  nl_list_remove(&c->link);
+  nl_pod_work_t *w = c->w;
+  free(c);
+  nl_pod_workers_complete(w, err, terminal);
+}
+
+/* Every sync reads runtime status newer than the last sync (upstream's
+ * podCache.GetNewerThan), so it never acts on a view that misses what the
+ * previous sync started; the first waits for a relist after start-up, which is
+ * what adopts running pods after an agent restart instead of recreating them. */
+static void wait_for_status(sync_call_t *c, nl_pleg_newer_cb cb) {
+  nl_kubelet_t *k = c->k;
+  pod_state_t *ps = state_get(k, c->w->uid);
+  int64_t after = ps->last_sync_ns ? ps->last_sync_ns : k->started_ns;
+  nl_pleg_force_relist(&k->pleg);
+  c->wait_id = nl_pleg_when_newer(&k->pleg, c->w->uid, after, cb, c);
+}
+
+static void log_result(const nl_pod_work_t *w, const char *what, const nl_sync_result_t *res) {
+  if (!res->err) return;
+  nl_info("%s pod %s/%s: %s", what, w->pod->metadata.namespace_, w->pod->metadata.name,
+          nl_err_msg(res->err));
+}
+
+static void on_synced(const nl_sync_result_t *res, void *ctx) {
+  sync_call_t *c = ctx;
+  nl_kubelet_t *k = c->k;
+  c->op = NULL;
+  pod_state_t *ps = state_get(k, c->w->uid);
+  ps->last_sync_ns = now_ns();
+  update_reasons(ps, res);
+  log_result(c->w, "sync", res);
+  bool terminal = !res->cancelled && refresh_status(k, c->w->pod, false);
+  call_finish(c, res->err, terminal);
+}
+
+static void on_sync_status(const nl_rt_pod_status_t *st, void *ctx) {
+  sync_call_t *c = ctx;
+  nl_kubelet_t *k = c->k;
+  c->wait_id = 0;
+  /* upstream generates the status from what the runtime showed before acting */
+  if (refresh_status(k, c->w->pod, false) && st) {
+    /* Terminal already (restartPolicy Never/OnFailure and done): nothing to run. */
+    call_finish(c, NULL, true);
+    return;
+  }
+  c->op = nl_runtime_sync_pod(&k->runtime, c->w->pod, st, on_synced, c);
+}
+
+static void sync_pod(nl_pod_work_t *w, void *ctx) {
+  nl_kubelet_t *k = ctx;
+  sync_call_t *c = call_new(k, w);
+  if (k->stopping) return; /* completed when the pod state is freed */
+  pod_state_t *ps = nl_map_get(&k->pod_states, w->uid);
+  if (ps && ps->rejected_reason) {
+    call_finish(c, NULL, true);
+    return;
+  }
+  wait_for_status(c, on_sync_status);
+}
+
+static void on_killed(const nl_sync_result_t *res, void *ctx) {
+  sync_call_t *c = ctx;
+  c->op = NULL;
+  state_get(c->k, c->w->uid)->last_sync_ns = now_ns();
+  log_result(c->w, "kill", res);
+  if (!res->cancelled && nl_pod_manager_get(&c->k->pods, c->w->uid))
+    refresh_status(c->k, c->w->pod, true);
+  call_finish(c, res->err, false);
+}
+
+static void on_terminating_status(const nl_rt_pod_status_t *st, void *ctx) {
+  sync_call_t *c = ctx;
+  c->wait_id = 0;
+  nl_info("killing pod %s/%s with a grace period of %llds", c->w->pod->metadata.namespace_,
+          c->w->pod->metadata.name, (long long)c->w->grace_seconds);
+  c->op = nl_runtime_kill_pod(&c->k->runtime, c->w->pod, st, c->w->grace_seconds, on_killed, c);
+}
+
+static void sync_terminating(nl_pod_work_t *w, void *ctx) {
+  nl_kubelet_t *k = ctx;
+  sync_call_t *c = call_new(k, w);
+  if (k->stopping) return;
+  wait_for_status(c, on_terminating_status);
+}
+
+static void on_removed(const nl_sync_result_t *res, void *ctx) {
+  sync_call_t *c = ctx;
+  c->op = NULL;
+  log_result(c->w, "remove", res);
+  if (!res->err && !nl_pod_manager_get(&c->k->pods, c->w->uid))
+    state_free(nl_map_del(&c->k->pod_states, c->w->uid));
+  call_finish(c, res->err, false);
+}
+
+static void on_terminated_status(const nl_rt_pod_status_t *st, void *ctx) {
+  sync_call_t *c = ctx;
+  c->wait_id = 0;
+  if (!st) {
+    on_removed(&(nl_sync_result_t){0}, c);
+    return;
+  }
+  c->op = nl_runtime_remove_pod(&c->k->runtime, st, true, on_removed, c);
+}
+
+/* A finished pod that a source still lists keeps its dead containers for logs
+ * and status; one that no source wants is removed with its directories. */
+static void sync_terminated(nl_pod_work_t *w, void *ctx) {
+  nl_kubelet_t *k = ctx;
+  sync_call_t *c = call_new(k, w);
+  if (k->stopping) return;
+  if (nl_pod_manager_get(&k->pods, w->uid)) {
+    call_finish(c, NULL, false);
+    return;
+  }
+  wait_for_status(c, on_terminated_status);
+}
+
+const nl_pod_syncer_t nl__kubelet_syncer = {sync_pod, sync_terminating, sync_terminated};
+
+/* ---- housekeeping ---- */
+
+static void orphan_done(orphan_t *o) { orphan_free(nl_map_del(&o->k->orphans, o->uid)); }
+
+static void on_orphan_removed(const nl_sync_result_t *res, void *ctx) {
+  orphan_t *o = ctx;
+  o->op = NULL;
+  if (res->err) nl_warn("remove orphaned pod %s: %s", o->uid, nl_err_msg(res->err));
+  orphan_done(o);
+}
+
+static void on_orphan_killed(const nl_sync_result_t *res, void *ctx) {
+  orphan_t *o = ctx;
+  o->op = NULL;
+  const nl_rt_pod_status_t *st = res->cancelled ? NULL : nl_pleg_get(&o->k->pleg, o->uid);
+  if (res->err || !st) {
+    if (res->err) nl_warn("kill orphaned pod %s: %s", o->uid, nl_err_msg(res->err));
+    orphan_done(o);
+    return;
+  }
+  o->removing = true;
+  o->op = nl_runtime_remove_pod(&o->k->runtime, st, true, on_orphan_removed, o);
+}
+
+static bool kill_orphan(const nl_rt_pod_status_t *st, void *ctx) {
+  nl_kubelet_t *k = ctx;
+  if (nl_pod_manager_get(&k->pods, st->uid) || nl_pod_workers_get(&k->workers, st->uid) ||
+      nl_map_has(&k->orphans, st->uid))
+    return true;
+  nl_info("pod %s/%s (%s) is not wanted by any source: stopping and removing it",
+          st->namespace_ ? st->namespace_ : "", st->name ? st->name : "", st->uid);
+  orphan_t *o = nl_xcalloc(1, sizeof *o);
+  o->k = k;
+  o->uid = nl_xstrdup(st->uid);
+  nl_map_put(&k->orphans, o->uid, o);
+  o->op = nl_runtime_kill_pod(&k->runtime, NULL, st, -1, on_orphan_killed, o);
+  return true;
+}
+
+void nl__kubelet_pods_housekeeping(nl_kubelet_t *k) {
+  /* Nothing is deleted on the strength of a partial view of what is wanted. */
+  if (!nl_pod_config_sources_ready(&k->pod_config) || !k->pleg.relists) return;
+  size_t n;
+  const nl_pod_t **pods = nl_pod_manager_list(&k->pods, &n);
+  const char **uids = nl_xcalloc(n + 1, sizeof *uids);
+  for (size_t i = 0; i < n; i++) uids[i] = pods[i]->metadata.uid;
+  nl_pod_workers_sync_known(&k->workers, uids, n);
+  free(uids);
+  free(pods);
+  nl_pleg_foreach(&k->pleg, kill_orphan, k);
+  /* Forget the state of pods that are gone everywhere. */
+  nl_map_iter_t it;
+  const char *uid;
+  nl_map_iter_init(&it, &k->pod_states);
+  while (nl_map_iter_next(&it, &uid, NULL)) {
+    if (nl_pod_manager_get(&k->pods, uid) || nl_pod_workers_get(&k->workers, uid)) continue;
+    state_free(nl_map_del(&k->pod_states, uid));
+  }
+}

@@ -1,0 +1,31 @@
+/* The pod side of the kubelet: the handlers of pod updates from the sources
+ * (upstream HandlePodAdditions/Updates/Removes), admission, the pod workers'
+ * syncer (SyncPod, SyncTerminatingPod, SyncTerminatedPod over the runtime, PLEG
+ * and the status generator), housekeeping and the /pods list. Internal to agent/:
+ * kubelet.c owns the handles and calls these. */
+#ifndef NL_KUBELET_PODS_H
+#define NL_KUBELET_PODS_H
+
+#include "agent/kubelet.h"
+#include "sources/config.h"
+
+/* Sets up the pod state (no handles). */
+int nl__kubelet_pods_init(nl_kubelet_t *k, nl_err_t **err);
+/* Frees the pod state; every manager with handles has stopped by then. */
+void nl__kubelet_pods_free(nl_kubelet_t *k);
+
+/* sources/config.h callback. */
+void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t *const *pods,
+                             size_t n, void *ctx);
+/* managers/pleg.h callback. */
+void nl__kubelet_pleg_event(const nl_pleg_event_t *ev, void *ctx);
+/* The 1 s tick: pods due for resync. */
+void nl__kubelet_pods_sync_tick(nl_kubelet_t *k);
+/* The 2 s tick: forget what is gone, kill what no source wants. */
+void nl__kubelet_pods_housekeeping(nl_kubelet_t *k);
+/* GET /pods. */
+void nl__kubelet_pods_json(void *ctx, nl_buf_t *out);
+
+extern const nl_pod_syncer_t nl__kubelet_syncer;
+
+#endif
