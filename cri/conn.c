@@ -72,11 +72,17 @@ int nl_cri_parse_endpoint(const char *endpoint, char **path, nl_err_t **err) {
 
 /* ---- Delivery ------------------------------------------------------------- */
 
+static void on_deliver_idle(uv_idle_t *h) { drain(container_of(h, nl_cri_client_t, deliver_idle)); }
+
+static void on_events_timer(uv_timer_t *t) {
+  events_start(container_of(t, nl_cri_client_t, events_timer));
+}
+
 static void kick(nl_cri_client_t *c) {
   if (c->state == NL_CRI_STOPPING || c->state == NL_CRI_STOPPED) return;
   if ((!nl_list_empty(&c->done) || !nl_list_empty(&c->events.queue)) &&
       !uv_is_active((uv_handle_t *)&c->deliver_idle))
-    uv_idle_start(&c->deliver_idle, (uv_idle_cb)drain);
+    uv_idle_start(&c->deliver_idle, on_deliver_idle);
 }
 
 /* Moves a call to the done list with its final status (message copied). */
@@ -109,7 +115,7 @@ static void deliver_events_end(nl_cri_client_t *c, nl_cri_call_t *call,
   if (!c->events.wanted || c->state == NL_CRI_STOPPING || c->state == NL_CRI_STOPPED) return;
   if (st->code == NL_GRPC_UNIMPLEMENTED) return; /* the runtime has no events */
   if (c->events.got_event) nl_backoff_reset(&c->events.backoff);
-  uv_timer_start(&c->events_timer, (uv_timer_cb)events_start,
+  uv_timer_start(&c->events_timer, on_events_timer,
                  nl_backoff_next(&c->events.backoff), 0);
 }
 
@@ -487,6 +493,10 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
     flush(c);
     if (c->draining && c->session && nl_grpc_session_active(c->session) == 0)
       close_conn(c, "server sent GOAWAY");
+    else if (c->session && !nl_grpc_session_want_io(c->session))
+      /* nghttp2 gave up on the connection (a protocol error: it sent GOAWAY and
+       * reads no more): fail the calls now rather than at their deadlines. */
+      close_conn(c, "connection error: protocol error");
     submit_waiting(c);
   }
   drain(c);
