@@ -1,0 +1,186 @@
+/* A gRPC-over-HTTP/2 client protocol engine (nghttp2), doing no I/O, as nghttp2's
+ * example clients: bytes read from the peer go in with nl_grpc_session_recv(),
+ * bytes to write come out through the write callback of nl_grpc_session_flush().
+ * One session multiplexes any number of concurrent calls, each an HTTP/2 stream
+ * (nl_grpc_stream_t) that the caller embeds in its own call struct.
+ *
+ * The engine knows nothing about sockets, loops or protobuf: a request is a
+ * serialized message, a response is delivered as message bytes. So it is tested
+ * on bytes alone and serves both the CRI client (cri/conn.h, a unix socket) and a
+ * gRPC health probe over TCP.
+ *
+ * Re-entrancy: stream and session callbacks run inside nl_grpc_session_recv() or
+ * nl_grpc_session_flush(). They may submit, cancel and ping, but must not free
+ * the session; callers queue completions and run user code after recv returns. */
+#ifndef NL_CRI_GRPC_H
+#define NL_CRI_GRPC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <nghttp2/nghttp2.h>
+#include <protobuf-c/protobuf-c.h>
+
+#include "reactor/error.h"
+
+/* gRPC status codes (grpc/codes). */
+enum {
+  NL_GRPC_OK = 0,
+  NL_GRPC_CANCELLED = 1,
+  NL_GRPC_UNKNOWN = 2,
+  NL_GRPC_INVALID_ARGUMENT = 3,
+  NL_GRPC_DEADLINE_EXCEEDED = 4,
+  NL_GRPC_NOT_FOUND = 5,
+  NL_GRPC_ALREADY_EXISTS = 6,
+  NL_GRPC_PERMISSION_DENIED = 7,
+  NL_GRPC_RESOURCE_EXHAUSTED = 8,
+  NL_GRPC_FAILED_PRECONDITION = 9,
+  NL_GRPC_ABORTED = 10,
+  NL_GRPC_OUT_OF_RANGE = 11,
+  NL_GRPC_UNIMPLEMENTED = 12,
+  NL_GRPC_INTERNAL = 13,
+  NL_GRPC_UNAVAILABLE = 14,
+  NL_GRPC_DATA_LOSS = 15,
+  NL_GRPC_UNAUTHENTICATED = 16,
+};
+
+/* The outcome of a call as the caller sees it. */
+typedef struct nl_grpc_status {
+  int code;            /* NL_GRPC_* */
+  const char *message; /* percent-decoded grpc-message; never NULL ("" when none);
+                        * borrowed, valid while the callback that got it runs */
+} nl_grpc_status_t;
+
+/* Go-style code name as grpc-go prints it ("Unknown", "DeadlineExceeded"), or
+ * "Code(N)" for an unknown code (into a static table: never NULL). */
+const char *nl_grpc_code_name(int code);
+
+/* "rpc error: code = <Name> desc = <message>" as upstream prints errors.
+ * Returns an allocated string the caller frees; never NULL. */
+char *nl_grpc_status_format(const nl_grpc_status_t *st);
+
+/* For code OK returns 0 and leaves *err alone; otherwise sets *err (code = the
+ * gRPC code, msg = nl_grpc_status_format()) and returns -1. */
+int nl_grpc_status_to_err(const nl_grpc_status_t *st, nl_err_t **err);
+
+/* Decodes %XX escapes of a grpc-message value in place of a fresh copy; invalid
+ * escapes are kept verbatim, as grpc-go does. Returns an allocated string. */
+char *nl_grpc_percent_decode(const char *s, size_t len);
+
+/* ---- Counting allocator -------------------------------------------------- */
+
+/* Handed to nghttp2 (nghttp2_mem) and protobuf-c (ProtobufCAllocator) so tests
+ * can count allocations and fail the i-th one (nghttp2's failmalloc tests), and
+ * benchmarks can read the bytes in use. Not thread-safe (one loop). */
+typedef struct nl_grpc_mem {
+  uint64_t nallocs;   /* allocations attempted so far */
+  uint64_t fail_at;   /* when > 0, allocation number fail_at (1-based) fails */
+  uint64_t nfailed;   /* allocations failed on purpose */
+  size_t in_use;      /* bytes currently allocated through this allocator */
+  size_t peak;
+  nghttp2_mem nghttp2;
+  ProtobufCAllocator protobuf;
+} nl_grpc_mem_t;
+
+void nl_grpc_mem_init(nl_grpc_mem_t *m);
+
+/* ---- Streams --------------------------------------------------------------- */
+
+typedef struct nl_grpc_session nl_grpc_session_t;
+typedef struct nl_grpc_stream nl_grpc_stream_t;
+
+/* Called for each complete response message (5-byte prefix removed). data is
+ * borrowed until the callback returns. */
+typedef void (*nl_grpc_message_cb)(nl_grpc_stream_t *st, const uint8_t *data, size_t len);
+/* Called exactly once per submitted stream, when it ends for any reason other
+ * than nl_grpc_stream_cancel() or nl_grpc_session_free(). After it the engine
+ * no longer touches st. `refused` is true when the server never processed the
+ * stream (REFUSED_STREAM, or above a GOAWAY's last stream id): safe to retry. */
+typedef void (*nl_grpc_close_cb)(nl_grpc_stream_t *st, const nl_grpc_status_t *status,
+                                 bool refused);
+
+/* Embedded by the caller in its call struct. The caller sets on_message,
+ * on_close and user; the rest is the engine's. Must stay at the same address
+ * from nl_grpc_session_submit() until on_close, cancel, or session free. */
+struct nl_grpc_stream {
+  nl_grpc_message_cb on_message;
+  nl_grpc_close_cb on_close;
+  void *user;
+  /* engine-private */
+  nl_grpc_session_t *session;
+  const uint8_t *req; /* framed request, borrowed until the stream ends */
+  size_t req_len, req_off;
+  uint8_t *rx;        /* message being reassembled across DATA frames */
+  uint32_t rx_len, rx_off;
+  uint8_t hdr[5];
+  uint8_t hdr_len;
+  int32_t id;
+  int16_t http_status;
+  int16_t grpc_status; /* -1 until trailers (or Trailers-Only headers) */
+  char *grpc_message;
+  int local_code;      /* set when the engine fails the stream itself */
+  char *local_message;
+  char timeout[16];    /* grpc-timeout header value */
+};
+
+/* ---- Session --------------------------------------------------------------- */
+
+typedef struct nl_grpc_session_opts {
+  const char *authority;      /* :authority; "localhost" when NULL */
+  const char *user_agent;     /* NULL: "nanolet/<version>" */
+  size_t max_recv_msg_size;   /* 0: 16 MiB, as the kubelet's CRI client */
+  uint32_t window_size;       /* stream and connection receive window; 0: 32 MiB */
+  nl_grpc_mem_t *mem;         /* NULL: plain malloc */
+} nl_grpc_session_opts_t;
+
+typedef struct nl_grpc_session_cbs {
+  /* Bytes to send to the peer; copy them. Return 0, or negative to abort the
+   * flush (the session is then unusable). */
+  int (*write)(void *user, const uint8_t *data, size_t len);
+  /* A PING we sent was acknowledged (keepalive). May be NULL. */
+  void (*ping_ack)(void *user);
+  /* The peer sent GOAWAY: submit no new streams on this session. May be NULL. */
+  void (*goaway)(void *user, uint32_t error_code);
+} nl_grpc_session_cbs_t;
+
+/* Creates a session and queues the client preface and SETTINGS (flush to send).
+ * Returns NULL only when the allocator fails (opts->mem). opts may be NULL. */
+nl_grpc_session_t *nl_grpc_session_new(const nl_grpc_session_opts_t *opts,
+                                       const nl_grpc_session_cbs_t *cbs, void *user);
+/* Frees the session. Streams still open are forgotten without callbacks: the
+ * caller fails them itself (it knows them, e.g. "connection lost"). */
+void nl_grpc_session_free(nl_grpc_session_t *s);
+
+/* Feeds bytes read from the peer. Returns 0, or a negative nghttp2 error when the
+ * connection is broken (protocol error, allocation failure): the caller drops
+ * the connection. Stream callbacks run from inside. */
+int nl_grpc_session_recv(nl_grpc_session_t *s, const uint8_t *data, size_t len);
+/* Drains all pending output through cbs->write. Returns 0 or negative as recv. */
+int nl_grpc_session_flush(nl_grpc_session_t *s);
+
+/* Starts a call: POST path with the framed request (nl_grpc_frame_size() bytes,
+ * written by nl_grpc_frame()), borrowed until the stream ends. timeout_ms > 0
+ * adds a grpc-timeout header (the caller still runs its own deadline timer).
+ * Returns 0 or a negative nghttp2 error (no callback will follow). */
+int nl_grpc_session_submit(nl_grpc_session_t *s, nl_grpc_stream_t *st, const char *path,
+                           const uint8_t *framed, size_t framed_len, uint64_t timeout_ms);
+/* Abandons a stream (deadline, caller gone): RST_STREAM(CANCEL) is queued and the
+ * engine forgets st at once (no on_close). */
+void nl_grpc_stream_cancel(nl_grpc_stream_t *st);
+
+/* Queues a PING (keepalive); cbs->ping_ack follows. Returns 0 or negative. */
+int nl_grpc_session_ping(nl_grpc_session_t *s);
+/* False after GOAWAY or a fatal error: new streams must go to a new session. */
+bool nl_grpc_session_can_submit(const nl_grpc_session_t *s);
+/* Streams currently open. */
+size_t nl_grpc_session_active(const nl_grpc_session_t *s);
+/* True while the session has output to write or input to read. */
+bool nl_grpc_session_want_io(const nl_grpc_session_t *s);
+
+/* Length-prefixed message framing: nl_grpc_frame_size(msg) bytes; nl_grpc_frame
+ * packs msg after the 5-byte prefix into buf. */
+size_t nl_grpc_frame_size(const ProtobufCMessage *msg);
+void nl_grpc_frame(const ProtobufCMessage *msg, uint8_t *buf);
+
+#endif
