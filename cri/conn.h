@@ -94,6 +94,8 @@ struct nl_cri_client {
     bool busy;
   } w;
   bool ping_outstanding;
+  bool rx_since_tick;         /* bytes arrived since the last keepalive tick */
+  bool was_ready;             /* reconnect at once after losing a READY link */
   bool draining;              /* GOAWAY seen: no new streams on this session */
   char *last_error;           /* why the last connection attempt failed, owned */
   uint64_t generation;        /* bumped per connection */
@@ -109,6 +111,8 @@ struct nl_cri_client {
     nl_cri_events_end_cb on_end;
     void *ctx;
     struct nl_cri_call *call; /* the running stream, or NULL */
+    nl_list_t queue;          /* received events awaiting delivery */
+    bool got_event;           /* since the stream (re)started */
     bool wanted;
     nl_backoff_t backoff;
   } events;

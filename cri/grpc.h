@@ -23,6 +23,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "reactor/error.h"
+#include "reactor/list.h"
 
 /* gRPC status codes (grpc/codes). */
 enum {
@@ -52,8 +53,8 @@ typedef struct nl_grpc_status {
                         * borrowed, valid while the callback that got it runs */
 } nl_grpc_status_t;
 
-/* Go-style code name as grpc-go prints it ("Unknown", "DeadlineExceeded"), or
- * "Code(N)" for an unknown code (into a static table: never NULL). */
+/* The code's name as grpc-go prints it ("Unknown", "DeadlineExceeded"), or NULL
+ * for a code outside 0..16 (nl_grpc_status_format then prints "Code(N)"). */
 const char *nl_grpc_code_name(int code);
 
 /* "rpc error: code = <Name> desc = <message>" as upstream prints errors.
@@ -111,6 +112,7 @@ struct nl_grpc_stream {
   nl_grpc_session_t *session;
   const uint8_t *req; /* framed request, borrowed until the stream ends */
   size_t req_len, req_off;
+  nl_list_t link;     /* in the session's open streams */
   uint8_t *rx;        /* message being reassembled across DATA frames */
   uint32_t rx_len, rx_off;
   uint8_t hdr[5];
@@ -122,6 +124,7 @@ struct nl_grpc_stream {
   int local_code;      /* set when the engine fails the stream itself */
   char *local_message;
   char timeout[16];    /* grpc-timeout header value */
+  bool got_response;   /* any HEADERS or DATA seen (a refused stream saw none) */
 };
 
 /* ---- Session --------------------------------------------------------------- */
@@ -148,9 +151,10 @@ typedef struct nl_grpc_session_cbs {
  * Returns NULL only when the allocator fails (opts->mem). opts may be NULL. */
 nl_grpc_session_t *nl_grpc_session_new(const nl_grpc_session_opts_t *opts,
                                        const nl_grpc_session_cbs_t *cbs, void *user);
-/* Frees the session. Streams still open are forgotten without callbacks: the
- * caller fails them itself (it knows them, e.g. "connection lost"). */
-void nl_grpc_session_free(nl_grpc_session_t *s);
+/* Frees the session. Streams still open end first: each gets on_close with
+ * UNAVAILABLE and `reason` as message (e.g. "error reading from server: EOF"),
+ * refused when the server never answered anything on it. */
+void nl_grpc_session_free(nl_grpc_session_t *s, const char *reason);
 
 /* Feeds bytes read from the peer. Returns 0, or a negative nghttp2 error when the
  * connection is broken (protocol error, allocation failure): the caller drops
@@ -162,16 +166,21 @@ int nl_grpc_session_flush(nl_grpc_session_t *s);
 /* Starts a call: POST path with the framed request (nl_grpc_frame_size() bytes,
  * written by nl_grpc_frame()), borrowed until the stream ends. timeout_ms > 0
  * adds a grpc-timeout header (the caller still runs its own deadline timer).
- * Returns 0 or a negative nghttp2 error (no callback will follow). */
+ * Returns 0, NL_GRPC_EBUSY when the peer's SETTINGS_MAX_CONCURRENT_STREAMS is
+ * reached or the session takes no new streams (retry when a stream closes, or on
+ * a new session), or a negative nghttp2 error; no callback follows a failure. */
 int nl_grpc_session_submit(nl_grpc_session_t *s, nl_grpc_stream_t *st, const char *path,
                            const uint8_t *framed, size_t framed_len, uint64_t timeout_ms);
 /* Abandons a stream (deadline, caller gone): RST_STREAM(CANCEL) is queued and the
  * engine forgets st at once (no on_close). */
 void nl_grpc_stream_cancel(nl_grpc_stream_t *st);
 
+#define NL_GRPC_EBUSY (-100000)
+
 /* Queues a PING (keepalive); cbs->ping_ack follows. Returns 0 or negative. */
 int nl_grpc_session_ping(nl_grpc_session_t *s);
-/* False after GOAWAY or a fatal error: new streams must go to a new session. */
+/* False after GOAWAY or a fatal error (new streams must go to a new session), or
+ * while the peer's concurrent-stream limit is reached. */
 bool nl_grpc_session_can_submit(const nl_grpc_session_t *s);
 /* Streams currently open. */
 size_t nl_grpc_session_active(const nl_grpc_session_t *s);

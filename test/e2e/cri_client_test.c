@@ -1,0 +1,449 @@
+/* The CRI client against the real containerd (suite e2e). The endpoint comes
+ * from NANOLET_TEST_CRI_ENDPOINT (or NANOLET_TEST_CRI_SOCKET, as
+ * tools/testenv/env.sh exports it); without one the test FAILS. Everything it
+ * creates is named nanolet-e2e-cri-* and labelled nanolet-e2e-cri=1, and is
+ * removed at the start and the end of the run. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cri/image.h"
+#include "cri/runtime.h"
+
+#define LABEL_KEY "nanolet-e2e-cri"
+#define BUSYBOX "localhost/busybox:latest"
+
+typedef struct res {
+  bool done;
+  int code;
+  char *msg;
+  ProtobufCMessage *resp; /* a copy the test owns */
+} res_t;
+
+static uv_loop_t loop;
+static nl_cri_client_t client;
+static bool stopped;
+
+static void res_set(const nl_grpc_status_t *st, ProtobufCMessage *resp, void *ctx) {
+  res_t *r = ctx;
+  assert_false(r->done); /* exactly once */
+  r->done = true;
+  r->code = st->code;
+  r->msg = strdup(st->message);
+  if (resp) {
+    size_t n = protobuf_c_message_get_packed_size(resp);
+    uint8_t *b = malloc(n + 1);
+    protobuf_c_message_pack(resp, b);
+    r->resp = protobuf_c_message_unpack(resp->descriptor, NULL, n, b);
+    free(b);
+  }
+}
+
+static void res_free(res_t *r) {
+  free(r->msg);
+  if (r->resp) protobuf_c_message_free_unpacked(r->resp, NULL);
+  memset(r, 0, sizeof *r);
+}
+
+#define CB(name, Resp)                                                              \
+  static void cb_##name(const nl_grpc_status_t *st, Runtime__V1__##Resp *resp, void *ctx) { \
+    res_set(st, resp ? &resp->base : NULL, ctx);                                     \
+  }
+CB(version, VersionResponse)
+CB(status, StatusResponse)
+CB(run_pod_sandbox, RunPodSandboxResponse)
+CB(stop_pod_sandbox, StopPodSandboxResponse)
+CB(remove_pod_sandbox, RemovePodSandboxResponse)
+CB(pod_sandbox_status, PodSandboxStatusResponse)
+CB(list_pod_sandbox, ListPodSandboxResponse)
+CB(create_container, CreateContainerResponse)
+CB(start_container, StartContainerResponse)
+CB(stop_container, StopContainerResponse)
+CB(remove_container, RemoveContainerResponse)
+CB(list_containers, ListContainersResponse)
+CB(container_status, ContainerStatusResponse)
+CB(exec_sync, ExecSyncResponse)
+CB(container_stats, ContainerStatsResponse)
+CB(image_status, ImageStatusResponse)
+CB(pull_image, PullImageResponse)
+CB(image_fs_info, ImageFsInfoResponse)
+
+/* Runs the loop until r is done (tests only: product code never waits). */
+static void wait_res(res_t *r) {
+  while (!r->done) uv_run(&loop, UV_RUN_ONCE);
+}
+
+#define CALL(name, req, r)                  \
+  do {                                      \
+    nl_cri_##name(&client, (req), cb_##name, (r)); \
+    assert_false((r)->done); /* never synchronous */ \
+    wait_res(r);                            \
+  } while (0)
+
+static const char *endpoint(void) {
+  const char *e = getenv("NANOLET_TEST_CRI_ENDPOINT");
+  if (!e || !*e) e = getenv("NANOLET_TEST_CRI_SOCKET");
+  if (!e || !*e)
+    fail_msg("NANOLET_TEST_CRI_ENDPOINT is not set: run tools/testenv/setup.sh and "
+             "source tools/testenv/env.sh (the e2e suite needs a real containerd)");
+  return e;
+}
+
+static void on_stopped(nl_cri_client_t *c) { stopped = true; }
+
+static int setup(void **state) {
+  assert_int_equal(uv_loop_init(&loop), 0);
+  nl_err_t *err = NULL;
+  nl_cri_opts_t o = {.timeout_ms = 60000, .pull_timeout_ms = 60000};
+  if (nl_cri_client_init(&client, &loop, endpoint(), &o, &err) < 0)
+    fail_msg("init: %s", nl_err_msg(err));
+  return 0;
+}
+
+/* Removes every sandbox this test labelled (also from earlier, failed runs). */
+static void cleanup(void) {
+  Runtime__V1__ListPodSandboxRequest lreq = RUNTIME__V1__LIST_POD_SANDBOX_REQUEST__INIT;
+  Runtime__V1__PodSandboxFilter f = RUNTIME__V1__POD_SANDBOX_FILTER__INIT;
+  Runtime__V1__PodSandboxFilter__LabelSelectorEntry sel =
+      RUNTIME__V1__POD_SANDBOX_FILTER__LABEL_SELECTOR_ENTRY__INIT;
+  Runtime__V1__PodSandboxFilter__LabelSelectorEntry *sels[] = {&sel};
+  sel.key = LABEL_KEY;
+  sel.value = "1";
+  f.n_label_selector = 1;
+  f.label_selector = sels;
+  lreq.filter = &f;
+  res_t r = {0};
+  CALL(list_pod_sandbox, &lreq, &r);
+  assert_int_equal(r.code, NL_GRPC_OK);
+  Runtime__V1__ListPodSandboxResponse *l = (void *)r.resp;
+  for (size_t i = 0; i < l->n_items; i++) {
+    Runtime__V1__StopPodSandboxRequest s = RUNTIME__V1__STOP_POD_SANDBOX_REQUEST__INIT;
+    s.pod_sandbox_id = l->items[i]->id;
+    res_t a = {0};
+    CALL(stop_pod_sandbox, &s, &a);
+    res_free(&a);
+    Runtime__V1__RemovePodSandboxRequest rm = RUNTIME__V1__REMOVE_POD_SANDBOX_REQUEST__INIT;
+    rm.pod_sandbox_id = l->items[i]->id;
+    CALL(remove_pod_sandbox, &rm, &a);
+    assert_int_equal(a.code, NL_GRPC_OK);
+    res_free(&a);
+  }
+  res_free(&r);
+}
+
+static int teardown(void **state) {
+  cleanup();
+  nl_cri_client_stop(&client, on_stopped);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_true(stopped);
+  assert_int_equal(uv_loop_close(&loop), 0);
+  return 0;
+}
+
+static void version(void **state) {
+  Runtime__V1__VersionRequest req = RUNTIME__V1__VERSION_REQUEST__INIT;
+  req.version = "v1";
+  res_t r = {0};
+  CALL(version, &req, &r);
+  assert_int_equal(r.code, NL_GRPC_OK);
+  Runtime__V1__VersionResponse *v = (void *)r.resp;
+  assert_string_equal(v->runtime_name, "containerd");
+  assert_string_equal(v->runtime_api_version, "v1");
+  assert_true(strlen(v->runtime_version) > 0);
+  res_free(&r);
+
+  Runtime__V1__StatusRequest sreq = RUNTIME__V1__STATUS_REQUEST__INIT;
+  CALL(status, &sreq, &r);
+  assert_int_equal(r.code, NL_GRPC_OK);
+  Runtime__V1__StatusResponse *s = (void *)r.resp;
+  bool runtime_ready = false;
+  for (size_t i = 0; s->status && i < s->status->n_conditions; i++)
+    if (!strcmp(s->status->conditions[i]->type, "RuntimeReady"))
+      runtime_ready = s->status->conditions[i]->status;
+  assert_true(runtime_ready);
+  res_free(&r);
+}
+
+static char *find_kv(size_t n, void **entries, const char *key) {
+  /* Every protoc-c map entry is {base, key, value}. */
+  for (size_t i = 0; i < n; i++) {
+    Runtime__V1__PodSandboxConfig__LabelsEntry *e = entries[i];
+    if (!strcmp(e->key, key)) return e->value;
+  }
+  return NULL;
+}
+
+static void sandbox_and_container(void **state) {
+  cleanup();
+  char name[64], logdir[128], uid[64];
+  snprintf(name, sizeof name, "nanolet-e2e-cri-%d", (int)getpid());
+  snprintf(uid, sizeof uid, "00000000-e2e0-cr10-0000-%012d", (int)getpid());
+  snprintf(logdir, sizeof logdir, "/tmp/%s", name);
+
+  Runtime__V1__PodSandboxMetadata md = RUNTIME__V1__POD_SANDBOX_METADATA__INIT;
+  md.name = name;
+  md.uid = uid;
+  md.namespace_ = "default";
+  md.attempt = 0;
+  Runtime__V1__NamespaceOption ns = RUNTIME__V1__NAMESPACE_OPTION__INIT;
+  ns.network = RUNTIME__V1__NAMESPACE_MODE__POD;
+  ns.pid = RUNTIME__V1__NAMESPACE_MODE__CONTAINER;
+  ns.ipc = RUNTIME__V1__NAMESPACE_MODE__POD;
+  Runtime__V1__LinuxSandboxSecurityContext sc = RUNTIME__V1__LINUX_SANDBOX_SECURITY_CONTEXT__INIT;
+  sc.namespace_options = &ns;
+  Runtime__V1__LinuxPodSandboxConfig lin = RUNTIME__V1__LINUX_POD_SANDBOX_CONFIG__INIT;
+  lin.security_context = &sc;
+  Runtime__V1__PodSandboxConfig__LabelsEntry l1 = RUNTIME__V1__POD_SANDBOX_CONFIG__LABELS_ENTRY__INIT;
+  l1.key = LABEL_KEY;
+  l1.value = "1";
+  Runtime__V1__PodSandboxConfig__LabelsEntry *labels[] = {&l1};
+  Runtime__V1__PodSandboxConfig__AnnotationsEntry a1 =
+      RUNTIME__V1__POD_SANDBOX_CONFIG__ANNOTATIONS_ENTRY__INIT;
+  a1.key = "nanolet.io/test";
+  a1.value = "percent % and \"quotes\"";
+  Runtime__V1__PodSandboxConfig__AnnotationsEntry *annos[] = {&a1};
+  Runtime__V1__PodSandboxConfig cfg = RUNTIME__V1__POD_SANDBOX_CONFIG__INIT;
+  cfg.metadata = &md;
+  cfg.hostname = "nanolet-e2e-cri";
+  cfg.log_directory = logdir;
+  cfg.linux = &lin;
+  cfg.n_labels = 1;
+  cfg.labels = labels;
+  cfg.n_annotations = 1;
+  cfg.annotations = annos;
+
+  Runtime__V1__RunPodSandboxRequest rreq = RUNTIME__V1__RUN_POD_SANDBOX_REQUEST__INIT;
+  rreq.config = &cfg;
+  res_t r = {0};
+  CALL(run_pod_sandbox, &rreq, &r);
+  if (r.code) fail_msg("RunPodSandbox: %s", r.msg);
+  char *sandbox_id = strdup(((Runtime__V1__RunPodSandboxResponse *)r.resp)->pod_sandbox_id);
+  res_free(&r);
+
+  /* PodSandboxStatus: every field the status code reads. */
+  Runtime__V1__PodSandboxStatusRequest psreq = RUNTIME__V1__POD_SANDBOX_STATUS_REQUEST__INIT;
+  psreq.pod_sandbox_id = sandbox_id;
+  CALL(pod_sandbox_status, &psreq, &r);
+  assert_int_equal(r.code, NL_GRPC_OK);
+  Runtime__V1__PodSandboxStatus *ps = ((Runtime__V1__PodSandboxStatusResponse *)r.resp)->status;
+  assert_non_null(ps);
+  assert_string_equal(ps->id, sandbox_id);
+  assert_int_equal(ps->state, RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_READY);
+  assert_true(ps->created_at > 0);
+  assert_string_equal(ps->metadata->name, name);
+  assert_string_equal(ps->metadata->uid, uid);
+  assert_string_equal(ps->metadata->namespace_, "default");
+  assert_non_null(ps->network);
+  assert_true(strlen(ps->network->ip) > 0); /* the CNI bridge gave it an address */
+  assert_non_null(ps->linux);
+  assert_non_null(ps->linux->namespaces);
+  assert_int_equal(ps->linux->namespaces->options->network, RUNTIME__V1__NAMESPACE_MODE__POD);
+  assert_string_equal(find_kv(ps->n_labels, (void **)ps->labels, LABEL_KEY), "1");
+  assert_string_equal(find_kv(ps->n_annotations, (void **)ps->annotations, "nanolet.io/test"),
+                      "percent % and \"quotes\"");
+  res_free(&r);
+
+  /* The image is there (local, no registry). */
+  Runtime__V1__ImageSpec img = RUNTIME__V1__IMAGE_SPEC__INIT;
+  img.image = BUSYBOX;
+  Runtime__V1__ImageStatusRequest isreq = RUNTIME__V1__IMAGE_STATUS_REQUEST__INIT;
+  isreq.image = &img;
+  CALL(image_status, &isreq, &r);
+  assert_int_equal(r.code, NL_GRPC_OK);
+  assert_non_null(((Runtime__V1__ImageStatusResponse *)r.resp)->image);
+  res_free(&r);
+
+  /* A container running sh -c 'echo hi; sleep 1000'. */
+  Runtime__V1__ContainerMetadata cmd = RUNTIME__V1__CONTAINER_METADATA__INIT;
+  cmd.name = "c";
+  Runtime__V1__ContainerConfig__LabelsEntry cl = RUNTIME__V1__CONTAINER_CONFIG__LABELS_ENTRY__INIT;
+  cl.key = "io.kubernetes.container.name";
+  cl.value = "c";
+  Runtime__V1__ContainerConfig__LabelsEntry *clabels[] = {&cl};
+  Runtime__V1__ContainerConfig__AnnotationsEntry ca =
+      RUNTIME__V1__CONTAINER_CONFIG__ANNOTATIONS_ENTRY__INIT;
+  ca.key = "io.kubernetes.container.restartCount";
+  ca.value = "0";
+  Runtime__V1__ContainerConfig__AnnotationsEntry *cannos[] = {&ca};
+  char *argv[] = {"sh", "-c", "echo hi; sleep 1000"};
+  Runtime__V1__ContainerConfig cc = RUNTIME__V1__CONTAINER_CONFIG__INIT;
+  cc.metadata = &cmd;
+  cc.image = &img;
+  cc.n_command = 3;
+  cc.command = argv;
+  cc.log_path = "c/0.log";
+  cc.n_labels = 1;
+  cc.labels = clabels;
+  cc.n_annotations = 1;
+  cc.annotations = cannos;
+  Runtime__V1__CreateContainerRequest ccreq = RUNTIME__V1__CREATE_CONTAINER_REQUEST__INIT;
+  ccreq.pod_sandbox_id = sandbox_id;
+  ccreq.config = &cc;
+  ccreq.sandbox_config = &cfg;
+  CALL(create_container, &ccreq, &r);
+  if (r.code) fail_msg("CreateContainer: %s", r.msg);
+  char *cid = strdup(((Runtime__V1__CreateContainerResponse *)r.resp)->container_id);
+  res_free(&r);
+
+  Runtime__V1__StartContainerRequest sreq = RUNTIME__V1__START_CONTAINER_REQUEST__INIT;
+  sreq.container_id = cid;
+  CALL(start_container, &sreq, &r);
+  if (r.code) fail_msg("StartContainer: %s", r.msg);
+  res_free(&r);
+
+  /* ContainerStatus: every field the status code reads. */
+  Runtime__V1__ContainerStatusRequest csreq = RUNTIME__V1__CONTAINER_STATUS_REQUEST__INIT;
+  csreq.container_id = cid;
+  CALL(container_status, &csreq, &r);
+  assert_int_equal(r.code, NL_GRPC_OK);
+  Runtime__V1__ContainerStatus *cs = ((Runtime__V1__ContainerStatusResponse *)r.resp)->status;
+  assert_string_equal(cs->id, cid);
+  assert_string_equal(cs->metadata->name, "c");
+  assert_int_equal(cs->metadata->attempt, 0);
+  assert_int_equal(cs->state, RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING);
+  assert_true(cs->created_at > 0);
+  assert_true(cs->started_at >= cs->created_at);
+  assert_int_equal(cs->finished_at, 0);
+  assert_non_null(cs->image);
+  assert_true(strlen(cs->image_ref) > 0);
+  assert_non_null(strstr(cs->log_path, "c/0.log"));
+  assert_string_equal(find_kv(cs->n_labels, (void **)cs->labels, "io.kubernetes.container.name"),
+                      "c");
+  assert_string_equal(
+      find_kv(cs->n_annotations, (void **)cs->annotations, "io.kubernetes.container.restartCount"),
+      "0");
+  res_free(&r);
+
+  /* ExecSync: output and exit code. */
+  char *ecmd[] = {"sh", "-c", "echo out; echo err >&2; exit 3"};
+  Runtime__V1__ExecSyncRequest ereq = RUNTIME__V1__EXEC_SYNC_REQUEST__INIT;
+  ereq.container_id = cid;
+  ereq.n_cmd = 3;
+  ereq.cmd = ecmd;
+  ereq.timeout = 10;
+  CALL(exec_sync, &ereq, &r);
+  if (r.code) fail_msg("ExecSync: %s", r.msg);
+  Runtime__V1__ExecSyncResponse *er = (void *)r.resp;
+  assert_int_equal(er->exit_code, 3);
+  assert_int_equal(er->stdout.len, 4);
+  assert_memory_equal(er->stdout.data, "out\n", 4);
+  assert_int_equal(er->stderr.len, 4);
+  assert_memory_equal(er->stderr.data, "err\n", 4);
+  res_free(&r);
+
+  /* Concurrency: many calls in flight on the one connection. */
+  enum { N = 64 };
+  res_t many[N];
+  memset(many, 0, sizeof many);
+  for (int i = 0; i < N; i++) nl_cri_container_status(&client, &csreq, cb_container_status, &many[i]);
+  for (int i = 0; i < N; i++) {
+    wait_res(&many[i]);
+    assert_int_equal(many[i].code, NL_GRPC_OK);
+    res_free(&many[i]);
+  }
+
+  Runtime__V1__ContainerStatsRequest stq = RUNTIME__V1__CONTAINER_STATS_REQUEST__INIT;
+  stq.container_id = cid;
+  CALL(container_stats, &stq, &r);
+  assert_int_equal(r.code, NL_GRPC_OK);
+  res_free(&r);
+
+  Runtime__V1__ListContainersRequest lcreq = RUNTIME__V1__LIST_CONTAINERS_REQUEST__INIT;
+  Runtime__V1__ContainerFilter cf = RUNTIME__V1__CONTAINER_FILTER__INIT;
+  cf.pod_sandbox_id = sandbox_id;
+  lcreq.filter = &cf;
+  CALL(list_containers, &lcreq, &r);
+  assert_int_equal(r.code, NL_GRPC_OK);
+  assert_int_equal(((Runtime__V1__ListContainersResponse *)r.resp)->n_containers, 1);
+  res_free(&r);
+
+  /* Stop (no grace): exited, with a finish time, exit code and reason. */
+  Runtime__V1__StopContainerRequest stopreq = RUNTIME__V1__STOP_CONTAINER_REQUEST__INIT;
+  stopreq.container_id = cid;
+  stopreq.timeout = 0;
+  CALL(stop_container, &stopreq, &r);
+  assert_int_equal(r.code, NL_GRPC_OK);
+  res_free(&r);
+  CALL(container_status, &csreq, &r);
+  assert_int_equal(r.code, NL_GRPC_OK);
+  cs = ((Runtime__V1__ContainerStatusResponse *)r.resp)->status;
+  assert_int_equal(cs->state, RUNTIME__V1__CONTAINER_STATE__CONTAINER_EXITED);
+  assert_true(cs->finished_at >= cs->started_at);
+  assert_int_equal(cs->exit_code, 137);
+  assert_true(strlen(cs->reason) > 0);
+  res_free(&r);
+
+  Runtime__V1__RemoveContainerRequest rmreq = RUNTIME__V1__REMOVE_CONTAINER_REQUEST__INIT;
+  rmreq.container_id = cid;
+  CALL(remove_container, &rmreq, &r);
+  assert_int_equal(r.code, NL_GRPC_OK);
+  res_free(&r);
+  CALL(container_status, &csreq, &r);
+  assert_int_equal(r.code, NL_GRPC_NOT_FOUND);
+  assert_null(r.resp);
+  res_free(&r);
+
+  Runtime__V1__StopPodSandboxRequest spreq = RUNTIME__V1__STOP_POD_SANDBOX_REQUEST__INIT;
+  spreq.pod_sandbox_id = sandbox_id;
+  CALL(stop_pod_sandbox, &spreq, &r);
+  assert_int_equal(r.code, NL_GRPC_OK);
+  res_free(&r);
+  Runtime__V1__RemovePodSandboxRequest rpreq = RUNTIME__V1__REMOVE_POD_SANDBOX_REQUEST__INIT;
+  rpreq.pod_sandbox_id = sandbox_id;
+  CALL(remove_pod_sandbox, &rpreq, &r);
+  assert_int_equal(r.code, NL_GRPC_OK);
+  res_free(&r);
+
+  /* Nothing left behind. */
+  CALL(list_containers, &lcreq, &r);
+  assert_int_equal(r.code, NL_GRPC_OK);
+  assert_int_equal(((Runtime__V1__ListContainersResponse *)r.resp)->n_containers, 0);
+  res_free(&r);
+  CALL(pod_sandbox_status, &psreq, &r);
+  assert_int_equal(r.code, NL_GRPC_NOT_FOUND);
+  res_free(&r);
+  free(cid);
+  free(sandbox_id);
+}
+
+static void pull_unreachable(void **state) {
+  const char *ref = "127.0.0.1:1/nanolet-e2e-cri/absent:latest";
+  Runtime__V1__ImageSpec img = RUNTIME__V1__IMAGE_SPEC__INIT;
+  img.image = (char *)ref;
+  Runtime__V1__PullImageRequest req = RUNTIME__V1__PULL_IMAGE_REQUEST__INIT;
+  req.image = &img;
+  res_t r = {0};
+  CALL(pull_image, &req, &r);
+  assert_int_not_equal(r.code, NL_GRPC_OK);
+  assert_null(r.resp);
+  /* The runtime's own message, naming the image, reaches the caller. */
+  assert_non_null(strstr(r.msg, ref));
+  nl_grpc_status_t st = {r.code, r.msg};
+  char *f = nl_grpc_status_format(&st);
+  assert_true(!strncmp(f, "rpc error: code = ", 18));
+  print_message("PullImage error: %s\n", f);
+  free(f);
+  res_free(&r);
+
+  Runtime__V1__ImageFsInfoRequest fsreq = RUNTIME__V1__IMAGE_FS_INFO_REQUEST__INIT;
+  CALL(image_fs_info, &fsreq, &r);
+  assert_int_equal(r.code, NL_GRPC_OK);
+  assert_true(((Runtime__V1__ImageFsInfoResponse *)r.resp)->n_image_filesystems > 0);
+  res_free(&r);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(version, setup, teardown),
+      cmocka_unit_test_setup_teardown(sandbox_and_container, setup, teardown),
+      cmocka_unit_test_setup_teardown(pull_unreachable, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
