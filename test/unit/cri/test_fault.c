@@ -460,5 +460,7 @@ int main(void) {
       cmocka_unit_test(test_stop_fails_pending_once),
       cmocka_unit_test(test_control_syntax),
   };
+  /* NL_TEST_FILTER=test_name runs one test (cmocka glob). */
+  if (getenv("NL_TEST_FILTER")) cmocka_set_test_filter(getenv("NL_TEST_FILTER"));
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
