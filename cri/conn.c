@@ -46,6 +46,7 @@ static void drain(nl_cri_client_t *c);
 static void events_start(nl_cri_client_t *c);
 static void on_deadline(uv_timer_t *t);
 static void on_conn_timer(uv_timer_t *t);
+static void flush(nl_cri_client_t *c);
 
 static ProtobufCAllocator *pb_alloc(nl_cri_client_t *c) {
   return c->opts.mem ? &c->opts.mem->protobuf : NULL;
@@ -177,7 +178,7 @@ static void on_deadline(uv_timer_t *t) {
   c->armed_deadline = UINT64_MAX;
   expire_list(c, &c->waiting, now, &next);
   expire_list(c, &c->active, now, &next);
-  if (c->session) nl_grpc_session_flush(c->session); /* the RST_STREAMs */
+  flush(c); /* the RST_STREAMs */
   arm(c, next);
   drain(c);
 }

@@ -211,7 +211,7 @@ static void stream_finish(nl_grpc_session_t *s, nl_grpc_stream_t *st, uint32_t e
   } else if (reason) {
     code = NL_GRPC_UNAVAILABLE;
     msg = nl_xstrdup(reason);
-    refused = !st->got_response;
+    refused = !st->sent;
   } else if (st->grpc_status >= 0) {
     code = st->grpc_status;
     msg = nl_steal(&st->grpc_message);
@@ -354,6 +354,13 @@ static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame, void *
   return 0;
 }
 
+static int on_frame_send(nghttp2_session *h2, const nghttp2_frame *frame, void *user) {
+  if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+  nl_grpc_stream_t *st = stream_of(h2, frame->hd.stream_id);
+  if (st) st->sent = true;
+  return 0;
+}
+
 static ssize_t read_request(nghttp2_session *h2, int32_t id, uint8_t *buf, size_t length,
                             uint32_t *data_flags, nghttp2_data_source *source, void *user) {
   nl_grpc_stream_t *st = stream_of(h2, id);
@@ -388,6 +395,7 @@ nl_grpc_session_t *nl_grpc_session_new(const nl_grpc_session_opts_t *opts,
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
   nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
   nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
+  nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
   if (nghttp2_option_new(&opt)) goto fail;
   /* Until the server's SETTINGS arrive we assume the RFC's suggested minimum. */
   nghttp2_option_set_peer_max_concurrent_streams(opt, 100);
@@ -487,6 +495,7 @@ int nl_grpc_session_submit(nl_grpc_session_t *s, nl_grpc_stream_t *st, const cha
   st->local_code = 0;
   st->local_message = NULL;
   st->got_response = false;
+  st->sent = false;
   /* Names, and values that live as long as the session or are static, are not
    * copied; the timeout value is (the stream may end before HEADERS go out). */
   nghttp2_nv nva[8] = {

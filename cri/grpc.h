@@ -125,6 +125,7 @@ struct nl_grpc_stream {
   char *local_message;
   char timeout[16];    /* grpc-timeout header value */
   bool got_response;   /* any HEADERS or DATA seen (a refused stream saw none) */
+  bool sent;           /* our HEADERS left the engine (the server may have it) */
 };
 
 /* ---- Session --------------------------------------------------------------- */
@@ -153,7 +154,8 @@ nl_grpc_session_t *nl_grpc_session_new(const nl_grpc_session_opts_t *opts,
                                        const nl_grpc_session_cbs_t *cbs, void *user);
 /* Frees the session. Streams still open end first: each gets on_close with
  * UNAVAILABLE and `reason` as message (e.g. "error reading from server: EOF"),
- * refused when the server never answered anything on it. */
+ * refused only when its HEADERS never left the engine (otherwise the server may
+ * have run it: a RunPodSandbox must not run twice). */
 void nl_grpc_session_free(nl_grpc_session_t *s, const char *reason);
 
 /* Feeds bytes read from the peer. Returns 0, or a negative nghttp2 error when the

@@ -1,0 +1,468 @@
+/* The gRPC engine on bytes alone: a byte-level fake peer (an in-process nghttp2
+ * server session fed through memory, as nghttp2's own tests) answers each
+ * request with a scripted response. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cri/grpc.h"
+#include "cri/api.pb-c.h"
+#include "reactor/buf.h"
+
+typedef struct peer peer_t;
+typedef void (*respond_fn)(peer_t *p, int32_t id);
+
+struct peer {
+  nghttp2_session *srv;
+  nl_grpc_session_t *cli;
+  nl_buf_t to_srv;
+  respond_fn respond;
+  /* what the server saw */
+  char path[128], te[32], ctype[64], timeout[32];
+  nl_buf_t body;
+  uint32_t rst_code;
+  bool got_rst;
+  /* response body the data provider serves, chunk bytes per DATA frame */
+  uint8_t *out;
+  size_t out_len, out_off, chunk;
+  const nghttp2_nv *trailers;
+  size_t ntrailers;
+};
+
+typedef struct result {
+  int closes;
+  int code;
+  char message[512];
+  bool refused;
+  int messages;
+  size_t last_len;
+  ProtobufCMessage *msg;
+  nl_grpc_mem_t *mem;
+} result_t;
+
+static int cli_write(void *user, const uint8_t *data, size_t len) {
+  peer_t *p = user;
+  nl_buf_append(&p->to_srv, data, len);
+  return 0;
+}
+
+static void pump(peer_t *p) {
+  for (int guard = 0; guard < 1000; guard++) {
+    if (nl_grpc_session_flush(p->cli) < 0) return;
+    bool moved = false;
+    if (p->to_srv.len) {
+      nghttp2_session_mem_recv(p->srv, (uint8_t *)p->to_srv.data, p->to_srv.len);
+      nl_buf_reset(&p->to_srv);
+      moved = true;
+    }
+    const uint8_t *d;
+    ssize_t n;
+    while ((n = nghttp2_session_mem_send(p->srv, &d)) > 0) {
+      moved = true;
+      if (nl_grpc_session_recv(p->cli, d, (size_t)n) < 0) return;
+    }
+    if (!moved) return;
+  }
+  fail_msg("pump does not settle");
+}
+
+/* ---- server side ---- */
+
+static int srv_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name,
+                      size_t nlen, const uint8_t *value, size_t vlen, uint8_t flags, void *ud) {
+  peer_t *p = ud;
+  char *dst = NULL;
+  size_t cap = 0;
+  if (nlen == 5 && !memcmp(name, ":path", 5)) dst = p->path, cap = sizeof p->path;
+  else if (nlen == 2 && !memcmp(name, "te", 2)) dst = p->te, cap = sizeof p->te;
+  else if (nlen == 12 && !memcmp(name, "content-type", 12)) dst = p->ctype, cap = sizeof p->ctype;
+  else if (nlen == 12 && !memcmp(name, "grpc-timeout", 12)) dst = p->timeout, cap = sizeof p->timeout;
+  if (dst && vlen < cap) {
+    memcpy(dst, value, vlen);
+    dst[vlen] = 0;
+  }
+  return 0;
+}
+
+static int srv_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *data,
+                    size_t len, void *ud) {
+  nl_buf_append(&((peer_t *)ud)->body, data, len);
+  return 0;
+}
+
+static int srv_frame(nghttp2_session *s, const nghttp2_frame *f, void *ud) {
+  peer_t *p = ud;
+  if (f->hd.type == NGHTTP2_RST_STREAM) {
+    p->got_rst = true;
+    p->rst_code = f->rst_stream.error_code;
+  }
+  if ((f->hd.type == NGHTTP2_DATA || f->hd.type == NGHTTP2_HEADERS) &&
+      (f->hd.flags & NGHTTP2_FLAG_END_STREAM) && p->respond)
+    p->respond(p, f->hd.stream_id);
+  return 0;
+}
+
+static ssize_t srv_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t length,
+                        uint32_t *flags, nghttp2_data_source *src, void *ud) {
+  peer_t *p = ud;
+  size_t n = p->out_len - p->out_off;
+  if (n > p->chunk) n = p->chunk;
+  if (n > length) n = length;
+  memcpy(buf, p->out + p->out_off, n);
+  p->out_off += n;
+  if (p->out_off == p->out_len) {
+    *flags |= NGHTTP2_DATA_FLAG_EOF;
+    if (p->trailers) {
+      *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+      nghttp2_submit_trailer(s, id, p->trailers, p->ntrailers);
+    }
+  }
+  return (ssize_t)n;
+}
+
+#define HV(n, v) {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, sizeof(v) - 1, 0}
+static const nghttp2_nv resp_headers[] = {HV(":status", "200"),
+                                          HV("content-type", "application/grpc")};
+static const nghttp2_nv ok_trailers[] = {HV("grpc-status", "0")};
+
+static void peer_init(peer_t *p, const nl_grpc_session_opts_t *opts, respond_fn respond) {
+  memset(p, 0, sizeof *p);
+  nghttp2_session_callbacks *cb;
+  nghttp2_session_callbacks_new(&cb);
+  nghttp2_session_callbacks_set_on_header_callback(cb, srv_header);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, srv_data);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cb, srv_frame);
+  assert_int_equal(nghttp2_session_server_new(&p->srv, cb, p), 0);
+  nghttp2_session_callbacks_del(cb);
+  nghttp2_submit_settings(p->srv, NGHTTP2_FLAG_NONE, NULL, 0);
+  nl_grpc_session_cbs_t cbs = {.write = cli_write};
+  p->cli = nl_grpc_session_new(opts, &cbs, p);
+  p->respond = respond;
+  p->chunk = 16384;
+}
+
+static void peer_free(peer_t *p) {
+  if (p->cli) nl_grpc_session_free(p->cli, "test over");
+  nghttp2_session_del(p->srv);
+  nl_buf_free(&p->to_srv);
+  nl_buf_free(&p->body);
+  free(p->out);
+}
+
+/* Serves out (already framed) in chunk-byte DATA frames, then trailers. */
+static void respond_body(peer_t *p, int32_t id) {
+  nghttp2_data_provider prd = {.read_callback = srv_read};
+  p->out_off = 0;
+  nghttp2_submit_response(p->srv, id, resp_headers, 2, &prd);
+}
+
+static void set_body_msg(peer_t *p, const ProtobufCMessage *m, int copies) {
+  size_t one = nl_grpc_frame_size(m);
+  p->out = malloc(one * copies);
+  for (int i = 0; i < copies; i++) nl_grpc_frame(m, p->out + i * one);
+  p->out_len = one * copies;
+  p->trailers = ok_trailers;
+  p->ntrailers = 1;
+}
+
+/* ---- client side ---- */
+
+static void on_message(nl_grpc_stream_t *st, const uint8_t *data, size_t len) {
+  result_t *r = st->user;
+  r->messages++;
+  r->last_len = len;
+  if (!r->msg)
+    r->msg = protobuf_c_message_unpack(&runtime__v1__version_response__descriptor,
+                                       r->mem ? &r->mem->protobuf : NULL, len, data);
+}
+
+static void on_close(nl_grpc_stream_t *st, const nl_grpc_status_t *status, bool refused) {
+  result_t *r = st->user;
+  r->closes++;
+  r->code = status->code;
+  r->refused = refused;
+  strncpy(r->message, status->message, sizeof r->message - 1);
+}
+
+typedef struct call {
+  nl_grpc_stream_t st;
+  uint8_t *framed;
+  size_t len;
+  result_t r;
+} call_t;
+
+static int start(peer_t *p, call_t *c, uint64_t timeout_ms) {
+  Runtime__V1__VersionRequest req = RUNTIME__V1__VERSION_REQUEST__INIT;
+  req.version = "v1";
+  c->len = nl_grpc_frame_size(&req.base);
+  c->framed = malloc(c->len);
+  nl_grpc_frame(&req.base, c->framed);
+  c->st.on_message = on_message;
+  c->st.on_close = on_close;
+  c->st.user = &c->r;
+  return nl_grpc_session_submit(p->cli, &c->st, "/runtime.v1.RuntimeService/Version", c->framed,
+                                c->len, timeout_ms);
+}
+
+static void call_free(call_t *c) {
+  free(c->framed);
+  if (c->r.msg) protobuf_c_message_free_unpacked(c->r.msg, c->r.mem ? &c->r.mem->protobuf : NULL);
+}
+
+static Runtime__V1__VersionResponse version_resp(void) {
+  Runtime__V1__VersionResponse v = RUNTIME__V1__VERSION_RESPONSE__INIT;
+  v.version = "0.1.0";
+  v.runtime_name = "containerd";
+  v.runtime_version = "1.6.20";
+  v.runtime_api_version = "v1";
+  return v;
+}
+
+/* ---- tests ---- */
+
+static void unary_across_many_data_frames(void **state) {
+  peer_t p;
+  peer_init(&p, NULL, respond_body);
+  Runtime__V1__VersionResponse v = version_resp();
+  set_body_msg(&p, &v.base, 1);
+  p.chunk = 3; /* the 5-byte prefix itself is split */
+  call_t c = {0};
+  assert_int_equal(start(&p, &c, 120000), 0);
+  assert_int_equal(nl_grpc_session_active(p.cli), 1);
+  pump(&p);
+  /* the request as the server saw it */
+  assert_string_equal(p.path, "/runtime.v1.RuntimeService/Version");
+  assert_string_equal(p.te, "trailers");
+  assert_string_equal(p.ctype, "application/grpc");
+  assert_string_equal(p.timeout, "120000m");
+  assert_int_equal(p.body.len, c.len);
+  assert_memory_equal(p.body.data, c.framed, c.len);
+  /* the response */
+  assert_int_equal(c.r.closes, 1);
+  assert_int_equal(c.r.code, NL_GRPC_OK);
+  assert_int_equal(c.r.messages, 1);
+  assert_non_null(c.r.msg);
+  assert_string_equal(((Runtime__V1__VersionResponse *)c.r.msg)->runtime_name, "containerd");
+  assert_int_equal(nl_grpc_session_active(p.cli), 0);
+  call_free(&c);
+  peer_free(&p);
+}
+
+static void streaming_messages_in_one_frame(void **state) {
+  peer_t p;
+  peer_init(&p, NULL, respond_body);
+  Runtime__V1__VersionResponse v = version_resp();
+  set_body_msg(&p, &v.base, 3);
+  call_t c = {0};
+  assert_int_equal(start(&p, &c, 0), 0);
+  pump(&p);
+  assert_string_equal(p.timeout, ""); /* no deadline, no header */
+  assert_int_equal(c.r.messages, 3);
+  assert_int_equal(c.r.code, NL_GRPC_OK);
+  call_free(&c);
+  peer_free(&p);
+}
+
+static void respond_trailers_only(peer_t *p, int32_t id) {
+  static const nghttp2_nv nv[] = {
+      HV(":status", "200"), HV("content-type", "application/grpc"), HV("grpc-status", "5"),
+      HV("grpc-message", "container \"abc\" not%20found%3A %E2%9C%93 100%% %zz")};
+  nghttp2_submit_response(p->srv, id, nv, 4, NULL);
+}
+
+static void trailers_only_and_percent_decoding(void **state) {
+  peer_t p;
+  peer_init(&p, NULL, respond_trailers_only);
+  call_t c = {0};
+  assert_int_equal(start(&p, &c, 1000), 0);
+  pump(&p);
+  assert_int_equal(c.r.closes, 1);
+  assert_int_equal(c.r.messages, 0);
+  assert_int_equal(c.r.code, NL_GRPC_NOT_FOUND);
+  assert_string_equal(c.r.message, "container \"abc\" not found: \xe2\x9c\x93 100%% %zz");
+  call_free(&c);
+  peer_free(&p);
+}
+
+static void oversize_message_is_rejected(void **state) {
+  nl_grpc_session_opts_t o = {.max_recv_msg_size = 16};
+  peer_t p;
+  peer_init(&p, &o, respond_body);
+  Runtime__V1__VersionResponse v = version_resp();
+  set_body_msg(&p, &v.base, 1);
+  call_t c = {0};
+  assert_int_equal(start(&p, &c, 0), 0);
+  pump(&p);
+  assert_int_equal(c.r.closes, 1);
+  assert_int_equal(c.r.messages, 0);
+  assert_int_equal(c.r.code, NL_GRPC_RESOURCE_EXHAUSTED);
+  char want[128];
+  snprintf(want, sizeof want, "grpc: received message larger than max (%zu vs. 16)",
+           p.out_len - 5);
+  assert_string_equal(c.r.message, want);
+  assert_true(p.got_rst);
+  assert_int_equal(p.rst_code, NGHTTP2_CANCEL);
+  call_free(&c);
+  peer_free(&p);
+}
+
+static void respond_rst(peer_t *p, int32_t id) {
+  nghttp2_submit_rst_stream(p->srv, NGHTTP2_FLAG_NONE, id, NGHTTP2_INTERNAL_ERROR);
+}
+
+static void respond_http_404(peer_t *p, int32_t id) {
+  static const nghttp2_nv nv[] = {HV(":status", "404")};
+  nghttp2_submit_response(p->srv, id, nv, 1, NULL);
+}
+
+static void respond_no_trailers(peer_t *p, int32_t id) {
+  respond_body(p, id);
+}
+
+static void abnormal_ends(void **state) {
+  peer_t p;
+  call_t c = {0};
+  peer_init(&p, NULL, respond_rst);
+  start(&p, &c, 0);
+  pump(&p);
+  assert_int_equal(c.r.code, NL_GRPC_INTERNAL);
+  assert_string_equal(c.r.message, "stream terminated by RST_STREAM with error code: INTERNAL_ERROR");
+  call_free(&c);
+  peer_free(&p);
+
+  memset(&c, 0, sizeof c);
+  peer_init(&p, NULL, respond_http_404);
+  start(&p, &c, 0);
+  pump(&p);
+  assert_int_equal(c.r.code, NL_GRPC_UNIMPLEMENTED);
+  assert_string_equal(c.r.message, "unexpected HTTP status code received from server: 404");
+  call_free(&c);
+  peer_free(&p);
+
+  memset(&c, 0, sizeof c);
+  peer_init(&p, NULL, respond_no_trailers);
+  Runtime__V1__VersionResponse v = version_resp();
+  set_body_msg(&p, &v.base, 1);
+  p.trailers = NULL;
+  start(&p, &c, 0);
+  pump(&p);
+  assert_int_equal(c.r.code, NL_GRPC_INTERNAL);
+  assert_string_equal(c.r.message, "server closed the stream without sending trailers");
+  call_free(&c);
+  peer_free(&p);
+}
+
+static void free_fails_open_streams(void **state) {
+  peer_t p;
+  peer_init(&p, NULL, NULL); /* never answers */
+  call_t c = {0};
+  start(&p, &c, 0);
+  pump(&p);
+  assert_int_equal(c.r.closes, 0);
+  nl_grpc_session_free(p.cli, "error reading from server: EOF");
+  p.cli = NULL;
+  assert_int_equal(c.r.closes, 1);
+  assert_int_equal(c.r.code, NL_GRPC_UNAVAILABLE);
+  assert_false(c.r.refused); /* the request went out: the server may have run it */
+  assert_string_equal(c.r.message, "error reading from server: EOF");
+  call_free(&c);
+  peer_free(&p);
+}
+
+static void cancel_sends_rst_and_no_callback(void **state) {
+  peer_t p;
+  peer_init(&p, NULL, NULL);
+  call_t c = {0};
+  start(&p, &c, 0);
+  pump(&p);
+  nl_grpc_stream_cancel(&c.st);
+  pump(&p);
+  assert_true(p.got_rst);
+  assert_int_equal(p.rst_code, NGHTTP2_CANCEL);
+  assert_int_equal(c.r.closes, 0);
+  assert_int_equal(nl_grpc_session_active(p.cli), 0);
+  call_free(&c);
+  peer_free(&p);
+}
+
+static void status_formatting(void **state) {
+  nl_grpc_status_t st = {NL_GRPC_UNKNOWN, "boom"};
+  char *s = nl_grpc_status_format(&st);
+  assert_string_equal(s, "rpc error: code = Unknown desc = boom");
+  free(s);
+  st.code = NL_GRPC_DEADLINE_EXCEEDED;
+  st.message = "context deadline exceeded";
+  s = nl_grpc_status_format(&st);
+  assert_string_equal(s, "rpc error: code = DeadlineExceeded desc = context deadline exceeded");
+  free(s);
+  st.code = 42;
+  s = nl_grpc_status_format(&st);
+  assert_string_equal(s, "rpc error: code = Code(42) desc = context deadline exceeded");
+  free(s);
+  nl_err_t *err = NULL;
+  st.code = NL_GRPC_OK;
+  assert_int_equal(nl_grpc_status_to_err(&st, &err), 0);
+  assert_null(err);
+  st.code = NL_GRPC_NOT_FOUND;
+  st.message = "x";
+  assert_int_equal(nl_grpc_status_to_err(&st, &err), -1);
+  assert_int_equal(err->code, NL_GRPC_NOT_FOUND);
+  assert_string_equal(err->msg, "rpc error: code = NotFound desc = x");
+  nl_err_free(&err);
+  s = nl_grpc_percent_decode("%41%4", 5);
+  assert_string_equal(s, "A%4");
+  free(s);
+}
+
+/* Fails each allocation of a whole exchange in turn (nghttp2's failmalloc): the
+ * engine must report, never crash or leak (ASan checks the leaks). */
+static void failing_allocations(void **state) {
+  nl_grpc_mem_t mem;
+  for (uint64_t i = 1; i < 200; i++) {
+    nl_grpc_mem_init(&mem);
+    mem.fail_at = i;
+    nl_grpc_session_opts_t o = {.mem = &mem};
+    peer_t p;
+    peer_init(&p, &o, respond_body);
+    Runtime__V1__VersionResponse v = version_resp();
+    set_body_msg(&p, &v.base, 1);
+    call_t c = {0};
+    c.r.mem = &mem;
+    if (!p.cli) {
+      peer_free(&p);
+      continue;
+    }
+    if (start(&p, &c, 0) == 0) {
+      pump(&p);
+      nl_grpc_session_free(p.cli, "done");
+      p.cli = NULL;
+      assert_int_equal(c.r.closes, 1);
+    }
+    call_free(&c);
+    peer_free(&p);
+    assert_int_equal(mem.in_use, 0);
+    if (mem.nfailed == 0) break; /* past the last allocation */
+  }
+  assert_int_equal(mem.nfailed, 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(unary_across_many_data_frames),
+      cmocka_unit_test(streaming_messages_in_one_frame),
+      cmocka_unit_test(trailers_only_and_percent_decoding),
+      cmocka_unit_test(oversize_message_is_rejected),
+      cmocka_unit_test(abnormal_ends),
+      cmocka_unit_test(free_fails_open_streams),
+      cmocka_unit_test(cancel_sends_rst_and_no_callback),
+      cmocka_unit_test(status_formatting),
+      cmocka_unit_test(failing_allocations),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
