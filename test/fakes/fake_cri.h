@@ -1,0 +1,102 @@
+/* A fake CRI runtime for tests and benchmarks: an HTTP/2 gRPC server (nghttp2)
+ * on a libuv unix-socket listener that answers runtime.v1 RuntimeService and
+ * ImageService calls from in-memory sandboxes, containers and images, and that
+ * injects faults on command, per method or for all methods.
+ *
+ * Two ways to use it: in-process (fake_cri_new() on the test's own loop) or as
+ * the helper process `nanolet-fake-cri --socket PATH [--control FILE]`
+ * (fake_cri_main.c), whose faults are read from the control file on SIGUSR1 in
+ * the line syntax of fake_cri_apply_line().
+ *
+ * What it serves: Version, Status, RunPodSandbox, StopPodSandbox,
+ * RemovePodSandbox, PodSandboxStatus, ListPodSandbox, CreateContainer,
+ * StartContainer, StopContainer, RemoveContainer, ListContainers,
+ * ContainerStatus, ExecSync (stdout echoes the command joined by spaces plus a
+ * newline, exit code 0), ListImages, ImageStatus, PullImage (always succeeds and
+ * adds the image), RemoveImage, ImageFsInfo. Anything else is UNIMPLEMENTED.
+ * CreateContainer needs the sandbox and the image to exist (NOT_FOUND otherwise),
+ * as containerd does. */
+#ifndef NL_TEST_FAKE_CRI_H
+#define NL_TEST_FAKE_CRI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "reactor/error.h"
+
+typedef enum fake_cri_fault_kind {
+  FAKE_CRI_ANSWER = 0,  /* answer normally (after delay_ms): a pure delay */
+  FAKE_CRI_STATUS,      /* Trailers-Only response with code and message */
+  FAKE_CRI_DROP,        /* close the connection when the request has arrived */
+  FAKE_CRI_MALFORMED,   /* write an invalid HTTP/2 frame (DATA on stream 0), then
+                         * ignore the connection until the peer closes it */
+  FAKE_CRI_BAD_MESSAGE, /* grpc-status 0 with a message that is not protobuf */
+  FAKE_CRI_OVERSIZE,    /* a response message of FAKE_CRI_OVERSIZE_LEN bytes */
+  FAKE_CRI_STALL,       /* never answer (until the peer cancels or goes away) */
+} fake_cri_fault_kind_t;
+
+/* 16 MiB + 1: one byte over the kubelet's (and nanolet's) maxMsgSize. */
+#define FAKE_CRI_OVERSIZE_LEN (16u * 1024 * 1024 + 1)
+
+typedef struct fake_cri_fault {
+  fake_cri_fault_kind_t kind;
+  uint64_t delay_ms;   /* wait this long before acting; 0: act at once */
+  int code;            /* STATUS: the gRPC code (1..16) */
+  const char *message; /* STATUS: grpc-message (copied; NULL: "") */
+  unsigned times;      /* applies to the next `times` calls, then lifts; 0: until cleared */
+} fake_cri_fault_t;
+
+typedef struct fake_cri_stats {
+  uint64_t calls;        /* requests received (complete, END_STREAM seen) */
+  uint64_t answered;     /* responses submitted (any status) */
+  uint64_t faults;       /* calls a fault applied to */
+  uint64_t connections;  /* connections accepted */
+  uint64_t open_conns;   /* connections open now */
+  uint64_t open_streams; /* streams open now (stalled ones included) */
+  uint64_t cancelled;    /* streams the client reset before an answer */
+} fake_cri_stats_t;
+
+typedef struct fake_cri fake_cri_t;
+typedef void (*fake_cri_stop_cb)(void *ctx);
+
+/* Listens on the unix socket `path` (an existing file there is unlinked first)
+ * on `loop`. Returns the fake, or NULL with *err when the socket cannot be bound. */
+fake_cri_t *fake_cri_new(uv_loop_t *loop, const char *path, nl_err_t **err);
+
+/* Closes the listener and every connection (open streams get no answer), then
+ * frees the fake and calls done(ctx) (done may be NULL). The socket file is
+ * unlinked. */
+void fake_cri_stop(fake_cri_t *f, fake_cri_stop_cb done, void *ctx);
+
+/* Sets the fault of one method ("Version", "ListPodSandbox": the last path
+ * element), or of every method when method is NULL or "*". A per-method fault
+ * wins over the global one. A fault with kind ANSWER and delay_ms 0 clears. */
+void fake_cri_set_fault(fake_cri_t *f, const char *method, const fake_cri_fault_t *fault);
+void fake_cri_clear_faults(fake_cri_t *f);
+
+/* Applies one control line:
+ *   clear
+ *   METHOD|* delay MS
+ *   METHOD|* status CODE [MESSAGE...]
+ *   METHOD|* drop|malformed|bad-message|oversize|stall|ok
+ * optionally followed by the options `after=MS` (a delay before acting) and
+ * `times=N` placed right after the kind, e.g. "Version stall times=1" or
+ * "* status 14 after=50 runtime is down". Blank lines and lines starting with '#'
+ * are ignored. Returns 0, or -1 with *err (NL_EINVAL) naming the bad token. */
+int fake_cri_apply_line(fake_cri_t *f, const char *line, nl_err_t **err);
+
+/* Clears all faults and applies each line of text (a control file's content).
+ * Returns the number of rules applied, or -1 with *err naming the line. */
+int fake_cri_apply_text(fake_cri_t *f, const char *text, nl_err_t **err);
+
+/* Adds an image ("localhost/busybox:latest") to the store, as if pulled. */
+void fake_cri_add_image(fake_cri_t *f, const char *ref);
+
+fake_cri_stats_t fake_cri_stats(const fake_cri_t *f);
+size_t fake_cri_sandbox_count(const fake_cri_t *f);
+size_t fake_cri_container_count(const fake_cri_t *f);
+
+#endif
