@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reactor/buf.h"
 #include "reactor/xalloc.h"
 
 /* protoc's json_name: underscores dropped, the next letter upper-cased. */
@@ -24,6 +25,31 @@ static char *camel(const char *name) {
   }
   *o = 0;
   return out;
+}
+
+/* jansson refuses strings that are not UTF-8 (a label, a log path); protojson
+ * would fail the whole output. Print them with U+FFFD for each bad byte. */
+static json_t *str(const char *s) {
+  json_t *v = json_string(s);
+  if (v) return v;
+  nl_buf_t b = NL_BUF_INIT;
+  const unsigned char *p = (const unsigned char *)s;
+  while (*p) {
+    int n = *p < 0x80 ? 1 : (*p & 0xE0) == 0xC0 ? 2 : (*p & 0xF0) == 0xE0 ? 3 : (*p & 0xF8) == 0xF0 ? 4 : 0;
+    int ok = n > 0;
+    for (int i = 1; ok && i < n; i++) ok = (p[i] & 0xC0) == 0x80;
+    if (ok && (v = json_stringn((const char *)p, (size_t)n))) { /* also rejects overlongs */
+      json_decref(v);
+      nl_buf_append(&b, p, (size_t)n);
+      p += n;
+    } else {
+      nl_buf_puts(&b, "\xEF\xBF\xBD");
+      p++;
+    }
+  }
+  v = json_string(b.data ? b.data : "");
+  nl_buf_free(&b);
+  return v ? v : json_string("");
 }
 
 static json_t *base64(const ProtobufCBinaryData *b) {
@@ -59,7 +85,7 @@ static json_t *uint64_string(uint64_t v) {
 
 static json_t *enum_name(const ProtobufCEnumDescriptor *d, int v) {
   const ProtobufCEnumValue *ev = protobuf_c_enum_descriptor_get_value(d, v);
-  return ev ? json_string(ev->name) : json_integer(v); /* protojson: unknown as number */
+  return ev ? str(ev->name) : json_integer(v); /* protojson: unknown as number */
 }
 
 /* One value of field f stored at p. */
@@ -81,7 +107,7 @@ static json_t *scalar(const ProtobufCFieldDescriptor *f, const void *p) {
   case PROTOBUF_C_TYPE_ENUM: return enum_name(f->descriptor, *(const int *)p);
   case PROTOBUF_C_TYPE_STRING: {
     const char *s = *(char *const *)p;
-    return json_string(s ? s : "");
+    return str(s ? s : "");
   }
   case PROTOBUF_C_TYPE_BYTES: return base64(p);
   case PROTOBUF_C_TYPE_MESSAGE: return nl_cmd_cri__to_json(*(ProtobufCMessage *const *)p);
@@ -186,7 +212,9 @@ json_t *nl_cmd_cri__with_info(json_t *status, size_t n_info, void **info) {
     const char *key = *(char *const *)(e + sizeof(ProtobufCMessage));
     const char *val = *(char *const *)(e + sizeof(ProtobufCMessage) + sizeof(char *));
     json_t *v = json_loads(val, JSON_DECODE_ANY, NULL);
-    json_object_set_new(o, key, v ? v : json_string(val));
+    json_t *k = str(key); /* keys must be UTF-8 too */
+    json_object_set_new(o, json_string_value(k), v ? v : str(val));
+    json_decref(k);
   }
   free(sorted);
   return o;

@@ -135,7 +135,7 @@ static void start_version(nl_cmd_cri_ctx_t *x) {
 static void on_info(const nl_grpc_status_t *st, Runtime__V1__StatusResponse *r, void *ctx) {
   nl_cmd_cri_ctx_t *x = ctx;
   if (failed(x, st)) return;
-  emit_json(x, nl_cmd_cri__with_info(nl_cmd_cri__to_json(&r->status->base), r->n_info,
+  emit_json(x, nl_cmd_cri__with_info(nl_cmd_cri__to_json(r->status ? &r->status->base : NULL), r->n_info,
                                      (void **)r->info));
   nl_cmd_cri__finish(x, 0);
 }
@@ -316,7 +316,7 @@ static void start_images(nl_cmd_cri_ctx_t *x) {
 static void on_inspect(const nl_grpc_status_t *st, Runtime__V1__ContainerStatusResponse *r, void *ctx) {
   nl_cmd_cri_ctx_t *x = ctx;
   if (failed(x, st)) return;
-  emit_json(x, nl_cmd_cri__with_info(nl_cmd_cri__to_json(&r->status->base), r->n_info,
+  emit_json(x, nl_cmd_cri__with_info(nl_cmd_cri__to_json(r->status ? &r->status->base : NULL), r->n_info,
                                      (void **)r->info));
   nl_cmd_cri__finish(x, 0);
 }
@@ -333,7 +333,7 @@ static void start_inspect(nl_cmd_cri_ctx_t *x) { resolve_container(x, inspect_re
 static void on_inspectp(const nl_grpc_status_t *st, Runtime__V1__PodSandboxStatusResponse *r, void *ctx) {
   nl_cmd_cri_ctx_t *x = ctx;
   if (failed(x, st)) return;
-  emit_json(x, nl_cmd_cri__with_info(nl_cmd_cri__to_json(&r->status->base), r->n_info,
+  emit_json(x, nl_cmd_cri__with_info(nl_cmd_cri__to_json(r->status ? &r->status->base : NULL), r->n_info,
                                      (void **)r->info));
   nl_cmd_cri__finish(x, 0);
 }
