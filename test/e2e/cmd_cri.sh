@@ -3,6 +3,8 @@
 # sandbox with a running and an exited container made by cmd_cri_fixture
 # (labelled nanolet-e2e-cmd=1), then every command on them, in tables and JSON,
 # and the error paths with their exit statuses. Everything is removed at the end.
+# (No `grep -q` at the end of a pipe: with pipefail, its early exit can kill the
+# writer with SIGPIPE.)
 . "$(dirname "$0")/lib.sh"
 
 EP=${NANOLET_TEST_CRI_ENDPOINT:-${NANOLET_TEST_CRI_SOCKET:-}}
@@ -72,13 +74,13 @@ fi
 read -r SID RID XID <<<"$ids"
 ok "fixture: sandbox ${SID:0:13}, containers ${RID:0:13} ${XID:0:13}"
 
-running_only() { cri ps -q | grep -qx "$RID" && ! cri ps -q | grep -qx "$XID"; }
+running_only() { cri ps -q | grep -x "$RID" >/dev/null && ! cri ps -q | grep -x "$XID" >/dev/null; }
 wait_for 10 running_only || true
 run pods
 [ $RC -eq 0 ] && head -1 "$OUT" | grep -Eq '^POD ID +CREATED +STATE +NAME +NAMESPACE +ATTEMPT$' \
   && grep -Eq "^${SID:0:13} +([0-9]+ seconds?|Less than a second) ago +Ready +nanolet-e2e-cmd-[0-9]+ +e2e-cmd +0$" "$OUT" \
   && ok "pods: the sandbox, ID cut to 13" || fail "pods" "rc=$RC $(cat "$OUT")"
-cri pods -q | grep -qx "$SID" && ok "pods -q prints the full ID" || fail "pods -q"
+cri pods -q | grep -x "$SID" >/dev/null && ok "pods -q prints the full ID" || fail "pods -q"
 run ps
 [ $RC -eq 0 ] && head -1 "$OUT" | grep -Eq '^CONTAINER +IMAGE +CREATED +STATE +NAME +ATTEMPT +POD ID$' \
   && grep -Eq "^${RID:0:13} +localhost/busybox:latest +.* ago +Running +talker +0 +${SID:0:13}$" "$OUT" \
@@ -150,7 +152,7 @@ run logs nosuchcontainer
   || fail "logs bad ID" "rc=$RC"
 
 # ---- no leaks ----------------------------------------------------------------------------
-if ldd "$NANOLET" 2>/dev/null | grep -q libasan; then
+if ldd "$NANOLET" 2>/dev/null | grep libasan >/dev/null; then
   ok "sanitizer build: ASan checked every command above for leaks and errors (valgrind cannot run it)"
 elif command -v valgrind >/dev/null; then
   for args in "ps -a -o json" "inspect $RID" "logs $RID" "exec $RID sh -c true" "inspect nosuch"; do
@@ -165,5 +167,5 @@ else
 fi
 
 # ---- clean up ----------------------------------------------------------------------------
-"$FIXTURE" cleanup && ! cri pods -q | grep -qx "$SID" && ! cri ps -a -q | grep -qx "$RID" \
+"$FIXTURE" cleanup && ! cri pods -q | grep -x "$SID" >/dev/null && ! cri ps -a -q | grep -x "$RID" >/dev/null \
   && ok "everything removed" || fail "cleanup"
