@@ -40,9 +40,10 @@ static const opt_t opts[] = {
 #define NOPTS (sizeof opts / sizeof *opts)
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: nanolet cri [GLOBAL OPTIONS] COMMAND [OPTIONS] [ARGS]\n"
-             "A small crictl for nodes that have none: talks CRI to the container runtime.\n\n"
-             "Commands:\n");
+  fprintf(f,
+          "usage: nanolet cri [GLOBAL OPTIONS] COMMAND [OPTIONS] [ARGS]\n"
+          "A small crictl for nodes that have none: talks CRI to the container runtime.\n\n"
+          "Commands:\n");
   for (const nl_cmd_cri_verb_t *v = nl_cmd_cri__verbs; v->name; v++) {
     char head[64];
     snprintf(head, sizeof head, "%s %s", v->name, v->args_help);
@@ -55,8 +56,9 @@ static void usage(FILE *f) {
     snprintf(head, sizeof head, "%s--%s%s", sh, opts[i].name, opts[i].arg ? " VALUE" : "");
     fprintf(f, "  %-30s %s\n", head, opts[i].help);
   }
-  fprintf(f, "\nExit status: 0 ok, 1 when the runtime or a call fails, 2 on usage errors;\n"
-             "exec exits with the command's exit code.\n");
+  fprintf(f,
+          "\nExit status: 0 ok, 1 when the runtime or a call fails, 2 on usage errors;\n"
+          "exec exits with the command's exit code.\n");
 }
 
 __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...) {
@@ -98,41 +100,44 @@ typedef struct parsed {
 static int apply(nl_cmd_cri_ctx_t *x, parsed_t *p, const opt_t *o, const char *a, const char *val) {
   nl_err_t *err = NULL;
   switch (o->key) {
-  case 'R': p->endpoint = val; break;
-  case 'T': {
-    int64_t ns;
-    if (nl_duration_parse(val, &ns, &err) < 0 || ns <= 0) {
-      int rc = usage_error("invalid --timeout %s: %s", val, err ? nl_err_msg(err) : "must be positive");
-      nl_err_free(&err);
-      return rc;
+    case 'R': p->endpoint = val; break;
+    case 'T': {
+      int64_t ns;
+      if (nl_duration_parse(val, &ns, &err) < 0 || ns <= 0) {
+        int rc = usage_error("invalid --timeout %s: %s", val,
+                             err ? nl_err_msg(err) : "must be positive");
+        nl_err_free(&err);
+        return rc;
+      }
+      x->timeout_ms = (uint64_t)(ns + 999999) / 1000000;
+      x->timeout_set = true;
+      break;
     }
-    x->timeout_ms = (uint64_t)(ns + 999999) / 1000000;
-    x->timeout_set = true;
-    break;
-  }
-  case 'H': p->help = true; break;
-  case 'o':
-    if (strcmp(val, "json") && strcmp(val, "table"))
-      return usage_error("unsupported output format %s (json or table)", val);
-    if (x->verb->json_only && strcmp(val, "json"))
-      return usage_error("%s: prints JSON only (-o json)", x->verb->name);
-    x->json = !strcmp(val, "json");
-    break;
-  case 'a': x->all = true; break;
-  case 'q': x->quiet = true; break;
-  case 'n': x->no_trunc = true; break;
-  case 'l': {
-    char *end;
-    long n = strtol(val, &end, 10);
-    if (!*val || *end || n < -1) return usage_error("invalid --tail %s: want a number of lines", val);
-    x->tail = n;
-    break;
-  }
-  case 't':
-  case 'i':
-    return usage_error("exec: %s is not supported: nanolet cri exec runs the command with ExecSync "
-                       "(no terminal, no stdin)",
-                       a);
+    case 'H': p->help = true; break;
+    case 'o':
+      if (strcmp(val, "json") && strcmp(val, "table"))
+        return usage_error("unsupported output format %s (json or table)", val);
+      if (x->verb->json_only && strcmp(val, "json"))
+        return usage_error("%s: prints JSON only (-o json)", x->verb->name);
+      x->json = !strcmp(val, "json");
+      break;
+    case 'a': x->all = true; break;
+    case 'q': x->quiet = true; break;
+    case 'n': x->no_trunc = true; break;
+    case 'l': {
+      char *end;
+      long n = strtol(val, &end, 10);
+      if (!*val || *end || n < -1)
+        return usage_error("invalid --tail %s: want a number of lines", val);
+      x->tail = n;
+      break;
+    }
+    case 't':
+    case 'i':
+      return usage_error(
+          "exec: %s is not supported: nanolet cri exec runs the command with ExecSync "
+          "(no terminal, no stdin)",
+          a);
   }
   return 0;
 }

@@ -51,17 +51,28 @@ void nl_cmd_cri__table_flush(nl_cmd_cri_table_t *t, nl_buf_t *out) {
 char *nl_cmd_cri__ago(int64_t now_ns, int64_t then_ns, char *buf, size_t len) {
   double d = (double)(now_ns - then_ns) / 1e9; /* seconds */
   long s = (long)d, m = (long)(d / 60), h = (long)(d / 3600 + 0.5);
-  if (s < 1) snprintf(buf, len, "Less than a second ago");
-  else if (s == 1) snprintf(buf, len, "1 second ago");
-  else if (s < 60) snprintf(buf, len, "%ld seconds ago", s);
-  else if (m == 1) snprintf(buf, len, "About a minute ago");
-  else if (m < 60) snprintf(buf, len, "%ld minutes ago", m);
-  else if (h == 1) snprintf(buf, len, "About an hour ago");
-  else if (h < 48) snprintf(buf, len, "%ld hours ago", h);
-  else if (h < 24 * 7 * 2) snprintf(buf, len, "%ld days ago", h / 24);
-  else if (h < 24 * 30 * 2) snprintf(buf, len, "%ld weeks ago", h / 24 / 7);
-  else if (h < 24 * 365 * 2) snprintf(buf, len, "%ld months ago", h / 24 / 30);
-  else snprintf(buf, len, "%ld years ago", (long)(d / 3600) / 24 / 365);
+  if (s < 1)
+    snprintf(buf, len, "Less than a second ago");
+  else if (s == 1)
+    snprintf(buf, len, "1 second ago");
+  else if (s < 60)
+    snprintf(buf, len, "%ld seconds ago", s);
+  else if (m == 1)
+    snprintf(buf, len, "About a minute ago");
+  else if (m < 60)
+    snprintf(buf, len, "%ld minutes ago", m);
+  else if (h == 1)
+    snprintf(buf, len, "About an hour ago");
+  else if (h < 48)
+    snprintf(buf, len, "%ld hours ago", h);
+  else if (h < 24 * 7 * 2)
+    snprintf(buf, len, "%ld days ago", h / 24);
+  else if (h < 24 * 30 * 2)
+    snprintf(buf, len, "%ld weeks ago", h / 24 / 7);
+  else if (h < 24 * 365 * 2)
+    snprintf(buf, len, "%ld months ago", h / 24 / 30);
+  else
+    snprintf(buf, len, "%ld years ago", (long)(d / 3600) / 24 / 365);
   return buf;
 }
 
@@ -98,9 +109,12 @@ static int parse_record(const char *p, size_t n, int *stream, bool *partial, con
   p = sp + 1;
   sp = memchr(p, ' ', (size_t)(end - p));
   if (!sp) return -1;
-  if (sp - p == 6 && !memcmp(p, "stdout", 6)) *stream = 1;
-  else if (sp - p == 6 && !memcmp(p, "stderr", 6)) *stream = 2;
-  else return -1;
+  if (sp - p == 6 && !memcmp(p, "stdout", 6))
+    *stream = 1;
+  else if (sp - p == 6 && !memcmp(p, "stderr", 6))
+    *stream = 2;
+  else
+    return -1;
   p = sp + 1;
   sp = memchr(p, ' ', (size_t)(end - p));
   const char *tag_end = sp ? sp : end;

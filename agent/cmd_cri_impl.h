@@ -18,7 +18,7 @@ typedef void (*nl_cmd_cri_step)(nl_cmd_cri_ctx_t *x);
  * cmd_cri.c), its positional argument count, and its steps. */
 typedef struct nl_cmd_cri_verb {
   const char *name;
-  const char *opts;  /* allowed command options, e.g. "oqn" */
+  const char *opts;       /* allowed command options, e.g. "oqn" */
   int min_args, max_args; /* max -1: any, and what follows the first is a command */
   bool json_only;
   const char *args_help, *help;

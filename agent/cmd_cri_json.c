@@ -35,7 +35,11 @@ static json_t *str(const char *s) {
   nl_buf_t b = NL_BUF_INIT;
   const unsigned char *p = (const unsigned char *)s;
   while (*p) {
-    int n = *p < 0x80 ? 1 : (*p & 0xE0) == 0xC0 ? 2 : (*p & 0xF0) == 0xE0 ? 3 : (*p & 0xF8) == 0xF0 ? 4 : 0;
+    int n = *p < 0x80             ? 1
+            : (*p & 0xE0) == 0xC0 ? 2
+            : (*p & 0xF0) == 0xE0 ? 3
+            : (*p & 0xF8) == 0xF0 ? 4
+                                  : 0;
     int ok = n > 0;
     for (int i = 1; ok && i < n; i++) ok = (p[i] & 0xC0) == 0x80;
     if (ok && (v = json_stringn((const char *)p, (size_t)n))) { /* also rejects overlongs */
@@ -91,44 +95,44 @@ static json_t *enum_name(const ProtobufCEnumDescriptor *d, int v) {
 /* One value of field f stored at p. */
 static json_t *scalar(const ProtobufCFieldDescriptor *f, const void *p) {
   switch (f->type) {
-  case PROTOBUF_C_TYPE_INT32:
-  case PROTOBUF_C_TYPE_SINT32:
-  case PROTOBUF_C_TYPE_SFIXED32: return json_integer(*(const int32_t *)p);
-  case PROTOBUF_C_TYPE_UINT32:
-  case PROTOBUF_C_TYPE_FIXED32: return json_integer(*(const uint32_t *)p);
-  case PROTOBUF_C_TYPE_INT64:
-  case PROTOBUF_C_TYPE_SINT64:
-  case PROTOBUF_C_TYPE_SFIXED64: return int64_string(*(const int64_t *)p);
-  case PROTOBUF_C_TYPE_UINT64:
-  case PROTOBUF_C_TYPE_FIXED64: return uint64_string(*(const uint64_t *)p);
-  case PROTOBUF_C_TYPE_FLOAT: return json_real(*(const float *)p);
-  case PROTOBUF_C_TYPE_DOUBLE: return json_real(*(const double *)p);
-  case PROTOBUF_C_TYPE_BOOL: return json_boolean(*(const protobuf_c_boolean *)p);
-  case PROTOBUF_C_TYPE_ENUM: return enum_name(f->descriptor, *(const int *)p);
-  case PROTOBUF_C_TYPE_STRING: {
-    const char *s = *(char *const *)p;
-    return str(s ? s : "");
-  }
-  case PROTOBUF_C_TYPE_BYTES: return base64(p);
-  case PROTOBUF_C_TYPE_MESSAGE: return nl_cmd_cri__to_json(*(ProtobufCMessage *const *)p);
+    case PROTOBUF_C_TYPE_INT32:
+    case PROTOBUF_C_TYPE_SINT32:
+    case PROTOBUF_C_TYPE_SFIXED32: return json_integer(*(const int32_t *)p);
+    case PROTOBUF_C_TYPE_UINT32:
+    case PROTOBUF_C_TYPE_FIXED32: return json_integer(*(const uint32_t *)p);
+    case PROTOBUF_C_TYPE_INT64:
+    case PROTOBUF_C_TYPE_SINT64:
+    case PROTOBUF_C_TYPE_SFIXED64: return int64_string(*(const int64_t *)p);
+    case PROTOBUF_C_TYPE_UINT64:
+    case PROTOBUF_C_TYPE_FIXED64: return uint64_string(*(const uint64_t *)p);
+    case PROTOBUF_C_TYPE_FLOAT: return json_real(*(const float *)p);
+    case PROTOBUF_C_TYPE_DOUBLE: return json_real(*(const double *)p);
+    case PROTOBUF_C_TYPE_BOOL: return json_boolean(*(const protobuf_c_boolean *)p);
+    case PROTOBUF_C_TYPE_ENUM: return enum_name(f->descriptor, *(const int *)p);
+    case PROTOBUF_C_TYPE_STRING: {
+      const char *s = *(char *const *)p;
+      return str(s ? s : "");
+    }
+    case PROTOBUF_C_TYPE_BYTES: return base64(p);
+    case PROTOBUF_C_TYPE_MESSAGE: return nl_cmd_cri__to_json(*(ProtobufCMessage *const *)p);
   }
   return json_null();
 }
 
 static size_t type_size(ProtobufCType t) {
   switch (t) {
-  case PROTOBUF_C_TYPE_INT64:
-  case PROTOBUF_C_TYPE_SINT64:
-  case PROTOBUF_C_TYPE_SFIXED64:
-  case PROTOBUF_C_TYPE_UINT64:
-  case PROTOBUF_C_TYPE_FIXED64: return 8;
-  case PROTOBUF_C_TYPE_DOUBLE: return sizeof(double);
-  case PROTOBUF_C_TYPE_BOOL: return sizeof(protobuf_c_boolean);
-  case PROTOBUF_C_TYPE_ENUM: return sizeof(int);
-  case PROTOBUF_C_TYPE_STRING: return sizeof(char *);
-  case PROTOBUF_C_TYPE_BYTES: return sizeof(ProtobufCBinaryData);
-  case PROTOBUF_C_TYPE_MESSAGE: return sizeof(ProtobufCMessage *);
-  default: return 4;
+    case PROTOBUF_C_TYPE_INT64:
+    case PROTOBUF_C_TYPE_SINT64:
+    case PROTOBUF_C_TYPE_SFIXED64:
+    case PROTOBUF_C_TYPE_UINT64:
+    case PROTOBUF_C_TYPE_FIXED64: return 8;
+    case PROTOBUF_C_TYPE_DOUBLE: return sizeof(double);
+    case PROTOBUF_C_TYPE_BOOL: return sizeof(protobuf_c_boolean);
+    case PROTOBUF_C_TYPE_ENUM: return sizeof(int);
+    case PROTOBUF_C_TYPE_STRING: return sizeof(char *);
+    case PROTOBUF_C_TYPE_BYTES: return sizeof(ProtobufCBinaryData);
+    case PROTOBUF_C_TYPE_MESSAGE: return sizeof(ProtobufCMessage *);
+    default: return 4;
   }
 }
 
@@ -174,7 +178,8 @@ json_t *nl_cmd_cri__to_json(const ProtobufCMessage *msg) {
         v = map_object(f, n, (ProtobufCMessage **)arr);
       } else {
         v = json_array();
-        for (size_t j = 0; j < n; j++) json_array_append_new(v, scalar(f, arr + j * type_size(f->type)));
+        for (size_t j = 0; j < n; j++)
+          json_array_append_new(v, scalar(f, arr + j * type_size(f->type)));
       }
     } else if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
       if (*(const uint32_t *)(base + f->quantifier_offset) != f->id) continue;

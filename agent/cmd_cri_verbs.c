@@ -62,8 +62,8 @@ static int64_t now_ns(void) {
  * itself; other runtimes need not, so nanolet resolves them from a listing. */
 
 /* Picks the one ID equal to want, else the one starting with it. */
-static void resolve(nl_cmd_cri_ctx_t *x, const char *what, size_t n, const char *(*id_of)(void *, size_t),
-                    void *items) {
+static void resolve(nl_cmd_cri_ctx_t *x, const char *what, size_t n,
+                    const char *(*id_of)(void *, size_t), void *items) {
   const char *want = x->args[0], *hit = NULL;
   size_t matches = 0, wl = strlen(want);
   for (size_t i = 0; i < n; i++) {
@@ -78,9 +78,11 @@ static void resolve(nl_cmd_cri_ctx_t *x, const char *what, size_t n, const char 
       matches++;
     }
   }
-  if (matches == 0) return nl_cmd_cri__fail(x, "%s \"%s\" not found (no ID or ID prefix matches)", what, want);
+  if (matches == 0)
+    return nl_cmd_cri__fail(x, "%s \"%s\" not found (no ID or ID prefix matches)", what, want);
   if (matches > 1)
-    return nl_cmd_cri__fail(x, "ID prefix \"%s\" is ambiguous: it matches %zu %ss", want, matches, what);
+    return nl_cmd_cri__fail(x, "ID prefix \"%s\" is ambiguous: it matches %zu %ss", want, matches,
+                            what);
   x->id = nl_xstrdup(hit);
   x->next(x);
 }
@@ -120,7 +122,8 @@ static void on_version(const nl_grpc_status_t *st, Runtime__V1__VersionResponse 
   if (x->json) {
     emit_json(x, nl_cmd_cri__to_json(&r->base));
   } else {
-    nl_buf_printf(&x->out, "Version:  %s\nRuntimeName:  %s\nRuntimeVersion:  %s\nRuntimeApiVersion:  %s\n",
+    nl_buf_printf(&x->out,
+                  "Version:  %s\nRuntimeName:  %s\nRuntimeVersion:  %s\nRuntimeApiVersion:  %s\n",
                   r->version, r->runtime_name, r->runtime_version, r->runtime_api_version);
   }
   nl_cmd_cri__finish(x, 0);
@@ -135,8 +138,8 @@ static void start_version(nl_cmd_cri_ctx_t *x) {
 static void on_info(const nl_grpc_status_t *st, Runtime__V1__StatusResponse *r, void *ctx) {
   nl_cmd_cri_ctx_t *x = ctx;
   if (failed(x, st)) return;
-  emit_json(x, nl_cmd_cri__with_info(nl_cmd_cri__to_json(r->status ? &r->status->base : NULL), r->n_info,
-                                     (void **)r->info));
+  emit_json(x, nl_cmd_cri__with_info(nl_cmd_cri__to_json(r->status ? &r->status->base : NULL),
+                                     r->n_info, (void **)r->info));
   nl_cmd_cri__finish(x, 0);
 }
 
@@ -175,10 +178,13 @@ static void on_pods(const nl_grpc_status_t *st, Runtime__V1__ListPodSandboxRespo
     char idb[16], ago[48], att[16];
     const char *id = nl_cmd_cri__short_id(p->id, 0, x->no_trunc, idb, sizeof idb);
     snprintf(att, sizeof att, "%u", p->metadata ? p->metadata->attempt : 0);
-    const char *row[] = {id, nl_cmd_cri__ago(now, p->created_at, ago, sizeof ago),
-                         p->state == RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_READY ? "Ready" : "NotReady",
-                         p->metadata ? p->metadata->name : "", p->metadata ? p->metadata->namespace_ : "",
-                         att};
+    const char *row[] = {
+        id,
+        nl_cmd_cri__ago(now, p->created_at, ago, sizeof ago),
+        p->state == RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_READY ? "Ready" : "NotReady",
+        p->metadata ? p->metadata->name : "",
+        p->metadata ? p->metadata->namespace_ : "",
+        att};
     nl_cmd_cri__table_row(&t, row);
   }
   nl_cmd_cri__table_flush(&t, &x->out);
@@ -192,10 +198,10 @@ static void start_pods(nl_cmd_cri_ctx_t *x) {
 
 static const char *container_state(Runtime__V1__ContainerState s) {
   switch (s) {
-  case RUNTIME__V1__CONTAINER_STATE__CONTAINER_CREATED: return "Created";
-  case RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING: return "Running";
-  case RUNTIME__V1__CONTAINER_STATE__CONTAINER_EXITED: return "Exited";
-  default: return "Unknown";
+    case RUNTIME__V1__CONTAINER_STATE__CONTAINER_CREATED: return "Created";
+    case RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING: return "Running";
+    case RUNTIME__V1__CONTAINER_STATE__CONTAINER_EXITED: return "Exited";
+    default: return "Unknown";
   }
 }
 
@@ -214,11 +220,12 @@ static void on_ps(const nl_grpc_status_t *st, Runtime__V1__ListContainersRespons
     return nl_cmd_cri__finish(x, 0);
   }
   if (x->quiet) {
-    for (size_t i = 0; i < r->n_containers; i++) nl_buf_printf(&x->out, "%s\n", r->containers[i]->id);
+    for (size_t i = 0; i < r->n_containers; i++)
+      nl_buf_printf(&x->out, "%s\n", r->containers[i]->id);
     return nl_cmd_cri__finish(x, 0);
   }
   nl_cmd_cri_table_t t;
-  static const char *const head[] = {"CONTAINER", "IMAGE", "CREATED", "STATE",
+  static const char *const head[] = {"CONTAINER", "IMAGE",   "CREATED", "STATE",
                                      "NAME",      "ATTEMPT", "POD ID"};
   nl_cmd_cri__table_init(&t, 7, head);
   int64_t now = now_ns();
@@ -229,10 +236,14 @@ static void on_ps(const nl_grpc_status_t *st, Runtime__V1__ListContainersRespons
     if (!strncmp(image, "sha256:", 7)) /* an image ID, not a name: short as crictl */
       image = nl_cmd_cri__short_id(image, 1, x->no_trunc, imb, sizeof imb);
     snprintf(att, sizeof att, "%u", c->metadata ? c->metadata->attempt : 0);
-    const char *row[] = {nl_cmd_cri__short_id(c->id, 0, x->no_trunc, idb, sizeof idb), image,
-                         nl_cmd_cri__ago(now, c->created_at, ago, sizeof ago),
-                         container_state(c->state), c->metadata ? c->metadata->name : "", att,
-                         nl_cmd_cri__short_id(c->pod_sandbox_id, 0, x->no_trunc, podb, sizeof podb)};
+    const char *row[] = {
+        nl_cmd_cri__short_id(c->id, 0, x->no_trunc, idb, sizeof idb),
+        image,
+        nl_cmd_cri__ago(now, c->created_at, ago, sizeof ago),
+        container_state(c->state),
+        c->metadata ? c->metadata->name : "",
+        att,
+        nl_cmd_cri__short_id(c->pod_sandbox_id, 0, x->no_trunc, podb, sizeof podb)};
     nl_cmd_cri__table_row(&t, row);
   }
   nl_cmd_cri__table_flush(&t, &x->out);
@@ -252,7 +263,8 @@ static void start_ps(nl_cmd_cri_ctx_t *x) {
 }
 
 static int cmp_image(const void *a, const void *b) {
-  const Runtime__V1__Image *x = *(Runtime__V1__Image *const *)a, *y = *(Runtime__V1__Image *const *)b;
+  const Runtime__V1__Image *x = *(Runtime__V1__Image *const *)a,
+                           *y = *(Runtime__V1__Image *const *)b;
   return strcmp(x->n_repo_tags ? x->repo_tags[0] : "", y->n_repo_tags ? y->repo_tags[0] : "");
 }
 
@@ -294,9 +306,12 @@ static void on_images(const nl_grpc_status_t *st, Runtime__V1__ListImagesRespons
     for (size_t j = 0; j < n || (n == 0 && j == 0); j++) {
       char *repo;
       const char *tag;
-      if (im->n_repo_tags) split_ref(im->repo_tags[j], ':', &repo, &tag);
-      else if (n) split_ref(im->repo_digests[j], '@', &repo, &tag), tag = "<none>";
-      else repo = nl_xstrdup("<none>"), tag = "<none>";
+      if (im->n_repo_tags)
+        split_ref(im->repo_tags[j], ':', &repo, &tag);
+      else if (n)
+        split_ref(im->repo_digests[j], '@', &repo, &tag), tag = "<none>";
+      else
+        repo = nl_xstrdup("<none>"), tag = "<none>";
       const char *row[] = {repo, tag, id, size};
       nl_cmd_cri__table_row(&t, row);
       free(repo);
@@ -313,11 +328,12 @@ static void start_images(nl_cmd_cri_ctx_t *x) {
 
 /* ---- inspect, inspectp -------------------------------------------------------------- */
 
-static void on_inspect(const nl_grpc_status_t *st, Runtime__V1__ContainerStatusResponse *r, void *ctx) {
+static void on_inspect(const nl_grpc_status_t *st, Runtime__V1__ContainerStatusResponse *r,
+                       void *ctx) {
   nl_cmd_cri_ctx_t *x = ctx;
   if (failed(x, st)) return;
-  emit_json(x, nl_cmd_cri__with_info(nl_cmd_cri__to_json(r->status ? &r->status->base : NULL), r->n_info,
-                                     (void **)r->info));
+  emit_json(x, nl_cmd_cri__with_info(nl_cmd_cri__to_json(r->status ? &r->status->base : NULL),
+                                     r->n_info, (void **)r->info));
   nl_cmd_cri__finish(x, 0);
 }
 
@@ -330,11 +346,12 @@ static void inspect_resolved(nl_cmd_cri_ctx_t *x) {
 
 static void start_inspect(nl_cmd_cri_ctx_t *x) { resolve_container(x, inspect_resolved); }
 
-static void on_inspectp(const nl_grpc_status_t *st, Runtime__V1__PodSandboxStatusResponse *r, void *ctx) {
+static void on_inspectp(const nl_grpc_status_t *st, Runtime__V1__PodSandboxStatusResponse *r,
+                        void *ctx) {
   nl_cmd_cri_ctx_t *x = ctx;
   if (failed(x, st)) return;
-  emit_json(x, nl_cmd_cri__with_info(nl_cmd_cri__to_json(r->status ? &r->status->base : NULL), r->n_info,
-                                     (void **)r->info));
+  emit_json(x, nl_cmd_cri__with_info(nl_cmd_cri__to_json(r->status ? &r->status->base : NULL),
+                                     r->n_info, (void **)r->info));
   nl_cmd_cri__finish(x, 0);
 }
 
@@ -426,12 +443,15 @@ static void after_logs(nl_cmd_cri_ctx_t *x) {
 
 const nl_cmd_cri_verb_t nl_cmd_cri__verbs[] = {
     {"version", "o", 0, 0, false, "", "Show the runtime's name and version", start_version, NULL},
-    {"info", "o", 0, 0, true, "", "Show the runtime's status and configuration (JSON)", start_info, NULL},
+    {"info", "o", 0, 0, true, "", "Show the runtime's status and configuration (JSON)", start_info,
+     NULL},
     {"pods", "oqn", 0, 0, false, "", "List pod sandboxes", start_pods, NULL},
     {"ps", "oqna", 0, 0, false, "", "List containers (running ones unless -a)", start_ps, NULL},
     {"images", "oqn", 0, 0, false, "", "List images", start_images, NULL},
-    {"inspectp", "o", 1, 1, true, "POD-ID", "Show a pod sandbox's status (JSON)", start_inspectp, NULL},
-    {"inspect", "o", 1, 1, true, "CONTAINER-ID", "Show a container's status (JSON)", start_inspect, NULL},
+    {"inspectp", "o", 1, 1, true, "POD-ID", "Show a pod sandbox's status (JSON)", start_inspectp,
+     NULL},
+    {"inspect", "o", 1, 1, true, "CONTAINER-ID", "Show a container's status (JSON)", start_inspect,
+     NULL},
     {"exec", "ti", 2, -1, false, "CONTAINER-ID [--] COMMAND [ARG...]",
      "Run a command in a container (ExecSync) and exit with its code", start_exec, NULL},
     {"logs", "l", 1, 1, false, "CONTAINER-ID", "Print a container's log", start_logs, after_logs},

@@ -16,7 +16,7 @@
 
 /* Output of the running container: stdout and stderr lines, a line longer than
  * containerd's 16 KiB record limit (written as partial records), then more. */
-#define SCRIPT                                                                     \
+#define SCRIPT                                                                       \
   "echo hello-out; echo hello-err >&2; head -c 40000 /dev/zero | tr '\\0' x; echo; " \
   "echo line-a; echo line-b; exec sleep 1000"
 
@@ -56,15 +56,15 @@ CB(create_container, CreateContainerResponse)
 CB(start_container, StartContainerResponse)
 
 /* Runs the call to completion; exits 1 with the message on failure. */
-#define CALL(name, req, r)                                               \
-  do {                                                                   \
-    memset((r), 0, sizeof *(r));                                         \
-    nl_cri_##name(&client, (req), cb_##name, (r));                       \
-    while (!(r)->done) uv_run(&loop, UV_RUN_ONCE);                       \
-    if ((r)->code) {                                                     \
-      fprintf(stderr, "cmd_cri_fixture: %s: %s\n", #name, (r)->msg);      \
-      exit(1);                                                           \
-    }                                                                    \
+#define CALL(name, req, r)                                           \
+  do {                                                               \
+    memset((r), 0, sizeof *(r));                                     \
+    nl_cri_##name(&client, (req), cb_##name, (r));                   \
+    while (!(r)->done) uv_run(&loop, UV_RUN_ONCE);                   \
+    if ((r)->code) {                                                 \
+      fprintf(stderr, "cmd_cri_fixture: %s: %s\n", #name, (r)->msg); \
+      exit(1);                                                       \
+    }                                                                \
   } while (0)
 
 static void res_free(res_t *r) {
@@ -149,7 +149,8 @@ static void create(const char *logdir) {
   sc.namespace_options = &ns;
   Runtime__V1__LinuxPodSandboxConfig lin = RUNTIME__V1__LINUX_POD_SANDBOX_CONFIG__INIT;
   lin.security_context = &sc;
-  Runtime__V1__PodSandboxConfig__LabelsEntry l1 = RUNTIME__V1__POD_SANDBOX_CONFIG__LABELS_ENTRY__INIT;
+  Runtime__V1__PodSandboxConfig__LabelsEntry l1 =
+      RUNTIME__V1__POD_SANDBOX_CONFIG__LABELS_ENTRY__INIT;
   l1.key = LABEL_KEY;
   l1.value = "1";
   Runtime__V1__PodSandboxConfig__LabelsEntry *labels[] = {&l1};
@@ -179,7 +180,8 @@ static void on_stopped(nl_cri_client_t *c) { (void)c; }
 int main(int argc, char **argv) {
   const char *ep = getenv("NANOLET_TEST_CRI_ENDPOINT");
   if (!ep || !*ep || argc < 2 || (!strcmp(argv[1], "create") && argc < 3)) {
-    fprintf(stderr, "usage: NANOLET_TEST_CRI_ENDPOINT=... cmd_cri_fixture create LOGDIR | cleanup\n");
+    fprintf(stderr,
+            "usage: NANOLET_TEST_CRI_ENDPOINT=... cmd_cri_fixture create LOGDIR | cleanup\n");
     return 2;
   }
   uv_loop_init(&loop);
