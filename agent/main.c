@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "agent/cmd_cri.h"
 #include "agent/cmd_manifest.h"
 #include "agent/config.h"
 #include "agent/kubelet.h"
@@ -80,6 +81,7 @@ int main(int argc, char **argv) {
   bool help, version;
 
   if (argc > 1 && strcmp(argv[1], "manifest") == 0) return nl_cmd_manifest(argc - 1, argv + 1);
+  if (argc > 1 && strcmp(argv[1], "cri") == 0) return nl_cmd_cri(argc - 1, argv + 1);
 
   nl_config_defaults(&cfg);
   const char *config_path = nl_flags_find_config(argc, argv);
