@@ -52,7 +52,28 @@ static void on_sync_tick(uv_timer_t *t) {
 }
 
 static void on_housekeeping(uv_timer_t *t) {
-  nl__kubelet_pods_housekeeping(container_of(t, nl_kubelet_t, housekeeping));
+  nl_kubelet_t *k = container_of(t, nl_kubelet_t, housekeeping);
+  if (!k->cfg->runonce) nl__kubelet_pods_housekeeping(k);
+}
+
+/* upstream runOnce: the static pods are started once, the agent waits for them
+ * to run (up to RUNONCE_MAX_CHECKS seconds) and exits; the pods keep running.
+ * Housekeeping never removes anything in this mode. */
+enum { RUNONCE_MAX_CHECKS = 120 };
+
+static void on_runonce_check(uv_timer_t *t) {
+  nl_kubelet_t *k = container_of(t, nl_kubelet_t, runonce_timer);
+  size_t total;
+  if (!nl_pod_config_sources_ready(&k->pod_config)) return;
+  size_t waiting = nl__kubelet_pods_not_running(k, &total);
+  if (waiting && ++k->runonce_checks < RUNONCE_MAX_CHECKS) return;
+  if (waiting) {
+    nl_error("runonce: %zu of %zu pods did not start", waiting, total);
+    k->exit_code = 1;
+  } else {
+    nl_info("runonce: all %zu pods are running", total);
+  }
+  nl_kubelet_stop(k, k->done_cb);
 }
 
 static void on_cri_stopped(nl_cri_client_t *c) {
@@ -142,9 +163,10 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
   uv_timer_init(loop, &k->sync_ticker);
   uv_timer_init(loop, &k->housekeeping);
   uv_timer_init(loop, &k->runtime_retry);
+  uv_timer_init(loop, &k->runonce_timer);
   k->sigterm.data = k->sigint.data = k->sync_ticker.data = k->housekeeping.data = k;
-  k->runtime_retry.data = k;
-  k->pending = 5;
+  k->runtime_retry.data = k->runonce_timer.data = k;
+  k->pending = 6;
   nl_cri_opts_t cri_opts = {.timeout_ms = (uint64_t)(cfg->runtime_request_timeout / 1000000)};
   if (nl_cri_client_init(&k->cri, loop, cfg->container_runtime_endpoint, &cri_opts, err) < 0)
     return nl_err_wrap(err, "containerRuntimeEndpoint");
@@ -200,6 +222,7 @@ int nl_kubelet_start(nl_kubelet_t *k, nl_err_t **err) {
   k->started_ns = nl_pleg_realtime_ns(NULL);
   check_runtime(k);
   nl_pleg_start(&k->pleg);
+  if (k->cfg->runonce) uv_timer_start(&k->runonce_timer, on_runonce_check, 1000, 1000);
   if (k->file_source_up && nl_file_source_start(&k->file_source, err) < 0)
     return nl_err_wrap(err, "staticPodPath");
   uv_timer_start(&k->sync_ticker, on_sync_tick, 1000, 1000);
@@ -223,6 +246,7 @@ void nl_kubelet_stop(nl_kubelet_t *k, nl_kubelet_done_cb done_cb) {
   uv_close((uv_handle_t *)&k->sync_ticker, on_handle_closed);
   uv_close((uv_handle_t *)&k->housekeeping, on_handle_closed);
   uv_close((uv_handle_t *)&k->runtime_retry, on_handle_closed);
+  uv_close((uv_handle_t *)&k->runonce_timer, on_handle_closed);
   if (k->server_up) nl_agent_server_stop(&k->server, on_server_stopped, k);
   if (k->file_source_up) nl_file_source_stop(&k->file_source, on_file_source_stopped);
   if (k->pleg_up) nl_pleg_stop(&k->pleg, on_pleg_stopped);

@@ -58,6 +58,11 @@ struct nl_kubelet {
   nl_map_t pod_states;         /* uid -> status, reasons, last sync */
   nl_map_t orphans;            /* uid -> housekeeping kill in flight */
   nl_list_t calls;             /* syncer calls in flight */
+
+  /* --runonce: check the pods every second until all run or time is up. */
+  uv_timer_t runonce_timer;
+  int runonce_checks;
+  int exit_code; /* the process's exit status once stopped */
 };
 
 /* Returns 0, or -1 with *err. Takes nothing from cfg. */

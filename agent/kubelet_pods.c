@@ -431,3 +431,19 @@ void nl__kubelet_pods_housekeeping(nl_kubelet_t *k) {
     state_free(nl_map_del(&k->pod_states, uid));
   }
 }
+
+/* ---- --runonce ---- */
+
+size_t nl__kubelet_pods_not_running(nl_kubelet_t *k, size_t *total) {
+  size_t n, waiting = 0;
+  const nl_pod_t **pods = nl_pod_manager_list(&k->pods, &n);
+  for (size_t i = 0; i < n; i++) {
+    pod_state_t *ps = nl_map_get(&k->pod_states, pods[i]->metadata.uid);
+    if (!ps || !ps->status || ps->rejected_reason ||
+        (ps->status->phase != NL_POD_RUNNING && ps->status->phase != NL_POD_SUCCEEDED))
+      waiting++;
+  }
+  free(pods);
+  *total = n;
+  return waiting;
+}

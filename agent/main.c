@@ -59,6 +59,7 @@ static int run(nl_kubelet_config_t *cfg) {
     }
   }
   uv_run(&loop, UV_RUN_DEFAULT);
+  if (k.exit_code) rc = k.exit_code;
   int close_rc = uv_loop_close(&loop);
   if (close_rc != 0) {
     nl_error("loop closed with handles still open: %s", uv_strerror(close_rc));
