@@ -55,7 +55,9 @@ static bool get_int(dec_t *d, const nl_tnode_t *v, int64_t lo, int64_t hi, int64
   if (v->kind == NL_T_FLOAT) {
     char *end;
     double f = strtod(v->s, &end);
-    if (!*end && f == (double)(int64_t)f && f >= (double)lo && f <= (double)hi) {
+    /* range first: casting an out-of-range double is undefined */
+    if (!*end && f >= -9223372036854775808.0 && f < 9223372036854775808.0 &&
+        f == (double)(int64_t)f && (int64_t)f >= lo && (int64_t)f <= hi) {
       *out = (int64_t)f;
       return true;
     }
@@ -144,7 +146,7 @@ static nl_tentry_t *seq_entries(dec_t *d, const nl_tnode_t *v, size_t *n) {
     const nl_tnode_t *v = e_->val;                                        \
     (void)v;                                                              \
     if (0) {
-#define F(name) } else if (strcmp(k, name) == 0) {
+#define F(name) } else if (e_->key_len == sizeof(name) - 1 && memcmp(k, name, sizeof(name) - 1) == 0) {
 #define END_FIELDS                                                        \
   }                                                                       \
   nl__path_pop(&d->e, m_);                                                \

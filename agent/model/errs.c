@@ -6,32 +6,22 @@
 #include "agent/model/internal.h"
 
 void nl__errs_init(nl__errs_t *e, const char *origin) {
-  *e = (nl__errs_t){.origin = origin, .path = NL_BUF_INIT, .out = NL_BUF_INIT};
+  e->origin = origin;
+  e->depth = 0;
+  e->out = (nl_buf_t)NL_BUF_INIT;
+  e->count = 0;
 }
 
-size_t nl__path_key(nl__errs_t *e, const char *key) {
-  size_t mark = e->path.len;
-  if (mark) nl_buf_puts(&e->path, ".");
-  nl_buf_puts(&e->path, key);
+static size_t push(nl__errs_t *e, const char *key, size_t idx, bool map) {
+  size_t mark = e->depth;
+  if (e->depth < NL__MAX_PATH) e->segs[e->depth] = (nl__seg_t){key, idx, map};
+  e->depth++;
   return mark;
 }
 
-size_t nl__path_idx(nl__errs_t *e, size_t i) {
-  size_t mark = e->path.len;
-  nl_buf_printf(&e->path, "[%zu]", i);
-  return mark;
-}
-
-size_t nl__path_map(nl__errs_t *e, const char *key) {
-  size_t mark = e->path.len;
-  nl_buf_printf(&e->path, "[%s]", key);
-  return mark;
-}
-
-void nl__path_pop(nl__errs_t *e, size_t mark) {
-  e->path.len = mark;
-  if (e->path.data) e->path.data[mark] = 0;
-}
+size_t nl__path_key(nl__errs_t *e, const char *key) { return push(e, key, 0, false); }
+size_t nl__path_idx(nl__errs_t *e, size_t i) { return push(e, NULL, i, false); }
+size_t nl__path_map(nl__errs_t *e, const char *key) { return push(e, key, 0, true); }
 
 void nl__errf(nl__errs_t *e, const char *fmt, ...) {
   if (++e->count > NL__MAX_ERRORS) {
@@ -41,7 +31,15 @@ void nl__errf(nl__errs_t *e, const char *fmt, ...) {
     return;
   }
   if (e->origin) nl_buf_printf(&e->out, "%s: ", e->origin);
-  if (e->path.len) nl_buf_printf(&e->out, "%s: ", e->path.data);
+  size_t n = e->depth < NL__MAX_PATH ? e->depth : NL__MAX_PATH;
+  for (size_t i = 0; i < n; i++) {
+    const nl__seg_t *s = &e->segs[i];
+    if (!s->key) nl_buf_printf(&e->out, "[%zu]", s->idx);
+    else if (s->map) nl_buf_printf(&e->out, "[%s]", s->key);
+    else nl_buf_printf(&e->out, "%s%s", i ? "." : "", s->key);
+  }
+  if (e->depth > NL__MAX_PATH) nl_buf_puts(&e->out, "...");
+  if (e->depth) nl_buf_puts(&e->out, ": ");
   va_list ap;
   va_start(ap, fmt);
   char *msg = NULL;
@@ -59,7 +57,6 @@ int nl__errs_finish(nl__errs_t *e, nl_err_t **err) {
     nl_err_set(err, NL_EINVAL, "%s", e->out.data);
     rc = -1;
   }
-  nl_buf_free(&e->path);
   nl_buf_free(&e->out);
   return rc;
 }

@@ -12,11 +12,22 @@
 
 #define NL__MAX_ERRORS 50
 
-/* Errors are lines `<origin>: <path>: <message>`; the path grows and shrinks as
- * the walkers descend (push returns a mark, pop restores it). */
+#define NL__MAX_PATH 160
+
+/* Errors are lines `<origin>: <path>: <message>`. The path is a stack of segments
+ * pushed and popped as the walkers descend (push returns a mark, pop restores it);
+ * it is rendered only when an error is reported, so the happy path stays cheap.
+ * Keys must stay valid while pushed. */
+typedef struct nl__seg {
+  const char *key; /* NULL: an index */
+  size_t idx;
+  bool map; /* "[key]" rather than ".key" */
+} nl__seg_t;
+
 typedef struct nl__errs {
   const char *origin;
-  nl_buf_t path;
+  nl__seg_t segs[NL__MAX_PATH];
+  size_t depth;
   nl_buf_t out;
   int count;
 } nl__errs_t;
@@ -25,7 +36,7 @@ void nl__errs_init(nl__errs_t *e, const char *origin);
 size_t nl__path_key(nl__errs_t *e, const char *key); /* ".key" (or "key" at the top) */
 size_t nl__path_idx(nl__errs_t *e, size_t i);        /* "[i]" */
 size_t nl__path_map(nl__errs_t *e, const char *key); /* "[key]", for map entries */
-void nl__path_pop(nl__errs_t *e, size_t mark);
+static inline void nl__path_pop(nl__errs_t *e, size_t mark) { e->depth = mark; }
 void nl__errf(nl__errs_t *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Returns 0 when nothing was reported, else -1 with *err holding all lines; frees e. */
 int nl__errs_finish(nl__errs_t *e, nl_err_t **err);

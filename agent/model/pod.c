@@ -89,6 +89,7 @@ void nl_pod_static_uid(const nl_pod_t *pod, const nl_static_source_t *src, char 
 void nl_pod_apply_static(nl_pod_t *pod, const nl_static_source_t *src) {
   nl_arena_t *a = pod->arena;
   char *node = src->node_name ? nl_xstrdup(src->node_name) : nl_node_name_default();
+  for (char *p = node; *p; p++) *p = (char)tolower((unsigned char)*p); /* as GetHostname */
   nl_static_source_t s = *src;
   s.node_name = node;
   if (!pod->metadata.uid || !*pod->metadata.uid) {

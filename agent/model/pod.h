@@ -492,7 +492,7 @@ int nl_pod_validate(const nl_pod_t *pod, const char *origin, nl_err_t **err);
 typedef struct nl_static_source {
   const char *kind;      /* "file" or "http": the config.source annotation */
   const char *location;  /* the file path or the URL */
-  const char *node_name; /* nl_node_name_default() when NULL */
+  const char *node_name; /* lowercased; nl_node_name_default() when NULL */
 } nl_static_source_t;
 
 /* For a decoded and defaulted pod: sets a uid when the manifest has none

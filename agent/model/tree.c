@@ -115,6 +115,9 @@ static void resolve_plain(nl_tnode_t *n) {
   static const char *const falses[] = {"n", "N", "no", "No", "NO", "false", "False", "FALSE",
                                        "off", "Off", "OFF", NULL};
   const char *s = n->s;
+  /* most scalars are names and paths: only a few first bytes can start anything else */
+  if (n->len > 5 && !strchr("0123456789+-.", s[0])) return;
+  if (n->len && !strchr("~nNtTfFyYoO0123456789+-.", s[0])) return;
   if (in_list(s, nulls)) n->kind = NL_T_NULL;
   else if (in_list(s, trues)) n->kind = NL_T_BOOL, n->b = 1;
   else if (in_list(s, falses)) n->kind = NL_T_BOOL, n->b = 0;
