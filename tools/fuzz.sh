@@ -17,6 +17,7 @@ ninja -C build-fuzz >/dev/null
 
 work=$(mktemp -d /tmp/nanolet-fuzz.XXXXXX)
 trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/cri-seeds"
 build-fuzz/test/fuzz/cri/fuzz_cri_seeds "$work/cri-seeds" >/dev/null
 declare -A seeds=(
   [fuzz_agent]=test/fuzz/agent/corpus
