@@ -1,6 +1,8 @@
 #include "agent/kubelet.h"
 
+#include <errno.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -74,6 +76,40 @@ static void on_runonce_check(uv_timer_t *t) {
     nl_info("runonce: all %zu pods are running", total);
   }
   nl_kubelet_stop(k, k->done_cb);
+}
+
+/* upstream watchForLockfileContention: another process opening (or deleting)
+ * the lock file asks this agent to go away and hand the lock over. */
+static void on_lock_event(uv_poll_t *p, int status, int events) {
+  nl_kubelet_t *k = container_of(p, nl_kubelet_t, lock_watch);
+  char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+  ssize_t n = read(k->lock_watch_fd, buf, sizeof buf);
+  if (n <= 0 && status == 0) return;
+  nl_info("lock file %s is wanted by another process: exiting", k->cfg->lock_file);
+  nl_kubelet_stop(k, k->done_cb);
+}
+
+static void on_lock_watch_closed(uv_handle_t *h) {
+  nl_kubelet_t *k = h->data;
+  close(k->lock_watch_fd);
+  release(k);
+}
+
+static int watch_lock_file(nl_kubelet_t *k, nl_err_t **err) {
+  int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (fd < 0) return nl_err_set(err, errno, "inotify: %s", strerror(errno));
+  if (inotify_add_watch(fd, k->cfg->lock_file, IN_OPEN | IN_DELETE_SELF) < 0) {
+    int e = errno;
+    close(fd);
+    return nl_err_set(err, e, "watch lock file %s: %s", k->cfg->lock_file, strerror(e));
+  }
+  k->lock_watch_fd = fd;
+  uv_poll_init(k->loop, &k->lock_watch, fd);
+  k->lock_watch.data = k;
+  k->lock_watch_up = true;
+  k->pending++;
+  uv_poll_start(&k->lock_watch, UV_READABLE, on_lock_event);
+  return 0;
 }
 
 static void on_cri_stopped(nl_cri_client_t *c) {
@@ -223,6 +259,9 @@ int nl_kubelet_start(nl_kubelet_t *k, nl_err_t **err) {
   check_runtime(k);
   nl_pleg_start(&k->pleg);
   if (k->cfg->runonce) uv_timer_start(&k->runonce_timer, on_runonce_check, 1000, 1000);
+  if (k->cfg->exit_on_lock_contention && k->cfg->lock_file && *k->cfg->lock_file &&
+      watch_lock_file(k, err) < 0)
+    return -1;
   if (k->file_source_up && nl_file_source_start(&k->file_source, err) < 0)
     return nl_err_wrap(err, "staticPodPath");
   uv_timer_start(&k->sync_ticker, on_sync_tick, 1000, 1000);
@@ -247,6 +286,7 @@ void nl_kubelet_stop(nl_kubelet_t *k, nl_kubelet_done_cb done_cb) {
   uv_close((uv_handle_t *)&k->housekeeping, on_handle_closed);
   uv_close((uv_handle_t *)&k->runtime_retry, on_handle_closed);
   uv_close((uv_handle_t *)&k->runonce_timer, on_handle_closed);
+  if (k->lock_watch_up) uv_close((uv_handle_t *)&k->lock_watch, on_lock_watch_closed);
   if (k->server_up) nl_agent_server_stop(&k->server, on_server_stopped, k);
   if (k->file_source_up) nl_file_source_stop(&k->file_source, on_file_source_stopped);
   if (k->pleg_up) nl_pleg_stop(&k->pleg, on_pleg_stopped);

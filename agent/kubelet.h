@@ -63,6 +63,11 @@ struct nl_kubelet {
   uv_timer_t runonce_timer;
   int runonce_checks;
   int exit_code; /* the process's exit status once stopped */
+
+  /* --exit-on-lock-contention: an inotify watch of the lock file. */
+  int lock_watch_fd;
+  bool lock_watch_up;
+  uv_poll_t lock_watch;
 };
 
 /* Returns 0, or -1 with *err. Takes nothing from cfg. */
