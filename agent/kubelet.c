@@ -12,7 +12,7 @@
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
-static void release(nl_kubelet_t *k) {
+void nl__kubelet_release(nl_kubelet_t *k) {
   if (--k->pending > 0) return;
   k->stopping = 2;
   nl__kubelet_pods_free(k);
@@ -22,11 +22,11 @@ static void release(nl_kubelet_t *k) {
   if (k->done_cb) k->done_cb(k);
 }
 
-static void on_handle_closed(uv_handle_t *h) { release(h->data); }
+static void on_handle_closed(uv_handle_t *h) { nl__kubelet_release(h->data); }
 
 static void on_server_stopped(nl_http_server_t *srv, void *ctx) {
   (void)srv;
-  release(ctx);
+  nl__kubelet_release(ctx);
 }
 
 /* Upstream's syncLoopHealthCheck: the loop must have iterated within twice the
@@ -92,7 +92,7 @@ static void on_lock_event(uv_poll_t *p, int status, int events) {
 static void on_lock_watch_closed(uv_handle_t *h) {
   nl_kubelet_t *k = h->data;
   close(k->lock_watch_fd);
-  release(k);
+  nl__kubelet_release(k);
 }
 
 static int watch_lock_file(nl_kubelet_t *k, nl_err_t **err) {
@@ -113,14 +113,14 @@ static int watch_lock_file(nl_kubelet_t *k, nl_err_t **err) {
 }
 
 static void on_cri_stopped(nl_cri_client_t *c) {
-  release(container_of(c, nl_kubelet_t, cri));
+  nl__kubelet_release(container_of(c, nl_kubelet_t, cri));
 }
 
 /* The CRI client goes last: the runtime manager and PLEG use it until they stop. */
 static void cri_user_stopped(nl_kubelet_t *k) {
   if (--k->cri_users > 0) return;
   if (k->cri_up) nl_cri_client_stop(&k->cri, on_cri_stopped);
-  release(k);
+  nl__kubelet_release(k);
 }
 
 static void on_runtime_stopped(nl_runtime_t *rt) {
@@ -130,7 +130,7 @@ static void on_runtime_stopped(nl_runtime_t *rt) {
 static void on_pleg_stopped(nl_pleg_t *p) { cri_user_stopped(container_of(p, nl_kubelet_t, pleg)); }
 
 static void on_file_source_stopped(nl_file_source_t *src) {
-  release(container_of(src, nl_kubelet_t, file_source));
+  nl__kubelet_release(container_of(src, nl_kubelet_t, file_source));
 }
 
 static void on_file_pods(nl_pod_t **pods, size_t n, void *ctx) {
@@ -296,5 +296,5 @@ void nl_kubelet_stop(nl_kubelet_t *k, nl_kubelet_done_cb done_cb) {
     k->pending++;
     cri_user_stopped(k);
   }
-  release(k);
+  nl__kubelet_release(k);
 }

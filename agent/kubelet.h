@@ -57,6 +57,8 @@ struct nl_kubelet {
                                 * client is stopped after them */
   nl_map_t pod_states;         /* uid -> status, reasons, last sync */
   nl_map_t orphans;            /* uid -> housekeeping kill in flight */
+  uv_fs_t pods_dir_scan;       /* <root-dir>/pods, for orphaned pod directories */
+  bool pods_dir_scanning;
   nl_list_t calls;             /* syncer calls in flight */
 
   /* --runonce: check the pods every second until all run or time is up. */

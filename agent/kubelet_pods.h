@@ -30,4 +30,7 @@ void nl__kubelet_pods_json(void *ctx, nl_buf_t *out);
 
 extern const nl_pod_syncer_t nl__kubelet_syncer;
 
+/* Drops one of the kubelet's pending stop counts (kubelet.c). */
+void nl__kubelet_release(nl_kubelet_t *k);
+
 #endif
