@@ -160,7 +160,7 @@ static int cmp_sandbox(const void *a, const void *b) { /* newest first, as crict
 static void on_pods(const nl_grpc_status_t *st, Runtime__V1__ListPodSandboxResponse *r, void *ctx) {
   nl_cmd_cri_ctx_t *x = ctx;
   if (failed(x, st)) return;
-  qsort(r->items, r->n_items, sizeof *r->items, cmp_sandbox);
+  if (r->n_items > 1) qsort(r->items, r->n_items, sizeof *r->items, cmp_sandbox);
   if (x->json) {
     emit_json(x, nl_cmd_cri__to_json(&r->base));
     return nl_cmd_cri__finish(x, 0);
@@ -214,7 +214,7 @@ static int cmp_container(const void *a, const void *b) {
 static void on_ps(const nl_grpc_status_t *st, Runtime__V1__ListContainersResponse *r, void *ctx) {
   nl_cmd_cri_ctx_t *x = ctx;
   if (failed(x, st)) return;
-  qsort(r->containers, r->n_containers, sizeof *r->containers, cmp_container);
+  if (r->n_containers > 1) qsort(r->containers, r->n_containers, sizeof *r->containers, cmp_container);
   if (x->json) {
     emit_json(x, nl_cmd_cri__to_json(&r->base));
     return nl_cmd_cri__finish(x, 0);
@@ -284,7 +284,7 @@ static void split_ref(const char *ref, char sep, char **repo, const char **tag) 
 static void on_images(const nl_grpc_status_t *st, Runtime__V1__ListImagesResponse *r, void *ctx) {
   nl_cmd_cri_ctx_t *x = ctx;
   if (failed(x, st)) return;
-  qsort(r->images, r->n_images, sizeof *r->images, cmp_image);
+  if (r->n_images > 1) qsort(r->images, r->n_images, sizeof *r->images, cmp_image);
   if (x->json) {
     emit_json(x, nl_cmd_cri__to_json(&r->base));
     return nl_cmd_cri__finish(x, 0);
