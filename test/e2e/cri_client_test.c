@@ -14,135 +14,23 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cri/image.h"
-#include "cri/runtime.h"
+#include "test/e2e/cri_sync.h"
 
 #define LABEL_KEY "nanolet-e2e-cri"
 #define BUSYBOX "localhost/busybox:latest"
 
-typedef struct res {
-  bool done;
-  int code;
-  char *msg;
-  ProtobufCMessage *resp; /* a copy the test owns */
-} res_t;
-
-static uv_loop_t loop;
-static nl_cri_client_t client;
-static bool stopped;
-
-static void res_set(const nl_grpc_status_t *st, ProtobufCMessage *resp, void *ctx) {
-  res_t *r = ctx;
-  assert_false(r->done); /* exactly once */
-  r->done = true;
-  r->code = st->code;
-  r->msg = strdup(st->message);
-  if (resp) {
-    size_t n = protobuf_c_message_get_packed_size(resp);
-    uint8_t *b = malloc(n + 1);
-    protobuf_c_message_pack(resp, b);
-    r->resp = protobuf_c_message_unpack(resp->descriptor, NULL, n, b);
-    free(b);
-  }
-}
-
-static void res_free(res_t *r) {
-  free(r->msg);
-  if (r->resp) protobuf_c_message_free_unpacked(r->resp, NULL);
-  memset(r, 0, sizeof *r);
-}
-
-#define CB(name, Resp)                                                              \
-  static void cb_##name(const nl_grpc_status_t *st, Runtime__V1__##Resp *resp, void *ctx) { \
-    res_set(st, resp ? &resp->base : NULL, ctx);                                     \
-  }
-CB(version, VersionResponse)
-CB(status, StatusResponse)
-CB(run_pod_sandbox, RunPodSandboxResponse)
-CB(stop_pod_sandbox, StopPodSandboxResponse)
-CB(remove_pod_sandbox, RemovePodSandboxResponse)
-CB(pod_sandbox_status, PodSandboxStatusResponse)
-CB(list_pod_sandbox, ListPodSandboxResponse)
-CB(create_container, CreateContainerResponse)
-CB(start_container, StartContainerResponse)
-CB(stop_container, StopContainerResponse)
-CB(remove_container, RemoveContainerResponse)
-CB(list_containers, ListContainersResponse)
-CB(container_status, ContainerStatusResponse)
-CB(exec_sync, ExecSyncResponse)
-CB(container_stats, ContainerStatsResponse)
-CB(image_status, ImageStatusResponse)
-CB(pull_image, PullImageResponse)
-CB(image_fs_info, ImageFsInfoResponse)
-
-/* Runs the loop until r is done (tests only: product code never waits). */
-static void wait_res(res_t *r) {
-  while (!r->done) uv_run(&loop, UV_RUN_ONCE);
-}
-
-#define CALL(name, req, r)                  \
-  do {                                      \
-    nl_cri_##name(&client, (req), cb_##name, (r)); \
-    assert_false((r)->done); /* never synchronous */ \
-    wait_res(r);                            \
-  } while (0)
-
-static const char *endpoint(void) {
-  const char *e = getenv("NANOLET_TEST_CRI_ENDPOINT");
-  if (!e || !*e) e = getenv("NANOLET_TEST_CRI_SOCKET");
-  if (!e || !*e)
-    fail_msg("NANOLET_TEST_CRI_ENDPOINT is not set: run tools/testenv/setup.sh and "
-             "source tools/testenv/env.sh (the e2e suite needs a real containerd)");
-  return e;
-}
-
-static void on_stopped(nl_cri_client_t *c) { stopped = true; }
-
 static int setup(void **state) {
-  assert_int_equal(uv_loop_init(&loop), 0);
-  nl_err_t *err = NULL;
   nl_cri_opts_t o = {.timeout_ms = 60000, .pull_timeout_ms = 60000};
-  if (nl_cri_client_init(&client, &loop, endpoint(), &o, &err) < 0)
-    fail_msg("init: %s", nl_err_msg(err));
+  cri_sync_open(&o);
   return 0;
 }
 
 /* Removes every sandbox this test labelled (also from earlier, failed runs). */
-static void cleanup(void) {
-  Runtime__V1__ListPodSandboxRequest lreq = RUNTIME__V1__LIST_POD_SANDBOX_REQUEST__INIT;
-  Runtime__V1__PodSandboxFilter f = RUNTIME__V1__POD_SANDBOX_FILTER__INIT;
-  Runtime__V1__PodSandboxFilter__LabelSelectorEntry sel =
-      RUNTIME__V1__POD_SANDBOX_FILTER__LABEL_SELECTOR_ENTRY__INIT;
-  Runtime__V1__PodSandboxFilter__LabelSelectorEntry *sels[] = {&sel};
-  sel.key = LABEL_KEY;
-  sel.value = "1";
-  f.n_label_selector = 1;
-  f.label_selector = sels;
-  lreq.filter = &f;
-  res_t r = {0};
-  CALL(list_pod_sandbox, &lreq, &r);
-  assert_int_equal(r.code, NL_GRPC_OK);
-  Runtime__V1__ListPodSandboxResponse *l = (void *)r.resp;
-  for (size_t i = 0; i < l->n_items; i++) {
-    Runtime__V1__StopPodSandboxRequest s = RUNTIME__V1__STOP_POD_SANDBOX_REQUEST__INIT;
-    s.pod_sandbox_id = l->items[i]->id;
-    res_t a = {0};
-    CALL(stop_pod_sandbox, &s, &a);
-    res_free(&a);
-    Runtime__V1__RemovePodSandboxRequest rm = RUNTIME__V1__REMOVE_POD_SANDBOX_REQUEST__INIT;
-    rm.pod_sandbox_id = l->items[i]->id;
-    CALL(remove_pod_sandbox, &rm, &a);
-    assert_int_equal(a.code, NL_GRPC_OK);
-    res_free(&a);
-  }
-  res_free(&r);
-}
+static void cleanup(void) { cri_sync_remove_labelled(LABEL_KEY); }
 
 static int teardown(void **state) {
   cleanup();
-  nl_cri_client_stop(&client, on_stopped);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  assert_true(stopped);
+  assert_true(cri_sync_stop());
   assert_int_equal(uv_loop_close(&loop), 0);
   return 0;
 }
@@ -169,15 +57,6 @@ static void version(void **state) {
       runtime_ready = s->status->conditions[i]->status;
   assert_true(runtime_ready);
   res_free(&r);
-}
-
-static char *find_kv(size_t n, void **entries, const char *key) {
-  /* Every protoc-c map entry is {base, key, value}. */
-  for (size_t i = 0; i < n; i++) {
-    Runtime__V1__PodSandboxConfig__LabelsEntry *e = entries[i];
-    if (!strcmp(e->key, key)) return e->value;
-  }
-  return NULL;
 }
 
 static void sandbox_and_container(void **state) {
@@ -245,8 +124,8 @@ static void sandbox_and_container(void **state) {
   assert_non_null(ps->linux);
   assert_non_null(ps->linux->namespaces);
   assert_int_equal(ps->linux->namespaces->options->network, RUNTIME__V1__NAMESPACE_MODE__POD);
-  assert_string_equal(find_kv(ps->n_labels, (void **)ps->labels, LABEL_KEY), "1");
-  assert_string_equal(find_kv(ps->n_annotations, (void **)ps->annotations, "nanolet.io/test"),
+  assert_string_equal(cri_sync_map_get(ps->n_labels, (void **)ps->labels, LABEL_KEY), "1");
+  assert_string_equal(cri_sync_map_get(ps->n_annotations, (void **)ps->annotations, "nanolet.io/test"),
                       "percent % and \"quotes\"");
   res_free(&r);
 
@@ -314,10 +193,10 @@ static void sandbox_and_container(void **state) {
   assert_non_null(cs->image);
   assert_true(strlen(cs->image_ref) > 0);
   assert_non_null(strstr(cs->log_path, "c/0.log"));
-  assert_string_equal(find_kv(cs->n_labels, (void **)cs->labels, "io.kubernetes.container.name"),
+  assert_string_equal(cri_sync_map_get(cs->n_labels, (void **)cs->labels, "io.kubernetes.container.name"),
                       "c");
   assert_string_equal(
-      find_kv(cs->n_annotations, (void **)cs->annotations, "io.kubernetes.container.restartCount"),
+      cri_sync_map_get(cs->n_annotations, (void **)cs->annotations, "io.kubernetes.container.restartCount"),
       "0");
   res_free(&r);
 
