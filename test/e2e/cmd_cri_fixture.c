@@ -42,60 +42,26 @@ static char *container(const char *sandbox_id, Runtime__V1__PodSandboxConfig *cf
   cc.n_command = 3;
   cc.command = argv;
   cc.log_path = log;
-  Runtime__V1__CreateContainerRequest req = RUNTIME__V1__CREATE_CONTAINER_REQUEST__INIT;
-  req.pod_sandbox_id = (char *)sandbox_id;
-  req.config = &cc;
-  req.sandbox_config = cfg;
-  res_t r = {0};
-  CALL_OK(create_container, &req, &r);
-  char *id = strdup(((Runtime__V1__CreateContainerResponse *)r.resp)->container_id);
-  res_free(&r);
-  if (start) {
-    Runtime__V1__StartContainerRequest s = RUNTIME__V1__START_CONTAINER_REQUEST__INIT;
-    s.container_id = id;
-    CALL_OK(start_container, &s, &r);
-    res_free(&r);
-  }
-  return id;
+  return cri_sync_create_container(sandbox_id, cfg, &cc, start);
 }
 
 static void create(const char *logdir) {
   char name[64], uid[64];
   snprintf(name, sizeof name, "nanolet-e2e-cmd-%d", (int)getpid());
   snprintf(uid, sizeof uid, "00000000-e2e0-c3d0-0000-%012d", (int)getpid());
-  Runtime__V1__PodSandboxMetadata md = RUNTIME__V1__POD_SANDBOX_METADATA__INIT;
-  md.name = name;
-  md.uid = uid;
-  md.namespace_ = "e2e-cmd";
-  md.attempt = 0;
-  Runtime__V1__NamespaceOption ns = RUNTIME__V1__NAMESPACE_OPTION__INIT;
-  ns.network = RUNTIME__V1__NAMESPACE_MODE__POD;
-  ns.pid = RUNTIME__V1__NAMESPACE_MODE__CONTAINER;
-  ns.ipc = RUNTIME__V1__NAMESPACE_MODE__POD;
-  Runtime__V1__LinuxSandboxSecurityContext sc = RUNTIME__V1__LINUX_SANDBOX_SECURITY_CONTEXT__INIT;
-  sc.namespace_options = &ns;
-  Runtime__V1__LinuxPodSandboxConfig lin = RUNTIME__V1__LINUX_POD_SANDBOX_CONFIG__INIT;
-  lin.security_context = &sc;
+  cri_sync_sandbox_t sb;
+  cri_sync_sandbox_init(&sb, name, uid, "e2e-cmd", "nanolet-e2e-cmd", logdir);
+  Runtime__V1__PodSandboxConfig *cfg = &sb.cfg;
   Runtime__V1__PodSandboxConfig__LabelsEntry l1 =
       RUNTIME__V1__POD_SANDBOX_CONFIG__LABELS_ENTRY__INIT;
   l1.key = LABEL_KEY;
   l1.value = "1";
   Runtime__V1__PodSandboxConfig__LabelsEntry *labels[] = {&l1};
-  Runtime__V1__PodSandboxConfig cfg = RUNTIME__V1__POD_SANDBOX_CONFIG__INIT;
-  cfg.metadata = &md;
-  cfg.hostname = "nanolet-e2e-cmd";
-  cfg.log_directory = (char *)logdir;
-  cfg.linux = &lin;
-  cfg.n_labels = 1;
-  cfg.labels = labels;
-  Runtime__V1__RunPodSandboxRequest req = RUNTIME__V1__RUN_POD_SANDBOX_REQUEST__INIT;
-  req.config = &cfg;
-  res_t r = {0};
-  CALL_OK(run_pod_sandbox, &req, &r);
-  char *sid = strdup(((Runtime__V1__RunPodSandboxResponse *)r.resp)->pod_sandbox_id);
-  res_free(&r);
-  char *running = container(sid, &cfg, "talker", SCRIPT, true);
-  char *exited = container(sid, &cfg, "quitter", "exit 0", true);
+  cfg->n_labels = 1;
+  cfg->labels = labels;
+  char *sid = cri_sync_run_sandbox(cfg);
+  char *running = container(sid, cfg, "talker", SCRIPT, true);
+  char *exited = container(sid, cfg, "quitter", "exit 0", true);
   printf("%s %s %s\n", sid, running, exited);
   free(sid);
   free(running);

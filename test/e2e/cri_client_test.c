@@ -66,19 +66,9 @@ static void sandbox_and_container(void **state) {
   snprintf(uid, sizeof uid, "00000000-e2e0-cr10-0000-%012d", (int)getpid());
   snprintf(logdir, sizeof logdir, "/tmp/%s", name);
 
-  Runtime__V1__PodSandboxMetadata md = RUNTIME__V1__POD_SANDBOX_METADATA__INIT;
-  md.name = name;
-  md.uid = uid;
-  md.namespace_ = "default";
-  md.attempt = 0;
-  Runtime__V1__NamespaceOption ns = RUNTIME__V1__NAMESPACE_OPTION__INIT;
-  ns.network = RUNTIME__V1__NAMESPACE_MODE__POD;
-  ns.pid = RUNTIME__V1__NAMESPACE_MODE__CONTAINER;
-  ns.ipc = RUNTIME__V1__NAMESPACE_MODE__POD;
-  Runtime__V1__LinuxSandboxSecurityContext sc = RUNTIME__V1__LINUX_SANDBOX_SECURITY_CONTEXT__INIT;
-  sc.namespace_options = &ns;
-  Runtime__V1__LinuxPodSandboxConfig lin = RUNTIME__V1__LINUX_POD_SANDBOX_CONFIG__INIT;
-  lin.security_context = &sc;
+  cri_sync_sandbox_t sb;
+  cri_sync_sandbox_init(&sb, name, uid, "default", "nanolet-e2e-cri", logdir);
+  Runtime__V1__PodSandboxConfig *cfg = &sb.cfg;
   Runtime__V1__PodSandboxConfig__LabelsEntry l1 = RUNTIME__V1__POD_SANDBOX_CONFIG__LABELS_ENTRY__INIT;
   l1.key = LABEL_KEY;
   l1.value = "1";
@@ -88,23 +78,13 @@ static void sandbox_and_container(void **state) {
   a1.key = "nanolet.io/test";
   a1.value = "percent % and \"quotes\"";
   Runtime__V1__PodSandboxConfig__AnnotationsEntry *annos[] = {&a1};
-  Runtime__V1__PodSandboxConfig cfg = RUNTIME__V1__POD_SANDBOX_CONFIG__INIT;
-  cfg.metadata = &md;
-  cfg.hostname = "nanolet-e2e-cri";
-  cfg.log_directory = logdir;
-  cfg.linux = &lin;
-  cfg.n_labels = 1;
-  cfg.labels = labels;
-  cfg.n_annotations = 1;
-  cfg.annotations = annos;
+  cfg->n_labels = 1;
+  cfg->labels = labels;
+  cfg->n_annotations = 1;
+  cfg->annotations = annos;
 
-  Runtime__V1__RunPodSandboxRequest rreq = RUNTIME__V1__RUN_POD_SANDBOX_REQUEST__INIT;
-  rreq.config = &cfg;
+  char *sandbox_id = cri_sync_run_sandbox(cfg);
   res_t r = {0};
-  CALL(run_pod_sandbox, &rreq, &r);
-  if (r.code) fail_msg("RunPodSandbox: %s", r.msg);
-  char *sandbox_id = strdup(((Runtime__V1__RunPodSandboxResponse *)r.resp)->pod_sandbox_id);
-  res_free(&r);
 
   /* PodSandboxStatus: every field the status code reads. */
   Runtime__V1__PodSandboxStatusRequest psreq = RUNTIME__V1__POD_SANDBOX_STATUS_REQUEST__INIT;
@@ -162,20 +142,8 @@ static void sandbox_and_container(void **state) {
   cc.labels = clabels;
   cc.n_annotations = 1;
   cc.annotations = cannos;
-  Runtime__V1__CreateContainerRequest ccreq = RUNTIME__V1__CREATE_CONTAINER_REQUEST__INIT;
-  ccreq.pod_sandbox_id = sandbox_id;
-  ccreq.config = &cc;
-  ccreq.sandbox_config = &cfg;
-  CALL(create_container, &ccreq, &r);
-  if (r.code) fail_msg("CreateContainer: %s", r.msg);
-  char *cid = strdup(((Runtime__V1__CreateContainerResponse *)r.resp)->container_id);
-  res_free(&r);
+  char *cid = cri_sync_create_container(sandbox_id, cfg, &cc, true);
 
-  Runtime__V1__StartContainerRequest sreq = RUNTIME__V1__START_CONTAINER_REQUEST__INIT;
-  sreq.container_id = cid;
-  CALL(start_container, &sreq, &r);
-  if (r.code) fail_msg("StartContainer: %s", r.msg);
-  res_free(&r);
 
   /* ContainerStatus: every field the status code reads. */
   Runtime__V1__ContainerStatusRequest csreq = RUNTIME__V1__CONTAINER_STATUS_REQUEST__INIT;

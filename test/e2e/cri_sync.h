@@ -169,6 +169,73 @@ static inline void cri_sync_remove_labelled(const char *key) {
   res_free(&r);
 }
 
+/* A pod sandbox config as the kubelet sends it for a pod network pod: pod
+ * network and IPC namespaces, a PID namespace per container. Labels and
+ * annotations are the caller's; every pointer is borrowed. */
+typedef struct cri_sync_sandbox {
+  Runtime__V1__PodSandboxMetadata md;
+  Runtime__V1__NamespaceOption ns;
+  Runtime__V1__LinuxSandboxSecurityContext sc;
+  Runtime__V1__LinuxPodSandboxConfig lin;
+  Runtime__V1__PodSandboxConfig cfg;
+} cri_sync_sandbox_t;
+
+static inline void cri_sync_sandbox_init(cri_sync_sandbox_t *s, const char *name,
+                                         const char *uid, const char *namespace_,
+                                         const char *hostname, const char *log_directory) {
+  *s = (cri_sync_sandbox_t){.md = RUNTIME__V1__POD_SANDBOX_METADATA__INIT,
+                            .ns = RUNTIME__V1__NAMESPACE_OPTION__INIT,
+                            .sc = RUNTIME__V1__LINUX_SANDBOX_SECURITY_CONTEXT__INIT,
+                            .lin = RUNTIME__V1__LINUX_POD_SANDBOX_CONFIG__INIT,
+                            .cfg = RUNTIME__V1__POD_SANDBOX_CONFIG__INIT};
+  s->md.name = (char *)name;
+  s->md.uid = (char *)uid;
+  s->md.namespace_ = (char *)namespace_;
+  s->md.attempt = 0;
+  s->ns.network = RUNTIME__V1__NAMESPACE_MODE__POD;
+  s->ns.pid = RUNTIME__V1__NAMESPACE_MODE__CONTAINER;
+  s->ns.ipc = RUNTIME__V1__NAMESPACE_MODE__POD;
+  s->sc.namespace_options = &s->ns;
+  s->lin.security_context = &s->sc;
+  s->cfg.metadata = &s->md;
+  s->cfg.hostname = (char *)hostname;
+  s->cfg.log_directory = (char *)log_directory;
+  s->cfg.linux = &s->lin;
+}
+
+/* Runs the sandbox cfg; returns its id (the caller frees it). */
+static inline char *cri_sync_run_sandbox(Runtime__V1__PodSandboxConfig *cfg) {
+  Runtime__V1__RunPodSandboxRequest req = RUNTIME__V1__RUN_POD_SANDBOX_REQUEST__INIT;
+  req.config = cfg;
+  res_t r = {0};
+  CALL_OK(run_pod_sandbox, &req, &r);
+  char *id = strdup(((Runtime__V1__RunPodSandboxResponse *)r.resp)->pod_sandbox_id);
+  res_free(&r);
+  return id;
+}
+
+/* Creates container cc in the sandbox (run with cfg) and, if start, starts it;
+ * returns its id (the caller frees it). */
+static inline char *cri_sync_create_container(const char *sandbox_id,
+                                              Runtime__V1__PodSandboxConfig *cfg,
+                                              Runtime__V1__ContainerConfig *cc, bool start) {
+  Runtime__V1__CreateContainerRequest req = RUNTIME__V1__CREATE_CONTAINER_REQUEST__INIT;
+  req.pod_sandbox_id = (char *)sandbox_id;
+  req.config = cc;
+  req.sandbox_config = cfg;
+  res_t r = {0};
+  CALL_OK(create_container, &req, &r);
+  char *id = strdup(((Runtime__V1__CreateContainerResponse *)r.resp)->container_id);
+  res_free(&r);
+  if (start) {
+    Runtime__V1__StartContainerRequest s = RUNTIME__V1__START_CONTAINER_REQUEST__INIT;
+    s.container_id = id;
+    CALL_OK(start_container, &s, &r);
+    res_free(&r);
+  }
+  return id;
+}
+
 /* The value of key in a protoc-c string map (every entry is {base, key,
  * value}), or NULL. */
 static inline const char *cri_sync_map_get(size_t n, void **entries, const char *key) {

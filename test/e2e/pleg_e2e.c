@@ -136,18 +136,9 @@ static void lifecycle(void **state) {
   nl_err_free(&err);
 
   /* ---- a sandbox and a container with the kubelet's labels ---- */
-  Runtime__V1__PodSandboxMetadata md = RUNTIME__V1__POD_SANDBOX_METADATA__INIT;
-  md.name = name;
-  md.uid = uid;
-  md.namespace_ = "nanolet-e2e";
-  Runtime__V1__NamespaceOption ns = RUNTIME__V1__NAMESPACE_OPTION__INIT;
-  ns.network = RUNTIME__V1__NAMESPACE_MODE__POD;
-  ns.pid = RUNTIME__V1__NAMESPACE_MODE__CONTAINER;
-  ns.ipc = RUNTIME__V1__NAMESPACE_MODE__POD;
-  Runtime__V1__LinuxSandboxSecurityContext sc = RUNTIME__V1__LINUX_SANDBOX_SECURITY_CONTEXT__INIT;
-  sc.namespace_options = &ns;
-  Runtime__V1__LinuxPodSandboxConfig lin = RUNTIME__V1__LINUX_POD_SANDBOX_CONFIG__INIT;
-  lin.security_context = &sc;
+  cri_sync_sandbox_t sb;
+  cri_sync_sandbox_init(&sb, name, uid, "nanolet-e2e", "nanolet-e2e-pleg", logdir);
+  Runtime__V1__PodSandboxConfig *cfg = &sb.cfg;
   Runtime__V1__PodSandboxConfig__LabelsEntry sl[4];
   Runtime__V1__PodSandboxConfig__LabelsEntry *slp[4];
   const char *skv[4][2] = {{LABEL_KEY, "1"}, {NL_LABEL_POD_UID, uid}, {NL_LABEL_POD_NAME, name},
@@ -159,20 +150,10 @@ static void lifecycle(void **state) {
     sl[i] = e;
     slp[i] = &sl[i];
   }
-  Runtime__V1__PodSandboxConfig cfg = RUNTIME__V1__POD_SANDBOX_CONFIG__INIT;
-  cfg.metadata = &md;
-  cfg.hostname = "nanolet-e2e-pleg";
-  cfg.log_directory = logdir;
-  cfg.linux = &lin;
-  cfg.n_labels = 4;
-  cfg.labels = slp;
-  Runtime__V1__RunPodSandboxRequest rreq = RUNTIME__V1__RUN_POD_SANDBOX_REQUEST__INIT;
-  rreq.config = &cfg;
+  cfg->n_labels = 4;
+  cfg->labels = slp;
+  char *sandbox_id = cri_sync_run_sandbox(cfg);
   res_t r = {0};
-  CALL(run_pod_sandbox, &rreq, &r);
-  if (r.code) fail_msg("RunPodSandbox: %s", r.msg);
-  char *sandbox_id = strdup(((Runtime__V1__RunPodSandboxResponse *)r.resp)->pod_sandbox_id);
-  res_free(&r);
 
   Runtime__V1__ImageSpec img = RUNTIME__V1__IMAGE_SPEC__INIT;
   img.image = BUSYBOX;
@@ -211,19 +192,7 @@ static void lifecycle(void **state) {
   cc.labels = clp;
   cc.n_annotations = 2;
   cc.annotations = cap;
-  Runtime__V1__CreateContainerRequest ccreq = RUNTIME__V1__CREATE_CONTAINER_REQUEST__INIT;
-  ccreq.pod_sandbox_id = sandbox_id;
-  ccreq.config = &cc;
-  ccreq.sandbox_config = &cfg;
-  CALL(create_container, &ccreq, &r);
-  if (r.code) fail_msg("CreateContainer: %s", r.msg);
-  char *cid = strdup(((Runtime__V1__CreateContainerResponse *)r.resp)->container_id);
-  res_free(&r);
-  Runtime__V1__StartContainerRequest sreq = RUNTIME__V1__START_CONTAINER_REQUEST__INIT;
-  sreq.container_id = cid;
-  CALL(start_container, &sreq, &r);
-  if (r.code) fail_msg("StartContainer: %s", r.msg);
-  res_free(&r);
+  char *cid = cri_sync_create_container(sandbox_id, cfg, &cc, true);
   int64_t t_started = nl_pleg_realtime_ns(NULL);
 
   /* ---- ContainerStarted for the sandbox and the container ---- */
