@@ -104,8 +104,8 @@ static void sandbox_and_container(void **state) {
   assert_non_null(ps->linux);
   assert_non_null(ps->linux->namespaces);
   assert_int_equal(ps->linux->namespaces->options->network, RUNTIME__V1__NAMESPACE_MODE__POD);
-  assert_string_equal(cri_sync_map_get(ps->n_labels, (void **)ps->labels, LABEL_KEY), "1");
-  assert_string_equal(cri_sync_map_get(ps->n_annotations, (void **)ps->annotations, "nanolet.io/test"),
+  assert_string_equal(cri_kv(ps->n_labels, (void **)ps->labels, LABEL_KEY), "1");
+  assert_string_equal(cri_kv(ps->n_annotations, (void **)ps->annotations, "nanolet.io/test"),
                       "percent % and \"quotes\"");
   res_free(&r);
 
@@ -161,10 +161,10 @@ static void sandbox_and_container(void **state) {
   assert_non_null(cs->image);
   assert_true(strlen(cs->image_ref) > 0);
   assert_non_null(strstr(cs->log_path, "c/0.log"));
-  assert_string_equal(cri_sync_map_get(cs->n_labels, (void **)cs->labels, "io.kubernetes.container.name"),
+  assert_string_equal(cri_kv(cs->n_labels, (void **)cs->labels, "io.kubernetes.container.name"),
                       "c");
   assert_string_equal(
-      cri_sync_map_get(cs->n_annotations, (void **)cs->annotations, "io.kubernetes.container.restartCount"),
+      cri_kv(cs->n_annotations, (void **)cs->annotations, "io.kubernetes.container.restartCount"),
       "0");
   res_free(&r);
 

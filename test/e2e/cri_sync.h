@@ -238,7 +238,7 @@ static inline char *cri_sync_create_container(const char *sandbox_id,
 
 /* The value of key in a protoc-c string map (every entry is {base, key,
  * value}), or NULL. */
-static inline const char *cri_sync_map_get(size_t n, void **entries, const char *key) {
+static inline const char *cri_kv(size_t n, void **entries, const char *key) {
   for (size_t i = 0; i < n; i++) {
     Runtime__V1__PodSandboxConfig__LabelsEntry *e = entries[i];
     if (!strcmp(e->key, key)) return e->value;

@@ -109,9 +109,10 @@ static nl_rt_pod_status_t *read_status(const char *uid) {
     c->finished_at = cs->finished_at;
     c->exit_code = cs->exit_code;
     c->reason = nl_xstrdup(cs->reason);
-    const char *h = cri_sync_map_get(cs->n_annotations, (void **)cs->annotations, NL_ANN_CONTAINER_HASH);
+    void **ann = (void **)cs->annotations;
+    const char *h = cri_kv(cs->n_annotations, ann, NL_ANN_CONTAINER_HASH);
     c->hash = h ? (uint32_t)strtoul(h, NULL, 16) : 0;
-    const char *rc = cri_sync_map_get(cs->n_annotations, (void **)cs->annotations, NL_ANN_CONTAINER_RESTART_COUNT);
+    const char *rc = cri_kv(cs->n_annotations, ann, NL_ANN_CONTAINER_RESTART_COUNT);
     c->restart_count = rc ? atoi(rc) : 0;
     c->log_path = nl_xstrdup(cs->log_path);
     res_free(&r2);
