@@ -136,12 +136,17 @@ static void start_version(nl_cmd_cri_ctx_t *x) {
   nl_cri_version(&x->client, &req, on_version, x);
 }
 
-static void on_info(const nl_grpc_status_t *st, Runtime__V1__StatusResponse *r, void *ctx) {
-  nl_cmd_cri_ctx_t *x = ctx;
+/* info, inspect, inspectp: the status (may be NULL) with the verbose info map
+ * merged in, as JSON. */
+static void emit_status(nl_cmd_cri_ctx_t *x, const nl_grpc_status_t *st,
+                        const ProtobufCMessage *status, size_t n_info, void **info) {
   if (failed(x, st)) return;
-  emit_json(x, nl_cmd_cri__with_info(nl_cmd_cri__to_json(r->status ? &r->status->base : NULL),
-                                     r->n_info, (void **)r->info));
+  emit_json(x, nl_cmd_cri__with_info(nl_cmd_cri__to_json(status), n_info, info));
   nl_cmd_cri__finish(x, 0);
+}
+
+static void on_info(const nl_grpc_status_t *st, Runtime__V1__StatusResponse *r, void *ctx) {
+  emit_status(ctx, st, r->status ? &r->status->base : NULL, r->n_info, (void **)r->info);
 }
 
 static void start_info(nl_cmd_cri_ctx_t *x) {
@@ -332,11 +337,7 @@ static void start_images(nl_cmd_cri_ctx_t *x) {
 
 static void on_inspect(const nl_grpc_status_t *st, Runtime__V1__ContainerStatusResponse *r,
                        void *ctx) {
-  nl_cmd_cri_ctx_t *x = ctx;
-  if (failed(x, st)) return;
-  emit_json(x, nl_cmd_cri__with_info(nl_cmd_cri__to_json(r->status ? &r->status->base : NULL),
-                                     r->n_info, (void **)r->info));
-  nl_cmd_cri__finish(x, 0);
+  emit_status(ctx, st, r->status ? &r->status->base : NULL, r->n_info, (void **)r->info);
 }
 
 static void inspect_resolved(nl_cmd_cri_ctx_t *x) {
@@ -350,11 +351,7 @@ static void start_inspect(nl_cmd_cri_ctx_t *x) { resolve_container(x, inspect_re
 
 static void on_inspectp(const nl_grpc_status_t *st, Runtime__V1__PodSandboxStatusResponse *r,
                         void *ctx) {
-  nl_cmd_cri_ctx_t *x = ctx;
-  if (failed(x, st)) return;
-  emit_json(x, nl_cmd_cri__with_info(nl_cmd_cri__to_json(r->status ? &r->status->base : NULL),
-                                     r->n_info, (void **)r->info));
-  nl_cmd_cri__finish(x, 0);
+  emit_status(ctx, st, r->status ? &r->status->base : NULL, r->n_info, (void **)r->info);
 }
 
 static void inspectp_resolved(nl_cmd_cri_ctx_t *x) {
