@@ -1,6 +1,8 @@
 #include "agent/kubelet.h"
 
+#include <errno.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -10,7 +12,7 @@
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
-static void release(nl_kubelet_t *k) {
+void nl__kubelet_release(nl_kubelet_t *k) {
   if (--k->pending > 0) return;
   k->stopping = 2;
   nl__kubelet_pods_free(k);
@@ -20,11 +22,11 @@ static void release(nl_kubelet_t *k) {
   if (k->done_cb) k->done_cb(k);
 }
 
-static void on_handle_closed(uv_handle_t *h) { release(h->data); }
+static void on_handle_closed(uv_handle_t *h) { nl__kubelet_release(h->data); }
 
 static void on_server_stopped(nl_http_server_t *srv, void *ctx) {
   (void)srv;
-  release(ctx);
+  nl__kubelet_release(ctx);
 }
 
 /* Upstream's syncLoopHealthCheck: the loop must have iterated within twice the
@@ -52,18 +54,73 @@ static void on_sync_tick(uv_timer_t *t) {
 }
 
 static void on_housekeeping(uv_timer_t *t) {
-  nl__kubelet_pods_housekeeping(container_of(t, nl_kubelet_t, housekeeping));
+  nl_kubelet_t *k = container_of(t, nl_kubelet_t, housekeeping);
+  if (!k->cfg->runonce) nl__kubelet_pods_housekeeping(k);
+}
+
+/* upstream runOnce: the static pods are started once, the agent waits for them
+ * to run (up to RUNONCE_MAX_CHECKS seconds) and exits; the pods keep running.
+ * Housekeeping never removes anything in this mode. */
+enum { RUNONCE_MAX_CHECKS = 120 };
+
+static void on_runonce_check(uv_timer_t *t) {
+  nl_kubelet_t *k = container_of(t, nl_kubelet_t, runonce_timer);
+  size_t total;
+  if (!nl_pod_config_sources_ready(&k->pod_config)) return;
+  size_t waiting = nl__kubelet_pods_not_running(k, &total);
+  if (waiting && ++k->runonce_checks < RUNONCE_MAX_CHECKS) return;
+  if (waiting) {
+    nl_error("runonce: %zu of %zu pods did not start", waiting, total);
+    k->exit_code = 1;
+  } else {
+    nl_info("runonce: all %zu pods are running", total);
+  }
+  nl_kubelet_stop(k, k->done_cb);
+}
+
+/* upstream watchForLockfileContention: another process opening (or deleting)
+ * the lock file asks this agent to go away and hand the lock over. */
+static void on_lock_event(uv_poll_t *p, int status, int events) {
+  nl_kubelet_t *k = container_of(p, nl_kubelet_t, lock_watch);
+  char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+  ssize_t n = read(k->lock_watch_fd, buf, sizeof buf);
+  if (n <= 0 && status == 0) return;
+  nl_info("lock file %s is wanted by another process: exiting", k->cfg->lock_file);
+  nl_kubelet_stop(k, k->done_cb);
+}
+
+static void on_lock_watch_closed(uv_handle_t *h) {
+  nl_kubelet_t *k = h->data;
+  close(k->lock_watch_fd);
+  nl__kubelet_release(k);
+}
+
+static int watch_lock_file(nl_kubelet_t *k, nl_err_t **err) {
+  int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (fd < 0) return nl_err_set(err, errno, "inotify: %s", strerror(errno));
+  if (inotify_add_watch(fd, k->cfg->lock_file, IN_OPEN | IN_DELETE_SELF) < 0) {
+    int e = errno;
+    close(fd);
+    return nl_err_set(err, e, "watch lock file %s: %s", k->cfg->lock_file, strerror(e));
+  }
+  k->lock_watch_fd = fd;
+  uv_poll_init(k->loop, &k->lock_watch, fd);
+  k->lock_watch.data = k;
+  k->lock_watch_up = true;
+  k->pending++;
+  uv_poll_start(&k->lock_watch, UV_READABLE, on_lock_event);
+  return 0;
 }
 
 static void on_cri_stopped(nl_cri_client_t *c) {
-  release(container_of(c, nl_kubelet_t, cri));
+  nl__kubelet_release(container_of(c, nl_kubelet_t, cri));
 }
 
 /* The CRI client goes last: the runtime manager and PLEG use it until they stop. */
 static void cri_user_stopped(nl_kubelet_t *k) {
   if (--k->cri_users > 0) return;
   if (k->cri_up) nl_cri_client_stop(&k->cri, on_cri_stopped);
-  release(k);
+  nl__kubelet_release(k);
 }
 
 static void on_runtime_stopped(nl_runtime_t *rt) {
@@ -73,7 +130,7 @@ static void on_runtime_stopped(nl_runtime_t *rt) {
 static void on_pleg_stopped(nl_pleg_t *p) { cri_user_stopped(container_of(p, nl_kubelet_t, pleg)); }
 
 static void on_file_source_stopped(nl_file_source_t *src) {
-  release(container_of(src, nl_kubelet_t, file_source));
+  nl__kubelet_release(container_of(src, nl_kubelet_t, file_source));
 }
 
 static void on_file_pods(nl_pod_t **pods, size_t n, void *ctx) {
@@ -142,9 +199,10 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
   uv_timer_init(loop, &k->sync_ticker);
   uv_timer_init(loop, &k->housekeeping);
   uv_timer_init(loop, &k->runtime_retry);
+  uv_timer_init(loop, &k->runonce_timer);
   k->sigterm.data = k->sigint.data = k->sync_ticker.data = k->housekeeping.data = k;
-  k->runtime_retry.data = k;
-  k->pending = 5;
+  k->runtime_retry.data = k->runonce_timer.data = k;
+  k->pending = 6;
   nl_cri_opts_t cri_opts = {.timeout_ms = (uint64_t)(cfg->runtime_request_timeout / 1000000)};
   if (nl_cri_client_init(&k->cri, loop, cfg->container_runtime_endpoint, &cri_opts, err) < 0)
     return nl_err_wrap(err, "containerRuntimeEndpoint");
@@ -200,6 +258,10 @@ int nl_kubelet_start(nl_kubelet_t *k, nl_err_t **err) {
   k->started_ns = nl_pleg_realtime_ns(NULL);
   check_runtime(k);
   nl_pleg_start(&k->pleg);
+  if (k->cfg->runonce) uv_timer_start(&k->runonce_timer, on_runonce_check, 1000, 1000);
+  if (k->cfg->exit_on_lock_contention && k->cfg->lock_file && *k->cfg->lock_file &&
+      watch_lock_file(k, err) < 0)
+    return -1;
   if (k->file_source_up && nl_file_source_start(&k->file_source, err) < 0)
     return nl_err_wrap(err, "staticPodPath");
   uv_timer_start(&k->sync_ticker, on_sync_tick, 1000, 1000);
@@ -223,6 +285,8 @@ void nl_kubelet_stop(nl_kubelet_t *k, nl_kubelet_done_cb done_cb) {
   uv_close((uv_handle_t *)&k->sync_ticker, on_handle_closed);
   uv_close((uv_handle_t *)&k->housekeeping, on_handle_closed);
   uv_close((uv_handle_t *)&k->runtime_retry, on_handle_closed);
+  uv_close((uv_handle_t *)&k->runonce_timer, on_handle_closed);
+  if (k->lock_watch_up) uv_close((uv_handle_t *)&k->lock_watch, on_lock_watch_closed);
   if (k->server_up) nl_agent_server_stop(&k->server, on_server_stopped, k);
   if (k->file_source_up) nl_file_source_stop(&k->file_source, on_file_source_stopped);
   if (k->pleg_up) nl_pleg_stop(&k->pleg, on_pleg_stopped);
@@ -232,5 +296,5 @@ void nl_kubelet_stop(nl_kubelet_t *k, nl_kubelet_done_cb done_cb) {
     k->pending++;
     cri_user_stopped(k);
   }
-  release(k);
+  nl__kubelet_release(k);
 }

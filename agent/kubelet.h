@@ -57,7 +57,19 @@ struct nl_kubelet {
                                 * client is stopped after them */
   nl_map_t pod_states;         /* uid -> status, reasons, last sync */
   nl_map_t orphans;            /* uid -> housekeeping kill in flight */
+  uv_fs_t pods_dir_scan;       /* <root-dir>/pods, for orphaned pod directories */
+  bool pods_dir_scanning;
   nl_list_t calls;             /* syncer calls in flight */
+
+  /* --runonce: check the pods every second until all run or time is up. */
+  uv_timer_t runonce_timer;
+  int runonce_checks;
+  int exit_code; /* the process's exit status once stopped */
+
+  /* --exit-on-lock-contention: an inotify watch of the lock file. */
+  int lock_watch_fd;
+  bool lock_watch_up;
+  uv_poll_t lock_watch;
 };
 
 /* Returns 0, or -1 with *err. Takes nothing from cfg. */

@@ -411,6 +411,43 @@ static bool kill_orphan(const nl_rt_pod_status_t *st, void *ctx) {
   return true;
 }
 
+static bool pod_is_known(nl_kubelet_t *k, const char *uid) {
+  return nl_pod_manager_get(&k->pods, uid) || nl_pod_workers_get(&k->workers, uid) ||
+         nl_map_has(&k->orphans, uid) || nl_pleg_get(&k->pleg, uid);
+}
+
+/* upstream cleanupOrphanedPodDirs: a directory under <root-dir>/pods whose pod
+ * is neither wanted, nor worked on, nor in the runtime is removed (volumes torn
+ * down first), e.g. one left by a pod removed while the agent was down. */
+static void on_pods_dir_scanned(uv_fs_t *req) {
+  nl_kubelet_t *k = container_of(req, nl_kubelet_t, pods_dir_scan);
+  uv_dirent_t ent;
+  k->pods_dir_scanning = false;
+  while (!k->stopping && req->result > 0 && uv_fs_scandir_next(req, &ent) != UV_EOF) {
+    if (ent.type != UV_DIRENT_DIR || pod_is_known(k, ent.name)) continue;
+    nl_info("removing the directory of orphaned pod %s", ent.name);
+    orphan_t *o = nl_xcalloc(1, sizeof *o);
+    o->k = k;
+    o->uid = nl_xstrdup(ent.name);
+    o->removing = true;
+    nl_map_put(&k->orphans, o->uid, o);
+    nl_rt_pod_status_t st = {.uid = o->uid};
+    o->op = nl_runtime_remove_pod(&k->runtime, &st, true, on_orphan_removed, o);
+  }
+  uv_fs_req_cleanup(req);
+  nl__kubelet_release(k);
+}
+
+static void scan_pods_dir(nl_kubelet_t *k) {
+  if (k->pods_dir_scanning) return;
+  char *dir = nl_xasprintf("%s/pods", k->cfg->root_dir);
+  if (uv_fs_scandir(k->loop, &k->pods_dir_scan, dir, 0, on_pods_dir_scanned) == 0) {
+    k->pods_dir_scanning = true;
+    k->pending++;
+  }
+  free(dir);
+}
+
 void nl__kubelet_pods_housekeeping(nl_kubelet_t *k) {
   /* Nothing is deleted on the strength of a partial view of what is wanted. */
   if (!nl_pod_config_sources_ready(&k->pod_config) || !k->pleg.relists) return;
@@ -422,6 +459,7 @@ void nl__kubelet_pods_housekeeping(nl_kubelet_t *k) {
   free(uids);
   free(pods);
   nl_pleg_foreach(&k->pleg, kill_orphan, k);
+  scan_pods_dir(k);
   /* Forget the state of pods that are gone everywhere. */
   nl_map_iter_t it;
   const char *uid;
@@ -430,4 +468,20 @@ void nl__kubelet_pods_housekeeping(nl_kubelet_t *k) {
     if (nl_pod_manager_get(&k->pods, uid) || nl_pod_workers_get(&k->workers, uid)) continue;
     state_free(nl_map_del(&k->pod_states, uid));
   }
+}
+
+/* ---- --runonce ---- */
+
+size_t nl__kubelet_pods_not_running(nl_kubelet_t *k, size_t *total) {
+  size_t n, waiting = 0;
+  const nl_pod_t **pods = nl_pod_manager_list(&k->pods, &n);
+  for (size_t i = 0; i < n; i++) {
+    pod_state_t *ps = nl_map_get(&k->pod_states, pods[i]->metadata.uid);
+    if (!ps || !ps->status || ps->rejected_reason ||
+        (ps->status->phase != NL_POD_RUNNING && ps->status->phase != NL_POD_SUCCEEDED))
+      waiting++;
+  }
+  free(pods);
+  *total = n;
+  return waiting;
 }

@@ -23,9 +23,14 @@ void nl__kubelet_pleg_event(const nl_pleg_event_t *ev, void *ctx);
 void nl__kubelet_pods_sync_tick(nl_kubelet_t *k);
 /* The 2 s tick: forget what is gone, kill what no source wants. */
 void nl__kubelet_pods_housekeeping(nl_kubelet_t *k);
+/* --runonce: how many of the wanted pods are not Running (or Succeeded) yet. */
+size_t nl__kubelet_pods_not_running(nl_kubelet_t *k, size_t *total);
 /* GET /pods. */
 void nl__kubelet_pods_json(void *ctx, nl_buf_t *out);
 
 extern const nl_pod_syncer_t nl__kubelet_syncer;
+
+/* Drops one of the kubelet's pending stop counts (kubelet.c). */
+void nl__kubelet_release(nl_kubelet_t *k);
 
 #endif

@@ -27,8 +27,6 @@ static int run(nl_kubelet_config_t *cfg) {
   int lock_fd = -1;
   if (cfg->lock_file && *cfg->lock_file) {
     if ((lock_fd = nl_startup_lock(cfg->lock_file, &err)) < 0) goto fail;
-    /* --exit-on-lock-contention is accepted; nanolet keeps the lock for its life
-     * and does not yet watch for contenders (docs/DIFFERENCES.md). */
   }
   char *node_name = nl_startup_node_name(cfg->hostname_override, &err);
   if (!node_name) goto fail;
@@ -59,6 +57,7 @@ static int run(nl_kubelet_config_t *cfg) {
     }
   }
   uv_run(&loop, UV_RUN_DEFAULT);
+  if (k.exit_code) rc = k.exit_code;
   int close_rc = uv_loop_close(&loop);
   if (close_rc != 0) {
     nl_error("loop closed with handles still open: %s", uv_strerror(close_rc));

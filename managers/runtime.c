@@ -169,7 +169,10 @@ void nl__op_fail(nl_runtime_op_t *op, int code, const char *fmt, ...) {
 void nl_runtime_cancel(nl_runtime_op_t *op) {
   if (!op || op->finished) return;
   op->cancelled = true;
-  if (op->img.job) nl_images_cancel(&op->img);
+  if (op->img.job) { /* its callback will not come: release what it held */
+    nl_images_cancel(&op->img);
+    op->pending--;
+  }
   if (op->pending == 0) {
     op->finished = true;
     op_free(op);

@@ -15,6 +15,12 @@ run() { echo "== $*"; "$@" || status=1; }
 run meson test -C build --suite unit --print-errorlogs --logbase unit
 run meson test -C build-asan --suite unit --print-errorlogs --logbase unit
 run meson test -C build --suite e2e --print-errorlogs --num-processes 1 --logbase e2e
+# Every parser of outside input has a libFuzzer target: build them with clang and
+# run each from its seeds for a short while (tools/fuzz.sh 300 for the long run).
+fuzz_out=$(tools/fuzz.sh "${NANOLET_FUZZ_SECONDS:-15}" 2>&1) || status=1
+echo "$fuzz_out"
+fuzz_passed=$(grep -c '^fuzz: .* clean' <<<"$fuzz_out" || true)
+fuzz_failed=$(grep -c '^fuzz: .* FAILED' <<<"$fuzz_out" || true)
 
 passed=0 failed=0
 for d in build build-asan; do
@@ -24,6 +30,8 @@ for d in build build-asan; do
     failed=$((failed + $(grep -cE '"result": "(FAIL|TIMEOUT|ERROR|SKIP|UNEXPECTEDPASS)"' "$f" || true)))
   done
 done
+passed=$((passed + fuzz_passed))
+failed=$((failed + fuzz_failed))
 # A skipped test is a failure (STYLE.md): the suite must not look green by skipping.
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ] || status=1

@@ -60,3 +60,24 @@ if command -v valgrind >/dev/null; then
 else
   fail "valgrind" "not installed (tools/install-deps.sh --test installs it)"
 fi
+
+# --lock-file: a second agent waits for the lock; with --exit-on-lock-contention
+# the holder exits when someone else opens the lock file.
+port=$(free_port)
+mkdir -p "$E2E_TMP/m2"
+"$NANOLET" --healthz-port "$port" --pod-manifest-path "$E2E_TMP/m2" --root-dir "$E2E_TMP/root" \
+  --container-runtime-endpoint "$NANOLET_TEST_CRI_ENDPOINT" --lock-file "$E2E_TMP/lock" \
+  --exit-on-lock-contention >"$E2E_TMP/lock.log" 2>&1 &
+holder=$!
+if wait_for 10 healthz_ok "$port"; then
+  : <"$E2E_TMP/lock" # another process opens the lock file
+  if wait_for 5 sh -c "! kill -0 $holder"; then
+    wait "$holder"; rc=$?
+    [ $rc -eq 0 ] && grep -q 'wanted by another process' "$E2E_TMP/lock.log" \
+      && ok "--exit-on-lock-contention exits 0 when the lock file is opened" || fail "lock contention" "rc=$rc"
+  else
+    kill -KILL "$holder"; fail "lock contention" "agent still running"
+  fi
+else
+  kill -KILL "$holder" 2>/dev/null; fail "lock holder start" "$(tail -3 "$E2E_TMP/lock.log")"
+fi

@@ -368,7 +368,7 @@ static void hash_change_replaces(void **state) {
   nl_rt_pod_status_free(s);
   nl_pod_t *pod2 = make_pod("hash", "  containers:\n  - name: main\n    " BUSY
                                     "    command: [sleep, '3601']\n");
-  n_uids--; /* same uid */
+  free(uids[--n_uids]); /* same uid */
   res = sync_pod(pod2);
   assert_null(res->err);
   assert_int_equal(res->steps[0].action, NL_SYNC_KILL_CONTAINER);

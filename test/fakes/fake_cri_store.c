@@ -111,7 +111,7 @@ static bool labels_match(size_t nsel, void **sel, size_t nl, void **labels) {
   Runtime__V1__##snake *var = (void *)protobuf_c_message_unpack(                           \
       &runtime__v1__##snake##_descriptor_name, NULL, len, in);                             \
   if (!var) return fail(o, 13, "fake-cri: cannot decode " #snake);                        \
-  nl_cleanup_msg ProtobufCMessage *var##_owned = &var->base;
+  nl_cleanup_msg __attribute__((unused)) ProtobufCMessage *var##_owned = &var->base;
 
 static void msg_freep(ProtobufCMessage **m) {
   if (*m) protobuf_c_message_free_unpacked(*m, NULL);

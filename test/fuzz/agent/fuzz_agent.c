@@ -1,0 +1,48 @@
+/* libFuzzer target over the agent's other parsers of outside input: the
+ * KubeletConfiguration file, resolv.conf (pod DNS), and CRI container log files
+ * (`nanolet cri logs` and FallbackToLogsOnError termination messages). Byte 0
+ * picks the parser. */
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "agent/cmd_cri_fmt.h"
+#include "agent/config.h"
+#include "managers/runtime.h"
+#include "reactor/log.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 1) return 0;
+  const char *text = (const char *)data + 1;
+  size_t len = size - 1;
+  static int devnull = -1;
+  if (devnull < 0) nl_log_set_fd(devnull = open("/dev/null", O_WRONLY)); /* unknown fields warn */
+  switch (data[0] % 4) {
+  case 0: {
+    nl_kubelet_config_t cfg;
+    nl_err_t *err = NULL;
+    nl_config_defaults(&cfg);
+    if (nl_config_load_bytes(&cfg, "fuzz.yaml", text, len, &err) == 0) nl_config_validate(&cfg, &err);
+    nl_err_free(&err);
+    nl_config_free(&cfg);
+    break;
+  }
+  case 1: {
+    nl_host_dns_t dns = {0};
+    nl_runtime_parse_resolv_conf(text, len, &dns);
+    nl_host_dns_free(&dns);
+    break;
+  }
+  case 2:
+    free(nl_runtime_tail_cri_log(text, len, 80, 2048));
+    break;
+  case 3: {
+    nl_cmd_cri_log_line_t *lines = NULL;
+    size_t n = nl_cmd_cri__log_parse(text, len, &lines, 0);
+    nl_cmd_cri__log_free(lines, n);
+    break;
+  }
+  }
+  return 0;
+}

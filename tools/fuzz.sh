@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang in build-fuzz/ (every library
+# instrumented for coverage, ASan+UBSan on) and runs each one for SECONDS
+# (default 300, the figure docs/FUZZING.md reports; the test suite runs each for
+# a short while to prove they build, start from their seeds and stay clean).
+#   tools/fuzz.sh [SECONDS] [TARGET...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-300}
+shift || true
+if [ ! -f build-fuzz/build.ninja ]; then
+  CC=clang meson setup build-fuzz --fatal-meson-warnings -Dfuzzing=true \
+    -Db_sanitize=address,undefined -Db_lundef=false \
+    "-Dc_args=-fsanitize=fuzzer-no-link" >/dev/null
+fi
+ninja -C build-fuzz >/dev/null
+
+work=$(mktemp -d /tmp/nanolet-fuzz.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/cri-seeds"
+build-fuzz/test/fuzz/cri/fuzz_cri_seeds "$work/cri-seeds" >/dev/null
+declare -A seeds=(
+  [fuzz_agent]=test/fuzz/agent/corpus
+  [fuzz_cri_response]="$work/cri-seeds"
+  [fuzz_http_parse]=test/fuzz/http/corpus
+  [fuzz_manifest]=test/fixtures/manifests
+)
+declare -A bins=(
+  [fuzz_agent]=build-fuzz/test/fuzz/agent/fuzz_agent
+  [fuzz_cri_response]=build-fuzz/test/fuzz/cri/fuzz_cri_response
+  [fuzz_http_parse]=build-fuzz/test/fuzz/http/fuzz_http_parse
+  [fuzz_manifest]=build-fuzz/test/fuzz/manifest/fuzz_manifest
+)
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_agent fuzz_cri_response fuzz_http_parse fuzz_manifest)
+status=0
+for t in "${targets[@]}"; do
+  mkdir -p "$work/$t"
+  if "${bins[$t]}" -max_total_time="$secs" -max_len=65536 -print_final_stats=1 \
+      "$work/$t" ${seeds[$t]} >"$work/$t.log" 2>&1; then
+    echo "fuzz: $t clean for ${secs}s ($(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$work/$t.log" | grep -o '[0-9]*$') runs)"
+  else
+    echo "fuzz: $t FAILED"; tail -40 "$work/$t.log"; status=1
+  fi
+done
+exit $status
