@@ -11,6 +11,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "cri/runtime.h"
+#include "managers/hooks.h"
 #include "managers/probe.h"
 #include "reactor/http_server.h"
 #include "test/fakes/fake_cri_harness.h"
@@ -848,6 +849,108 @@ static void test_initial_delay_and_errors(void **state) {
   world_finish(&w); /* stop with workers still registered */
 }
 
+
+/* ---- lifecycle hooks ---- */
+
+typedef struct hres {
+  int done;
+  bool ok;
+  char err[512];
+} hres_t;
+
+static void on_hook(void *ctx, const char *err) {
+  hres_t *r = ctx;
+  r->ok = err == NULL;
+  snprintf(r->err, sizeof r->err, "%s", err ? err : "");
+  r->done++;
+}
+
+static void test_hooks(void **state) {
+  (void)state;
+  harness_t h;
+  harness_start(&h, NULL);
+  crun_t ct;
+  make_container(&h, &ct);
+  nl_pod_t *pod = probe_pod(1, "");
+  const nl_container_t *c = &pod->spec.containers[0];
+  char *cmd[] = {"touch", "/tmp/started"};
+  nl_exec_action_t ex = {.command = {cmd, 2}};
+  nl_handler_t hd = {.exec = &ex};
+  nl_hook_req_t req = {.pod = pod, .container = c, .container_id = ct.id, .handler = &hd,
+                       .pod_ip = "127.0.0.1"};
+  hres_t r = {0};
+  nl_hook_run(&h.loop, &h.client, &req, on_hook, &r);
+  assert_int_equal(r.done, 0);
+  harness_wait(&h, &r.done, 1, 5000);
+  assert_true(r.ok);
+
+  fake_cri_fault_t f = {.kind = FAKE_CRI_STATUS, .code = 2, .message = "exec failed", .times = 1};
+  fake_cri_set_fault(h.fake, "ExecSync", &f);
+  memset(&r, 0, sizeof r);
+  nl_hook_run(&h.loop, &h.client, &req, on_hook, &r);
+  harness_wait(&h, &r.done, 1, 5000);
+  assert_false(r.ok);
+  assert_string_equal(r.err, "Exec lifecycle hook ([touch /tmp/started]) for Container \"c\" in "
+                             "Pod \"p_default(u1)\" failed - error: rpc error: code = Unknown "
+                             "desc = exec failed");
+
+  /* an exec hook that hangs is abandoned at the limit (preStop's grace period) */
+  f = (fake_cri_fault_t){.kind = FAKE_CRI_STALL, .times = 1};
+  fake_cri_set_fault(h.fake, "ExecSync", &f);
+  memset(&r, 0, sizeof r);
+  req.limit_ms = 200;
+  uint64_t t0 = uv_now(&h.loop);
+  nl_hook_run(&h.loop, &h.client, &req, on_hook, &r);
+  harness_wait(&h, &r.done, 1, 5000);
+  assert_true(r.ok);
+  assert_true(uv_now(&h.loop) - t0 >= 190);
+
+  /* httpGet: any answer is fine, a refused connection is not */
+  web_t w;
+  web_start(&h.loop, &w);
+  nl_http_get_action_t a;
+  nl_handler_t hh = http_h(&a, "/fail", w.port);
+  req.handler = &hh;
+  req.limit_ms = 0;
+  memset(&r, 0, sizeof r);
+  nl_hook_run(&h.loop, &h.client, &req, on_hook, &r);
+  harness_wait(&h, &r.done, 1, 5000);
+  assert_true(r.ok);
+  web_stop(&w);
+  harness_sleep(&h, 20);
+  memset(&r, 0, sizeof r);
+  nl_hook_run(&h.loop, &h.client, &req, on_hook, &r);
+  harness_wait(&h, &r.done, 1, 5000);
+  assert_false(r.ok);
+  assert_non_null(strstr(r.err, "HTTP lifecycle hook (/fail) for Container \"c\" in Pod "
+                                "\"p_default(u1)\" failed - error: Get \"http://127.0.0.1:"));
+  assert_non_null(strstr(r.err, "connection refused"));
+
+  /* sleep: cut short by the limit; cancel: the callback still comes, once */
+  nl_sleep_action_t sl = {.seconds = 30};
+  nl_handler_t hs = {.sleep = &sl};
+  req.handler = &hs;
+  req.limit_ms = 100;
+  memset(&r, 0, sizeof r);
+  t0 = uv_now(&h.loop);
+  nl_hook_run(&h.loop, &h.client, &req, on_hook, &r);
+  harness_wait(&h, &r.done, 1, 5000);
+  assert_true(r.ok);
+  assert_true(uv_now(&h.loop) - t0 < 1000);
+  req.limit_ms = 0;
+  memset(&r, 0, sizeof r);
+  nl_hook_t *k = nl_hook_run(&h.loop, &h.client, &req, on_hook, &r);
+  nl_hook_cancel(k);
+  nl_hook_cancel(k);
+  harness_wait(&h, &r.done, 1, 5000);
+  assert_string_equal(r.err, "cancelled");
+  harness_sleep(&h, 50);
+  assert_int_equal(r.done, 1);
+  nl_pod_free(pod);
+  harness_finish(&h);
+  assert_true(w.stopped);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_http),
@@ -860,6 +963,7 @@ int main(void) {
       cmocka_unit_test(test_liveness_hold),
       cmocka_unit_test(test_startup_gates),
       cmocka_unit_test(test_initial_delay_and_errors),
+      cmocka_unit_test(test_hooks),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
