@@ -118,9 +118,10 @@ void nl__tree_resolve_plain(nl_tnode_t *n) {
   /* most scalars are names and paths: only a few first bytes can start anything else */
   if (n->len > 5 && !strchr("0123456789+-.", s[0])) return;
   if (n->len && !strchr("~nNtTfFyYoO0123456789+-.", s[0])) return;
-  if (in_list(s, nulls)) n->kind = NL_T_NULL;
-  else if (in_list(s, trues)) n->kind = NL_T_BOOL, n->b = 1;
-  else if (in_list(s, falses)) n->kind = NL_T_BOOL, n->b = 0;
+  bool word = !n->len || !strchr("0123456789+-.", s[0]); /* numbers skip the word lists */
+  if (word && in_list(s, nulls)) n->kind = NL_T_NULL;
+  else if (word && in_list(s, trues)) n->kind = NL_T_BOOL, n->b = 1;
+  else if (word && in_list(s, falses)) n->kind = NL_T_BOOL, n->b = 0;
   else if (((s[0] >= '0' && s[0] <= '9') || s[0] == '-' || s[0] == '+') && parse_int(s, &n->i))
     n->kind = NL_T_INT;
   else if (is_float(s)) n->kind = NL_T_FLOAT;

@@ -200,11 +200,25 @@ static nl_tnode_t *quoted(yf_t *P, const char **sp) {
   return n;
 }
 
+/* Bytes that cannot start a plain scalar we take (YAML's indicators; '-' is
+ * checked apart). */
+static bool indicator(char c) {
+  switch (c) {
+  case '?': case ':': case ',': case '[': case ']': case '{': case '}': case '#':
+  case '&': case '*': case '!': case '|': case '>': case '\'': case '"': case '%':
+  case '@': case '`':
+    return true;
+  default:
+    return false;
+  }
+}
+
 /* A plain scalar in block context from s: up to ": ", " #" or the end of the
- * line, trailing spaces dropped. NULL: not one we take. */
+ * line, trailing spaces dropped. NULL: not one we take. Left untyped: keys stay
+ * text; values go through nl__tree_resolve_plain. */
 static nl_tnode_t *plain_block(yf_t *P, const char **sp) {
   const char *s = *sp, *eol = P->eol;
-  if (strchr("?:,[]{}#&*!|>'\"%@`", *s)) return NULL;
+  if (indicator(*s)) return NULL;
   if (*s == '-' && blank_or_end(s + 1, eol)) return NULL;
   const char *e = s, *last = s; /* last: one past the last non-space */
   while (e < eol) {
@@ -217,28 +231,26 @@ static nl_tnode_t *plain_block(yf_t *P, const char **sp) {
     last = ++e;
   }
   *sp = last;
-  nl_tnode_t *n = scalar(P, NL_T_STR, s, (size_t)(last - s));
-  nl__tree_resolve_plain(n);
-  return n;
+  return scalar(P, NL_T_STR, s, (size_t)(last - s));
 }
 
 /* A plain scalar inside a flow collection, stricter than YAML needs; a key
  * stops at ':'. */
 static nl_tnode_t *plain_flow(yf_t *P, const char **sp, bool key) {
   const char *s = *sp, *eol = P->eol;
-  if (strchr("?:,[]{}#&*!|>'\"%@`- ", *s) &&
+  if ((indicator(*s) || *s == '-' || *s == ' ') &&
       !(*s == '-' && s + 1 < eol && (hexval(s[1]) >= 0 || s[1] == '.')))
     return NULL;
   const char *e = s, *last = s;
-  for (; e < eol && !strchr(",]}", *e); e++) {
+  for (; e < eol && *e != ',' && *e != ']' && *e != '}'; e++) {
     if (key && *e == ':') break;
-    if (strchr(":#[{'\"", *e)) return NULL;
+    if (*e == ':' || *e == '#' || *e == '[' || *e == '{' || *e == '\'' || *e == '"') return NULL;
     if (*e != ' ') last = e + 1;
   }
   if (e == eol) return NULL;
   *sp = last;
   nl_tnode_t *n = scalar(P, NL_T_STR, s, (size_t)(last - s));
-  nl__tree_resolve_plain(n);
+  if (!key) nl__tree_resolve_plain(n);
   return n;
 }
 
@@ -388,7 +400,8 @@ static nl_tnode_t *node(yf_t *P, const char *s, ctx_t ctx) {
     return end_of_value(P, r) ? n : NULL;
   }
   const char *r = s;
-  nl_tnode_t *n = (*s == '"' || *s == '\'') ? quoted(P, &r) : plain_block(P, &r);
+  bool is_plain = *s != '"' && *s != '\'';
+  nl_tnode_t *n = is_plain ? plain_block(P, &r) : quoted(P, &r);
   if (!n) return NULL;
   const char *t = skip_spaces(r, P->eol);
   if (t < P->eol && *t == ':') { /* a key: s starts a mapping */
@@ -396,11 +409,19 @@ static nl_tnode_t *node(yf_t *P, const char *s, ctx_t ctx) {
     return block_map(P, col_of(P, s), n, t + 1);
   }
   if (ctx == OWN_LINE) return NULL; /* a scalar alone on its line may go on below */
+  if (is_plain) nl__tree_resolve_plain(n);
   return end_of_value(P, r) ? n : NULL;
 }
 
 nl_tnode_t *nl__yaml_fast_parse(nl_arena_t *a, const char *data, size_t len) {
-  for (size_t i = 0; i < len; i++) {
+  /* a quick pass over bytes the subset never holds (all but printable ASCII and
+   * '\n'); the exact check only if there are any */
+  static const unsigned char outside[256] = {
+    [0 ... 0x09] = 1, [0x0B ... 0x1F] = 1, [0x7F ... 0xFF] = 1,
+  };
+  unsigned odd = 0;
+  for (size_t i = 0; i < len; i++) odd |= outside[(unsigned char)data[i]];
+  for (size_t i = 0; odd && i < len; i++) {
     unsigned char c = (unsigned char)data[i];
     if (c >= 0x20 && c < 0x7F) continue;
     if (c == '\n' || (c == '\r' && i + 1 < len && data[i + 1] == '\n')) continue;
