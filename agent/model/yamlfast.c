@@ -282,10 +282,11 @@ static nl_tnode_t *flow(yf_t *P, const char **sp) {
     if (s == eol) return NULL;
     nl_tnode_t *key = NULL;
     if (map) {
+      const char *k = s;
       key = flow_item(P, &s, true);
       if (!key) return NULL;
       s = skip_spaces(s, eol);
-      if (s + 1 >= eol || s[0] != ':' || s[1] != ' ') return NULL;
+      if (s + 1 >= eol || s[0] != ':' || s[1] != ' ' || s - k > FAST_MAX_KEY) return NULL;
       s = skip_spaces(s + 1, eol);
       if (s == eol) return NULL;
     }

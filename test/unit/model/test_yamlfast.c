@@ -202,6 +202,12 @@ static void long_key_falls_back(void **state) {
   nl_buf_puts(&b, ": v\n");
   assert_false(compare("long key", b.data, b.len));
   nl_buf_free(&b);
+  /* the same in a flow mapping (found by fuzz_yamlfast) */
+  nl_buf_puts(&b, "a: {");
+  for (int i = 0; i < 1100; i++) nl_buf_puts(&b, "k");
+  nl_buf_puts(&b, ": v}\n");
+  assert_false(compare("long flow key", b.data, b.len));
+  nl_buf_free(&b);
 }
 
 /* Deep nesting is left to libyaml (and the tree's depth limit). */
