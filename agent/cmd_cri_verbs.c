@@ -3,6 +3,7 @@
  * starts the next call or finishes. Nothing is written while the loop runs;
  * cmd_cri.c prints x->out and x->err once it has ended. */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,12 +136,17 @@ static void start_version(nl_cmd_cri_ctx_t *x) {
   nl_cri_version(&x->client, &req, on_version, x);
 }
 
-static void on_info(const nl_grpc_status_t *st, Runtime__V1__StatusResponse *r, void *ctx) {
-  nl_cmd_cri_ctx_t *x = ctx;
+/* info, inspect, inspectp: the status (may be NULL) with the verbose info map
+ * merged in, as JSON. */
+static void emit_status(nl_cmd_cri_ctx_t *x, const nl_grpc_status_t *st,
+                        const ProtobufCMessage *status, size_t n_info, void **info) {
   if (failed(x, st)) return;
-  emit_json(x, nl_cmd_cri__with_info(nl_cmd_cri__to_json(r->status ? &r->status->base : NULL),
-                                     r->n_info, (void **)r->info));
+  emit_json(x, nl_cmd_cri__with_info(nl_cmd_cri__to_json(status), n_info, info));
   nl_cmd_cri__finish(x, 0);
+}
+
+static void on_info(const nl_grpc_status_t *st, Runtime__V1__StatusResponse *r, void *ctx) {
+  emit_status(ctx, st, r->status ? &r->status->base : NULL, r->n_info, (void **)r->info);
 }
 
 static void start_info(nl_cmd_cri_ctx_t *x) {
@@ -151,24 +157,38 @@ static void start_info(nl_cmd_cri_ctx_t *x) {
 
 /* ---- pods, ps, images -------------------------------------------------------------- */
 
-static int cmp_sandbox(const void *a, const void *b) { /* newest first, as crictl */
-  int64_t x = (*(Runtime__V1__PodSandbox *const *)a)->created_at;
-  int64_t y = (*(Runtime__V1__PodSandbox *const *)b)->created_at;
-  return x < y ? 1 : x > y ? -1 : 0;
+static int newest_first(int64_t x, int64_t y) { return x < y ? 1 : x > y ? -1 : 0; } /* as crictl */
+
+static int cmp_sandbox(const void *a, const void *b) {
+  return newest_first((*(Runtime__V1__PodSandbox *const *)a)->created_at,
+                      (*(Runtime__V1__PodSandbox *const *)b)->created_at);
+}
+
+/* What pods, ps and images share: -o json prints the whole response, -q the ID
+ * (the char * at id_offset) of each of the n items, a line each. Returns true
+ * when it wrote the output and finished, false when the caller prints its
+ * table. */
+static bool json_or_ids(nl_cmd_cri_ctx_t *x, ProtobufCMessage *resp, void **items, size_t n,
+                        size_t id_offset) {
+  if (x->json) {
+    emit_json(x, nl_cmd_cri__to_json(resp));
+  } else if (x->quiet) {
+    for (size_t i = 0; i < n; i++)
+      nl_buf_printf(&x->out, "%s\n", *(char **)((char *)items[i] + id_offset));
+  } else {
+    return false;
+  }
+  nl_cmd_cri__finish(x, 0);
+  return true;
 }
 
 static void on_pods(const nl_grpc_status_t *st, Runtime__V1__ListPodSandboxResponse *r, void *ctx) {
   nl_cmd_cri_ctx_t *x = ctx;
   if (failed(x, st)) return;
   if (r->n_items > 1) qsort(r->items, r->n_items, sizeof *r->items, cmp_sandbox);
-  if (x->json) {
-    emit_json(x, nl_cmd_cri__to_json(&r->base));
-    return nl_cmd_cri__finish(x, 0);
-  }
-  if (x->quiet) {
-    for (size_t i = 0; i < r->n_items; i++) nl_buf_printf(&x->out, "%s\n", r->items[i]->id);
-    return nl_cmd_cri__finish(x, 0);
-  }
+  if (json_or_ids(x, &r->base, (void **)r->items, r->n_items,
+                  offsetof(Runtime__V1__PodSandbox, id)))
+    return;
   nl_cmd_cri_table_t t;
   static const char *const head[] = {"POD ID", "CREATED", "STATE", "NAME", "NAMESPACE", "ATTEMPT"};
   nl_cmd_cri__table_init(&t, 6, head);
@@ -206,24 +226,17 @@ static const char *container_state(Runtime__V1__ContainerState s) {
 }
 
 static int cmp_container(const void *a, const void *b) {
-  int64_t x = (*(Runtime__V1__Container *const *)a)->created_at;
-  int64_t y = (*(Runtime__V1__Container *const *)b)->created_at;
-  return x < y ? 1 : x > y ? -1 : 0;
+  return newest_first((*(Runtime__V1__Container *const *)a)->created_at,
+                      (*(Runtime__V1__Container *const *)b)->created_at);
 }
 
 static void on_ps(const nl_grpc_status_t *st, Runtime__V1__ListContainersResponse *r, void *ctx) {
   nl_cmd_cri_ctx_t *x = ctx;
   if (failed(x, st)) return;
   if (r->n_containers > 1) qsort(r->containers, r->n_containers, sizeof *r->containers, cmp_container);
-  if (x->json) {
-    emit_json(x, nl_cmd_cri__to_json(&r->base));
-    return nl_cmd_cri__finish(x, 0);
-  }
-  if (x->quiet) {
-    for (size_t i = 0; i < r->n_containers; i++)
-      nl_buf_printf(&x->out, "%s\n", r->containers[i]->id);
-    return nl_cmd_cri__finish(x, 0);
-  }
+  if (json_or_ids(x, &r->base, (void **)r->containers, r->n_containers,
+                  offsetof(Runtime__V1__Container, id)))
+    return;
   nl_cmd_cri_table_t t;
   static const char *const head[] = {"CONTAINER", "IMAGE",   "CREATED", "STATE",
                                      "NAME",      "ATTEMPT", "POD ID"};
@@ -285,14 +298,8 @@ static void on_images(const nl_grpc_status_t *st, Runtime__V1__ListImagesRespons
   nl_cmd_cri_ctx_t *x = ctx;
   if (failed(x, st)) return;
   if (r->n_images > 1) qsort(r->images, r->n_images, sizeof *r->images, cmp_image);
-  if (x->json) {
-    emit_json(x, nl_cmd_cri__to_json(&r->base));
-    return nl_cmd_cri__finish(x, 0);
-  }
-  if (x->quiet) {
-    for (size_t i = 0; i < r->n_images; i++) nl_buf_printf(&x->out, "%s\n", r->images[i]->id);
-    return nl_cmd_cri__finish(x, 0);
-  }
+  if (json_or_ids(x, &r->base, (void **)r->images, r->n_images, offsetof(Runtime__V1__Image, id)))
+    return;
   nl_cmd_cri_table_t t;
   static const char *const head[] = {"IMAGE", "TAG", "IMAGE ID", "SIZE"};
   nl_cmd_cri__table_init(&t, 4, head);
@@ -330,11 +337,7 @@ static void start_images(nl_cmd_cri_ctx_t *x) {
 
 static void on_inspect(const nl_grpc_status_t *st, Runtime__V1__ContainerStatusResponse *r,
                        void *ctx) {
-  nl_cmd_cri_ctx_t *x = ctx;
-  if (failed(x, st)) return;
-  emit_json(x, nl_cmd_cri__with_info(nl_cmd_cri__to_json(r->status ? &r->status->base : NULL),
-                                     r->n_info, (void **)r->info));
-  nl_cmd_cri__finish(x, 0);
+  emit_status(ctx, st, r->status ? &r->status->base : NULL, r->n_info, (void **)r->info);
 }
 
 static void inspect_resolved(nl_cmd_cri_ctx_t *x) {
@@ -348,11 +351,7 @@ static void start_inspect(nl_cmd_cri_ctx_t *x) { resolve_container(x, inspect_re
 
 static void on_inspectp(const nl_grpc_status_t *st, Runtime__V1__PodSandboxStatusResponse *r,
                         void *ctx) {
-  nl_cmd_cri_ctx_t *x = ctx;
-  if (failed(x, st)) return;
-  emit_json(x, nl_cmd_cri__with_info(nl_cmd_cri__to_json(r->status ? &r->status->base : NULL),
-                                     r->n_info, (void **)r->info));
-  nl_cmd_cri__finish(x, 0);
+  emit_status(ctx, st, r->status ? &r->status->base : NULL, r->n_info, (void **)r->info);
 }
 
 static void inspectp_resolved(nl_cmd_cri_ctx_t *x) {

@@ -129,6 +129,10 @@ static void on_runtime_stopped(nl_runtime_t *rt) {
 
 static void on_pleg_stopped(nl_pleg_t *p) { cri_user_stopped(container_of(p, nl_kubelet_t, pleg)); }
 
+static void on_probes_stopped(nl_probe_manager_t *m) {
+  cri_user_stopped(container_of(m, nl_kubelet_t, probes));
+}
+
 static void on_file_source_stopped(nl_file_source_t *src) {
   nl__kubelet_release(container_of(src, nl_kubelet_t, file_source));
 }
@@ -235,6 +239,7 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
   nl_pleg_init(&k->pleg, loop, &k->cri, 1000, nl__kubelet_pleg_event, k);
   k->pleg_up = true;
   k->cri_users++;
+  if (nl__kubelet_probes_init(k, err) < 0) return -1;
   k->pending++; /* released when the last CRI user has stopped */
   if (cfg->static_pod_path && *cfg->static_pod_path) {
     if (nl_file_source_init(&k->file_source, loop, cfg->static_pod_path,
@@ -291,6 +296,7 @@ void nl_kubelet_stop(nl_kubelet_t *k, nl_kubelet_done_cb done_cb) {
   if (k->file_source_up) nl_file_source_stop(&k->file_source, on_file_source_stopped);
   if (k->pleg_up) nl_pleg_stop(&k->pleg, on_pleg_stopped);
   if (k->runtime_up) nl_runtime_stop(&k->runtime, on_runtime_stopped);
+  if (k->probes_up) nl_probe_manager_stop(&k->probes, on_probes_stopped);
   if (!k->pleg_up && !k->runtime_up) { /* init failed before them */
     k->cri_users = 1;
     k->pending++;

@@ -13,6 +13,7 @@
 #include "managers/pleg.h"
 #include "managers/pod_manager.h"
 #include "managers/pod_workers.h"
+#include "managers/probe.h"
 #include "managers/runtime.h"
 #include "reactor/list.h"
 #include "sources/config.h"
@@ -70,6 +71,10 @@ struct nl_kubelet {
   int lock_watch_fd;
   bool lock_watch_up;
   uv_poll_t lock_watch;
+
+  /* Probes (kubelet_pods.c, nl__kubelet_probes_*): a CRI user (exec). */
+  bool probes_up;
+  nl_probe_manager_t probes;
 };
 
 /* Returns 0, or -1 with *err. Takes nothing from cfg. */

@@ -124,6 +124,58 @@ static void update_reasons(pod_state_t *ps, const nl_sync_result_t *res) {
   }
 }
 
+/* ---- probes (the wiring of managers/probe.h) ---- */
+
+/* The status generator's started/ready inputs for one pod. */
+static const nl_status_opts_t *probe_status_opts(nl_kubelet_t *k, const nl_pod_t *pod,
+                                                 nl_probe_status_ctx_t *pctx,
+                                                 nl_status_opts_t *o) {
+  if (!k->probes_up) return NULL;
+  *pctx = (nl_probe_status_ctx_t){&k->probes, pod};
+  *o = (nl_status_opts_t){.probe = nl_probe_manager_status_probe, .probe_ctx = pctx};
+  return o;
+}
+
+static const nl_rt_pod_status_t *probe_pod_status(void *ctx, const char *uid) {
+  nl_kubelet_t *k = ctx;
+  return nl_pleg_get(&k->pleg, uid);
+}
+
+/* upstream syncLoopIteration's liveness/readiness/startup cases: sync the pod,
+ * which kills a container that failed (computePodActions reads the results) or
+ * regenerates the status with the new readiness. */
+static void probe_changed(void *ctx, const char *uid, const char *container, nl_probe_type_t type,
+                          nl_probe_result_t result) {
+  nl_kubelet_t *k = ctx;
+  nl_vlog(2, "probe: pod %s container %s: %s %s", uid, container, nl_probe_type_name(type),
+          result == NL_PROBE_RESULT_SUCCESS ? "success" : result == NL_PROBE_RESULT_FAILURE ? "failure" : "unknown");
+  if (k->stopping) return;
+  nl_pod_workers_sync_now(&k->workers, uid);
+}
+
+static void probe_event(void *ctx, const nl_pod_t *pod, const char *container, const char *type,
+                        const char *reason, const char *message) {
+  (void)ctx;
+  nl_info("pod %s/%s container %s: %s %s: %s", pod->metadata.namespace_, pod->metadata.name,
+          container, type, reason, message);
+}
+
+int nl__kubelet_probes_init(nl_kubelet_t *k, nl_err_t **err) {
+  nl_probe_manager_opts_t o = {
+      .status = probe_pod_status,
+      .status_ctx = k,
+      .changed = probe_changed,
+      .event = probe_event,
+      .ctx = k,
+      .host_ip = k->cfg->node_ip,
+  };
+  if (nl_probe_manager_init(&k->probes, k->loop, &k->cri, &o, err) < 0) return -1;
+  k->probes_up = true;
+  k->cri_users++;
+  nl_runtime_set_probe_source(&k->runtime, nl_probe_manager_runtime_result, &k->probes);
+  return 0;
+}
+
 static nl_pod_status_t *generate(nl_kubelet_t *k, const nl_pod_t *pod, pod_state_t *ps,
                                  bool terminal) {
   nl_status_reason_t items[ps->n_reasons + 1];
@@ -132,8 +184,11 @@ static nl_pod_status_t *generate(nl_kubelet_t *k, const nl_pod_t *pod, pod_state
                                     ps->reasons[i].message};
   nl_status_reasons_t reasons = {items, ps->n_reasons};
   const nl_rt_pod_status_t *rt = nl_pleg_get(&k->pleg, pod->metadata.uid);
+  nl_probe_status_ctx_t pctx;
+  nl_status_opts_t sopts;
   nl_pod_status_t *st = nl_pod_status_generate(pod, rt, &reasons, ps->status, terminal, now_ns(),
-                                               k->cfg->node_ip, NULL);
+                                               k->cfg->node_ip,
+                                               probe_status_opts(k, pod, &pctx, &sopts));
   if (ps->rejected_reason) {
     st->phase = NL_POD_FAILED;
     free(st->reason);
@@ -213,7 +268,10 @@ void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t 
     switch (op) {
     case NL_POD_ADD:
       nl_pod_manager_set(&k->pods, pod);
-      if (admit(k, pod)) nl_pod_workers_update(&k->workers, pod, NL_SYNC_CREATE, -1);
+      if (admit(k, pod)) {
+        nl_pod_workers_update(&k->workers, pod, NL_SYNC_CREATE, -1);
+        if (k->probes_up) nl_probe_manager_add_pod(&k->probes, pod);
+      }
       break;
     case NL_POD_UPDATE:
       nl_pod_manager_set(&k->pods, pod);
@@ -223,6 +281,7 @@ void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t 
     case NL_POD_REMOVE:
       nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, -1);
       nl_pod_manager_remove(&k->pods, pod->metadata.uid);
+      if (k->probes_up) nl_probe_manager_remove_pod(&k->probes, pod->metadata.uid);
       break;
     case NL_POD_RECONCILE:
       break;

@@ -28,6 +28,10 @@ size_t nl__kubelet_pods_not_running(nl_kubelet_t *k, size_t *total);
 /* GET /pods. */
 void nl__kubelet_pods_json(void *ctx, nl_buf_t *out);
 
+/* Probes: the manager (a CRI user: cri_users++), its results wired into the
+ * runtime (liveness, startup) and status (startup, readiness). */
+int nl__kubelet_probes_init(nl_kubelet_t *k, nl_err_t **err);
+
 extern const nl_pod_syncer_t nl__kubelet_syncer;
 
 /* Drops one of the kubelet's pending stop counts (kubelet.c). */

@@ -286,52 +286,60 @@ static void inspect_step(struct nl_pleg__relist *r) {
   relist_unref(r);
 }
 
-static void on_sandbox_status(const nl_grpc_status_t *st, Runtime__V1__PodSandboxStatusResponse *resp,
-                              void *ctx) {
-  inspect_call_t *c = ctx;
+/* Fills the pod's next slot from one status reply's status; fails leaving the
+ * slot unused. */
+typedef int (*inspect_add_fn)(inspect_t *in, const inspect_call_t *c, const void *status,
+                              nl_err_t **err);
+
+static int add_sandbox(inspect_t *in, const inspect_call_t *c, const void *status,
+                       nl_err_t **err) {
+  (void)c;
+  if (nl_pleg__convert_sandbox(status, &in->sandboxes[in->n_sandboxes], err) < 0) return -1;
+  in->n_sandboxes++;
+  return 0;
+}
+
+static int add_container(inspect_t *in, const inspect_call_t *c, const void *status,
+                         nl_err_t **err) {
+  if (nl_pleg__convert_container(status, c->sandbox_id, &in->containers[in->n_containers], err) < 0)
+    return -1;
+  in->n_containers++;
+  return 0;
+}
+
+/* One PodSandboxStatus or ContainerStatus reply (what) for call c: OK adds the
+ * status (status NULL: nil_msg fails the pod), NotFound means it was removed
+ * meanwhile, anything else fails the pod. */
+static void inspect_reply(inspect_call_t *c, const nl_grpc_status_t *st, const void *status,
+                          const char *what, const char *nil_msg, inspect_add_fn add) {
   struct nl_pleg__relist *r = c->r;
   if (r->p) {
     inspect_t *in = &r->pods[c->pod];
     if (st->code == NL_GRPC_OK) {
       nl_err_t *err = NULL;
-      nl_rt_sandbox_t *sb = &in->sandboxes[in->n_sandboxes];
-      if (!resp || !resp->status) {
-        inspect_fail(in, NULL, "PodSandboxStatus: pod sandbox status is nil");
-      } else if (nl_pleg__convert_sandbox(resp->status, sb, &err) < 0) {
+      if (!status) {
+        inspect_fail(in, NULL, nil_msg);
+      } else if (add(in, c, status, &err) < 0) {
         inspect_fail(in, NULL, nl_err_msg(err));
         nl_err_free(&err);
-      } else {
-        in->n_sandboxes++;
       }
-    } else if (st->code != NL_GRPC_NOT_FOUND) { /* NotFound: removed meanwhile */
-      inspect_fail(in, st, "PodSandboxStatus");
+    } else if (st->code != NL_GRPC_NOT_FOUND) {
+      inspect_fail(in, st, what);
     }
   }
   inspect_step(r);
 }
 
+static void on_sandbox_status(const nl_grpc_status_t *st, Runtime__V1__PodSandboxStatusResponse *resp,
+                              void *ctx) {
+  inspect_reply(ctx, st, resp ? resp->status : NULL, "PodSandboxStatus",
+                "PodSandboxStatus: pod sandbox status is nil", add_sandbox);
+}
+
 static void on_container_status(const nl_grpc_status_t *st, Runtime__V1__ContainerStatusResponse *resp,
                                 void *ctx) {
-  inspect_call_t *c = ctx;
-  struct nl_pleg__relist *r = c->r;
-  if (r->p) {
-    inspect_t *in = &r->pods[c->pod];
-    if (st->code == NL_GRPC_OK) {
-      nl_err_t *err = NULL;
-      nl_rt_container_t *ct = &in->containers[in->n_containers];
-      if (!resp || !resp->status) {
-        inspect_fail(in, NULL, "ContainerStatus: container status is nil");
-      } else if (nl_pleg__convert_container(resp->status, c->sandbox_id, ct, &err) < 0) {
-        inspect_fail(in, NULL, nl_err_msg(err));
-        nl_err_free(&err);
-      } else {
-        in->n_containers++;
-      }
-    } else if (st->code != NL_GRPC_NOT_FOUND) {
-      inspect_fail(in, st, "ContainerStatus");
-    }
-  }
-  inspect_step(r);
+  inspect_reply(ctx, st, resp ? resp->status : NULL, "ContainerStatus",
+                "ContainerStatus: container status is nil", add_container);
 }
 
 /* setCurrent: the snapshot's pods become the records' current pods. */

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "managers/hooks.h"
 #include "managers/runtime_internal.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
@@ -83,6 +84,7 @@ void nl_runtime_stop(nl_runtime_t *rt, nl_runtime_stop_cb done_cb) {
   nl_list_t *pos, *tmp;
   nl_list_foreach_safe(pos, tmp, &rt->ops) {
     nl_runtime_op_t *op = nl_list_entry(pos, nl_runtime_op_t, link);
+    nl__op_hooks_cancel(op);
     if (!op->finished) {
       op->result.cancelled = true;
       if (!op->result.err) nl_err_set(&op->result.err, NL_ECLOSED, "runtime stopped");
@@ -132,6 +134,7 @@ static void op_free(nl_runtime_op_t *op) {
   if (op->sandbox_config) protobuf_c_message_free_unpacked(&op->sandbox_config->base, NULL);
   free(op->cur_image_ref);
   free(op->cur_term_path);
+  free(op->cur_id);
   free(op);
   maybe_stopped(rt);
 }
@@ -169,6 +172,7 @@ void nl__op_fail(nl_runtime_op_t *op, int code, const char *fmt, ...) {
 void nl_runtime_cancel(nl_runtime_op_t *op) {
   if (!op || op->finished) return;
   op->cancelled = true;
+  nl__op_hooks_cancel(op); /* their callbacks come soon and drop their holds */
   if (op->img.job) { /* its callback will not come: release what it held */
     nl_images_cancel(&op->img);
     op->pending--;

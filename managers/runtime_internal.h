@@ -105,6 +105,8 @@ struct nl_runtime_op {
   char *cur_term_path;
   int32_t cur_restart;
   nl_images_req_t img;
+  char *cur_id;                /* the container just created (postStart) */
+  nl_list_t hooks;             /* lifecycle hooks running (hooks_runtime.c; lazily set up) */
 };
 
 /* Creates and registers an operation (copies pod and status). */

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cri/runtime.h"
+#include "managers/hooks.h"
 #include "managers/runtime_internal.h"
 #include "managers/volumes.h"
 #include "reactor/log.h"
@@ -141,6 +142,17 @@ static const nl_container_t *spec_of(const nl_pod_t *pod, const char *name) {
   return NULL;
 }
 
+static void prestop_done(nl_runtime_op_t *op, void *ctx, int64_t grace) {
+  item_t *it = ctx;
+  op->pending--; /* the hook's hold; the item keeps its own */
+  if (op->cancelled || op->finished) {
+    nl_grpc_status_t ok = {NL_GRPC_OK, ""};
+    if (item_done(it, &ok, NULL)) stop_sandboxes(op);
+    return;
+  }
+  stop_container(it, grace);
+}
+
 void nl__kill_pod_start(nl_runtime_op_t *op, void (*after)(nl_runtime_op_t *, bool)) {
   op->after_kill = after;
   op->kill_todo = 1; /* held while launching */
@@ -148,10 +160,14 @@ void nl__kill_pod_start(nl_runtime_op_t *op, void (*after)(nl_runtime_op_t *, bo
     const nl_rt_container_t *c = &op->status->containers[i];
     if (c->state != NL_RT_CONTAINER_RUNNING) continue;
     item_t *it = item_new(op, NL_SYNC_KILL_CONTAINER, c->name, c->id);
-    if (op->grace_override >= 0) {
+    if (op->pod) { /* preStop first (upstream killContainer) */
+      const nl_container_t *spec = spec_of(op->pod, c->name);
+      int64_t grace =
+          op->grace_override >= 0 ? op->grace_override : nl__grace_for(op->pod, spec, "");
+      nl__prestop_run(op, spec, c->id, op->status->n_ips ? op->status->ips[0] : NULL, grace,
+                      prestop_done, it);
+    } else if (op->grace_override >= 0) {
       stop_container(it, op->grace_override);
-    } else if (op->pod) {
-      stop_container(it, nl__grace_for(op->pod, spec_of(op->pod, c->name), ""));
     } else {
       Runtime__V1__ContainerStatusRequest req = RUNTIME__V1__CONTAINER_STATUS_REQUEST__INIT;
       req.container_id = it->id;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cri/runtime.h"
+#include "managers/hooks.h"
 #include "managers/runtime_internal.h"
 #include "managers/volumes.h"
 #include "reactor/duration.h"
@@ -25,6 +26,7 @@ static void next_container(nl_runtime_op_t *op);
 /* ---- step 2/3: kill ---- */
 
 static void kill_one(nl_runtime_op_t *op);
+static void kill_one_stop(nl_runtime_op_t *op, void *ctx, int64_t grace);
 
 static void stopped_one(const nl_grpc_status_t *st, Runtime__V1__StopContainerResponse *resp,
                         void *ctx) {
@@ -54,8 +56,18 @@ static void kill_one(nl_runtime_op_t *op) {
   int64_t grace = nl__grace_for(op->pod, k->spec, k->reason);
   nl_info("pod %s: killing container %s (%s) with a grace period of %llds: %s", op->desc,
           k->name, k->id, (long long)grace, k->message);
+  const nl_rt_pod_status_t *st = op->status;
+  nl__prestop_run(op, k->spec, k->id, st && st->n_ips ? st->ips[0] : NULL, grace, kill_one_stop,
+                  NULL);
+}
+
+/* After the preStop hook (upstream killContainer): StopContainer with what is
+ * left of the grace period. */
+static void kill_one_stop(nl_runtime_op_t *op, void *ctx, int64_t grace) {
+  (void)ctx;
+  if (!nl__op_resume(op)) return;
   Runtime__V1__StopContainerRequest req = RUNTIME__V1__STOP_CONTAINER_REQUEST__INIT;
-  req.container_id = k->id;
+  req.container_id = op->actions.to_kill[op->cursor].id;
   req.timeout = grace;
   op->pending++;
   nl_cri_stop_container(op->rt->cri, &req, stopped_one, op);
@@ -289,6 +301,8 @@ static void container_done(nl_runtime_op_t *op, bool ok) {
   op->cur_image_ref = NULL;
   free(op->cur_term_path);
   op->cur_term_path = NULL;
+  free(op->cur_id);
+  op->cur_id = NULL;
   if (op->in_init && !ok && !nl__is_restartable_init(op->cur)) {
     /* An init container failed to start: the pod cannot initialize. */
     nl__op_finish(op);
@@ -299,6 +313,37 @@ static void container_done(nl_runtime_op_t *op, bool ok) {
 }
 
 static nl_sync_step_t *cur_step(nl_runtime_op_t *op) { return &op->result.steps[op->cur_step_idx]; }
+
+/* upstream startContainer step 4: a failed postStart hook kills the container
+ * (reason FailedPostStartHook) and the start fails with PostStartHookError. */
+static void post_killed(const nl_grpc_status_t *st, Runtime__V1__StopContainerResponse *r,
+                        void *ctx) {
+  (void)r;
+  nl_runtime_op_t *op = ctx;
+  if (!nl__op_resume(op)) return;
+  if (st->code != NL_GRPC_OK && st->code != NL_GRPC_NOT_FOUND)
+    nl_warn("pod %s: kill container %s after its PostStart hook failed: %s", op->desc,
+            op->cur->name, st->message);
+  container_done(op, false);
+}
+
+static void post_started(nl_runtime_op_t *op, const char *err) {
+  if (!nl__op_resume(op)) return;
+  if (!err) {
+    container_done(op, true);
+    return;
+  }
+  nl_warn("pod %s: container %s: Warning FailedPostStartHook: %s", op->desc, op->cur->name, err);
+  nl__step_fail(&op->result.steps[op->cur_step_idx], "PostStartHookError", "%s", err);
+  int64_t grace = nl__grace_for(op->pod, op->cur, "FailedPostStartHook");
+  nl_info("pod %s: killing container %s (%s) with a grace period of %llds: FailedPostStartHook",
+          op->desc, op->cur->name, op->cur_id, (long long)grace);
+  Runtime__V1__StopContainerRequest req = RUNTIME__V1__STOP_CONTAINER_REQUEST__INIT;
+  req.container_id = op->cur_id;
+  req.timeout = grace;
+  op->pending++;
+  nl_cri_stop_container(op->rt->cri, &req, post_killed, op);
+}
 
 static void started(const nl_grpc_status_t *st, Runtime__V1__StartContainerResponse *r, void *ctx) {
   (void)r;
@@ -316,6 +361,10 @@ static void started(const nl_grpc_status_t *st, Runtime__V1__StartContainerRespo
     return;
   }
   nl_info("pod %s: started container %s", op->desc, op->cur->name);
+  if (op->cur->lifecycle && op->cur->lifecycle->post_start) {
+    nl__poststart_run(op, op->cur_id, op->n_pod_ips ? op->pod_ips[0] : NULL, post_started);
+    return;
+  }
   container_done(op, true);
 }
 
@@ -335,6 +384,8 @@ static void created(const nl_grpc_status_t *st, Runtime__V1__CreateContainerResp
     return;
   }
   Runtime__V1__StartContainerRequest req = RUNTIME__V1__START_CONTAINER_REQUEST__INIT;
+  free(op->cur_id);
+  op->cur_id = nl_xstrdup(resp->container_id);
   req.container_id = resp->container_id;
   op->pending++;
   nl_cri_start_container(op->rt->cri, &req, started, op);

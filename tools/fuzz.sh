@@ -24,15 +24,17 @@ declare -A seeds=(
   [fuzz_cri_response]="$work/cri-seeds"
   [fuzz_http_parse]=test/fuzz/http/corpus
   [fuzz_manifest]=test/fixtures/manifests
+  [fuzz_yamlfast]=test/fixtures/manifests
 )
 declare -A bins=(
   [fuzz_agent]=build-fuzz/test/fuzz/agent/fuzz_agent
   [fuzz_cri_response]=build-fuzz/test/fuzz/cri/fuzz_cri_response
   [fuzz_http_parse]=build-fuzz/test/fuzz/http/fuzz_http_parse
   [fuzz_manifest]=build-fuzz/test/fuzz/manifest/fuzz_manifest
+  [fuzz_yamlfast]=build-fuzz/test/fuzz/manifest/fuzz_yamlfast
 )
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_agent fuzz_cri_response fuzz_http_parse fuzz_manifest)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_agent fuzz_cri_response fuzz_http_parse fuzz_manifest fuzz_yamlfast)
 status=0
 for t in "${targets[@]}"; do
   mkdir -p "$work/$t"

@@ -30,7 +30,7 @@ nl_tnode_t *nl__tree_get(const nl_tnode_t *map, const char *key) {
   return found;
 }
 
-static void add_child(nl_arena_t *a, nl_tnode_t *parent, const char *key, size_t key_len,
+void nl__tree_add(nl_arena_t *a, nl_tnode_t *parent, const char *key, size_t key_len,
                       nl_tnode_t *val) {
   nl_tentry_t *e = nl__arena_alloc(a, sizeof *e);
   e->key = key;
@@ -108,7 +108,7 @@ static bool is_float(const char *s) {
   return *p == 0;
 }
 
-static void resolve_plain(nl_tnode_t *n) {
+void nl__tree_resolve_plain(nl_tnode_t *n) {
   static const char *const nulls[] = {"", "~", "null", "Null", "NULL", NULL};
   static const char *const trues[] = {"y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE",
                                       "on", "On", "ON", NULL};
@@ -118,15 +118,16 @@ static void resolve_plain(nl_tnode_t *n) {
   /* most scalars are names and paths: only a few first bytes can start anything else */
   if (n->len > 5 && !strchr("0123456789+-.", s[0])) return;
   if (n->len && !strchr("~nNtTfFyYoO0123456789+-.", s[0])) return;
-  if (in_list(s, nulls)) n->kind = NL_T_NULL;
-  else if (in_list(s, trues)) n->kind = NL_T_BOOL, n->b = 1;
-  else if (in_list(s, falses)) n->kind = NL_T_BOOL, n->b = 0;
+  bool word = !n->len || !strchr("0123456789+-.", s[0]); /* numbers skip the word lists */
+  if (word && in_list(s, nulls)) n->kind = NL_T_NULL;
+  else if (word && in_list(s, trues)) n->kind = NL_T_BOOL, n->b = 1;
+  else if (word && in_list(s, falses)) n->kind = NL_T_BOOL, n->b = 0;
   else if (((s[0] >= '0' && s[0] <= '9') || s[0] == '-' || s[0] == '+') && parse_int(s, &n->i))
     n->kind = NL_T_INT;
   else if (is_float(s)) n->kind = NL_T_FLOAT;
 }
 
-static nl_tnode_t *new_node(nl_arena_t *a, nl_tkind_t kind, int line) {
+nl_tnode_t *nl__tree_node_new(nl_arena_t *a, nl_tkind_t kind, int line) {
   nl_tnode_t *n = nl__arena_alloc(a, sizeof *n);
   n->kind = kind;
   n->line = line;
@@ -139,7 +140,7 @@ typedef struct frame {
   size_t key_len;
 } frame_t;
 
-nl_tnode_t *nl__tree_parse_yaml(nl_arena_t *a, const char *data, size_t len, nl_err_t **err) {
+nl_tnode_t *nl__tree_parse_libyaml(nl_arena_t *a, const char *data, size_t len, nl_err_t **err) {
   yaml_parser_t p;
   yaml_event_t ev;
   frame_t stack[MAX_DEPTH];
@@ -171,20 +172,20 @@ nl_tnode_t *nl__tree_parse_yaml(nl_arena_t *a, const char *data, size_t len, nl_
       nl_err_set(err, NL_EINVAL, "line %d: YAML aliases are not supported", line);
       goto fail;
     case YAML_SCALAR_EVENT: {
-      n = new_node(a, NL_T_STR, line);
+      n = nl__tree_node_new(a, NL_T_STR, line);
       n->s = nl__arena_strndup(a, (const char *)ev.data.scalar.value, ev.data.scalar.length);
       n->len = ev.data.scalar.length;
       const char *tag = (const char *)ev.data.scalar.tag;
       if (ev.data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
           !(tag && strcmp(tag, YAML_STR_TAG) == 0) && strlen(n->s) == n->len)
-        resolve_plain(n);
+        nl__tree_resolve_plain(n);
       break;
     }
     case YAML_MAPPING_START_EVENT:
-      n = new_node(a, NL_T_MAP, line);
+      n = nl__tree_node_new(a, NL_T_MAP, line);
       break;
     case YAML_SEQUENCE_START_EVENT:
-      n = new_node(a, NL_T_SEQ, line);
+      n = nl__tree_node_new(a, NL_T_SEQ, line);
       break;
     case YAML_MAPPING_END_EVENT:
     case YAML_SEQUENCE_END_EVENT:
@@ -199,7 +200,7 @@ nl_tnode_t *nl__tree_parse_yaml(nl_arena_t *a, const char *data, size_t len, nl_
       } else {
         frame_t *f = &stack[depth - 1];
         if (f->node->kind == NL_T_SEQ) {
-          add_child(a, f->node, NULL, 0, n);
+          nl__tree_add(a, f->node, NULL, 0, n);
         } else if (!f->key) {
           if (n->kind == NL_T_MAP || n->kind == NL_T_SEQ) {
             nl_err_set(err, NL_EINVAL, "line %d: a mapping key must be a scalar", line);
@@ -208,7 +209,7 @@ nl_tnode_t *nl__tree_parse_yaml(nl_arena_t *a, const char *data, size_t len, nl_
           f->key = n->s;
           f->key_len = n->len;
         } else {
-          add_child(a, f->node, f->key, f->key_len, n);
+          nl__tree_add(a, f->node, f->key, f->key_len, n);
           f->key = NULL;
         }
       }
@@ -223,11 +224,18 @@ nl_tnode_t *nl__tree_parse_yaml(nl_arena_t *a, const char *data, size_t len, nl_
     yaml_event_delete(&ev);
   }
   yaml_parser_delete(&p);
-  return root ? root : new_node(a, NL_T_NULL, 1);
+  return root ? root : nl__tree_node_new(a, NL_T_NULL, 1);
 fail:
   yaml_event_delete(&ev);
   yaml_parser_delete(&p);
   return NULL;
+}
+
+/* The fast reader takes the common subset; everything else, and every error
+ * message, is libyaml's. */
+nl_tnode_t *nl__tree_parse_yaml(nl_arena_t *a, const char *data, size_t len, nl_err_t **err) {
+  nl_tnode_t *n = nl__yaml_fast_parse(a, data, len);
+  return n ? n : nl__tree_parse_libyaml(a, data, len, err);
 }
 
 /* ---- JSON (RFC 8259), own parser: keeps numbers as written, which quantities
@@ -356,7 +364,7 @@ static nl_tnode_t *jnumber(jp_t *j) {
     if (p >= j->end || *p < '0' || *p > '9') { jfail(j, "bad number"); return NULL; }
     while (p < j->end && *p >= '0' && *p <= '9') p++;
   }
-  nl_tnode_t *n = new_node(j->a, NL_T_FLOAT, j->line);
+  nl_tnode_t *n = nl__tree_node_new(j->a, NL_T_FLOAT, j->line);
   n->len = (size_t)(p - j->s);
   n->s = nl__arena_strndup(j->a, j->s, n->len);
   if (is_int) {
@@ -384,7 +392,7 @@ static nl_tnode_t *jvalue(jp_t *j, int depth) {
   char c = *j->s;
   if (c == '{' || c == '[') {
     bool map = c == '{';
-    n = new_node(j->a, map ? NL_T_MAP : NL_T_SEQ, j->line);
+    n = nl__tree_node_new(j->a, map ? NL_T_MAP : NL_T_SEQ, j->line);
     j->s++;
     jws(j);
     if (j->s < j->end && *j->s == (map ? '}' : ']')) { j->s++; return n; }
@@ -402,7 +410,7 @@ static nl_tnode_t *jvalue(jp_t *j, int depth) {
       }
       nl_tnode_t *v = jvalue(j, depth + 1);
       if (!v) return NULL;
-      add_child(j->a, n, key, key_len, v);
+      nl__tree_add(j->a, n, key, key_len, v);
       jws(j);
       if (j->s < j->end && *j->s == ',') { j->s++; continue; }
       if (j->s < j->end && *j->s == (map ? '}' : ']')) { j->s++; return n; }
@@ -411,12 +419,12 @@ static nl_tnode_t *jvalue(jp_t *j, int depth) {
     }
   }
   if (c == '"') {
-    n = new_node(j->a, NL_T_STR, j->line);
+    n = nl__tree_node_new(j->a, NL_T_STR, j->line);
     j->s++;
     return jstring(j, &n->s, &n->len) ? NULL : n;
   }
   if (c == '-' || (c >= '0' && c <= '9')) return jnumber(j);
-  n = new_node(j->a, NL_T_NULL, j->line);
+  n = nl__tree_node_new(j->a, NL_T_NULL, j->line);
   if (jlit(j, "null")) return n;
   n->kind = NL_T_BOOL;
   if (jlit(j, "true")) { n->b = 1; return n; }

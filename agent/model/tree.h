@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "agent/model/arena.h"
+#include "reactor/buf.h"
 #include "reactor/error.h"
 
 typedef enum nl_tkind {
@@ -40,6 +41,11 @@ typedef struct nl_tnode {
 /* Parse into a tree allocated in a. Return the root (NL_T_NULL for an empty
  * document), or NULL with *err ("line N: ..."). */
 nl_tnode_t *nl__tree_parse_yaml(nl_arena_t *a, const char *data, size_t len, nl_err_t **err);
+/* The two halves of nl__tree_parse_yaml: the fast reader (yamlfast.c) for the
+ * subset manifests use returns NULL, without an error, for anything it does not
+ * take (nodes it made stay in a); libyaml takes everything. Tests call each. */
+nl_tnode_t *nl__yaml_fast_parse(nl_arena_t *a, const char *data, size_t len);
+nl_tnode_t *nl__tree_parse_libyaml(nl_arena_t *a, const char *data, size_t len, nl_err_t **err);
 nl_tnode_t *nl__tree_parse_json(nl_arena_t *a, const char *data, size_t len, nl_err_t **err);
 /* JSON when the first non-blank byte is '{' or '[', else YAML. */
 nl_tnode_t *nl__tree_parse(nl_arena_t *a, const char *data, size_t len, nl_err_t **err);
@@ -47,5 +53,16 @@ nl_tnode_t *nl__tree_parse(nl_arena_t *a, const char *data, size_t len, nl_err_t
 /* The value under key in a map, or NULL. */
 nl_tnode_t *nl__tree_get(const nl_tnode_t *map, const char *key);
 const char *nl__tree_kind_name(nl_tkind_t k);
+
+/* Building blocks shared by the parsers. */
+nl_tnode_t *nl__tree_node_new(nl_arena_t *a, nl_tkind_t kind, int line);
+void nl__tree_add(nl_arena_t *a, nl_tnode_t *parent, const char *key, size_t key_len,
+                  nl_tnode_t *val);
+/* YAML 1.1 typing of a plain scalar n (NL_T_STR with s set): null, bool, int, float. */
+void nl__tree_resolve_plain(nl_tnode_t *n);
+
+/* A canonical text form of a tree (kinds, lines, keys, values escaped), for the
+ * tests that compare the two YAML readers. */
+void nl__tree_dump(const nl_tnode_t *n, nl_buf_t *out);
 
 #endif

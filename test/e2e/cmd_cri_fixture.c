@@ -9,7 +9,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cri/runtime.h"
+/* Not a cmocka program: a failed call ends it with the runtime's message. */
+#define CRI_SYNC_FAIL(...)                              \
+  do {                                                  \
+    fprintf(stderr, "cmd_cri_fixture: " __VA_ARGS__);   \
+    fputc('\n', stderr);                                \
+    exit(1);                                            \
+  } while (0)
+#include "test/e2e/cri_sync.h"
 
 #define LABEL_KEY "nanolet-e2e-cmd"
 #define BUSYBOX "localhost/busybox:latest"
@@ -19,86 +26,6 @@
 #define SCRIPT                                                                       \
   "echo hello-out; echo hello-err >&2; head -c 40000 /dev/zero | tr '\\0' x; echo; " \
   "echo line-a; echo line-b; exec sleep 1000"
-
-static uv_loop_t loop;
-static nl_cri_client_t client;
-
-typedef struct res {
-  bool done;
-  int code;
-  char *msg;
-  ProtobufCMessage *resp; /* a copy we own */
-} res_t;
-
-static void res_set(const nl_grpc_status_t *st, ProtobufCMessage *resp, void *ctx) {
-  res_t *r = ctx;
-  r->done = true;
-  r->code = st->code;
-  r->msg = strdup(st->message);
-  if (resp) {
-    size_t n = protobuf_c_message_get_packed_size(resp);
-    uint8_t *b = malloc(n + 1);
-    protobuf_c_message_pack(resp, b);
-    r->resp = protobuf_c_message_unpack(resp->descriptor, NULL, n, b);
-    free(b);
-  }
-}
-
-#define CB(name, Resp)                                                                      \
-  static void cb_##name(const nl_grpc_status_t *st, Runtime__V1__##Resp *resp, void *ctx) { \
-    res_set(st, resp ? &resp->base : NULL, ctx);                                            \
-  }
-CB(run_pod_sandbox, RunPodSandboxResponse)
-CB(stop_pod_sandbox, StopPodSandboxResponse)
-CB(remove_pod_sandbox, RemovePodSandboxResponse)
-CB(list_pod_sandbox, ListPodSandboxResponse)
-CB(create_container, CreateContainerResponse)
-CB(start_container, StartContainerResponse)
-
-/* Runs the call to completion; exits 1 with the message on failure. */
-#define CALL(name, req, r)                                           \
-  do {                                                               \
-    memset((r), 0, sizeof *(r));                                     \
-    nl_cri_##name(&client, (req), cb_##name, (r));                   \
-    while (!(r)->done) uv_run(&loop, UV_RUN_ONCE);                   \
-    if ((r)->code) {                                                 \
-      fprintf(stderr, "cmd_cri_fixture: %s: %s\n", #name, (r)->msg); \
-      exit(1);                                                       \
-    }                                                                \
-  } while (0)
-
-static void res_free(res_t *r) {
-  free(r->msg);
-  if (r->resp) protobuf_c_message_free_unpacked(r->resp, NULL);
-  memset(r, 0, sizeof *r);
-}
-
-static void cleanup(void) {
-  Runtime__V1__ListPodSandboxRequest lreq = RUNTIME__V1__LIST_POD_SANDBOX_REQUEST__INIT;
-  Runtime__V1__PodSandboxFilter f = RUNTIME__V1__POD_SANDBOX_FILTER__INIT;
-  Runtime__V1__PodSandboxFilter__LabelSelectorEntry sel =
-      RUNTIME__V1__POD_SANDBOX_FILTER__LABEL_SELECTOR_ENTRY__INIT;
-  Runtime__V1__PodSandboxFilter__LabelSelectorEntry *sels[] = {&sel};
-  sel.key = LABEL_KEY;
-  sel.value = "1";
-  f.n_label_selector = 1;
-  f.label_selector = sels;
-  lreq.filter = &f;
-  res_t r, a;
-  CALL(list_pod_sandbox, &lreq, &r);
-  Runtime__V1__ListPodSandboxResponse *l = (void *)r.resp;
-  for (size_t i = 0; i < l->n_items; i++) {
-    Runtime__V1__StopPodSandboxRequest s = RUNTIME__V1__STOP_POD_SANDBOX_REQUEST__INIT;
-    s.pod_sandbox_id = l->items[i]->id;
-    CALL(stop_pod_sandbox, &s, &a);
-    res_free(&a);
-    Runtime__V1__RemovePodSandboxRequest rm = RUNTIME__V1__REMOVE_POD_SANDBOX_REQUEST__INIT;
-    rm.pod_sandbox_id = l->items[i]->id;
-    CALL(remove_pod_sandbox, &rm, &a); /* removes its containers too */
-    res_free(&a);
-  }
-  res_free(&r);
-}
 
 static char *container(const char *sandbox_id, Runtime__V1__PodSandboxConfig *cfg, const char *name,
                        const char *script, bool start) {
@@ -115,67 +42,31 @@ static char *container(const char *sandbox_id, Runtime__V1__PodSandboxConfig *cf
   cc.n_command = 3;
   cc.command = argv;
   cc.log_path = log;
-  Runtime__V1__CreateContainerRequest req = RUNTIME__V1__CREATE_CONTAINER_REQUEST__INIT;
-  req.pod_sandbox_id = (char *)sandbox_id;
-  req.config = &cc;
-  req.sandbox_config = cfg;
-  res_t r;
-  CALL(create_container, &req, &r);
-  char *id = strdup(((Runtime__V1__CreateContainerResponse *)r.resp)->container_id);
-  res_free(&r);
-  if (start) {
-    Runtime__V1__StartContainerRequest s = RUNTIME__V1__START_CONTAINER_REQUEST__INIT;
-    s.container_id = id;
-    CALL(start_container, &s, &r);
-    res_free(&r);
-  }
-  return id;
+  return cri_sync_create_container(sandbox_id, cfg, &cc, start);
 }
 
 static void create(const char *logdir) {
   char name[64], uid[64];
   snprintf(name, sizeof name, "nanolet-e2e-cmd-%d", (int)getpid());
   snprintf(uid, sizeof uid, "00000000-e2e0-c3d0-0000-%012d", (int)getpid());
-  Runtime__V1__PodSandboxMetadata md = RUNTIME__V1__POD_SANDBOX_METADATA__INIT;
-  md.name = name;
-  md.uid = uid;
-  md.namespace_ = "e2e-cmd";
-  md.attempt = 0;
-  Runtime__V1__NamespaceOption ns = RUNTIME__V1__NAMESPACE_OPTION__INIT;
-  ns.network = RUNTIME__V1__NAMESPACE_MODE__POD;
-  ns.pid = RUNTIME__V1__NAMESPACE_MODE__CONTAINER;
-  ns.ipc = RUNTIME__V1__NAMESPACE_MODE__POD;
-  Runtime__V1__LinuxSandboxSecurityContext sc = RUNTIME__V1__LINUX_SANDBOX_SECURITY_CONTEXT__INIT;
-  sc.namespace_options = &ns;
-  Runtime__V1__LinuxPodSandboxConfig lin = RUNTIME__V1__LINUX_POD_SANDBOX_CONFIG__INIT;
-  lin.security_context = &sc;
+  cri_sync_sandbox_t sb;
+  cri_sync_sandbox_init(&sb, name, uid, "e2e-cmd", "nanolet-e2e-cmd", logdir);
+  Runtime__V1__PodSandboxConfig *cfg = &sb.cfg;
   Runtime__V1__PodSandboxConfig__LabelsEntry l1 =
       RUNTIME__V1__POD_SANDBOX_CONFIG__LABELS_ENTRY__INIT;
   l1.key = LABEL_KEY;
   l1.value = "1";
   Runtime__V1__PodSandboxConfig__LabelsEntry *labels[] = {&l1};
-  Runtime__V1__PodSandboxConfig cfg = RUNTIME__V1__POD_SANDBOX_CONFIG__INIT;
-  cfg.metadata = &md;
-  cfg.hostname = "nanolet-e2e-cmd";
-  cfg.log_directory = (char *)logdir;
-  cfg.linux = &lin;
-  cfg.n_labels = 1;
-  cfg.labels = labels;
-  Runtime__V1__RunPodSandboxRequest req = RUNTIME__V1__RUN_POD_SANDBOX_REQUEST__INIT;
-  req.config = &cfg;
-  res_t r;
-  CALL(run_pod_sandbox, &req, &r);
-  char *sid = strdup(((Runtime__V1__RunPodSandboxResponse *)r.resp)->pod_sandbox_id);
-  res_free(&r);
-  char *running = container(sid, &cfg, "talker", SCRIPT, true);
-  char *exited = container(sid, &cfg, "quitter", "exit 0", true);
+  cfg->n_labels = 1;
+  cfg->labels = labels;
+  char *sid = cri_sync_run_sandbox(cfg);
+  char *running = container(sid, cfg, "talker", SCRIPT, true);
+  char *exited = container(sid, cfg, "quitter", "exit 0", true);
   printf("%s %s %s\n", sid, running, exited);
   free(sid);
   free(running);
   free(exited);
 }
-
-static void on_stopped(nl_cri_client_t *c) { (void)c; }
 
 int main(int argc, char **argv) {
   const char *ep = getenv("NANOLET_TEST_CRI_ENDPOINT");
@@ -184,20 +75,10 @@ int main(int argc, char **argv) {
             "usage: NANOLET_TEST_CRI_ENDPOINT=... cmd_cri_fixture create LOGDIR | cleanup\n");
     return 2;
   }
-  uv_loop_init(&loop);
-  nl_err_t *err = NULL;
   nl_cri_opts_t o = {.timeout_ms = 60000};
-  if (nl_cri_client_init(&client, &loop, ep, &o, &err) < 0) {
-    fprintf(stderr, "cmd_cri_fixture: %s\n", nl_err_msg(err));
-    return 1;
-  }
-  if (!strcmp(argv[1], "create")) {
-    cleanup();
-    create(argv[2]);
-  } else {
-    cleanup();
-  }
-  nl_cri_client_stop(&client, on_stopped);
-  uv_run(&loop, UV_RUN_DEFAULT);
+  cri_sync_open(&o);
+  cri_sync_remove_labelled(LABEL_KEY);
+  if (!strcmp(argv[1], "create")) create(argv[2]);
+  cri_sync_stop();
   return uv_loop_close(&loop) == 0 ? 0 : 1;
 }

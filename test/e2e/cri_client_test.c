@@ -14,135 +14,23 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cri/image.h"
-#include "cri/runtime.h"
+#include "test/e2e/cri_sync.h"
 
 #define LABEL_KEY "nanolet-e2e-cri"
 #define BUSYBOX "localhost/busybox:latest"
 
-typedef struct res {
-  bool done;
-  int code;
-  char *msg;
-  ProtobufCMessage *resp; /* a copy the test owns */
-} res_t;
-
-static uv_loop_t loop;
-static nl_cri_client_t client;
-static bool stopped;
-
-static void res_set(const nl_grpc_status_t *st, ProtobufCMessage *resp, void *ctx) {
-  res_t *r = ctx;
-  assert_false(r->done); /* exactly once */
-  r->done = true;
-  r->code = st->code;
-  r->msg = strdup(st->message);
-  if (resp) {
-    size_t n = protobuf_c_message_get_packed_size(resp);
-    uint8_t *b = malloc(n + 1);
-    protobuf_c_message_pack(resp, b);
-    r->resp = protobuf_c_message_unpack(resp->descriptor, NULL, n, b);
-    free(b);
-  }
-}
-
-static void res_free(res_t *r) {
-  free(r->msg);
-  if (r->resp) protobuf_c_message_free_unpacked(r->resp, NULL);
-  memset(r, 0, sizeof *r);
-}
-
-#define CB(name, Resp)                                                              \
-  static void cb_##name(const nl_grpc_status_t *st, Runtime__V1__##Resp *resp, void *ctx) { \
-    res_set(st, resp ? &resp->base : NULL, ctx);                                     \
-  }
-CB(version, VersionResponse)
-CB(status, StatusResponse)
-CB(run_pod_sandbox, RunPodSandboxResponse)
-CB(stop_pod_sandbox, StopPodSandboxResponse)
-CB(remove_pod_sandbox, RemovePodSandboxResponse)
-CB(pod_sandbox_status, PodSandboxStatusResponse)
-CB(list_pod_sandbox, ListPodSandboxResponse)
-CB(create_container, CreateContainerResponse)
-CB(start_container, StartContainerResponse)
-CB(stop_container, StopContainerResponse)
-CB(remove_container, RemoveContainerResponse)
-CB(list_containers, ListContainersResponse)
-CB(container_status, ContainerStatusResponse)
-CB(exec_sync, ExecSyncResponse)
-CB(container_stats, ContainerStatsResponse)
-CB(image_status, ImageStatusResponse)
-CB(pull_image, PullImageResponse)
-CB(image_fs_info, ImageFsInfoResponse)
-
-/* Runs the loop until r is done (tests only: product code never waits). */
-static void wait_res(res_t *r) {
-  while (!r->done) uv_run(&loop, UV_RUN_ONCE);
-}
-
-#define CALL(name, req, r)                  \
-  do {                                      \
-    nl_cri_##name(&client, (req), cb_##name, (r)); \
-    assert_false((r)->done); /* never synchronous */ \
-    wait_res(r);                            \
-  } while (0)
-
-static const char *endpoint(void) {
-  const char *e = getenv("NANOLET_TEST_CRI_ENDPOINT");
-  if (!e || !*e) e = getenv("NANOLET_TEST_CRI_SOCKET");
-  if (!e || !*e)
-    fail_msg("NANOLET_TEST_CRI_ENDPOINT is not set: run tools/testenv/setup.sh and "
-             "source tools/testenv/env.sh (the e2e suite needs a real containerd)");
-  return e;
-}
-
-static void on_stopped(nl_cri_client_t *c) { stopped = true; }
-
 static int setup(void **state) {
-  assert_int_equal(uv_loop_init(&loop), 0);
-  nl_err_t *err = NULL;
   nl_cri_opts_t o = {.timeout_ms = 60000, .pull_timeout_ms = 60000};
-  if (nl_cri_client_init(&client, &loop, endpoint(), &o, &err) < 0)
-    fail_msg("init: %s", nl_err_msg(err));
+  cri_sync_open(&o);
   return 0;
 }
 
 /* Removes every sandbox this test labelled (also from earlier, failed runs). */
-static void cleanup(void) {
-  Runtime__V1__ListPodSandboxRequest lreq = RUNTIME__V1__LIST_POD_SANDBOX_REQUEST__INIT;
-  Runtime__V1__PodSandboxFilter f = RUNTIME__V1__POD_SANDBOX_FILTER__INIT;
-  Runtime__V1__PodSandboxFilter__LabelSelectorEntry sel =
-      RUNTIME__V1__POD_SANDBOX_FILTER__LABEL_SELECTOR_ENTRY__INIT;
-  Runtime__V1__PodSandboxFilter__LabelSelectorEntry *sels[] = {&sel};
-  sel.key = LABEL_KEY;
-  sel.value = "1";
-  f.n_label_selector = 1;
-  f.label_selector = sels;
-  lreq.filter = &f;
-  res_t r = {0};
-  CALL(list_pod_sandbox, &lreq, &r);
-  assert_int_equal(r.code, NL_GRPC_OK);
-  Runtime__V1__ListPodSandboxResponse *l = (void *)r.resp;
-  for (size_t i = 0; i < l->n_items; i++) {
-    Runtime__V1__StopPodSandboxRequest s = RUNTIME__V1__STOP_POD_SANDBOX_REQUEST__INIT;
-    s.pod_sandbox_id = l->items[i]->id;
-    res_t a = {0};
-    CALL(stop_pod_sandbox, &s, &a);
-    res_free(&a);
-    Runtime__V1__RemovePodSandboxRequest rm = RUNTIME__V1__REMOVE_POD_SANDBOX_REQUEST__INIT;
-    rm.pod_sandbox_id = l->items[i]->id;
-    CALL(remove_pod_sandbox, &rm, &a);
-    assert_int_equal(a.code, NL_GRPC_OK);
-    res_free(&a);
-  }
-  res_free(&r);
-}
+static void cleanup(void) { cri_sync_remove_labelled(LABEL_KEY); }
 
 static int teardown(void **state) {
   cleanup();
-  nl_cri_client_stop(&client, on_stopped);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  assert_true(stopped);
+  assert_true(cri_sync_stop());
   assert_int_equal(uv_loop_close(&loop), 0);
   return 0;
 }
@@ -171,15 +59,6 @@ static void version(void **state) {
   res_free(&r);
 }
 
-static char *find_kv(size_t n, void **entries, const char *key) {
-  /* Every protoc-c map entry is {base, key, value}. */
-  for (size_t i = 0; i < n; i++) {
-    Runtime__V1__PodSandboxConfig__LabelsEntry *e = entries[i];
-    if (!strcmp(e->key, key)) return e->value;
-  }
-  return NULL;
-}
-
 static void sandbox_and_container(void **state) {
   cleanup();
   char name[64], logdir[128], uid[64];
@@ -187,19 +66,9 @@ static void sandbox_and_container(void **state) {
   snprintf(uid, sizeof uid, "00000000-e2e0-cr10-0000-%012d", (int)getpid());
   snprintf(logdir, sizeof logdir, "/tmp/%s", name);
 
-  Runtime__V1__PodSandboxMetadata md = RUNTIME__V1__POD_SANDBOX_METADATA__INIT;
-  md.name = name;
-  md.uid = uid;
-  md.namespace_ = "default";
-  md.attempt = 0;
-  Runtime__V1__NamespaceOption ns = RUNTIME__V1__NAMESPACE_OPTION__INIT;
-  ns.network = RUNTIME__V1__NAMESPACE_MODE__POD;
-  ns.pid = RUNTIME__V1__NAMESPACE_MODE__CONTAINER;
-  ns.ipc = RUNTIME__V1__NAMESPACE_MODE__POD;
-  Runtime__V1__LinuxSandboxSecurityContext sc = RUNTIME__V1__LINUX_SANDBOX_SECURITY_CONTEXT__INIT;
-  sc.namespace_options = &ns;
-  Runtime__V1__LinuxPodSandboxConfig lin = RUNTIME__V1__LINUX_POD_SANDBOX_CONFIG__INIT;
-  lin.security_context = &sc;
+  cri_sync_sandbox_t sb;
+  cri_sync_sandbox_init(&sb, name, uid, "default", "nanolet-e2e-cri", logdir);
+  Runtime__V1__PodSandboxConfig *cfg = &sb.cfg;
   Runtime__V1__PodSandboxConfig__LabelsEntry l1 = RUNTIME__V1__POD_SANDBOX_CONFIG__LABELS_ENTRY__INIT;
   l1.key = LABEL_KEY;
   l1.value = "1";
@@ -209,23 +78,13 @@ static void sandbox_and_container(void **state) {
   a1.key = "nanolet.io/test";
   a1.value = "percent % and \"quotes\"";
   Runtime__V1__PodSandboxConfig__AnnotationsEntry *annos[] = {&a1};
-  Runtime__V1__PodSandboxConfig cfg = RUNTIME__V1__POD_SANDBOX_CONFIG__INIT;
-  cfg.metadata = &md;
-  cfg.hostname = "nanolet-e2e-cri";
-  cfg.log_directory = logdir;
-  cfg.linux = &lin;
-  cfg.n_labels = 1;
-  cfg.labels = labels;
-  cfg.n_annotations = 1;
-  cfg.annotations = annos;
+  cfg->n_labels = 1;
+  cfg->labels = labels;
+  cfg->n_annotations = 1;
+  cfg->annotations = annos;
 
-  Runtime__V1__RunPodSandboxRequest rreq = RUNTIME__V1__RUN_POD_SANDBOX_REQUEST__INIT;
-  rreq.config = &cfg;
+  char *sandbox_id = cri_sync_run_sandbox(cfg);
   res_t r = {0};
-  CALL(run_pod_sandbox, &rreq, &r);
-  if (r.code) fail_msg("RunPodSandbox: %s", r.msg);
-  char *sandbox_id = strdup(((Runtime__V1__RunPodSandboxResponse *)r.resp)->pod_sandbox_id);
-  res_free(&r);
 
   /* PodSandboxStatus: every field the status code reads. */
   Runtime__V1__PodSandboxStatusRequest psreq = RUNTIME__V1__POD_SANDBOX_STATUS_REQUEST__INIT;
@@ -245,8 +104,8 @@ static void sandbox_and_container(void **state) {
   assert_non_null(ps->linux);
   assert_non_null(ps->linux->namespaces);
   assert_int_equal(ps->linux->namespaces->options->network, RUNTIME__V1__NAMESPACE_MODE__POD);
-  assert_string_equal(find_kv(ps->n_labels, (void **)ps->labels, LABEL_KEY), "1");
-  assert_string_equal(find_kv(ps->n_annotations, (void **)ps->annotations, "nanolet.io/test"),
+  assert_string_equal(cri_kv(ps->n_labels, (void **)ps->labels, LABEL_KEY), "1");
+  assert_string_equal(cri_kv(ps->n_annotations, (void **)ps->annotations, "nanolet.io/test"),
                       "percent % and \"quotes\"");
   res_free(&r);
 
@@ -283,20 +142,8 @@ static void sandbox_and_container(void **state) {
   cc.labels = clabels;
   cc.n_annotations = 1;
   cc.annotations = cannos;
-  Runtime__V1__CreateContainerRequest ccreq = RUNTIME__V1__CREATE_CONTAINER_REQUEST__INIT;
-  ccreq.pod_sandbox_id = sandbox_id;
-  ccreq.config = &cc;
-  ccreq.sandbox_config = &cfg;
-  CALL(create_container, &ccreq, &r);
-  if (r.code) fail_msg("CreateContainer: %s", r.msg);
-  char *cid = strdup(((Runtime__V1__CreateContainerResponse *)r.resp)->container_id);
-  res_free(&r);
+  char *cid = cri_sync_create_container(sandbox_id, cfg, &cc, true);
 
-  Runtime__V1__StartContainerRequest sreq = RUNTIME__V1__START_CONTAINER_REQUEST__INIT;
-  sreq.container_id = cid;
-  CALL(start_container, &sreq, &r);
-  if (r.code) fail_msg("StartContainer: %s", r.msg);
-  res_free(&r);
 
   /* ContainerStatus: every field the status code reads. */
   Runtime__V1__ContainerStatusRequest csreq = RUNTIME__V1__CONTAINER_STATUS_REQUEST__INIT;
@@ -314,10 +161,10 @@ static void sandbox_and_container(void **state) {
   assert_non_null(cs->image);
   assert_true(strlen(cs->image_ref) > 0);
   assert_non_null(strstr(cs->log_path, "c/0.log"));
-  assert_string_equal(find_kv(cs->n_labels, (void **)cs->labels, "io.kubernetes.container.name"),
+  assert_string_equal(cri_kv(cs->n_labels, (void **)cs->labels, "io.kubernetes.container.name"),
                       "c");
   assert_string_equal(
-      find_kv(cs->n_annotations, (void **)cs->annotations, "io.kubernetes.container.restartCount"),
+      cri_kv(cs->n_annotations, (void **)cs->annotations, "io.kubernetes.container.restartCount"),
       "0");
   res_free(&r);
 

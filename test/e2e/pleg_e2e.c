@@ -15,18 +15,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cri/runtime.h"
 #include "managers/pleg.h"
 #include "managers/status.h"
 #include "reactor/xalloc.h"
+#include "test/e2e/cri_sync.h"
 
 #define LABEL_KEY "nanolet-e2e-pleg"
 #define BUSYBOX "localhost/busybox:latest"
 
-static uv_loop_t loop;
-static nl_cri_client_t client;
 static nl_pleg_t pleg;
-static bool cri_stopped, pleg_stopped;
+static bool pleg_stopped;
 
 /* ---- recorded events ---- */
 typedef struct rec_event {
@@ -64,120 +62,20 @@ static size_t count_uid(const char *uid) {
   return n;
 }
 
-/* ---- CRI calls, waited for (tests only) ---- */
-typedef struct res {
-  bool done;
-  int code;
-  char *msg;
-  ProtobufCMessage *resp;
-} res_t;
+static void cleanup(void) { cri_sync_remove_labelled(LABEL_KEY); }
 
-static void res_set(const nl_grpc_status_t *st, ProtobufCMessage *resp, void *ctx) {
-  res_t *r = ctx;
-  r->done = true;
-  r->code = st->code;
-  r->msg = strdup(st->message);
-  if (resp) {
-    size_t n = protobuf_c_message_get_packed_size(resp);
-    uint8_t *b = malloc(n + 1);
-    protobuf_c_message_pack(resp, b);
-    r->resp = protobuf_c_message_unpack(resp->descriptor, NULL, n, b);
-    free(b);
-  }
-}
-
-static void res_free(res_t *r) {
-  free(r->msg);
-  if (r->resp) protobuf_c_message_free_unpacked(r->resp, NULL);
-  memset(r, 0, sizeof *r);
-}
-
-#define CB(name, Resp)                                                                      \
-  static void cb_##name(const nl_grpc_status_t *st, Runtime__V1__##Resp *resp, void *ctx) { \
-    res_set(st, resp ? &resp->base : NULL, ctx);                                            \
-  }
-CB(run_pod_sandbox, RunPodSandboxResponse)
-CB(stop_pod_sandbox, StopPodSandboxResponse)
-CB(remove_pod_sandbox, RemovePodSandboxResponse)
-CB(list_pod_sandbox, ListPodSandboxResponse)
-CB(create_container, CreateContainerResponse)
-CB(start_container, StartContainerResponse)
-CB(stop_container, StopContainerResponse)
-CB(remove_container, RemoveContainerResponse)
-
-#define CALL(name, req, r)                          \
-  do {                                              \
-    nl_cri_##name(&client, (req), cb_##name, (r));  \
-    while (!(r)->done) uv_run(&loop, UV_RUN_ONCE);  \
-  } while (0)
-
-/* Runs the loop until cond holds, failing after secs. */
-#define RUN_UNTIL(cond, secs, what)                                          \
-  do {                                                                       \
-    uint64_t deadline_ = uv_now(&loop) + (secs) * 1000;                      \
-    while (!(cond)) {                                                        \
-      if (uv_now(&loop) > deadline_) fail_msg("timed out waiting for %s", what); \
-      uv_run(&loop, UV_RUN_ONCE);                                            \
-    }                                                                        \
-  } while (0)
-
-static const char *endpoint(void) {
-  const char *e = getenv("NANOLET_TEST_CRI_ENDPOINT");
-  if (!e || !*e) e = getenv("NANOLET_TEST_CRI_SOCKET");
-  if (!e || !*e)
-    fail_msg("NANOLET_TEST_CRI_ENDPOINT is not set: run tools/testenv/setup.sh and "
-             "source tools/testenv/env.sh (the e2e suite needs a real containerd)");
-  return e;
-}
-
-static void cleanup(void) {
-  Runtime__V1__ListPodSandboxRequest lreq = RUNTIME__V1__LIST_POD_SANDBOX_REQUEST__INIT;
-  Runtime__V1__PodSandboxFilter f = RUNTIME__V1__POD_SANDBOX_FILTER__INIT;
-  Runtime__V1__PodSandboxFilter__LabelSelectorEntry sel =
-      RUNTIME__V1__POD_SANDBOX_FILTER__LABEL_SELECTOR_ENTRY__INIT;
-  Runtime__V1__PodSandboxFilter__LabelSelectorEntry *sels[] = {&sel};
-  sel.key = LABEL_KEY;
-  sel.value = "1";
-  f.n_label_selector = 1;
-  f.label_selector = sels;
-  lreq.filter = &f;
-  res_t r = {0};
-  CALL(list_pod_sandbox, &lreq, &r);
-  assert_int_equal(r.code, NL_GRPC_OK);
-  Runtime__V1__ListPodSandboxResponse *l = (void *)r.resp;
-  for (size_t i = 0; i < l->n_items; i++) {
-    res_t a = {0};
-    Runtime__V1__StopPodSandboxRequest s = RUNTIME__V1__STOP_POD_SANDBOX_REQUEST__INIT;
-    s.pod_sandbox_id = l->items[i]->id;
-    CALL(stop_pod_sandbox, &s, &a);
-    res_free(&a);
-    Runtime__V1__RemovePodSandboxRequest rm = RUNTIME__V1__REMOVE_POD_SANDBOX_REQUEST__INIT;
-    rm.pod_sandbox_id = l->items[i]->id;
-    CALL(remove_pod_sandbox, &rm, &a);
-    assert_int_equal(a.code, NL_GRPC_OK);
-    res_free(&a);
-  }
-  res_free(&r);
-}
-
-static void on_cri_stopped(nl_cri_client_t *c) { cri_stopped = true; }
 static void on_pleg_stopped(nl_pleg_t *p) { pleg_stopped = true; }
 
 static int setup(void **state) {
-  assert_int_equal(uv_loop_init(&loop), 0);
-  nl_err_t *err = NULL;
   nl_cri_opts_t o = {.timeout_ms = 60000};
-  if (nl_cri_client_init(&client, &loop, endpoint(), &o, &err) < 0)
-    fail_msg("init: %s", nl_err_msg(err));
+  cri_sync_open(&o);
   cleanup();
   return 0;
 }
 
 static int teardown(void **state) {
   cleanup();
-  nl_cri_client_stop(&client, on_cri_stopped);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  assert_true(cri_stopped);
+  assert_true(cri_sync_stop());
   assert_int_equal(uv_loop_close(&loop), 0);
   for (size_t i = 0; i < n_events; i++) {
     free(events[i].uid);
@@ -238,18 +136,9 @@ static void lifecycle(void **state) {
   nl_err_free(&err);
 
   /* ---- a sandbox and a container with the kubelet's labels ---- */
-  Runtime__V1__PodSandboxMetadata md = RUNTIME__V1__POD_SANDBOX_METADATA__INIT;
-  md.name = name;
-  md.uid = uid;
-  md.namespace_ = "nanolet-e2e";
-  Runtime__V1__NamespaceOption ns = RUNTIME__V1__NAMESPACE_OPTION__INIT;
-  ns.network = RUNTIME__V1__NAMESPACE_MODE__POD;
-  ns.pid = RUNTIME__V1__NAMESPACE_MODE__CONTAINER;
-  ns.ipc = RUNTIME__V1__NAMESPACE_MODE__POD;
-  Runtime__V1__LinuxSandboxSecurityContext sc = RUNTIME__V1__LINUX_SANDBOX_SECURITY_CONTEXT__INIT;
-  sc.namespace_options = &ns;
-  Runtime__V1__LinuxPodSandboxConfig lin = RUNTIME__V1__LINUX_POD_SANDBOX_CONFIG__INIT;
-  lin.security_context = &sc;
+  cri_sync_sandbox_t sb;
+  cri_sync_sandbox_init(&sb, name, uid, "nanolet-e2e", "nanolet-e2e-pleg", logdir);
+  Runtime__V1__PodSandboxConfig *cfg = &sb.cfg;
   Runtime__V1__PodSandboxConfig__LabelsEntry sl[4];
   Runtime__V1__PodSandboxConfig__LabelsEntry *slp[4];
   const char *skv[4][2] = {{LABEL_KEY, "1"}, {NL_LABEL_POD_UID, uid}, {NL_LABEL_POD_NAME, name},
@@ -261,20 +150,10 @@ static void lifecycle(void **state) {
     sl[i] = e;
     slp[i] = &sl[i];
   }
-  Runtime__V1__PodSandboxConfig cfg = RUNTIME__V1__POD_SANDBOX_CONFIG__INIT;
-  cfg.metadata = &md;
-  cfg.hostname = "nanolet-e2e-pleg";
-  cfg.log_directory = logdir;
-  cfg.linux = &lin;
-  cfg.n_labels = 4;
-  cfg.labels = slp;
-  Runtime__V1__RunPodSandboxRequest rreq = RUNTIME__V1__RUN_POD_SANDBOX_REQUEST__INIT;
-  rreq.config = &cfg;
+  cfg->n_labels = 4;
+  cfg->labels = slp;
+  char *sandbox_id = cri_sync_run_sandbox(cfg);
   res_t r = {0};
-  CALL(run_pod_sandbox, &rreq, &r);
-  if (r.code) fail_msg("RunPodSandbox: %s", r.msg);
-  char *sandbox_id = strdup(((Runtime__V1__RunPodSandboxResponse *)r.resp)->pod_sandbox_id);
-  res_free(&r);
 
   Runtime__V1__ImageSpec img = RUNTIME__V1__IMAGE_SPEC__INIT;
   img.image = BUSYBOX;
@@ -313,19 +192,7 @@ static void lifecycle(void **state) {
   cc.labels = clp;
   cc.n_annotations = 2;
   cc.annotations = cap;
-  Runtime__V1__CreateContainerRequest ccreq = RUNTIME__V1__CREATE_CONTAINER_REQUEST__INIT;
-  ccreq.pod_sandbox_id = sandbox_id;
-  ccreq.config = &cc;
-  ccreq.sandbox_config = &cfg;
-  CALL(create_container, &ccreq, &r);
-  if (r.code) fail_msg("CreateContainer: %s", r.msg);
-  char *cid = strdup(((Runtime__V1__CreateContainerResponse *)r.resp)->container_id);
-  res_free(&r);
-  Runtime__V1__StartContainerRequest sreq = RUNTIME__V1__START_CONTAINER_REQUEST__INIT;
-  sreq.container_id = cid;
-  CALL(start_container, &sreq, &r);
-  if (r.code) fail_msg("StartContainer: %s", r.msg);
-  res_free(&r);
+  char *cid = cri_sync_create_container(sandbox_id, cfg, &cc, true);
   int64_t t_started = nl_pleg_realtime_ns(NULL);
 
   /* ---- ContainerStarted for the sandbox and the container ---- */

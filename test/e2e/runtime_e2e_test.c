@@ -15,13 +15,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cri/image.h"
-#include "cri/runtime.h"
 #include "managers/runtime.h"
 #include "reactor/xalloc.h"
+#include "test/e2e/cri_sync.h"
 
-static uv_loop_t loop;
-static nl_cri_client_t client;
 static nl_runtime_t rt;
 static char root[64], logs[80];
 static char *uids[16];
@@ -35,52 +32,7 @@ static uint64_t test_now(void *ctx) {
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000 + fake_now;
 }
 
-/* ---- plain CRI calls, waited for (tests only) ---- */
-
-typedef struct res {
-  bool done;
-  int code;
-  ProtobufCMessage *resp;
-} res_t;
-
-static void res_set(const nl_grpc_status_t *st, ProtobufCMessage *resp, void *ctx) {
-  res_t *r = ctx;
-  r->done = true;
-  r->code = st->code;
-  if (resp) {
-    size_t n = protobuf_c_message_get_packed_size(resp);
-    uint8_t *b = malloc(n + 1);
-    protobuf_c_message_pack(resp, b);
-    r->resp = protobuf_c_message_unpack(resp->descriptor, NULL, n, b);
-    free(b);
-  }
-}
-#define CB(name, Resp)                                                                      \
-  static void cb_##name(const nl_grpc_status_t *st, Runtime__V1__##Resp *resp, void *ctx) { \
-    res_set(st, resp ? &resp->base : NULL, ctx);                                             \
-  }
-CB(list_pod_sandbox, ListPodSandboxResponse)
-CB(pod_sandbox_status, PodSandboxStatusResponse)
-CB(list_containers, ListContainersResponse)
-CB(container_status, ContainerStatusResponse)
-#define CALL(name, req, r)                         \
-  do {                                             \
-    nl_cri_##name(&client, (req), cb_##name, (r)); \
-    while (!(r)->done) uv_run(&loop, UV_RUN_ONCE); \
-  } while (0)
-
-static void res_free(res_t *r) {
-  if (r->resp) protobuf_c_message_free_unpacked(r->resp, NULL);
-  memset(r, 0, sizeof *r);
-}
-
-static const char *kv(void **e, size_t n, const char *key) {
-  for (size_t i = 0; i < n; i++) {
-    Runtime__V1__Container__LabelsEntry *x = e[i];
-    if (!strcmp(x->key, key)) return x->value;
-  }
-  return NULL;
-}
+/* ---- the runtime status, read with plain CRI calls (cri_sync.h) ---- */
 
 static int cmp_sb(const void *a, const void *b) {
   const nl_rt_sandbox_t *x = a, *y = b;
@@ -95,19 +47,8 @@ static int cmp_c(const void *a, const void *b) {
 static nl_rt_pod_status_t *read_status(const char *uid) {
   nl_rt_pod_status_t *s = nl_xcalloc(1, sizeof *s);
   s->uid = nl_xstrdup(uid);
-  Runtime__V1__ListPodSandboxRequest lreq = RUNTIME__V1__LIST_POD_SANDBOX_REQUEST__INIT;
-  Runtime__V1__PodSandboxFilter f = RUNTIME__V1__POD_SANDBOX_FILTER__INIT;
-  Runtime__V1__PodSandboxFilter__LabelSelectorEntry sel =
-      RUNTIME__V1__POD_SANDBOX_FILTER__LABEL_SELECTOR_ENTRY__INIT;
-  Runtime__V1__PodSandboxFilter__LabelSelectorEntry *sels[] = {&sel};
-  sel.key = NL_LABEL_POD_UID;
-  sel.value = (char *)uid;
-  f.n_label_selector = 1;
-  f.label_selector = sels;
-  lreq.filter = &f;
   res_t r = {0};
-  CALL(list_pod_sandbox, &lreq, &r);
-  assert_int_equal(r.code, 0);
+  cri_sync_list_sandboxes(NL_LABEL_POD_UID, uid, &r);
   Runtime__V1__ListPodSandboxResponse *l = (void *)r.resp;
   s->n_sandboxes = l->n_items;
   s->sandboxes = nl_xcalloc(l->n_items + 1, sizeof *s->sandboxes);
@@ -168,9 +109,10 @@ static nl_rt_pod_status_t *read_status(const char *uid) {
     c->finished_at = cs->finished_at;
     c->exit_code = cs->exit_code;
     c->reason = nl_xstrdup(cs->reason);
-    const char *h = kv((void **)cs->annotations, cs->n_annotations, NL_ANN_CONTAINER_HASH);
+    void **ann = (void **)cs->annotations;
+    const char *h = cri_kv(cs->n_annotations, ann, NL_ANN_CONTAINER_HASH);
     c->hash = h ? (uint32_t)strtoul(h, NULL, 16) : 0;
-    const char *rc = kv((void **)cs->annotations, cs->n_annotations, NL_ANN_CONTAINER_RESTART_COUNT);
+    const char *rc = cri_kv(cs->n_annotations, ann, NL_ANN_CONTAINER_RESTART_COUNT);
     c->restart_count = rc ? atoi(rc) : 0;
     c->log_path = nl_xstrdup(cs->log_path);
     res_free(&r2);
@@ -471,21 +413,11 @@ static void cancel_drops_callback(void **state) {
 
 /* ---- setup ---- */
 
-static const char *endpoint(void) {
-  const char *e = getenv("NANOLET_TEST_CRI_ENDPOINT");
-  if (!e || !*e) e = getenv("NANOLET_TEST_CRI_SOCKET");
-  if (!e || !*e)
-    fail_msg("NANOLET_TEST_CRI_ENDPOINT is not set: run tools/testenv/setup.sh and "
-             "source tools/testenv/env.sh (the e2e suite needs a real containerd)");
-  return e;
-}
-
 static int setup(void **state) {
   (void)state;
-  assert_int_equal(uv_loop_init(&loop), 0);
-  nl_err_t *err = NULL;
   nl_cri_opts_t o = {.timeout_ms = 60000, .pull_timeout_ms = 30000};
-  if (nl_cri_client_init(&client, &loop, endpoint(), &o, &err) < 0) fail_msg("%s", nl_err_msg(err));
+  cri_sync_open(&o);
+  nl_err_t *err = NULL;
   snprintf(root, sizeof root, "/tmp/nanolet-e2e-rt-%d", (int)getpid());
   snprintf(logs, sizeof logs, "%s/logs", root);
   mkdir(root, 0755);
@@ -500,9 +432,8 @@ static int setup(void **state) {
   return 0;
 }
 
-static bool rt_stopped, cri_stopped;
+static bool rt_stopped;
 static void on_rt_stopped(nl_runtime_t *r) { (void)r; rt_stopped = true; }
-static void on_cri_stopped(nl_cri_client_t *c) { (void)c; cri_stopped = true; }
 
 static int teardown(void **state) {
   (void)state;
@@ -521,8 +452,7 @@ static int teardown(void **state) {
     free(uids[i]);
   }
   nl_runtime_stop(&rt, on_rt_stopped);
-  nl_cri_client_stop(&client, on_cri_stopped);
-  uv_run(&loop, UV_RUN_DEFAULT);
+  bool cri_stopped = cri_sync_stop();
   assert_true(rt_stopped && cri_stopped);
   assert_int_equal(uv_loop_close(&loop), 0);
   char *cmd = nl_xasprintf("rm -rf '%s'", root);

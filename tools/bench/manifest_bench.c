@@ -8,6 +8,7 @@
 
 #include "agent/model/arena.h"
 #include "agent/model/pod.h"
+#include "agent/model/tree.h"
 
 static double now_us(void) {
   struct timespec ts;
@@ -49,6 +50,29 @@ static void bench(const char *what, const char *data, size_t len, int iters, int
   printf("%-34s %8.1f us  (%zu bytes, best of 5 x %d)\n", what, best, len, iters);
 }
 
+/* The YAML -> generic tree step alone, through either reader (mode 0: the fast
+ * reader, which must take the file; 1: libyaml, as for input outside its subset). */
+static void bench_tree(const char *what, const char *data, size_t len, int iters, int mode) {
+  double best = 1e18;
+  for (int round = 0; round < 5; round++) {
+    double t0 = now_us();
+    for (int i = 0; i < iters; i++) {
+      nl_arena_t *a = nl__arena_new(4096);
+      nl_err_t *err = NULL;
+      nl_tnode_t *root = mode ? nl__tree_parse_libyaml(a, data, len, &err)
+                              : nl__yaml_fast_parse(a, data, len);
+      if (!root) {
+        fprintf(stderr, "%s: %s\n", what, err ? nl_err_msg(err) : "not in the fast subset");
+        exit(1);
+      }
+      nl__arena_free(a);
+    }
+    double per = (now_us() - t0) / iters;
+    if (per < best) best = per;
+  }
+  printf("%-34s %8.1f us  (%zu bytes, best of 5 x %d)\n", what, best, len, iters);
+}
+
 int main(int argc, char **argv) {
   const char *path = argc > 1 ? argv[1] : "test/fixtures/manifests/typical-3k.yaml";
   int iters = argc > 2 ? atoi(argv[2]) : 20000;
@@ -73,6 +97,8 @@ int main(int argc, char **argv) {
   printf("defaulted static pod holds %zu bytes\n", pod->arena->total);
   nl_pod_free(pod);
   bench("decode YAML", yaml, len, iters, 0);
+  bench_tree("  YAML -> tree, fast reader", yaml, len, iters, 0);
+  bench_tree("  YAML -> tree, libyaml (forced)", yaml, len, iters, 1);
   bench("decode JSON", json.data, json.len, iters, 0);
   bench("load static (decode+default+validate)", yaml, len, iters, 1);
   nl_buf_free(&json);

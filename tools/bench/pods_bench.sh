@@ -22,7 +22,7 @@ cri() { "$NANOLET" cri -r "$NANOLET_TEST_CRI_ENDPOINT" "$@"; }
 ns_running() { cri ps -o json | jq --arg ns "$NS" '[.containers[] | select(.labels["io.kubernetes.pod.namespace"] == $ns)] | length'; }
 ns_sandboxes() { cri pods -o json | jq --arg ns "$NS" '[.items[] | select(.metadata.namespace == $ns)] | length'; }
 last_started() { # max startedAt (ns) of the namespace's containers
-  cri ps -q -o json | jq -r --arg ns "$NS" '.containers[] | select(.labels["io.kubernetes.pod.namespace"] == $ns) | .id' |
+  cri ps -o json | jq -r --arg ns "$NS" '.containers[] | select(.labels["io.kubernetes.pod.namespace"] == $ns) | .id' |
     while read -r id; do cri inspect -o json "$id" | jq -r .status.startedAt; done | sort -n | tail -1
 }
 cpu_ns() { awk '{print $1}' "/proc/$PID/schedstat"; } # time on CPU, ns

@@ -1,7 +1,7 @@
 /* libFuzzer target over the agent's other parsers of outside input: the
- * KubeletConfiguration file, resolv.conf (pod DNS), and CRI container log files
- * (`nanolet cri logs` and FallbackToLogsOnError termination messages). Byte 0
- * picks the parser. */
+ * KubeletConfiguration file, resolv.conf (pod DNS), CRI container log files
+ * (`nanolet cri logs` and FallbackToLogsOnError termination messages) and the
+ * grpc.health.v1 answer of a gRPC probe. Byte 0 picks the parser. */
 #include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -9,6 +9,7 @@
 
 #include "agent/cmd_cri_fmt.h"
 #include "agent/config.h"
+#include "managers/probe.h"
 #include "managers/runtime.h"
 #include "reactor/log.h"
 
@@ -18,7 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t len = size - 1;
   static int devnull = -1;
   if (devnull < 0) nl_log_set_fd(devnull = open("/dev/null", O_WRONLY)); /* unknown fields warn */
-  switch (data[0] % 4) {
+  switch (data[0] % 5) {
   case 0: {
     nl_kubelet_config_t cfg;
     nl_err_t *err = NULL;
@@ -41,6 +42,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     nl_cmd_cri_log_line_t *lines = NULL;
     size_t n = nl_cmd_cri__log_parse(text, len, &lines, 0);
     nl_cmd_cri__log_free(lines, n);
+    break;
+  }
+  case 4: {
+    int status = 0;
+    nl_probe_grpc_decode_response((const uint8_t *)text, len, &status);
     break;
   }
   }

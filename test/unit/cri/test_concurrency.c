@@ -21,20 +21,24 @@ typedef struct slot {
   int *done;
 } slot_t;
 
-static void on_version(const nl_grpc_status_t *st, Runtime__V1__VersionResponse *resp, void *ctx) {
-  slot_t *s = ctx;
+/* What every slot callback records before it checks its response and counts
+ * itself done. */
+static void slot_record(slot_t *s, const nl_grpc_status_t *st) {
   s->calls++;
   s->code = st->code;
   snprintf(s->msg, sizeof(s->msg), "%s", st->message);
+}
+
+static void on_version(const nl_grpc_status_t *st, Runtime__V1__VersionResponse *resp, void *ctx) {
+  slot_t *s = ctx;
+  slot_record(s, st);
   if (st->code == 0) assert_string_equal(resp->runtime_api_version, "v1");
   (*s->done)++;
 }
 
 static void on_status(const nl_grpc_status_t *st, Runtime__V1__StatusResponse *resp, void *ctx) {
   slot_t *s = ctx;
-  s->calls++;
-  s->code = st->code;
-  snprintf(s->msg, sizeof(s->msg), "%s", st->message);
+  slot_record(s, st);
   if (st->code == 0) assert_int_equal(resp->status->n_conditions, 2);
   (*s->done)++;
 }
@@ -42,9 +46,7 @@ static void on_status(const nl_grpc_status_t *st, Runtime__V1__StatusResponse *r
 static void on_list(const nl_grpc_status_t *st, Runtime__V1__ListPodSandboxResponse *resp,
                     void *ctx) {
   slot_t *s = ctx;
-  s->calls++;
-  s->code = st->code;
-  snprintf(s->msg, sizeof(s->msg), "%s", st->message);
+  slot_record(s, st);
   (*s->done)++;
 }
 
@@ -351,9 +353,7 @@ static void test_concurrent_pod_lifecycles(void **state) {
 static void on_create_missing(const nl_grpc_status_t *st, Runtime__V1__CreateContainerResponse *r,
                               void *ctx) {
   slot_t *s = ctx;
-  s->calls++;
-  s->code = st->code;
-  snprintf(s->msg, sizeof(s->msg), "%s", st->message);
+  slot_record(s, st);
   (*s->done)++;
 }
 

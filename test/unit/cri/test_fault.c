@@ -21,6 +21,7 @@ typedef struct result {
   bool has_resp;
   char runtime_name[32];
   int *done;
+  int own_done; /* the counter of call_wait */
 } result_t;
 
 static void on_result(const nl_grpc_status_t *st, ProtobufCMessage *resp, void *ctx) {
@@ -52,13 +53,19 @@ static void call(harness_t *h, const char *path, result_t *r, int *done, uint64_
   }
 }
 
+/* One call to completion, waited for up to wait_ms; asserts its callback ran
+ * once. */
+static void call_wait(harness_t *h, const char *path, result_t *r, uint64_t timeout_ms,
+                      uint64_t wait_ms) {
+  call(h, path, r, &r->own_done, timeout_ms);
+  harness_wait(h, &r->own_done, 1, wait_ms);
+  assert_int_equal(r->calls, 1);
+}
+
 /* One Version call to completion; asserts it succeeded once. */
 static void expect_version_ok(harness_t *h) {
-  int done = 0;
   result_t r;
-  call(h, VERSION, &r, &done, 0);
-  harness_wait(h, &done, 1, 3000);
-  assert_int_equal(r.calls, 1);
+  call_wait(h, VERSION, &r, 0, 3000);
   if (r.code != 0) fail_msg("Version failed: code %d: %s", r.code, r.msg);
   assert_true(r.has_resp);
   assert_string_equal(r.runtime_name, "fake-cri");
@@ -85,18 +92,13 @@ static void test_status_verbatim(void **state) {
   const char *msg = "injected: 100% disk full on /var/lib/\xc3\xa9t\xc3\xa9\nsecond line";
   fake_cri_fault_t f = {.kind = FAKE_CRI_STATUS, .code = 9, .message = msg};
   fake_cri_set_fault(h.fake, "Version", &f);
-  int done = 0;
   result_t r;
-  call(&h, VERSION, &r, &done, 0);
-  harness_wait(&h, &done, 1, 3000);
-  assert_int_equal(r.calls, 1);
+  call_wait(&h, VERSION, &r, 0, 3000);
   assert_int_equal(r.code, NL_GRPC_FAILED_PRECONDITION);
   assert_string_equal(r.msg, msg);
   assert_false(r.has_resp);
   /* Only Version is affected. */
-  done = 0;
-  call(&h, LIST_SANDBOX, &r, &done, 0);
-  harness_wait(&h, &done, 1, 3000);
+  call_wait(&h, LIST_SANDBOX, &r, 0, 3000);
   assert_int_equal(r.code, 0);
   fake_cri_clear_faults(h.fake);
   expect_version_ok(&h);
@@ -112,11 +114,8 @@ static void test_every_status_code(void **state) {
     snprintf(msg, sizeof(msg), "code %d injected", code);
     fake_cri_fault_t f = {.kind = FAKE_CRI_STATUS, .code = code, .message = msg, .times = 1};
     fake_cri_set_fault(h.fake, NULL, &f);
-    int done = 0;
     result_t r;
-    call(&h, VERSION, &r, &done, 0);
-    harness_wait(&h, &done, 1, 3000);
-    assert_int_equal(r.calls, 1);
+    call_wait(&h, VERSION, &r, 0, 3000);
     assert_int_equal(r.code, code);
     assert_string_equal(r.msg, msg);
   }
@@ -130,10 +129,8 @@ static void test_times_lifts(void **state) {
   fake_cri_fault_t f = {.kind = FAKE_CRI_STATUS, .code = 14, .message = "down", .times = 2};
   fake_cri_set_fault(h.fake, "Version", &f);
   for (int i = 0; i < 2; i++) {
-    int done = 0;
     result_t r;
-    call(&h, VERSION, &r, &done, 0);
-    harness_wait(&h, &done, 1, 3000);
+    call_wait(&h, VERSION, &r, 0, 3000);
     assert_int_equal(r.code, NL_GRPC_UNAVAILABLE);
     assert_string_equal(r.msg, "down");
   }
@@ -157,9 +154,7 @@ static void test_global_and_override(void **state) {
   assert_string_equal(a.msg, "runtime is down");
   assert_int_equal(b.code, 0); /* the per-method rule (a pure delay) wins */
   assert_int_equal(fake_cri_apply_line(h.fake, "clear", &err), 0);
-  done = 0;
-  call(&h, LIST_SANDBOX, &a, &done, 0);
-  harness_wait(&h, &done, 1, 3000);
+  call_wait(&h, LIST_SANDBOX, &a, 0, 3000);
   assert_int_equal(a.code, 0);
   harness_finish(&h);
 }
@@ -177,10 +172,8 @@ static void test_delay(void **state) {
    * the stream reset (the client cancels it). */
   f.delay_ms = 1000;
   fake_cri_set_fault(h.fake, "Version", &f);
-  int done = 0;
   result_t r;
-  call(&h, VERSION, &r, &done, 100);
-  harness_wait(&h, &done, 1, 3000);
+  call_wait(&h, VERSION, &r, 100, 3000);
   assert_int_equal(r.code, NL_GRPC_DEADLINE_EXCEEDED);
   assert_true(r.msg[0] != 0);
   fake_cri_clear_faults(h.fake);
@@ -205,9 +198,7 @@ static void test_stall_deadline(void **state) {
   assert_true(uv_now(&h.loop) - t0 >= 190);
   assert_true(uv_now(&h.loop) - t0 < 1000);
   /* Other methods still work on the same connection while one stalls. */
-  done = 0;
-  call(&h, LIST_SANDBOX, &r, &done, 0);
-  harness_wait(&h, &done, 1, 3000);
+  call_wait(&h, LIST_SANDBOX, &r, 0, 3000);
   assert_int_equal(r.code, 0);
   fake_cri_clear_faults(h.fake);
   expect_version_ok(&h);
@@ -223,11 +214,8 @@ static void test_drop(void **state) {
   harness_start(&h, NULL);
   expect_version_ok(&h);
   set_fault(&h, "Version", FAKE_CRI_DROP, 1);
-  int done = 0;
   result_t r;
-  call(&h, VERSION, &r, &done, 0);
-  harness_wait(&h, &done, 1, 3000);
-  assert_int_equal(r.calls, 1);
+  call_wait(&h, VERSION, &r, 0, 3000);
   /* The request reached the server, which may have acted on it: the call fails
    * (grpc-go: Unavailable, "error reading from server: EOF"), it is not retried. */
   if (r.code != NL_GRPC_UNAVAILABLE)
@@ -270,11 +258,8 @@ static void test_malformed(void **state) {
   harness_start(&h, NULL);
   expect_version_ok(&h);
   set_fault(&h, "Version", FAKE_CRI_MALFORMED, 1);
-  int done = 0;
   result_t r;
-  call(&h, VERSION, &r, &done, 0);
-  harness_wait(&h, &done, 1, 3000);
-  assert_int_equal(r.calls, 1);
+  call_wait(&h, VERSION, &r, 0, 3000);
   /* A connection error (grpc-go: Unavailable or Internal), never OK. */
   if (r.code != NL_GRPC_UNAVAILABLE && r.code != NL_GRPC_INTERNAL)
     fail_msg("malformed frame: got code %d (%s)", r.code, r.msg);
@@ -288,11 +273,8 @@ static void test_oversize(void **state) {
   harness_t h;
   harness_start(&h, NULL);
   set_fault(&h, "Version", FAKE_CRI_OVERSIZE, 1);
-  int done = 0;
   result_t r;
-  call(&h, VERSION, &r, &done, 0);
-  harness_wait(&h, &done, 1, 5000);
-  assert_int_equal(r.calls, 1);
+  call_wait(&h, VERSION, &r, 0, 5000);
   assert_int_equal(r.code, NL_GRPC_RESOURCE_EXHAUSTED);
   assert_non_null(strstr(r.msg, "16777217"));
   assert_false(r.has_resp);
@@ -304,11 +286,8 @@ static void test_bad_message(void **state) {
   harness_t h;
   harness_start(&h, NULL);
   set_fault(&h, "Version", FAKE_CRI_BAD_MESSAGE, 1);
-  int done = 0;
   result_t r;
-  call(&h, VERSION, &r, &done, 0);
-  harness_wait(&h, &done, 1, 3000);
-  assert_int_equal(r.calls, 1);
+  call_wait(&h, VERSION, &r, 0, 3000);
   assert_int_equal(r.code, NL_GRPC_INTERNAL);
   assert_non_null(strstr(r.msg, "unmarshal"));
   expect_version_ok(&h);
@@ -340,10 +319,8 @@ static void test_server_absent_then_up(void **state) {
   nl_cri_opts_t o = {.timeout_ms = 2000, .connect_wait_ms = 100, .backoff_initial_ms = 20,
                      .backoff_max_ms = 50};
   harness_connect(&h, &o);
-  int done = 0;
   result_t r;
-  call(&h, VERSION, &r, &done, 0);
-  harness_wait(&h, &done, 1, 3000);
+  call_wait(&h, VERSION, &r, 0, 3000);
   assert_int_equal(r.code, NL_GRPC_UNAVAILABLE);
   assert_non_null(strstr(r.msg, h.sock));
   assert_true(h.fake_stopped);

@@ -288,13 +288,21 @@ static void mkdir_in(fx_t *f, const char *rel) {
   free(d);
 }
 
-static void symlink_in_dir(void **state) {
-  fx_t *f = *state;
+/* manifests/web.yaml, a link to elsewhere/web.yaml (pod web, busybox); the
+ * caller frees *target and *link. */
+static void web_behind_link(fx_t *f, char **target, char **link) {
   mkdir_in(f, "manifests");
   mkdir_in(f, "elsewhere");
   put(f, "elsewhere/web.yaml", "web", "busybox");
-  char *target = p(f, "elsewhere/web.yaml"), *link = p(f, "manifests/web.yaml");
-  assert_int_equal(symlink(target, link), 0);
+  *target = p(f, "elsewhere/web.yaml");
+  *link = p(f, "manifests/web.yaml");
+  assert_int_equal(symlink(*target, *link), 0);
+}
+
+static void symlink_in_dir(void **state) {
+  fx_t *f = *state;
+  char *target, *link;
+  web_behind_link(f, &target, &link);
   start(f, "manifests/", 200); /* a trailing slash is trimmed */
   expect(f, 1, "ADD file default/web-node1");
   assert_non_null(strstr(f->path, "manifests/"));
@@ -336,11 +344,8 @@ static void single_file_path(void **state) {
 
 static void symlink_target_change_seen_by_reread(void **state) {
   fx_t *f = *state;
-  mkdir_in(f, "manifests");
-  mkdir_in(f, "elsewhere");
-  put(f, "elsewhere/web.yaml", "web", "busybox");
-  char *target = p(f, "elsewhere/web.yaml"), *link = p(f, "manifests/web.yaml");
-  assert_int_equal(symlink(target, link), 0);
+  char *target, *link;
+  web_behind_link(f, &target, &link);
   start(f, "manifests", 200);
   expect(f, 1, "ADD file default/web-node1");
   /* the watch does not see the target's directory: the periodic re-read does */

@@ -1,0 +1,227 @@
+/* The grpc check (upstream pkg/probe/grpc): grpc.health.v1.Health/Check over
+ * HTTP/2 on TCP, on the CRI client's gRPC engine (cri/grpc.h) which does no
+ * I/O: the check feeds it the socket's bytes and writes what it produces. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "managers/probe_internal.h"
+#include "reactor/xalloc.h"
+
+#define HEALTH_CHECK "/grpc.health.v1.Health/Check"
+
+/* ---- wire format: HealthCheckRequest{string service = 1},
+ * HealthCheckResponse{ServingStatus status = 1} ---- */
+
+uint8_t *nl_probe_grpc_encode_request(const char *service, size_t *len) {
+  size_t sl = service ? strlen(service) : 0;
+  uint8_t *p = nl_xmalloc(sl + 11);
+  size_t n = 0;
+  if (sl) {
+    p[n++] = 0x0a; /* field 1, length-delimited */
+    for (size_t v = sl;; v >>= 7) {
+      p[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+      if (v <= 0x7f) break;
+    }
+    memcpy(p + n, service, sl);
+    n += sl;
+  }
+  *len = n;
+  return p;
+}
+
+static int varint(const uint8_t *p, size_t n, size_t *off, uint64_t *v) {
+  *v = 0;
+  for (int shift = 0; shift < 64; shift += 7) {
+    if (*off >= n) return -1;
+    uint8_t b = p[(*off)++];
+    *v |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) return 0;
+  }
+  return -1;
+}
+
+int nl_probe_grpc_decode_response(const uint8_t *p, size_t n, int *status) {
+  size_t off = 0;
+  *status = 0; /* proto3 default: UNKNOWN */
+  while (off < n) {
+    uint64_t key, v;
+    if (varint(p, n, &off, &key) < 0 || key >> 3 == 0) return -1;
+    switch (key & 7) {
+    case 0:
+      if (varint(p, n, &off, &v) < 0) return -1;
+      if (key >> 3 == 1) *status = (int)(int32_t)v;
+      break;
+    case 1:
+      if (n - off < 8) return -1;
+      off += 8;
+      break;
+    case 2:
+      if (varint(p, n, &off, &v) < 0 || v > n - off) return -1;
+      off += v;
+      break;
+    case 5:
+      if (n - off < 4) return -1;
+      off += 4;
+      break;
+    default:
+      return -1;
+    }
+  }
+  return 0;
+}
+
+const char *nl_probe_grpc_status_name(int s) {
+  switch (s) {
+  case 0: return "UNKNOWN";
+  case 1: return "SERVING";
+  case 2: return "NOT_SERVING";
+  case 3: return "SERVICE_UNKNOWN";
+  default: return "UNKNOWN";
+  }
+}
+
+/* ---- the call ---- */
+
+typedef struct wreq {
+  uv_write_t req;
+  char data[];
+} wreq_t;
+
+static void written(uv_write_t *req, int status) {
+  (void)status;
+  free(container_of(req, wreq_t, req));
+}
+
+static int gs_write(void *user, const uint8_t *data, size_t len) {
+  nl_check_t *c = user;
+  if (!c->tcp_open) return -1;
+  wreq_t *w = nl_xmalloc(sizeof *w + len);
+  memcpy(w->data, data, len);
+  uv_buf_t b = uv_buf_init(w->data, (unsigned)len);
+  if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, written) < 0) {
+    free(w);
+    return -1;
+  }
+  return 0;
+}
+
+/* Stream callbacks run inside recv/flush: they only record what happened. */
+
+static void on_message(nl_grpc_stream_t *st, const uint8_t *data, size_t len) {
+  nl_check_t *c = st->user;
+  int s;
+  c->health = nl_probe_grpc_decode_response(data, len, &s) < 0 ? -2 : s;
+}
+
+static void on_close(nl_grpc_stream_t *st, const nl_grpc_status_t *status, bool refused) {
+  (void)refused;
+  nl_check_t *c = st->user;
+  c->g_closed = true;
+  c->g_code = status->code;
+  free(c->g_message);
+  c->g_message = nl_xstrdup(status->message);
+}
+
+static void report(nl_check_t *c) {
+  if (!c->g_closed || c->done) return;
+  char *m;
+  nl_check_result_t r = NL_CHECK_FAILURE;
+  if (c->g_code == NL_GRPC_OK && c->health == 1) {
+    r = NL_CHECK_SUCCESS;
+    m = nl_xstrdup("service healthy");
+  } else if (c->g_code == NL_GRPC_OK && c->health >= 0) {
+    m = nl_xasprintf("service unhealthy (responded with \"%s\")",
+                     nl_probe_grpc_status_name(c->health));
+  } else if (c->g_code == NL_GRPC_OK) {
+    m = nl_xstrdup(c->health == -2 ? "error: health rpc probe failed: rpc error: code = Internal "
+                                     "desc = grpc: failed to unmarshal the received message"
+                                   : "error: health rpc probe failed: rpc error: code = Internal "
+                                     "desc = no response message");
+  } else if (c->g_code == NL_GRPC_UNIMPLEMENTED) {
+    m = nl_xasprintf("error: this server does not implement the grpc health protocol "
+                     "(grpc.health.v1.Health): %s",
+                     c->g_message);
+  } else if (c->g_code == NL_GRPC_DEADLINE_EXCEEDED) {
+    m = nl_xasprintf("timeout: health rpc did not complete within %llus",
+                     (unsigned long long)(c->timeout_ms / 1000));
+  } else {
+    nl_grpc_status_t st = {c->g_code, c->g_message};
+    char *e = nl_grpc_status_format(&st);
+    m = nl_xasprintf("error: health rpc probe failed: %s", e);
+    free(e);
+  }
+  nl__check_finish(c, r, m);
+  free(m);
+}
+
+static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
+  (void)hint;
+  nl_check_t *c = container_of((uv_tcp_t *)h, nl_check_t, tcp);
+  *buf = uv_buf_init((char *)c->rbuf, sizeof c->rbuf);
+}
+
+static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+  (void)buf;
+  nl_check_t *c = container_of((uv_tcp_t *)s, nl_check_t, tcp);
+  if (c->done || n == 0) return;
+  if (n < 0) {
+    /* the stream ends with UNAVAILABLE, as grpc-go reports a lost connection */
+    nl_grpc_session_t *gs = c->gs;
+    c->gs = NULL;
+    nl_grpc_session_free(gs, n == UV_EOF ? "error reading from server: EOF" : uv_strerror((int)n));
+    report(c);
+    return;
+  }
+  if (nl_grpc_session_recv(c->gs, c->rbuf, (size_t)n) < 0 || nl_grpc_session_flush(c->gs) < 0) {
+    nl__check_finish(c, NL_CHECK_FAILURE,
+                     "error: health rpc probe failed: rpc error: code = Unavailable desc = "
+                     "connection error: protocol error");
+    return;
+  }
+  report(c);
+  if (!c->done && c->gs && !nl_grpc_session_want_io(c->gs)) { /* nghttp2 gave up (GOAWAY) */
+    nl__check_finish(c, NL_CHECK_FAILURE,
+                     "error: health rpc probe failed: rpc error: code = Unavailable desc = "
+                     "connection error: protocol error");
+  }
+}
+
+void nl__check_grpc_connected(nl_check_t *c) {
+  nl_grpc_session_opts_t so = {.authority = c->addr,
+                               .user_agent = c->env.user_agent ? c->env.user_agent
+                                                               : "kube-probe/1.30",
+                               .window_size = 65535};
+  nl_grpc_session_cbs_t cbs = {.write = gs_write};
+  c->gs = nl_grpc_session_new(&so, &cbs, c);
+  size_t len;
+  uint8_t *msg = nl_probe_grpc_encode_request(c->service, &len);
+  c->framed_len = len + 5;
+  c->framed = nl_xmalloc(c->framed_len);
+  c->framed[0] = 0;
+  c->framed[1] = (uint8_t)(len >> 24);
+  c->framed[2] = (uint8_t)(len >> 16);
+  c->framed[3] = (uint8_t)(len >> 8);
+  c->framed[4] = (uint8_t)len;
+  memcpy(c->framed + 5, msg, len);
+  free(msg);
+  c->stream.on_message = on_message;
+  c->stream.on_close = on_close;
+  c->stream.user = c;
+  if (nl_grpc_session_submit(c->gs, &c->stream, HEALTH_CHECK, c->framed, c->framed_len,
+                             c->timeout_ms) < 0 ||
+      nl_grpc_session_flush(c->gs) < 0 ||
+      uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) < 0) {
+    nl__check_finish(c, NL_CHECK_FAILURE,
+                     "error: health rpc probe failed: rpc error: code = Unavailable desc = "
+                     "cannot start the call");
+  }
+}
+
+void nl__check_grpc_teardown(nl_check_t *c) {
+  if (c->gs) {
+    nl_grpc_session_t *gs = c->gs;
+    c->gs = NULL;
+    nl_grpc_session_free(gs, "check finished");
+  }
+}

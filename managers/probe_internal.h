@@ -1,0 +1,59 @@
+/* Shared by the probe_*.c files; not a public interface. */
+#ifndef NL_PROBE_INTERNAL_H
+#define NL_PROBE_INTERNAL_H
+
+#include "managers/probe.h"
+#include "reactor/http_client.h"
+
+struct nl_check {
+  nl_check_env_t env;
+  nl_check_cb cb;
+  void *ctx;
+  bool hook;
+  bool cancelled; /* the owner is gone: no callback */
+  bool done;      /* the result is decided (delivered, or dropped when cancelled) */
+  int refs;       /* timer + outstanding CRI call / HTTP call / tcp handle */
+  uv_timer_t timer;
+  uint64_t timeout_ms;
+  /* deferred result (errors found at start) */
+  nl_check_result_t pending_r;
+  char *pending_out;
+  /* exec */
+  char *cmd_str;
+  /* http */
+  nl_http_call_t *http;
+  nl_tls_config_t *own_tls;
+  /* tcp and grpc */
+  uv_tcp_t tcp;
+  bool tcp_open;
+  uv_connect_t conn;
+  char *addr;     /* "10.88.0.5:80" as Go's JoinHostPort writes it */
+  bool connected;
+  char *service;  /* grpc */
+  nl_grpc_session_t *gs;
+  nl_grpc_stream_t stream;
+  uint8_t *framed;
+  size_t framed_len;
+  int health;     /* grpc: -1 until a response message, -2 malformed */
+  bool g_closed;  /* grpc: the stream ended with g_code, g_message */
+  int g_code;
+  char *g_message;
+  uint8_t rbuf[4096];
+};
+
+/* Delivers the result once (unless cancelled) and tears the check down. */
+void nl__check_finish(nl_check_t *c, nl_check_result_t r, const char *output);
+/* Reports msg on the next loop turn (errors found while starting). */
+void nl__check_defer(nl_check_t *c, nl_check_result_t r, const char *msg);
+/* Drops one reference; frees the check at zero. */
+void nl__check_unref(nl_check_t *c);
+
+void nl__check_http_start(nl_check_t *c, const nl_check_req_t *req);
+void nl__check_tcp_start(nl_check_t *c, const nl_check_req_t *req, bool grpc);
+/* grpc: called once the TCP connection is up. */
+void nl__check_grpc_connected(nl_check_t *c);
+void nl__check_grpc_teardown(nl_check_t *c);
+/* The host:port text of a target ("[::1]:80" for IPv6). New string. */
+char *nl__probe_join_host_port(const char *host, int port);
+
+#endif
