@@ -39,7 +39,7 @@ cleanup() {
   [ -n "$PID" ] && wait_until 120 ns_clear
   [ -n "$PID" ] && kill "$PID" && wait "$PID" 2>/dev/null
   "$FLOOR" clean "$NS" >/dev/null 2>&1
-  rm -rf "$TMP"
+  rm -rf "$TMP" /var/log/pods/"${NS}"_floor-*
 }
 trap cleanup EXIT
 
@@ -71,6 +71,7 @@ for n in 1 10 50; do
     out=$("$FLOOR" run "$n" "$NS") || { echo "floor failed"; exit 1; }
     f=${out%% *}
     "$FLOOR" clean "$NS" >/dev/null
+    rm -rf /var/log/pods/"${NS}"_floor-* # containerd made them; nanolet removes its own
     sleep 3
     stage "$n"
     c0=$(cpu_ns)
