@@ -30,7 +30,21 @@ pods_ready() { refresh_pods; all_running; }
 
 start_agent || { fail "agent start" ""; exit 1; }
 for p in keep other gone; do pod_manifest "$p"; done
+# A finished pod: after the restart it must stay finished, not run again.
+put done <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: done, namespace: $PODS_NS}
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 2
+  containers: [{name: main, image: $IMG, command: [sh, -c, "echo once"]}]
+EOF
 wait_for 40 pods_ready && ok "three pods Running" || fail "pods running" "$(jq -c '[.items[] | [.metadata.name, .status.phase]]' <<<"$PODS_JSON")"
+expect "finished pod Succeeded" 20 done .status.phase Succeeded
+done_sandbox_stopped() { [ "$(ns_sandboxes | jq -r --arg n "done-$NODE" '.[] | select(.metadata.name == $n) | .state')" = SANDBOX_NOTREADY ]; }
+wait_for 10 done_sandbox_stopped && ok "  ... its sandbox stopped" || fail "finished sandbox" "$(ns_sandboxes | jq -c '.[] | [.metadata.name, .state]')"
+done0=$(fingerprint done)
 keep0=$(fingerprint keep) other0=$(fingerprint other)
 gone_uid=$(pod gone .metadata.uid)
 gone_sid=$(ns_sandboxes | jq -r --arg u "$gone_uid" '.[] | select(.metadata.uid == $u) | .id')
@@ -54,6 +68,10 @@ wait_for 20 gone_removed && ok "pod whose manifest was removed while down is sto
 no_dir() { [ ! -e "$ROOT/pods/$gone_uid" ]; }
 wait_for 10 no_dir && ok "  ... and its pod directory" || fail "orphan dir" "$ROOT/pods/$gone_uid"
 sleep 3 # a few syncs and housekeeping rounds more
+[ "$(fingerprint done)" = "$done0" ] && ok "finished pod still Succeeded, not run again" \
+  || fail "finished pod after restart" "$(fingerprint done) want $done0"
+[ "$(pod_containers "done-$NODE" | jq length)" = 1 ] && ok "  ... one container instance" \
+  || fail "finished pod re-ran" "$(pod_containers "done-$NODE" | jq -c '[.[] | [.metadata.attempt, .state]]')"
 if same_keep; then ok "no container restarted: IDs and restart counts unchanged"; else
   fail "restarts" "keep $(fingerprint keep) want $keep0; other $(fingerprint other) want $other0"
 fi
