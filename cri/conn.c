@@ -110,7 +110,7 @@ static void complete(nl_cri_call_t *call, int code, const char *message) {
   nl_list_remove(&call->link);
   call->code = code;
   free(call->message);
-  call->message = nl_xstrdup(message ? message : "");
+  call->message = message && *message ? nl_xstrdup(message) : NULL; /* NULL: "" */
   if (code != NL_GRPC_OK && call->resp) {
     protobuf_c_message_free_unpacked(call->resp, pb_alloc(c));
     call->resp = NULL;
