@@ -10,6 +10,7 @@
 #include "reactor/xalloc.h"
 
 #define RBUF_SIZE (64 * 1024)
+#define WBUF_KEEP 4096 /* a write buffer grown larger by a burst is freed once written */
 #define MSG_CLOSING "grpc: the client connection is closing"
 #define PATH_EVENTS "/runtime.v1.RuntimeService/GetContainerEvents"
 
@@ -212,6 +213,12 @@ static void on_deadline(uv_timer_t *t) {
 
 static void start_write(nl_cri_client_t *c);
 
+/* Empties a written buffer, keeping its memory unless a burst grew it large. */
+static void wbuf_done(nl_buf_t *b) {
+  if (b->cap > WBUF_KEEP) nl_buf_free(b);
+  else nl_buf_reset(b);
+}
+
 /* A runtime that hung up fails our write (EPIPE) before we have read its EOF
  * and what it sent before it: then we write no more and let the read side end
  * the connection, so calls get the server's answers, or "EOF" as in grpc-go. */
@@ -226,7 +233,7 @@ static bool peer_gone(nl_cri_client_t *c, int err) {
 static void on_written(uv_write_t *req, int status) {
   nl_cri_client_t *c = container_of(req, nl_cri_client_t, w.req);
   c->w.busy = false;
-  nl_buf_reset(&c->w.inflight);
+  wbuf_done(&c->w.inflight);
   if (status < 0) {
     if (status != UV_ECANCELED && c->state == NL_CRI_READY && !peer_gone(c, status)) {
       char *why = nl_xasprintf("write to server failed: %s", uv_strerror(status));
@@ -264,7 +271,10 @@ static void start_write(nl_cri_client_t *c) {
     free(why);
     return;
   }
-  if (c->w.pending.len == 0) return;
+  if (c->w.pending.len == 0) {
+    wbuf_done(&c->w.pending);
+    return;
+  }
   nl_buf_t t = c->w.inflight;
   c->w.inflight = c->w.pending;
   c->w.pending = t;
@@ -746,11 +756,11 @@ static void fail_all(nl_cri_client_t *c, nl_list_t *list) {
 
 void nl_cri_client_stop(nl_cri_client_t *c, nl_cri_stop_cb done_cb) {
   if (c->state == NL_CRI_STOPPING || c->state == NL_CRI_STOPPED) return;
+  nl_cri_conn_state_t prev = c->state;
   c->stop_cb = done_cb;
   nl_cri_client_unwatch_events(c);
-  /* What is queued (the events stream's RST_STREAM) goes out while we can. */
-  if (c->flush_wanted && c->state == NL_CRI_READY) flush_now(c);
-  nl_cri_conn_state_t prev = c->state;
+  /* Output still queued (RST_STREAMs) is dropped: the pipe closes anyway. */
+  c->flush_wanted = false;
   c->state = NL_CRI_STOPPING;
   fail_all(c, &c->waiting);
   fail_all(c, &c->active);
