@@ -99,9 +99,12 @@ static void on_events_timer(uv_timer_t *t) {
   events_start(container_of(t, nl_cri_client_t, events_timer));
 }
 
+/* Starts the idle handle when it has work: output, unless on_read writes it
+ * on its way out; completions, unless drain is running (it delivers those). */
 static void kick(nl_cri_client_t *c) {
   if (c->state == NL_CRI_STOPPING || c->state == NL_CRI_STOPPED) return;
-  if ((c->flush_wanted || has_deliveries(c)) && !uv_is_active((uv_handle_t *)&c->deliver_idle))
+  bool work = (c->flush_wanted && !c->in_read) || (has_deliveries(c) && !c->delivering);
+  if (work && !uv_is_active((uv_handle_t *)&c->deliver_idle))
     uv_idle_start(&c->deliver_idle, on_deliver_idle);
 }
 
@@ -297,10 +300,11 @@ static int session_write(void *user, const uint8_t *data, size_t len) {
   return 0;
 }
 
-/* Asks for the session's output to be written before the loop next blocks
- * (from the idle handle): all frames produced in one loop turn (a PING ACK, a
- * WINDOW_UPDATE, the HEADERS and DATA of the next calls) leave in one write,
- * which wakes the runtime once. */
+/* Asks for the session's output to be written before the loop next blocks:
+ * at the end of on_read, or from the idle handle. So the frames produced
+ * meanwhile (a PING ACK, a WINDOW_UPDATE, the HEADERS and DATA of the calls
+ * that completion callbacks start) leave in one write, which wakes the runtime
+ * once, instead of one write per frame batch. */
 static void flush(nl_cri_client_t *c) {
   if (!c->session || c->flush_wanted) return;
   c->flush_wanted = true;
@@ -563,19 +567,23 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
     return;
   }
   c->rx_since_tick = true;
+  c->in_read = true;
   int rc = nl_grpc_session_recv(c->session, (const uint8_t *)buf->base, (size_t)n);
   if (rc < 0) {
     char *why = nl_xasprintf("connection error: %s", nghttp2_strerror(rc));
     close_conn(c, why);
     free(why);
   } else {
-    /* Replies (PING ACK, WINDOW_UPDATE) wait for the idle phase, to share a
-     * write with the calls our callbacks start meanwhile. */
-    flush(c);
+    flush(c); /* replies (PING ACK, WINDOW_UPDATE) */
     check_session(c);
     submit_waiting(c);
   }
-  drain(c);
+  drain(c); /* the calls its callbacks start join the replies */
+  c->in_read = false;
+  if (c->flush_wanted) {
+    flush_now(c);
+    drain(c);
+  }
 }
 
 static void on_conn_timer(uv_timer_t *t) {

@@ -107,7 +107,8 @@ struct nl_cri_client {
   nl_list_t done;             /* finished calls awaiting delivery */
   uint64_t armed_deadline;    /* deadline_timer due time, UINT64_MAX when idle */
   bool delivering;
-  bool flush_wanted;          /* session output waits for deliver_idle */
+  bool flush_wanted;          /* session output waits for on_read's end or deliver_idle */
+  bool in_read;               /* inside on_read: it flushes on its way out */
 
   struct nl_cri_events_state {
     nl_cri_event_cb on_event;
