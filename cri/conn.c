@@ -82,9 +82,9 @@ static bool has_deliveries(const nl_cri_client_t *c) {
 
 /* Runs once per loop turn while there is output to write or a completion to
  * deliver. The idle phase comes after timers and before the poll's timeout is
- * computed, so output requested by anything that ran since the last poll
- * (read callbacks, check and close callbacks, timers) leaves in one write before
- * the loop blocks, without a zero-timeout poll. */
+ * computed (UV_RUN_DEFAULT), so output requested outside a read callback (call
+ * functions, timers, check and close callbacks) leaves in one write before the
+ * loop blocks, without a zero-timeout poll. */
 static void on_deliver_idle(uv_idle_t *h) {
   nl_cri_client_t *c = container_of(h, nl_cri_client_t, deliver_idle);
   do {
