@@ -185,7 +185,7 @@ static bool json_or_ids(nl_cmd_cri_ctx_t *x, ProtobufCMessage *resp, void **item
 static void on_pods(const nl_grpc_status_t *st, Runtime__V1__ListPodSandboxResponse *r, void *ctx) {
   nl_cmd_cri_ctx_t *x = ctx;
   if (failed(x, st)) return;
-  qsort(r->items, r->n_items, sizeof *r->items, cmp_sandbox);
+  if (r->n_items > 1) qsort(r->items, r->n_items, sizeof *r->items, cmp_sandbox);
   if (json_or_ids(x, &r->base, (void **)r->items, r->n_items,
                   offsetof(Runtime__V1__PodSandbox, id)))
     return;
@@ -233,7 +233,7 @@ static int cmp_container(const void *a, const void *b) {
 static void on_ps(const nl_grpc_status_t *st, Runtime__V1__ListContainersResponse *r, void *ctx) {
   nl_cmd_cri_ctx_t *x = ctx;
   if (failed(x, st)) return;
-  qsort(r->containers, r->n_containers, sizeof *r->containers, cmp_container);
+  if (r->n_containers > 1) qsort(r->containers, r->n_containers, sizeof *r->containers, cmp_container);
   if (json_or_ids(x, &r->base, (void **)r->containers, r->n_containers,
                   offsetof(Runtime__V1__Container, id)))
     return;
@@ -297,7 +297,7 @@ static void split_ref(const char *ref, char sep, char **repo, const char **tag) 
 static void on_images(const nl_grpc_status_t *st, Runtime__V1__ListImagesResponse *r, void *ctx) {
   nl_cmd_cri_ctx_t *x = ctx;
   if (failed(x, st)) return;
-  qsort(r->images, r->n_images, sizeof *r->images, cmp_image);
+  if (r->n_images > 1) qsort(r->images, r->n_images, sizeof *r->images, cmp_image);
   if (json_or_ids(x, &r->base, (void **)r->images, r->n_images, offsetof(Runtime__V1__Image, id)))
     return;
   nl_cmd_cri_table_t t;

@@ -455,11 +455,23 @@ static void on_orphan_killed(const nl_sync_result_t *res, void *ctx) {
   o->op = nl_runtime_remove_pod(&o->k->runtime, st, true, on_orphan_removed, o);
 }
 
+/* ctx of kill_orphan: the agent and the pod directories under its root-dir. */
+typedef struct orphan_scan {
+  nl_kubelet_t *k;
+  nl_map_t *dirs;
+} orphan_scan_t;
+
 static bool kill_orphan(const nl_rt_pod_status_t *st, void *ctx) {
-  nl_kubelet_t *k = ctx;
+  orphan_scan_t *sc = ctx;
+  nl_kubelet_t *k = sc->k;
   if (nl_pod_manager_get(&k->pods, st->uid) || nl_pod_workers_get(&k->workers, st->uid) ||
       nl_map_has(&k->orphans, st->uid))
     return true;
+  /* Every pod this agent creates has <root-dir>/pods/<uid> from before its
+   * sandbox until after its removal; a runtime pod without one was made by
+   * another agent sharing the runtime (another root-dir) and is not ours to
+   * stop. Upstream assumes one kubelet per runtime and stops them all. */
+  if (!nl_map_has(sc->dirs, st->uid)) return true;
   nl_info("pod %s/%s (%s) is not wanted by any source: stopping and removing it",
           st->namespace_ ? st->namespace_ : "", st->name ? st->name : "", st->uid);
   orphan_t *o = nl_xcalloc(1, sizeof *o);
@@ -475,25 +487,38 @@ static bool pod_is_known(nl_kubelet_t *k, const char *uid) {
          nl_map_has(&k->orphans, uid) || nl_pleg_get(&k->pleg, uid);
 }
 
-/* upstream cleanupOrphanedPodDirs: a directory under <root-dir>/pods whose pod
- * is neither wanted, nor worked on, nor in the runtime is removed (volumes torn
- * down first), e.g. one left by a pod removed while the agent was down. */
+/* upstream killing of unwanted runtime pods, then cleanupOrphanedPodDirs: a
+ * directory under <root-dir>/pods whose pod is neither wanted, nor worked on,
+ * nor in the runtime is removed (volumes torn down first), e.g. one left by a
+ * pod removed while the agent was down. */
 static void on_pods_dir_scanned(uv_fs_t *req) {
   nl_kubelet_t *k = container_of(req, nl_kubelet_t, pods_dir_scan);
   uv_dirent_t ent;
+  nl_map_t dirs;
+  nl_map_init(&dirs);
   k->pods_dir_scanning = false;
-  while (!k->stopping && req->result > 0 && uv_fs_scandir_next(req, &ent) != UV_EOF) {
-    if (ent.type != UV_DIRENT_DIR || pod_is_known(k, ent.name)) continue;
-    nl_info("removing the directory of orphaned pod %s", ent.name);
-    orphan_t *o = nl_xcalloc(1, sizeof *o);
-    o->k = k;
-    o->uid = nl_xstrdup(ent.name);
-    o->removing = true;
-    nl_map_put(&k->orphans, o->uid, o);
-    nl_rt_pod_status_t st = {.uid = o->uid};
-    o->op = nl_runtime_remove_pod(&k->runtime, &st, true, on_orphan_removed, o);
-  }
+  while (req->result > 0 && uv_fs_scandir_next(req, &ent) != UV_EOF)
+    if (ent.type == UV_DIRENT_DIR) nl_map_put(&dirs, ent.name, (void *)1);
   uv_fs_req_cleanup(req);
+  if (!k->stopping) {
+    /* Runtime pods first: an orphan being killed keeps its directory. */
+    nl_pleg_foreach(&k->pleg, kill_orphan, &(orphan_scan_t){k, &dirs});
+    nl_map_iter_t it;
+    const char *uid;
+    nl_map_iter_init(&it, &dirs);
+    while (nl_map_iter_next(&it, &uid, NULL)) {
+      if (pod_is_known(k, uid)) continue;
+      nl_info("removing the directory of orphaned pod %s", uid);
+      orphan_t *o = nl_xcalloc(1, sizeof *o);
+      o->k = k;
+      o->uid = nl_xstrdup(uid);
+      o->removing = true;
+      nl_map_put(&k->orphans, o->uid, o);
+      nl_rt_pod_status_t st = {.uid = o->uid};
+      o->op = nl_runtime_remove_pod(&k->runtime, &st, true, on_orphan_removed, o);
+    }
+  }
+  nl_map_free(&dirs, NULL);
   nl__kubelet_release(k);
 }
 
@@ -517,8 +542,7 @@ void nl__kubelet_pods_housekeeping(nl_kubelet_t *k) {
   nl_pod_workers_sync_known(&k->workers, uids, n);
   free(uids);
   free(pods);
-  nl_pleg_foreach(&k->pleg, kill_orphan, k);
-  scan_pods_dir(k);
+  scan_pods_dir(k); /* then the orphaned runtime pods and directories */
   /* Forget the state of pods that are gone everywhere. */
   nl_map_iter_t it;
   const char *uid;

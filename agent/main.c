@@ -38,6 +38,17 @@ static int run(nl_kubelet_config_t *cfg) {
     nl_err_free(&err);
   }
 
+  /* 0.0.0.0 and :: mean "choose one" upstream, as does no --node-ip at all. */
+  if (!cfg->node_ip || !*cfg->node_ip || strcmp(cfg->node_ip, "0.0.0.0") == 0 ||
+      strcmp(cfg->node_ip, "::") == 0) {
+    free(cfg->node_ip);
+    cfg->node_ip = nl_startup_node_ip(cfg->hostname_override, "/proc/net/route");
+    if (cfg->node_ip)
+      nl_info("node IP %s (set --node-ip to choose another)", cfg->node_ip);
+    else
+      nl_warn("no node IP found: pods see no hostIP (set --node-ip)");
+  }
+
   /* A peer that hangs up (the runtime, a probe target, an HTTP client) must be an
    * error on that connection, not the end of the agent. */
   signal(SIGPIPE, SIG_IGN);

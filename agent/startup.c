@@ -2,7 +2,10 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,4 +96,48 @@ int nl_startup_write_pid_file(const char *path, nl_err_t **err) {
   fprintf(f, "%d\n", (int)getpid());
   if (fclose(f) != 0) return nl_err_set(err, errno, "write pid file %s: %s", path, strerror(errno));
   return 0;
+}
+
+/* Global unicast: not loopback, link-local, multicast, broadcast or unspecified. */
+static bool global_unicast4(uint32_t host_order) {
+  uint8_t a = (uint8_t)(host_order >> 24), b = (uint8_t)(host_order >> 16);
+  return host_order != 0 && a != 127 && !(a == 169 && b == 254) && a < 224;
+}
+
+static char *default_route_ip(const char *route_file) {
+  FILE *f = fopen(route_file, "re");
+  if (!f) return NULL;
+  char line[512], iface[IF_NAMESIZE + 1] = "", best[IF_NAMESIZE + 1] = "";
+  unsigned long dest, gw, flags, refcnt, use, metric, mask, best_metric = ~0UL;
+  while (fgets(line, sizeof line, f)) {
+    if (sscanf(line, "%16s %lx %lx %lx %lu %lu %lu %lx", iface, &dest, &gw, &flags, &refcnt, &use,
+               &metric, &mask) != 8)
+      continue; /* the header */
+    if (dest != 0 || mask != 0 || !(flags & 0x1) || metric >= best_metric) continue;
+    best_metric = metric;
+    snprintf(best, sizeof best, "%s", iface);
+  }
+  fclose(f);
+  if (!*best) return NULL;
+  struct ifaddrs *ifs, *i;
+  if (getifaddrs(&ifs) < 0) return NULL;
+  char *ip = NULL;
+  for (i = ifs; i && !ip; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || strcmp(i->ifa_name, best) != 0)
+      continue;
+    struct in_addr a = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
+    if (!global_unicast4(ntohl(a.s_addr))) continue;
+    char buf[INET_ADDRSTRLEN];
+    if (inet_ntop(AF_INET, &a, buf, sizeof buf)) ip = nl_xstrdup(buf);
+  }
+  freeifaddrs(ifs);
+  return ip;
+}
+
+char *nl_startup_node_ip(const char *hostname_override, const char *route_file) {
+  unsigned char tmp[sizeof(struct in6_addr)];
+  if (hostname_override && (inet_pton(AF_INET, hostname_override, tmp) == 1 ||
+                            inet_pton(AF_INET6, hostname_override, tmp) == 1))
+    return nl_xstrdup(hostname_override);
+  return default_route_ip(route_file);
 }

@@ -26,4 +26,12 @@ int nl_startup_notify_ready(nl_err_t **err);
 
 int nl_startup_write_pid_file(const char *path, nl_err_t **err);
 
+/* The node's IP when --node-ip does not give one, as upstream's NodeAddress
+ * setter: the hostname override if it is an IP, else the first global unicast
+ * IPv4 address of the interface holding the default route in route_file
+ * (/proc/net/route). Upstream tries a DNS lookup of the node name in between;
+ * nanolet does not block start-up on DNS. Returns an allocated string, or NULL
+ * when nothing qualifies. */
+char *nl_startup_node_ip(const char *hostname_override, const char *route_file);
+
 #endif

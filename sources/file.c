@@ -15,8 +15,10 @@
 /* An fs event starts a scan this much later, not at once: a write(2) burst
  * (O_TRUNC, then the data) is then usually read once, complete, instead of
  * reporting the empty or partial file first. Not reset by later events, so a
- * file that is written without pause is still read. */
-#define SETTLE_MS 50
+ * file that is written without pause is still read. A burst takes micro-
+ * seconds; every millisecond here is added to starting a static pod
+ * (tools/bench/pods_bench.sh: 50 ms was a quarter of the CRI floor). */
+#define SETTLE_MS 10
 
 static void start_scan(nl_file_source_t *src);
 static void on_tick(uv_timer_t *t);

@@ -1,0 +1,90 @@
+# shellcheck shell=bash
+# Shared by the pods_*.sh end-to-end tests (not a test itself): one nanolet run
+# on the test containerd with a static pod directory, /pods and runtime
+# queries, and a clean-up that leaves the runtime without any pod the script
+# made. Each script sets PODS_NS (a namespace prefixed nanolet-e2e-) first.
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+: "${NANOLET_TEST_CRI_ENDPOINT:?run tools/testenv/setup.sh and . tools/testenv/env.sh}"
+: "${PODS_NS:?set PODS_NS before sourcing pods_lib.sh}"
+NODE=e2e-node
+MANIFESTS=$E2E_TMP/manifests
+ROOT=$E2E_TMP/root
+LOGS=/var/log/pods
+AGENT_PID=
+PORT=
+mkdir -p "$MANIFESTS"
+
+# start_agent [EXTRA FLAGS...]: nanolet in the background, waits for /healthz.
+start_agent() {
+  PORT=$(free_port)
+  "$NANOLET" --healthz-port "$PORT" --pod-manifest-path "$MANIFESTS" \
+    --container-runtime-endpoint "$NANOLET_TEST_CRI_ENDPOINT" --root-dir "$ROOT" \
+    --hostname-override "$NODE" --file-check-frequency 1s "$@" >>"$E2E_TMP/agent.log" 2>&1 &
+  AGENT_PID=$!
+  wait_for 10 healthz_ok "$PORT" || { echo "agent did not start:"; tail -20 "$E2E_TMP/agent.log"; return 1; }
+}
+stop_agent() { # stop_agent [SIGNAL]: default TERM; waits for the exit
+  [ -n "$AGENT_PID" ] || return 0
+  kill -"${1:-TERM}" "$AGENT_PID" 2>/dev/null
+  wait "$AGENT_PID" 2>/dev/null
+  AGENT_PID=
+}
+
+cri() { "$NANOLET" cri -r "$NANOLET_TEST_CRI_ENDPOINT" "$@"; }
+# Sandboxes of this script's namespace (JSON array), all states.
+ns_sandboxes() { cri pods -o json | jq --arg ns "$PODS_NS" '[.items[] | select(.metadata.namespace == $ns)]'; }
+# Containers of one pod (static pod name, with the node suffix), all states.
+pod_containers() {
+  cri ps -a -o json | jq --arg n "$1" --arg ns "$PODS_NS" '[.containers[]
+    | select(.labels["io.kubernetes.pod.name"] == $n and .labels["io.kubernetes.pod.namespace"] == $ns)]'
+}
+runtime_has_ns() { [ "$(ns_sandboxes | jq length)" -gt 0 ]; }
+runtime_clear() { ! runtime_has_ns; }
+runtime_has_pod() { [ "$(ns_sandboxes | jq --arg n "$1" '[.[] | select(.metadata.name == $n)] | length')" -gt 0 ]; }
+
+# put NAME: writes the manifest read from stdin as NAME.yaml (atomically).
+put() { cat >"$MANIFESTS/.$1.tmp" && mv "$MANIFESTS/.$1.tmp" "$MANIFESTS/$1.yaml"; }
+unput() { rm -f "$MANIFESTS/$1.yaml"; }
+
+# pod NAME JQ: evaluates JQ on the /pods item of static pod NAME-e2e-node
+# (null when absent). Uses a cache refreshed by refresh_pods.
+PODS_JSON='{"items":[]}'
+refresh_pods() { PODS_JSON=$(curl -fsS "http://127.0.0.1:$PORT/pods") || PODS_JSON='{"items":[]}'; }
+pod() {
+  jq -r --arg n "$1-$NODE" --arg ns "$PODS_NS" \
+    "(.items[] | select(.metadata.name == \$n and .metadata.namespace == \$ns) | $2) // null" \
+    <<<"$PODS_JSON" 2>/dev/null | head -1
+}
+# pod_is NAME JQ VALUE: refreshes and compares (for wait_for).
+pod_is() { refresh_pods; [ "$(pod "$1" "$2")" = "$3" ]; }
+pod_matches() { refresh_pods; [[ "$(pod "$1" "$2")" =~ $3 ]]; }
+uid_of() { refresh_pods; pod "$1" .metadata.uid; }
+
+# expect NAME SECONDS POD JQ VALUE: waits for the value, then ok/fail.
+expect() {
+  local name=$1 secs=$2 p=$3 q=$4 v=$5
+  if wait_for "$secs" pod_is "$p" "$q" "$v"; then ok "$name"; else fail "$name" "$q = $(pod "$p" "$q"), want $v"; fi
+}
+expect_re() {
+  local name=$1 secs=$2 p=$3 q=$4 v=$5
+  if wait_for "$secs" pod_matches "$p" "$q" "$v"; then ok "$name"; else fail "$name" "$q = $(pod "$p" "$q"), want /$v/"; fi
+}
+
+# Clean-up at exit: every manifest removed; the agent (restarted if it is not
+# running) stops and removes the pods; then the runtime must not have any.
+pods_cleanup() {
+  rm -f "$MANIFESTS"/*.yaml
+  if [ -z "$AGENT_PID" ] || ! kill -0 "$AGENT_PID" 2>/dev/null; then
+    AGENT_PID=
+    start_agent >/dev/null 2>&1
+  fi
+  wait_for 60 runtime_clear
+  stop_agent TERM
+  if runtime_has_ns; then
+    fail "clean-up" "sandboxes left in namespace $PODS_NS: $(ns_sandboxes | jq -c '[.[].metadata.name]')"
+  fi
+  if [ -n "${E2E_KEEP:-}" ] || [ "$E2E_FAILED" -gt 0 ]; then
+    echo "--- agent log (last 40 lines) ---"; tail -40 "$E2E_TMP/agent.log"
+  fi
+}
+trap 'pods_cleanup; e2e_finish; exit $?' EXIT
