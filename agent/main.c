@@ -1,5 +1,6 @@
 /* nanolet's entry: subcommands, flags over the config file, the start-up sequence
  * of the upstream kubelet's run(), and the exit status. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,9 @@ static int run(nl_kubelet_config_t *cfg) {
       nl_warn("no node IP found: pods see no hostIP (set --node-ip)");
   }
 
+  /* A peer that hangs up (the runtime, a probe target, an HTTP client) must be an
+   * error on that connection, not the end of the agent. */
+  signal(SIGPIPE, SIG_IGN);
   uv_loop_t loop;
   uv_loop_init(&loop);
   nl_kubelet_t k;

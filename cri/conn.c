@@ -1,13 +1,16 @@
 #include "cri/conn.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "cri/call.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
 #define RBUF_SIZE (64 * 1024)
+#define WBUF_KEEP 4096 /* a write buffer grown larger by a burst is freed once written */
 #define MSG_CLOSING "grpc: the client connection is closing"
 #define PATH_EVENTS "/runtime.v1.RuntimeService/GetContainerEvents"
 
@@ -47,6 +50,7 @@ static void events_start(nl_cri_client_t *c);
 static void on_deadline(uv_timer_t *t);
 static void on_conn_timer(uv_timer_t *t);
 static void flush(nl_cri_client_t *c);
+static void flush_now(nl_cri_client_t *c);
 
 static ProtobufCAllocator *pb_alloc(nl_cri_client_t *c) {
   return c->opts.mem ? &c->opts.mem->protobuf : NULL;
@@ -72,16 +76,35 @@ int nl_cri_parse_endpoint(const char *endpoint, char **path, nl_err_t **err) {
 
 /* ---- Delivery ------------------------------------------------------------- */
 
-static void on_deliver_idle(uv_idle_t *h) { drain(container_of(h, nl_cri_client_t, deliver_idle)); }
+static bool has_deliveries(const nl_cri_client_t *c) {
+  return !nl_list_empty(&c->done) || !nl_list_empty(&c->events.queue);
+}
+
+/* Runs once per loop turn while there is output to write or a completion to
+ * deliver. The idle phase comes after timers and before the poll's timeout is
+ * computed (UV_RUN_DEFAULT), so output requested outside a read callback (call
+ * functions, timers, check and close callbacks) leaves in one write before the
+ * loop blocks, without a zero-timeout poll. */
+static void on_deliver_idle(uv_idle_t *h) {
+  nl_cri_client_t *c = container_of(h, nl_cri_client_t, deliver_idle);
+  do {
+    if (c->flush_wanted) flush_now(c);
+    drain(c); /* callbacks may start calls: their output goes out at once */
+  } while (c->flush_wanted && c->session);
+  if (!c->flush_wanted && !has_deliveries(c) && c->state != NL_CRI_STOPPED)
+    uv_idle_stop(&c->deliver_idle);
+}
 
 static void on_events_timer(uv_timer_t *t) {
   events_start(container_of(t, nl_cri_client_t, events_timer));
 }
 
+/* Starts the idle handle when it has work: output, unless on_read writes it
+ * on its way out; completions, unless drain is running (it delivers those). */
 static void kick(nl_cri_client_t *c) {
   if (c->state == NL_CRI_STOPPING || c->state == NL_CRI_STOPPED) return;
-  if ((!nl_list_empty(&c->done) || !nl_list_empty(&c->events.queue)) &&
-      !uv_is_active((uv_handle_t *)&c->deliver_idle))
+  bool work = (c->flush_wanted && !c->in_read) || (has_deliveries(c) && !c->delivering);
+  if (work && !uv_is_active((uv_handle_t *)&c->deliver_idle))
     uv_idle_start(&c->deliver_idle, on_deliver_idle);
 }
 
@@ -91,7 +114,7 @@ static void complete(nl_cri_call_t *call, int code, const char *message) {
   nl_list_remove(&call->link);
   call->code = code;
   free(call->message);
-  call->message = nl_xstrdup(message ? message : "");
+  call->message = message && *message ? nl_xstrdup(message) : NULL; /* NULL: "" */
   if (code != NL_GRPC_OK && call->resp) {
     protobuf_c_message_free_unpacked(call->resp, pb_alloc(c));
     call->resp = NULL;
@@ -121,7 +144,7 @@ static void deliver_events_end(nl_cri_client_t *c, nl_cri_call_t *call,
 
 /* Runs user callbacks; never from inside a call function, nghttp2 or stop. */
 static void drain(nl_cri_client_t *c) {
-  if (c->state != NL_CRI_STOPPED) uv_idle_stop(&c->deliver_idle);
+  if (c->state != NL_CRI_STOPPED && !c->flush_wanted) uv_idle_stop(&c->deliver_idle);
   if (c->delivering) return;
   c->delivering = true;
   for (;;) {
@@ -193,12 +216,29 @@ static void on_deadline(uv_timer_t *t) {
 
 static void start_write(nl_cri_client_t *c);
 
+/* Empties a written buffer, keeping its memory unless a burst grew it large. */
+static void wbuf_done(nl_buf_t *b) {
+  if (b->cap > WBUF_KEEP) nl_buf_free(b);
+  else nl_buf_reset(b);
+}
+
+/* A runtime that hung up fails our write (EPIPE) before we have read its EOF
+ * and what it sent before it: then we write no more and let the read side end
+ * the connection, so calls get the server's answers, or "EOF" as in grpc-go. */
+static bool peer_gone(nl_cri_client_t *c, int err) {
+  if (err != UV_EPIPE && err != UV_ECONNRESET) return false;
+  nl_vlog(4, "CRI connection to %s: write: %s; waiting for EOF", c->path, uv_strerror(err));
+  c->w.dead = true;
+  nl_buf_reset(&c->w.pending);
+  return true;
+}
+
 static void on_written(uv_write_t *req, int status) {
   nl_cri_client_t *c = container_of(req, nl_cri_client_t, w.req);
   c->w.busy = false;
-  nl_buf_reset(&c->w.inflight);
+  wbuf_done(&c->w.inflight);
   if (status < 0) {
-    if (status != UV_ECANCELED && c->state == NL_CRI_READY) {
+    if (status != UV_ECANCELED && c->state == NL_CRI_READY && !peer_gone(c, status)) {
       char *why = nl_xasprintf("write to server failed: %s", uv_strerror(status));
       close_conn(c, why);
       free(why);
@@ -209,26 +249,45 @@ static void on_written(uv_write_t *req, int status) {
   if (c->state == NL_CRI_READY) start_write(c);
 }
 
+/* Writes what the socket takes now, as uv_try_write but with MSG_NOSIGNAL: a
+ * runtime that went away must not kill the agent with SIGPIPE. Returns the
+ * bytes written (0 when the socket is full) or a negative UV error. Only while
+ * libuv has no write queued (!w.busy), so the bytes stay in order. */
+static int try_send(nl_cri_client_t *c, const char *data, size_t len) {
+  uv_os_fd_t fd;
+  if (uv_fileno((uv_handle_t *)&c->pipe, &fd) < 0) return UV_EBADF;
+  ssize_t n;
+  do n = send(fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+  while (n < 0 && errno == EINTR);
+  if (n >= 0) return (int)n;
+  return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : uv_translate_sys_error(errno);
+}
+
 static void start_write(nl_cri_client_t *c) {
+  if (c->w.dead) nl_buf_reset(&c->w.pending);
   if (c->w.busy || c->w.pending.len == 0 || c->state != NL_CRI_READY) return;
-  uv_buf_t b = uv_buf_init(c->w.pending.data, (unsigned)c->w.pending.len);
-  int n = uv_try_write((uv_stream_t *)&c->pipe, &b, 1);
+  int n = try_send(c, c->w.pending.data, c->w.pending.len);
   if (n > 0) nl_buf_consume(&c->w.pending, (size_t)n);
-  else if (n < 0 && n != UV_EAGAIN) {
+  else if (n < 0 && !peer_gone(c, n)) {
     char *why = nl_xasprintf("write to server failed: %s", uv_strerror(n));
     close_conn(c, why);
     free(why);
     return;
   }
-  if (c->w.pending.len == 0) return;
+  if (c->w.pending.len == 0) {
+    wbuf_done(&c->w.pending);
+    return;
+  }
   nl_buf_t t = c->w.inflight;
   c->w.inflight = c->w.pending;
   c->w.pending = t;
-  b = uv_buf_init(c->w.inflight.data, (unsigned)c->w.inflight.len);
+  uv_buf_t b = uv_buf_init(c->w.inflight.data, (unsigned)c->w.inflight.len);
   c->w.busy = true;
   int rc = uv_write(&c->w.req, (uv_stream_t *)&c->pipe, &b, 1, on_written);
   if (rc < 0) {
     c->w.busy = false;
+    nl_buf_reset(&c->w.inflight);
+    if (peer_gone(c, rc)) return;
     char *why = nl_xasprintf("write to server failed: %s", uv_strerror(rc));
     close_conn(c, why);
     free(why);
@@ -241,9 +300,32 @@ static int session_write(void *user, const uint8_t *data, size_t len) {
   return 0;
 }
 
+/* Asks for the session's output to be written before the loop next blocks:
+ * at the end of on_read, or from the idle handle. So the frames produced
+ * meanwhile (a PING ACK, a WINDOW_UPDATE, the HEADERS and DATA of the calls
+ * that completion callbacks start) leave in one write, which wakes the runtime
+ * once, instead of one write per frame batch. */
+static void flush(nl_cri_client_t *c) {
+  if (!c->session || c->flush_wanted) return;
+  c->flush_wanted = true;
+  kick(c);
+}
+
+/* Closes a session nghttp2 has given up on (a protocol error: it sent GOAWAY
+ * and reads no more), or a drained one after the server's GOAWAY. */
+static void check_session(nl_cri_client_t *c) {
+  if (!c->session) return;
+  if (c->draining && nl_grpc_session_active(c->session) == 0)
+    close_conn(c, "server sent GOAWAY");
+  else if (!nl_grpc_session_want_io(c->session))
+    /* Fail the calls now rather than at their deadlines. */
+    close_conn(c, "connection error: protocol error");
+}
+
 /* Drains the session's output into the pipe; drops the connection when the
  * session is broken. */
-static void flush(nl_cri_client_t *c) {
+static void flush_now(nl_cri_client_t *c) {
+  c->flush_wanted = false;
   if (!c->session) return;
   int rc = nl_grpc_session_flush(c->session);
   if (rc < 0) {
@@ -253,6 +335,7 @@ static void flush(nl_cri_client_t *c) {
     return;
   }
   start_write(c);
+  check_session(c);
 }
 
 /* ---- Calls ------------------------------------------------------------------- */
@@ -484,22 +567,23 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
     return;
   }
   c->rx_since_tick = true;
+  c->in_read = true;
   int rc = nl_grpc_session_recv(c->session, (const uint8_t *)buf->base, (size_t)n);
   if (rc < 0) {
     char *why = nl_xasprintf("connection error: %s", nghttp2_strerror(rc));
     close_conn(c, why);
     free(why);
   } else {
-    flush(c);
-    if (c->draining && c->session && nl_grpc_session_active(c->session) == 0)
-      close_conn(c, "server sent GOAWAY");
-    else if (c->session && !nl_grpc_session_want_io(c->session))
-      /* nghttp2 gave up on the connection (a protocol error: it sent GOAWAY and
-       * reads no more): fail the calls now rather than at their deadlines. */
-      close_conn(c, "connection error: protocol error");
+    flush(c); /* replies (PING ACK, WINDOW_UPDATE) */
+    check_session(c);
     submit_waiting(c);
   }
-  drain(c);
+  drain(c); /* the calls its callbacks start join the replies */
+  c->in_read = false;
+  if (c->flush_wanted) {
+    flush_now(c);
+    drain(c);
+  }
 }
 
 static void on_conn_timer(uv_timer_t *t) {
@@ -565,6 +649,7 @@ static void close_conn(nl_cri_client_t *c, const char *reason) {
   }
   c->ping_outstanding = false;
   c->draining = false;
+  c->flush_wanted = false;
   c->generation++;
   nl_buf_reset(&c->w.pending);
   uv_timer_stop(&c->conn_timer);
@@ -598,6 +683,7 @@ static void on_connect(uv_connect_t *req, int status) {
     return;
   }
   c->state = NL_CRI_READY;
+  c->w.dead = false;
   nl_backoff_reset(&c->backoff);
   nl_vlog(4, "CRI connection to %s ready", c->path);
   uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
@@ -681,6 +767,8 @@ void nl_cri_client_stop(nl_cri_client_t *c, nl_cri_stop_cb done_cb) {
   nl_cri_conn_state_t prev = c->state;
   c->stop_cb = done_cb;
   nl_cri_client_unwatch_events(c);
+  /* Output still queued (RST_STREAMs) is dropped: the pipe closes anyway. */
+  c->flush_wanted = false;
   c->state = NL_CRI_STOPPING;
   fail_all(c, &c->waiting);
   fail_all(c, &c->active);

@@ -81,7 +81,8 @@ struct nl_cri_client {
   uv_timer_t deadline_timer;  /* earliest call deadline */
   uv_timer_t conn_timer;      /* reconnect back-off, or keepalive while READY */
   uv_timer_t events_timer;    /* restart of the events stream */
-  uv_idle_t deliver_idle;     /* delivers completions outside the call function */
+  uv_idle_t deliver_idle;     /* delivers completions outside the call function,
+                               * and writes the session's output once per turn */
   int open_handles;           /* closed by stop; done_cb when back to 0 */
 
   nl_grpc_session_t *session; /* NULL unless READY */
@@ -92,6 +93,7 @@ struct nl_cri_client {
     nl_buf_t pending;         /* produced while a write is in flight */
     nl_buf_t inflight;
     bool busy;
+    bool dead;                /* the peer hung up (EPIPE): wait for its EOF */
   } w;
   bool ping_outstanding;
   bool rx_since_tick;         /* bytes arrived since the last keepalive tick */
@@ -105,6 +107,8 @@ struct nl_cri_client {
   nl_list_t done;             /* finished calls awaiting delivery */
   uint64_t armed_deadline;    /* deadline_timer due time, UINT64_MAX when idle */
   bool delivering;
+  bool flush_wanted;          /* session output waits for on_read's end or deliver_idle */
+  bool in_read;               /* inside on_read: it flushes on its way out */
 
   struct nl_cri_events_state {
     nl_cri_event_cb on_event;

@@ -466,12 +466,34 @@ int nl_grpc_session_flush(nl_grpc_session_t *s) {
   }
 }
 
-static void format_timeout(char *out, size_t cap, uint64_t ms) {
-  /* At most 8 digits (gRPC over HTTP/2 spec); coarser units for long ones. */
-  if (ms <= 99999999) snprintf(out, cap, "%" PRIu64 "m", ms);
-  else if (ms / 1000 <= 99999999) snprintf(out, cap, "%" PRIu64 "S", ms / 1000);
-  else if (ms / 60000 <= 99999999) snprintf(out, cap, "%" PRIu64 "M", ms / 60000);
-  else snprintf(out, cap, "%" PRIu64 "H", ms / 3600000 > 99999999 ? 99999999 : ms / 3600000);
+/* Formats the grpc-timeout value into out (at least 10 bytes) and returns
+ * its length: at most 8 digits (gRPC over HTTP/2 spec), coarser units for long
+ * ones. By hand: snprintf cost about 750 instructions, 4 % of a call. */
+static size_t format_timeout(char *out, uint64_t ms) {
+  char unit = 'm';
+  uint64_t v = ms;
+  if (v > 99999999) {
+    unit = 'S';
+    v = ms / 1000;
+  }
+  if (v > 99999999) {
+    unit = 'M';
+    v = ms / 60000;
+  }
+  if (v > 99999999) {
+    unit = 'H';
+    v = ms / 3600000 > 99999999 ? 99999999 : ms / 3600000;
+  }
+  char digits[8];
+  size_t n = 0;
+  do {
+    digits[n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  for (size_t i = 0; i < n; i++) out[i] = digits[n - 1 - i];
+  out[n] = unit;
+  out[n + 1] = '\0';
+  return n + 1;
 }
 
 #define NV(n, v, vlen, fl)                                                      \
@@ -509,8 +531,8 @@ int nl_grpc_session_submit(nl_grpc_session_t *s, nl_grpc_stream_t *st, const cha
   };
   size_t nnv = 7;
   if (timeout_ms > 0) {
-    format_timeout(st->timeout, sizeof st->timeout, timeout_ms);
-    nva[nnv++] = (nghttp2_nv)NV("grpc-timeout", st->timeout, strlen(st->timeout), 0);
+    size_t tl = format_timeout(st->timeout, timeout_ms);
+    nva[nnv++] = (nghttp2_nv)NV("grpc-timeout", st->timeout, tl, 0);
   }
   nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_request};
   int32_t id = nghttp2_submit_request(s->h2, NULL, nva, nnv, &prd, st);

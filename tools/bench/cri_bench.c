@@ -4,7 +4,7 @@
  * client's memory per in-flight call.
  *
  *   cri_bench [--fake PATH] [--calls N] [--method Version|ListPodSandbox]
- *             [--no-fake] [--no-containerd]
+ *             [--inflight N] [--refill callback|check] [--no-fake] [--no-containerd]
  *
  * The containerd endpoint comes from NANOLET_TEST_CRI_ENDPOINT (default
  * unix:///var/lib/nanolet-testenv/run/containerd.sock). Client CPU is
@@ -42,19 +42,23 @@ typedef struct bench {
   char last_msg[256];
   bool stopped;
   int inflight;
-  uv_check_t refill; /* tops the calls in flight back up after each loop turn */
+  bool refill_in_check; /* --refill check: top up from a check handle */
+  uv_check_t refill;     /* tops the calls in flight back up after each loop turn */
 } bench_t;
 
 static void start_one(bench_t *b);
+static void top_up(bench_t *b);
 
 static void on_done(const nl_grpc_status_t *st, ProtobufCMessage *resp, void *ctx) {
   bench_t *b = ctx;
   b->completed++;
+  if (b->completed == b->target) uv_stop(&b->loop);
   if (st->code != 0) {
     b->failed++;
     b->last_code = st->code;
     snprintf(b->last_msg, sizeof(b->last_msg), "%s", st->message);
   }
+  if (!b->refill_in_check) top_up(b);
 }
 
 static void start_one(bench_t *b) {
@@ -71,24 +75,28 @@ static void start_one(bench_t *b) {
   }
 }
 
-/* New calls start from a check handle, not from the completion callback:
- * cri/conn.c at da0730d crashes when a callback starts a call while other
- * completions wait (kick() casts the idle handle to the client). The cost is
- * the same per call; at most one loop turn passes before the refill. */
-static void refill(uv_check_t *h) {
-  bench_t *b = container_of(h, bench_t, refill);
+/* New calls start from the completion callback, as the agent's pod workers
+ * start their next step; with --refill check, from a check handle after the
+ * loop turn (at da0730d the bench had to: a callback that started a call
+ * crashed the client). */
+static void top_up(bench_t *b) {
   while (b->started < b->target && b->started - b->completed < (uint64_t)b->inflight)
     start_one(b);
 }
+
+static void refill(uv_check_t *h) { top_up(container_of(h, bench_t, refill)); }
 
 /* Runs n calls keeping `inflight` outstanding. Returns false on any failure. */
 static bool run_calls(bench_t *b, uint64_t n, int inflight) {
   b->started = b->completed = b->failed = 0;
   b->target = n;
   b->inflight = inflight;
-  refill(&b->refill);
-  uv_check_start(&b->refill, refill);
-  while (b->completed < n) uv_run(&b->loop, UV_RUN_ONCE);
+  top_up(b);
+  if (b->refill_in_check) uv_check_start(&b->refill, refill);
+  /* UV_RUN_DEFAULT as the agent's main loop: with UV_RUN_ONCE, libuv >= 1.44
+   * polls without blocking in any turn that starts with an idle handle active,
+   * a cost the agent does not pay. */
+  while (b->completed < n) uv_run(&b->loop, UV_RUN_DEFAULT);
   uv_check_stop(&b->refill);
   return b->failed == 0;
 }
@@ -131,9 +139,13 @@ static void bench_close(bench_t *b) {
   if (uv_loop_close(&b->loop) != 0) fprintf(stderr, "cri_bench: loop not closed cleanly\n");
 }
 
+static int only_inflight; /* --inflight N: measure only that depth (0: 1 and 64) */
+static bool refill_in_check; /* --refill check */
+
 static void measure(const char *target, const char *endpoint, bool list, uint64_t calls) {
   bench_t b;
   if (!bench_open(&b, endpoint, list)) return;
+  b.refill_in_check = refill_in_check;
   if (!run_calls(&b, 200, 8)) { /* warm-up: connection, allocator, caches */
     printf("%-11s unavailable: code %d: %s\n", target, b.last_code, b.last_msg);
     bench_close(&b);
@@ -141,6 +153,10 @@ static void measure(const char *target, const char *endpoint, bool list, uint64_
   }
   int levels[] = {1, 64};
   for (size_t i = 0; i < 2; i++) {
+    if (only_inflight) {
+      if (i) break;
+      levels[0] = only_inflight;
+    }
     double c0 = cpu_seconds();
     uint64_t t0 = uv_hrtime();
     bool ok = run_calls(&b, calls, levels[i]);
@@ -226,12 +242,12 @@ static void measure_memory(helper_t *h) {
   b.started = b.completed = 0;
   b.target = k;
   b.inflight = k;
-  refill(&b.refill);
+  top_up(&b);
   /* Until every call is a stream on the wire. */
   for (int spin = 0; spin < 10000; spin++) {
     uv_run(&b.loop, UV_RUN_NOWAIT);
     if (b.client.session && nl_grpc_session_active(b.client.session) == (size_t)k &&
-        b.client.w.pending.len == 0 && !b.client.w.busy)
+        !b.client.flush_wanted && b.client.w.pending.len == 0 && !b.client.w.busy)
       break;
   }
   size_t mem1 = b.mem.in_use;
@@ -252,11 +268,14 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--fake") && i + 1 < argc) fake = argv[++i];
     else if (!strcmp(argv[i], "--calls") && i + 1 < argc) calls = strtoull(argv[++i], NULL, 10);
     else if (!strcmp(argv[i], "--method") && i + 1 < argc) list = !strcmp(argv[++i], "ListPodSandbox");
+    else if (!strcmp(argv[i], "--inflight") && i + 1 < argc) only_inflight = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--refill") && i + 1 < argc) refill_in_check = !strcmp(argv[++i], "check");
     else if (!strcmp(argv[i], "--no-fake")) do_fake = false;
     else if (!strcmp(argv[i], "--no-containerd")) do_containerd = false;
     else {
       fprintf(stderr, "usage: cri_bench [--fake PATH] [--calls N] [--method Version|ListPodSandbox] "
-                      "[--no-fake] [--no-containerd]\n");
+                      "[--inflight N] [--refill callback|check] [--no-fake] "
+                      "[--no-containerd]\n");
       return 2;
     }
   }
