@@ -274,7 +274,7 @@ static int hex4(const char *p, unsigned *out) {
   return 0;
 }
 
-static size_t put_utf8(char *o, unsigned cp) {
+size_t nl__tree_put_utf8(char *o, unsigned cp) {
   if (cp < 0x80) { o[0] = (char)cp; return 1; }
   if (cp < 0x800) { o[0] = (char)(0xC0 | cp >> 6); o[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
   if (cp < 0x10000) {
@@ -329,7 +329,7 @@ static int jstring(jp_t *j, const char **out, size_t *out_len) {
       } else if (cp >= 0xD800 && cp < 0xE000) {
         cp = 0xFFFD; /* a lone surrogate, as Go's decoder */
       }
-      w += put_utf8(w, cp);
+      w += nl__tree_put_utf8(w, cp);
       break;
     }
     default: return jfail(j, "bad escape");

@@ -60,6 +60,8 @@ void nl__tree_add(nl_arena_t *a, nl_tnode_t *parent, const char *key, size_t key
                   nl_tnode_t *val);
 /* YAML 1.1 typing of a plain scalar n (NL_T_STR with s set): null, bool, int, float. */
 void nl__tree_resolve_plain(nl_tnode_t *n);
+/* Writes code point cp as UTF-8 at o (room for 4 bytes); returns the length. */
+size_t nl__tree_put_utf8(char *o, unsigned cp);
 
 /* A canonical text form of a tree (kinds, lines, keys, values escaped), for the
  * tests that compare the two YAML readers. */

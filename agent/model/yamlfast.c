@@ -108,19 +108,6 @@ static int hexval(char c) {
   return -1;
 }
 
-static size_t utf8(char *o, uint32_t cp) {
-  if (cp < 0x80) { o[0] = (char)cp; return 1; }
-  if (cp < 0x800) { o[0] = (char)(0xC0 | cp >> 6); o[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
-  if (cp < 0x10000) {
-    o[0] = (char)(0xE0 | cp >> 12); o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    o[2] = (char)(0x80 | (cp & 0x3F));
-    return 3;
-  }
-  o[0] = (char)(0xF0 | cp >> 18); o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-  o[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); o[3] = (char)(0x80 | (cp & 0x3F));
-  return 4;
-}
-
 /* A quoted scalar starting at *sp (the quote), closed on this line. Moves *sp
  * past the closing quote. NULL: give up. */
 static nl_tnode_t *quoted(yf_t *P, const char **sp) {
@@ -173,10 +160,10 @@ static nl_tnode_t *quoted(yf_t *P, const char **sp) {
     case ' ': *w++ = ' '; break;
     case '"': *w++ = '"'; break;
     case '\\': *w++ = '\\'; break;
-    case 'N': w += utf8(w, 0x85); break;
-    case '_': w += utf8(w, 0xA0); break;
-    case 'L': w += utf8(w, 0x2028); break;
-    case 'P': w += utf8(w, 0x2029); break;
+    case 'N': w += nl__tree_put_utf8(w, 0x85); break;
+    case '_': w += nl__tree_put_utf8(w, 0xA0); break;
+    case 'L': w += nl__tree_put_utf8(w, 0x2028); break;
+    case 'P': w += nl__tree_put_utf8(w, 0x2029); break;
     case 'x': digits = 2; break;
     case 'u': digits = 4; break;
     case 'U': digits = 8; break;
@@ -191,7 +178,7 @@ static nl_tnode_t *quoted(yf_t *P, const char **sp) {
       cp = cp << 4 | (uint32_t)h;
     }
     if ((cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) return NULL;
-    w += utf8(w, cp);
+    w += nl__tree_put_utf8(w, cp);
   }
   nl_tnode_t *n = nl__tree_node_new(P->a, NL_T_STR, P->line);
   n->s = o;
