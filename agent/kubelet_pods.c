@@ -28,8 +28,6 @@ typedef struct sync_call {
   nl_list_t link;
   nl_kubelet_t *k;
   nl_pod_work_t *w;
-  uint64_t wait_id;
-  nl_runtime_op_t *op;
 } sync_call_t;
 
 /* A housekeeping kill of a runtime pod that no source wants. */
@@ -37,7 +35,6 @@ typedef struct orphan {
   nl_kubelet_t *k;
   char *uid;
   nl_runtime_op_t *op;
-  bool removing;
 } orphan_t;
 
 static int64_t now_ns(void) { return nl_pleg_realtime_ns(NULL); }
@@ -326,7 +323,7 @@ static void wait_for_status(sync_call_t *c, nl_pleg_newer_cb cb) {
   pod_state_t *ps = state_get(k, c->w->uid);
   int64_t after = ps->last_sync_ns ? ps->last_sync_ns : k->started_ns;
   nl_pleg_force_relist(&k->pleg);
-  c->wait_id = nl_pleg_when_newer(&k->pleg, c->w->uid, after, cb, c);
+  nl_pleg_when_newer(&k->pleg, c->w->uid, after, cb, c);
 }
 
 static void log_result(const nl_pod_work_t *w, const char *what, const nl_sync_result_t *res) {
@@ -338,7 +335,6 @@ static void log_result(const nl_pod_work_t *w, const char *what, const nl_sync_r
 static void on_synced(const nl_sync_result_t *res, void *ctx) {
   sync_call_t *c = ctx;
   nl_kubelet_t *k = c->k;
-  c->op = NULL;
   pod_state_t *ps = state_get(k, c->w->uid);
   ps->last_sync_ns = now_ns();
   update_reasons(ps, res);
@@ -350,14 +346,13 @@ static void on_synced(const nl_sync_result_t *res, void *ctx) {
 static void on_sync_status(const nl_rt_pod_status_t *st, void *ctx) {
   sync_call_t *c = ctx;
   nl_kubelet_t *k = c->k;
-  c->wait_id = 0;
   /* upstream generates the status from what the runtime showed before acting */
   if (refresh_status(k, c->w->pod, false) && st) {
     /* Terminal already (restartPolicy Never/OnFailure and done): nothing to run. */
     call_finish(c, NULL, true);
     return;
   }
-  c->op = nl_runtime_sync_pod(&k->runtime, c->w->pod, st, on_synced, c);
+  nl_runtime_sync_pod(&k->runtime, c->w->pod, st, on_synced, c);
 }
 
 static void sync_pod(nl_pod_work_t *w, void *ctx) {
@@ -374,7 +369,6 @@ static void sync_pod(nl_pod_work_t *w, void *ctx) {
 
 static void on_killed(const nl_sync_result_t *res, void *ctx) {
   sync_call_t *c = ctx;
-  c->op = NULL;
   state_get(c->k, c->w->uid)->last_sync_ns = now_ns();
   log_result(c->w, "kill", res);
   if (!res->cancelled && nl_pod_manager_get(&c->k->pods, c->w->uid))
@@ -384,10 +378,9 @@ static void on_killed(const nl_sync_result_t *res, void *ctx) {
 
 static void on_terminating_status(const nl_rt_pod_status_t *st, void *ctx) {
   sync_call_t *c = ctx;
-  c->wait_id = 0;
   nl_info("killing pod %s/%s with a grace period of %llds", c->w->pod->metadata.namespace_,
           c->w->pod->metadata.name, (long long)c->w->grace_seconds);
-  c->op = nl_runtime_kill_pod(&c->k->runtime, c->w->pod, st, c->w->grace_seconds, on_killed, c);
+  nl_runtime_kill_pod(&c->k->runtime, c->w->pod, st, c->w->grace_seconds, on_killed, c);
 }
 
 static void sync_terminating(nl_pod_work_t *w, void *ctx) {
@@ -399,7 +392,6 @@ static void sync_terminating(nl_pod_work_t *w, void *ctx) {
 
 static void on_removed(const nl_sync_result_t *res, void *ctx) {
   sync_call_t *c = ctx;
-  c->op = NULL;
   log_result(c->w, "remove", res);
   if (!res->err && !nl_pod_manager_get(&c->k->pods, c->w->uid))
     state_free(nl_map_del(&c->k->pod_states, c->w->uid));
@@ -408,12 +400,11 @@ static void on_removed(const nl_sync_result_t *res, void *ctx) {
 
 static void on_terminated_status(const nl_rt_pod_status_t *st, void *ctx) {
   sync_call_t *c = ctx;
-  c->wait_id = 0;
   if (!st) {
     on_removed(&(nl_sync_result_t){0}, c);
     return;
   }
-  c->op = nl_runtime_remove_pod(&c->k->runtime, st, true, on_removed, c);
+  nl_runtime_remove_pod(&c->k->runtime, st, true, on_removed, c);
 }
 
 /* A finished pod that a source still lists keeps its dead containers for logs
@@ -451,7 +442,6 @@ static void on_orphan_killed(const nl_sync_result_t *res, void *ctx) {
     orphan_done(o);
     return;
   }
-  o->removing = true;
   o->op = nl_runtime_remove_pod(&o->k->runtime, st, true, on_orphan_removed, o);
 }
 
@@ -512,8 +502,7 @@ static void on_pods_dir_scanned(uv_fs_t *req) {
       orphan_t *o = nl_xcalloc(1, sizeof *o);
       o->k = k;
       o->uid = nl_xstrdup(uid);
-      o->removing = true;
-      nl_map_put(&k->orphans, o->uid, o);
+          nl_map_put(&k->orphans, o->uid, o);
       nl_rt_pod_status_t st = {.uid = o->uid};
       o->op = nl_runtime_remove_pod(&k->runtime, &st, true, on_orphan_removed, o);
     }
