@@ -95,6 +95,14 @@ int fake_cri_apply_text(fake_cri_t *f, const char *text, nl_err_t **err);
 /* Adds an image ("localhost/busybox:latest") to the store, as if pulled. */
 void fake_cri_add_image(fake_cri_t *f, const char *ref);
 
+/* Adds a running container named `name` in a new ready sandbox `pod` (also its
+ * UID, namespace "default"), through the same handlers as RunPodSandbox,
+ * CreateContainer and StartContainer; the image is added first. Writes the
+ * container's id to id (id_len >= 65). Returns 0 or the gRPC code a handler
+ * failed with. */
+int fake_cri_add_container(fake_cri_t *f, const char *pod, const char *name, const char *image,
+                           char *id, size_t id_len);
+
 fake_cri_stats_t fake_cri_stats(const fake_cri_t *f);
 size_t fake_cri_sandbox_count(const fake_cri_t *f);
 size_t fake_cri_container_count(const fake_cri_t *f);

@@ -48,5 +48,7 @@ void fake_cri__store_free(fake_cri_store_t *s);
 int fake_cri__handle(fake_cri_store_t *s, const char *method, const uint8_t *req, size_t len,
                      uint8_t **resp, size_t *resp_len, char **msg);
 void fake_cri__store_add_image(fake_cri_store_t *s, const char *ref);
+int fake_cri__store_add_container(fake_cri_store_t *s, const char *pod, const char *name,
+                                  const char *image, char *id, size_t id_len);
 
 #endif

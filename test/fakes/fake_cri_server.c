@@ -507,6 +507,11 @@ void fake_cri_add_image(fake_cri_t *f, const char *ref) {
   fake_cri__store_add_image(&f->store, ref);
 }
 
+int fake_cri_add_container(fake_cri_t *f, const char *pod, const char *name, const char *image,
+                           char *id, size_t id_len) {
+  return fake_cri__store_add_container(&f->store, pod, name, image, id, id_len);
+}
+
 fake_cri_stats_t fake_cri_stats(const fake_cri_t *f) { return f->stats; }
 
 size_t fake_cri_sandbox_count(const fake_cri_t *f) { return nl_map_size(&f->store.sandboxes); }

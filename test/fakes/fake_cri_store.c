@@ -484,6 +484,72 @@ static int h_exec_sync(fake_cri_store_t *s, const uint8_t *in, size_t len, out_t
   return reply(o, &r.base);
 }
 
+/* Runs one call through its handler. On 0, *resp is the packed response
+ * (the caller frees it) unless resp is NULL. */
+static int seed_call(fake_cri_store_t *s, const char *method, const ProtobufCMessage *req,
+                     uint8_t **resp, size_t *resp_len) {
+  size_t len = protobuf_c_message_get_packed_size(req);
+  uint8_t *in = nl_xmalloc(len ? len : 1);
+  protobuf_c_message_pack(req, in);
+  uint8_t *r = NULL;
+  size_t rlen = 0;
+  char *msg = NULL;
+  int code = fake_cri__handle(s, method, in, len, &r, &rlen, &msg);
+  free(in);
+  free(msg);
+  if (resp && code == 0) {
+    *resp = r;
+    *resp_len = rlen;
+  } else {
+    free(r);
+  }
+  return code;
+}
+
+int fake_cri__store_add_container(fake_cri_store_t *s, const char *pod, const char *name,
+                                  const char *image, char *id, size_t id_len) {
+  fake_cri__store_add_image(s, image);
+  Runtime__V1__PodSandboxMetadata md = RUNTIME__V1__POD_SANDBOX_METADATA__INIT;
+  md.name = (char *)pod;
+  md.namespace_ = "default";
+  md.uid = (char *)pod;
+  Runtime__V1__PodSandboxConfig sc = RUNTIME__V1__POD_SANDBOX_CONFIG__INIT;
+  sc.metadata = &md;
+  Runtime__V1__RunPodSandboxRequest rq = RUNTIME__V1__RUN_POD_SANDBOX_REQUEST__INIT;
+  rq.config = &sc;
+  uint8_t *resp;
+  size_t resp_len;
+  int code = seed_call(s, "RunPodSandbox", &rq.base, &resp, &resp_len);
+  if (code) return code;
+  Runtime__V1__RunPodSandboxResponse *rr =
+      runtime__v1__run_pod_sandbox_response__unpack(NULL, resp_len, resp);
+  free(resp);
+  char sb[65];
+  snprintf(sb, sizeof sb, "%s", rr->pod_sandbox_id);
+  runtime__v1__run_pod_sandbox_response__free_unpacked(rr, NULL);
+  Runtime__V1__ContainerMetadata cm = RUNTIME__V1__CONTAINER_METADATA__INIT;
+  cm.name = (char *)name;
+  Runtime__V1__ImageSpec im = RUNTIME__V1__IMAGE_SPEC__INIT;
+  im.image = (char *)image;
+  Runtime__V1__ContainerConfig cc = RUNTIME__V1__CONTAINER_CONFIG__INIT;
+  cc.metadata = &cm;
+  cc.image = &im;
+  Runtime__V1__CreateContainerRequest cr = RUNTIME__V1__CREATE_CONTAINER_REQUEST__INIT;
+  cr.pod_sandbox_id = sb;
+  cr.config = &cc;
+  cr.sandbox_config = &sc;
+  code = seed_call(s, "CreateContainer", &cr.base, &resp, &resp_len);
+  if (code) return code;
+  Runtime__V1__CreateContainerResponse *cr_r =
+      runtime__v1__create_container_response__unpack(NULL, resp_len, resp);
+  free(resp);
+  snprintf(id, id_len, "%s", cr_r->container_id);
+  runtime__v1__create_container_response__free_unpacked(cr_r, NULL);
+  Runtime__V1__StartContainerRequest st = RUNTIME__V1__START_CONTAINER_REQUEST__INIT;
+  st.container_id = id;
+  return seed_call(s, "StartContainer", &st.base, NULL, 0);
+}
+
 /* ---- images ---------------------------------------------------------------- */
 
 void fake_cri__store_add_image(fake_cri_store_t *s, const char *ref) {

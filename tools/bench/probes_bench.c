@@ -54,8 +54,10 @@ static void serve(int fd, const char *sock) {
   uv_tcp_getsockname(&tcp, (struct sockaddr *)&a, &len);
   fake_cri_t *f = fake_cri_new(&loop, sock, &err);
   if (!f) exit(2);
-  fake_cri_add_image(f, "localhost/busybox:1.36");
-  dprintf(fd, "%d %d\n", nl_http_server_port(&srv), ntohs(a.sin_port));
+  /* one running container for every exec probe */
+  char cid[128];
+  if (fake_cri_add_container(f, "p", "c", "localhost/busybox:1.36", cid, sizeof cid)) exit(2);
+  dprintf(fd, "%d %d %s\n", nl_http_server_port(&srv), ntohs(a.sin_port), cid);
   close(fd);
   uv_run(&loop, UV_RUN_DEFAULT);
   exit(0);
@@ -67,7 +69,6 @@ typedef struct bench {
   nl_probe_manager_t m;
   nl_rt_pod_status_t *st; /* one per pod */
   char cid[128];
-  int steps;
 } bench_t;
 
 static bench_t B;
@@ -75,29 +76,6 @@ static bench_t B;
 static const nl_rt_pod_status_t *status_of(void *ctx, const char *uid) {
   (void)ctx;
   return &B.st[atoi(uid)];
-}
-
-static void cb_run(const nl_grpc_status_t *st, Runtime__V1__RunPodSandboxResponse *r, void *c) {
-  (void)c;
-  if (st->code) exit(3);
-  snprintf(B.cid, sizeof B.cid, "%s", r->pod_sandbox_id);
-  B.steps++;
-}
-static void cb_create(const nl_grpc_status_t *st, Runtime__V1__CreateContainerResponse *r, void *c) {
-  (void)c;
-  if (st->code) exit(3);
-  snprintf(B.cid, sizeof B.cid, "%s", r->container_id);
-  B.steps++;
-}
-static void cb_start(const nl_grpc_status_t *st, Runtime__V1__StartContainerResponse *r, void *c) {
-  (void)c;
-  (void)r;
-  if (st->code) exit(3);
-  B.steps++;
-}
-
-static void wait_steps(int n) {
-  while (B.steps < n) uv_run(&B.loop, UV_RUN_ONCE);
 }
 
 static double cpu_s(void) {
@@ -125,47 +103,16 @@ int main(int argc, char **argv) {
     serve(p[1], sock);
   }
   close(p[1]);
-  char buf[64] = {0};
+  char buf[256] = {0};
   if (read(p[0], buf, sizeof buf - 1) <= 0) return 1;
   int http_port, tcp_port;
-  sscanf(buf, "%d %d", &http_port, &tcp_port);
+  if (sscanf(buf, "%d %d %127s", &http_port, &tcp_port, B.cid) != 3) return 1;
 
   uv_loop_init(&B.loop);
   nl_err_t *err = NULL;
   char ep[160];
   snprintf(ep, sizeof ep, "unix://%s", sock);
   if (nl_cri_client_init(&B.cri, &B.loop, ep, NULL, &err) < 0) return 1;
-  /* one running container in the fake for every exec probe */
-  Runtime__V1__PodSandboxMetadata md = RUNTIME__V1__POD_SANDBOX_METADATA__INIT;
-  md.name = "p";
-  md.namespace_ = "default";
-  md.uid = "u";
-  Runtime__V1__PodSandboxConfig sc = RUNTIME__V1__POD_SANDBOX_CONFIG__INIT;
-  sc.metadata = &md;
-  Runtime__V1__RunPodSandboxRequest rq = RUNTIME__V1__RUN_POD_SANDBOX_REQUEST__INIT;
-  rq.config = &sc;
-  nl_cri_run_pod_sandbox(&B.cri, &rq, cb_run, NULL);
-  wait_steps(1);
-  char sb[128];
-  snprintf(sb, sizeof sb, "%s", B.cid);
-  Runtime__V1__ContainerMetadata cm = RUNTIME__V1__CONTAINER_METADATA__INIT;
-  cm.name = "c";
-  Runtime__V1__ImageSpec im = RUNTIME__V1__IMAGE_SPEC__INIT;
-  im.image = "localhost/busybox:1.36";
-  Runtime__V1__ContainerConfig cc = RUNTIME__V1__CONTAINER_CONFIG__INIT;
-  cc.metadata = &cm;
-  cc.image = &im;
-  Runtime__V1__CreateContainerRequest cr = RUNTIME__V1__CREATE_CONTAINER_REQUEST__INIT;
-  cr.pod_sandbox_id = sb;
-  cr.config = &cc;
-  cr.sandbox_config = &sc;
-  nl_cri_create_container(&B.cri, &cr, cb_create, NULL);
-  wait_steps(2);
-  Runtime__V1__StartContainerRequest sr = RUNTIME__V1__START_CONTAINER_REQUEST__INIT;
-  sr.container_id = B.cid;
-  nl_cri_start_container(&B.cri, &sr, cb_start, NULL);
-  wait_steps(3);
-
   nl_probe_manager_opts_t o = {.status = status_of};
   nl_probe_manager_init(&B.m, &B.loop, &B.cri, &o, &err);
   B.st = nl_xcalloc((size_t)n, sizeof *B.st);
