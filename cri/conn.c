@@ -12,6 +12,7 @@
 #define RBUF_SIZE (64 * 1024)
 #define WBUF_KEEP 4096 /* a write buffer grown larger by a burst is freed once written */
 #define MSG_CLOSING "grpc: the client connection is closing"
+#define PING_ACK_DELAY_MS 10
 #define PATH_EVENTS "/runtime.v1.RuntimeService/GetContainerEvents"
 
 enum where { IN_WAITING, IN_ACTIVE, IN_DONE };
@@ -543,6 +544,31 @@ static void on_ping_ack(void *user) {
   uv_timer_start(&c->conn_timer, on_conn_timer, c->opts.keepalive_time_ms, 0);
 }
 
+static void on_ping_ack_timer(uv_timer_t *t) {
+  nl_cri_client_t *c = container_of(t, nl_cri_client_t, ping_ack_timer);
+  if (!c->session) return;
+  int rc = nl_grpc_session_ack_pings(c->session);
+  if (rc < 0) {
+    char *why = nl_xasprintf("connection error: %s", nghttp2_strerror(rc));
+    close_conn(c, why);
+    free(why);
+    drain(c);
+    return;
+  }
+  flush(c);
+}
+
+/* grpc-go servers (containerd, CRI-O) send a PING to estimate the bandwidth
+ * after each DATA frame they receive while none is outstanding, with a
+ * WINDOW_UPDATE before it: acknowledged at once, that is two more frames in
+ * and one out per call when calls come one at a time. Acknowledged a few ms
+ * later, one PING covers all the calls of that time. */
+static void on_ping(void *user) {
+  nl_cri_client_t *c = user;
+  if (!uv_is_active((uv_handle_t *)&c->ping_ack_timer))
+    uv_timer_start(&c->ping_ack_timer, on_ping_ack_timer, PING_ACK_DELAY_MS, 0);
+}
+
 static void on_goaway(void *user, uint32_t error_code) {
   nl_cri_client_t *c = user;
   nl_vlog(2, "CRI runtime %s sent GOAWAY (%s)", c->path, nghttp2_http2_strerror(error_code));
@@ -653,6 +679,7 @@ static void close_conn(nl_cri_client_t *c, const char *reason) {
   c->generation++;
   nl_buf_reset(&c->w.pending);
   uv_timer_stop(&c->conn_timer);
+  uv_timer_stop(&c->ping_ack_timer);
   uv_close((uv_handle_t *)&c->pipe, on_pipe_closed);
   kick(c);
 }
@@ -673,7 +700,7 @@ static void on_connect(uv_connect_t *req, int status) {
   nl_grpc_session_opts_t so = {.max_recv_msg_size = c->opts.max_recv_msg_size,
                                .mem = c->opts.mem};
   nl_grpc_session_cbs_t cbs = {.write = session_write, .ping_ack = on_ping_ack,
-                               .goaway = on_goaway};
+                               .goaway = on_goaway, .ping = on_ping};
   c->session = nl_grpc_session_new(&so, &cbs, c);
   if (!c->session) {
     c->state = NL_CRI_CLOSING;
@@ -731,8 +758,9 @@ int nl_cri_client_init(nl_cri_client_t *c, uv_loop_t *loop, const char *endpoint
   uv_timer_init(loop, &c->deadline_timer);
   uv_timer_init(loop, &c->conn_timer);
   uv_timer_init(loop, &c->events_timer);
+  uv_timer_init(loop, &c->ping_ack_timer);
   uv_idle_init(loop, &c->deliver_idle);
-  c->open_handles = 4;
+  c->open_handles = 5;
   connect_start(c);
   return 0;
 }
@@ -777,8 +805,9 @@ void nl_cri_client_stop(nl_cri_client_t *c, nl_cri_stop_cb done_cb) {
     c->session = NULL;
   }
   uv_handle_t *hs[] = {(uv_handle_t *)&c->deadline_timer, (uv_handle_t *)&c->conn_timer,
-                       (uv_handle_t *)&c->events_timer, (uv_handle_t *)&c->deliver_idle};
-  for (size_t i = 0; i < 4; i++) {
+                       (uv_handle_t *)&c->events_timer, (uv_handle_t *)&c->ping_ack_timer,
+                       (uv_handle_t *)&c->deliver_idle};
+  for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) {
     hs[i]->data = c;
     uv_close(hs[i], handle_closed);
   }

@@ -81,6 +81,7 @@ struct nl_cri_client {
   uv_timer_t deadline_timer;  /* earliest call deadline */
   uv_timer_t conn_timer;      /* reconnect back-off, or keepalive while READY */
   uv_timer_t events_timer;    /* restart of the events stream */
+  uv_timer_t ping_ack_timer;  /* acknowledges the runtime's PINGs, see on_ping */
   uv_idle_t deliver_idle;     /* delivers completions outside the call function,
                                * and writes the session's output once per turn */
   int open_handles;           /* closed by stop; done_cb when back to 0 */

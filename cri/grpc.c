@@ -7,6 +7,10 @@
 
 #include "reactor/xalloc.h"
 
+/* PINGs awaiting their ACK when the owner defers ACKs; one more is
+ * acknowledged at once, so a peer's PING flood costs no memory. */
+#define NL_GRPC_MAX_UNACKED_PINGS 4
+
 #ifndef NANOLET_VERSION
 #define NANOLET_VERSION "dev"
 #endif
@@ -23,6 +27,8 @@ struct nl_grpc_session {
   size_t nopen;      /* streams nghttp2 holds open, cancelled ones included */
   bool goaway;
   bool broken;
+  uint8_t unacked[NL_GRPC_MAX_UNACKED_PINGS][8]; /* payloads of PINGs to acknowledge */
+  size_t n_unacked;
 };
 
 /* ---- Status helpers ------------------------------------------------------- */
@@ -347,6 +353,11 @@ static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame, void *
   nl_grpc_session_t *s = user;
   if (frame->hd.type == NGHTTP2_PING && (frame->hd.flags & NGHTTP2_FLAG_ACK)) {
     if (s->cbs.ping_ack) s->cbs.ping_ack(s->user);
+  } else if (frame->hd.type == NGHTTP2_PING) {
+    if (!s->cbs.ping || s->n_unacked == NL_GRPC_MAX_UNACKED_PINGS)
+      return nghttp2_submit_ping(h2, NGHTTP2_FLAG_ACK, frame->ping.opaque_data);
+    memcpy(s->unacked[s->n_unacked++], frame->ping.opaque_data, 8);
+    s->cbs.ping(s->user);
   } else if (frame->hd.type == NGHTTP2_GOAWAY) {
     s->goaway = true;
     if (s->cbs.goaway) s->cbs.goaway(s->user, frame->goaway.error_code);
@@ -399,6 +410,8 @@ nl_grpc_session_t *nl_grpc_session_new(const nl_grpc_session_opts_t *opts,
   if (nghttp2_option_new(&opt)) goto fail;
   /* Until the server's SETTINGS arrive we assume the RFC's suggested minimum. */
   nghttp2_option_set_peer_max_concurrent_streams(opt, 100);
+  /* on_frame_recv acknowledges PINGs, at once or through cbs.ping. */
+  nghttp2_option_set_no_auto_ping_ack(opt, 1);
   if (nghttp2_session_client_new3(&s->h2, cb, s, opt, o.mem ? &o.mem->nghttp2 : NULL))
     goto fail;
   nghttp2_option_del(opt);
@@ -558,6 +571,15 @@ void nl_grpc_stream_cancel(nl_grpc_stream_t *st) {
 int nl_grpc_session_ping(nl_grpc_session_t *s) {
   if (s->broken) return NGHTTP2_ERR_EOF;
   return nghttp2_submit_ping(s->h2, NGHTTP2_FLAG_NONE, NULL);
+}
+
+int nl_grpc_session_ack_pings(nl_grpc_session_t *s) {
+  for (size_t i = 0; i < s->n_unacked; i++) {
+    int rc = nghttp2_submit_ping(s->h2, NGHTTP2_FLAG_ACK, s->unacked[i]);
+    if (rc) return rc;
+  }
+  s->n_unacked = 0;
+  return 0;
 }
 
 bool nl_grpc_session_can_submit(const nl_grpc_session_t *s) {

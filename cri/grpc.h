@@ -146,6 +146,9 @@ typedef struct nl_grpc_session_cbs {
   void (*ping_ack)(void *user);
   /* The peer sent GOAWAY: submit no new streams on this session. May be NULL. */
   void (*goaway)(void *user, uint32_t error_code);
+  /* The peer sent a PING: acknowledge it with nl_grpc_session_ack_pings(), now
+   * or a little later. When NULL the engine acknowledges every PING at once. */
+  void (*ping)(void *user);
 } nl_grpc_session_cbs_t;
 
 /* Creates a session and queues the client preface and SETTINGS (flush to send).
@@ -181,6 +184,9 @@ void nl_grpc_stream_cancel(nl_grpc_stream_t *st);
 
 /* Queues a PING (keepalive); cbs->ping_ack follows. Returns 0 or negative. */
 int nl_grpc_session_ping(nl_grpc_session_t *s);
+/* Queues the ACKs of the peer's PINGs not acknowledged yet (cbs->ping); flush
+ * to send. Returns 0 or a negative nghttp2 error. */
+int nl_grpc_session_ack_pings(nl_grpc_session_t *s);
 /* False after GOAWAY or a fatal error (new streams must go to a new session), or
  * while the peer's concurrent-stream limit is reached. */
 bool nl_grpc_session_can_submit(const nl_grpc_session_t *s);

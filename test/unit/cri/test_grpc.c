@@ -28,6 +28,9 @@ struct peer {
   nl_buf_t body;
   uint32_t rst_code;
   bool got_rst;
+  int ping_acks;        /* PING ACKs the server received */
+  uint8_t ack_data[8];  /* payload of the last one */
+  int pings_to_ack;     /* client cbs.ping calls */
   /* response body the data provider serves, chunk bytes per DATA frame */
   uint8_t *out;
   size_t out_len, out_off, chunk;
@@ -98,6 +101,10 @@ static int srv_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t
 
 static int srv_frame(nghttp2_session *s, const nghttp2_frame *f, void *ud) {
   peer_t *p = ud;
+  if (f->hd.type == NGHTTP2_PING && (f->hd.flags & NGHTTP2_FLAG_ACK)) {
+    p->ping_acks++;
+    memcpy(p->ack_data, f->ping.opaque_data, 8);
+  }
   if (f->hd.type == NGHTTP2_RST_STREAM) {
     p->got_rst = true;
     p->rst_code = f->rst_stream.error_code;
@@ -131,7 +138,11 @@ static const nghttp2_nv resp_headers[] = {HV(":status", "200"),
                                           HV("content-type", "application/grpc")};
 static const nghttp2_nv ok_trailers[] = {HV("grpc-status", "0")};
 
-static void peer_init(peer_t *p, const nl_grpc_session_opts_t *opts, respond_fn respond) {
+static void on_peer_ping(void *user) { ((peer_t *)user)->pings_to_ack++; }
+
+/* defer_acks: the client acknowledges PINGs through cbs.ping (as cri/conn.c). */
+static void peer_init_acks(peer_t *p, const nl_grpc_session_opts_t *opts, respond_fn respond,
+                           bool defer_acks) {
   memset(p, 0, sizeof *p);
   nghttp2_session_callbacks *cb;
   nghttp2_session_callbacks_new(&cb);
@@ -141,10 +152,14 @@ static void peer_init(peer_t *p, const nl_grpc_session_opts_t *opts, respond_fn 
   assert_int_equal(nghttp2_session_server_new(&p->srv, cb, p), 0);
   nghttp2_session_callbacks_del(cb);
   nghttp2_submit_settings(p->srv, NGHTTP2_FLAG_NONE, NULL, 0);
-  nl_grpc_session_cbs_t cbs = {.write = cli_write};
+  nl_grpc_session_cbs_t cbs = {.write = cli_write, .ping = defer_acks ? on_peer_ping : NULL};
   p->cli = nl_grpc_session_new(opts, &cbs, p);
   p->respond = respond;
   p->chunk = 16384;
+}
+
+static void peer_init(peer_t *p, const nl_grpc_session_opts_t *opts, respond_fn respond) {
+  peer_init_acks(p, opts, respond, false);
 }
 
 static void peer_free(peer_t *p) {
@@ -452,6 +467,53 @@ static void failing_allocations(void **state) {
   assert_int_equal(mem.nfailed, 0);
 }
 
+static void server_ping(peer_t *p, const char payload[8]) {
+  assert_int_equal(nghttp2_submit_ping(p->srv, NGHTTP2_FLAG_NONE, (const uint8_t *)payload), 0);
+}
+
+/* Without cbs.ping every PING is acknowledged at once, payload echoed. */
+static void pings_acked_at_once(void **state) {
+  peer_t p;
+  peer_init(&p, NULL, respond_body);
+  pump(&p);
+  server_ping(&p, "pingpng1");
+  pump(&p);
+  assert_int_equal(p.ping_acks, 1);
+  assert_memory_equal(p.ack_data, "pingpng1", 8);
+  peer_free(&p);
+}
+
+/* With cbs.ping the ACKs wait for nl_grpc_session_ack_pings; a flood beyond
+ * the few the engine keeps is acknowledged at once; none is lost. */
+static void pings_acked_when_asked(void **state) {
+  peer_t p;
+  peer_init_acks(&p, NULL, respond_body, true);
+  pump(&p);
+  server_ping(&p, "pingpng1");
+  pump(&p);
+  assert_int_equal(p.pings_to_ack, 1);
+  assert_int_equal(p.ping_acks, 0);
+  assert_int_equal(nl_grpc_session_ack_pings(p.cli), 0);
+  pump(&p);
+  assert_int_equal(p.ping_acks, 1);
+  assert_memory_equal(p.ack_data, "pingpng1", 8);
+  assert_int_equal(nl_grpc_session_ack_pings(p.cli), 0); /* nothing left: no second ACK */
+  pump(&p);
+  assert_int_equal(p.ping_acks, 1);
+
+  char payload[9];
+  for (int i = 0; i < 7; i++) {
+    snprintf(payload, sizeof payload, "flood%03d", i);
+    server_ping(&p, payload);
+  }
+  pump(&p);
+  assert_int_equal(p.ping_acks, 1 + 3); /* 4 kept, 3 acknowledged at once */
+  assert_int_equal(nl_grpc_session_ack_pings(p.cli), 0);
+  pump(&p);
+  assert_int_equal(p.ping_acks, 1 + 7);
+  peer_free(&p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(unary_across_many_data_frames),
@@ -463,6 +525,8 @@ int main(void) {
       cmocka_unit_test(cancel_sends_rst_and_no_callback),
       cmocka_unit_test(status_formatting),
       cmocka_unit_test(failing_allocations),
+      cmocka_unit_test(pings_acked_at_once),
+      cmocka_unit_test(pings_acked_when_asked),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
