@@ -21,6 +21,9 @@ typedef struct call {
 
 static int discard(void *user, const uint8_t *data, size_t len) { return 0; }
 
+/* PING ACKs are deferred as cri/conn.c does, and sent after every other chunk. */
+static void on_ping(void *user) {}
+
 static void on_message(nl_grpc_stream_t *st, const uint8_t *data, size_t len) {
   call_t *c = st->user;
   c->messages++;
@@ -42,7 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   nl_grpc_mem_init(&mem);
   /* A 1 MiB limit lets the fuzzer reach the oversize path with small inputs. */
   nl_grpc_session_opts_t opts = {.max_recv_msg_size = 1 << 20, .mem = &mem};
-  nl_grpc_session_cbs_t cbs = {.write = discard};
+  nl_grpc_session_cbs_t cbs = {.write = discard, .ping = on_ping};
   nl_grpc_session_t *s = nl_grpc_session_new(&opts, &cbs, NULL);
   if (!s) abort();
   uint8_t req1[64], req3[64];
@@ -61,9 +64,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int rc = nl_grpc_session_flush(s);
   if (rc == 0) rc = nl_grpc_session_recv(s, fuzz_server_preface, sizeof(fuzz_server_preface));
   size_t step = data[0] ? (size_t)data[0] * 7 : size;
-  for (size_t off = 1; rc == 0 && off < size; off += step) {
+  for (size_t off = 1, chunk = 0; rc == 0 && off < size; off += step, chunk++) {
     size_t n = size - off < step ? size - off : step;
     rc = nl_grpc_session_recv(s, data + off, n);
+    if (rc == 0 && chunk % 2) rc = nl_grpc_session_ack_pings(s);
     if (rc == 0) rc = nl_grpc_session_flush(s);
   }
   nl_grpc_session_free(s, "fuzz: end of input");
