@@ -418,12 +418,8 @@ nl_grpc_session_t *nl_grpc_session_new(const nl_grpc_session_opts_t *opts,
   nghttp2_settings_entry iv[] = {
       {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
       {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, window},
-      /* We never prioritise: nghttp2 then skips its RFC 7540 dependency
-       * tree per stream (-160 instructions a call); peers ignore the setting
-       * if they do not know it (RFC 9113 6.5.2). */
-      {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
   };
-  if (nghttp2_submit_settings(s->h2, NGHTTP2_FLAG_NONE, iv, 3)) goto fail;
+  if (nghttp2_submit_settings(s->h2, NGHTTP2_FLAG_NONE, iv, 2)) goto fail;
   /* A large ListContainers reply must not wait for WINDOW_UPDATEs. */
   if (nghttp2_session_set_local_window_size(s->h2, NGHTTP2_FLAG_NONE, 0, (int32_t)window))
     goto fail;
