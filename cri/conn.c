@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include "cri/call.h"
+#include "cri/pbarena.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
@@ -24,6 +25,7 @@ typedef struct nl_cri_call {
   const char *path;
   const ProtobufCMessageDescriptor *resp_desc;
   ProtobufCMessage *resp;
+  nl_pb_arena_t *resp_arena; /* owns resp */
   nl_cri__deliver deliver;
   nl_cri__fn fn;
   void *ctx;
@@ -42,6 +44,7 @@ typedef struct nl_cri_call {
 typedef struct event_item {
   nl_list_t link;
   ProtobufCMessage *msg;
+  nl_pb_arena_t *arena; /* owns msg */
 } event_item_t;
 
 static void connect_start(nl_cri_client_t *c);
@@ -53,8 +56,10 @@ static void on_conn_timer(uv_timer_t *t);
 static void flush(nl_cri_client_t *c);
 static void flush_now(nl_cri_client_t *c);
 
-static ProtobufCAllocator *pb_alloc(nl_cri_client_t *c) {
-  return c->opts.mem ? &c->opts.mem->protobuf : NULL;
+static void resp_free(nl_cri_call_t *call) {
+  nl_pb_arena_free(call->resp_arena);
+  call->resp_arena = NULL;
+  call->resp = NULL;
 }
 
 /* ---- Endpoint ------------------------------------------------------------ */
@@ -116,16 +121,13 @@ static void complete(nl_cri_call_t *call, int code, const char *message) {
   call->code = code;
   free(call->message);
   call->message = message && *message ? nl_xstrdup(message) : NULL; /* NULL: "" */
-  if (code != NL_GRPC_OK && call->resp) {
-    protobuf_c_message_free_unpacked(call->resp, pb_alloc(c));
-    call->resp = NULL;
-  }
+  if (code != NL_GRPC_OK) resp_free(call);
   call->where = IN_DONE;
   nl_list_insert_tail(&c->done, &call->link);
 }
 
 static void call_free(nl_cri_client_t *c, nl_cri_call_t *call) {
-  if (call->resp) protobuf_c_message_free_unpacked(call->resp, pb_alloc(c));
+  resp_free(call);
   free(call->message);
   free(call);
 }
@@ -153,7 +155,7 @@ static void drain(nl_cri_client_t *c) {
       event_item_t *ev = nl_list_entry(c->events.queue.next, event_item_t, link);
       nl_list_remove(&ev->link);
       if (c->events.wanted && c->events.on_event) c->events.on_event(ev->msg, c->events.ctx);
-      protobuf_c_message_free_unpacked(ev->msg, pb_alloc(c));
+      nl_pb_arena_free(ev->arena);
       free(ev);
       continue;
     }
@@ -344,7 +346,8 @@ static void flush_now(nl_cri_client_t *c) {
 static void on_stream_message(nl_grpc_stream_t *st, const uint8_t *data, size_t len) {
   nl_cri_call_t *call = container_of(st, nl_cri_call_t, stream);
   nl_cri_client_t *c = call->client;
-  ProtobufCMessage *m = protobuf_c_message_unpack(call->resp_desc, pb_alloc(c), len, data);
+  nl_pb_arena_t *arena = NULL;
+  ProtobufCMessage *m = nl_pb_arena_unpack(call->resp_desc, c->opts.mem, data, len, &arena);
   if (!m) {
     nl_grpc_stream_cancel(st);
     complete(call, NL_GRPC_INTERNAL,
@@ -354,16 +357,18 @@ static void on_stream_message(nl_grpc_stream_t *st, const uint8_t *data, size_t 
   if (call->is_events) {
     event_item_t *ev = nl_xmalloc(sizeof *ev);
     ev->msg = m;
+    ev->arena = arena;
     nl_list_insert_tail(&c->events.queue, &ev->link);
     c->events.got_event = true;
     return;
   }
   if (call->resp) {
     call->extra_message = true;
-    protobuf_c_message_free_unpacked(m, pb_alloc(c));
+    nl_pb_arena_free(arena);
     return;
   }
   call->resp = m;
+  call->resp_arena = arena;
 }
 
 static void on_stream_close(nl_grpc_stream_t *st, const nl_grpc_status_t *status, bool refused) {
@@ -531,7 +536,7 @@ void nl_cri_client_unwatch_events(nl_cri_client_t *c) {
   while (!nl_list_empty(&c->events.queue)) {
     event_item_t *ev = nl_list_entry(c->events.queue.next, event_item_t, link);
     nl_list_remove(&ev->link);
-    protobuf_c_message_free_unpacked(ev->msg, pb_alloc(c));
+    nl_pb_arena_free(ev->arena);
     free(ev);
   }
 }

@@ -25,6 +25,10 @@ struct nl_grpc_session {
   nl_list_t streams; /* open streams with a caller attached */
   size_t nactive;    /* streams with a caller attached */
   size_t nopen;      /* streams nghttp2 holds open, cancelled ones included */
+  /* The last stream looked up: a response's frames come together, and each
+   * callback would otherwise search nghttp2's stream map again. */
+  int32_t last_id;
+  nl_grpc_stream_t *last_st;
   bool goaway;
   bool broken;
   uint8_t unacked[NL_GRPC_MAX_UNACKED_PINGS][8]; /* payloads of PINGs to acknowledge */
@@ -162,8 +166,12 @@ void nl_grpc_frame(const ProtobufCMessage *msg, uint8_t *buf) {
 
 /* ---- Streams -------------------------------------------------------------- */
 
-static nl_grpc_stream_t *stream_of(nghttp2_session *h2, int32_t id) {
-  return id > 0 ? nghttp2_session_get_stream_user_data(h2, id) : NULL;
+static nl_grpc_stream_t *stream_of(nl_grpc_session_t *s, int32_t id) {
+  if (id == s->last_id) return s->last_st;
+  if (id <= 0) return NULL;
+  s->last_id = id;
+  s->last_st = nghttp2_session_get_stream_user_data(s->h2, id);
+  return s->last_st;
 }
 
 static void stream_release(nl_grpc_stream_t *st) {
@@ -178,6 +186,7 @@ static void stream_release(nl_grpc_stream_t *st) {
 static void stream_detach(nl_grpc_session_t *s, nl_grpc_stream_t *st) {
   nl_list_remove(&st->link);
   if (st->id > 0) nghttp2_session_set_stream_user_data(s->h2, st->id, NULL);
+  if (s->last_st == st) s->last_st = NULL;
   st->session = NULL;
   s->nactive--;
 }
@@ -308,7 +317,7 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *frame, const uint
                      size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
                      void *user) {
   if (frame->hd.type != NGHTTP2_HEADERS) return 0;
-  nl_grpc_stream_t *st = stream_of(h2, frame->hd.stream_id);
+  nl_grpc_stream_t *st = stream_of(user, frame->hd.stream_id);
   if (!st) return 0;
   st->got_response = true;
   if (namelen == 7 && !memcmp(name, ":status", 7)) {
@@ -334,7 +343,7 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *frame, const uint
 
 static int on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t *data,
                          size_t len, void *user) {
-  nl_grpc_stream_t *st = stream_of(h2, id);
+  nl_grpc_stream_t *st = stream_of(user, id);
   if (!st) return 0;
   st->got_response = true;
   stream_data(user, st, data, len);
@@ -344,7 +353,7 @@ static int on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t id, const u
 static int on_stream_close(nghttp2_session *h2, int32_t id, uint32_t error_code, void *user) {
   nl_grpc_session_t *s = user;
   s->nopen--;
-  nl_grpc_stream_t *st = stream_of(h2, id);
+  nl_grpc_stream_t *st = stream_of(user, id);
   if (st) stream_finish(s, st, error_code, NULL);
   return 0;
 }
@@ -367,14 +376,14 @@ static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame, void *
 
 static int on_frame_send(nghttp2_session *h2, const nghttp2_frame *frame, void *user) {
   if (frame->hd.type != NGHTTP2_HEADERS) return 0;
-  nl_grpc_stream_t *st = stream_of(h2, frame->hd.stream_id);
+  nl_grpc_stream_t *st = stream_of(user, frame->hd.stream_id);
   if (st) st->sent = true;
   return 0;
 }
 
 static ssize_t read_request(nghttp2_session *h2, int32_t id, uint8_t *buf, size_t length,
                             uint32_t *data_flags, nghttp2_data_source *source, void *user) {
-  nl_grpc_stream_t *st = stream_of(h2, id);
+  nl_grpc_stream_t *st = stream_of(user, id);
   if (!st) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   size_t n = st->req_len - st->req_off;
   if (n > length) n = length;
@@ -554,6 +563,7 @@ int nl_grpc_session_submit(nl_grpc_session_t *s, nl_grpc_stream_t *st, const cha
     return id;
   }
   st->id = id;
+  if (s->last_id == id) s->last_st = st;
   nl_list_insert_tail(&s->streams, &st->link);
   s->nactive++;
   s->nopen++;

@@ -2,13 +2,14 @@
  * response path. Two calls are in flight on a gRPC session (cri/grpc.h); the
  * input goes through nl_grpc_session_recv() (HTTP/2 frames, HPACK, gRPC message
  * reassembly, size limits, trailers) and each complete message is decoded with
- * protobuf-c as the connection does. Checks: no crash or sanitizer report,
+ * protobuf-c into an arena (cri/pbarena.h) as the connection does. Checks: no crash or sanitizer report,
  * every stream ends exactly once (on_close, or at session free), and every
  * byte allocated through the counting allocator is freed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cri/pbarena.h"
 #include "test/fuzz/cri/fuzz_common.h"
 
 typedef struct call {
@@ -27,8 +28,8 @@ static void on_ping(void *user) {}
 static void on_message(nl_grpc_stream_t *st, const uint8_t *data, size_t len) {
   call_t *c = st->user;
   c->messages++;
-  ProtobufCMessage *m = protobuf_c_message_unpack(c->desc, &c->mem->protobuf, len, data);
-  if (m) protobuf_c_message_free_unpacked(m, &c->mem->protobuf);
+  nl_pb_arena_t *a = NULL;
+  if (nl_pb_arena_unpack(c->desc, c->mem, data, len, &a)) nl_pb_arena_free(a);
 }
 
 static void on_close(nl_grpc_stream_t *st, const nl_grpc_status_t *status, bool refused) {

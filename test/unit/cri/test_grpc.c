@@ -514,6 +514,157 @@ static void pings_acked_when_asked(void **state) {
   peer_free(&p);
 }
 
+/* ---- malformed responses, as raw frames ---- */
+
+/* nghttp2's HTTP messaging rules on a response, which the engine must keep:
+ * each case is a scripted exchange of raw frames on stream 1 and the status
+ * the call ends with. */
+typedef struct raw {
+  nl_grpc_session_t *cli;
+  nghttp2_hd_deflater *def;
+  nl_buf_t out;
+} raw_t;
+
+static int discard_write(void *user, const uint8_t *data, size_t len) { return 0; }
+
+static void raw_frame(raw_t *r, uint8_t type, uint8_t flags, int32_t id, const uint8_t *p,
+                      size_t len) {
+  uint8_t h[9] = {(uint8_t)(len >> 16), (uint8_t)(len >> 8), (uint8_t)len, type, flags,
+                  (uint8_t)(id >> 24), (uint8_t)(id >> 16), (uint8_t)(id >> 8), (uint8_t)id};
+  nl_buf_append(&r->out, h, 9);
+  if (len) nl_buf_append(&r->out, p, len);
+}
+
+static void raw_headers(raw_t *r, uint8_t flags, const nghttp2_nv *nv, size_t n) {
+  uint8_t block[512];
+  ssize_t len = nghttp2_hd_deflate_hd(r->def, block, sizeof block, (nghttp2_nv *)nv, n);
+  assert_true(len >= 0);
+  raw_frame(r, NGHTTP2_HEADERS, flags | NGHTTP2_FLAG_END_HEADERS, 1, block, (size_t)len);
+}
+
+static void raw_data(raw_t *r, uint8_t flags) {
+  Runtime__V1__VersionResponse v = version_resp();
+  uint8_t buf[128];
+  size_t n = nl_grpc_frame_size(&v.base);
+  nl_grpc_frame(&v.base, buf);
+  raw_frame(r, NGHTTP2_DATA, flags, 1, buf, n);
+}
+
+#define END NGHTTP2_FLAG_END_STREAM
+enum step { H_OK, H_NOSTATUS, H_STATUS2, H_DUPSTATUS, H_LATESTATUS, H_PATH, H_100, H_CONN,
+            H_TE, H_CLEN3, H_CLEN_BAD, H_UPPER, H_BADNAME, D, D_END, T_OK, T_OK_NOEND,
+            T_PSEUDO, T_UPPER, T_BADMSG, T_BADSTATUS, T_MSG, STOP };
+
+static void raw_step(raw_t *r, enum step s) {
+  static const nghttp2_nv ok[] = {HV(":status", "200"), HV("content-type", "application/grpc")};
+  static const nghttp2_nv nostatus[] = {HV("content-type", "application/grpc")};
+  static const nghttp2_nv status2[] = {HV(":status", "20")};
+  static const nghttp2_nv dup[] = {HV(":status", "200"), HV(":status", "200")};
+  static const nghttp2_nv late[] = {HV("content-type", "application/grpc"), HV(":status", "200")};
+  static const nghttp2_nv path[] = {HV(":status", "200"), HV(":path", "/x")};
+  static const nghttp2_nv h100[] = {HV(":status", "100")};
+  static const nghttp2_nv conn[] = {HV(":status", "200"), HV("connection", "close")};
+  static const nghttp2_nv te[] = {HV(":status", "200"), HV("te", "gzip")};
+  static const nghttp2_nv clen3[] = {HV(":status", "200"), HV("content-length", "3")};
+  static const nghttp2_nv clenbad[] = {HV(":status", "200"), HV("content-length", "x")};
+  static const nghttp2_nv upper[] = {HV(":status", "200"), HV("Content-Type", "application/grpc")};
+  static const nghttp2_nv badname[] = {HV(":status", "200"), HV("x y", "1")};
+  static const nghttp2_nv tok[] = {HV("grpc-status", "0")};
+  static const nghttp2_nv tpseudo[] = {HV("grpc-status", "0"), HV(":status", "200")};
+  static const nghttp2_nv tupper[] = {HV("Grpc-Status", "0")};
+  static const nghttp2_nv tbadmsg[] = {HV("grpc-status", "5"), HV("grpc-message", "a\nb")};
+  static const nghttp2_nv tbadstatus[] = {HV("grpc-status", "5\x01")};
+  static const nghttp2_nv tmsg[] = {HV("grpc-status", "5"), HV("grpc-message", "gone%21")};
+#define RH(fl, a) raw_headers(r, fl, a, sizeof a / sizeof *a)
+  switch (s) {
+  case H_OK: RH(0, ok); break;
+  case H_NOSTATUS: RH(0, nostatus); break;
+  case H_STATUS2: RH(0, status2); break;
+  case H_DUPSTATUS: RH(0, dup); break;
+  case H_LATESTATUS: RH(0, late); break;
+  case H_PATH: RH(0, path); break;
+  case H_100: RH(0, h100); break;
+  case H_CONN: RH(0, conn); break;
+  case H_TE: RH(0, te); break;
+  case H_CLEN3: RH(0, clen3); break;
+  case H_CLEN_BAD: RH(0, clenbad); break;
+  case H_UPPER: RH(0, upper); break;
+  case H_BADNAME: RH(0, badname); break;
+  case D: raw_data(r, 0); break;
+  case D_END: raw_data(r, END); break;
+  case T_OK: RH(END, tok); break;
+  case T_OK_NOEND: RH(0, tok); break;
+  case T_PSEUDO: RH(END, tpseudo); break;
+  case T_UPPER: RH(END, tupper); break;
+  case T_BADMSG: RH(END, tbadmsg); break;
+  case T_BADSTATUS: RH(END, tbadstatus); break;
+  case T_MSG: RH(END, tmsg); break;
+  case STOP: break;
+  }
+#undef RH
+}
+
+#define PROTO "stream terminated by RST_STREAM with error code: PROTOCOL_ERROR"
+static const struct raw_case {
+  enum step steps[6];
+  int code;
+  const char *message;
+  int messages;
+} raw_cases[] = {
+    {{H_OK, D, T_OK, STOP}, NL_GRPC_OK, "", 1},
+    {{H_NOSTATUS, D, T_OK, STOP}, NL_GRPC_INTERNAL, PROTO, 0},
+    {{H_STATUS2, D, T_OK, STOP}, NL_GRPC_INTERNAL, PROTO, 0},
+    {{H_DUPSTATUS, D, T_OK, STOP}, NL_GRPC_INTERNAL, PROTO, 0},
+    {{H_LATESTATUS, D, T_OK, STOP}, NL_GRPC_INTERNAL, PROTO, 0},
+    {{H_PATH, D, T_OK, STOP}, NL_GRPC_INTERNAL, PROTO, 0},
+    {{H_100, H_OK, D, T_OK, STOP}, NL_GRPC_OK, "", 1},
+    {{H_100, D, T_OK, STOP}, NL_GRPC_INTERNAL, PROTO, 0},
+    {{H_100, T_OK, STOP}, NL_GRPC_OK, "", 0}, /* nghttp2 1.52 takes it as trailers */
+    {{H_CONN, D, T_OK, STOP}, NL_GRPC_INTERNAL, PROTO, 0},
+    {{H_TE, D, T_OK, STOP}, NL_GRPC_INTERNAL, PROTO, 0},
+    {{H_CLEN3, D, T_OK, STOP}, NL_GRPC_INTERNAL, PROTO, 0},
+    {{H_CLEN_BAD, D, T_OK, STOP}, NL_GRPC_INTERNAL, PROTO, 0},
+    {{H_UPPER, D, T_OK, STOP}, NL_GRPC_INTERNAL, PROTO, 0},
+    {{H_BADNAME, D, T_OK, STOP}, NL_GRPC_INTERNAL, PROTO, 0},
+    {{D, T_OK, STOP}, -1, "", 0}, /* a connection error: the call ends at session free */
+    {{H_OK, D, T_OK_NOEND, D_END, STOP}, NL_GRPC_OK, "", 1}, /* nghttp2 1.52 lets it pass */
+    {{H_OK, D, T_PSEUDO, STOP}, NL_GRPC_OK, "", 1}, /* ditto */
+    {{H_OK, D, T_UPPER, STOP}, NL_GRPC_INTERNAL, PROTO, 1},
+    {{H_OK, D, T_BADMSG, STOP}, NL_GRPC_NOT_FOUND, "", 1},
+    {{H_OK, D, T_BADSTATUS, STOP}, NL_GRPC_INTERNAL, PROTO, 1},
+    {{H_OK, D, T_MSG, STOP}, NL_GRPC_NOT_FOUND, "gone!", 1},
+    {{H_OK, D_END, STOP}, NL_GRPC_INTERNAL, "server closed the stream without sending trailers", 1},
+};
+
+static void malformed_responses(void **state) {
+  for (size_t i = 0; i < sizeof raw_cases / sizeof *raw_cases; i++) {
+    const struct raw_case *k = &raw_cases[i];
+    raw_t r = {0};
+    nl_grpc_session_cbs_t cbs = {.write = discard_write};
+    r.cli = nl_grpc_session_new(NULL, &cbs, NULL);
+    assert_int_equal(nghttp2_hd_deflate_new(&r.def, 4096), 0);
+    call_t c = {0};
+    assert_int_equal(start(&(peer_t){.cli = r.cli}, &c, 0), 0);
+    assert_int_equal(nl_grpc_session_flush(r.cli), 0);
+    raw_frame(&r, NGHTTP2_SETTINGS, 0, 0, NULL, 0);
+    for (size_t j = 0; k->steps[j] != STOP; j++) raw_step(&r, k->steps[j]);
+    assert_int_equal(nl_grpc_session_recv(r.cli, (uint8_t *)r.out.data, r.out.len), 0);
+    assert_int_equal(nl_grpc_session_flush(r.cli), 0); /* our RST_STREAM, if any */
+    bool conn_error = k->code < 0;
+    if (c.r.closes != !conn_error || (!conn_error && c.r.code != k->code) ||
+        strcmp(c.r.message, k->message) || c.r.messages != k->messages)
+      fail_msg("case %zu: closes %d code %d message \"%s\" messages %d", i, c.r.closes,
+               c.r.code, c.r.message, c.r.messages);
+    /* A stream error leaves the session working; after a connection error
+     * nghttp2 sent GOAWAY and wants no more I/O (cri/conn.c then drops it). */
+    assert_true(nl_grpc_session_want_io(r.cli) == !conn_error);
+    nl_grpc_session_free(r.cli, "test over");
+    nghttp2_hd_deflate_del(r.def);
+    nl_buf_free(&r.out);
+    call_free(&c);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(unary_across_many_data_frames),
@@ -527,6 +678,7 @@ int main(void) {
       cmocka_unit_test(failing_allocations),
       cmocka_unit_test(pings_acked_at_once),
       cmocka_unit_test(pings_acked_when_asked),
+      cmocka_unit_test(malformed_responses),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
