@@ -134,6 +134,7 @@ static void op_free(nl_runtime_op_t *op) {
   if (op->sandbox_config) protobuf_c_message_free_unpacked(&op->sandbox_config->base, NULL);
   free(op->cur_image_ref);
   free(op->cur_term_path);
+  free(op->cur_hosts_path);
   free(op->cur_id);
   free(op);
   maybe_stopped(rt);

@@ -42,6 +42,7 @@ typedef struct nl_runtime_opts {
   size_t n_cluster_dns;
   const char *cluster_domain; /* "" or NULL: none */
   const char *resolv_conf;    /* /etc/resolv.conf; "" : no host DNS (upstream) */
+  const char *hosts_file;     /* the node's hosts file for host-network pods; NULL: /etc/hosts */
   bool serialize_image_pulls;
   int max_parallel_image_pulls; /* 0: unlimited (only when not serialized) */
   uint64_t runtime_request_timeout_ms; /* informational: the CRI client applies it */
@@ -266,6 +267,7 @@ typedef struct nl_container_input {
   char *const *pod_ips;
   size_t n_pod_ips;
   const char *termination_message_host_path; /* the file to mount; NULL: none */
+  const char *etc_hosts_host_path; /* the pod's managed hosts file; NULL: none */
 } nl_container_input_t;
 
 /* generateContainerConfig. Returns 0 and a new config, or -1 with *err (bad env
@@ -307,6 +309,27 @@ char *nl_runtime_container_log_path(const nl_container_t *c, int32_t restart_cou
 char *nl_runtime_pod_dir(const nl_runtime_opts_t *opts, const char *uid);
 /* "<name>_<namespace>_<uid>_<container>_<hash hex>": the crash-loop back-off key. */
 char *nl_runtime_backoff_key(const nl_pod_t *pod, const nl_container_t *c);
+
+/* ---- the pod's /etc/hosts ---- */
+
+/* False when the container mounts a volume at /etc/hosts itself (then the
+ * managed file is not mounted, as upstream). */
+bool nl_runtime_wants_etc_hosts(const nl_container_t *c);
+/* The "# Entries added by HostAliases." block of the pod ("" without
+ * hostAliases). New string. */
+char *nl_runtime_hosts_aliases(const nl_pod_t *pod);
+/* managedHostsFileContent: localhost lines, one line per pod IP with hostname
+ * (and hostname.domain when domain is set), then the aliases block. */
+char *nl_runtime_hosts_content(const char *hostname, const char *domain, char *const *ips,
+                               size_t n_ips, const char *aliases);
+/* nodeHostsFileContent, for host-network pods: the node's hosts file under its
+ * own header, then the aliases block. */
+char *nl_runtime_node_hosts_content(const char *node_hosts, size_t len, const char *aliases);
+/* Writes the file at path (blocking: thread pool): content, or, when
+ * node_hosts_path is set, nodeHostsFileContent of that file with content as
+ * the aliases block. Returns 0 or -1 with *err naming the file. */
+int nl__hosts_write(const char *path, const char *content, const char *node_hosts_path,
+                    nl_err_t **err);
 
 /* ---- termination messages ---- */
 

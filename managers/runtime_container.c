@@ -339,6 +339,13 @@ static int mounts(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
     m->host_path = nl__pstr(in->termination_message_host_path);
     push_mount(cfg, m);
   }
+  if (in->etc_hosts_host_path && nl_runtime_wants_etc_hosts(c)) {
+    Runtime__V1__Mount *m = NL__NEW(Runtime__V1__Mount, RUNTIME__V1__MOUNT__INIT);
+    m->container_path = nl__pstr("/etc/hosts");
+    m->host_path = nl__pstr(in->etc_hosts_host_path);
+    m->selinux_relabel = true;
+    push_mount(cfg, m);
+  }
   return 0;
 }
 

@@ -103,6 +103,7 @@ struct nl_runtime_op {
   size_t cur_step_idx;
   char *cur_image_ref;
   char *cur_term_path;
+  char *cur_hosts_path;        /* the pod's etc-hosts when the container mounts it */
   int32_t cur_restart;
   nl_images_req_t img;
   char *cur_id;                /* the container just created (postStart) */

@@ -301,6 +301,8 @@ static void container_done(nl_runtime_op_t *op, bool ok) {
   op->cur_image_ref = NULL;
   free(op->cur_term_path);
   op->cur_term_path = NULL;
+  free(op->cur_hosts_path);
+  op->cur_hosts_path = NULL;
   free(op->cur_id);
   op->cur_id = NULL;
   if (op->in_init && !ok && !nl__is_restartable_init(op->cur)) {
@@ -400,6 +402,7 @@ static void create_container(nl_runtime_op_t *op) {
       .pod_ips = op->pod_ips,
       .n_pod_ips = op->n_pod_ips,
       .termination_message_host_path = op->cur_term_path,
+      .etc_hosts_host_path = op->cur_hosts_path,
   };
   Runtime__V1__ContainerConfig *cfg = NULL;
   nl_err_t *err = NULL;
@@ -420,7 +423,8 @@ static void create_container(nl_runtime_op_t *op) {
 }
 
 /* The container's log directory, restart count from the logs when the runtime
- * has no instance (calcRestartCountByLogDir), and the termination-message file. */
+ * has no instance (calcRestartCountByLogDir), the termination-message file, and
+ * the pod's etc-hosts (rewritten before each container, as upstream). */
 typedef struct cprep {
   uv_work_t w;
   nl_runtime_op_t *op;
@@ -428,6 +432,9 @@ typedef struct cprep {
   bool scan;
   int32_t restart;
   char *term_path;
+  char *hosts_path;    /* NULL: no etc-hosts mount */
+  char *hosts_content; /* the file, or the aliases block when node_hosts is set */
+  const char *node_hosts;
   nl_err_t *err;
 } cprep_t;
 
@@ -467,6 +474,44 @@ static void cprep_work(uv_work_t *w) {
     return;
   }
   close(fd);
+  if (p->hosts_path) nl__hosts_write(p->hosts_path, p->hosts_content, p->node_hosts, &p->err);
+}
+
+static void cprep_free(cprep_t *p) {
+  nl_err_free(&p->err);
+  free(p->log_dir);
+  free(p->term_dir);
+  free(p->term_path);
+  free(p->hosts_path);
+  free(p->hosts_content);
+  free(p);
+}
+
+/* makeMounts' condition: the pod has IPs (host-network pods use the node's
+ * file) and the container does not mount /etc/hosts itself. */
+static int plan_hosts(nl_runtime_op_t *op, cprep_t *p, nl_err_t **err) {
+  const nl_runtime_opts_t *o = &op->rt->opts;
+  bool host_net = op->pod->spec.host_network;
+  if ((!host_net && op->n_pod_ips == 0) || !nl_runtime_wants_etc_hosts(op->cur)) return 0;
+  char *aliases = nl_runtime_hosts_aliases(op->pod);
+  if (host_net) {
+    p->hosts_content = aliases;
+    p->node_hosts = o->hosts_file ? o->hosts_file : "/etc/hosts";
+  } else {
+    char *domain = NULL;
+    char *hostname = nl_runtime_pod_hostname(o, op->pod, &domain, err);
+    if (!hostname) {
+      free(aliases);
+      return -1;
+    }
+    p->hosts_content = nl_runtime_hosts_content(hostname, domain, op->pod_ips, op->n_pod_ips,
+                                                aliases);
+    free(hostname);
+    free(domain);
+    free(aliases);
+  }
+  p->hosts_path = nl_xasprintf("%s/pods/%s/etc-hosts", o->root_dir, op->uid);
+  return 0;
 }
 
 static void cprep_done(uv_work_t *w, int status) {
@@ -481,14 +526,12 @@ static void cprep_done(uv_work_t *w, int status) {
       if (p->scan) op->cur_restart = p->restart;
       op->cur_term_path = p->term_path;
       p->term_path = NULL;
+      op->cur_hosts_path = p->hosts_path;
+      p->hosts_path = NULL;
       create_container(op);
     }
   }
-  nl_err_free(&p->err);
-  free(p->log_dir);
-  free(p->term_dir);
-  free(p->term_path);
-  free(p);
+  cprep_free(p);
 }
 
 static void image_ready(const char *ref, const char *reason, const char *message, void *ctx) {
@@ -510,13 +553,19 @@ static void image_ready(const char *ref, const char *reason, const char *message
   p->term_dir = nl_xasprintf("%s/pods/%s/containers/%s", o->root_dir, op->uid, op->cur->name);
   p->scan = prev == NULL;
   op->cur_restart = prev ? prev->restart_count + 1 : 0;
+  nl_err_t *err = NULL;
+  if (plan_hosts(op, p, &err) < 0) {
+    nl__step_fail(cur_step(op), NL_REASON_CREATE_CONTAINER_CONFIG, "%s", err->msg);
+    nl_err_free(&err);
+    cprep_free(p);
+    container_done(op, false);
+    return;
+  }
   op->pending++;
   int r = uv_queue_work(op->rt->loop, &p->w, cprep_work, cprep_done);
   if (r < 0) { /* only with a bad loop: treat as a config error */
     op->pending--;
-    free(p->log_dir);
-    free(p->term_dir);
-    free(p);
+    cprep_free(p);
     nl__step_fail(cur_step(op), NL_REASON_CREATE_CONTAINER_CONFIG, "%s", uv_strerror(r));
     container_done(op, false);
   }

@@ -44,16 +44,17 @@ POLLER=$!
 
 # ---- a pod runs ----
 echo "from the host $$" >"$E2E_TMP/hostfile"
-manifest web Always 'echo name=$POD_NAME ip=$POD_IP ns=$POD_NS; cat /host/file; trap \"exit 0\" TERM; while :; do sleep 1; done' "
+manifest web Always 'echo name=$POD_NAME ip=$POD_IP ns=$POD_NS; cat /host/file; cat /etc/hosts; trap \"exit 0\" TERM; while :; do sleep 1; done' "
     env:
     - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
     - {name: POD_NS, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}}
     - {name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}
     volumeMounts: [{name: h, mountPath: /host/file, readOnly: true}]
-  volumes: [{name: h, hostPath: {path: $E2E_TMP/hostfile, type: File}}]"
+  volumes: [{name: h, hostPath: {path: $E2E_TMP/hostfile, type: File}}]
+  hostAliases: [{ip: 10.1.2.3, hostnames: [foo.remote, bar.remote]}]"
 # sh -c as PID 1 ignores SIGTERM: the grace period has to run out.
 GRACE=4 manifest stubborn Always 'sleep 3600'
-manifest hostnet Always 'sleep 3600' '  hostNetwork: true'
+manifest hostnet Always 'cat /etc/hosts; sleep 3600' '  hostNetwork: true'
 manifest never Never 'echo failing; exit 1'
 manifest onfailure OnFailure 'echo done; exit 0'
 
@@ -68,6 +69,10 @@ wait_for 5 grep -q "name=web-$NODE" "$log" && ok "log file has the output ($log)
 grep -qE "^[0-9T:.+Z-]+ stdout F name=web-$NODE ip=$ip ns=$PODS_NS\$" "$log" \
   && ok "env from fieldRef: own name, namespace and IP (CRI log format)" || fail "fieldRef env" "$(head -2 "$log")"
 grep -q "stdout F from the host $$" "$log" && ok "hostPath file mounted" || fail "hostPath" "$(cat "$log")"
+T=$'\t'
+grep -q "stdout F # Kubernetes-managed hosts file\.\$" "$log" && grep -q "stdout F $ip${T}web-$NODE\$" "$log" \
+  && grep -q "stdout F 10\.1\.2\.3${T}foo\.remote${T}bar\.remote\$" "$log" \
+  && ok "/etc/hosts is the kubelet-managed file: own IP and name, hostAliases" || fail "/etc/hosts" "$(cat "$log")"
 web_cid=$(pod web '.status.containerStatuses[0].containerID')
 
 expect "hostNetwork pod Running" 20 hostnet .status.phase Running
@@ -76,6 +81,11 @@ hip=$(pod hostnet .status.podIP)
   || fail "hostNetwork podIP" "podIP=$hip hostIP=$(pod hostnet .status.hostIP)"
 [ "$(ns_sandboxes | jq -r --arg n "hostnet-$NODE" '.[] | select(.metadata.name == $n) | .state')" = SANDBOX_READY ] \
   && ok "hostNetwork sandbox ready" || fail "hostNetwork sandbox"
+hlog=$LOGS/${PODS_NS}_hostnet-${NODE}_$(pod hostnet .metadata.uid)/main/0.log
+first=$(grep -v '^[[:space:]]*$' /etc/hosts | head -1)
+wait_for 5 grep -qF "stdout F # Kubernetes-managed hosts file (host network)." "$hlog" \
+  && grep -qF "stdout F $first" "$hlog" && ok "hostNetwork /etc/hosts: the node's file under the host-network header" \
+  || fail "hostNetwork /etc/hosts" "$(cat "$hlog")"
 
 expect "restartPolicy Never, exit 1: Failed" 20 never .status.phase Failed
 expect "  ... exitCode 1" 1 never '.status.containerStatuses[0].state.terminated.exitCode' 1

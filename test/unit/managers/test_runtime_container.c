@@ -234,11 +234,111 @@ static void test_backoff_key(void **state) {
   nl_pod_free(p);
 }
 
+/* The managed /etc/hosts: upstream's managedHostsFileContent byte for byte. */
+static void test_etc_hosts_content(void **state) {
+  (void)state;
+  nl_pod_t *p = pod_from_yaml(
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: edge, uid: u}\n"
+      "spec:\n  hostname: h1\n  subdomain: sub\n"
+      "  hostAliases:\n  - {ip: 10.1.2.3, hostnames: [foo.remote, bar.remote]}\n"
+      "  - {ip: 127.0.0.1, hostnames: [foo.local]}\n"
+      "  containers: [{name: c, image: b}]\n");
+  nl_runtime_opts_t o = test_opts();
+  o.cluster_domain = "cluster.local";
+  char *domain = NULL;
+  char *host = nl_runtime_pod_hostname(&o, p, &domain, NULL);
+  char *aliases = nl_runtime_hosts_aliases(p);
+  char *ips[] = {"10.88.0.7", "fd00::7"};
+  char *got = nl_runtime_hosts_content(host, domain, ips, 2, aliases);
+  assert_string_equal(got,
+                      "# Kubernetes-managed hosts file.\n"
+                      "127.0.0.1\tlocalhost\n"
+                      "::1\tlocalhost ip6-localhost ip6-loopback\n"
+                      "fe00::0\tip6-localnet\n"
+                      "fe00::0\tip6-mcastprefix\n"
+                      "fe00::1\tip6-allnodes\n"
+                      "fe00::2\tip6-allrouters\n"
+                      "10.88.0.7\th1.sub.edge.svc.cluster.local\th1\n"
+                      "fd00::7\th1.sub.edge.svc.cluster.local\th1\n"
+                      "\n# Entries added by HostAliases.\n"
+                      "10.1.2.3\tfoo.remote\tbar.remote\n"
+                      "127.0.0.1\tfoo.local\n");
+  free(got);
+  got = nl_runtime_node_hosts_content("127.0.0.1 localhost node1\n", 26, aliases);
+  assert_string_equal(got, "# Kubernetes-managed hosts file (host network).\n"
+                           "127.0.0.1 localhost node1\n"
+                           "\n# Entries added by HostAliases.\n"
+                           "10.1.2.3\tfoo.remote\tbar.remote\n"
+                           "127.0.0.1\tfoo.local\n");
+  free(got);
+  free(aliases);
+  free(host);
+  free(domain);
+  nl_pod_free(p);
+
+  /* No subdomain, no aliases: "<ip>\t<pod name>" and nothing after. */
+  p = pod_from_yaml("apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: edge, uid: u}\n"
+                    "spec:\n  containers: [{name: c, image: b}]\n");
+  host = nl_runtime_pod_hostname(&o, p, &domain, NULL);
+  aliases = nl_runtime_hosts_aliases(p);
+  assert_string_equal(aliases, "");
+  got = nl_runtime_hosts_content(host, domain, ips, 1, aliases);
+  const char *tail = got + strlen(got) - strlen("fe00::2\tip6-allrouters\n10.88.0.7\tweb\n");
+  assert_string_equal(tail, "fe00::2\tip6-allrouters\n10.88.0.7\tweb\n");
+  free(got);
+  free(aliases);
+  free(host);
+  free(domain);
+  nl_pod_free(p);
+}
+
+static const Runtime__V1__Mount *find_mount(const Runtime__V1__ContainerConfig *c,
+                                            const char *path) {
+  for (size_t i = 0; i < c->n_mounts; i++)
+    if (!strcmp(c->mounts[i]->container_path, path)) return c->mounts[i];
+  return NULL;
+}
+
+/* The hosts file is mounted at /etc/hosts unless the container mounts a volume
+ * there itself. */
+static void test_etc_hosts_mount(void **state) {
+  (void)state;
+  nl_pod_t *p = pod_from_yaml(
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: edge, uid: u}\n"
+      "spec:\n  volumes: [{name: h, hostPath: {path: /etc/hosts}}]\n"
+      "  containers:\n  - {name: a, image: b}\n"
+      "  - {name: own, image: b, volumeMounts: [{name: h, mountPath: /etc/hosts}]}\n");
+  nl_runtime_opts_t o = test_opts();
+  char *ips[] = {"10.88.0.7"};
+  nl_container_input_t in = {.container = &p->spec.containers[0], .pod_ip = ips[0],
+                             .pod_ips = ips, .n_pod_ips = 1,
+                             .etc_hosts_host_path = "/var/lib/kubelet/pods/u/etc-hosts"};
+  Runtime__V1__ContainerConfig *c = NULL;
+  assert_true(nl_runtime_wants_etc_hosts(&p->spec.containers[0]));
+  assert_int_equal(nl_runtime_build_container_config(&o, p, &in, &c, NULL), 0);
+  const Runtime__V1__Mount *m = find_mount(c, "/etc/hosts");
+  assert_non_null(m);
+  assert_string_equal(m->host_path, "/var/lib/kubelet/pods/u/etc-hosts");
+  assert_false(m->readonly);
+  protobuf_c_message_free_unpacked(&c->base, NULL);
+
+  in.container = &p->spec.containers[1];
+  assert_false(nl_runtime_wants_etc_hosts(&p->spec.containers[1]));
+  assert_int_equal(nl_runtime_build_container_config(&o, p, &in, &c, NULL), 0);
+  m = find_mount(c, "/etc/hosts");
+  assert_non_null(m);
+  assert_string_equal(m->host_path, "/etc/hosts"); /* the container's own volume */
+  assert_int_equal(c->n_mounts, 1);
+  protobuf_c_message_free_unpacked(&c->base, NULL);
+  nl_pod_free(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_expand),        cmocka_unit_test(test_container_config),
       cmocka_unit_test(test_config_errors), cmocka_unit_test(test_qos),
-      cmocka_unit_test(test_backoff_key),
+      cmocka_unit_test(test_backoff_key),   cmocka_unit_test(test_etc_hosts_content),
+      cmocka_unit_test(test_etc_hosts_mount),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
