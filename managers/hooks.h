@@ -66,9 +66,12 @@ struct nl_runtime_op;
  * grace period (upstream: minus the hook's whole seconds, at least 2). */
 typedef void (*nl__prestop_then)(struct nl_runtime_op *op, void *ctx, int64_t grace);
 /* Runs spec's preStop hook (when it has one and grace > 0) bounded by grace,
- * then calls then(); without a hook then() runs at once. op->pending++ either way. */
-void nl__prestop_run(struct nl_runtime_op *op, const nl_container_t *spec, const char *cid,
-                     const char *pod_ip, int64_t grace, nl__prestop_then then, void *ctx);
+ * then calls then(); without a hook then() runs at once. op->pending++ either way.
+ * pod is op->pod, or a pod restored from the container's labels and annotations
+ * (a pod no source knows); borrowed until then() runs. */
+void nl__prestop_run(struct nl_runtime_op *op, const nl_pod_t *pod, const nl_container_t *spec,
+                     const char *cid, const char *pod_ip, int64_t grace, nl__prestop_then then,
+                     void *ctx);
 /* Runs the current container's postStart hook (op->cur, cid); then(op, err) gets
  * the hold on op->pending and err NULL on success. */
 void nl__poststart_run(struct nl_runtime_op *op, const char *cid, const char *pod_ip,

@@ -46,10 +46,11 @@ static void prestop_done(void *ctx, const char *err) {
   then(op, tctx, grace);
 }
 
-void nl__prestop_run(nl_runtime_op_t *op, const nl_container_t *spec, const char *cid,
-                     const char *pod_ip, int64_t grace, nl__prestop_then then, void *ctx) {
+void nl__prestop_run(nl_runtime_op_t *op, const nl_pod_t *pod, const nl_container_t *spec,
+                     const char *cid, const char *pod_ip, int64_t grace, nl__prestop_then then,
+                     void *ctx) {
   op->pending++;
-  if (!op->pod || !spec || !spec->lifecycle || !spec->lifecycle->pre_stop || grace <= 0) {
+  if (!pod || !spec || !spec->lifecycle || !spec->lifecycle->pre_stop || grace <= 0) {
     then(op, ctx, grace);
     return;
   }
@@ -61,7 +62,7 @@ void nl__prestop_run(nl_runtime_op_t *op, const nl_container_t *spec, const char
   h->grace = grace;
   h->then = then;
   h->ctx = ctx;
-  nl_hook_req_t req = {.pod = op->pod,
+  nl_hook_req_t req = {.pod = pod,
                        .container = spec,
                        .container_id = cid,
                        .handler = spec->lifecycle->pre_stop,

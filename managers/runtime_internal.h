@@ -135,4 +135,9 @@ void nl__remove_start(nl_runtime_op_t *op);
 /* Realtime clock in ms (the default rt->now_ms). */
 uint64_t nl__wall_ms(void *ctx);
 
+/* A pod with the one container of s, rebuilt from its labels and annotations
+ * (upstream restoreSpecsFromContainerLabels), when s has a preStop handler
+ * annotation; NULL otherwise. Free with nl_pod_free. */
+nl_pod_t *nl__restore_pod(const Runtime__V1__ContainerStatus *s);
+
 #endif

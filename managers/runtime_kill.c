@@ -31,6 +31,7 @@ typedef struct item {
   nl_runtime_op_t *op;
   size_t step; /* index into op->result.steps */
   char *id;
+  nl_pod_t *restored; /* an orphan's pod, restored for its preStop hook */
 } item_t;
 
 static item_t *item_new(nl_runtime_op_t *op, nl_sync_action_t a, const char *target,
@@ -61,6 +62,7 @@ static bool item_done(item_t *it, const nl_grpc_status_t *st, const char *reason
     free(e);
   }
   free(it->id);
+  nl_pod_free(it->restored);
   free(it);
   return alive && --op->kill_todo == 0;
 }
@@ -112,27 +114,6 @@ static void stop_container(item_t *it, int64_t grace) {
   nl_cri_stop_container(op->rt->cri, &req, container_stopped, it);
 }
 
-/* For a pod no source knows: the grace period from the container's annotation
- * (upstream restoreSpecsFromContainerLabels). */
-static void orphan_status(const nl_grpc_status_t *st, Runtime__V1__ContainerStatusResponse *resp,
-                          void *ctx) {
-  item_t *it = ctx;
-  nl_runtime_op_t *op = it->op;
-  int64_t grace = NL_RUNTIME_MIN_GRACE_SECONDS;
-  if (st->code == NL_GRPC_OK && resp->status) {
-    for (size_t i = 0; i < resp->status->n_annotations; i++)
-      if (strcmp(resp->status->annotations[i]->key, NL_ANN_POD_TERMINATION_GRACE) == 0)
-        grace = strtoll(resp->status->annotations[i]->value, NULL, 10);
-    if (grace < NL_RUNTIME_MIN_GRACE_SECONDS) grace = NL_RUNTIME_MIN_GRACE_SECONDS;
-  }
-  if (op->cancelled || op->finished) { /* let the group count down */
-    nl_grpc_status_t ok = {NL_GRPC_OK, ""};
-    if (item_done(it, &ok, NULL)) stop_sandboxes(op);
-    return;
-  }
-  stop_container(it, grace);
-}
-
 static const nl_container_t *spec_of(const nl_pod_t *pod, const char *name) {
   if (!pod) return NULL;
   for (size_t i = 0; i < pod->spec.n_containers; i++)
@@ -153,6 +134,34 @@ static void prestop_done(nl_runtime_op_t *op, void *ctx, int64_t grace) {
   stop_container(it, grace);
 }
 
+/* For a pod no source knows: the grace period and the preStop hook from the
+ * container's annotations (upstream restoreSpecsFromContainerLabels). */
+static void orphan_status(const nl_grpc_status_t *st, Runtime__V1__ContainerStatusResponse *resp,
+                          void *ctx) {
+  item_t *it = ctx;
+  nl_runtime_op_t *op = it->op;
+  int64_t grace = NL_RUNTIME_MIN_GRACE_SECONDS;
+  if (st->code == NL_GRPC_OK && resp->status) {
+    for (size_t i = 0; i < resp->status->n_annotations; i++)
+      if (strcmp(resp->status->annotations[i]->key, NL_ANN_POD_TERMINATION_GRACE) == 0)
+        grace = strtoll(resp->status->annotations[i]->value, NULL, 10);
+    if (grace < NL_RUNTIME_MIN_GRACE_SECONDS) grace = NL_RUNTIME_MIN_GRACE_SECONDS;
+  }
+  if (op->cancelled || op->finished) { /* let the group count down */
+    nl_grpc_status_t ok = {NL_GRPC_OK, ""};
+    if (item_done(it, &ok, NULL)) stop_sandboxes(op);
+    return;
+  }
+  it->restored = st->code == NL_GRPC_OK && resp->status ? nl__restore_pod(resp->status) : NULL;
+  if (it->restored) {
+    nl__prestop_run(op, it->restored, &it->restored->spec.containers[0], it->id,
+                    op->status && op->status->n_ips ? op->status->ips[0] : NULL, grace,
+                    prestop_done, it);
+    return;
+  }
+  stop_container(it, grace);
+}
+
 void nl__kill_pod_start(nl_runtime_op_t *op, void (*after)(nl_runtime_op_t *, bool)) {
   op->after_kill = after;
   op->kill_todo = 1; /* held while launching */
@@ -164,7 +173,7 @@ void nl__kill_pod_start(nl_runtime_op_t *op, void (*after)(nl_runtime_op_t *, bo
       const nl_container_t *spec = spec_of(op->pod, c->name);
       int64_t grace =
           op->grace_override >= 0 ? op->grace_override : nl__grace_for(op->pod, spec, "");
-      nl__prestop_run(op, spec, c->id, op->status->n_ips ? op->status->ips[0] : NULL, grace,
+      nl__prestop_run(op, op->pod, spec, c->id, op->status->n_ips ? op->status->ips[0] : NULL, grace,
                       prestop_done, it);
     } else if (op->grace_override >= 0) {
       stop_container(it, op->grace_override);

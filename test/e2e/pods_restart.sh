@@ -7,7 +7,7 @@ PODS_NS=nanolet-e2e-pods-restart
 . "$(dirname "$0")/pods_lib.sh"
 IMG=localhost/busybox:1.36
 
-pod_manifest() { # pod_manifest NAME : two containers and an init container
+pod_manifest() { # pod_manifest NAME [EXTRA] : two containers and an init container
   put "$1" <<EOF
 apiVersion: v1
 kind: Pod
@@ -16,8 +16,9 @@ spec:
   terminationGracePeriodSeconds: 2
   initContainers: [{name: init, image: $IMG, command: [sh, -c, "echo init"]}]
   containers:
-  - {name: a, image: $IMG, command: [sh, -c, "trap 'exit 0' TERM; while :; do sleep 1; done"]}
+  - {name: a, image: $IMG, command: [sh, -c, "trap 'exit 0' TERM; while :; do sleep 1; done"]${2:-}}
   - {name: b, image: $IMG, command: [sleep, "3600"]}
+${3:-}
 EOF
 }
 # What must not change across an agent restart: uid, containers and counts.
@@ -29,7 +30,13 @@ all_running() { for p in keep other gone; do [ "$(pod "$p" .status.phase)" = Run
 pods_ready() { refresh_pods; all_running; }
 
 start_agent || { fail "agent start" ""; exit 1; }
-for p in keep other gone; do pod_manifest "$p"; done
+for p in keep other; do pod_manifest "$p"; done
+# gone's preStop hook leaves a mark on the host: it must run even though the
+# agent learns of the pod only from the runtime (restored from annotations).
+mkdir -p "$E2E_TMP/gone-out"
+pod_manifest gone ", lifecycle: {preStop: {exec: {command: [sh, -c, 'echo ran > /out/prestop']}}},
+     volumeMounts: [{name: out, mountPath: /out}]" \
+  "  volumes: [{name: out, hostPath: {path: $E2E_TMP/gone-out, type: Directory}}]"
 # A finished pod: after the restart it must stay finished, not run again.
 put done <<EOF
 apiVersion: v1
@@ -65,6 +72,8 @@ wait_for 15 same_keep && ok "restarted agent reports the same containers" \
 gone_removed() { ! ns_sandboxes | jq -e --arg u "$gone_uid" '.[] | select(.metadata.uid == $u)' >/dev/null; }
 wait_for 20 gone_removed && ok "pod whose manifest was removed while down is stopped and removed" \
   || fail "orphan clean-up" "$(ns_sandboxes | jq -c '[.[].metadata.name]')"
+grep -qx ran "$E2E_TMP/gone-out/prestop" 2>/dev/null && ok "  ... after its preStop hook ran (spec restored from the container)" \
+  || fail "orphan preStop" "$(ls -la "$E2E_TMP/gone-out"; grep -i prestop "$E2E_TMP/agent.log" | tail -3)"
 no_dir() { [ ! -e "$ROOT/pods/$gone_uid" ]; }
 wait_for 10 no_dir && ok "  ... and its pod directory" || fail "orphan dir" "$ROOT/pods/$gone_uid"
 sleep 3 # a few syncs and housekeeping rounds more

@@ -333,12 +333,63 @@ static void test_etc_hosts_mount(void **state) {
   nl_pod_free(p);
 }
 
+/* A container's labels and annotations give back its pod and preStop hook
+ * (restoreSpecsFromContainerLabels), for a pod no source knows any more. */
+static void test_restore_pod(void **state) {
+  (void)state;
+  nl_pod_t *p = pod_from_yaml(
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: edge, uid: u-9}\n"
+      "spec:\n  terminationGracePeriodSeconds: 7\n  containers:\n  - name: app\n    image: b\n"
+      "    ports: [{name: http, containerPort: 8080}]\n"
+      "    lifecycle: {preStop: {httpGet: {path: /quit, port: http}}}\n"
+      "  - {name: plain, image: b}\n");
+  nl_runtime_opts_t o = test_opts();
+  Runtime__V1__ContainerConfig *cfg[2];
+  for (int i = 0; i < 2; i++) {
+    nl_container_input_t in = {.container = &p->spec.containers[i]};
+    assert_int_equal(nl_runtime_build_container_config(&o, p, &in, &cfg[i], NULL), 0);
+  }
+  /* What ContainerStatus gives back: the config's labels and annotations. */
+  Runtime__V1__ContainerStatus st = RUNTIME__V1__CONTAINER_STATUS__INIT;
+  st.n_labels = cfg[0]->n_labels;
+  st.labels = (Runtime__V1__ContainerStatus__LabelsEntry **)cfg[0]->labels;
+  st.n_annotations = cfg[0]->n_annotations;
+  st.annotations = (Runtime__V1__ContainerStatus__AnnotationsEntry **)cfg[0]->annotations;
+  nl_pod_t *r = nl__restore_pod(&st);
+  assert_non_null(r);
+  assert_string_equal(r->metadata.name, "web");
+  assert_string_equal(r->metadata.namespace_, "edge");
+  assert_string_equal(r->metadata.uid, "u-9");
+  assert_true(r->spec.termination_grace_period_seconds.set);
+  assert_int_equal(r->spec.termination_grace_period_seconds.v, 7);
+  assert_int_equal(r->spec.n_containers, 1);
+  const nl_container_t *c = &r->spec.containers[0];
+  assert_string_equal(c->name, "app");
+  assert_non_null(c->lifecycle);
+  assert_non_null(c->lifecycle->pre_stop);
+  assert_non_null(c->lifecycle->pre_stop->http_get);
+  assert_string_equal(c->lifecycle->pre_stop->http_get->path, "/quit");
+  assert_int_equal(c->n_ports, 1); /* the named port resolves as before */
+  assert_string_equal(c->ports[0].name, "http");
+  assert_int_equal(c->ports[0].container_port, 8080);
+  nl_pod_free(r);
+
+  /* Without a preStop handler there is nothing to restore. */
+  st.n_labels = cfg[1]->n_labels;
+  st.labels = (Runtime__V1__ContainerStatus__LabelsEntry **)cfg[1]->labels;
+  st.n_annotations = cfg[1]->n_annotations;
+  st.annotations = (Runtime__V1__ContainerStatus__AnnotationsEntry **)cfg[1]->annotations;
+  assert_null(nl__restore_pod(&st));
+  for (int i = 0; i < 2; i++) protobuf_c_message_free_unpacked(&cfg[i]->base, NULL);
+  nl_pod_free(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_expand),        cmocka_unit_test(test_container_config),
       cmocka_unit_test(test_config_errors), cmocka_unit_test(test_qos),
       cmocka_unit_test(test_backoff_key),   cmocka_unit_test(test_etc_hosts_content),
-      cmocka_unit_test(test_etc_hosts_mount),
+      cmocka_unit_test(test_etc_hosts_mount), cmocka_unit_test(test_restore_pod),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
