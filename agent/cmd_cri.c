@@ -34,6 +34,7 @@ static const opt_t opts[] = {
     {'q', "quiet", 'q', false, "pods, ps, images: print full IDs only"},
     {'n', "no-trunc", 0, false, "pods, ps, images: do not truncate IDs"},
     {'l', "tail", 0, true, "logs: print the last N lines only (default -1: all)"},
+    {'f', "follow", 'f', false, "logs: keep printing new lines until the container stops"},
     {'t', "tty", 't', false, "exec: not supported"},
     {'i', "interactive", 'i', false, "exec: not supported"},
 };
@@ -122,6 +123,7 @@ static int apply(nl_cmd_cri_ctx_t *x, parsed_t *p, const opt_t *o, const char *a
       x->json = !strcmp(val, "json");
       break;
     case 'a': x->all = true; break;
+    case 'f': x->follow = true; break;
     case 'q': x->quiet = true; break;
     case 'n': x->no_trunc = true; break;
     case 'l': {
@@ -185,8 +187,8 @@ static int parse(nl_cmd_cri_ctx_t *x, parsed_t *p, int argc, char **argv) {
   if (p->help) return 0;
   if (!x->verb) return usage_error("missing command");
   if (x->nargs < x->verb->min_args || (x->verb->max_args >= 0 && x->nargs > x->verb->max_args))
-    return usage_error("%s: wrong number of arguments (usage: nanolet cri %s)", x->verb->name,
-                       x->verb->args_help[0] ? x->verb->args_help : "takes none");
+    return usage_error("%s: wrong number of arguments (usage: nanolet cri %s%s%s)", x->verb->name,
+                       x->verb->name, x->verb->args_help[0] ? " " : "", x->verb->args_help);
   return 0;
 }
 

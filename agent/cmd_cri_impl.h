@@ -34,6 +34,7 @@ struct nl_cmd_cri_ctx {
   int nargs;
   bool json, all, quiet, no_trunc;
   long tail;            /* logs --tail; -1: all */
+  bool follow;          /* logs -f: printed while the loop runs, not after */
   uint64_t timeout_ms;  /* per call */
   bool timeout_set;     /* --timeout given: exec passes it to ExecSync too */
   char *id;             /* the argument resolved to a full ID, owned */

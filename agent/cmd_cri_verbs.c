@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "agent/cmd_cri_fmt.h"
+#include "agent/cmd_cri_follow.h"
 #include "agent/cmd_cri_impl.h"
 #include "agent/cmd_cri_json.h"
 #include "cri/image.h"
@@ -398,6 +399,10 @@ static void on_logs_status(const nl_grpc_status_t *st, Runtime__V1__ContainerSta
   if (!r->status || !*r->status->log_path)
     return nl_cmd_cri__fail(x, "container %s has no log file (log_path is empty)", x->id);
   x->log_path = nl_xstrdup(r->status->log_path);
+  if (x->follow) {
+    nl_cmd_cri__follow_start(x);
+    return;
+  }
   nl_cmd_cri__finish(x, 0); /* the file is read once the loop is done: after_logs */
 }
 
@@ -412,6 +417,7 @@ static void start_logs(nl_cmd_cri_ctx_t *x) { resolve_container(x, logs_resolved
 /* Runs after the loop has ended: plain blocking reads and writes are the
  * simple thing here. */
 static void after_logs(nl_cmd_cri_ctx_t *x) {
+  if (x->follow) return; /* printed while following */
   FILE *f = fopen(x->log_path, "rb");
   if (!f) {
     nl_buf_printf(&x->err, "nanolet cri: logs: open %s: %m\n", x->log_path);
@@ -453,6 +459,6 @@ const nl_cmd_cri_verb_t nl_cmd_cri__verbs[] = {
      NULL},
     {"exec", "ti", 2, -1, false, "CONTAINER-ID [--] COMMAND [ARG...]",
      "Run a command in a container (ExecSync) and exit with its code", start_exec, NULL},
-    {"logs", "l", 1, 1, false, "CONTAINER-ID", "Print a container's log", start_logs, after_logs},
+    {"logs", "lf", 1, 1, false, "CONTAINER-ID", "Print a container's log", start_logs, after_logs},
     {NULL, NULL, 0, 0, false, NULL, NULL, NULL, NULL},
 };

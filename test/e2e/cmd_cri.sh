@@ -137,6 +137,26 @@ run logs --tail 2 "$RID"
   || fail "logs --tail" "rc=$RC $(cut -c1-80 "$OUT")"
 run logs "$XID"
 [ $RC -eq 0 ] && [ ! -s "$OUT" ] && ok "logs of a silent container: empty" || fail "logs empty" "rc=$RC"
+# -f: what is there (with --tail), then what is written later; it
+# keeps running while the container runs, and ends by itself when it has exited.
+FOUT=$E2E_TMP/follow.out
+"$NANOLET" cri logs -f --tail 1 "$RID" >"$FOUT" 2>"$E2E_TMP/follow.err" &
+FPID=$!
+has_b() { grep -qx line-b "$FOUT"; }
+wait_for 5 has_b || true
+# A record appended as the runtime writes them (the container's own stdout is
+# not writable from an exec'd process).
+printf '%s stdout F followed-line\n' "$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)" >>"$LOGDIR/talker/0.log"
+has_new() { grep -qx followed-line "$FOUT"; }
+wait_for 5 has_new && kill -0 $FPID 2>/dev/null && [ "$(cat "$FOUT")" = "$(printf 'line-b\nfollowed-line')" ] \
+  && ok "logs -f --tail 1: the last line, then a line written later, still following" \
+  || fail "logs -f" "$(cat "$FOUT" "$E2E_TMP/follow.err")"
+kill $FPID 2>/dev/null; wait $FPID 2>/dev/null
+t0=$(date +%s%N)
+timeout 10 "$NANOLET" cri logs -f "$XID" >"$OUT" 2>"$ERR"; RC=$?
+ms=$((($(date +%s%N) - t0) / 1000000))
+[ $RC -eq 0 ] && [ ! -s "$OUT" ] && [ $ms -lt 3000 ] && ok "logs -f of an exited container ends by itself (${ms} ms)" \
+  || fail "logs -f exited" "rc=$RC ${ms}ms $(cat "$ERR")"
 
 # ---- bad IDs ------------------------------------------------------------------------------
 run inspect nosuchcontainer
@@ -155,7 +175,7 @@ run logs nosuchcontainer
 if ldd "$NANOLET" 2>/dev/null | grep libasan >/dev/null; then
   ok "sanitizer build: ASan checked every command above for leaks and errors (valgrind cannot run it)"
 elif command -v valgrind >/dev/null; then
-  for args in "ps -a -o json" "inspect $RID" "logs $RID" "exec $RID sh -c true" "inspect nosuch"; do
+  for args in "ps -a -o json" "inspect $RID" "logs $RID" "logs -f $XID" "exec $RID sh -c true" "inspect nosuch"; do
     # shellcheck disable=SC2086
     valgrind --quiet --leak-check=full --show-leak-kinds=definite,indirect \
       --errors-for-leak-kinds=definite,indirect --error-exitcode=99 "$NANOLET" cri $args >/dev/null 2>"$ERR"
