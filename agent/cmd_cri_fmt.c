@@ -172,3 +172,16 @@ void nl_cmd_cri__log_free(nl_cmd_cri_log_line_t *lines, size_t n) {
   for (size_t i = 0; i < n; i++) free(lines[i].text);
   free(lines);
 }
+
+void nl_cmd_cri__log_print(const nl_cmd_cri_log_line_t *lines, size_t n, long tail) {
+  size_t first = tail >= 0 && (size_t)tail < n ? n - (size_t)tail : 0;
+  FILE *last = NULL;
+  for (size_t i = first; i < n; i++) {
+    FILE *to = lines[i].stream == 2 ? stderr : stdout;
+    if (last && to != last) fflush(last);
+    fwrite(lines[i].text, 1, lines[i].len, to);
+    last = to;
+  }
+  fflush(stdout);
+  fflush(stderr);
+}

@@ -49,5 +49,8 @@ typedef struct nl_cmd_cri_log_line {
 size_t nl_cmd_cri__log_parse(const char *data, size_t len, nl_cmd_cri_log_line_t **lines,
                              size_t *bad);
 void nl_cmd_cri__log_free(nl_cmd_cri_log_line_t *lines, size_t n);
+/* Writes the last `tail` lines (-1: all) straight to stdout and stderr, in file
+ * order, so a terminal shows them interleaved as they were written. */
+void nl_cmd_cri__log_print(const nl_cmd_cri_log_line_t *lines, size_t n, long tail);
 
 #endif

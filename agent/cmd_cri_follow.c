@@ -2,7 +2,6 @@
  * container is no longer running (as crictl logs -f). All on the loop: a 250 ms
  * timer, uv_fs reads from the last offset, a ContainerStatus call every second. */
 #include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,19 +64,9 @@ static void emit(nl_cmd_cri_follow_t *f) {
   size_t whole = (size_t)(end - f->pending.data) + 1;
   nl_cmd_cri_log_line_t *lines;
   size_t n = nl_cmd_cri__log_parse(f->pending.data, whole, &lines, NULL);
-  long tail = f->x->tail;
-  size_t from = f->first && tail >= 0 && (size_t)tail < n ? n - (size_t)tail : 0;
-  FILE *last = NULL;
-  for (size_t i = from; i < n; i++) {
-    FILE *to = lines[i].stream == 2 ? stderr : stdout;
-    if (last && to != last) fflush(last);
-    fwrite(lines[i].text, 1, lines[i].len, to);
-    last = to;
-  }
-  if (last) fflush(last);
+  nl_cmd_cri__log_print(lines, n, f->first ? f->x->tail : -1);
   nl_cmd_cri__log_free(lines, n);
   nl_buf_consume(&f->pending, whole);
-  f->first = false;
 }
 
 static void on_status(const nl_grpc_status_t *st, Runtime__V1__ContainerStatusResponse *r,
@@ -122,6 +111,7 @@ static void on_read(uv_fs_t *req) {
     }
   }
   emit(f);
+  f->first = false; /* --tail counts what was there at the start only */
   if (f->last_round) {
     done(f, 0);
     return;

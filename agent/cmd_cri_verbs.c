@@ -431,17 +431,7 @@ static void after_logs(nl_cmd_cri_ctx_t *x) {
   fclose(f);
   nl_cmd_cri_log_line_t *lines;
   size_t bad, nl = nl_cmd_cri__log_parse(data.data ? data.data : "", data.len, &lines, &bad);
-  size_t first = x->tail >= 0 && (size_t)x->tail < nl ? nl - (size_t)x->tail : 0;
-  /* Straight to the two streams, in file order, so a terminal shows them
-   * interleaved as they were written. */
-  FILE *last = NULL;
-  for (size_t i = first; i < nl; i++) {
-    FILE *to = lines[i].stream == 2 ? stderr : stdout;
-    if (last && to != last) fflush(last);
-    fwrite(lines[i].text, 1, lines[i].len, to);
-    last = to;
-  }
-  fflush(stdout);
+  nl_cmd_cri__log_print(lines, nl, x->tail);
   nl_cmd_cri__log_free(lines, nl);
   nl_buf_free(&data);
 }
