@@ -37,8 +37,13 @@ remove_containers() {
     ctr_ -n "$NAMESPACE" tasks kill -s SIGKILL "$c" >/dev/null 2>&1 || true
   done
   for c in $ids; do
-    ctr_ -n "$NAMESPACE" tasks rm -f "$c" >/dev/null 2>&1 ||
-      log "could not remove task $c"
+    ctr_ -n "$NAMESPACE" tasks rm -f "$c" >/dev/null 2>&1 || true
+  done
+  # The CRI plugin deletes a task itself once it exits, so `tasks rm` often
+  # finds it gone: only a task still listed afterwards is worth a message.
+  ids=$(ctr_ -n "$NAMESPACE" tasks ls -q 2>/dev/null) || ids=
+  for c in $ids; do
+    log "could not remove task $c"
   done
   ids=$(ctr_ -n "$NAMESPACE" containers ls -q 2>/dev/null) || return 0
   for c in $ids; do
