@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,7 +63,17 @@ static size_t count_uid(const char *uid) {
   return n;
 }
 
-static void cleanup(void) { cri_sync_remove_labelled(LABEL_KEY); }
+static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+  return remove(path) < 0 ? -1 : 0;
+}
+
+/* The sandboxes, then the log directory the containers wrote (lifecycle's). */
+static void cleanup(void) {
+  cri_sync_remove_labelled(LABEL_KEY);
+  char logdir[128];
+  snprintf(logdir, sizeof logdir, "/tmp/nanolet-e2e-pleg-%d", (int)getpid());
+  nftw(logdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
 
 static void on_pleg_stopped(nl_pleg_t *p) { pleg_stopped = true; }
 
