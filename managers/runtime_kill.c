@@ -173,8 +173,8 @@ void nl__kill_pod_start(nl_runtime_op_t *op, void (*after)(nl_runtime_op_t *, bo
       const nl_container_t *spec = spec_of(op->pod, c->name);
       int64_t grace =
           op->grace_override >= 0 ? op->grace_override : nl__grace_for(op->pod, spec, "");
-      nl__prestop_run(op, op->pod, spec, c->id, op->status->n_ips ? op->status->ips[0] : NULL, grace,
-                      prestop_done, it);
+      nl__prestop_run(op, op->pod, spec, c->id, op->status->n_ips ? op->status->ips[0] : NULL,
+                      grace, prestop_done, it);
     } else if (op->grace_override >= 0) {
       stop_container(it, op->grace_override);
     } else {

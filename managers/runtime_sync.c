@@ -57,8 +57,8 @@ static void kill_one(nl_runtime_op_t *op) {
   nl_info("pod %s: killing container %s (%s) with a grace period of %llds: %s", op->desc,
           k->name, k->id, (long long)grace, k->message);
   const nl_rt_pod_status_t *st = op->status;
-  nl__prestop_run(op, op->pod, k->spec, k->id, st && st->n_ips ? st->ips[0] : NULL, grace, kill_one_stop,
-                  NULL);
+  nl__prestop_run(op, op->pod, k->spec, k->id, st && st->n_ips ? st->ips[0] : NULL, grace,
+                  kill_one_stop, NULL);
 }
 
 /* After the preStop hook (upstream killContainer): StopContainer with what is
