@@ -9,26 +9,6 @@
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
-/* ---- labels ------------------------------------------------------------ */
-
-/* protobuf-c gives maps as arrays of {key, value} entries; every map entry type
- * has the same layout after its ProtobufCMessage base. */
-typedef struct kv_entry {
-  ProtobufCMessage base;
-  char *key;
-  char *value;
-} kv_entry_t;
-
-static const char *map_get(void *const *entries, size_t n, const char *key) {
-  for (size_t i = 0; i < n; i++) {
-    const kv_entry_t *e = entries[i];
-    if (e && e->key && strcmp(e->key, key) == 0) return e->value;
-  }
-  return NULL;
-}
-#define LABEL(obj, key) map_get((void *const *)(obj)->labels, (obj)->n_labels, (key))
-#define ANNOTATION(obj, key) map_get((void *const *)(obj)->annotations, (obj)->n_annotations, (key))
-
 static char *dup_or_null(const char *s) { return s && *s ? nl_xstrdup(s) : NULL; }
 
 /* ---- records ----------------------------------------------------------- */
@@ -93,10 +73,10 @@ void nl_pleg__add_sandboxes(nl_map_t *snap, const Runtime__V1__ListPodSandboxRes
   for (size_t i = 0; resp && i < resp->n_items; i++) {
     const Runtime__V1__PodSandbox *sb = resp->items[i];
     if (!sb || !sb->id || !*sb->id) continue;
-    const char *uid = LABEL(sb, NL_LABEL_POD_UID);
+    const char *uid = NL_RT_LABEL(sb, NL_LABEL_POD_UID);
     if (!uid || !*uid) continue; /* not created by a kubelet: not ours */
-    nl_pleg__pod_t *pod = snapshot_pod(snap, uid, LABEL(sb, NL_LABEL_POD_NAME),
-                                       LABEL(sb, NL_LABEL_POD_NAMESPACE));
+    nl_pleg__pod_t *pod = snapshot_pod(snap, uid, NL_RT_LABEL(sb, NL_LABEL_POD_NAME),
+                                       NL_RT_LABEL(sb, NL_LABEL_POD_NAMESPACE));
     nl_pleg__item_t *it = pod_add_item(pod);
     it->id = nl_xstrdup(sb->id);
     it->state = sandbox_state(sb->state);
@@ -109,14 +89,14 @@ void nl_pleg__add_containers(nl_map_t *snap, const Runtime__V1__ListContainersRe
   for (size_t i = 0; resp && i < resp->n_containers; i++) {
     const Runtime__V1__Container *c = resp->containers[i];
     if (!c || !c->id || !*c->id) continue;
-    const char *uid = LABEL(c, NL_LABEL_POD_UID);
+    const char *uid = NL_RT_LABEL(c, NL_LABEL_POD_UID);
     if (!uid || !*uid) continue;
-    nl_pleg__pod_t *pod = snapshot_pod(snap, uid, LABEL(c, NL_LABEL_POD_NAME),
-                                       LABEL(c, NL_LABEL_POD_NAMESPACE));
+    nl_pleg__pod_t *pod = snapshot_pod(snap, uid, NL_RT_LABEL(c, NL_LABEL_POD_NAME),
+                                       NL_RT_LABEL(c, NL_LABEL_POD_NAMESPACE));
     nl_pleg__item_t *it = pod_add_item(pod);
     it->id = nl_xstrdup(c->id);
     it->sandbox_id = dup_or_null(c->pod_sandbox_id);
-    it->name = dup_or_null(LABEL(c, NL_LABEL_CONTAINER_NAME));
+    it->name = dup_or_null(NL_RT_LABEL(c, NL_LABEL_CONTAINER_NAME));
     it->state = container_state(c->state);
     it->created_at = c->created_at;
   }
@@ -257,15 +237,16 @@ int nl_pleg__convert_container(const Runtime__V1__ContainerStatus *s, const char
     return nl_err_set(err, NL_EINVAL, "container %s: status has no %s", s->id,
                       !s->metadata ? "metadata" : "image");
   out->id = nl_xstrdup(s->id);
-  const char *name = LABEL(s, NL_LABEL_CONTAINER_NAME);
+  const char *name = NL_RT_LABEL(s, NL_LABEL_CONTAINER_NAME);
   /* The label is the kubelet's; metadata carries the same name. */
   out->name = nl_xstrdup(name && *name ? name : (s->metadata->name ? s->metadata->name : ""));
   out->image = dup_or_null(s->image->image);
   out->image_ref = dup_or_null(s->image_ref);
-  out->hash = nl_pleg__parse_hash(ANNOTATION(s, NL_ANN_CONTAINER_HASH));
-  out->restart_count = parse_restart_count(s->id, ANNOTATION(s, NL_ANN_CONTAINER_RESTART_COUNT));
+  out->hash = nl_pleg__parse_hash(NL_RT_ANNOTATION(s, NL_ANN_CONTAINER_HASH));
+  out->restart_count =
+      parse_restart_count(s->id, NL_RT_ANNOTATION(s, NL_ANN_CONTAINER_RESTART_COUNT));
   out->termination_message_path =
-      dup_or_null(ANNOTATION(s, NL_ANN_CONTAINER_TERMINATION_MESSAGE_PATH));
+      dup_or_null(NL_RT_ANNOTATION(s, NL_ANN_CONTAINER_TERMINATION_MESSAGE_PATH));
   out->log_path = dup_or_null(s->log_path);
   out->sandbox_id = dup_or_null(sandbox_id);
   out->created_at = s->created_at;

@@ -142,9 +142,8 @@ static void orphan_status(const nl_grpc_status_t *st, Runtime__V1__ContainerStat
   nl_runtime_op_t *op = it->op;
   int64_t grace = NL_RUNTIME_MIN_GRACE_SECONDS;
   if (st->code == NL_GRPC_OK && resp->status) {
-    for (size_t i = 0; i < resp->status->n_annotations; i++)
-      if (strcmp(resp->status->annotations[i]->key, NL_ANN_POD_TERMINATION_GRACE) == 0)
-        grace = strtoll(resp->status->annotations[i]->value, NULL, 10);
+    const char *g = NL_RT_ANNOTATION(resp->status, NL_ANN_POD_TERMINATION_GRACE);
+    if (g) grace = strtoll(g, NULL, 10);
     if (grace < NL_RUNTIME_MIN_GRACE_SECONDS) grace = NL_RUNTIME_MIN_GRACE_SECONDS;
   }
   if (op->cancelled || op->finished) { /* let the group count down */

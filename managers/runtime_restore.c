@@ -9,27 +9,19 @@
 #include "managers/runtime_internal.h"
 #include "reactor/log.h"
 
-static const char *kv_get(void **entries, size_t n, const char *key) {
-  for (size_t i = 0; i < n; i++) {
-    const Runtime__V1__ContainerStatus__LabelsEntry *e = entries[i];
-    if (e->key && strcmp(e->key, key) == 0) return e->value;
-  }
-  return NULL;
-}
-
 /* A JSON value from an annotation, or NULL when absent or not JSON. */
 static json_t *ann_json(const Runtime__V1__ContainerStatus *s, const char *key) {
-  const char *v = kv_get((void **)s->annotations, s->n_annotations, key);
+  const char *v = NL_RT_ANNOTATION(s, key);
   return v ? json_loads(v, 0, NULL) : NULL;
 }
 
 nl_pod_t *nl__restore_pod(const Runtime__V1__ContainerStatus *s) {
   json_t *pre_stop = ann_json(s, NL_ANN_CONTAINER_PRESTOP_HANDLER);
   if (!pre_stop) return NULL; /* nothing to run: the grace period is read directly */
-  const char *name = kv_get((void **)s->labels, s->n_labels, NL_LABEL_POD_NAME);
-  const char *ns = kv_get((void **)s->labels, s->n_labels, NL_LABEL_POD_NAMESPACE);
-  const char *uid = kv_get((void **)s->labels, s->n_labels, NL_LABEL_POD_UID);
-  const char *cname = kv_get((void **)s->labels, s->n_labels, NL_LABEL_CONTAINER_NAME);
+  const char *name = NL_RT_LABEL(s, NL_LABEL_POD_NAME);
+  const char *ns = NL_RT_LABEL(s, NL_LABEL_POD_NAMESPACE);
+  const char *uid = NL_RT_LABEL(s, NL_LABEL_POD_UID);
+  const char *cname = NL_RT_LABEL(s, NL_LABEL_CONTAINER_NAME);
   json_t *c = json_pack("{s:s, s:s, s:{s:o}}", "name", cname ? cname : "",
                         "image", s->image && s->image->image ? s->image->image : "",
                         "lifecycle", "preStop", pre_stop);
@@ -38,8 +30,7 @@ nl_pod_t *nl__restore_pod(const Runtime__V1__ContainerStatus *s) {
   json_t *pod = json_pack("{s:s, s:s, s:{s:s, s:s, s:s}, s:{s:[o]}}", "apiVersion", "v1",
                           "kind", "Pod", "metadata", "name", name ? name : "", "namespace",
                           ns ? ns : "", "uid", uid ? uid : "", "spec", "containers", c);
-  const char *grace = kv_get((void **)s->annotations, s->n_annotations,
-                             NL_ANN_POD_TERMINATION_GRACE);
+  const char *grace = NL_RT_ANNOTATION(s, NL_ANN_POD_TERMINATION_GRACE);
   if (grace)
     json_object_set_new(json_object_get(pod, "spec"), "terminationGracePeriodSeconds",
                         json_integer(strtoll(grace, NULL, 10)));

@@ -3,7 +3,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <protobuf-c/protobuf-c.h>
+
 #include "reactor/xalloc.h"
+
+typedef struct kv_entry {
+  ProtobufCMessage base;
+  char *key;
+  char *value;
+} kv_entry_t;
+
+const char *nl_rt_kv_get(void *const *entries, size_t n, const char *key) {
+  for (size_t i = 0; i < n; i++) {
+    const kv_entry_t *e = entries[i];
+    if (e && e->key && strcmp(e->key, key) == 0) return e->value;
+  }
+  return NULL;
+}
 
 void nl_rt_pod_status_free(nl_rt_pod_status_t *s) {
   if (!s) return;

@@ -28,6 +28,13 @@
 #define NL_ANN_CONTAINER_PRESTOP_HANDLER "io.kubernetes.container.preStopHandler"
 #define NL_ANN_CONTAINER_PORTS "io.kubernetes.container.ports"
 
+/* The value of key in a CRI map field (labels, annotations: every generated
+ * entry type has the same layout after its ProtobufCMessage base), or NULL. */
+const char *nl_rt_kv_get(void *const *entries, size_t n, const char *key);
+#define NL_RT_LABEL(obj, key) nl_rt_kv_get((void *const *)(obj)->labels, (obj)->n_labels, (key))
+#define NL_RT_ANNOTATION(obj, key) \
+  nl_rt_kv_get((void *const *)(obj)->annotations, (obj)->n_annotations, (key))
+
 typedef enum {
   NL_RT_CONTAINER_CREATED = 0, /* CRI CONTAINER_CREATED */
   NL_RT_CONTAINER_RUNNING = 1,
