@@ -200,10 +200,12 @@ int nl_config_load_bytes(nl_kubelet_config_t *c, const char *name, const char *d
       nl_warn("%s: unknown field \"%s\" ignored", name, k);
       continue;
     }
-    if (set_field(c, &doc, f, yaml_document_get_node(&doc, pr->value), err) < 0) {
+    yaml_node_t *v = yaml_document_get_node(&doc, pr->value);
+    if (set_field(c, &doc, f, v, err) < 0) {
       nl_err_wrap(err, "%s: %s", name, k);
       goto out;
     }
+    if (!is_null(v)) c->set_by[f - nl__config_fields] = NL_CONFIG_FILE;
   }
   rc = 0;
 out:

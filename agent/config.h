@@ -22,6 +22,12 @@ typedef struct nl_config_map {
   size_t n;
 } nl_config_map_t;
 
+/* Where a setting's value came from, so that start-up can name what the user set. */
+typedef enum { NL_CONFIG_UNSET, NL_CONFIG_FILE, NL_CONFIG_FLAG } nl_config_source_t;
+
+/* At least the number of entries of the field table (config_fields.c asserts it). */
+#define NL_CONFIG_MAX_FIELDS 128
+
 typedef struct nl_kubelet_config {
   /* KubeletConfiguration fields, named as upstream (durations in ns). */
   char *static_pod_path;
@@ -92,6 +98,9 @@ typedef struct nl_kubelet_config {
   bool runonce;
   int verbosity;
   char *pid_file; /* nanolet only: upstream has no pid file */
+
+  /* nl_config_source_t of each entry of the field table, by index. */
+  uint8_t set_by[NL_CONFIG_MAX_FIELDS];
 } nl_kubelet_config_t;
 
 /* Fills cfg with upstream's defaults. */
@@ -107,6 +116,12 @@ int nl_config_load_file(nl_kubelet_config_t *cfg, const char *path, nl_err_t **e
 
 /* Checks cross-field rules as upstream's ValidateKubeletConfiguration. */
 int nl_config_validate(const nl_kubelet_config_t *cfg, nl_err_t **err);
+
+/* Warns once for each setting the user set that nanolet parses but does not act
+ * on yet (agent/config_ignored.c). A --kubeconfig or --bootstrap-kubeconfig that
+ * cannot be read is an error: returns -1 with *err naming the flag and path;
+ * otherwise 0 (a readable one is logged as ignored: nanolet runs standalone). */
+int nl_config_check_ignored(const nl_kubelet_config_t *cfg, nl_err_t **err);
 
 /* Command line. nl_flags_parse applies flags to cfg (so flags override the file:
  * call it after loading --config, which nl_flags_find_config finds first).

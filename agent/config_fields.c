@@ -84,6 +84,8 @@ const nl_config_field_t nl__config_fields[] = {
     S(NULL, "pid-file", pid_file, "Write the agent's pid to this file (nanolet only)"),
 };
 const size_t nl__config_nfields = sizeof nl__config_fields / sizeof nl__config_fields[0];
+_Static_assert(sizeof nl__config_fields / sizeof nl__config_fields[0] <= NL_CONFIG_MAX_FIELDS,
+               "raise NL_CONFIG_MAX_FIELDS in agent/config.h");
 
 void nl__strlist_add(nl_config_list_t *l, const char *s) {
   l->v = nl_xrealloc(l->v, (l->n + 1) * sizeof *l->v);

@@ -5,6 +5,7 @@
 
 #include "agent/config.h"
 #include "agent/config_fields.h"
+#include "agent/config_ignored.h"
 #include "reactor/xalloc.h"
 
 static const nl_config_field_t *flag_by_name(const char *name, size_t len) {
@@ -74,6 +75,7 @@ int nl_flags_parse(nl_kubelet_config_t *cfg, int argc, char **argv, bool *want_h
       nl_err_free(&inner);
       return -1;
     }
+    cfg->set_by[f - nl__config_fields] = NL_CONFIG_FLAG;
   }
   return 0;
 }
@@ -103,7 +105,10 @@ void nl_flags_usage(FILE *out) {
     char left[96];
     snprintf(left, sizeof left, "%s--%s%s", strcmp(f->flag, "v") == 0 ? "-v, " : "    ",
              f->flag, arg);
-    fprintf(out, "  %-54s %s\n", left, f->help);
+    const nl_config_ignored_t *ig = nl__config_ignored_find(f);
+    fprintf(out, "  %-54s %s%s\n", left, f->help,
+            !ig ? "" : ig->file ? " (not supported yet: must be readable, then ignored)"
+                                : " (not supported yet: ignored)");
   }
   fprintf(out, "  %-54s %s\n  %-54s %s\n", "-h, --help", "help for nanolet", "    --version",
           "Print version information and quit");

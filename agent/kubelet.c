@@ -196,7 +196,9 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
   k->loop = loop;
   k->cfg = cfg;
   k->node_name = nl_xstrdup(node_name);
-  k->standalone = !cfg->kubeconfig || !*cfg->kubeconfig;
+  /* No API client yet: a --kubeconfig was checked and reported as ignored at
+   * start-up (nl_config_check_ignored). */
+  k->standalone = true;
   if (nl__kubelet_pods_init(k, err) < 0) return -1;
   uv_signal_init(loop, &k->sigterm);
   uv_signal_init(loop, &k->sigint);
@@ -258,7 +260,8 @@ int nl_kubelet_start(nl_kubelet_t *k, nl_err_t **err) {
   if ((r = uv_signal_start(&k->sigterm, on_signal, SIGTERM)) < 0 ||
       (r = uv_signal_start(&k->sigint, on_signal, SIGINT)) < 0)
     return nl_err_set(err, -r, "signal handling: %s", uv_strerror(r));
-  if (k->standalone) nl_info("no kubeconfig given: running in standalone mode");
+  if (!k->cfg->kubeconfig || !*k->cfg->kubeconfig)
+    nl_info("no kubeconfig given: running in standalone mode");
   k->last_sync_loop_ms = uv_now(k->loop);
   k->started_ns = nl_pleg_realtime_ns(NULL);
   check_runtime(k);

@@ -126,6 +126,12 @@ int main(int argc, char **argv) {
     return 2;
   }
   nl_log_set_verbosity(cfg.verbosity);
+  if (nl_config_check_ignored(&cfg, &err) < 0) {
+    fprintf(stderr, "Error: %s\n", nl_err_msg(err));
+    nl_err_free(&err);
+    nl_config_free(&cfg);
+    return 2;
+  }
   int rc = run(&cfg);
   nl_config_free(&cfg);
   return rc;
