@@ -10,6 +10,7 @@
 
 #include "cri/runtime.h"
 #include "managers/pleg_internal.h"
+#include "managers/termmsg.h"
 #include "reactor/duration.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
@@ -299,11 +300,64 @@ static int add_sandbox(inspect_t *in, const inspect_call_t *c, const void *statu
   return 0;
 }
 
+typedef struct termmsg_call { /* one termination message being read */
+  struct nl_pleg__relist *r;
+  size_t pod, container; /* indexes in r->pods and its containers */
+} termmsg_call_t;
+
+static void inspect_step(struct nl_pleg__relist *r);
+
+static void on_termmsg(const char *msg, void *ctx) {
+  termmsg_call_t *t = ctx;
+  struct nl_pleg__relist *r = t->r;
+  if (r->p) nl_pleg__add_termmsg(&r->pods[t->pod].containers[t->container], msg);
+  free(t);
+  inspect_step(r);
+}
+
+static const nl_rt_container_t *cached_container(const nl_pleg_t *p, const char *uid,
+                                                 const char *id) {
+  const struct nl_pleg__entry *e = nl_map_get(&p->cache, uid);
+  for (size_t i = 0; e && i < e->status->n_containers; i++)
+    if (!strcmp(e->status->containers[i].id, id)) return &e->status->containers[i];
+  return NULL;
+}
+
+/* Completes an exited container's message with its termination message: the
+ * inspection waits for the read (thread pool), as upstream's GetPodStatus reads
+ * it before the status is cached. This covers containers that died while the
+ * agent was down too: the first relist inspects every pod. */
+static void read_termmsg(struct nl_pleg__relist *r, size_t pod, size_t idx,
+                         const Runtime__V1__ContainerStatus *s) {
+  nl_rt_container_t *c = &r->pods[pod].containers[idx];
+  const char *host_path;
+  bool fallback;
+  if (c->state != NL_RT_CONTAINER_EXITED) return;
+  /* A dead container's message never changes: keep what an earlier relist read. */
+  const nl_rt_container_t *prev = cached_container(r->p, r->pods[pod].uid, c->id);
+  if (prev && prev->state == NL_RT_CONTAINER_EXITED) {
+    free(c->message);
+    c->message = prev->message ? nl_xstrdup(prev->message) : NULL;
+    return;
+  }
+  if (!nl_pleg__termmsg_source(s, &host_path, &fallback)) return;
+  termmsg_call_t *t = nl_xcalloc(1, sizeof(*t));
+  *t = (termmsg_call_t){r, pod, idx};
+  int rc = nl_termmsg_read(r->p->loop, host_path, fallback, c->log_path, on_termmsg, t);
+  if (rc < 0) {
+    nl_warn("container %s: termination message not read: %s", c->id, uv_strerror(rc));
+    free(t);
+    return;
+  }
+  r->inspect_pending++;
+  r->refs++;
+}
+
 static int add_container(inspect_t *in, const inspect_call_t *c, const void *status,
                          nl_err_t **err) {
   if (nl_pleg__convert_container(status, c->sandbox_id, &in->containers[in->n_containers], err) < 0)
     return -1;
-  in->n_containers++;
+  read_termmsg(c->r, c->pod, in->n_containers++, status);
   return 0;
 }
 

@@ -267,6 +267,34 @@ int nl_pleg__convert_container(const Runtime__V1__ContainerStatus *s, const char
   return 0;
 }
 
+bool nl_pleg__termmsg_source(const Runtime__V1__ContainerStatus *s, const char **host_path,
+                             bool *fallback) {
+  *host_path = NULL;
+  *fallback = false;
+  if (s->state != RUNTIME__V1__CONTAINER_STATE__CONTAINER_EXITED) return false;
+  const char *policy = NL_RT_ANNOTATION(s, NL_ANN_CONTAINER_TERMINATION_MESSAGE_POLICY);
+  /* A container that could not even start has no logs to fall back to. */
+  *fallback = policy && !strcmp(policy, "FallbackToLogsOnError") && s->exit_code != 0 &&
+              !(s->reason && !strcmp(s->reason, "ContainerCannotRun"));
+  const char *path = NL_RT_ANNOTATION(s, NL_ANN_CONTAINER_TERMINATION_MESSAGE_PATH);
+  for (size_t i = 0; path && *path && i < s->n_mounts; i++) {
+    const Runtime__V1__Mount *m = s->mounts[i];
+    if (m && m->container_path && !strcmp(m->container_path, path) && m->host_path &&
+        *m->host_path) {
+      *host_path = m->host_path;
+      break;
+    }
+  }
+  return *host_path || *fallback;
+}
+
+void nl_pleg__add_termmsg(nl_rt_container_t *c, const char *msg) {
+  if (!msg || !*msg) return;
+  char *m = c->message ? nl_xasprintf("%s: %s", c->message, msg) : nl_xstrdup(msg);
+  free(c->message);
+  c->message = m;
+}
+
 static int cmp_sandbox(const void *a, const void *b) {
   const nl_rt_sandbox_t *x = a, *y = b;
   return x->created_at > y->created_at ? -1 : x->created_at < y->created_at ? 1 : 0;

@@ -74,6 +74,19 @@ int nl_pleg__convert_sandbox(const Runtime__V1__PodSandboxStatus *s, nl_rt_sandb
                              nl_err_t **err);
 int nl_pleg__convert_container(const Runtime__V1__ContainerStatus *s, const char *sandbox_id,
                                nl_rt_container_t *out, nl_err_t **err);
+/* Where an exited container's termination message comes from (upstream
+ * convertToKubeContainerStatus + getTerminationMessage): *host_path, the host
+ * file of its mount at the terminationMessagePath annotation (borrowed from s;
+ * NULL when none), and *fallback, whether its log is the message when that
+ * gives nothing (FallbackToLogsOnError, exit code not 0, reason not
+ * ContainerCannotRun). Returns false when there is nothing to read (or s is
+ * not exited). */
+bool nl_pleg__termmsg_source(const Runtime__V1__ContainerStatus *s, const char **host_path,
+                             bool *fallback);
+/* Appends a termination message to c's runtime message as upstream: "runtime
+ * message: message", or the message alone; nothing when msg is empty. */
+void nl_pleg__add_termmsg(nl_rt_container_t *c, const char *msg);
+
 /* Assembles a pod status: takes ownership of the sandboxes and containers arrays
  * (sorted here, newest first), copies uid/name/namespace, sets the pod IPs from
  * the newest sandbox when it is ready, else keeps prev's IPs when no sandbox is

@@ -331,20 +331,4 @@ char *nl_runtime_node_hosts_content(const char *node_hosts, size_t len, const ch
 int nl__hosts_write(const char *path, const char *content, const char *node_hosts_path,
                     nl_err_t **err);
 
-/* ---- termination messages ---- */
-
-/* Reads the termination message of a dead container, as upstream's
- * getTerminationMessage + FallbackToLogsOnError: the file at host_path (at most
- * 4096 bytes), and when it is empty, the policy is FallbackToLogsOnError and the
- * exit code is not 0, the last 80 lines / 2048 bytes of the CRI log at log_path.
- * Runs on the thread pool; cb gets a message (borrowed, "" when none). */
-typedef struct nl_termmsg_req nl_termmsg_req_t;
-typedef void (*nl_termmsg_cb)(const char *message, void *ctx);
-int nl_runtime_read_termination_message(uv_loop_t *loop, const char *host_path,
-                                        const char *policy, int32_t exit_code,
-                                        const char *log_path, nl_termmsg_cb cb, void *ctx);
-/* The pure part: the message from the last lines of CRI log text. Returns a new
- * string. */
-char *nl_runtime_tail_cri_log(const char *data, size_t len, size_t max_lines, size_t max_bytes);
-
 #endif

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "managers/termmsg.h"
 #include "reactor/buf.h"
 #include "reactor/xalloc.h"
 
@@ -684,6 +685,26 @@ static const nl_pod_condition_t *find_cond(const nl_pod_status_t *s, const char 
   return NULL;
 }
 
+static void cut_message(nl_cstate_t *c, size_t max) {
+  if (c->kind == NL_CSTATE_TERMINATED && c->message && strlen(c->message) > max) c->message[max] = 0;
+}
+
+/* The status manager's normalizeStatus: a pod's containers share 12 KiB of
+ * termination messages evenly. Bytes, as upstream: the JSON encoder turns a
+ * character cut in two into U+FFFD. */
+static void limit_messages(nl_pod_status_t *s, const nl_pod_t *pod) {
+  size_t n = pod->spec.n_containers + pod->spec.n_init_containers;
+  size_t max = NL_TERMMSG_MAX_POD_BYTES / (n ? n : 1);
+  for (size_t i = 0; i < s->n_container_statuses; i++) {
+    cut_message(&s->container_statuses[i].state, max);
+    cut_message(&s->container_statuses[i].last_state, max);
+  }
+  for (size_t i = 0; i < s->n_init_container_statuses; i++) {
+    cut_message(&s->init_container_statuses[i].state, max);
+    cut_message(&s->init_container_statuses[i].last_state, max);
+  }
+}
+
 nl_pod_status_t *nl_pod_status_generate(const nl_pod_t *pod, const nl_rt_pod_status_t *rt,
                                         const nl_status_reasons_t *reasons,
                                         const nl_pod_status_t *old, bool pod_is_terminal,
@@ -710,6 +731,7 @@ nl_pod_status_t *nl_pod_status_generate(const nl_pod_t *pod, const nl_rt_pod_sta
       &g, pod->spec.init_containers, pod->spec.n_init_containers,
       old ? old->init_container_statuses : NULL, old ? old->n_init_container_statuses : 0, true);
   s->n_init_container_statuses = pod->spec.n_init_containers;
+  limit_messages(s, pod);
 
   /* The phase sees init and regular statuses together. */
   size_t nall = s->n_container_statuses + s->n_init_container_statuses;

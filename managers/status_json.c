@@ -15,6 +15,26 @@ char *nl_status_format_time(int64_t secs, char *buf, size_t len) {
   return buf;
 }
 
+/* Length of the valid UTF-8 sequence at p (Go's utf8.DecodeRune), 0 when the
+ * byte starts none. */
+static size_t utf8_len(const unsigned char *p) {
+  unsigned c = p[0];
+  if (c < 0x80) return 1;
+  if (c < 0xc2) return 0;
+  if (c < 0xe0) return (p[1] & 0xc0) == 0x80 ? 2 : 0;
+  if (c < 0xf0) { /* no overlong forms, no surrogates */
+    unsigned lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+    return p[1] >= lo && p[1] <= hi && (p[2] & 0xc0) == 0x80 ? 3 : 0;
+  }
+  if (c < 0xf5) {
+    unsigned lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+    return p[1] >= lo && p[1] <= hi && (p[2] & 0xc0) == 0x80 && (p[3] & 0xc0) == 0x80 ? 4 : 0;
+  }
+  return 0;
+}
+
+/* A JSON string as Go's encoding/json writes it: each byte of invalid UTF-8
+ * (termination messages are whatever a container wrote) becomes \ufffd. */
 static void str(nl_buf_t *b, const char *s) {
   static const char hex[] = "0123456789abcdef";
   nl_buf_puts(b, "\"");
@@ -35,7 +55,13 @@ static void str(nl_buf_t *b, const char *s) {
       nl_buf_puts(b, p[2] == 0xa8 ? "\\u2028" : "\\u2029");
       p += 2;
     } else {
-      nl_buf_append(b, p, 1);
+      size_t n = utf8_len(p);
+      if (!n) {
+        nl_buf_puts(b, "\\ufffd");
+        continue;
+      }
+      nl_buf_append(b, p, n);
+      p += n - 1;
     }
   }
   nl_buf_puts(b, "\"");

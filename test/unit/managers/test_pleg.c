@@ -234,7 +234,8 @@ typedef struct {
   Runtime__V1__ContainerMetadata md;
   Runtime__V1__ImageSpec img;
   Runtime__V1__ContainerStatus__LabelsEntry l[2], *lp[2];
-  Runtime__V1__ContainerStatus__AnnotationsEntry a[3], *ap[3];
+  Runtime__V1__ContainerStatus__AnnotationsEntry a[4], *ap[4];
+  Runtime__V1__Mount m[2], *mp[2];
 } fake_cs_t;
 
 static void mk_cs(fake_cs_t *f, const char *id, Runtime__V1__ContainerState st) {
@@ -268,8 +269,9 @@ static void mk_cs(fake_cs_t *f, const char *id, Runtime__V1__ContainerState st) 
   f->s.n_labels = 1;
   const char *kv[][2] = {{NL_ANN_CONTAINER_HASH, "deadbeef"},
                          {NL_ANN_CONTAINER_RESTART_COUNT, "3"},
-                         {NL_ANN_CONTAINER_TERMINATION_MESSAGE_PATH, "/dev/termination-log"}};
-  for (size_t i = 0; i < 3; i++) {
+                         {NL_ANN_CONTAINER_TERMINATION_MESSAGE_PATH, "/dev/termination-log"},
+                         {NL_ANN_CONTAINER_TERMINATION_MESSAGE_POLICY, "File"}};
+  for (size_t i = 0; i < 4; i++) {
     Runtime__V1__ContainerStatus__AnnotationsEntry ae =
         RUNTIME__V1__CONTAINER_STATUS__ANNOTATIONS_ENTRY__INIT;
     ae.key = (char *)kv[i][0];
@@ -278,7 +280,61 @@ static void mk_cs(fake_cs_t *f, const char *id, Runtime__V1__ContainerState st) 
     f->ap[i] = &f->a[i];
   }
   f->s.annotations = f->ap;
-  f->s.n_annotations = 3;
+  f->s.n_annotations = 4;
+  const char *mounts[][2] = {{"/data", "/var/lib/kubelet/pods/u/volumes/x"},
+                             {"/dev/termination-log", "/var/lib/kubelet/pods/u/containers/app/1a"}};
+  for (size_t i = 0; i < 2; i++) {
+    Runtime__V1__Mount m = RUNTIME__V1__MOUNT__INIT;
+    m.container_path = (char *)mounts[i][0];
+    m.host_path = (char *)mounts[i][1];
+    f->m[i] = m;
+    f->mp[i] = &f->m[i];
+  }
+  f->s.mounts = f->mp;
+  f->s.n_mounts = 2;
+}
+
+/* upstream convertToKubeContainerStatus: which file, and whether the log may
+ * stand in for it. */
+static void termination_message_source(void **state) {
+  (void)state;
+  fake_cs_t f;
+  const char *path;
+  bool fallback;
+  mk_cs(&f, "c", RUNTIME__V1__CONTAINER_STATE__CONTAINER_EXITED);
+  assert_true(nl_pleg__termmsg_source(&f.s, &path, &fallback));
+  assert_string_equal(path, "/var/lib/kubelet/pods/u/containers/app/1a");
+  assert_false(fallback); /* policy File */
+  f.a[3].value = "FallbackToLogsOnError";
+  assert_true(nl_pleg__termmsg_source(&f.s, &path, &fallback));
+  assert_true(fallback);
+  f.s.exit_code = 0; /* succeeded: the file only */
+  assert_true(nl_pleg__termmsg_source(&f.s, &path, &fallback));
+  assert_false(fallback);
+  f.s.exit_code = 128;
+  f.s.reason = "ContainerCannotRun"; /* never ran: no logs */
+  assert_true(nl_pleg__termmsg_source(&f.s, &path, &fallback));
+  assert_false(fallback);
+  f.s.n_mounts = 1; /* no mount at the path: nothing to read without the fallback */
+  assert_false(nl_pleg__termmsg_source(&f.s, &path, &fallback));
+  assert_null(path);
+  f.s.reason = "Error";
+  assert_true(nl_pleg__termmsg_source(&f.s, &path, &fallback));
+  assert_null(path);
+  assert_true(fallback);
+  f.s.state = RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING; /* only dead containers */
+  assert_false(nl_pleg__termmsg_source(&f.s, &path, &fallback));
+
+  nl_rt_container_t c = {0};
+  nl_pleg__add_termmsg(&c, "");
+  assert_null(c.message);
+  nl_pleg__add_termmsg(&c, "bye\n");
+  assert_string_equal(c.message, "bye\n");
+  free(c.message);
+  c.message = nl_xstrdup("OOMKilled by the runtime");
+  nl_pleg__add_termmsg(&c, "bye");
+  assert_string_equal(c.message, "OOMKilled by the runtime: bye");
+  free(c.message);
 }
 
 static void free_containers(nl_rt_container_t *c, size_t n) {
@@ -485,6 +541,7 @@ int main(void) {
       cmocka_unit_test(relist_diffs_give_lifecycle_events),
       cmocka_unit_test(hash_annotation_is_hex),
       cmocka_unit_test(container_status_conversion),
+      cmocka_unit_test(termination_message_source),
       cmocka_unit_test(sandbox_status_conversion),
       cmocka_unit_test(pod_status_sorts_and_keeps_ips),
   };

@@ -672,6 +672,35 @@ static void json_encoding(void **state) {
   nl_pod_free(pod);
 }
 
+/* The status manager's normalizeStatus: 12 KiB per pod, shared evenly (here
+ * an init container and two containers: 4096 bytes each), and JSON that stays
+ * valid whatever bytes a container wrote. */
+static void termination_messages_are_limited_per_pod(void **state) {
+  (void)state;
+  nl_pod_t *pod = pod_of("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default, uid: u1}\n"
+                         "spec:\n  restartPolicy: Never\n  initContainers: [{name: i, image: busybox}]\n"
+                         "  containers:\n  - {name: a, image: busybox}\n  - {name: b, image: busybox}\n");
+  nl_rt_pod_status_t *rt = rt_new();
+  rt_sandbox(rt, "sb", false, NULL);
+  char big[5000];
+  memset(big, 'x', sizeof big - 1);
+  big[sizeof big - 1] = 0;
+  rt_c(rt, "ca", "a", NL_RT_CONTAINER_EXITED, 1, 0)->message = nl_xstrdup(big);
+  rt_c(rt, "cb", "b", NL_RT_CONTAINER_EXITED, 0, 0)->message = nl_xstrdup("ok \xff\xc3\xa9");
+  rt_c(rt, "ci", "i", NL_RT_CONTAINER_EXITED, 0, 0)->message = nl_xstrdup("init done");
+  nl_pod_status_t *s = gen(pod, rt, NULL, NULL, true);
+  assert_int_equal(strlen(cs(s, "a")->state.message), 12 * 1024 / 3);
+  assert_string_equal(cs(s, "b")->state.message, "ok \xff\xc3\xa9");
+  assert_string_equal(cs(s, "i")->state.message, "init done");
+  nl_buf_t b = NL_BUF_INIT;
+  nl_pod_status_encode_json(s, &b);
+  assert_non_null(strstr(b.data, "\"message\":\"ok \\ufffd\xc3\xa9\""));
+  nl_buf_free(&b);
+  nl_pod_status_free(s);
+  nl_rt_pod_status_free(rt);
+  nl_pod_free(pod);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(phase_rules_regular_containers),
@@ -689,6 +718,7 @@ int main(void) {
       cmocka_unit_test(ips),
       cmocka_unit_test(qos_classes),
       cmocka_unit_test(json_encoding),
+      cmocka_unit_test(termination_messages_are_limited_per_pod),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,5 @@
 /* emptyDir/hostPath set-up and teardown in a temporary root; subPath checks;
- * the async wrapper on a loop; CRI log tails for termination messages. */
+ * the async wrapper on a loop. */
 #include "rt_test_util.h"
 
 #include <fcntl.h>
@@ -148,67 +148,10 @@ static void test_async(void **state) {
   assert_int_equal(uv_loop_close(&loop), 0);
 }
 
-static void test_cri_log_tail(void **state) {
-  (void)state;
-  const char *log =
-      "2024-01-01T00:00:00.000000000Z stdout F first\n"
-      "2024-01-01T00:00:00.100000000Z stderr P part-\n"
-      "2024-01-01T00:00:00.200000000Z stderr F two\n"
-      "2024-01-01T00:00:00.300000000Z stdout F last line\n";
-  char *m = nl_runtime_tail_cri_log(log, strlen(log), 80, 2048);
-  assert_string_equal(m, "first\npart-two\nlast line\n");
-  free(m);
-  m = nl_runtime_tail_cri_log(log, strlen(log), 2, 2048);
-  assert_string_equal(m, "part-two\nlast line\n");
-  free(m);
-  m = nl_runtime_tail_cri_log(log, strlen(log), 80, 5);
-  assert_string_equal(m, "line\n");
-  free(m);
-}
-
-static char *got;
-static void on_msg(const char *m, void *ctx) {
-  (void)ctx;
-  got = nl_xstrdup(m);
-}
-
-static void test_termination_message(void **state) {
-  (void)state;
-  uv_loop_t loop;
-  assert_int_equal(uv_loop_init(&loop), 0);
-  char *f = nl_xasprintf("%s/term", root), *l = nl_xasprintf("%s/0.log", root);
-  FILE *fp = fopen(l, "w");
-  fputs("2024-01-01T00:00:00Z stderr F boom\n", fp);
-  fclose(fp);
-  close(open(f, O_CREAT | O_WRONLY | O_TRUNC, 0666));
-  /* empty file, failed, FallbackToLogsOnError: the log tail */
-  nl_runtime_read_termination_message(&loop, f, "FallbackToLogsOnError", 1, l, on_msg, NULL);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  assert_string_equal(got, "boom\n");
-  free(got);
-  /* policy File: the (empty) file only */
-  nl_runtime_read_termination_message(&loop, f, "File", 1, l, on_msg, NULL);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  assert_string_equal(got, "");
-  free(got);
-  /* the file wins when it has content */
-  fp = fopen(f, "w");
-  fputs("done", fp);
-  fclose(fp);
-  nl_runtime_read_termination_message(&loop, f, "FallbackToLogsOnError", 1, l, on_msg, NULL);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  assert_string_equal(got, "done");
-  free(got);
-  free(f);
-  free(l);
-  assert_int_equal(uv_loop_close(&loop), 0);
-}
-
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_empty_dir_and_teardown), cmocka_unit_test(test_host_path_types),
       cmocka_unit_test(test_unsupported_and_subpath), cmocka_unit_test(test_async),
-      cmocka_unit_test(test_cri_log_tail), cmocka_unit_test(test_termination_message),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,21 +1,23 @@
 /* Termination messages (upstream kuberuntime_container.go getTerminationMessage
- * and readLastStringFromContainerLogs). */
+ * and readLastStringFromContainerLogs). The files are read on the thread pool. */
+#include "managers/termmsg.h"
+
+#include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "managers/runtime_internal.h"
 #include "reactor/buf.h"
 #include "reactor/xalloc.h"
 
-#define MAX_MSG_BYTES 4096      /* maxContainerTerminationMessageLength */
-#define MAX_LOG_BYTES 2048      /* maxContainerTerminationMessageLogLength */
-#define MAX_LOG_LINES 80        /* maxContainerTerminationMessageLogLines */
+/* 80 lines of up to a few KiB each: plenty to read from the end of a log. */
+#define LOG_READ_BYTES (256 * 1024)
 
 /* CRI log lines are "<RFC3339Nano> <stream> <P|F> <content>": P marks a partial
  * line continued by the next record. */
-char *nl_runtime_tail_cri_log(const char *data, size_t len, size_t max_lines, size_t max_bytes) {
+char *nl_termmsg_tail_cri_log(const char *data, size_t len, size_t max_lines, size_t max_bytes) {
   nl_buf_t all = NL_BUF_INIT;
   const char *p = data, *end = data + len;
   while (p < end) {
@@ -58,22 +60,30 @@ typedef struct tm_job {
   uv_work_t w;
   char *host_path, *log_path;
   bool fallback;
-  int32_t exit_code;
   char *msg;
   nl_termmsg_cb cb;
   void *ctx;
 } tm_job_t;
 
-static char *read_tail(const char *path, size_t max, size_t *len) {
+/* The last max bytes of a file (upstream tail.ReadAtMost); NULL with *e set when
+ * it cannot be read. */
+static char *read_tail(const char *path, size_t max, size_t *len, int *e) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return NULL;
+  if (fd < 0) {
+    *e = errno;
+    return NULL;
+  }
   struct stat st;
   off_t off = 0;
   if (fstat(fd, &st) == 0 && (size_t)st.st_size > max) off = st.st_size - (off_t)max;
   char *buf = nl_xmalloc(max + 1);
   ssize_t n = pread(fd, buf, max, off);
+  *e = errno;
   close(fd);
-  if (n < 0) n = 0;
+  if (n < 0) {
+    free(buf);
+    return NULL;
+  }
   buf[n] = 0;
   *len = (size_t)n;
   return buf;
@@ -82,25 +92,29 @@ static char *read_tail(const char *path, size_t max, size_t *len) {
 static void tm_work(uv_work_t *w) {
   tm_job_t *j = container_of(w, tm_job_t, w);
   size_t len = 0;
+  int e = 0;
+  bool logs = j->fallback;
   if (j->host_path) {
-    int fd = open(j->host_path, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-      char *buf = nl_xmalloc(MAX_MSG_BYTES + 1);
-      ssize_t n = read(fd, buf, MAX_MSG_BYTES);
-      close(fd);
-      buf[n > 0 ? n : 0] = 0;
-      j->msg = buf;
+    j->msg = read_tail(j->host_path, NL_TERMMSG_MAX_BYTES, &len, &e);
+    if (j->msg) {
+      logs = j->fallback && len == 0;
+    } else if (e != ENOENT) {
+      j->msg = nl_xasprintf("Error on reading termination log %s: %s", j->host_path, strerror(e));
+      return;
     }
   }
-  if ((!j->msg || !*j->msg) && j->fallback && j->exit_code != 0 && j->log_path) {
-    /* 80 lines of up to a few KiB each is plenty to read from the end */
-    char *data = read_tail(j->log_path, 256 * 1024, &len);
-    if (data) {
-      free(j->msg);
-      j->msg = nl_runtime_tail_cri_log(data, len, MAX_LOG_LINES, MAX_LOG_BYTES);
-      free(data);
-    }
+  if (!logs) return;
+  free(j->msg);
+  const char *log = j->log_path ? j->log_path : "";
+  char *data = read_tail(log, LOG_READ_BYTES, &len, &e);
+  if (!data) {
+    j->msg = nl_xasprintf(
+        "Error on reading termination message from logs: failed to open log file \"%s\": %s", log,
+        strerror(e));
+    return;
   }
+  j->msg = nl_termmsg_tail_cri_log(data, len, NL_TERMMSG_MAX_LOG_LINES, NL_TERMMSG_MAX_LOG_BYTES);
+  free(data);
 }
 
 static void tm_done(uv_work_t *w, int status) {
@@ -113,14 +127,12 @@ static void tm_done(uv_work_t *w, int status) {
   free(j);
 }
 
-int nl_runtime_read_termination_message(uv_loop_t *loop, const char *host_path,
-                                        const char *policy, int32_t exit_code,
-                                        const char *log_path, nl_termmsg_cb cb, void *ctx) {
+int nl_termmsg_read(uv_loop_t *loop, const char *host_path, bool fallback_to_logs,
+                    const char *log_path, nl_termmsg_cb cb, void *ctx) {
   tm_job_t *j = nl_xcalloc(1, sizeof *j);
   j->host_path = host_path ? nl_xstrdup(host_path) : NULL;
   j->log_path = log_path ? nl_xstrdup(log_path) : NULL;
-  j->fallback = policy && strcmp(policy, "FallbackToLogsOnError") == 0;
-  j->exit_code = exit_code;
+  j->fallback = fallback_to_logs;
   j->cb = cb;
   j->ctx = ctx;
   int r = uv_queue_work(loop, &j->w, tm_work, tm_done);
