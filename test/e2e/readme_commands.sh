@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Every command in the README's sh blocks, run as written from the repository's
+# top, with its output and exit status checked. The environment is swapped in
+# only where the README names the machine's own: `nanolet` is the built binary,
+# the containerd socket the test runtime's, port 10248 a free port, the example
+# paths temporary ones; an agent started from the README also gets a private
+# --root-dir. A README command without a check here fails the test.
+. "$(dirname "$0")/lib.sh"
+: "${NANOLET_TEST_CRI_ENDPOINT:?run tools/testenv/setup.sh and . tools/testenv/env.sh}"
+TOP=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$TOP" || exit 1
+PORT=$(free_port)
+AGENT_PID=
+stop_agent() { [ -z "$AGENT_PID" ] || { kill -TERM "$AGENT_PID" 2>/dev/null; wait "$AGENT_PID"; }; }
+trap 'stop_agent >/dev/null 2>&1; e2e_finish; exit $?' EXIT
+
+mkdir -p "$E2E_TMP/manifests" "$E2E_TMP/etc"
+cat >"$E2E_TMP/etc/config.yaml" <<CFG
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+staticPodPath: $E2E_TMP/manifests
+containerRuntimeEndpoint: $NANOLET_TEST_CRI_ENDPOINT
+CFG
+
+# The commands: lines of ```sh blocks, continuations joined, comments dropped.
+readme_commands() {
+  awk '/^```sh$/ {on = 1; next} /^```$/ {on = 0} on' README.md |
+    sed -e 's/[[:space:]]\+#.*$//' | sed -e ':a' -e '/\\$/N; s/\\\n[[:space:]]*/ /; ta'
+}
+local_env() { # the README's command with this machine's paths and ports
+  sed -e "s|^nanolet |$NANOLET |" \
+      -e "s|unix:///run/containerd/containerd.sock|$NANOLET_TEST_CRI_ENDPOINT|g" \
+      -e "s|127\.0\.0\.1:10248|127.0.0.1:$PORT|g" \
+      -e "s|/etc/nanolet/config.yaml|$E2E_TMP/etc/config.yaml|g" \
+      -e "s|/etc/kubernetes/manifests|$E2E_TMP/manifests|g" <<<"$1"
+}
+run() { # run CMD: sets OUT, ERR, RC
+  eval "$1" >"$E2E_TMP/out" 2>"$E2E_TMP/err"
+  RC=$?
+  OUT=$(cat "$E2E_TMP/out") ERR=$(cat "$E2E_TMP/err")
+}
+expect_rc() { # expect_rc NAME WANT [COND...]: RC is WANT and each COND holds
+  local name=$1 want=$2; shift 2
+  if [ "$RC" != "$want" ]; then fail "$name" "exit status $RC, want $want; stderr: ${ERR:0:300}"; return; fi
+  for c in "$@"; do eval "$c" || { fail "$name" "not true: $c; stdout: ${OUT:0:300} stderr: ${ERR:0:300}"; return; }; done
+  ok "$name"
+}
+
+# An agent from the README: healthy, no warnings for the README's own flags,
+# and a clean stop (exit 0) on SIGTERM.
+check_agent() {
+  stop_agent
+  eval "exec $1 --root-dir $E2E_TMP/root --healthz-port $PORT" >"$E2E_TMP/agent.log" 2>&1 &
+  AGENT_PID=$!
+  if ! wait_for 10 healthz_ok "$PORT"; then
+    fail "$2: starts" "$(tail -5 "$E2E_TMP/agent.log")"; AGENT_PID=; return
+  fi
+  if grep -q "not supported yet" "$E2E_TMP/agent.log"; then
+    fail "$2: no ignored settings" "$(grep "not supported yet" "$E2E_TMP/agent.log")"
+  else
+    ok "$2: healthy, warns of nothing"
+  fi
+}
+
+n=0
+while IFS= read -r cmd; do
+  [ -n "$cmd" ] || continue
+  n=$((n + 1))
+  local_cmd=$(local_env "$cmd")
+  case "$cmd" in
+  ./tools/run-example.sh | "./tools/run-example.sh stop" | ./tools/test.sh)
+    # Set-up scripts of the whole machine (and the suite itself): they run on
+    # fixed ports and directories; CI runs tools/test.sh.
+    ok "not run here: $cmd" ;;
+  "nanolet --config "* | "nanolet --pod-manifest-path "*)
+    check_agent "$local_cmd" "$cmd" ;;
+  "nanolet --help")
+    run "$local_cmd"
+    expect_rc "$cmd" 0 '[ "$(grep -c "^Usage:" <<<"$OUT")" = 1 ]' '[ -z "$ERR" ]' \
+      'grep -q -- "--pod-manifest-path" <<<"$OUT"' ;;
+  "nanolet manifest check "*)
+    run "$local_cmd"
+    expect_rc "$cmd" 0 '[ "$(jq -r .kind <<<"$OUT")" = Pod ]' '[ -z "$ERR" ]' ;;
+  "nanolet cri ps "*)
+    run "$local_cmd"
+    expect_rc "$cmd" 0 '[[ "$(head -1 <<<"$OUT")" == CONTAINER* ]]' '[ -z "$ERR" ]' ;;
+  "curl -s http://127.0.0.1:10248/pods")
+    run "$local_cmd"
+    expect_rc "$cmd" 0 '[ "$(jq -c "[.kind, .apiVersion, (.items | length)]" <<<"$OUT")" = "[\"PodList\",\"v1\",0]" ]' ;;
+  "curl http://127.0.0.1:10248/healthz")
+    [ -n "$AGENT_PID" ] || check_agent "$NANOLET --config $E2E_TMP/etc/config.yaml" "an agent for /healthz"
+    run "$local_cmd"
+    expect_rc "$cmd" 0 '[ "$OUT" = ok ]' ;;
+  *)
+    fail "README command without a check in test/e2e/readme_commands.sh" "$cmd" ;;
+  esac
+done < <(readme_commands)
+[ "$n" -ge 8 ] && ok "$n README commands seen" || fail "README commands" "only $n found"
+stop_agent
+rc=$?
+[ "$rc" -eq 0 ] && ok "the README's agent stops with status 0" || fail "agent stop" "status $rc"
+AGENT_PID=
+
+# manifest check beyond the README's line: a bad manifest, both flag forms.
+run "$NANOLET manifest check examples/web.yaml test/fixtures/manifests/invalid/dup-container.yaml"
+expect_rc "manifest check: a bad file exits 1" 1 'grep -q "spec.containers\[1\].name: duplicate value" <<<"$ERR"'
+run "$NANOLET manifest check --hostname-override=Edge-1 examples/web.yaml"
+expect_rc "manifest check --flag=value" 0 '[ "$(jq -r .spec.nodeName <<<"$OUT")" = edge-1 ]'
+run "$NANOLET manifest check examples/web.yaml --hostname-override edge-2"
+expect_rc "manifest check --flag value" 0 '[ "$(jq -r .spec.nodeName <<<"$OUT")" = edge-2 ]'
+run "$NANOLET manifest check --help"
+expect_rc "manifest check --help" 0 '[ "$(grep -c "^usage:" <<<"$OUT")" = 1 ]' '[ -z "$ERR" ]'
+run "$NANOLET --kubeconfig $E2E_TMP/nonexistent"
+expect_rc "--kubeconfig that does not exist" 2 "grep -q '$E2E_TMP/nonexistent' <<<\"\$ERR\""
