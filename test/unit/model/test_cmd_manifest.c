@@ -4,20 +4,22 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "agent/cmd_manifest.h"
 
-/* Runs the command with stdout and stderr in files; returns its exit code. */
-static int run(char **argv, int argc, char *out, size_t outsz) {
+/* Runs the command with stdout (and, unless stdout_only, stderr) in out;
+ * returns its exit code. */
+static int run_to(char **argv, int argc, char *out, size_t outsz, bool stdout_only) {
   fflush(stdout);
   fflush(stderr);
   FILE *tmp = tmpfile();
   int so = dup(1), se = dup(2);
   dup2(fileno(tmp), 1);
-  dup2(fileno(tmp), 2);
+  if (!stdout_only) dup2(fileno(tmp), 2);
   int rc = nl_cmd_manifest(argc, argv);
   fflush(stdout);
   fflush(stderr);
@@ -30,6 +32,10 @@ static int run(char **argv, int argc, char *out, size_t outsz) {
   out[n] = 0;
   fclose(tmp);
   return rc;
+}
+
+static int run(char **argv, int argc, char *out, size_t outsz) {
+  return run_to(argv, argc, out, outsz, false);
 }
 
 static void good_file_prints_pod(void **state) {
@@ -85,19 +91,8 @@ static void help_prints_usage_once_on_stdout(void **state) {
                       {"manifest", "check", "-h", NULL},
                       {"manifest", "check", "x.yaml", "--help"}};
   for (size_t i = 0; i < 3; i++) {
-    fflush(stdout);
-    FILE *tmp = tmpfile();
-    int so = dup(1);
-    dup2(fileno(tmp), 1);
     int argc = forms[i][3] ? 4 : forms[i][2] ? 3 : 2;
-    int rc = nl_cmd_manifest(argc, forms[i]);
-    fflush(stdout);
-    dup2(so, 1);
-    close(so);
-    rewind(tmp);
-    size_t n = fread(out, 1, sizeof out - 1, tmp);
-    out[n] = 0;
-    fclose(tmp);
+    int rc = run_to(forms[i], argc, out, sizeof out, true);
     assert_int_equal(rc, 0);
     const char *u = strstr(out, "usage: nanolet manifest check");
     assert_ptr_equal(u, out);
