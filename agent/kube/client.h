@@ -35,6 +35,11 @@ typedef struct nl_kube_client_opts {
   int burst;                         /* kubeAPIBurst (upstream default 100) */
   const char *user_agent;            /* NULL: "nanolet/<version> (linux/<arch>)" */
   uint64_t default_timeout_ms;       /* for requests that set none; 0: 30 s */
+  /* Tuning, mostly for tests; 0 takes the default. */
+  uint64_t read_idle_timeout_ms;     /* PING after this long without a frame; 0: 30 s */
+  uint64_t ping_timeout_ms;          /* close when the PING is not answered; 0: 15 s */
+  uint64_t backoff_initial_ms;       /* reconnect back-off; 0: 500 ms */
+  uint64_t backoff_max_ms;           /* 0: 30 s */
 } nl_kube_client_opts_t;
 
 /* Creates the client; it connects lazily, on the first request. Returns 0, or -1
