@@ -164,8 +164,10 @@ static ssize_t read_out(nghttp2_session *h2, int32_t id, uint8_t *buf, size_t le
                         uint32_t *flags, nghttp2_data_source *src, void *user) {
   fstream_t *st = src->ptr;
   size_t n = st->out.len < len ? st->out.len : len;
-  memcpy(buf, st->out.data, n);
-  nl_buf_consume(&st->out, n);
+  if (n) {
+    memcpy(buf, st->out.data, n);
+    nl_buf_consume(&st->out, n);
+  }
   if (st->out.len == 0) {
     if (st->eof) *flags |= NGHTTP2_DATA_FLAG_EOF;
     else if (n == 0) return NGHTTP2_ERR_DEFERRED;
