@@ -70,7 +70,6 @@ static void req_closed(uv_handle_t *h) {
 
 static void deliver(uv_timer_t *t) {
   nl_kube_req_t *r = t->data;
-  r->delivered = true;
   nl_list_remove(&r->all);
   if (r->err) {
     r->cb(r->ctx, NULL, r->err);
@@ -225,20 +224,24 @@ static void throttle(nl_kube_req_t *r) {
 
 /* ---- HTTP/2 streams ----------------------------------------------------- */
 
+/* A streaming request's head: the caller's unless it is to be retried; the
+ * deadline no longer applies. */
+static void stream_head(nl_kube_req_t *r, int status, const char *retry_after) {
+  if (retry_delay(r, status, retry_after) >= 0) {
+    r->retry_pending = true;
+    return;
+  }
+  r->deadline = UINT64_MAX;
+  uv_timer_stop(&r->timer);
+  if (r->on_head) r->on_head(r->ctx, status);
+}
+
 static void st_head(nl_kube_h2_stream_t *st) {
   nl_kube_req_t *r = container_of(st, nl_kube_req_t, stream);
   r->status = st->status;
   free(r->resp_type);
   r->resp_type = st->content_type ? nl_xstrdup(st->content_type) : NULL;
-  if (!r->on_data) return;
-  if (retry_delay(r, st->status, st->retry_after) >= 0) {
-    r->retry_pending = true;
-    return;
-  }
-  r->head_seen = true;
-  r->deadline = UINT64_MAX;
-  uv_timer_stop(&r->timer);
-  if (r->on_head) r->on_head(r->ctx, st->status);
+  if (r->on_data) stream_head(r, st->status, st->retry_after);
 }
 
 static void st_data(nl_kube_h2_stream_t *st, const uint8_t *p, size_t n) {
@@ -329,14 +332,7 @@ static void h1_head(void *ctx, const nl_http_response_t *resp) {
   nl_kube_req_t *r = ctx;
   if (r->state != RQ_ACTIVE) return;
   r->status = resp->status;
-  if (retry_delay(r, resp->status, nl_http_headers_get(&resp->headers, "Retry-After")) >= 0) {
-    r->retry_pending = true;
-    return;
-  }
-  r->head_seen = true;
-  r->deadline = UINT64_MAX;
-  uv_timer_stop(&r->timer);
-  if (r->on_head) r->on_head(r->ctx, resp->status);
+  stream_head(r, resp->status, nl_http_headers_get(&resp->headers, "Retry-After"));
 }
 
 static void h1_chunk(void *ctx, const char *data, size_t len) {

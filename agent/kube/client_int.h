@@ -89,9 +89,7 @@ struct nl_kube_req {
   int retries;
   bool no_rate_limit;
   bool had_conn;      /* a connection was ready while it waited */
-  bool head_seen;
   bool retry_pending; /* a streaming answer to be retried: not the caller's */
-  bool delivered;
   nl_kube_done_fn cb;
   nl_kube_head_fn on_head;
   nl_kube_data_fn on_data;
@@ -123,7 +121,6 @@ struct nl_kube_client {
   nl_list_t reqs;
   nl_err_t *last_err; /* why the last connection attempt failed */
   int live;           /* the timer, requests and connections not yet freed */
-  uint64_t stats_connects;
   void (*done)(void *ctx);
   void *done_ctx;
 };

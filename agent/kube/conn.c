@@ -312,7 +312,6 @@ nl_kube_conn_t *nl_kube__conn_start(nl_kube_client_t *c) {
   nl_list_init(&conn->reqs);
   nl_list_insert_tail(&c->conns, &conn->link);
   c->live++;
-  c->stats_connects++;
   uv_timer_init(c->loop, &conn->health);
   conn->health.data = conn;
   conn->live = 1;
