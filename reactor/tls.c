@@ -30,10 +30,11 @@ struct nl_tls {
   nl_buf_t in;  /* ciphertext from the peer, not yet consumed */
   nl_buf_t out; /* ciphertext for the peer */
   char *ip;     /* server_name when it is an IP literal: checked by hand */
+  char *names;  /* the peer certificate's DNS names, for a mismatch message */
   bool done;
 };
 
-static const char *alpn_http1[] = {"http/1.1", NULL};
+static const char *const alpn_http1[] = {"http/1.1", NULL};
 
 static int tls_fail(nl_err_t **err, int ret, const char *what) {
   char buf[160];
@@ -87,7 +88,8 @@ int nl_tls_config_new(nl_tls_config_t **out, const nl_tls_config_opts_t *o, nl_e
   mbedtls_ssl_conf_rng(&c->conf, mbedtls_ctr_drbg_random, &c->drbg);
   /* TLS 1.2 at least, as Go's crypto/tls client default (the API server). */
   mbedtls_ssl_conf_min_version(&c->conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
-  mbedtls_ssl_conf_alpn_protocols(&c->conf, alpn_http1);
+  /* mbedtls keeps the list without copying and never writes it. */
+  mbedtls_ssl_conf_alpn_protocols(&c->conf, (const char **)(o->alpn ? o->alpn : alpn_http1));
   if (o->ca_file || o->ca_pem) {
     if (load_crt(&c->ca, o->ca_file, o->ca_pem, "CA certificate", err) < 0) goto fail;
     mbedtls_ssl_conf_ca_chain(&c->conf, &c->ca, NULL);
@@ -168,6 +170,8 @@ static int bio_recv(void *ctx, unsigned char *buf, size_t len) {
   return (int)n;
 }
 
+static int on_verify(void *ctx, mbedtls_x509_crt *crt, int depth, uint32_t *flags);
+
 static bool is_ip(const char *s, unsigned char *bin, size_t *binlen) {
   if (inet_pton(AF_INET, s, bin) == 1) {
     *binlen = 4;
@@ -197,6 +201,7 @@ nl_tls_t *nl_tls_new(nl_tls_config_t *cfg, const char *server_name) {
     }
   }
   mbedtls_ssl_set_bio(&t->ssl, t, bio_send, bio_recv, NULL);
+  if (!cfg->server) mbedtls_ssl_set_verify(&t->ssl, on_verify, t);
   return t;
 }
 
@@ -206,6 +211,7 @@ void nl_tls_free(nl_tls_t *t) {
   nl_buf_free(&t->in);
   nl_buf_free(&t->out);
   free(t->ip);
+  free(t->names);
   nl_tls_config_unref(t->cfg);
   free(t);
 }
@@ -232,21 +238,55 @@ static int check_ip_san(nl_tls_t *t, nl_err_t **err) {
                     t->ip);
 }
 
+/* Go's x509.HostnameError: "certificate is valid for a, b, not c". */
+static int name_mismatch(nl_tls_t *t, nl_err_t **err) {
+  return nl_err_set(err, EPROTO,
+                    "tls: failed to verify certificate: x509: certificate is valid for %s, not %s",
+                    t->names ? t->names : "no names", t->ssl.hostname ? t->ssl.hostname : "");
+}
+
+/* Notes the leaf's DNS names while mbedtls verifies it: a failed handshake
+ * keeps no peer certificate to read them from afterwards. */
+static int on_verify(void *ctx, mbedtls_x509_crt *crt, int depth, uint32_t *flags) {
+  nl_tls_t *t = ctx;
+  if (depth != 0) return 0; /* the name check's flag is merged after this callback */
+  nl_buf_t names = NL_BUF_INIT;
+  for (const mbedtls_x509_sequence *s = &crt->subject_alt_names; s; s = s->next) {
+    if (s->buf.tag != (MBEDTLS_ASN1_CONTEXT_SPECIFIC | 2)) continue; /* dNSName */
+    nl_buf_printf(&names, "%s%.*s", names.len ? ", " : "", (int)s->buf.len, (const char *)s->buf.p);
+  }
+  free(t->names);
+  t->names = names.len ? nl_buf_steal(&names) : NULL;
+  nl_buf_free(&names);
+  return 0;
+}
+
+static int verify_fail(nl_tls_t *t, uint32_t flags, nl_err_t **err) {
+  const char *go = NULL;
+  if (flags & (MBEDTLS_X509_BADCERT_NOT_TRUSTED | MBEDTLS_X509_BADCERT_MISSING))
+    go = "x509: certificate signed by unknown authority";
+  else if (flags & (MBEDTLS_X509_BADCERT_EXPIRED | MBEDTLS_X509_BADCERT_FUTURE))
+    go = "x509: certificate has expired or is not yet valid";
+  else if (flags & MBEDTLS_X509_BADCERT_CN_MISMATCH)
+    return name_mismatch(t, err);
+  if (go) return nl_err_set(err, EPROTO, "tls: failed to verify certificate: %s", go);
+  char info[256];
+  mbedtls_x509_crt_verify_info(info, sizeof(info), "", flags);
+  size_t n = strlen(info);
+  while (n && (info[n - 1] == '\n')) info[--n] = 0;
+  for (char *p = info; *p; p++)
+    if (*p == '\n') *p = ';';
+  return nl_err_set(err, EPROTO, "tls: failed to verify certificate: %s", info);
+}
+
 int nl_tls_handshake(nl_tls_t *t, nl_err_t **err) {
   if (t->done) return 1;
   int ret = mbedtls_ssl_handshake(&t->ssl);
   if (ret == MBEDTLS_ERR_SSL_WANT_READ || ret == MBEDTLS_ERR_SSL_WANT_WRITE) return 0;
   if (ret != 0) {
     uint32_t flags = mbedtls_ssl_get_verify_result(&t->ssl);
-    if (ret == MBEDTLS_ERR_X509_CERT_VERIFY_FAILED && flags != 0 && flags != (uint32_t)-1) {
-      char info[256];
-      mbedtls_x509_crt_verify_info(info, sizeof(info), "", flags);
-      size_t n = strlen(info);
-      while (n && (info[n - 1] == '\n')) info[--n] = 0;
-      for (char *p = info; *p; p++)
-        if (*p == '\n') *p = ';';
-      return nl_err_set(err, EPROTO, "tls: certificate verification failed: %s", info);
-    }
+    if (ret == MBEDTLS_ERR_X509_CERT_VERIFY_FAILED && flags != 0 && flags != (uint32_t)-1)
+      return verify_fail(t, flags, err);
     return tls_fail(err, ret, "tls: handshake");
   }
   if (t->ip && t->cfg->verify && check_ip_san(t, err) < 0) return -1;
@@ -257,6 +297,8 @@ int nl_tls_handshake(nl_tls_t *t, nl_err_t **err) {
 bool nl_tls_is_server(const nl_tls_t *t) { return t->cfg->server; }
 
 bool nl_tls_handshake_done(const nl_tls_t *t) { return t->done; }
+
+const char *nl_tls_alpn(const nl_tls_t *t) { return mbedtls_ssl_get_alpn_protocol(&t->ssl); }
 
 ssize_t nl_tls_read(nl_tls_t *t, void *buf, size_t cap, nl_err_t **err) {
   int ret = mbedtls_ssl_read(&t->ssl, buf, cap);

@@ -33,6 +33,10 @@ typedef struct nl_tls_config_opts {
   const char *ca_file, *ca_pem;
   const char *cert_file, *cert_pem;
   const char *key_file, *key_pem;
+  /* ALPN protocols in order of preference, NULL-terminated, static storage
+   * (e.g. {"h2", "http/1.1", NULL}); NULL: {"http/1.1"}. A server picks the
+   * first of its own list that the client offers. */
+  const char *const *alpn;
 } nl_tls_config_opts_t;
 
 /* Creates a config with one reference. Returns 0, or -1 with *err naming the
@@ -56,9 +60,14 @@ void nl_tls_feed(nl_tls_t *t, const void *data, size_t len);
 
 /* Drives the handshake. Returns 1 when it is complete, 0 when it needs more
  * input (take and send the output first), -1 with *err on failure (bad
- * certificate, protocol error). */
+ * certificate, protocol error). Verification failures read as Go's crypto/tls
+ * ones: "tls: failed to verify certificate: x509: certificate signed by unknown
+ * authority", "... x509: certificate is valid for localhost, not example.com". */
 int nl_tls_handshake(nl_tls_t *t, nl_err_t **err);
 bool nl_tls_handshake_done(const nl_tls_t *t);
+/* The protocol ALPN chose ("h2"), or NULL when the peer chose none; valid
+ * after the handshake, for the session's life. */
+const char *nl_tls_alpn(const nl_tls_t *t);
 
 enum { NL_TLS_EOF = -2 };
 

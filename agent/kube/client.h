@@ -1,0 +1,108 @@
+/* The API-server client: one TLS connection to the apiserver (mbedtls, ALPN h2)
+ * carrying every request and watch as HTTP/2 streams (nghttp2), as client-go
+ * does; HTTP/1.1 when the server does not offer h2. It runs on the loop and
+ * never blocks it.
+ *
+ * The connection is one state machine (idle, connecting, TLS handshake, ready,
+ * draining after GOAWAY, back-off) that reconnects by itself with jittered
+ * back-off. Requests wait (bounded by their timeout) while it is away; a
+ * request whose bytes may have reached the server is never replayed.
+ *
+ * Requests pass a client-side token bucket (kubeAPIQPS/kubeAPIBurst). A 429 or
+ * 5xx with Retry-After is retried after that delay, as client-go does (at most
+ * 10 times), then returned to the caller.
+ *
+ * Ownership: the client owns its handles and frees them in close callbacks;
+ * nl_kube_client_stop() completes every outstanding request with an NL_ECLOSED
+ * error before its done callback runs. */
+#ifndef NL_KUBE_CLIENT_H
+#define NL_KUBE_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "reactor/error.h"
+
+typedef struct nl_kube_client nl_kube_client_t;
+typedef struct nl_kube_req nl_kube_req_t;
+typedef struct nl_kubeconfig nl_kubeconfig_t; /* agent/kube/kubeconfig.h */
+
+typedef struct nl_kube_client_opts {
+  const nl_kubeconfig_t *kubeconfig; /* server, CA, credentials; copied */
+  double qps;                        /* kubeAPIQPS (upstream default 50); <= 0: no limit */
+  int burst;                         /* kubeAPIBurst (upstream default 100) */
+  const char *user_agent;            /* NULL: "nanolet/<version> (linux/<arch>)" */
+  uint64_t default_timeout_ms;       /* for requests that set none; 0: 30 s */
+  /* Tuning, mostly for tests; 0 takes the default. */
+  uint64_t read_idle_timeout_ms;     /* PING after this long without a frame; 0: 30 s */
+  uint64_t ping_timeout_ms;          /* close when the PING is not answered; 0: 15 s */
+  uint64_t backoff_initial_ms;       /* reconnect back-off; 0: 500 ms */
+  uint64_t backoff_max_ms;           /* 0: 30 s */
+} nl_kube_client_opts_t;
+
+/* Creates the client; it connects lazily, on the first request. Returns 0, or -1
+ * with *err naming the kubeconfig item that cannot be used (unreadable CA file,
+ * key not matching the certificate, a server URL that is not https). */
+int nl_kube_client_new(nl_kube_client_t **out, uv_loop_t *loop,
+                       const nl_kube_client_opts_t *opts, nl_err_t **err);
+/* Closes the connection, fails outstanding requests with NL_ECLOSED, then frees
+ * the client and calls done (which may be NULL) from a close callback. */
+void nl_kube_client_stop(nl_kube_client_t *c, void (*done)(void *ctx), void *ctx);
+
+/* True while a connection is established and usable. */
+bool nl_kube_client_connected(const nl_kube_client_t *c);
+/* The server URL ("https://10.0.0.1:6443"). */
+const char *nl_kube_client_server(const nl_kube_client_t *c);
+
+typedef struct nl_kube_response {
+  int status;          /* HTTP status */
+  const char *body;    /* NUL-terminated, "" when empty; valid during the callback */
+  size_t body_len;
+  const char *content_type; /* "" when none */
+} nl_kube_response_t;
+
+/* Called exactly once, never from inside nl_kube_request()/nl_kube_req_cancel().
+ * A response with any HTTP status arrives with err == NULL; err is set only when
+ * no response could be had (connection, TLS, timeout, cancel):
+ *   NL_ETIMEOUT, NL_ECLOSED (cancelled or client stopped), an errno value, or
+ *   EPROTO (TLS or protocol failure; the message names the cause, e.g.
+ *   "x509: certificate signed by unknown authority"). */
+typedef void (*nl_kube_done_fn)(void *ctx, const nl_kube_response_t *resp, const nl_err_t *err);
+
+/* Streaming (watches): the head of the response, then its body in pieces. A
+ * streaming request has no overall timeout beyond timeout_ms to the head. */
+typedef void (*nl_kube_head_fn)(void *ctx, int status);
+typedef void (*nl_kube_data_fn)(void *ctx, const char *data, size_t len);
+
+typedef struct nl_kube_request_opts {
+  const char *method;       /* "GET", "POST", "PUT", "PATCH", "DELETE" */
+  const char *path;         /* "/api/v1/nodes/n1?fieldSelector=..." (escaped by caller) */
+  const char *content_type; /* NULL: "application/json" when there is a body */
+  const void *body;         /* copied */
+  size_t body_len;
+  uint64_t timeout_ms;      /* 0: the client's default */
+  bool no_rate_limit;       /* skip the token bucket (none use it today) */
+  /* Streaming: set on_data (and optionally on_head). done still runs once, at
+   * the end of the stream, with the final status and an empty body. */
+  nl_kube_head_fn on_head;
+  nl_kube_data_fn on_data;
+} nl_kube_request_opts_t;
+
+/* Starts a request; everything in opts is copied. Never returns NULL: every
+ * error arrives through cb. */
+nl_kube_req_t *nl_kube_request(nl_kube_client_t *c, const nl_kube_request_opts_t *opts,
+                               nl_kube_done_fn cb, void *ctx);
+/* Cancels a request whose callback has not run: cb runs later with NL_ECLOSED.
+ * A no-op once the result is on its way. */
+void nl_kube_req_cancel(nl_kube_req_t *r);
+
+/* For a non-2xx response: fills *err with the apiserver's Status message
+ * ("nodes \"n1\" is forbidden: User \"system:node:n2\" cannot ...") or, when the
+ * body is no Status, "the server responded with HTTP <code>"; code is the HTTP
+ * status. Always returns -1. */
+/* Implemented in agent/kube/status.c. */
+int nl_kube_status_err(const nl_kube_response_t *resp, nl_err_t **err);
+
+#endif

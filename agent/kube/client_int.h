@@ -1,0 +1,149 @@
+/* Internal to the API client: the client, its connections (conn.c) and its
+ * requests (client.c). */
+#ifndef NL_KUBE_CLIENT_INT_H
+#define NL_KUBE_CLIENT_INT_H
+
+#include <netdb.h>
+
+#include "agent/kube/client.h"
+#include "agent/kube/h2.h"
+#include "agent/kube/ratelimit.h"
+#include "reactor/backoff.h"
+#include "reactor/buf.h"
+#include "reactor/http_client.h"
+#include "reactor/http_io.h"
+#include "reactor/list.h"
+#include "reactor/tls.h"
+
+#define NL_KUBE_WINDOW (16u * 1024 * 1024)   /* per stream and per connection */
+#define NL_KUBE_MAX_BODY (128u * 1024 * 1024) /* a buffered (not streamed) response */
+#define NL_KUBE_MAX_RETRIES 10                /* client-go's maxRetries */
+
+/* The client's connection state; draining connections (after GOAWAY) live on
+ * beside it until their streams end. */
+typedef enum nl_kube_state {
+  NL_KUBE_IDLE,       /* no connection; one starts when a request waits */
+  NL_KUBE_CONNECTING, /* cur is resolving, connecting or in the TLS handshake */
+  NL_KUBE_READY,      /* cur carries new streams */
+  NL_KUBE_BACKOFF,    /* the last attempt failed; backoff_timer runs */
+  NL_KUBE_HTTP1,      /* the server offers no h2: one connection per request */
+  NL_KUBE_STOPPING,
+} nl_kube_state_t;
+
+typedef enum nl_kube_conn_state {
+  KC_RESOLVING,
+  KC_CONNECTING,
+  KC_HANDSHAKE,
+  KC_READY,
+  KC_DRAINING, /* GOAWAY seen: finishes its streams, takes no new ones */
+  KC_CLOSED,   /* detached from the client; frees itself when its handles close */
+} nl_kube_conn_state_t;
+
+typedef struct nl_kube_conn {
+  nl_kube_client_t *client;
+  nl_list_t link;   /* in client->conns */
+  nl_kube_conn_state_t state;
+  int live;         /* handles and requests to come back before it is freed */
+  uv_getaddrinfo_t gai;
+  bool gai_pending;
+  struct addrinfo *ai, *ai_next;
+  nl__http_io_t io;
+  bool io_open;
+  uv_connect_t connect;
+  uv_timer_t health; /* ReadIdleTimeout, then PingTimeout */
+  nl_kube_h2_t *h2;
+  nl_buf_t out;      /* session output collected during one flush */
+  nl_list_t reqs;    /* requests with a stream on this connection */
+  char peer[INET6_ADDRSTRLEN + 8];
+  bool was_ready;
+  bool rx;           /* frames arrived since the last health tick */
+  bool ping_outstanding;
+  bool in_recv;      /* inside nl_kube_h2_recv: the session is freed after it */
+  bool goaway;
+  uint32_t goaway_code;
+  int32_t goaway_last;
+} nl_kube_conn_t;
+
+typedef enum nl_kube_req_state {
+  RQ_THROTTLED, /* waiting for a token of the rate limiter */
+  RQ_WAITING,   /* waiting for a connection (client->waiting) */
+  RQ_ACTIVE,    /* a stream on conn, or an HTTP/1.1 call */
+  RQ_RETRY,     /* waiting out a Retry-After */
+  RQ_DONE,      /* the result is decided; delivered from the timer */
+} nl_kube_req_state_t;
+
+struct nl_kube_req {
+  nl_kube_client_t *client;
+  nl_list_t link;     /* client->waiting or conn->reqs */
+  nl_list_t all;      /* client->reqs until delivered */
+  nl_kube_req_state_t state;
+  uv_timer_t timer;   /* deadline, throttle or retry wake-up, then delivery */
+  nl_kube_conn_t *conn;
+  nl_kube_h2_stream_t stream;
+  nl_http_call_t *h1;
+  char *method, *path, *url, *content_type;
+  char *body;
+  size_t body_len;
+  uint64_t deadline;  /* loop ms; UINT64_MAX after a stream's head */
+  uint64_t wake;      /* RQ_THROTTLED, RQ_RETRY: when to go on */
+  int retries;
+  bool no_rate_limit;
+  bool had_conn;      /* a connection was ready while it waited */
+  bool retry_pending; /* a streaming answer to be retried: not the caller's */
+  nl_kube_done_fn cb;
+  nl_kube_head_fn on_head;
+  nl_kube_data_fn on_data;
+  void *ctx;
+  int status;
+  char *resp_type;
+  nl_buf_t resp_body;
+  nl_err_t *err;
+};
+
+struct nl_kube_client {
+  uv_loop_t *loop;
+  nl_kube_state_t state;
+  char *server;       /* as configured */
+  nl_http_url_t url;  /* host and port to dial */
+  char *prefix;       /* the server URL's path, "" or "/prefix" */
+  char *authority;
+  char *server_name;  /* verified and sent as SNI */
+  nl_tls_config_t *tls;
+  char *authorization;
+  char *user_agent;
+  uint64_t default_timeout_ms, read_idle_ms, ping_timeout_ms;
+  nl_kube_ratelimit_t rl;
+  nl_backoff_t backoff;
+  uv_timer_t backoff_timer;
+  nl_kube_conn_t *cur;
+  nl_list_t conns;    /* every connection not yet freed that still has a client */
+  nl_list_t waiting;
+  nl_list_t reqs;
+  nl_err_t *last_err; /* why the last connection attempt failed */
+  int live;           /* the timer, requests and connections not yet freed */
+  void (*done)(void *ctx);
+  void *done_ctx;
+};
+
+/* conn.c */
+nl_kube_conn_t *nl_kube__conn_start(nl_kube_client_t *c);
+/* Detaches conn from its client: its requests fail with err (those never sent
+ * go back to waiting), its handles close, and it frees itself. */
+void nl_kube__conn_close(nl_kube_conn_t *conn, const nl_err_t *err);
+/* Submits waiting requests while the connection takes streams. */
+void nl_kube__conn_submit(nl_kube_conn_t *conn);
+void nl_kube__conn_flush(nl_kube_conn_t *conn);
+
+/* client.c, called by conn.c */
+void nl_kube__step(nl_kube_client_t *c);
+/* The TLS handshake is done; h2 false: the server chose HTTP/1.1. */
+void nl_kube__conn_ready(nl_kube_client_t *c, nl_kube_conn_t *conn, bool h2);
+/* The connection failed before it was ready (err), or was lost or drained. */
+void nl_kube__conn_gone(nl_kube_client_t *c, nl_kube_conn_t *conn, const nl_err_t *err);
+void nl_kube__conn_freed(nl_kube_client_t *c);
+void nl_kube__req_submit(nl_kube_req_t *r, nl_kube_conn_t *conn, int *rc);
+/* Ends a request on a broken connection: back to waiting when the server
+ * never saw it, else failed with err. */
+void nl_kube__req_conn_lost(nl_kube_req_t *r, const nl_err_t *err);
+
+#endif

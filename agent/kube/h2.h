@@ -1,0 +1,92 @@
+/* The API client's HTTP/2 engine (nghttp2), doing no I/O, as cri/grpc.h does
+ * for gRPC: bytes read from the server go in with nl_kube_h2_recv(), bytes to
+ * send come out through the write callback of nl_kube_h2_flush(). Each request
+ * is a stream (nl_kube_h2_stream_t) the caller embeds in its request struct.
+ * Responses are plain HTTP: a status, a few headers, a body in pieces.
+ *
+ * Re-entrancy: stream callbacks run inside nl_kube_h2_recv(). They may submit
+ * and cancel streams but must not free the session. */
+#ifndef NL_KUBE_H2_H
+#define NL_KUBE_H2_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "reactor/list.h"
+
+typedef struct nl_kube_h2 nl_kube_h2_t;
+typedef struct nl_kube_h2_stream nl_kube_h2_stream_t;
+
+/* The head of the response arrived (st->status, content_type, retry_after). */
+typedef void (*nl_kube_h2_head_cb)(nl_kube_h2_stream_t *st);
+/* A piece of the body; borrowed until the callback returns. */
+typedef void (*nl_kube_h2_data_cb)(nl_kube_h2_stream_t *st, const uint8_t *p, size_t n);
+/* The stream ended: error_code is NGHTTP2_NO_ERROR for a complete response,
+ * else the RST_STREAM code. refused: the server never processed the request
+ * (REFUSED_STREAM, or above a GOAWAY's last stream id), so it may be sent
+ * again. Called once per submitted stream unless it was cancelled; the engine
+ * no longer touches st afterwards. */
+typedef void (*nl_kube_h2_close_cb)(nl_kube_h2_stream_t *st, uint32_t error_code, bool refused);
+
+/* Embedded by the caller. The caller sets the callbacks; the rest is the
+ * engine's and valid while the stream is open. */
+struct nl_kube_h2_stream {
+  nl_kube_h2_head_cb on_head;
+  nl_kube_h2_data_cb on_data;
+  nl_kube_h2_close_cb on_close;
+  /* engine-private from here */
+  nl_kube_h2_t *session;
+  nl_list_t link;      /* in the session's open streams */
+  int32_t id;
+  int status;          /* :status, 0 until the head */
+  char *content_type;  /* owned, NULL when none */
+  char *retry_after;   /* owned, NULL when none */
+  const uint8_t *body; /* request body, borrowed until the stream ends */
+  size_t body_len, body_off;
+  bool got_response;   /* any frame of the response seen */
+  bool sent;           /* our HEADERS left the engine: the server may act on it */
+};
+
+typedef struct nl_kube_h2_header {
+  const char *name, *value; /* lower-case names */
+} nl_kube_h2_header_t;
+
+typedef struct nl_kube_h2_cbs {
+  /* Bytes for the server; copy them. Return 0, or negative to fail the flush. */
+  int (*write)(void *user, const uint8_t *data, size_t len);
+  /* Our PING was acknowledged. */
+  void (*ping_ack)(void *user);
+  /* GOAWAY: no new streams; those above last_stream_id close as refused. */
+  void (*goaway)(void *user, uint32_t error_code, int32_t last_stream_id);
+} nl_kube_h2_cbs_t;
+
+/* window: the receive window per stream and for the connection. Queues the
+ * preface and SETTINGS. Returns NULL only on allocation failure. */
+nl_kube_h2_t *nl_kube_h2_new(uint32_t window, const nl_kube_h2_cbs_t *cbs, void *user);
+/* Frees the session; open streams get no callback (the caller fails them,
+ * retrying those not sent). */
+void nl_kube_h2_free(nl_kube_h2_t *s);
+
+/* Returns 0, or a negative nghttp2 error when the connection is broken. */
+int nl_kube_h2_recv(nl_kube_h2_t *s, const uint8_t *data, size_t len);
+int nl_kube_h2_flush(nl_kube_h2_t *s);
+
+/* Starts a request. body (may be NULL) is borrowed until the stream ends.
+ * Returns 0, NL_KUBE_H2_EBUSY when the session takes no new stream now
+ * (GOAWAY, or the server's concurrent-stream limit), or a negative nghttp2
+ * error. No callback follows a failure. */
+int nl_kube_h2_submit(nl_kube_h2_t *s, nl_kube_h2_stream_t *st, const char *method,
+                      const char *path, const char *authority,
+                      const nl_kube_h2_header_t *hdrs, size_t n_hdrs, const void *body,
+                      size_t body_len);
+#define NL_KUBE_H2_EBUSY (-100000)
+/* Abandons a stream: RST_STREAM(CANCEL) is queued, no callback follows. */
+void nl_kube_h2_cancel(nl_kube_h2_stream_t *st);
+
+int nl_kube_h2_ping(nl_kube_h2_t *s);
+/* Streams open with a caller attached. */
+size_t nl_kube_h2_active(const nl_kube_h2_t *s);
+bool nl_kube_h2_can_submit(const nl_kube_h2_t *s);
+
+#endif
