@@ -61,7 +61,6 @@ struct nl_reflector {
   bool relist;         /* what the back-off leads to */
   nl_backoff_t backoff;
   uint64_t last_backoff_ms;
-  uint64_t rng;
 
   /* the watch in flight */
   nl_kube_watch_decoder_t dec;
@@ -115,20 +114,21 @@ static void query_escape(nl_buf_t *b, const char *s) {
   }
 }
 
-static uint64_t xorshift(uint64_t *s) {
-  uint64_t x = *s;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return *s = x;
-}
-
 static req_ctx_t *new_req_ctx(nl_reflector_t *r) {
   req_ctx_t *c = nl_xmalloc(sizeof *c);
   c->r = r;
   c->gen = ++r->gen;
   r->pending++;
   return c;
+}
+
+/* Frees a request's context; *stale when the request is no longer the current one. */
+static nl_reflector_t *take_ctx(void *ctx, bool *stale) {
+  req_ctx_t *c = ctx;
+  nl_reflector_t *r = c->r;
+  *stale = c->gen != r->gen;
+  free(c);
+  return r;
 }
 
 static void maybe_free(nl_reflector_t *r) {
@@ -208,10 +208,8 @@ out:
 }
 
 static void on_list(void *ctx, const nl_kube_response_t *resp, const nl_err_t *err) {
-  req_ctx_t *c = ctx;
-  nl_reflector_t *r = c->r;
-  bool stale = c->gen != r->gen;
-  free(c);
+  bool stale;
+  nl_reflector_t *r = take_ctx(ctx, &stale);
   if (!stale) {
     assert(r->state == NL_REFLECTOR_LISTING);
     r->req = NULL;
@@ -279,7 +277,7 @@ static void start_watch(nl_reflector_t *r) {
   r->watch_events = 0;
   r->watch_outcome = WATCH_ENDED;
   r->watch_started_ms = uv_now(r->loop);
-  double f = (double)(xorshift(&r->rng) >> 11) / (double)(1ull << 53);
+  double f = nl_backoff_random(&r->backoff);
   uint64_t timeout_s = (uint64_t)((double)r->opts.min_watch_timeout_ms * (1.0 + f) / 1000.0);
   if (!timeout_s) timeout_s = 1;
   nl_buf_t url = NL_BUF_INIT;
@@ -337,10 +335,8 @@ static void on_watch_data(void *ctx, const char *data, size_t len) {
 }
 
 static void on_watch_done(void *ctx, const nl_kube_response_t *resp, const nl_err_t *err) {
-  req_ctx_t *c = ctx;
-  nl_reflector_t *r = c->r;
-  bool stale = c->gen != r->gen;
-  free(c);
+  bool stale;
+  nl_reflector_t *r = take_ctx(ctx, &stale);
   if (!stale) {
     assert(r->state == NL_REFLECTOR_WATCHING);
     r->req = NULL;
@@ -465,8 +461,6 @@ int nl_reflector_new(nl_reflector_t **out, uv_loop_t *loop, nl_kube_client_t *cl
   r->relist = true;
   nl_backoff_init(&r->backoff, opts->backoff_initial_ms ? opts->backoff_initial_ms : BACKOFF_INITIAL_MS,
                   opts->backoff_max_ms ? opts->backoff_max_ms : BACKOFF_MAX_MS, 1.0);
-  r->rng = uv_hrtime() ^ (uint64_t)(uintptr_t)r ^ 0x9e3779b97f4a7c15ull;
-  if (!r->rng) r->rng = 1;
   nl_kube_watch_decoder_init(&r->dec, opts->max_event, on_event, r);
   uv_timer_init(loop, &r->timer);
   *out = r;

@@ -148,10 +148,17 @@ static void parse_error(const char *y, const char *want) {
   nl_err_free(&err);
 }
 
-static void more_refusals(void **state) {
-  const char *ok_ctx = "current-context: a\n"
-                       "contexts: [{name: a, context: {cluster: c, user: u}}]\n";
+/* A cluster and a user behind a valid current context. */
+static void refused(const char *cluster, const char *user, const char *want) {
   char y[1024];
+  snprintf(y, sizeof y,
+           "current-context: a\ncontexts: [{name: a, context: {cluster: c, user: u}}]\n"
+           "clusters: [{name: c, cluster: %s}]\nusers: [{name: u, user: %s}]\n",
+           cluster, user);
+  parse_error(y, want);
+}
+
+static void more_refusals(void **state) {
   parse_error("", "kubeconfig k: the file holds no configuration");
   parse_error("[1]", "kubeconfig k: must be an object, got a list");
   parse_error("current-context: a\ncontexts: {a: 1}\n", "kubeconfig k: contexts: must be a list, got an object");
@@ -159,28 +166,22 @@ static void more_refusals(void **state) {
   parse_error("current-context: a\ncontexts: [{context: {}}]\n", "kubeconfig k: contexts[0].name: not set");
   parse_error("current-context: a\ncontexts: [{name: a, context: {user: u}}]\n",
               "kubeconfig k: contexts[0].context.cluster: not set");
-  snprintf(y, sizeof y, "%sclusters: [{name: c, cluster: {}}]\nusers: [{name: u}]\n", ok_ctx);
-  parse_error(y, "kubeconfig k: clusters[0].cluster.server: not set");
-  snprintf(y, sizeof y, "%sclusters: [{name: c, cluster: {server: 'https://'}}]\nusers: [{name: u}]\n", ok_ctx);
-  parse_error(y, "kubeconfig k: clusters[0].cluster.server: no host in \"https://\"");
-  snprintf(y, sizeof y, "%sclusters: [{name: c, cluster: {server: 'https://h', proxy-url: 'http://p:3128'}}]\n"
-           "users: [{name: u}]\n", ok_ctx);
-  parse_error(y, "kubeconfig k: clusters[0].cluster.proxy-url: proxies are not supported");
-  snprintf(y, sizeof y, "%sclusters: [{name: c, cluster: {server: 'https://h', insecure-skip-tls-verify: 'yes'}}]\n"
-           "users: [{name: u}]\n", ok_ctx);
-  parse_error(y, "kubeconfig k: clusters[0].cluster.insecure-skip-tls-verify: must be a boolean, got a string");
-  snprintf(y, sizeof y, "%sclusters: [{name: c, cluster: {server: 'https://h'}}]\n"
-           "users: [{name: u, user: {username: admin, password: x}}]\n", ok_ctx);
-  parse_error(y, "kubeconfig k: users[0].user.username: basic authentication is not supported");
-  snprintf(y, sizeof y, "%sclusters: [{name: c, cluster: {server: 'https://h'}}]\n"
-           "users: [{name: u, user: {as: root}}]\n", ok_ctx);
-  parse_error(y, "kubeconfig k: users[0].user.as: impersonation is not supported");
-  snprintf(y, sizeof y, "%sclusters: [{name: c, cluster: {server: 'https://h'}}]\n"
-           "users: [{name: u, user: {client-key: k.pem, client-certificate: c.pem, client-certificate-data: eA==}}]\n", ok_ctx);
-  parse_error(y, "kubeconfig k: users[0].user: client-certificate and client-certificate-data are both set; use one");
-  snprintf(y, sizeof y, "%sclusters: [{name: c, cluster: {server: 'https://h', certificate-authority-data: AAEC}}]\n"
-           "users: [{name: u}]\n", ok_ctx);
-  parse_error(y, "kubeconfig k: clusters[0].cluster.certificate-authority-data: must hold PEM data");
+  const char *h = "{server: 'https://h'}";
+  refused("{}", "{}", "kubeconfig k: clusters[0].cluster.server: not set");
+  refused("{server: 'https://'}", "{}", "kubeconfig k: clusters[0].cluster.server: no host in \"https://\"");
+  refused("{server: 'https://h', proxy-url: 'http://p:3128'}", "{}",
+          "kubeconfig k: clusters[0].cluster.proxy-url: proxies are not supported");
+  refused("{server: 'https://h', insecure-skip-tls-verify: 'yes'}", "{}",
+          "kubeconfig k: clusters[0].cluster.insecure-skip-tls-verify: must be a boolean, got a string");
+  refused("{server: 'https://h', certificate-authority-data: AAEC}", "{}",
+          "kubeconfig k: clusters[0].cluster.certificate-authority-data: must hold PEM data");
+  refused(h, "{username: admin, password: x}",
+          "kubeconfig k: users[0].user.username: basic authentication is not supported");
+  refused(h, "{as: root}", "kubeconfig k: users[0].user.as: impersonation is not supported");
+  refused(h, "{client-key: k.pem, client-certificate: c.pem, client-certificate-data: eA==}",
+          "kubeconfig k: users[0].user: client-certificate and client-certificate-data are both set; use one");
+  refused(h, "{client-key-data: eA==}",
+          "kubeconfig k: users[0].user: client-key is set without client-certificate");
 }
 
 static void anonymous_user_and_path_prefix(void **state) {
