@@ -37,11 +37,12 @@ uint64_t nl_backoff_next(nl_backoff_t *b) {
   else
     b->current_ms *= 2;
   uint64_t d = b->current_ms;
-  if (b->jitter > 0) {
-    double f = (double)(xorshift(&b->rng) >> 11) / (double)(1ull << 53);
-    d += (uint64_t)((double)d * b->jitter * f);
-  }
+  if (b->jitter > 0) d += (uint64_t)((double)d * b->jitter * nl_backoff_random(b));
   return d;
+}
+
+double nl_backoff_random(nl_backoff_t *b) {
+  return (double)(xorshift(&b->rng) >> 11) / (double)(1ull << 53);
 }
 
 void nl_backoff_reset(nl_backoff_t *b) { b->current_ms = 0; }

@@ -21,6 +21,9 @@ void nl_backoff_init(nl_backoff_t *b, uint64_t initial_ms, uint64_t max_ms, doub
 /* Returns the next delay (initial, then doubling up to max, jittered). */
 uint64_t nl_backoff_next(nl_backoff_t *b);
 void nl_backoff_reset(nl_backoff_t *b);
+/* A uniform draw in [0, 1) from b's jitter state (for other jittered figures of
+ * the same owner, e.g. a watch's randomised timeout). */
+double nl_backoff_random(nl_backoff_t *b);
 
 /* A keyed table: one back-off per id (e.g. "<pod uid>_<container>" or an image). */
 typedef struct nl_backoff_table {

@@ -23,18 +23,22 @@ declare -A seeds=(
   [fuzz_agent]=test/fuzz/agent/corpus
   [fuzz_cri_response]="$work/cri-seeds"
   [fuzz_http_parse]=test/fuzz/http/corpus
+  [fuzz_kubeconfig]=test/fixtures/kubeconfig
   [fuzz_manifest]=test/fixtures/manifests
   [fuzz_yamlfast]=test/fixtures/manifests
+  [fuzz_watch]=test/fuzz/kube/corpus/watch
 )
 declare -A bins=(
   [fuzz_agent]=build-fuzz/test/fuzz/agent/fuzz_agent
   [fuzz_cri_response]=build-fuzz/test/fuzz/cri/fuzz_cri_response
   [fuzz_http_parse]=build-fuzz/test/fuzz/http/fuzz_http_parse
+  [fuzz_kubeconfig]=build-fuzz/test/fuzz/kube/fuzz_kubeconfig
   [fuzz_manifest]=build-fuzz/test/fuzz/manifest/fuzz_manifest
   [fuzz_yamlfast]=build-fuzz/test/fuzz/manifest/fuzz_yamlfast
+  [fuzz_watch]=build-fuzz/test/fuzz/kube/fuzz_watch
 )
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_agent fuzz_cri_response fuzz_http_parse fuzz_manifest fuzz_yamlfast)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_agent fuzz_cri_response fuzz_http_parse fuzz_kubeconfig fuzz_manifest fuzz_watch fuzz_yamlfast)
 status=0
 for t in "${targets[@]}"; do
   mkdir -p "$work/$t"

@@ -100,8 +100,10 @@ void nl_kube_req_cancel(nl_kube_req_t *r);
 
 /* For a non-2xx response: fills *err with the apiserver's Status message
  * ("nodes \"n1\" is forbidden: User \"system:node:n2\" cannot ...") or, when the
- * body is no Status, "the server responded with HTTP <code>"; code is the HTTP
- * status. Always returns -1. */
+ * body is no Status, client-go's wording for the code (401: "the server has asked
+ * for the client to provide credentials"; otherwise "the server responded with
+ * the status code <code> but did not return more information", ...); code is
+ * the HTTP status. Always returns -1. The Status reason: agent/kube/status.h. */
 /* Implemented in agent/kube/status.c. */
 int nl_kube_status_err(const nl_kube_response_t *resp, nl_err_t **err);
 

@@ -27,12 +27,19 @@ typedef struct nl_kubeconfig {
   char *token_file;
 } nl_kubeconfig_t;
 
-/* Loads path. Returns 0, or -1 with *err naming the file and field:
+/* Loads path, checks that the files it names (CA, client certificate and key) can
+ * be read, and reads tokenFile into token (surrounding blanks trimmed) unless a
+ * token is given too. Returns 0, or -1 with *err naming the file and field:
  *   "kubeconfig /etc/kubernetes/kubelet.conf: contexts[0].context.cluster: cluster \"x\" not found"
  *   "kubeconfig /x: users[0].user.exec: exec credential plugins are not supported"
- * A missing or unreadable file has the errno as code. */
+ *   "kubeconfig /x: client-key /x/k.pem: No such file or directory"
+ * A missing or unreadable file has the errno as code, every other problem NL_EINVAL.
+ * Only the current context, its cluster and its user are checked (client-go's
+ * ConfirmUsable). On failure *kc holds nothing to free. */
 int nl_kubeconfig_load(nl_kubeconfig_t *kc, const char *path, nl_err_t **err);
-/* The same from bytes already read (dir resolves relative paths); for tests and fuzzing. */
+/* The same from bytes already read (dir resolves relative paths; NULL keeps them
+ * as written), without touching the file system: no file check, token_file not
+ * read. For tests and fuzzing. */
 int nl_kubeconfig_parse(nl_kubeconfig_t *kc, const char *data, size_t len, const char *path,
                         const char *dir, nl_err_t **err);
 void nl_kubeconfig_free(nl_kubeconfig_t *kc);

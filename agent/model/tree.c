@@ -384,6 +384,13 @@ static bool jlit(jp_t *j, const char *lit) {
   return true;
 }
 
+/* A closed map or sequence keeps its text, so that callers can hand an embedded
+ * object on without re-encoding it (watch events, list items). */
+static nl_tnode_t *jspan(jp_t *j, nl_tnode_t *n) {
+  n->len = (size_t)(j->s - n->s);
+  return n;
+}
+
 static nl_tnode_t *jvalue(jp_t *j, int depth) {
   jws(j);
   if (j->s >= j->end) { jfail(j, ""); return NULL; }
@@ -393,9 +400,10 @@ static nl_tnode_t *jvalue(jp_t *j, int depth) {
   if (c == '{' || c == '[') {
     bool map = c == '{';
     n = nl__tree_node_new(j->a, map ? NL_T_MAP : NL_T_SEQ, j->line);
+    n->s = j->s;
     j->s++;
     jws(j);
-    if (j->s < j->end && *j->s == (map ? '}' : ']')) { j->s++; return n; }
+    if (j->s < j->end && *j->s == (map ? '}' : ']')) { j->s++; return jspan(j, n); }
     for (;;) {
       const char *key = NULL;
       size_t key_len = 0;
@@ -413,7 +421,7 @@ static nl_tnode_t *jvalue(jp_t *j, int depth) {
       nl__tree_add(j->a, n, key, key_len, v);
       jws(j);
       if (j->s < j->end && *j->s == ',') { j->s++; continue; }
-      if (j->s < j->end && *j->s == (map ? '}' : ']')) { j->s++; return n; }
+      if (j->s < j->end && *j->s == (map ? '}' : ']')) { j->s++; return jspan(j, n); }
       jfail(j, map ? "expected ',' or '}'" : "expected ',' or ']'");
       return NULL;
     }

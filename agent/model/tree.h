@@ -32,7 +32,10 @@ typedef struct nl_tnode {
   int line; /* 1-based, for messages */
   int b;
   int64_t i;
-  const char *s; /* scalars: NUL-terminated; may contain NULs in JSON (len) */
+  /* scalars: NUL-terminated; may contain NULs in JSON (len). Maps and sequences
+   * parsed from JSON: their text in the input (not NUL-terminated, valid as long
+   * as the input); NULL from YAML. */
+  const char *s;
   size_t len;
   nl_tentry_t *first, *last; /* maps and sequences */
   size_t n;

@@ -1,0 +1,129 @@
+/* Watch events are framed by newlines (the apiserver's JSON encoder ends every
+ * event with one, and JSON text holds no raw newline) and parsed with the model's
+ * JSON tree rather than jansson. Both parse the whole event; the tree allocates
+ * from one arena (a few chunk allocations per event against one malloc per node
+ * and string with jansson, whose objects also hash every key), keeps numbers as
+ * written, and keeps each map's text, which is what the caller needs: the
+ * object's JSON as it came, for the model's decoders, with no re-encoding
+ * (jansson would need a json_dumps copy). */
+#include "agent/kube/watch_decode.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "agent/kube/internal.h"
+
+static const char *const types[] = {
+    [NL_KUBE_WATCH_ADDED] = "ADDED",
+    [NL_KUBE_WATCH_MODIFIED] = "MODIFIED",
+    [NL_KUBE_WATCH_DELETED] = "DELETED",
+    [NL_KUBE_WATCH_BOOKMARK] = "BOOKMARK",
+    [NL_KUBE_WATCH_ERROR] = "ERROR",
+};
+
+void nl_kube_watch_decoder_init(nl_kube_watch_decoder_t *d, size_t max_event,
+                                nl_kube_watch_event_fn cb, void *ctx) {
+  memset(d, 0, sizeof *d);
+  d->max_event = max_event ? max_event : NL_KUBE_WATCH_MAX_EVENT;
+  d->cb = cb;
+  d->ctx = ctx;
+}
+
+void nl_kube_watch_decoder_free(nl_kube_watch_decoder_t *d) { nl_buf_free(&d->partial); }
+
+static const char *str_at(const nl_tnode_t *map, const char *key) {
+  const nl_tnode_t *v = nl__tree_get(map, key);
+  return v && v->kind == NL_T_STR && strlen(v->s) == v->len ? v->s : "";
+}
+
+static int event(nl_kube_watch_decoder_t *d, nl_arena_t *a, const char *line, size_t len,
+                 nl_err_t **err) {
+  nl_tnode_t *root = nl__tree_parse_json(a, line, len, err);
+  if (!root) return nl_err_wrap(err, "malformed watch event");
+  if (root->kind != NL_T_MAP)
+    return nl_err_set(err, NL_EINVAL, "malformed watch event: not an object");
+  const nl_tnode_t *type = nl__tree_get(root, "type"), *obj = nl__tree_get(root, "object");
+  if (!type || type->kind != NL_T_STR)
+    return nl_err_set(err, NL_EINVAL, "malformed watch event: no type");
+  nl_kube_watch_event_t ev = {.resource_version = "", .message = ""};
+  size_t t = 0;
+  while (t < sizeof types / sizeof types[0] && strcmp(types[t], type->s) != 0) t++;
+  if (t == sizeof types / sizeof types[0] || strlen(type->s) != type->len)
+    return nl_err_set(err, NL_EINVAL, "watch event of type \"%.40s\" is not supported", type->s);
+  ev.type = (nl_kube_watch_type_t)t;
+  if (!obj || obj->kind != NL_T_MAP)
+    return nl_err_set(err, NL_EINVAL, "malformed watch event: %s without an object", types[t]);
+  ev.object = obj->s;
+  ev.object_len = obj->len;
+  ev.resource_version = str_at(nl__tree_get(obj, "metadata"), "resourceVersion");
+  nl__kube_status_t st;
+  if (ev.type == NL_KUBE_WATCH_ERROR && nl__kube_status_read(obj, &st) == 0) {
+    ev.code = st.code;
+    ev.reason = st.reason;
+    if (st.message) ev.message = st.message;
+  }
+  return d->cb(d->ctx, &ev) ? 1 : 0;
+}
+
+static bool blank(const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!strchr(" \t\r", s[i])) return false;
+  return true;
+}
+
+static int line(nl_kube_watch_decoder_t *d, const char *s, size_t n, nl_err_t **err) {
+  if (blank(s, n)) return 0;
+  /* the tree holds about the object's size again; start near it */
+  nl_arena_t *a = nl__arena_new(n < 1024 ? 1024 : 4096);
+  int rc = event(d, a, s, n, err);
+  nl__arena_free(a);
+  return rc;
+}
+
+static int too_large(nl_kube_watch_decoder_t *d, nl_err_t **err) {
+  d->failed = true;
+  nl_buf_free(&d->partial);
+  return nl_err_set(err, EMSGSIZE, "watch event larger than %zu bytes", d->max_event);
+}
+
+int nl_kube_watch_decoder_feed(nl_kube_watch_decoder_t *d, const char *data, size_t len,
+                               nl_err_t **err) {
+  if (d->failed) return nl_err_set(err, NL_EINVAL, "watch stream already failed");
+  while (len) {
+    const char *nl = memchr(data, '\n', len);
+    size_t take = nl ? (size_t)(nl - data) : len;
+    if (d->partial.len + take > d->max_event) return too_large(d, err);
+    if (!nl) {
+      nl_buf_append(&d->partial, data, len);
+      return 0;
+    }
+    int rc;
+    if (d->partial.len == 0) {
+      rc = line(d, data, take, err); /* the common case: in place */
+    } else {
+      nl_buf_append(&d->partial, data, take);
+      rc = line(d, d->partial.data, d->partial.len, err);
+      nl_buf_reset(&d->partial);
+      if (d->partial.cap > (64u << 10)) nl_buf_free(&d->partial); /* one big event */
+    }
+    if (rc < 0) {
+      d->failed = true;
+      nl_buf_free(&d->partial);
+      return -1;
+    }
+    if (rc > 0) return 1;
+    data += take + 1;
+    len -= take + 1;
+  }
+  return 0;
+}
+
+int nl_kube_watch_decoder_finish(nl_kube_watch_decoder_t *d, nl_err_t **err) {
+  if (d->failed) return nl_err_set(err, NL_EINVAL, "watch stream already failed");
+  if (!blank(d->partial.data ? d->partial.data : "", d->partial.len)) {
+    d->failed = true;
+    return nl_err_set(err, EPROTO, "watch stream ended inside an event (%zu bytes)",
+                      d->partial.len);
+  }
+  return 0;
+}

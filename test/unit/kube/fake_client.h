@@ -1,0 +1,35 @@
+/* A test double of client.h's request functions: it records every request and
+ * lets the test answer it (whole responses, or a stream piece by piece). */
+#ifndef TEST_KUBE_FAKE_CLIENT_H
+#define TEST_KUBE_FAKE_CLIENT_H
+
+#include <stdbool.h>
+
+#include "agent/kube/client.h"
+
+typedef struct fake_req {
+  char *method, *path;
+  nl_kube_head_fn on_head;
+  nl_kube_data_fn on_data;
+  nl_kube_done_fn cb;
+  void *ctx;
+  bool cancelled, done;
+} fake_req_t;
+
+#define FAKE_MAX 256
+extern fake_req_t *fake_reqs[FAKE_MAX];
+extern size_t fake_nreqs;
+
+/* The latest request. */
+fake_req_t *fake_last(void);
+/* Completes cancelled requests with NL_ECLOSED (the real client does it later,
+ * never from inside nl_kube_req_cancel). */
+void fake_settle(void);
+void fake_respond(fake_req_t *r, int status, const char *body);
+void fake_head(fake_req_t *r, int status);
+void fake_data(fake_req_t *r, const char *data);
+void fake_end(fake_req_t *r, int status); /* the end of a stream */
+void fake_fail(fake_req_t *r, int code, const char *msg);
+void fake_reset(void);
+
+#endif

@@ -1,0 +1,353 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "agent/kube/reflector.h"
+#include "fake_client.h"
+#include "reactor/buf.h"
+
+#define PODS "/api/v1/pods"
+#define SEL "fieldSelector=spec.nodeName%3Dedge-1"
+
+typedef struct seen {
+  int lists, events;
+  nl_buf_t log; /* "list rv=<rv> [<item>|<item>]" and "<TYPE> <object>" lines */
+  nl_reflector_t *r;
+  bool stop_in_event;
+  int done;
+} seen_t;
+
+static const char *tname[] = {"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"};
+
+static void on_list(void *ctx, const nl_kube_raw_t *items, size_t n, const char *rv) {
+  seen_t *s = ctx;
+  s->lists++;
+  nl_buf_printf(&s->log, "list rv=%s [", rv);
+  for (size_t i = 0; i < n; i++)
+    nl_buf_printf(&s->log, "%s%.*s", i ? "|" : "", (int)items[i].len, items[i].json);
+  nl_buf_puts(&s->log, "]\n");
+}
+
+static void on_event(void *ctx, const nl_kube_watch_event_t *ev) {
+  seen_t *s = ctx;
+  s->events++;
+  nl_buf_printf(&s->log, "%s %.*s\n", tname[ev->type], (int)ev->object_len, ev->object);
+  if (s->stop_in_event) nl_reflector_stop(s->r, NULL, NULL);
+}
+
+static void on_done(void *ctx) { ((seen_t *)ctx)->done++; }
+
+typedef struct fixture {
+  uv_loop_t loop;
+  seen_t seen;
+  nl_reflector_t *r;
+} fixture_t;
+
+static int setup(void **state) {
+  fixture_t *f = calloc(1, sizeof *f);
+  uv_loop_init(&f->loop);
+  nl_reflector_opts_t o = {.path = PODS, .field_selector = "spec.nodeName=edge-1",
+                           .backoff_initial_ms = 1, .backoff_max_ms = 4};
+  nl_reflector_cbs_t cbs = {on_list, on_event};
+  nl_err_t *err = NULL;
+  assert_int_equal(nl_reflector_new(&f->r, &f->loop, NULL, &o, &cbs, &f->seen, &err), 0);
+  f->seen.r = f->r;
+  *state = f;
+  return 0;
+}
+
+/* Stops the reflector (unless the test did), settles what was cancelled, and
+ * checks that the loop closes: no handle and no memory left behind. */
+static int teardown(void **state) {
+  fixture_t *f = *state;
+  if (f->r) nl_reflector_stop(f->r, on_done, &f->seen);
+  fake_settle();
+  uv_run(&f->loop, UV_RUN_DEFAULT);
+  if (f->r) assert_int_equal(f->seen.done, 1);
+  assert_int_equal(uv_loop_close(&f->loop), 0);
+  fake_reset();
+  nl_buf_free(&f->seen.log);
+  free(f);
+  return 0;
+}
+
+/* Runs the loop until the n-th request is made. */
+static fake_req_t *run_until(fixture_t *f, size_t n) {
+  for (int i = 0; fake_nreqs < n && i < 10000; i++) uv_run(&f->loop, UV_RUN_ONCE);
+  assert_int_equal(fake_nreqs, n);
+  return fake_reqs[n - 1];
+}
+
+static const char list10[] =
+    "{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"10\"},"
+    "\"items\":[{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"7\"}},"
+    "{\"metadata\":{\"name\":\"b\",\"resourceVersion\":\"9\"}}]}";
+
+static unsigned watch_timeout(const fake_req_t *w) {
+  const char *t = strstr(w->path, "&timeoutSeconds=");
+  assert_non_null(t);
+  return (unsigned)strtoul(t + 16, NULL, 10);
+}
+
+static void assert_watch_from(const fake_req_t *w, const char *rv) {
+  char want[256];
+  snprintf(want, sizeof want, "%s?allowWatchBookmarks=true&%s&resourceVersion=%s&timeoutSeconds=",
+           PODS, SEL, rv);
+  if (strncmp(w->path, want, strlen(want)) != 0) fail_msg("got  %s\nwant %s...", w->path, want);
+  assert_non_null(strstr(w->path, "&watch=true"));
+  unsigned t = watch_timeout(w);
+  assert_true(t >= 300 && t < 600);
+  assert_string_equal(w->method, "GET");
+}
+
+/* LIST then WATCH from the list's version; the watch's events, cut anywhere */
+static void list_then_watch(fixture_t *f) {
+  nl_reflector_start(f->r);
+  fake_req_t *l = fake_last();
+  assert_string_equal(l->method, "GET");
+  assert_string_equal(l->path, PODS "?" SEL "&resourceVersion=0");
+  assert_false(nl_reflector_synced(f->r));
+  fake_respond(l, 200, list10);
+  assert_true(nl_reflector_synced(f->r));
+  assert_int_equal(fake_nreqs, 2);
+  assert_watch_from(fake_reqs[1], "10");
+  assert_int_equal(nl_reflector_state(f->r), NL_REFLECTOR_WATCHING);
+}
+
+static void lists_watches_and_follows_bookmarks(void **state) {
+  fixture_t *f = *state;
+  list_then_watch(f);
+  fake_req_t *w = fake_reqs[1];
+  fake_head(w, 200);
+  fake_data(w, "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"c\",\"resourceVersion\":\"11\"}}}\n{\"ty");
+  fake_data(w, "pe\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"15\"}}}\n");
+  assert_string_equal(nl_reflector_resource_version(f->r), "15");
+  fake_data(w, "{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"16\"}}}\n");
+  assert_string_equal(f->seen.log.data,
+                      "list rv=10 [{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"7\"}}|"
+                      "{\"metadata\":{\"name\":\"b\",\"resourceVersion\":\"9\"}}]\n"
+                      "ADDED {\"metadata\":{\"name\":\"c\",\"resourceVersion\":\"11\"}}\n"
+                      "DELETED {\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"16\"}}\n");
+  /* the server's timeout ends the watch: re-watch at once from the last version */
+  fake_end(w, 200);
+  assert_int_equal(fake_nreqs, 3);
+  assert_watch_from(fake_reqs[2], "16");
+  assert_int_equal(f->seen.lists, 1);
+}
+
+static void error_event_410_relists_from_the_last_version(void **state) {
+  fixture_t *f = *state;
+  list_then_watch(f);
+  fake_req_t *w = fake_reqs[1];
+  fake_head(w, 200);
+  fake_data(w, "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"12\"}}}\n"
+               "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"status\":\"Failure\","
+               "\"message\":\"too old resource version: 12 (40)\",\"reason\":\"Expired\",\"code\":410}}\n"
+               "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"never\"}}}\n");
+  assert_true(w->cancelled);
+  assert_int_equal(f->seen.events, 0); /* nothing after the ERROR */
+  assert_int_equal(nl_reflector_state(f->r), NL_REFLECTOR_BACKOFF);
+  fake_settle(); /* the cancelled watch's completion is stale: ignored */
+  fake_req_t *l = run_until(f, 3);
+  assert_string_equal(l->path, PODS "?" SEL "&resourceVersion=12");
+  /* that version is gone from the cache too: list from storage, at once */
+  fake_respond(l, 410, "{\"kind\":\"Status\",\"status\":\"Failure\",\"reason\":\"Expired\",\"code\":410}");
+  assert_int_equal(fake_nreqs, 4);
+  assert_string_equal(fake_reqs[3]->path, PODS "?" SEL);
+  fake_respond(fake_reqs[3], 200,
+               "{\"metadata\":{\"resourceVersion\":\"41\"},\"items\":[]}");
+  assert_int_equal(f->seen.lists, 2);
+  assert_watch_from(fake_last(), "41");
+}
+
+static void http_410_on_watch_relists(void **state) {
+  fixture_t *f = *state;
+  list_then_watch(f);
+  fake_req_t *w = fake_reqs[1];
+  fake_head(w, 410);
+  fake_data(w, "{\"kind\":\"Status\",\"reason\":\"Gone\",\"code\":410}");
+  fake_end(w, 410);
+  fake_req_t *l = run_until(f, 3);
+  assert_string_equal(l->path, PODS "?" SEL "&resourceVersion=10");
+}
+
+static void other_watch_errors_back_off_then_relist(void **state) {
+  fixture_t *f = *state;
+  list_then_watch(f);
+  fake_req_t *w = fake_reqs[1];
+  fake_head(w, 403);
+  fake_data(w, "{\"kind\":\"Status\",\"message\":\"pods is forbidden\",\"reason\":\"Forbidden\",\"code\":403}");
+  fake_end(w, 403);
+  assert_int_equal(nl_reflector_state(f->r), NL_REFLECTOR_BACKOFF);
+  assert_int_equal(fake_nreqs, 2); /* not at once */
+  fake_req_t *l = run_until(f, 3);
+  assert_string_equal(l->path, PODS "?" SEL "&resourceVersion=10");
+  /* an ERROR event that is not 410 does the same */
+  fake_respond(l, 200, list10);
+  w = fake_last();
+  fake_head(w, 200);
+  fake_data(w, "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":500,\"reason\":\"InternalError\"}}\n");
+  assert_int_equal(nl_reflector_state(f->r), NL_REFLECTOR_BACKOFF);
+  fake_settle();
+  l = run_until(f, 5);
+  assert_non_null(strstr(l->path, "?" SEL "&resourceVersion=10"));
+  assert_null(strstr(l->path, "watch=true"));
+}
+
+static void broken_streams_back_off_then_rewatch(void **state) {
+  fixture_t *f = *state;
+  list_then_watch(f);
+  fake_req_t *w = fake_reqs[1];
+  fake_head(w, 200);
+  fake_data(w, "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"c\",\"resourceVersion\":\"11\"}}}\n");
+  fake_data(w, "<html>garbage</html>\n");
+  assert_true(w->cancelled);
+  fake_settle();
+  w = run_until(f, 3);
+  assert_watch_from(w, "11");
+  /* the connection drops: no response, re-watch after the back-off */
+  fake_fail(w, ECONNRESET, "connection reset by peer");
+  w = run_until(f, 4);
+  assert_watch_from(w, "11");
+  /* a torn event at the end of the stream */
+  fake_head(w, 200);
+  fake_data(w, "{\"type\":\"ADDED\",\"obj");
+  fake_end(w, 200);
+  w = run_until(f, 5);
+  assert_watch_from(w, "11");
+  /* a watch the server closes at once, with nothing in it, is not re-opened in a
+   * hot loop: it waits for the back-off */
+  fake_head(w, 200);
+  fake_end(w, 200);
+  assert_int_equal(nl_reflector_state(f->r), NL_REFLECTOR_BACKOFF);
+  w = run_until(f, 6);
+  assert_watch_from(w, "11");
+  assert_int_equal(f->seen.lists, 1);
+  assert_int_equal(f->seen.events, 1);
+}
+
+static void list_failures_retry_and_do_not_sync(void **state) {
+  fixture_t *f = *state;
+  nl_reflector_start(f->r);
+  fake_respond(fake_last(), 500, "{\"kind\":\"Status\",\"message\":\"etcd down\",\"code\":500}");
+  assert_int_equal(nl_reflector_state(f->r), NL_REFLECTOR_BACKOFF);
+  fake_req_t *l = run_until(f, 2);
+  assert_string_equal(l->path, PODS "?" SEL "&resourceVersion=0");
+  fake_fail(l, ECONNREFUSED, "connection refused");
+  l = run_until(f, 3);
+  fake_respond(l, 200, "{\"metadata\":{},\"items\":[]}"); /* no resourceVersion: refused */
+  l = run_until(f, 4);
+  fake_respond(l, 200, "{\"metadata\":{\"resourceVersion\":\"5\"},\"items\":[1]}");
+  l = run_until(f, 5);
+  assert_false(nl_reflector_synced(f->r));
+  assert_int_equal(f->seen.lists, 0);
+  assert_string_equal(l->path, PODS "?" SEL "&resourceVersion=0");
+  fake_respond(l, 200, "{\"metadata\":{\"resourceVersion\":\"5\"},\"items\":null}");
+  assert_true(nl_reflector_synced(f->r));
+  assert_string_equal(f->seen.log.data, "list rv=5 []\n");
+}
+
+static void timeouts_are_randomised(void **state) {
+  fixture_t *f = *state;
+  list_then_watch(f);
+  unsigned first = watch_timeout(fake_reqs[1]);
+  bool differ = false;
+  for (size_t i = 0; i < 20; i++) {
+    fake_req_t *w = fake_last();
+    fake_data(w, "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"20\"}}}\n");
+    fake_end(w, 200);
+    assert_watch_from(fake_last(), "20");
+    differ |= watch_timeout(fake_last()) != first;
+  }
+  assert_true(differ);
+}
+
+static void stop_while_watching_touches_nothing_freed(void **state) {
+  fixture_t *f = *state;
+  list_then_watch(f);
+  fake_req_t *w = fake_reqs[1];
+  nl_reflector_stop(f->r, on_done, &f->seen);
+  assert_true(w->cancelled);
+  uv_run(&f->loop, UV_RUN_NOWAIT);
+  assert_int_equal(f->seen.done, 0); /* the watch's completion is still to come */
+  fake_settle();
+  uv_run(&f->loop, UV_RUN_DEFAULT);
+  assert_int_equal(f->seen.done, 1);
+  f->r = NULL;
+}
+
+static void stop_from_the_event_callback(void **state) {
+  fixture_t *f = *state;
+  list_then_watch(f);
+  f->seen.stop_in_event = true;
+  fake_data(fake_reqs[1], "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"x\"}}}\n"
+                          "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"y\"}}}\n");
+  assert_int_equal(f->seen.events, 1);
+  assert_int_equal(fake_nreqs, 2);
+  f->r = NULL; /* stopped with no done callback */
+}
+
+static void stop_during_backoff(void **state) {
+  fixture_t *f = *state;
+  nl_reflector_start(f->r);
+  fake_respond(fake_last(), 503, "");
+  assert_int_equal(nl_reflector_state(f->r), NL_REFLECTOR_BACKOFF);
+  /* teardown stops it: the timer is closed and no request follows */
+}
+
+static void bad_paths_are_refused(void **state) {
+  nl_reflector_t *r;
+  nl_err_t *err = NULL;
+  nl_reflector_opts_t o = {.path = "api/v1/pods"};
+  nl_reflector_cbs_t cbs = {0};
+  assert_int_equal(nl_reflector_new(&r, NULL, NULL, &o, &cbs, NULL, &err), -1);
+  assert_string_equal(err->msg, "reflector: path must be absolute with no query, got \"api/v1/pods\"");
+  nl_err_free(&err);
+  o.path = "/api/v1/pods?watch=1";
+  assert_int_equal(nl_reflector_new(&r, NULL, NULL, &o, &cbs, NULL, &err), -1);
+  nl_err_free(&err);
+}
+
+static void selectors_are_escaped(void **state) {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  nl_reflector_t *r;
+  nl_err_t *err = NULL;
+  nl_reflector_opts_t o = {.path = "/api/v1/namespaces/kube-system/configmaps",
+                           .label_selector = "app in (a,b),tier!=x y"};
+  nl_reflector_cbs_t cbs = {0};
+  assert_int_equal(nl_reflector_new(&r, &loop, NULL, &o, &cbs, NULL, &err), 0);
+  nl_reflector_start(r);
+  assert_string_equal(fake_last()->path, "/api/v1/namespaces/kube-system/configmaps?"
+                      "labelSelector=app+in+%28a%2Cb%29%2Ctier%21%3Dx+y&resourceVersion=0");
+  nl_reflector_stop(r, NULL, NULL);
+  fake_settle();
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&loop), 0);
+  fake_reset();
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(lists_watches_and_follows_bookmarks, setup, teardown),
+      cmocka_unit_test_setup_teardown(error_event_410_relists_from_the_last_version, setup, teardown),
+      cmocka_unit_test_setup_teardown(http_410_on_watch_relists, setup, teardown),
+      cmocka_unit_test_setup_teardown(other_watch_errors_back_off_then_relist, setup, teardown),
+      cmocka_unit_test_setup_teardown(broken_streams_back_off_then_rewatch, setup, teardown),
+      cmocka_unit_test_setup_teardown(list_failures_retry_and_do_not_sync, setup, teardown),
+      cmocka_unit_test_setup_teardown(timeouts_are_randomised, setup, teardown),
+      cmocka_unit_test_setup_teardown(stop_while_watching_touches_nothing_freed, setup, teardown),
+      cmocka_unit_test_setup_teardown(stop_from_the_event_callback, setup, teardown),
+      cmocka_unit_test_setup_teardown(stop_during_backoff, setup, teardown),
+      cmocka_unit_test(bad_paths_are_refused),
+      cmocka_unit_test(selectors_are_escaped),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
