@@ -75,16 +75,22 @@ void nl_node__req_err(const nl_kube_response_t *resp, const nl_err_t *err, nl_er
 
 static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_t *err);
 
-static void request(nl_node_t *n, const char *method, const char *path, const char *ctype,
-                    json_t *body /* stolen */) {
-  assert(!n->req);
+nl_kube_req_t *nl_node__request(nl_node_t *n, const char *method, const char *path,
+                                const char *ctype, json_t *body, nl_kube_done_fn cb, void *ctx) {
   char *data = body ? json_dumps(body, JSON_COMPACT) : NULL;
   json_decref(body);
   nl_kube_request_opts_t o = {
       .method = method, .path = path, .content_type = ctype, .body = data,
       .body_len = data ? strlen(data) : 0, .timeout_ms = nl_node__timeout_ms(n)};
-  n->req = nl_kube_request(n->deps.kube, &o, on_response, n);
+  nl_kube_req_t *r = nl_kube_request(n->deps.kube, &o, cb, ctx);
   free(data);
+  return r;
+}
+
+static void request(nl_node_t *n, const char *method, const char *path, const char *ctype,
+                    json_t *body) {
+  assert(!n->req);
+  n->req = nl_node__request(n, method, path, ctype, body, on_response, n);
 }
 
 static char *node_path(const nl_node_t *n, const char *suffix) {

@@ -200,6 +200,9 @@ void nl_node__lease_kick(nl_node_lease_t *l);
 void nl_node__lease_stop(nl_node_lease_t *l);
 void nl_node__closed(nl_node_t *n);
 uint64_t nl_node__timeout_ms(const nl_node_t *n);
+/* Sends body (stolen, may be NULL) as JSON with the heartbeat timeout. */
+nl_kube_req_t *nl_node__request(nl_node_t *n, const char *method, const char *path,
+                                const char *ctype, json_t *body, nl_kube_done_fn cb, void *ctx);
 int64_t nl_node__now_ns(const nl_node_t *n);
 void nl_node__fail(nl_node_faillog_t *l, uint64_t now_ms, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

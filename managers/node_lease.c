@@ -115,13 +115,7 @@ static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_
 
 static void request(nl_node_lease_t *l, const char *method, const char *path, json_t *body) {
   assert(!l->req);
-  char *data = body ? json_dumps(body, JSON_COMPACT) : NULL;
-  json_decref(body);
-  nl_kube_request_opts_t o = {.method = method, .path = path, .body = data,
-                              .body_len = data ? strlen(data) : 0,
-                              .timeout_ms = nl_node__timeout_ms(l->node)};
-  l->req = nl_kube_request(l->node->deps.kube, &o, on_response, l);
-  free(data);
+  l->req = nl_node__request(l->node, method, path, NULL, body, on_response, l);
 }
 
 static void lstep(nl_node_lease_t *l) {
