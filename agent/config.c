@@ -6,6 +6,7 @@
 #include <yaml.h>
 
 #include "agent/config_fields.h"
+#include "agent/model/node.h"
 #include "reactor/duration.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
@@ -58,6 +59,9 @@ void nl_config_defaults(nl_kubelet_config_t *c) {
   c->event_burst = 100;
   c->kube_api_qps = 50;
   c->kube_api_burst = 100;
+  c->register_node = true;
+  c->register_schedulable = true;
+  c->node_status_max_images = 50;
   c->root_dir = nl_xstrdup("/var/lib/kubelet");
 }
 
@@ -71,6 +75,7 @@ void nl_config_free(nl_kubelet_config_t *c) {
       *(char **)p = NULL;
       break;
     case NL_F_STRLIST:
+    case NL_F_TAINTS:
       nl__strlist_free(p);
       break;
     case NL_F_STRMAP:
@@ -118,6 +123,29 @@ static int set_field(nl_kubelet_config_t *c, yaml_document_t *doc, const nl_conf
       const char *s = scalar(yaml_document_get_node(doc, *it));
       if (!s) return nl_err_set(err, NL_EINVAL, "[%d]: must be a string", idx);
       nl__strlist_add(p, s);
+    }
+    return 0;
+  }
+  case NL_F_TAINTS: {
+    if (v->type != YAML_SEQUENCE_NODE) return nl_err_set(err, NL_EINVAL, "must be a list of taints");
+    nl__strlist_free(p);
+    int idx = 0;
+    for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top;
+         it++, idx++) {
+      yaml_node_t *t = yaml_document_get_node(doc, *it);
+      if (!t || t->type != YAML_MAPPING_NODE)
+        return nl_err_set(err, NL_EINVAL, "[%d]: must be a taint (key, value, effect)", idx);
+      const char *kv[3] = {"", "", ""};
+      static const char *const names[3] = {"key", "value", "effect"};
+      for (yaml_node_pair_t *pr = t->data.mapping.pairs.start; pr < t->data.mapping.pairs.top; pr++) {
+        const char *k = scalar(yaml_document_get_node(doc, pr->key));
+        const char *s = scalar(yaml_document_get_node(doc, pr->value));
+        for (int i = 0; i < 3; i++)
+          if (k && s && strcmp(k, names[i]) == 0) kv[i] = s;
+      }
+      char *spec = nl_xasprintf("%s%s%s:%s", kv[0], *kv[1] ? "=" : "", kv[1], kv[2]);
+      nl__strlist_add(p, spec);
+      free(spec);
     }
     return 0;
   }
@@ -232,6 +260,42 @@ int nl_config_load_file(nl_kubelet_config_t *c, const char *path, nl_err_t **err
   return rc;
 }
 
+/* What node registration and status need, checked at start as upstream does. */
+static int validate_node(const nl_kubelet_config_t *c, nl_err_t **err) {
+  if (c->node_status_update_frequency <= 0)
+    return nl_err_set(err, NL_EINVAL, "nodeStatusUpdateFrequency (--node-status-update-frequency) "
+                                      "must be greater than 0");
+  if (c->node_status_report_frequency <= 0)
+    return nl_err_set(err, NL_EINVAL, "nodeStatusReportFrequency must be greater than 0");
+  if (nl_node_labels_validate((const char *const *)c->node_labels.keys,
+                              c->node_labels.first,
+                              c->node_labels.n, err) < 0)
+    return -1;
+  for (size_t i = 0; i < c->register_with_taints.n; i++) {
+    nl_node_taint_t t;
+    if (nl_node_taint_parse(c->register_with_taints.v[i], &t, err) < 0)
+      return nl_err_wrap(err, "registerWithTaints[%zu]", i);
+    nl_node_taint_free(&t);
+  }
+  nl_node_conf_t conf = {
+      .kube_reserved_keys = (const char *const *)c->kube_reserved.keys,
+      .kube_reserved_values = c->kube_reserved.first,
+      .n_kube_reserved = c->kube_reserved.n,
+      .system_reserved_keys = (const char *const *)c->system_reserved.keys,
+      .system_reserved_values = c->system_reserved.first,
+      .n_system_reserved = c->system_reserved.n,
+      .eviction_keys = (const char *const *)c->eviction_hard.keys,
+      .eviction_values = c->eviction_hard.first,
+      .n_eviction = c->eviction_hard.n,
+  };
+  static const char *const res[] = {"cpu", "memory", "ephemeral-storage"};
+  for (size_t i = 0; i < 3; i++) {
+    int64_t r;
+    if (nl_node_reserved(&conf, res[i], 0, &r, err) < 0) return -1;
+  }
+  return 0;
+}
+
 int nl_config_validate(const nl_kubelet_config_t *c, nl_err_t **err) {
   if (c->image_gc_low_threshold_percent >= c->image_gc_high_threshold_percent)
     return nl_err_set(err, NL_EINVAL,
@@ -253,5 +317,5 @@ int nl_config_validate(const nl_kubelet_config_t *c, nl_err_t **err) {
   if (c->shutdown_grace_period_critical_pods > c->shutdown_grace_period)
     return nl_err_set(err, NL_EINVAL,
                       "shutdownGracePeriodCriticalPods must be <= shutdownGracePeriod");
-  return 0;
+  return validate_node(c, err);
 }

@@ -19,6 +19,7 @@ typedef struct nl_config_list {
 typedef struct nl_config_map {
   char **keys; /* owned */
   nl_config_list_t *values; /* owned; one entry per key (one value for map[string]string) */
+  const char **first;       /* per key, its first value or "" (map[string]string's value) */
   size_t n;
 } nl_config_map_t;
 
@@ -84,6 +85,11 @@ typedef struct nl_kubelet_config {
   int32_t event_burst;
   int32_t kube_api_qps;
   int32_t kube_api_burst;
+  bool register_node;
+  nl_config_list_t register_with_taints; /* "key=value:Effect" each */
+  int32_t node_status_max_images;
+  nl_config_map_t kube_reserved;
+  nl_config_map_t system_reserved;
 
   /* Flags that upstream keeps outside the file. */
   char *config_file;
@@ -92,6 +98,7 @@ typedef struct nl_kubelet_config {
   char *hostname_override;
   char *node_ip;
   nl_config_map_t node_labels;
+  bool register_schedulable; /* deprecated upstream, still honoured */
   char *root_dir;
   char *lock_file;
   bool exit_on_lock_contention;

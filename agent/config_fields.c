@@ -69,6 +69,11 @@ const nl_config_field_t nl__config_fields[] = {
     I32("eventBurst", "event-burst", event_burst, 0, INT32_MAX, "Burst of events (default 100)"),
     I32("kubeAPIQPS", "kube-api-qps", kube_api_qps, 0, INT32_MAX, "QPS to the API server (default 50)"),
     I32("kubeAPIBurst", "kube-api-burst", kube_api_burst, 0, INT32_MAX, "Burst to the API server (default 100)"),
+    B("registerNode", "register-node", register_node, "Register the node with the API server (default true)"),
+    {"registerWithTaints", "register-with-taints", NL_F_TAINTS, OFF(register_with_taints), 0, 0, "Taints of the node at registration, 'key=value:Effect,...'"},
+    I32("nodeStatusMaxImages", "node-status-max-images", node_status_max_images, -1, INT32_MAX, "Max images in the node status, -1 no cap (default 50)"),
+    {"kubeReserved", "kube-reserved", NL_F_STRMAP, OFF(kube_reserved), 0, 0, "Resources reserved for Kubernetes components, e.g. cpu=100m,memory=256Mi"},
+    {"systemReserved", "system-reserved", NL_F_STRMAP, OFF(system_reserved), 0, 0, "Resources reserved for the system, e.g. cpu=100m,memory=256Mi"},
     /* Flags upstream keeps outside the configuration file. */
     S(NULL, "config", config_file, "The KubeletConfiguration file; flags override it"),
     S(NULL, "kubeconfig", kubeconfig, "kubeconfig of the API server; standalone mode when absent"),
@@ -76,6 +81,7 @@ const nl_config_field_t nl__config_fields[] = {
     S(NULL, "hostname-override", hostname_override, "Use this name as the node name instead of the hostname"),
     S(NULL, "node-ip", node_ip, "IP address(es) of the node"),
     {NULL, "node-labels", NL_F_STRMAP, OFF(node_labels), 0, 0, "Labels for the node, 'key=value,key=value'"},
+    B(NULL, "register-schedulable", register_schedulable, "Register the node as schedulable (default true; deprecated upstream)"),
     S(NULL, "root-dir", root_dir, "Directory for kubelet files (default /var/lib/kubelet)"),
     S(NULL, "lock-file", lock_file, "File the agent locks so that only one runs"),
     B(NULL, "exit-on-lock-contention", exit_on_lock_contention, "Exit when another process wants the lock file"),
@@ -106,6 +112,7 @@ void nl__strmap_add(nl_config_map_t *m, const char *key, const char *value, int 
   if (i == m->n) {
     m->keys = nl_xrealloc(m->keys, (m->n + 1) * sizeof *m->keys);
     m->values = nl_xrealloc(m->values, (m->n + 1) * sizeof *m->values);
+    m->first = nl_xrealloc(m->first, (m->n + 1) * sizeof *m->first);
     m->keys[i] = nl_xstrdup(key);
     m->values[i] = (nl_config_list_t){NULL, 0};
     m->n++;
@@ -113,6 +120,7 @@ void nl__strmap_add(nl_config_map_t *m, const char *key, const char *value, int 
     nl__strlist_free(&m->values[i]);
   }
   if (value) nl__strlist_add(&m->values[i], value);
+  m->first[i] = m->values[i].n ? m->values[i].v[0] : "";
 }
 
 void nl__strmap_free(nl_config_map_t *m) {
@@ -122,6 +130,8 @@ void nl__strmap_free(nl_config_map_t *m) {
   }
   free(m->keys);
   free(m->values);
+  free(m->first);
+  m->first = NULL;
   m->keys = NULL;
   m->values = NULL;
   m->n = 0;
@@ -179,7 +189,8 @@ int nl__config_set_scalar(nl_kubelet_config_t *cfg, const nl_config_field_t *f, 
     if (v < 0) return nl_err_set(err, NL_EINVAL, "must not be negative, got \"%s\"", s);
     *(int64_t *)p = v;
     return 0;
-  case NL_F_STRLIST: {
+  case NL_F_STRLIST:
+  case NL_F_TAINTS: {
     nl_config_list_t *l = (nl_config_list_t *)p;
     nl__strlist_free(l);
     char *dup = nl_xstrdup(s), *save = NULL;

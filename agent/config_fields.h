@@ -16,6 +16,8 @@ typedef enum {
   NL_F_STRLIST, /* file: sequence; flag: comma separated */
   NL_F_STRMAP,  /* file: mapping of strings; flag: k=v,k2=v2 */
   NL_F_STRLISTMAP, /* file: mapping of sequences; flag: k:v,k:v2 */
+  NL_F_TAINTS,  /* file: sequence of {key, value, effect}; flag: key=value:Effect,...
+                 * (kept as "key=value:Effect" strings) */
 } nl_field_type_t;
 
 typedef struct nl_config_field {

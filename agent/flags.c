@@ -98,6 +98,7 @@ void nl_flags_usage(FILE *out) {
     case NL_F_INT64: arg = " int"; break;
     case NL_F_DURATION: arg = " duration"; break;
     case NL_F_STRLIST: arg = " strings"; break;
+    case NL_F_TAINTS: arg = " []Taint"; break;
     case NL_F_STRMAP: arg = " mapStringString"; break;
     case NL_F_STRLISTMAP: arg = " colonSeparatedMultimapStringString"; break;
     case NL_F_BOOL: break;

@@ -183,6 +183,50 @@ static void validation_follows_upstream(void **state) {
   nl_config_free(&c);
 }
 
+static void node_registration_fields(void **state) {
+  nl_kubelet_config_t c;
+  nl_err_t *err = NULL;
+  bool help, version;
+  assert_int_equal(load(&c, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+                            "registerWithTaints:\n- key: dedicated\n  value: edge\n  effect: NoSchedule\n"
+                            "- key: gpu\n  effect: NoExecute\n"
+                            "kubeReserved:\n  cpu: 100m\n  memory: 256Mi\n"
+                            "nodeStatusMaxImages: -1\nregisterNode: false\n", &err), 0);
+  assert_int_equal(c.register_with_taints.n, 2);
+  assert_string_equal(c.register_with_taints.v[0], "dedicated=edge:NoSchedule");
+  assert_string_equal(c.register_with_taints.v[1], "gpu:NoExecute");
+  assert_string_equal(c.kube_reserved.first[1], "256Mi");
+  assert_int_equal(c.node_status_max_images, -1);
+  assert_false(c.register_node);
+  assert_true(c.register_schedulable);
+  assert_int_equal(nl_config_validate(&c, &err), 0);
+  char *argv[] = {"nanolet", "--register-with-taints", "a=b:PreferNoSchedule", "--system-reserved",
+                  "cpu=1", "--register-schedulable=false", NULL};
+  assert_int_equal(nl_flags_parse(&c, 6, argv, &help, &version, &err), 0);
+  assert_int_equal(c.register_with_taints.n, 1);
+  assert_string_equal(c.system_reserved.first[0], "1");
+  assert_false(c.register_schedulable);
+  assert_int_equal(nl_config_validate(&c, &err), 0);
+  /* Bad values name their field, as upstream rejects them at start. */
+  char *bad_taint[] = {"nanolet", "--register-with-taints", "a=b:Never", NULL};
+  assert_int_equal(nl_flags_parse(&c, 3, bad_taint, &help, &version, &err), 0);
+  assert_int_equal(nl_config_validate(&c, &err), -1);
+  assert_string_equal(err->msg, "registerWithTaints[0]: invalid taint effect: Never, unsupported taint effect");
+  nl_err_free(&err);
+  char *bad_label[] = {"nanolet", "--register-with-taints", "a:NoSchedule", "--node-labels",
+                       "node-role.kubernetes.io/worker=", NULL};
+  assert_int_equal(nl_flags_parse(&c, 5, bad_label, &help, &version, &err), 0);
+  assert_int_equal(nl_config_validate(&c, &err), -1);
+  assert_non_null(strstr(err->msg, "unknown 'kubernetes.io' or 'k8s.io' labels specified with --node-labels: [node-role.kubernetes.io/worker]"));
+  nl_err_free(&err);
+  char *bad_res[] = {"nanolet", "--node-labels", "a=b", "--kube-reserved", "memory=lots", NULL};
+  assert_int_equal(nl_flags_parse(&c, 5, bad_res, &help, &version, &err), 0);
+  assert_int_equal(nl_config_validate(&c, &err), -1);
+  assert_non_null(strstr(err->msg, "kubeReserved: memory: "));
+  nl_err_free(&err);
+  nl_config_free(&c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(defaults_match_upstream),
@@ -192,6 +236,7 @@ int main(void) {
       cmocka_unit_test(flags_override_the_file),
       cmocka_unit_test(bad_flags_are_errors),
       cmocka_unit_test(validation_follows_upstream),
+      cmocka_unit_test(node_registration_fields),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,482 @@
+/* The node machine: facts, registration, status (see node.h). One step()
+ * switches on the state; completions record their result and call step(). */
+#include "managers/node.h"
+
+#include <assert.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "reactor/log.h"
+#include "reactor/xalloc.h"
+
+#define STATUS_TRIES 5 /* upstream nodeStatusUpdateRetry */
+
+struct nl_node__runtime_q {
+  nl_node_t *owner; /* NULL once the manager stopped: the answer is dropped */
+};
+
+static void step(nl_node_t *n);
+
+static const char *const state_names[] = {
+    "Idle", "Facts", "Runtime", "Register", "GetExisting", "Reconcile",
+    "Backoff", "Wait", "StatusGet", "StatusPatch", "Stopped"};
+
+const char *nl_node_state_name(nl_node_state_t s) { return state_names[s]; }
+
+static void set_state(nl_node_t *n, nl_node_state_t s) {
+  nl_vlog(4, "node %s: %s -> %s", n->opts.conf.name, state_names[n->state], state_names[s]);
+  n->state = s;
+}
+
+const char *nl_node_uid(const nl_node_t *n) { return n->uid ? n->uid : ""; }
+bool nl_node_ready(const nl_node_t *n) { return n->ready; }
+
+int64_t nl_node__now_ns(const nl_node_t *n) {
+  if (n->deps.now_ns) return n->deps.now_ns(n->deps.ctx);
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+uint64_t nl_node__timeout_ms(const nl_node_t *n) {
+  uint64_t lease_ms = (uint64_t)n->opts.lease_duration_s * 1000;
+  return n->opts.update_ms < lease_ms ? n->opts.update_ms : lease_ms;
+}
+
+void nl_node__fail(nl_node_faillog_t *l, uint64_t now_ms, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  l->failures++;
+  if (l->failures == 1 || now_ms - l->last_log_ms >= 60000) {
+    if (l->failures == 1) nl_error("%s: %s", l->what, msg);
+    else nl_error("%s: %s (%u failures so far)", l->what, msg, l->failures);
+    l->last_log_ms = now_ms;
+  } else {
+    nl_vlog(4, "%s: %s", l->what, msg);
+  }
+}
+
+void nl_node__ok(nl_node_faillog_t *l) {
+  if (l->failures) nl_info("%s: succeeded after %u failures", l->what, l->failures);
+  l->failures = 0;
+}
+
+void nl_node__req_err(const nl_kube_response_t *resp, const nl_err_t *err, nl_err_t **out) {
+  if (err) nl_err_set(out, err->code, "%s", nl_err_msg(err));
+  else nl_kube_status_err(resp, out);
+}
+
+/* ---- requests ---- */
+
+static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_t *err);
+
+nl_kube_req_t *nl_node__request(nl_node_t *n, const char *method, const char *path,
+                                const char *ctype, json_t *body, nl_kube_done_fn cb, void *ctx) {
+  char *data = body ? json_dumps(body, JSON_COMPACT) : NULL;
+  json_decref(body);
+  nl_kube_request_opts_t o = {
+      .method = method, .path = path, .content_type = ctype, .body = data,
+      .body_len = data ? strlen(data) : 0, .timeout_ms = nl_node__timeout_ms(n)};
+  nl_kube_req_t *r = nl_kube_request(n->deps.kube, &o, cb, ctx);
+  free(data);
+  return r;
+}
+
+static void request(nl_node_t *n, const char *method, const char *path, const char *ctype,
+                    json_t *body) {
+  assert(!n->req);
+  n->req = nl_node__request(n, method, path, ctype, body, on_response, n);
+}
+
+static char *node_path(const nl_node_t *n, const char *suffix) {
+  return nl_xasprintf("/api/v1/nodes/%s%s", n->opts.conf.name, suffix);
+}
+
+/* ---- the runtime ---- */
+
+static void set_cond(nl_node_cri_cond_t *dst, const nl_node_cri_cond_t *src) {
+  free((char *)dst->reason);
+  free((char *)dst->message);
+  *dst = *src;
+  dst->reason = src->reason ? nl_xstrdup(src->reason) : NULL;
+  dst->message = src->message ? nl_xstrdup(src->message) : NULL;
+}
+
+static void free_images(nl_node_t *n) {
+  for (size_t i = 0; i < n->n_images; i++) {
+    for (size_t j = 0; j < n->images[i].n_names; j++) free((char *)n->images[i].names[j]);
+    free((void *)n->images[i].names);
+  }
+  free(n->images);
+  n->images = NULL;
+  n->n_images = 0;
+}
+
+/* Upstream's updateRuntimeUp: the state holds until the next good Status. */
+static void observe_runtime(nl_node_t *n, const nl_node_runtime_info_t *in) {
+  if (in->status_ok) {
+    n->status_seen = true;
+    set_cond(&n->runtime_ready, &in->runtime_ready);
+    set_cond(&n->network_ready, &in->network_ready);
+    if (in->runtime_ready.present && in->runtime_ready.status)
+      n->runtime_sync_ns = nl_node__now_ns(n);
+  }
+  if (in->runtime_name) {
+    free(n->runtime_type);
+    free(n->runtime_version);
+    n->runtime_type = nl_xstrdup(in->runtime_name);
+    n->runtime_version = nl_xasprintf("%s://%s", in->runtime_name,
+                                      in->runtime_version ? in->runtime_version : "Unknown");
+  }
+  if (in->images_ok) {
+    free_images(n);
+    n->images = nl_xcalloc(in->n_images ? in->n_images : 1, sizeof *n->images);
+    for (size_t i = 0; i < in->n_images; i++) {
+      const nl_node_image_t *src = &in->images[i];
+      const char **names = nl_xcalloc(src->n_names ? src->n_names : 1, sizeof *names);
+      for (size_t j = 0; j < src->n_names; j++) names[j] = nl_xstrdup(src->names[j]);
+      n->images[i] = (nl_node_image_t){names, src->n_names, src->size_bytes};
+    }
+    n->n_images = in->n_images;
+    n->images_known = true;
+  }
+}
+
+static void on_runtime(void *ctx, const nl_node_runtime_info_t *info) {
+  struct nl_node__runtime_q *q = ctx;
+  nl_node_t *n = q->owner;
+  free(q);
+  if (!n) return;
+  n->rq = NULL;
+  observe_runtime(n, info);
+  set_state(n, n->registered || !n->opts.register_node ? NL_NODE_STATUS_GET : NL_NODE_REGISTER);
+  n->status_tries = 0;
+  step(n);
+}
+
+static nl_node_inputs_t inputs(nl_node_t *n, nl_err_t **pleg_err) {
+  nl_node_inputs_t in = {
+      .now_ns = nl_node__now_ns(n),
+      .runtime_sync_ns = n->runtime_sync_ns,
+      .status_seen = n->status_seen,
+      .runtime_ready = n->runtime_ready,
+      .network_ready = n->network_ready,
+      .runtime_version = n->runtime_version,
+      .runtime_type = n->runtime_type,
+      .images = n->images,
+      .n_images = n->n_images,
+      .images_known = n->images_known,
+  };
+  if (n->deps.pleg_healthy && !n->deps.pleg_healthy(n->deps.ctx, in.now_ns, pleg_err))
+    in.pleg_error = *pleg_err ? nl_err_msg(*pleg_err) : "unhealthy";
+  return in;
+}
+
+/* ---- facts ---- */
+
+static void facts_work(uv_work_t *w) {
+  nl_node_t *n = container_of(w, nl_node_t, facts_work);
+  nl_node_facts_read(&n->opts.paths, &n->facts);
+}
+
+static void facts_done(uv_work_t *w, int status) {
+  nl_node_t *n = container_of(w, nl_node_t, facts_work);
+  n->facts_busy = false;
+  if (n->state == NL_NODE_STOPPED) {
+    nl_node__closed(n);
+    return;
+  }
+  nl_vlog(2, "node %s: %lld CPUs, %lld bytes of memory, boot id %s", n->opts.conf.name,
+          (long long)n->facts.cpus, (long long)n->facts.memory_bytes, n->facts.boot_id);
+  set_state(n, NL_NODE_RUNTIME);
+  step(n);
+}
+
+/* ---- timers ---- */
+
+static void on_timer(uv_timer_t *t) {
+  nl_node_t *n = container_of(t, nl_node_t, timer);
+  assert(n->state == NL_NODE_BACKOFF || n->state == NL_NODE_WAIT);
+  set_state(n, NL_NODE_RUNTIME);
+  step(n);
+}
+
+static void wait_next(nl_node_t *n) {
+  uint64_t fast = n->opts.fast_ms ? n->opts.fast_ms : 1000;
+  uint64_t delay = n->ready || fast > n->opts.update_ms ? n->opts.update_ms : fast;
+  set_state(n, NL_NODE_WAIT);
+  uv_timer_start(&n->timer, on_timer, delay, 0);
+}
+
+static void register_failed(nl_node_t *n, const char *msg) {
+  nl_node__fail(&n->log, uv_now(n->loop), "unable to register node %s with API server: %s",
+                n->opts.conf.name, msg);
+  set_state(n, NL_NODE_BACKOFF);
+  uv_timer_start(&n->timer, on_timer, nl_backoff_next(&n->backoff), 0);
+}
+
+/* ---- the Node ---- */
+
+static void learn_node(nl_node_t *n, const char *body) {
+  json_t *node = json_loads(body, 0, NULL);
+  const char *uid = json_string_value(json_object_get(json_object_get(node, "metadata"), "uid"));
+  if (uid && (!n->uid || strcmp(uid, n->uid) != 0)) {
+    free(n->uid);
+    n->uid = nl_xstrdup(uid);
+    nl_node__lease_kick(&n->lease);
+  }
+  json_decref(n->prev);
+  n->prev = node;
+}
+
+static void registered(nl_node_t *n) {
+  nl_node__ok(&n->log);
+  nl_backoff_reset(&n->backoff);
+  n->registered = true;
+  n->last_report_ms = uv_now(n->loop);
+}
+
+static bool ready_of(const json_t *status) {
+  size_t i;
+  json_t *c;
+  json_array_foreach(json_object_get(status, "conditions"), i, c) {
+    if (strcmp(json_string_value(json_object_get(c, "type")), "Ready") == 0)
+      return strcmp(json_string_value(json_object_get(c, "status")), "True") == 0;
+  }
+  return false;
+}
+
+static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_t *err) {
+  nl_node_t *n = ctx;
+  n->req = NULL;
+  if (n->state == NL_NODE_STOPPED) {
+    nl_node__closed(n);
+    return;
+  }
+  int code = err ? 0 : resp->status;
+  nl_cleanup_err nl_err_t *e = NULL;
+  if (code < 200 || code > 299) nl_node__req_err(resp, err, &e);
+  switch (n->state) {
+  case NL_NODE_REGISTER:
+    if (code == 201 || code == 200) {
+      learn_node(n, resp->body);
+      registered(n);
+      n->ready = ready_of(json_object_get(n->initial, "status"));
+      nl_info("Successfully registered node %s", n->opts.conf.name);
+      set_state(n, NL_NODE_STATUS_GET);
+    } else if (code == 409) {
+      set_state(n, NL_NODE_GET_EXISTING);
+    } else {
+      register_failed(n, nl_err_msg(e));
+      return;
+    }
+    break;
+  case NL_NODE_GET_EXISTING:
+    if (code != 200) {
+      register_failed(n, e ? nl_err_msg(e) : "error getting existing node");
+      return;
+    }
+    learn_node(n, resp->body);
+    nl_info("Node %s was previously registered", n->opts.conf.name);
+    set_state(n, NL_NODE_RECONCILE);
+    break;
+  case NL_NODE_RECONCILE:
+    if (code != 200) {
+      register_failed(n, nl_err_msg(e));
+      return;
+    }
+    learn_node(n, resp->body);
+    registered(n);
+    set_state(n, NL_NODE_STATUS_GET);
+    break;
+  case NL_NODE_STATUS_GET:
+  case NL_NODE_STATUS_PATCH:
+    if (code == 404 && n->opts.register_node) {
+      nl_warn("node %s: not found on the API server (deleted?); registering it again",
+              n->opts.conf.name);
+      n->registered = false;
+      n->ready = false;
+      set_state(n, NL_NODE_RUNTIME);
+      break;
+    }
+    if (!e) {
+      learn_node(n, resp->body);
+      if (n->state == NL_NODE_STATUS_GET) {
+        set_state(n, NL_NODE_STATUS_PATCH);
+      } else {
+        nl_node__ok(&n->log);
+        n->last_report_ms = uv_now(n->loop);
+        wait_next(n);
+        return;
+      }
+      break;
+    }
+    nl_node__fail(&n->log, uv_now(n->loop), "error updating node status of %s: %s",
+                  n->opts.conf.name, nl_err_msg(e));
+    if (++n->status_tries >= STATUS_TRIES) {
+      wait_next(n);
+      return;
+    }
+    set_state(n, NL_NODE_STATUS_GET);
+    break;
+  default:
+    assert(0 && "response in a state without a request");
+  }
+  step(n);
+}
+
+/* Computes the status against the Node just read; patches it when needed. */
+static void status_round(nl_node_t *n) {
+  nl_cleanup_err nl_err_t *pleg = NULL, *e = NULL;
+  nl_node_inputs_t in = inputs(n, &pleg);
+  const json_t *prev = json_object_get(n->prev, "status");
+  json_t *status = nl_node_status(&n->opts.conf, &n->facts, &in, prev, &e);
+  assert(status); /* reservations were checked by nl_node_init */
+  bool ready = ready_of(status);
+  bool due = uv_now(n->loop) - n->last_report_ms >= n->opts.report_ms;
+  if (!due && !nl_node_status_changed(status, prev)) {
+    json_decref(status);
+    n->ready = ready;
+    wait_next(n);
+    return;
+  }
+  if (ready != n->ready) nl_info("node %s: Ready=%s", n->opts.conf.name, ready ? "True" : "False");
+  n->ready = ready;
+  char *path = node_path(n, "/status");
+  request(n, "PATCH", path, "application/strategic-merge-patch+json",
+          json_pack("{s:o}", "status", status));
+  free(path);
+}
+
+static void step(nl_node_t *n) {
+  switch (n->state) {
+  case NL_NODE_FACTS:
+    n->facts_busy = true;
+    uv_queue_work(n->loop, &n->facts_work, facts_work, facts_done);
+    return;
+  case NL_NODE_RUNTIME: {
+    struct nl_node__runtime_q *q = nl_xcalloc(1, sizeof *q);
+    q->owner = n;
+    n->rq = q;
+    n->deps.query_runtime(n->deps.ctx, on_runtime, q);
+    return;
+  }
+  case NL_NODE_REGISTER: {
+    nl_cleanup_err nl_err_t *pleg = NULL, *e = NULL;
+    nl_node_inputs_t in = inputs(n, &pleg);
+    json_decref(n->initial);
+    n->initial = nl_node_initial(&n->opts.conf, &n->facts, &in, &e);
+    assert(n->initial);
+    nl_vlog(2, "Attempting to register node %s", n->opts.conf.name);
+    request(n, "POST", "/api/v1/nodes", NULL, json_incref(n->initial));
+    return;
+  }
+  case NL_NODE_GET_EXISTING: {
+    char *path = node_path(n, "");
+    request(n, "GET", path, NULL, NULL);
+    free(path);
+    return;
+  }
+  case NL_NODE_RECONCILE: {
+    json_t *patch = nl_node_reconcile(n->initial, n->prev);
+    if (!patch) {
+      registered(n);
+      set_state(n, NL_NODE_STATUS_GET);
+      step(n);
+      return;
+    }
+    char *path = node_path(n, "/status");
+    request(n, "PATCH", path, "application/strategic-merge-patch+json", patch);
+    free(path);
+    return;
+  }
+  case NL_NODE_STATUS_GET: {
+    /* The first try reads the apiserver's cache, retries read etcd (upstream). */
+    char *path = node_path(n, n->status_tries == 0 ? "?resourceVersion=0" : "");
+    request(n, "GET", path, NULL, NULL);
+    free(path);
+    return;
+  }
+  case NL_NODE_STATUS_PATCH:
+    status_round(n);
+    return;
+  default:
+    assert(0 && "step in a waiting state");
+  }
+}
+
+int nl_node_init(nl_node_t *n, uv_loop_t *loop, const nl_node_opts_t *opts,
+                 const nl_node_deps_t *deps, nl_err_t **err) {
+  static const char *const res[] = {"cpu", "memory", "ephemeral-storage"};
+  for (size_t i = 0; i < 3; i++) {
+    int64_t r;
+    if (nl_node_reserved(&opts->conf, res[i], 0, &r, err) < 0) return -1;
+  }
+  memset(n, 0, sizeof *n);
+  n->loop = loop;
+  n->opts = *opts;
+  n->deps = *deps;
+  uint64_t max = opts->backoff_max_ms ? opts->backoff_max_ms : 7000;
+  nl_backoff_init(&n->backoff, opts->register_backoff_ms ? opts->register_backoff_ms : 100, max, 0);
+  nl_backoff_init(&n->lease.backoff, opts->lease_backoff_ms ? opts->lease_backoff_ms : 200, max, 0);
+  n->log.what = "node";
+  n->lease.log.what = "node lease";
+  n->lease.node = n;
+  n->facts.ephemeral_bytes = -1;
+  uv_timer_init(loop, &n->timer);
+  uv_timer_init(loop, &n->lease.timer);
+  return 0;
+}
+
+void nl_node_start(nl_node_t *n) {
+  assert(n->state == NL_NODE_IDLE);
+  set_state(n, NL_NODE_FACTS);
+  step(n);
+}
+
+static void timer_closed(uv_handle_t *h) {
+  nl_node_t *n = h->data;
+  nl_node__closed(n);
+}
+
+void nl_node__closed(nl_node_t *n) {
+  assert(n->pending > 0);
+  if (--n->pending > 0) return;
+  nl_node_facts_free(&n->facts);
+  set_cond(&n->runtime_ready, &(nl_node_cri_cond_t){0});
+  set_cond(&n->network_ready, &(nl_node_cri_cond_t){0});
+  free(n->runtime_version);
+  free(n->runtime_type);
+  free_images(n);
+  json_decref(n->initial);
+  json_decref(n->prev);
+  json_decref(n->lease.base);
+  free(n->uid);
+  if (n->done_cb) n->done_cb(n);
+}
+
+void nl_node_stop(nl_node_t *n, nl_node_done_cb done_cb) {
+  if (n->state == NL_NODE_STOPPED) return;
+  set_state(n, NL_NODE_STOPPED);
+  n->done_cb = done_cb;
+  n->pending = 1; /* held until every cancel below is issued */
+  if (n->rq) n->rq->owner = NULL;
+  n->rq = NULL;
+  if (n->facts_busy) n->pending++;
+  if (n->req) {
+    n->pending++;
+    nl_kube_req_cancel(n->req);
+  }
+  n->pending += 2;
+  n->timer.data = n;
+  n->lease.timer.data = n;
+  uv_close((uv_handle_t *)&n->timer, timer_closed);
+  uv_close((uv_handle_t *)&n->lease.timer, timer_closed);
+  nl_node__lease_stop(&n->lease);
+  nl_node__closed(n);
+}

@@ -1,0 +1,159 @@
+/* The node Lease (upstream's component-helpers lease controller as the kubelet
+ * runs it): ensure it exists, then renew it every quarter of its duration. */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "managers/node.h"
+#include "reactor/log.h"
+#include "reactor/xalloc.h"
+
+#define UPDATE_TRIES 5 /* upstream maxUpdateRetries */
+
+static void lstep(nl_node_lease_t *l);
+
+static const char *const state_names[] = {"WaitNode", "Get", "Create", "Update",
+                                          "Backoff", "Idle", "Stopped"};
+
+const char *nl_node_lease_state_name(nl_node_lease_state_t s) { return state_names[s]; }
+
+static void set_state(nl_node_lease_t *l, nl_node_lease_state_t s) {
+  nl_vlog(4, "node lease %s: %s -> %s", l->node->opts.conf.name, state_names[l->state],
+          state_names[s]);
+  l->state = s;
+}
+
+static uint64_t renew_ms(const nl_node_lease_t *l) {
+  return (uint64_t)l->node->opts.lease_duration_s * 1000 / 4; /* renewIntervalFraction */
+}
+
+static void on_timer(uv_timer_t *t) {
+  nl_node_lease_t *l = container_of(t, nl_node_lease_t, timer);
+  assert(l->state == NL_LEASE_BACKOFF || l->state == NL_LEASE_IDLE);
+  l->update_tries = 0;
+  set_state(l, l->state == NL_LEASE_IDLE && l->base ? NL_LEASE_UPDATE : NL_LEASE_GET);
+  lstep(l);
+}
+
+static void wait_in(nl_node_lease_t *l, nl_node_lease_state_t s, uint64_t ms) {
+  set_state(l, s);
+  uv_timer_start(&l->timer, on_timer, ms, 0);
+}
+
+static void keep(nl_node_lease_t *l, const char *body) {
+  json_t *lease = json_loads(body, 0, NULL);
+  if (!json_is_object(lease)) {
+    json_decref(lease);
+    return;
+  }
+  json_decref(l->base);
+  l->base = lease;
+}
+
+static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_t *err) {
+  nl_node_lease_t *l = ctx;
+  nl_node_t *n = l->node;
+  l->req = NULL;
+  if (l->state == NL_LEASE_STOPPED) {
+    nl_node__closed(n);
+    return;
+  }
+  int code = err ? 0 : resp->status;
+  nl_cleanup_err nl_err_t *e = NULL;
+  if (code < 200 || code > 299) nl_node__req_err(resp, err, &e);
+  uint64_t now = uv_now(n->loop);
+  switch (l->state) {
+  case NL_LEASE_GET:
+    if (code == 404) {
+      set_state(l, NL_LEASE_CREATE);
+      break;
+    }
+    if (e) {
+      nl_node__fail(&l->log, now, "failed to ensure lease exists, will retry: %s", nl_err_msg(e));
+      wait_in(l, NL_LEASE_BACKOFF, nl_backoff_next(&l->backoff));
+      return;
+    }
+    keep(l, resp->body);
+    set_state(l, NL_LEASE_UPDATE);
+    break;
+  case NL_LEASE_CREATE:
+    if (e) {
+      nl_node__fail(&l->log, now, "failed to create lease: %s", nl_err_msg(e));
+      wait_in(l, NL_LEASE_BACKOFF, nl_backoff_next(&l->backoff));
+      return;
+    }
+    keep(l, resp->body);
+    nl_backoff_reset(&l->backoff);
+    nl_node__ok(&l->log);
+    nl_vlog(2, "node lease %s: created", n->opts.conf.name);
+    wait_in(l, NL_LEASE_IDLE, renew_ms(l));
+    return;
+  case NL_LEASE_UPDATE:
+    if (!e) {
+      keep(l, resp->body);
+      nl_backoff_reset(&l->backoff);
+      nl_node__ok(&l->log);
+      wait_in(l, NL_LEASE_IDLE, renew_ms(l));
+      return;
+    }
+    nl_node__fail(&l->log, now, "failed to update lease: %s", nl_err_msg(e));
+    if (code == 404) { /* gone (the Node was deleted): create it again */
+      set_state(l, NL_LEASE_GET);
+    } else if (++l->update_tries >= UPDATE_TRIES) {
+      /* Fall back to ensuring the Lease, with back-off, as upstream. */
+      wait_in(l, NL_LEASE_BACKOFF, nl_backoff_next(&l->backoff));
+      return;
+    } else if (code == 409) { /* the newer Lease is needed to proceed */
+      set_state(l, NL_LEASE_GET);
+    }
+    break;
+  default:
+    assert(0 && "lease response in a state without a request");
+  }
+  lstep(l);
+}
+
+static void request(nl_node_lease_t *l, const char *method, const char *path, json_t *body) {
+  assert(!l->req);
+  l->req = nl_node__request(l->node, method, path, NULL, body, on_response, l);
+}
+
+static void lstep(nl_node_lease_t *l) {
+  nl_node_t *n = l->node;
+  const char *name = n->opts.conf.name;
+  static const char ns[] = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases";
+  char *path = NULL;
+  switch (l->state) {
+  case NL_LEASE_GET:
+    path = nl_xasprintf("%s/%s", ns, name);
+    request(l, "GET", path, NULL);
+    break;
+  case NL_LEASE_CREATE:
+    request(l, "POST", ns,
+            nl_node_lease(name, nl_node_uid(n), n->opts.lease_duration_s, nl_node__now_ns(n), NULL));
+    break;
+  case NL_LEASE_UPDATE:
+    path = nl_xasprintf("%s/%s", ns, name);
+    request(l, "PUT", path,
+            nl_node_lease(name, nl_node_uid(n), n->opts.lease_duration_s, nl_node__now_ns(n),
+                          l->base));
+    break;
+  default:
+    assert(0 && "lease step in a waiting state");
+  }
+  free(path);
+}
+
+void nl_node__lease_kick(nl_node_lease_t *l) {
+  if (l->state != NL_LEASE_WAIT_NODE) return;
+  set_state(l, NL_LEASE_GET);
+  lstep(l);
+}
+
+void nl_node__lease_stop(nl_node_lease_t *l) {
+  set_state(l, NL_LEASE_STOPPED);
+  if (l->req) {
+    l->node->pending++;
+    nl_kube_req_cancel(l->req);
+  }
+}

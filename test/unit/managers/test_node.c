@@ -1,0 +1,536 @@
+/* The node manager against a fake of agent/kube/client.h: requests are recorded
+ * and answered by the test (or by a tiny apiserver of one Node and one Lease),
+ * timers run short. Also the host facts on fixture files. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "managers/node.h"
+#include "reactor/xalloc.h"
+
+/* ---- the fake client ---- */
+
+struct nl_kube_req {
+  char method[8], path[256], ctype[64];
+  char *body;
+  nl_kube_done_fn cb;
+  void *ctx;
+  bool done, cancelled;
+  uint64_t at_ms;
+};
+
+#define MAXREQ 4096
+static struct {
+  uv_loop_t *loop;
+  nl_kube_req_t *reqs[MAXREQ];
+  size_t n;
+  uv_timer_t deliver; /* delivers cancellations, never from inside cancel */
+  /* the tiny apiserver: NULL = answer by hand */
+  bool auto_answer;
+  int fail_status;    /* answer everything with this status (0: off) */
+  json_t *node, *lease;
+  int rv;
+  size_t patches, puts, posts;
+  /* the runtime */
+  nl_node_runtime_done rt_done;
+  void *rt_ctx;
+  bool runtime_ready;
+} fk;
+
+int nl_kube_status_err(const nl_kube_response_t *resp, nl_err_t **err) {
+  return nl_err_set(err, resp->status, "the server responded with HTTP %d", resp->status);
+}
+
+static void answer(nl_kube_req_t *r, int status, const char *body) {
+  assert_false(r->done);
+  r->done = true;
+  nl_kube_response_t resp = {status, body, strlen(body), "application/json"};
+  r->cb(r->ctx, &resp, NULL);
+}
+
+static void fail_req(nl_kube_req_t *r, int code) {
+  r->done = true;
+  nl_err_t *e = NULL;
+  nl_err_set(&e, code, "dial tcp 10.0.0.1:6443: connect: connection refused");
+  r->cb(r->ctx, NULL, e);
+  nl_err_free(&e);
+}
+
+static void on_deliver(uv_timer_t *t) {
+  for (size_t i = 0; i < fk.n; i++)
+    if (fk.reqs[i]->cancelled && !fk.reqs[i]->done) fail_req(fk.reqs[i], NL_ECLOSED);
+}
+
+nl_kube_req_t *nl_kube_request(nl_kube_client_t *c, const nl_kube_request_opts_t *o,
+                               nl_kube_done_fn cb, void *ctx) {
+  assert_true(fk.n < MAXREQ);
+  nl_kube_req_t *r = nl_xcalloc(1, sizeof *r);
+  snprintf(r->method, sizeof r->method, "%s", o->method);
+  snprintf(r->path, sizeof r->path, "%s", o->path);
+  snprintf(r->ctype, sizeof r->ctype, "%s", o->content_type ? o->content_type : "");
+  r->body = o->body ? nl_xstrndup(o->body, o->body_len) : NULL;
+  r->cb = cb;
+  r->ctx = ctx;
+  r->at_ms = uv_now(fk.loop);
+  assert_true(o->timeout_ms > 0);
+  fk.reqs[fk.n++] = r;
+  return r;
+}
+
+void nl_kube_req_cancel(nl_kube_req_t *r) {
+  if (r->done) return;
+  r->cancelled = true;
+  uv_timer_start(&fk.deliver, on_deliver, 0, 0);
+}
+
+/* ---- the tiny apiserver ---- */
+
+static char *dumps(json_t *j) { return json_dumps(j, JSON_COMPACT); }
+
+static void serve(nl_kube_req_t *r) {
+  if (fk.fail_status) {
+    answer(r, fk.fail_status, "");
+    return;
+  }
+  json_t *body = r->body ? json_loads(r->body, 0, NULL) : NULL;
+  bool lease = strstr(r->path, "/leases") != NULL;
+  json_t **obj = lease ? &fk.lease : &fk.node;
+  char rv[16];
+  snprintf(rv, sizeof rv, "%d", ++fk.rv);
+  int status = 200;
+  if (strcmp(r->method, "GET") == 0) {
+    status = *obj ? 200 : 404;
+  } else if (strcmp(r->method, "POST") == 0) {
+    fk.posts++;
+    if (*obj) {
+      status = 409;
+    } else {
+      *obj = json_incref(body);
+      json_object_set_new(json_object_get(*obj, "metadata"), "uid",
+                          json_string(lease ? "lease-uid" : "node-uid-1"));
+      status = 201;
+    }
+  } else if (strcmp(r->method, "PUT") == 0) {
+    fk.puts++;
+    const char *want = json_string_value(json_object_get(json_object_get(body, "metadata"), "resourceVersion"));
+    const char *have = *obj ? json_string_value(json_object_get(json_object_get(*obj, "metadata"), "resourceVersion")) : NULL;
+    if (!*obj) status = 404;
+    else if (!want || !have || strcmp(want, have) != 0) status = 409;
+    else json_decref(*obj), *obj = json_incref(body);
+  } else if (strcmp(r->method, "PATCH") == 0) {
+    fk.patches++;
+    assert_string_equal(r->ctype, "application/strategic-merge-patch+json");
+    if (!*obj) status = 404;
+    else json_object_update_recursive(*obj, body);
+  }
+  if (status < 300 && strcmp(r->method, "GET") != 0)
+    json_object_set_new(json_object_get(*obj, "metadata"), "resourceVersion", json_string(rv));
+  char *out = status < 300 ? dumps(*obj) : nl_xstrdup("{\"kind\":\"Status\"}");
+  json_decref(body);
+  answer(r, status, out);
+  free(out);
+}
+
+static void query_runtime(void *ctx, nl_node_runtime_done done, void *done_ctx) {
+  assert_null(fk.rt_done);
+  fk.rt_done = done;
+  fk.rt_ctx = done_ctx;
+}
+
+static void deliver_runtime(void) {
+  static const char *const names[] = {"registry.k8s.io/pause:3.9"};
+  static const nl_node_image_t img[] = {{names, 1, 300000}};
+  nl_node_runtime_info_t info = {
+      .status_ok = true, .runtime_ready = {true, fk.runtime_ready, "", ""},
+      .network_ready = {true, true, "", ""}, .runtime_name = "containerd",
+      .runtime_version = "1.6.20", .images_ok = true, .images = img, .n_images = 1};
+  nl_node_runtime_done d = fk.rt_done;
+  fk.rt_done = NULL;
+  d(fk.rt_ctx, &info);
+}
+
+static bool matches(const nl_kube_req_t *r, const char *method, const char *prefix) {
+  return (!method || strcmp(r->method, method) == 0) &&
+         (!prefix || strncmp(r->path, prefix, strlen(prefix)) == 0);
+}
+
+static nl_kube_req_t *pending(const char *method, const char *prefix) {
+  for (size_t i = 0; i < fk.n; i++)
+    if (!fk.reqs[i]->done && !fk.reqs[i]->cancelled && matches(fk.reqs[i], method, prefix))
+      return fk.reqs[i];
+  return NULL;
+}
+
+/* A pending request the caller does not wait for. */
+static nl_kube_req_t *pending_other(const char *method, const char *prefix) {
+  for (size_t i = 0; i < fk.n; i++)
+    if (!fk.reqs[i]->done && !fk.reqs[i]->cancelled &&
+        (!(method || prefix) || !matches(fk.reqs[i], method, prefix)))
+      return fk.reqs[i];
+  return NULL;
+}
+
+static void on_guard(uv_timer_t *t) {}
+
+/* Runs the loop (answering the runtime, and requests when auto) until a
+ * request matching method and prefix is pending, or until ms passed. */
+static nl_kube_req_t *run_until(const char *method, const char *prefix, uint64_t ms) {
+  uint64_t end = uv_now(fk.loop) + ms;
+  static uv_timer_t guard;
+  uv_timer_init(fk.loop, &guard);
+  uv_timer_start(&guard, on_guard, ms, 0);
+  nl_kube_req_t *r = NULL;
+  for (;;) {
+    if (fk.rt_done) deliver_runtime();
+    if ((method || prefix) && (r = pending(method, prefix))) break;
+    if (fk.auto_answer)
+      for (nl_kube_req_t *a; (a = pending_other(method, prefix));) serve(a);
+    if (fk.rt_done) continue;
+    if ((method || prefix) && (r = pending(method, prefix))) break;
+    uv_update_time(fk.loop);
+    if (uv_now(fk.loop) >= end) break;
+    uv_run(fk.loop, UV_RUN_ONCE);
+  }
+  uv_close((uv_handle_t *)&guard, NULL);
+  uv_run(fk.loop, UV_RUN_NOWAIT);
+  return r;
+}
+
+static size_t count(const char *method, const char *prefix) {
+  size_t c = 0;
+  for (size_t i = 0; i < fk.n; i++)
+    c += strcmp(fk.reqs[i]->method, method) == 0 &&
+         strncmp(fk.reqs[i]->path, prefix, strlen(prefix)) == 0;
+  return c;
+}
+
+/* ---- fixture ---- */
+
+static uv_loop_t loop;
+static nl_node_t node;
+static bool stopped;
+
+static nl_node_opts_t opts(void) {
+  nl_node_opts_t o = {
+      .conf = {.name = "n1", .hostname = "n1", .node_ip = "10.0.0.5",
+               .kubelet_version = "v1.36.3+nanolet.0.1.0", .register_schedulable = true,
+               .controller_attach_detach = true, .port = 10250, .max_pods = 110, .max_images = 50},
+      .paths = nl_node_paths_host(FIXTURES "/node"),
+      .register_node = true,
+      .update_ms = 40,
+      .report_ms = 400,
+      .lease_duration_s = 1, /* renew every 250 ms */
+      .register_backoff_ms = 10,
+      .lease_backoff_ms = 20,
+      .backoff_max_ms = 80,
+      .fast_ms = 10,
+  };
+  const char *f = FIXTURES "/node/";
+  static char p[6][256];
+  const char *names[] = {"machine-id", "product_uuid", "boot_id", "os-release", "meminfo", "cpu_online"};
+  for (int i = 0; i < 6; i++) snprintf(p[i], sizeof p[i], "%s%s", f, names[i]);
+  o.paths.machine_id = p[0], o.paths.product_uuid = p[1], o.paths.boot_id = p[2];
+  o.paths.os_release = p[3], o.paths.meminfo = p[4], o.paths.cpu_online = p[5];
+  o.paths.hugepages = FIXTURES "/node/hugepages";
+  return o;
+}
+
+static int setup(void **state) {
+  memset(&fk, 0, sizeof fk);
+  fk.runtime_ready = true;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  fk.loop = &loop;
+  uv_timer_init(&loop, &fk.deliver);
+  nl_node_opts_t o = opts();
+  nl_node_deps_t d = {.kube = (nl_kube_client_t *)&fk, .query_runtime = query_runtime};
+  assert_int_equal(nl_node_init(&node, &loop, &o, &d, NULL), 0);
+  stopped = false;
+  return 0;
+}
+
+static void on_stopped(nl_node_t *n) { stopped = true; }
+
+static int teardown(void **state) {
+  nl_node_stop(&node, on_stopped);
+  while (!stopped) {
+    if (fk.rt_done) deliver_runtime();
+    uv_run(&loop, UV_RUN_ONCE);
+  }
+  uv_close((uv_handle_t *)&fk.deliver, NULL);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&loop), 0);
+  for (size_t i = 0; i < fk.n; i++) {
+    free(fk.reqs[i]->body);
+    free(fk.reqs[i]);
+  }
+  json_decref(fk.node);
+  json_decref(fk.lease);
+  return 0;
+}
+
+static json_t *body_of(nl_kube_req_t *r) {
+  json_t *j = json_loads(r->body, 0, NULL);
+  assert_non_null(j);
+  return j;
+}
+
+/* ---- tests ---- */
+
+static void test_facts_from_fixtures(void **state) {
+  nl_node_opts_t o = opts();
+  nl_node_facts_t f;
+  nl_node_facts_read(&o.paths, &f);
+  assert_string_equal(f.machine_id, "b5f4c3d2e1a0b5f4c3d2e1a0b5f4c3d2");
+  assert_string_equal(f.system_uuid, "4C4C4544-0042-3510-8052-B4C04F4E3732");
+  assert_string_equal(f.boot_id, "2f1e3c1a-5b7d-4e8f-9a0b-1c2d3e4f5a6b");
+  assert_string_equal(f.os_image, "Debian GNU/Linux 12 (bookworm)");
+  assert_true(strlen(f.kernel_version) > 0);
+  assert_int_equal(f.cpus, 5); /* 0-3,6 */
+  assert_int_equal(f.memory_bytes, INT64_C(4028536) * 1024);
+  assert_true(f.ephemeral_bytes > 0);
+  assert_int_equal(f.n_hugepages, 2);
+  int64_t two_mi = f.hugepages[0].page_bytes == 2097152 ? f.hugepages[0].total_bytes
+                                                        : f.hugepages[1].total_bytes;
+  assert_int_equal(two_mi, 8 * 2097152);
+  nl_node_facts_free(&f);
+  /* Unreadable files leave their fields empty (a non-root agent cannot read
+   * product_uuid). */
+  o.paths.product_uuid = FIXTURES "/node/missing";
+  o.paths.os_release = FIXTURES "/node/missing";
+  o.paths.root_dir = FIXTURES "/node/missing";
+  nl_node_facts_read(&o.paths, &f);
+  assert_string_equal(f.system_uuid, "");
+  assert_string_equal(f.os_image, "Linux");
+  assert_int_equal(f.ephemeral_bytes, -1);
+  nl_node_facts_free(&f);
+}
+
+static void test_register_201_then_lease(void **state) {
+  nl_node_start(&node);
+  nl_kube_req_t *r = run_until("POST", "/api/v1/nodes", 2000);
+  assert_non_null(r);
+  json_t *b = body_of(r);
+  json_t *labels = json_object_get(json_object_get(b, "metadata"), "labels");
+  assert_string_equal(json_string_value(json_object_get(labels, "kubernetes.io/hostname")), "n1");
+  json_t *cap = json_object_get(json_object_get(b, "status"), "capacity");
+  assert_string_equal(json_string_value(json_object_get(cap, "cpu")), "5");
+  assert_string_equal(json_string_value(json_object_get(cap, "memory")), "4028536Ki");
+  json_decref(b);
+  fk.auto_answer = true;
+  serve(r);
+  assert_string_equal(nl_node_uid(&node), "node-uid-1");
+  assert_true(nl_node_ready(&node));
+  /* The Lease: not there, created with an owner reference to the Node. */
+  r = run_until("POST", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases", 2000);
+  assert_non_null(r);
+  assert_int_equal(count("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1"), 1);
+  b = body_of(r);
+  json_t *owner = json_array_get(json_object_get(json_object_get(b, "metadata"), "ownerReferences"), 0);
+  assert_string_equal(json_string_value(json_object_get(owner, "kind")), "Node");
+  assert_string_equal(json_string_value(json_object_get(owner, "uid")), "node-uid-1");
+  assert_int_equal(json_integer_value(json_object_get(json_object_get(b, "spec"), "leaseDurationSeconds")), 1);
+  json_decref(b);
+  serve(r);
+  /* Renewals every 250 ms, each with the last resourceVersion. */
+  uint64_t t0 = uv_now(&loop);
+  run_until(NULL, NULL, 880);
+  assert_int_equal(fk.puts, 3);
+  nl_kube_req_t *last = NULL;
+  for (size_t i = 0; i < fk.n; i++)
+    if (strcmp(fk.reqs[i]->method, "PUT") == 0) last = fk.reqs[i];
+  assert_true(last->at_ms - t0 >= 740);
+  /* A conflict: GET the Lease again, then PUT the newer one. */
+  json_object_set_new(json_object_get(fk.lease, "metadata"), "resourceVersion", json_string("other"));
+  size_t gets = count("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1");
+  fk.auto_answer = false;
+  r = run_until("PUT", "/apis/coordination.k8s.io", 1000);
+  fk.auto_answer = true;
+  serve(r); /* 409 */
+  r = run_until("GET", "/apis/coordination.k8s.io", 100);
+  assert_non_null(r);
+  assert_int_equal(count("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1"), gets + 1);
+  serve(r);
+  r = run_until("PUT", "/apis/coordination.k8s.io", 100);
+  assert_non_null(r);
+  assert_non_null(strstr(r->body, "\"resourceVersion\":\"other\""));
+  serve(r);
+  assert_string_equal(nl_node_lease_state_name(node.lease.state), "Idle");
+}
+
+static void test_register_409_reconciles(void **state) {
+  fk.node = json_loads("{\"metadata\":{\"name\":\"n1\",\"uid\":\"old-uid\",\"labels\":{"
+                       "\"kubernetes.io/hostname\":\"other\"}},\"status\":{}}", 0, NULL);
+  nl_node_start(&node);
+  nl_kube_req_t *r = run_until("POST", "/api/v1/nodes", 2000);
+  serve(r);
+  r = run_until("GET", "/api/v1/nodes/n1", 100);
+  assert_non_null(r);
+  assert_string_equal(r->path, "/api/v1/nodes/n1");
+  serve(r);
+  r = run_until("PATCH", "/api/v1/nodes/n1/status", 100);
+  assert_non_null(r);
+  json_t *b = body_of(r);
+  json_t *meta = json_object_get(b, "metadata");
+  assert_string_equal(json_string_value(json_object_get(json_object_get(meta, "labels"), "kubernetes.io/hostname")), "n1");
+  assert_string_equal(json_string_value(json_object_get(json_object_get(meta, "annotations"),
+                          "volumes.kubernetes.io/controller-managed-attach-detach")), "true");
+  assert_null(json_object_get(b, "status"));
+  json_decref(b);
+  serve(r);
+  assert_string_equal(nl_node_uid(&node), "old-uid");
+  /* Then the status of the existing Node is brought up to date. */
+  fk.auto_answer = true;
+  r = run_until("PATCH", "/api/v1/nodes/n1/status", 500);
+  assert_non_null(r);
+  assert_non_null(strstr(r->body, "\"conditions\""));
+}
+
+static void test_register_backoff(void **state) {
+  nl_node_start(&node);
+  nl_kube_req_t *r = run_until("POST", "/api/v1/nodes", 2000);
+  answer(r, 500, "{\"kind\":\"Status\",\"message\":\"etcdserver: leader changed\"}");
+  r = run_until("POST", "/api/v1/nodes", 1000);
+  uint64_t d1 = r->at_ms - fk.reqs[0]->at_ms;
+  fail_req(r, NL_ETIMEOUT);
+  nl_kube_req_t *r3 = run_until("POST", "/api/v1/nodes", 1000);
+  uint64_t d2 = r3->at_ms - r->at_ms;
+  assert_true(d1 >= 10);
+  assert_true(d2 >= 20); /* doubled */
+  fk.auto_answer = true;
+  serve(r3);
+  assert_true(node.registered);
+  assert_int_equal(node.log.failures, 0);
+}
+
+static void test_status_only_on_change_or_report(void **state) {
+  fk.auto_answer = true;
+  nl_node_start(&node);
+  run_until(NULL, NULL, 300);
+  /* Registered and unchanged: GETs every 40 ms, no PATCH before report_ms. */
+  assert_int_equal(count("POST", "/api/v1/nodes"), 1);
+  assert_true(count("GET", "/api/v1/nodes/n1?resourceVersion=0") >= 4);
+  assert_int_equal(fk.patches, 0);
+  /* The runtime goes away: the change is patched at once. */
+  fk.runtime_ready = false;
+  nl_kube_req_t *r = run_until("PATCH", "/api/v1/nodes/n1/status", 200);
+  assert_non_null(r);
+  assert_non_null(strstr(r->body, "container runtime not ready: RuntimeReady=false"));
+  serve(r);
+  assert_false(nl_node_ready(&node));
+  /* Not ready: rounds every fast_ms, still no PATCH without a change... */
+  size_t patches = fk.patches;
+  run_until(NULL, NULL, 200);
+  assert_int_equal(fk.patches, patches);
+  /* ...until the report frequency passes. */
+  r = run_until("PATCH", "/api/v1/nodes/n1/status", 400);
+  assert_non_null(r);
+  serve(r);
+  /* Ready again: patched at once, with a new transition time. */
+  fk.runtime_ready = true;
+  r = run_until("PATCH", "/api/v1/nodes/n1/status", 200);
+  assert_non_null(strstr(r->body, "\"reason\":\"KubeletReady\""));
+  serve(r);
+  assert_true(nl_node_ready(&node));
+}
+
+static void test_deleted_node_registers_again(void **state) {
+  fk.auto_answer = true;
+  nl_node_start(&node);
+  run_until(NULL, NULL, 300);
+  assert_string_equal(nl_node_uid(&node), "node-uid-1");
+  json_decref(fk.node);
+  fk.node = NULL;
+  fk.auto_answer = false;
+  nl_kube_req_t *r = run_until("GET", "/api/v1/nodes/n1", 200);
+  serve(r); /* 404 */
+  r = run_until("POST", "/api/v1/nodes", 200);
+  assert_non_null(r);
+  fk.auto_answer = true;
+  serve(r);
+  assert_int_equal(count("POST", "/api/v1/nodes"), 2);
+  assert_true(node.registered);
+}
+
+static uint64_t max_lag;
+static uint64_t ticks;
+static void on_tick(uv_timer_t *t) {
+  uint64_t want = (uint64_t)(uintptr_t)t->data + 5;
+  uint64_t lag = uv_now(t->loop) - want;
+  if (ticks++ && lag > max_lag) max_lag = lag;
+  t->data = (void *)(uintptr_t)uv_now(t->loop);
+}
+
+static void test_apiserver_down(void **state) {
+  fk.auto_answer = true;
+  fk.fail_status = 503;
+  static uv_timer_t tick;
+  uv_timer_init(&loop, &tick);
+  tick.data = (void *)(uintptr_t)uv_now(&loop);
+  uv_timer_start(&tick, on_tick, 5, 5);
+  nl_node_start(&node);
+  run_until(NULL, NULL, 600);
+  /* 10, 20, 40, 80, 80, ... ms apart: about 9 attempts in 600 ms, not hundreds. */
+  size_t posts = count("POST", "/api/v1/nodes");
+  assert_in_range(posts, 5, 12);
+  assert_true(node.log.failures == posts);
+  assert_null(pending(NULL, NULL));
+  assert_true(max_lag < 30); /* the loop stayed responsive */
+  /* Back: registered and the Lease follows. */
+  fk.fail_status = 0;
+  run_until("PUT", "/apis/coordination.k8s.io", 1000);
+  assert_true(node.registered);
+  assert_int_equal(node.log.failures, 0);
+  uv_close((uv_handle_t *)&tick, NULL);
+}
+
+static void test_lease_failures_back_off(void **state) {
+  fk.auto_answer = true;
+  nl_node_start(&node);
+  run_until("PUT", "/apis/coordination.k8s.io", 1000);
+  /* Every Lease write fails: five tries, then GETs with back-off. */
+  fk.fail_status = 500;
+  size_t before = fk.n;
+  run_until(NULL, NULL, 400);
+  size_t lease_reqs = 0;
+  for (size_t i = before; i < fk.n; i++) lease_reqs += strstr(fk.reqs[i]->path, "/leases") != NULL;
+  assert_in_range(lease_reqs, 5, 20);
+  assert_true(node.lease.log.failures >= 5);
+}
+
+static void test_stop_mid_request(void **state) {
+  nl_node_start(&node);
+  nl_kube_req_t *r = run_until("POST", "/api/v1/nodes", 2000);
+  assert_non_null(r);
+  /* teardown stops with the POST in flight: cancelled, closed, loop clean */
+}
+
+static void test_stop_while_runtime_asked(void **state) {
+  nl_node_start(&node);
+  while (!fk.rt_done) uv_run(&loop, UV_RUN_ONCE);
+  nl_node_stop(&node, on_stopped);
+  /* The runtime answers after the stop: ignored. */
+  deliver_runtime();
+  while (!stopped) uv_run(&loop, UV_RUN_ONCE);
+  assert_int_equal(fk.n, 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_facts_from_fixtures),
+      cmocka_unit_test_setup_teardown(test_register_201_then_lease, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_register_409_reconciles, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_register_backoff, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_status_only_on_change_or_report, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_deleted_node_registers_again, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_apiserver_down, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_lease_failures_back_off, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_stop_mid_request, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_stop_while_runtime_asked, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
