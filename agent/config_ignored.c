@@ -16,8 +16,8 @@
 #include "reactor/log.h"
 
 /* One line per setting: the file field's name, or the flag's for flag-only
- * settings. `.file = true`: a file nanolet will read once it talks to an API
- * server; until then it must be readable and is then ignored. */
+ * settings. `.file = true`: a file nanolet will read once the feature lands;
+ * until then it must be readable and is then ignored. `.note`: see the header. */
 const nl_config_ignored_t nl__config_ignored[] = {
     {"staticPodURL"},
     {"staticPodURLHeader"},
@@ -32,10 +32,7 @@ const nl_config_ignored_t nl__config_ignored[] = {
     {"cgroupsPerQOS"},
     {"containerLogMaxSize"},
     {"containerLogMaxFiles"},
-    {"nodeStatusUpdateFrequency"},
-    {"nodeStatusReportFrequency"},
-    {"nodeLeaseDurationSeconds"},
-    {"evictionHard"},
+    {"evictionHard", .note = "nanolet evicts no pods yet; the thresholds only lower the Node's allocatable"},
     {"evictionPressureTransitionPeriod"},
     {"imageGCHighThresholdPercent"},
     {"imageGCLowThresholdPercent"},
@@ -50,17 +47,12 @@ const nl_config_ignored_t nl__config_ignored[] = {
     {"tlsCertFile"},
     {"tlsPrivateKeyFile"},
     {"rotateCertificates"},
-    {"enableControllerAttachDetach"},
     {"makeIPTablesUtilChains"},
     {"registryPullQPS"},
     {"registryBurst"},
     {"eventRecordQPS"},
     {"eventBurst"},
-    {"kubeAPIQPS"},
-    {"kubeAPIBurst"},
-    {"kubeconfig", .file = true},
-    {"bootstrap-kubeconfig", .file = true},
-    {"node-labels"},
+    {"bootstrap-kubeconfig", .file = true, .note = "TLS bootstrap is not supported yet"},
     {NULL},
 };
 
@@ -89,7 +81,10 @@ int nl_config_check_ignored(const nl_kubelet_config_t *cfg, nl_err_t **err) {
     snprintf(flag, sizeof flag, "--%s", f->flag ? f->flag : "");
     const char *as = src == NL_CONFIG_FLAG || !f->name ? flag : f->name;
     if (!ig->file) {
-      nl_warn("%s is set but not supported yet; it is ignored", as);
+      if (ig->note)
+        nl_warn("%s is set but only partly supported: %s", as, ig->note);
+      else
+        nl_warn("%s is set but not supported yet; it is ignored", as);
       continue;
     }
     const char *path = *(char *const *)((const char *)cfg + f->offset);
@@ -98,8 +93,7 @@ int nl_config_check_ignored(const nl_kubelet_config_t *cfg, nl_err_t **err) {
     if (fd < 0)
       return nl_err_set(err, errno, "%s %s: cannot read: %s", as, path, strerror(errno));
     close(fd);
-    nl_warn("%s %s is ignored: nanolet does not talk to an API server yet, it runs standalone",
-            as, path);
+    nl_warn("%s %s is ignored: %s", as, path, ig->note);
   }
   return 0;
 }

@@ -10,6 +10,9 @@
 typedef struct nl_config_ignored {
   const char *name; /* the field's file name, or its flag name when it has none */
   bool file;        /* a file that must be readable, then ignored */
+  /* What nanolet does with it, when it uses it in part or (file) why it is
+   * ignored; said in the warning, --help and docs/DIFFERENCES.md. */
+  const char *note;
 } nl_config_ignored_t;
 
 /* Ends with {NULL}. */

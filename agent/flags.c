@@ -108,8 +108,10 @@ void nl_flags_usage(FILE *out) {
              f->flag, arg);
     const nl_config_ignored_t *ig = nl__config_ignored_find(f);
     fprintf(out, "  %-54s %s%s\n", left, f->help,
-            !ig ? "" : ig->file ? " (not supported yet: must be readable, then ignored)"
-                                : " (not supported yet: ignored)");
+            !ig          ? ""
+            : ig->file   ? " (not supported yet: must be readable, then ignored)"
+            : ig->note   ? " (only partly supported)"
+                         : " (not supported yet: ignored)");
   }
   fprintf(out, "  %-54s %s\n  %-54s %s\n", "-h, --help", "help for nanolet", "    --version",
           "Print version information and quit");

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/kubelet_node.h"
 #include "agent/kubelet_pods.h"
 #include "cri/runtime.h"
 #include "reactor/log.h"
@@ -116,21 +117,22 @@ static void on_cri_stopped(nl_cri_client_t *c) {
   nl__kubelet_release(container_of(c, nl_kubelet_t, cri));
 }
 
-/* The CRI client goes last: the runtime manager and PLEG use it until they stop. */
-static void cri_user_stopped(nl_kubelet_t *k) {
+/* The CRI client goes last: the runtime manager, PLEG, probes and the node
+ * manager use it until they stop. */
+void nl__kubelet_cri_user_stopped(nl_kubelet_t *k) {
   if (--k->cri_users > 0) return;
   if (k->cri_up) nl_cri_client_stop(&k->cri, on_cri_stopped);
   nl__kubelet_release(k);
 }
 
 static void on_runtime_stopped(nl_runtime_t *rt) {
-  cri_user_stopped(container_of(rt, nl_kubelet_t, runtime));
+  nl__kubelet_cri_user_stopped(container_of(rt, nl_kubelet_t, runtime));
 }
 
-static void on_pleg_stopped(nl_pleg_t *p) { cri_user_stopped(container_of(p, nl_kubelet_t, pleg)); }
+static void on_pleg_stopped(nl_pleg_t *p) { nl__kubelet_cri_user_stopped(container_of(p, nl_kubelet_t, pleg)); }
 
 static void on_probes_stopped(nl_probe_manager_t *m) {
-  cri_user_stopped(container_of(m, nl_kubelet_t, probes));
+  nl__kubelet_cri_user_stopped(container_of(m, nl_kubelet_t, probes));
 }
 
 static void on_file_source_stopped(nl_file_source_t *src) {
@@ -191,14 +193,11 @@ static void on_signal(uv_signal_t *s, int signum) {
 }
 
 int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t *cfg,
-                    const char *node_name, nl_err_t **err) {
+                    const char *node_name, const nl_kubeconfig_t *kc, nl_err_t **err) {
   memset(k, 0, sizeof *k);
   k->loop = loop;
   k->cfg = cfg;
   k->node_name = nl_xstrdup(node_name);
-  /* No API client yet: a --kubeconfig was checked and reported as ignored at
-   * start-up (nl_config_check_ignored). */
-  k->standalone = true;
   if (nl__kubelet_pods_init(k, err) < 0) return -1;
   uv_signal_init(loop, &k->sigterm);
   uv_signal_init(loop, &k->sigint);
@@ -243,6 +242,7 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
   k->cri_users++;
   if (nl__kubelet_probes_init(k, err) < 0) return -1;
   k->pending++; /* released when the last CRI user has stopped */
+  if (nl__kubelet_node_init(k, kc, err) < 0) return -1;
   if (cfg->static_pod_path && *cfg->static_pod_path) {
     if (nl_file_source_init(&k->file_source, loop, cfg->static_pod_path,
                             (uint64_t)(cfg->file_check_frequency / 1000000), node_name,
@@ -260,12 +260,11 @@ int nl_kubelet_start(nl_kubelet_t *k, nl_err_t **err) {
   if ((r = uv_signal_start(&k->sigterm, on_signal, SIGTERM)) < 0 ||
       (r = uv_signal_start(&k->sigint, on_signal, SIGINT)) < 0)
     return nl_err_set(err, -r, "signal handling: %s", uv_strerror(r));
-  if (!k->cfg->kubeconfig || !*k->cfg->kubeconfig)
-    nl_info("no kubeconfig given: running in standalone mode");
   k->last_sync_loop_ms = uv_now(k->loop);
   k->started_ns = nl_pleg_realtime_ns(NULL);
   check_runtime(k);
   nl_pleg_start(&k->pleg);
+  nl__kubelet_node_start(k);
   if (k->cfg->runonce) uv_timer_start(&k->runonce_timer, on_runonce_check, 1000, 1000);
   if (k->cfg->exit_on_lock_contention && k->cfg->lock_file && *k->cfg->lock_file &&
       watch_lock_file(k, err) < 0)
@@ -300,10 +299,11 @@ void nl_kubelet_stop(nl_kubelet_t *k, nl_kubelet_done_cb done_cb) {
   if (k->pleg_up) nl_pleg_stop(&k->pleg, on_pleg_stopped);
   if (k->runtime_up) nl_runtime_stop(&k->runtime, on_runtime_stopped);
   if (k->probes_up) nl_probe_manager_stop(&k->probes, on_probes_stopped);
+  nl__kubelet_node_stop(k);
   if (!k->pleg_up && !k->runtime_up) { /* init failed before them */
     k->cri_users = 1;
     k->pending++;
-    cri_user_stopped(k);
+    nl__kubelet_cri_user_stopped(k);
   }
   nl__kubelet_release(k);
 }

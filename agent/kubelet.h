@@ -8,8 +8,11 @@
 #include <uv.h>
 
 #include "agent/config.h"
+#include "agent/kube/client.h"
+#include "agent/kube/kubeconfig.h"
 #include "agent/server.h"
 #include "cri/conn.h"
+#include "managers/node.h"
 #include "managers/pleg.h"
 #include "managers/pod_manager.h"
 #include "managers/pod_workers.h"
@@ -75,11 +78,19 @@ struct nl_kubelet {
   /* Probes (kubelet_pods.c, nl__kubelet_probes_*): a CRI user (exec). */
   bool probes_up;
   nl_probe_manager_t probes;
+
+  /* The cluster (kubelet_node.c); none of it when standalone. */
+  nl_kube_client_t *kube;    /* owned */
+  bool node_up;
+  nl_node_t node;            /* a CRI user */
+  nl_node_taint_t *taints;   /* --register-with-taints, owned */
+  size_t n_taints;
 };
 
-/* Returns 0, or -1 with *err. Takes nothing from cfg. */
+/* kc: the loaded kubeconfig (borrowed; outlives the kubelet), or NULL to run
+ * standalone. Returns 0, or -1 with *err. Takes nothing from cfg. */
 int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t *cfg,
-                    const char *node_name, nl_err_t **err);
+                    const char *node_name, const nl_kubeconfig_t *kc, nl_err_t **err);
 /* Starts managers, servers and signal handling. Returns 0 or -1 with *err (the
  * caller then calls nl_kubelet_stop to release what started). */
 int nl_kubelet_start(nl_kubelet_t *k, nl_err_t **err);

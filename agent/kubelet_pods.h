@@ -36,5 +36,7 @@ extern const nl_pod_syncer_t nl__kubelet_syncer;
 
 /* Drops one of the kubelet's pending stop counts (kubelet.c). */
 void nl__kubelet_release(nl_kubelet_t *k);
+/* One CRI user has stopped; the last one stops the CRI client. */
+void nl__kubelet_cri_user_stopped(nl_kubelet_t *k);
 
 #endif

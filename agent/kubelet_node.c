@@ -1,0 +1,134 @@
+/* The agent's cluster membership: with a kubeconfig, the API client and the node
+ * manager (registration, node status, the Lease). Without one, nothing: the
+ * agent runs standalone. The node manager is a CRI user (it asks the runtime for
+ * Status, Version and images), so it stops before the CRI client; the API client
+ * stops after the node manager, which cancels its requests first. */
+#include "agent/kubelet_node.h"
+
+#include <stdlib.h>
+
+#include "agent/kubelet_pods.h"
+#include "managers/node_cri.h"
+#include "reactor/log.h"
+#include "reactor/xalloc.h"
+
+/* The node manager's one context is the CRI client (nl_node_cri_query's). */
+static bool pleg_healthy(void *ctx, int64_t now_ns, nl_err_t **err) {
+  nl_kubelet_t *k = container_of((nl_cri_client_t *)ctx, nl_kubelet_t, cri);
+  return nl_pleg_healthy(&k->pleg, now_ns, err);
+}
+
+static void free_taints(nl_kubelet_t *k) {
+  for (size_t i = 0; i < k->n_taints; i++) {
+    free(k->taints[i].key);
+    free(k->taints[i].value);
+    free(k->taints[i].effect);
+  }
+  free(k->taints);
+  k->taints = NULL;
+  k->n_taints = 0;
+}
+
+int nl__kubelet_node_init(nl_kubelet_t *k, const nl_kubeconfig_t *kc, nl_err_t **err) {
+  const nl_kubelet_config_t *cfg = k->cfg;
+  k->standalone = kc == NULL;
+  if (!kc) return 0;
+  if (kc->insecure)
+    nl_warn("kubeconfig %s: insecure-skip-tls-verify is set: the API server's certificate is "
+            "not verified",
+            kc->path);
+  nl_kube_client_opts_t co = {
+      .kubeconfig = kc,
+      .qps = cfg->kube_api_qps,
+      .burst = cfg->kube_api_burst,
+  };
+  if (nl_kube_client_new(&k->kube, k->loop, &co, err) < 0) return -1;
+
+  k->taints = nl_xcalloc(cfg->register_with_taints.n ? cfg->register_with_taints.n : 1,
+                         sizeof *k->taints);
+  for (size_t i = 0; i < cfg->register_with_taints.n; i++) {
+    if (nl_node_taint_parse(cfg->register_with_taints.v[i], &k->taints[i], err) < 0)
+      return nl_err_wrap(err, "registerWithTaints[%zu]", i);
+    k->n_taints++;
+  }
+  const nl_config_map_t *lb = &cfg->node_labels, *kr = &cfg->kube_reserved,
+                        *sr = &cfg->system_reserved, *eh = &cfg->eviction_hard;
+  nl_node_opts_t o = {
+      .conf =
+          {
+              .name = k->node_name,
+              .hostname = k->node_name,
+              .node_ip = cfg->node_ip,
+              .kubelet_version = NL_NODE_KUBE_VERSION "+nanolet." NANOLET_VERSION,
+              .label_keys = (const char *const *)lb->keys,
+              .label_values = lb->first,
+              .n_labels = lb->n,
+              .taints = k->taints,
+              .n_taints = k->n_taints,
+              .register_schedulable = cfg->register_schedulable,
+              .controller_attach_detach = cfg->enable_controller_attach_detach,
+              .port = cfg->port,
+              .max_pods = cfg->max_pods,
+              .max_images = cfg->node_status_max_images,
+              .kube_reserved_keys = (const char *const *)kr->keys,
+              .kube_reserved_values = kr->first,
+              .n_kube_reserved = kr->n,
+              .system_reserved_keys = (const char *const *)sr->keys,
+              .system_reserved_values = sr->first,
+              .n_system_reserved = sr->n,
+              .eviction_keys = (const char *const *)eh->keys,
+              .eviction_values = eh->first,
+              .n_eviction = eh->n,
+          },
+      .paths = nl_node_paths_host(cfg->root_dir),
+      .register_node = cfg->register_node,
+      .update_ms = (uint64_t)(cfg->node_status_update_frequency / 1000000),
+      .report_ms = (uint64_t)(cfg->node_status_report_frequency / 1000000),
+      .lease_duration_s = cfg->node_lease_duration_seconds,
+  };
+  nl_node_deps_t d = {
+      .kube = k->kube,
+      .query_runtime = nl_node_cri_query,
+      .pleg_healthy = pleg_healthy,
+      .ctx = &k->cri,
+  };
+  if (nl_node_init(&k->node, k->loop, &o, &d, err) < 0) return -1;
+  k->node_up = true;
+  k->cri_users++;
+  return 0;
+}
+
+void nl__kubelet_node_start(nl_kubelet_t *k) {
+  if (!k->node_up) {
+    nl_info("no kubeconfig given: running in standalone mode");
+    return;
+  }
+  nl_info("joining the cluster at %s as node %s", nl_kube_client_server(k->kube), k->node_name);
+  nl_node_start(&k->node);
+}
+
+static void on_kube_stopped(void *ctx) { nl__kubelet_release(ctx); }
+
+static void on_node_stopped(nl_node_t *n) {
+  nl_kubelet_t *k = container_of(n, nl_kubelet_t, node);
+  free_taints(k);
+  nl__kubelet_node_kube_stop(k);
+  nl__kubelet_cri_user_stopped(k);
+}
+
+void nl__kubelet_node_kube_stop(nl_kubelet_t *k) {
+  if (!k->kube) return;
+  nl_kube_client_t *c = k->kube;
+  k->kube = NULL;
+  k->pending++;
+  nl_kube_client_stop(c, on_kube_stopped, k);
+}
+
+void nl__kubelet_node_stop(nl_kubelet_t *k) {
+  if (k->node_up) {
+    nl_node_stop(&k->node, on_node_stopped);
+    return;
+  }
+  free_taints(k);
+  nl__kubelet_node_kube_stop(k); /* init failed after the client was made */
+}

@@ -1,0 +1,18 @@
+/* The agent's part in a cluster (kubelet_node.c): the API client and the node
+ * manager when a kubeconfig is given. Internal to agent/. */
+#ifndef NL_KUBELET_NODE_H
+#define NL_KUBELET_NODE_H
+
+#include "agent/kubelet.h"
+
+/* kc NULL: standalone. Otherwise makes the API client and the node manager (a
+ * CRI user). Returns 0, or -1 with *err (a kubeconfig item the client cannot
+ * use, a bad taint or reservation). */
+int nl__kubelet_node_init(nl_kubelet_t *k, const nl_kubeconfig_t *kc, nl_err_t **err);
+void nl__kubelet_node_start(nl_kubelet_t *k);
+/* Stops the node manager, then the API client; the node manager's stop releases
+ * one CRI user (nl__kubelet_cri_user_stopped). */
+void nl__kubelet_node_stop(nl_kubelet_t *k);
+void nl__kubelet_node_kube_stop(nl_kubelet_t *k);
+
+#endif
