@@ -38,6 +38,8 @@ static int run(nl_kubelet_config_t *cfg, const nl_kubeconfig_t *kc) {
     nl_err_free(&err);
   }
 
+  if (nl_startup_data_dirs(cfg->root_dir, &err) < 0) goto fail;
+
   /* 0.0.0.0 and :: mean "choose one" upstream, as does no --node-ip at all. */
   if (!cfg->node_ip || !*cfg->node_ip || strcmp(cfg->node_ip, "0.0.0.0") == 0 ||
       strcmp(cfg->node_ip, "::") == 0) {

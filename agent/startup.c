@@ -14,6 +14,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "managers/volumes.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
@@ -140,4 +141,15 @@ char *nl_startup_node_ip(const char *hostname_override, const char *route_file) 
                             inet_pton(AF_INET6, hostname_override, tmp) == 1))
     return nl_xstrdup(hostname_override);
   return default_route_ip(route_file);
+}
+
+int nl_startup_data_dirs(const char *root_dir, nl_err_t **err) {
+  char pods[4096];
+  snprintf(pods, sizeof pods, "%s/pods", root_dir);
+  const char *dirs[] = {root_dir, pods};
+  for (size_t i = 0; i < 2; i++) {
+    int r = nl__mkdir_p(dirs[i], 0750);
+    if (r < 0) return nl_err_set(err, -r, "error creating %s: %s", dirs[i], strerror(-r));
+  }
+  return 0;
 }

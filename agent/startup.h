@@ -26,6 +26,12 @@ int nl_startup_notify_ready(nl_err_t **err);
 
 int nl_startup_write_pid_file(const char *path, nl_err_t **err);
 
+/* Creates the root directory and its pods/ directory, as upstream's
+ * setupDataDirs, so that what reads them (the node's ephemeral-storage capacity
+ * among others) finds them from the start. Returns 0, or -1 with *err naming
+ * the directory. */
+int nl_startup_data_dirs(const char *root_dir, nl_err_t **err);
+
 /* The node's IP when --node-ip does not give one, as upstream's NodeAddress
  * setter: the hostname override if it is an IP, else the first global unicast
  * IPv4 address of the interface holding the default route in route_file
