@@ -58,7 +58,7 @@ our_pid() {
   fi
   # Pid file lost (e.g. a purged run dir): look for the exact command line.
   for p in /proc/[0-9]*; do
-    cmd=$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) || continue
+    cmd=$(tr '\0' ' ' 2>/dev/null <"$p/cmdline") || continue
     if [ "$cmd" = "containerd --config $CONFIG " ]; then
       echo "${p#/proc/}"
       return 0
