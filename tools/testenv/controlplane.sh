@@ -86,7 +86,7 @@ component_pid() {
 # start_component NAME READY-CMD -- CMD...: runs CMD detached unless our NAME
 # already runs exactly CMD, then waits for READY-CMD to succeed.
 start_component() {
-  local name=$1 ready=$2 want pid i t0
+  local name=$1 ready=$2 want pid t0
   shift 3
   want=$(printf '%s ' "$@")
   if pid=$(component_pid "$name"); then
@@ -105,7 +105,7 @@ start_component() {
   pid=$!
   t0=$(date +%s%N)
   echo "$pid" >"$RUN/$name.pid"
-  for ((i = 0; i < TIMEOUT * 5; i++)); do
+  while [ $(($(date +%s%N) - t0)) -lt $((TIMEOUT * 1000000000)) ]; do
     if $ready; then
       log "$name is ready (pid $pid) after $((($(date +%s%N) - t0) / 1000000)) ms"
       return 0
@@ -262,7 +262,7 @@ cmd_up() {
 }
 
 cmd_down() {
-  stop_components "${COMPONENTS[@]}"
+  stop_components kube-controller-manager kube-apiserver etcd
   rm -rf "$CP/etcd" "$CP/env.sh" "$RUN"
   if [ "${1:-}" = --purge ] && [ -d "$CP" ]; then
     rm -rf "$CP"

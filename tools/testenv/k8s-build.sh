@@ -178,7 +178,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   for t in "${missing[@]}"; do pkgs+=("${PACKAGES[$t]}"); done
   blog=$CACHE/k8s/$key/build.log
   log "building ${missing[*]} $K8S_VERSION with $go_version into $out"
-  log "a cold build takes many minutes (2 cores: ~25 min); log: $blog"
+  log "a cold build takes about 8 minutes on 2 cores; log: $blog"
   start=$(date +%s)
   tmp=$CACHE/k8s/$key/bin.tmp
   rm -rf "$tmp"
