@@ -58,35 +58,17 @@ COMPONENTS=(etcd kube-apiserver kube-controller-manager)
 
 # --- processes ------------------------------------------------------------------
 
-# component_pid NAME: the pid of our NAME. A process is ours only if its
-# command line is exactly the one we started it with (run/NAME.cmd), which
-# names files under $CP: a stale pid file never makes us signal a stranger.
+# component_pid NAME: the pid of our NAME: the process whose command line is
+# exactly the one we started it with (run/NAME.cmd), which names files under
+# $CP.
 component_pid() {
-  local name=$1 want pid cmd p
-  [ -f "$RUN/$name.cmd" ] || return 1
-  want=$(cat "$RUN/$name.cmd")
-  if [ -f "$RUN/$name.pid" ]; then
-    pid=$(cat "$RUN/$name.pid")
-    cmd=$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline") || cmd=
-    if [ "$cmd" = "$want" ]; then
-      echo "$pid"
-      return 0
-    fi
-  fi
-  for p in /proc/[0-9]*; do
-    cmd=$(tr '\0' ' ' 2>/dev/null <"$p/cmdline") || continue
-    if [ "$cmd" = "$want" ]; then
-      echo "${p#/proc/}"
-      return 0
-    fi
-  done
-  return 1
+  [ -f "$RUN/$1.cmd" ] && pid_by_cmdline "$RUN/$1.pid" "$(cat "$RUN/$1.cmd")"
 }
 
 # start_component NAME READY-CMD -- CMD...: runs CMD detached unless our NAME
 # already runs exactly CMD, then waits for READY-CMD to succeed.
 start_component() {
-  local name=$1 ready=$2 want pid t0
+  local name=$1 ready=$2 want pid
   shift 3
   want=$(printf '%s ' "$@")
   if pid=$(component_pid "$name"); then
@@ -102,22 +84,8 @@ start_component() {
   # setsid: the daemons outlive this script; 3>&- 4>&-: they must not hold
   # the caller's stdout pipe or our lock.
   setsid nohup "$@" >>"$CP/$name.log" 2>&1 </dev/null 3>&- 4>&- &
-  pid=$!
-  t0=$(date +%s%N)
-  echo "$pid" >"$RUN/$name.pid"
-  while [ $(($(date +%s%N) - t0)) -lt $((TIMEOUT * 1000000000)) ]; do
-    if $ready; then
-      log "$name is ready (pid $pid) after $((($(date +%s%N) - t0) / 1000000)) ms"
-      return 0
-    fi
-    if ! kill -0 "$pid" 2>/dev/null; then
-      tail -n 20 "$CP/$name.log" >&2 || true
-      die "$name exited; see $CP/$name.log"
-    fi
-    sleep 0.2
-  done
-  tail -n 20 "$CP/$name.log" >&2 || true
-  die "$name was not ready within $TIMEOUT s; see $CP/$name.log"
+  echo $! >"$RUN/$name.pid"
+  wait_ready "$name" $! "$CP/$name.log" "$TIMEOUT" "$ready"
 }
 
 # stop_components NAME...: SIGTERM to each at once, SIGKILL to what is left
