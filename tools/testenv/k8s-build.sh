@@ -21,14 +21,10 @@ set -euo pipefail
 exec 3>&1 1>&2
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tools/testenv/common.sh
+. "$here/common.sh"
 mod=$here/k8s
 CACHE=${NANOLET_TESTENV_CACHE:-/var/cache/nanolet-testenv}
-
-log() { echo "nanolet-testenv: $*" >&2; }
-die() {
-  log "error: $*"
-  exit 1
-}
 
 K8S_VERSION=v1.36.3
 GO_MIN=1.26.0
@@ -153,10 +149,15 @@ go_version=$("$go_bin" env GOVERSION)
 key=$({ recipe; echo "$go_version"; } | sha256sum | cut -c1-16)
 out=$CACHE/k8s/$key/bin
 
-missing=()
-for t in "${targets[@]}"; do
-  [ -x "$out/$t" ] || missing+=("$t")
-done
+find_missing() {
+  local t
+  missing=()
+  for t in "${targets[@]}"; do
+    [ -x "$out/$t" ] || missing+=("$t")
+  done
+}
+
+find_missing
 if [ ${#missing[@]} -eq 0 ]; then
   echo "$out" >&3
   exit 0
@@ -169,10 +170,7 @@ if ! flock -n 4; then
   log "waiting for another build of $out"
   flock 4
 fi
-missing=()
-for t in "${targets[@]}"; do
-  [ -x "$out/$t" ] || missing+=("$t")
-done
+find_missing
 if [ ${#missing[@]} -gt 0 ]; then
   pkgs=()
   for t in "${missing[@]}"; do pkgs+=("${PACKAGES[$t]}"); done
@@ -192,7 +190,7 @@ if [ ${#missing[@]} -gt 0 ]; then
       kill -0 "$pid" 2>/dev/null || break
     done
     kill -0 "$pid" 2>/dev/null &&
-      log "still building: $(($(date +%s) - start)) s, $(wc -l <"$blog") packages compiled"
+      log "still building: $(($(date +%s) - start)) s, $(grep -vc '^go: ' "$blog") packages compiled"
   done
   if ! wait "$pid"; then
     tail -n 20 "$blog" >&2
