@@ -19,6 +19,7 @@ run() { echo "== $*"; "$@" || status=1; }
 # it fail again with the reason.
 if ! tools/testenv/controlplane.sh status 2>/dev/null; then
   trap 'tools/testenv/controlplane.sh down' EXIT
+  trap 'exit 130' INT TERM
 fi
 if k8s_env=$(tools/testenv/controlplane.sh up); then
   . "$k8s_env"
