@@ -1,17 +1,34 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian 12 machine, as root:
-#   dependencies, a private containerd with local images, the build, unit tests,
-#   unit tests again under ASan+UBSan, then end-to-end tests on the real containerd.
+#   dependencies, a private containerd with local images, a Kubernetes control
+#   plane (built once per machine, then cached), the build, unit tests, unit tests
+#   again under ASan+UBSan, then end-to-end tests on the real containerd and the
+#   real control plane.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install-deps.sh --test
 endpoint=$(tools/testenv/setup.sh)
 . tools/testenv/env.sh
 export NANOLET_TEST_CRI_ENDPOINT="$endpoint"
-tools/build.sh --asan
 
 status=0
 run() { echo "== $*"; "$@" || status=1; }
+
+# Stopped on exit, failures included, unless it was running already. When it
+# cannot be built or started the suite fails here, and the e2e tests that need
+# it fail again with the reason.
+if ! tools/testenv/controlplane.sh status 2>/dev/null; then
+  trap 'tools/testenv/controlplane.sh down' EXIT
+  trap 'exit 130' INT TERM
+fi
+if k8s_env=$(tools/testenv/controlplane.sh up); then
+  . "$k8s_env"
+else
+  echo "== the test control plane is not up: tools/testenv/controlplane.sh up failed"
+  status=1
+fi
+tools/build.sh --asan
+
 run meson test -C build --suite unit --print-errorlogs --logbase unit
 run meson test -C build-asan --suite unit --print-errorlogs --logbase unit
 run meson test -C build --suite e2e --print-errorlogs --num-processes 1 --logbase e2e

@@ -23,8 +23,25 @@ wait_for() { # wait_for SECONDS CMD... : polls CMD every 100 ms
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo $((20000 + RANDOM % 20000)); }
 healthz_ok() { [ "$(curl -fsS "http://127.0.0.1:$1/healthz")" = ok ]; }
 
+# k8s_env: the variables of the test control plane (NANOLET_TEST_KUBECONFIG,
+# NANOLET_TEST_NODE_KUBECONFIG, ...: tools/testenv/controlplane.sh). When
+# tools/test.sh has not brought it up, brings it up here and down at exit.
+# Returns 1, with the reason on stderr, when it cannot be built or started.
+E2E_CONTROLPLANE=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/tools/testenv/controlplane.sh
+k8s_env() {
+  local env
+  [ -n "${NANOLET_TEST_KUBECONFIG:-}" ] && return 0
+  "$E2E_CONTROLPLANE" status 2>/dev/null || E2E_K8S_STARTED=1
+  env=$("$E2E_CONTROLPLANE" up) || return 1
+  # shellcheck source=/dev/null
+  . "$env"
+}
+# Always the kubectl built with the control plane, never one from PATH.
+kubectl() { "${NANOLET_TEST_KUBECTL:?no test control plane: call k8s_env first}" "$@"; }
+
 e2e_finish() {
   local rc=$?
+  [ -z "${E2E_K8S_STARTED:-}" ] || "$E2E_CONTROLPLANE" down
   [ -n "${E2E_KEEP:-}" ] || rm -rf "$E2E_TMP"
   echo "$E2E_PASSED passed, $E2E_FAILED failed"
   [ "$E2E_FAILED" -eq 0 ] && [ "$rc" -eq 0 ] && [ "$E2E_PASSED" -gt 0 ]

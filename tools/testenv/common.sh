@@ -41,31 +41,33 @@ answering() {
   [ -S "$SOCK" ] && ctr_ version >/dev/null 2>&1
 }
 
-# Prints the pid of the containerd running with our config, if any. A pid is
-# trusted only if its command line names our config file, so a stale pid file
-# can never make us signal another process (least of all a system containerd).
-our_pid() {
-  local pid cmd p
-  if [ -f "$PIDFILE" ]; then
-    pid=$(cat "$PIDFILE")
-    if [ -r "/proc/$pid/cmdline" ]; then
-      cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline")
-      if [ "$cmd" = "containerd --config $CONFIG " ]; then
-        echo "$pid"
-        return 0
-      fi
+# pid_by_cmdline PIDFILE CMD: prints the pid of the process whose command
+# line (its arguments joined by spaces, with a trailing space) is exactly CMD:
+# the one in PIDFILE, else any. A pid is trusted only for its command line, so
+# a stale pid file can never make us signal another process.
+pid_by_cmdline() {
+  local pidfile=$1 want=$2 pid cmd p
+  if [ -f "$pidfile" ]; then
+    pid=$(cat "$pidfile")
+    cmd=$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline") || cmd=
+    if [ "$cmd" = "$want" ]; then
+      echo "$pid"
+      return 0
     fi
   fi
   # Pid file lost (e.g. a purged run dir): look for the exact command line.
   for p in /proc/[0-9]*; do
-    cmd=$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) || continue
-    if [ "$cmd" = "containerd --config $CONFIG " ]; then
+    cmd=$(tr '\0' ' ' 2>/dev/null <"$p/cmdline") || continue
+    if [ "$cmd" = "$want" ]; then
       echo "${p#/proc/}"
       return 0
     fi
   done
   return 1
 }
+
+# The containerd running with our config, if any (least of all a system one).
+our_pid() { pid_by_cmdline "$PIDFILE" "containerd --config $CONFIG "; }
 
 start_containerd() {
   log "starting containerd (log: $LOG)"
@@ -74,20 +76,28 @@ start_containerd() {
   # a caller reading the endpoint with $(...) forever.
   setsid nohup containerd --config "$CONFIG" >>"$LOG" 2>&1 </dev/null 3>&- &
   echo $! >"$PIDFILE"
-  local i
-  for i in $(seq 1 60); do
-    if answering; then
-      log "containerd is up (pid $(cat "$PIDFILE")) after $((i / 2)) s"
+  wait_ready containerd $! "$LOG" 30 answering
+}
+
+# wait_ready NAME PID LOGFILE SECONDS CMD...: polls CMD until it succeeds;
+# dies with the tail of LOGFILE when PID exits first or SECONDS pass.
+wait_ready() {
+  local name=$1 pid=$2 logfile=$3 secs=$4 t0
+  shift 4
+  t0=$(date +%s%N)
+  while [ $(($(date +%s%N) - t0)) -lt $((secs * 1000000000)) ]; do
+    if "$@"; then
+      log "$name is ready (pid $pid) after $((($(date +%s%N) - t0) / 1000000)) ms"
       return 0
     fi
-    if ! kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
-      tail -n 20 "$LOG" >&2 || true
-      die "containerd exited; see $LOG"
+    if ! kill -0 "$pid" 2>/dev/null; then
+      tail -n 20 "$logfile" >&2 || true
+      die "$name exited; see $logfile"
     fi
-    sleep 0.5
+    sleep 0.2
   done
-  tail -n 20 "$LOG" >&2 || true
-  die "containerd did not answer on $SOCK within 30 s; see $LOG"
+  tail -n 20 "$logfile" >&2 || true
+  die "$name was not ready within $secs s; see $logfile"
 }
 
 stop_pid() {

@@ -15,3 +15,8 @@ if [ -r "$NANOLET_TESTENV_DIR/snapshotter" ]; then
   CONTAINERD_SNAPSHOTTER=$(cat "$NANOLET_TESTENV_DIR/snapshotter")
   export CONTAINERD_SNAPSHOTTER
 fi
+# The control plane's variables, while tools/testenv/controlplane.sh has it up.
+if [ -r "$NANOLET_TESTENV_DIR/k8s/env.sh" ]; then
+  # shellcheck source=/dev/null
+  . "$NANOLET_TESTENV_DIR/k8s/env.sh"
+fi

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Stop the private containerd started by setup.sh.
+# Stop the private containerd started by setup.sh, and the control plane
+# started by controlplane.sh (deleting etcd's data).
 #
 # Options:
 #   --purge   also remove what pods left behind: tasks and containers in the
@@ -27,6 +28,11 @@ for arg in "$@"; do
 done
 
 [ "$(id -u)" -eq 0 ] || die "must run as root"
+
+# The control plane (controlplane.sh) goes too: its state lives under $DIR.
+if [ -d "$DIR/k8s" ]; then
+  "$here/controlplane.sh" down
+fi
 
 # Containers must go while containerd still runs: their shims outlive it, and
 # only containerd knows how to delete their tasks and snapshots.
