@@ -19,10 +19,13 @@ work=$(mktemp -d /tmp/nanolet-fuzz.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/cri-seeds"
 build-fuzz/test/fuzz/cri/fuzz_cri_seeds "$work/cri-seeds" >/dev/null
+mkdir -p "$work/kube-seeds"
+build-fuzz/test/fuzz/kube/fuzz_kube_seeds "$work/kube-seeds" >/dev/null
 declare -A seeds=(
   [fuzz_agent]=test/fuzz/agent/corpus
   [fuzz_cri_response]="$work/cri-seeds"
   [fuzz_http_parse]=test/fuzz/http/corpus
+  [fuzz_kube_h2]="$work/kube-seeds"
   [fuzz_manifest]=test/fixtures/manifests
   [fuzz_yamlfast]=test/fixtures/manifests
 )
@@ -30,11 +33,13 @@ declare -A bins=(
   [fuzz_agent]=build-fuzz/test/fuzz/agent/fuzz_agent
   [fuzz_cri_response]=build-fuzz/test/fuzz/cri/fuzz_cri_response
   [fuzz_http_parse]=build-fuzz/test/fuzz/http/fuzz_http_parse
+  [fuzz_kube_h2]=build-fuzz/test/fuzz/kube/fuzz_kube_h2
   [fuzz_manifest]=build-fuzz/test/fuzz/manifest/fuzz_manifest
   [fuzz_yamlfast]=build-fuzz/test/fuzz/manifest/fuzz_yamlfast
 )
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_agent fuzz_cri_response fuzz_http_parse fuzz_manifest fuzz_yamlfast)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_agent fuzz_cri_response fuzz_http_parse fuzz_kube_h2 fuzz_manifest
+  fuzz_yamlfast)
 status=0
 for t in "${targets[@]}"; do
   mkdir -p "$work/$t"

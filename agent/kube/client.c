@@ -270,7 +270,7 @@ static void st_close(nl_kube_h2_stream_t *st, uint32_t code, bool refused) {
     nl_list_insert_tail(&c->waiting, &r->link);
     return;
   }
-  if (code != NGHTTP2_NO_ERROR) {
+  if (!st->complete) {
     finish_errf(r, EPROTO, "stream error: stream ID %d; %s; received from peer", st->id,
                 nghttp2_http2_strerror(code));
     return;
