@@ -9,6 +9,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "reactor/buf.h"
+#include "test/fuzz/seeds.h"
 #include "test/fuzz/kube/fuzz_common.h"
 
 enum shape {
@@ -138,7 +139,7 @@ static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *f, void *user
   return 0;
 }
 
-static void one(const char *dir, enum shape shape, uint8_t cut) {
+static void one(const char *dir, int shape, uint8_t cut) {
   gen_t g = {.shape = shape};
   nghttp2_session_callbacks *cbs;
   nghttp2_session_callbacks_new(&cbs);
@@ -162,16 +163,7 @@ static void one(const char *dir, enum shape shape, uint8_t cut) {
     nghttp2_submit_goaway(g.srv, NGHTTP2_FLAG_NONE, 5, NGHTTP2_NO_ERROR, NULL, 0);
   }
   drain(&g);
-  char path[512];
-  snprintf(path, sizeof(path), "%s/seed-%d-%u", dir, (int)shape, cut);
-  FILE *fp = fopen(path, "wb");
-  if (!fp) {
-    perror(path);
-    exit(1);
-  }
-  fwrite(&cut, 1, 1, fp);
-  fwrite(g.out.data, 1, g.out.len, fp);
-  fclose(fp);
+  fuzz_seed_write(dir, shape, cut, g.out.data, g.out.len);
   nl_kube_h2_free(cli);
   nghttp2_session_del(g.srv);
   for (int i = 0; i < 6; i++) nl_buf_free(&g.body[i]);
@@ -179,14 +171,4 @@ static void one(const char *dir, enum shape shape, uint8_t cut) {
   nl_buf_free(&g.c2s);
 }
 
-int main(int argc, char **argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: fuzz_kube_seeds DIR\n");
-    return 2;
-  }
-  for (int s = 0; s < NSHAPES; s++) {
-    one(argv[1], s, 0);
-    one(argv[1], s, 3);
-  }
-  return 0;
-}
+int main(int argc, char **argv) { return fuzz_seeds_main(argc, argv, NSHAPES, one); }
