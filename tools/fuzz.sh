@@ -19,11 +19,14 @@ work=$(mktemp -d /tmp/nanolet-fuzz.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/cri-seeds"
 build-fuzz/test/fuzz/cri/fuzz_cri_seeds "$work/cri-seeds" >/dev/null
+mkdir -p "$work/kube-seeds"
+build-fuzz/test/fuzz/kube/fuzz_kube_seeds "$work/kube-seeds" >/dev/null
 declare -A seeds=(
   [fuzz_agent]=test/fuzz/agent/corpus
   [fuzz_cri_response]="$work/cri-seeds"
   [fuzz_http_parse]=test/fuzz/http/corpus
   [fuzz_kubeconfig]=test/fixtures/kubeconfig
+  [fuzz_kube_h2]="$work/kube-seeds"
   [fuzz_manifest]=test/fixtures/manifests
   [fuzz_yamlfast]=test/fixtures/manifests
   [fuzz_watch]=test/fuzz/kube/corpus/watch
@@ -33,12 +36,14 @@ declare -A bins=(
   [fuzz_cri_response]=build-fuzz/test/fuzz/cri/fuzz_cri_response
   [fuzz_http_parse]=build-fuzz/test/fuzz/http/fuzz_http_parse
   [fuzz_kubeconfig]=build-fuzz/test/fuzz/kube/fuzz_kubeconfig
+  [fuzz_kube_h2]=build-fuzz/test/fuzz/kube/fuzz_kube_h2
   [fuzz_manifest]=build-fuzz/test/fuzz/manifest/fuzz_manifest
   [fuzz_yamlfast]=build-fuzz/test/fuzz/manifest/fuzz_yamlfast
   [fuzz_watch]=build-fuzz/test/fuzz/kube/fuzz_watch
 )
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_agent fuzz_cri_response fuzz_http_parse fuzz_kubeconfig fuzz_manifest fuzz_watch fuzz_yamlfast)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_agent fuzz_cri_response fuzz_http_parse fuzz_kube_h2 fuzz_kubeconfig
+  fuzz_manifest fuzz_watch fuzz_yamlfast)
 status=0
 for t in "${targets[@]}"; do
   mkdir -p "$work/$t"

@@ -1,5 +1,5 @@
-/* Internal to the API client: the client, its connections (conn.c) and its
- * requests (client.c). */
+/* Internal to the API client: the client (client.c), its connections (conn.c)
+ * and its requests (request.c). */
 #ifndef NL_KUBE_CLIENT_INT_H
 #define NL_KUBE_CLIENT_INT_H
 
@@ -134,16 +134,24 @@ void nl_kube__conn_close(nl_kube_conn_t *conn, const nl_err_t *err);
 void nl_kube__conn_submit(nl_kube_conn_t *conn);
 void nl_kube__conn_flush(nl_kube_conn_t *conn);
 
-/* client.c, called by conn.c */
+/* client.c: the client's connection state machine */
 void nl_kube__step(nl_kube_client_t *c);
 /* The TLS handshake is done; h2 false: the server chose HTTP/1.1. */
 void nl_kube__conn_ready(nl_kube_client_t *c, nl_kube_conn_t *conn, bool h2);
 /* The connection failed before it was ready (err), or was lost or drained. */
 void nl_kube__conn_gone(nl_kube_client_t *c, nl_kube_conn_t *conn, const nl_err_t *err);
-void nl_kube__conn_freed(nl_kube_client_t *c);
+/* A request or connection of c was freed (c->live drops); frees a stopping
+ * client with nothing left. */
+void nl_kube__client_put(nl_kube_client_t *c);
+
+/* request.c */
 void nl_kube__req_submit(nl_kube_req_t *r, nl_kube_conn_t *conn, int *rc);
 /* Ends a request on a broken connection: back to waiting when the server
  * never saw it, else failed with err. */
 void nl_kube__req_conn_lost(nl_kube_req_t *r, const nl_err_t *err);
+/* Sends a waiting request as its own HTTP/1.1 call (state HTTP1). */
+void nl_kube__req_h1_start(nl_kube_req_t *r);
+/* Fails a request not yet done with NL_ECLOSED (the client stops). */
+void nl_kube__req_stop(nl_kube_req_t *r);
 
 #endif

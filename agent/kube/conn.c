@@ -20,7 +20,7 @@ static void conn_maybe_free(nl_kube_conn_t *conn) {
   if (conn->ai) uv_freeaddrinfo(conn->ai);
   nl_buf_free(&conn->out);
   free(conn);
-  nl_kube__conn_freed(c);
+  nl_kube__client_put(c);
 }
 
 static void handle_closed(uv_handle_t *h) {

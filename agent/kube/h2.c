@@ -43,6 +43,7 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *frame, const uint
   nl_kube_h2_stream_t *st = stream_of(user, frame->hd.stream_id);
   if (!st) return 0;
   st->got_response = true;
+  if (st->head_done) return 0; /* trailers */
   /* nghttp2's HTTP messaging checks have validated :status (3 digits). */
   if (namelen == 7 && !memcmp(name, ":status", 7)) {
     int v = 0;
@@ -60,12 +61,22 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *frame, const uint
 
 static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame, void *user) {
   nl_kube_h2_t *s = user;
+  if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
+      (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+    nl_kube_h2_stream_t *st = stream_of(s, frame->hd.stream_id);
+    /* nghttp2 has checked that a final head came first. */
+    if (st) st->complete = true;
+  }
   switch (frame->hd.type) {
   case NGHTTP2_HEADERS: {
     nl_kube_h2_stream_t *st = stream_of(s, frame->hd.stream_id);
-    /* The final head (a 1xx is followed by another). */
-    if (st && st->status >= 200 && frame->headers.cat == NGHTTP2_HCAT_RESPONSE && st->on_head)
-      st->on_head(st);
+    /* The final head: a 1xx is followed by another, which nghttp2 files as
+     * NGHTTP2_HCAT_HEADERS, as it does trailers. Any other status is final,
+     * as for nghttp2 and Go ("001" too: the caller sees an odd status). */
+    if (st && !st->head_done && st->status / 100 != 1) {
+      st->head_done = true;
+      if (st->on_head) st->on_head(st);
+    }
     break;
   }
   case NGHTTP2_PING:
@@ -212,7 +223,7 @@ int nl_kube_h2_submit(nl_kube_h2_t *s, nl_kube_h2_stream_t *st, const char *meth
   st->body = body;
   st->body_len = body_len;
   st->body_off = 0;
-  st->got_response = st->sent = false;
+  st->got_response = st->head_done = st->complete = st->sent = false;
   nghttp2_nv *nva = nl_xmalloc((4 + n_hdrs) * sizeof *nva);
   nva[0] = (nghttp2_nv)NV(":method", method);
   nva[1] = (nghttp2_nv)NV(":scheme", "https");

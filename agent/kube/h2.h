@@ -22,8 +22,10 @@ typedef struct nl_kube_h2_stream nl_kube_h2_stream_t;
 typedef void (*nl_kube_h2_head_cb)(nl_kube_h2_stream_t *st);
 /* A piece of the body; borrowed until the callback returns. */
 typedef void (*nl_kube_h2_data_cb)(nl_kube_h2_stream_t *st, const uint8_t *p, size_t n);
-/* The stream ended: error_code is NGHTTP2_NO_ERROR for a complete response,
- * else the RST_STREAM code. refused: the server never processed the request
+/* The stream ended: st->complete when the whole response arrived (its
+ * END_STREAM), else error_code is the RST_STREAM code, which may be
+ * NGHTTP2_NO_ERROR too (a server that resets a response it did not finish).
+ * refused: the server never processed the request
  * (REFUSED_STREAM, or above a GOAWAY's last stream id), so it may be sent
  * again. Called once per submitted stream unless it was cancelled; the engine
  * no longer touches st afterwards. */
@@ -45,6 +47,8 @@ struct nl_kube_h2_stream {
   const uint8_t *body; /* request body, borrowed until the stream ends */
   size_t body_len, body_off;
   bool got_response;   /* any frame of the response seen */
+  bool head_done;      /* the final head arrived; later HEADERS are trailers */
+  bool complete;       /* the response's END_STREAM arrived */
   bool sent;           /* our HEADERS left the engine: the server may act on it */
 };
 

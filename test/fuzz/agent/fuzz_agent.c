@@ -11,6 +11,7 @@
 #include "agent/config.h"
 #include "managers/probe.h"
 #include "managers/runtime.h"
+#include "managers/termmsg.h"
 #include "reactor/log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -36,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     break;
   }
   case 2:
-    free(nl_runtime_tail_cri_log(text, len, 80, 2048));
+    free(nl_termmsg_tail_cri_log(text, len, NL_TERMMSG_MAX_LOG_LINES, NL_TERMMSG_MAX_LOG_BYTES));
     break;
   case 3: {
     nl_cmd_cri_log_line_t *lines = NULL;

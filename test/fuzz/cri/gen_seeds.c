@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "reactor/buf.h"
+#include "test/fuzz/seeds.h"
 #include "test/fuzz/cri/fuzz_common.h"
 
 enum shape { OK_BOTH, TRAILERS_ONLY, SPLIT_DATA, RST_AND_GOAWAY, TWO_MESSAGES, NSHAPES };
@@ -114,7 +115,7 @@ static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *f, void *user
 static void on_message(nl_grpc_stream_t *st, const uint8_t *d, size_t n) {}
 static void on_close(nl_grpc_stream_t *st, const nl_grpc_status_t *s, bool refused) {}
 
-static void one(const char *dir, enum shape shape, uint8_t cut) {
+static void one(const char *dir, int shape, uint8_t cut) {
   gen_t g = {.shape = shape};
   nghttp2_session_callbacks *cbs;
   nghttp2_session_callbacks_new(&cbs);
@@ -138,16 +139,7 @@ static void one(const char *dir, enum shape shape, uint8_t cut) {
     if (n <= 0) break;
     nl_buf_append(&g.out, p, (size_t)n);
   }
-  char path[512];
-  snprintf(path, sizeof(path), "%s/seed-%d-%u", dir, (int)shape, cut);
-  FILE *fp = fopen(path, "wb");
-  if (!fp) {
-    perror(path);
-    exit(1);
-  }
-  fwrite(&cut, 1, 1, fp);
-  fwrite(g.out.data, 1, g.out.len, fp);
-  fclose(fp);
+  fuzz_seed_write(dir, shape, cut, g.out.data, g.out.len);
   nl_grpc_session_free(cli, "done");
   nghttp2_session_del(g.srv);
   for (int i = 0; i < 4; i++) free(g.body[i]);
@@ -155,14 +147,4 @@ static void one(const char *dir, enum shape shape, uint8_t cut) {
   nl_buf_free(&g.c2s);
 }
 
-int main(int argc, char **argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: fuzz_cri_seeds DIR\n");
-    return 2;
-  }
-  for (int s = 0; s < NSHAPES; s++) {
-    one(argv[1], s, 0);
-    one(argv[1], s, 3);
-  }
-  return 0;
-}
+int main(int argc, char **argv) { return fuzz_seeds_main(argc, argv, NSHAPES, one); }

@@ -353,6 +353,20 @@ static void rst_stream(void **state) {
   world_end(&w);
 }
 
+/* RST_STREAM(NO_ERROR) before the response ended is no response (Go: "stream
+ * error: stream ID 1; NO_ERROR; received from peer"), not an empty 200. */
+static void rst_stream_no_error(void **state) {
+  world_t w;
+  world_init(&w, NULL);
+  client_start(&w);
+  nl_fake_as_add(w.fake, &(nl_fake_as_rule_t){.action = FAKE_AS_RST, .rst_code = 0});
+  result_t r = {0};
+  get(&w, "/x", 0, &r);
+  assert_int_equal(r.err_code, EPROTO);
+  assert_non_null(strstr(r.err, "stream error: stream ID 1; NO_ERROR; received from peer"));
+  world_end(&w);
+}
+
 /* ---- streams ------------------------------------------------------------ */
 
 static void watch_stream(void **state) {
@@ -540,6 +554,7 @@ int main(void) {
       cmocka_unit_test(retry_after),
       cmocka_unit_test(goaway),
       cmocka_unit_test(rst_stream),
+      cmocka_unit_test(rst_stream_no_error),
       cmocka_unit_test(watch_stream),
       cmocka_unit_test(silent_server),
       cmocka_unit_test(server_down),
