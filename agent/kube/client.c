@@ -2,6 +2,7 @@
  * state machine (idle, connecting, ready, back-off, HTTP/1.1), stop. Requests
  * are request.c's, one connection is conn.c's. */
 #include <assert.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <string.h>
 #include <sys/utsname.h>
@@ -104,6 +105,16 @@ void nl_kube__conn_gone(nl_kube_client_t *c, nl_kube_conn_t *conn, const nl_err_
   }
   nl_err_free(&c->last_err);
   if (err) nl_err_set(&c->last_err, err->code, "%s", err->msg);
+  /* Connection refused or unreachable may pass: requests wait for the next
+   * attempt until their deadline. A TLS failure (the server's certificate is
+   * not trusted or not for this name) is a configuration problem: the caller
+   * hears of it now, not at its deadline. */
+  if (err && err->code == EPROTO) {
+    nl_list_t *p, *tmp;
+    nl_list_foreach_safe(p, tmp, &c->waiting) {
+      nl_kube__req_dial_failed(nl_list_entry(p, nl_kube_req_t, link), err);
+    }
+  }
   c->state = NL_KUBE_BACKOFF;
   uint64_t delay = nl_backoff_next(&c->backoff);
   nl_vlog(2, "kube: connecting to %s failed: %s; retrying in %" PRIu64 " ms", c->server,

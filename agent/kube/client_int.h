@@ -86,6 +86,7 @@ struct nl_kube_req {
   size_t body_len;
   uint64_t deadline;  /* loop ms; UINT64_MAX after a stream's head */
   uint64_t wake;      /* RQ_THROTTLED, RQ_RETRY: when to go on */
+  uint64_t started;   /* loop ms at nl_kube_request(), for the -v=6 line */
   int retries;
   bool no_rate_limit;
   bool had_conn;      /* a connection was ready while it waited */
@@ -153,5 +154,9 @@ void nl_kube__req_conn_lost(nl_kube_req_t *r, const nl_err_t *err);
 void nl_kube__req_h1_start(nl_kube_req_t *r);
 /* Fails a request not yet done with NL_ECLOSED (the client stops). */
 void nl_kube__req_stop(nl_kube_req_t *r);
+/* A connection attempt failed in a way waiting cannot mend (TLS: an untrusted
+ * or mismatched certificate): a request that never had a connection fails now
+ * with err, as a dial error in client-go does. */
+void nl_kube__req_dial_failed(nl_kube_req_t *r, const nl_err_t *err);
 
 #endif

@@ -37,6 +37,15 @@ static void req_closed(uv_handle_t *h) {
 static void deliver(uv_timer_t *t) {
   nl_kube_req_t *r = t->data;
   nl_list_remove(&r->all);
+  /* As client-go's round tripper logs at -v=6. */
+  if (NL_V(6)) {
+    uint64_t ms = uv_now(r->client->loop) - r->started;
+    if (r->err)
+      nl_vlog(6, "%s %s in %" PRIu64 " milliseconds: %s", r->method, r->url, ms, r->err->msg);
+    else
+      nl_vlog(6, "%s %s %d %s in %" PRIu64 " milliseconds", r->method, r->url, r->status,
+              nl_http_status_text(r->status), ms);
+  }
   if (r->err) {
     r->cb(r->ctx, NULL, r->err);
   } else {
@@ -292,6 +301,14 @@ void nl_kube__req_conn_lost(nl_kube_req_t *r, const nl_err_t *err) {
   finish(r, e, true);
 }
 
+void nl_kube__req_dial_failed(nl_kube_req_t *r, const nl_err_t *err) {
+  assert(r->state == RQ_WAITING);
+  if (r->had_conn) return;
+  nl_err_t *e = NULL;
+  nl_err_set(&e, err->code, "%s", err->msg);
+  finish(r, e, true);
+}
+
 /* ---- HTTP/1.1 ----------------------------------------------------------- */
 
 static void h1_head(void *ctx, const nl_http_response_t *resp) {
@@ -386,7 +403,8 @@ nl_kube_req_t *nl_kube_request(nl_kube_client_t *c, const nl_kube_request_opts_t
   r->timer.data = r;
   c->live++;
   uint64_t timeout = o->timeout_ms ? o->timeout_ms : c->default_timeout_ms;
-  r->deadline = uv_now(c->loop) + timeout;
+  r->started = uv_now(c->loop);
+  r->deadline = r->started + timeout;
   r->state = RQ_THROTTLED;
   if (c->state == NL_KUBE_STOPPING) nl_kube__req_stop(r);
   else throttle(r);
