@@ -28,6 +28,7 @@ declare -A seeds=(
   [fuzz_kubeconfig]=test/fixtures/kubeconfig
   [fuzz_kube_h2]="$work/kube-seeds"
   [fuzz_manifest]=test/fixtures/manifests
+  [fuzz_node]=test/fuzz/node/corpus
   [fuzz_yamlfast]=test/fixtures/manifests
   [fuzz_watch]=test/fuzz/kube/corpus/watch
 )
@@ -38,12 +39,13 @@ declare -A bins=(
   [fuzz_kubeconfig]=build-fuzz/test/fuzz/kube/fuzz_kubeconfig
   [fuzz_kube_h2]=build-fuzz/test/fuzz/kube/fuzz_kube_h2
   [fuzz_manifest]=build-fuzz/test/fuzz/manifest/fuzz_manifest
+  [fuzz_node]=build-fuzz/test/fuzz/node/fuzz_node
   [fuzz_yamlfast]=build-fuzz/test/fuzz/manifest/fuzz_yamlfast
   [fuzz_watch]=build-fuzz/test/fuzz/kube/fuzz_watch
 )
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(fuzz_agent fuzz_cri_response fuzz_http_parse fuzz_kube_h2 fuzz_kubeconfig
-  fuzz_manifest fuzz_watch fuzz_yamlfast)
+  fuzz_manifest fuzz_node fuzz_watch fuzz_yamlfast)
 status=0
 for t in "${targets[@]}"; do
   mkdir -p "$work/$t"

@@ -74,6 +74,20 @@ while IFS= read -r cmd; do
     ok "not run here: $cmd" ;;
   "nanolet --config "* | "nanolet --pod-manifest-path "*)
     check_agent "$local_cmd" "$cmd" ;;
+  "nanolet --kubeconfig "*)
+    # The test control plane's node credential is for its node name.
+    if k8s_env; then
+      check_agent "$(sed "s|/etc/kubernetes/kubelet.conf|$NANOLET_TEST_NODE_KUBECONFIG|" <<<"$local_cmd") \
+        --hostname-override $NANOLET_TEST_NODE_NAME" "$cmd"
+      node_ready() { [ "$(kubectl get node "$NANOLET_TEST_NODE_NAME" \
+        -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]; }
+      check "$cmd: the node is Ready" wait_for 15 node_ready
+      stop_agent
+      AGENT_PID=
+      kubectl delete node "$NANOLET_TEST_NODE_NAME" --wait=false >/dev/null
+    else
+      fail "$cmd" "no test control plane (tools/testenv/controlplane.sh up failed)"
+    fi ;;
   "nanolet --help")
     run "$local_cmd"
     expect_rc "$cmd" 0 '[ "$(grep -c "^Usage:" <<<"$OUT")" = 1 ]' '[ -z "$ERR" ]' \
