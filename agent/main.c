@@ -1,5 +1,6 @@
 /* nanolet's entry: subcommands, flags over the config file, the start-up sequence
  * of the upstream kubelet's run(), and the exit status. */
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +55,10 @@ static int run(nl_kubelet_config_t *cfg, const nl_kubeconfig_t *kc) {
   /* A peer that hangs up (the runtime, a probe target, an HTTP client) must be an
    * error on that connection, not the end of the agent. */
   signal(SIGPIPE, SIG_IGN);
+  /* One malloc arena: the loop does nearly all allocation, and the thread
+   * pool's few jobs (file reads, host facts) would otherwise each get an arena
+   * of their own, tens of KiB of RSS apiece for a handful of small buffers. */
+  mallopt(M_ARENA_MAX, 1);
   uv_loop_t loop;
   uv_loop_init(&loop);
   nl_kubelet_t k;

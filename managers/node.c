@@ -207,6 +207,10 @@ static void on_timer(uv_timer_t *t) {
 }
 
 static void wait_next(nl_node_t *n) {
+  /* The Node is read again at the next round: holding it (images and all)
+   * between rounds would only cost memory. */
+  json_decref(n->prev);
+  n->prev = NULL;
   uint64_t fast = n->opts.fast_ms ? n->opts.fast_ms : 1000;
   uint64_t delay = n->ready || fast > n->opts.update_ms ? n->opts.update_ms : fast;
   set_state(n, NL_NODE_WAIT);
@@ -235,6 +239,8 @@ static void learn_node(nl_node_t *n, const char *body) {
 }
 
 static void registered(nl_node_t *n) {
+  json_decref(n->initial); /* kept only for the reconcile of an existing Node */
+  n->initial = NULL;
   nl_node__ok(&n->log);
   nl_backoff_reset(&n->backoff);
   n->registered = true;
@@ -265,8 +271,8 @@ static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_
   case NL_NODE_REGISTER:
     if (code == 201 || code == 200) {
       learn_node(n, resp->body);
-      registered(n);
       n->ready = ready_of(json_object_get(n->initial, "status"));
+      registered(n);
       nl_info("Successfully registered node %s", n->opts.conf.name);
       set_state(n, NL_NODE_STATUS_GET);
     } else if (code == 409) {

@@ -29,6 +29,9 @@ ns_running() { cri ps -o json | jq --arg ns "$NS" '[.containers[] | select(.labe
 ns_sandboxes() { cri pods -o json | jq --arg ns "$NS" '[.items[] | select(.metadata.namespace == $ns)] | length'; }
 cpu_ns() { awk '{print $1}' "/proc/$PID/schedstat"; }
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$PID/status"; }
+# RSS split: anonymous (the agent's own heap and stacks) and clean file pages
+# (code of the binary and its libraries, shared and reclaimable), and PSS.
+mem_split() { awk '/^(Anonymous|Shared_Clean|Pss):/ {printf " %s %d", tolower($1), $2}' "/proc/$PID/smaps_rollup"; }
 wait_until() { # wait_until SECONDS CMD... (polls every 200 ms)
   local end=$((SECONDS + $1)); shift
   until "$@"; do [ $SECONDS -lt $end ] || return 1; sleep 0.2; done
@@ -77,7 +80,7 @@ window() {
   r0=$(rss_kib); c0=$(cpu_ns); t0=$(date +%s%N); b0=$([ "$2" = 1 ] && conn_bytes)
   sleep "$WINDOW"
   c1=$(cpu_ns); t1=$(date +%s%N); b1=$([ "$2" = 1 ] && conn_bytes)
-  printf '%-22s RSS %5d KiB  idle CPU %.3f %% of one core' "$1" "$(rss_kib)" \
+  printf '%-22s RSS %5d KiB (%s ) idle CPU %.3f %% of one core' "$1" "$(rss_kib)" "$(mem_split)" \
     "$(awk -v c=$((c1 - c0)) -v t=$((t1 - t0)) 'BEGIN {print 100 * c / t}')"
   if [ "$2" = 1 ]; then
     read -r s0 v0 <<<"$b0"; read -r s1 v1 <<<"$b1"
@@ -98,6 +101,8 @@ for joined in 0 1; do
   pods 50
   wait_until 180 n_running_is 50 || echo "only $(ns_running) of 50 pods running"
   window "$label, 50 pods" $joined
+  rm -f "$M"/*.yaml # the next run starts on an empty runtime
+  wait_until 120 ns_clear || echo "pods left in $NS"
   stop
 done
 
