@@ -82,9 +82,7 @@ while IFS= read -r cmd; do
       node_ready() { [ "$(kubectl get node "$NANOLET_TEST_NODE_NAME" \
         -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]; }
       check "$cmd: the node is Ready" wait_for 15 node_ready
-      stop_agent
-      AGENT_PID=
-      kubectl delete node "$NANOLET_TEST_NODE_NAME" --wait=false >/dev/null
+      JOINED=1 # the Node goes once the agent has stopped
     else
       fail "$cmd" "no test control plane (tools/testenv/controlplane.sh up failed)"
     fi ;;
@@ -114,6 +112,7 @@ stop_agent
 rc=$?
 [ "$rc" -eq 0 ] && ok "the README's agent stops with status 0" || fail "agent stop" "status $rc"
 AGENT_PID=
+[ -z "${JOINED:-}" ] || kubectl delete node "$NANOLET_TEST_NODE_NAME" --wait=false >/dev/null
 
 # manifest check beyond the README's line: a bad manifest, both flag forms.
 run "$NANOLET manifest check examples/web.yaml test/fixtures/manifests/invalid/dup-container.yaml"
