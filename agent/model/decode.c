@@ -1,6 +1,7 @@
 /* The one typed decoder: walks the generic tree (tree.c) into nl_pod_t, with the
  * field path of every problem. Type mismatches are errors (as Go's JSON decoding
  * into typed structs); unknown fields are ignored; null leaves a field unset. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -879,6 +880,33 @@ int nl_pod_decode(const char *data, size_t len, const char *origin, nl_pod_t **o
   dec_t d = {0};
   nl__errs_init(&d.e, origin);
   nl_pod_t *pod = pod_object(&d, root, false);
+  nl__arena_free(scratch);
+  if (nl__errs_finish(&d.e, err) < 0) {
+    nl_pod_free(pod);
+    return -1;
+  }
+  *out = pod;
+  return 0;
+}
+
+int nl_pod_decode_api(const char *data, size_t len, nl_pod_t **out, nl_err_t **err) {
+  *out = NULL;
+  nl_arena_t *scratch = nl__arena_new(len / 2 + 1024);
+  nl_tnode_t *root = nl__tree_parse_json(scratch, data, len, err);
+  if (!root) {
+    nl__arena_free(scratch);
+    nl_err_wrap(err, "pod from the API");
+    return -1;
+  }
+  const nl_tnode_t *meta = nl__tree_get(root, "metadata");
+  const nl_tnode_t *ns = nl__tree_get(meta, "namespace"), *name = nl__tree_get(meta, "name");
+  char origin[320];
+  snprintf(origin, sizeof origin, "pod %.*s/%.*s", ns && ns->kind == NL_T_STR ? (int)ns->len : 0,
+           ns && ns->kind == NL_T_STR ? ns->s : "", name && name->kind == NL_T_STR ? (int)name->len : 0,
+           name && name->kind == NL_T_STR ? name->s : "");
+  dec_t d = {0};
+  nl__errs_init(&d.e, origin);
+  nl_pod_t *pod = pod_object(&d, root, true);
   nl__arena_free(scratch);
   if (nl__errs_finish(&d.e, err) < 0) {
     nl_pod_free(pod);

@@ -552,6 +552,12 @@ int nl_pod_decode(const char *data, size_t len, const char *origin, nl_pod_t **o
 int nl_pod_decode_list(const char *data, size_t len, const char *origin, nl_pod_t ***pods,
                        size_t *n, nl_err_t **err);
 
+/* One pod object as the API server sends it (a watch event's object or a list
+ * item: JSON, kind and apiVersion may be absent). Errors are prefixed with
+ * `pod <namespace>/<name>` read from the object. Returns 0 and a new pod, or -1
+ * with *err (no pod). No defaults are applied. */
+int nl_pod_decode_api(const char *data, size_t len, nl_pod_t **out, nl_err_t **err);
+
 void nl_pod_free(nl_pod_t *pod);
 
 /* ---- defaulting and validation ---- */
