@@ -36,10 +36,12 @@ running() { curl -fsS "http://127.0.0.1:$PORT/pods" 2>/dev/null |
   jq --arg ns "$NS" '[.items[] | select(.metadata.namespace == $ns and .status.phase == "Running")] | length'; }
 ids() { "$NANOLET" cri -r "$NANOLET_TEST_CRI_ENDPOINT" ps -o json |
   jq -c --arg ns "$NS" '[.containers[] | select(.labels["io.kubernetes.pod.namespace"] == $ns) | .id] | sort'; }
-cleanup() {
+sandboxes() { "$NANOLET" cri -r "$NANOLET_TEST_CRI_ENDPOINT" pods -o json |
+  jq --arg ns "$NS" '[.items[] | select(.metadata.namespace == $ns)] | length'; }
+cleanup() { # the pods go from the API, then nanolet stops and removes them
   kubectl delete pods -n "$NS" --all --grace-period=0 --force >/dev/null 2>&1
   stop; start "$KC"
-  for _ in $(seq 100); do [ "$(ids)" = "[]" ] && break; sleep 0.5; done
+  for _ in $(seq 120); do [ "$(sandboxes)" = 0 ] && break; sleep 0.5; done
   stop
   kubectl delete ns "$NS" --wait=false >/dev/null 2>&1
   kubectl delete node "$NODE" --wait=false >/dev/null 2>&1
