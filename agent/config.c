@@ -61,6 +61,7 @@ void nl_config_defaults(nl_kubelet_config_t *c) {
   c->kube_api_burst = 100;
   c->register_node = true;
   c->register_schedulable = true;
+  c->pod_checkpoint = true;
   c->node_status_max_images = 50;
   c->root_dir = nl_xstrdup("/var/lib/kubelet");
 }

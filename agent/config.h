@@ -105,6 +105,9 @@ typedef struct nl_kubelet_config {
   bool runonce;
   int verbosity;
   char *pid_file; /* nanolet only: upstream has no pid file */
+  /* nanolet only: checkpoint the API pods under the root dir and run them at a
+   * start with no API server (docs/SOURCES.md); upstream has no such thing. */
+  bool pod_checkpoint;
 
   /* nl_config_source_t of each entry of the field table, by index. */
   uint8_t set_by[NL_CONFIG_MAX_FIELDS];

@@ -88,6 +88,7 @@ const nl_config_field_t nl__config_fields[] = {
     B(NULL, "runonce", runonce, "Run the static pods once, then exit"),
     I32(NULL, "v", verbosity, 0, 10, "Log verbosity"),
     S(NULL, "pid-file", pid_file, "Write the agent's pid to this file (nanolet only)"),
+    B(NULL, "pod-checkpoint", pod_checkpoint, "Checkpoint the API pods and run them at a start without API server (nanolet only; default true)"),
 };
 const size_t nl__config_nfields = sizeof nl__config_fields / sizeof nl__config_fields[0];
 _Static_assert(sizeof nl__config_fields / sizeof nl__config_fields[0] <= NL_CONFIG_MAX_FIELDS,

@@ -19,6 +19,7 @@
 #include "managers/probe.h"
 #include "managers/runtime.h"
 #include "reactor/list.h"
+#include "sources/apiserver.h"
 #include "sources/config.h"
 #include "sources/file.h"
 #include "reactor/error.h"
@@ -60,6 +61,12 @@ struct nl_kubelet {
   int cri_users;               /* runtime and pleg still stopping: the CRI
                                 * client is stopped after them */
   nl_map_t pod_states;         /* uid -> status, reasons, last sync */
+  /* Told when a pod's worker finished: its containers are stopped, and for a pod
+   * being deleted, removed with its sandbox (the status manager's cue to delete
+   * the API object with grace 0; nl_pod_workers_could_have_running_containers
+   * asks the same). NULL: nobody listens. */
+  void (*pod_finished)(void *ctx, const char *uid);
+  void *pod_finished_ctx;
   nl_map_t orphans;            /* uid -> housekeeping kill in flight */
   uv_fs_t pods_dir_scan;       /* <root-dir>/pods, for orphaned pod directories */
   bool pods_dir_scanning;
@@ -81,6 +88,9 @@ struct nl_kubelet {
 
   /* The cluster (kubelet_node.c); none of it when standalone. */
   nl_kube_client_t *kube;    /* owned */
+  int kube_users;            /* node manager and API source still stopping: the
+                              * API client is stopped after them */
+  nl_api_source_t *api_source; /* owned; the "api" pod source */
   bool node_up;
   nl_node_t node;            /* a CRI user */
   nl_node_taint_t *taints;   /* --register-with-taints, owned */

@@ -1,10 +1,12 @@
-/* The agent's cluster membership: with a kubeconfig, the API client and the node
- * manager (registration, node status, the Lease). Without one, nothing: the
- * agent runs standalone. The node manager is a CRI user (it asks the runtime for
- * Status, Version and images), so it stops before the CRI client; the API client
- * stops after the node manager, which cancels its requests first. */
+/* The agent's cluster membership: with a kubeconfig, the API client, the API pod
+ * source and the node manager (registration, node status, the Lease). Without
+ * one, nothing: the agent runs standalone. The node manager is a CRI user (it
+ * asks the runtime for Status, Version and images), so it stops before the CRI
+ * client; the API client stops after the node manager and the API source, which
+ * cancel their requests first. */
 #include "agent/kubelet_node.h"
 
+#include <assert.h>
 #include <stdlib.h>
 
 #include "agent/kubelet_pods.h"
@@ -43,6 +45,12 @@ int nl__kubelet_node_init(nl_kubelet_t *k, const nl_kubeconfig_t *kc, nl_err_t *
       .burst = cfg->kube_api_burst,
   };
   if (nl_kube_client_new(&k->kube, k->loop, &co, err) < 0) return -1;
+  char *checkpoint =
+      cfg->pod_checkpoint ? nl_xasprintf("%s/%s", cfg->root_dir, NL_API_SOURCE_CHECKPOINT_FILE) : NULL;
+  nl_api_source_opts_t ao = {.node_name = k->node_name, .checkpoint_path = checkpoint};
+  int rc = nl_api_source_new(&k->api_source, k->loop, k->kube, &k->pod_config, &ao, err);
+  free(checkpoint);
+  if (rc < 0) return -1;
 
   k->taints = nl_xcalloc(cfg->register_with_taints.n ? cfg->register_with_taints.n : 1,
                          sizeof *k->taints);
@@ -105,18 +113,12 @@ void nl__kubelet_node_start(nl_kubelet_t *k) {
   }
   nl_info("joining the cluster at %s as node %s", nl_kube_client_server(k->kube), k->node_name);
   nl_node_start(&k->node);
+  nl_api_source_start(k->api_source);
 }
 
 static void on_kube_stopped(void *ctx) { nl__kubelet_release(ctx); }
 
-static void on_node_stopped(nl_node_t *n) {
-  nl_kubelet_t *k = container_of(n, nl_kubelet_t, node);
-  free_taints(k);
-  nl__kubelet_node_kube_stop(k);
-  nl__kubelet_cri_user_stopped(k);
-}
-
-void nl__kubelet_node_kube_stop(nl_kubelet_t *k) {
+static void kube_stop(nl_kubelet_t *k) {
   if (!k->kube) return;
   nl_kube_client_t *c = k->kube;
   k->kube = NULL;
@@ -124,11 +126,38 @@ void nl__kubelet_node_kube_stop(nl_kubelet_t *k) {
   nl_kube_client_stop(c, on_kube_stopped, k);
 }
 
-void nl__kubelet_node_stop(nl_kubelet_t *k) {
-  if (k->node_up) {
-    nl_node_stop(&k->node, on_node_stopped);
-    return;
-  }
+static void kube_user_stopped(nl_kubelet_t *k) {
+  assert(k->kube_users > 0);
+  if (--k->kube_users == 0) kube_stop(k);
+}
+
+static void on_node_stopped(nl_node_t *n) {
+  nl_kubelet_t *k = container_of(n, nl_kubelet_t, node);
   free_taints(k);
-  nl__kubelet_node_kube_stop(k); /* init failed after the client was made */
+  kube_user_stopped(k);
+  nl__kubelet_cri_user_stopped(k);
+}
+
+static void on_api_source_stopped(void *ctx) {
+  nl_kubelet_t *k = ctx;
+  kube_user_stopped(k);
+  nl__kubelet_release(k);
+}
+
+void nl__kubelet_node_stop(nl_kubelet_t *k) {
+  k->kube_users++; /* held while the stops are issued */
+  if (k->api_source) {
+    nl_api_source_t *s = k->api_source;
+    k->api_source = NULL;
+    k->kube_users++;
+    k->pending++;
+    nl_api_source_stop(s, on_api_source_stopped, k);
+  }
+  if (k->node_up) {
+    k->kube_users++;
+    nl_node_stop(&k->node, on_node_stopped);
+  } else {
+    free_taints(k);
+  }
+  kube_user_stopped(k);
 }

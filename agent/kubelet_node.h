@@ -13,6 +13,5 @@ void nl__kubelet_node_start(nl_kubelet_t *k);
 /* Stops the node manager, then the API client; the node manager's stop releases
  * one CRI user (nl__kubelet_cri_user_stopped). */
 void nl__kubelet_node_stop(nl_kubelet_t *k);
-void nl__kubelet_node_kube_stop(nl_kubelet_t *k);
 
 #endif

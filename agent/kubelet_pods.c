@@ -28,6 +28,7 @@ typedef struct sync_call {
   nl_list_t link;
   nl_kubelet_t *k;
   nl_pod_work_t *w;
+  nl_runtime_op_t *op; /* the kill in flight (sync_terminating), for a shorter grace */
 } sync_call_t;
 
 /* A housekeeping kill of a runtime pod that no source wants. */
@@ -123,13 +124,16 @@ static void update_reasons(pod_state_t *ps, const nl_sync_result_t *res) {
 
 /* ---- probes (the wiring of managers/probe.h) ---- */
 
-/* The status generator's started/ready inputs for one pod. */
+/* The status generator's inputs for one pod: started/ready from the probes, and
+ * whether it is being deleted. */
 static const nl_status_opts_t *probe_status_opts(nl_kubelet_t *k, const nl_pod_t *pod,
                                                  nl_probe_status_ctx_t *pctx,
                                                  nl_status_opts_t *o) {
-  if (!k->probes_up) return NULL;
+  *o = (nl_status_opts_t){.deleted = pod->metadata.deletion_timestamp != NULL};
+  if (!k->probes_up) return o;
   *pctx = (nl_probe_status_ctx_t){&k->probes, pod};
-  *o = (nl_status_opts_t){.probe = nl_probe_manager_status_probe, .probe_ctx = pctx};
+  o->probe = nl_probe_manager_status_probe;
+  o->probe_ctx = pctx;
   return o;
 }
 
@@ -255,6 +259,16 @@ static bool admit(nl_kubelet_t *k, const nl_pod_t *pod) {
   return false;
 }
 
+/* upstream handleMirrorPod: a mirror pod never runs; its static pod is synced so
+ * that the mirror is checked (recreated when outdated or gone). */
+static void mirror_update(nl_kubelet_t *k, nl_pod_op_t op, const nl_pod_t *mirror) {
+  if (op == NL_POD_REMOVE) nl_pod_manager_remove(&k->pods, mirror->metadata.uid);
+  else nl_pod_manager_set(&k->pods, mirror);
+  const nl_pod_t *st = nl_pod_manager_get_by_name(&k->pods, mirror->metadata.namespace_,
+                                                  mirror->metadata.name);
+  if (st) nl_pod_workers_sync_now(&k->workers, st->metadata.uid);
+}
+
 void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t *const *pods,
                              size_t n, void *ctx) {
   nl_kubelet_t *k = ctx;
@@ -262,10 +276,16 @@ void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t 
     const nl_pod_t *pod = pods[i];
     nl_vlog(2, "%s pod %s/%s (%s) from source %s", nl_pod_op_name(op), pod->metadata.namespace_,
             pod->metadata.name, pod->metadata.uid, source);
+    if (nl_pod_is_mirror(pod)) {
+      mirror_update(k, op, pod);
+      continue;
+    }
     switch (op) {
     case NL_POD_ADD:
       nl_pod_manager_set(&k->pods, pod);
-      if (admit(k, pod)) {
+      if (pod->metadata.deletion_timestamp) { /* deleted while the agent was away */
+        nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, -1);
+      } else if (admit(k, pod)) {
         nl_pod_workers_update(&k->workers, pod, NL_SYNC_CREATE, -1);
         if (k->probes_up) nl_probe_manager_add_pod(&k->probes, pod);
       }
@@ -275,12 +295,22 @@ void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t 
       nl_pod_workers_update(&k->workers, pod, NL_SYNC_UPDATE, -1);
       break;
     case NL_POD_DELETE:
+      /* upstream: DELETE is an update (graceful deletion). The pod stays wanted
+       * (the status manager reports it) until its API object goes: REMOVE. */
+      nl_info("pod %s/%s is being deleted (grace period %llds)", pod->metadata.namespace_,
+              pod->metadata.name,
+              (long long)(pod->metadata.deletion_grace_period_seconds.set
+                              ? pod->metadata.deletion_grace_period_seconds.v : -1));
+      nl_pod_manager_set(&k->pods, pod);
+      nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, -1);
+      break;
     case NL_POD_REMOVE:
       nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, -1);
       nl_pod_manager_remove(&k->pods, pod->metadata.uid);
       if (k->probes_up) nl_probe_manager_remove_pod(&k->probes, pod->metadata.uid);
       break;
-    case NL_POD_RECONCILE:
+    case NL_POD_RECONCILE: /* the API's status changed: keep the latest */
+      if (nl_pod_manager_get(&k->pods, pod->metadata.uid)) nl_pod_manager_set(&k->pods, pod);
       break;
     }
   }
@@ -369,6 +399,7 @@ static void sync_pod(nl_pod_work_t *w, void *ctx) {
 
 static void on_killed(const nl_sync_result_t *res, void *ctx) {
   sync_call_t *c = ctx;
+  c->op = NULL;
   state_get(c->k, c->w->uid)->last_sync_ns = now_ns();
   log_result(c->w, "kill", res);
   if (!res->cancelled && nl_pod_manager_get(&c->k->pods, c->w->uid))
@@ -378,9 +409,28 @@ static void on_killed(const nl_sync_result_t *res, void *ctx) {
 
 static void on_terminating_status(const nl_rt_pod_status_t *st, void *ctx) {
   sync_call_t *c = ctx;
+  /* the worker's: it may have shrunk since the token was made */
+  int64_t grace = nl_pod_workers_grace(&c->k->workers, c->w->uid);
+  if (grace < 0) grace = c->w->grace_seconds;
   nl_info("killing pod %s/%s with a grace period of %llds", c->w->pod->metadata.namespace_,
-          c->w->pod->metadata.name, (long long)c->w->grace_seconds);
-  nl_runtime_kill_pod(&c->k->runtime, c->w->pod, st, c->w->grace_seconds, on_killed, c);
+          c->w->pod->metadata.name, (long long)grace);
+  c->op = nl_runtime_kill_pod(&c->k->runtime, c->w->pod, st, grace, on_killed, c);
+}
+
+/* A shorter grace period (a force delete): abandon the kill in flight; the
+ * worker starts another with the new one, whose StopContainer calls shorten
+ * the runtime's wait. */
+static bool cancel_terminating(nl_pod_work_t *w, void *ctx) {
+  nl_kubelet_t *k = ctx;
+  nl_list_t *pos, *tmp;
+  nl_list_foreach_safe(pos, tmp, &k->calls) {
+    sync_call_t *c = nl_list_entry(pos, sync_call_t, link);
+    if (c->w != w || !c->op) continue;
+    nl_runtime_cancel(c->op);
+    call_finish(c, NULL, false);
+    return true;
+  }
+  return false;
 }
 
 static void sync_terminating(nl_pod_work_t *w, void *ctx) {
@@ -408,19 +458,27 @@ static void on_terminated_status(const nl_rt_pod_status_t *st, void *ctx) {
 }
 
 /* A finished pod that a source still lists keeps its dead containers for logs
- * and status; one that no source wants is removed with its directories. */
+ * and status; one that no source wants, or that is being deleted (upstream's
+ * ShouldPodContentBeRemoved), is removed with its sandbox and directories. */
 static void sync_terminated(nl_pod_work_t *w, void *ctx) {
   nl_kubelet_t *k = ctx;
   sync_call_t *c = call_new(k, w);
   if (k->stopping) return;
-  if (nl_pod_manager_get(&k->pods, w->uid)) {
+  const nl_pod_t *wanted = nl_pod_manager_get(&k->pods, w->uid);
+  if (wanted && !wanted->metadata.deletion_timestamp) {
     call_finish(c, NULL, false);
     return;
   }
   wait_for_status(c, on_terminated_status);
 }
 
-const nl_pod_syncer_t nl__kubelet_syncer = {sync_pod, sync_terminating, sync_terminated};
+static void pod_finished(const char *uid, void *ctx) {
+  nl_kubelet_t *k = ctx;
+  if (k->pod_finished) k->pod_finished(k->pod_finished_ctx, uid);
+}
+
+const nl_pod_syncer_t nl__kubelet_syncer = {sync_pod, sync_terminating, sync_terminated,
+                                             cancel_terminating, pod_finished};
 
 /* ---- housekeeping ---- */
 

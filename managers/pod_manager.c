@@ -11,49 +11,44 @@ static char *fullname(const nl_pod_t *p) {
                       p->metadata.name ? p->metadata.name : "");
 }
 
-void nl_pod_manager_init(nl_pod_manager_t *m) {
-  nl_map_init(&m->by_uid);
-  nl_map_init(&m->by_fullname);
-}
-
 static void pod_free(void *p) { nl_pod_free(p); }
 
-void nl_pod_manager_free(nl_pod_manager_t *m) {
-  nl_map_free(&m->by_fullname, NULL);
-  nl_map_free(&m->by_uid, pod_free);
+static void index_init(nl_pod_index_t *x) {
+  nl_map_init(&x->by_uid);
+  nl_map_init(&x->by_fullname);
 }
 
-void nl_pod_manager_remove(nl_pod_manager_t *m, const char *uid) {
-  nl_pod_t *old = nl_map_del(&m->by_uid, uid);
-  if (!old) return;
+static void index_free(nl_pod_index_t *x) {
+  nl_map_free(&x->by_fullname, NULL);
+  nl_map_free(&x->by_uid, pod_free);
+}
+
+static bool index_remove(nl_pod_index_t *x, const char *uid) {
+  nl_pod_t *old = nl_map_del(&x->by_uid, uid);
+  if (!old) return false;
   char *fn = fullname(old);
-  if (nl_map_get(&m->by_fullname, fn) == old) nl_map_del(&m->by_fullname, fn);
+  if (nl_map_get(&x->by_fullname, fn) == old) nl_map_del(&x->by_fullname, fn);
   free(fn);
   nl_pod_free(old);
+  return true;
 }
 
-void nl_pod_manager_set(nl_pod_manager_t *m, const nl_pod_t *pod) {
-  nl_pod_manager_remove(m, pod->metadata.uid);
+static nl_pod_t *index_set(nl_pod_index_t *x, const nl_pod_t *pod) {
+  index_remove(x, pod->metadata.uid);
   nl_pod_t *copy = nl_pod_dup(pod);
-  nl_map_put(&m->by_uid, copy->metadata.uid, copy);
+  nl_map_put(&x->by_uid, copy->metadata.uid, copy);
   char *fn = fullname(copy);
-  nl_map_put(&m->by_fullname, fn, copy);
+  nl_map_put(&x->by_fullname, fn, copy);
   free(fn);
+  return copy;
 }
 
-const nl_pod_t *nl_pod_manager_get(const nl_pod_manager_t *m, const char *uid) {
-  return nl_map_get(&m->by_uid, uid);
-}
-
-const nl_pod_t *nl_pod_manager_get_by_name(const nl_pod_manager_t *m, const char *ns,
-                                           const char *name) {
-  char *fn = nl_xasprintf("%s/%s", ns, name);
-  const nl_pod_t *p = nl_map_get(&m->by_fullname, fn);
+static const nl_pod_t *index_by_name(const nl_pod_index_t *x, const char *ns, const char *name) {
+  char *fn = nl_xasprintf("%s/%s", ns ? ns : "", name ? name : "");
+  const nl_pod_t *p = nl_map_get(&x->by_fullname, fn);
   free(fn);
   return p;
 }
-
-size_t nl_pod_manager_count(const nl_pod_manager_t *m) { return nl_map_size(&m->by_uid); }
 
 static int by_fullname(const void *a, const void *b) {
   const nl_pod_t *x = *(const nl_pod_t *const *)a, *y = *(const nl_pod_t *const *)b;
@@ -62,14 +57,76 @@ static int by_fullname(const void *a, const void *b) {
   return c ? c : strcmp(x->metadata.name ? x->metadata.name : "", y->metadata.name ? y->metadata.name : "");
 }
 
-const nl_pod_t **nl_pod_manager_list(const nl_pod_manager_t *m, size_t *n) {
-  const nl_pod_t **out = nl_xcalloc(nl_map_size(&m->by_uid) + 1, sizeof *out);
+static const nl_pod_t **index_list(const nl_pod_index_t *x, size_t *n) {
+  const nl_pod_t **out = nl_xcalloc(nl_map_size(&x->by_uid) + 1, sizeof *out);
   nl_map_iter_t it;
   void *v;
   size_t i = 0;
-  nl_map_iter_init(&it, &m->by_uid);
+  nl_map_iter_init(&it, &x->by_uid);
   while (nl_map_iter_next(&it, NULL, &v)) out[i++] = v;
   qsort(out, i, sizeof *out, by_fullname);
   *n = i;
   return out;
+}
+
+void nl_pod_manager_init(nl_pod_manager_t *m) {
+  memset(m, 0, sizeof *m);
+  index_init(&m->pods);
+  index_init(&m->mirrors);
+}
+
+void nl_pod_manager_free(nl_pod_manager_t *m) {
+  index_free(&m->pods);
+  index_free(&m->mirrors);
+}
+
+void nl_pod_manager_remove(nl_pod_manager_t *m, const char *uid) {
+  if (index_remove(&m->pods, uid)) return;
+  nl_pod_t *mirror = nl_map_get(&m->mirrors.by_uid, uid);
+  if (!mirror) return;
+  char *ns = nl_xstrdup(mirror->metadata.namespace_ ? mirror->metadata.namespace_ : "");
+  char *name = nl_xstrdup(mirror->metadata.name ? mirror->metadata.name : "");
+  index_remove(&m->mirrors, uid);
+  if (m->mirror_cb) m->mirror_cb(m->mirror_ctx, ns, name, NULL);
+  free(ns);
+  free(name);
+}
+
+void nl_pod_manager_set(nl_pod_manager_t *m, const nl_pod_t *pod) {
+  if (!nl_pod_is_mirror(pod)) {
+    index_set(&m->pods, pod);
+    return;
+  }
+  const nl_pod_t *copy = index_set(&m->mirrors, pod);
+  if (m->mirror_cb)
+    m->mirror_cb(m->mirror_ctx, copy->metadata.namespace_, copy->metadata.name, copy);
+}
+
+const nl_pod_t *nl_pod_manager_get(const nl_pod_manager_t *m, const char *uid) {
+  return nl_map_get(&m->pods.by_uid, uid);
+}
+
+const nl_pod_t *nl_pod_manager_get_by_name(const nl_pod_manager_t *m, const char *ns,
+                                           const char *name) {
+  return index_by_name(&m->pods, ns, name);
+}
+
+size_t nl_pod_manager_count(const nl_pod_manager_t *m) { return nl_map_size(&m->pods.by_uid); }
+
+const nl_pod_t **nl_pod_manager_list(const nl_pod_manager_t *m, size_t *n) {
+  return index_list(&m->pods, n);
+}
+
+const nl_pod_t *nl_pod_manager_mirror_get(const nl_pod_manager_t *m, const char *ns,
+                                          const char *name) {
+  return index_by_name(&m->mirrors, ns, name);
+}
+
+const nl_pod_t **nl_pod_manager_mirror_list(const nl_pod_manager_t *m, size_t *n) {
+  return index_list(&m->mirrors, n);
+}
+
+void nl_pod_manager_on_mirror(nl_pod_manager_t *m, nl_pod_manager_mirror_cb cb, void *ctx) {
+  m->mirror_cb = cb;
+  m->mirror_ctx = ctx;
 }

@@ -37,6 +37,17 @@ static int64_t pod_grace(const nl_pod_t *pod) {
   return 30;
 }
 
+/* upstream calculateEffectiveGracePeriod: a grace period only shrinks. */
+static int64_t effective_grace(const nl_pod_worker_t *w, const nl_pod_t *pod, int64_t override) {
+  int64_t g = w->kill_requested ? w->grace_seconds : 0;
+  bool overridden = false;
+  const nl_opt_i64_t *dg = &pod->metadata.deletion_grace_period_seconds;
+  if (dg->set && (g == 0 || dg->v < g)) g = dg->v, overridden = true;
+  if (override >= 0 && (g == 0 || override < g)) g = override, overridden = true;
+  if (!overridden && g == 0) g = pod_grace(pod);
+  return g < 1 ? 1 : g;
+}
+
 static void transition(nl_pod_worker_t *w, nl_pod_work_state_t to) {
   nl_vlog(4, "pod worker %s: %s -> %s", w->uid, state_name[w->state], state_name[to]);
   w->state = to;
@@ -93,14 +104,25 @@ void nl_pod_workers_update(nl_pod_workers_t *pw, const nl_pod_t *pod, nl_sync_ty
   if (!pod || !pod->metadata.uid) return;
   bool created;
   nl_pod_worker_t *w = get_or_create(pw, pod, &created);
+  if (pod->metadata.deletion_timestamp) type = NL_SYNC_KILL; /* upstream: "deleted" */
   if (type == NL_SYNC_KILL) {
-    int64_t grace = grace_seconds >= 0 ? grace_seconds : pod_grace(pod);
     if (w->state == NL_POD_TERMINATED) return;
-    if (!w->kill_requested || grace < w->grace_seconds) w->grace_seconds = grace;
+    int64_t grace = effective_grace(w, pod, grace_seconds);
+    bool shortened = w->kill_requested && grace < w->grace_seconds;
+    w->grace_seconds = grace;
     if (!w->kill_requested) {
       w->kill_requested = true;
       /* Even mid-sync: the in-flight sync's completion is now stale. */
       if (w->state == NL_POD_SYNCING) transition(w, NL_POD_TERMINATING);
+    } else if (shortened && w->inflight && w->inflight->kind == NL_POD_TERMINATING &&
+               pw->syncer.cancel_terminating) {
+      nl_vlog(2, "pod worker %s: grace period shortened to %llds", w->uid, (long long)grace);
+      nl_pod_work_t *t = w->inflight;
+      w->generation++; /* its completion is stale: terminate again, shorter */
+      w->pending = true;
+      if (pw->syncer.cancel_terminating(t, pw->ctx)) return; /* completed: next started */
+      w->generation--;
+      w->pending = false;
     }
     start_next(pw, w);
     return;
@@ -167,6 +189,7 @@ void nl_pod_workers_complete(nl_pod_work_t *t, const nl_err_t *err, bool is_term
   } else {
     w->finished = true;
     w->next_sync_ms = 0;
+    if (pw->syncer.finished) pw->syncer.finished(w->uid, pw->ctx);
   }
   start_next(pw, w);
 out:
@@ -198,6 +221,16 @@ void nl_pod_workers_sync_known(nl_pod_workers_t *pw, const char *const *known, s
 
 const nl_pod_worker_t *nl_pod_workers_get(const nl_pod_workers_t *pw, const char *uid) {
   return nl_map_get(&pw->workers, uid);
+}
+
+int64_t nl_pod_workers_grace(const nl_pod_workers_t *pw, const char *uid) {
+  const nl_pod_worker_t *w = nl_map_get(&pw->workers, uid);
+  return w && w->kill_requested ? w->grace_seconds : -1;
+}
+
+bool nl_pod_workers_could_have_running_containers(const nl_pod_workers_t *pw, const char *uid) {
+  const nl_pod_worker_t *w = nl_map_get(&pw->workers, uid);
+  return !w || !w->finished;
 }
 
 bool nl_pod_workers_is_terminating(const nl_pod_workers_t *pw, const char *uid) {

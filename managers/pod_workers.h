@@ -56,6 +56,15 @@ typedef struct nl_pod_syncer {
   void (*sync_pod)(nl_pod_work_t *w, void *ctx);
   void (*sync_terminating)(nl_pod_work_t *w, void *ctx);
   void (*sync_terminated)(nl_pod_work_t *w, void *ctx);
+  /* Optional: the grace period of a pod being killed was shortened (a force
+   * delete after a graceful one). Abandon the in-flight sync_terminating w and
+   * complete it now if the kill already started (return true; it then runs
+   * again with the shorter grace), else return false (it has not read the grace
+   * period yet: nl_pod_workers_grace tells the current one). */
+  bool (*cancel_terminating)(nl_pod_work_t *w, void *ctx);
+  /* Optional: the pod's worker finished (TERMINATED and sync_terminated done):
+   * none of its containers runs (upstream: !CouldHaveRunningContainers). */
+  void (*finished)(const char *uid, void *ctx);
 } nl_pod_syncer_t;
 
 struct nl_pod_worker {
@@ -90,8 +99,12 @@ void nl_pod_workers_init(nl_pod_workers_t *pw, uv_loop_t *loop, const nl_pod_syn
 void nl_pod_workers_free(nl_pod_workers_t *pw);
 
 /* Updates a pod (copied). CREATE/UPDATE/SYNC run a sync unless the pod is
- * terminating; KILL starts termination with grace_seconds (the pod's own
- * terminationGracePeriodSeconds when < 0; the shortest request wins). */
+ * terminating; KILL starts termination with upstream's
+ * calculateEffectiveGracePeriod: the shortest of the grace already chosen, the
+ * pod's deletionGracePeriodSeconds (the API server's word) and grace_seconds
+ * (when >= 0); failing all of them terminationGracePeriodSeconds (30 when
+ * unset); never below 1 s (a force delete's 0 is 1). A pod with a
+ * deletionTimestamp is killed whatever the type. */
 void nl_pod_workers_update(nl_pod_workers_t *pw, const nl_pod_t *pod, nl_sync_type_t type,
                            int64_t grace_seconds);
 /* Queues a resync now for uid (a PLEG event). No-op for unknown uids. */
@@ -110,6 +123,13 @@ void nl_pod_workers_complete(nl_pod_work_t *w, const nl_err_t *err, bool is_term
 void nl_pod_workers_sync_known(nl_pod_workers_t *pw, const char *const *known, size_t n);
 
 const nl_pod_worker_t *nl_pod_workers_get(const nl_pod_workers_t *pw, const char *uid);
+/* The grace period chosen for a terminating pod (-1 when none was requested). */
+int64_t nl_pod_workers_grace(const nl_pod_workers_t *pw, const char *uid);
+/* upstream CouldHaveRunningContainers: false once the pod's worker finished;
+ * true while it works, and for a pod without a worker (one the agent has not
+ * seen: e.g. before the first relist). For the status manager: a pod being
+ * deleted may be deleted from the API (grace 0) once this is false. */
+bool nl_pod_workers_could_have_running_containers(const nl_pod_workers_t *pw, const char *uid);
 /* True when the pod is terminating or terminated (upstream
  * IsPodTerminationRequested / ShouldPodContentBeRemoved building blocks). */
 bool nl_pod_workers_is_terminating(const nl_pod_workers_t *pw, const char *uid);

@@ -124,13 +124,16 @@ static bool is_local_annotation(const char *key) {
          strcmp(key, NL_ANNOTATION_CONFIG_MIRROR) == 0;
 }
 
-/* The canonical JSON of what upstream compares: spec, labels and the non-local
- * annotations, encoded from a shallow view of the pod (nothing is copied). */
+/* The canonical JSON of what upstream compares: spec, labels, the deletion
+ * timestamp and grace period, and the non-local annotations, encoded from a
+ * shallow view of the pod (nothing is copied). */
 static char *semantic_json(const nl_pod_t *p) {
   nl_pod_t view;
   memset(&view, 0, sizeof view);
   view.spec = p->spec;
   view.metadata.labels = p->metadata.labels;
+  view.metadata.deletion_timestamp = p->metadata.deletion_timestamp;
+  view.metadata.deletion_grace_period_seconds = p->metadata.deletion_grace_period_seconds;
   nl_kv_t *kept = nl_xcalloc(p->metadata.annotations.n + 1, sizeof *kept);
   size_t m = 0;
   for (size_t i = 0; i < p->metadata.annotations.n; i++)
@@ -152,16 +155,27 @@ bool nl_pod_config_differ(const nl_pod_t *a, const nl_pod_t *b) {
   return differ;
 }
 
-/* Hooks for the parts of a pod the model does not carry yet (status, deletion
- * timestamp): with them, upstream's RECONCILE and DELETE fall out of merge(). */
+/* The status alone, as JSON (an empty view with the pod's status). */
+static char *status_json(const nl_pod_t *p) {
+  nl_pod_t view;
+  memset(&view, 0, sizeof view);
+  view.status = p->status;
+  nl_buf_t b = NL_BUF_INIT;
+  nl_pod_encode_json(&view, &b, NL_POD_JSON_STATUS);
+  return nl_buf_steal(&b);
+}
+
 static bool status_differs(const nl_pod_t *existing, const nl_pod_t *ref) {
-  (void)existing, (void)ref;
-  return false;
+  if (!existing->status && !ref->status) return false;
+  if (!existing->status || !ref->status) return true;
+  char *ja = status_json(existing), *jb = status_json(ref);
+  bool differ = strcmp(ja, jb) != 0;
+  free(ja);
+  free(jb);
+  return differ;
 }
-static bool is_being_deleted(const nl_pod_t *pod) {
-  (void)pod;
-  return false;
-}
+
+static bool is_being_deleted(const nl_pod_t *pod) { return pod->metadata.deletion_timestamp != NULL; }
 
 /* ---- merging ---- */
 

@@ -9,17 +9,16 @@
  *   change that sets a deletion timestamp: graceful delete), then RECONCILE (only
  *   the status changed). The first SET of a source that yields no ADD, UPDATE or
  *   DELETE emits one empty ADD, so the consumer learns the source is ready.
- * - "Semantic" is upstream's podsDifferSemantically: spec, labels and the
- *   annotations other than the kubelet's own (config.source, config.seen,
- *   config.mirror). Anything else (a re-read of the same file, a reformatted
- *   manifest, a changed ownerReference) is dropped.
+ * - "Semantic" is upstream's podsDifferSemantically: spec, labels, the deletion
+ *   timestamp and grace period, and the annotations other than the kubelet's own
+ *   (config.source, config.seen, config.mirror). A change of the status alone is a
+ *   RECONCILE (the stored pod is replaced, so consumers see the API's latest
+ *   status); anything else (a re-read of the same file, a reformatted manifest, a
+ *   changed ownerReference or resourceVersion) is dropped.
  * - Every stored pod carries config.source = the source name, and config.seen =
  *   the time the UID was first seen (RFC 3339, kept across updates).
  * - Within one batch, a second pod with the same namespace/name is dropped and
  *   logged (upstream filterInvalidPods).
- *
- * The model has no pod status or deletion timestamp yet: RECONCILE and DELETE are
- * part of the contract but are not produced until it does (see docs/SOURCES.md).
  *
  * Single-threaded, on the loop; no handles (nothing to close).
  */

@@ -31,6 +31,7 @@ declare -A seeds=(
   [fuzz_node]=test/fuzz/node/corpus
   [fuzz_yamlfast]=test/fixtures/manifests
   [fuzz_watch]=test/fuzz/kube/corpus/watch
+  [fuzz_checkpoint]=test/fixtures/api
 )
 declare -A bins=(
   [fuzz_agent]=build-fuzz/test/fuzz/agent/fuzz_agent
@@ -42,10 +43,11 @@ declare -A bins=(
   [fuzz_node]=build-fuzz/test/fuzz/node/fuzz_node
   [fuzz_yamlfast]=build-fuzz/test/fuzz/manifest/fuzz_yamlfast
   [fuzz_watch]=build-fuzz/test/fuzz/kube/fuzz_watch
+  [fuzz_checkpoint]=build-fuzz/test/fuzz/sources/fuzz_checkpoint
 )
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_agent fuzz_cri_response fuzz_http_parse fuzz_kube_h2 fuzz_kubeconfig
-  fuzz_manifest fuzz_node fuzz_watch fuzz_yamlfast)
+# Every target unless some are named.
+[ ${#targets[@]} -gt 0 ] || mapfile -t targets < <(printf '%s\n' "${!bins[@]}" | sort)
 status=0
 for t in "${targets[@]}"; do
   mkdir -p "$work/$t"

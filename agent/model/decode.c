@@ -1,6 +1,7 @@
 /* The one typed decoder: walks the generic tree (tree.c) into nl_pod_t, with the
  * field path of every problem. Type mismatches are errors (as Go's JSON decoding
  * into typed structs); unknown fields are ignored; null leaves a field unset. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -248,6 +249,12 @@ static void object_meta(dec_t *d, const nl_tnode_t *n, nl_object_meta_t *m) {
   F("labels") kvlist(d, v, &m->labels);
   F("annotations") kvlist(d, v, &m->annotations);
   F("ownerReferences") SEQ(v, m->owner_refs, m->n_owner_refs, owner_ref);
+  F("resourceVersion") m->resource_version = str(d, v);
+  F("generation") get_i64(d, v, &m->generation);
+  F("creationTimestamp") m->creation_timestamp = str(d, v);
+  F("deletionTimestamp") m->deletion_timestamp = str(d, v);
+  F("deletionGracePeriodSeconds") opt_i64(d, v, &m->deletion_grace_period_seconds);
+  F("finalizers") strlist(d, v, &m->finalizers);
   END_FIELDS
 }
 
@@ -732,6 +739,99 @@ void nl_pod_free(nl_pod_t *pod) {
   if (pod) nl__arena_free(pod->arena); /* the pod itself lives in its arena */
 }
 
+/* ---- status (the API's) ---- */
+
+static void st_waiting(dec_t *d, const nl_tnode_t *n, nl_api_state_waiting_t *w) {
+  FIELDS(n)
+  F("reason") w->reason = str(d, v);
+  F("message") w->message = str(d, v);
+  END_FIELDS
+}
+
+static void st_running(dec_t *d, const nl_tnode_t *n, nl_api_state_running_t *r) {
+  FIELDS(n)
+  F("startedAt") r->started_at = str(d, v);
+  END_FIELDS
+}
+
+static void st_terminated(dec_t *d, const nl_tnode_t *n, nl_api_state_terminated_t *t) {
+  FIELDS(n)
+  F("exitCode") get_i32(d, v, &t->exit_code);
+  F("signal") get_i32(d, v, &t->signal);
+  F("reason") t->reason = str(d, v);
+  F("message") t->message = str(d, v);
+  F("startedAt") t->started_at = str(d, v);
+  F("finishedAt") t->finished_at = str(d, v);
+  F("containerID") t->container_id = str(d, v);
+  END_FIELDS
+}
+
+static void cstate(dec_t *d, const nl_tnode_t *n, nl_api_container_state_t *s) {
+  FIELDS(n)
+  F("waiting") OBJ(v, s->waiting, st_waiting);
+  F("running") OBJ(v, s->running, st_running);
+  F("terminated") OBJ(v, s->terminated, st_terminated);
+  END_FIELDS
+}
+
+static void cstatus(dec_t *d, const nl_tnode_t *n, nl_api_container_status_t *c) {
+  c->started = NL_UNSET;
+  FIELDS(n)
+  F("name") c->name = str(d, v);
+  F("state") cstate(d, v, &c->state);
+  F("lastState") cstate(d, v, &c->last_state);
+  F("ready") get_bool(d, v, &c->ready);
+  F("restartCount") get_i32(d, v, &c->restart_count);
+  F("image") c->image = str(d, v);
+  F("imageID") c->image_id = str(d, v);
+  F("containerID") c->container_id = str(d, v);
+  F("started") get_tri(d, v, &c->started);
+  END_FIELDS
+}
+
+static void condition(dec_t *d, const nl_tnode_t *n, nl_api_condition_t *c) {
+  FIELDS(n)
+  F("type") c->type = str(d, v);
+  F("status") c->status = str(d, v);
+  F("reason") c->reason = str(d, v);
+  F("message") c->message = str(d, v);
+  F("lastProbeTime") c->last_probe_time = str(d, v);
+  F("lastTransitionTime") c->last_transition_time = str(d, v);
+  END_FIELDS
+}
+
+/* hostIPs / podIPs: [{"ip": "10.0.0.1"}, ...] */
+static void ip_item(dec_t *d, const nl_tnode_t *n, char **out) {
+  FIELDS(n)
+  F("ip") *out = str(d, v);
+  END_FIELDS
+  if (!*out) *out = nl__arena_strdup(d->a, "");
+}
+
+static void ip_list(dec_t *d, const nl_tnode_t *v, nl_strlist_t *out) {
+  *out = (nl_strlist_t){0};
+  SEQ(v, out->items, out->n, ip_item);
+}
+
+static void pod_status(dec_t *d, const nl_tnode_t *n, nl_api_pod_status_t *s) {
+  FIELDS(n)
+  F("phase") s->phase = str(d, v);
+  F("conditions") SEQ(v, s->conditions, s->n_conditions, condition);
+  F("message") s->message = str(d, v);
+  F("reason") s->reason = str(d, v);
+  F("nominatedNodeName") s->nominated_node_name = str(d, v);
+  F("hostIP") s->host_ip = str(d, v);
+  F("hostIPs") ip_list(d, v, &s->host_ips);
+  F("podIP") s->pod_ip = str(d, v);
+  F("podIPs") ip_list(d, v, &s->pod_ips);
+  F("startTime") s->start_time = str(d, v);
+  F("initContainerStatuses")
+      SEQ(v, s->init_container_statuses, s->n_init_container_statuses, cstatus);
+  F("containerStatuses") SEQ(v, s->container_statuses, s->n_container_statuses, cstatus);
+  F("qosClass") s->qos_class = str(d, v);
+  END_FIELDS
+}
+
 /* A decoded Pod object; type-checks apiVersion and kind unless `item_of_podlist`
  * (PodList items may omit them). */
 static nl_pod_t *pod_object(dec_t *d, const nl_tnode_t *root, bool item_of_podlist) {
@@ -762,6 +862,7 @@ static nl_pod_t *pod_object(dec_t *d, const nl_tnode_t *root, bool item_of_podli
   FIELDS(root)
   F("metadata") object_meta(d, v, &pod->metadata);
   F("spec") pod_spec(d, v, &pod->spec);
+  F("status") OBJ(v, pod->status, pod_status);
   END_FIELDS
   return pod;
 }
@@ -779,6 +880,33 @@ int nl_pod_decode(const char *data, size_t len, const char *origin, nl_pod_t **o
   dec_t d = {0};
   nl__errs_init(&d.e, origin);
   nl_pod_t *pod = pod_object(&d, root, false);
+  nl__arena_free(scratch);
+  if (nl__errs_finish(&d.e, err) < 0) {
+    nl_pod_free(pod);
+    return -1;
+  }
+  *out = pod;
+  return 0;
+}
+
+int nl_pod_decode_api(const char *data, size_t len, nl_pod_t **out, nl_err_t **err) {
+  *out = NULL;
+  nl_arena_t *scratch = nl__arena_new(len / 2 + 1024);
+  nl_tnode_t *root = nl__tree_parse_json(scratch, data, len, err);
+  if (!root) {
+    nl__arena_free(scratch);
+    nl_err_wrap(err, "pod from the API");
+    return -1;
+  }
+  const nl_tnode_t *meta = nl__tree_get(root, "metadata");
+  const nl_tnode_t *ns = nl__tree_get(meta, "namespace"), *name = nl__tree_get(meta, "name");
+  char origin[320];
+  snprintf(origin, sizeof origin, "pod %.*s/%.*s", ns && ns->kind == NL_T_STR ? (int)ns->len : 0,
+           ns && ns->kind == NL_T_STR ? ns->s : "", name && name->kind == NL_T_STR ? (int)name->len : 0,
+           name && name->kind == NL_T_STR ? name->s : "");
+  dec_t d = {0};
+  nl__errs_init(&d.e, origin);
+  nl_pod_t *pod = pod_object(&d, root, true);
   nl__arena_free(scratch);
   if (nl__errs_finish(&d.e, err) < 0) {
     nl_pod_free(pod);

@@ -541,12 +541,97 @@ static void metadata(jw_t *w, const nl_object_meta_t *m) {
   s_(w, "generateName", m->generate_name);
   s_(w, "namespace", m->namespace_);
   s_(w, "uid", m->uid);
+  s_(w, "resourceVersion", m->resource_version);
+  i_(w, "generation", m->generation);
+  s_(w, "creationTimestamp", m->creation_timestamp);
+  s_(w, "deletionTimestamp", m->deletion_timestamp);
+  o64(w, "deletionGracePeriodSeconds", m->deletion_grace_period_seconds);
   kvmap(w, "labels", &m->labels);
   kvmap(w, "annotations", &m->annotations);
   LIST("ownerReferences", m->owner_refs, m->n_owner_refs, owner_ref);
+  strlist(w, "finalizers", &m->finalizers);
 }
 
-void nl__pod_encode(const nl_pod_t *pod, nl_buf_t *out, bool pretty, bool full) {
+/* ---- status (the API's) ---- */
+
+static void st_waiting(jw_t *w, const nl_api_state_waiting_t *s) {
+  s_(w, "reason", s->reason);
+  s_(w, "message", s->message);
+}
+
+static void st_running(jw_t *w, const nl_api_state_running_t *s) {
+  s_(w, "startedAt", s->started_at);
+}
+
+static void st_terminated(jw_t *w, const nl_api_state_terminated_t *s) {
+  i_always(w, "exitCode", s->exit_code);
+  i_(w, "signal", s->signal);
+  s_(w, "reason", s->reason);
+  s_(w, "message", s->message);
+  s_always(w, "startedAt", s->started_at);
+  s_always(w, "finishedAt", s->finished_at);
+  s_(w, "containerID", s->container_id);
+}
+
+static void cstate(jw_t *w, const char *k, const nl_api_container_state_t *s) {
+  OBJ_BEGIN(k);
+  SUB("waiting", s->waiting, st_waiting);
+  SUB("running", s->running, st_running);
+  SUB("terminated", s->terminated, st_terminated);
+  OBJ_END();
+}
+
+static void cstatus(jw_t *w, const nl_api_container_status_t *c) {
+  s_always(w, "name", c->name);
+  cstate(w, "state", &c->state);
+  cstate(w, "lastState", &c->last_state);
+  key(w, "ready");
+  nl_buf_puts(w->b, c->ready ? "true" : "false");
+  i_always(w, "restartCount", c->restart_count);
+  s_always(w, "image", c->image);
+  s_always(w, "imageID", c->image_id);
+  s_(w, "containerID", c->container_id);
+  t_(w, "started", c->started);
+}
+
+static void condition(jw_t *w, const nl_api_condition_t *c) {
+  s_always(w, "type", c->type);
+  s_always(w, "status", c->status);
+  s_(w, "lastProbeTime", c->last_probe_time);
+  s_(w, "lastTransitionTime", c->last_transition_time);
+  s_(w, "reason", c->reason);
+  s_(w, "message", c->message);
+}
+
+static void ip_list(jw_t *w, const char *k, const nl_strlist_t *l) {
+  if (!l->n && !(w->full && l->items)) return;
+  ARR_BEGIN(k);
+  for (size_t i = 0; i < l->n; i++) {
+    OBJ_BEGIN(NULL);
+    s_always(w, "ip", l->items[i]);
+    OBJ_END();
+  }
+  ARR_END();
+}
+
+static void status(jw_t *w, const nl_api_pod_status_t *s) {
+  s_(w, "phase", s->phase);
+  LIST("conditions", s->conditions, s->n_conditions, condition);
+  s_(w, "message", s->message);
+  s_(w, "reason", s->reason);
+  s_(w, "nominatedNodeName", s->nominated_node_name);
+  s_(w, "hostIP", s->host_ip);
+  ip_list(w, "hostIPs", &s->host_ips);
+  s_(w, "podIP", s->pod_ip);
+  ip_list(w, "podIPs", &s->pod_ips);
+  s_(w, "startTime", s->start_time);
+  LIST("initContainerStatuses", s->init_container_statuses, s->n_init_container_statuses,
+       cstatus);
+  LIST("containerStatuses", s->container_statuses, s->n_container_statuses, cstatus);
+  s_(w, "qosClass", s->qos_class);
+}
+
+void nl__pod_encode(const nl_pod_t *pod, nl_buf_t *out, bool pretty, bool full, bool with_status) {
   jw_t jw = {out, pretty, full, 0, true}, *w = &jw;
   OBJ_BEGIN(NULL);
   s_(w, "kind", pod->kind ? pod->kind : "Pod");
@@ -557,12 +642,13 @@ void nl__pod_encode(const nl_pod_t *pod, nl_buf_t *out, bool pretty, bool full) 
   OBJ_BEGIN("spec");
   spec(w, &pod->spec);
   OBJ_END();
+  if (with_status) SUB("status", pod->status, status);
   OBJ_END();
   if (pretty) nl_buf_puts(out, "\n");
 }
 
 void nl_pod_encode_json(const nl_pod_t *pod, nl_buf_t *out, int flags) {
-  nl__pod_encode(pod, out, flags & NL_POD_JSON_PRETTY, false);
+  nl__pod_encode(pod, out, flags & NL_POD_JSON_PRETTY, false, flags & NL_POD_JSON_STATUS);
 }
 
 void nl_container_encode_json(const nl_container_t *c, nl_buf_t *out) {
@@ -583,7 +669,7 @@ static uint32_t fnv32a(const char *p, size_t n) {
 
 uint32_t nl_pod_hash(const nl_pod_t *pod) {
   nl_buf_t b = NL_BUF_INIT;
-  nl__pod_encode(pod, &b, false, true);
+  nl__pod_encode(pod, &b, false, true, true);
   uint32_t h = fnv32a(b.data, b.len);
   nl_buf_free(&b);
   return h;

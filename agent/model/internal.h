@@ -49,7 +49,8 @@ void nl__resource_list_sort(nl_resource_list_t *l);
 nl_pod_t *nl__pod_new(void);
 
 /* JSON encoding. full: also emit empty strings, false and zero (everything that is
- * set), so that decoding the output gives back the same pod (dup, hashes). */
-void nl__pod_encode(const nl_pod_t *pod, nl_buf_t *out, bool pretty, bool full);
+ * set), so that decoding the output gives back the same pod (dup, hashes).
+ * with_status: also pod->status. */
+void nl__pod_encode(const nl_pod_t *pod, nl_buf_t *out, bool pretty, bool full, bool with_status);
 
 #endif

@@ -37,9 +37,13 @@ void nl_pod_set_annotation(nl_pod_t *pod, const char *key, const char *value) {
   nl__kvlist_sort(l);
 }
 
+bool nl_pod_is_mirror(const nl_pod_t *pod) {
+  return nl_kvlist_get(&pod->metadata.annotations, NL_ANNOTATION_CONFIG_MIRROR) != NULL;
+}
+
 nl_pod_t *nl_pod_dup(const nl_pod_t *pod) {
   nl_buf_t b = NL_BUF_INIT;
-  nl__pod_encode(pod, &b, false, true);
+  nl__pod_encode(pod, &b, false, true, true);
   nl_pod_t *copy = NULL;
   nl_err_t *err = NULL;
   if (nl_pod_decode(b.data, b.len, NULL, &copy, &err) < 0) abort(); /* our own output */
@@ -63,7 +67,7 @@ char *nl_pod_static_name(const char *name, const char *node_name) {
 
 void nl_pod_static_uid(const nl_pod_t *pod, const nl_static_source_t *src, char out[33]) {
   nl_buf_t b = NL_BUF_INIT;
-  nl__pod_encode(pod, &b, false, true);
+  nl__pod_encode(pod, &b, false, true, true);
   char *node = src->node_name ? nl_xstrdup(src->node_name) : nl_node_name_default();
   bool file = !src->kind || strcmp(src->kind, "file") == 0;
   if (file) nl_buf_printf(&b, "host:%sfile:%s", node, src->location ? src->location : "");

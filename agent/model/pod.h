@@ -93,6 +93,14 @@ typedef struct nl_object_meta {
   nl_kvlist_t annotations;
   nl_owner_ref_t *owner_refs;
   size_t n_owner_refs;
+  /* Set by the API server (NULL / 0 / unset in manifests). Times are RFC 3339
+   * text as received (metav1.Time), so that a round trip keeps them exactly. */
+  char *resource_version;
+  int64_t generation;
+  char *creation_timestamp;
+  char *deletion_timestamp; /* set: the pod is being deleted gracefully */
+  nl_opt_i64_t deletion_grace_period_seconds;
+  nl_strlist_t finalizers;
 } nl_object_meta_t;
 
 /* ---- env ---- */
@@ -438,6 +446,77 @@ typedef struct nl_pod_spec {
   nl_resource_list_t overhead;
 } nl_pod_spec_t;
 
+/* ---- status, as the API server has it ---- */
+
+/* The pod's status as last written to the API (by this node's status manager or
+ * anyone else): what a status manager compares against. The status nanolet
+ * computes itself is managers/status.h's nl_pod_status_t. Times are RFC 3339 text
+ * as received. */
+typedef struct nl_api_state_waiting {
+  char *reason;
+  char *message;
+} nl_api_state_waiting_t;
+
+typedef struct nl_api_state_running {
+  char *started_at;
+} nl_api_state_running_t;
+
+typedef struct nl_api_state_terminated {
+  int32_t exit_code;
+  int32_t signal;
+  char *reason;
+  char *message;
+  char *started_at;
+  char *finished_at;
+  char *container_id;
+} nl_api_state_terminated_t;
+
+typedef struct nl_api_container_state { /* at most one is set */
+  nl_api_state_waiting_t *waiting;
+  nl_api_state_running_t *running;
+  nl_api_state_terminated_t *terminated;
+} nl_api_container_state_t;
+
+typedef struct nl_api_container_status {
+  char *name;
+  nl_api_container_state_t state;
+  nl_api_container_state_t last_state;
+  bool ready;
+  int32_t restart_count;
+  char *image;
+  char *image_id;
+  char *container_id;
+  nl_tristate_t started;
+} nl_api_container_status_t;
+
+typedef struct nl_api_condition {
+  char *type;
+  char *status; /* "True", "False", "Unknown" */
+  char *reason;
+  char *message;
+  char *last_probe_time;
+  char *last_transition_time;
+} nl_api_condition_t;
+
+typedef struct nl_api_pod_status {
+  char *phase; /* "Pending", "Running", "Succeeded", "Failed", "Unknown"; NULL when unset */
+  nl_api_condition_t *conditions;
+  size_t n_conditions;
+  char *message;
+  char *reason;
+  char *nominated_node_name;
+  char *host_ip;
+  nl_strlist_t host_ips; /* the "ip" of each hostIPs entry */
+  char *pod_ip;
+  nl_strlist_t pod_ips;  /* the "ip" of each podIPs entry */
+  char *start_time;
+  nl_api_container_status_t *init_container_statuses;
+  size_t n_init_container_statuses;
+  nl_api_container_status_t *container_statuses;
+  size_t n_container_statuses;
+  char *qos_class;
+} nl_api_pod_status_t;
+
 struct nl_arena; /* private */
 
 typedef struct nl_pod {
@@ -445,7 +524,8 @@ typedef struct nl_pod {
   char *kind;        /* "Pod" */
   nl_object_meta_t metadata;
   nl_pod_spec_t spec;
-  struct nl_arena *arena; /* owns everything above */
+  nl_api_pod_status_t *status; /* NULL when the source gave none (manifests) */
+  struct nl_arena *arena;      /* owns everything above */
 } nl_pod_t;
 
 /* Upstream annotation keys (kubetypes.Config*AnnotationKey). */
@@ -458,7 +538,8 @@ typedef struct nl_pod {
 
 /* Decodes one v1 Pod from YAML or JSON (JSON when the first non-blank byte is
  * '{'; YAML otherwise, first document only, as upstream). `origin` (a file name
- * or URL, may be NULL) prefixes every error. Unknown fields are ignored.
+ * or URL, may be NULL) prefixes every error. Unknown fields are ignored, in
+ * manifests and API objects alike (managedFields, ephemeralContainers, ...).
  * Returns 0 and a new pod in *out (caller frees with nl_pod_free), or -1 with *err
  * (NL_EINVAL) holding one line per problem, each
  * `<origin>: <field.path>: <message>`. No defaults are applied. */
@@ -470,6 +551,12 @@ int nl_pod_decode(const char *data, size_t len, const char *origin, nl_pod_t **o
  * nl_pod_free and the array with free()), or -1 with *err. */
 int nl_pod_decode_list(const char *data, size_t len, const char *origin, nl_pod_t ***pods,
                        size_t *n, nl_err_t **err);
+
+/* One pod object as the API server sends it (a watch event's object or a list
+ * item: JSON, kind and apiVersion may be absent). Errors are prefixed with
+ * `pod <namespace>/<name>` read from the object. Returns 0 and a new pod, or -1
+ * with *err (no pod). No defaults are applied. */
+int nl_pod_decode_api(const char *data, size_t len, nl_pod_t **out, nl_err_t **err);
 
 void nl_pod_free(nl_pod_t *pod);
 
@@ -524,6 +611,9 @@ char *nl_node_name_default(void);
 void nl_pod_set_annotation(nl_pod_t *pod, const char *key, const char *value);
 /* The value, or NULL. */
 const char *nl_kvlist_get(const nl_kvlist_t *l, const char *key);
+/* True for a mirror pod (the kubernetes.io/config.mirror annotation): an API
+ * object that stands for a static pod and is never run (kubetypes.IsMirrorPod). */
+bool nl_pod_is_mirror(const nl_pod_t *pod);
 /* The quantity for a resource name, or NULL. */
 const nl_quantity_t *nl_resource_list_get(const nl_resource_list_t *l, const char *name);
 /* A deep copy with its own arena (caller frees with nl_pod_free). */
@@ -533,9 +623,12 @@ nl_pod_t *nl_pod_dup(const nl_pod_t *pod);
 
 enum {
   NL_POD_JSON_PRETTY = 1, /* two-space indent, as kubectl -o json */
+  NL_POD_JSON_STATUS = 2, /* also pod->status (the API's); without it, no status */
 };
 
-/* Appends the pod as v1 JSON (upstream field order, empty fields omitted) to out. */
+/* Appends the pod as v1 JSON (upstream field order, empty fields omitted) to out.
+ * The API's status is left out unless NL_POD_JSON_STATUS: the kubelet reports
+ * its own (managers/status.h). */
 void nl_pod_encode_json(const nl_pod_t *pod, nl_buf_t *out, int flags);
 /* One container, the same way. */
 void nl_container_encode_json(const nl_container_t *c, nl_buf_t *out);

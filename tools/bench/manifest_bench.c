@@ -9,23 +9,12 @@
 #include "agent/model/arena.h"
 #include "agent/model/pod.h"
 #include "agent/model/tree.h"
+#include "tools/bench/slurp.h"
 
 static double now_us(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  nl_buf_t b = NL_BUF_INIT;
-  char chunk[4096];
-  size_t n;
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) nl_buf_append(&b, chunk, n);
-  fclose(f);
-  *len = b.len;
-  return nl_buf_steal(&b);
 }
 
 static void bench(const char *what, const char *data, size_t len, int iters, int mode) {

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "agent/kube/reflector.h"
@@ -78,9 +79,14 @@ static int teardown(void **state) {
   return 0;
 }
 
-/* Runs the loop until the n-th request is made. */
+/* Runs the loop until the n-th request is made. Never UV_RUN_ONCE: when the
+ * back-off timer is due as it begins, its callback starts the request and the
+ * poll then sleeps until the watch's deadline, minutes away. */
 static fake_req_t *run_until(fixture_t *f, size_t n) {
-  for (int i = 0; fake_nreqs < n && i < 10000; i++) uv_run(&f->loop, UV_RUN_ONCE);
+  for (int i = 0; fake_nreqs < n && i < 10000; i++) {
+    uv_run(&f->loop, UV_RUN_NOWAIT);
+    if (fake_nreqs < n) usleep(1000);
+  }
   assert_int_equal(fake_nreqs, n);
   return fake_reqs[n - 1];
 }

@@ -39,7 +39,21 @@ static void record(nl_pod_work_t *w, void *ctx, nl_pod_work_state_t kind) {
 static void sync_pod(nl_pod_work_t *w, void *ctx) { record(w, ctx, NL_POD_SYNCING); }
 static void sync_terminating(nl_pod_work_t *w, void *ctx) { record(w, ctx, NL_POD_TERMINATING); }
 static void sync_terminated(nl_pod_work_t *w, void *ctx) { record(w, ctx, NL_POD_TERMINATED); }
-static const nl_pod_syncer_t syncer = {sync_pod, sync_terminating, sync_terminated};
+static int cancels, finishes;
+/* As the kubelet's: a kill counts as started once recorded; cancelling it
+ * completes the token at once. */
+static bool cancel_terminating(nl_pod_work_t *w, void *ctx) {
+  (void)ctx;
+  cancels++;
+  nl_pod_workers_complete(w, NULL, false);
+  return true;
+}
+static void finished(const char *uid, void *ctx) {
+  (void)uid, (void)ctx;
+  finishes++;
+}
+static const nl_pod_syncer_t syncer = {sync_pod, sync_terminating, sync_terminated,
+                                       cancel_terminating, finished};
 
 static nl_pod_t *make_pod(const char *uid, const char *image, int grace) {
   char doc[512];
@@ -196,8 +210,65 @@ static void forgotten_worker_with_work_in_flight(void **state) {
   nl_pod_free(a);
 }
 
+/* A pod being deleted from the API (spec grace 7). */
+static nl_pod_t *deleting_pod(const char *uid, int deletion_grace) {
+  char doc[512];
+  snprintf(doc, sizeof doc,
+           "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\",\"uid\":\"%s\","
+           "\"deletionTimestamp\":\"2024-01-01T00:00:00Z\",\"deletionGracePeriodSeconds\":%d},"
+           "\"spec\":{\"terminationGracePeriodSeconds\":7,\"containers\":[{\"name\":\"c\",\"image\":\"i\"}]}}",
+           uid, deletion_grace);
+  nl_pod_t *pod = NULL;
+  nl_err_t *err = NULL;
+  assert_int_equal(nl_pod_decode(doc, strlen(doc), "test", &pod, &err), 0);
+  return pod;
+}
+
+/* upstream calculateEffectiveGracePeriod: deletionGracePeriodSeconds wins over
+ * the spec; a force delete's 0 becomes 1; a shorter grace during a kill
+ * abandons it and kills again, shorter; a longer one changes nothing; the
+ * finished worker tells that no container can run. */
+static void deletion_grace_period(void **state) {
+  fixture_t *f = *state;
+  cancels = finishes = 0;
+  nl_pod_t *run = make_pod("u1", "i", 7), *del5 = deleting_pod("u1", 5), *del0 = deleting_pod("u1", 0),
+           *del9 = deleting_pod("u1", 9);
+  nl_pod_workers_update(&f->pw, run, NL_SYNC_CREATE, -1);
+  nl_pod_workers_complete(f->rec.calls[0].w, NULL, false);
+  assert_true(nl_pod_workers_could_have_running_containers(&f->pw, "u1"));
+  /* an UPDATE of a pod with a deletionTimestamp is a kill */
+  nl_pod_workers_update(&f->pw, del5, NL_SYNC_UPDATE, -1);
+  assert_int_equal(f->rec.n, 2);
+  assert_int_equal(f->rec.calls[1].kind, NL_POD_TERMINATING);
+  assert_int_equal(f->rec.calls[1].grace, 5);
+  nl_pod_workers_update(&f->pw, del9, NL_SYNC_KILL, -1);
+  assert_int_equal(nl_pod_workers_grace(&f->pw, "u1"), 5);
+  assert_int_equal(cancels, 0);
+  nl_pod_workers_update(&f->pw, del0, NL_SYNC_KILL, -1);
+  assert_int_equal(cancels, 1);
+  assert_int_equal(f->rec.n, 3);
+  assert_int_equal(f->rec.calls[2].kind, NL_POD_TERMINATING);
+  assert_int_equal(f->rec.calls[2].grace, 1);
+  nl_pod_workers_complete(f->rec.calls[2].w, NULL, false);
+  assert_int_equal(f->rec.calls[3].kind, NL_POD_TERMINATED);
+  assert_true(nl_pod_workers_could_have_running_containers(&f->pw, "u1"));
+  assert_int_equal(finishes, 0);
+  nl_pod_workers_complete(f->rec.calls[3].w, NULL, false);
+  assert_int_equal(finishes, 1);
+  assert_false(nl_pod_workers_could_have_running_containers(&f->pw, "u1"));
+  /* a pod first seen with a deletionTimestamp is never synced, only killed */
+  nl_pod_t *gone = deleting_pod("u2", 30);
+  nl_pod_workers_update(&f->pw, gone, NL_SYNC_CREATE, -1);
+  assert_int_equal(f->rec.calls[4].kind, NL_POD_TERMINATING);
+  assert_int_equal(f->rec.calls[4].grace, 30);
+  nl_pod_workers_complete(f->rec.calls[4].w, NULL, false);
+  nl_pod_workers_complete(f->rec.calls[5].w, NULL, false);
+  nl_pod_free(run), nl_pod_free(del5), nl_pod_free(del0), nl_pod_free(del9), nl_pod_free(gone);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(deletion_grace_period, setup, teardown),
       cmocka_unit_test_setup_teardown(one_sync_in_flight_and_updates_coalesce, setup, teardown),
       cmocka_unit_test_setup_teardown(kill_mid_sync_makes_the_sync_stale, setup, teardown),
       cmocka_unit_test_setup_teardown(shorter_grace_wins, setup, teardown),

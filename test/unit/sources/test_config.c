@@ -210,11 +210,43 @@ static void duplicates_filtered(void **state) {
   nl_pod_config_free(&cfg);
 }
 
+/* API pods: a status-only change is a RECONCILE carrying the new status, a
+ * deletion timestamp is a DELETE, a new resourceVersion alone is nothing. */
+static void reconcile_and_delete(void **state) {
+  (void)state;
+  recorder_t r = {0};
+  nl_pod_config_t cfg;
+  nl_pod_config_init(&cfg, record, &r);
+  cfg.now_ns = clock_fn;
+  nl_err_t *err = NULL;
+  assert_int_equal(nl_pod_config_set(&cfg, NL_SOURCE_API, arr(1, mkpod("a", "u1", "img", "  resourceVersion: \"1\"\n")), 1, &err), 0);
+  expect_lines(&r, 1, "ADD api ns/a");
+  assert_int_equal(nl_pod_config_set(&cfg, NL_SOURCE_API, arr(1, mkpod("a", "u1", "img", "  resourceVersion: \"2\"\n")), 1, &err), 0);
+  expect_lines(&r, 0);
+  assert_int_equal(nl_pod_config_set(&cfg, NL_SOURCE_API,
+                                     arr(1, mkpod("a", "u1", "img", "status:\n  phase: Running\n")), 1, &err), 0);
+  expect_lines(&r, 1, "RECONCILE api ns/a");
+  assert_string_equal(nl_pod_config_get(&cfg, NL_SOURCE_API, "u1")->status->phase, "Running");
+  assert_int_equal(nl_pod_config_set(&cfg, NL_SOURCE_API,
+                                     arr(1, mkpod("a", "u1", "img", "  deletionTimestamp: \"2024-01-01T00:00:00Z\"\n"
+                                                  "  deletionGracePeriodSeconds: 5\nstatus:\n  phase: Running\n")),
+                                     1, &err), 0);
+  expect_lines(&r, 1, "DELETE api ns/a");
+  /* a shorter grace period is a change too (kubectl delete --grace-period=0 after a delete) */
+  assert_int_equal(nl_pod_config_update(&cfg, NL_SOURCE_API, NL_POD_UPDATE,
+                                        arr(1, mkpod("a", "u1", "img", "  deletionTimestamp: \"2024-01-01T00:00:00Z\"\n"
+                                                     "  deletionGracePeriodSeconds: 0\nstatus:\n  phase: Running\n")),
+                                        1, &err), 0);
+  expect_lines(&r, 1, "DELETE api ns/a");
+  assert_int_equal(nl_pod_config_get(&cfg, NL_SOURCE_API, "u1")->metadata.deletion_grace_period_seconds.v, 0);
+  nl_pod_config_free(&cfg);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(set_add_update_remove), cmocka_unit_test(labels_and_annotations),
       cmocka_unit_test(first_empty_set_and_ready), cmocka_unit_test(incremental_ops),
-      cmocka_unit_test(duplicates_filtered),
+      cmocka_unit_test(duplicates_filtered), cmocka_unit_test(reconcile_and_delete),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
