@@ -204,13 +204,10 @@ static bool can_be_deleted(const nl_status_entry_t *e) {
 }
 
 static void send_delete(nl_status_entry_t *e) {
-  json_t *body = json_pack("{s:s,s:s,s:i,s:{s:s}}", "kind", "DeleteOptions", "apiVersion", "v1",
-                           "gracePeriodSeconds", 0, "preconditions", "uid", e->api_uid);
-  char *text = json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  char *text = nl_status_delete_body(e->api_uid);
   e->sm->deletes++;
   request(e, NL_STATUS_DELETE, "DELETE", "", NULL, text);
   free(text);
-  json_decref(body);
 }
 
 static void step(nl_status_entry_t *e) {

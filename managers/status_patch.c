@@ -231,3 +231,11 @@ json_t *nl_status_patch(const char *uid, const json_t *api, const json_t *want) 
 char *nl_status_patch_dump(const json_t *patch) {
   return json_dumps(patch, JSON_COMPACT | JSON_SORT_KEYS);
 }
+
+char *nl_status_delete_body(const char *uid) {
+  json_t *body = json_pack("{s:s,s:s,s:i,s:{s:s}}", "kind", "DeleteOptions", "apiVersion", "v1",
+                           "gracePeriodSeconds", 0, "preconditions", "uid", uid);
+  char *text = json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  json_decref(body);
+  return text;
+}

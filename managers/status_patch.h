@@ -49,4 +49,9 @@ json_t *nl_status_patch(const char *uid, const json_t *api, const json_t *want);
  * new string. */
 char *nl_status_patch_dump(const json_t *patch);
 
+/* The DeleteOptions body of a kubelet's pod deletion: gracePeriodSeconds 0 and
+ * the uid as a precondition (the status manager's final DELETE, and a mirror
+ * pod's), in a new string. */
+char *nl_status_delete_body(const char *uid);
+
 #endif
