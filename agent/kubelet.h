@@ -12,12 +12,14 @@
 #include "agent/kube/kubeconfig.h"
 #include "agent/server.h"
 #include "cri/conn.h"
+#include "managers/mirror.h"
 #include "managers/node.h"
 #include "managers/pleg.h"
 #include "managers/pod_manager.h"
 #include "managers/pod_workers.h"
 #include "managers/probe.h"
 #include "managers/runtime.h"
+#include "managers/status_manager.h"
 #include "reactor/list.h"
 #include "sources/config.h"
 #include "sources/file.h"
@@ -85,6 +87,10 @@ struct nl_kubelet {
   nl_node_t node;            /* a CRI user */
   nl_node_taint_t *taints;   /* --register-with-taints, owned */
   size_t n_taints;
+  nl_status_manager_t statuses; /* pod statuses to the API (with node_up) */
+  nl_mirror_manager_t mirrors;  /* static pods' mirror pods (with node_up) */
+  int api_users_stopping;       /* of statuses and mirrors: the node manager
+                                 * stops after them */
 };
 
 /* kc: the loaded kubeconfig (borrowed; outlives the kubelet), or NULL to run

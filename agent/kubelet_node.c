@@ -1,6 +1,7 @@
 /* The agent's cluster membership: with a kubeconfig, the API client and the node
  * manager (registration, node status, the Lease). Without one, nothing: the
- * agent runs standalone. The node manager is a CRI user (it asks the runtime for
+ * agent runs standalone. With it come the status manager and the mirror pods,
+ * which stop before the node manager. The node manager is a CRI user (it asks the runtime for
  * Status, Version and images), so it stops before the CRI client; the API client
  * stops after the node manager, which cancels its requests first. */
 #include "agent/kubelet_node.h"
@@ -17,6 +18,13 @@ static bool pleg_healthy(void *ctx, int64_t now_ns, nl_err_t **err) {
   nl_kubelet_t *k = container_of((nl_cri_client_t *)ctx, nl_kubelet_t, cri);
   return nl_pleg_healthy(&k->pleg, now_ns, err);
 }
+
+static const char *mirror_uid(void *ctx, const char *ns, const char *name) {
+  nl_kubelet_t *k = ctx;
+  return nl_mirror_manager_uid(&k->mirrors, ns, name);
+}
+
+static const char *node_uid(void *ctx) { return nl_node_uid(&((nl_kubelet_t *)ctx)->node); }
 
 static void free_taints(nl_kubelet_t *k) {
   for (size_t i = 0; i < k->n_taints; i++) {
@@ -95,6 +103,10 @@ int nl__kubelet_node_init(nl_kubelet_t *k, const nl_kubeconfig_t *kc, nl_err_t *
   if (nl_node_init(&k->node, k->loop, &o, &d, err) < 0) return -1;
   k->node_up = true;
   k->cri_users++;
+  nl_status_manager_deps_t sd = {.kube = k->kube, .mirror_uid = mirror_uid, .ctx = k};
+  nl_status_manager_init(&k->statuses, k->loop, &sd, NULL);
+  nl_mirror_deps_t md = {.kube = k->kube, .node_uid = node_uid, .ctx = k};
+  nl_mirror_manager_init(&k->mirrors, k->loop, &md, k->node_name, 0);
   return 0;
 }
 
@@ -105,6 +117,8 @@ void nl__kubelet_node_start(nl_kubelet_t *k) {
   }
   nl_info("joining the cluster at %s as node %s", nl_kube_client_server(k->kube), k->node_name);
   nl_node_start(&k->node);
+  nl_status_manager_start(&k->statuses);
+  nl_mirror_manager_start(&k->mirrors);
 }
 
 static void on_kube_stopped(void *ctx) { nl__kubelet_release(ctx); }
@@ -124,9 +138,18 @@ void nl__kubelet_node_kube_stop(nl_kubelet_t *k) {
   nl_kube_client_stop(c, on_kube_stopped, k);
 }
 
+/* The status and mirror managers cancel their requests, then the node manager
+ * stops, then the API client. */
+static void on_api_user_stopped(void *ctx) {
+  nl_kubelet_t *k = ctx;
+  if (--k->api_users_stopping == 0) nl_node_stop(&k->node, on_node_stopped);
+}
+
 void nl__kubelet_node_stop(nl_kubelet_t *k) {
   if (k->node_up) {
-    nl_node_stop(&k->node, on_node_stopped);
+    k->api_users_stopping = 2;
+    nl_status_manager_stop(&k->statuses, on_api_user_stopped, k);
+    nl_mirror_manager_stop(&k->mirrors, on_api_user_stopped, k);
     return;
   }
   free_taints(k);
