@@ -26,6 +26,9 @@ static const char *mirror_uid(void *ctx, const char *ns, const char *name) {
 
 static const char *node_uid(void *ctx) { return nl_node_uid(&((nl_kubelet_t *)ctx)->node); }
 
+/* A new mirror pod: its static pod's status goes there now. */
+static void mirror_created(void *ctx) { nl_status_manager_sync(&((nl_kubelet_t *)ctx)->statuses); }
+
 static void free_taints(nl_kubelet_t *k) {
   for (size_t i = 0; i < k->n_taints; i++) {
     free(k->taints[i].key);
@@ -105,7 +108,8 @@ int nl__kubelet_node_init(nl_kubelet_t *k, const nl_kubeconfig_t *kc, nl_err_t *
   k->cri_users++;
   nl_status_manager_deps_t sd = {.kube = k->kube, .mirror_uid = mirror_uid, .ctx = k};
   nl_status_manager_init(&k->statuses, k->loop, &sd, NULL);
-  nl_mirror_deps_t md = {.kube = k->kube, .node_uid = node_uid, .ctx = k};
+  nl_mirror_deps_t md = {.kube = k->kube, .node_uid = node_uid, .created = mirror_created,
+                         .ctx = k};
   nl_mirror_manager_init(&k->mirrors, k->loop, &md, k->node_name, 0);
   return 0;
 }

@@ -43,8 +43,6 @@ json_t *nl_mirror_pod_body(const nl_pod_t *pod, const char *node_name, const cha
 
 /* ---- the machine ---- */
 
-static void step(nl_mirror_entry_t *e);
-
 static void entry_free(nl_mirror_entry_t *e) {
   assert(!e->req);
   free(e->key);
@@ -57,7 +55,7 @@ static void entry_free(nl_mirror_entry_t *e) {
 }
 
 static void set_state(nl_mirror_entry_t *e, nl_mirror_state_t s) {
-  static const char *const names[] = {"idle", "get", "deleting", "creating"};
+  static const char *const names[] = {"idle", "deleting", "creating"};
   if (e->state != s)
     nl_vlog(4, "mirror: pod %s: %s -> %s", e->key, names[e->state], names[s]);
   e->state = s;
@@ -136,18 +134,22 @@ static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_
     if (--mm->pending == 0 && mm->done) mm->done(mm->done_ctx);
     return;
   }
-  nl_kube_reason_t r = err ? NL_KUBE_REASON_UNKNOWN
-                           : resp->status < 300 ? NL_KUBE_REASON_UNKNOWN
-                                                : nl_kube_status_reason(resp);
   bool ok = !err && resp->status < 300;
+  nl_kube_reason_t r = ok || err ? NL_KUBE_REASON_UNKNOWN : nl_kube_status_reason(resp);
   json_t *pod = ok ? json_loadb(resp->body, resp->body_len, 0, NULL) : NULL;
-  if (was == NL_MIRROR_GET && (ok || r == NL_KUBE_REASON_NOT_FOUND)) {
-    on_seen(e, pod);
-  } else if (was == NL_MIRROR_CREATING && ok) {
+  if (was == NL_MIRROR_CREATING && ok) {
     e->mirror_uid = meta_str(pod, "uid") ? nl_xstrdup(meta_str(pod, "uid")) : NULL;
+    if (mm->deps.created) mm->deps.created(mm->deps.ctx);
   } else if (was == NL_MIRROR_DELETING &&
              (ok || r == NL_KUBE_REASON_NOT_FOUND || r == NL_KUBE_REASON_CONFLICT)) {
-    if (e->hash) create(e); /* replaced */
+    if (e->hash) {
+      create(e); /* replaced */
+    } else { /* the static pod and its mirror are gone */
+      nl_map_del(&mm->pods, e->key);
+      entry_free(e);
+      json_decref(pod);
+      return;
+    }
   } else {
     nl_err_t *why = NULL;
     if (err)
@@ -155,33 +157,75 @@ static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_
     else
       nl_kube_status_err(resp, &why);
     nl_info("mirror: pod %s: %s failed: %s", e->key,
-            was == NL_MIRROR_GET ? "get" : was == NL_MIRROR_CREATING ? "create" : "delete",
-            nl_err_msg(why));
+            was == NL_MIRROR_CREATING ? "create" : "delete", nl_err_msg(why));
     nl_err_free(&why);
-    e->dirty = was == NL_MIRROR_CREATING && r == NL_KUBE_REASON_ALREADY_EXISTS;
   }
   json_decref(pod);
-  if (!e->hash && !e->req && (was == NL_MIRROR_DELETING || was == NL_MIRROR_GET) && !e->dirty &&
-      (ok || r == NL_KUBE_REASON_NOT_FOUND || r == NL_KUBE_REASON_CONFLICT)) {
-    nl_map_del(&mm->pods, e->key); /* the static pod and its mirror are gone */
-    entry_free(e);
-    return;
-  }
-  if (e->dirty) step(e);
 }
 
-static void step(nl_mirror_entry_t *e) {
-  nl_mirror_manager_t *mm = e->mm;
-  if (!mm->started || mm->stopping) return;
-  if (e->req) {
-    e->dirty = true;
+static void on_timer(uv_timer_t *t);
+
+/* The node's pods as listed: each static pod's mirror pod is decided on. */
+static void on_list(void *ctx, const nl_kube_response_t *resp, const nl_err_t *err) {
+  nl_mirror_manager_t *mm = ctx;
+  mm->list_req = NULL;
+  if (mm->stopping) {
+    if (--mm->pending == 0 && mm->done) mm->done(mm->done_ctx);
     return;
   }
-  e->dirty = false;
-  const char *node_uid = mm->deps.node_uid(mm->deps.ctx);
-  if (e->hash && (!node_uid || !*node_uid)) return; /* created once the Node is registered */
+  if (err || resp->status >= 300) {
+    nl_err_t *why = NULL;
+    if (err)
+      nl_err_set(&why, err->code, "%s", nl_err_msg(err));
+    else
+      nl_kube_status_err(resp, &why);
+    nl_info("mirror: list the node's pods: %s", nl_err_msg(why));
+    nl_err_free(&why);
+    return;
+  }
+  json_t *list = json_loadb(resp->body, resp->body_len, 0, NULL);
+  nl_map_t seen;
+  nl_map_init(&seen);
+  size_t i;
+  json_t *pod;
+  json_array_foreach(json_object_get(list, "items"), i, pod) {
+    const char *ns = meta_str(pod, "namespace"), *name = meta_str(pod, "name");
+    if (!ns || !name) continue;
+    char *key = nl_xasprintf("%s/%s", ns, name);
+    nl_map_put(&seen, key, pod);
+    free(key);
+  }
+  nl_map_iter_t it;
+  void *v;
+  nl_map_iter_init(&it, &mm->pods);
+  while (nl_map_iter_next(&it, NULL, &v)) {
+    nl_mirror_entry_t *e = v;
+    if (e->req) continue;
+    const json_t *p = nl_map_get(&seen, e->key);
+    const char *node_uid = mm->deps.node_uid(mm->deps.ctx);
+    if (!p && !e->hash) { /* nothing left to delete */
+      nl_map_del(&mm->pods, e->key);
+      entry_free(e);
+      continue;
+    }
+    if (e->hash && (!node_uid || !*node_uid)) { /* created once the Node is registered */
+      uv_timer_start(&mm->timer, on_timer, 1000, mm->sync_ms); /* soon */
+      continue;
+    }
+    on_seen(e, p);
+  }
+  nl_map_free(&seen, NULL);
+  json_decref(list);
+  if (mm->again) nl_mirror_manager_sync(mm);
+}
+
+static void list(nl_mirror_manager_t *mm) {
+  mm->again = false;
+  char *path = nl_xasprintf("/api/v1/pods?fieldSelector=spec.nodeName%%3D%s", mm->node_name);
+  nl_kube_request_opts_t o = {.method = "GET", .path = path, .timeout_ms = mm->timeout_ms};
   mm->gets++;
-  request(e, NL_MIRROR_GET, "GET", true, NULL);
+  mm->list_req = nl_kube_request(mm->deps.kube, &o, on_list, mm);
+  free(path);
 }
 
 static void on_timer(uv_timer_t *t) {
@@ -189,10 +233,11 @@ static void on_timer(uv_timer_t *t) {
 }
 
 void nl_mirror_manager_sync(nl_mirror_manager_t *mm) {
-  nl_map_iter_t it;
-  void *v;
-  nl_map_iter_init(&it, &mm->pods);
-  while (nl_map_iter_next(&it, NULL, &v)) step(v);
+  if (!mm->started || mm->stopping || !nl_map_size(&mm->pods)) return;
+  if (mm->list_req)
+    mm->again = true;
+  else
+    list(mm);
 }
 
 void nl_mirror_manager_init(nl_mirror_manager_t *mm, uv_loop_t *loop, const nl_mirror_deps_t *deps,
@@ -222,6 +267,10 @@ void nl_mirror_manager_stop(nl_mirror_manager_t *mm, void (*done)(void *ctx), vo
   mm->done = done;
   mm->done_ctx = ctx;
   mm->pending = 1;
+  if (mm->list_req) {
+    mm->pending++;
+    nl_kube_req_cancel(mm->list_req);
+  }
   nl_map_iter_t it;
   const char *key;
   void *v;
@@ -267,7 +316,7 @@ void nl_mirror_manager_set(nl_mirror_manager_t *mm, const nl_pod_t *pod) {
   e->hash = nl_xstrdup(hash ? hash : "");
   json_decref(e->body);
   e->body = nl_mirror_pod_body(pod, mm->node_name, "");
-  if (changed) step(e);
+  if (changed) nl_mirror_manager_sync(mm);
 }
 
 void nl_mirror_manager_remove(nl_mirror_manager_t *mm, const char *ns, const char *name) {
@@ -277,7 +326,7 @@ void nl_mirror_manager_remove(nl_mirror_manager_t *mm, const char *ns, const cha
   e->hash = NULL;
   free(e->mirror_uid);
   e->mirror_uid = NULL;
-  step(e);
+  nl_mirror_manager_sync(mm);
 }
 
 const char *nl_mirror_manager_uid(const nl_mirror_manager_t *mm, const char *ns,

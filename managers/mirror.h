@@ -4,13 +4,15 @@
  * static pod's config hash and an owner reference to the Node (controller), so
  * that kubectl sees it and the status manager can report to it.
  *
- * Per static pod, once the Node is registered (its uid known), and again every
- * sync period: GET the mirror pod; missing -> POST it; outdated (another
+ * Once the Node is registered (its uid known), on every change and again every
+ * sync period: list the node's pods (fieldSelector spec.nodeName, what the node
+ * authorizer lets a node read; the pod watch makes it redundant once there is
+ * one) and for each static pod: mirror pod missing -> POST it; outdated (another
  * config.mirror hash) or being deleted -> DELETE it with its uid as a
  * precondition, then POST the new one. A pod of that name that is no mirror pod
  * is left alone. A static pod that goes
- * away has its mirror pod deleted the same way. One request per static pod at a
- * time; a failure waits for the next round.
+ * away has its mirror pod deleted the same way. One list at a time, one request
+ * per static pod at a time; a failure waits for the next round.
  *
  * Ownership: embedded by its owner; borrows the kube client and deps.ctx. */
 #ifndef NL_MIRROR_H
@@ -50,12 +52,13 @@ typedef struct nl_mirror_deps {
   nl_kube_client_t *kube;
   /* The Node's uid, "" until it is registered (nl_node_uid). */
   const char *(*node_uid)(void *ctx);
+  /* A mirror pod was created (its uid is known now); may be NULL. */
+  void (*created)(void *ctx);
   void *ctx;
 } nl_mirror_deps_t;
 
 typedef enum nl_mirror_state {
   NL_MIRROR_IDLE,
-  NL_MIRROR_GET,
   NL_MIRROR_DELETING,
   NL_MIRROR_CREATING,
 } nl_mirror_state_t;
@@ -71,7 +74,6 @@ typedef struct nl_mirror_entry { /* one static pod (internal) */
   char *mirror_uid;    /* the mirror pod's uid once seen; NULL otherwise */
   nl_mirror_state_t state;
   nl_kube_req_t *req;
-  bool dirty;          /* check again once the request in flight is done */
 } nl_mirror_entry_t;
 
 struct nl_mirror_manager {
@@ -82,6 +84,8 @@ struct nl_mirror_manager {
   uint64_t timeout_ms;
   nl_map_t pods;       /* key -> nl_mirror_entry_t (owned) */
   uv_timer_t timer;
+  nl_kube_req_t *list_req; /* the node's pods */
+  bool again;              /* list again once list_req is done */
   bool started, stopping;
   int pending;
   void (*done)(void *ctx);

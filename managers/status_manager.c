@@ -279,10 +279,7 @@ static void on_timer(uv_timer_t *t) {
     reconcile(sm);
     sm->next_reconcile_ms = now + sm->opts.sync_period_ms;
   }
-  nl_map_iter_t it;
-  void *v;
-  nl_map_iter_init(&it, &sm->pods);
-  while (nl_map_iter_next(&it, NULL, &v)) step(v);
+  nl_status_manager_sync(sm);
   schedule(sm);
 }
 
@@ -320,10 +317,7 @@ void nl_status_manager_init(nl_status_manager_t *sm, uv_loop_t *loop,
 void nl_status_manager_start(nl_status_manager_t *sm) {
   sm->started = true;
   sm->next_reconcile_ms = now_ms(sm) + sm->opts.sync_period_ms;
-  nl_map_iter_t it;
-  void *v;
-  nl_map_iter_init(&it, &sm->pods);
-  while (nl_map_iter_next(&it, NULL, &v)) step(v);
+  nl_status_manager_sync(sm);
   schedule(sm);
 }
 
@@ -417,6 +411,13 @@ void nl_status_manager_observe(nl_status_manager_t *sm, const char *namespace_,
     json_decref(e->api);
     e->api = status ? json_deep_copy(status) : json_object();
   }
+}
+
+void nl_status_manager_sync(nl_status_manager_t *sm) {
+  nl_map_iter_t it;
+  void *v;
+  nl_map_iter_init(&it, &sm->pods);
+  while (nl_map_iter_next(&it, NULL, &v)) step(v);
 }
 
 void nl_status_manager_remove(nl_status_manager_t *sm, const char *uid) {

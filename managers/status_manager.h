@@ -131,6 +131,8 @@ void nl_status_manager_set(nl_status_manager_t *sm, const nl_status_pod_t *pod,
  * resends ours when it differs. Unknown pods are ignored. */
 void nl_status_manager_observe(nl_status_manager_t *sm, const char *namespace_,
                                const char *name, const char *api_uid, const json_t *status);
+/* Tries every pod now (e.g. a mirror pod appeared). */
+void nl_status_manager_sync(nl_status_manager_t *sm);
 /* Forgets a pod (upstream RemoveOrphanedStatuses for one uid). */
 void nl_status_manager_remove(nl_status_manager_t *sm, const char *uid);
 /* The entry of a pod, or NULL. */

@@ -141,23 +141,8 @@ static const json_t *find_by_key(const json_t *list, const char *mk, const json_
   return NULL;
 }
 
-static int by_key_cmp(const void *a, const void *b, void *mk) {
-  const char *x = json_string_value(json_object_get(*(json_t *const *)a, mk));
-  const char *y = json_string_value(json_object_get(*(json_t *const *)b, mk));
-  return strcmp(x ? x : "", y ? y : "");
-}
-
-/* upstream sorts the elements of a merge-list patch by their key */
-static void sort_by_key(json_t *list, const char *mk) {
-  size_t n = json_array_size(list);
-  json_t **v = nl_xcalloc(n + 1, sizeof *v);
-  for (size_t i = 0; i < n; i++) v[i] = json_incref(json_array_get(list, i));
-  qsort_r(v, n, sizeof *v, by_key_cmp, (void *)mk);
-  json_array_clear(list);
-  for (size_t i = 0; i < n; i++) json_array_append_new(list, v[i]);
-  free(v);
-}
-
+/* The changed elements go in their new order (the apiserver checks it against
+ * $setElementOrder), the deletions after them. */
 static void diff_merge_list(json_t *patch, const char *field, const char *mk, const json_t *old,
                             const json_t *new_) {
   json_t *items = json_array(), *order = json_array();
@@ -184,7 +169,6 @@ static void diff_merge_list(json_t *patch, const char *field, const char *mk, co
     if (kv) json_object_set(d, mk, (json_t *)kv);
     json_array_append_new(items, d);
   }
-  sort_by_key(items, mk);
   char *order_key = nl_xasprintf("$setElementOrder/%s", field);
   json_object_set_new(patch, order_key, order);
   free(order_key);

@@ -84,6 +84,17 @@ static void assert_req(size_t i, const char *method, const char *path) {
   "{\"metadata\":{\"name\":\"web-n1\",\"namespace\":\"edge\",\"uid\":\"" uid "\",\"annotations\":" \
   "{\"kubernetes.io/config.mirror\":\"" hash "\"}" extra "}}"
 
+#define LIST "/api/v1/pods?fieldSelector=spec.nodeName%3Dn1"
+
+/* A sync round that lists one pod. */
+static void list_of(fx_t *f, size_t i, const char *pod) {
+  nl_mirror_manager_sync(&f->mm);
+  assert_req(i, "GET", LIST);
+  char items[600];
+  snprintf(items, sizeof items, "{\"items\":[%s]}", pod);
+  fake_respond(req(i), 200, items);
+}
+
 static void create_recreate_and_delete(void **state) {
   (void)state;
   fx_t f = {.node_uid = ""};
@@ -97,52 +108,55 @@ static void create_recreate_and_delete(void **state) {
   char mirror_ok[512];
   snprintf(mirror_ok, sizeof mirror_ok, MIRROR("m1", "%s", ""), hash);
   nl_mirror_manager_set(&f.mm, p);
-  uv_run(&f.loop, UV_RUN_NOWAIT);
-  assert_int_equal(fake_nreqs, 0); /* the Node is not registered yet */
+  assert_req(0, "GET", LIST);
+  fake_respond(req(0), 200, "{\"items\":[]}");
+  assert_int_equal(fake_nreqs, 1); /* the Node is not registered yet */
   f.node_uid = "node-uid";
   nl_mirror_manager_sync(&f.mm);
-  assert_req(0, "GET", "/api/v1/namespaces/edge/pods/web-n1");
-  fake_respond(req(0), 404, "{\"kind\":\"Status\",\"reason\":\"NotFound\",\"code\":404}");
-  assert_req(1, "POST", "/api/v1/namespaces/edge/pods");
-  assert_non_null(strstr(req(1)->body, "\"uid\":\"node-uid\""));
+  assert_req(1, "GET", LIST);
+  fake_respond(req(1), 200, "{\"items\":[]}");
+  assert_req(2, "POST", "/api/v1/namespaces/edge/pods");
+  assert_non_null(strstr(req(2)->body, "\"uid\":\"node-uid\""));
   assert_null(nl_mirror_manager_uid(&f.mm, "edge", "web-n1"));
-  fake_respond(req(1), 201, mirror_ok);
+  fake_respond(req(2), 201, mirror_ok);
   assert_string_equal(nl_mirror_manager_uid(&f.mm, "edge", "web-n1"), "m1");
   /* in place: nothing to do */
-  nl_mirror_manager_sync(&f.mm);
-  fake_respond(req(2), 200, mirror_ok);
-  assert_int_equal(fake_nreqs, 3);
+  list_of(&f, 3, mirror_ok);
+  assert_int_equal(fake_nreqs, 4);
   /* outdated: deleted with its uid, then created again */
-  nl_mirror_manager_sync(&f.mm);
-  fake_respond(req(3), 200, MIRROR("m0", "old-hash", ""));
-  assert_req(4, "DELETE", "/api/v1/namespaces/edge/pods/web-n1");
-  assert_string_equal(req(4)->body, "{\"kind\":\"DeleteOptions\",\"apiVersion\":\"v1\","
+  list_of(&f, 4, MIRROR("m0", "old-hash", ""));
+  assert_req(5, "DELETE", "/api/v1/namespaces/edge/pods/web-n1");
+  assert_string_equal(req(5)->body, "{\"kind\":\"DeleteOptions\",\"apiVersion\":\"v1\","
                                     "\"gracePeriodSeconds\":0,\"preconditions\":{\"uid\":\"m0\"}}");
-  fake_respond(req(4), 200, "{}");
-  assert_req(5, "POST", "/api/v1/namespaces/edge/pods");
-  fake_respond(req(5), 201, mirror_ok);
+  fake_respond(req(5), 200, "{}");
+  assert_req(6, "POST", "/api/v1/namespaces/edge/pods");
+  fake_respond(req(6), 201, mirror_ok);
   /* being deleted (kubectl delete): replaced */
-  nl_mirror_manager_sync(&f.mm);
   char dying[512];
   snprintf(dying, sizeof dying, MIRROR("m1", "%s", ",\"deletionTimestamp\":\"2024-01-01T00:00:00Z\""), hash);
-  fake_respond(req(6), 200, dying);
-  assert_req(7, "DELETE", "/api/v1/namespaces/edge/pods/web-n1");
-  fake_respond(req(7), 404, "{\"kind\":\"Status\",\"reason\":\"NotFound\",\"code\":404}");
-  assert_req(8, "POST", "/api/v1/namespaces/edge/pods");
-  fake_respond(req(8), 201, mirror_ok);
+  list_of(&f, 7, dying);
+  assert_req(8, "DELETE", "/api/v1/namespaces/edge/pods/web-n1");
+  fake_respond(req(8), 404, "{\"kind\":\"Status\",\"reason\":\"NotFound\",\"code\":404}");
+  assert_req(9, "POST", "/api/v1/namespaces/edge/pods");
+  fake_respond(req(9), 201, mirror_ok);
+  /* a pod of that name that is no mirror pod is left alone */
+  list_of(&f, 10, "{\"metadata\":{\"name\":\"web-n1\",\"namespace\":\"edge\",\"uid\":\"x\"}}");
+  assert_int_equal(fake_nreqs, 11);
   /* the static pod goes: its mirror pod goes */
   nl_mirror_manager_remove(&f.mm, "edge", "web-n1");
   assert_null(nl_mirror_manager_uid(&f.mm, "edge", "web-n1"));
-  assert_req(9, "GET", "/api/v1/namespaces/edge/pods/web-n1");
-  fake_respond(req(9), 200, mirror_ok);
-  assert_req(10, "DELETE", "/api/v1/namespaces/edge/pods/web-n1");
-  assert_non_null(strstr(req(10)->body, "{\"uid\":\"m1\"}"));
-  fake_respond(req(10), 200, "{}");
+  char items[600];
+  snprintf(items, sizeof items, "{\"items\":[%s]}", mirror_ok);
+  assert_req(11, "GET", LIST);
+  fake_respond(req(11), 200, items);
+  assert_req(12, "DELETE", "/api/v1/namespaces/edge/pods/web-n1");
+  assert_non_null(strstr(req(12)->body, "{\"uid\":\"m1\"}"));
+  fake_respond(req(12), 200, "{}");
   nl_mirror_manager_sync(&f.mm);
-  assert_int_equal(fake_nreqs, 11); /* forgotten */
+  assert_int_equal(fake_nreqs, 13); /* forgotten: nothing to list */
   /* stop with a request in flight */
   nl_mirror_manager_set(&f.mm, p);
-  assert_int_equal(fake_nreqs, 12);
+  assert_int_equal(fake_nreqs, 14);
   nl_mirror_manager_stop(&f.mm, on_stopped, &f);
   fake_settle();
   uv_run(&f.loop, UV_RUN_DEFAULT);

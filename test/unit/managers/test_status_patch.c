@@ -79,7 +79,7 @@ static void first_patch_carries_the_whole_status(void **state) {
                "{\"metadata\":{\"uid\":\"u-1\"},\"status\":{\"phase\":\"Pending\"}}");
 }
 
-/* A new sandbox: the old IP is deleted from podIPs by its key, the new one added;
+/* A new sandbox: the new IP is added to podIPs, the old one deleted by its key;
  * a message the kubelet no longer sets is cleared with null; the container
  * statuses list is replaced whole (it has no patch strategy). */
 static void ip_change_removed_field_and_atomic_lists(void **state) {
@@ -92,8 +92,8 @@ static void ip_change_removed_field_and_atomic_lists(void **state) {
       "\"containerStatuses\":[{\"name\":\"a\",\"ready\":false},{\"name\":\"b\",\"ready\":true}]}",
       "{\"metadata\":{\"uid\":\"u-2\"},\"status\":{\"$setElementOrder/podIPs\":[{\"ip\":\"10.88.0.9\"}],"
       "\"containerStatuses\":[{\"name\":\"a\",\"ready\":false},{\"name\":\"b\",\"ready\":true}],"
-      "\"message\":null,\"podIP\":\"10.88.0.9\",\"podIPs\":[{\"$patch\":\"delete\",\"ip\":\"10.88.0.7\"},"
-      "{\"ip\":\"10.88.0.9\"}]}}");
+      "\"message\":null,\"podIP\":\"10.88.0.9\",\"podIPs\":[{\"ip\":\"10.88.0.9\"},"
+      "{\"$patch\":\"delete\",\"ip\":\"10.88.0.7\"}]}}");
 }
 
 /* A condition that goes away is deleted by type; one that changes only its
@@ -110,6 +110,18 @@ static void condition_removed_and_reordered(void **state) {
                "{\"conditions\":[" COND("Ready", "True", T1) "," COND("Initialized", "True", T1) "]}",
                "{\"metadata\":{\"uid\":\"u-3\"},\"status\":{\"$setElementOrder/conditions\":[{\"type\":"
                "\"Ready\"},{\"type\":\"Initialized\"}]}}");
+}
+
+/* New elements keep their order: the apiserver rejects a patch list whose order
+ * differs from $setElementOrder's. */
+static void new_conditions_in_their_order(void **state) {
+  (void)state;
+  assert_patch("u-4", "{}",
+               "{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"},"
+               "{\"type\":\"Initialized\",\"status\":\"True\"}]}",
+               "{\"metadata\":{\"uid\":\"u-4\"},\"status\":{\"$setElementOrder/conditions\":[{\"type\":"
+               "\"Ready\"},{\"type\":\"Initialized\"}],\"conditions\":[{\"status\":\"True\",\"type\":"
+               "\"Ready\"},{\"status\":\"True\",\"type\":\"Initialized\"}]}}");
 }
 
 /* Conditions and fields of others survive; the kubelet's own are replaced. */
@@ -199,6 +211,7 @@ int main(void) {
       cmocka_unit_test(first_patch_carries_the_whole_status),
       cmocka_unit_test(ip_change_removed_field_and_atomic_lists),
       cmocka_unit_test(condition_removed_and_reordered),
+      cmocka_unit_test(new_conditions_in_their_order),
       cmocka_unit_test(merge_keeps_what_others_own),
       cmocka_unit_test(terminal_phase_never_goes_back),
       cmocka_unit_test(equality_as_the_kubelet_sees_it),
