@@ -12,12 +12,14 @@
 #include "agent/kube/kubeconfig.h"
 #include "agent/server.h"
 #include "cri/conn.h"
+#include "managers/mirror.h"
 #include "managers/node.h"
 #include "managers/pleg.h"
 #include "managers/pod_manager.h"
 #include "managers/pod_workers.h"
 #include "managers/probe.h"
 #include "managers/runtime.h"
+#include "managers/status_manager.h"
 #include "reactor/list.h"
 #include "sources/apiserver.h"
 #include "sources/config.h"
@@ -61,12 +63,6 @@ struct nl_kubelet {
   int cri_users;               /* runtime and pleg still stopping: the CRI
                                 * client is stopped after them */
   nl_map_t pod_states;         /* uid -> status, reasons, last sync */
-  /* Told when a pod's worker finished: its containers are stopped, and for a pod
-   * being deleted, removed with its sandbox (the status manager's cue to delete
-   * the API object with grace 0; nl_pod_workers_could_have_running_containers
-   * asks the same). NULL: nobody listens. */
-  void (*pod_finished)(void *ctx, const char *uid);
-  void *pod_finished_ctx;
   nl_map_t orphans;            /* uid -> housekeeping kill in flight */
   uv_fs_t pods_dir_scan;       /* <root-dir>/pods, for orphaned pod directories */
   bool pods_dir_scanning;
@@ -95,6 +91,10 @@ struct nl_kubelet {
   nl_node_t node;            /* a CRI user */
   nl_node_taint_t *taints;   /* --register-with-taints, owned */
   size_t n_taints;
+  nl_status_manager_t statuses; /* pod statuses to the API (with node_up) */
+  nl_mirror_manager_t mirrors;  /* static pods' mirror pods (with node_up) */
+  int api_users_stopping;       /* of statuses and mirrors: the node manager
+                                 * stops after them */
 };
 
 /* kc: the loaded kubeconfig (borrowed; outlives the kubelet), or NULL to run

@@ -1,9 +1,10 @@
 /* The agent's cluster membership: with a kubeconfig, the API client, the API pod
- * source and the node manager (registration, node status, the Lease). Without
- * one, nothing: the agent runs standalone. The node manager is a CRI user (it
- * asks the runtime for Status, Version and images), so it stops before the CRI
- * client; the API client stops after the node manager and the API source, which
- * cancel their requests first. */
+ * source, the node manager (registration, node status, the Lease), the status
+ * manager and the mirror pods. Without one, nothing: the agent runs standalone.
+ * The node manager is a CRI user (it asks the runtime for Status, Version and
+ * images), so it stops before the CRI client; the status and mirror managers
+ * stop before the node manager (they read its Node); the API client stops after
+ * every user of it has cancelled its requests. */
 #include "agent/kubelet_node.h"
 
 #include <assert.h>
@@ -19,6 +20,16 @@ static bool pleg_healthy(void *ctx, int64_t now_ns, nl_err_t **err) {
   nl_kubelet_t *k = container_of((nl_cri_client_t *)ctx, nl_kubelet_t, cri);
   return nl_pleg_healthy(&k->pleg, now_ns, err);
 }
+
+static const char *mirror_uid(void *ctx, const char *ns, const char *name) {
+  nl_kubelet_t *k = ctx;
+  return nl_mirror_manager_uid(&k->mirrors, ns, name);
+}
+
+static const char *node_uid(void *ctx) { return nl_node_uid(&((nl_kubelet_t *)ctx)->node); }
+
+/* A new mirror pod: its static pod's status goes there now. */
+static void mirror_created(void *ctx) { nl_status_manager_sync(&((nl_kubelet_t *)ctx)->statuses); }
 
 static void free_taints(nl_kubelet_t *k) {
   for (size_t i = 0; i < k->n_taints; i++) {
@@ -103,6 +114,11 @@ int nl__kubelet_node_init(nl_kubelet_t *k, const nl_kubeconfig_t *kc, nl_err_t *
   if (nl_node_init(&k->node, k->loop, &o, &d, err) < 0) return -1;
   k->node_up = true;
   k->cri_users++;
+  nl_status_manager_deps_t sd = {.kube = k->kube, .mirror_uid = mirror_uid, .ctx = k};
+  nl_status_manager_init(&k->statuses, k->loop, &sd, NULL);
+  nl_mirror_deps_t md = {.kube = k->kube, .node_uid = node_uid, .created = mirror_created,
+                         .ctx = k};
+  nl_mirror_manager_init(&k->mirrors, k->loop, &md, k->node_name, 0);
   return 0;
 }
 
@@ -114,6 +130,8 @@ void nl__kubelet_node_start(nl_kubelet_t *k) {
   nl_info("joining the cluster at %s as node %s", nl_kube_client_server(k->kube), k->node_name);
   nl_node_start(&k->node);
   nl_api_source_start(k->api_source);
+  nl_status_manager_start(&k->statuses);
+  nl_mirror_manager_start(&k->mirrors);
 }
 
 static void on_kube_stopped(void *ctx) { nl__kubelet_release(ctx); }
@@ -138,6 +156,13 @@ static void on_node_stopped(nl_node_t *n) {
   nl__kubelet_cri_user_stopped(k);
 }
 
+/* The status and mirror managers have cancelled their requests: the node
+ * manager goes next. */
+static void on_api_user_stopped(void *ctx) {
+  nl_kubelet_t *k = ctx;
+  if (--k->api_users_stopping == 0) nl_node_stop(&k->node, on_node_stopped);
+}
+
 static void on_api_source_stopped(void *ctx) {
   nl_kubelet_t *k = ctx;
   kube_user_stopped(k);
@@ -155,7 +180,9 @@ void nl__kubelet_node_stop(nl_kubelet_t *k) {
   }
   if (k->node_up) {
     k->kube_users++;
-    nl_node_stop(&k->node, on_node_stopped);
+    k->api_users_stopping = 2;
+    nl_status_manager_stop(&k->statuses, on_api_user_stopped, k);
+    nl_mirror_manager_stop(&k->mirrors, on_api_user_stopped, k);
   } else {
     free_taints(k);
   }

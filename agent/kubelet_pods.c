@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "managers/admission.h"
 #include "managers/status.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
@@ -200,11 +201,36 @@ static nl_pod_status_t *generate(nl_kubelet_t *k, const nl_pod_t *pod, pod_state
   return st;
 }
 
+/* A pod from a file or URL (upstream kubetypes.IsStaticPod: any source but the
+ * API server). */
+static bool pod_is_static(const nl_pod_t *pod) {
+  const char *src = nl_kvlist_get(&pod->metadata.annotations, NL_ANNOTATION_CONFIG_SOURCE);
+  return !src || strcmp(src, "api") != 0;
+}
+
+/* The status manager's view of a pod. finished: its worker has terminated it
+ * and no container can run any more (upstream podIsFinished); a deleted pod is
+ * then deleted from the API. */
+static void report_status(nl_kubelet_t *k, const nl_pod_t *pod, const nl_pod_status_t *st,
+                          bool finished) {
+  if (!k->node_up) return;
+  nl_status_pod_t sp = {
+      .uid = pod->metadata.uid,
+      .namespace_ = pod->metadata.namespace_,
+      .name = pod->metadata.name,
+      .is_static = pod_is_static(pod),
+      .deleting = pod->metadata.deletion_timestamp != NULL,
+      .finished = finished,
+  };
+  nl_status_manager_set(&k->statuses, &sp, st);
+}
+
 static bool refresh_status(nl_kubelet_t *k, const nl_pod_t *pod, bool terminal) {
   pod_state_t *ps = state_get(k, pod->metadata.uid);
   nl_pod_status_t *st = generate(k, pod, ps, terminal);
   nl_pod_status_free(ps->status);
   ps->status = st;
+  report_status(k, pod, st, false);
   return st->phase == NL_POD_SUCCEEDED || st->phase == NL_POD_FAILED;
 }
 
@@ -232,29 +258,40 @@ void nl__kubelet_pods_json(void *ctx, nl_buf_t *out) {
 
 /* ---- source updates (upstream HandlePodAdditions/Updates/Removes) ---- */
 
-/* upstream canAdmitPod, the part that applies on an edge node: maxPods. */
+/* upstream canAdmitPod with the predicate admit handler (managers/admission.h)
+ * against the Node as the API server has it, or, standalone, as the
+ * configuration describes it; the other pods are those admitted and not
+ * terminating. */
 static bool admit(nl_kubelet_t *k, const nl_pod_t *pod) {
-  size_t active = 0;
-  size_t n;
+  size_t n, active = 0;
   const nl_pod_t **pods = nl_pod_manager_list(&k->pods, &n);
   for (size_t i = 0; i < n; i++) {
     if (strcmp(pods[i]->metadata.uid, pod->metadata.uid) == 0) continue;
     pod_state_t *ps = nl_map_get(&k->pod_states, pods[i]->metadata.uid);
     if (ps && ps->rejected_reason) continue;
     if (nl_pod_workers_is_terminating(&k->workers, pods[i]->metadata.uid)) continue;
-    active++;
+    pods[active++] = pods[i];
   }
+  nl_admit_node_t node;
+  const json_t *obj = k->node_up ? nl_node_object(&k->node) : NULL;
+  if (obj)
+    nl_admit_node_from_json(&node, obj);
+  else
+    nl_admit_node_local(&node, k->node_name, k->cfg->max_pods);
+  nl_admit_pods_t others = {pods, active};
+  nl_admit_result_t r = {0};
+  bool ok = nl_admit_pod(&node, pod, &others, pod_is_static(pod), &r);
+  nl_admit_node_free(&node);
   free(pods);
-  if ((int64_t)active < k->cfg->max_pods) return true;
+  if (ok) return true;
   pod_state_t *ps = state_get(k, pod->metadata.uid);
   free(ps->rejected_reason);
   free(ps->rejected_message);
-  ps->rejected_reason = nl_xstrdup("OutOfpods");
-  ps->rejected_message = nl_xasprintf(
-      "Pod was rejected: Node didn't have enough resource: pods, requested: 1, used: %zu, capacity: %d",
-      active, k->cfg->max_pods);
-  nl_warn("pod %s/%s rejected: %s", pod->metadata.namespace_, pod->metadata.name,
-          ps->rejected_message);
+  ps->rejected_reason = nl_xstrdup(r.reason);
+  ps->rejected_message = nl_xasprintf("Pod was rejected: %s", r.message);
+  nl_admit_result_free(&r);
+  nl_warn("pod %s/%s rejected: %s: %s", pod->metadata.namespace_, pod->metadata.name,
+          ps->rejected_reason, ps->rejected_message);
   refresh_status(k, pod, true);
   return false;
 }
@@ -283,6 +320,7 @@ void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t 
     switch (op) {
     case NL_POD_ADD:
       nl_pod_manager_set(&k->pods, pod);
+      if (k->node_up && pod_is_static(pod)) nl_mirror_manager_set(&k->mirrors, pod);
       if (pod->metadata.deletion_timestamp) { /* deleted while the agent was away */
         nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, -1);
       } else if (admit(k, pod)) {
@@ -292,6 +330,7 @@ void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t 
       break;
     case NL_POD_UPDATE:
       nl_pod_manager_set(&k->pods, pod);
+      if (k->node_up && pod_is_static(pod)) nl_mirror_manager_set(&k->mirrors, pod);
       nl_pod_workers_update(&k->workers, pod, NL_SYNC_UPDATE, -1);
       break;
     case NL_POD_DELETE:
@@ -306,6 +345,13 @@ void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t 
       break;
     case NL_POD_REMOVE:
       nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, -1);
+      if (k->node_up && pod_is_static(pod)) {
+        /* a changed manifest is a new pod of the same name: its mirror stays */
+        const nl_pod_t *cur = nl_pod_manager_get_by_name(&k->pods, pod->metadata.namespace_,
+                                                         pod->metadata.name);
+        if (!cur || strcmp(cur->metadata.uid, pod->metadata.uid) == 0)
+          nl_mirror_manager_remove(&k->mirrors, pod->metadata.namespace_, pod->metadata.name);
+      }
       nl_pod_manager_remove(&k->pods, pod->metadata.uid);
       if (k->probes_up) nl_probe_manager_remove_pod(&k->probes, pod->metadata.uid);
       break;
@@ -474,7 +520,12 @@ static void sync_terminated(nl_pod_work_t *w, void *ctx) {
 
 static void pod_finished(const char *uid, void *ctx) {
   nl_kubelet_t *k = ctx;
-  if (k->pod_finished) k->pod_finished(k->pod_finished_ctx, uid);
+  /* A deleted API pod whose containers are gone: its final status, then the
+   * status manager deletes its API object. */
+  const nl_pod_t *pod = nl_pod_manager_get(&k->pods, uid);
+  pod_state_t *ps = pod ? nl_map_get(&k->pod_states, uid) : NULL;
+  if (pod && ps && ps->status && pod->metadata.deletion_timestamp)
+    report_status(k, pod, ps->status, true);
 }
 
 const nl_pod_syncer_t nl__kubelet_syncer = {sync_pod, sync_terminating, sync_terminated,
@@ -597,6 +648,7 @@ void nl__kubelet_pods_housekeeping(nl_kubelet_t *k) {
   while (nl_map_iter_next(&it, &uid, NULL)) {
     if (nl_pod_manager_get(&k->pods, uid) || nl_pod_workers_get(&k->workers, uid)) continue;
     state_free(nl_map_del(&k->pod_states, uid));
+    if (k->node_up) nl_status_manager_remove(&k->statuses, uid);
   }
 }
 

@@ -30,6 +30,7 @@ static void set_state(nl_node_t *n, nl_node_state_t s) {
   n->state = s;
 }
 
+const json_t *nl_node_object(const nl_node_t *n) { return n->prev ? n->prev : n->initial; }
 const char *nl_node_uid(const nl_node_t *n) { return n->uid ? n->uid : ""; }
 bool nl_node_ready(const nl_node_t *n) { return n->ready; }
 

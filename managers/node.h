@@ -188,6 +188,9 @@ void nl_node_start(nl_node_t *n);
  * flight, frees what n owns and calls done_cb (may be NULL). Idempotent. */
 void nl_node_stop(nl_node_t *n, nl_node_done_cb done_cb);
 
+/* The Node as last read from the API server, else the registration body, else
+ * NULL (borrowed until the next status round). */
+const json_t *nl_node_object(const nl_node_t *n);
 /* The Node's uid ("" until known), and whether the last status said Ready. */
 const char *nl_node_uid(const nl_node_t *n);
 bool nl_node_ready(const nl_node_t *n);

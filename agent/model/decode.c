@@ -659,6 +659,46 @@ static void toleration(dec_t *d, const nl_tnode_t *n, nl_toleration_t *t) {
   END_FIELDS
 }
 
+static void selector_req(dec_t *d, const nl_tnode_t *n, nl_node_selector_req_t *r) {
+  FIELDS(n)
+  F("key") r->key = str(d, v);
+  F("operator") r->operator_ = str(d, v);
+  F("values") strlist(d, v, &r->values);
+  END_FIELDS
+}
+
+static void selector_term(dec_t *d, const nl_tnode_t *n, nl_node_selector_term_t *t) {
+  FIELDS(n)
+  F("matchExpressions") SEQ(v, t->match_expressions, t->n_match_expressions, selector_req);
+  F("matchFields") SEQ(v, t->match_fields, t->n_match_fields, selector_req);
+  END_FIELDS
+}
+
+static void node_selector(dec_t *d, const nl_tnode_t *n, nl_node_selector_t *s) {
+  FIELDS(n)
+  F("nodeSelectorTerms") SEQ(v, s->terms, s->n_terms, selector_term);
+  END_FIELDS
+}
+
+static void node_affinity(dec_t *d, const nl_tnode_t *n, nl_pod_spec_t *s) {
+  FIELDS(n)
+  F("requiredDuringSchedulingIgnoredDuringExecution")
+    OBJ(v, s->required_node_affinity, node_selector);
+  END_FIELDS
+}
+
+static void affinity(dec_t *d, const nl_tnode_t *n, nl_pod_spec_t *s) {
+  FIELDS(n)
+  F("nodeAffinity") if (v->kind == NL_T_MAP) node_affinity(d, v, s);
+  END_FIELDS
+}
+
+static void pod_os(dec_t *d, const nl_tnode_t *n, nl_pod_spec_t *s) {
+  FIELDS(n)
+  F("name") s->os_name = str(d, v);
+  END_FIELDS
+}
+
 static void host_alias(dec_t *d, const nl_tnode_t *n, nl_host_alias_t *h) {
   FIELDS(n)
   F("ip") h->ip = str(d, v);
@@ -721,6 +761,8 @@ static void pod_spec(dec_t *d, const nl_tnode_t *n, nl_pod_spec_t *s) {
   F("runtimeClassName") s->runtime_class_name = str(d, v);
   F("enableServiceLinks") get_tri(d, v, &s->enable_service_links);
   F("overhead") resource_list(d, v, &s->overhead);
+  F("affinity") if (v->kind == NL_T_MAP) affinity(d, v, s);
+  F("os") if (v->kind == NL_T_MAP) pod_os(d, v, s);
   END_FIELDS
 }
 

@@ -466,6 +466,27 @@ static void toleration(jw_t *w, const nl_toleration_t *t) {
   o64(w, "tolerationSeconds", t->toleration_seconds);
 }
 
+static void selector_req(jw_t *w, const nl_node_selector_req_t *r) {
+  s_always(w, "key", r->key);
+  s_always(w, "operator", r->operator_);
+  strlist(w, "values", &r->values);
+}
+
+static void selector_term(jw_t *w, const nl_node_selector_term_t *t) {
+  LIST("matchExpressions", t->match_expressions, t->n_match_expressions, selector_req);
+  LIST("matchFields", t->match_fields, t->n_match_fields, selector_req);
+}
+
+static void node_selector(jw_t *w, const nl_node_selector_t *s) {
+  ARR_BEGIN("nodeSelectorTerms");
+  for (size_t i = 0; i < s->n_terms; i++) {
+    OBJ_BEGIN(NULL);
+    selector_term(w, &s->terms[i]);
+    OBJ_END();
+  }
+  ARR_END();
+}
+
 static void host_alias(jw_t *w, const nl_host_alias_t *h) {
   s_(w, "ip", h->ip);
   strlist(w, "hostnames", &h->hostnames);
@@ -525,6 +546,13 @@ static void spec(jw_t *w, const nl_pod_spec_t *s) {
   LIST("imagePullSecrets", s->image_pull_secrets.items, s->image_pull_secrets.n, pull_secret);
   s_(w, "hostname", s->hostname);
   s_(w, "subdomain", s->subdomain);
+  if (s->required_node_affinity) {
+    OBJ_BEGIN("affinity");
+    OBJ_BEGIN("nodeAffinity");
+    SUB("requiredDuringSchedulingIgnoredDuringExecution", s->required_node_affinity, node_selector);
+    OBJ_END();
+    OBJ_END();
+  }
   s_(w, "schedulerName", s->scheduler_name);
   LIST("tolerations", s->tolerations, s->n_tolerations, toleration);
   LIST("hostAliases", s->host_aliases, s->n_host_aliases, host_alias);
@@ -534,6 +562,11 @@ static void spec(jw_t *w, const nl_pod_spec_t *s) {
   s_(w, "runtimeClassName", s->runtime_class_name);
   t_(w, "enableServiceLinks", s->enable_service_links);
   reslist(w, "overhead", &s->overhead);
+  if (s->os_name) {
+    OBJ_BEGIN("os");
+    s_always(w, "name", s->os_name);
+    OBJ_END();
+  }
 }
 
 static void metadata(jw_t *w, const nl_object_meta_t *m) {

@@ -393,6 +393,26 @@ typedef struct nl_toleration {
   nl_opt_i64_t toleration_seconds;
 } nl_toleration_t;
 
+/* A NodeSelector (affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution):
+ * its terms are ORed, the requirements of a term ANDed. */
+typedef struct nl_node_selector_req {
+  char *key;       /* a label key, or "metadata.name" in matchFields */
+  char *operator_; /* In, NotIn, Exists, DoesNotExist, Gt, Lt */
+  nl_strlist_t values;
+} nl_node_selector_req_t;
+
+typedef struct nl_node_selector_term {
+  nl_node_selector_req_t *match_expressions;
+  size_t n_match_expressions;
+  nl_node_selector_req_t *match_fields;
+  size_t n_match_fields;
+} nl_node_selector_term_t;
+
+typedef struct nl_node_selector {
+  nl_node_selector_term_t *terms;
+  size_t n_terms;
+} nl_node_selector_t;
+
 typedef struct nl_host_alias {
   char *ip;
   nl_strlist_t hostnames;
@@ -444,6 +464,10 @@ typedef struct nl_pod_spec {
   char *runtime_class_name;
   nl_tristate_t enable_service_links; /* defaulted to true */
   nl_resource_list_t overhead;
+  /* Of affinity, what a node checks at admission: the required node affinity
+   * (preferred terms and pod (anti-)affinity are the scheduler's and dropped). */
+  nl_node_selector_t *required_node_affinity;
+  char *os_name; /* spec.os.name; NULL when unset */
 } nl_pod_spec_t;
 
 /* ---- status, as the API server has it ---- */

@@ -9,6 +9,7 @@
 
 typedef struct fake_req {
   char *method, *path;
+  char *body, *content_type; /* NULL when none */
   nl_kube_head_fn on_head;
   nl_kube_data_fn on_data;
   nl_kube_done_fn cb;

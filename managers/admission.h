@@ -1,0 +1,90 @@
+/* Pod admission (upstream pkg/kubelet/lifecycle/predicate.go, the predicate
+ * admit handler, and the scheduler filters it runs through AdmissionCheck:
+ * noderesources Fits, nodeaffinity, nodename, nodeports; then tainttoleration
+ * for NoExecute taints). Pure functions of the pod, the Node and the pods
+ * already admitted.
+ *
+ * A rejection has upstream's reason and message: "OutOfcpu" with "Node didn't
+ * have enough resource: cpu, requested: 2000, used: 0, capacity: 1000",
+ * "NodeAffinity" with "Predicate NodeAffinity failed: node(s) didn't match
+ * Pod's node affinity/selector", ... The kubelet reports it as phase Failed with
+ * the message prefixed "Pod was rejected: " (upstream rejectPod). */
+#ifndef NL_ADMISSION_H
+#define NL_ADMISSION_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "agent/model/pod.h"
+
+/* What admission needs of the Node. Owned strings; free with nl_admit_node_free. */
+typedef struct nl_admit_taint {
+  char *key, *value, *effect;
+} nl_admit_taint_t;
+
+typedef struct nl_admit_node {
+  char *name;
+  nl_kv_t *labels; /* sorted by key */
+  size_t n_labels;
+  nl_admit_taint_t *taints;
+  size_t n_taints;
+  /* status.allocatable; -1 when the Node does not say (then nothing is checked
+   * against that resource). cpu in millicores. */
+  int64_t cpu_milli, memory, ephemeral_storage, pods;
+} nl_admit_node_t;
+
+/* From a v1 Node object (metadata.name and labels, spec.taints,
+ * status.allocatable). Bad or missing fields leave their defaults (no labels, no
+ * taints, -1). */
+void nl_admit_node_from_json(nl_admit_node_t *out, const json_t *node);
+/* A Node known only from the configuration (standalone, or before the first
+ * registration): name, the kubernetes.io/hostname, os and arch labels, and
+ * max_pods. */
+void nl_admit_node_local(nl_admit_node_t *out, const char *name, int64_t max_pods);
+void nl_admit_node_free(nl_admit_node_t *n);
+/* The label's value, or NULL. */
+const char *nl_admit_node_label(const nl_admit_node_t *n, const char *key);
+
+/* A rejection: reason is static, message owned (free it). */
+typedef struct nl_admit_result {
+  const char *reason;
+  char *message;
+} nl_admit_result_t;
+
+/* The pods the node runs already (borrowed). */
+typedef struct nl_admit_pods {
+  const nl_pod_t *const *items;
+  size_t n;
+} nl_admit_pods_t;
+
+/* upstream predicateAdmitHandler.Admit: the OS label and field first, then the
+ * general filters in upstream's order, the first failure being the reason;
+ * taints are not checked for static pods. Returns true when admitted; false
+ * with *out filled otherwise. */
+bool nl_admit_pod(const nl_admit_node_t *node, const nl_pod_t *pod, const nl_admit_pods_t *others,
+                  bool is_static, nl_admit_result_t *out);
+void nl_admit_result_free(nl_admit_result_t *r);
+
+/* ---- the predicates (true: passes) ---- */
+
+/* The pod's requests as the scheduler sums them (resource helpers
+ * PodRequests): max(containers + sidecars, each init container + the sidecars
+ * before it) + overhead; cpu in millicores, others in units. */
+int64_t nl_admit_pod_request(const nl_pod_t *pod, const char *resource);
+/* noderesources Fits: pods, cpu, memory, ephemeral-storage, the first that does
+ * not fit. */
+bool nl_admit_fits(const nl_admit_node_t *node, const nl_pod_t *pod, const nl_admit_pods_t *others,
+                   nl_admit_result_t *out);
+/* nodeSelector and the required node affinity against the Node's labels (and
+ * metadata.name for matchFields). */
+bool nl_admit_node_affinity(const nl_admit_node_t *node, const nl_pod_t *pod);
+/* spec.nodeName, when set, is this node. */
+bool nl_admit_node_name(const nl_admit_node_t *node, const nl_pod_t *pod);
+/* No host port (protocol, hostIP, hostPort) of the pod is used by another;
+ * 0.0.0.0 conflicts with every address. */
+bool nl_admit_host_ports(const nl_pod_t *pod, const nl_admit_pods_t *others);
+/* Every NoExecute taint of the Node is tolerated (ToleratesTaint). */
+bool nl_admit_taints(const nl_admit_node_t *node, const nl_pod_t *pod);
+
+#endif
