@@ -22,10 +22,13 @@
 #define BUSYBOX "localhost/busybox:latest"
 
 /* Output of the running container: stdout and stderr lines, a line longer than
- * containerd's 16 KiB record limit (written as partial records), then more. */
+ * containerd's 16 KiB record limit (written as partial records), then more.
+ * containerd copies stdout and stderr to the log separately, so the stderr
+ * line could land after line-a; the pause keeps the last two records line-a
+ * and line-b, which the --tail checks read. */
 #define SCRIPT                                                                       \
   "echo hello-out; echo hello-err >&2; head -c 40000 /dev/zero | tr '\\0' x; echo; " \
-  "echo line-a; echo line-b; exec sleep 1000"
+  "sleep 0.5; echo line-a; echo line-b; exec sleep 1000"
 
 static char *container(const char *sandbox_id, Runtime__V1__PodSandboxConfig *cfg, const char *name,
                        const char *script, bool start) {
