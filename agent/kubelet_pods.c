@@ -500,6 +500,10 @@ static void on_terminated_status(const nl_rt_pod_status_t *st, void *ctx) {
     on_removed(&(nl_sync_result_t){0}, c);
     return;
   }
+  /* The pod's final status (upstream syncTerminatedPod), from the runtime as it
+   * is now, with every container stopped and before they are removed: a
+   * terminal phase, which a deleted pod needs before its API object goes. */
+  if (nl_pod_manager_get(&c->k->pods, c->w->uid)) refresh_status(c->k, c->w->pod, true);
   nl_runtime_remove_pod(&c->k->runtime, st, true, on_removed, c);
 }
 

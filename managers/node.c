@@ -207,11 +207,27 @@ static void on_timer(uv_timer_t *t) {
   step(n);
 }
 
+/* What is kept of the Node between rounds (nl_node_object: admission reads its
+ * name, labels, taints and allocatable): the rest (images, conditions, nodeInfo)
+ * is read again at the next round, and holding it would only cost memory. */
+static json_t *slim_node(const json_t *node) {
+  const json_t *md = json_object_get(node, "metadata");
+  json_t *slim = json_pack("{s:{},s:{},s:{}}", "metadata", "spec", "status");
+  const char *keys[][2] = {{"metadata", "name"}, {"metadata", "labels"}, {"metadata", "uid"},
+                           {"spec", "taints"}, {"status", "allocatable"}};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    json_t *v = json_object_get(i < 3 ? md : json_object_get(node, keys[i][0]), keys[i][1]);
+    if (v) json_object_set(json_object_get(slim, keys[i][0]), keys[i][1], v);
+  }
+  return slim;
+}
+
 static void wait_next(nl_node_t *n) {
-  /* The Node is read again at the next round: holding it (images and all)
-   * between rounds would only cost memory. */
-  json_decref(n->prev);
-  n->prev = NULL;
+  if (n->prev) {
+    json_t *slim = slim_node(n->prev);
+    json_decref(n->prev);
+    n->prev = slim;
+  }
   uint64_t fast = n->opts.fast_ms ? n->opts.fast_ms : 1000;
   uint64_t delay = n->ready || fast > n->opts.update_ms ? n->opts.update_ms : fast;
   set_state(n, NL_NODE_WAIT);

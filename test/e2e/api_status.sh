@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# What kubectl shows of pods nanolet runs from the API server, on the real
+# control plane and containerd: a pod becomes Running and Ready with its IPs,
+# start time, QoS class and container statuses; `kubectl delete` ends with the
+# API object gone (nanolet deletes it once the containers are); a force delete;
+# a crash-looping pod shows CrashLoopBackOff and its restart count; a pod that
+# does not fit is rejected with OutOfmemory; a pod that does not tolerate the
+# node's NoExecute taint is refused and never runs. The node name and kubeconfig come from
+# NANOLET_E2E_STATUS_NODE / NANOLET_E2E_STATUS_KUBECONFIG (default:
+# nl-e2e-status, with a credential minted by the control plane script).
+PODS_NS=nanolet-e2e-api-status
+. "$(dirname "$0")/pods_lib.sh"
+k8s_env || { fail "control plane" "tools/testenv/controlplane.sh up failed"; exit 1; }
+NODE=${NANOLET_E2E_STATUS_NODE:-nl-e2e-status}
+KC=${NANOLET_E2E_STATUS_KUBECONFIG:-$("$NANOLET_TEST_CONTROLPLANE" cert "$NODE" "system:node:$NODE" system:nodes)}
+IMG=localhost/busybox:1.36
+
+status_cleanup() {
+  kubectl delete pods -n "$PODS_NS" --all --grace-period=0 --force >/dev/null 2>&1
+  if [ -z "$AGENT_PID" ] || ! kill -0 "$AGENT_PID" 2>/dev/null; then
+    AGENT_PID=
+    start_agent --kubeconfig "$KC" >/dev/null 2>&1
+  fi
+  wait_for 60 runtime_clear
+  stop_agent TERM
+  runtime_has_ns && fail "clean-up" "sandboxes left in $PODS_NS"
+  kubectl delete ns "$PODS_NS" --wait=false >/dev/null 2>&1
+  kubectl delete node "$NODE" --wait=false >/dev/null 2>&1
+  if [ -n "${E2E_KEEP:-}" ] || [ "$E2E_FAILED" -gt 0 ]; then
+    echo "--- agent log (last 60 lines) ---"; tail -60 "$E2E_TMP/agent.log"
+  fi
+}
+trap 'status_cleanup; e2e_finish; exit $?' EXIT
+
+kubectl delete ns "$PODS_NS" --ignore-not-found --wait=true >/dev/null 2>&1
+kubectl create ns "$PODS_NS" >/dev/null
+# The ServiceAccount admission refuses pods until the controller made it.
+wait_for 30 kubectl get serviceaccount default -n "$PODS_NS" -o name >/dev/null
+kubectl delete node "$NODE" --ignore-not-found >/dev/null
+
+# mkpod NAME [EXTRA SPEC LINES...]: a pod bound to this node
+mkpod() {
+  local name=$1; shift
+  { cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $name, namespace: $PODS_NS}
+spec:
+  nodeName: $NODE
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 2
+EOF
+    printf '  %s\n' "$@"; } | kubectl apply -f - >/dev/null
+}
+get() { kubectl get pod -n "$PODS_NS" "$1" -o json 2>/dev/null; }
+jget() { get "$1" | jq -r "$2" 2>/dev/null; }
+is() { [ "$(jget "$1" "$2")" = "$3" ]; }
+gone() { ! kubectl get pod -n "$PODS_NS" "$1" -o name >/dev/null 2>&1; }
+expect_api() { # expect_api NAME SECONDS POD JQ VALUE
+  if wait_for "$2" is "$3" "$4" "$5"; then ok "$1"; else fail "$1" "$4 = $(jget "$3" "$4"), want $5"; fi
+}
+
+start_agent --kubeconfig "$KC" --node-ip 127.0.0.1 || exit 1
+node_ready() { [ "$(kubectl get node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]; }
+wait_for 20 node_ready || fail "node Ready" "$NODE is not Ready"
+
+# --- Running and Ready in kubectl ---------------------------------------------------
+mkpod web "containers:" \
+  "- name: httpd" \
+  "  image: $IMG" \
+  "  command: [sh, -c, 'echo ok > /tmp/index.html; exec httpd -f -p 8080 -h /tmp']" \
+  "  resources: {requests: {cpu: 10m, memory: 16Mi}}" \
+  "  readinessProbe: {httpGet: {path: /index.html, port: 8080}, periodSeconds: 1}"
+expect_api "kubectl get pod: Running" 40 web .status.phase Running
+expect_api "kubectl get pod: Ready (readiness probe)" 20 web '.status.conditions[] | select(.type == "Ready") | .status' True
+p=$(get web)
+check "podIP in the pod network" bash -c "[[ '$(jq -r .status.podIP <<<"$p")' == 10.88.0.* ]]"
+check "hostIP is the node's" [ "$(jq -r .status.hostIP <<<"$p")" = 127.0.0.1 ]
+check "startTime is set" [ "$(jq -r '.status.startTime | test("^20[0-9-]+T")' <<<"$p")" = true ]
+check "qosClass Burstable" [ "$(jq -r .status.qosClass <<<"$p")" = Burstable ]
+cs=$(jq -c '.status.containerStatuses[0]' <<<"$p")
+check "containerStatuses: containerID from containerd" bash -c "[[ '$(jq -r .containerID <<<"$cs")' == containerd://* ]]"
+check "containerStatuses: imageID" bash -c "[[ '$(jq -r .imageID <<<"$cs")' == *sha256:* ]]"
+check "containerStatuses: started, ready, no restarts" \
+  [ "$(jq -r '"\(.started) \(.ready) \(.restartCount) \(.state | keys[0])"' <<<"$cs")" = "true true 0 running" ]
+check "kubectl get pods shows 1/1 Running" \
+  bash -c "'$NANOLET_TEST_KUBECTL' get pods -n '$PODS_NS' web --no-headers | grep -Eq '^web +1/1 +Running +0 '"
+
+# --- kubectl delete: the API object goes once the containers have ------------------
+kubectl delete pod -n "$PODS_NS" web --wait=false >/dev/null
+if wait_for 30 gone web; then ok "kubectl delete: the API object is removed after termination"
+else fail "kubectl delete" "still there: $(jget web '.metadata.deletionTimestamp + " " + .status.phase')"; fi
+web_removed() { ! runtime_has_pod web; }
+check "kubectl delete: the sandbox is removed" wait_for 20 web_removed
+
+# --- kubectl delete --grace-period=0 --force -----------------------------------------
+mkpod quick "containers: [{name: c, image: $IMG, command: [sleep, '3600']}]"
+expect_api "a second pod runs" 40 quick .status.phase Running
+kubectl delete pod -n "$PODS_NS" quick --grace-period=0 --force >/dev/null 2>&1
+check "force delete: the object is gone at once" gone quick
+quick_stopped() { [ "$(pod_containers quick | jq length)" = 0 ] && ! runtime_has_pod quick; }
+check "force delete: containers and sandbox go" wait_for 20 quick_stopped
+
+# --- crash loop ------------------------------------------------------------------------
+mkpod crash "containers: [{name: c, image: $IMG, command: [sh, -c, 'exit 1']}]"
+crashlooping() {
+  local s; s=$(jget crash '.status.containerStatuses[0] | "\(.state.waiting.reason) \(.restartCount)"')
+  [[ "$s" =~ ^CrashLoopBackOff\ ([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" -ge 1 ]
+}
+if wait_for 60 crashlooping; then ok "crash loop: CrashLoopBackOff and restartCount in kubectl ($(jget crash '.status.containerStatuses[0].restartCount') restarts)"
+else fail "crash loop" "$(jget crash '.status.containerStatuses[0] | tojson')"; fi
+kubectl delete pod -n "$PODS_NS" crash --grace-period=0 --force >/dev/null 2>&1
+
+# --- admission ---------------------------------------------------------------------------
+mkpod huge "containers: [{name: c, image: $IMG, command: [sleep, '3600'], resources: {requests: {memory: 64Ti}}}]"
+expect_api "a pod that does not fit: Failed" 20 huge .status.phase Failed
+check "a pod that does not fit: reason OutOfmemory" is huge .status.reason OutOfmemory
+never_ran() { [ "$(pod_containers huge | jq length)" = 0 ] && ! runtime_has_pod huge; }
+check "a pod that does not fit: never ran" never_ran
+kubectl taint node "$NODE" nanolet-e2e=x:NoExecute >/dev/null
+tainted() { kubectl get node "$NODE" -o jsonpath='{.spec.taints[*].key}' | grep -qw nanolet-e2e; }
+wait_for 10 tainted
+sleep 11 # the node manager reads the Node every nodeStatusUpdateFrequency (10 s)
+mkpod intolerant "containers: [{name: c, image: $IMG, command: [sleep, '3600']}]"
+mkpod tolerant "containers: [{name: c, image: $IMG, command: [sleep, '3600']}]" \
+  "tolerations: [{key: nanolet-e2e, operator: Exists, effect: NoExecute}]"
+# The controller-manager's taint eviction deletes the pod at once too, so its
+# API status may never be seen: the agent must refuse it, say why, never run it.
+refused() { grep -q "pod $PODS_NS/intolerant rejected: TaintToleration" "$E2E_TMP/agent.log"; }
+check "an untolerated NoExecute taint: the pod is refused (TaintToleration)" wait_for 20 refused
+intolerant_never_ran() { [ "$(pod_containers intolerant | jq length)" = 0 ] && ! runtime_has_pod intolerant; }
+check "an untolerated NoExecute taint: the pod never ran" intolerant_never_ran
+expect_api "a pod that tolerates the taint runs" 40 tolerant .status.phase Running
+kubectl taint node "$NODE" nanolet-e2e- >/dev/null
