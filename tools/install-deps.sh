@@ -14,7 +14,10 @@ build=(meson ninja-build pkg-config gcc libc6-dev libuv1-dev node-llhttp libnght
 test=(libcmocka-dev curl jq valgrind procps clang libclang-rt-14-dev util-linux openssl unzip
   openrc runit logrotate man-db systemd)
 cross_arches=(arm64 armhf)
-cross=(gcc-aarch64-linux-gnu gcc-arm-linux-gnueabihf qemu-user-static file)
+# The cross C libraries (-cross, in /usr/<triplet>) rather than libc6-dev:<arch>,
+# which must match the native linux-libc-dev version exactly.
+cross=(gcc-aarch64-linux-gnu gcc-arm-linux-gnueabihf libc6-dev-arm64-cross libc6-dev-armhf-cross
+  qemu-user-static file)
 for a in "${cross_arches[@]}"; do
   for p in libuv1-dev libnghttp2-dev libprotobuf-c-dev libmbedtls-dev libyaml-dev libjansson-dev \
     libcmocka-dev; do
