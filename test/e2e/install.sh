@@ -7,14 +7,10 @@
 # with SIGTERM and keeps its log. Then the uninstall, which leaves data alone.
 # The root is a prefix ($ROOT/usr, $ROOT/etc, $ROOT/var, $ROOT/run), so the
 # scripts run from where they were installed; no chroot is needed.
-. "$(dirname "$0")/lib.sh"
 : "${NANOLET_TEST_CRI_ENDPOINT:?run tools/testenv/setup.sh and . tools/testenv/env.sh}"
-TOP=$(cd "$(dirname "$0")/../.." && pwd)
 NODE=${NANOLET_INSTALL_NODE:-install-e2e}
-ROOT=$E2E_TMP/root
-BUILD=$E2E_TMP/build
-BIN=$ROOT/usr/bin/nanolet
-PORT=$(free_port)
+ENDPOINT=$NANOLET_TEST_CRI_ENDPOINT
+. "$(dirname "$0")/install_lib.sh"
 RUNSVDIR_PID=
 SOFTLEVEL_MADE=
 
@@ -22,41 +18,12 @@ cleanup() {
   [ -z "$RUNSVDIR_PID" ] || { sv -w 30 down "$E2E_TMP/service/nanolet" >/dev/null 2>&1; kill -HUP "$RUNSVDIR_PID"; wait "$RUNSVDIR_PID"; }
   for p in $(agent_pids); do kill -TERM "$p"; done
   [ -z "$SOFTLEVEL_MADE" ] || rm -f /run/openrc/softlevel
-  # The pods go with their manifests: a last agent removes them.
-  if [ -x "$BIN" ]; then
-    rm -f "$ROOT"/etc/kubernetes/manifests/*.yaml
-    "$BIN" --config "$ROOT/etc/nanolet/config.yaml" --root-dir "$ROOT/var/lib/kubelet" \
-      --hostname-override "$NODE" >>"$E2E_TMP/cleanup.log" 2>&1 &
-    local pid=$!
-    wait_for 60 no_pods
-    kill -TERM $pid; wait $pid
-  fi
+  remove_pods
 }
 trap 'cleanup; e2e_finish; exit $?' EXIT
 
-agent_pids() { pgrep -f "^$BIN " || true; }
-agent_pid() { local p; p=$(agent_pids); [ "$(wc -w <<<"$p")" = 1 ] && echo "$p"; }
-# The example pods, named after the node, are Running.
-pods_running() {
-  local out
-  out=$(curl -fsS "http://127.0.0.1:$PORT/pods") || return 1
-  [ "$(jq --arg n "$NODE" '[.items[] | select(.metadata.name == "web-\($n)" or .metadata.name == "ticker-\($n)")
-    | select(.status.phase == "Running")] | length' <<<"$out")" = 2 ]
-}
-no_pods() {
-  [ "$("$BIN" cri pods -r "$NANOLET_TEST_CRI_ENDPOINT" -o json | jq --arg n "$NODE" \
-    '[.items[] | select(.metadata.name | endswith("-\($n)"))] | length')" = 0 ]
-}
-new_agent_pid() { local p; p=$(agent_pid) && [ "$p" != "$1" ] && healthz_ok "$PORT"; }
-no_agent() { [ -z "$(agent_pids)" ]; }
-
 # --- install ---------------------------------------------------------------
-meson setup "$BUILD" "$TOP" --fatal-meson-warnings -Dtests=false --prefix="$ROOT/usr" \
-  --sysconfdir="$ROOT/etc" --localstatedir="$ROOT/var" -Drundir="$ROOT/run" \
-  -Dinit=sysv,runit,systemd >"$E2E_TMP/setup.log" 2>&1 || { fail "meson setup" "$(tail -5 "$E2E_TMP/setup.log")"; exit 1; }
-ninja -C "$BUILD" agent/nanolet dist/nanolet.8 >"$E2E_TMP/build.log" 2>&1 &&
-  meson install -C "$BUILD" --no-rebuild --strip >"$E2E_TMP/install.log" 2>&1 \
-  && ok "meson install --strip" || { fail "meson install" "$(tail -5 "$E2E_TMP/build.log" "$E2E_TMP/install.log")"; exit 1; }
+install_root -Dinit=sysv,runit,systemd
 for f in usr/bin/nanolet etc/nanolet/config.yaml etc/kubernetes/manifests etc/init.d/nanolet \
   etc/default/nanolet etc/logrotate.d/nanolet etc/sv/nanolet/run etc/sv/nanolet/log/run \
   usr/lib/systemd/system/nanolet.service usr/share/man/man8/nanolet.8; do
@@ -71,16 +38,10 @@ grep -q 'staticPodPath: '"$ROOT"'/etc/kubernetes/manifests' "$ROOT/etc/nanolet/c
 man -l "$ROOT/usr/share/man/man8/nanolet.8" 2>/dev/null | grep -q -- '--pod-manifest-path' \
   && ok "man page lists the flags" || fail "man page" "$(head -5 "$ROOT/usr/share/man/man8/nanolet.8")"
 
-# The test's settings: the test runtime, a free port, a private root dir.
-sed -i -e "s|unix:///run/containerd/containerd.sock|$NANOLET_TEST_CRI_ENDPOINT|" \
-  -e "s|^healthzPort: .*|healthzPort: $PORT|" "$ROOT/etc/nanolet/config.yaml"
-cat >>"$ROOT/etc/default/nanolet" <<EOF
-NANOLET_ARGS="--config $ROOT/etc/nanolet/config.yaml --root-dir $ROOT/var/lib/kubelet --hostname-override $NODE"
-NANOLET_RESPAWN_DELAY=1
-EOF
-cp "$TOP"/examples/*.yaml "$ROOT/etc/kubernetes/manifests/"
+use_test_runtime
 
 # Common to every init system: runs, pods run, killed -> started again.
+new_agent_pid() { local p; p=$(agent_pid) && [ "$p" != "$1" ] && healthz_ok "$PORT"; }
 expect_running() { # expect_running NAME
   if wait_for 60 pods_running; then ok "$1: nanolet runs the example pods"
   else fail "$1: pods" "$(tail -5 "$2")"; fi
@@ -98,7 +59,6 @@ expect_sigterm() { # expect_sigterm NAME LOG: nanolet logged SIGTERM and exited 
 }
 
 # --- sysvinit --------------------------------------------------------------
-INIT=$ROOT/etc/init.d/nanolet
 LOG=$ROOT/var/log/nanolet.log
 "$INIT" start >/dev/null; rc=$?
 [ $rc -eq 0 ] && wait_for 10 healthz_ok "$PORT" && ok "sysv: start" || fail "sysv: start" "rc=$rc $(tail -5 "$LOG")"
