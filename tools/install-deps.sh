@@ -1,15 +1,43 @@
 #!/usr/bin/env bash
 # Installs what building and testing nanolet needs on Debian 12, as root.
 # Idempotent: apt-get runs only when a package is missing.
+#   --test   the test tools too
+#   --cross  also the cross compilers, qemu-user and the arm64 and armhf
+#            libraries (multiarch) for the cross builds (docs/INSTALL.md)
 set -euo pipefail
 
 build=(meson ninja-build pkg-config gcc libc6-dev libuv1-dev node-llhttp libnghttp2-dev
   libprotobuf-c-dev protobuf-c-compiler libmbedtls-dev libyaml-dev libjansson-dev)
-# openssl and unzip: the test control plane's certificates and Go toolchain.
-test=(libcmocka-dev curl jq valgrind procps clang libclang-rt-14-dev util-linux openssl unzip)
+# openssl and unzip: the test control plane's certificates and Go toolchain;
+# openrc, runit, logrotate, man-db and systemd (systemd-analyze): the service
+# files' test.
+test=(libcmocka-dev curl jq valgrind procps clang libclang-rt-14-dev util-linux openssl unzip
+  openrc runit logrotate man-db systemd)
+cross_arches=(arm64 armhf)
+# The cross C libraries (-cross, in /usr/<triplet>) rather than libc6-dev:<arch>,
+# which must match the native linux-libc-dev version exactly.
+cross=(gcc-aarch64-linux-gnu gcc-arm-linux-gnueabihf libc6-dev-arm64-cross libc6-dev-armhf-cross
+  qemu-user-static file)
+for a in "${cross_arches[@]}"; do
+  for p in libuv1-dev libnghttp2-dev libprotobuf-c-dev libmbedtls-dev libyaml-dev libjansson-dev \
+    libcmocka-dev; do
+    cross+=("$p:$a")
+  done
+done
 
 want=("${build[@]}")
-[ "${1:-}" = --test ] && want+=("${test[@]}")
+for arg in "$@"; do
+  case $arg in
+  --test) want+=("${test[@]}") ;;
+  --cross)
+    want+=("${cross[@]}")
+    for a in "${cross_arches[@]}"; do
+      dpkg --print-foreign-architectures | grep -qx "$a" || dpkg --add-architecture "$a"
+    done
+    ;;
+  *) echo "usage: $0 [--test] [--cross]" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${want[@]}"; do
@@ -18,6 +46,8 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
+  # A mirror caught mid-sync fails some index (seen for one architecture);
+  # the packages still install from the others, or fail below.
+  apt-get update -qq || echo "apt-get update: some indexes failed to download" >&2
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi

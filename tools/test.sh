@@ -6,7 +6,7 @@
 #   real control plane.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tools/install-deps.sh --test
+tools/install-deps.sh --test --cross
 endpoint=$(tools/testenv/setup.sh)
 . tools/testenv/env.sh
 export NANOLET_TEST_CRI_ENDPOINT="$endpoint"
@@ -31,6 +31,8 @@ tools/build.sh --asan
 
 run meson test -C build --suite unit --print-errorlogs --logbase unit
 run meson test -C build-asan --suite unit --print-errorlogs --logbase unit
+# The arm64 build, its unit tests under qemu-user (tools/cross-test.sh says which).
+run tools/cross-test.sh
 run meson test -C build --suite e2e --print-errorlogs --num-processes 1 --logbase e2e
 # Every parser of outside input has a libFuzzer target: build them with clang and
 # run each from its seeds for a short while (tools/fuzz.sh 300 for the long run).
@@ -40,7 +42,7 @@ fuzz_passed=$(grep -c '^fuzz: .* clean' <<<"$fuzz_out" || true)
 fuzz_failed=$(grep -c '^fuzz: .* FAILED' <<<"$fuzz_out" || true)
 
 passed=0 failed=0
-for d in build build-asan; do
+for d in build build-asan build-aarch64; do
   for f in "$d"/meson-logs/unit.json "$d"/meson-logs/e2e.json; do
     [ -f "$f" ] || continue
     passed=$((passed + $(grep -c '"result": "OK"' "$f" || true)))

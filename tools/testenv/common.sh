@@ -12,7 +12,9 @@ CONFIG=$DIR/config.toml
 LOG=$DIR/containerd.log
 PIDFILE=$DIR/run/containerd.pid
 MARKER=.nanolet-testenv
-BRIDGE=nl-br0
+# A second instance on the same machine needs its own bridge and subnet.
+BRIDGE=${NANOLET_TESTENV_BRIDGE:-nl-br0}
+SUBNET=${NANOLET_TESTENV_SUBNET:-10.88.0.0/24}
 NAMESPACE=k8s.io
 
 case $DIR in

@@ -12,6 +12,8 @@
 #   NANOLET_TESTENV_DIR          state directory (default /var/lib/nanolet-testenv)
 #   NANOLET_TESTENV_SNAPSHOTTER  overlayfs or native (default: overlayfs if it mounts)
 #   NANOLET_TESTENV_NO_APT=1     do not touch apt (fail if a tool is missing)
+#   NANOLET_TESTENV_BRIDGE, NANOLET_TESTENV_SUBNET  the CNI bridge and subnet
+#                                (default nl-br0, 10.88.0.0/24)
 set -euo pipefail
 
 # Keep stdout for the final endpoint line only: anything a tool prints goes
@@ -175,7 +177,7 @@ write_conflist() {
       "ipam": {
         "type": "host-local",
         "dataDir": "$DIR/cni/networks",
-        "ranges": [[{ "subnet": "10.88.0.0/24" }]],
+        "ranges": [[{ "subnet": "$SUBNET" }]],
         "routes": [{ "dst": "0.0.0.0/0" }]
       }
     },

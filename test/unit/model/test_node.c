@@ -76,7 +76,7 @@ static const char node_golden[] =
     "ubeletReady\",\"message\":\"kubelet is posting ready status\"}],\"addresses\":[{\"type\":\"Interna"
     "lIP\",\"address\":\"10.0.0.5\"},{\"type\":\"Hostname\",\"address\":\"edge-1\"}],\"daemonEndpoints\":{\"k"
     "ubeletEndpoint\":{\"Port\":10250}},\"nodeInfo\":{\"machineID\":\"m1\",\"systemUUID\":\"u1\",\"bootID\":"
-    "\"b1\",\"kernelVersion\":\"6.1.0-18-@ARCH@\",\"osImage\":\"Debian GNU/Linux 12 (bookworm)\",\"conta"
+    "\"b1\",\"kernelVersion\":\"6.1.0-18-amd64\",\"osImage\":\"Debian GNU/Linux 12 (bookworm)\",\"conta"
     "inerRuntimeVersion\":\"containerd://1.6.20\",\"kubeletVersion\":\"v1.36.3+nanolet.0.1.0\",\"kube"
     "ProxyVersion\":\"\",\"operatingSystem\":\"linux\",\"architecture\":\"@ARCH@\"},\"images\":[{\"names\":["
     "\"docker.io/library/nginx@sha256:aa\",\"docker.io/library/nginx:1.25\"],\"sizeBytes\":70000000"

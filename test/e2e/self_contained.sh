@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The self-contained build (-Dself_contained=true) needs only the C library:
+# its ELF needs nothing else, and it runs in a root that holds nothing but
+# itself, libc, the dynamic loader and a manifest: --version, manifest check,
+# and a short standalone start (healthz, SIGTERM) there.
+. "$(dirname "$0")/lib.sh"
+: "${NANOLET_TEST_CRI_ENDPOINT:?run tools/testenv/setup.sh and . tools/testenv/env.sh}"
+TOP=$(cd "$(dirname "$0")/../.." && pwd)
+B=$E2E_TMP/build
+meson setup "$B" "$TOP" --fatal-meson-warnings -Dtests=false -Dself_contained=true >"$E2E_TMP/setup.log" 2>&1 &&
+  ninja -C "$B" agent/nanolet >"$E2E_TMP/build.log" 2>&1 && ok "self-contained build" \
+  || { fail "build" "$(tail -5 "$E2E_TMP/setup.log" "$E2E_TMP/build.log")"; exit 1; }
+strip -o "$E2E_TMP/nanolet" "$B/agent/nanolet"
+echo "self-contained amd64 binary, stripped: $(stat -c %s "$E2E_TMP/nanolet") bytes"
+needed=$(readelf -d "$E2E_TMP/nanolet" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort | tr '\n' ' ')
+[ "$needed" = "libc.so.6 " ] && ok "needs only libc.so.6" || fail "NEEDED" "$needed"
+
+# A root with nothing but the binary, the C library and the loader.
+R=$E2E_TMP/chroot
+loader=$(readelf -l "$E2E_TMP/nanolet" | sed -n 's/.*interpreter: \(.*\)]/\1/p')
+libc=$(ldd "$E2E_TMP/nanolet" | awk '$1 == "libc.so.6" {print $3}')
+mkdir -p "$R/bin" "$R/m" "$R/empty" "$R/run" "$R$(dirname "$loader")" "$R$(dirname "$libc")" "$R/proc" "$R/tmp"
+cp "$E2E_TMP/nanolet" "$R/bin/" && cp -L "$loader" "$R$loader" && cp -L "$libc" "$R$libc"
+cp "$TOP/examples/web.yaml" "$R/m/"
+[ "$(find "$R" -type f | wc -l)" = 4 ] && ok "the root holds 4 files" || fail "root" "$(find "$R" -type f)"
+out=$(chroot "$R" /bin/nanolet --version 2>&1) && [[ $out == "nanolet v"* ]] && ok "--version in the bare root" || fail "--version" "$out"
+out=$(chroot "$R" /bin/nanolet manifest check /m/web.yaml 2>"$E2E_TMP/err") && [[ "$(jq -r .metadata.name <<<"$out")" == web-* ]] \
+  && ok "manifest check in the bare root" || fail "manifest check" "${out:0:300}"
+# The runtime's socket, bound in: healthz needs one answer from it.
+port=$(free_port)
+mount -t proc proc "$R/proc"
+touch "$R/run/cri.sock"
+mount --bind "${NANOLET_TEST_CRI_ENDPOINT#unix://}" "$R/run/cri.sock"
+chroot "$R" /bin/nanolet --pod-manifest-path /empty --root-dir /tmp/root --healthz-port "$port" \
+  --container-runtime-endpoint unix:///run/cri.sock --hostname-override bare >"$E2E_TMP/agent.log" 2>&1 &
+pid=$!
+wait_for 10 healthz_ok "$port" && grep -q 'container runtime containerd' "$E2E_TMP/agent.log" \
+  && ok "starts standalone in the bare root, talks to containerd (healthz ok)" || fail "start" "$(tail -5 "$E2E_TMP/agent.log")"
+kill -TERM $pid; wait $pid; rc=$?
+umount "$R/run/cri.sock" "$R/proc"
+[ $rc = 0 ] && ok "exits 0 on SIGTERM" || fail "SIGTERM" "rc=$rc $(tail -3 "$E2E_TMP/agent.log")"

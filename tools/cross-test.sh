@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# tools/cross-test.sh [aarch64] [arm]: cross-builds nanolet (build-aarch64/,
+# build-arm/, with tools/cross/*.ini: Debian's cross compilers and the
+# :arm64/:armhf libraries from tools/install-deps.sh --cross), checks with
+# `file` that the binary is for its architecture, and runs the unit suite
+# under qemu-user (the cross files' exe_wrapper), but for the tests listed
+# below. Default: aarch64 only; armhf does not build yet (agent/model/quantity.c
+# uses __int128, which 32-bit ARM lacks: docs/INSTALL.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ $# -gt 0 ] || set -- aarch64
+
+# Not run under emulation (they run natively and under ASan):
+# - kube_client: its deadlines (100-300 ms around TLS handshakes and HTTP/2
+#   flow control) assume native speed; qemu-user emulating mbedtls' RSA is
+#   several times slower.
+# - kube_reflector: broken_streams_back_off_then_rewatch waits, in about half
+#   of the runs under qemu-aarch64, on the watch's timeout timer (~8 min)
+#   instead of a back-off after a garbage line: not understood yet
+#   (docs/INSTALL.md, "Cross builds").
+slow=(kube_client kube_reflector)
+
+status=0
+for dir in "$@"; do
+  case $dir in
+  aarch64) triplet=aarch64-linux-gnu want="ARM aarch64" ;;
+  arm) triplet=arm-linux-gnueabihf want="ARM, EABI5" ;;
+  *) echo "usage: $0 [aarch64] [arm]" >&2; exit 2 ;;
+  esac
+  build=build-$dir
+  [ -f "$build/build.ninja" ] || meson setup "$build" --cross-file "tools/cross/$triplet.ini" \
+    --fatal-meson-warnings >/dev/null
+  ninja -C "$build" -j2 >/dev/null
+  desc=$(file -b "$build/agent/nanolet")
+  if [[ $desc == *"$want"* ]]; then
+    echo "cross: $triplet: $desc"
+  else
+    echo "cross: $triplet: FAILED: file says: $desc"
+    status=1
+  fi
+  mapfile -t tests < <(meson test -C "$build" --suite unit --list 2>/dev/null | sed 's/^.* \/ //' |
+    grep -vxF -f <(printf '%s\n' "${slow[@]}"))
+  meson test -C "$build" --no-rebuild --print-errorlogs --logbase unit "${tests[@]}" || status=1
+done
+exit $status
