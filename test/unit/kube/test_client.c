@@ -384,7 +384,7 @@ static void watch_stream(void **state) {
                                               .chunk_ms = 10, .action = FAKE_AS_CLOSE});
   result_t r = {0}, t = {0};
   nl_kube_request_opts_t o = {.path = "/api/v1/pods?watch=1", .on_head = on_head,
-                              .on_data = on_data, .timeout_ms = 100};
+                              .on_data = on_data, .timeout_ms = 5000};
   nl_kube_request(w.client, &o, on_done, &r);
   run_until(&w, &r.calls, 1);
   assert_int_equal(r.heads, 1);
@@ -467,6 +467,8 @@ static void server_down(void **state) {
 
 /* ---- rate limit ---------------------------------------------------------- */
 
+static void on_refilled(uv_timer_t *t) { (void)t; }
+
 static void rate_limit(void **state) {
   world_t w;
   world_init(&w, NULL);
@@ -476,6 +478,15 @@ static void rate_limit(void **state) {
   nl_fake_as_add(w.fake, &(nl_fake_as_rule_t){.repeat = true, .body = "ok"});
   result_t r[5];
   memset(r, 0, sizeof r);
+  /* Connected first (a TLS handshake under a sanitizer and load can take
+   * longer than the burst's window), then a full bucket again. */
+  result_t warm = {0};
+  get(&w, "/x", 0, &warm);
+  uv_timer_t refill;
+  uv_timer_init(&w.loop, &refill);
+  uv_timer_start(&refill, on_refilled, 300, 0);
+  while (uv_is_active((uv_handle_t *)&refill)) uv_run(&w.loop, UV_RUN_ONCE);
+  uv_close((uv_handle_t *)&refill, NULL);
   uint64_t t0 = uv_now(&w.loop);
   for (int i = 0; i < 5; i++) req(&w, "GET", "/x", NULL, 0, &r[i]);
   run_until(&w, &r[1].calls, 1);
