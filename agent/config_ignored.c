@@ -50,8 +50,6 @@ const nl_config_ignored_t nl__config_ignored[] = {
     {"makeIPTablesUtilChains"},
     {"registryPullQPS"},
     {"registryBurst"},
-    {"eventRecordQPS"},
-    {"eventBurst"},
     {"bootstrap-kubeconfig", .file = true, .note = "TLS bootstrap is not supported yet"},
     {NULL},
 };

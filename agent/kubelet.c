@@ -233,6 +233,9 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
       .max_parallel_image_pulls = cfg->max_parallel_image_pulls,
       .runtime_request_timeout_ms = (uint64_t)(cfg->runtime_request_timeout / 1000000),
       .node_ip = cfg->node_ip,
+      /* The recorder is made with the API client (nl__kubelet_node_init, below);
+       * nothing records before the loop runs. */
+      .events = nl_events_sink(&k->events),
   };
   if (nl_runtime_init(&k->runtime, loop, &k->cri, &ro, err) < 0) return -1;
   k->runtime_up = true;

@@ -12,6 +12,7 @@
 #include "agent/kube/kubeconfig.h"
 #include "agent/server.h"
 #include "cri/conn.h"
+#include "managers/events.h"
 #include "managers/node.h"
 #include "managers/pleg.h"
 #include "managers/pod_manager.h"
@@ -78,6 +79,10 @@ struct nl_kubelet {
   /* Probes (kubelet_pods.c, nl__kubelet_probes_*): a CRI user (exec). */
   bool probes_up;
   nl_probe_manager_t probes;
+
+  /* Events (kubelet_node.c): logged always, sent when joined. */
+  bool events_up;
+  nl_events_t events;
 
   /* The cluster (kubelet_node.c); none of it when standalone. */
   nl_kube_client_t *kube;    /* owned */

@@ -1,8 +1,9 @@
-/* The agent's cluster membership: with a kubeconfig, the API client and the node
- * manager (registration, node status, the Lease). Without one, nothing: the
- * agent runs standalone. The node manager is a CRI user (it asks the runtime for
- * Status, Version and images), so it stops before the CRI client; the API client
- * stops after the node manager, which cancels its requests first. */
+/* The agent's cluster membership: with a kubeconfig, the API client, the event
+ * recorder's sender and the node manager (registration, node status, the
+ * Lease). Without one, events are only logged and the agent runs standalone.
+ * The node manager is a CRI user (it asks the runtime for Status, Version and
+ * images), so it stops before the CRI client; the recorder stops after the node
+ * manager (flushing for a second at most), the API client last. */
 #include "agent/kubelet_node.h"
 
 #include <stdlib.h>
@@ -11,6 +12,8 @@
 #include "managers/node_cri.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
+
+#define EVENTS_FLUSH_MS 1000
 
 /* The node manager's one context is the CRI client (nl_node_cri_query's). */
 static bool pleg_healthy(void *ctx, int64_t now_ns, nl_err_t **err) {
@@ -32,17 +35,28 @@ static void free_taints(nl_kubelet_t *k) {
 int nl__kubelet_node_init(nl_kubelet_t *k, const nl_kubeconfig_t *kc, nl_err_t **err) {
   const nl_kubelet_config_t *cfg = k->cfg;
   k->standalone = kc == NULL;
-  if (!kc) return 0;
-  if (kc->insecure)
-    nl_warn("kubeconfig %s: insecure-skip-tls-verify is set: the API server's certificate is "
-            "not verified",
-            kc->path);
-  nl_kube_client_opts_t co = {
-      .kubeconfig = kc,
-      .qps = cfg->kube_api_qps,
-      .burst = cfg->kube_api_burst,
-  };
-  if (nl_kube_client_new(&k->kube, k->loop, &co, err) < 0) return -1;
+  if (kc) {
+    if (kc->insecure)
+      nl_warn("kubeconfig %s: insecure-skip-tls-verify is set: the API server's certificate "
+              "is not verified",
+              kc->path);
+    nl_kube_client_opts_t co = {
+        .kubeconfig = kc,
+        .qps = cfg->kube_api_qps,
+        .burst = cfg->kube_api_burst,
+    };
+    if (nl_kube_client_new(&k->kube, k->loop, &co, err) < 0) return -1;
+  }
+  /* upstream's event client has its own rate limit (eventRecordQPS/eventBurst). */
+  nl_events_opts_t eo = {.host = k->node_name, .qps = cfg->event_record_qps,
+                         .burst = cfg->event_burst};
+  nl_events_init(&k->events, k->loop, k->kube, &eo);
+  k->events_up = true;
+  k->pending++;
+  if (!kc) {
+    nl_info("No api server defined - no events will be sent to API server");
+    return 0;
+  }
 
   k->taints = nl_xcalloc(cfg->register_with_taints.n ? cfg->register_with_taints.n : 1,
                          sizeof *k->taints);
@@ -88,6 +102,7 @@ int nl__kubelet_node_init(nl_kubelet_t *k, const nl_kubeconfig_t *kc, nl_err_t *
   };
   nl_node_deps_t d = {
       .kube = k->kube,
+      .events = nl_events_sink(&k->events),
       .query_runtime = nl_node_cri_query,
       .pleg_healthy = pleg_healthy,
       .ctx = &k->cri,
@@ -99,6 +114,8 @@ int nl__kubelet_node_init(nl_kubelet_t *k, const nl_kubeconfig_t *kc, nl_err_t *
 }
 
 void nl__kubelet_node_start(nl_kubelet_t *k) {
+  nl_event_ref_t ref = nl_event_node_ref(k->node_name);
+  nl_events_record(&k->events, &ref, NL_EVENT_NORMAL, "Starting", "Starting kubelet.");
   if (!k->node_up) {
     nl_info("no kubeconfig given: running in standalone mode");
     return;
@@ -109,19 +126,31 @@ void nl__kubelet_node_start(nl_kubelet_t *k) {
 
 static void on_kube_stopped(void *ctx) { nl__kubelet_release(ctx); }
 
-static void on_node_stopped(nl_node_t *n) {
-  nl_kubelet_t *k = container_of(n, nl_kubelet_t, node);
-  free_taints(k);
-  nl__kubelet_node_kube_stop(k);
-  nl__kubelet_cri_user_stopped(k);
-}
-
-void nl__kubelet_node_kube_stop(nl_kubelet_t *k) {
+static void kube_stop(nl_kubelet_t *k) {
   if (!k->kube) return;
   nl_kube_client_t *c = k->kube;
   k->kube = NULL;
   k->pending++;
   nl_kube_client_stop(c, on_kube_stopped, k);
+}
+
+static void on_events_stopped(nl_events_t *e) {
+  nl_kubelet_t *k = container_of(e, nl_kubelet_t, events);
+  kube_stop(k);
+  nl__kubelet_release(k);
+}
+
+/* Events go before the API client, sending what they can within a second. */
+static void events_then_kube_stop(nl_kubelet_t *k) {
+  if (k->events_up) nl_events_stop(&k->events, EVENTS_FLUSH_MS, on_events_stopped);
+  else kube_stop(k); /* init failed after the client was made */
+}
+
+static void on_node_stopped(nl_node_t *n) {
+  nl_kubelet_t *k = container_of(n, nl_kubelet_t, node);
+  free_taints(k);
+  events_then_kube_stop(k);
+  nl__kubelet_cri_user_stopped(k);
 }
 
 void nl__kubelet_node_stop(nl_kubelet_t *k) {
@@ -130,5 +159,5 @@ void nl__kubelet_node_stop(nl_kubelet_t *k) {
     return;
   }
   free_taints(k);
-  nl__kubelet_node_kube_stop(k); /* init failed after the client was made */
+  events_then_kube_stop(k);
 }

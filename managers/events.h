@@ -69,6 +69,11 @@ nl_event_ref_t nl_event_container_ref(const nl_pod_t *pod, const char *container
  * node name, no namespace. */
 nl_event_ref_t nl_event_node_ref(const char *node_name);
 
+/* An owned copy of r (for work that outlives the caller's objects); free with
+ * nl_event_ref_free. */
+nl_event_ref_t nl_event_ref_dup(const nl_event_ref_t *r);
+void nl_event_ref_free(nl_event_ref_t *r);
+
 /* The log line of one event (upstream StartStructuredLogging(3)'s "Event
  * occurred"). */
 void nl_event_log(const nl_event_ref_t *obj, const char *type, const char *reason,

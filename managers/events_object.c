@@ -64,6 +64,22 @@ nl_event_ref_t nl_event_node_ref(const char *node_name) {
   return (nl_event_ref_t){.kind = "Node", .name = node_name, .uid = node_name};
 }
 
+static char *dup_or_null(const char *s) { return s ? nl_xstrdup(s) : NULL; }
+
+nl_event_ref_t nl_event_ref_dup(const nl_event_ref_t *r) {
+  return (nl_event_ref_t){dup_or_null(r->kind),        dup_or_null(r->namespace_),
+                          dup_or_null(r->name),        dup_or_null(r->uid),
+                          dup_or_null(r->api_version), dup_or_null(r->resource_version),
+                          dup_or_null(r->field_path)};
+}
+
+void nl_event_ref_free(nl_event_ref_t *r) {
+  const char *s[] = {r->kind, r->namespace_, r->name, r->uid, r->api_version,
+                     r->resource_version, r->field_path};
+  for (size_t i = 0; i < sizeof s / sizeof *s; i++) free((char *)s[i]);
+  *r = (nl_event_ref_t){0};
+}
+
 static const char *or_empty(const char *s) { return s ? s : ""; }
 
 void nl_event_log(const nl_event_ref_t *o, const char *type, const char *reason,

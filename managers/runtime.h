@@ -58,6 +58,9 @@ typedef struct nl_runtime_opts {
   /* Back-off overrides for tests (0: the upstream 10 s / 5 min). */
   uint64_t backoff_initial_ms, backoff_max_ms;
   uint64_t image_backoff_initial_ms, image_backoff_max_ms;
+  /* Where the pod and container events go (Pulling, Created, Started, Killing,
+   * BackOff, ...); fn NULL: they are logged at -v=3 only. */
+  nl_event_sink_t events;
 } nl_runtime_opts_t;
 
 /* ---- probe results (liveness/startup) as computePodActions reads them ---- */

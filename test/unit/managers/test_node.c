@@ -240,14 +240,33 @@ static nl_node_opts_t opts(void) {
   return o;
 }
 
+/* Node events, as recorded through the sink. */
+static char events[64][96];
+static size_t n_events;
+
+static void record_event(void *ctx, const nl_event_ref_t *obj, const char *type,
+                         const char *reason, const char *message) {
+  assert_string_equal(obj->kind, "Node");
+  assert_string_equal(obj->uid, "n1");
+  if (n_events < 64) snprintf(events[n_events++], sizeof events[0], "%s %s: %s", type, reason, message);
+}
+
+static size_t count_events(const char *prefix) {
+  size_t c = 0;
+  for (size_t i = 0; i < n_events; i++) c += strncmp(events[i], prefix, strlen(prefix)) == 0;
+  return c;
+}
+
 static int setup(void **state) {
   memset(&fk, 0, sizeof fk);
+  n_events = 0;
   fk.runtime_ready = true;
   assert_int_equal(uv_loop_init(&loop), 0);
   fk.loop = &loop;
   uv_timer_init(&loop, &fk.deliver);
   nl_node_opts_t o = opts();
-  nl_node_deps_t d = {.kube = (nl_kube_client_t *)&fk, .query_runtime = query_runtime};
+  nl_node_deps_t d = {.kube = (nl_kube_client_t *)&fk, .query_runtime = query_runtime,
+                      .events = {record_event, NULL}};
   assert_int_equal(nl_node_init(&node, &loop, &o, &d, NULL), 0);
   stopped = false;
   return 0;
@@ -436,6 +455,23 @@ static void test_status_only_on_change_or_report(void **state) {
   assert_non_null(strstr(r->body, "\"reason\":\"KubeletReady\""));
   serve(r);
   assert_true(nl_node_ready(&node));
+  /* Events on registration and on each change of a condition, not per round. */
+  assert_int_equal(count_events("Normal NodeHasSufficientMemory: Node n1 status is now: "
+                                "NodeHasSufficientMemory"), 1);
+  assert_int_equal(count_events("Normal NodeHasNoDiskPressure"), 1);
+  assert_int_equal(count_events("Normal NodeHasSufficientPID"), 1);
+  assert_int_equal(count_events("Normal NodeNotReady: Node n1 status is now: NodeNotReady"), 1);
+  assert_int_equal(count_events("Normal NodeReady"), 2);
+  assert_int_equal(count_events("Warning Rebooted"), 0);
+}
+
+static void test_rebooted_event(void **state) {
+  fk.node = json_loads("{\"metadata\":{\"name\":\"n1\",\"uid\":\"old-uid\"},"
+                       "\"status\":{\"nodeInfo\":{\"bootID\":\"an-older-boot\"}}}", 0, NULL);
+  fk.auto_answer = true;
+  nl_node_start(&node);
+  run_until(NULL, NULL, 300); /* registered (409), reconciled, a status round */
+  assert_int_equal(count_events("Warning Rebooted: Node n1 has been rebooted, boot id: "), 1);
 }
 
 static void test_deleted_node_registers_again(void **state) {
@@ -527,6 +563,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_register_backoff, setup, teardown),
       cmocka_unit_test_setup_teardown(test_status_only_on_change_or_report, setup, teardown),
       cmocka_unit_test_setup_teardown(test_deleted_node_registers_again, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_rebooted_event, setup, teardown),
       cmocka_unit_test_setup_teardown(test_apiserver_down, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lease_failures_back_off, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stop_mid_request, setup, teardown),
