@@ -22,6 +22,7 @@
 #include "reactor/list.h"
 #include "sources/config.h"
 #include "sources/file.h"
+#include "sources/url.h"
 #include "reactor/error.h"
 
 typedef struct nl_kubelet nl_kubelet_t;
@@ -53,6 +54,8 @@ struct nl_kubelet {
   nl_pod_config_t pod_config;  /* the sources, merged */
   bool file_source_up;
   nl_file_source_t file_source;
+  bool url_source_up;
+  nl_url_source_t url_source;  /* staticPodURL */
   nl_pod_manager_t pods;       /* what the sources want */
   nl_pod_workers_t workers;
   bool runtime_up, pleg_up;
