@@ -269,6 +269,9 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
       /* The recorder is made with the API client (nl__kubelet_node_init, below);
        * nothing records before the loop runs. */
       .events = nl_events_sink(&k->events),
+      /* Set up with the API client too; without one there are no services. */
+      .service_env = nl_services_env,
+      .service_env_ctx = &k->services,
   };
   if (nl_runtime_init(&k->runtime, loop, &k->cri, &ro, err) < 0) return -1;
   k->runtime_up = true;

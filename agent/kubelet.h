@@ -14,6 +14,7 @@
 #include "cri/conn.h"
 #include "managers/events.h"
 #include "managers/node.h"
+#include "managers/services.h"
 #include "managers/pleg.h"
 #include "managers/pod_manager.h"
 #include "managers/pod_workers.h"
@@ -86,6 +87,11 @@ struct nl_kubelet {
   /* Events (kubelet_node.c): logged always, sent when joined. */
   bool events_up;
   nl_events_t events;
+  /* Services for the pods' environment (kubelet_node.c): watched when joined. */
+  bool services_up;
+  nl_services_t services;
+  int kube_users;            /* events and services still stopping: the API
+                              * client is stopped after them */
 
   /* The cluster (kubelet_node.c); none of it when standalone. */
   nl_kube_client_t *kube;    /* owned */

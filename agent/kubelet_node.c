@@ -6,6 +6,7 @@
  * manager (flushing for a second at most), the API client last. */
 #include "agent/kubelet_node.h"
 
+#include <assert.h>
 #include <stdlib.h>
 
 #include "agent/kubelet_pods.h"
@@ -57,6 +58,9 @@ int nl__kubelet_node_init(nl_kubelet_t *k, const nl_kubeconfig_t *kc, nl_err_t *
     nl_info("No api server defined - no events will be sent to API server");
     return 0;
   }
+  if (nl_services_init(&k->services, k->loop, k->kube, err) < 0) return -1;
+  k->services_up = true;
+  k->pending++;
 
   k->taints = nl_xcalloc(cfg->register_with_taints.n ? cfg->register_with_taints.n : 1,
                          sizeof *k->taints);
@@ -121,6 +125,7 @@ void nl__kubelet_node_start(nl_kubelet_t *k) {
     return;
   }
   nl_info("joining the cluster at %s as node %s", nl_kube_client_server(k->kube), k->node_name);
+  nl_services_start(&k->services);
   nl_node_start(&k->node);
 }
 
@@ -134,16 +139,28 @@ static void kube_stop(nl_kubelet_t *k) {
   nl_kube_client_stop(c, on_kube_stopped, k);
 }
 
-static void on_events_stopped(nl_events_t *e) {
-  nl_kubelet_t *k = container_of(e, nl_kubelet_t, events);
-  kube_stop(k);
+static void kube_user_stopped(nl_kubelet_t *k) {
+  assert(k->kube_users > 0);
+  if (--k->kube_users == 0) kube_stop(k);
   nl__kubelet_release(k);
 }
 
-/* Events go before the API client, sending what they can within a second. */
+static void on_events_stopped(nl_events_t *e) {
+  kube_user_stopped(container_of(e, nl_kubelet_t, events));
+}
+
+static void on_services_stopped(nl_services_t *s) {
+  kube_user_stopped(container_of(s, nl_kubelet_t, services));
+}
+
+/* The API client's users go first: the service watch, and events, which send
+ * what they can within a second. */
 static void events_then_kube_stop(nl_kubelet_t *k) {
+  k->kube_users = 1 + k->events_up + k->services_up; /* one held while issuing */
+  k->pending++;
+  if (k->services_up) nl_services_stop(&k->services, on_services_stopped);
   if (k->events_up) nl_events_stop(&k->events, EVENTS_FLUSH_MS, on_events_stopped);
-  else kube_stop(k); /* init failed after the client was made */
+  kube_user_stopped(k);
 }
 
 static void on_node_stopped(nl_node_t *n) {
