@@ -143,13 +143,17 @@ static void on_url_source_stopped(nl_url_source_t *src) {
   nl__kubelet_release(container_of(src, nl_kubelet_t, url_source));
 }
 
-static void on_url_pods(nl_pod_t **pods, size_t n, void *ctx) {
-  nl_kubelet_t *k = ctx;
+/* A source's full set to the merger (which takes the pods). */
+static void set_pods(nl_kubelet_t *k, const char *source, nl_pod_t **pods, size_t n) {
   nl_err_t *err = NULL;
-  if (nl_pod_config_set(&k->pod_config, NL_SOURCE_HTTP, pods, n, &err) < 0) {
-    nl_error("url source: %s", nl_err_msg(err));
+  if (nl_pod_config_set(&k->pod_config, source, pods, n, &err) < 0) {
+    nl_error("%s source: %s", source, nl_err_msg(err));
     nl_err_free(&err);
   }
+}
+
+static void on_url_pods(nl_pod_t **pods, size_t n, void *ctx) {
+  set_pods(ctx, NL_SOURCE_HTTP, pods, n);
 }
 
 /* staticPodURLHeader (map[string][]string): one header per value. */
@@ -173,12 +177,7 @@ static int url_source_init(nl_kubelet_t *k, nl_err_t **err) {
 }
 
 static void on_file_pods(nl_pod_t **pods, size_t n, void *ctx) {
-  nl_kubelet_t *k = ctx;
-  nl_err_t *err = NULL;
-  if (nl_pod_config_set(&k->pod_config, NL_SOURCE_FILE, pods, n, &err) < 0) {
-    nl_error("file source: %s", nl_err_msg(err));
-    nl_err_free(&err);
-  }
+  set_pods(ctx, NL_SOURCE_FILE, pods, n);
 }
 
 static void check_runtime(nl_kubelet_t *k);

@@ -56,7 +56,8 @@ typedef struct nl_event_sink {
 void nl_event_record(const nl_event_sink_t *s, const nl_event_ref_t *obj, const char *type,
                      const char *reason, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 void nl_event_vrecord(const nl_event_sink_t *s, const nl_event_ref_t *obj, const char *type,
-                      const char *reason, const char *fmt, va_list ap);
+                      const char *reason, const char *fmt, va_list ap)
+    __attribute__((format(printf, 5, 0)));
 
 /* The reference of a pod (kind Pod, apiVersion v1). Borrows from pod. */
 nl_event_ref_t nl_event_pod_ref(const nl_pod_t *pod);

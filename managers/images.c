@@ -153,6 +153,16 @@ static void next_in_queue(nl_images_t *im) {
   }
 }
 
+static void image_status(job_t *j, const char *image,
+                         void (*cb)(const nl_grpc_status_t *, Runtime__V1__ImageStatusResponse *,
+                                    void *)) {
+  Runtime__V1__ImageStatusRequest req = RUNTIME__V1__IMAGE_STATUS_REQUEST__INIT;
+  Runtime__V1__ImageSpec s = RUNTIME__V1__IMAGE_SPEC__INIT;
+  s.image = (char *)image;
+  req.image = &s;
+  nl_cri_image_status(j->im->cri, &req, cb, j);
+}
+
 static void size_done(const nl_grpc_status_t *st, Runtime__V1__ImageStatusResponse *resp,
                       void *ctx) {
   job_t *j = ctx;
@@ -182,11 +192,7 @@ static void pulled(const nl_grpc_status_t *st, Runtime__V1__PullImageResponse *r
     /* The Pulled event tells the image's size, which ImageStatus knows. */
     j->pull_ms = uv_now(im->loop) - j->pull_ms;
     j->image_ref = nl_xstrdup(resp->image_ref);
-    Runtime__V1__ImageStatusRequest sreq = RUNTIME__V1__IMAGE_STATUS_REQUEST__INIT;
-    Runtime__V1__ImageSpec s = RUNTIME__V1__IMAGE_SPEC__INIT;
-    s.image = j->image_ref;
-    sreq.image = &s;
-    nl_cri_image_status(im->cri, &sreq, size_done, j);
+    image_status(j, j->image_ref, size_done);
   }
   next_in_queue(im);
 }
@@ -291,11 +297,7 @@ void nl_images_ensure(nl_images_t *im, nl_images_req_t *req, const nl_event_ref_
     uv_timer_start(&j->timer, invalid_name, 0, 0);
     return;
   }
-  Runtime__V1__ImageStatusRequest sreq = RUNTIME__V1__IMAGE_STATUS_REQUEST__INIT;
-  Runtime__V1__ImageSpec s = RUNTIME__V1__IMAGE_SPEC__INIT;
-  s.image = j->image;
-  sreq.image = &s;
-  nl_cri_image_status(im->cri, &sreq, status_done, j);
+  image_status(j, j->image, status_done);
 }
 
 void nl_images_cancel(nl_images_req_t *req) {

@@ -30,6 +30,7 @@ declare -A seeds=(
   [fuzz_manifest]=test/fixtures/manifests
   [fuzz_yamlfast]=test/fixtures/manifests
   [fuzz_watch]=test/fuzz/kube/corpus/watch
+  [fuzz_service]=test/fuzz/kube/corpus/service
 )
 declare -A bins=(
   [fuzz_agent]=build-fuzz/test/fuzz/agent/fuzz_agent
@@ -40,10 +41,11 @@ declare -A bins=(
   [fuzz_manifest]=build-fuzz/test/fuzz/manifest/fuzz_manifest
   [fuzz_yamlfast]=build-fuzz/test/fuzz/manifest/fuzz_yamlfast
   [fuzz_watch]=build-fuzz/test/fuzz/kube/fuzz_watch
+  [fuzz_service]=build-fuzz/test/fuzz/kube/fuzz_service
 )
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(fuzz_agent fuzz_cri_response fuzz_http_parse fuzz_kube_h2 fuzz_kubeconfig
-  fuzz_manifest fuzz_watch fuzz_yamlfast)
+  fuzz_manifest fuzz_service fuzz_watch fuzz_yamlfast)
 status=0
 for t in "${targets[@]}"; do
   mkdir -p "$work/$t"

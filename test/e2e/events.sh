@@ -11,16 +11,14 @@ PODS_NS=nanolet-e2e-events
 . "$(dirname "$0")/pods_lib.sh"
 k8s_env || { fail "control plane" "tools/testenv/controlplane.sh up failed"; exit 1; }
 NODE=${EVENTS_NODE:-nl-events}
-KC=${EVENTS_KUBECONFIG:-$("$E2E_CONTROLPLANE" cert "$NODE" "system:node:$NODE" system:nodes)}
+KC=${EVENTS_KUBECONFIG:-$(node_kubeconfig "$NODE")}
 IMG=localhost/busybox:1.36
 LOG=$E2E_TMP/agent.log
 trap 'kubectl delete node "$NODE" --wait=false >/dev/null 2>&1
   kubectl delete events -n default --field-selector involvedObject.name="$NODE" >/dev/null 2>&1
   pods_cleanup; kubectl delete ns "$PODS_NS" --wait=false >/dev/null 2>&1; e2e_finish; exit $?' EXIT
 
-# a namespace left terminating by an earlier run refuses events: wait it out
-kubectl delete ns "$PODS_NS" --ignore-not-found --timeout=90s >/dev/null 2>&1
-kubectl create ns "$PODS_NS" >/dev/null
+fresh_ns "$PODS_NS"
 kubectl delete node "$NODE" --ignore-not-found >/dev/null
 kubectl delete events -n default --field-selector involvedObject.name="$NODE" >/dev/null 2>&1
 

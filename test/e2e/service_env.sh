@@ -10,13 +10,12 @@ PODS_NS=nanolet-e2e-svcenv
 . "$(dirname "$0")/pods_lib.sh"
 k8s_env || { fail "control plane" "tools/testenv/controlplane.sh up failed"; exit 1; }
 NODE=${SVCENV_NODE:-nl-events}
-KC=${SVCENV_KUBECONFIG:-$("$E2E_CONTROLPLANE" cert "$NODE" "system:node:$NODE" system:nodes)}
+KC=${SVCENV_KUBECONFIG:-$(node_kubeconfig "$NODE")}
 IMG=localhost/busybox:1.36
 trap 'kubectl delete node "$NODE" --wait=false >/dev/null 2>&1; pods_cleanup
   kubectl delete ns "$PODS_NS" --wait=false >/dev/null 2>&1; e2e_finish; exit $?' EXIT
 
-kubectl delete ns "$PODS_NS" --ignore-not-found --timeout=90s >/dev/null 2>&1
-kubectl create ns "$PODS_NS" >/dev/null
+fresh_ns "$PODS_NS"
 kubectl apply -f - >/dev/null <<EOF2
 apiVersion: v1
 kind: Service

@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "agent/kube/status.h"
+#include "fake_kube.h"
 #include "managers/events.h"
 #include "reactor/xalloc.h"
 
@@ -179,76 +180,12 @@ static void test_container_ref(void **state) {
 
 /* ---- the recorder against a fake client ---- */
 
-struct nl_kube_req {
-  char method[8], path[256], ctype[64];
-  char *body;
-  nl_kube_done_fn cb;
-  void *ctx;
-  bool done, cancelled;
-};
-
-#define MAXREQ 256
 static struct {
-  uv_loop_t *loop;
-  nl_kube_req_t *reqs[MAXREQ];
-  size_t n;
-  uv_timer_t deliver;
   int64_t now;
 } fk;
 
-int nl_kube_status_err(const nl_kube_response_t *resp, nl_err_t **err) {
-  return nl_err_set(err, resp->status, "the server responded with HTTP %d", resp->status);
-}
 nl_kube_reason_t nl_kube_status_reason(const nl_kube_response_t *resp) {
   return resp->status == 409 ? NL_KUBE_REASON_ALREADY_EXISTS : NL_KUBE_REASON_UNKNOWN;
-}
-
-static void on_deliver(uv_timer_t *t) {
-  (void)t;
-  for (size_t i = 0; i < fk.n; i++)
-    if (fk.reqs[i]->cancelled && !fk.reqs[i]->done) {
-      fk.reqs[i]->done = true;
-      nl_err_t *e = NULL;
-      nl_err_set(&e, NL_ECLOSED, "cancelled");
-      fk.reqs[i]->cb(fk.reqs[i]->ctx, NULL, e);
-      nl_err_free(&e);
-    }
-}
-
-nl_kube_req_t *nl_kube_request(nl_kube_client_t *c, const nl_kube_request_opts_t *o,
-                               nl_kube_done_fn cb, void *ctx) {
-  (void)c;
-  assert_true(fk.n < MAXREQ);
-  nl_kube_req_t *r = nl_xcalloc(1, sizeof *r);
-  snprintf(r->method, sizeof r->method, "%s", o->method);
-  snprintf(r->path, sizeof r->path, "%s", o->path);
-  snprintf(r->ctype, sizeof r->ctype, "%s", o->content_type ? o->content_type : "");
-  r->body = nl_xstrndup(o->body, o->body_len);
-  r->cb = cb;
-  r->ctx = ctx;
-  fk.reqs[fk.n++] = r;
-  return r;
-}
-
-void nl_kube_req_cancel(nl_kube_req_t *r) {
-  if (r->done) return;
-  r->cancelled = true;
-  uv_timer_start(&fk.deliver, on_deliver, 0, 0);
-}
-
-static void answer(nl_kube_req_t *r, int status) {
-  assert_false(r->done);
-  r->done = true;
-  nl_kube_response_t resp = {status, "{}", 2, "application/json"};
-  r->cb(r->ctx, &resp, NULL);
-}
-
-static void fail_req(nl_kube_req_t *r) {
-  r->done = true;
-  nl_err_t *e = NULL;
-  nl_err_set(&e, 111, "dial tcp 10.0.0.1:6443: connect: connection refused");
-  r->cb(r->ctx, NULL, e);
-  nl_err_free(&e);
 }
 
 static int64_t fake_now(void *ctx) {
@@ -256,15 +193,15 @@ static int64_t fake_now(void *ctx) {
   return fk.now;
 }
 
-static void run_once(void) { uv_run(fk.loop, UV_RUN_NOWAIT); }
+static void run_once(void) { uv_run(kf.loop, UV_RUN_NOWAIT); }
 
 /* Runs the loop until there are n requests (or a second passes). */
 static void run_until_reqs(size_t n) {
-  for (int i = 0; i < 1000 && fk.n < n; i++) {
-    uv_run(fk.loop, UV_RUN_NOWAIT);
-    if (fk.n < n) uv_sleep(1);
+  for (int i = 0; i < 1000 && kf.n < n; i++) {
+    uv_run(kf.loop, UV_RUN_NOWAIT);
+    if (kf.n < n) uv_sleep(1);
   }
-  assert_int_equal(fk.n, n);
+  assert_int_equal(kf.n, n);
 }
 
 static bool stopped;
@@ -274,22 +211,16 @@ static void on_stopped(nl_events_t *e) {
 }
 
 static void setup_fake(uv_loop_t *loop) {
-  for (size_t i = 0; i < fk.n; i++) {
-    free(fk.reqs[i]->body);
-    free(fk.reqs[i]);
-  }
-  memset(&fk, 0, sizeof fk);
-  fk.loop = loop;
   fk.now = T0;
   uv_loop_init(loop);
-  uv_timer_init(loop, &fk.deliver);
+  kf_reset(loop);
   stopped = false;
 }
 
 static void finish(uv_loop_t *loop, nl_events_t *e, uint64_t flush_ms) {
   nl_events_stop(e, flush_ms, on_stopped);
   while (!stopped) uv_run(loop, UV_RUN_ONCE);
-  uv_close((uv_handle_t *)&fk.deliver, NULL);
+  uv_close((uv_handle_t *)&kf.deliver, NULL);
   uv_run(loop, UV_RUN_DEFAULT);
   assert_int_equal(uv_loop_close(loop), 0);
 }
@@ -304,29 +235,29 @@ static void test_post_then_patch(void **state) {
   setup_fake(&loop);
   nl_events_t e;
   nl_events_opts_t o = opts();
-  nl_events_init(&e, &loop, (nl_kube_client_t *)&fk, &o);
+  nl_events_init(&e, &loop, (nl_kube_client_t *)&kf, &o);
   nl_event_sink_t sink = nl_events_sink(&e);
   nl_event_record(&sink, &pod, "Warning", "BackOff", "Back-off restarting failed container %s",
                   "c");
-  assert_int_equal(fk.n, 0); /* never from inside the call */
+  assert_int_equal(kf.n, 0); /* never from inside the call */
   run_until_reqs(1);
-  assert_string_equal(fk.reqs[0]->method, "POST");
-  assert_string_equal(fk.reqs[0]->path, "/api/v1/namespaces/ns/events");
-  assert_non_null(strstr(fk.reqs[0]->body, "\"message\":\"Back-off restarting failed container c\""));
-  answer(fk.reqs[0], 201);
+  assert_string_equal(kf.reqs[0]->method, "POST");
+  assert_string_equal(kf.reqs[0]->path, "/api/v1/namespaces/ns/events");
+  assert_non_null(strstr(kf.reqs[0]->body, "\"message\":\"Back-off restarting failed container c\""));
+  answer(kf.reqs[0], 201, "{}");
   fk.now += 10 * SEC;
   nl_event_record(&sink, &pod, "Warning", "BackOff", "Back-off restarting failed container c");
   run_until_reqs(2);
-  assert_string_equal(fk.reqs[1]->method, "PATCH");
-  assert_string_equal(fk.reqs[1]->path, "/api/v1/namespaces/ns/events/web.17979cfe362a0000");
-  assert_string_equal(fk.reqs[1]->ctype, "application/strategic-merge-patch+json");
-  assert_non_null(strstr(fk.reqs[1]->body, "\"count\":2"));
+  assert_string_equal(kf.reqs[1]->method, "PATCH");
+  assert_string_equal(kf.reqs[1]->path, "/api/v1/namespaces/ns/events/web.17979cfe362a0000");
+  assert_string_equal(kf.reqs[1]->ctype, "application/strategic-merge-patch+json");
+  assert_non_null(strstr(kf.reqs[1]->body, "\"count\":2"));
   /* the event was deleted meanwhile: it is created again */
-  answer(fk.reqs[1], 404);
+  answer(kf.reqs[1], 404, "{}");
   run_until_reqs(3);
-  assert_string_equal(fk.reqs[2]->method, "POST");
-  assert_non_null(strstr(fk.reqs[2]->body, "\"count\":2"));
-  answer(fk.reqs[2], 201);
+  assert_string_equal(kf.reqs[2]->method, "POST");
+  assert_non_null(strstr(kf.reqs[2]->body, "\"count\":2"));
+  answer(kf.reqs[2], 201, "{}");
   run_once();
   assert_int_equal(e.sent, 2);
   finish(&loop, &e, 100);
@@ -339,7 +270,7 @@ static void test_bound_drops_and_retries(void **state) {
   nl_events_t e;
   nl_events_opts_t o = opts();
   o.max_queued = 5;
-  nl_events_init(&e, &loop, (nl_kube_client_t *)&fk, &o);
+  nl_events_init(&e, &loop, (nl_kube_client_t *)&kf, &o);
   nl_event_sink_t sink = nl_events_sink(&e);
   for (int i = 0; i < 8; i++) {
     nl_event_ref_t r = pod;
@@ -351,14 +282,14 @@ static void test_bound_drops_and_retries(void **state) {
   assert_int_equal(e.dropped, 3);
   run_until_reqs(1);
   /* no answer: tried again later, with the same event */
-  fail_req(fk.reqs[0]);
+  fail_req(kf.reqs[0], 111);
   run_until_reqs(2);
-  assert_string_equal(fk.reqs[1]->body, fk.reqs[0]->body);
+  assert_string_equal(kf.reqs[1]->body, kf.reqs[0]->body);
   /* a refusal drops it: the next one goes */
-  answer(fk.reqs[1], 422);
+  answer(kf.reqs[1], 422, "{}");
   run_until_reqs(3);
   assert_int_equal(e.failed, 1);
-  assert_null(strstr(fk.reqs[2]->body, "\"p0\""));
+  assert_null(strstr(kf.reqs[2]->body, "\"p0\""));
   /* stopping with the server silent: the bound ends it, the rest is counted */
   finish(&loop, &e, 30);
   assert_int_equal(e.dropped, 3 + 4);
@@ -374,7 +305,7 @@ static void test_standalone_logs_only(void **state) {
   nl_event_sink_t sink = nl_events_sink(&e);
   nl_event_record(&sink, &pod, "Normal", "Pulled", "x");
   run_once();
-  assert_int_equal(fk.n, 0);
+  assert_int_equal(kf.n, 0);
   assert_int_equal(e.recorded, 1);
   finish(&loop, &e, 100);
 }
@@ -392,9 +323,6 @@ int main(void) {
       cmocka_unit_test(test_standalone_logs_only),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
-  for (size_t i = 0; i < fk.n; i++) {
-    free(fk.reqs[i]->body);
-    free(fk.reqs[i]);
-  }
+  kf_free();
   return rc;
 }
