@@ -194,6 +194,9 @@ static void prep_done(uv_work_t *w, int status) {
     if (p->resolv) nl_runtime_parse_resolv_conf(p->resolv, p->resolv_len, &op->host_dns);
     if (p->err) {
       nl_error("pod %s: %s", op->desc, p->err->msg);
+      /* upstream's words start the same; its lists of volumes are not kept */
+      nl__op_event(op, op->pod, NULL, NL_EVENT_WARNING, "FailedMount",
+                   "Unable to attach or mount volumes: %s", p->err->msg);
       nl__op_fail(op, p->err->code, "pod %s: unable to set up volumes: %s", op->desc,
                   p->err->msg);
     } else {
