@@ -2,8 +2,9 @@
 # Events on the real control plane, as upstream's kubelet sends them: a joined
 # nanolet reports node events (Starting, NodeHasSufficientMemory, NodeReady) on
 # the Node and pod events (Pulled, Created, Started, BackOff, image pull
-# failures) on a static pod's containers, with fieldPath, source and reporting
-# fields; a repeat is the same Event with its count raised. Standalone, events
+# failures, FailedMount, Killing) on static pods and their containers, with
+# fieldPath, source and reporting fields; a repeat is the same Event with its
+# count raised. Standalone, events
 # only go to the log at -v=3.
 # EVENTS_NODE / EVENTS_KUBECONFIG: the node and its credential (default: a node
 # of this test's own, credential minted with controlplane.sh cert).
@@ -32,6 +33,16 @@ spec:
   - {name: app, image: $IMG, command: [sleep, "3600"]}
   - {name: crash, image: $IMG, command: [sh, -c, "exit 3"]}
   - {name: missing, image: localhost/no-such-image:1}
+EOF2
+
+put badvol <<EOF2
+apiVersion: v1
+kind: Pod
+metadata: {name: badvol, namespace: $PODS_NS}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers: [{name: c, image: $IMG, command: [sleep, "3600"]}]
+  volumes: [{name: v, hostPath: {path: /nonexistent-nanolet-e2e, type: Directory}}]
 EOF2
 
 start_agent --kubeconfig "$KC" --node-ip 127.0.0.1
@@ -76,8 +87,13 @@ check "pod event: crash-loop BackOff" wait_for 40 has_event "$PODS_NS" "$psel,$(
 # the second start of the crashing container is the same Event, count 2
 check "pod event: a repeat raises the count" wait_for 40 has_event "$PODS_NS" "$psel,$(fp crash)" \
   '.reason == "Started" and .count >= 2 and .firstTimestamp != .lastTimestamp'
+check "pod event: FailedMount" wait_for 20 has_event "$PODS_NS" "involvedObject.name=badvol-$NODE" \
+  '.type == "Warning" and .reason == "FailedMount" and (.message | startswith("Unable to attach or mount volumes: ")) and (.message | contains("/nonexistent-nanolet-e2e"))'
 n=$(kubectl get events -n "$PODS_NS" --field-selector "$psel" -o json | jq '.items | length')
 if [ "$n" -le 25 ]; then ok "a crash-looping pod makes $n Event objects"; else fail "bounded events" "$n Event objects"; fi
+unput web
+check "pod event: Killing when the pod goes" wait_for 20 has_event "$PODS_NS" "$psel,$(fp app)" \
+  '.reason == "Killing" and .message == "Stopping container app"'
 stop_agent TERM
 check "the agent says nothing of a failure to send events" bash -c "! grep -q 'unable to write event\|server rejected event' '$LOG'"
 
@@ -85,4 +101,4 @@ check "the agent says nothing of a failure to send events" bash -c "! grep -q 'u
 : >"$LOG"
 start_agent -v=3
 check "standalone: no events are sent" wait_for 10 grep -q "No api server defined - no events will be sent to API server" "$LOG"
-check "standalone: events are logged at -v=3" wait_for 20 grep -q "Event occurred object=\"$PODS_NS/$pod\" fieldPath=\"spec.containers{crash}\" kind=\"Pod\" apiVersion=\"v1\" type=\"Warning\" reason=\"BackOff\"" "$LOG"
+check "standalone: events are logged at -v=3" wait_for 20 grep -q "Event occurred object=\"$PODS_NS/badvol-$NODE\" fieldPath=\"\" kind=\"Pod\" apiVersion=\"v1\" type=\"Warning\" reason=\"FailedMount\" message=\"Unable to attach or mount volumes: " "$LOG"
