@@ -19,9 +19,6 @@
  * settings. `.file = true`: a file nanolet will read once the feature lands;
  * until then it must be readable and is then ignored. `.note`: see the header. */
 const nl_config_ignored_t nl__config_ignored[] = {
-    {"staticPodURL"},
-    {"staticPodURLHeader"},
-    {"httpCheckFrequency"},
     {"address"},
     {"port"},
     {"readOnlyPort"},
@@ -50,8 +47,6 @@ const nl_config_ignored_t nl__config_ignored[] = {
     {"makeIPTablesUtilChains"},
     {"registryPullQPS"},
     {"registryBurst"},
-    {"eventRecordQPS"},
-    {"eventBurst"},
     {"bootstrap-kubeconfig", .file = true, .note = "TLS bootstrap is not supported yet"},
     {NULL},
 };

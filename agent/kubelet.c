@@ -139,13 +139,45 @@ static void on_file_source_stopped(nl_file_source_t *src) {
   nl__kubelet_release(container_of(src, nl_kubelet_t, file_source));
 }
 
-static void on_file_pods(nl_pod_t **pods, size_t n, void *ctx) {
-  nl_kubelet_t *k = ctx;
+static void on_url_source_stopped(nl_url_source_t *src) {
+  nl__kubelet_release(container_of(src, nl_kubelet_t, url_source));
+}
+
+/* A source's full set to the merger (which takes the pods). */
+static void set_pods(nl_kubelet_t *k, const char *source, nl_pod_t **pods, size_t n) {
   nl_err_t *err = NULL;
-  if (nl_pod_config_set(&k->pod_config, NL_SOURCE_FILE, pods, n, &err) < 0) {
-    nl_error("file source: %s", nl_err_msg(err));
+  if (nl_pod_config_set(&k->pod_config, source, pods, n, &err) < 0) {
+    nl_error("%s source: %s", source, nl_err_msg(err));
     nl_err_free(&err);
   }
+}
+
+static void on_url_pods(nl_pod_t **pods, size_t n, void *ctx) {
+  set_pods(ctx, NL_SOURCE_HTTP, pods, n);
+}
+
+/* staticPodURLHeader (map[string][]string): one header per value. */
+static int url_source_init(nl_kubelet_t *k, nl_err_t **err) {
+  const nl_config_map_t *hm = &k->cfg->static_pod_url_header;
+  size_t n = 0;
+  for (size_t i = 0; i < hm->n; i++) n += hm->values[i].n;
+  nl_http_header_t h[n ? n : 1];
+  n = 0;
+  for (size_t i = 0; i < hm->n; i++)
+    for (size_t j = 0; j < hm->values[i].n; j++)
+      h[n++] = (nl_http_header_t){hm->keys[i], hm->values[i].v[j]};
+  if (nl_url_source_init(&k->url_source, k->loop, k->cfg->static_pod_url, h, n,
+                         (uint64_t)(k->cfg->http_check_frequency / 1000000), k->node_name,
+                         on_url_pods, k, err) < 0)
+    return nl_err_wrap(err, "staticPodURL");
+  k->url_source_up = true;
+  k->pending++;
+  nl_pod_config_add_source(&k->pod_config, NL_SOURCE_HTTP);
+  return 0;
+}
+
+static void on_file_pods(nl_pod_t **pods, size_t n, void *ctx) {
+  set_pods(ctx, NL_SOURCE_FILE, pods, n);
 }
 
 static void check_runtime(nl_kubelet_t *k);
@@ -233,6 +265,12 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
       .max_parallel_image_pulls = cfg->max_parallel_image_pulls,
       .runtime_request_timeout_ms = (uint64_t)(cfg->runtime_request_timeout / 1000000),
       .node_ip = cfg->node_ip,
+      /* The recorder is made with the API client (nl__kubelet_node_init, below);
+       * nothing records before the loop runs. */
+      .events = nl_events_sink(&k->events),
+      /* Set up with the API client too; without one there are no services. */
+      .service_env = nl_services_env,
+      .service_env_ctx = &k->services,
   };
   if (nl_runtime_init(&k->runtime, loop, &k->cri, &ro, err) < 0) return -1;
   k->runtime_up = true;
@@ -252,6 +290,7 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
     k->pending++;
     nl_pod_config_add_source(&k->pod_config, NL_SOURCE_FILE);
   }
+  if (cfg->static_pod_url && *cfg->static_pod_url && url_source_init(k, err) < 0) return -1;
   return 0;
 }
 
@@ -271,6 +310,7 @@ int nl_kubelet_start(nl_kubelet_t *k, nl_err_t **err) {
     return -1;
   if (k->file_source_up && nl_file_source_start(&k->file_source, err) < 0)
     return nl_err_wrap(err, "staticPodPath");
+  if (k->url_source_up) nl_url_source_start(&k->url_source);
   uv_timer_start(&k->sync_ticker, on_sync_tick, 1000, 1000);
   uv_timer_start(&k->housekeeping, on_housekeeping, 2000, 2000);
   if (k->cfg->healthz_port > 0) {
@@ -296,6 +336,7 @@ void nl_kubelet_stop(nl_kubelet_t *k, nl_kubelet_done_cb done_cb) {
   if (k->lock_watch_up) uv_close((uv_handle_t *)&k->lock_watch, on_lock_watch_closed);
   if (k->server_up) nl_agent_server_stop(&k->server, on_server_stopped, k);
   if (k->file_source_up) nl_file_source_stop(&k->file_source, on_file_source_stopped);
+  if (k->url_source_up) nl_url_source_stop(&k->url_source, on_url_source_stopped);
   if (k->pleg_up) nl_pleg_stop(&k->pleg, on_pleg_stopped);
   if (k->runtime_up) nl_runtime_stop(&k->runtime, on_runtime_stopped);
   if (k->probes_up) nl_probe_manager_stop(&k->probes, on_probes_stopped);

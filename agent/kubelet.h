@@ -12,8 +12,10 @@
 #include "agent/kube/kubeconfig.h"
 #include "agent/server.h"
 #include "cri/conn.h"
+#include "managers/events.h"
 #include "managers/mirror.h"
 #include "managers/node.h"
+#include "managers/services.h"
 #include "managers/pleg.h"
 #include "managers/pod_manager.h"
 #include "managers/pod_workers.h"
@@ -24,6 +26,7 @@
 #include "sources/apiserver.h"
 #include "sources/config.h"
 #include "sources/file.h"
+#include "sources/url.h"
 #include "reactor/error.h"
 
 typedef struct nl_kubelet nl_kubelet_t;
@@ -55,6 +58,8 @@ struct nl_kubelet {
   nl_pod_config_t pod_config;  /* the sources, merged */
   bool file_source_up;
   nl_file_source_t file_source;
+  bool url_source_up;
+  nl_url_source_t url_source;  /* staticPodURL */
   nl_pod_manager_t pods;       /* what the sources want */
   nl_pod_workers_t workers;
   bool runtime_up, pleg_up;
@@ -82,10 +87,18 @@ struct nl_kubelet {
   bool probes_up;
   nl_probe_manager_t probes;
 
+  /* Events (kubelet_node.c): logged always, sent when joined. */
+  bool events_up;
+  nl_events_t events;
+  /* Services for the pods' environment (kubelet_node.c): watched when joined. */
+  bool services_up;
+  nl_services_t services;
+
   /* The cluster (kubelet_node.c); none of it when standalone. */
   nl_kube_client_t *kube;    /* owned */
-  int kube_users;            /* node manager and API source still stopping: the
-                              * API client is stopped after them */
+  int kube_users;            /* node manager, API source, Services watch and event
+                              * recorder still stopping: the API client is
+                              * stopped after them */
   nl_api_source_t *api_source; /* owned; the "api" pod source */
   bool node_up;
   nl_node_t node;            /* a CRI user */

@@ -1,10 +1,12 @@
 /* The agent's cluster membership: with a kubeconfig, the API client, the API pod
  * source, the node manager (registration, node status, the Lease), the status
- * manager and the mirror pods. Without one, nothing: the agent runs standalone.
- * The node manager is a CRI user (it asks the runtime for Status, Version and
- * images), so it stops before the CRI client; the status and mirror managers
- * stop before the node manager (they read its Node); the API client stops after
- * every user of it has cancelled its requests. */
+ * manager, the mirror pods, the Services watch (pods' environment) and the event
+ * recorder's sender. Without one, events are only logged and the agent runs
+ * standalone. The node manager is a CRI user (it asks the runtime for Status,
+ * Version and images), so it stops before the CRI client; the status and mirror
+ * managers stop before the node manager (they read its Node); the recorder stops
+ * after the node manager (flushing for a second at most); the API client stops
+ * after every user of it has cancelled its requests. */
 #include "agent/kubelet_node.h"
 
 #include <assert.h>
@@ -20,6 +22,8 @@ static bool pleg_healthy(void *ctx, int64_t now_ns, nl_err_t **err) {
   nl_kubelet_t *k = container_of((nl_cri_client_t *)ctx, nl_kubelet_t, cri);
   return nl_pleg_healthy(&k->pleg, now_ns, err);
 }
+
+#define EVENTS_FLUSH_MS 1000
 
 static const char *mirror_uid(void *ctx, const char *ns, const char *name) {
   nl_kubelet_t *k = ctx;
@@ -45,17 +49,31 @@ static void free_taints(nl_kubelet_t *k) {
 int nl__kubelet_node_init(nl_kubelet_t *k, const nl_kubeconfig_t *kc, nl_err_t **err) {
   const nl_kubelet_config_t *cfg = k->cfg;
   k->standalone = kc == NULL;
-  if (!kc) return 0;
-  if (kc->insecure)
-    nl_warn("kubeconfig %s: insecure-skip-tls-verify is set: the API server's certificate is "
-            "not verified",
-            kc->path);
-  nl_kube_client_opts_t co = {
-      .kubeconfig = kc,
-      .qps = cfg->kube_api_qps,
-      .burst = cfg->kube_api_burst,
-  };
-  if (nl_kube_client_new(&k->kube, k->loop, &co, err) < 0) return -1;
+  if (kc) {
+    if (kc->insecure)
+      nl_warn("kubeconfig %s: insecure-skip-tls-verify is set: the API server's certificate "
+              "is not verified",
+              kc->path);
+    nl_kube_client_opts_t co = {
+        .kubeconfig = kc,
+        .qps = cfg->kube_api_qps,
+        .burst = cfg->kube_api_burst,
+    };
+    if (nl_kube_client_new(&k->kube, k->loop, &co, err) < 0) return -1;
+  }
+  /* upstream's event client has its own rate limit (eventRecordQPS/eventBurst). */
+  nl_events_opts_t eo = {.host = k->node_name, .qps = cfg->event_record_qps,
+                         .burst = cfg->event_burst};
+  nl_events_init(&k->events, k->loop, k->kube, &eo);
+  k->events_up = true;
+  k->pending++;
+  if (!kc) {
+    nl_info("No api server defined - no events will be sent to API server");
+    return 0;
+  }
+  if (nl_services_init(&k->services, k->loop, k->kube, err) < 0) return -1;
+  k->services_up = true;
+  k->pending++;
   char *checkpoint =
       cfg->pod_checkpoint ? nl_xasprintf("%s/%s", cfg->root_dir, NL_API_SOURCE_CHECKPOINT_FILE) : NULL;
   nl_api_source_opts_t ao = {.node_name = k->node_name, .checkpoint_path = checkpoint};
@@ -107,6 +125,7 @@ int nl__kubelet_node_init(nl_kubelet_t *k, const nl_kubeconfig_t *kc, nl_err_t *
   };
   nl_node_deps_t d = {
       .kube = k->kube,
+      .events = nl_events_sink(&k->events),
       .query_runtime = nl_node_cri_query,
       .pleg_healthy = pleg_healthy,
       .ctx = &k->cri,
@@ -123,11 +142,14 @@ int nl__kubelet_node_init(nl_kubelet_t *k, const nl_kubeconfig_t *kc, nl_err_t *
 }
 
 void nl__kubelet_node_start(nl_kubelet_t *k) {
+  nl_event_ref_t ref = nl_event_node_ref(k->node_name);
+  nl_events_record(&k->events, &ref, NL_EVENT_NORMAL, "Starting", "Starting kubelet.");
   if (!k->node_up) {
     nl_info("no kubeconfig given: running in standalone mode");
     return;
   }
   nl_info("joining the cluster at %s as node %s", nl_kube_client_server(k->kube), k->node_name);
+  nl_services_start(&k->services);
   nl_node_start(&k->node);
   nl_api_source_start(k->api_source);
   nl_status_manager_start(&k->statuses);
@@ -149,9 +171,29 @@ static void kube_user_stopped(nl_kubelet_t *k) {
   if (--k->kube_users == 0) kube_stop(k);
 }
 
+static void on_events_stopped(nl_events_t *e) {
+  nl_kubelet_t *k = container_of(e, nl_kubelet_t, events);
+  kube_user_stopped(k);
+  nl__kubelet_release(k);
+}
+
+static void on_services_stopped(nl_services_t *s) {
+  nl_kubelet_t *k = container_of(s, nl_kubelet_t, services);
+  kube_user_stopped(k);
+  nl__kubelet_release(k);
+}
+
+/* The recorder sends what it can within a second, then lets the client go. */
+static void events_stop(nl_kubelet_t *k) {
+  if (!k->events_up) return;
+  k->kube_users++;
+  nl_events_stop(&k->events, EVENTS_FLUSH_MS, on_events_stopped);
+}
+
 static void on_node_stopped(nl_node_t *n) {
   nl_kubelet_t *k = container_of(n, nl_kubelet_t, node);
   free_taints(k);
+  events_stop(k);
   kube_user_stopped(k);
   nl__kubelet_cri_user_stopped(k);
 }
@@ -178,6 +220,10 @@ void nl__kubelet_node_stop(nl_kubelet_t *k) {
     k->pending++;
     nl_api_source_stop(s, on_api_source_stopped, k);
   }
+  if (k->services_up) {
+    k->kube_users++;
+    nl_services_stop(&k->services, on_services_stopped);
+  }
   if (k->node_up) {
     k->kube_users++;
     k->api_users_stopping = 2;
@@ -185,6 +231,7 @@ void nl__kubelet_node_stop(nl_kubelet_t *k) {
     nl_mirror_manager_stop(&k->mirrors, on_api_user_stopped, k);
   } else {
     free_taints(k);
+    events_stop(k);
   }
   kube_user_stopped(k);
 }

@@ -10,8 +10,9 @@
  * use, a bad taint or reservation). */
 int nl__kubelet_node_init(nl_kubelet_t *k, const nl_kubeconfig_t *kc, nl_err_t **err);
 void nl__kubelet_node_start(nl_kubelet_t *k);
-/* Stops the node manager, then the API client; the node manager's stop releases
- * one CRI user (nl__kubelet_cri_user_stopped). */
+/* Stops the node manager, then the event recorder (flushing for at most a
+ * second), then the API client; the node manager's stop releases one CRI user
+ * (nl__kubelet_cri_user_stopped). */
 void nl__kubelet_node_stop(nl_kubelet_t *k);
 
 #endif

@@ -157,9 +157,10 @@ static void probe_changed(void *ctx, const char *uid, const char *container, nl_
 
 static void probe_event(void *ctx, const nl_pod_t *pod, const char *container, const char *type,
                         const char *reason, const char *message) {
-  (void)ctx;
-  nl_info("pod %s/%s container %s: %s %s: %s", pod->metadata.namespace_, pod->metadata.name,
-          container, type, reason, message);
+  nl_kubelet_t *k = ctx;
+  char fp[320];
+  nl_event_ref_t ref = nl_event_container_ref(pod, container, fp, sizeof fp);
+  nl_events_record(&k->events, &ref, type, reason, message);
 }
 
 int nl__kubelet_probes_init(nl_kubelet_t *k, nl_err_t **err) {

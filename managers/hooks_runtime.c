@@ -12,6 +12,8 @@
 typedef struct hold {
   nl_runtime_op_t *op;
   nl_hook_t *hook;
+  const nl_pod_t *pod;       /* preStop: the pod and container the event names */
+  const char *container;
   uint64_t started_ms;
   int64_t grace;
   nl__prestop_then then;
@@ -36,7 +38,11 @@ static void prestop_done(void *ctx, const char *err) {
   nl_list_remove(&h->hook->link);
   if (err && strcmp(err, "cancelled") != 0)
     /* upstream records FailedPreStopHook without the message (it may hold secrets) */
+  {
     nl_warn("pod %s: PreStop hook failed: %s", op->desc, err);
+    nl__op_event(op, h->pod, h->container, NL_EVENT_WARNING, "FailedPreStopHook",
+                 "PreStopHook failed");
+  }
   int64_t elapsed = (int64_t)((uv_now(op->rt->loop) - h->started_ms) / 1000);
   int64_t grace = h->grace - elapsed;
   if (grace < NL_RUNTIME_MIN_GRACE_SECONDS) grace = NL_RUNTIME_MIN_GRACE_SECONDS;
@@ -58,6 +64,8 @@ void nl__prestop_run(nl_runtime_op_t *op, const nl_pod_t *pod, const nl_containe
           spec->name, (long long)grace);
   hold_t *h = nl_xcalloc(1, sizeof *h);
   h->op = op;
+  h->pod = pod;
+  h->container = spec->name;
   h->started_ms = uv_now(op->rt->loop);
   h->grace = grace;
   h->then = then;

@@ -3,9 +3,12 @@
 #include "managers/images.h"
 
 #include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cri/image.h"
+#include "reactor/duration.h"
 #include "managers/runtime_internal.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
@@ -21,6 +24,9 @@ typedef struct nl_images_job {
   char *requested;      /* as the spec wrote it (back-off key, messages) */
   char *backoff_key;
   char *pod_desc;
+  nl_event_ref_t ref;   /* owned copy: the pull may outlive the pod */
+  uint64_t start_ms, pull_ms; /* Pulling announced; PullImage sent (monotonic) */
+  char *image_ref;      /* pulled, waiting for its size */
   bool always;
   bool never;
   bool queued;
@@ -34,6 +40,8 @@ static void job_free(job_t *j) {
   free(j->requested);
   free(j->backoff_key);
   free(j->pod_desc);
+  free(j->image_ref);
+  nl_event_ref_free(&j->ref);
   free(j);
 }
 
@@ -97,6 +105,20 @@ static void complete(job_t *j, const char *ref, const char *reason, const char *
 
 static void start_pull(job_t *j);
 
+static void event(job_t *j, const char *type, const char *reason, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void event(job_t *j, const char *type, const char *reason, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  nl_event_vrecord(&j->im->events, &j->ref, type, reason, fmt, ap);
+  va_end(ap);
+}
+
+/* Go's Duration.String of a millisecond count ("393ms", "1.2s"). */
+static const char *dur(uint64_t ms, char *buf, size_t len) {
+  return nl_duration_format((int64_t)ms * 1000000, buf, len);
+}
+
 /* IsInBackOffSinceUpdate(key, now): within the back-off since the last failure. */
 static bool in_backoff(nl_images_t *im, const char *key) {
   uint64_t now = im->now_ms(im->now_ctx);
@@ -131,6 +153,28 @@ static void next_in_queue(nl_images_t *im) {
   }
 }
 
+static void image_status(job_t *j, const char *image,
+                         void (*cb)(const nl_grpc_status_t *, Runtime__V1__ImageStatusResponse *,
+                                    void *)) {
+  Runtime__V1__ImageStatusRequest req = RUNTIME__V1__IMAGE_STATUS_REQUEST__INIT;
+  Runtime__V1__ImageSpec s = RUNTIME__V1__IMAGE_SPEC__INIT;
+  s.image = (char *)image;
+  req.image = &s;
+  nl_cri_image_status(j->im->cri, &req, cb, j);
+}
+
+static void size_done(const nl_grpc_status_t *st, Runtime__V1__ImageStatusResponse *resp,
+                      void *ctx) {
+  job_t *j = ctx;
+  char a[32], b[32], size[64] = "";
+  if (st->code == NL_GRPC_OK && resp->image)
+    snprintf(size, sizeof size, " Image size: %llu bytes.", (unsigned long long)resp->image->size);
+  event(j, NL_EVENT_NORMAL, "Pulled", "Successfully pulled image \"%s\" in %s (%s including waiting).%s",
+        j->requested, dur(j->pull_ms, a, sizeof a),
+        dur(uv_now(j->im->loop) - j->start_ms, b, sizeof b), size);
+  complete(j, j->image_ref, NULL, NULL);
+}
+
 static void pulled(const nl_grpc_status_t *st, Runtime__V1__PullImageResponse *resp, void *ctx) {
   job_t *j = ctx;
   nl_images_t *im = j->im;
@@ -138,13 +182,17 @@ static void pulled(const nl_grpc_status_t *st, Runtime__V1__PullImageResponse *r
   if (st->code != NL_GRPC_OK) {
     char *e = nl_grpc_status_format(st);
     nl_warn("pod %s: failed to pull image \"%s\": %s", j->pod_desc, j->requested, e);
+    event(j, NL_EVENT_WARNING, "Failed", "Failed to pull image \"%s\": %s", j->requested, e);
     record_failure(im, j->backoff_key);
     complete(j, NULL, NL_IMAGE_ERR_PULL, e);
     free(e);
   } else {
     nl_info("pod %s: successfully pulled image \"%s\"", j->pod_desc, j->requested);
     nl_backoff_table_gc(&im->backoff, im->now_ms(im->now_ctx));
-    complete(j, resp->image_ref, NULL, NULL);
+    /* The Pulled event tells the image's size, which ImageStatus knows. */
+    j->pull_ms = uv_now(im->loop) - j->pull_ms;
+    j->image_ref = nl_xstrdup(resp->image_ref);
+    image_status(j, j->image_ref, size_done);
   }
   next_in_queue(im);
 }
@@ -154,6 +202,7 @@ static void start_pull(job_t *j) {
   im->running++;
   im->stats_pulls++;
   nl_info("pod %s: pulling image \"%s\"", j->pod_desc, j->requested);
+  j->pull_ms = uv_now(im->loop);
   Runtime__V1__PullImageRequest req = RUNTIME__V1__PULL_IMAGE_REQUEST__INIT;
   Runtime__V1__ImageSpec s = RUNTIME__V1__IMAGE_SPEC__INIT;
   s.image = j->image;
@@ -172,6 +221,7 @@ static void status_done(const nl_grpc_status_t *st, Runtime__V1__ImageStatusResp
   if (st->code != NL_GRPC_OK) {
     char *e = nl_grpc_status_format(st);
     char *m = nl_xasprintf("Failed to inspect image \"%s\": %s", j->image, e);
+    event(j, NL_EVENT_WARNING, "InspectFailed", "%s", m);
     complete(j, NULL, NL_IMAGE_ERR_INSPECT, m);
     free(m);
     free(e);
@@ -181,22 +231,29 @@ static void status_done(const nl_grpc_status_t *st, Runtime__V1__ImageStatusResp
   if (ref && !j->always) { /* shouldPullImage: present and not Always */
     nl_vlog(4, "pod %s: container image \"%s\" already present on machine", j->pod_desc,
             j->requested);
+    event(j, NL_EVENT_NORMAL, "Pulled",
+          "Container image \"%s\" already present on machine and can be accessed by the pod",
+          j->requested);
     complete(j, ref, NULL, NULL);
     return;
   }
   if (!ref && j->never) {
     char *m = nl_xasprintf("Container image \"%s\" is not present with pull policy of Never",
                            j->requested);
+    event(j, NL_EVENT_WARNING, "ErrImageNeverPull", "%s", m);
     complete(j, NULL, NL_IMAGE_ERR_NEVER_PULL, m);
     free(m);
     return;
   }
   if (in_backoff(im, j->backoff_key)) {
     char *m = nl_xasprintf("Back-off pulling image \"%s\"", j->requested);
+    event(j, NL_EVENT_NORMAL, "BackOff", "%s", m);
     complete(j, NULL, NL_IMAGE_ERR_PULL_BACKOFF, m);
     free(m);
     return;
   }
+  event(j, NL_EVENT_NORMAL, "Pulling", "Pulling image \"%s\"", j->requested);
+  j->start_ms = uv_now(im->loop);
   j->queued = true;
   nl_list_insert_tail(&im->queue, &j->link);
   next_in_queue(im);
@@ -209,6 +266,7 @@ static void invalid_name(uv_timer_t *t) {
   if (j->req) {
     char *m = nl_xasprintf("Failed to apply default image tag \"%s\": invalid reference format",
                            j->requested);
+    event(j, NL_EVENT_WARNING, "InspectFailed", "%s", m);
     j->req->job = NULL;
     j->cb(NULL, NL_IMAGE_ERR_INVALID_NAME, m, j->ctx);
     free(m);
@@ -216,7 +274,7 @@ static void invalid_name(uv_timer_t *t) {
   uv_close((uv_handle_t *)t, timer_closed);
 }
 
-void nl_images_ensure(nl_images_t *im, nl_images_req_t *req, const char *pod_uid,
+void nl_images_ensure(nl_images_t *im, nl_images_req_t *req, const nl_event_ref_t *ref,
                       const char *pod_desc, const char *image, const char *pull_policy,
                       nl_images_cb cb, void *ctx) {
   job_t *j = nl_xcalloc(1, sizeof *j);
@@ -227,22 +285,19 @@ void nl_images_ensure(nl_images_t *im, nl_images_req_t *req, const char *pod_uid
   j->ctx = ctx;
   j->requested = nl_xstrdup(image ? image : "");
   j->pod_desc = nl_xstrdup(pod_desc ? pod_desc : "");
+  j->ref = nl_event_ref_dup(ref);
   nl_list_init(&j->link);
   bool never = pull_policy && strcmp(pull_policy, "Never") == 0;
   j->always = pull_policy && strcmp(pull_policy, "Always") == 0;
   j->never = never;
-  j->backoff_key = nl_xasprintf("%s_%s", pod_uid ? pod_uid : "", j->requested);
+  j->backoff_key = nl_xasprintf("%s_%s", ref->uid ? ref->uid : "", j->requested);
   j->image = nl_images_default_tag(image);
   if (!j->image) { /* answered on the next loop turn, never inline */
     uv_timer_init(im->loop, &j->timer);
     uv_timer_start(&j->timer, invalid_name, 0, 0);
     return;
   }
-  Runtime__V1__ImageStatusRequest sreq = RUNTIME__V1__IMAGE_STATUS_REQUEST__INIT;
-  Runtime__V1__ImageSpec s = RUNTIME__V1__IMAGE_SPEC__INIT;
-  s.image = j->image;
-  sreq.image = &s;
-  nl_cri_image_status(im->cri, &sreq, status_done, j);
+  image_status(j, j->image, status_done);
 }
 
 void nl_images_cancel(nl_images_req_t *req) {

@@ -13,6 +13,7 @@
 #include <uv.h>
 
 #include "cri/conn.h"
+#include "managers/events.h"
 #include "reactor/backoff.h"
 #include "reactor/list.h"
 #include "reactor/map.h"
@@ -36,6 +37,7 @@ typedef struct nl_images {
   uint64_t (*now_ms)(void *ctx);
   void *now_ctx;
   uint64_t stats_pulls; /* PullImage calls made */
+  nl_event_sink_t events; /* Pulling, Pulled, Failed, BackOff, ...; fn NULL: logged */
 } nl_images_t;
 
 struct nl_images_job;
@@ -59,9 +61,11 @@ void nl_images_free(nl_images_t *im);
 /* EnsureImageExists: applies the default tag, ImageStatus, then per
  * pull_policy ("Always", "IfNotPresent", "Never"; NULL: IfNotPresent) either
  * answers at once, fails with ErrImageNeverPull, fails with ImagePullBackOff
- * while the back-off of (pod_uid, image) runs, or pulls (ErrImagePull on
- * failure, which starts/extends the back-off). pod_desc names the pod in logs. */
-void nl_images_ensure(nl_images_t *im, nl_images_req_t *req, const char *pod_uid,
+ * while the back-off of (pod uid, image) runs, or pulls (ErrImagePull on
+ * failure, which starts/extends the back-off). ref is the container's event
+ * reference (its uid is the pod's; copied); pod_desc names the pod in logs.
+ * Events as upstream's image manager records them go to im->events. */
+void nl_images_ensure(nl_images_t *im, nl_images_req_t *req, const nl_event_ref_t *ref,
                       const char *pod_desc, const char *image, const char *pull_policy,
                       nl_images_cb cb, void *ctx);
 /* The callback of req will not run; a pull in flight finishes in the

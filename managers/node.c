@@ -353,6 +353,45 @@ static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_
   step(n);
 }
 
+/* upstream's status setters record an event when a condition is new or its
+ * status changed: "Node n1 status is now: NodeReady". */
+static const struct {
+  const char *type, *if_true, *if_false;
+} cond_events[] = {
+    {"MemoryPressure", "NodeHasInsufficientMemory", "NodeHasSufficientMemory"},
+    {"DiskPressure", "NodeHasDiskPressure", "NodeHasNoDiskPressure"},
+    {"PIDPressure", "NodeHasInsufficientPID", "NodeHasSufficientPID"},
+    {"Ready", "NodeReady", "NodeNotReady"},
+};
+
+static const char *cond_status(const json_t *status, const char *type) {
+  size_t i;
+  json_t *c;
+  json_array_foreach(json_object_get(status, "conditions"), i, c) {
+    if (strcmp(json_string_value(json_object_get(c, "type")), type) == 0)
+      return json_string_value(json_object_get(c, "status"));
+  }
+  return NULL;
+}
+
+static void status_events(nl_node_t *n, const json_t *status, const json_t *prev) {
+  const char *name = n->opts.conf.name;
+  nl_event_ref_t ref = nl_event_node_ref(name);
+  for (size_t i = 0; i < sizeof cond_events / sizeof *cond_events; i++) {
+    const char *now = cond_status(status, cond_events[i].type);
+    const char *was = prev ? cond_status(prev, cond_events[i].type) : NULL;
+    if (!now || (was && strcmp(was, now) == 0)) continue;
+    const char *reason = strcmp(now, "True") == 0 ? cond_events[i].if_true : cond_events[i].if_false;
+    nl_event_record(&n->deps.events, &ref, NL_EVENT_NORMAL, reason, "Node %s status is now: %s",
+                    name, reason);
+  }
+  const char *boot = json_string_value(
+      json_object_get(json_object_get(prev, "nodeInfo"), "bootID"));
+  if (boot && *boot && n->facts.boot_id && *n->facts.boot_id && strcmp(boot, n->facts.boot_id))
+    nl_event_record(&n->deps.events, &ref, NL_EVENT_WARNING, "Rebooted",
+                    "Node %s has been rebooted, boot id: %s", name, n->facts.boot_id);
+}
+
 /* Computes the status against the Node just read; patches it when needed. */
 static void status_round(nl_node_t *n) {
   nl_cleanup_err nl_err_t *pleg = NULL, *e = NULL;
@@ -361,6 +400,7 @@ static void status_round(nl_node_t *n) {
   json_t *status = nl_node_status(&n->opts.conf, &n->facts, &in, prev, &e);
   assert(status); /* reservations were checked by nl_node_init */
   bool ready = ready_of(status);
+  status_events(n, status, prev);
   bool due = uv_now(n->loop) - n->last_report_ms >= n->opts.report_ms;
   if (!due && !nl_node_status_changed(status, prev)) {
     json_decref(status);
@@ -395,6 +435,7 @@ static void step(nl_node_t *n) {
     json_decref(n->initial);
     n->initial = nl_node_initial(&n->opts.conf, &n->facts, &in, &e);
     assert(n->initial);
+    status_events(n, json_object_get(n->initial, "status"), NULL);
     nl_vlog(2, "Attempting to register node %s", n->opts.conf.name);
     request(n, "POST", "/api/v1/nodes", NULL, json_incref(n->initial));
     return;

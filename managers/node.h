@@ -33,6 +33,7 @@
 
 #include "agent/kube/client.h"
 #include "agent/model/node.h"
+#include "managers/events.h"
 #include "reactor/backoff.h"
 
 /* Where the host facts are read from; tests point them at fixtures. */
@@ -81,6 +82,9 @@ typedef struct nl_node_deps {
   void *ctx;
   /* Wall clock, ns since the epoch; NULL: the real one. */
   int64_t (*now_ns)(void *ctx);
+  /* Node events (NodeReady, NodeHasSufficientMemory, Rebooted, ...); fn NULL:
+   * logged only. */
+  nl_event_sink_t events;
 } nl_node_deps_t;
 
 typedef struct nl_node_opts {

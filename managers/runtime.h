@@ -34,6 +34,8 @@
 #define NL_RUNTIME_BACKOFF_MAX_MS (5 * 60 * 1000)  /* ... doubling to 5 min */
 #define NL_RUNTIME_MIN_GRACE_SECONDS 2             /* minimumGracePeriodInSeconds */
 
+struct nl_env; /* below */
+
 typedef struct nl_runtime_opts {
   const char *node_name;
   const char *root_dir;     /* /var/lib/kubelet: pods at <root>/pods/<uid> */
@@ -58,6 +60,15 @@ typedef struct nl_runtime_opts {
   /* Back-off overrides for tests (0: the upstream 10 s / 5 min). */
   uint64_t backoff_initial_ms, backoff_max_ms;
   uint64_t image_backoff_initial_ms, image_backoff_max_ms;
+  /* The service environment variables of a pod (upstream getServiceEnvVarMap,
+   * managers/services.h): 0 with a new array (freed with nl_env_free), or -1
+   * with *err, which fails the container's config. NULL: none. */
+  int (*service_env)(void *ctx, const nl_pod_t *pod, struct nl_env **out, size_t *n,
+                     nl_err_t **err);
+  void *service_env_ctx;
+  /* Where the pod and container events go (Pulling, Created, Started, Killing,
+   * BackOff, ...); fn NULL: they are logged at -v=3 only. */
+  nl_event_sink_t events;
 } nl_runtime_opts_t;
 
 /* ---- probe results (liveness/startup) as computePodActions reads them ---- */
@@ -283,8 +294,9 @@ typedef struct nl_env {
   char *value;
 } nl_env_t;
 
-/* makeEnvironmentVariables: values, $(VAR) references to earlier ones, fieldRef
- * and resourceFieldRef. configMap/secret references fail (no API objects on this
+/* makeEnvironmentVariables: values, $(VAR) references to earlier ones (then to
+ * service variables), fieldRef and resourceFieldRef, then the service variables
+ * (opts->service_env) the container does not set. configMap/secret references fail (no API objects on this
  * node) unless optional. Returns 0 with a new array in *out (free with
  * nl_env_free), or -1 with *err naming the variable. */
 int nl_runtime_make_env(const nl_runtime_opts_t *opts, const nl_pod_t *pod,

@@ -7,14 +7,22 @@
 #include "reactor/buf.h"
 #include "reactor/xalloc.h"
 
-static const char *lookup(const nl_env_t *env, size_t n, const char *name, size_t len) {
+static const char *lookup1(const nl_env_t *env, size_t n, const char *name, size_t len) {
   /* Later definitions win, as the Go map built in order does. */
   for (size_t i = n; i-- > 0;)
     if (strlen(env[i].name) == len && memcmp(env[i].name, name, len) == 0) return env[i].value;
   return NULL;
 }
 
-char *nl_runtime_expand(const char *in, const nl_env_t *env, size_t n) {
+/* MappingFuncFor(env, services): the container's variables, then the services'. */
+static const char *lookup(const nl_env_t *env, size_t n, const nl_env_t *svc, size_t n_svc,
+                          const char *name, size_t len) {
+  const char *v = lookup1(env, n, name, len);
+  return v ? v : lookup1(svc, n_svc, name, len);
+}
+
+static char *expand(const char *in, const nl_env_t *env, size_t n, const nl_env_t *svc,
+                    size_t n_svc) {
   nl_buf_t b = NL_BUF_INIT;
   size_t len = strlen(in), checkpoint = 0;
   for (size_t cur = 0; cur < len; cur++) {
@@ -28,7 +36,7 @@ char *nl_runtime_expand(const char *in, const nl_env_t *env, size_t n) {
       const char *close = strchr(rest + 1, ')');
       if (close) {
         size_t nlen = (size_t)(close - rest - 1);
-        const char *v = lookup(env, n, rest + 1, nlen);
+        const char *v = lookup(env, n, svc, n_svc, rest + 1, nlen);
         if (v)
           nl_buf_puts(&b, v);
         else
@@ -46,6 +54,10 @@ char *nl_runtime_expand(const char *in, const nl_env_t *env, size_t n) {
   if (checkpoint < len) nl_buf_append(&b, in + checkpoint, len - checkpoint);
   if (!b.data) return nl_xstrdup("");
   return nl_buf_steal(&b);
+}
+
+char *nl_runtime_expand(const char *in, const nl_env_t *env, size_t n) {
+  return expand(in, env, n, NULL, 0);
 }
 
 /* fieldpath.FormatMap: sorted "k=\"v\"" lines (the kvlist is sorted already). */
@@ -174,6 +186,10 @@ int nl_runtime_make_env(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
                         const nl_container_t *c, const char *pod_ip, char *const *pod_ips,
                         size_t n_pod_ips, nl_env_t **out, size_t *n, nl_err_t **err) {
   nl__kvs_t env = {0};
+  nl_env_t *svc = NULL;
+  size_t n_svc = 0;
+  if (opts->service_env && opts->service_env(opts->service_env_ctx, pod, &svc, &n_svc, err) < 0)
+    return -1;
   for (size_t i = 0; i < c->n_env_from; i++) {
     const nl_env_from_t *f = &c->env_from[i];
     const nl_local_ref_t *r = f->config_map_ref ? f->config_map_ref : f->secret_ref;
@@ -187,8 +203,8 @@ int nl_runtime_make_env(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
   for (size_t i = 0; i < c->n_env; i++) {
     const nl_env_var_t *e = &c->env[i];
     if (!e->value_from) {
-      nl__kvs_put_take(&env, e->name, nl_runtime_expand(e->value ? e->value : "",
-                                                        env.items, env.n));
+      nl__kvs_put_take(&env, e->name,
+                       expand(e->value ? e->value : "", env.items, env.n, svc, n_svc));
       continue;
     }
     const nl_env_source_t *src = e->value_from;
@@ -216,10 +232,15 @@ int nl_runtime_make_env(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
     }
     nl__kvs_put_take(&env, e->name, v);
   }
+  /* Then the service variables the container does not set itself. */
+  for (size_t i = 0; i < n_svc; i++)
+    if (!nl__kvs_get(&env, svc[i].name)) nl__kvs_put(&env, svc[i].name, svc[i].value);
+  nl_env_free(svc, n_svc);
   *out = env.items;
   *n = env.n;
   return 0;
 fail:
+  nl_env_free(svc, n_svc);
   nl__kvs_free(&env);
   return -1;
 }

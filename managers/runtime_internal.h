@@ -132,6 +132,12 @@ void nl__sync_start(nl_runtime_op_t *op);
 /* Starts removing containers/sandboxes of op (kind REMOVE). */
 void nl__remove_start(nl_runtime_op_t *op);
 
+/* Records an event on a container of pod (the pod itself when container is
+ * NULL) through the runtime's sink; pod NULL (an orphan): nothing. */
+void nl__op_event(nl_runtime_op_t *op, const nl_pod_t *pod, const char *container,
+                  const char *type, const char *reason, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
 /* Realtime clock in ms (the default rt->now_ms). */
 uint64_t nl__wall_ms(void *ctx);
 

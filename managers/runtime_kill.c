@@ -153,6 +153,9 @@ static void orphan_status(const nl_grpc_status_t *st, Runtime__V1__ContainerStat
   }
   it->restored = st->code == NL_GRPC_OK && resp->status ? nl__restore_pod(resp->status) : NULL;
   if (it->restored) {
+    const char *name = it->restored->spec.containers[0].name;
+    nl__op_event(op, it->restored, name, NL_EVENT_NORMAL, "Killing", "Stopping container %s",
+                 name);
     nl__prestop_run(op, it->restored, &it->restored->spec.containers[0], it->id,
                     op->status && op->status->n_ips ? op->status->ips[0] : NULL, grace,
                     prestop_done, it);
@@ -170,6 +173,8 @@ void nl__kill_pod_start(nl_runtime_op_t *op, void (*after)(nl_runtime_op_t *, bo
     item_t *it = item_new(op, NL_SYNC_KILL_CONTAINER, c->name, c->id);
     if (op->pod) { /* preStop first (upstream killContainer) */
       const nl_container_t *spec = spec_of(op->pod, c->name);
+      nl__op_event(op, op->pod, c->name, NL_EVENT_NORMAL, "Killing", "Stopping container %s",
+                   c->name);
       int64_t grace =
           op->grace_override >= 0 ? op->grace_override : nl__grace_for(op->pod, spec, "");
       nl__prestop_run(op, op->pod, spec, c->id, op->status->n_ips ? op->status->ips[0] : NULL,

@@ -56,6 +56,11 @@ static void kill_one(nl_runtime_op_t *op) {
   int64_t grace = nl__grace_for(op->pod, k->spec, k->reason);
   nl_info("pod %s: killing container %s (%s) with a grace period of %llds: %s", op->desc,
           k->name, k->id, (long long)grace, k->message);
+  if (k->message && *k->message)
+    nl__op_event(op, op->pod, k->name, NL_EVENT_NORMAL, "Killing", "%s", k->message);
+  else
+    nl__op_event(op, op->pod, k->name, NL_EVENT_NORMAL, "Killing", "Stopping container %s",
+                 k->name);
   const nl_rt_pod_status_t *st = op->status;
   nl__prestop_run(op, op->pod, k->spec, k->id, st && st->n_ips ? st->ips[0] : NULL, grace,
                   kill_one_stop, NULL);
@@ -98,8 +103,11 @@ void nl__sync_start(nl_runtime_op_t *op) {
     op->sandbox_id = a->sandbox_id ? nl_xstrdup(a->sandbox_id) : NULL;
   }
   if (a->kill_pod) {
-    if (a->create_sandbox && a->sandbox_id)
+    if (a->create_sandbox && a->sandbox_id) {
       nl_info("pod %s: sandbox changed, it will be killed and re-created", op->desc);
+      nl__op_event(op, op->pod, NULL, NL_EVENT_NORMAL, "SandboxChanged",
+                   "Pod sandbox changed, it will be killed and re-created.");
+    }
     nl__kill_pod_start(op, after_kill_pod);
     return;
   }
@@ -186,6 +194,9 @@ static void prep_done(uv_work_t *w, int status) {
     if (p->resolv) nl_runtime_parse_resolv_conf(p->resolv, p->resolv_len, &op->host_dns);
     if (p->err) {
       nl_error("pod %s: %s", op->desc, p->err->msg);
+      /* upstream's words start the same; its lists of volumes are not kept */
+      nl__op_event(op, op->pod, NULL, NL_EVENT_WARNING, "FailedMount",
+                   "Unable to attach or mount volumes: %s", p->err->msg);
       nl__op_fail(op, p->err->code, "pod %s: unable to set up volumes: %s", op->desc,
                   p->err->msg);
     } else {
@@ -246,6 +257,8 @@ static void ran_sandbox(const nl_grpc_status_t *st, Runtime__V1__RunPodSandboxRe
     char *e = nl_grpc_status_format(st);
     nl__step_fail(s, NL_REASON_CREATE_POD_SANDBOX, "%s", e);
     nl_error("pod %s: CreatePodSandbox failed: %s", op->desc, e);
+    nl__op_event(op, op->pod, NULL, NL_EVENT_WARNING, "FailedCreatePodSandBox",
+                 "Failed to create pod sandbox: %s", e);
     nl__op_fail(op, NL_ERUNTIME, "pod %s: failed to create pod sandbox: %s", op->desc, e);
     free(e);
     return;
@@ -316,6 +329,11 @@ static void container_done(nl_runtime_op_t *op, bool ok) {
 
 static nl_sync_step_t *cur_step(nl_runtime_op_t *op) { return &op->result.steps[op->cur_step_idx]; }
 
+/* upstream startContainer's Failed event: "Error: <the error's message>". */
+static void fail_event(nl_runtime_op_t *op, const char *msg) {
+  nl__op_event(op, op->pod, op->cur->name, NL_EVENT_WARNING, "Failed", "Error: %s", msg);
+}
+
 /* upstream startContainer step 4: a failed postStart hook kills the container
  * (reason FailedPostStartHook) and the start fails with PostStartHookError. */
 static void post_killed(const nl_grpc_status_t *st, Runtime__V1__StopContainerResponse *r,
@@ -336,6 +354,7 @@ static void post_started(nl_runtime_op_t *op, const char *err) {
     return;
   }
   nl_warn("pod %s: container %s: Warning FailedPostStartHook: %s", op->desc, op->cur->name, err);
+  nl__op_event(op, op->pod, op->cur->name, NL_EVENT_WARNING, "FailedPostStartHook", "%s", err);
   nl__step_fail(&op->result.steps[op->cur_step_idx], "PostStartHookError", "%s", err);
   int64_t grace = nl__grace_for(op->pod, op->cur, "FailedPostStartHook");
   nl_info("pod %s: killing container %s (%s) with a grace period of %llds: FailedPostStartHook",
@@ -354,6 +373,7 @@ static void started(const nl_grpc_status_t *st, Runtime__V1__StartContainerRespo
   if (st->code != NL_GRPC_OK) {
     char *e = nl_grpc_status_format(st);
     nl__step_fail(cur_step(op), NL_REASON_RUN_CONTAINER, "%s", st->message);
+    fail_event(op, st->message);
     nl_error("pod %s: start container %s: %s", op->desc, op->cur->name, e);
     if (!op->result.err)
       nl_err_set(&op->result.err, NL_ERUNTIME, "pod %s: start container %s: %s", op->desc,
@@ -363,6 +383,7 @@ static void started(const nl_grpc_status_t *st, Runtime__V1__StartContainerRespo
     return;
   }
   nl_info("pod %s: started container %s", op->desc, op->cur->name);
+  nl__op_event(op, op->pod, op->cur->name, NL_EVENT_NORMAL, "Started", "Container started");
   if (op->cur->lifecycle && op->cur->lifecycle->post_start) {
     nl__poststart_run(op, op->cur_id, op->n_pod_ips ? op->pod_ips[0] : NULL, post_started);
     return;
@@ -377,6 +398,7 @@ static void created(const nl_grpc_status_t *st, Runtime__V1__CreateContainerResp
   if (st->code != NL_GRPC_OK) {
     char *e = nl_grpc_status_format(st);
     nl__step_fail(cur_step(op), NL_REASON_CREATE_CONTAINER, "%s", st->message);
+    fail_event(op, st->message);
     nl_error("pod %s: create container %s: %s", op->desc, op->cur->name, e);
     if (!op->result.err)
       nl_err_set(&op->result.err, NL_ERUNTIME, "pod %s: create container %s: %s", op->desc,
@@ -385,6 +407,7 @@ static void created(const nl_grpc_status_t *st, Runtime__V1__CreateContainerResp
     container_done(op, false);
     return;
   }
+  nl__op_event(op, op->pod, op->cur->name, NL_EVENT_NORMAL, "Created", "Container created");
   Runtime__V1__StartContainerRequest req = RUNTIME__V1__START_CONTAINER_REQUEST__INIT;
   free(op->cur_id);
   op->cur_id = nl_xstrdup(resp->container_id);
@@ -408,6 +431,7 @@ static void create_container(nl_runtime_op_t *op) {
   nl_err_t *err = NULL;
   if (nl_runtime_build_container_config(&op->rt->opts, op->pod, &in, &cfg, &err) < 0) {
     nl__step_fail(cur_step(op), NL_REASON_CREATE_CONTAINER_CONFIG, "%s", err->msg);
+    fail_event(op, err->msg);
     if (!op->result.err) nl_err_set(&op->result.err, NL_EINVAL, "pod %s: %s", op->desc, err->msg);
     nl_err_free(&err);
     container_done(op, false);
@@ -521,6 +545,7 @@ static void cprep_done(uv_work_t *w, int status) {
   if (nl__op_resume(op)) {
     if (p->err) {
       nl__step_fail(cur_step(op), NL_REASON_CREATE_CONTAINER_CONFIG, "%s", p->err->msg);
+      fail_event(op, p->err->msg);
       container_done(op, false);
     } else {
       if (p->scan) op->cur_restart = p->restart;
@@ -539,6 +564,7 @@ static void image_ready(const char *ref, const char *reason, const char *message
   if (!nl__op_resume(op)) return;
   if (!ref) {
     nl__step_fail(cur_step(op), reason, "%s", message ? message : "");
+    fail_event(op, reason); /* upstream: the error's text, which is its name */
     container_done(op, false);
     return;
   }
@@ -590,6 +616,8 @@ static bool in_backoff(nl_runtime_op_t *op, const nl_container_t *c, nl_sync_ste
                        sizeof d);
     nl__step_fail(s, NL_REASON_CRASH_LOOP_BACK_OFF,
                   "back-off %s restarting failed container=%s pod=%s", d, c->name, op->desc);
+    nl__op_event(op, op->pod, c->name, NL_EVENT_WARNING, "BackOff",
+                 "Back-off restarting failed container %s in pod %s", c->name, op->desc);
     nl_vlog(3, "pod %s: %s", op->desc, s->message);
   } else {
     nl_backoff_table_next(&rt->backoff, key, now);
@@ -618,6 +646,8 @@ static void next_container(nl_runtime_op_t *op) {
     return;
   }
   op->pending++;
-  nl_images_ensure(&op->rt->images, &op->img, op->uid, op->desc, op->cur->image,
+  char fp[320];
+  nl_event_ref_t ref = nl_event_container_ref(op->pod, op->cur->name, fp, sizeof fp);
+  nl_images_ensure(&op->rt->images, &op->img, &ref, op->desc, op->cur->image,
                    op->cur->image_pull_policy, image_ready, op);
 }

@@ -237,3 +237,15 @@ uint64_t nl__wall_ms(void *ctx) {
   clock_gettime(CLOCK_REALTIME, &ts);
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
+
+void nl__op_event(nl_runtime_op_t *op, const nl_pod_t *pod, const char *container,
+                  const char *type, const char *reason, const char *fmt, ...) {
+  if (!pod) return;
+  char fp[320];
+  nl_event_ref_t ref = container ? nl_event_container_ref(pod, container, fp, sizeof fp)
+                                 : nl_event_pod_ref(pod);
+  va_list ap;
+  va_start(ap, fmt);
+  nl_event_vrecord(&op->rt->opts.events, &ref, type, reason, fmt, ap);
+  va_end(ap);
+}

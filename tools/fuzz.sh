@@ -32,6 +32,7 @@ declare -A seeds=(
   [fuzz_yamlfast]=test/fixtures/manifests
   [fuzz_watch]=test/fuzz/kube/corpus/watch
   [fuzz_checkpoint]=test/fixtures/api
+  [fuzz_service]=test/fuzz/kube/corpus/service
 )
 declare -A bins=(
   [fuzz_agent]=build-fuzz/test/fuzz/agent/fuzz_agent
@@ -43,6 +44,7 @@ declare -A bins=(
   [fuzz_node]=build-fuzz/test/fuzz/node/fuzz_node
   [fuzz_yamlfast]=build-fuzz/test/fuzz/manifest/fuzz_yamlfast
   [fuzz_watch]=build-fuzz/test/fuzz/kube/fuzz_watch
+  [fuzz_service]=build-fuzz/test/fuzz/kube/fuzz_service
   [fuzz_checkpoint]=build-fuzz/test/fuzz/sources/fuzz_checkpoint
 )
 targets=("$@")

@@ -38,6 +38,15 @@ k8s_env() {
 }
 # Always the kubectl built with the control plane, never one from PATH.
 kubectl() { "${NANOLET_TEST_KUBECTL:?no test control plane: call k8s_env first}" "$@"; }
+# node_kubeconfig NODE: prints the path of a credential of NODE's own
+# (system:node:NODE in system:nodes), minted by the control plane script.
+node_kubeconfig() { "$E2E_CONTROLPLANE" cert "$1" "system:node:$1" system:nodes; }
+# fresh_ns NS: creates NS anew; an earlier run's, still terminating, is waited
+# out first (a terminating namespace refuses new objects, Events included).
+fresh_ns() {
+  kubectl delete ns "$1" --ignore-not-found --timeout=90s >/dev/null 2>&1
+  kubectl create ns "$1" >/dev/null
+}
 
 e2e_finish() {
   local rc=$?

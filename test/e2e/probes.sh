@@ -14,9 +14,10 @@ SHARED=$E2E_TMP/shared
 mkdir -p "$M" "$SHARED"
 port=$(free_port)
 
+# -v 3: events (Unhealthy, ...) are logged at that level, as upstream's recorder
 "$NANOLET" --healthz-port "$port" --pod-manifest-path "$M" --file-check-frequency 1s \
   --container-runtime-endpoint "$EP" --root-dir "$E2E_TMP/root" --hostname-override e2e-node \
-  -v 2 >"$E2E_TMP/agent.log" 2>&1 &
+  -v 3 >"$E2E_TMP/agent.log" 2>&1 &
 AGENT_PID=$!
 
 cleanup() {

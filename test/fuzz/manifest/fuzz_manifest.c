@@ -1,6 +1,7 @@
 /* libFuzzer target over the whole static-pod path: YAML/JSON parsing, the typed
  * decoder, defaulting, static naming, validation and the JSON encoder, with a
- * re-decode of the encoder's output (which must succeed). */
+ * re-decode of the encoder's output (which must succeed); and the URL source's
+ * path (one Pod or a list, named as static pods of a URL). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +35,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   nl_pod_t **pods = NULL;
   size_t n = 0;
   if (nl_pod_decode_list((const char *)data, size, "fuzz", &pods, &n, &err) == 0) {
-    for (size_t i = 0; i < n; i++) nl_pod_free(pods[i]);
+    /* the staticPodURL source's path (sources/url.c) */
+    nl_static_source_t src = {"http", "http://fuzz/pods", "node"};
+    for (size_t i = 0; i < n; i++) {
+      nl_pod_set_defaults(pods[i]);
+      nl_pod_apply_static(pods[i], &src);
+      (void)nl_pod_validate(pods[i], "fuzz", &err);
+      nl_err_free(&err);
+      nl_pod_free(pods[i]);
+    }
     free(pods);
   }
   nl_err_free(&err);

@@ -10,26 +10,13 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "fake_kube.h"
 #include "managers/node.h"
 #include "reactor/xalloc.h"
 
-/* ---- the fake client ---- */
+/* ---- the fake client (fake_kube.h) and the test's state ---- */
 
-struct nl_kube_req {
-  char method[8], path[256], ctype[64];
-  char *body;
-  nl_kube_done_fn cb;
-  void *ctx;
-  bool done, cancelled;
-  uint64_t at_ms;
-};
-
-#define MAXREQ 4096
 static struct {
-  uv_loop_t *loop;
-  nl_kube_req_t *reqs[MAXREQ];
-  size_t n;
-  uv_timer_t deliver; /* delivers cancellations, never from inside cancel */
   /* the tiny apiserver: NULL = answer by hand */
   bool auto_answer;
   int fail_status;    /* answer everything with this status (0: off) */
@@ -41,52 +28,6 @@ static struct {
   void *rt_ctx;
   bool runtime_ready;
 } fk;
-
-int nl_kube_status_err(const nl_kube_response_t *resp, nl_err_t **err) {
-  return nl_err_set(err, resp->status, "the server responded with HTTP %d", resp->status);
-}
-
-static void answer(nl_kube_req_t *r, int status, const char *body) {
-  assert_false(r->done);
-  r->done = true;
-  nl_kube_response_t resp = {status, body, strlen(body), "application/json"};
-  r->cb(r->ctx, &resp, NULL);
-}
-
-static void fail_req(nl_kube_req_t *r, int code) {
-  r->done = true;
-  nl_err_t *e = NULL;
-  nl_err_set(&e, code, "dial tcp 10.0.0.1:6443: connect: connection refused");
-  r->cb(r->ctx, NULL, e);
-  nl_err_free(&e);
-}
-
-static void on_deliver(uv_timer_t *t) {
-  for (size_t i = 0; i < fk.n; i++)
-    if (fk.reqs[i]->cancelled && !fk.reqs[i]->done) fail_req(fk.reqs[i], NL_ECLOSED);
-}
-
-nl_kube_req_t *nl_kube_request(nl_kube_client_t *c, const nl_kube_request_opts_t *o,
-                               nl_kube_done_fn cb, void *ctx) {
-  assert_true(fk.n < MAXREQ);
-  nl_kube_req_t *r = nl_xcalloc(1, sizeof *r);
-  snprintf(r->method, sizeof r->method, "%s", o->method);
-  snprintf(r->path, sizeof r->path, "%s", o->path);
-  snprintf(r->ctype, sizeof r->ctype, "%s", o->content_type ? o->content_type : "");
-  r->body = o->body ? nl_xstrndup(o->body, o->body_len) : NULL;
-  r->cb = cb;
-  r->ctx = ctx;
-  r->at_ms = uv_now(fk.loop);
-  assert_true(o->timeout_ms > 0);
-  fk.reqs[fk.n++] = r;
-  return r;
-}
-
-void nl_kube_req_cancel(nl_kube_req_t *r) {
-  if (r->done) return;
-  r->cancelled = true;
-  uv_timer_start(&fk.deliver, on_deliver, 0, 0);
-}
 
 /* ---- the tiny apiserver ---- */
 
@@ -160,18 +101,18 @@ static bool matches(const nl_kube_req_t *r, const char *method, const char *pref
 }
 
 static nl_kube_req_t *pending(const char *method, const char *prefix) {
-  for (size_t i = 0; i < fk.n; i++)
-    if (!fk.reqs[i]->done && !fk.reqs[i]->cancelled && matches(fk.reqs[i], method, prefix))
-      return fk.reqs[i];
+  for (size_t i = 0; i < kf.n; i++)
+    if (!kf.reqs[i]->done && !kf.reqs[i]->cancelled && matches(kf.reqs[i], method, prefix))
+      return kf.reqs[i];
   return NULL;
 }
 
 /* A pending request the caller does not wait for. */
 static nl_kube_req_t *pending_other(const char *method, const char *prefix) {
-  for (size_t i = 0; i < fk.n; i++)
-    if (!fk.reqs[i]->done && !fk.reqs[i]->cancelled &&
-        (!(method || prefix) || !matches(fk.reqs[i], method, prefix)))
-      return fk.reqs[i];
+  for (size_t i = 0; i < kf.n; i++)
+    if (!kf.reqs[i]->done && !kf.reqs[i]->cancelled &&
+        (!(method || prefix) || !matches(kf.reqs[i], method, prefix)))
+      return kf.reqs[i];
   return NULL;
 }
 
@@ -180,9 +121,9 @@ static void on_guard(uv_timer_t *t) {}
 /* Runs the loop (answering the runtime, and requests when auto) until a
  * request matching method and prefix is pending, or until ms passed. */
 static nl_kube_req_t *run_until(const char *method, const char *prefix, uint64_t ms) {
-  uint64_t end = uv_now(fk.loop) + ms;
+  uint64_t end = uv_now(kf.loop) + ms;
   static uv_timer_t guard;
-  uv_timer_init(fk.loop, &guard);
+  uv_timer_init(kf.loop, &guard);
   uv_timer_start(&guard, on_guard, ms, 0);
   nl_kube_req_t *r = NULL;
   for (;;) {
@@ -192,20 +133,20 @@ static nl_kube_req_t *run_until(const char *method, const char *prefix, uint64_t
       for (nl_kube_req_t *a; (a = pending_other(method, prefix));) serve(a);
     if (fk.rt_done) continue;
     if ((method || prefix) && (r = pending(method, prefix))) break;
-    uv_update_time(fk.loop);
-    if (uv_now(fk.loop) >= end) break;
-    uv_run(fk.loop, UV_RUN_ONCE);
+    uv_update_time(kf.loop);
+    if (uv_now(kf.loop) >= end) break;
+    uv_run(kf.loop, UV_RUN_ONCE);
   }
   uv_close((uv_handle_t *)&guard, NULL);
-  uv_run(fk.loop, UV_RUN_NOWAIT);
+  uv_run(kf.loop, UV_RUN_NOWAIT);
   return r;
 }
 
 static size_t count(const char *method, const char *prefix) {
   size_t c = 0;
-  for (size_t i = 0; i < fk.n; i++)
-    c += strcmp(fk.reqs[i]->method, method) == 0 &&
-         strncmp(fk.reqs[i]->path, prefix, strlen(prefix)) == 0;
+  for (size_t i = 0; i < kf.n; i++)
+    c += strcmp(kf.reqs[i]->method, method) == 0 &&
+         strncmp(kf.reqs[i]->path, prefix, strlen(prefix)) == 0;
   return c;
 }
 
@@ -240,14 +181,32 @@ static nl_node_opts_t opts(void) {
   return o;
 }
 
+/* Node events, as recorded through the sink. */
+static char events[64][96];
+static size_t n_events;
+
+static void record_event(void *ctx, const nl_event_ref_t *obj, const char *type,
+                         const char *reason, const char *message) {
+  assert_string_equal(obj->kind, "Node");
+  assert_string_equal(obj->uid, "n1");
+  if (n_events < 64) snprintf(events[n_events++], sizeof events[0], "%s %s: %s", type, reason, message);
+}
+
+static size_t count_events(const char *prefix) {
+  size_t c = 0;
+  for (size_t i = 0; i < n_events; i++) c += strncmp(events[i], prefix, strlen(prefix)) == 0;
+  return c;
+}
+
 static int setup(void **state) {
   memset(&fk, 0, sizeof fk);
+  n_events = 0;
   fk.runtime_ready = true;
   assert_int_equal(uv_loop_init(&loop), 0);
-  fk.loop = &loop;
-  uv_timer_init(&loop, &fk.deliver);
+  kf_reset(&loop);
   nl_node_opts_t o = opts();
-  nl_node_deps_t d = {.kube = (nl_kube_client_t *)&fk, .query_runtime = query_runtime};
+  nl_node_deps_t d = {.kube = (nl_kube_client_t *)&fk, .query_runtime = query_runtime,
+                      .events = {record_event, NULL}};
   assert_int_equal(nl_node_init(&node, &loop, &o, &d, NULL), 0);
   stopped = false;
   return 0;
@@ -261,13 +220,10 @@ static int teardown(void **state) {
     if (fk.rt_done) deliver_runtime();
     uv_run(&loop, UV_RUN_ONCE);
   }
-  uv_close((uv_handle_t *)&fk.deliver, NULL);
+  uv_close((uv_handle_t *)&kf.deliver, NULL);
   uv_run(&loop, UV_RUN_DEFAULT);
   assert_int_equal(uv_loop_close(&loop), 0);
-  for (size_t i = 0; i < fk.n; i++) {
-    free(fk.reqs[i]->body);
-    free(fk.reqs[i]);
-  }
+  kf_free();
   json_decref(fk.node);
   json_decref(fk.lease);
   return 0;
@@ -341,8 +297,8 @@ static void test_register_201_then_lease(void **state) {
   run_until(NULL, NULL, 880);
   assert_int_equal(fk.puts, 3);
   nl_kube_req_t *last = NULL;
-  for (size_t i = 0; i < fk.n; i++)
-    if (strcmp(fk.reqs[i]->method, "PUT") == 0) last = fk.reqs[i];
+  for (size_t i = 0; i < kf.n; i++)
+    if (strcmp(kf.reqs[i]->method, "PUT") == 0) last = kf.reqs[i];
   assert_true(last->at_ms - t0 >= 740);
   /* A conflict: GET the Lease again, then PUT the newer one. */
   json_object_set_new(json_object_get(fk.lease, "metadata"), "resourceVersion", json_string("other"));
@@ -395,7 +351,7 @@ static void test_register_backoff(void **state) {
   nl_kube_req_t *r = run_until("POST", "/api/v1/nodes", 2000);
   answer(r, 500, "{\"kind\":\"Status\",\"message\":\"etcdserver: leader changed\"}");
   r = run_until("POST", "/api/v1/nodes", 1000);
-  uint64_t d1 = r->at_ms - fk.reqs[0]->at_ms;
+  uint64_t d1 = r->at_ms - kf.reqs[0]->at_ms;
   fail_req(r, NL_ETIMEOUT);
   nl_kube_req_t *r3 = run_until("POST", "/api/v1/nodes", 1000);
   uint64_t d2 = r3->at_ms - r->at_ms;
@@ -436,6 +392,23 @@ static void test_status_only_on_change_or_report(void **state) {
   assert_non_null(strstr(r->body, "\"reason\":\"KubeletReady\""));
   serve(r);
   assert_true(nl_node_ready(&node));
+  /* Events on registration and on each change of a condition, not per round. */
+  assert_int_equal(count_events("Normal NodeHasSufficientMemory: Node n1 status is now: "
+                                "NodeHasSufficientMemory"), 1);
+  assert_int_equal(count_events("Normal NodeHasNoDiskPressure"), 1);
+  assert_int_equal(count_events("Normal NodeHasSufficientPID"), 1);
+  assert_int_equal(count_events("Normal NodeNotReady: Node n1 status is now: NodeNotReady"), 1);
+  assert_int_equal(count_events("Normal NodeReady"), 2);
+  assert_int_equal(count_events("Warning Rebooted"), 0);
+}
+
+static void test_rebooted_event(void **state) {
+  fk.node = json_loads("{\"metadata\":{\"name\":\"n1\",\"uid\":\"old-uid\"},"
+                       "\"status\":{\"nodeInfo\":{\"bootID\":\"an-older-boot\"}}}", 0, NULL);
+  fk.auto_answer = true;
+  nl_node_start(&node);
+  run_until(NULL, NULL, 300); /* registered (409), reconciled, a status round */
+  assert_int_equal(count_events("Warning Rebooted: Node n1 has been rebooted, boot id: "), 1);
 }
 
 static void test_deleted_node_registers_again(void **state) {
@@ -494,10 +467,10 @@ static void test_lease_failures_back_off(void **state) {
   run_until("PUT", "/apis/coordination.k8s.io", 1000);
   /* Every Lease write fails: five tries, then GETs with back-off. */
   fk.fail_status = 500;
-  size_t before = fk.n;
+  size_t before = kf.n;
   run_until(NULL, NULL, 400);
   size_t lease_reqs = 0;
-  for (size_t i = before; i < fk.n; i++) lease_reqs += strstr(fk.reqs[i]->path, "/leases") != NULL;
+  for (size_t i = before; i < kf.n; i++) lease_reqs += strstr(kf.reqs[i]->path, "/leases") != NULL;
   assert_in_range(lease_reqs, 5, 20);
   assert_true(node.lease.log.failures >= 5);
 }
@@ -516,7 +489,7 @@ static void test_stop_while_runtime_asked(void **state) {
   /* The runtime answers after the stop: ignored. */
   deliver_runtime();
   while (!stopped) uv_run(&loop, UV_RUN_ONCE);
-  assert_int_equal(fk.n, 0);
+  assert_int_equal(kf.n, 0);
 }
 
 int main(void) {
@@ -527,6 +500,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_register_backoff, setup, teardown),
       cmocka_unit_test_setup_teardown(test_status_only_on_change_or_report, setup, teardown),
       cmocka_unit_test_setup_teardown(test_deleted_node_registers_again, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_rebooted_event, setup, teardown),
       cmocka_unit_test_setup_teardown(test_apiserver_down, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lease_failures_back_off, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stop_mid_request, setup, teardown),
