@@ -156,7 +156,8 @@ static void on_runtime(void *ctx, const nl_node_runtime_info_t *info) {
   n->rq = NULL;
   observe_runtime(n, info);
   set_state(n, n->registered || !n->opts.register_node ? NL_NODE_STATUS_GET : NL_NODE_REGISTER);
-  n->status_tries = 0;
+  if (!n->status_retry) n->status_tries = 0; /* a new round */
+  n->status_retry = false;
   step(n);
 }
 
@@ -345,7 +346,11 @@ static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_
       wait_next(n);
       return;
     }
-    set_state(n, NL_NODE_STATUS_GET);
+    /* Ask the runtime again first: a round of failed tries against an absent
+     * apiserver lasts longer than the runtime's staleness threshold, and the
+     * status that goes out when it answers must not call the runtime down. */
+    n->status_retry = true;
+    set_state(n, NL_NODE_RUNTIME);
     break;
   default:
     assert(0 && "response in a state without a request");

@@ -173,6 +173,7 @@ struct nl_node {
   bool ready;            /* the last status sent said Ready=True */
   uint64_t last_report_ms;
   int status_tries;
+  bool status_retry;     /* the runtime query is a retry within the round */
   nl_backoff_t backoff;
   nl_node_faillog_t log;
   nl_node_lease_t lease;

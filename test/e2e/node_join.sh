@@ -17,10 +17,11 @@ node_ready() { [ "$(jp node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="
 renew_time() { jp lease -n kube-node-lease "$NODE" -o jsonpath='{.spec.renewTime}'; }
 node_uid() { jp node "$NODE" -o jsonpath='{.metadata.uid}'; }
 # The apiserver must always be back, whatever happens to this test.
-trap '"$NANOLET_TEST_CONTROLPLANE" up >/dev/null 2>&1; kubectl delete node "$NODE" --wait=false >/dev/null 2>&1; pods_cleanup; e2e_finish; exit $?' EXIT
+trap '"$NANOLET_TEST_CONTROLPLANE" up >/dev/null 2>&1; pods_cleanup; kubectl delete node "$NODE" --wait=false >/dev/null 2>&1; kubectl delete namespace "$PODS_NS" --wait=false >/dev/null 2>&1; e2e_finish; exit $?' EXIT
 
 kubectl delete node "$NODE" --ignore-not-found >/dev/null
 kubectl delete lease -n kube-node-lease "$NODE" --ignore-not-found >/dev/null
+kubectl create namespace "$PODS_NS" >/dev/null 2>&1 # for the static pod's mirror pod
 
 put sleeper <<EOF
 apiVersion: v1
@@ -87,6 +88,8 @@ fi
 
 # --- an apiserver outage of 60 s -----------------------------------------------
 wait_for 30 pod_is sleeper .status.phase Running || fail "static pod running" "$(pod sleeper .status.phase)"
+mirror_running() { [ "$(kubectl get pod -n "$PODS_NS" "sleeper-$NODE" -o jsonpath='{.status.phase}' 2>/dev/null)" = Running ]; }
+check "the static pod's mirror pod shows Running in kubectl" wait_for 20 mirror_running
 before=$(pod_containers sleeper-"$NODE" | jq -r '.[0].id')
 lines_before=$(wc -l <"$LOG")
 "$NANOLET_TEST_CONTROLPLANE" stop kube-apiserver
