@@ -9,6 +9,7 @@
 
 #include "agent/kubelet_node.h"
 #include "agent/kubelet_pods.h"
+#include "agent/kubelet_server.h"
 #include "cri/runtime.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
@@ -218,8 +219,6 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
   k->pending++;
   nl_agent_server_add_check(&k->server, "syncloop", syncloop_check, k);
   nl_agent_server_add_check(&k->server, "pleg", pleg_check, k);
-  k->server.pods_json = nl__kubelet_pods_json;
-  k->server.pods_ctx = k;
 
   nl_runtime_opts_t ro = {
       .node_name = node_name,
@@ -243,6 +242,7 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
   if (nl__kubelet_probes_init(k, err) < 0) return -1;
   k->pending++; /* released when the last CRI user has stopped */
   if (nl__kubelet_node_init(k, kc, err) < 0) return -1;
+  if (nl__kubelet_server_init(k, err) < 0) return -1;
   if (cfg->static_pod_path && *cfg->static_pod_path) {
     if (nl_file_source_init(&k->file_source, loop, cfg->static_pod_path,
                             (uint64_t)(cfg->file_check_frequency / 1000000), node_name,
@@ -279,6 +279,7 @@ int nl_kubelet_start(nl_kubelet_t *k, nl_err_t **err) {
       return nl_err_wrap(err, "healthz server");
     nl_info("serving healthz on %s:%d", k->cfg->healthz_bind_address, k->cfg->healthz_port);
   }
+  if (nl__kubelet_server_listen(k, err) < 0) return -1;
   return 0;
 }
 
@@ -295,6 +296,7 @@ void nl_kubelet_stop(nl_kubelet_t *k, nl_kubelet_done_cb done_cb) {
   uv_close((uv_handle_t *)&k->runonce_timer, on_handle_closed);
   if (k->lock_watch_up) uv_close((uv_handle_t *)&k->lock_watch, on_lock_watch_closed);
   if (k->server_up) nl_agent_server_stop(&k->server, on_server_stopped, k);
+  nl__kubelet_server_stop(k);
   if (k->file_source_up) nl_file_source_stop(&k->file_source, on_file_source_stopped);
   if (k->pleg_up) nl_pleg_stop(&k->pleg, on_pleg_stopped);
   if (k->runtime_up) nl_runtime_stop(&k->runtime, on_runtime_stopped);
