@@ -64,7 +64,17 @@ static int container_for_logs(void *ctx, const char *ns, const char *pod, const 
 
 int nl__kubelet_server_init(nl_kubelet_t *k, nl_err_t **err) {
   const nl_kubelet_config_t *c = k->cfg;
-  if (!c->enable_server || !k->kube) return 0;
+  if (!c->enable_server) return 0;
+  bool webhook = c->authn_webhook_enabled || strcmp(c->authz_mode, "Webhook") == 0;
+  if (!k->kube && webhook) {
+    /* Upstream refuses to start ("no client provided, cannot use webhook
+     * authentication"); a standalone edge node keeps running its pods. */
+    nl_warn("the kubelet server is off: %s needs an API server (--kubeconfig); set "
+            "authentication.webhook.enabled: false and authorization.mode: AlwaysAllow to "
+            "serve without one",
+            c->authn_webhook_enabled ? "authentication.webhook.enabled" : "authorization.mode Webhook");
+    return 0;
+  }
   nl_kserver_opts_t o = {
       .node_name = k->node_name,
       .address = c->address,

@@ -6,8 +6,8 @@
 
 #include "agent/kubelet.h"
 
-/* Creates the server when enableServer is set and the agent is joined to a
- * cluster. Returns 0, or -1 with *err naming the setting that failed. */
+/* Creates the server when enableServer is set, unless a webhook is configured
+ * without an API server to ask (a warning says so). Returns 0, or -1 with *err naming the setting that failed. */
 int nl__kubelet_server_init(nl_kubelet_t *k, nl_err_t **err);
 int nl__kubelet_server_listen(nl_kubelet_t *k, nl_err_t **err);
 /* Stops it; releases one pending count of the kubelet when done. */
