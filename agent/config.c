@@ -7,6 +7,7 @@
 
 #include "agent/config_fields.h"
 #include "agent/model/node.h"
+#include "agent/model/quantity.h"
 #include "reactor/duration.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
@@ -354,6 +355,16 @@ int nl_config_validate(const nl_kubelet_config_t *c, nl_err_t **err) {
   if (c->shutdown_grace_period_critical_pods > c->shutdown_grace_period)
     return nl_err_set(err, NL_EINVAL,
                       "shutdownGracePeriodCriticalPods must be <= shutdownGracePeriod");
+  nl_quantity_t q;
+  nl_err_t *qerr = NULL;
+  if (c->container_log_max_size && nl_quantity_parse(c->container_log_max_size, &q, &qerr) < 0) {
+    nl_err_set(err, NL_EINVAL, "containerLogMaxSize: %s", nl_err_msg(qerr));
+    nl_err_free(&qerr);
+    return -1;
+  }
+  if (c->container_log_max_size && nl_quantity_value(&q) <= 0)
+    return nl_err_set(err, NL_EINVAL, "containerLogMaxSize: must be greater than 0, got \"%s\"",
+                      c->container_log_max_size);
   if (c->authz_mode && strcmp(c->authz_mode, "AlwaysAllow") && strcmp(c->authz_mode, "Webhook"))
     return nl_err_set(err, NL_EINVAL,
                       "authorization.mode: must be AlwaysAllow or Webhook, got \"%s\"",

@@ -27,8 +27,6 @@ const nl_config_ignored_t nl__config_ignored[] = {
     {"cgroupDriver"},
     {"cgroupRoot"},
     {"cgroupsPerQOS"},
-    {"containerLogMaxSize"},
-    {"containerLogMaxFiles"},
     {"evictionHard", .note = "nanolet evicts no pods yet; the thresholds only lower the Node's allocatable"},
     {"evictionPressureTransitionPeriod"},
     {"imageGCHighThresholdPercent"},

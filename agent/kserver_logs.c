@@ -39,6 +39,7 @@ typedef struct reader {
   nl_http_resp_t *resp;
   lstate_t state;
   bool aborted, streaming, ended, reopen, last_round;
+  bool rotated;  /* a new file is at the path: read the old one to its end first */
   bool reopened; /* after a rotation: tailLines applied already */
   nl_crilog_opts_t opts;
   nl_crilog_writer_t w;
@@ -249,6 +250,20 @@ static void on_read(uv_fs_t *q) {
     step(r);
     return;
   }
+  if (r->rotated) {
+    /* The old file is read to its end; go on at the start of the new one. */
+    nl_vlog(4, "kubelet server: %s was rotated, reopening", r->path);
+    r->rotated = false;
+    nl_buf_reset(&r->line);
+    r->reopen = r->reopened = true;
+    r->skip = 0;
+    r->state = L_CLOSE;
+    uv_file fd = r->fd;
+    r->fd = -1;
+    r->req.data = r;
+    if (uv_fs_close(r->L->loop, &r->req, fd, fs_closed) < 0) finish(r, 0, NULL);
+    return;
+  }
   if (!r->opts.follow || r->last_round) {
     if (r->line.len && r->skip == 0) { /* the unterminated last line */
       nl_buf_t out = NL_BUF_INIT;
@@ -272,20 +287,9 @@ static void on_stat(uv_fs_t *q) {
     finish(r, 503, NULL);
     return;
   }
-  if (rotated) {
-    /* What was written to the old file before the rename has been read up to
-     * its end already; go on at the start of the new one. */
-    nl_vlog(4, "kubelet server: %s was rotated, reopening", r->path);
-    nl_buf_reset(&r->line);
-    r->reopen = r->reopened = true;
-    r->skip = 0;
-    r->state = L_CLOSE;
-    uv_file fd = r->fd;
-    r->fd = -1;
-    r->req.data = r;
-    if (uv_fs_close(r->L->loop, &r->req, fd, fs_closed) < 0) finish(r, 0, NULL);
-    return;
-  }
+  /* Rotated: the runtime may have written to the old file until it reopened;
+   * read that first (on_read then moves to the new file). */
+  r->rotated = rotated;
   if (shorter) r->off = 0; /* truncated in place */
   r->state = L_READ;
   step(r);

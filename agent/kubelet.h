@@ -12,6 +12,7 @@
 #include "agent/kube/kubeconfig.h"
 #include "agent/kserver_logs.h"
 #include "agent/server.h"
+#include "managers/logrotate.h"
 #include "cri/conn.h"
 #include "managers/node.h"
 #include "managers/pleg.h"
@@ -79,6 +80,8 @@ struct nl_kubelet {
   uv_poll_t lock_watch;
 
   /* Probes (kubelet_pods.c, nl__kubelet_probes_*): a CRI user (exec). */
+  bool logrotate_up;
+  nl_logrotate_t logrotate;    /* container log rotation, a CRI user */
   bool probes_up;
   nl_probe_manager_t probes;
 

@@ -47,6 +47,8 @@ fi
 cat >"$E2E_TMP/config.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
+containerLogMaxSize: 2Ki
+containerLogMaxFiles: 3
 authentication:
   x509: {clientCAFile: $NANOLET_TEST_K8S_CA}
 EOF
@@ -67,6 +69,15 @@ spec:
   terminationGracePeriodSeconds: 1
   containers:
   - {name: c, image: $IMG, command: [sh, -c, 'echo "attempt \$(cat /proc/uptime)"; sleep 4; exit 1']}
+EOF
+put chatter <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: chatter, namespace: $PODS_NS}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - {name: c, image: $IMG, command: [sh, -c, 'i=0; while :; do i=\$((i+1)); echo "chatter \$i xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"; sleep 0.05; done']}
 EOF
 kubectl delete node "$NODE" --ignore-not-found >/dev/null
 start_agent --config "$E2E_TMP/config.yaml" --kubeconfig "$KC" --node-ip "$NODE_IP" ||
@@ -121,7 +132,7 @@ check "timestamps=true: RFC 3339 before each line" \
   bash -c "raw() { '$NANOLET_TEST_KUBECTL' get --raw \"/api/v1/nodes/$NODE/proxy/\$1\"; }; raw '$logs?tailLines=2&timestamps=true' | grep -Ec '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(Z|[+-][0-9:]+) line [0-9]+\$' | grep -qx 2"
 n=$(raw "$logs?sinceSeconds=2" | grep -c '^line ')
 if [ "$n" -ge 5 ] && [ "$n" -le 16 ]; then ok "sinceSeconds=2: $n lines (one per 0.2 s)"; else fail "sinceSeconds" "$n lines"; fi
-check "limitBytes=9: the first 9 bytes" [ "$(raw "$logs?limitBytes=9" | od -c | head -1)" = "$(printf 'line 1\nli' | od -c | head -1)" ]
+check "limitBytes=9: the first 9 bytes" [ "$(raw "$logs?limitBytes=9" | od -c)" = "$(raw "$logs" | head -c 9 | od -c)" ]
 timeout 3 "$NANOLET_TEST_KUBECTL" get --raw "/api/v1/nodes/$NODE/proxy/$logs?follow=true&tailLines=0" >"$E2E_TMP/follow" 2>&1
 n=$(grep -c '^line ' "$E2E_TMP/follow")
 first=$(sed -n '1s/line //p' "$E2E_TMP/follow")
@@ -158,6 +169,22 @@ check "  ... and -v=5 logging is on at once" wait_for 5 v5
 code "${cc[@]}" -X PUT --data 2 "$url/debug/flags/v" >/dev/null
 c=$(code "${cc[@]}" "$url/debug/flags/v")
 check "GET /debug/flags/v: 406" [ "$c" = 406 ]
+
+# --- follow across log rotation ---------------------------------------------------
+# chatter writes ~2 KiB/s; containerLogMaxSize 2Ki rotates it every 10 s round.
+timeout 25 "$NANOLET_TEST_KUBECTL" get --raw "/api/v1/nodes/$NODE/proxy/containerLogs/$PODS_NS/chatter-$NODE/c?follow=true" >"$E2E_TMP/chatter" 2>&1
+dir=$(ls -d "$LOGS/${PODS_NS}_chatter-${NODE}_"*/c 2>/dev/null | head -1)
+rotated=$(ls "$dir" 2>/dev/null | grep -c '^0\.log\.[0-9]\{8\}-[0-9]\{6\}$')
+if [ "$rotated" -ge 1 ] && [ "$rotated" -le 2 ]; then ok "containerLogMaxSize 2Ki, containerLogMaxFiles 3: $rotated rotated files beside 0.log"
+else fail "rotation" "$(ls "$dir" 2>&1)"; fi
+first=$(grep -m1 '^chatter ' "$E2E_TMP/chatter" | cut -d' ' -f2)
+last=$(grep '^chatter ' "$E2E_TMP/chatter" | tail -1 | cut -d' ' -f2)
+n=$(grep -c '^chatter ' "$E2E_TMP/chatter")
+if [ -n "$first" ] && [ "$((last - first + 1))" = "$n" ] && [ "$n" -gt 100 ]; then
+  ok "follow=true across rotations: $n lines, none lost or repeated"
+else
+  fail "follow across rotation" "$n lines, $first..$last"
+fi
 
 # --- a flood of silent connections -------------------------------------------------
 cat >"$E2E_TMP/flood.py" <<'EOF'
