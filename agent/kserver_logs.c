@@ -14,7 +14,7 @@
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
-#define CHUNK (64 * 1024)
+#define CHUNK (16 * 1024)
 #define HIGH_WATER (1024 * 1024) /* queued to the client: stop reading above it */
 #define DEFAULT_POLL_MS 250
 #define DEFAULT_STATE_MS 5000    /* upstream's stateCheckPeriod */
