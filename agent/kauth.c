@@ -159,17 +159,37 @@ static char *review_key(const check_t *c, const char *sub) {
   return s;
 }
 
-static void review_done(void *ctx, const nl_kube_response_t *resp, const nl_err_t *err) {
-  check_t *c = ctx;
+/* Sends a TokenReview or SubjectAccessReview (body: owned JSON). */
+static void post_review(check_t *c, const char *path, char *body, nl_kube_done_fn cb) {
+  nl_kube_request_opts_t o = {.method = "POST",
+                              .path = path,
+                              .body = body,
+                              .body_len = strlen(body),
+                              .timeout_ms = REVIEW_TIMEOUT_MS};
+  c->req = nl_kube_request(c->a->kube, &o, cb, c);
+  free(body);
+}
+
+/* The apiserver's answer: *root its JSON (NULL when there is none: an error, a
+ * non-2xx status, no JSON). Returns false when the check was answered meanwhile
+ * (stop); c is freed then. */
+static bool review_answer(check_t *c, const nl_kube_response_t *resp, const nl_err_t *err,
+                          json_t **root) {
   c->req = NULL;
   if (!c->done) {
     finish(c, 0, NULL);
-    return;
+    return false;
   }
+  *root = !err && resp->status / 100 == 2 ? json_loadb(resp->body, resp->body_len, 0, NULL) : NULL;
+  return true;
+}
+
+static void review_done(void *ctx, const nl_kube_response_t *resp, const nl_err_t *err) {
+  check_t *c = ctx;
+  json_t *root;
+  if (!review_answer(c, resp, err, &root)) return;
   nl_kauth_t *a = c->a;
   const char *sub = c->attrs.subresources[c->next_attr];
-  json_t *root = NULL;
-  if (!err && resp->status / 100 == 2) root = json_loadb(resp->body, resp->body_len, 0, NULL);
   json_t *allowed = json_object_get(json_object_get(root, "status"), "allowed");
   if (!json_is_boolean(allowed)) {
     nl_warn("kubelet server: SubjectAccessReview for %s on nodes/%s: %s", c->user.name, sub,
@@ -219,16 +239,11 @@ static void authorize(check_t *c) {
     free(msg);
     return;
   }
-  char *body = nl_xasprintf("{\"apiVersion\":\"authorization.k8s.io/v1\",\"kind\":"
-                            "\"SubjectAccessReview\",\"spec\":%s}",
-                            c->key);
-  nl_kube_request_opts_t o = {.method = "POST",
-                              .path = "/apis/authorization.k8s.io/v1/subjectaccessreviews",
-                              .body = body,
-                              .body_len = strlen(body),
-                              .timeout_ms = REVIEW_TIMEOUT_MS};
-  c->req = nl_kube_request(a->kube, &o, review_done, c);
-  free(body);
+  post_review(c, "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+              nl_xasprintf("{\"apiVersion\":\"authorization.k8s.io/v1\",\"kind\":"
+                           "\"SubjectAccessReview\",\"spec\":%s}",
+                           c->key),
+              review_done);
 }
 
 static void authenticated(check_t *c, const nl_kauth_user_t *u) {
@@ -239,14 +254,9 @@ static void authenticated(check_t *c, const nl_kauth_user_t *u) {
 
 static void token_done(void *ctx, const nl_kube_response_t *resp, const nl_err_t *err) {
   check_t *c = ctx;
-  c->req = NULL;
-  if (!c->done) {
-    finish(c, 0, NULL);
-    return;
-  }
+  json_t *root;
+  if (!review_answer(c, resp, err, &root)) return;
   nl_kauth_t *a = c->a;
-  json_t *root = NULL;
-  if (!err && resp->status / 100 == 2) root = json_loadb(resp->body, resp->body_len, 0, NULL);
   json_t *status = json_object_get(root, "status");
   json_t *ok = json_object_get(status, "authenticated");
   if (!json_is_boolean(ok)) {
@@ -335,13 +345,7 @@ void nl_kauth_check(nl_kauth_t *a, int peer_rc, const char *peer_cn, char *const
                              "kind", "TokenReview", "spec", "token", token);
   char *body = json_dumps(review, JSON_COMPACT);
   json_decref(review);
-  nl_kube_request_opts_t o = {.method = "POST",
-                              .path = "/apis/authentication.k8s.io/v1/tokenreviews",
-                              .body = body,
-                              .body_len = strlen(body),
-                              .timeout_ms = REVIEW_TIMEOUT_MS};
-  c->req = nl_kube_request(a->kube, &o, token_done, c);
-  free(body);
+  post_review(c, "/apis/authentication.k8s.io/v1/tokenreviews", body, token_done);
 }
 
 int nl_kauth_init(nl_kauth_t *a, const nl_kauth_opts_t *opts, nl_kube_client_t *kube,

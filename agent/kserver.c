@@ -260,37 +260,34 @@ int nl_kserver_new(nl_kserver_t **out, uv_loop_t *loop, const nl_kserver_opts_t 
                         .mode = o->authz_webhook ? NL_KAUTHZ_WEBHOOK : NL_KAUTHZ_ALWAYS_ALLOW,
                         .allowed_ttl_ms = o->allowed_ttl_ms,
                         .denied_ttl_ms = o->denied_ttl_ms};
-  if (nl_kauth_init(&s->auth, &ao, kube, loop_now, loop, err) < 0 || tls_setup(s, o, err) < 0) {
-    nl_kauth_free(&s->auth);
-    free(s->address);
-    free(s);
-    return -1;
-  }
+  if (nl_kauth_init(&s->auth, &ao, kube, loop_now, loop, err) < 0) goto fail_auth;
+  if (tls_setup(s, o, err) < 0) goto fail_tls;
   nl_http_server_opts_t ho = {
       .idle_timeout_ms = o->idle_timeout_ms ? o->idle_timeout_ms : DEFAULT_IDLE_TIMEOUT_MS,
       .read_timeout_ms = o->read_timeout_ms ? o->read_timeout_ms : DEFAULT_READ_TIMEOUT_MS,
       .max_conns = o->max_conns ? o->max_conns : DEFAULT_MAX_CONNS,
       .tls = s->tls};
-  if (nl_http_server_init(&s->https, loop, &ho, err) < 0) {
-    nl_tls_config_unref(s->tls);
-    nl_kauth_free(&s->auth);
-    free(s->address);
-    free(s);
-    return -1;
-  }
+  if (nl_http_server_init(&s->https, loop, &ho, err) < 0) goto fail_http;
   nl_http_server_route(&s->https, NULL, "/", on_secure, s);
   if (o->read_only_port > 0) {
     ho.tls = NULL;
-    if (nl_http_server_init(&s->ro, loop, &ho, err) == 0) {
-      s->ro_up = true;
-      nl_http_server_route(&s->ro, NULL, "/", on_read_only, s);
-    } else {
-      nl_kserver_stop(s, NULL, NULL);
+    if (nl_http_server_init(&s->ro, loop, &ho, err) < 0) {
+      nl_kserver_stop(s, NULL, NULL); /* frees s once the listener has closed */
       return -1;
     }
+    s->ro_up = true;
+    nl_http_server_route(&s->ro, NULL, "/", on_read_only, s);
   }
   *out = s;
   return 0;
+fail_http:
+  nl_tls_config_unref(s->tls);
+fail_tls:
+  nl_kauth_free(&s->auth);
+fail_auth:
+  free(s->address);
+  free(s);
+  return -1;
 }
 
 int nl_kserver_listen(nl_kserver_t *s, nl_err_t **err) {

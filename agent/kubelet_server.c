@@ -1,5 +1,6 @@
 #include "agent/kubelet_server.h"
 
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +23,47 @@ static void pods(void *ctx, const nl_http_req_t *req, const nl_kserver_user_t *u
   nl_http_resp_header(resp, "Content-Type", "application/json");
   nl_http_resp_send(resp, 200, out.data, out.len);
   nl_buf_free(&out);
+}
+
+/* upstream's GetRunningPods + ToAPIPod: the runtime's pods with a ready
+ * sandbox or a running container, each with its running containers' names
+ * and images only. */
+static bool running_pod(const nl_rt_pod_status_t *st, void *ctx) {
+  json_t *items = ctx;
+  bool ready = false;
+  for (size_t i = 0; i < st->n_sandboxes; i++)
+    if (st->sandboxes[i].state == NL_RT_SANDBOX_READY) ready = true;
+  json_t *containers = json_array();
+  for (size_t i = 0; i < st->n_containers; i++) {
+    const nl_rt_container_t *c = &st->containers[i];
+    if (c->state != NL_RT_CONTAINER_RUNNING) continue;
+    json_array_append_new(containers, json_pack("{s:s, s:s, s:{}}", "name", c->name ? c->name : "",
+                                                "image", c->image ? c->image : "", "resources"));
+  }
+  if (!ready && json_array_size(containers) == 0) {
+    json_decref(containers);
+    return true;
+  }
+  json_array_append_new(
+      items, json_pack("{s:{s:s, s:s, s:s, s:n}, s:{s:o}, s:{}}", "metadata", "name",
+                       st->name ? st->name : "", "namespace", st->namespace_ ? st->namespace_ : "",
+                       "uid", st->uid, "creationTimestamp", "spec", "containers", containers,
+                       "status"));
+  return true;
+}
+
+static void runningpods(void *ctx, const nl_http_req_t *req, const nl_kserver_user_t *user,
+                        nl_http_resp_t *resp) {
+  nl_kubelet_t *k = ctx;
+  json_t *items = json_array();
+  nl_pleg_foreach(&k->pleg, running_pod, items);
+  json_t *list = json_pack("{s:s, s:s, s:{}, s:o}", "kind", "PodList", "apiVersion", "v1",
+                           "metadata", "items", items);
+  char *out = json_dumps(list, JSON_COMPACT);
+  json_decref(list);
+  nl_http_resp_header(resp, "Content-Type", "application/json");
+  nl_http_resp_send_str(resp, 200, out);
+  free(out);
 }
 
 static void configz(void *ctx, const nl_http_req_t *req, const nl_kserver_user_t *user,
@@ -110,6 +152,7 @@ int nl__kubelet_server_init(nl_kubelet_t *k, nl_err_t **err) {
   if (c->enable_debugging_handlers) {
     const nl_kserver_route_t debug[] = {
         {"GET", "/configz", configz, k, false},
+        {"GET", "/runningpods/", runningpods, k, false},
         {NULL, "/debug/flags/v", debug_flags_v, k, false},
     };
     nl_kserver_route(k->kserver, debug, sizeof debug / sizeof debug[0]);
