@@ -89,14 +89,17 @@ static void finish(reader_t *r, int status, const char *msg) {
 static void fs_closed(uv_fs_t *q) {
   reader_t *r = q->data;
   uv_fs_req_cleanup(q);
-  if (r->reopen && !r->aborted) {
-    r->reopen = false;
+  bool reopen = r->reopen && !r->aborted;
+  r->reopen = false;
+  if (reopen) {
     r->state = L_OPEN;
     step(r);
-    return;
+  } else if (!r->ended) { /* the client left during a rotation's reopen */
+    finish(r, 503, NULL);
+  } else {
+    r->state = L_DONE;
+    uv_close((uv_handle_t *)&r->timer, timer_closed);
   }
-  r->state = L_DONE;
-  uv_close((uv_handle_t *)&r->timer, timer_closed);
 }
 
 static void on_abort(void *ctx) {
