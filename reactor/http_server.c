@@ -506,9 +506,11 @@ static void on_end(nl__http_io_t *io, nl_err_t *err) {
     conn_close(c);
     return;
   }
-  /* A half-closed client still gets the answer to a request in flight. */
+  /* A half-closed client still gets the answer to a request in flight; a
+   * stream (a log follow) that may write nothing for hours ends, as Go's
+   * server cancels the request when the client's side closes. */
   c->peer_eof = true;
-  if (c->state == C_READING) conn_close(c);
+  if (c->state == C_READING || c->state == C_STREAMING) conn_close(c);
 }
 
 static void on_drain(nl__http_io_t *io) {

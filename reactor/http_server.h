@@ -122,7 +122,8 @@ bool nl_http_resp_alive(const nl_http_resp_t *resp);
 /* Sends the head with status and the headers added so far, and a body of
  * unknown length (chunked; HTTP/1.0 clients: delimited by the close). Then
  * nl_http_resp_write() any number of times and nl_http_resp_end() once, which
- * releases resp. The connection's timeouts do not run while streaming. */
+ * releases resp. The connection's timeouts do not run while streaming; the
+ * client closing its side ends the stream (the abort callback runs). */
 void nl_http_resp_stream(nl_http_resp_t *resp, int status);
 /* Queues body bytes (copied). Returns 0, or -1 when the connection is gone. */
 int nl_http_resp_write(nl_http_resp_t *resp, const void *data, size_t len);

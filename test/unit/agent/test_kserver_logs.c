@@ -217,10 +217,55 @@ static void follow_across_rotation(void **state) {
   nl_buf_free(&w.body);
 }
 
+/* A client that goes away from a quiet follow ends it: no more polling. */
+typedef struct quiet {
+  world_t *w;
+  nl_http_call_t *call;
+  uv_timer_t t;
+  int phase, calls_after;
+} quiet_t;
+
+static void cancelled(void *ctx, nl_http_response_t *resp, const nl_err_t *err) {}
+static void chunk(void *ctx, const char *data, size_t len) {}
+
+static void quiet_tick(uv_timer_t *t) {
+  quiet_t *q = t->data;
+  if (q->phase++ == 0) {
+    nl_http_cancel(q->call);
+    uv_timer_start(t, quiet_tick, 100, 0);
+  } else if (q->phase == 2) {
+    q->calls_after = status_calls;
+    uv_timer_start(t, quiet_tick, 300, 0);
+  } else {
+    q->calls_after = status_calls - q->calls_after;
+    q->w->done = true;
+    nl_http_server_stop(&q->w->srv, NULL, NULL);
+    uv_close((uv_handle_t *)t, NULL);
+  }
+}
+
+static void client_leaves(void **state) {
+  world_t w;
+  setup(&w);
+  char url[256];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/containerLogs/ns/p/c?follow=true",
+           nl_http_server_port(&w.srv));
+  quiet_t q = {.w = &w};
+  nl_http_request_opts_t o = {.url = url, .on_chunk = chunk};
+  q.call = nl_http_request(&w.loop, &o, cancelled, &q);
+  uv_timer_init(&w.loop, &q.t);
+  q.t.data = &q;
+  uv_timer_start(&q.t, quiet_tick, 200, 0);
+  finish(&w);
+  assert_int_equal(q.calls_after, 0);
+  nl_buf_free(&w.body);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(whole_file_and_options),
       cmocka_unit_test(follow_across_rotation),
+      cmocka_unit_test(client_leaves),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
