@@ -8,6 +8,7 @@
 
 #include "agent/kauth.h"
 #include "agent/kserver_cert.h"
+#include "managers/volumes.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
@@ -194,8 +195,9 @@ static int tls_setup(nl_kserver_t *s, const nl_kserver_opts_t *o, nl_err_t **err
     cert = nl_xasprintf("%s/kubelet.crt", dir);
     key = nl_xasprintf("%s/kubelet.key", dir);
     if (!readable(cert) || !readable(key)) {
-      if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-        nl_err_set(err, errno, "--cert-dir %s: %s", dir, strerror(errno));
+      int r = nl__mkdir_p(dir, 0755); /* as upstream's MkdirAll */
+      if (r < 0) {
+        nl_err_set(err, -r, "--cert-dir %s: %s", dir, strerror(-r));
         goto out;
       }
       if (nl_kserver_self_signed(cert, key, o->hostname, o->node_ip, err) < 0) {

@@ -114,12 +114,14 @@ static void finish(world_t *w) {
 static void anonymous_routes(void **state) {
   world_t w;
   setup(&w);
+  char pki[96];
+  snprintf(pki, sizeof pki, "%s/var/lib/kubelet/pki", w.dir); /* made with its parents */
   nl_kserver_opts_t o = {.node_name = "n1", .address = "127.0.0.1", .port = 0,
-                         .cert_dir = w.dir, .hostname = "n1", .node_ip = "127.0.0.1",
+                         .cert_dir = pki, .hostname = "n1", .node_ip = "127.0.0.1",
                          .anonymous = true};
   start(&w, &o);
   char crt[128];
-  snprintf(crt, sizeof crt, "%s/kubelet.crt", w.dir);
+  snprintf(crt, sizeof crt, "%s/kubelet.crt", pki);
   assert_int_equal(access(crt, R_OK), 0);
   int port = nl_kserver_port(w.s);
   nl_tls_config_t *tls = client_tls(false);
