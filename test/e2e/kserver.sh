@@ -98,7 +98,7 @@ check "/configz: the configuration, as upstream's {\"kubeletconfig\": ...}" \
 
 running() { raw runningpods/ | jq -e --arg n "logger-$NODE" --arg img "$IMG" \
   '.kind == "PodList" and ([.items[] | select(.metadata.name == $n) | .spec.containers[0] | "\(.name) \(.image)"] == ["c \($img)"])' >/dev/null; }
-check "/runningpods/: the runtime's running pods and containers" wait_for 10 running
+check "/runningpods/: the runtime's running pods and containers" wait_for 30 running
 
 # --- access control ------------------------------------------------------------
 url=https://127.0.0.1:$KPORT
@@ -143,9 +143,10 @@ first=$(sed -n '1s/line //p' "$E2E_TMP/follow")
 last=$(grep '^line ' "$E2E_TMP/follow" | tail -1 | sed 's/line //')
 if [ "$n" -ge 8 ] && [ "$((last - first + 1))" = "$n" ]; then ok "follow=true: $n new lines in 3 s, none lost"
 else fail "follow" "$n lines, $first..$last"; fi
-# Restarted once and running again: the previous and the current instance.
-restarted() { [ "$(curl -fsS "http://127.0.0.1:$RO_PORT/pods" | jq -r --arg n "crasher-$NODE" '.items[] | select(.metadata.name == $n) | .status.containerStatuses[0] | "\(.restartCount) \(.state | keys[0])"')" = "1 running" ]; }
-if wait_for 40 restarted; then
+# Restarted and running again (4 s of each 10, 20, 40 s back-off): the
+# previous and the current instance.
+restarted() { curl -fsS "http://127.0.0.1:$RO_PORT/pods" | jq -e --arg n "crasher-$NODE" '.items[] | select(.metadata.name == $n) | .status.containerStatuses[0] | .restartCount >= 1 and .state.running != null' >/dev/null; }
+if wait_for 90 restarted; then
   prev=$(raw "containerLogs/$PODS_NS/crasher-$NODE/c?previous=true")
   cur=$(raw "containerLogs/$PODS_NS/crasher-$NODE/c")
   if grep -q '^attempt ' <<<"$prev" && [ "$prev" != "$cur" ]; then ok "previous=true: the last instance's log"
@@ -203,9 +204,9 @@ EOF2
   else
     fail "kubectl logs" "$(klogs talker | tail -3)"
   fi
-  again() { [ "$(kubectl get pod -n "$SA_NS" crasher -o jsonpath='{.status.containerStatuses[0].restartCount} {.status.containerStatuses[0].state.running.startedAt}' 2>/dev/null | cut -c1-2)" = "1 " ] &&
-    [ -n "$(kubectl get pod -n "$SA_NS" crasher -o jsonpath='{.status.containerStatuses[0].state.running}')" ]; }
-  if wait_for 40 again; then
+  again() { kubectl get pod -n "$SA_NS" crasher -o json 2>/dev/null |
+    jq -e '.status.containerStatuses[0] | .restartCount >= 1 and .state.running != null' >/dev/null; }
+  if wait_for 90 again; then
     prev=$(klogs crasher --previous)
     cur=$(klogs crasher)
     if grep -q '^attempt ' <<<"$prev" && [ "$prev" != "$cur" ]; then ok "kubectl logs --previous"
