@@ -19,16 +19,11 @@
  * settings. `.file = true`: a file nanolet will read once the feature lands;
  * until then it must be readable and is then ignored. `.note`: see the header. */
 const nl_config_ignored_t nl__config_ignored[] = {
-    {"address"},
-    {"port"},
-    {"readOnlyPort"},
     {"imageServiceEndpoint"},
     {"podPidsLimit"},
     {"cgroupDriver"},
     {"cgroupRoot"},
     {"cgroupsPerQOS"},
-    {"containerLogMaxSize"},
-    {"containerLogMaxFiles"},
     {"evictionHard", .note = "nanolet evicts no pods yet; the thresholds only lower the Node's allocatable"},
     {"evictionPressureTransitionPeriod"},
     {"imageGCHighThresholdPercent"},
@@ -38,11 +33,7 @@ const nl_config_ignored_t nl__config_ignored[] = {
     {"shutdownGracePeriodCriticalPods"},
     {"streamingConnectionIdleTimeout"},
     {"failSwapOn"},
-    {"enableServer"},
-    {"enableDebuggingHandlers"},
     {"hairpinMode"},
-    {"tlsCertFile"},
-    {"tlsPrivateKeyFile"},
     {"rotateCertificates"},
     {"makeIPTablesUtilChains"},
     {"registryPullQPS"},

@@ -211,6 +211,7 @@ cmd_up() {
     --service-account-key-file="$PKI/sa.pub" \
     --service-account-signing-key-file="$PKI/sa.key" \
     --service-cluster-ip-range=$SERVICE_CIDR \
+    --kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname \
     --endpoint-reconciler-type=none
   # All default controllers, plus the two that TLS bootstrap needs.
   start_component kube-controller-manager kcm_ready -- "$bin/kube-controller-manager" \
@@ -225,6 +226,16 @@ cmd_up() {
     --service-account-private-key-file="$PKI/sa.key" \
     --use-service-account-credentials \
     --service-cluster-ip-range=$SERVICE_CIDR
+  # kubeadm's binding for the apiserver's kubelet-client identity (group
+  # kubeadm:cluster-admins): kubelets authorize it with SubjectAccessReview.
+  "$bin/kubectl" --kubeconfig "$CP/admin.kubeconfig" apply -f - >/dev/null <<'YAML' ||
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "kubeadm:cluster-admins"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "kubeadm:cluster-admins"}]
+YAML
+    die "cannot bind kubeadm:cluster-admins to cluster-admin"
   write_env "$bin"
   echo "$CP/env.sh" >&3
 }
