@@ -42,12 +42,19 @@ static void write_cb(uv_write_t *req, int status) {
   uv_stream_t *s = req->handle;
   free(w->data);
   free(w);
-  if (status < 0 && status != UV_ECANCELED && !uv_is_closing((uv_handle_t *)s)) {
-    nl__http_io_t *io = container_of((uv_tcp_t *)s, nl__http_io_t, tcp);
+  if (uv_is_closing((uv_handle_t *)s)) return;
+  nl__http_io_t *io = container_of((uv_tcp_t *)s, nl__http_io_t, tcp);
+  if (status < 0 && status != UV_ECANCELED) {
     nl_cleanup_err nl_err_t *err = NULL;
     nl_err_set(&err, -status, "write: %s", uv_strerror(status));
     end(io, err);
+    return;
   }
+  if (io->cbs->on_drain && uv_stream_get_write_queue_size(s) == 0) io->cbs->on_drain(io);
+}
+
+size_t nl__http_io_queued(const nl__http_io_t *io) {
+  return uv_stream_get_write_queue_size((const uv_stream_t *)&io->tcp);
 }
 
 /* Queues an owned buffer. */
@@ -138,6 +145,12 @@ int nl__http_io_start(nl__http_io_t *io, nl_err_t **err) {
     return flush_tls(io, err);
   }
   return 0;
+}
+
+void nl__http_io_read(nl__http_io_t *io, bool on) {
+  if (io->ended || nl__http_io_closing(io)) return;
+  if (on) uv_read_start((uv_stream_t *)&io->tcp, alloc_cb, read_cb);
+  else uv_read_stop((uv_stream_t *)&io->tcp);
 }
 
 void nl__http_io_close(nl__http_io_t *io, uv_close_cb cb) {

@@ -20,6 +20,8 @@ typedef struct nl__http_io_cbs {
   /* The peer closed (err NULL) or the stream failed (err borrowed). Reading has
    * stopped. Called at most once. */
   void (*on_end)(nl__http_io_t *io, nl_err_t *err);
+  /* The write queue emptied after a write (optional). */
+  void (*on_drain)(nl__http_io_t *io);
 } nl__http_io_cbs_t;
 
 struct nl__http_io {
@@ -37,6 +39,10 @@ int nl__http_io_start(nl__http_io_t *io, nl_err_t **err);
 /* Queues plaintext (copied). Returns 0 or -1 with *err. */
 int nl__http_io_write(nl__http_io_t *io, const void *data, size_t len, nl_err_t **err);
 bool nl__http_io_closing(const nl__http_io_t *io);
+/* Bytes queued and not yet written to the socket. */
+size_t nl__http_io_queued(const nl__http_io_t *io);
+/* Stops (false) or resumes (true) reading, for back-pressure; a no-op once ended. */
+void nl__http_io_read(nl__http_io_t *io, bool on);
 /* Closes now; pending writes are dropped. */
 void nl__http_io_close(nl__http_io_t *io, uv_close_cb cb);
 /* Closes once the queued writes are out (close_notify first under TLS). */

@@ -1,5 +1,6 @@
 #include "reactor/http_server.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <strings.h>
@@ -32,11 +33,21 @@ struct nl_http_resp {
   conn_t *conn; /* NULL once the connection is gone */
   nl_http_headers_t headers;
   bool head_only;
+  bool chunked; /* streaming with chunked coding (else close-delimited) */
   void (*abort_cb)(void *ctx);
   void *abort_ctx;
+  void (*drain_cb)(void *ctx);
+  void *drain_ctx;
 };
 
-enum conn_state { C_READING, C_HANDLING, C_CLOSING };
+struct nl_http_tunnel {
+  const nl_http_tunnel_cbs_t *cbs;
+  void *ctx;
+};
+
+/* READING: waiting for (idle) or receiving a request; HANDLING: a handler has
+ * it; STREAMING: the handler streams the body; TUNNEL: taken over. */
+enum conn_state { C_READING, C_HANDLING, C_STREAMING, C_TUNNEL, C_CLOSING };
 
 struct conn {
   nl_list_t link;
@@ -51,6 +62,9 @@ struct conn {
   nl_http_resp_t *resp;
   char *path, *query;
   bool draining, peer_eof;
+  bool got_bytes;     /* part of the current request has arrived: not idle */
+  uint64_t idle_since; /* uv_now() of accept or of the last answer */
+  nl_http_tunnel_t tunnel; /* C_TUNNEL */
   char remote[64];
 };
 
@@ -110,6 +124,7 @@ int nl_http_server_init(nl_http_server_t *srv, uv_loop_t *loop, const nl_http_se
   srv->loop = loop;
   if (opts) srv->opts = *opts;
   if (!srv->opts.read_timeout_ms) srv->opts.read_timeout_ms = DEFAULT_READ_TIMEOUT_MS;
+  if (!srv->opts.idle_timeout_ms) srv->opts.idle_timeout_ms = srv->opts.read_timeout_ms;
   if (!srv->opts.max_conns) srv->opts.max_conns = DEFAULT_MAX_CONNS;
   if (!srv->opts.max_head) srv->opts.max_head = NL_HTTP_DEFAULT_MAX_HEAD;
   if (!srv->opts.max_body) srv->opts.max_body = DEFAULT_MAX_BODY;
@@ -223,6 +238,7 @@ static void conn_handle_closed(uv_handle_t *h) {
   conn_t *c = h->data;
   if (--c->open_handles > 0) return;
   nl_http_server_t *srv = c->srv;
+  if (c->tunnel.cbs && c->tunnel.cbs->on_close) c->tunnel.cbs->on_close(c->tunnel.ctx);
   nl_list_remove(&c->link);
   nl__http_io_release(&c->io);
   nl_http_parser_free(&c->parser);
@@ -251,6 +267,7 @@ static void resp_detach(conn_t *c) {
 static void conn_close(conn_t *c) {
   if (c->state == C_CLOSING) return;
   c->state = C_CLOSING;
+  c->srv->nlive--;
   uv_timer_stop(&c->timer);
   uv_close((uv_handle_t *)&c->timer, conn_handle_closed);
   nl__http_io_close(&c->io, conn_handle_closed);
@@ -261,6 +278,7 @@ static void conn_close(conn_t *c) {
 static void conn_close_after_writes(conn_t *c) {
   if (c->state == C_CLOSING) return;
   c->state = C_CLOSING;
+  c->srv->nlive--;
   uv_timer_stop(&c->timer);
   uv_close((uv_handle_t *)&c->timer, conn_handle_closed);
   nl__http_io_close_after_writes(&c->io, conn_handle_closed);
@@ -269,13 +287,21 @@ static void conn_close_after_writes(conn_t *c) {
 
 static void on_timeout(uv_timer_t *t) {
   conn_t *c = t->data;
-  nl_vlog(4, "http: %s: no complete request within %" PRIu64 " ms, closing", c->remote,
-          c->srv->opts.read_timeout_ms);
+  if (c->got_bytes)
+    nl_vlog(4, "http: %s: no complete request within %" PRIu64 " ms, closing", c->remote,
+            c->srv->opts.read_timeout_ms);
+  else
+    nl_vlog(4, "http: %s: idle for %" PRIu64 " ms, closing", c->remote,
+            c->srv->opts.idle_timeout_ms);
   conn_close(c);
 }
 
-static void arm_timer(conn_t *c) {
-  uv_timer_start(&c->timer, on_timeout, c->srv->opts.read_timeout_ms, 0);
+/* Waiting for the next request: the idle timeout runs. */
+static void set_idle(conn_t *c) {
+  c->idle_since = uv_now(c->srv->loop);
+  c->got_bytes = c->pending.len > 0; /* a pipelined request has begun */
+  uv_timer_start(&c->timer, on_timeout,
+                 c->got_bytes ? c->srv->opts.read_timeout_ms : c->srv->opts.idle_timeout_ms, 0);
 }
 
 static void format_date(char *out, size_t cap) {
@@ -285,13 +311,15 @@ static void format_date(char *out, size_t cap) {
   strftime(out, cap, "%a, %d %b %Y %H:%M:%S GMT", &tm);
 }
 
-/* Writes a complete response; keep says whether the connection stays open. */
-static void write_response(conn_t *c, int status, const nl_http_headers_t *headers, bool head_only,
-                           const void *body, size_t len, bool keep) {
-  nl_buf_t b = NL_BUF_INIT;
+/* How a response's body is delimited. */
+enum framing { FR_LENGTH, FR_CHUNKED, FR_CLOSE };
+
+/* Appends a response head to b. */
+static void put_head(nl_buf_t *b, int status, const nl_http_headers_t *headers,
+                     enum framing framing, size_t len, bool keep) {
   char date[64];
   format_date(date, sizeof(date));
-  nl_buf_printf(&b, "HTTP/1.1 %d %s\r\n", status, nl_http_status_text(status));
+  nl_buf_printf(b, "HTTP/1.1 %d %s\r\n", status, nl_http_status_text(status));
   bool has_type = false;
   if (headers) {
     for (size_t i = 0; i < headers->n; i++) {
@@ -300,24 +328,32 @@ static void write_response(conn_t *c, int status, const nl_http_headers_t *heade
           !strcasecmp(name, "Date") || !strcasecmp(name, "Transfer-Encoding"))
         continue;
       if (!strcasecmp(name, "Content-Type")) has_type = true;
-      nl_buf_printf(&b, "%s: %s\r\n", name, headers->v[i].value);
+      nl_buf_printf(b, "%s: %s\r\n", name, headers->v[i].value);
     }
   }
   bool bodyless = status < 200 || status == 204 || status == 304;
   if (!bodyless) {
-    if (!has_type && len > 0) nl_buf_puts(&b, "Content-Type: text/plain; charset=utf-8\r\n");
-    nl_buf_printf(&b, "Content-Length: %zu\r\n", len);
+    if (!has_type && (len > 0 || framing != FR_LENGTH))
+      nl_buf_puts(b, "Content-Type: text/plain; charset=utf-8\r\n");
+    if (framing == FR_LENGTH) nl_buf_printf(b, "Content-Length: %zu\r\n", len);
+    if (framing == FR_CHUNKED) nl_buf_puts(b, "Transfer-Encoding: chunked\r\n");
   }
-  nl_buf_printf(&b, "Date: %s\r\n", date);
-  if (!keep) nl_buf_puts(&b, "Connection: close\r\n");
-  nl_buf_puts(&b, "\r\n");
-  if (!bodyless && !head_only && len > 0) nl_buf_append(&b, body, len);
+  nl_buf_printf(b, "Date: %s\r\n", date);
+  if (!keep) nl_buf_puts(b, "Connection: close\r\n");
+  nl_buf_puts(b, "\r\n");
+}
+
+static bool conn_write(conn_t *c, const void *data, size_t len) {
   nl_cleanup_err nl_err_t *err = NULL;
-  if (nl__http_io_write(&c->io, b.data, b.len, &err) < 0) {
+  if (nl__http_io_write(&c->io, data, len, &err) < 0) {
     nl_vlog(4, "http: %s: %s", c->remote, nl_err_msg(err));
-    keep = false;
+    return false;
   }
-  nl_buf_free(&b);
+  return true;
+}
+
+/* The response is out: close, or wait for the next request. */
+static void finish_response(conn_t *c, bool keep) {
   if (!keep) {
     conn_close_after_writes(c);
     return;
@@ -328,8 +364,20 @@ static void write_response(conn_t *c, int status, const nl_http_headers_t *heade
   nl_buf_reset(&c->body);
   nl_http_parser_next(&c->parser);
   c->state = C_READING;
-  arm_timer(c);
+  set_idle(c);
   drain(c);
+}
+
+/* Writes a complete response; keep says whether the connection stays open. */
+static void write_response(conn_t *c, int status, const nl_http_headers_t *headers, bool head_only,
+                           const void *body, size_t len, bool keep) {
+  nl_buf_t b = NL_BUF_INIT;
+  put_head(&b, status, headers, FR_LENGTH, len, keep);
+  bool bodyless = status < 200 || status == 204 || status == 304;
+  if (!bodyless && !head_only && len > 0) nl_buf_append(&b, body, len);
+  if (!conn_write(c, b.data, b.len)) keep = false;
+  nl_buf_free(&b);
+  finish_response(c, keep);
 }
 
 /* An error answer to a request we could not parse or accept; the connection
@@ -373,6 +421,7 @@ static void dispatch(conn_t *c) {
       .body = c->body.data,
       .body_len = c->body.len,
       .remote = c->remote,
+      .tls = c->io.tls,
   };
   bool wrong_method;
   route_t *r = route_find(srv, c->path, m->method, &wrong_method);
@@ -412,7 +461,8 @@ static void drain(conn_t *c) {
     }
     nl_buf_consume(&c->pending, used);
     if (rc == NL_HTTP_FEED_DONE) {
-      if (c->parser.msg.upgrade) c->parser.msg.keep_alive = false; /* no upgrades here */
+      /* An Upgrade not taken over by its handler ends with the answer. */
+      if (c->parser.msg.upgrade) c->parser.msg.keep_alive = false;
       dispatch(c);
     }
   }
@@ -426,7 +476,16 @@ static void drain(conn_t *c) {
 static void on_data(nl__http_io_t *io, const char *p, size_t n) {
   conn_t *c = container_of(io, conn_t, io);
   if (c->state == C_CLOSING) return;
-  if (c->state == C_HANDLING && c->pending.len + n > MAX_PENDING) {
+  if (c->state == C_TUNNEL) {
+    c->tunnel.cbs->on_data(c->tunnel.ctx, p, n);
+    return;
+  }
+  if (c->state == C_READING && !c->got_bytes) {
+    /* The request has begun: from idle to the read timeout. */
+    c->got_bytes = true;
+    uv_timer_start(&c->timer, on_timeout, c->srv->opts.read_timeout_ms, 0);
+  }
+  if (c->state != C_READING && c->pending.len + n > MAX_PENDING) {
     nl_vlog(4, "http: %s: too much pipelined data, closing", c->remote);
     conn_close(c);
     return;
@@ -437,6 +496,11 @@ static void on_data(nl__http_io_t *io, const char *p, size_t n) {
 
 static void on_end(nl__http_io_t *io, nl_err_t *err) {
   conn_t *c = container_of(io, conn_t, io);
+  if (c->state == C_TUNNEL) {
+    c->peer_eof = true;
+    c->tunnel.cbs->on_end(c->tunnel.ctx, err);
+    return;
+  }
   if (err) {
     nl_vlog(4, "http: %s: %s", c->remote, nl_err_msg(err));
     conn_close(c);
@@ -447,7 +511,32 @@ static void on_end(nl__http_io_t *io, nl_err_t *err) {
   if (c->state == C_READING) conn_close(c);
 }
 
-static const nl__http_io_cbs_t conn_io_cbs = {.on_ready = NULL, .on_data = on_data, .on_end = on_end};
+static void on_drain(nl__http_io_t *io) {
+  conn_t *c = container_of(io, conn_t, io);
+  if (c->state == C_TUNNEL && c->tunnel.cbs->on_drain) c->tunnel.cbs->on_drain(c->tunnel.ctx);
+  else if (c->state == C_STREAMING && c->resp && c->resp->drain_cb)
+    c->resp->drain_cb(c->resp->drain_ctx);
+}
+
+static const nl__http_io_cbs_t conn_io_cbs = {
+    .on_ready = NULL, .on_data = on_data, .on_end = on_end, .on_drain = on_drain};
+
+/* At the bound: closes the connection idle longest. Returns false when every
+ * connection is busy with a request. */
+static bool evict_idle(nl_http_server_t *srv) {
+  conn_t *oldest = NULL;
+  nl_list_t *pos, *tmp;
+  nl_list_foreach_safe(pos, tmp, &srv->conns) {
+    conn_t *c = nl_list_entry(pos, conn_t, link);
+    if (c->state != C_READING || c->got_bytes) continue;
+    if (!oldest || c->idle_since < oldest->idle_since) oldest = c;
+  }
+  if (!oldest) return false;
+  nl_vlog(4, "http: %s: %zu connections open, closing %s, idle longest", srv->addr, srv->nlive,
+          oldest->remote);
+  conn_close(oldest);
+  return true;
+}
 
 static const nl_http_parser_cbs_t conn_parser_cbs = {.on_body = on_req_body};
 
@@ -467,8 +556,10 @@ static void on_connection(uv_stream_t *l, int status) {
   uv_timer_init(srv->loop, &c->timer);
   c->timer.data = c;
   c->open_handles = 2;
+  c->idle_since = uv_now(srv->loop);
   nl_list_insert_tail(&srv->conns, &c->link);
   srv->nconns++;
+  srv->nlive++;
   nl_http_parser_limits_t lim = {.max_head = srv->opts.max_head, .max_body = srv->opts.max_body};
   nl_http_parser_init(&c->parser, true, &lim, &conn_parser_cbs, c);
   strcpy(c->remote, "?");
@@ -480,9 +571,9 @@ static void on_connection(uv_stream_t *l, int status) {
   int len = sizeof(ss);
   if (uv_tcp_getpeername(&c->io.tcp, (struct sockaddr *)&ss, &len) == 0)
     format_addr((struct sockaddr *)&ss, c->remote, sizeof(c->remote));
-  if (srv->nconns > srv->opts.max_conns) {
-    nl_warn("http: %s: refusing %s, %zu connections open", srv->addr, c->remote,
-            srv->nconns - 1);
+  if (srv->nlive > srv->opts.max_conns && !evict_idle(srv)) {
+    nl_warn("http: %s: refusing %s, %zu connections open and busy", srv->addr, c->remote,
+            srv->nlive - 1);
     conn_close(c);
     return;
   }
@@ -494,7 +585,7 @@ static void on_connection(uv_stream_t *l, int status) {
     return;
   }
   uv_tcp_nodelay(&c->io.tcp, 1);
-  arm_timer(c);
+  set_idle(c);
 }
 
 /* ---- responses ---------------------------------------------------------- */
@@ -524,3 +615,104 @@ void nl_http_resp_send(nl_http_resp_t *resp, int status, const void *body, size_
 void nl_http_resp_send_str(nl_http_resp_t *resp, int status, const char *body) {
   nl_http_resp_send(resp, status, body, strlen(body));
 }
+
+/* ---- streamed responses ------------------------------------------------- */
+
+void nl_http_resp_stream(nl_http_resp_t *resp, int status) {
+  conn_t *c = resp->conn;
+  if (!c) return;
+  assert(c->state == C_HANDLING);
+  resp->chunked = c->parser.msg.major == 1 && c->parser.msg.minor >= 1;
+  bool keep = resp->chunked && c->parser.msg.keep_alive && !c->peer_eof && !c->srv->stopping;
+  if (!keep) c->parser.msg.keep_alive = false;
+  nl_buf_t b = NL_BUF_INIT;
+  put_head(&b, status, &resp->headers, resp->chunked ? FR_CHUNKED : FR_CLOSE, 0, keep);
+  c->state = C_STREAMING;
+  if (!conn_write(c, b.data, b.len)) conn_close(c);
+  nl_buf_free(&b);
+}
+
+int nl_http_resp_write(nl_http_resp_t *resp, const void *data, size_t len) {
+  conn_t *c = resp->conn;
+  if (!c) return -1;
+  assert(c->state == C_STREAMING);
+  if (len == 0 || resp->head_only) return 0;
+  nl_buf_t b = NL_BUF_INIT;
+  if (resp->chunked) nl_buf_printf(&b, "%zx\r\n", len);
+  nl_buf_append(&b, data, len);
+  if (resp->chunked) nl_buf_puts(&b, "\r\n");
+  bool ok = conn_write(c, b.data, b.len);
+  nl_buf_free(&b);
+  if (!ok) {
+    conn_close(c);
+    return -1;
+  }
+  return 0;
+}
+
+size_t nl_http_resp_queued(const nl_http_resp_t *resp) {
+  return resp->conn ? nl__http_io_queued(&resp->conn->io) : 0;
+}
+
+void nl_http_resp_on_drain(nl_http_resp_t *resp, void (*cb)(void *ctx), void *ctx) {
+  resp->drain_cb = cb;
+  resp->drain_ctx = ctx;
+}
+
+void nl_http_resp_end(nl_http_resp_t *resp) {
+  conn_t *c = resp->conn;
+  if (c) {
+    assert(c->state == C_STREAMING);
+    c->resp = NULL;
+    bool keep = resp->chunked && c->parser.msg.keep_alive && !c->peer_eof && !c->srv->stopping;
+    bool ok = true;
+    if (resp->chunked && !resp->head_only) ok = conn_write(c, "0\r\n\r\n", 5);
+    finish_response(c, keep && ok);
+  }
+  nl_http_headers_free(&resp->headers);
+  free(resp);
+}
+
+/* ---- takeover ----------------------------------------------------------- */
+
+/* The bytes that followed the request head, handed over on a later turn. */
+static void tunnel_flush_pending(uv_timer_t *t) {
+  conn_t *c = t->data;
+  if (c->state != C_TUNNEL) return;
+  if (c->pending.len > 0) {
+    nl_buf_t p = c->pending;
+    c->pending = (nl_buf_t)NL_BUF_INIT;
+    c->tunnel.cbs->on_data(c->tunnel.ctx, p.data, p.len);
+    nl_buf_free(&p);
+  }
+  if (c->state == C_TUNNEL && c->peer_eof) c->tunnel.cbs->on_end(c->tunnel.ctx, NULL);
+}
+
+nl_http_tunnel_t *nl_http_resp_takeover(nl_http_resp_t *resp, const nl_http_tunnel_cbs_t *cbs,
+                                        void *ctx) {
+  conn_t *c = resp->conn;
+  nl_http_headers_free(&resp->headers);
+  free(resp);
+  if (!c) return NULL;
+  assert(c->state == C_HANDLING);
+  c->resp = NULL;
+  c->state = C_TUNNEL;
+  c->tunnel.cbs = cbs;
+  c->tunnel.ctx = ctx;
+  uv_timer_start(&c->timer, tunnel_flush_pending, 0, 0);
+  return &c->tunnel;
+}
+
+static conn_t *tunnel_conn(nl_http_tunnel_t *t) { return container_of(t, conn_t, tunnel); }
+
+int nl_http_tunnel_write(nl_http_tunnel_t *t, const void *data, size_t len, nl_err_t **err) {
+  return nl__http_io_write(&tunnel_conn(t)->io, data, len, err);
+}
+
+size_t nl_http_tunnel_queued(const nl_http_tunnel_t *t) {
+  return nl__http_io_queued(&tunnel_conn((nl_http_tunnel_t *)t)->io);
+}
+
+void nl_http_tunnel_read(nl_http_tunnel_t *t, bool on) { nl__http_io_read(&tunnel_conn(t)->io, on); }
+
+void nl_http_tunnel_close(nl_http_tunnel_t *t) { conn_close_after_writes(tunnel_conn(t)); }

@@ -33,6 +33,7 @@ typedef struct nl_http_req {
   const char *body; /* NUL-terminated; "" when none */
   size_t body_len;
   const char *remote; /* "127.0.0.1:53012" */
+  nl_tls_t *tls;      /* the connection's TLS session (peer certificate), or NULL */
 } nl_http_req_t;
 
 /* Each request's handler must eventually call nl_http_resp_send() exactly once,
@@ -41,8 +42,13 @@ typedef struct nl_http_req {
 typedef void (*nl_http_handler_fn)(void *ctx, const nl_http_req_t *req, nl_http_resp_t *resp);
 
 typedef struct nl_http_server_opts {
-  uint64_t read_timeout_ms; /* from idle (or accept) to a complete request; 0: 60 s */
-  size_t max_conns;         /* more are accepted and closed at once; 0: 128 */
+  uint64_t read_timeout_ms; /* from the first byte of a request to all of it; 0: 60 s */
+  uint64_t idle_timeout_ms; /* from accept or the last answer to a request's first byte;
+                               0: read_timeout_ms */
+  /* At the bound, a new connection closes the connection that has been idle
+   * (waiting for a request) longest; when none is idle, the new one is refused.
+   * So a flood of silent sockets can never lock other clients out. 0: 128. */
+  size_t max_conns;
   size_t max_head;          /* 0: NL_HTTP_DEFAULT_MAX_HEAD; over it: 431 */
   uint64_t max_body;        /* 0: 1 MiB; over it: 413 */
   nl_tls_config_t *tls;     /* a server config (referenced), or NULL for plain HTTP */
@@ -57,7 +63,8 @@ struct nl_http_server {
   nl_http_server_opts_t opts;
   nl_list_t routes;
   nl_list_t conns;
-  size_t nconns;
+  size_t nconns; /* every connection not yet freed */
+  size_t nlive;  /* those not closing: what max_conns bounds */
   bool listening, stopping, listener_closed;
   nl_http_server_done_fn done_cb;
   void *done_ctx;
@@ -109,5 +116,56 @@ void nl_http_resp_on_abort(nl_http_resp_t *resp, void (*cb)(void *ctx), void *ct
 
 /* True while the connection can still receive this response. */
 bool nl_http_resp_alive(const nl_http_resp_t *resp);
+
+/* ---- streamed responses ------------------------------------------------- */
+
+/* Sends the head with status and the headers added so far, and a body of
+ * unknown length (chunked; HTTP/1.0 clients: delimited by the close). Then
+ * nl_http_resp_write() any number of times and nl_http_resp_end() once, which
+ * releases resp. The connection's timeouts do not run while streaming. */
+void nl_http_resp_stream(nl_http_resp_t *resp, int status);
+/* Queues body bytes (copied). Returns 0, or -1 when the connection is gone. */
+int nl_http_resp_write(nl_http_resp_t *resp, const void *data, size_t len);
+/* Bytes queued to the peer and not yet written to the socket: a producer stops
+ * above its own mark and goes on in the drain callback. 0 when gone. */
+size_t nl_http_resp_queued(const nl_http_resp_t *resp);
+/* Called (from the server, never from inside a call) each time the queue
+ * empties after a write. */
+void nl_http_resp_on_drain(nl_http_resp_t *resp, void (*cb)(void *ctx), void *ctx);
+/* Ends the body and releases resp. */
+void nl_http_resp_end(nl_http_resp_t *resp);
+
+/* ---- taking over the connection (Upgrade) ------------------------------- */
+
+typedef struct nl_http_tunnel nl_http_tunnel_t;
+
+typedef struct nl_http_tunnel_cbs {
+  /* Plaintext from the peer (after TLS). Bytes the client sent after the
+   * request head come first, on a later loop turn. */
+  void (*on_data)(void *ctx, const char *p, size_t n);
+  /* The peer closed its side (err NULL) or the connection failed; no more
+   * data follows. The tunnel stays open until nl_http_tunnel_close(). */
+  void (*on_end)(void *ctx, const nl_err_t *err);
+  /* The write queue emptied (optional). */
+  void (*on_drain)(void *ctx);
+  /* Last call: the tunnel is freed (after nl_http_tunnel_close() or when the
+   * server stops). */
+  void (*on_close)(void *ctx);
+} nl_http_tunnel_cbs_t;
+
+/* Hands the raw connection to the caller: the server writes nothing (the
+ * caller writes its own "HTTP/1.1 101 Switching Protocols" head or a proxied
+ * one) and reads no more HTTP. Releases resp. Returns NULL when the connection
+ * is already gone. */
+nl_http_tunnel_t *nl_http_resp_takeover(nl_http_resp_t *resp, const nl_http_tunnel_cbs_t *cbs,
+                                        void *ctx);
+/* Queues bytes (copied; encrypted under TLS). Returns 0 or -1 with *err. */
+int nl_http_tunnel_write(nl_http_tunnel_t *t, const void *data, size_t len, nl_err_t **err);
+/* Bytes queued and not yet written to the socket. */
+size_t nl_http_tunnel_queued(const nl_http_tunnel_t *t);
+/* Back-pressure on the peer: stop (false) or resume (true) reading. */
+void nl_http_tunnel_read(nl_http_tunnel_t *t, bool on);
+/* Closes after the queued writes; on_close follows. Calling it again is a no-op. */
+void nl_http_tunnel_close(nl_http_tunnel_t *t);
 
 #endif

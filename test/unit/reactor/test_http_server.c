@@ -17,6 +17,10 @@ typedef struct fixture {
   int handled;
   nl_http_resp_t *held; /* an asynchronous answer */
   uv_timer_t later;
+  raw_peer_t second;
+  bool evicted;
+  nl_http_tunnel_t *tunnel;
+  int tunnel_closed;
 } fixture_t;
 
 static void stopped_cb(nl_http_server_t *srv, void *ctx) {
@@ -220,24 +224,138 @@ static void stop_with_pending_response(void **state) {
   nl_buf_free(&s.f.peer.in);
 }
 
-static void connection_limit(void **state) {
+static void first_closed(raw_peer_t *r) {
+  fixture_t *f = r->data;
+  f->evicted = f->stopped == 0;
+}
+
+/* At the bound, the connection idle longest makes room for a new one: a flood
+ * of silent sockets cannot lock a client out. */
+static void connection_limit_evicts_idle(void **state) {
   fixture_t f;
   nl_http_server_opts_t o = {.max_conns = 1};
   setup_server(&f, &o);
   raw_peer_t first;
   const char *none[] = {NULL};
   raw_start(&first, &f.loop, nl_http_server_port(&f.srv), none);
-  /* The second connection is accepted and closed straight away. */
-  const char *chunks[] = {"GET /healthz HTTP/1.1\r\n\r\n", NULL};
+  first.data = &f;
+  first.on_closed = first_closed;
+  const char *chunks[] = {"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n", NULL};
   raw_start(&f.peer, &f.loop, nl_http_server_port(&f.srv), chunks);
   f.peer.data = &f;
-  f.peer.on_closed = peer_closed; /* stops the server, which closes `first` */
+  f.peer.on_closed = peer_closed;
   uv_run(&f.loop, UV_RUN_DEFAULT);
-  assert_int_equal(f.handled, 0);
-  assert_int_equal(f.peer.in.len, 0);
-  assert_true(first.closed);
+  assert_true(f.evicted);
+  assert_int_equal(f.handled, 1);
+  assert_non_null(strstr(f.peer.in.data, "HTTP/1.1 200 OK"));
   assert_int_equal(f.stopped, 1);
+  nl_buf_free(&f.peer.in);
   assert_int_equal(uv_loop_close(&f.loop), 0);
+}
+
+static void second_closed(raw_peer_t *r) {
+  fixture_t *f = r->data;
+  nl_http_resp_send_str(f->held, 200, "done");
+  f->held = NULL;
+}
+
+/* Holds the first request and connects a second client meanwhile. */
+static void hold_and_connect(void *ctx, const nl_http_req_t *req, nl_http_resp_t *resp) {
+  fixture_t *f = ctx;
+  f->handled++;
+  f->held = resp;
+  static const char *chunks[] = {"GET /healthz HTTP/1.1\r\n\r\n", NULL};
+  raw_start(&f->second, &f->loop, nl_http_server_port(&f->srv), chunks);
+  f->second.data = f;
+  f->second.on_closed = second_closed;
+}
+
+/* A connection busy with a request is never evicted: the new one is refused. */
+static void connection_limit_busy_refuses(void **state) {
+  fixture_t f;
+  nl_http_server_opts_t o = {.max_conns = 1};
+  setup_server(&f, &o);
+  nl_http_server_route(&f.srv, "GET", "/hold", hold_and_connect, &f);
+  const char *chunks[] = {"GET /hold HTTP/1.1\r\nConnection: close\r\n\r\n", NULL};
+  run_peer(&f, chunks);
+  assert_int_equal(f.handled, 1);
+  assert_int_equal(f.second.in.len, 0);
+  assert_non_null(strstr(f.peer.in.data, "\r\n\r\ndone"));
+  nl_buf_free(&f.peer.in);
+}
+
+static void stream_handler(void *ctx, const nl_http_req_t *req, nl_http_resp_t *resp) {
+  fixture_t *f = ctx;
+  f->handled++;
+  nl_http_resp_header(resp, "Content-Type", "text/plain");
+  nl_http_resp_stream(resp, 200);
+  assert_int_equal(nl_http_resp_write(resp, "a", 1), 0);
+  assert_int_equal(nl_http_resp_write(resp, "bc", 2), 0);
+  nl_http_resp_end(resp);
+}
+
+/* A streamed body is chunked and the connection stays usable; HTTP/1.0 gets a
+ * body delimited by the close. */
+static void streamed_response(void **state) {
+  fixture_t f;
+  setup_server(&f, NULL);
+  nl_http_server_route(&f.srv, "GET", "/stream", stream_handler, &f);
+  const char *chunks[] = {"GET /stream HTTP/1.1\r\n\r\n", "GET /stream HTTP/1.0\r\n\r\n", NULL};
+  run_peer(&f, chunks);
+  assert_int_equal(f.handled, 2);
+  const char *in = f.peer.in.data;
+  assert_non_null(strstr(in, "Transfer-Encoding: chunked\r\n"));
+  assert_non_null(strstr(in, "\r\n\r\n1\r\na\r\n2\r\nbc\r\n0\r\n\r\nHTTP/1.1 200"));
+  const char *second = strstr(in + 1, "HTTP/1.1 200");
+  assert_non_null(strstr(second, "Connection: close\r\n"));
+  assert_null(strstr(second, "Transfer-Encoding"));
+  assert_non_null(strstr(second, "\r\n\r\nabc"));
+  nl_buf_free(&f.peer.in);
+}
+
+static void tunnel_data(void *ctx, const char *p, size_t n) {
+  fixture_t *f = ctx;
+  char out[64];
+  int len = snprintf(out, sizeof(out), "[%.*s]", (int)n, p);
+  nl_err_t *err = NULL;
+  assert_int_equal(nl_http_tunnel_write(f->tunnel, out, (size_t)len, &err), 0);
+  if (n == 3 && memcmp(p, "bye", 3) == 0) nl_http_tunnel_close(f->tunnel);
+}
+
+static void tunnel_end(void *ctx, const nl_err_t *err) {}
+
+static void tunnel_closed(void *ctx) {
+  fixture_t *f = ctx;
+  f->tunnel_closed++;
+}
+
+static const nl_http_tunnel_cbs_t tunnel_cbs = {
+    .on_data = tunnel_data, .on_end = tunnel_end, .on_close = tunnel_closed};
+
+static void upgrade_handler(void *ctx, const nl_http_req_t *req, nl_http_resp_t *resp) {
+  fixture_t *f = ctx;
+  f->handled++;
+  f->tunnel = nl_http_resp_takeover(resp, &tunnel_cbs, f);
+  assert_non_null(f->tunnel);
+  nl_err_t *err = NULL;
+  const char head[] = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\n\r\n";
+  assert_int_equal(nl_http_tunnel_write(f->tunnel, head, sizeof(head) - 1, &err), 0);
+}
+
+/* After an Upgrade the handler owns the bytes both ways, starting with those the
+ * client sent right behind the request head. */
+static void takeover_after_upgrade(void **state) {
+  fixture_t f;
+  setup_server(&f, NULL);
+  nl_http_server_route(&f.srv, "GET", "/up", upgrade_handler, &f);
+  const char *chunks[] = {"GET /up HTTP/1.1\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\nhello",
+                          "bye", NULL};
+  run_peer(&f, chunks);
+  assert_int_equal(f.handled, 1);
+  assert_int_equal(f.tunnel_closed, 1);
+  assert_non_null(strstr(f.peer.in.data, "101 Switching Protocols\r\nUpgrade: echo\r\n\r\n[hello][bye]"));
+  assert_true(f.peer.eof);
+  nl_buf_free(&f.peer.in);
 }
 
 static void listen_errors(void **state) {
@@ -277,7 +395,10 @@ int main(void) {
       cmocka_unit_test(head_too_big_431_body_too_big_413),
       cmocka_unit_test(slow_client_times_out),
       cmocka_unit_test(stop_with_pending_response),
-      cmocka_unit_test(connection_limit),
+      cmocka_unit_test(connection_limit_evicts_idle),
+      cmocka_unit_test(connection_limit_busy_refuses),
+      cmocka_unit_test(streamed_response),
+      cmocka_unit_test(takeover_after_upgrade),
       cmocka_unit_test(listen_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
