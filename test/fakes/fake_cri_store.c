@@ -144,6 +144,10 @@ static void msg_freep(ProtobufCMessage **m) {
 #define runtime__v1__ContainerStatusRequest_descriptor_name \
   runtime__v1__container_status_request__descriptor
 #define runtime__v1__ExecSyncRequest_descriptor_name runtime__v1__exec_sync_request__descriptor
+#define runtime__v1__ExecRequest_descriptor_name runtime__v1__exec_request__descriptor
+#define runtime__v1__AttachRequest_descriptor_name runtime__v1__attach_request__descriptor
+#define runtime__v1__PortForwardRequest_descriptor_name \
+  runtime__v1__port_forward_request__descriptor
 #define runtime__v1__ListImagesRequest_descriptor_name runtime__v1__list_images_request__descriptor
 #define runtime__v1__ImageStatusRequest_descriptor_name \
   runtime__v1__image_status_request__descriptor
@@ -484,6 +488,38 @@ static int h_exec_sync(fake_cri_store_t *s, const uint8_t *in, size_t len, out_t
   return reply(o, &r.base);
 }
 
+/* Exec, Attach, PortForward: the streaming URL under the base the test set
+ * (fake_cri_set_stream_base), "<base>/<verb>/<id>". */
+static int stream_url(fake_cri_store_t *s, out_t *o, const char *verb, const char *id,
+                      ProtobufCMessage *r, char **url) {
+  char *u = scratch(o, strlen(s->stream_base ? s->stream_base : "") + strlen(verb) + strlen(id) + 3, 1);
+  sprintf(u, "%s/%s/%s", s->stream_base ? s->stream_base : "", verb, id);
+  *url = u;
+  return reply(o, r);
+}
+
+static int h_exec(fake_cri_store_t *s, const uint8_t *in, size_t len, out_t *o) {
+  UNPACK(req, ExecRequest);
+  FIND_CONTAINER(c, req->container_id);
+  Runtime__V1__ExecResponse r = RUNTIME__V1__EXEC_RESPONSE__INIT;
+  return stream_url(s, o, "exec", c->id, &r.base, &r.url);
+}
+
+static int h_attach(fake_cri_store_t *s, const uint8_t *in, size_t len, out_t *o) {
+  UNPACK(req, AttachRequest);
+  FIND_CONTAINER(c, req->container_id);
+  Runtime__V1__AttachResponse r = RUNTIME__V1__ATTACH_RESPONSE__INIT;
+  return stream_url(s, o, "attach", c->id, &r.base, &r.url);
+}
+
+static int h_port_forward(fake_cri_store_t *s, const uint8_t *in, size_t len, out_t *o) {
+  UNPACK(req, PortForwardRequest);
+  if (!nl_map_get(&s->sandboxes, req->pod_sandbox_id))
+    return fail(o, 5, "failed to find sandbox \"%s\": not found", req->pod_sandbox_id);
+  Runtime__V1__PortForwardResponse r = RUNTIME__V1__PORT_FORWARD_RESPONSE__INIT;
+  return stream_url(s, o, "portforward", req->pod_sandbox_id, &r.base, &r.url);
+}
+
 /* Runs one call through its handler. On 0, *resp is the packed response
  * (the caller frees it) unless resp is NULL. */
 static int seed_call(fake_cri_store_t *s, const char *method, const ProtobufCMessage *req,
@@ -676,6 +712,9 @@ static const struct {
     {"ListContainers", h_list_containers},
     {"ContainerStatus", h_container_status},
     {"ExecSync", h_exec_sync},
+    {"Exec", h_exec},
+    {"Attach", h_attach},
+    {"PortForward", h_port_forward},
     {"ListImages", h_list_images},
     {"ImageStatus", h_image_status},
     {"PullImage", h_pull_image},
@@ -705,4 +744,5 @@ void fake_cri__store_free(fake_cri_store_t *s) {
   nl_map_free(&s->containers, container_free);
   nl_map_free(&s->sandboxes, sandbox_free);
   nl_map_free(&s->images, image_free);
+  free(s->stream_base);
 }
