@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/kubelet_metrics.h"
 #include "agent/kubelet_node.h"
 #include "agent/kubelet_pods.h"
 #include "cri/runtime.h"
@@ -17,6 +18,7 @@ void nl__kubelet_release(nl_kubelet_t *k) {
   if (--k->pending > 0) return;
   k->stopping = 2;
   nl__kubelet_pods_free(k);
+  nl_kmetrics_free(&k->metrics);
   free(k->runtime_version);
   k->runtime_version = NULL;
   nl_info("all managers stopped");
@@ -198,7 +200,9 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
   k->loop = loop;
   k->cfg = cfg;
   k->node_name = nl_xstrdup(node_name);
+  nl__kubelet_metrics_init(k);
   if (nl__kubelet_pods_init(k, err) < 0) return -1;
+  k->workers.metrics = &k->metrics;
   uv_signal_init(loop, &k->sigterm);
   uv_signal_init(loop, &k->sigint);
   uv_timer_init(loop, &k->sync_ticker);
@@ -213,6 +217,7 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
     return nl_err_wrap(err, "containerRuntimeEndpoint");
   k->cri_up = true;
   k->pending++;
+  nl_cri_client_observe(&k->cri, nl_kmetrics_runtime_op, &k->metrics);
   if (nl_agent_server_init(&k->server, loop, err) < 0) return -1;
   k->server_up = true;
   k->pending++;
@@ -238,6 +243,7 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
   k->runtime_up = true;
   k->cri_users++;
   nl_pleg_init(&k->pleg, loop, &k->cri, 1000, nl__kubelet_pleg_event, k);
+  k->pleg.metrics = &k->metrics;
   k->pleg_up = true;
   k->cri_users++;
   if (nl__kubelet_probes_init(k, err) < 0) return -1;

@@ -13,6 +13,7 @@
 #include "agent/server.h"
 #include "cri/conn.h"
 #include "managers/node.h"
+#include "managers/metrics.h"
 #include "managers/pleg.h"
 #include "managers/pod_manager.h"
 #include "managers/pod_workers.h"
@@ -44,6 +45,7 @@ struct nl_kubelet {
   bool cri_up;
   nl_cri_client_t cri;
   char *runtime_version; /* "containerd 1.6.20" once the runtime answered */
+  nl_kmetrics_t metrics;  /* /metrics and /metrics/probes; freed last */
   uv_timer_t runtime_retry;
 
   /* Pods (kubelet_pods.c). */

@@ -98,7 +98,7 @@ static void series_key(const nl_metric_family_t *f, const char *const *values, n
     if (i) nl_buf_append(key, "\x1f", 1);
     nl_buf_puts(key, values[i]);
   }
-  nl_buf_reserve(key, 1);
+  nl_buf_append(key, "", 0); /* terminated even when empty */
 }
 
 nl_metric_t *nl_metric_series(nl_metric_family_t *f, const char *const *values) {
@@ -151,7 +151,7 @@ void nl_metric_add(nl_metric_t *m, double v) {
 }
 
 void nl_metric_set(nl_metric_t *m, double v) {
-  assert(m->family->kind == NL_METRIC_GAUGE);
+  assert(m->family->kind == NL_METRIC_GAUGE || (m->family->kind == NL_METRIC_COUNTER && v >= 0));
   m->value = v;
 }
 

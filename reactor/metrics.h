@@ -94,7 +94,8 @@ void nl_metric_reset(nl_metric_family_t *f);
 /* Counters: v >= 0 (asserted). Gauges: any v. */
 void nl_metric_add(nl_metric_t *m, double v);
 static inline void nl_metric_inc(nl_metric_t *m) { nl_metric_add(m, 1); }
-/* Gauges only. */
+/* Gauges, and counters that mirror a count kept elsewhere (the process's CPU
+ * time), v >= 0. */
 void nl_metric_set(nl_metric_t *m, double v);
 /* Histograms only. */
 void nl_metric_observe(nl_metric_t *m, double v);

@@ -5,8 +5,10 @@ set -euo pipefail
 
 build=(meson ninja-build pkg-config gcc libc6-dev libuv1-dev node-llhttp libnghttp2-dev
   libprotobuf-c-dev protobuf-c-compiler libmbedtls-dev libyaml-dev libjansson-dev)
-# openssl and unzip: the test control plane's certificates and Go toolchain.
-test=(libcmocka-dev curl jq valgrind procps clang libclang-rt-14-dev util-linux openssl unzip)
+# openssl and unzip: the test control plane's certificates and Go toolchain;
+# prometheus: promtool, which checks /metrics.
+test=(libcmocka-dev curl jq valgrind procps clang libclang-rt-14-dev util-linux openssl unzip
+  prometheus)
 
 want=("${build[@]}")
 [ "${1:-}" = --test ] && want+=("${test[@]}")

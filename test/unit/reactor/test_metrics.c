@@ -62,7 +62,10 @@ static const char golden[] =
     "c_plain_count 0\n"
     "# HELP d_up Up.\n"
     "# TYPE d_up gauge\n"
-    "d_up 0\n";
+    "d_up 0\n"
+    "# HELP f_up Up.\n"
+    "# TYPE f_up gauge\n"
+    "f_up 1\n";
 
 static void collect(void *ctx) { (*(int *)ctx)++; }
 
@@ -98,6 +101,9 @@ static void text_format_golden(void **state) {
   nl_metric_observe(s, 1);
   nl_metric_observe(s, 11);
   assert_ptr_equal(nl_metric_series(c, v1), m1);
+  nl_metric_family_t *up = nl_metrics_gauge(&r, "f_up", "Up.", NULL);
+  assert_ptr_equal(nl_metric_series(up, NULL), nl_metric_series(up, NULL));
+  nl_metric_set(nl_metric_series(up, NULL), 1);
   assert_true(nl_metric_value(m1) == 3);
 
   nl_buf_t out = NL_BUF_INIT;
