@@ -13,7 +13,9 @@
  * StartContainer, StopContainer, RemoveContainer, ListContainers,
  * ContainerStatus, ExecSync (stdout echoes the command joined by spaces plus a
  * newline, exit code 0), Exec, Attach and PortForward (a URL under the base
- * set with fake_cri_set_stream_base), ListImages, ImageStatus, PullImage (always succeeds and
+ * set with fake_cri_set_stream_base), ListPodSandboxStats (ready sandboxes
+ * and their running containers: 10 ms of CPU per second since creation,
+ * 8 MiB working set each), ListImages, ImageStatus, PullImage (always succeeds and
  * adds the image), RemoveImage, ImageFsInfo. Anything else is UNIMPLEMENTED.
  * CreateContainer needs the sandbox and the image to exist (NOT_FOUND otherwise),
  * as containerd does. */
