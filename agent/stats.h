@@ -1,7 +1,7 @@
 /* The Summary API (/stats/summary, k8s.io/kubelet/pkg/apis/stats/v1alpha1)
  * and /metrics/resource (as metrics-server reads it), from the node's /proc
  * and filesystem figures and the runtime's ListPodSandboxStats (which carries
- * each pod's containers) and ImageFsInfo.
+ * each pod's containers; ListContainerStats when it fails) and ImageFsInfo.
  *
  * CPU rates: usageNanoCores needs two samples. The runtime's own figure is
  * used when it gives one; otherwise, as upstream's CRI stats provider, the
@@ -78,6 +78,14 @@ void nl_stats_summary_json(nl_stats_t *st, const char *node_name, const nl_node_
 void nl_stats_resource_metrics(const nl_node_sample_t *node,
                                const Runtime__V1__ListPodSandboxStatsResponse *pods,
                                bool scrape_error, nl_buf_t *out);
+
+/* Pods grouped from ListContainerStats by the kubelet's pod labels, for a
+ * runtime whose ListPodSandboxStats fails (containerd 1.6 does when a sandbox
+ * has no cgroup parent). The result borrows from c (keep c until it is freed
+ * with nl_stats_pods_free). */
+Runtime__V1__ListPodSandboxStatsResponse *nl_stats_pods_from_containers(
+    const Runtime__V1__ListContainerStatsResponse *c);
+void nl_stats_pods_free(Runtime__V1__ListPodSandboxStatsResponse *r);
 
 /* ---- the handlers --------------------------------------------------------- */
 

@@ -60,7 +60,9 @@ void nl_stats_parse_net_dev(nl_node_sample_t *s, const char *text) {
     const char *name = p;
     while (*name == ' ') name++;
     size_t len = (size_t)(colon - name);
-    if (len == 0 || len >= sizeof s->ifs[0].name || (len == 2 && strncmp(name, "lo", 2) == 0))
+    /* cadvisor leaves out lo and the containers' veth ends */
+    if (len == 0 || len >= sizeof s->ifs[0].name || strncmp(name, "lo", 2) == 0 ||
+        strncmp(name, "veth", 4) == 0 || strncmp(name, "docker", 6) == 0)
       continue;
     /* rx: bytes packets errs drop fifo frame compressed multicast; tx: bytes packets errs */
     unsigned long long f[11];

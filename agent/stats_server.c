@@ -1,5 +1,5 @@
-/* One stats request: ImageFsInfo -> ListPodSandboxStats -> the node's figures
- * on the thread pool -> the answer. Each completion records its result and
+/* One stats request: ImageFsInfo -> ListPodSandboxStats (-> ListContainerStats
+ * when that fails) -> the node's figures on the thread pool -> the answer. Each completion records its result and
  * calls step(). The response object is held until the answer (the server
  * keeps it valid; an aborted client only makes the answer go nowhere). */
 #include <assert.h>
@@ -13,7 +13,7 @@
 #include "reactor/metrics.h"
 #include "reactor/xalloc.h"
 
-typedef enum { Q_IMAGE_FS, Q_POD_STATS, Q_NODE, Q_ANSWER } qstate_t;
+typedef enum { Q_IMAGE_FS, Q_POD_STATS, Q_CONTAINER_STATS, Q_NODE, Q_ANSWER } qstate_t;
 
 typedef struct query {
   nl_stats_server_t *s;
@@ -24,6 +24,7 @@ typedef struct query {
   char *image_mount;
   Runtime__V1__ImageFsInfoResponse *img;           /* unpacked copies, owned */
   Runtime__V1__ListPodSandboxStatsResponse *pods;
+  Runtime__V1__ListContainerStatsResponse *ctrs; /* when pods came from it */
   uv_work_t work;
   nl_node_sample_t node;
 } query_t;
@@ -57,11 +58,25 @@ static void on_image_fs(const nl_grpc_status_t *st, Runtime__V1__ImageFsInfoResp
 static void on_pod_stats(const nl_grpc_status_t *st, Runtime__V1__ListPodSandboxStatsResponse *r,
                          void *ctx) {
   query_t *q = ctx;
+  q->state = Q_NODE;
   if (r) {
     q->pods = keep(&r->base);
   } else {
+    nl_vlog(4, "stats: ListPodSandboxStats: %s; asking for container stats", st->message);
+    q->state = Q_CONTAINER_STATS;
+  }
+  step(q);
+}
+
+static void on_container_stats(const nl_grpc_status_t *st,
+                               Runtime__V1__ListContainerStatsResponse *r, void *ctx) {
+  query_t *q = ctx;
+  if (r) {
+    q->ctrs = keep(&r->base);
+    q->pods = nl_stats_pods_from_containers(q->ctrs);
+  } else {
     q->error = true;
-    nl_vlog(2, "stats: ListPodSandboxStats: %s", st->message);
+    nl_vlog(2, "stats: ListContainerStats: %s", st->message);
   }
   q->state = Q_NODE;
   step(q);
@@ -92,7 +107,12 @@ static void answer(query_t *q) {
   nl_http_resp_send(q->resp, 200, out.data ? out.data : "", out.len);
   nl_buf_free(&out);
   if (q->img) protobuf_c_message_free_unpacked(&q->img->base, NULL);
-  if (q->pods) protobuf_c_message_free_unpacked(&q->pods->base, NULL);
+  if (q->ctrs) {
+    nl_stats_pods_free(q->pods);
+    protobuf_c_message_free_unpacked(&q->ctrs->base, NULL);
+  } else if (q->pods) {
+    protobuf_c_message_free_unpacked(&q->pods->base, NULL);
+  }
   free(q->image_mount);
   free(q);
   assert(s->inflight > 0);
@@ -112,6 +132,11 @@ static void step(query_t *q) {
   case Q_POD_STATS: {
     Runtime__V1__ListPodSandboxStatsRequest r = RUNTIME__V1__LIST_POD_SANDBOX_STATS_REQUEST__INIT;
     nl_cri_list_pod_sandbox_stats(q->s->cri, &r, on_pod_stats, q);
+    break;
+  }
+  case Q_CONTAINER_STATS: {
+    Runtime__V1__ListContainerStatsRequest r = RUNTIME__V1__LIST_CONTAINER_STATS_REQUEST__INIT;
+    nl_cri_list_container_stats(q->s->cri, &r, on_container_stats, q);
     break;
   }
   case Q_NODE:

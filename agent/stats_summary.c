@@ -137,7 +137,9 @@ static json_t *node_json(nl_stats_t *st, const char *node_name, const nl_node_sa
                                   .major_page_faults = &mpf};
   set_obj(o, "memory", mem_json(&mem));
   if (n->n_ifs) {
-    const nl_stats_if_t *d = &n->ifs[0];
+    const nl_stats_if_t *d = &n->ifs[0]; /* eth0 when there is one, as upstream's default */
+    for (size_t i = 0; i < n->n_ifs; i++)
+      if (strcmp(n->ifs[i].name, "eth0") == 0) d = &n->ifs[i];
     json_t *net = if_json(d->name, d->rx, d->rx_errors, d->tx, d->tx_errors);
     json_object_set_new(net, "time", time_json(n->time_ns));
     json_t *ifs = json_array();

@@ -41,6 +41,8 @@ void nl_metrics_free(nl_metrics_t *r) {
     for (size_t j = 0; j < f->nlabels; j++) free(f->labels[j]);
     free(f->name);
     free(f->help);
+    for (size_t j = 0; j < f->nbuckets; j++) free(f->le[j]);
+    free(f->le);
     free(f->buckets);
     free(f);
   }
@@ -88,6 +90,12 @@ nl_metric_family_t *nl_metrics_histogram(nl_metrics_t *r, const char *name, cons
     f->buckets[i] = buckets[i];
   }
   f->nbuckets = n;
+  f->le = nl_xcalloc(n ? n : 1, sizeof *f->le);
+  for (size_t i = 0; i < n; i++) {
+    nl_buf_t b = NL_BUF_INIT;
+    nl_metrics_format_float(&b, buckets[i]);
+    f->le[i] = nl_buf_steal(&b);
+  }
   return f;
 }
 
@@ -175,6 +183,8 @@ void nl_metrics_format_float(nl_buf_t *out, double v) {
   if (isnan(v)) return nl_buf_puts(out, "NaN");
   if (isinf(v)) return nl_buf_puts(out, v > 0 ? "+Inf" : "-Inf");
   if (v == 0) return nl_buf_puts(out, signbit(v) ? "-0" : "0");
+  if (v == (double)(long long)v && v > -1e6 && v < 1e6) /* the common case: a count */
+    return nl_buf_printf(out, "%lld", (long long)v);
   /* The fewest significant digits that read back as v. */
   char e[40];
   int p = 1;
@@ -191,15 +201,13 @@ void nl_metrics_format_float(nl_buf_t *out, double v) {
 }
 
 static void put_escaped(nl_buf_t *out, const char *s, int quote) {
-  for (; *s; s++) {
-    if (*s == '\\')
-      nl_buf_puts(out, "\\\\");
-    else if (*s == '\n')
-      nl_buf_puts(out, "\\n");
-    else if (*s == '"' && quote)
-      nl_buf_puts(out, "\\\"");
-    else
-      nl_buf_append(out, s, 1);
+  for (;;) {
+    size_t n = strcspn(s, quote ? "\\\n\"" : "\\\n");
+    nl_buf_append(out, s, n);
+    s += n;
+    if (!*s) return;
+    nl_buf_puts(out, *s == '\\' ? "\\\\" : *s == '\n' ? "\\n" : "\\\"");
+    s++;
   }
 }
 
@@ -232,14 +240,10 @@ static void encode_series(nl_buf_t *out, const nl_metric_t *m) {
   const nl_metric_family_t *f = m->family;
   if (f->kind != NL_METRIC_HISTOGRAM) return put_sample(out, m, "", NULL, NULL, m->value);
   uint64_t cum = 0;
-  nl_buf_t le = NL_BUF_INIT;
   for (size_t i = 0; i < f->nbuckets; i++) {
     cum += m->counts[i];
-    le.len = 0;
-    nl_metrics_format_float(&le, f->buckets[i]);
-    put_sample(out, m, "_bucket", "le", le.data, (double)cum);
+    put_sample(out, m, "_bucket", "le", f->le[i], (double)cum);
   }
-  nl_buf_free(&le);
   put_sample(out, m, "_bucket", "le", "+Inf", (double)m->count);
   put_sample(out, m, "_sum", NULL, NULL, m->sum);
   put_sample(out, m, "_count", NULL, NULL, (double)m->count);

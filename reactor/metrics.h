@@ -44,6 +44,7 @@ typedef struct nl_metric_family {
   size_t nlabels;
   char *labels[NL_METRIC_MAX_LABELS];
   double *buckets; /* upper bounds, ascending, without +Inf */
+  char **le;       /* the bounds as the le label prints them */
   size_t nbuckets;
   nl_metric_t *first, *last;
   nl_map_t index; /* label values joined by '\x1f' -> series */

@@ -204,6 +204,55 @@ static void resource_metrics(void **state) {
   nl_buf_free(&out);
 }
 
+/* containerd 1.6 without pod cgroups: pods come from container labels, their
+ * CPU and memory the sums of their containers'. */
+static void pods_from_containers(void **state) {
+  (void)state;
+  Runtime__V1__UInt64Value core[3] = {{.value = 100}, {.value = 20}, {.value = 3}};
+  Runtime__V1__UInt64Value ws[3] = {{.value = 1000}, {.value = 200}, {.value = 30}};
+  Runtime__V1__CpuUsage cpu[3];
+  Runtime__V1__MemoryUsage mem[3];
+  Runtime__V1__ContainerStats cs[4], *csp[4];
+  Runtime__V1__ContainerAttributes ca[4];
+  Runtime__V1__ContainerMetadata cm[4] = {{.name = "a"}, {.name = "b"}, {.name = "c"}, {.name = "x"}};
+  Runtime__V1__ContainerAttributes__LabelsEntry l[4][3], *lp[4][3];
+  const char *pods[4] = {"web", "web", "db", NULL};
+  for (int i = 0; i < 4; i++) {
+    cs[i] = (Runtime__V1__ContainerStats){.attributes = &ca[i]};
+    ca[i] = (Runtime__V1__ContainerAttributes){.id = "id", .metadata = &cm[i]};
+    if (i < 3) {
+      cpu[i] = (Runtime__V1__CpuUsage){.timestamp = 10 + i, .usage_core_nano_seconds = &core[i]};
+      mem[i] = (Runtime__V1__MemoryUsage){.timestamp = 10 + i, .working_set_bytes = &ws[i]};
+      cs[i].cpu = &cpu[i], cs[i].memory = &mem[i];
+    }
+    if (pods[i]) { /* the kubelet's labels; the last container has none */
+      l[i][0] = (Runtime__V1__ContainerAttributes__LabelsEntry){.key = "io.kubernetes.pod.uid",
+                                                                .value = (char *)pods[i]};
+      l[i][1] = (Runtime__V1__ContainerAttributes__LabelsEntry){.key = "io.kubernetes.pod.name",
+                                                                .value = (char *)pods[i]};
+      l[i][2] = (Runtime__V1__ContainerAttributes__LabelsEntry){
+          .key = "io.kubernetes.pod.namespace", .value = "edge"};
+      for (int k = 0; k < 3; k++) lp[i][k] = &l[i][k];
+      ca[i].n_labels = 3, ca[i].labels = lp[i];
+    }
+    csp[i] = &cs[i];
+  }
+  Runtime__V1__ListContainerStatsResponse r = {.n_stats = 4, .stats = csp};
+  Runtime__V1__ListPodSandboxStatsResponse *p = nl_stats_pods_from_containers(&r);
+  assert_int_equal(p->n_stats, 2);
+  const Runtime__V1__PodSandboxStats *web = p->stats[0], *db = p->stats[1];
+  assert_string_equal(web->attributes->metadata->name, "web");
+  assert_string_equal(web->attributes->metadata->namespace_, "edge");
+  assert_int_equal(web->linux->n_containers, 2);
+  assert_int_equal(web->linux->cpu->usage_core_nano_seconds->value, 120);
+  assert_int_equal(web->linux->cpu->timestamp, 11);
+  assert_int_equal(web->linux->memory->working_set_bytes->value, 1200);
+  assert_string_equal(db->attributes->metadata->uid, "db");
+  assert_int_equal(db->linux->n_containers, 1);
+  assert_int_equal(db->linux->memory->working_set_bytes->value, 30);
+  nl_stats_pods_free(p);
+}
+
 /* ---- through the server, against the fake CRI ------------------------------ */
 
 typedef struct served {
@@ -295,6 +344,7 @@ int main(void) {
       cmocka_unit_test(parsers),
       cmocka_unit_test(summary_json),
       cmocka_unit_test(resource_metrics),
+      cmocka_unit_test(pods_from_containers),
       cmocka_unit_test(through_the_server),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
