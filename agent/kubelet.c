@@ -10,6 +10,7 @@
 #include "agent/kubelet_metrics.h"
 #include "agent/kubelet_node.h"
 #include "agent/kubelet_pods.h"
+#include "agent/kubelet_stream.h"
 #include "cri/runtime.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
@@ -247,6 +248,8 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
   k->pleg_up = true;
   k->cri_users++;
   if (nl__kubelet_probes_init(k, err) < 0) return -1;
+  nl__kubelet_streams_init(k);
+  nl__kubelet_stats_init(k);
   k->pending++; /* released when the last CRI user has stopped */
   if (nl__kubelet_node_init(k, kc, err) < 0) return -1;
   if (cfg->static_pod_path && *cfg->static_pod_path) {
@@ -305,6 +308,8 @@ void nl_kubelet_stop(nl_kubelet_t *k, nl_kubelet_done_cb done_cb) {
   if (k->pleg_up) nl_pleg_stop(&k->pleg, on_pleg_stopped);
   if (k->runtime_up) nl_runtime_stop(&k->runtime, on_runtime_stopped);
   if (k->probes_up) nl_probe_manager_stop(&k->probes, on_probes_stopped);
+  nl__kubelet_streams_stop(k);
+  nl__kubelet_stats_stop(k);
   nl__kubelet_node_stop(k);
   if (!k->pleg_up && !k->runtime_up) { /* init failed before them */
     k->cri_users = 1;

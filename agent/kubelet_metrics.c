@@ -1,5 +1,6 @@
 #include "agent/kubelet_metrics.h"
 
+#include "agent/kubelet_pods.h"
 #include "reactor/buf.h"
 
 typedef struct running {
@@ -30,6 +31,20 @@ void nl__kubelet_metrics_init(nl_kubelet_t *k) {
   nl_kmetrics_init(&k->metrics, k->node_name);
   k->metrics.collect = collect;
   k->metrics.collect_ctx = k;
+}
+
+void nl__kubelet_stats_init(nl_kubelet_t *k) {
+  nl_stats_server_init(&k->stats, k->loop, &k->cri, k->node_name, k->cfg->root_dir);
+  k->stats_up = true;
+  k->cri_users++;
+}
+
+static void stats_stopped(void *ctx) { nl__kubelet_cri_user_stopped(ctx); }
+
+void nl__kubelet_stats_stop(nl_kubelet_t *k) {
+  if (!k->stats_up) return;
+  k->stats_up = false;
+  nl_stats_server_stop(&k->stats, stats_stopped, k);
 }
 
 static void serve(nl_metrics_t *reg, nl_http_resp_t *resp) {

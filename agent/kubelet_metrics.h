@@ -10,6 +10,11 @@
  * (running pods and containers from the PLEG cache). */
 void nl__kubelet_metrics_init(nl_kubelet_t *k);
 
+/* /stats/summary and /metrics/resource (k->stats): a CRI user of the kubelet
+ * from init until its stop has finished. */
+void nl__kubelet_stats_init(nl_kubelet_t *k);
+void nl__kubelet_stats_stop(nl_kubelet_t *k);
+
 /* GET /metrics and /metrics/probes; ctx is the nl_kubelet_t. */
 void nl__kubelet_metrics_handler(void *ctx, const nl_http_req_t *req,
                                  const nl_kserver_user_t *user, nl_http_resp_t *resp);

@@ -2,7 +2,22 @@
 
 #include <string.h>
 
+#include "agent/kubelet_pods.h"
 #include "reactor/xalloc.h"
+
+void nl__kubelet_streams_init(nl_kubelet_t *k) {
+  nl_kserver_stream_init(&k->streams, k->loop, &k->cri, nl__kubelet_stream_lookup, k);
+  k->streams_up = true;
+  k->cri_users++;
+}
+
+static void streams_stopped(void *ctx) { nl__kubelet_cri_user_stopped(ctx); }
+
+void nl__kubelet_streams_stop(nl_kubelet_t *k) {
+  if (!k->streams_up) return;
+  k->streams_up = false;
+  nl_kserver_stream_stop(&k->streams, streams_stopped, k);
+}
 
 int nl__kubelet_stream_lookup(void *ctx, const char *ns, const char *name, const char *uid,
                               const char *container, char **id, char **msg) {
