@@ -7,6 +7,7 @@
 
 #include "agent/config_fields.h"
 #include "agent/model/node.h"
+#include "agent/model/quantity.h"
 #include "reactor/duration.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
@@ -63,6 +64,20 @@ void nl_config_defaults(nl_kubelet_config_t *c) {
   c->register_schedulable = true;
   c->node_status_max_images = 50;
   c->root_dir = nl_xstrdup("/var/lib/kubelet");
+  c->cert_dir = nl_xstrdup("/var/lib/kubelet/pki");
+  c->authn_webhook_enabled = true;
+  c->authn_webhook_cache_ttl = 120 * SEC;
+  c->authn_anonymous_enabled = false;
+  c->authz_mode = nl_xstrdup("Webhook");
+  c->authz_webhook_cache_authorized_ttl = 300 * SEC;
+  c->authz_webhook_cache_unauthorized_ttl = 30 * SEC;
+}
+
+void nl_config_legacy_defaults(nl_kubelet_config_t *c) {
+  c->authn_anonymous_enabled = true;
+  c->authn_webhook_enabled = false;
+  free(c->authz_mode);
+  c->authz_mode = nl_xstrdup("AlwaysAllow");
 }
 
 void nl_config_free(nl_kubelet_config_t *c) {
@@ -183,6 +198,45 @@ static int set_field(nl_kubelet_config_t *c, yaml_document_t *doc, const nl_conf
   }
 }
 
+/* Whether a field lives under prefix ("authentication." ...). */
+static bool has_fields_under(const char *prefix) {
+  size_t n = strlen(prefix);
+  for (size_t i = 0; i < nl__config_nfields; i++)
+    if (nl__config_fields[i].name && strncmp(nl__config_fields[i].name, prefix, n) == 0)
+      return true;
+  return false;
+}
+
+/* The fields of a mapping; nested structs (authentication.x509...) are named
+ * by their path in the field table. */
+static int load_mapping(nl_kubelet_config_t *c, const char *name, yaml_document_t *doc,
+                        yaml_node_t *map, const char *prefix, nl_err_t **err) {
+  for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
+       pr++) {
+    const char *k = scalar(yaml_document_get_node(doc, pr->key));
+    if (!k || (!*prefix && (strcmp(k, "apiVersion") == 0 || strcmp(k, "kind") == 0))) continue;
+    char *path = nl_xasprintf("%s%s", prefix, k);
+    yaml_node_t *v = yaml_document_get_node(doc, pr->value);
+    const nl_config_field_t *f = field_by_name(path);
+    int rc = 0;
+    if (f) {
+      rc = set_field(c, doc, f, v, err);
+      if (rc < 0) nl_err_wrap(err, "%s: %s", name, path);
+      else if (!is_null(v)) c->set_by[f - nl__config_fields] = NL_CONFIG_FILE;
+    } else {
+      char *sub = nl_xasprintf("%s.", path);
+      if (v && v->type == YAML_MAPPING_NODE && has_fields_under(sub))
+        rc = load_mapping(c, name, doc, v, sub, err);
+      else if (!is_null(v) || !has_fields_under(sub))
+        nl_warn("%s: unknown field \"%s\" ignored", name, path);
+      free(sub);
+    }
+    free(path);
+    if (rc < 0) return -1;
+  }
+  return 0;
+}
+
 int nl_config_load_bytes(nl_kubelet_config_t *c, const char *name, const char *data, size_t len,
                          nl_err_t **err) {
   yaml_parser_t parser;
@@ -219,23 +273,7 @@ int nl_config_load_bytes(nl_kubelet_config_t *c, const char *name, const char *d
                kind ? kind : "");
     goto out;
   }
-  for (yaml_node_pair_t *pr = root->data.mapping.pairs.start; pr < root->data.mapping.pairs.top;
-       pr++) {
-    const char *k = scalar(yaml_document_get_node(&doc, pr->key));
-    if (!k || strcmp(k, "apiVersion") == 0 || strcmp(k, "kind") == 0) continue;
-    const nl_config_field_t *f = field_by_name(k);
-    if (!f) {
-      nl_warn("%s: unknown field \"%s\" ignored", name, k);
-      continue;
-    }
-    yaml_node_t *v = yaml_document_get_node(&doc, pr->value);
-    if (set_field(c, &doc, f, v, err) < 0) {
-      nl_err_wrap(err, "%s: %s", name, k);
-      goto out;
-    }
-    if (!is_null(v)) c->set_by[f - nl__config_fields] = NL_CONFIG_FILE;
-  }
-  rc = 0;
+  rc = load_mapping(c, name, &doc, root, "", err);
 out:
   yaml_document_delete(&doc);
   yaml_parser_delete(&parser);
@@ -317,5 +355,19 @@ int nl_config_validate(const nl_kubelet_config_t *c, nl_err_t **err) {
   if (c->shutdown_grace_period_critical_pods > c->shutdown_grace_period)
     return nl_err_set(err, NL_EINVAL,
                       "shutdownGracePeriodCriticalPods must be <= shutdownGracePeriod");
+  nl_quantity_t q;
+  nl_err_t *qerr = NULL;
+  if (c->container_log_max_size && nl_quantity_parse(c->container_log_max_size, &q, &qerr) < 0) {
+    nl_err_set(err, NL_EINVAL, "containerLogMaxSize: %s", nl_err_msg(qerr));
+    nl_err_free(&qerr);
+    return -1;
+  }
+  if (c->container_log_max_size && nl_quantity_value(&q) <= 0)
+    return nl_err_set(err, NL_EINVAL, "containerLogMaxSize: must be greater than 0, got \"%s\"",
+                      c->container_log_max_size);
+  if (c->authz_mode && strcmp(c->authz_mode, "AlwaysAllow") && strcmp(c->authz_mode, "Webhook"))
+    return nl_err_set(err, NL_EINVAL,
+                      "authorization.mode: must be AlwaysAllow or Webhook, got \"%s\"",
+                      c->authz_mode);
   return validate_node(c, err);
 }

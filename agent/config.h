@@ -90,6 +90,16 @@ typedef struct nl_kubelet_config {
   int32_t node_status_max_images;
   nl_config_map_t kube_reserved;
   nl_config_map_t system_reserved;
+  char *tls_min_version;
+  nl_config_list_t tls_cipher_suites;
+  /* authentication and authorization (nested in the file) */
+  char *authn_x509_client_ca_file;
+  bool authn_webhook_enabled;
+  int64_t authn_webhook_cache_ttl;
+  bool authn_anonymous_enabled;
+  char *authz_mode; /* "AlwaysAllow" or "Webhook" */
+  int64_t authz_webhook_cache_authorized_ttl;
+  int64_t authz_webhook_cache_unauthorized_ttl;
 
   /* Flags that upstream keeps outside the file. */
   char *config_file;
@@ -100,6 +110,7 @@ typedef struct nl_kubelet_config {
   nl_config_map_t node_labels;
   bool register_schedulable; /* deprecated upstream, still honoured */
   char *root_dir;
+  char *cert_dir;
   char *lock_file;
   bool exit_on_lock_contention;
   bool runonce;
@@ -110,8 +121,12 @@ typedef struct nl_kubelet_config {
   uint8_t set_by[NL_CONFIG_MAX_FIELDS];
 } nl_kubelet_config_t;
 
-/* Fills cfg with upstream's defaults. */
+/* Fills cfg with upstream's defaults (those of a v1beta1 configuration file). */
 void nl_config_defaults(nl_kubelet_config_t *cfg);
+/* Without --config, upstream's flag defaults replace a few of those
+ * (applyLegacyDefaults): anonymous authentication on, the token webhook off,
+ * authorization AlwaysAllow. Call before the flags are applied. */
+void nl_config_legacy_defaults(nl_kubelet_config_t *cfg);
 void nl_config_free(nl_kubelet_config_t *cfg);
 
 /* Parses a KubeletConfiguration document (YAML or JSON) into cfg, over what is
@@ -129,6 +144,9 @@ int nl_config_validate(const nl_kubelet_config_t *cfg, nl_err_t **err);
  * cannot be read is an error: returns -1 with *err naming the flag and path;
  * otherwise 0 (a readable one is logged as ignored: nanolet runs standalone). */
 int nl_config_check_ignored(const nl_kubelet_config_t *cfg, nl_err_t **err);
+
+/* /configz: {"kubeletconfig": {...}} (agent/config_json.c). Caller frees. */
+char *nl_config_to_json(const nl_kubelet_config_t *cfg);
 
 /* Command line. nl_flags_parse applies flags to cfg (so flags override the file:
  * call it after loading --config, which nl_flags_find_config finds first).

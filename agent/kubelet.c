@@ -11,6 +11,8 @@
 #include "agent/kubelet_node.h"
 #include "agent/kubelet_pods.h"
 #include "agent/kubelet_stream.h"
+#include "agent/kubelet_server.h"
+#include "agent/model/quantity.h"
 #include "cri/runtime.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
@@ -134,6 +136,10 @@ static void on_runtime_stopped(nl_runtime_t *rt) {
 
 static void on_pleg_stopped(nl_pleg_t *p) { nl__kubelet_cri_user_stopped(container_of(p, nl_kubelet_t, pleg)); }
 
+static void on_logrotate_stopped(nl_logrotate_t *r) {
+  nl__kubelet_cri_user_stopped(container_of(r, nl_kubelet_t, logrotate));
+}
+
 static void on_probes_stopped(nl_probe_manager_t *m) {
   nl__kubelet_cri_user_stopped(container_of(m, nl_kubelet_t, probes));
 }
@@ -224,8 +230,6 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
   k->pending++;
   nl_agent_server_add_check(&k->server, "syncloop", syncloop_check, k);
   nl_agent_server_add_check(&k->server, "pleg", pleg_check, k);
-  k->server.pods_json = nl__kubelet_pods_json;
-  k->server.pods_ctx = k;
 
   nl_runtime_opts_t ro = {
       .node_name = node_name,
@@ -250,8 +254,16 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
   if (nl__kubelet_probes_init(k, err) < 0) return -1;
   nl__kubelet_streams_init(k);
   nl__kubelet_stats_init(k);
+  nl_quantity_t max_size;
+  if (nl_quantity_parse(cfg->container_log_max_size, &max_size, err) < 0)
+    return nl_err_wrap(err, "containerLogMaxSize");
+  nl_logrotate_init(&k->logrotate, loop, &k->cri, nl_quantity_value(&max_size),
+                    cfg->container_log_max_files, 0);
+  k->logrotate_up = true;
+  k->cri_users++;
   k->pending++; /* released when the last CRI user has stopped */
   if (nl__kubelet_node_init(k, kc, err) < 0) return -1;
+  if (nl__kubelet_server_init(k, err) < 0) return -1;
   if (cfg->static_pod_path && *cfg->static_pod_path) {
     if (nl_file_source_init(&k->file_source, loop, cfg->static_pod_path,
                             (uint64_t)(cfg->file_check_frequency / 1000000), node_name,
@@ -273,6 +285,7 @@ int nl_kubelet_start(nl_kubelet_t *k, nl_err_t **err) {
   k->started_ns = nl_pleg_realtime_ns(NULL);
   check_runtime(k);
   nl_pleg_start(&k->pleg);
+  nl_logrotate_start(&k->logrotate);
   nl__kubelet_node_start(k);
   if (k->cfg->runonce) uv_timer_start(&k->runonce_timer, on_runonce_check, 1000, 1000);
   if (k->cfg->exit_on_lock_contention && k->cfg->lock_file && *k->cfg->lock_file &&
@@ -288,6 +301,7 @@ int nl_kubelet_start(nl_kubelet_t *k, nl_err_t **err) {
       return nl_err_wrap(err, "healthz server");
     nl_info("serving healthz on %s:%d", k->cfg->healthz_bind_address, k->cfg->healthz_port);
   }
+  if (nl__kubelet_server_listen(k, err) < 0) return -1;
   return 0;
 }
 
@@ -304,12 +318,14 @@ void nl_kubelet_stop(nl_kubelet_t *k, nl_kubelet_done_cb done_cb) {
   uv_close((uv_handle_t *)&k->runonce_timer, on_handle_closed);
   if (k->lock_watch_up) uv_close((uv_handle_t *)&k->lock_watch, on_lock_watch_closed);
   if (k->server_up) nl_agent_server_stop(&k->server, on_server_stopped, k);
+  nl__kubelet_server_stop(k);
   if (k->file_source_up) nl_file_source_stop(&k->file_source, on_file_source_stopped);
   if (k->pleg_up) nl_pleg_stop(&k->pleg, on_pleg_stopped);
   if (k->runtime_up) nl_runtime_stop(&k->runtime, on_runtime_stopped);
   if (k->probes_up) nl_probe_manager_stop(&k->probes, on_probes_stopped);
   nl__kubelet_streams_stop(k);
   nl__kubelet_stats_stop(k);
+  if (k->logrotate_up) nl_logrotate_stop(&k->logrotate, on_logrotate_stopped);
   nl__kubelet_node_stop(k);
   if (!k->pleg_up && !k->runtime_up) { /* init failed before them */
     k->cri_users = 1;

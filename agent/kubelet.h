@@ -10,7 +10,9 @@
 #include "agent/config.h"
 #include "agent/kube/client.h"
 #include "agent/kube/kubeconfig.h"
+#include "agent/kserver_logs.h"
 #include "agent/server.h"
+#include "managers/logrotate.h"
 #include "cri/conn.h"
 #include "managers/node.h"
 #include "agent/kserver_stream.h"
@@ -43,7 +45,9 @@ struct nl_kubelet {
   uv_timer_t housekeeping; /* 2 s: forget what is gone (housekeepingCh) */
   uint64_t last_sync_loop_ms;
   bool server_up;
-  nl_agent_server_t server;
+  nl_agent_server_t server;   /* the local /healthz listener */
+  struct nl_kserver *kserver; /* the kubelet server on port 10250, or NULL; owned */
+  nl_kserver_logs_t logs;     /* its /containerLogs handler's context */
   bool cri_up;
   nl_cri_client_t cri;
   char *runtime_version; /* "containerd 1.6.20" once the runtime answered */
@@ -85,6 +89,8 @@ struct nl_kubelet {
   uv_poll_t lock_watch;
 
   /* Probes (kubelet_pods.c, nl__kubelet_probes_*): a CRI user (exec). */
+  bool logrotate_up;
+  nl_logrotate_t logrotate;    /* container log rotation, a CRI user */
   bool probes_up;
   nl_probe_manager_t probes;
 

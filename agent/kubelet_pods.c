@@ -562,3 +562,78 @@ size_t nl__kubelet_pods_not_running(nl_kubelet_t *k, size_t *total) {
   *total = n;
   return waiting;
 }
+
+/* ---- /containerLogs (upstream validateContainerLogStatus) ---------------- */
+
+static char *cri_id(const char *container_id) {
+  const char *p = strstr(container_id, "://");
+  return nl_xstrdup(p ? p + 3 : container_id);
+}
+
+static bool has_id(const nl_cstate_t *s) {
+  return s->kind == NL_CSTATE_TERMINATED && s->container_id && *s->container_id;
+}
+
+int nl__kubelet_container_for_logs(nl_kubelet_t *k, const char *ns, const char *name,
+                                   const char *container, bool previous, char **id, char **msg) {
+  *id = *msg = NULL;
+  const nl_pod_t *pod = nl_pod_manager_get_by_name(&k->pods, ns, name);
+  if (!pod) {
+    *msg = nl_xasprintf("pod \"%s\" does not exist", name);
+    return 404;
+  }
+  bool in_spec = false;
+  for (size_t i = 0; i < pod->spec.n_containers; i++)
+    if (strcmp(pod->spec.containers[i].name, container) == 0) in_spec = true;
+  for (size_t i = 0; i < pod->spec.n_init_containers; i++)
+    if (strcmp(pod->spec.init_containers[i].name, container) == 0) in_spec = true;
+  if (!in_spec) {
+    *msg = nl_xasprintf("container \"%s\" not found in pod \"%s\"", container, name);
+    return 404;
+  }
+  pod_state_t *ps = nl_map_get(&k->pod_states, pod->metadata.uid);
+  const nl_container_status_t *cs = NULL;
+  if (ps && ps->status) {
+    const nl_pod_status_t *st = ps->status;
+    for (size_t i = 0; i < st->n_container_statuses; i++)
+      if (strcmp(st->container_statuses[i].name, container) == 0) cs = &st->container_statuses[i];
+    for (size_t i = 0; i < st->n_init_container_statuses; i++)
+      if (strcmp(st->init_container_statuses[i].name, container) == 0)
+        cs = &st->init_container_statuses[i];
+  }
+  if (!cs) {
+    *msg = nl_xasprintf("container \"%s\" in pod \"%s\" is not available", container, name);
+    return 400;
+  }
+  const nl_cstate_t *last = &cs->last_state, *now = &cs->state;
+  if (previous) {
+    if (!has_id(last)) {
+      *msg = nl_xasprintf("previous terminated container \"%s\" in pod \"%s\" not found",
+                          container, name);
+      return 400;
+    }
+    *id = cri_id(last->container_id);
+  } else if (now->kind == NL_CSTATE_RUNNING && cs->container_id) {
+    *id = cri_id(cs->container_id);
+  } else if (now->kind == NL_CSTATE_TERMINATED || last->kind == NL_CSTATE_TERMINATED) {
+    const nl_cstate_t *t = has_id(now) ? now : has_id(last) ? last : NULL;
+    if (!t) {
+      *msg = nl_xasprintf("container \"%s\" in pod \"%s\" is terminated", container, name);
+      return 400;
+    }
+    *id = cri_id(t->container_id);
+  } else if (now->kind == NL_CSTATE_WAITING) {
+    const char *r = now->reason ? now->reason : "";
+    const char *why = strcmp(r, "ErrImagePull") == 0       ? "image can't be pulled"
+                      : strcmp(r, "ImagePullBackOff") == 0 ? "trying and failing to pull image"
+                                                           : r;
+    *msg = nl_xasprintf("container \"%s\" in pod \"%s\" is waiting to start: %s", container,
+                        name, why);
+    return 400;
+  } else {
+    *msg = nl_xasprintf("container \"%s\" in pod \"%s\" is waiting to start - no logs yet",
+                        container, name);
+    return 400;
+  }
+  return 0;
+}

@@ -28,6 +28,12 @@ size_t nl__kubelet_pods_not_running(nl_kubelet_t *k, size_t *total);
 /* GET /pods. */
 void nl__kubelet_pods_json(void *ctx, nl_buf_t *out);
 
+/* /containerLogs: the CRI id of a pod's container (the previous instance with
+ * previous), from the pod's status as upstream. Returns 0 with *id (owned), or
+ * 404/400 with upstream's message in *msg (owned). */
+int nl__kubelet_container_for_logs(nl_kubelet_t *k, const char *ns, const char *name,
+                                   const char *container, bool previous, char **id, char **msg);
+
 /* Probes: the manager (a CRI user: cri_users++), its results wired into the
  * runtime (liveness, startup) and status (startup, readiness). */
 int nl__kubelet_probes_init(nl_kubelet_t *k, nl_err_t **err);

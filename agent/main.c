@@ -101,6 +101,7 @@ int main(int argc, char **argv) {
 
   nl_config_defaults(&cfg);
   const char *config_path = nl_flags_find_config(argc, argv);
+  if (!config_path) nl_config_legacy_defaults(&cfg);
   if (config_path && nl_config_load_file(&cfg, config_path, &err) < 0) {
     fprintf(stderr, "Error: %s\n", nl_err_msg(err));
     nl_err_free(&err);

@@ -4,8 +4,7 @@
 
 #include "reactor/log.h"
 
-/* As upstream's healthz handler: "ok", or 500 with one line per check. */
-static void healthz(void *ctx, const nl_http_req_t *req, nl_http_resp_t *resp) {
+void nl_agent_server_healthz(void *ctx, const nl_http_req_t *req, nl_http_resp_t *resp) {
   nl_agent_server_t *s = ctx;
   bool verbose = strstr(req->query, "verbose") != NULL;
   const char *only = strncmp(req->path, "/healthz/", 9) == 0 ? req->path + 9 : NULL;
@@ -42,24 +41,11 @@ static void healthz(void *ctx, const nl_http_req_t *req, nl_http_resp_t *resp) {
   nl_buf_free(&out);
 }
 
-static void pods(void *ctx, const nl_http_req_t *req, nl_http_resp_t *resp) {
-  nl_agent_server_t *s = ctx;
-  nl_buf_t out = NL_BUF_INIT;
-  if (s->pods_json)
-    s->pods_json(s->pods_ctx, &out);
-  else
-    nl_buf_puts(&out, "{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{},\"items\":[]}");
-  nl_http_resp_header(resp, "Content-Type", "application/json");
-  nl_http_resp_send(resp, 200, out.data, out.len);
-  nl_buf_free(&out);
-}
-
 int nl_agent_server_init(nl_agent_server_t *s, uv_loop_t *loop, nl_err_t **err) {
   memset(s, 0, sizeof *s);
   if (nl_http_server_init(&s->http, loop, NULL, err) < 0) return -1;
-  nl_http_server_route(&s->http, "GET", "/healthz", healthz, s);
-  nl_http_server_route(&s->http, "GET", "/healthz/", healthz, s);
-  nl_http_server_route(&s->http, "GET", "/pods", pods, s);
+  nl_http_server_route(&s->http, "GET", "/healthz", nl_agent_server_healthz, s);
+  nl_http_server_route(&s->http, "GET", "/healthz/", nl_agent_server_healthz, s);
   return 0;
 }
 

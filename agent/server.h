@@ -1,6 +1,7 @@
-/* The kubelet's local HTTP endpoints on healthzBindAddress:healthzPort:
- * /healthz (upstream's checks: ping, syncloop, pleg) and /pods. The
- * authenticated kubelet API on port 10250 is not served yet (docs/DIFFERENCES.md). */
+/* The kubelet's local HTTP endpoint on healthzBindAddress:healthzPort:
+ * /healthz (upstream's checks: ping, syncloop, pleg). The kubelet server on
+ * port 10250 (agent/kserver.h) serves the same /healthz through this
+ * module's handler. */
 #ifndef NL_SERVER_H
 #define NL_SERVER_H
 
@@ -25,9 +26,6 @@ typedef struct nl_agent_server {
   nl_http_server_t http;
   nl_health_check_t checks[NL_SERVER_MAX_CHECKS];
   int nchecks;
-  /* Writes the v1 PodList for GET /pods into out. */
-  void (*pods_json)(void *ctx, nl_buf_t *out);
-  void *pods_ctx;
 } nl_agent_server_t;
 
 /* Creates the server (routes included). Must be stopped with nl_agent_server_stop
@@ -35,6 +33,9 @@ typedef struct nl_agent_server {
 int nl_agent_server_init(nl_agent_server_t *s, uv_loop_t *loop, nl_err_t **err);
 void nl_agent_server_add_check(nl_agent_server_t *s, const char *name, nl_health_check_fn fn,
                                void *ctx);
+/* As upstream's healthz handler: "ok", or 500 with one line per check; ctx is
+ * the nl_agent_server_t. */
+void nl_agent_server_healthz(void *ctx, const nl_http_req_t *req, nl_http_resp_t *resp);
 int nl_agent_server_listen(nl_agent_server_t *s, const char *host, int port, nl_err_t **err);
 void nl_agent_server_stop(nl_agent_server_t *s, nl_http_server_done_fn done, void *ctx);
 

@@ -125,6 +125,17 @@ static bool is_init(const nl_pod_t *pod, const char *name) {
   return false;
 }
 
+/* The newest dead instance of a container (the list is newest first): the one
+ * upstream's container GC keeps (MaxPerPodContainer 1), which `kubectl logs
+ * --previous` reads. */
+static const nl_rt_container_t *newest_dead(const nl_rt_pod_status_t *s, const char *name) {
+  for (size_t i = 0; i < s->n_containers; i++)
+    if (s->containers[i].name && strcmp(s->containers[i].name, name) == 0 &&
+        s->containers[i].state != NL_RT_CONTAINER_RUNNING)
+      return &s->containers[i];
+  return NULL;
+}
+
 static void prune(nl_runtime_op_t *op) {
   const nl_rt_pod_status_t *s = op->status;
   op->kill_todo = 1; /* held while launching */
@@ -132,7 +143,7 @@ static void prune(nl_runtime_op_t *op) {
     const nl_rt_container_t *c = &s->containers[i];
     if (c->state == NL_RT_CONTAINER_RUNNING) continue;
     bool purge = op->actions.create_sandbox && is_init(op->pod, c->name);
-    bool older = nl_rt_pod_status_find(s, c->name) != c;
+    bool older = newest_dead(s, c->name) != c;
     if (!purge && !(older && c->state == NL_RT_CONTAINER_EXITED)) continue;
     nl_vlog(3, "pod %s: removing dead container %s (%s)", op->desc, c->name, c->id);
     Runtime__V1__RemoveContainerRequest req = RUNTIME__V1__REMOVE_CONTAINER_REQUEST__INIT;

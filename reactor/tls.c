@@ -8,7 +8,9 @@
 #include <mbedtls/entropy.h>
 #include <mbedtls/error.h>
 #include <mbedtls/pk.h>
+#include <mbedtls/oid.h>
 #include <mbedtls/ssl.h>
+#include <mbedtls/ssl_ciphersuites.h>
 #include <mbedtls/x509_crt.h>
 
 #include "reactor/buf.h"
@@ -87,7 +89,9 @@ int nl_tls_config_new(nl_tls_config_t **out, const nl_tls_config_opts_t *o, nl_e
   }
   mbedtls_ssl_conf_rng(&c->conf, mbedtls_ctr_drbg_random, &c->drbg);
   /* TLS 1.2 at least, as Go's crypto/tls client default (the API server). */
-  mbedtls_ssl_conf_min_version(&c->conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
+  mbedtls_ssl_conf_min_version(&c->conf, MBEDTLS_SSL_MAJOR_VERSION_3,
+                               o->min_minor ? o->min_minor : MBEDTLS_SSL_MINOR_VERSION_3);
+  if (o->ciphersuites) mbedtls_ssl_conf_ciphersuites(&c->conf, o->ciphersuites);
   /* mbedtls keeps the list without copying and never writes it. */
   mbedtls_ssl_conf_alpn_protocols(&c->conf, (const char **)(o->alpn ? o->alpn : alpn_http1));
   if (o->ca_file || o->ca_pem) {
@@ -97,7 +101,13 @@ int nl_tls_config_new(nl_tls_config_t **out, const nl_tls_config_opts_t *o, nl_e
     nl_err_set(err, EINVAL, "TLS: verification needs a CA certificate");
     goto fail;
   }
-  mbedtls_ssl_conf_authmode(&c->conf, o->verify ? MBEDTLS_SSL_VERIFY_REQUIRED : MBEDTLS_SSL_VERIFY_NONE);
+  mbedtls_ssl_conf_authmode(&c->conf, o->verify                  ? MBEDTLS_SSL_VERIFY_REQUIRED
+                                      : o->request_client_cert ? MBEDTLS_SSL_VERIFY_OPTIONAL
+                                                               : MBEDTLS_SSL_VERIFY_NONE);
+  if (o->request_client_cert && !(o->ca_file || o->ca_pem)) {
+    nl_err_set(err, EINVAL, "TLS: verifying client certificates needs a CA certificate");
+    goto fail;
+  }
   bool have_cert = o->cert_file || o->cert_pem, have_key = o->key_file || o->key_pem;
   if (have_cert != have_key) {
     nl_err_set(err, EINVAL, "TLS: a certificate needs its key and a key its certificate");
@@ -326,4 +336,77 @@ char *nl_tls_take(nl_tls_t *t, size_t *len) {
   *len = t->out.len;
   if (t->out.len == 0) return NULL;
   return nl_buf_steal(&t->out);
+}
+
+/* ---- server side: the client's certificate ------------------------------ */
+
+static char *name_value(const mbedtls_x509_name *n) {
+  return nl_xstrndup((const char *)n->val.p, n->val.len);
+}
+
+int nl_tls_peer_identity(const nl_tls_t *t, nl_tls_peer_t *out, nl_err_t **err) {
+  memset(out, 0, sizeof(*out));
+  const mbedtls_x509_crt *peer = mbedtls_ssl_get_peer_cert(&t->ssl);
+  if (!peer) return 0;
+  uint32_t flags = mbedtls_ssl_get_verify_result(&t->ssl);
+  if (flags != 0) return verify_fail((nl_tls_t *)t, flags, err);
+  if (mbedtls_x509_crt_check_extended_key_usage(peer, MBEDTLS_OID_CLIENT_AUTH,
+                                                 MBEDTLS_OID_SIZE(MBEDTLS_OID_CLIENT_AUTH)) != 0)
+    return nl_err_set(err, EPROTO, "x509: certificate specifies an incompatible key usage");
+  size_t norgs = 0;
+  out->orgs = nl_xcalloc(1, sizeof(char *));
+  for (const mbedtls_x509_name *n = &peer->subject; n; n = n->next) {
+    if (n->oid.p == NULL) continue;
+    if (MBEDTLS_OID_CMP(MBEDTLS_OID_AT_CN, &n->oid) == 0) {
+      free(out->cn);
+      out->cn = name_value(n);
+    } else if (MBEDTLS_OID_CMP(MBEDTLS_OID_AT_ORGANIZATION, &n->oid) == 0) {
+      out->orgs = nl_xrealloc(out->orgs, (norgs + 2) * sizeof(char *));
+      out->orgs[norgs++] = name_value(n);
+      out->orgs[norgs] = NULL;
+    }
+  }
+  if (!out->cn) out->cn = nl_xstrdup("");
+  return 1;
+}
+
+void nl_tls_peer_free(nl_tls_peer_t *p) {
+  free(p->cn);
+  for (char **o = p->orgs; o && *o; o++) free(*o);
+  free(p->orgs);
+  memset(p, 0, sizeof(*p));
+}
+
+int nl_tls_version_parse(const char *name, int *min_minor, nl_err_t **err) {
+  if (!name || !*name || strcmp(name, "VersionTLS12") == 0) *min_minor = MBEDTLS_SSL_MINOR_VERSION_3;
+  else if (strcmp(name, "VersionTLS11") == 0) *min_minor = MBEDTLS_SSL_MINOR_VERSION_2;
+  else if (strcmp(name, "VersionTLS10") == 0) *min_minor = MBEDTLS_SSL_MINOR_VERSION_1;
+  else if (strcmp(name, "VersionTLS13") == 0)
+    return nl_err_set(err, NL_EINVAL, "%s is not supported: this build speaks TLS 1.2 at most", name);
+  else
+    return nl_err_set(err, NL_EINVAL,
+                      "unknown TLS version \"%s\" (VersionTLS10, VersionTLS11, VersionTLS12, VersionTLS13)",
+                      name);
+  return 0;
+}
+
+int nl_tls_ciphersuite_parse(const char *name, int *id, nl_err_t **err) {
+  *id = 0;
+  static const char *const tls13[] = {"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384",
+                                      "TLS_CHACHA20_POLY1305_SHA256", NULL};
+  for (int i = 0; tls13[i]; i++)
+    if (strcmp(name, tls13[i]) == 0) return 0;
+  /* Go's names are IANA's; mbedtls spells them with dashes. Go's short
+   * aliases of the ChaCha20 suites lack the "_SHA256". */
+  char buf[128];
+  if (strlen(name) + 8 >= sizeof(buf)) goto unknown;
+  strcpy(buf, name);
+  size_t n = strlen(buf);
+  if (n > 18 && strcmp(buf + n - 18, "_CHACHA20_POLY1305") == 0) strcat(buf, "_SHA256");
+  for (char *p = buf; *p; p++)
+    if (*p == '_') *p = '-';
+  *id = mbedtls_ssl_get_ciphersuite_id(buf);
+  if (*id != 0) return 0;
+unknown:
+  return nl_err_set(err, NL_EINVAL, "unsupported cipher suite \"%s\"", name);
 }

@@ -37,7 +37,32 @@ typedef struct nl_tls_config_opts {
    * (e.g. {"h2", "http/1.1", NULL}); NULL: {"http/1.1"}. A server picks the
    * first of its own list that the client offers. */
   const char *const *alpn;
+  /* Server: ask for a client certificate and verify it against the CA when one
+   * is given, without requiring one (Go's VerifyClientCertIfGiven); the result
+   * is read with nl_tls_peer_identity(). */
+  bool request_client_cert;
+  /* Lowest protocol version as mbedtls' minor number (from
+   * nl_tls_version_parse()); 0: TLS 1.2. */
+  int min_minor;
+  /* mbedtls ciphersuite ids, 0-terminated (static or outliving the config);
+   * NULL: mbedtls' defaults. */
+  const int *ciphersuites;
 } nl_tls_config_opts_t;
+
+/* Go's crypto/tls names (tlsMinVersion: "VersionTLS12", tlsCipherSuites:
+ * "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256") to what the config takes.
+ * Return 0, or -1 with *err naming the value that this TLS library cannot
+ * offer. A TLS 1.3 suite name is accepted and adds nothing (mbedtls 2.28
+ * speaks TLS 1.2 at most; Go never lets TLS 1.3 suites be configured). */
+int nl_tls_version_parse(const char *name, int *min_minor, nl_err_t **err);
+int nl_tls_ciphersuite_parse(const char *name, int *id, nl_err_t **err);
+
+/* The client certificate a server session received. */
+typedef struct nl_tls_peer {
+  char *cn;       /* subject CommonName, owned */
+  char **orgs;    /* subject Organizations, owned, NULL-terminated */
+} nl_tls_peer_t;
+void nl_tls_peer_free(nl_tls_peer_t *p);
 
 /* Creates a config with one reference. Returns 0, or -1 with *err naming the
  * file or item that failed (unreadable file, bad PEM, key not matching). A
@@ -54,6 +79,12 @@ bool nl_tls_config_is_server(const nl_tls_config_t *c);
 nl_tls_t *nl_tls_new(nl_tls_config_t *cfg, const char *server_name);
 void nl_tls_free(nl_tls_t *t);
 bool nl_tls_is_server(const nl_tls_t *t);
+
+/* After the handshake of a request_client_cert server: 1 and *out filled when
+ * the client presented a certificate that verifies against the CA for client
+ * authentication, 0 when it presented none, -1 with *err (Go's wording:
+ * "x509: certificate signed by unknown authority") when it does not verify. */
+int nl_tls_peer_identity(const nl_tls_t *t, nl_tls_peer_t *out, nl_err_t **err);
 
 /* Ciphertext received from the peer; copied. */
 void nl_tls_feed(nl_tls_t *t, const void *data, size_t len);

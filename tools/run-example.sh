@@ -29,14 +29,18 @@ staticPodPath: $top/examples
 containerRuntimeEndpoint: $endpoint
 healthzBindAddress: 127.0.0.1
 healthzPort: 10248
+readOnlyPort: 10255
+authentication:
+  webhook: {enabled: false}
+authorization: {mode: AlwaysAllow}
 CFG
-setsid "$top/build/agent/nanolet" --config "$dir/config.yaml" --root-dir "$dir/root" \
+setsid "$top/build/agent/nanolet" --config "$dir/config.yaml" --root-dir "$dir/root" --cert-dir "$dir/pki" \
   --pid-file "$pidfile" -v 2 >"$dir/nanolet.log" 2>&1 < /dev/null &
 for _ in $(seq 100); do
   if [ "$(curl -fsS http://127.0.0.1:10248/healthz 2>/dev/null)" = ok ]; then
     echo "nanolet is running (pid $(cat "$pidfile")): healthz ok"
     echo "  log:    $dir/nanolet.log"
-    echo "  pods:   curl -s http://127.0.0.1:10248/pods"
+    echo "  pods:   curl -s http://127.0.0.1:10255/pods"
     echo "  stop:   tools/run-example.sh stop"
     exit 0
   fi

@@ -22,7 +22,9 @@ printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ns
 start_agent() { # start_agent PORT [wrapper...]: starts nanolet in the background
   local port=$1; shift
   mkdir -p "$E2E_TMP/manifests"
-  "$@" "$NANOLET" --healthz-port "$port" --pod-manifest-path "$E2E_TMP/manifests" \
+  server_flags "$E2E_TMP"
+  # shellcheck disable=SC2086
+  "$@" "$NANOLET" --healthz-port "$port" $SERVER_FLAGS --pod-manifest-path "$E2E_TMP/manifests" \
     --container-runtime-endpoint "$NANOLET_TEST_CRI_ENDPOINT" \
     --root-dir "$E2E_TMP/root" --hostname-override e2e-node --pid-file "$E2E_TMP/pid" \
     >"$E2E_TMP/agent.log" 2>&1 &
@@ -65,7 +67,9 @@ fi
 # the holder exits when someone else opens the lock file.
 port=$(free_port)
 mkdir -p "$E2E_TMP/m2"
-"$NANOLET" --healthz-port "$port" --pod-manifest-path "$E2E_TMP/m2" --root-dir "$E2E_TMP/root" \
+server_flags "$E2E_TMP"
+# shellcheck disable=SC2086
+"$NANOLET" --healthz-port "$port" $SERVER_FLAGS --pod-manifest-path "$E2E_TMP/m2" --root-dir "$E2E_TMP/root" \
   --container-runtime-endpoint "$NANOLET_TEST_CRI_ENDPOINT" --lock-file "$E2E_TMP/lock" \
   --exit-on-lock-contention >"$E2E_TMP/lock.log" 2>&1 &
 holder=$!

@@ -22,6 +22,15 @@ wait_for() { # wait_for SECONDS CMD... : polls CMD every 100 ms
 }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo $((20000 + RANDOM % 20000)); }
 healthz_ok() { [ "$(curl -fsS "http://127.0.0.1:$1/healthz")" = ok ]; }
+# server_flags DIR: sets SERVER_FLAGS, flags that give an agent's kubelet
+# server ports of its own (KPORT for HTTPS, RO_PORT for the read-only port,
+# which serves /pods) and its self-signed certificate under DIR, so that agents
+# running at the same time never meet on 10250.
+server_flags() {
+  KPORT=$(free_port)
+  RO_PORT=$(free_port)
+  SERVER_FLAGS="--port $KPORT --read-only-port $RO_PORT --cert-dir $1/pki"
+}
 
 # k8s_env: the variables of the test control plane (NANOLET_TEST_KUBECONFIG,
 # NANOLET_TEST_NODE_KUBECONFIG, ...: tools/testenv/controlplane.sh). When

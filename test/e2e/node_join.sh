@@ -67,7 +67,7 @@ check "labels: hostname, os and --node-labels" \
   [ "$(field '.metadata.labels | "\(.["kubernetes.io/hostname"]) \(.["kubernetes.io/os"]) \(.site) \(.tier)"')" = "$NODE linux lab edge" ]
 check "taints: --register-with-taints" \
   [ "$(field '[.spec.taints[] | select(.key == "edge") | "\(.value):\(.effect)"] | join(",")')" = "gateway:NoSchedule" ]
-check "daemonEndpoints: the kubelet port" [ "$(field .status.daemonEndpoints.kubeletEndpoint.Port)" = 10250 ]
+check "daemonEndpoints: the kubelet port (--port)" [ "$(field .status.daemonEndpoints.kubeletEndpoint.Port)" = "$KPORT" ]
 check "images: the runtime's images are listed" \
   [ "$(field "[.status.images[].names[] | select(startswith(\"$IMG\"))] | length")" -ge 1 ]
 
@@ -119,7 +119,9 @@ stop_agent TERM
 # Each runs a short-lived agent and looks for the cause in what it says.
 probe_agent() { # probe_agent KUBECONFIG SECONDS: runs and prints the log
   local out=$E2E_TMP/probe.log
-  timeout --preserve-status -s TERM "$2" "$NANOLET" --kubeconfig "$1" --hostname-override "$NODE" --healthz-port 0 \
+  server_flags "$E2E_TMP/probe-root"
+  # shellcheck disable=SC2086
+  timeout --preserve-status -s TERM "$2" "$NANOLET" --kubeconfig "$1" --hostname-override "$NODE" --healthz-port 0 $SERVER_FLAGS \
     --container-runtime-endpoint "$NANOLET_TEST_CRI_ENDPOINT" --root-dir "$E2E_TMP/probe-root" >"$out" 2>&1
   echo "rc=$?"
   cat "$out"

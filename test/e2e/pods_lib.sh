@@ -17,7 +17,9 @@ mkdir -p "$MANIFESTS"
 # start_agent [EXTRA FLAGS...]: nanolet in the background, waits for /healthz.
 start_agent() {
   PORT=$(free_port)
-  "$NANOLET" --healthz-port "$PORT" --pod-manifest-path "$MANIFESTS" \
+  server_flags "$ROOT"
+  # shellcheck disable=SC2086
+  "$NANOLET" --healthz-port "$PORT" $SERVER_FLAGS --pod-manifest-path "$MANIFESTS" \
     --container-runtime-endpoint "$NANOLET_TEST_CRI_ENDPOINT" --root-dir "$ROOT" \
     --hostname-override "$NODE" --file-check-frequency 1s "$@" >>"$E2E_TMP/agent.log" 2>&1 &
   AGENT_PID=$!
@@ -49,7 +51,7 @@ unput() { rm -f "$MANIFESTS/$1.yaml"; }
 # pod NAME JQ: evaluates JQ on the /pods item of static pod NAME-e2e-node
 # (null when absent). Uses a cache refreshed by refresh_pods.
 PODS_JSON='{"items":[]}'
-refresh_pods() { PODS_JSON=$(curl -fsS "http://127.0.0.1:$PORT/pods") || PODS_JSON='{"items":[]}'; }
+refresh_pods() { PODS_JSON=$(curl -fsS "http://127.0.0.1:$RO_PORT/pods") || PODS_JSON='{"items":[]}'; }
 pod() {
   jq -r --arg n "$1-$NODE" --arg ns "$PODS_NS" \
     "(.items[] | select(.metadata.name == \$n and .metadata.namespace == \$ns) | $2) // null" \

@@ -34,7 +34,7 @@ mkdir -p "$E2E_TMP/poll"
 ( # record when the restart count changes: "ms count"
   last=-1
   while :; do
-    c=$(curl -fsS --max-time 2 "http://127.0.0.1:$PORT/pods" 2>>"$E2E_TMP/poll/err" | jq -r --arg n "crash-$NODE" \
+    c=$(curl -fsS --max-time 2 "http://127.0.0.1:$RO_PORT/pods" 2>>"$E2E_TMP/poll/err" | jq -r --arg n "crash-$NODE" \
       '.items[] | select(.metadata.name == $n) | .status.containerStatuses[0].restartCount // empty' 2>/dev/null)
     if [ -n "$c" ] && [ "$c" != "$last" ]; then echo "$(($(date +%s%N) / 1000000)) $c" >>"$E2E_TMP/poll/crash"; last=$c; fi
     sleep 0.1

@@ -13,8 +13,10 @@ M=$E2E_TMP/manifests
 SHARED=$E2E_TMP/shared
 mkdir -p "$M" "$SHARED"
 port=$(free_port)
+server_flags "$E2E_TMP"
 
-"$NANOLET" --healthz-port "$port" --pod-manifest-path "$M" --file-check-frequency 1s \
+# shellcheck disable=SC2086
+"$NANOLET" --healthz-port "$port" $SERVER_FLAGS --pod-manifest-path "$M" --file-check-frequency 1s \
   --container-runtime-endpoint "$EP" --root-dir "$E2E_TMP/root" --hostname-override e2e-node \
   -v 2 >"$E2E_TMP/agent.log" 2>&1 &
 AGENT_PID=$!
@@ -30,7 +32,7 @@ trap 'cleanup; e2e_finish; exit $?' EXIT
 
 wait_for 10 healthz_ok "$port" || { fail "agent start" "$(tail -5 "$E2E_TMP/agent.log")"; exit 1; }
 
-pods() { curl -fsS "http://127.0.0.1:$port/pods"; }
+pods() { curl -fsS "http://127.0.0.1:$RO_PORT/pods"; }
 # q POD JQ-FILTER: the filter applied to the pod's status
 q() { pods | jq -r --arg n "$1" ".items[] | select(.metadata.name == (\$n + \"-e2e-node\")) | .status | $2"; }
 ready() { [ "$(q nanolet-e2e-ready '.conditions[]? | select(.type == "Ready") | .status')" = "$1" ]; }
@@ -99,7 +101,7 @@ EOF
 
 # readiness: not ready while /ready.html is missing, ready once it exists, not
 # ready again once it is gone
-if wait_for 60 sh -c "[ \"\$(curl -fsS http://127.0.0.1:$port/pods | jq -r '.items[] | select(.metadata.name==\"nanolet-e2e-ready-e2e-node\") | .status.containerStatuses[0].state | has(\"running\")')\" = true ]"; then
+if wait_for 60 sh -c "[ \"\$(curl -fsS http://127.0.0.1:$RO_PORT/pods | jq -r '.items[] | select(.metadata.name==\"nanolet-e2e-ready-e2e-node\") | .status.containerStatuses[0].state | has(\"running\")')\" = true ]"; then
   ok "readiness pod running"
 else
   fail "readiness pod running" "$(pods | jq -c '.items[].status' | head -c 600)"
@@ -119,19 +121,19 @@ grep -q 'Readiness probe failed: HTTP probe failed with statuscode: 404' "$E2E_T
 
 # startup holds liveness back: "slow" is not started for ~6 s, yet its liveness
 # probe (which fails until then) does not restart it
-if wait_for 30 sh -c "[ \"\$(curl -fsS http://127.0.0.1:$port/pods | jq -r '.items[] | select(.metadata.name==\"nanolet-e2e-live-e2e-node\") | .status.containerStatuses[]? | select(.name==\"slow\") | .state | has(\"running\")')\" = true ]"; then
+if wait_for 30 sh -c "[ \"\$(curl -fsS http://127.0.0.1:$RO_PORT/pods | jq -r '.items[] | select(.metadata.name==\"nanolet-e2e-live-e2e-node\") | .status.containerStatuses[]? | select(.name==\"slow\") | .state | has(\"running\")')\" = true ]"; then
   [ "$(cstat slow .started)" = false ] && ok "startup probe: not started at first" || fail "slow started early" "$(cstat slow .)"
 else
   fail "slow running" "$(q nanolet-e2e-live .containerStatuses)"
 fi
-if wait_for 30 sh -c "[ \"\$(curl -fsS http://127.0.0.1:$port/pods | jq -r '.items[] | select(.metadata.name==\"nanolet-e2e-live-e2e-node\") | .status.containerStatuses[] | select(.name==\"slow\") | .started')\" = true ]"; then
+if wait_for 30 sh -c "[ \"\$(curl -fsS http://127.0.0.1:$RO_PORT/pods | jq -r '.items[] | select(.metadata.name==\"nanolet-e2e-live-e2e-node\") | .status.containerStatuses[] | select(.name==\"slow\") | .started')\" = true ]"; then
   ok "startup probe succeeds once the file exists"
 else
   fail "slow started" "$(cstat slow .)"
 fi
 
 # a failing liveness probe restarts its container
-if wait_for 60 sh -c "[ \"\$(curl -fsS http://127.0.0.1:$port/pods | jq -r '.items[] | select(.metadata.name==\"nanolet-e2e-live-e2e-node\") | .status.containerStatuses[] | select(.name==\"failing\") | .restartCount')\" -ge 1 ]"; then
+if wait_for 60 sh -c "[ \"\$(curl -fsS http://127.0.0.1:$RO_PORT/pods | jq -r '.items[] | select(.metadata.name==\"nanolet-e2e-live-e2e-node\") | .status.containerStatuses[] | select(.name==\"failing\") | .restartCount')\" -ge 1 ]"; then
   ok "failing liveness probe restarts the container (restartCount $(cstat failing .restartCount))"
 else
   fail "liveness restart" "$(cstat failing .)"

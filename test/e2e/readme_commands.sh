@@ -3,13 +3,15 @@
 # top, with its output and exit status checked. The environment is swapped in
 # only where the README names the machine's own: `nanolet` is the built binary,
 # the containerd socket the test runtime's, port 10248 a free port, the example
-# paths temporary ones; an agent started from the README also gets a private
-# --root-dir. A README command without a check here fails the test.
+# paths temporary ones, port 10250 another free port; an agent started from the
+# README also gets a private --root-dir and --cert-dir. A README command
+# without a check here fails the test.
 . "$(dirname "$0")/lib.sh"
 : "${NANOLET_TEST_CRI_ENDPOINT:?run tools/testenv/setup.sh and . tools/testenv/env.sh}"
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$TOP" || exit 1
 PORT=$(free_port)
+server_flags "$E2E_TMP"
 AGENT_PID=
 stop_agent() { [ -z "$AGENT_PID" ] || { kill -TERM "$AGENT_PID" 2>/dev/null; wait "$AGENT_PID"; }; }
 trap 'stop_agent >/dev/null 2>&1; e2e_finish; exit $?' EXIT
@@ -31,6 +33,7 @@ local_env() { # the README's command with this machine's paths and ports
   sed -e "s|^nanolet |$NANOLET |" \
       -e "s|unix:///run/containerd/containerd.sock|$NANOLET_TEST_CRI_ENDPOINT|g" \
       -e "s|127\.0\.0\.1:10248|127.0.0.1:$PORT|g" \
+      -e "s|127\.0\.0\.1:10250|127.0.0.1:$KPORT|g" \
       -e "s|/etc/nanolet/config.yaml|$E2E_TMP/etc/config.yaml|g" \
       -e "s|/etc/kubernetes/manifests|$E2E_TMP/manifests|g" <<<"$1"
 }
@@ -50,7 +53,8 @@ expect_rc() { # expect_rc NAME WANT [COND...]: RC is WANT and each COND holds
 # and a clean stop (exit 0) on SIGTERM.
 check_agent() {
   stop_agent
-  eval "exec $1 --root-dir $E2E_TMP/root --healthz-port $PORT" >"$E2E_TMP/agent.log" 2>&1 &
+  eval "exec $1 --root-dir $E2E_TMP/root --healthz-port $PORT --port $KPORT --cert-dir $E2E_TMP/pki" \
+    >"$E2E_TMP/agent.log" 2>&1 &
   AGENT_PID=$!
   if ! wait_for 10 healthz_ok "$PORT"; then
     fail "$2: starts" "$(tail -5 "$E2E_TMP/agent.log")"; AGENT_PID=; return
@@ -98,7 +102,10 @@ while IFS= read -r cmd; do
   "nanolet cri ps "*)
     run "$local_cmd"
     expect_rc "$cmd" 0 '[[ "$(head -1 <<<"$OUT")" == CONTAINER* ]]' '[ -z "$ERR" ]' ;;
-  "curl -s http://127.0.0.1:10248/pods")
+  "curl -sk https://127.0.0.1:10250/pods")
+    # The README's standalone agent (no --config: anonymous requests allowed).
+    check_agent "$(local_env "nanolet --pod-manifest-path /etc/kubernetes/manifests \
+      --container-runtime-endpoint unix:///run/containerd/containerd.sock")" "a standalone agent for /pods"
     run "$local_cmd"
     expect_rc "$cmd" 0 '[ "$(jq -c "[.kind, .apiVersion, (.items | length)]" <<<"$OUT")" = "[\"PodList\",\"v1\",0]" ]' ;;
   "curl http://127.0.0.1:10248/healthz")

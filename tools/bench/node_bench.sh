@@ -43,7 +43,7 @@ conn_bytes() {
 node_ready() { [ "$(kubectl get node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]; }
 start() { # start LOGFILE FLAGS...
   local log=$1; shift
-  "$NANOLET" --healthz-port 0 --pod-manifest-path "$M" --container-runtime-endpoint "$NANOLET_TEST_CRI_ENDPOINT" \
+  "$NANOLET" --healthz-port 0 --enable-server=false --pod-manifest-path "$M" --container-runtime-endpoint "$NANOLET_TEST_CRI_ENDPOINT" \
     --root-dir "$TMP/root" --hostname-override "$NODE" --file-check-frequency 1s "$@" >"$log" 2>&1 &
   PID=$!
 }

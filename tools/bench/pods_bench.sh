@@ -57,7 +57,7 @@ EOF
   done
 }
 
-"$NANOLET" --healthz-port 0 --pod-manifest-path "$M" --container-runtime-endpoint "$NANOLET_TEST_CRI_ENDPOINT" \
+"$NANOLET" --healthz-port 0 --enable-server=false --pod-manifest-path "$M" --container-runtime-endpoint "$NANOLET_TEST_CRI_ENDPOINT" \
   --root-dir "$TMP/root" --hostname-override bench-node >"$TMP/agent.log" 2>&1 &
 PID=$!
 sleep 10

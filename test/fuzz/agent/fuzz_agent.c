@@ -1,13 +1,18 @@
 /* libFuzzer target over the agent's other parsers of outside input: the
  * KubeletConfiguration file, resolv.conf (pod DNS), CRI container log files
  * (`nanolet cri logs` and FallbackToLogsOnError termination messages) and the
- * grpc.health.v1 answer of a gRPC probe. Byte 0 picks the parser. */
+ * grpc.health.v1 answer of a gRPC probe, and the kubelet server's
+ * /containerLogs: its query (PodLogOptions) and the writer over a log file.
+ * Byte 0 picks the parser. */
 #include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 
+#include <string.h>
+
 #include "agent/cmd_cri_fmt.h"
+#include "agent/crilog.h"
 #include "agent/config.h"
 #include "managers/probe.h"
 #include "managers/runtime.h"
@@ -20,7 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t len = size - 1;
   static int devnull = -1;
   if (devnull < 0) nl_log_set_fd(devnull = open("/dev/null", O_WRONLY)); /* unknown fields warn */
-  switch (data[0] % 5) {
+  switch (data[0] % 7) {
   case 0: {
     nl_kubelet_config_t cfg;
     nl_err_t *err = NULL;
@@ -48,6 +53,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   case 4: {
     int status = 0;
     nl_probe_grpc_decode_response((const uint8_t *)text, len, &status);
+    break;
+  }
+  case 5: { /* a log file through the writer; the first byte picks options */
+    if (len < 1) break;
+    nl_crilog_opts_t o = {.tail_lines = -1, .limit_bytes = -1};
+    o.timestamps = text[0] & 1;
+    if (text[0] & 2) o.limit_bytes = (text[0] >> 2) + 1;
+    if (text[0] & 0x80) o.since_ns = 1700000000000000000LL;
+    nl_crilog_writer_t w;
+    nl_crilog_writer_init(&w, &o);
+    nl_buf_t out = NL_BUF_INIT;
+    const char *p = text + 1, *end = text + len;
+    while (p < end) {
+      const char *nl = memchr(p, '\n', (size_t)(end - p));
+      size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+      if (!nl_crilog_write(&w, p, n, &out)) break;
+      p += n + 1;
+    }
+    nl_buf_free(&out);
+    break;
+  }
+  case 6: { /* a /containerLogs query */
+    char *q = strndup(text, len);
+    nl_crilog_opts_t o;
+    nl_crilog_opts_parse(q, 1700000000000000000LL, &o);
+    free(q);
     break;
   }
   }

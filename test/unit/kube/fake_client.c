@@ -15,6 +15,7 @@ nl_kube_req_t *nl_kube_request(nl_kube_client_t *c, const nl_kube_request_opts_t
   fake_req_t *r = nl_xcalloc(1, sizeof *r);
   r->method = nl_xstrdup(opts->method);
   r->path = nl_xstrdup(opts->path);
+  r->body = opts->body ? nl_xstrndup(opts->body, opts->body_len) : nl_xstrdup("");
   r->on_head = opts->on_head;
   r->on_data = opts->on_data;
   r->cb = cb;
@@ -70,6 +71,7 @@ void fake_reset(void) {
   for (size_t i = 0; i < fake_nreqs; i++) {
     free(fake_reqs[i]->method);
     free(fake_reqs[i]->path);
+    free(fake_reqs[i]->body);
     free(fake_reqs[i]);
   }
   fake_nreqs = 0;

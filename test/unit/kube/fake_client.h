@@ -8,7 +8,7 @@
 #include "agent/kube/client.h"
 
 typedef struct fake_req {
-  char *method, *path;
+  char *method, *path, *body;
   nl_kube_head_fn on_head;
   nl_kube_data_fn on_data;
   nl_kube_done_fn cb;

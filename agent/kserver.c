@@ -1,0 +1,333 @@
+#include "agent/kserver.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent/kauth.h"
+#include "agent/kserver_cert.h"
+#include "reactor/log.h"
+#include "reactor/xalloc.h"
+
+#define DEFAULT_IDLE_TIMEOUT_MS (90 * 1000) /* upstream's IdleTimeout */
+#define DEFAULT_READ_TIMEOUT_MS (60 * 1000)
+#define DEFAULT_MAX_CONNS 1024
+#define MAX_CIPHERSUITES 64
+
+typedef struct route {
+  nl_kserver_route_t r; /* method and path owned */
+  bool subtree;
+} route_t;
+
+struct nl_kserver {
+  uv_loop_t *loop;
+  char *address;
+  int port, read_only_port;
+  bool x509; /* client certificates are verified against clientCAFile */
+  nl_tls_config_t *tls;
+  int ciphersuites[MAX_CIPHERSUITES];
+  nl_http_server_t https, ro;
+  bool ro_up;
+  int closing;
+  nl_kauth_t auth;
+  route_t *routes;
+  size_t nroutes;
+  void (*done)(void *ctx);
+  void *done_ctx;
+};
+
+/* ---- the route table ---------------------------------------------------- */
+
+void nl_kserver_route(nl_kserver_t *s, const nl_kserver_route_t *routes, size_t n) {
+  s->routes = nl_xrealloc(s->routes, (s->nroutes + n) * sizeof(route_t));
+  for (size_t i = 0; i < n; i++) {
+    route_t *r = &s->routes[s->nroutes++];
+    r->r = routes[i];
+    r->r.method = routes[i].method ? nl_xstrdup(routes[i].method) : NULL;
+    r->r.path = nl_xstrdup(routes[i].path);
+    size_t len = strlen(r->r.path);
+    r->subtree = len > 0 && r->r.path[len - 1] == '/';
+  }
+}
+
+/* The longest matching path; *wrong_method when only other methods match. */
+static const route_t *route_find(const nl_kserver_t *s, const char *method, const char *path,
+                                 bool read_only, bool *wrong_method) {
+  const route_t *best = NULL;
+  size_t best_len = 0;
+  bool path_seen = false;
+  for (size_t i = 0; i < s->nroutes; i++) {
+    const route_t *r = &s->routes[i];
+    if (read_only && !r->r.read_only) continue;
+    size_t n = strlen(r->r.path);
+    bool match = r->subtree ? strncmp(path, r->r.path, n) == 0 : strcmp(path, r->r.path) == 0;
+    if (!match || n < best_len) continue;
+    bool method_ok = !r->r.method || strcmp(r->r.method, method) == 0 ||
+                     (strcmp(r->r.method, "GET") == 0 && strcmp(method, "HEAD") == 0);
+    if (!method_ok) {
+      path_seen = true;
+      continue;
+    }
+    if (!best || n > best_len) {
+      best = r;
+      best_len = n;
+    }
+  }
+  *wrong_method = !best && path_seen;
+  return best;
+}
+
+static void dispatch(nl_kserver_t *s, const nl_http_req_t *req, const nl_kserver_user_t *user,
+                     nl_http_resp_t *resp, bool read_only) {
+  bool wrong_method;
+  const route_t *r = route_find(s, req->method, req->path, read_only, &wrong_method);
+  if (!r) {
+    nl_http_resp_send_str(resp, wrong_method ? 405 : 404,
+                          wrong_method ? "Method Not Allowed\n" : "404 page not found\n");
+    return;
+  }
+  r->r.fn(r->r.ctx, req, user, resp);
+}
+
+/* ---- requests waiting for authentication and authorization --------------- */
+
+typedef struct pending {
+  nl_kserver_t *s;
+  nl_http_resp_t *resp;
+  bool aborted;
+  /* A copy of the request: the connection may go while the apiserver answers. */
+  char *method, *target, *path, *query, *body, *remote;
+  size_t body_len;
+  nl_http_headers_t headers;
+} pending_t;
+
+static void pending_aborted(void *ctx) {
+  pending_t *p = ctx;
+  p->aborted = true;
+}
+
+static void pending_free(pending_t *p) {
+  free(p->method);
+  free(p->target);
+  free(p->path);
+  free(p->query);
+  free(p->body);
+  free(p->remote);
+  nl_http_headers_free(&p->headers);
+  free(p);
+}
+
+static void auth_done(void *ctx, int status, const nl_kauth_user_t *user, const char *body) {
+  pending_t *p = ctx;
+  nl_http_resp_on_abort(p->resp, NULL, NULL);
+  if (p->aborted || status != 0) {
+    if (status == 401 || status == 403)
+      nl_vlog(4, "kubelet server: %s %s from %s: %d", p->method, p->path, p->remote, status);
+    nl_http_resp_send_str(p->resp, p->aborted ? 503 : status, body ? body : "");
+  } else {
+    nl_http_req_t req = {.method = p->method,
+                         .target = p->target,
+                         .path = p->path,
+                         .query = p->query,
+                         .headers = &p->headers,
+                         .body = p->body,
+                         .body_len = p->body_len,
+                         .remote = p->remote};
+    nl_kserver_user_t u = {.name = user->name,
+                           .uid = user->uid,
+                           .groups = (const char *const *)user->groups};
+    dispatch(p->s, &req, &u, p->resp, false);
+  }
+  pending_free(p);
+}
+
+static void on_secure(void *ctx, const nl_http_req_t *req, nl_http_resp_t *resp) {
+  nl_kserver_t *s = ctx;
+  pending_t *p = nl_xcalloc(1, sizeof(*p));
+  p->s = s;
+  p->resp = resp;
+  p->method = nl_xstrdup(req->method);
+  p->target = nl_xstrdup(req->target);
+  p->path = nl_xstrdup(req->path);
+  p->query = nl_xstrdup(req->query);
+  p->body = nl_xstrndup(req->body, req->body_len);
+  p->body_len = req->body_len;
+  p->remote = nl_xstrdup(req->remote);
+  nl_http_headers_copy(&p->headers, req->headers);
+  nl_http_resp_on_abort(resp, pending_aborted, p);
+  nl_tls_peer_t peer = {0};
+  int peer_rc = 0;
+  if (req->tls && s->x509) {
+    nl_cleanup_err nl_err_t *err = NULL;
+    peer_rc = nl_tls_peer_identity(req->tls, &peer, &err);
+    if (peer_rc < 0)
+      nl_info("kubelet server: %s: client certificate: %s", req->remote, nl_err_msg(err));
+  }
+  nl_kauth_check(&s->auth, peer_rc, peer.cn, peer.orgs,
+                 nl_http_headers_get(req->headers, "Authorization"), req->method, req->path,
+                 auth_done, p);
+  nl_tls_peer_free(&peer);
+}
+
+/* readOnlyPort: no authentication, only the routes marked read_only. */
+static void on_read_only(void *ctx, const nl_http_req_t *req, nl_http_resp_t *resp) {
+  static const char *const groups[] = {"system:unauthenticated", NULL};
+  nl_kserver_user_t anon = {.name = "system:anonymous", .uid = "", .groups = groups};
+  dispatch(ctx, req, &anon, resp, true);
+}
+
+/* ---- TLS ---------------------------------------------------------------- */
+
+static bool readable(const char *path) { return access(path, R_OK) == 0; }
+
+static int tls_setup(nl_kserver_t *s, const nl_kserver_opts_t *o, nl_err_t **err) {
+  nl_tls_config_opts_t t = {.server = true};
+  char *cert = NULL, *key = NULL;
+  int rc = -1;
+  if ((o->cert_file && *o->cert_file) || (o->key_file && *o->key_file)) {
+    cert = nl_xstrdup(o->cert_file ? o->cert_file : "");
+    key = nl_xstrdup(o->key_file ? o->key_file : "");
+  } else {
+    const char *dir = o->cert_dir && *o->cert_dir ? o->cert_dir : "/var/lib/kubelet/pki";
+    cert = nl_xasprintf("%s/kubelet.crt", dir);
+    key = nl_xasprintf("%s/kubelet.key", dir);
+    if (!readable(cert) || !readable(key)) {
+      if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+        nl_err_set(err, errno, "--cert-dir %s: %s", dir, strerror(errno));
+        goto out;
+      }
+      if (nl_kserver_self_signed(cert, key, o->hostname, o->node_ip, err) < 0) {
+        nl_err_wrap(err, "unable to generate self signed cert");
+        goto out;
+      }
+    }
+  }
+  t.cert_file = cert;
+  t.key_file = key;
+  if (o->client_ca_file && *o->client_ca_file) {
+    t.ca_file = o->client_ca_file;
+    t.request_client_cert = true;
+  }
+  if (nl_tls_version_parse(o->tls_min_version, &t.min_minor, err) < 0) {
+    nl_err_wrap(err, "tlsMinVersion");
+    goto out;
+  }
+  if (o->n_tls_cipher_suites >= MAX_CIPHERSUITES) {
+    nl_err_set(err, NL_EINVAL, "tlsCipherSuites: at most %d suites", MAX_CIPHERSUITES - 1);
+    goto out;
+  }
+  size_t n = 0;
+  for (size_t i = 0; i < o->n_tls_cipher_suites; i++) {
+    int id;
+    if (nl_tls_ciphersuite_parse(o->tls_cipher_suites[i], &id, err) < 0) {
+      nl_err_wrap(err, "tlsCipherSuites");
+      goto out;
+    }
+    if (id) s->ciphersuites[n++] = id;
+  }
+  s->ciphersuites[n] = 0;
+  if (n > 0) t.ciphersuites = s->ciphersuites;
+  if (nl_tls_config_new(&s->tls, &t, err) < 0) {
+    nl_err_wrap(err, "kubelet server TLS");
+    goto out;
+  }
+  rc = 0;
+out:
+  free(cert);
+  free(key);
+  return rc;
+}
+
+/* ---- life cycle --------------------------------------------------------- */
+
+static uint64_t loop_now(void *ctx) { return uv_now(ctx); }
+
+int nl_kserver_new(nl_kserver_t **out, uv_loop_t *loop, const nl_kserver_opts_t *o,
+                   nl_kube_client_t *kube, nl_err_t **err) {
+  *out = NULL;
+  nl_kserver_t *s = nl_xcalloc(1, sizeof(*s));
+  s->loop = loop;
+  s->address = nl_xstrdup(o->address ? o->address : "");
+  s->port = o->port;
+  s->read_only_port = o->read_only_port;
+  s->x509 = o->client_ca_file && *o->client_ca_file;
+  nl_kauth_opts_t ao = {.node_name = o->node_name,
+                        .anonymous = o->anonymous,
+                        .webhook = o->webhook,
+                        .authn_ttl_ms = o->authn_ttl_ms,
+                        .mode = o->authz_webhook ? NL_KAUTHZ_WEBHOOK : NL_KAUTHZ_ALWAYS_ALLOW,
+                        .allowed_ttl_ms = o->allowed_ttl_ms,
+                        .denied_ttl_ms = o->denied_ttl_ms};
+  if (nl_kauth_init(&s->auth, &ao, kube, loop_now, loop, err) < 0) goto fail_auth;
+  if (tls_setup(s, o, err) < 0) goto fail_tls;
+  nl_http_server_opts_t ho = {
+      .idle_timeout_ms = o->idle_timeout_ms ? o->idle_timeout_ms : DEFAULT_IDLE_TIMEOUT_MS,
+      .read_timeout_ms = o->read_timeout_ms ? o->read_timeout_ms : DEFAULT_READ_TIMEOUT_MS,
+      .max_conns = o->max_conns ? o->max_conns : DEFAULT_MAX_CONNS,
+      .tls = s->tls};
+  if (nl_http_server_init(&s->https, loop, &ho, err) < 0) goto fail_http;
+  nl_http_server_route(&s->https, NULL, "/", on_secure, s);
+  if (o->read_only_port > 0) {
+    ho.tls = NULL;
+    if (nl_http_server_init(&s->ro, loop, &ho, err) < 0) {
+      nl_kserver_stop(s, NULL, NULL); /* frees s once the listener has closed */
+      return -1;
+    }
+    s->ro_up = true;
+    nl_http_server_route(&s->ro, NULL, "/", on_read_only, s);
+  }
+  *out = s;
+  return 0;
+fail_http:
+  nl_tls_config_unref(s->tls);
+fail_tls:
+  nl_kauth_free(&s->auth);
+fail_auth:
+  free(s->address);
+  free(s);
+  return -1;
+}
+
+int nl_kserver_listen(nl_kserver_t *s, nl_err_t **err) {
+  if (nl_http_server_listen(&s->https, s->address, s->port, err) < 0)
+    return nl_err_wrap(err, "kubelet server");
+  nl_info("kubelet server: serving on %s:%d (TLS)", *s->address ? s->address : "0.0.0.0",
+          nl_http_server_port(&s->https));
+  if (s->ro_up) {
+    if (nl_http_server_listen(&s->ro, s->address, s->read_only_port, err) < 0)
+      return nl_err_wrap(err, "kubelet read-only server");
+    nl_info("kubelet server: read-only port %d", s->read_only_port);
+  }
+  return 0;
+}
+
+int nl_kserver_port(const nl_kserver_t *s) { return nl_http_server_port(&s->https); }
+
+static void http_stopped(nl_http_server_t *srv, void *ctx) {
+  nl_kserver_t *s = ctx;
+  if (--s->closing > 0) return;
+  nl_kauth_free(&s->auth);
+  nl_tls_config_unref(s->tls);
+  for (size_t i = 0; i < s->nroutes; i++) {
+    free((char *)s->routes[i].r.method);
+    free((char *)s->routes[i].r.path);
+  }
+  free(s->routes);
+  free(s->address);
+  void (*done)(void *) = s->done;
+  void *done_ctx = s->done_ctx;
+  free(s);
+  if (done) done(done_ctx);
+}
+
+void nl_kserver_stop(nl_kserver_t *s, void (*done)(void *ctx), void *ctx) {
+  if (s->closing) return;
+  s->done = done;
+  s->done_ctx = ctx;
+  s->closing = s->ro_up ? 2 : 1;
+  nl_kauth_stop(&s->auth);
+  nl_http_server_stop(&s->https, http_stopped, s);
+  if (s->ro_up) nl_http_server_stop(&s->ro, http_stopped, s);
+}
