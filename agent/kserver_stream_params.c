@@ -7,59 +7,8 @@
 
 #include "agent/kserver_stream.h"
 #include "reactor/buf.h"
+#include "reactor/http_query.h"
 #include "reactor/xalloc.h"
-
-static int hex(int c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-/* Percent-decodes n bytes ('+' is a space in a query, not in a path). NULL on
- * a malformed escape or a NUL. */
-static char *unescape(const char *s, size_t n, bool query) {
-  char *out = nl_xmalloc(n + 1), *o = out;
-  for (size_t i = 0; i < n; i++) {
-    int c = (unsigned char)s[i];
-    if (c == '%') {
-      int hi = i + 2 < n ? hex(s[i + 1]) : -1;
-      int lo = i + 2 < n ? hex(s[i + 2]) : -1;
-      if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
-        free(out);
-        return NULL;
-      }
-      c = hi * 16 + lo;
-      i += 2;
-    } else if (c == '+' && query) {
-      c = ' ';
-    }
-    *o++ = (char)c;
-  }
-  *o = 0;
-  return out;
-}
-
-/* Calls fn for each name=value pair of the query (both decoded). Returns -1
- * on a malformed escape. */
-static int query_each(const char *q, void (*fn)(void *ctx, const char *k, const char *v),
-                      void *ctx) {
-  while (*q) {
-    size_t n = strcspn(q, "&;");
-    const char *eq = memchr(q, '=', n);
-    size_t kn = eq ? (size_t)(eq - q) : n;
-    char *k = unescape(q, kn, true);
-    char *v = eq ? unescape(eq + 1, n - kn - 1, true) : nl_xstrdup("");
-    int bad = !k || !v;
-    if (!bad && *k) fn(ctx, k, v);
-    free(k);
-    free(v);
-    if (bad) return -1;
-    q += n;
-    if (*q) q++;
-  }
-  return 0;
-}
 
 typedef struct query_ctx {
   nl_stream_params_t *p;
@@ -102,17 +51,11 @@ static void on_pair(void *ctx, const char *k, const char *v) {
   }
 }
 
-/* url.Values.Get: the first value, "" when absent. */
-static void first_value(void *ctx, const char *k, const char *v) {
-  const char **kv = ctx;
-  if (!kv[1] && strcmp(k, kv[0]) == 0) kv[1] = nl_xstrdup(v);
-}
-
+/* url.Values.Get(name) == "1" */
 static bool flag(const char *query, const char *name) {
-  const char *kv[2] = {name, NULL};
-  query_each(query, first_value, kv);
-  bool on = kv[1] && strcmp(kv[1], "1") == 0;
-  free((char *)kv[1]);
+  char *v = nl_http_query_get(query, name, NULL);
+  bool on = v && strcmp(v, "1") == 0;
+  free(v);
   return on;
 }
 
@@ -121,7 +64,7 @@ static int segments(const char *path, char *seg[4]) {
   int n = 0;
   for (const char *s = path; *s && n <= 4; n++) {
     size_t len = strcspn(s, "/");
-    if (n == 4 || len == 0 || !(seg[n] = unescape(s, len, false))) {
+    if (n == 4 || len == 0 || !(seg[n] = nl_http_unescape(s, len))) {
       for (int i = 0; i < n; i++) free(seg[i]);
       return -1;
     }
@@ -152,11 +95,7 @@ int nl_stream_params_parse(nl_stream_params_t *p, nl_stream_kind_t kind, const c
     p->container = seg[n - 1];
   }
   query_ctx_t c = {.p = p};
-  if (query_each(query, on_pair, &c) != 0) {
-    *msg = nl_xstrdup("invalid URL escape in the query");
-    nl_stream_params_free(p);
-    return 400;
-  }
+  nl_http_query_each(query, on_pair, &c);
   if (pf) {
     int status = 0;
     if (websocket && !c.ports_seen) {

@@ -325,7 +325,8 @@ static void params(void **state) {
       {NL_STREAM_EXEC, "ns/a/b/c/d", "output=1", false, 404, "404 page not found"},
       {NL_STREAM_ATTACH, "ns/pod/c", "tty=1&error=1", false, 400,
        "you must specify at least 1 of stdin, stdout, stderr"},
-      {NL_STREAM_ATTACH, "ns/pod/c", "output=%zz", false, 400, "invalid URL escape in the query"},
+      {NL_STREAM_ATTACH, "ns/pod/c", "output=%zz", false, 400,
+       "you must specify at least 1 of stdin, stdout, stderr"}, /* the bad pair is skipped */
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     int st = nl_stream_params_parse(&p, bad[i].kind, bad[i].path, bad[i].query, bad[i].ws, &msg);
