@@ -79,7 +79,12 @@ bool nl_crilog_parse_time(const char *s, size_t len, int64_t *ns) {
     return false;
   }
   if (i != len) return false;
-  *ns = ((int64_t)timegm(&tm) - off) * NS + frac;
+  /* A year far in the future would overflow nanoseconds: refuse it. */
+  int64_t v;
+  if (__builtin_mul_overflow((int64_t)timegm(&tm) - off, (int64_t)NS, &v) ||
+      __builtin_add_overflow(v, (int64_t)frac, &v))
+    return false;
+  *ns = v;
   return true;
 }
 

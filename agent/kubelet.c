@@ -7,8 +7,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/kubelet_metrics.h"
 #include "agent/kubelet_node.h"
 #include "agent/kubelet_pods.h"
+#include "agent/kubelet_stream.h"
 #include "agent/kubelet_server.h"
 #include "agent/model/quantity.h"
 #include "cri/runtime.h"
@@ -19,6 +21,7 @@ void nl__kubelet_release(nl_kubelet_t *k) {
   if (--k->pending > 0) return;
   k->stopping = 2;
   nl__kubelet_pods_free(k);
+  nl_kmetrics_free(&k->metrics);
   free(k->runtime_version);
   k->runtime_version = NULL;
   nl_info("all managers stopped");
@@ -236,7 +239,9 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
   k->loop = loop;
   k->cfg = cfg;
   k->node_name = nl_xstrdup(node_name);
+  nl__kubelet_metrics_init(k);
   if (nl__kubelet_pods_init(k, err) < 0) return -1;
+  k->workers.metrics = &k->metrics;
   uv_signal_init(loop, &k->sigterm);
   uv_signal_init(loop, &k->sigint);
   uv_timer_init(loop, &k->sync_ticker);
@@ -251,6 +256,7 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
     return nl_err_wrap(err, "containerRuntimeEndpoint");
   k->cri_up = true;
   k->pending++;
+  nl_cri_client_observe(&k->cri, nl_kmetrics_runtime_op, &k->metrics);
   if (nl_agent_server_init(&k->server, loop, err) < 0) return -1;
   k->server_up = true;
   k->pending++;
@@ -280,9 +286,12 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
   k->runtime_up = true;
   k->cri_users++;
   nl_pleg_init(&k->pleg, loop, &k->cri, 1000, nl__kubelet_pleg_event, k);
+  k->pleg.metrics = &k->metrics;
   k->pleg_up = true;
   k->cri_users++;
   if (nl__kubelet_probes_init(k, err) < 0) return -1;
+  nl__kubelet_streams_init(k);
+  nl__kubelet_stats_init(k);
   nl_quantity_t max_size;
   if (nl_quantity_parse(cfg->container_log_max_size, &max_size, err) < 0)
     return nl_err_wrap(err, "containerLogMaxSize");
@@ -355,6 +364,8 @@ void nl_kubelet_stop(nl_kubelet_t *k, nl_kubelet_done_cb done_cb) {
   if (k->pleg_up) nl_pleg_stop(&k->pleg, on_pleg_stopped);
   if (k->runtime_up) nl_runtime_stop(&k->runtime, on_runtime_stopped);
   if (k->probes_up) nl_probe_manager_stop(&k->probes, on_probes_stopped);
+  nl__kubelet_streams_stop(k);
+  nl__kubelet_stats_stop(k);
   if (k->logrotate_up) nl_logrotate_stop(&k->logrotate, on_logrotate_stopped);
   nl__kubelet_node_stop(k);
   if (!k->pleg_up && !k->runtime_up) { /* init failed before them */

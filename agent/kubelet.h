@@ -17,6 +17,9 @@
 #include "managers/events.h"
 #include "managers/mirror.h"
 #include "managers/node.h"
+#include "agent/kserver_stream.h"
+#include "agent/stats.h"
+#include "managers/metrics.h"
 #include "managers/services.h"
 #include "managers/pleg.h"
 #include "managers/pod_manager.h"
@@ -54,6 +57,12 @@ struct nl_kubelet {
   bool cri_up;
   nl_cri_client_t cri;
   char *runtime_version; /* "containerd 1.6.20" once the runtime answered */
+  nl_kmetrics_t metrics;  /* /metrics and /metrics/probes; freed last */
+  /* The kubelet server's CRI users (kubelet_stream.c, kubelet_metrics.c):
+   * /exec, /attach, /portForward sessions and /stats, /metrics/resource. */
+  bool streams_up, stats_up;
+  nl_kserver_stream_t streams;
+  nl_stats_server_t stats;
   uv_timer_t runtime_retry;
 
   /* Pods (kubelet_pods.c). */

@@ -20,6 +20,7 @@ typedef struct pod_state {
   reason_t *reasons;
   size_t n_reasons;
   int64_t last_sync_ns;
+  uint64_t first_seen;   /* uv_hrtime() when the kubelet first handled the pod */
   char *rejected_reason; /* admission said no: the pod never runs */
   char *rejected_message;
 } pod_state_t;
@@ -60,6 +61,7 @@ static pod_state_t *state_get(nl_kubelet_t *k, const char *uid) {
   pod_state_t *ps = nl_map_get(&k->pod_states, uid);
   if (!ps) {
     ps = nl_xcalloc(1, sizeof *ps);
+    ps->first_seen = uv_hrtime();
     nl_map_put(&k->pod_states, uid, ps);
   }
   return ps;
@@ -171,6 +173,7 @@ int nl__kubelet_probes_init(nl_kubelet_t *k, nl_err_t **err) {
       .event = probe_event,
       .ctx = k,
       .host_ip = k->cfg->node_ip,
+      .metrics = &k->metrics,
   };
   if (nl_probe_manager_init(&k->probes, k->loop, &k->cri, &o, err) < 0) return -1;
   k->probes_up = true;
@@ -229,6 +232,8 @@ static void report_status(nl_kubelet_t *k, const nl_pod_t *pod, const nl_pod_sta
 static bool refresh_status(nl_kubelet_t *k, const nl_pod_t *pod, bool terminal) {
   pod_state_t *ps = state_get(k, pod->metadata.uid);
   nl_pod_status_t *st = generate(k, pod, ps, terminal);
+  if (st->phase == NL_POD_RUNNING && (!ps->status || ps->status->phase != NL_POD_RUNNING))
+    nl_kmetrics_pod_started(&k->metrics, (double)(uv_hrtime() - ps->first_seen) / 1e9);
   nl_pod_status_free(ps->status);
   ps->status = st;
   report_status(k, pod, st, false);

@@ -6,7 +6,10 @@
 
 #include "agent/kserver.h"
 #include "agent/kserver_logs.h"
+#include "agent/kserver_stream.h"
+#include "agent/kubelet_metrics.h"
 #include "agent/kubelet_pods.h"
+#include "agent/stats.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
@@ -149,7 +152,23 @@ int nl__kubelet_server_init(nl_kubelet_t *k, nl_err_t **err) {
       {"GET", "/pods/", pods, k, true},
   };
   nl_kserver_route(k->kserver, base, sizeof base / sizeof base[0]);
+  const nl_kserver_route_t figures[] = {
+      {"GET", "/metrics", nl__kubelet_metrics_handler, k, true},
+      {"GET", "/metrics/probes", nl__kubelet_metrics_probes_handler, k, true},
+      {"GET", "/metrics/resource", nl_stats_resource_handler, &k->stats, true},
+      {"GET", "/stats/summary", nl_stats_summary_handler, &k->stats, true},
+  };
+  nl_kserver_route(k->kserver, figures, sizeof figures / sizeof figures[0]);
   if (c->enable_debugging_handlers) {
+    const nl_kserver_route_t streams[] = {
+        {"GET", "/exec/", nl_kserver_exec_handler, &k->streams, false},
+        {"POST", "/exec/", nl_kserver_exec_handler, &k->streams, false},
+        {"GET", "/attach/", nl_kserver_attach_handler, &k->streams, false},
+        {"POST", "/attach/", nl_kserver_attach_handler, &k->streams, false},
+        {"GET", "/portForward/", nl_kserver_port_forward_handler, &k->streams, false},
+        {"POST", "/portForward/", nl_kserver_port_forward_handler, &k->streams, false},
+    };
+    nl_kserver_route(k->kserver, streams, sizeof streams / sizeof streams[0]);
     const nl_kserver_route_t debug[] = {
         {"GET", "/configz", configz, k, false},
         {"GET", "/runningpods/", runningpods, k, false},

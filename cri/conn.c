@@ -37,6 +37,7 @@ typedef struct nl_cri_call {
   uint8_t where;
   bool is_events;
   bool extra_message;  /* a unary call got a second message */
+  uint64_t started;    /* uv_hrtime() at the call */
   size_t req_len;
   uint8_t req[];       /* the framed request */
 } nl_cri_call_t;
@@ -163,6 +164,8 @@ static void drain(nl_cri_client_t *c) {
     nl_cri_call_t *call = nl_list_entry(c->done.next, nl_cri_call_t, link);
     nl_list_remove(&call->link);
     nl_grpc_status_t st = {call->code, call->message ? call->message : ""};
+    if (c->observe && !call->is_events)
+      c->observe(c->observe_ctx, call->path, call->code, uv_hrtime() - call->started);
     if (call->is_events) deliver_events_end(c, call, &st);
     else call->deliver(&st, call->code == NL_GRPC_OK ? call->resp : NULL, call->fn, call->ctx);
     call_free(c, call);
@@ -475,6 +478,7 @@ void nl_cri__call(nl_cri_client_t *c, const char *path, const ProtobufCMessage *
                   const ProtobufCMessageDescriptor *resp_desc, uint64_t timeout_ms,
                   nl_cri__deliver deliver, nl_cri__fn fn, void *ctx) {
   nl_cri_call_t *call = call_new(c, path, req, resp_desc, timeout_ms);
+  call->started = uv_hrtime();
   call->deliver = deliver;
   call->fn = fn;
   call->ctx = ctx;
@@ -834,4 +838,9 @@ size_t nl_cri_client_pending(const nl_cri_client_t *c) {
   for (size_t i = 0; i < 3; i++)
     for (const nl_list_t *p = lists[i]->next; p != lists[i]; p = p->next) n++;
   return n;
+}
+
+void nl_cri_client_observe(nl_cri_client_t *c, nl_cri_observe_fn fn, void *ctx) {
+  c->observe = fn;
+  c->observe_ctx = ctx;
 }

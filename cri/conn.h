@@ -110,6 +110,8 @@ struct nl_cri_client {
   bool delivering;
   bool flush_wanted;          /* session output waits for on_read's end or deliver_idle */
   bool in_read;               /* inside on_read: it flushes on its way out */
+  void (*observe)(void *ctx, const char *path, int code, uint64_t duration_ns);
+  void *observe_ctx;
 
   struct nl_cri_events_state {
     nl_cri_event_cb on_event;
@@ -178,6 +180,12 @@ enum nl_cri_deadline_kind {
                                       Runtime__V1__##Resp *resp, void *ctx);       \
   void nl_cri_##name(nl_cri_client_t *c, const Runtime__V1__##Req *req,           \
                      nl_cri_##name##_cb cb, void *ctx);
+
+/* Told of every finished unary call, just before its callback: the gRPC path
+ * ("/runtime.v1.RuntimeService/Version"), the status code and the time since
+ * the call was made (waiting for a connection included). For metrics. */
+typedef void (*nl_cri_observe_fn)(void *ctx, const char *path, int code, uint64_t duration_ns);
+void nl_cri_client_observe(nl_cri_client_t *c, nl_cri_observe_fn fn, void *ctx);
 
 /* True while connected (READY). */
 bool nl_cri_client_ready(const nl_cri_client_t *c);

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cri/runtime.h"
+#include "managers/metrics.h"
 #include "managers/pleg_internal.h"
 #include "managers/termmsg.h"
 #include "reactor/duration.h"
@@ -138,6 +139,9 @@ static void schedule(nl_pleg_t *p, uint64_t delay_ms) {
 /* Ends the run (success or not) and arms the next one. */
 static void relist_done(nl_pleg_t *p, struct nl_pleg__relist *r, bool ok) {
   p->relist_duration_ns = (int64_t)(uv_hrtime() - r->start_hr);
+  if (p->metrics)
+    nl_kmetrics_pleg_relist(p->metrics, r->timestamp, (uint64_t)p->relist_duration_ns,
+                            p->relist_time == r->timestamp);
   p->relists++;
   if (!ok) p->relist_failures++;
   p->cur = NULL;

@@ -104,6 +104,7 @@ struct nl_pleg {
   int64_t relist_duration_ns; /* how long the last finished relist took */
   uint64_t relists;           /* relists finished (ok or not) */
   uint64_t relist_failures;
+  struct nl_kmetrics *metrics; /* relist figures go there when set */
 
   nl_pleg_stop_cb stop_cb;
 };

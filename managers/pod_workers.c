@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "managers/metrics.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
@@ -68,6 +69,7 @@ static void start_next(nl_pod_workers_t *pw, nl_pod_worker_t *w) {
   t->type = w->state == NL_POD_SYNCING ? w->pending_type : NL_SYNC_KILL;
   t->grace_seconds = w->grace_seconds;
   t->generation = w->generation;
+  t->started = uv_hrtime();
   w->pending_type = NL_SYNC_SYNC;
   w->inflight = t;
   pw->inflight++;
@@ -169,6 +171,10 @@ void nl_pod_workers_complete(nl_pod_work_t *t, const nl_err_t *err, bool is_term
   nl_pod_workers_t *pw = t->workers;
   nl_pod_worker_t *w = pw ? nl_map_get(&pw->workers, t->uid) : NULL;
   if (pw) pw->inflight--;
+  if (pw && pw->metrics && t->kind == NL_POD_SYNCING) { /* upstream times SyncPod only */
+    static const char *const op[] = {"create", "update", "sync", "kill"};
+    nl_kmetrics_pod_worker(pw->metrics, op[t->type], uv_hrtime() - t->started);
+  }
   if (!w || w->inflight != t) goto out; /* the worker was forgotten meanwhile */
   w->inflight = NULL;
   if (t->generation != w->generation) {

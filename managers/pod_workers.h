@@ -50,6 +50,7 @@ typedef struct nl_pod_work {
   nl_sync_type_t type;
   int64_t grace_seconds;  /* for TERMINATING: the grace period to use */
   uint64_t generation;
+  uint64_t started;       /* uv_hrtime() when handed out */
 } nl_pod_work_t;
 
 typedef struct nl_pod_syncer {
@@ -90,6 +91,7 @@ struct nl_pod_workers {
   uint64_t resync_ms;  /* after a successful sync: syncFrequency */
   uint64_t backoff_ms; /* after a failed sync: 10 s upstream */
   size_t inflight;     /* tokens not yet completed */
+  struct nl_kmetrics *metrics; /* kubelet_pod_worker_duration_seconds, when set */
 };
 
 void nl_pod_workers_init(nl_pod_workers_t *pw, uv_loop_t *loop, const nl_pod_syncer_t *syncer,

@@ -123,6 +123,7 @@ typedef struct nl_probe_manager_opts {
   int no_jitter;
   uint64_t seed; /* 0: from the clock */
   uint32_t ms_per_period_second; /* periods only: 0 is 1000 (tests and benchmarks shrink it) */
+  struct nl_kmetrics *metrics;   /* prober_probe_total and _duration_seconds; may be NULL */
 } nl_probe_manager_opts_t;
 
 typedef struct nl_probe_manager nl_probe_manager_t;

@@ -7,6 +7,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "managers/metrics.h"
 #include "managers/probe_internal.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
@@ -34,6 +35,7 @@ typedef struct worker {
   int run;                    /* upstream resultRun */
   bool on_hold;
   nl_check_t *check;
+  uint64_t check_started; /* uv_hrtime() */
 } worker_t;
 
 static const char *const type_names[] = {"Liveness", "Readiness", "Startup"};
@@ -155,7 +157,23 @@ static void worker_halt(worker_t *w) {
   uv_timer_stop(&w->timer);
 }
 
+/* Upstream's prober metrics: an errored probe counts nowhere, a warning as a
+ * success. */
+static void count(const worker_t *w, nl_check_result_t r) {
+  nl_kmetrics_t *km = w->m->opts.metrics;
+  if (!km || r == NL_CHECK_ERROR || !w->pp) return;
+  const nl_pod_t *pod = w->pp->pod;
+  nl_kmetrics_probe(km, type_names[w->type], r == NL_CHECK_FAILURE ? "failed" : "successful",
+                    w->spec->name, pod->metadata.name, pod->metadata.namespace_,
+                    pod->metadata.uid, (double)(uv_hrtime() - w->check_started) / 1e9);
+}
+
 static void worker_free(worker_t *w) {
+  if (w->m->opts.metrics) {
+    const nl_pod_t *pod = w->pp->pod;
+    nl_kmetrics_probe_forget(w->m->opts.metrics, type_names[w->type], w->spec->name,
+                             pod->metadata.name, pod->metadata.namespace_, pod->metadata.uid);
+  }
   worker_halt(w);
   results_forget(w);
   nl_list_remove(&w->link);
@@ -186,6 +204,7 @@ static void checked(void *ctx, nl_check_result_t r, const char *out) {
   w->check = NULL;
   w->state = W_IDLE;
   w->m->checks_done++;
+  count(w, r);
   if (r == NL_CHECK_ERROR) { /* upstream throws the result away */
     event(w, "Unhealthy", "errored", out);
     return;
@@ -241,6 +260,7 @@ static void start_check(worker_t *w, const nl_rt_pod_status_t *st) {
   };
   w->state = W_PROBING;
   m->checks_started++;
+  w->check_started = uv_hrtime();
   w->check = nl_check_start(&env, &req, checked, w);
 }
 

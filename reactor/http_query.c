@@ -1,5 +1,6 @@
 #include "reactor/http_query.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "reactor/xalloc.h"
@@ -54,4 +55,19 @@ char *nl_http_query_get(const char *query, const char *name, bool *bad) {
     p = end ? end + 1 : NULL;
   }
   return NULL;
+}
+
+void nl_http_query_each(const char *query, nl_http_query_fn fn, void *ctx) {
+  for (const char *p = query; p && *p;) {
+    const char *end = strpbrk(p, "&;");
+    size_t plen = end ? (size_t)(end - p) : strlen(p);
+    const char *eq = memchr(p, '=', plen);
+    size_t klen = eq ? (size_t)(eq - p) : plen;
+    char *key = decode(p, klen, true);
+    char *v = eq ? decode(eq + 1, plen - klen - 1, true) : nl_xstrdup("");
+    if (key && v && *key) fn(ctx, key, v);
+    free(key);
+    free(v);
+    p = end ? end + 1 : NULL;
+  }
 }

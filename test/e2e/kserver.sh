@@ -95,6 +95,8 @@ code() { curl -sk -o "$E2E_TMP/body" -w '%{http_code}' "$@"; }
 check "no credentials: 401 Unauthorized" \
   bash -c "[ \"\$(curl -sk -o '$E2E_TMP/b401' -w '%{http_code}' '$url/healthz')\" = 401 ] && [ \"\$(cat '$E2E_TMP/b401')\" = Unauthorized ]"
 kubectl create ns "$SA_NS" >/dev/null
+# Pods are refused until the controller made the default ServiceAccount.
+wait_for 30 kubectl get serviceaccount default -n "$SA_NS" -o name >/dev/null
 kubectl -n "$SA_NS" create sa nobody >/dev/null
 kubectl -n "$SA_NS" create sa admin >/dev/null
 kubectl create clusterrolebinding "$SA_NS-admin" --clusterrole=cluster-admin --serviceaccount="$SA_NS:admin" >/dev/null

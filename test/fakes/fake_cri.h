@@ -12,7 +12,10 @@
  * RemovePodSandbox, PodSandboxStatus, ListPodSandbox, CreateContainer,
  * StartContainer, StopContainer, RemoveContainer, ListContainers,
  * ContainerStatus, ExecSync (stdout echoes the command joined by spaces plus a
- * newline, exit code 0), ListImages, ImageStatus, PullImage (always succeeds and
+ * newline, exit code 0), Exec, Attach and PortForward (a URL under the base
+ * set with fake_cri_set_stream_base), ListPodSandboxStats (ready sandboxes
+ * and their running containers: 10 ms of CPU per second since creation,
+ * 8 MiB working set each), ListImages, ImageStatus, PullImage (always succeeds and
  * adds the image), RemoveImage, ImageFsInfo. Anything else is UNIMPLEMENTED.
  * CreateContainer needs the sandbox and the image to exist (NOT_FOUND otherwise),
  * as containerd does. */
@@ -102,6 +105,11 @@ void fake_cri_add_image(fake_cri_t *f, const char *ref);
  * failed with. */
 int fake_cri_add_container(fake_cri_t *f, const char *pod, const char *name, const char *image,
                            char *id, size_t id_len);
+
+/* The streaming URLs' base ("http://127.0.0.1:PORT"; copied): Exec answers
+ * "<base>/exec/<container id>", Attach "<base>/attach/<id>", PortForward
+ * "<base>/portforward/<sandbox id>". */
+void fake_cri_set_stream_base(fake_cri_t *f, const char *base);
 
 fake_cri_stats_t fake_cri_stats(const fake_cri_t *f);
 size_t fake_cri_sandbox_count(const fake_cri_t *f);

@@ -18,6 +18,7 @@ typedef struct fake_cri_store {
   nl_map_t containers; /* id -> struct container */
   nl_map_t images;     /* ref -> struct image */
   uint64_t next_id;
+  char *stream_base;   /* "http://127.0.0.1:PORT" for streaming URLs, or NULL */
 } fake_cri_store_t;
 
 struct fake_cri {

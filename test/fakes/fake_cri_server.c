@@ -519,3 +519,8 @@ size_t fake_cri_sandbox_count(const fake_cri_t *f) { return nl_map_size(&f->stor
 size_t fake_cri_container_count(const fake_cri_t *f) {
   return nl_map_size(&f->store.containers);
 }
+
+void fake_cri_set_stream_base(fake_cri_t *f, const char *base) {
+  free(f->store.stream_base);
+  f->store.stream_base = base ? nl_xstrdup(base) : NULL;
+}

@@ -144,6 +144,12 @@ static void msg_freep(ProtobufCMessage **m) {
 #define runtime__v1__ContainerStatusRequest_descriptor_name \
   runtime__v1__container_status_request__descriptor
 #define runtime__v1__ExecSyncRequest_descriptor_name runtime__v1__exec_sync_request__descriptor
+#define runtime__v1__ExecRequest_descriptor_name runtime__v1__exec_request__descriptor
+#define runtime__v1__AttachRequest_descriptor_name runtime__v1__attach_request__descriptor
+#define runtime__v1__PortForwardRequest_descriptor_name \
+  runtime__v1__port_forward_request__descriptor
+#define runtime__v1__ListPodSandboxStatsRequest_descriptor_name \
+  runtime__v1__list_pod_sandbox_stats_request__descriptor
 #define runtime__v1__ListImagesRequest_descriptor_name runtime__v1__list_images_request__descriptor
 #define runtime__v1__ImageStatusRequest_descriptor_name \
   runtime__v1__image_status_request__descriptor
@@ -484,6 +490,109 @@ static int h_exec_sync(fake_cri_store_t *s, const uint8_t *in, size_t len, out_t
   return reply(o, &r.base);
 }
 
+/* Exec, Attach, PortForward: the streaming URL under the base the test set
+ * (fake_cri_set_stream_base), "<base>/<verb>/<id>". */
+static int stream_url(fake_cri_store_t *s, out_t *o, const char *verb, const char *id,
+                      ProtobufCMessage *r, char **url) {
+  char *u = scratch(o, strlen(s->stream_base ? s->stream_base : "") + strlen(verb) + strlen(id) + 3, 1);
+  sprintf(u, "%s/%s/%s", s->stream_base ? s->stream_base : "", verb, id);
+  *url = u;
+  return reply(o, r);
+}
+
+static int h_exec(fake_cri_store_t *s, const uint8_t *in, size_t len, out_t *o) {
+  UNPACK(req, ExecRequest);
+  FIND_CONTAINER(c, req->container_id);
+  Runtime__V1__ExecResponse r = RUNTIME__V1__EXEC_RESPONSE__INIT;
+  return stream_url(s, o, "exec", c->id, &r.base, &r.url);
+}
+
+static int h_attach(fake_cri_store_t *s, const uint8_t *in, size_t len, out_t *o) {
+  UNPACK(req, AttachRequest);
+  FIND_CONTAINER(c, req->container_id);
+  Runtime__V1__AttachResponse r = RUNTIME__V1__ATTACH_RESPONSE__INIT;
+  return stream_url(s, o, "attach", c->id, &r.base, &r.url);
+}
+
+static int h_port_forward(fake_cri_store_t *s, const uint8_t *in, size_t len, out_t *o) {
+  UNPACK(req, PortForwardRequest);
+  if (!nl_map_get(&s->sandboxes, req->pod_sandbox_id))
+    return fail(o, 5, "failed to find sandbox \"%s\": not found", req->pod_sandbox_id);
+  Runtime__V1__PortForwardResponse r = RUNTIME__V1__PORT_FORWARD_RESPONSE__INIT;
+  return stream_url(s, o, "portforward", req->pod_sandbox_id, &r.base, &r.url);
+}
+
+/* Figures that grow with time since creation, so rates come out steady:
+ * a sandbox or container uses 10 ms of CPU per second and 8 MiB of memory. */
+static void fake_usage(int64_t created, int64_t now, Runtime__V1__CpuUsage *cpu,
+                       Runtime__V1__MemoryUsage *mem, Runtime__V1__UInt64Value *v) {
+  runtime__v1__cpu_usage__init(cpu);
+  runtime__v1__memory_usage__init(mem);
+  for (int i = 0; i < 2; i++) runtime__v1__uint64_value__init(&v[i]);
+  cpu->timestamp = mem->timestamp = now;
+  v[0].value = (uint64_t)(now - created) / 100;
+  v[1].value = 8u << 20;
+  cpu->usage_core_nano_seconds = &v[0];
+  mem->working_set_bytes = &v[1];
+}
+
+static int h_list_pod_sandbox_stats(fake_cri_store_t *s, const uint8_t *in, size_t len,
+                                    out_t *o) {
+  UNPACK(req, ListPodSandboxStatsRequest);
+  size_t n = nl_map_size(&s->sandboxes), m = nl_map_size(&s->containers), k = 0, j = 0;
+  int64_t now = now_ns();
+  Runtime__V1__PodSandboxStats *ps = scratch(o, n, sizeof(*ps)), **pp = scratch(o, n, sizeof(*pp));
+  Runtime__V1__PodSandboxAttributes *pa = scratch(o, n, sizeof(*pa));
+  Runtime__V1__LinuxPodSandboxStats *pl = scratch(o, n, sizeof(*pl));
+  Runtime__V1__CpuUsage *pc = scratch(o, n + m, sizeof(*pc));
+  Runtime__V1__MemoryUsage *pm = scratch(o, n + m, sizeof(*pm));
+  Runtime__V1__UInt64Value *pv = scratch(o, 2 * (n + m), sizeof(*pv));
+  Runtime__V1__ContainerStats *cs = scratch(o, m, sizeof(*cs)), **cp = scratch(o, m, sizeof(*cp));
+  Runtime__V1__ContainerAttributes *ca = scratch(o, m, sizeof(*ca));
+  nl_map_iter_t it, ct;
+  const char *key;
+  void *v, *cv;
+  for (nl_map_iter_init(&it, &s->sandboxes); nl_map_iter_next(&it, &key, &v);) {
+    sandbox_t *sb = v;
+    if (sb->state != RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_READY) continue;
+    runtime__v1__pod_sandbox_stats__init(&ps[k]);
+    runtime__v1__pod_sandbox_attributes__init(&pa[k]);
+    runtime__v1__linux_pod_sandbox_stats__init(&pl[k]);
+    pa[k].id = sb->id;
+    pa[k].metadata = sb->req->config->metadata;
+    fake_usage(sb->created_at, now, &pc[k], &pm[k], &pv[2 * k]);
+    pl[k].cpu = &pc[k];
+    pl[k].memory = &pm[k];
+    pl[k].containers = &cp[j];
+    for (nl_map_iter_init(&ct, &s->containers); nl_map_iter_next(&ct, &key, &cv);) {
+      container_t *c = cv;
+      if (strcmp(c->sandbox_id, sb->id) != 0 ||
+          c->state != RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING)
+        continue;
+      runtime__v1__container_stats__init(&cs[j]);
+      runtime__v1__container_attributes__init(&ca[j]);
+      ca[j].id = c->id;
+      ca[j].metadata = c->req->config->metadata;
+      cs[j].attributes = &ca[j];
+      size_t u = n + j;
+      fake_usage(c->started_at, now, &pc[u], &pm[u], &pv[2 * u]);
+      cs[j].cpu = &pc[u];
+      cs[j].memory = &pm[u];
+      cp[j] = &cs[j];
+      j++;
+      pl[k].n_containers++;
+    }
+    ps[k].attributes = &pa[k];
+    ps[k].linux = &pl[k];
+    pp[k] = &ps[k];
+    k++;
+  }
+  Runtime__V1__ListPodSandboxStatsResponse r = RUNTIME__V1__LIST_POD_SANDBOX_STATS_RESPONSE__INIT;
+  r.n_stats = k;
+  r.stats = pp;
+  return reply(o, &r.base);
+}
+
 /* Runs one call through its handler. On 0, *resp is the packed response
  * (the caller frees it) unless resp is NULL. */
 static int seed_call(fake_cri_store_t *s, const char *method, const ProtobufCMessage *req,
@@ -676,6 +785,10 @@ static const struct {
     {"ListContainers", h_list_containers},
     {"ContainerStatus", h_container_status},
     {"ExecSync", h_exec_sync},
+    {"Exec", h_exec},
+    {"Attach", h_attach},
+    {"PortForward", h_port_forward},
+    {"ListPodSandboxStats", h_list_pod_sandbox_stats},
     {"ListImages", h_list_images},
     {"ImageStatus", h_image_status},
     {"PullImage", h_pull_image},
@@ -705,4 +818,5 @@ void fake_cri__store_free(fake_cri_store_t *s) {
   nl_map_free(&s->containers, container_free);
   nl_map_free(&s->sandboxes, sandbox_free);
   nl_map_free(&s->images, image_free);
+  free(s->stream_base);
 }

@@ -2,7 +2,8 @@
  * KubeletConfiguration file, resolv.conf (pod DNS), CRI container log files
  * (`nanolet cri logs` and FallbackToLogsOnError termination messages) and the
  * grpc.health.v1 answer of a gRPC probe, and the kubelet server's
- * /containerLogs: its query (PodLogOptions) and the writer over a log file.
+ * /containerLogs: its query (PodLogOptions) and the writer over a log file,
+ * and the path and query of /exec, /attach and /portForward.
  * Byte 0 picks the parser. */
 #include <fcntl.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 
 #include "agent/cmd_cri_fmt.h"
 #include "agent/crilog.h"
+#include "agent/kserver_stream.h"
 #include "agent/config.h"
 #include "managers/probe.h"
 #include "managers/runtime.h"
@@ -25,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t len = size - 1;
   static int devnull = -1;
   if (devnull < 0) nl_log_set_fd(devnull = open("/dev/null", O_WRONLY)); /* unknown fields warn */
-  switch (data[0] % 7) {
+  switch (data[0] % 8) {
   case 0: {
     nl_kubelet_config_t cfg;
     nl_err_t *err = NULL;
@@ -79,6 +81,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     nl_crilog_opts_t o;
     nl_crilog_opts_parse(q, 1700000000000000000LL, &o);
     free(q);
+    break;
+  }
+  case 7: { /* /exec etc.: a kind byte, then the path after the prefix, '?', the query */
+    if (len < 1) break;
+    char *t = strndup(text + 1, len - 1), *q = strchr(t, '?'), *msg = NULL;
+    if (q) *q++ = 0;
+    nl_stream_params_t p;
+    if (nl_stream_params_parse(&p, (nl_stream_kind_t)(text[0] % 3), t, q ? q : "", text[0] & 4,
+                               &msg) == 0)
+      nl_stream_params_free(&p);
+    free(msg);
+    free(t);
     break;
   }
   }

@@ -1,0 +1,306 @@
+/* The Summary JSON and /metrics/resource from one round of figures. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent/stats.h"
+#include "reactor/metrics.h"
+#include "reactor/xalloc.h"
+
+typedef struct prev {
+  int64_t ts;
+  uint64_t core_ns;
+  bool seen; /* in this round */
+} prev_t;
+
+void nl_stats_init(nl_stats_t *st) { nl_map_init(&st->prev); }
+void nl_stats_free(nl_stats_t *st) { nl_map_free(&st->prev, free); }
+
+/* usageNanoCores over the time since the previous sample of key; false on the
+ * first sample or when the counter went back (a new container instance). */
+static bool rate(nl_stats_t *st, const char *key, int64_t ts, uint64_t core_ns, uint64_t *out) {
+  prev_t *p = nl_map_get(&st->prev, key);
+  bool ok = p && ts > p->ts && core_ns >= p->core_ns;
+  if (ok) *out = (uint64_t)((double)(core_ns - p->core_ns) * 1e9 / (double)(ts - p->ts));
+  if (!p) {
+    p = nl_xcalloc(1, sizeof *p);
+    nl_map_put(&st->prev, key, p);
+  }
+  if (ts != p->ts) {
+    p->ts = ts;
+    p->core_ns = core_ns;
+  }
+  p->seen = true;
+  return ok;
+}
+
+static json_t *time_json(int64_t ns) {
+  time_t s = (time_t)(ns / 1000000000);
+  struct tm tm;
+  gmtime_r(&s, &tm);
+  char b[32];
+  strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return json_string(b);
+}
+
+static void set_u64(json_t *o, const char *k, uint64_t v) {
+  json_object_set_new(o, k, json_integer((json_int_t)v));
+}
+
+static void set_opt(json_t *o, const char *k, const Runtime__V1__UInt64Value *v) {
+  if (v) set_u64(o, k, v->value);
+}
+
+static json_t *cpu_json(nl_stats_t *st, const char *key, const Runtime__V1__CpuUsage *c) {
+  if (!c) return NULL;
+  json_t *o = json_object();
+  json_object_set_new(o, "time", time_json(c->timestamp));
+  uint64_t nano;
+  if (c->usage_nano_cores)
+    set_u64(o, "usageNanoCores", c->usage_nano_cores->value);
+  else if (c->usage_core_nano_seconds &&
+           rate(st, key, c->timestamp, c->usage_core_nano_seconds->value, &nano))
+    set_u64(o, "usageNanoCores", nano);
+  set_opt(o, "usageCoreNanoSeconds", c->usage_core_nano_seconds);
+  return o;
+}
+
+static json_t *mem_json(const Runtime__V1__MemoryUsage *m) {
+  if (!m) return NULL;
+  json_t *o = json_object();
+  json_object_set_new(o, "time", time_json(m->timestamp));
+  set_opt(o, "availableBytes", m->available_bytes);
+  set_opt(o, "usageBytes", m->usage_bytes);
+  set_opt(o, "workingSetBytes", m->working_set_bytes);
+  set_opt(o, "rssBytes", m->rss_bytes);
+  set_opt(o, "pageFaults", m->page_faults);
+  set_opt(o, "majorPageFaults", m->major_page_faults);
+  return o;
+}
+
+static json_t *if_json(const char *name, uint64_t rx, uint64_t rxe, uint64_t tx, uint64_t txe) {
+  json_t *o = json_object();
+  json_object_set_new(o, "name", json_string(name));
+  set_u64(o, "rxBytes", rx);
+  set_u64(o, "rxErrors", rxe);
+  set_u64(o, "txBytes", tx);
+  set_u64(o, "txErrors", txe);
+  return o;
+}
+
+static json_t *cri_if_json(const Runtime__V1__NetworkInterfaceUsage *i) {
+  return if_json(i->name, i->rx_bytes ? i->rx_bytes->value : 0,
+                 i->rx_errors ? i->rx_errors->value : 0, i->tx_bytes ? i->tx_bytes->value : 0,
+                 i->tx_errors ? i->tx_errors->value : 0);
+}
+
+static json_t *fs_json(int64_t ts, const nl_stats_fs_t *fs, const Runtime__V1__FilesystemUsage *u) {
+  json_t *o = json_object();
+  json_object_set_new(o, "time", time_json(u ? u->timestamp : ts));
+  if (fs && fs->ok) {
+    set_u64(o, "availableBytes", fs->available);
+    set_u64(o, "capacityBytes", fs->capacity);
+    set_u64(o, "inodesFree", fs->inodes_free);
+    set_u64(o, "inodes", fs->inodes);
+  }
+  if (u) {
+    set_opt(o, "usedBytes", u->used_bytes);
+    set_opt(o, "inodesUsed", u->inodes_used);
+  } else if (fs && fs->ok) {
+    set_u64(o, "usedBytes", fs->used);
+    set_u64(o, "inodesUsed", fs->inodes - fs->inodes_free);
+  }
+  return o;
+}
+
+static void set_obj(json_t *o, const char *k, json_t *v) {
+  if (v) json_object_set_new(o, k, v);
+}
+
+static json_t *node_json(nl_stats_t *st, const char *node_name, const nl_node_sample_t *n,
+                         const Runtime__V1__ImageFsInfoResponse *img) {
+  json_t *o = json_object();
+  json_object_set_new(o, "nodeName", json_string(node_name));
+  if (n->boot_time_s) json_object_set_new(o, "startTime", time_json(n->boot_time_s * 1000000000));
+  Runtime__V1__UInt64Value core = {.value = n->cpu_ns};
+  Runtime__V1__CpuUsage cpu = {.timestamp = n->time_ns, .usage_core_nano_seconds = &core};
+  set_obj(o, "cpu", cpu_json(st, "node", &cpu));
+  uint64_t usage = n->mem_total - n->mem_free;
+  uint64_t ws = usage > n->inactive_file ? usage - n->inactive_file : 0;
+  Runtime__V1__UInt64Value avail = {.value = n->mem_total - ws}, use = {.value = usage},
+                           wsv = {.value = ws}, rss = {.value = n->anon},
+                           pf = {.value = n->pgfault}, mpf = {.value = n->pgmajfault};
+  Runtime__V1__MemoryUsage mem = {.timestamp = n->time_ns, .available_bytes = &avail,
+                                  .usage_bytes = &use, .working_set_bytes = &wsv,
+                                  .rss_bytes = &rss, .page_faults = &pf,
+                                  .major_page_faults = &mpf};
+  set_obj(o, "memory", mem_json(&mem));
+  if (n->n_ifs) {
+    const nl_stats_if_t *d = &n->ifs[0]; /* eth0 when there is one, as upstream's default */
+    for (size_t i = 0; i < n->n_ifs; i++)
+      if (strcmp(n->ifs[i].name, "eth0") == 0) d = &n->ifs[i];
+    json_t *net = if_json(d->name, d->rx, d->rx_errors, d->tx, d->tx_errors);
+    json_object_set_new(net, "time", time_json(n->time_ns));
+    json_t *ifs = json_array();
+    for (size_t i = 0; i < n->n_ifs; i++) {
+      const nl_stats_if_t *x = &n->ifs[i];
+      json_array_append_new(ifs, if_json(x->name, x->rx, x->rx_errors, x->tx, x->tx_errors));
+    }
+    json_object_set_new(net, "interfaces", ifs);
+    json_object_set_new(o, "network", net);
+  }
+  if (n->root_fs.ok) json_object_set_new(o, "fs", fs_json(n->time_ns, &n->root_fs, NULL));
+  if (img && img->n_image_filesystems) {
+    json_t *rt = json_object();
+    json_object_set_new(rt, "imageFs",
+                        fs_json(n->time_ns, &n->image_fs, img->image_filesystems[0]));
+    json_object_set_new(o, "runtime", rt);
+  }
+  json_t *rl = json_object();
+  json_object_set_new(rl, "time", time_json(n->time_ns));
+  set_u64(rl, "maxpid", n->maxpid);
+  set_u64(rl, "curproc", n->curproc);
+  json_object_set_new(o, "rlimit", rl);
+  return o;
+}
+
+static json_t *container_json(nl_stats_t *st, const nl_node_sample_t *n,
+                              const Runtime__V1__ContainerStats *c) {
+  json_t *o = json_object();
+  const Runtime__V1__ContainerAttributes *a = c->attributes;
+  json_object_set_new(o, "name", json_string(a && a->metadata ? a->metadata->name : ""));
+  set_obj(o, "cpu", cpu_json(st, a ? a->id : "", c->cpu));
+  set_obj(o, "memory", mem_json(c->memory));
+  if (c->writable_layer)
+    json_object_set_new(o, "rootfs", fs_json(n->time_ns, &n->image_fs, c->writable_layer));
+  return o;
+}
+
+static json_t *pod_json(nl_stats_t *st, const nl_node_sample_t *n,
+                        const Runtime__V1__PodSandboxStats *p) {
+  const Runtime__V1__PodSandboxAttributes *a = p->attributes;
+  const Runtime__V1__PodSandboxMetadata *md = a ? a->metadata : NULL;
+  json_t *o = json_object(), *ref = json_object(), *cs = json_array();
+  json_object_set_new(ref, "name", json_string(md ? md->name : ""));
+  json_object_set_new(ref, "namespace", json_string(md ? md->namespace_ : ""));
+  json_object_set_new(ref, "uid", json_string(md ? md->uid : ""));
+  json_object_set_new(o, "podRef", ref);
+  const Runtime__V1__LinuxPodSandboxStats *l = p->linux;
+  for (size_t i = 0; l && i < l->n_containers; i++)
+    json_array_append_new(cs, container_json(st, n, l->containers[i]));
+  json_object_set_new(o, "containers", cs);
+  if (l) {
+    char key[160];
+    snprintf(key, sizeof key, "pod/%s", md ? md->uid : "");
+    set_obj(o, "cpu", cpu_json(st, key, l->cpu));
+    set_obj(o, "memory", mem_json(l->memory));
+    if (l->network && l->network->default_interface) {
+      json_t *net = cri_if_json(l->network->default_interface), *ifs = json_array();
+      json_object_set_new(net, "time", time_json(l->network->timestamp));
+      for (size_t i = 0; i < l->network->n_interfaces; i++)
+        json_array_append_new(ifs, cri_if_json(l->network->interfaces[i]));
+      json_object_set_new(net, "interfaces", ifs);
+      json_object_set_new(o, "network", net);
+    }
+    if (l->process && l->process->process_count) {
+      json_t *ps = json_object();
+      set_u64(ps, "process_count", l->process->process_count->value);
+      json_object_set_new(o, "process_stats", ps);
+    }
+  }
+  return o;
+}
+
+void nl_stats_summary_json(nl_stats_t *st, const char *node_name, const nl_node_sample_t *node,
+                           const Runtime__V1__ListPodSandboxStatsResponse *pods,
+                           const Runtime__V1__ImageFsInfoResponse *img, nl_buf_t *out) {
+  nl_map_iter_t it;
+  const char *k;
+  void *v;
+  for (nl_map_iter_init(&it, &st->prev); nl_map_iter_next(&it, &k, &v);) ((prev_t *)v)->seen = false;
+  json_t *root = json_object(), *arr = json_array();
+  json_object_set_new(root, "node", node_json(st, node_name, node, img));
+  for (size_t i = 0; pods && i < pods->n_stats; i++)
+    json_array_append_new(arr, pod_json(st, node, pods->stats[i]));
+  json_object_set_new(root, "pods", arr);
+  char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+  nl_buf_puts(out, s);
+  free(s);
+  json_decref(root);
+  /* forget what is gone (stopped containers, deleted pods) */
+  for (nl_map_iter_init(&it, &st->prev); nl_map_iter_next(&it, &k, &v);)
+    if (!((prev_t *)v)->seen) free(nl_map_del(&st->prev, k));
+}
+
+/* ---- /metrics/resource ------------------------------------------------------ */
+
+static void family(nl_buf_t *o, const char *name, const char *type, const char *help) {
+  nl_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void sample(nl_buf_t *o, const char *name, const char *labels, double v, int64_t ts_ns) {
+  nl_buf_printf(o, "%s%s ", name, labels);
+  nl_metrics_format_float(o, v);
+  nl_buf_printf(o, " %lld\n", (long long)(ts_ns / 1000000)); /* explicit timestamp, ms */
+}
+
+typedef enum { CPU, MEM } what_t;
+
+static void containers(nl_buf_t *o, const Runtime__V1__ListPodSandboxStatsResponse *pods,
+                       what_t w, const char *name, bool pod_level) {
+  for (size_t i = 0; pods && i < pods->n_stats; i++) {
+    const Runtime__V1__PodSandboxStats *p = pods->stats[i];
+    const Runtime__V1__PodSandboxMetadata *md = p->attributes ? p->attributes->metadata : NULL;
+    const Runtime__V1__LinuxPodSandboxStats *l = p->linux;
+    if (!md || !l) continue;
+    for (size_t j = 0; j < (pod_level ? 1 : l->n_containers); j++) {
+      const Runtime__V1__CpuUsage *cpu = pod_level ? l->cpu : l->containers[j]->cpu;
+      const Runtime__V1__MemoryUsage *mem = pod_level ? l->memory : l->containers[j]->memory;
+      char *labels;
+      if (pod_level) {
+        labels = nl_xasprintf("{namespace=\"%s\",pod=\"%s\"}", md->namespace_, md->name);
+      } else {
+        const Runtime__V1__ContainerAttributes *a = l->containers[j]->attributes;
+        labels = nl_xasprintf("{container=\"%s\",namespace=\"%s\",pod=\"%s\"}",
+                              a && a->metadata ? a->metadata->name : "", md->namespace_, md->name);
+      }
+      if (w == CPU && cpu && cpu->usage_core_nano_seconds)
+        sample(o, name, labels, (double)cpu->usage_core_nano_seconds->value / 1e9, cpu->timestamp);
+      if (w == MEM && mem && mem->working_set_bytes)
+        sample(o, name, labels, (double)mem->working_set_bytes->value, mem->timestamp);
+      free(labels);
+    }
+  }
+}
+
+void nl_stats_resource_metrics(const nl_node_sample_t *n,
+                               const Runtime__V1__ListPodSandboxStatsResponse *pods,
+                               bool scrape_error, nl_buf_t *o) {
+  family(o, "container_cpu_usage_seconds_total", "counter",
+         "[STABLE] Cumulative cpu time consumed by the container in core-seconds");
+  containers(o, pods, CPU, "container_cpu_usage_seconds_total", false);
+  family(o, "container_memory_working_set_bytes", "gauge",
+         "[STABLE] Current working set of the container in bytes");
+  containers(o, pods, MEM, "container_memory_working_set_bytes", false);
+  family(o, "node_cpu_usage_seconds_total", "counter",
+         "[STABLE] Cumulative cpu time consumed by the node in core-seconds");
+  sample(o, "node_cpu_usage_seconds_total", "", (double)n->cpu_ns / 1e9, n->time_ns);
+  family(o, "node_memory_working_set_bytes", "gauge",
+         "[STABLE] Current working set of the node in bytes");
+  uint64_t usage = n->mem_total - n->mem_free;
+  sample(o, "node_memory_working_set_bytes", "",
+         (double)(usage > n->inactive_file ? usage - n->inactive_file : 0), n->time_ns);
+  family(o, "pod_cpu_usage_seconds_total", "counter",
+         "[STABLE] Cumulative cpu time consumed by the pod in core-seconds");
+  containers(o, pods, CPU, "pod_cpu_usage_seconds_total", true);
+  family(o, "pod_memory_working_set_bytes", "gauge",
+         "[STABLE] Current working set of the pod in bytes");
+  containers(o, pods, MEM, "pod_memory_working_set_bytes", true);
+  family(o, "resource_scrape_error", "gauge",
+         "[STABLE] 1 if there was an error while getting container metrics, 0 otherwise");
+  nl_buf_printf(o, "resource_scrape_error %d\n", scrape_error);
+  family(o, "scrape_error", "gauge",
+         "[ALPHA] 1 if there was an error while getting container metrics, 0 otherwise");
+  nl_buf_printf(o, "scrape_error %d\n", scrape_error);
+}

@@ -1,0 +1,242 @@
+#include "managers/metrics.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "reactor/xalloc.h"
+
+/* Upstream's podStartupDurationBuckets. */
+static const double pod_start_buckets[] = {0.5, 1,   2,   3,   4,   5,    6,    8,    10,
+                                           20,  30,  45,  60,  120, 180,  240,  300,  360,
+                                           480, 600, 900, 1200, 1800, 2700, 3600};
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Wall-clock start of this process (client_golang reads /proc/self/stat's
+ * starttime and /proc/stat's btime); read once at start-up. 0 when unknown. */
+static double process_start_time(void) {
+  double btime = 0, ticks = 0;
+  FILE *f = fopen("/proc/stat", "r");
+  char line[256];
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "btime %lf", &btime) == 1) break;
+  if (f) fclose(f);
+  f = fopen("/proc/self/stat", "r");
+  if (f && fgets(line, sizeof line, f)) {
+    const char *p = strrchr(line, ')'); /* the command may hold spaces */
+    unsigned long long st = 0;
+    /* fields 3..22 after ") ": state is 3, starttime is 22 */
+    if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
+                           "%*d %*d %llu", &st) == 1)
+      ticks = (double)st / (double)sysconf(_SC_CLK_TCK);
+  }
+  if (f) fclose(f);
+  return btime ? btime + ticks : 0;
+}
+
+static void collect(void *ctx) {
+  nl_kmetrics_t *m = ctx;
+  uv_rusage_t ru;
+  if (uv_getrusage(&ru) == 0)
+    nl_metric_set(nl_metric_series(m->proc_cpu, NULL),
+                  (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
+                      ((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec) / 1e6);
+  size_t rss;
+  if (uv_resident_set_memory(&rss) == 0)
+    nl_metric_set(nl_metric_series(m->proc_rss, NULL), (double)rss);
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+    nl_metric_set(nl_metric_series(m->proc_max_fds, NULL), (double)rl.rlim_cur);
+  if (m->collect) m->collect(m->collect_ctx);
+}
+
+void nl_kmetrics_init(nl_kmetrics_t *m, const char *node_name) {
+  memset(m, 0, sizeof *m);
+  nl_metrics_t *r = &m->reg;
+  nl_metrics_init(r);
+  nl_metrics_init(&m->probes);
+  nl_map_init(&m->rt_series);
+  r->collect = collect;
+  r->collect_ctx = m;
+  static const char *const node[] = {"node", NULL}, *const op[] = {"operation_type", NULL},
+                           *const state[] = {"container_state", NULL},
+                           *const signal[] = {"eviction_signal", NULL},
+                           *const probe[] = {"probe_type", "result", "container", "pod",
+                                             "namespace", "pod_uid", NULL},
+                           *const probe_d[] = {"probe_type", "container", "pod", "namespace",
+                                               NULL};
+  nl_metric_set(nl_metric_series1(nl_metrics_gauge(r, "kubelet_node_name",
+                                                   "[ALPHA] The node's name. The count is always 1.",
+                                                   node),
+                                  node_name),
+                1);
+  m->running_pods = nl_metrics_gauge(r, "kubelet_running_pods",
+                                     "[ALPHA] Number of pods that have a running pod sandbox", NULL);
+  m->running_containers = nl_metrics_gauge(r, "kubelet_running_containers",
+                                           "[ALPHA] Number of containers currently running", state);
+  m->pod_start = nl_metrics_histogram(
+      r, "kubelet_pod_start_duration_seconds",
+      "[ALPHA] Duration in seconds from kubelet seeing a pod for the first time to the pod "
+      "starting to run",
+      NULL, pod_start_buckets, N(pod_start_buckets));
+  m->pod_worker = nl_metrics_histogram(
+      r, "kubelet_pod_worker_duration_seconds",
+      "[ALPHA] Duration in seconds to sync a single pod. Broken down by operation type: create, "
+      "update, or sync",
+      op, nl_metrics_def_buckets, N(nl_metrics_def_buckets));
+  m->pleg_relist = nl_metrics_histogram(r, "kubelet_pleg_relist_duration_seconds",
+                                        "[ALPHA] Duration in seconds for relisting pods in PLEG.",
+                                        NULL, nl_metrics_def_buckets, N(nl_metrics_def_buckets));
+  m->pleg_interval = nl_metrics_histogram(r, "kubelet_pleg_relist_interval_seconds",
+                                          "[ALPHA] Interval in seconds between relisting in PLEG.",
+                                          NULL, nl_metrics_def_buckets,
+                                          N(nl_metrics_def_buckets));
+  m->pleg_last_seen = nl_metrics_gauge(r, "kubelet_pleg_last_seen_seconds",
+                                       "[ALPHA] Timestamp in seconds when PLEG was last seen active.",
+                                       NULL);
+  m->rt_ops = nl_metrics_counter(r, "kubelet_runtime_operations_total",
+                                 "[ALPHA] Cumulative number of runtime operations by operation type.",
+                                 op);
+  m->rt_errors = nl_metrics_counter(
+      r, "kubelet_runtime_operations_errors_total",
+      "[ALPHA] Cumulative number of runtime operation errors by operation type.", op);
+  double rt_buckets[14];
+  nl_metrics_exponential_buckets(rt_buckets, .005, 2.5, 14);
+  m->rt_duration = nl_metrics_histogram(
+      r, "kubelet_runtime_operations_duration_seconds",
+      "[ALPHA] Duration in seconds of runtime operations. Broken down by operation type.", op,
+      rt_buckets, 14);
+  m->evictions = nl_metrics_counter(r, "kubelet_evictions",
+                                    "[ALPHA] Cumulative number of pod evictions by eviction signal",
+                                    signal);
+  m->proc_cpu = nl_metrics_counter(r, "process_cpu_seconds_total",
+                                   "Total user and system CPU time spent in seconds.", NULL);
+  m->proc_rss = nl_metrics_gauge(r, "process_resident_memory_bytes", "Resident memory size in bytes.",
+                                 NULL);
+  m->proc_start = nl_metrics_gauge(r, "process_start_time_seconds",
+                                   "Start time of the process since unix epoch in seconds.", NULL);
+  m->proc_max_fds = nl_metrics_gauge(r, "process_max_fds",
+                                     "Maximum number of open file descriptors.", NULL);
+  nl_metric_set(nl_metric_series(m->proc_start, NULL), process_start_time());
+
+  m->probe_total = nl_metrics_counter(
+      &m->probes, "prober_probe_total",
+      "[BETA] Cumulative number of a liveness, readiness or startup probe for a container by "
+      "result.",
+      probe);
+  m->probe_duration = nl_metrics_histogram(&m->probes, "prober_probe_duration_seconds",
+                                           "[ALPHA] Duration in seconds for a probe response.",
+                                           probe_d, nl_metrics_def_buckets,
+                                           N(nl_metrics_def_buckets));
+}
+
+void nl_kmetrics_free(nl_kmetrics_t *m) {
+  nl_map_free(&m->rt_series, free);
+  nl_metrics_free(&m->reg);
+  nl_metrics_free(&m->probes);
+}
+
+/* upstream's instrumented_services.go operation names where they differ from
+ * the method's snake case */
+static const struct {
+  const char *method, *op;
+} rt_names[] = {
+    {"RunPodSandbox", "run_podsandbox"},       {"StopPodSandbox", "stop_podsandbox"},
+    {"RemovePodSandbox", "remove_podsandbox"}, {"PodSandboxStatus", "podsandbox_status"},
+    {"ListPodSandbox", "list_podsandbox"},     {"UpdateContainerResources", "update_container"},
+    {"PodSandboxStats", "podsandbox_stats"},   {"ListPodSandboxStats", "list_podsandbox_stats"},
+};
+
+typedef struct rt_series {
+  nl_metric_t *ops, *errors, *duration;
+} rt_series_t;
+
+static void op_name(const char *path, char *out, size_t cap) {
+  const char *method = strrchr(path, '/');
+  method = method ? method + 1 : path;
+  for (size_t i = 0; i < N(rt_names); i++)
+    if (strcmp(rt_names[i].method, method) == 0) {
+      snprintf(out, cap, "%s", rt_names[i].op);
+      return;
+    }
+  size_t o = 0;
+  for (const char *p = method; *p && o + 2 < cap; p++) {
+    if (*p >= 'A' && *p <= 'Z') {
+      if (p != method) out[o++] = '_';
+      out[o++] = (char)(*p - 'A' + 'a');
+    } else {
+      out[o++] = *p;
+    }
+  }
+  out[o] = 0;
+}
+
+void nl_kmetrics_runtime_op(void *ctx, const char *path, int code, uint64_t duration_ns) {
+  nl_kmetrics_t *m = ctx;
+  rt_series_t *s = nl_map_get(&m->rt_series, path);
+  if (!s) {
+    char op[64];
+    op_name(path, op, sizeof op);
+    s = nl_xmalloc(sizeof *s);
+    s->ops = nl_metric_series1(m->rt_ops, op);
+    s->errors = nl_metric_series1(m->rt_errors, op);
+    s->duration = nl_metric_series1(m->rt_duration, op);
+    nl_map_put(&m->rt_series, path, s);
+  }
+  nl_metric_inc(s->ops);
+  if (code != 0) nl_metric_inc(s->errors);
+  nl_metric_observe(s->duration, (double)duration_ns / 1e9);
+}
+
+void nl_kmetrics_pleg_relist(nl_kmetrics_t *m, int64_t start_ns, uint64_t duration_ns,
+                             bool listed) {
+  /* as upstream's Relist: the interval since the last relist that listed,
+   * the duration always, the last-seen time (whole seconds) when it listed */
+  if (m->last_relist_ns)
+    nl_metric_observe(nl_metric_series(m->pleg_interval, NULL),
+                      (double)(start_ns - m->last_relist_ns) / 1e9);
+  nl_metric_observe(nl_metric_series(m->pleg_relist, NULL), (double)duration_ns / 1e9);
+  if (!listed) return;
+  m->last_relist_ns = start_ns;
+  nl_metric_set(nl_metric_series(m->pleg_last_seen, NULL), (double)(start_ns / 1000000000));
+}
+
+void nl_kmetrics_pod_worker(nl_kmetrics_t *m, const char *operation, uint64_t duration_ns) {
+  nl_metric_observe(nl_metric_series1(m->pod_worker, operation), (double)duration_ns / 1e9);
+}
+
+void nl_kmetrics_pod_started(nl_kmetrics_t *m, double seconds) {
+  nl_metric_observe(nl_metric_series(m->pod_start, NULL), seconds);
+}
+
+void nl_kmetrics_probe(nl_kmetrics_t *m, const char *type, const char *result,
+                       const char *container, const char *pod, const char *ns, const char *uid,
+                       double seconds) {
+  const char *v[] = {type, result, container, pod, ns, uid};
+  nl_metric_inc(nl_metric_series(m->probe_total, v));
+  const char *d[] = {type, container, pod, ns};
+  nl_metric_observe(nl_metric_series(m->probe_duration, d), seconds);
+}
+
+void nl_kmetrics_probe_forget(nl_kmetrics_t *m, const char *type, const char *container,
+                              const char *pod, const char *ns, const char *uid) {
+  static const char *const results[] = {"successful", "failed", "unknown"};
+  for (size_t i = 0; i < N(results); i++) {
+    const char *v[] = {type, results[i], container, pod, ns, uid};
+    nl_metric_remove(m->probe_total, v);
+  }
+  const char *d[] = {type, container, pod, ns};
+  nl_metric_remove(m->probe_duration, d);
+}
+
+void nl_kmetrics_set_running(nl_kmetrics_t *m, double pods, const double containers[4]) {
+  static const char *const states[] = {"created", "running", "exited", "unknown"};
+  nl_metric_set(nl_metric_series(m->running_pods, NULL), pods);
+  for (size_t i = 0; i < 4; i++)
+    nl_metric_set(nl_metric_series1(m->running_containers, states[i]), containers[i]);
+}

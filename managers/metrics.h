@@ -1,0 +1,66 @@
+/* The kubelet's metrics with upstream's names, labels, help texts and buckets
+ * (pkg/kubelet/metrics, pkg/kubelet/prober, client_golang's process
+ * collector): one registry for /metrics, one for /metrics/probes. Managers get
+ * a pointer (NULL in tests that do not look) and record through the helpers
+ * below; series they touch often are looked up once and cached.
+ *
+ * What nanolet does not do never shows (a vector without series prints
+ * nothing): kubelet_evictions stays empty, as on an upstream kubelet that has
+ * evicted nothing. */
+#ifndef NL_MANAGERS_METRICS_H
+#define NL_MANAGERS_METRICS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "reactor/map.h"
+#include "reactor/metrics.h"
+
+typedef struct nl_kmetrics {
+  nl_metrics_t reg;    /* /metrics */
+  nl_metrics_t probes; /* /metrics/probes */
+  nl_metric_family_t *running_pods, *running_containers, *pod_start, *pod_worker, *pleg_relist,
+      *pleg_interval, *pleg_last_seen, *rt_ops, *rt_errors, *rt_duration, *evictions,
+      *probe_total, *probe_duration, *proc_cpu, *proc_rss, *proc_start, *proc_max_fds;
+  nl_map_t rt_series; /* gRPC path -> struct rt_series, filled on first use */
+  int64_t last_relist_ns; /* wall clock of the last listing relist's start, 0 before */
+  /* Runs before each /metrics encoding (after the process figures are read):
+   * the agent sets running pods and containers there. */
+  void (*collect)(void *ctx);
+  void *collect_ctx;
+} nl_kmetrics_t;
+
+void nl_kmetrics_init(nl_kmetrics_t *m, const char *node_name);
+void nl_kmetrics_free(nl_kmetrics_t *m);
+
+/* A CRI call finished: path "/runtime.v1.RuntimeService/ListPodSandbox",
+ * gRPC code, duration. Counted under upstream's operation_type
+ * ("list_podsandbox"). Fits nl_cri_client_observe(). */
+void nl_kmetrics_runtime_op(void *m, const char *path, int code, uint64_t duration_ns);
+
+/* A PLEG relist that began at start_ns (wall clock) took duration_ns; listed:
+ * its ListPodSandbox and ListContainers succeeded. */
+void nl_kmetrics_pleg_relist(nl_kmetrics_t *m, int64_t start_ns, uint64_t duration_ns,
+                             bool listed);
+
+/* A pod worker's sync: operation "create", "update", "sync" or "kill". */
+void nl_kmetrics_pod_worker(nl_kmetrics_t *m, const char *operation, uint64_t duration_ns);
+
+/* A pod reached Running seconds after the kubelet first saw it. */
+void nl_kmetrics_pod_started(nl_kmetrics_t *m, double seconds);
+
+/* A probe ran: type "Liveness", "Readiness" or "Startup"; result "successful",
+ * "failed" or "unknown". */
+void nl_kmetrics_probe(nl_kmetrics_t *m, const char *type, const char *result,
+                       const char *container, const char *pod, const char *ns, const char *uid,
+                       double seconds);
+/* The probe's worker ended: its series go, as upstream's removes them. */
+void nl_kmetrics_probe_forget(nl_kmetrics_t *m, const char *type, const char *container,
+                              const char *pod, const char *ns, const char *uid);
+
+/* Running pods (a ready sandbox) and containers by state, indexed by the CRI
+ * ContainerState (created, running, exited, unknown); the agent sets them
+ * before each scrape. */
+void nl_kmetrics_set_running(nl_kmetrics_t *m, double pods, const double containers[4]);
+
+#endif

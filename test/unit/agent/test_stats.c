@@ -1,0 +1,351 @@
+/* /stats/summary and /metrics/resource: the /proc parsers on fixture text, the
+ * JSON and text from fixture CRI stats (CPU rates from two samples), and the
+ * whole request through the HTTP server and the CRI client against the fake. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <ctype.h>
+#include <jansson.h>
+
+#include "agent/stats.h"
+#include "reactor/http_client.h"
+#include "reactor/http_server.h"
+#include "test/fakes/fake_cri_harness.h"
+
+static const char proc_stat[] =
+    "cpu  100 20 30 4000 50 6 7 8 0 0\ncpu0 50 10 15 2000 25 3 3 4 0 0\n"
+    "intr 1 2 3\nctxt 99\nbtime 1700000000\nprocesses 1234\n";
+static const char meminfo[] = "MemTotal:        2000000 kB\nMemFree:          500000 kB\n"
+                              "MemAvailable:    1200000 kB\nInactive(file):   300000 kB\n"
+                              "AnonPages:        400000 kB\n";
+static const char vmstat[] = "nr_free_pages 1\npgfault 777\npgmajfault 5\n";
+static const char net_dev[] =
+    "Inter-|   Receive                                                |  Transmit\n"
+    " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs "
+    "drop fifo colls carrier compressed\n"
+    "    lo: 999 9 0 0 0 0 0 0 999 9 0 0 0 0 0 0\n"
+    "  eth0: 1000 10 1 0 0 0 0 0 2000 20 2 0 0 0 0 0\n"
+    "cni0: 30 3 0 0 0 0 0 0 40 4 0 0 0 0 0 0\n";
+
+static void parsers(void **state) {
+  (void)state;
+  nl_node_sample_t s = {0};
+  assert_int_equal(nl_stats_parse_proc_stat(&s, proc_stat), 0);
+  long hz = sysconf(_SC_CLK_TCK);
+  /* busy: user nice system irq softirq steal = 100+20+30+6+7+8 */
+  assert_true(s.cpu_ns == 171ull * (1000000000ull / (unsigned long long)hz));
+  assert_int_equal(s.boot_time_s, 1700000000);
+  assert_int_equal(nl_stats_parse_meminfo(&s, meminfo), 0);
+  assert_true(s.mem_total == 2000000ull * 1024 && s.mem_free == 500000ull * 1024);
+  assert_true(s.inactive_file == 300000ull * 1024 && s.anon == 400000ull * 1024);
+  nl_stats_parse_vmstat(&s, vmstat);
+  assert_true(s.pgfault == 777 && s.pgmajfault == 5);
+  nl_stats_parse_net_dev(&s, net_dev);
+  assert_int_equal(s.n_ifs, 2);
+  assert_string_equal(s.ifs[0].name, "eth0");
+  assert_true(s.ifs[0].rx == 1000 && s.ifs[0].rx_errors == 1 && s.ifs[0].tx == 2000 &&
+              s.ifs[0].tx_errors == 2);
+  assert_string_equal(s.ifs[1].name, "cni0");
+  assert_int_equal(nl_stats_parse_proc_stat(&s, "intr 1\n"), -1);
+  assert_int_equal(nl_stats_parse_meminfo(&s, "Cached: 1 kB\n"), -1);
+}
+
+/* One pod "web" with container "c": cpu core-ns and working set given. */
+typedef struct fixture_pods {
+  Runtime__V1__UInt64Value core, ws, ccore, cws, used;
+  Runtime__V1__CpuUsage cpu, ccpu;
+  Runtime__V1__MemoryUsage mem, cmem;
+  Runtime__V1__PodSandboxMetadata md;
+  Runtime__V1__PodSandboxAttributes attrs;
+  Runtime__V1__ContainerMetadata cmd;
+  Runtime__V1__ContainerAttributes cattrs;
+  Runtime__V1__FilesystemUsage wl;
+  Runtime__V1__ContainerStats cs, *csp;
+  Runtime__V1__LinuxPodSandboxStats linux;
+  Runtime__V1__PodSandboxStats ps, *psp;
+  Runtime__V1__ListPodSandboxStatsResponse resp;
+} fixture_pods_t;
+
+static void fixture(fixture_pods_t *f, int64_t ts, uint64_t pod_core, uint64_t ctr_core) {
+  memset(f, 0, sizeof *f);
+  runtime__v1__list_pod_sandbox_stats_response__init(&f->resp);
+  f->core.value = pod_core, f->ws.value = 5u << 20, f->ccore.value = ctr_core;
+  f->cws.value = 4u << 20, f->used.value = 12345;
+  f->cpu = (Runtime__V1__CpuUsage){.timestamp = ts, .usage_core_nano_seconds = &f->core};
+  f->ccpu = (Runtime__V1__CpuUsage){.timestamp = ts, .usage_core_nano_seconds = &f->ccore};
+  f->mem = (Runtime__V1__MemoryUsage){.timestamp = ts, .working_set_bytes = &f->ws};
+  f->cmem = (Runtime__V1__MemoryUsage){.timestamp = ts, .working_set_bytes = &f->cws};
+  f->md = (Runtime__V1__PodSandboxMetadata){.name = "web", .namespace_ = "edge", .uid = "u-1"};
+  f->attrs = (Runtime__V1__PodSandboxAttributes){.id = "sb1", .metadata = &f->md};
+  f->cmd = (Runtime__V1__ContainerMetadata){.name = "c"};
+  f->cattrs = (Runtime__V1__ContainerAttributes){.id = "c1", .metadata = &f->cmd};
+  f->wl = (Runtime__V1__FilesystemUsage){.timestamp = ts, .used_bytes = &f->used};
+  f->cs = (Runtime__V1__ContainerStats){.attributes = &f->cattrs, .cpu = &f->ccpu,
+                                        .memory = &f->cmem, .writable_layer = &f->wl};
+  f->csp = &f->cs;
+  f->linux = (Runtime__V1__LinuxPodSandboxStats){.cpu = &f->cpu, .memory = &f->mem,
+                                                 .n_containers = 1, .containers = &f->csp};
+  f->ps = (Runtime__V1__PodSandboxStats){.attributes = &f->attrs, .linux = &f->linux};
+  f->psp = &f->ps;
+  f->resp.n_stats = 1;
+  f->resp.stats = &f->psp;
+}
+
+static json_t *summary(nl_stats_t *st, const nl_node_sample_t *n, fixture_pods_t *f) {
+  nl_buf_t out = NL_BUF_INIT;
+  nl_stats_summary_json(st, "edge-1", n, f ? &f->resp : NULL, NULL, &out);
+  json_error_t e;
+  json_t *j = json_loads(out.data, 0, &e);
+  if (!j) fail_msg("%s: %s", e.text, out.data);
+  nl_buf_free(&out);
+  return j;
+}
+
+static uint64_t u(json_t *j, const char *path) {
+  char buf[128];
+  snprintf(buf, sizeof buf, "%s", path);
+  json_t *x = j;
+  for (char *save, *k = strtok_r(buf, ".", &save); k; k = strtok_r(NULL, ".", &save))
+    x = isdigit((unsigned char)*k) ? json_array_get(x, (size_t)atoi(k)) : json_object_get(x, k);
+  if (!json_is_integer(x)) fail_msg("%s: not a number", path);
+  return (uint64_t)json_integer_value(x);
+}
+
+static bool has(json_t *j, const char *path) {
+  char buf[128];
+  snprintf(buf, sizeof buf, "%s", path);
+  json_t *x = j;
+  for (char *save, *k = strtok_r(buf, ".", &save); k && x; k = strtok_r(NULL, ".", &save))
+    x = isdigit((unsigned char)*k) ? json_array_get(x, (size_t)atoi(k)) : json_object_get(x, k);
+  return x != NULL;
+}
+
+static void summary_json(void **state) {
+  (void)state;
+  nl_stats_t st;
+  nl_stats_init(&st);
+  nl_node_sample_t n = {.time_ns = 1700000100000000000, .cpu_ns = 50000000000};
+  nl_stats_parse_meminfo(&n, meminfo);
+  nl_stats_parse_net_dev(&n, net_dev);
+  n.root_fs = (nl_stats_fs_t){true, 1000, 400, 600, 100, 60};
+  n.maxpid = 4194304, n.curproc = 321, n.boot_time_s = 1700000000;
+  fixture_pods_t f;
+  fixture(&f, n.time_ns, 2000000000, 1000000000);
+  json_t *j = summary(&st, &n, &f);
+  /* first round: no rates yet */
+  assert_false(has(j, "node.cpu.usageNanoCores"));
+  assert_false(has(j, "pods.0.cpu.usageNanoCores"));
+  assert_string_equal(json_string_value(json_object_get(json_object_get(j, "node"), "nodeName")),
+                      "edge-1");
+  assert_true(u(j, "node.cpu.usageCoreNanoSeconds") == 50000000000ull);
+  /* usage = total - free; working set = usage - inactive file; available = total - ws */
+  assert_true(u(j, "node.memory.usageBytes") == 1500000ull * 1024);
+  assert_true(u(j, "node.memory.workingSetBytes") == 1200000ull * 1024);
+  assert_true(u(j, "node.memory.availableBytes") == 800000ull * 1024);
+  assert_true(u(j, "node.memory.rssBytes") == 400000ull * 1024);
+  assert_string_equal(json_string_value(json_object_get(
+                          json_object_get(json_object_get(j, "node"), "network"), "name")),
+                      "eth0");
+  assert_true(u(j, "node.network.interfaces.1.txBytes") == 40);
+  assert_true(u(j, "node.fs.capacityBytes") == 1000 && u(j, "node.fs.inodesUsed") == 40);
+  assert_true(u(j, "node.rlimit.maxpid") == 4194304 && u(j, "node.rlimit.curproc") == 321);
+  assert_true(u(j, "pods.0.memory.workingSetBytes") == 5u << 20);
+  assert_true(u(j, "pods.0.containers.0.rootfs.usedBytes") == 12345);
+  assert_string_equal(json_string_value(json_object_get(
+                          json_object_get(json_array_get(json_object_get(j, "pods"), 0), "podRef"),
+                          "namespace")),
+                      "edge");
+  json_decref(j);
+
+  /* 2 s later: the node used 1 core, the pod half a core, the container 0.25 */
+  n.time_ns += 2000000000;
+  n.cpu_ns += 2000000000;
+  fixture(&f, n.time_ns, 3000000000, 1500000000);
+  j = summary(&st, &n, &f);
+  assert_true(u(j, "node.cpu.usageNanoCores") == 1000000000);
+  assert_true(u(j, "pods.0.cpu.usageNanoCores") == 500000000);
+  assert_true(u(j, "pods.0.containers.0.cpu.usageNanoCores") == 250000000);
+  json_decref(j);
+
+  /* the pod is gone: its samples are forgotten, the node's stay */
+  n.time_ns += 1000000000;
+  j = summary(&st, &n, NULL);
+  assert_int_equal(json_array_size(json_object_get(j, "pods")), 0);
+  json_decref(j);
+  assert_int_equal(nl_map_size(&st.prev), 1);
+  nl_stats_free(&st);
+}
+
+static void resource_metrics(void **state) {
+  (void)state;
+  nl_node_sample_t n = {.time_ns = 1700000100000000000, .cpu_ns = 12500000000};
+  nl_stats_parse_meminfo(&n, meminfo);
+  fixture_pods_t f;
+  fixture(&f, n.time_ns, 2000000000, 1000000000);
+  nl_buf_t out = NL_BUF_INIT;
+  nl_stats_resource_metrics(&n, &f.resp, false, &out);
+  const char *want[] = {
+      "container_cpu_usage_seconds_total{container=\"c\",namespace=\"edge\",pod=\"web\"} 1 "
+      "1700000100000\n",
+      "container_memory_working_set_bytes{container=\"c\",namespace=\"edge\",pod=\"web\"} "
+      "4.194304e+06 1700000100000\n",
+      "node_cpu_usage_seconds_total 12.5 1700000100000\n",
+      "node_memory_working_set_bytes 1.2288e+09 1700000100000\n",
+      "pod_cpu_usage_seconds_total{namespace=\"edge\",pod=\"web\"} 2 1700000100000\n",
+      "pod_memory_working_set_bytes{namespace=\"edge\",pod=\"web\"} 5.24288e+06 1700000100000\n",
+      "# TYPE node_cpu_usage_seconds_total counter\n",
+      "resource_scrape_error 0\n",
+      "scrape_error 0\n",
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    if (!strstr(out.data, want[i])) fail_msg("missing %s in\n%s", want[i], out.data);
+  nl_buf_free(&out);
+}
+
+/* containerd 1.6 without pod cgroups: pods come from container labels, their
+ * CPU and memory the sums of their containers'. */
+static void pods_from_containers(void **state) {
+  (void)state;
+  Runtime__V1__UInt64Value core[3] = {{.value = 100}, {.value = 20}, {.value = 3}};
+  Runtime__V1__UInt64Value ws[3] = {{.value = 1000}, {.value = 200}, {.value = 30}};
+  Runtime__V1__CpuUsage cpu[3];
+  Runtime__V1__MemoryUsage mem[3];
+  Runtime__V1__ContainerStats cs[4], *csp[4];
+  Runtime__V1__ContainerAttributes ca[4];
+  Runtime__V1__ContainerMetadata cm[4] = {{.name = "a"}, {.name = "b"}, {.name = "c"}, {.name = "x"}};
+  Runtime__V1__ContainerAttributes__LabelsEntry l[4][3], *lp[4][3];
+  const char *pods[4] = {"web", "web", "db", NULL};
+  for (int i = 0; i < 4; i++) {
+    cs[i] = (Runtime__V1__ContainerStats){.attributes = &ca[i]};
+    ca[i] = (Runtime__V1__ContainerAttributes){.id = "id", .metadata = &cm[i]};
+    if (i < 3) {
+      cpu[i] = (Runtime__V1__CpuUsage){.timestamp = 10 + i, .usage_core_nano_seconds = &core[i]};
+      mem[i] = (Runtime__V1__MemoryUsage){.timestamp = 10 + i, .working_set_bytes = &ws[i]};
+      cs[i].cpu = &cpu[i], cs[i].memory = &mem[i];
+    }
+    if (pods[i]) { /* the kubelet's labels; the last container has none */
+      l[i][0] = (Runtime__V1__ContainerAttributes__LabelsEntry){.key = "io.kubernetes.pod.uid",
+                                                                .value = (char *)pods[i]};
+      l[i][1] = (Runtime__V1__ContainerAttributes__LabelsEntry){.key = "io.kubernetes.pod.name",
+                                                                .value = (char *)pods[i]};
+      l[i][2] = (Runtime__V1__ContainerAttributes__LabelsEntry){
+          .key = "io.kubernetes.pod.namespace", .value = "edge"};
+      for (int k = 0; k < 3; k++) lp[i][k] = &l[i][k];
+      ca[i].n_labels = 3, ca[i].labels = lp[i];
+    }
+    csp[i] = &cs[i];
+  }
+  Runtime__V1__ListContainerStatsResponse r = {.n_stats = 4, .stats = csp};
+  Runtime__V1__ListPodSandboxStatsResponse *p = nl_stats_pods_from_containers(&r);
+  assert_int_equal(p->n_stats, 2);
+  const Runtime__V1__PodSandboxStats *web = p->stats[0], *db = p->stats[1];
+  assert_string_equal(web->attributes->metadata->name, "web");
+  assert_string_equal(web->attributes->metadata->namespace_, "edge");
+  assert_int_equal(web->linux->n_containers, 2);
+  assert_int_equal(web->linux->cpu->usage_core_nano_seconds->value, 120);
+  assert_int_equal(web->linux->cpu->timestamp, 11);
+  assert_int_equal(web->linux->memory->working_set_bytes->value, 1200);
+  assert_string_equal(db->attributes->metadata->uid, "db");
+  assert_int_equal(db->linux->n_containers, 1);
+  assert_int_equal(db->linux->memory->working_set_bytes->value, 30);
+  nl_stats_pods_free(p);
+}
+
+/* ---- through the server, against the fake CRI ------------------------------ */
+
+typedef struct served {
+  harness_t h;
+  nl_http_server_t srv;
+  nl_stats_server_t stats;
+  int answers, srv_stopped, stats_stopped;
+  int status;
+  char *body;
+} served_t;
+
+static void summary_route(void *ctx, const nl_http_req_t *req, nl_http_resp_t *resp) {
+  nl_stats_summary_handler(ctx, req, NULL, resp);
+}
+static void resource_route(void *ctx, const nl_http_req_t *req, nl_http_resp_t *resp) {
+  nl_stats_resource_handler(ctx, req, NULL, resp);
+}
+
+static void got(void *ctx, nl_http_response_t *resp, const nl_err_t *err) {
+  served_t *s = ctx;
+  if (err) fail_msg("%s", nl_err_msg(err));
+  s->status = resp->status;
+  free(s->body);
+  s->body = nl_steal(&resp->body);
+  s->answers++;
+}
+
+static void srv_done(nl_http_server_t *srv, void *ctx) {
+  (void)srv;
+  (*(int *)ctx)++;
+}
+static void stats_done(void *ctx) { (*(int *)ctx)++; }
+
+static void get(served_t *s, const char *path) {
+  char url[128];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d%s", nl_http_server_port(&s->srv), path);
+  nl_http_request_opts_t o = {.url = url, .timeout_ms = 5000};
+  int before = s->answers;
+  nl_http_request(&s->h.loop, &o, got, s);
+  harness_wait(&s->h, &s->answers, before + 1, 5000);
+}
+
+static void through_the_server(void **state) {
+  (void)state;
+  served_t s = {0};
+  harness_start(&s.h, NULL);
+  char id[65];
+  assert_int_equal(fake_cri_add_container(s.h.fake, "web", "c", "busybox", id, sizeof id), 0);
+  nl_err_t *err = NULL;
+  assert_int_equal(nl_http_server_init(&s.srv, &s.h.loop, NULL, &err), 0);
+  nl_stats_server_init(&s.stats, &s.h.loop, &s.h.client, "edge-1", "/");
+  nl_http_server_route(&s.srv, "GET", "/stats/summary", summary_route, &s.stats);
+  nl_http_server_route(&s.srv, "GET", "/metrics/resource", resource_route, &s.stats);
+  assert_int_equal(nl_http_server_listen(&s.srv, "127.0.0.1", 0, &err), 0);
+
+  get(&s, "/stats/summary");
+  assert_int_equal(s.status, 200);
+  json_t *j = json_loads(s.body, 0, NULL);
+  assert_non_null(j);
+  assert_true(u(j, "node.memory.workingSetBytes") > 0);
+  assert_true(u(j, "node.fs.capacityBytes") > 0);
+  assert_true(u(j, "node.runtime.imageFs.usedBytes") > 0); /* the fake's busybox */
+  assert_int_equal(json_array_size(json_object_get(j, "pods")), 1);
+  assert_true(u(j, "pods.0.containers.0.memory.workingSetBytes") == 8u << 20);
+  json_decref(j);
+  get(&s, "/metrics/resource");
+  assert_int_equal(s.status, 200);
+  assert_non_null(strstr(s.body, "pod_memory_working_set_bytes{namespace=\"default\",pod=\"web\"} "
+                                 "8.388608e+06 "));
+  assert_non_null(strstr(s.body, "\nscrape_error 0\n"));
+
+  /* the runtime fails: the node's figures still come, scrape_error says so */
+  fake_cri_fault_t fault = {.kind = FAKE_CRI_STATUS, .code = 14, .message = "down"};
+  fake_cri_set_fault(s.h.fake, "ListPodSandboxStats", &fault);
+  get(&s, "/metrics/resource");
+  assert_non_null(strstr(s.body, "\nscrape_error 1\n"));
+  assert_non_null(strstr(s.body, "\nnode_cpu_usage_seconds_total "));
+
+  nl_stats_server_stop(&s.stats, stats_done, &s.stats_stopped);
+  nl_http_server_stop(&s.srv, srv_done, &s.srv_stopped);
+  harness_finish(&s.h);
+  assert_int_equal(s.stats_stopped, 1);
+  assert_int_equal(s.srv_stopped, 1);
+  free(s.body);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(parsers),
+      cmocka_unit_test(summary_json),
+      cmocka_unit_test(resource_metrics),
+      cmocka_unit_test(pods_from_containers),
+      cmocka_unit_test(through_the_server),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,114 @@
+/* The kubelet's metrics as a scraper sees them: upstream's names, labels,
+ * help texts and buckets. With --dump, prints a populated /metrics and
+ * /metrics/probes for `promtool check metrics` (see meson.build). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "managers/metrics.h"
+
+static void populate(nl_kmetrics_t *m) {
+  nl_kmetrics_init(m, "edge-1");
+  nl_kmetrics_runtime_op(m, "/runtime.v1.RuntimeService/ListPodSandbox", 0, 3000000);
+  nl_kmetrics_runtime_op(m, "/runtime.v1.RuntimeService/ListPodSandbox", 0, 40000000);
+  nl_kmetrics_runtime_op(m, "/runtime.v1.RuntimeService/ContainerStatus", 5, 1000000);
+  nl_kmetrics_runtime_op(m, "/runtime.v1.ImageService/PullImage", 0, 2500000000u);
+  nl_kmetrics_pleg_relist(m, 1700000000500000000, 2000000, true);
+  nl_kmetrics_pleg_relist(m, 1700000001500000000, 3000000, false);
+  nl_kmetrics_pod_worker(m, "create", 700000000);
+  nl_kmetrics_pod_worker(m, "sync", 1000000);
+  nl_kmetrics_pod_started(m, 2.5);
+  double c[4] = {1, 3, 2, 0};
+  nl_kmetrics_set_running(m, 2, c);
+  nl_kmetrics_probe(m, "Readiness", "successful", "web", "web-0", "default", "u-1", 0.002);
+  nl_kmetrics_probe(m, "Readiness", "failed", "web", "web-0", "default", "u-1", 1.0);
+  nl_kmetrics_probe(m, "Liveness", "successful", "db", "db-0", "edge", "u-2", 0.01);
+}
+
+static char *encode(nl_metrics_t *r) {
+  nl_buf_t b = NL_BUF_INIT;
+  nl_metrics_encode(r, &b);
+  return nl_buf_steal(&b);
+}
+
+static void expect(const char *text, const char *line) {
+  if (!strstr(text, line)) fail_msg("missing: %s\nin:\n%s", line, text);
+}
+
+static void upstream_names_and_labels(void **state) {
+  (void)state;
+  nl_kmetrics_t m;
+  populate(&m);
+  char *t = encode(&m.reg);
+  expect(t, "# HELP kubelet_node_name [ALPHA] The node's name. The count is always 1.\n"
+            "# TYPE kubelet_node_name gauge\nkubelet_node_name{node=\"edge-1\"} 1\n");
+  expect(t, "kubelet_runtime_operations_total{operation_type=\"list_podsandbox\"} 2\n");
+  expect(t, "kubelet_runtime_operations_total{operation_type=\"container_status\"} 1\n");
+  expect(t, "kubelet_runtime_operations_total{operation_type=\"pull_image\"} 1\n");
+  expect(t, "kubelet_runtime_operations_errors_total{operation_type=\"container_status\"} 1\n");
+  expect(t, "kubelet_runtime_operations_errors_total{operation_type=\"list_podsandbox\"} 0\n");
+  /* ExponentialBuckets(.005, 2.5, 14): 3 ms in the first, 40 ms in the fourth */
+  expect(t, "kubelet_runtime_operations_duration_seconds_bucket{operation_type=\"list_podsandbox\","
+            "le=\"0.005\"} 1\n");
+  expect(t, "kubelet_runtime_operations_duration_seconds_bucket{operation_type=\"list_podsandbox\","
+            "le=\"0.03125\"} 1\n");
+  expect(t, "kubelet_runtime_operations_duration_seconds_bucket{operation_type=\"list_podsandbox\","
+            "le=\"0.078125\"} 2\n");
+  expect(t, "le=\"745.0580596923828\"} 2\n");
+  expect(t, "kubelet_pleg_relist_duration_seconds_count 2\n");
+  expect(t, "kubelet_pleg_relist_interval_seconds_sum 1\n");
+  expect(t, "kubelet_pleg_last_seen_seconds 1.7e+09\n");
+  expect(t, "kubelet_pod_worker_duration_seconds_bucket{operation_type=\"create\",le=\"0.5\"} 0\n");
+  expect(t, "kubelet_pod_worker_duration_seconds_bucket{operation_type=\"create\",le=\"1\"} 1\n");
+  expect(t, "kubelet_pod_start_duration_seconds_bucket{le=\"2\"} 0\n");
+  expect(t, "kubelet_pod_start_duration_seconds_bucket{le=\"3\"} 1\n");
+  expect(t, "kubelet_pod_start_duration_seconds_bucket{le=\"3600\"} 1\n");
+  expect(t, "kubelet_running_pods 2\n");
+  expect(t, "kubelet_running_containers{container_state=\"running\"} 3\n");
+  expect(t, "kubelet_running_containers{container_state=\"exited\"} 2\n");
+  expect(t, "# TYPE process_cpu_seconds_total counter\n");
+  expect(t, "# TYPE process_resident_memory_bytes gauge\n");
+  expect(t, "# TYPE process_start_time_seconds gauge\n");
+  assert_null(strstr(t, "process_start_time_seconds 0\n"));
+  assert_null(strstr(t, "kubelet_evictions")); /* nothing evicted: no series */
+  free(t);
+
+  t = encode(&m.probes);
+  expect(t, "# HELP prober_probe_total [BETA] Cumulative number of a liveness, readiness or "
+            "startup probe for a container by result.\n# TYPE prober_probe_total counter\n");
+  expect(t, "prober_probe_total{probe_type=\"Readiness\",result=\"successful\",container=\"web\","
+            "pod=\"web-0\",namespace=\"default\",pod_uid=\"u-1\"} 1\n");
+  expect(t, "prober_probe_total{probe_type=\"Readiness\",result=\"failed\",container=\"web\","
+            "pod=\"web-0\",namespace=\"default\",pod_uid=\"u-1\"} 1\n");
+  expect(t, "prober_probe_duration_seconds_count{probe_type=\"Readiness\",container=\"web\","
+            "pod=\"web-0\",namespace=\"default\"} 2\n");
+  free(t);
+
+  /* The worker ends: its series go, the other pod's stay. */
+  nl_kmetrics_probe_forget(&m, "Readiness", "web", "web-0", "default", "u-1");
+  t = encode(&m.probes);
+  assert_null(strstr(t, "web-0"));
+  expect(t, "pod=\"db-0\"");
+  free(t);
+  nl_kmetrics_free(&m);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--dump") == 0) {
+    nl_kmetrics_t m;
+    populate(&m);
+    char *a = encode(&m.reg), *b = encode(&m.probes);
+    fputs(argc > 2 && strcmp(argv[2], "probes") == 0 ? b : a, stdout);
+    free(a);
+    free(b);
+    nl_kmetrics_free(&m);
+    return 0;
+  }
+  const struct CMUnitTest tests[] = {cmocka_unit_test(upstream_names_and_labels)};
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
