@@ -31,6 +31,8 @@ trap 'scale_cleanup; e2e_finish; exit $?' EXIT
 
 kubectl delete ns "$PODS_NS" --ignore-not-found --wait=true >/dev/null 2>&1
 kubectl create ns "$PODS_NS" >/dev/null
+# Pods are refused until the controller-manager has made the namespace's service account.
+wait_for 30 kubectl get serviceaccount default -n "$PODS_NS" -o name >/dev/null
 # -v=6: the API client logs each request (counted at the end).
 start_agent --kubeconfig "$KC" --node-ip 127.0.0.1 -v=6 || exit 1
 node_ready() { [ "$(kubectl get node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]; }
