@@ -27,7 +27,8 @@ struct nl_api_source {
   uv_timer_t offline;
   nl_map_t entries; /* uid -> entry_t* */
   bool synced;      /* a first list arrived */
-  bool offline_due; /* the wait is over with no list: deliver once read */
+  bool offline_due; /* no list in time, or no server: deliver once read */
+  char *offline_why; /* for the log */
   /* the start-up read: the file and its items, until delivered or dropped */
   bool reading;
   char *restored_data;
@@ -73,6 +74,7 @@ static void maybe_free(nl_api_source_t *s) {
   nl_map_free(&s->entries, entry_free);
   drop_restored(s);
   free(s->checkpoint_path);
+  free(s->offline_why);
   free(s);
   if (done) done(ctx);
 }
@@ -149,7 +151,8 @@ static void write_checkpoint(nl_api_source_t *s) {
   nl_pod_checkpoint_write(s->loop, s->checkpoint_path, nl_buf_steal(&b), len, on_written, s);
 }
 
-/* The API server has not answered in time: run what the checkpoint has. */
+/* The API server has not answered in time, or cannot be reached: run what the
+ * checkpoint has. */
 static void deliver_restored(nl_api_source_t *s) {
   if (s->synced || !s->offline_due || s->reading || !s->restored) return;
   nl_pod_t **pods = nl_xcalloc(s->n_restored + 1, sizeof *pods);
@@ -160,9 +163,8 @@ static void deliver_restored(nl_api_source_t *s) {
   }
   drop_restored(s);
   s->stats.restored = n;
-  nl_warn("api source: no pod list from the API server after %llu ms: running the %zu pods of "
-          "the checkpoint %s until it answers",
-          (unsigned long long)s->offline_wait_ms, n, s->checkpoint_path);
+  nl_warn("api source: %s: running the %zu pods of the checkpoint %s until it answers",
+          s->offline_why, n, s->checkpoint_path);
   feed(s, false, NL_POD_ADD, pods, n);
 }
 
@@ -193,11 +195,29 @@ static void on_read(void *ctx, char *data, size_t len, size_t body_off, const nl
   deliver_restored(s);
 }
 
+static void go_offline(nl_api_source_t *s, char *why) {
+  if (s->synced || s->offline_due) {
+    free(why);
+    return;
+  }
+  s->offline_due = true;
+  s->offline_why = why;
+  deliver_restored(s);
+}
+
 static void on_offline_timer(uv_timer_t *t) {
   nl_api_source_t *s = container_of(t, nl_api_source_t, offline);
-  if (s->synced) return;
-  s->offline_due = true;
-  deliver_restored(s);
+  go_offline(s, nl_xasprintf("no pod list from the API server after %llu ms",
+                             (unsigned long long)s->offline_wait_ms));
+}
+
+/* No answer at all (refused, unreachable, TLS): waiting for the timer would
+ * only delay the pods. An HTTP error means a server that answers: the list may
+ * yet come. */
+static void on_list_error(void *ctx, int status, const nl_err_t *err) {
+  nl_api_source_t *s = ctx;
+  if (status == 0)
+    go_offline(s, nl_xasprintf("the API server cannot be reached (%s)", nl_err_msg(err)));
 }
 
 /* ---- the reflector's callbacks ---- */
@@ -260,7 +280,7 @@ int nl_api_source_new(nl_api_source_t **out, uv_loop_t *loop, nl_kube_client_t *
   char *selector = nl_xasprintf("spec.nodeName=%s", o->node_name);
   ro.path = "/api/v1/pods";
   ro.field_selector = selector;
-  nl_reflector_cbs_t cbs = {on_list, on_event};
+  nl_reflector_cbs_t cbs = {on_list, on_event, on_list_error};
   int rc = nl_reflector_new(&s->reflector, loop, client, &ro, &cbs, s, err);
   free(selector);
   if (rc < 0) {

@@ -12,9 +12,9 @@
  *
  * The checkpoint (nanolet's own, sources/checkpoint.h): with a path, every
  * semantic change of the pods (not a status-only one) rewrites it on the thread
- * pool, one write at a time. At start the checkpoint is read; when no list has
- * arrived `offline_wait_ms` after start (the API server is down, unreachable or
- * refuses us), its pods are delivered as an ADD (not a SET: the source stays
+ * pool, one write at a time. At start the checkpoint is read; when the first
+ * list fails with no answer (refused, unreachable, TLS) or no list has arrived
+ * `offline_wait_ms` after start, its pods are delivered as an ADD (not a SET: the source stays
  * unseen, so nothing is deleted on their strength). The first list then replaces
  * them: pods deleted meanwhile are REMOVEd, the others are the same pods (same
  * uid and spec) and the kubelet carries on with their containers.

@@ -106,13 +106,14 @@ void nl_kube__conn_gone(nl_kube_client_t *c, nl_kube_conn_t *conn, const nl_err_
   nl_err_free(&c->last_err);
   if (err) nl_err_set(&c->last_err, err->code, "%s", err->msg);
   /* Connection refused or unreachable may pass: requests wait for the next
-   * attempt until their deadline. A TLS failure (the server's certificate is
-   * not trusted or not for this name) is a configuration problem: the caller
-   * hears of it now, not at its deadline. */
-  if (err && err->code == EPROTO) {
+   * attempt until their deadline, unless they asked to hear of it (fail_on_dial).
+   * A TLS failure (the server's certificate is not trusted or not for this
+   * name) is a configuration problem: every caller hears of it now. */
+  if (err) {
     nl_list_t *p, *tmp;
     nl_list_foreach_safe(p, tmp, &c->waiting) {
-      nl_kube__req_dial_failed(nl_list_entry(p, nl_kube_req_t, link), err);
+      nl_kube_req_t *r = nl_list_entry(p, nl_kube_req_t, link);
+      if (err->code == EPROTO || r->fail_on_dial) nl_kube__req_dial_failed(r, err);
     }
   }
   c->state = NL_KUBE_BACKOFF;

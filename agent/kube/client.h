@@ -84,6 +84,10 @@ typedef struct nl_kube_request_opts {
   size_t body_len;
   uint64_t timeout_ms;      /* 0: the client's default */
   bool no_rate_limit;       /* skip the token bucket (none use it today) */
+  /* Fail at once when a connection attempt fails while it waits (refused,
+   * unreachable), as Go's transport does, instead of waiting for the next
+   * attempt until the deadline: for callers that retry on their own. */
+  bool fail_on_dial;
   /* Streaming: set on_data (and optionally on_head). done still runs once, at
    * the end of the stream, with the final status and an empty body. */
   nl_kube_head_fn on_head;

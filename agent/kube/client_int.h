@@ -89,6 +89,7 @@ struct nl_kube_req {
   uint64_t started;   /* loop ms at nl_kube_request(), for the -v=6 line */
   int retries;
   bool no_rate_limit;
+  bool fail_on_dial;
   bool had_conn;      /* a connection was ready while it waited */
   bool retry_pending; /* a streaming answer to be retried: not the caller's */
   nl_kube_done_fn cb;

@@ -167,7 +167,7 @@ static void start_list(nl_reflector_t *r) {
     query_escape(&url, r->rv ? r->rv : "0");
   }
   if (url.data[url.len - 1] == '?') url.data[--url.len] = 0;
-  nl_kube_request_opts_t o = {.method = "GET", .path = url.data};
+  nl_kube_request_opts_t o = {.method = "GET", .path = url.data, .fail_on_dial = true};
   r->req = nl_kube_request(r->client, &o, on_list, new_req_ctx(r));
   nl_buf_free(&url);
 }
@@ -231,7 +231,9 @@ static void on_list(void *ctx, const nl_kube_response_t *resp, const nl_err_t *e
         nl_vlog(4, "reflector %s: list: %s; listing from storage", r->path, nl_err_msg(e));
       else if (o != LIST_DONE)
         nl_warn("reflector %s: list failed: %s", r->path, nl_err_msg(e));
-      step(r, o);
+      if (o == LIST_FAILED && r->cbs.on_list_error)
+        r->cbs.on_list_error(r->ctx, err ? 0 : resp->status, e);
+      if (r->state != NL_REFLECTOR_STOPPING) step(r, o);
     }
     nl_err_free(&e);
   }

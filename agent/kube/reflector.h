@@ -40,6 +40,10 @@ typedef struct nl_reflector_cbs {
   void (*on_list)(void *ctx, const nl_kube_raw_t *items, size_t n, const char *rv);
   /* An ADDED, MODIFIED or DELETED event (bookmarks and errors stay inside). */
   void (*on_event)(void *ctx, const nl_kube_watch_event_t *ev);
+  /* Optional: a list failed (the reflector lists again after its back-off);
+   * status is the HTTP status, 0 when no response came (a list fails at once
+   * when the server cannot be reached, as client-go's does). */
+  void (*on_list_error)(void *ctx, int status, const nl_err_t *err);
 } nl_reflector_cbs_t;
 
 typedef struct nl_reflector_opts {

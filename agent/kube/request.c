@@ -397,6 +397,7 @@ nl_kube_req_t *nl_kube_request(nl_kube_client_t *c, const nl_kube_request_opts_t
   }
   r->content_type = nl_xstrdup(o->content_type ? o->content_type : "application/json");
   r->no_rate_limit = o->no_rate_limit;
+  r->fail_on_dial = o->fail_on_dial;
   nl_list_init(&r->link);
   nl_list_insert_tail(&c->reqs, &r->all);
   uv_timer_init(c->loop, &r->timer);

@@ -14,6 +14,7 @@ typedef struct fake_req {
   nl_kube_data_fn on_data;
   nl_kube_done_fn cb;
   void *ctx;
+  bool fail_on_dial;
   bool cancelled, done;
 } fake_req_t;
 

@@ -465,6 +465,31 @@ static void server_down(void **state) {
   world_end(&w);
 }
 
+/* A request with fail_on_dial hears of a refused connection at once, with the
+ * dial error; one without it waits for the next attempt until its deadline. */
+static void fail_on_dial(void **state) {
+  world_t w;
+  world_init(&w, NULL);
+  w.opts.backoff_initial_ms = 50;
+  client_start(&w);
+  nl_fake_as_down(w.fake);
+  result_t fast = {0}, patient = {0};
+  nl_kube_request_opts_t o = {.method = "GET", .path = "/list", .timeout_ms = 5000,
+                              .fail_on_dial = true};
+  uint64_t t0 = uv_now(&w.loop);
+  nl_kube_request(w.client, &o, on_done, &fast);
+  req(&w, "GET", "/b", NULL, 400, &patient);
+  run_until(&w, &fast.calls, 1);
+  assert_true(uv_now(&w.loop) - t0 < 300);
+  assert_int_equal(fast.err_code, ECONNREFUSED);
+  assert_non_null(strstr(fast.err, "connect: connection refused"));
+  assert_int_equal(patient.calls, 0);
+  run_until(&w, &patient.calls, 1);
+  assert_true(uv_now(&w.loop) - t0 >= 400);
+  assert_int_equal(patient.err_code, ECONNREFUSED);
+  world_end(&w);
+}
+
 /* ---- rate limit ---------------------------------------------------------- */
 
 static void on_refilled(uv_timer_t *t) { (void)t; }
@@ -573,6 +598,7 @@ int main(void) {
       cmocka_unit_test(watch_stream),
       cmocka_unit_test(silent_server),
       cmocka_unit_test(server_down),
+      cmocka_unit_test(fail_on_dial),
       cmocka_unit_test(rate_limit),
       cmocka_unit_test(stop_in_flight),
       cmocka_unit_test(http1_fallback),

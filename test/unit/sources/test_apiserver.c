@@ -1,6 +1,7 @@
 /* The API source on the real loop and merger, against the test double of the
  * API client (test/unit/kube/fake_client.c), with a checkpoint in a temporary
  * directory. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -249,6 +250,29 @@ static void offline_start_runs_checkpoint(void **state) {
   assert_true(nl_pod_config_sources_ready(&f->cfg));
 }
 
+/* The first list fails with no answer (connection refused): the checkpoint's
+ * pods run at once, long before the wait is over. An HTTP error is an answer:
+ * the list may yet come, so it does not. The list is sent with fail_on_dial. */
+static void unreachable_runs_checkpoint_at_once(void **state) {
+  fixture_t *f = *state;
+  write_checkpoint_of(f->path, 2, pod("a", "u1", "", ""), pod("b", "u2", "", ""));
+  start(f, 60000);
+  fake_req_t *l = run_until(f, 1);
+  assert_true(l->fail_on_dial);
+  run_while(f, not_read);
+  respond_free(l, 500, nl_xstrdup("{\"kind\":\"Status\",\"message\":\"etcd is slow\"}"));
+  l = run_until(f, 2);
+  for (int i = 0; i < 20; i++) turn(f);
+  expect_log(f, "");
+  fake_fail(l, ECONNREFUSED, "dial tcp 127.0.0.1:1: connect: connection refused");
+  run_while(f, not_restored);
+  expect_log(f, "ADD ns/a ns/b\n");
+  assert_false(nl_pod_config_sources_ready(&f->cfg));
+  l = run_until(f, 3);
+  respond_free(l, 200, list_of("20", 1, pod("a", "u1", "", "")));
+  expect_log(f, "REMOVE ns/b\nADD\n");
+}
+
 /* A list before the wait is over: the checkpoint is never delivered. */
 static void list_in_time_ignores_checkpoint(void **state) {
   fixture_t *f = *state;
@@ -292,6 +316,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(list_then_events, setup, teardown),
       cmocka_unit_test_setup_teardown(offline_start_runs_checkpoint, setup, teardown),
+      cmocka_unit_test_setup_teardown(unreachable_runs_checkpoint_at_once, setup, teardown),
       cmocka_unit_test_setup_teardown(list_in_time_ignores_checkpoint, setup, teardown),
       cmocka_unit_test_setup_teardown(corrupt_checkpoint_ignored, setup, teardown),
       cmocka_unit_test_setup_teardown(needs_node_name, setup, teardown),
