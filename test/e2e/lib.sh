@@ -40,7 +40,11 @@ E2E_CONTROLPLANE=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/tools/teste
 k8s_env() {
   local env
   [ -n "${NANOLET_TEST_KUBECONFIG:-}" ] && return 0
-  "$E2E_CONTROLPLANE" status 2>/dev/null || E2E_K8S_STARTED=1
+  # Taken down at exit only when nothing was running: a control plane whose
+  # status check failed for a moment (a component restarting) is someone
+  # else's, and `up` only repairs it.
+  "$E2E_CONTROLPLANE" status 2>/dev/null || "$E2E_CONTROLPLANE" env >/dev/null 2>&1 ||
+    E2E_K8S_STARTED=1
   env=$("$E2E_CONTROLPLANE" up) || return 1
   # shellcheck source=/dev/null
   . "$env"
