@@ -3,7 +3,7 @@
 # build-arm/, with tools/cross/*.ini: Debian's cross compilers and the
 # :arm64/:armhf libraries from tools/install-deps.sh --cross), checks with
 # `file` that the binary is for its architecture, and runs the unit suite
-# under qemu-user (the cross files' exe_wrapper), but for the tests listed
+# under qemu-user (the cross files' exe_wrapper), but for the test named
 # below. Default: both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
