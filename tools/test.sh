@@ -31,7 +31,8 @@ tools/build.sh --asan
 
 run meson test -C build --suite unit --print-errorlogs --logbase unit
 run meson test -C build-asan --suite unit --print-errorlogs --logbase unit
-# The arm64 build, its unit tests under qemu-user (tools/cross-test.sh says which).
+# The arm64 and armhf builds, their unit tests under qemu-user (tools/cross-test.sh
+# says which).
 run tools/cross-test.sh
 run meson test -C build --suite e2e --print-errorlogs --num-processes 1 --logbase e2e
 # Every parser of outside input has a libFuzzer target: build them with clang and
@@ -42,7 +43,7 @@ fuzz_passed=$(grep -c '^fuzz: .* clean' <<<"$fuzz_out" || true)
 fuzz_failed=$(grep -c '^fuzz: .* FAILED' <<<"$fuzz_out" || true)
 
 passed=0 failed=0
-for d in build build-asan build-aarch64; do
+for d in build build-asan build-aarch64 build-arm; do
   for f in "$d"/meson-logs/unit.json "$d"/meson-logs/e2e.json; do
     [ -f "$f" ] || continue
     passed=$((passed + $(grep -c '"result": "OK"' "$f" || true)))

@@ -58,6 +58,83 @@ static void canonical_forms(void **state) {
   }
 }
 
+/* The edges of the int64 amount, negative amounts and every suffix. */
+static void extreme_values(void **state) {
+  struct {
+    const char *in, *out;
+    int64_t milli, nano;
+  } cases[] = {
+      {"9223372036854775807", "9223372036854775807", INT64_MAX, INT64_MAX},
+      {"-9223372036854775807", "-9223372036854775807", INT64_MIN, INT64_MIN},
+      {"9223372036854775807n", "9223372036854775807n", 9223372036855, INT64_MAX},
+      {"-9223372036854775807n", "-9223372036854775807n", -9223372036854, INT64_MIN + 1},
+      {"999999999999999999E", "999999999999999999E", INT64_MAX, INT64_MAX},
+      /* upstream caps binary amounts at 2^63-1 */
+      {"8Ei", "9223372036854775807", INT64_MAX, INT64_MAX},
+      {"-8Ei", "-9223372036854775807", INT64_MIN, INT64_MIN},
+      {"7.5Ei", "7680Pi", INT64_MAX, INT64_MAX},
+      {"8.000000001Ei", "9223372036854775807", INT64_MAX, INT64_MAX},
+      {"7Ei", "7Ei", INT64_MAX, INT64_MAX},
+      {"-1.5Ei", "-1536Pi", INT64_MIN, INT64_MIN},
+      /* past nano precision: rounded up, away from zero */
+      {"1e-10", "1e-9", 1, 1},
+      {"-1e-10", "-1e-9", 0, -1},
+      {"0.000000000000000000000000000001", "1n", 1, 1},
+      {"-0.0000000015", "-2n", 0, -2},
+      {"1e-2147483648", "1e-9", 1, 1}, /* the smallest exponent, at once */
+      {"0e-2147483648", "0", 0, 0},
+      {"1e2147483647", "10e2147483646", INT64_MAX, INT64_MAX},
+      /* more than 64 bits of digits, trailing zeros traded for scale */
+      {"922337203685477580700000000000000000", "922337203685477580700P", INT64_MAX, INT64_MAX},
+      {"1329227995784915872903807060280344570e-30", "1329227995784916e-9", 1329227996,
+       1329227995784916},
+      {"-1n", "-1n", 0, -1},
+      {"-1u", "-1u", 0, -1000},
+      {"-1m", "-1m", -1, -1000000},
+      {"-1", "-1", -1000, -1000000000},
+      {"-1k", "-1k", -1000000, -1000000000000},
+      {"-1M", "-1M", -1000000000, -1000000000000000},
+      {"-1G", "-1G", -1000000000000, -1000000000000000000},
+      {"-1T", "-1T", -1000000000000000, INT64_MIN},
+      {"-1P", "-1P", -1000000000000000000, INT64_MIN},
+      {"-1E", "-1E", INT64_MIN, INT64_MIN},
+      {"-1Ki", "-1Ki", -1024000, -1024000000000},
+      {"-1Mi", "-1Mi", -1048576000, -1048576000000000},
+      {"-1Gi", "-1Gi", -1073741824000, -1073741824000000000},
+      {"-1Ti", "-1Ti", -1099511627776000, INT64_MIN},
+      {"-1Pi", "-1Pi", -1125899906842624000, INT64_MIN},
+      {"-1Ei", "-1Ei", INT64_MIN, INT64_MIN},
+      {"-2e-3", "-2e-3", -2, -2000000},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    nl_quantity_t q;
+    nl_err_t *err = NULL;
+    char buf[NL_QUANTITY_STRLEN];
+    if (nl_quantity_parse(cases[i].in, &q, &err) != 0)
+      fail_msg("%s: %s", cases[i].in, nl_err_msg(err));
+    if (strcmp(nl_quantity_format(&q, buf), cases[i].out) != 0)
+      fail_msg("%s: got %s, want %s", cases[i].in, buf, cases[i].out);
+    int64_t milli = nl_quantity_milli_value(&q), nano = nl_quantity_scaled_value(&q, -9);
+    if (milli != cases[i].milli || nano != cases[i].nano)
+      fail_msg("%s: milli %lld nano %lld, want %lld %lld", cases[i].in, (long long)milli,
+               (long long)nano, (long long)cases[i].milli, (long long)cases[i].nano);
+  }
+  /* beyond an int64 at nano scale: rejected (upstream falls back to inf.Dec) */
+  const char *big[] = {"9223372036854775808",
+                       "-9223372036854775808",
+                       "9223372036854775808n",
+                       "9223372036854775808000000000000000",
+                       "92233720368547758070000000000000000000",
+                       "1329227995784915872903807060280344576"};
+  for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) {
+    nl_quantity_t q;
+    nl_err_t *err = NULL;
+    if (nl_quantity_parse(big[i], &q, &err) != -1) fail_msg("accepted %s", big[i]);
+    assert_non_null(strstr(nl_err_msg(err), "too large"));
+    nl_err_free(&err);
+  }
+}
+
 static void value_rounds_up(void **state) {
   nl_quantity_t q;
   assert_int_equal(nl_quantity_parse("100m", &q, NULL), 0);
@@ -91,11 +168,27 @@ static void compares_numerically(void **state) {
   assert_int_equal(nl_quantity_cmp(&b, &a), 1);
   assert_int_equal(nl_quantity_parse("1e30", &b, NULL), 0);
   assert_int_equal(nl_quantity_cmp(&a, &b), -1);
+  /* past 2^100 at a common scale, and across signs */
+  assert_int_equal(nl_quantity_parse("1e-9", &a, NULL), 0);
+  assert_int_equal(nl_quantity_parse("1e2147483647", &b, NULL), 0);
+  assert_int_equal(nl_quantity_cmp(&a, &b), -1);
+  assert_int_equal(nl_quantity_cmp(&b, &a), 1);
+  assert_int_equal(nl_quantity_parse("-999999999999999999E", &a, NULL), 0);
+  assert_int_equal(nl_quantity_cmp(&a, &b), -1);
+  assert_int_equal(nl_quantity_parse("-1n", &b, NULL), 0);
+  assert_int_equal(nl_quantity_cmp(&a, &b), -1);
+  assert_int_equal(nl_quantity_parse("-999999999999999998E", &b, NULL), 0);
+  assert_int_equal(nl_quantity_cmp(&a, &b), -1);
+  assert_int_equal(nl_quantity_cmp(&b, &a), 1);
+  assert_int_equal(nl_quantity_parse("-0", &a, NULL), 0);
+  assert_int_equal(nl_quantity_parse("0e-2147483648", &b, NULL), 0);
+  assert_int_equal(nl_quantity_cmp(&a, &b), 0);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(canonical_forms),
+      cmocka_unit_test(extreme_values),
       cmocka_unit_test(value_rounds_up),
       cmocka_unit_test(rejects_garbage),
       cmocka_unit_test(compares_numerically),
