@@ -152,6 +152,20 @@ static void on_list(void *ctx, const nl_kube_raw_t *items, size_t n, const char 
   for (size_t i = 0; i < n; i++) store_put(s, items[i].json, items[i].len);
   if (!s->synced) nl_vlog(2, "services: %zu services listed (resourceVersion %s)", n, rv);
   s->synced = true;
+  s->unreachable = false;
+}
+
+/* No answer at all (connection refused or unreachable): the node runs offline,
+ * its API pods perhaps from the checkpoint. Their containers start without the
+ * services' variables rather than not at all; upstream, which has no offline
+ * start, waits for the list. */
+static void on_list_error(void *ctx, int status, const nl_err_t *err) {
+  nl_services_t *s = ctx;
+  if (status != 0 || s->synced || s->unreachable) return;
+  s->unreachable = true;
+  nl_warn("services: the API server cannot be reached (%s): pods start without service "
+          "environment variables until it answers",
+          nl_err_msg(err));
 }
 
 static void on_event(void *ctx, const nl_kube_watch_event_t *ev) {
@@ -177,7 +191,8 @@ int nl_services_init(nl_services_t *s, uv_loop_t *loop, nl_kube_client_t *kube, 
   nl_map_init(&s->by_key);
   if (!kube) return 0;
   nl_reflector_opts_t o = {.path = "/api/v1/services"};
-  nl_reflector_cbs_t cbs = {.on_list = on_list, .on_event = on_event};
+  nl_reflector_cbs_t cbs = {.on_list = on_list, .on_event = on_event,
+                            .on_list_error = on_list_error};
   if (nl_reflector_new(&s->refl, loop, kube, &o, &cbs, s, err) < 0) return -1;
   s->enabled = true;
   return 0;
@@ -192,6 +207,7 @@ static void finish(nl_services_t *s) {
   nl_map_init(&s->by_key);
   s->refl = NULL;
   s->synced = false;
+  s->unreachable = false;
   if (s->done) s->done(s);
 }
 
@@ -219,7 +235,7 @@ int nl_services_env(void *ctx, const nl_pod_t *pod, nl_env_t **out, size_t *n, n
   *out = NULL;
   *n = 0;
   if (!s->enabled) return 0;
-  if (!is_static(pod) && !s->synced)
+  if (!is_static(pod) && !s->synced && !s->unreachable)
     return nl_err_set(err, EAGAIN,
                       "services have not yet been read at least once, cannot construct envvars");
   const char *ns = pod->metadata.namespace_ ? pod->metadata.namespace_ : "";

@@ -56,6 +56,8 @@ struct nl_services {
   nl_reflector_t *refl;
   nl_map_t by_key;        /* "<namespace>/<name>" -> nl_service_t */
   bool synced;            /* a first list arrived */
+  bool unreachable;       /* the first list got no answer: pods start without
+                           * the services' variables until one arrives */
   nl_services_done_cb done;
 };
 

@@ -73,7 +73,7 @@ running_id() {
 is_running() { [ -n "$(running_id "$1")" ]; }
 not_running() { [ -z "$(running_id "$1")" ]; }
 no_sandbox() { ! runtime_has_pod "$1"; }
-api_phase() { curl -fsS "http://127.0.0.1:$PORT/pods" | jq -r --arg n "$1" --arg ns "$PODS_NS" \
+api_phase() { curl -fsS "http://127.0.0.1:$RO_PORT/pods" | jq -r --arg n "$1" --arg ns "$PODS_NS" \
   '[.items[] | select(.metadata.name == $n and .metadata.namespace == $ns) | .status.phase][0] // ""'; }
 phase_is() { [ "$(api_phase "$1")" = "$2" ]; }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }

@@ -75,7 +75,7 @@ fi
 check "$N sandboxes in the runtime" [ "$(ns_sandboxes | jq '[.[] | select(.state == "SANDBOX_READY")] | length')" = "$N" ]
 check "no pod restarted" [ "$(kubectl get pods -n "$PODS_NS" -o json | jq '[.items[].status.containerStatuses[]?.restartCount] | add')" = 0 ]
 # Admission saw every pod: none was rejected, and /pods agrees with the API.
-check "nanolet's /pods shows $N Running" [ "$(curl -fsS "http://127.0.0.1:$PORT/pods" |
+check "nanolet's /pods shows $N Running" [ "$(curl -fsS "http://127.0.0.1:$RO_PORT/pods" |
   jq --arg ns "$PODS_NS" '[.items[] | select(.metadata.namespace == $ns and .status.phase == "Running")] | length')" = "$N" ]
 
 # --- delete them all -----------------------------------------------------------------

@@ -38,15 +38,16 @@ EOT
 agent_pids() { pgrep -f "^$BIN " || true; }
 agent_pid() { local p; p=$(agent_pids); [ "$(wc -w <<<"$p")" = 1 ] && echo "$p"; }
 no_agent() { [ -z "$(agent_pids)" ]; }
-# The example pods, named after the node, are Running with every container
-# running (after a reboot, upstream's phase stays Running while the containers
-# are terminated and about to be restarted).
+# The example pods, named after the node, have every container running (after
+# a reboot, upstream's phase stays Running while the containers are terminated
+# and about to be restarted). Asked of the runtime: the installed configuration
+# serves /pods only on the kubelet server, which needs an API server to
+# authorize requests.
 pods_running() {
   local out
-  out=$(curl -fsS "http://127.0.0.1:$PORT/pods") || return 1
-  [ "$(jq --arg n "$NODE" '[.items[] | select(.metadata.name == "web-\($n)" or .metadata.name == "ticker-\($n)")
-    | select(.status.phase == "Running" and ([.status.containerStatuses[]? | .state.running == null] | any | not)
-      and (.status.containerStatuses | length) > 0)] | length' <<<"$out")" = 2 ]
+  out=$("$BIN" cri -r "$ENDPOINT" ps -o json 2>/dev/null) || return 1
+  [ "$(jq --arg n "$NODE" '[.containers[] | select(.state == "CONTAINER_RUNNING")
+    | .labels["io.kubernetes.pod.name"] | select(. == "web-\($n)" or . == "ticker-\($n)")] | unique | length' <<<"$out")" = 2 ]
 }
 # The runtime's sandboxes of this node's pods (JSON array).
 node_sandboxes() {

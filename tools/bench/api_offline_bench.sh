@@ -23,16 +23,17 @@ env_file=$(tools/testenv/controlplane.sh up) || exit 1
 kubectl() { "$NANOLET_TEST_KUBECTL" "$@"; }
 KC=$("$NANOLET_TEST_CONTROLPLANE" cert "$NODE" "system:node:$NODE" system:nodes) || exit 1
 sed 's#^\( *server:\).*#\1 https://127.0.0.1:1#' "$KC" >"$TMP/dead.kubeconfig"
-PORT=$((20000 + RANDOM % 20000))
+PORT=$((20000 + RANDOM % 20000)) KPORT=$((PORT + 1)) RO_PORT=$((PORT + 2))
 PID=
 start() { # start KUBECONFIG
   "$NANOLET" --kubeconfig "$1" --hostname-override "$NODE" --node-ip 127.0.0.1 \
     --root-dir "$TMP/root" --container-runtime-endpoint "$NANOLET_TEST_CRI_ENDPOINT" \
-    --healthz-port "$PORT" >>"$TMP/agent.log" 2>&1 &
+    --healthz-port "$PORT" --port "$KPORT" --read-only-port "$RO_PORT" --cert-dir "$TMP/pki" \
+    >>"$TMP/agent.log" 2>&1 &
   PID=$!
 }
 stop() { [ -z "$PID" ] || { kill "$PID"; wait "$PID" 2>/dev/null; PID=; }; }
-running() { curl -fsS "http://127.0.0.1:$PORT/pods" 2>/dev/null |
+running() { curl -fsS "http://127.0.0.1:$RO_PORT/pods" 2>/dev/null |
   jq --arg ns "$NS" '[.items[] | select(.metadata.namespace == $ns and .status.phase == "Running")] | length'; }
 ids() { "$NANOLET" cri -r "$NANOLET_TEST_CRI_ENDPOINT" ps -o json |
   jq -c --arg ns "$NS" '[.containers[] | select(.labels["io.kubernetes.pod.namespace"] == $ns) | .id] | sort'; }
