@@ -146,7 +146,7 @@ char *nl_event_json(const nl_event_t *ev, const char *component, const char *hos
   set_opt(obj, "fieldPath", ev->field_path);
   set_opt(src, "component", component);
   set_opt(src, "host", host);
-  json_t *e = json_pack("{s:s, s:s, s:o, s:o, s:s, s:s, s:o, s:o, s:o, s:i, s:s, s:s, s:s}",
+  json_t *e = json_pack("{s:s, s:s, s:o, s:o, s:s, s:s, s:o, s:o, s:o, s:I, s:s, s:s, s:s}",
                         "kind", "Event", "apiVersion", "v1", "metadata", meta, "involvedObject",
                         obj, "reason", ev->reason, "message", ev->message, "source", src,
                         "firstTimestamp", jtime(ev->first_ns), "lastTimestamp",
@@ -159,7 +159,7 @@ char *nl_event_json(const nl_event_t *ev, const char *component, const char *hos
 }
 
 char *nl_event_patch_json(const nl_event_t *ev) {
-  json_t *p = json_pack("{s:i, s:o, s:s}", "count", (json_int_t)ev->count, "lastTimestamp",
+  json_t *p = json_pack("{s:I, s:o, s:s}", "count", (json_int_t)ev->count, "lastTimestamp",
                         jtime(ev->last_ns), "message", ev->message);
   char *out = json_dumps(p, JSON_COMPACT);
   json_decref(p);
