@@ -21,21 +21,6 @@ IMG=localhost/busybox:1.36
 MARKS=$E2E_TMP/marks
 mkdir -p "$MARKS"
 
-api_cleanup() {
-  kubectl delete pods -n "$PODS_NS" --all --grace-period=0 --force >/dev/null 2>&1
-  if [ -z "$AGENT_PID" ] || ! kill -0 "$AGENT_PID" 2>/dev/null; then
-    AGENT_PID=
-    start_agent --kubeconfig "$KC" >/dev/null 2>&1
-  fi
-  wait_for 60 runtime_clear
-  stop_agent TERM
-  runtime_has_ns && fail "clean-up" "sandboxes left in $PODS_NS: $(ns_sandboxes | jq -c '[.[].metadata.name]')"
-  kubectl delete ns "$PODS_NS" --wait=false >/dev/null 2>&1
-  kubectl delete node "$NODE" --wait=false >/dev/null 2>&1
-  if [ -n "${E2E_KEEP:-}" ] || [ "$E2E_FAILED" -gt 0 ]; then
-    echo "--- agent log (last 60 lines) ---"; tail -60 "$E2E_TMP/agent.log"
-  fi
-}
 trap 'api_cleanup; e2e_finish; exit $?' EXIT
 
 kubectl delete ns "$PODS_NS" --ignore-not-found --wait=true >/dev/null 2>&1

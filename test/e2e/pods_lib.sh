@@ -72,6 +72,25 @@ expect_re() {
   if wait_for "$secs" pod_matches "$p" "$q" "$v"; then ok "$name"; else fail "$name" "$q = $(pod "$p" "$q"), want /$v/"; fi
 }
 
+# Clean-up at exit for tests of API pods on node $NODE (credential $KC): the
+# namespace's pods force-deleted; the agent (restarted if it is not running)
+# removes their sandboxes; then the namespace and the Node go.
+api_cleanup() {
+  kubectl delete pods -n "$PODS_NS" --all --grace-period=0 --force >/dev/null 2>&1
+  if [ -z "$AGENT_PID" ] || ! kill -0 "$AGENT_PID" 2>/dev/null; then
+    AGENT_PID=
+    start_agent --kubeconfig "$KC" >/dev/null 2>&1
+  fi
+  wait_for 60 runtime_clear
+  stop_agent TERM
+  runtime_has_ns && fail "clean-up" "sandboxes left in $PODS_NS: $(ns_sandboxes | jq -c '[.[].metadata.name]')"
+  kubectl delete ns "$PODS_NS" --wait=false >/dev/null 2>&1
+  kubectl delete node "$NODE" --wait=false >/dev/null 2>&1
+  if [ -n "${E2E_KEEP:-}" ] || [ "$E2E_FAILED" -gt 0 ]; then
+    echo "--- agent log (last 60 lines) ---"; tail -60 "$E2E_TMP/agent.log"
+  fi
+}
+
 # Clean-up at exit: every manifest removed; the agent (restarted if it is not
 # running) stops and removes the pods; then the runtime must not have any.
 pods_cleanup() {
