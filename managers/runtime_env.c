@@ -1,6 +1,5 @@
 /* Container environment (upstream kubelet_pods.go makeEnvironmentVariables) and
  * $(VAR) expansion (third_party/forked/golang/expansion). */
-#include <math.h>
 #include <string.h>
 
 #include "managers/runtime_internal.h"
@@ -175,9 +174,9 @@ static int resource_value(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
     return nl_err_set(err, NL_EINVAL, "unsupported container resource : %s", res);
   int64_t dm = nl_quantity_milli_value(div);
   if (dm <= 0) return nl_err_set(err, NL_EINVAL, "invalid divisor for %s", res);
-  /* cpu: ceil(milli/divisorMilli); others: ceil(value/divisorValue) */
-  double v = is_cpu ? ceil((double)milli / (double)dm)
-                    : ceil(((double)milli / 1000.0) / ((double)dm / 1000.0));
+  /* ceil(milli/divisorMilli), which is also ceil(value/divisorValue), in
+   * integers: exact, and no libm in the self-contained build. */
+  int64_t v = milli / dm + (milli % dm > 0);
   *out = nl_xasprintf("%lld", (long long)v);
   return 0;
 }

@@ -401,6 +401,11 @@ int nl_tls_version_parse(const char *name, int *min_minor, nl_err_t **err) {
     return nl_err_set(err, NL_EINVAL,
                       "unknown TLS version \"%s\" (VersionTLS10, VersionTLS11, VersionTLS12, VersionTLS13)",
                       name);
+  /* The self-contained build's mbedtls has TLS 1.2 only (docs/INSTALL.md). */
+#if !defined(MBEDTLS_SSL_PROTO_TLS1) || !defined(MBEDTLS_SSL_PROTO_TLS1_1)
+  if (*min_minor != MBEDTLS_SSL_MINOR_VERSION_3)
+    return nl_err_set(err, NL_EINVAL, "%s is not supported: this build speaks TLS 1.2 only", name);
+#endif
   return 0;
 }
 

@@ -4,6 +4,8 @@
 #   --test   the test tools too
 #   --cross  also the cross compilers, qemu-user and the arm64 and armhf
 #            libraries (multiarch) for the cross builds (docs/INSTALL.md)
+#   --sources the source-package index and dpkg-dev, for the self-contained
+#            build's libraries (tools/deb-sources.sh); --test implies it
 set -euo pipefail
 
 build=(meson ninja-build pkg-config gcc libc6-dev libuv1-dev node-llhttp libnghttp2-dev
@@ -11,7 +13,8 @@ build=(meson ninja-build pkg-config gcc libc6-dev libuv1-dev node-llhttp libnght
 # openssl and unzip: the test control plane's certificates and Go toolchain;
 # openrc, runit, logrotate, man-db and systemd (systemd-analyze): the service
 # files' test; prometheus: promtool, which checks /metrics.
-test=(libcmocka-dev curl jq valgrind procps clang libclang-rt-14-dev util-linux openssl unzip
+sources=(dpkg-dev)
+test=("${sources[@]}" libcmocka-dev curl jq valgrind procps clang libclang-rt-14-dev util-linux openssl unzip
   openrc runit logrotate man-db systemd prometheus)
 cross_arches=(arm64 armhf)
 # The cross C libraries (-cross, in /usr/<triplet>) rather than libc6-dev:<arch>,
@@ -25,17 +28,34 @@ for a in "${cross_arches[@]}"; do
   done
 done
 
+# Debian's images list only binary packages; apt-get source needs the deb-src
+# lines of the same archives.
+add_deb_src() {
+  local d=/etc/apt/sources.list.d
+  [ -e $d/nanolet-src.sources ] || [ -e $d/nanolet-src.list ] && return 0
+  apt-get indextargets --format '$(IDENTIFIER)' 2>/dev/null | grep -qx Sources && return 0
+  if [ -e $d/debian.sources ]; then # deb822, as Debian 12's images have it
+    sed -n 's/^Types:.*deb.*/Types: deb-src/p; /^\(URIs\|Suites\|Components\|Signed-By\):/p; /^$/p' \
+      $d/debian.sources >$d/nanolet-src.sources
+  else # the one-line format of an installed system
+    sed -n 's/^deb \(.*\)/deb-src \1/p' /etc/apt/sources.list >$d/nanolet-src.list
+  fi
+  need_update=1
+}
+
 want=("${build[@]}")
+need_update=0
 for arg in "$@"; do
   case $arg in
-  --test) want+=("${test[@]}") ;;
+  --test) want+=("${test[@]}"); add_deb_src ;;
+  --sources) want+=("${sources[@]}"); add_deb_src ;;
   --cross)
     want+=("${cross[@]}")
     for a in "${cross_arches[@]}"; do
       dpkg --print-foreign-architectures | grep -qx "$a" || dpkg --add-architecture "$a"
     done
     ;;
-  *) echo "usage: $0 [--test] [--cross]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--test] [--cross] [--sources]" >&2; exit 2 ;;
   esac
 done
 
@@ -43,11 +63,11 @@ missing=()
 for p in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "installing: ${missing[*]}" >&2
+if [ ${#missing[@]} -gt 0 ] || [ $need_update = 1 ]; then
+  [ ${#missing[@]} -eq 0 ] || echo "installing: ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
   # A mirror caught mid-sync fails some index (seen for one architecture);
   # the packages still install from the others, or fail below.
   apt-get update -qq || echo "apt-get update: some indexes failed to download" >&2
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  [ ${#missing[@]} -eq 0 ] || apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi

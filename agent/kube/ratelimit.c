@@ -1,6 +1,5 @@
 #include "agent/kube/ratelimit.h"
 
-#include <math.h>
 
 void nl_kube_ratelimit_init(nl_kube_ratelimit_t *rl, double qps, int burst, uint64_t now_ms) {
   rl->qps = qps;
@@ -20,7 +19,12 @@ bool nl_kube_ratelimit_reserve(nl_kube_ratelimit_t *rl, uint64_t now_ms, uint64_
     if (tokens > rl->burst) tokens = rl->burst;
   }
   tokens -= 1;
-  uint64_t wait = tokens < 0 ? (uint64_t)ceil(-tokens * 1000.0 / rl->qps) : 0;
+  uint64_t wait = 0;
+  if (tokens < 0) { /* ceil, without libm */
+    double w = -tokens * 1000.0 / rl->qps;
+    wait = (uint64_t)w;
+    if ((double)wait < w) wait++;
+  }
   if (wait > max_wait_ms) return false;
   rl->tokens = tokens;
   if (now_ms > rl->last_ms) rl->last_ms = now_ms;
