@@ -48,7 +48,7 @@ typedef enum nl_pod_op {
 
 /* Called once per non-empty op of a merge (and once for the empty first ADD).
  * The pods are owned by the config and are only valid during the call: a
- * consumer that keeps one takes nl_pod_dup of it. They are sorted (ADD, UPDATE,
+ * consumer that keeps one takes a reference (nl_pod_ref); they never change. They are sorted (ADD, UPDATE,
  * DELETE, RECONCILE in the order the source gave them; REMOVE by
  * namespace/name). The callback must not call back into the config. */
 typedef void (*nl_pod_config_cb)(nl_pod_op_t op, const char *source, const nl_pod_t *const *pods,
