@@ -110,6 +110,18 @@ const nl_pod_t *nl_pod_config_get(const nl_pod_config_t *cfg, const char *source
   return s ? nl_map_get(&s->pods, uid) : NULL;
 }
 
+const nl_pod_t **nl_pod_config_list(const nl_pod_config_t *cfg, const char *source, size_t *n) {
+  const struct nl_pod_source_state *s = find_source(cfg, source);
+  const nl_pod_t **out = nl_xcalloc((s ? nl_map_size(&s->pods) : 0) + 1, sizeof *out);
+  *n = 0;
+  if (!s) return out;
+  nl_map_iter_t it;
+  void *v;
+  nl_map_iter_init(&it, &s->pods);
+  while (nl_map_iter_next(&it, NULL, &v)) out[(*n)++] = v;
+  return out;
+}
+
 size_t nl_pod_config_count(const nl_pod_config_t *cfg, const char *source) {
   size_t n = 0;
   for (size_t i = 0; i < cfg->n_sources; i++)

@@ -97,6 +97,9 @@ bool nl_pod_config_source_seen(const nl_pod_config_t *cfg, const char *source);
 
 /* The stored pod of a source by UID, or NULL; valid until the next merge. */
 const nl_pod_t *nl_pod_config_get(const nl_pod_config_t *cfg, const char *source, const char *uid);
+/* The stored pods of a source, in an array the caller frees (not the pods), in
+ * no particular order; valid until the next merge. */
+const nl_pod_t **nl_pod_config_list(const nl_pod_config_t *cfg, const char *source, size_t *n);
 /* Number of pods stored for source, or for all sources when source is NULL. */
 size_t nl_pod_config_count(const nl_pod_config_t *cfg, const char *source);
 

@@ -657,6 +657,8 @@ nl_pod_t *nl_pod_dup(const nl_pod_t *pod);
 enum {
   NL_POD_JSON_PRETTY = 1, /* two-space indent, as kubectl -o json */
   NL_POD_JSON_STATUS = 2, /* also pod->status (the API's); without it, no status */
+  NL_POD_JSON_FULL = 4,   /* also empty strings, false and zero (everything set): decoding
+                           * the output gives back the same pod (checkpoints) */
 };
 
 /* Appends the pod as v1 JSON (upstream field order, empty fields omitted) to out.

@@ -228,6 +228,16 @@ static void list_then_events(void **state) {
   assert_non_null(strstr(data + off, "\"uid\":\"u2\""));
   assert_null(strstr(data + off, "\"uid\":\"u1\""));
   assert_null(strstr(data + off, "\"uid\":\"m1\""));
+  /* the pod comes back from the checkpoint as the merger has it */
+  nl_kube_raw_t *items;
+  size_t n;
+  assert_int_equal(nl_pod_checkpoint_items(data + off, len - off, &items, &n, &err), 0);
+  assert_int_equal(n, 1);
+  nl_pod_t *back = NULL;
+  assert_int_equal(nl_pod_decode_api(items[0].json, items[0].len, &back, &err), 0);
+  assert_int_equal(nl_pod_hash(back), nl_pod_hash(nl_pod_config_get(&f->cfg, "api", "u2")));
+  nl_pod_free(back);
+  free(items);
   free(data);
 }
 
