@@ -14,7 +14,7 @@
 #   time, nanolet's CPU (schedstat) over them less its idle CPU, per event:
 #   status-only (a condition of a type nanolet does not own changes its
 #   message) and metadata (an annotation changes: the pod worker syncs).
-# Node nl-apiscale-bench with its own credential and namespace. PARTS (default
+# Node nl-apiscale-bench (BENCH_NODE) with its own credential and namespace (BENCH_NS). PARTS (default
 # "start requests memory update") picks the parts to run.
 set -uo pipefail
 PARTS=${PARTS:-start requests memory update}
@@ -25,8 +25,8 @@ REPS=${2:-5}
 : "${NANOLET_TEST_CRI_ENDPOINT:?. tools/testenv/env.sh first}"
 NANOLET=$BUILD/agent/nanolet
 FLOOR=$BUILD/tools/bench/pods_floor
-NODE=nl-apiscale-bench
-NS=nanolet-e2e-api-start-bench
+NODE=${BENCH_NODE:-nl-apiscale-bench}
+NS=${BENCH_NS:-nanolet-e2e-api-start-bench}
 TMP=$(mktemp -d /tmp/nanolet-bench.XXXXXX)
 env_file=$(tools/testenv/controlplane.sh up) || exit 1
 # shellcheck source=/dev/null
