@@ -233,16 +233,14 @@ static void on_event(void *ctx, const nl_kube_watch_event_t *ev) {
   nl_pod_t *p = decode(s, ev->object, ev->object_len);
   if (!p) return;
   nl_pod_op_t op = NL_POD_REMOVE;
-  if (ev->type == NL_KUBE_WATCH_DELETED) {
-    s->dirty = true;
-  } else {
-    const nl_pod_t *old = nl_pod_config_get(s->cfg, NL_SOURCE_API, p->metadata.uid);
-    if (!old || nl_pod_config_differ(old, p)) s->dirty = true;
+  if (ev->type != NL_KUBE_WATCH_DELETED)
     op = ev->type == NL_KUBE_WATCH_ADDED ? NL_POD_ADD : NL_POD_UPDATE;
-  }
   nl_pod_t **pods = nl_xmalloc(sizeof *pods);
   pods[0] = p;
+  uint64_t changes = s->cfg->changes;
   feed(s, false, op, pods, 1);
+  /* a change of status alone is not worth a write: it is the API's to keep */
+  if (s->cfg->changes != changes) s->dirty = true;
   write_checkpoint(s);
 }
 

@@ -298,6 +298,7 @@ static podvec_t filter_pods(const char *source, nl_pod_t **pods, size_t n, podve
 
 static void emit(nl_pod_config_t *cfg, nl_pod_op_t op, const char *source, podvec_t *pv, bool force) {
   if (pv->n == 0 && !force) return;
+  if (op != NL_POD_RECONCILE) cfg->changes += pv->n;
   nl_vlog(4, "pod config: %s %zu pods from %s", nl_pod_op_name(op), pv->n, source);
   if (cfg->cb) cfg->cb(op, source, (const nl_pod_t *const *)pv->v, pv->n, cfg->ctx);
 }

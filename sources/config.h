@@ -60,6 +60,9 @@ typedef struct nl_pod_config {
   struct nl_pod_source_state *sources; /* registration order */
   size_t n_sources;
   bool busy; /* in a merge: catches re-entry from the callback */
+  /* Pods emitted as ADD, UPDATE, DELETE or REMOVE so far (not RECONCILE): a
+   * source learns from it whether its input changed anything but statuses. */
+  uint64_t changes;
   /* The clock for config.seen, nanoseconds since the epoch; tests replace it. */
   int64_t (*now_ns)(void *ctx);
 } nl_pod_config_t;
@@ -103,7 +106,7 @@ const nl_pod_t **nl_pod_config_list(const nl_pod_config_t *cfg, const char *sour
 /* Number of pods stored for source, or for all sources when source is NULL. */
 size_t nl_pod_config_count(const nl_pod_config_t *cfg, const char *source);
 
-/* Upstream's podsDifferSemantically (exposed for tests and the API source). */
+/* Upstream's podsDifferSemantically (exposed for tests and benchmarks). */
 bool nl_pod_config_differ(const nl_pod_t *a, const nl_pod_t *b);
 
 #endif
