@@ -24,7 +24,7 @@ PARTS=${PARTS:-start requests memory update}
 CALLGRIND=${CALLGRIND:-}
 WRAP=
 [ -n "$CALLGRIND" ] && WRAP="valgrind --tool=callgrind --callgrind-out-file=${TMPDIR:-/tmp}/nanolet-callgrind.%p.out"
-mark() { [ -z "$CALLGRIND" ] || callgrind_control -d "$1" "$PID" >/dev/null; }
+mark() { [ -z "$CALLGRIND" ] || callgrind_control -d "$1" "$PID" >/dev/null 2>&1; }
 EVENTS=${EVENTS:-200}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 BUILD=${1:-build}
