@@ -34,13 +34,13 @@ static bool index_remove(nl_pod_index_t *x, const char *uid) {
 }
 
 static nl_pod_t *index_set(nl_pod_index_t *x, const nl_pod_t *pod) {
-  index_remove(x, pod->metadata.uid);
-  nl_pod_t *copy = nl_pod_dup(pod);
-  nl_map_put(&x->by_uid, copy->metadata.uid, copy);
-  char *fn = fullname(copy);
-  nl_map_put(&x->by_fullname, fn, copy);
+  nl_pod_t *ref = nl_pod_ref(pod); /* first: pod may be the one replaced */
+  index_remove(x, ref->metadata.uid);
+  nl_map_put(&x->by_uid, ref->metadata.uid, ref);
+  char *fn = fullname(ref);
+  nl_map_put(&x->by_fullname, fn, ref);
   free(fn);
-  return copy;
+  return ref;
 }
 
 static const nl_pod_t *index_by_name(const nl_pod_index_t *x, const char *ns, const char *name) {
@@ -97,9 +97,9 @@ void nl_pod_manager_set(nl_pod_manager_t *m, const nl_pod_t *pod) {
     index_set(&m->pods, pod);
     return;
   }
-  const nl_pod_t *copy = index_set(&m->mirrors, pod);
+  const nl_pod_t *ref = index_set(&m->mirrors, pod);
   if (m->mirror_cb)
-    m->mirror_cb(m->mirror_ctx, copy->metadata.namespace_, copy->metadata.name, copy);
+    m->mirror_cb(m->mirror_ctx, ref->metadata.namespace_, ref->metadata.name, ref);
 }
 
 const nl_pod_t *nl_pod_manager_get(const nl_pod_manager_t *m, const char *uid) {

@@ -1,5 +1,6 @@
 /* The desired pods (upstream pkg/kubelet/pod/pod_manager.go): what the sources
- * want on this node, by UID and by namespace/name. Owns a copy of each pod.
+ * want on this node, by UID and by namespace/name. Holds a reference to each
+ * pod (nl_pod_ref), the version its source decoded.
  *
  * Mirror pods (API pods with the kubernetes.io/config.mirror annotation: the API
  * server's stand-ins for static pods, created by the status manager) are kept
@@ -14,7 +15,7 @@
 #include "reactor/map.h"
 
 typedef struct nl_pod_index {
-  nl_map_t by_uid;      /* uid -> nl_pod_t* (owned) */
+  nl_map_t by_uid;      /* uid -> nl_pod_t* (a reference) */
   nl_map_t by_fullname; /* "namespace/name" -> nl_pod_t* (borrowed from by_uid) */
 } nl_pod_index_t;
 
@@ -32,7 +33,7 @@ typedef struct nl_pod_manager {
 
 void nl_pod_manager_init(nl_pod_manager_t *m);
 void nl_pod_manager_free(nl_pod_manager_t *m);
-/* Adds or replaces the pod with its UID (copied); a mirror pod goes with the
+/* Adds or replaces the pod with its UID (referenced); a mirror pod goes with the
  * mirrors (and the mirror callback runs). */
 void nl_pod_manager_set(nl_pod_manager_t *m, const nl_pod_t *pod);
 /* Removes the pod or mirror pod with this uid, if any. */

@@ -64,7 +64,7 @@ static void start_next(nl_pod_workers_t *pw, nl_pod_worker_t *w) {
   nl_pod_work_t *t = nl_xcalloc(1, sizeof *t);
   t->workers = pw;
   t->uid = nl_xstrdup(w->uid);
-  t->pod = nl_pod_dup(w->pod);
+  t->pod = nl_pod_ref(w->pod);
   t->kind = w->state;
   t->type = w->state == NL_POD_SYNCING ? w->pending_type : NL_SYNC_KILL;
   t->grace_seconds = w->grace_seconds;
@@ -93,7 +93,7 @@ static nl_pod_worker_t *get_or_create(nl_pod_workers_t *pw, const nl_pod_t *pod,
   if (w) return w;
   w = nl_xcalloc(1, sizeof *w);
   w->uid = nl_xstrdup(uid);
-  w->pod = nl_pod_dup(pod);
+  w->pod = nl_pod_ref(pod);
   w->state = NL_POD_SYNCING;
   w->pending_type = NL_SYNC_CREATE;
   w->started_ms = now_ms(pw);
@@ -135,7 +135,7 @@ void nl_pod_workers_update(nl_pod_workers_t *pw, const nl_pod_t *pod, nl_sync_ty
   }
   if (!created) {
     nl_pod_free(w->pod);
-    w->pod = nl_pod_dup(pod);
+    w->pod = nl_pod_ref(pod);
     /* A CREATE not yet started stays a CREATE. */
     if (w->pending_type != NL_SYNC_CREATE || !w->pending) w->pending_type = type;
   }

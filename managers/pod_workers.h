@@ -45,7 +45,7 @@ typedef struct nl_pod_worker nl_pod_worker_t;
 typedef struct nl_pod_work {
   nl_pod_workers_t *workers;
   char *uid;              /* owned */
-  nl_pod_t *pod;          /* owned copy of the desired pod; valid until complete */
+  nl_pod_t *pod;          /* the desired pod (a reference); valid until complete */
   nl_pod_work_state_t kind; /* which syncer function runs */
   nl_sync_type_t type;
   int64_t grace_seconds;  /* for TERMINATING: the grace period to use */
@@ -70,7 +70,7 @@ typedef struct nl_pod_syncer {
 
 struct nl_pod_worker {
   char *uid;
-  nl_pod_t *pod; /* latest desired pod (owned) */
+  nl_pod_t *pod; /* latest desired pod (a reference) */
   nl_pod_work_state_t state;
   uint64_t generation;
   nl_pod_work_t *inflight; /* NULL when idle */
@@ -100,7 +100,7 @@ void nl_pod_workers_init(nl_pod_workers_t *pw, uv_loop_t *loop, const nl_pod_syn
  * only frees it. */
 void nl_pod_workers_free(nl_pod_workers_t *pw);
 
-/* Updates a pod (copied). CREATE/UPDATE/SYNC run a sync unless the pod is
+/* Updates a pod (referenced). CREATE/UPDATE/SYNC run a sync unless the pod is
  * terminating; KILL starts termination with upstream's
  * calculateEffectiveGracePeriod: the shortest of the grace already chosen, the
  * pod's deletionGracePeriodSeconds (the API server's word) and grace_seconds

@@ -152,7 +152,7 @@ struct nl_probe_manager {
 int nl_probe_manager_init(nl_probe_manager_t *m, uv_loop_t *loop, nl_cri_client_t *cri,
                           const nl_probe_manager_opts_t *opts, nl_err_t **err);
 /* upstream AddPod: a worker per probe of each container (and sidecar init
- * container). The pod is copied. A pod already known is left alone (probes are
+ * container). The pod is referenced. A pod already known is left alone (probes are
  * immutable). */
 void nl_probe_manager_add_pod(nl_probe_manager_t *m, const nl_pod_t *pod);
 /* upstream RemovePod: stops the pod's workers and forgets their results. */

@@ -15,7 +15,7 @@
 typedef enum { W_IDLE, W_PROBING, W_STOPPED } wstate_t;
 
 typedef struct ppod {
-  nl_pod_t *pod; /* owned copy: workers point into its spec */
+  nl_pod_t *pod; /* a reference: workers point into its spec */
   nl_list_t workers;
 } ppod_t;
 
@@ -356,7 +356,7 @@ static void add_container(nl_probe_manager_t *m, ppod_t *pp, const nl_container_
 void nl_probe_manager_add_pod(nl_probe_manager_t *m, const nl_pod_t *pod) {
   if (m->stopping || !pod->metadata.uid || nl_map_has(&m->pods, pod->metadata.uid)) return;
   ppod_t *pp = nl_xcalloc(1, sizeof *pp);
-  pp->pod = nl_pod_dup(pod);
+  pp->pod = nl_pod_ref(pod);
   nl_list_init(&pp->workers);
   nl_map_put(&m->pods, pp->pod->metadata.uid, pp);
   const nl_pod_spec_t *s = &pp->pod->spec;

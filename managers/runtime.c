@@ -102,7 +102,7 @@ nl_runtime_op_t *nl__op_new(nl_runtime_t *rt, nl__op_kind_t kind, const nl_pod_t
   nl_runtime_op_t *op = nl_xcalloc(1, sizeof *op);
   op->rt = rt;
   op->kind = kind;
-  op->pod = pod ? nl_pod_dup(pod) : NULL;
+  op->pod = pod ? nl_pod_ref(pod) : NULL;
   op->status = nl_rt_pod_status_dup(status);
   if (pod) {
     op->uid = dup0(pod->metadata.uid);

@@ -72,7 +72,7 @@ struct nl_runtime_op {
   nl_list_t link;          /* in rt->ops */
   nl_runtime_t *rt;
   nl__op_kind_t kind;
-  nl_pod_t *pod;               /* owned copy; NULL for an orphan */
+  nl_pod_t *pod;               /* a reference; NULL for an orphan */
   nl_rt_pod_status_t *status;  /* owned copy; may be NULL */
   char *uid;                   /* the pod's uid (from pod or status) */
   char *desc;                  /* "<name>_<ns>(<uid>)" */

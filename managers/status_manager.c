@@ -44,8 +44,9 @@ static void entry_free(void *p) {
   free(e->namespace_);
   free(e->name);
   free(e->api_uid);
-  json_decref(e->want);
-  json_decref(e->api);
+  free(e->generated);
+  free(e->want);
+  free(e->api);
   free(e);
 }
 
@@ -109,10 +110,33 @@ static json_t *pod_from(const nl_kube_response_t *resp) {
   return json_loadb(resp->body, resp->body_len, 0, NULL);
 }
 
+static char *dump(const json_t *j) { return json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER); }
+
+/* Our own text: it parses. */
+static json_t *load(const char *text) {
+  json_t *j = json_loads(text, 0, NULL);
+  assert(j);
+  return j;
+}
+
+/* status: the API's (NULL: an empty one). */
+static void set_api_status(nl_status_entry_t *e, const json_t *status) {
+  free(e->api);
+  json_t *empty = status ? NULL : json_object();
+  e->api = dump(status ? status : empty);
+  json_decref(empty);
+  e->api_terminal = nl_status_phase_terminal(status);
+  e->api_checked = false;
+}
+
+static void forget_api(nl_status_entry_t *e) {
+  free(e->api);
+  e->api = NULL;
+  e->api_terminal = e->api_checked = false;
+}
+
 static void set_api(nl_status_entry_t *e, const json_t *pod) {
-  json_t *st = json_object_get(pod, "status");
-  json_decref(e->api);
-  e->api = st ? json_incref(st) : json_object();
+  set_api_status(e, json_object_get(pod, "status"));
 }
 
 static void on_get(nl_status_entry_t *e, const nl_kube_response_t *resp) {
@@ -153,8 +177,7 @@ static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_
        * status is not for it. A mirror pod gets recreated and observed again. */
       nl_vlog(2, "status: pod %s/%s: %s: %s", e->namespace_, e->name, what,
               nl_kube_reason_name(r));
-      json_decref(e->api);
-      e->api = NULL;
+      forget_api(e);
       e->acked = e->version;
       if (was == NL_STATUS_DELETE) e->deleted = true;
     } else {
@@ -199,8 +222,8 @@ static const char *target_uid(nl_status_entry_t *e) {
 
 /* upstream canBeDeleted: never a mirror pod (static pods are not deleted this way) */
 static bool can_be_deleted(const nl_status_entry_t *e) {
-  return e->deleting && !e->is_static && e->finished && !e->deleted &&
-         nl_status_phase_terminal(e->api);
+  return e->deleting && !e->is_static && e->finished && !e->deleted && e->api &&
+         e->api_terminal;
 }
 
 static void send_delete(nl_status_entry_t *e) {
@@ -222,8 +245,7 @@ static void step(nl_status_entry_t *e) {
   if (!target) return; /* a static pod without a mirror pod yet */
   if (!e->api_uid || strcmp(e->api_uid, target) != 0) {
     replace_str(&e->api_uid, target);
-    json_decref(e->api);
-    e->api = NULL;
+    forget_api(e);
     e->acked = 0;
   }
   bool stale = e->acked < e->version;
@@ -234,9 +256,12 @@ static void step(nl_status_entry_t *e) {
     return;
   }
   if (stale) {
-    json_t *merged = nl_status_merge(e->api, e->want);
-    json_t *patch = nl_status_patch(e->api_uid, e->api, merged);
+    json_t *api = load(e->api), *want = load(e->want);
+    json_t *merged = nl_status_merge(api, want);
+    json_t *patch = nl_status_patch(e->api_uid, api, merged);
     json_decref(merged);
+    json_decref(api);
+    json_decref(want);
     if (patch) {
       char *text = nl_status_patch_dump(patch);
       json_decref(patch);
@@ -261,10 +286,16 @@ static void reconcile(nl_status_manager_t *sm) {
   while (nl_map_iter_next(&it, NULL, &v)) {
     nl_status_entry_t *e = v;
     if (e->req || e->deleted || e->acked < e->version || !e->api) continue;
-    json_t *merged = nl_status_merge(e->api, e->want);
-    bool same = nl_status_equal(e->api, merged);
-    json_decref(merged);
-    if (!same) {
+    if (!e->api_checked) { /* neither changed since the last check: the same answer */
+      json_t *api = load(e->api), *want = load(e->want);
+      json_t *merged = nl_status_merge(api, want);
+      e->api_same = nl_status_equal(api, merged);
+      e->api_checked = true;
+      json_decref(merged);
+      json_decref(api);
+      json_decref(want);
+    }
+    if (!e->api_same) {
       nl_vlog(3, "status: pod %s/%s: the API's status differs from ours: reconciling",
               e->namespace_, e->name);
       e->acked = 0;
@@ -350,15 +381,6 @@ void nl_status_manager_stop(nl_status_manager_t *sm, void (*done)(void *ctx), vo
   uv_close((uv_handle_t *)&sm->timer, on_timer_closed);
 }
 
-static json_t *status_json(const nl_pod_status_t *st) {
-  nl_buf_t b = {0};
-  nl_pod_status_encode_json(st, &b);
-  json_t *j = json_loadb(b.data, b.len, 0, NULL);
-  nl_buf_free(&b);
-  assert(j); /* our own encoding */
-  return j;
-}
-
 void nl_status_manager_set(nl_status_manager_t *sm, const nl_status_pod_t *pod,
                            const nl_pod_status_t *status) {
   if (sm->stopping) return;
@@ -375,25 +397,38 @@ void nl_status_manager_set(nl_status_manager_t *sm, const nl_status_pod_t *pod,
   bool newly_deletable = (pod->deleting && !e->deleting) || (pod->finished && !e->finished);
   e->deleting = pod->deleting;
   e->finished = e->finished || pod->finished; /* once finished, always finished */
-  json_t *st = status_json(status);
-  if (e->want) {
-    /* A terminal phase recorded before is kept (the merge's guard). */
-    json_t *kept = nl_status_merge(e->want, st);
-    json_decref(st);
-    st = kept;
-    if (nl_status_phase_terminal(e->want) &&
-        strcmp(json_string_value(json_object_get(e->want, "phase")),
-               nl_pod_phase_name(status->phase)) != 0)
-      nl_warn("status: pod %s/%s attempted an illegal phase transition to %s: kept %s",
-              e->namespace_, e->name, nl_pod_phase_name(status->phase),
-              json_string_value(json_object_get(e->want, "phase")));
-  }
-  if (e->want && nl_status_equal(e->want, st) && !newly_deletable) {
-    json_decref(st); /* upstream: "Ignoring same status for pod" */
+  nl_buf_t text = NL_BUF_INIT;
+  nl_pod_status_encode_json(status, &text);
+  /* The same status again: merging it into want (which already has it merged)
+   * gives want back, so nothing is parsed. */
+  if (e->generated && strcmp(e->generated, text.data) == 0 && !newly_deletable) {
+    nl_buf_free(&text);
     return;
   }
-  json_decref(e->want);
-  e->want = st;
+  free(e->generated);
+  e->generated = nl_buf_steal(&text);
+  json_t *st = load(e->generated);
+  if (e->want) {
+    /* A terminal phase recorded before is kept (the merge's guard). */
+    json_t *want = load(e->want);
+    json_t *kept = nl_status_merge(want, st);
+    json_decref(st);
+    st = kept;
+    const char *was = json_string_value(json_object_get(want, "phase"));
+    if (nl_status_phase_terminal(want) && strcmp(was, nl_pod_phase_name(status->phase)) != 0)
+      nl_warn("status: pod %s/%s attempted an illegal phase transition to %s: kept %s",
+              e->namespace_, e->name, nl_pod_phase_name(status->phase), was);
+    bool same = nl_status_equal(want, st);
+    json_decref(want);
+    if (same && !newly_deletable) {
+      json_decref(st); /* upstream: "Ignoring same status for pod" */
+      return;
+    }
+  }
+  free(e->want);
+  e->want = dump(st);
+  json_decref(st);
+  e->api_checked = false;
   e->version++;
   step(e);
 }
@@ -408,8 +443,7 @@ void nl_status_manager_observe(nl_status_manager_t *sm, const char *namespace_,
     if (e->req || !e->api_uid || strcmp(e->api_uid, api_uid) != 0 ||
         strcmp(e->namespace_, namespace_) != 0 || strcmp(e->name, name) != 0)
       continue;
-    json_decref(e->api);
-    e->api = status ? json_deep_copy(status) : json_object();
+    set_api_status(e, status);
   }
 }
 

@@ -82,12 +82,18 @@ typedef struct nl_status_entry {
   nl_status_manager_t *sm;
   char *uid, *namespace_, *name;
   bool is_static, deleting, finished;
-  json_t *want;             /* the latest generated status */
+  /* Statuses are kept as compact JSON text (a jansson tree costs several times
+   * its text) and parsed only to build a patch or compare. */
+  char *generated;          /* the status as last generated (nl_pod_status_encode_json) */
+  char *want;               /* the latest status to write: generated, merged */
   uint64_t version;         /* of want */
   uint64_t acked;           /* the last version the API acknowledged */
   uint64_t in_flight;       /* the version of the request in flight */
   char *api_uid;            /* the API object the status goes to */
-  json_t *api;              /* its status as last seen; NULL: unknown */
+  char *api;                /* its status as last seen; NULL: unknown */
+  bool api_terminal;        /* api's phase is Succeeded or Failed */
+  bool api_checked;         /* api_same holds for the current api and want */
+  bool api_same;            /* want merged into api changes nothing */
   bool deleted;             /* the API object is gone (our DELETE) */
   bool removed;             /* forgotten: freed once its request is done */
   bool calling_out;         /* inside deps.deleted */

@@ -1,6 +1,7 @@
 /* The API source (see apiserver.h). One owner of: the reflector, the offline
- * timer, the raw JSON of the current pods (for the checkpoint), and at most one
- * checkpoint read and one write in flight. */
+ * timer, and at most one checkpoint read and one write in flight. The current
+ * pods are the merger's (its "api" source); the checkpoint is encoded from them
+ * when it is written, so the source keeps no copy of its own. */
 #include "sources/apiserver.h"
 
 #include <assert.h>
@@ -11,13 +12,6 @@
 #include "reactor/xalloc.h"
 #include "sources/checkpoint.h"
 
-/* A pod's JSON as the API server sent it. */
-typedef struct entry {
-  char *json;
-  size_t len;
-  bool mirror; /* mirror pods are not checkpointed: they run nothing */
-} entry_t;
-
 struct nl_api_source {
   uv_loop_t *loop;
   nl_pod_config_t *cfg;
@@ -25,7 +19,6 @@ struct nl_api_source {
   char *checkpoint_path;
   uint64_t offline_wait_ms;
   uv_timer_t offline;
-  nl_map_t entries; /* uid -> entry_t* */
   bool synced;      /* a first list arrived */
   bool offline_due; /* no list in time, or no server: deliver once read */
   char *offline_why; /* for the log */
@@ -42,23 +35,6 @@ struct nl_api_source {
   void *done_ctx;
 };
 
-static void entry_free(void *p) {
-  entry_t *e = p;
-  if (!e) return;
-  free(e->json);
-  free(e);
-}
-
-static entry_t *entry_new(const char *json, size_t len, const nl_pod_t *pod) {
-  entry_t *e = nl_xmalloc(sizeof *e);
-  e->json = nl_xmalloc(len + 1);
-  memcpy(e->json, json, len);
-  e->json[len] = 0;
-  e->len = len;
-  e->mirror = nl_pod_is_mirror(pod);
-  return e;
-}
-
 static void drop_restored(nl_api_source_t *s) {
   free(s->restored_data);
   free(s->restored);
@@ -71,7 +47,6 @@ static void maybe_free(nl_api_source_t *s) {
   if (!s->stopping || s->pending) return;
   void (*done)(void *) = s->done;
   void *ctx = s->done_ctx;
-  nl_map_free(&s->entries, entry_free);
   drop_restored(s);
   free(s->checkpoint_path);
   free(s->offline_why);
@@ -122,29 +97,40 @@ static void on_written(void *ctx, const nl_err_t *err) {
     nl_warn("api source: %s", nl_err_msg(err));
   } else {
     s->stats.checkpoint_writes++;
-    nl_vlog(4, "api source: checkpoint written (%zu pods)", nl_map_size(&s->entries));
+    nl_vlog(4, "api source: checkpoint written");
   }
   if (s->stopping) maybe_free(s);
   else write_checkpoint(s);
 }
 
 /* Only the truth is written: nothing before the first list, which would replace
- * a good checkpoint with an empty one. */
+ * a good checkpoint with an empty one. Each pod is encoded whole (every field
+ * the model knows, and the API's status), so that decoding it gives back the
+ * same pod; mirror pods run nothing and are left out. */
 static void write_checkpoint(nl_api_source_t *s) {
   if (!s->checkpoint_path || !s->synced || s->writing || !s->dirty || s->stopping) return;
   s->dirty = false;
-  nl_kube_raw_t *items = nl_xcalloc(nl_map_size(&s->entries) + 1, sizeof *items);
-  size_t n = 0;
-  nl_map_iter_t it;
-  void *v;
-  nl_map_iter_init(&it, &s->entries);
-  while (nl_map_iter_next(&it, NULL, &v)) {
-    entry_t *e = v;
-    if (!e->mirror) items[n++] = (nl_kube_raw_t){e->json, e->len};
+  size_t n;
+  const nl_pod_t **pods = nl_pod_config_list(s->cfg, NL_SOURCE_API, &n);
+  nl_buf_t json = NL_BUF_INIT;
+  size_t *ends = nl_xcalloc(n + 1, sizeof *ends);
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (nl_pod_is_mirror(pods[i])) continue;
+    nl_pod_encode_json(pods[i], &json, NL_POD_JSON_STATUS | NL_POD_JSON_FULL);
+    ends[m++] = json.len;
+  }
+  free(pods);
+  nl_kube_raw_t *items = nl_xcalloc(m + 1, sizeof *items);
+  for (size_t i = 0; i < m; i++) {
+    size_t start = i ? ends[i - 1] : 0;
+    items[i] = (nl_kube_raw_t){json.data + start, ends[i] - start};
   }
   nl_buf_t b = NL_BUF_INIT;
-  nl_pod_checkpoint_encode(items, n, &b);
+  nl_pod_checkpoint_encode(items, m, &b);
   free(items);
+  free(ends);
+  nl_buf_free(&json);
   size_t len = b.len;
   s->writing = true;
   s->pending++;
@@ -226,16 +212,10 @@ static void on_list(void *ctx, const nl_kube_raw_t *items, size_t n, const char 
   nl_api_source_t *s = ctx;
   nl_pod_t **pods = nl_xcalloc(n + 1, sizeof *pods);
   size_t m = 0;
-  nl_map_t fresh;
-  nl_map_init(&fresh);
   for (size_t i = 0; i < n; i++) {
     nl_pod_t *p = decode(s, items[i].json, items[i].len);
-    if (!p) continue;
-    entry_free(nl_map_put(&fresh, p->metadata.uid, entry_new(items[i].json, items[i].len, p)));
-    pods[m++] = p;
+    if (p) pods[m++] = p;
   }
-  nl_map_free(&s->entries, entry_free);
-  s->entries = fresh;
   if (!s->synced)
     nl_info("api source: %zu pods bound to this node (resourceVersion %s)", m, rv);
   s->synced = true;
@@ -252,20 +232,15 @@ static void on_event(void *ctx, const nl_kube_watch_event_t *ev) {
   s->stats.events++;
   nl_pod_t *p = decode(s, ev->object, ev->object_len);
   if (!p) return;
-  const char *uid = p->metadata.uid;
   nl_pod_op_t op = NL_POD_REMOVE;
-  if (ev->type == NL_KUBE_WATCH_DELETED) {
-    entry_free(nl_map_del(&s->entries, uid));
-    s->dirty = true;
-  } else {
-    const nl_pod_t *old = nl_pod_config_get(s->cfg, NL_SOURCE_API, uid);
-    if (!old || nl_pod_config_differ(old, p)) s->dirty = true;
-    entry_free(nl_map_put(&s->entries, uid, entry_new(ev->object, ev->object_len, p)));
+  if (ev->type != NL_KUBE_WATCH_DELETED)
     op = ev->type == NL_KUBE_WATCH_ADDED ? NL_POD_ADD : NL_POD_UPDATE;
-  }
   nl_pod_t **pods = nl_xmalloc(sizeof *pods);
   pods[0] = p;
+  uint64_t changes = s->cfg->changes;
   feed(s, false, op, pods, 1);
+  /* a change of status alone is not worth a write: it is the API's to keep */
+  if (s->cfg->changes != changes) s->dirty = true;
   write_checkpoint(s);
 }
 
@@ -291,7 +266,6 @@ int nl_api_source_new(nl_api_source_t **out, uv_loop_t *loop, nl_kube_client_t *
   s->cfg = cfg;
   s->checkpoint_path = o->checkpoint_path ? nl_xstrdup(o->checkpoint_path) : NULL;
   s->offline_wait_ms = o->offline_wait_ms ? o->offline_wait_ms : NL_API_SOURCE_OFFLINE_WAIT_MS;
-  nl_map_init(&s->entries);
   uv_timer_init(loop, &s->offline);
   nl_pod_config_add_source(cfg, NL_SOURCE_API);
   *out = s;

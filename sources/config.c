@@ -110,6 +110,18 @@ const nl_pod_t *nl_pod_config_get(const nl_pod_config_t *cfg, const char *source
   return s ? nl_map_get(&s->pods, uid) : NULL;
 }
 
+const nl_pod_t **nl_pod_config_list(const nl_pod_config_t *cfg, const char *source, size_t *n) {
+  const struct nl_pod_source_state *s = find_source(cfg, source);
+  const nl_pod_t **out = nl_xcalloc((s ? nl_map_size(&s->pods) : 0) + 1, sizeof *out);
+  *n = 0;
+  if (!s) return out;
+  nl_map_iter_t it;
+  void *v;
+  nl_map_iter_init(&it, &s->pods);
+  while (nl_map_iter_next(&it, NULL, &v)) out[(*n)++] = v;
+  return out;
+}
+
 size_t nl_pod_config_count(const nl_pod_config_t *cfg, const char *source) {
   size_t n = 0;
   for (size_t i = 0; i < cfg->n_sources; i++)
@@ -286,6 +298,7 @@ static podvec_t filter_pods(const char *source, nl_pod_t **pods, size_t n, podve
 
 static void emit(nl_pod_config_t *cfg, nl_pod_op_t op, const char *source, podvec_t *pv, bool force) {
   if (pv->n == 0 && !force) return;
+  if (op != NL_POD_RECONCILE) cfg->changes += pv->n;
   nl_vlog(4, "pod config: %s %zu pods from %s", nl_pod_op_name(op), pv->n, source);
   if (cfg->cb) cfg->cb(op, source, (const nl_pod_t *const *)pv->v, pv->n, cfg->ctx);
 }

@@ -48,7 +48,7 @@ typedef enum nl_pod_op {
 
 /* Called once per non-empty op of a merge (and once for the empty first ADD).
  * The pods are owned by the config and are only valid during the call: a
- * consumer that keeps one takes nl_pod_dup of it. They are sorted (ADD, UPDATE,
+ * consumer that keeps one takes a reference (nl_pod_ref); they never change. They are sorted (ADD, UPDATE,
  * DELETE, RECONCILE in the order the source gave them; REMOVE by
  * namespace/name). The callback must not call back into the config. */
 typedef void (*nl_pod_config_cb)(nl_pod_op_t op, const char *source, const nl_pod_t *const *pods,
@@ -60,6 +60,9 @@ typedef struct nl_pod_config {
   struct nl_pod_source_state *sources; /* registration order */
   size_t n_sources;
   bool busy; /* in a merge: catches re-entry from the callback */
+  /* Pods emitted as ADD, UPDATE, DELETE or REMOVE so far (not RECONCILE): a
+   * source learns from it whether its input changed anything but statuses. */
+  uint64_t changes;
   /* The clock for config.seen, nanoseconds since the epoch; tests replace it. */
   int64_t (*now_ns)(void *ctx);
 } nl_pod_config_t;
@@ -97,10 +100,13 @@ bool nl_pod_config_source_seen(const nl_pod_config_t *cfg, const char *source);
 
 /* The stored pod of a source by UID, or NULL; valid until the next merge. */
 const nl_pod_t *nl_pod_config_get(const nl_pod_config_t *cfg, const char *source, const char *uid);
+/* The stored pods of a source, in an array the caller frees (not the pods), in
+ * no particular order; valid until the next merge. */
+const nl_pod_t **nl_pod_config_list(const nl_pod_config_t *cfg, const char *source, size_t *n);
 /* Number of pods stored for source, or for all sources when source is NULL. */
 size_t nl_pod_config_count(const nl_pod_config_t *cfg, const char *source);
 
-/* Upstream's podsDifferSemantically (exposed for tests and the API source). */
+/* Upstream's podsDifferSemantically (exposed for tests and benchmarks). */
 bool nl_pod_config_differ(const nl_pod_t *a, const nl_pod_t *b);
 
 #endif

@@ -28,6 +28,7 @@ nl_arena_t *nl__arena_new(size_t first) {
   nl_arena_t *a = nl_xcalloc(1, sizeof *a);
   a->next_size = first < 64 ? 64 : first;
   a->total = sizeof *a;
+  a->refs = 1;
   return a;
 }
 

@@ -11,6 +11,7 @@ typedef struct nl_arena {
   struct nl_arena_chunk *head; /* the chunk being filled */
   size_t next_size;            /* size of the next chunk */
   size_t total;                /* bytes obtained from malloc, headers included */
+  unsigned refs;               /* holders of the object that lives in it (a pod's) */
 } nl_arena_t;
 
 /* first: size of the first chunk (later ones double, up to 16 KiB). */

@@ -1,6 +1,7 @@
 /* The one typed decoder: walks the generic tree (tree.c) into nl_pod_t, with the
  * field path of every problem. Type mismatches are errors (as Go's JSON decoding
  * into typed structs); unknown fields are ignored; null leaves a field unset. */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -777,8 +778,19 @@ nl_pod_t *nl__pod_new(void) {
   return pod;
 }
 
+nl_pod_t *nl_pod_ref(const nl_pod_t *pod) {
+  assert(pod->arena->refs > 0);
+  /* atomic: a holder may drop its reference while a thread-pool job reads the
+   * pod through another */
+  __atomic_add_fetch(&pod->arena->refs, 1, __ATOMIC_RELAXED);
+  return (nl_pod_t *)pod;
+}
+
 void nl_pod_free(nl_pod_t *pod) {
-  if (pod) nl__arena_free(pod->arena); /* the pod itself lives in its arena */
+  if (!pod) return;
+  assert(pod->arena->refs > 0);
+  if (__atomic_sub_fetch(&pod->arena->refs, 1, __ATOMIC_ACQ_REL) == 0)
+    nl__arena_free(pod->arena); /* the pod itself lives in its arena */
 }
 
 /* ---- status (the API's) ---- */

@@ -1,4 +1,5 @@
 /* Upstream's v1 defaulting (pkg/apis/core/v1/defaults.go) for what a pod carries. */
+#include <assert.h>
 #include <string.h>
 
 #include "agent/model/internal.h"
@@ -114,6 +115,7 @@ static void volume(nl_arena_t *a, nl_volume_t *v) {
 
 void nl_pod_set_defaults(nl_pod_t *pod) {
   nl_arena_t *a = pod->arena;
+  assert(a->refs == 1); /* a shared pod is immutable */
   nl_pod_spec_t *s = &pod->spec;
   DEF_STR(a, s->dns_policy, "ClusterFirst");
   DEF_STR(a, s->restart_policy, "Always");

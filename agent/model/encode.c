@@ -681,7 +681,8 @@ void nl__pod_encode(const nl_pod_t *pod, nl_buf_t *out, bool pretty, bool full, 
 }
 
 void nl_pod_encode_json(const nl_pod_t *pod, nl_buf_t *out, int flags) {
-  nl__pod_encode(pod, out, flags & NL_POD_JSON_PRETTY, false, flags & NL_POD_JSON_STATUS);
+  nl__pod_encode(pod, out, flags & NL_POD_JSON_PRETTY, flags & NL_POD_JSON_FULL,
+                 flags & NL_POD_JSON_STATUS);
 }
 
 void nl_container_encode_json(const nl_container_t *c, nl_buf_t *out) {

@@ -1,4 +1,5 @@
 /* Static pods (upstream pkg/kubelet/config/common.go), lookups, mutation, copies. */
+#include <assert.h>
 #include <ctype.h>
 #include <mbedtls/md5.h>
 #include <mbedtls/version.h>
@@ -22,6 +23,7 @@ const nl_quantity_t *nl_resource_list_get(const nl_resource_list_t *l, const cha
 }
 
 void nl_pod_set_annotation(nl_pod_t *pod, const char *key, const char *value) {
+  assert(pod->arena->refs == 1); /* a shared pod is immutable */
   nl_kvlist_t *l = &pod->metadata.annotations;
   for (size_t i = 0; i < l->n; i++) {
     if (strcmp(l->items[i].key, key) == 0) {
@@ -92,6 +94,7 @@ void nl_pod_static_uid(const nl_pod_t *pod, const nl_static_source_t *src, char 
 
 void nl_pod_apply_static(nl_pod_t *pod, const nl_static_source_t *src) {
   nl_arena_t *a = pod->arena;
+  assert(a->refs == 1); /* a shared pod is immutable */
   char *node = src->node_name ? nl_xstrdup(src->node_name) : nl_node_name_default();
   for (char *p = node; *p; p++) *p = (char)tolower((unsigned char)*p); /* as GetHostname */
   nl_static_source_t s = *src;

@@ -582,7 +582,15 @@ int nl_pod_decode_list(const char *data, size_t len, const char *origin, nl_pod_
  * with *err (no pod). No defaults are applied. */
 int nl_pod_decode_api(const char *data, size_t len, nl_pod_t **out, nl_err_t **err);
 
+/* Drops one reference to the pod; the last one frees it. NULL is fine. */
 void nl_pod_free(nl_pod_t *pod);
+
+/* Another reference to the same pod (returned, so that a holder can keep it in
+ * an `nl_pod_t *`), dropped with nl_pod_free(). A decoded pod may be changed
+ * (defaults, static naming, annotations) only while it has one holder; once
+ * shared it is immutable, and every layer holds the one version by reference
+ * instead of copying it (DESIGN.md: decoded objects are shared). */
+nl_pod_t *nl_pod_ref(const nl_pod_t *pod);
 
 /* ---- defaulting and validation ---- */
 
@@ -640,7 +648,8 @@ const char *nl_kvlist_get(const nl_kvlist_t *l, const char *key);
 bool nl_pod_is_mirror(const nl_pod_t *pod);
 /* The quantity for a resource name, or NULL. */
 const nl_quantity_t *nl_resource_list_get(const nl_resource_list_t *l, const char *name);
-/* A deep copy with its own arena (caller frees with nl_pod_free). */
+/* A deep copy with its own arena, one holder (caller frees with nl_pod_free): for
+ * a pod to change; a holder that only reads takes nl_pod_ref. */
 nl_pod_t *nl_pod_dup(const nl_pod_t *pod);
 
 /* ---- encoding and hashing ---- */
@@ -648,6 +657,8 @@ nl_pod_t *nl_pod_dup(const nl_pod_t *pod);
 enum {
   NL_POD_JSON_PRETTY = 1, /* two-space indent, as kubectl -o json */
   NL_POD_JSON_STATUS = 2, /* also pod->status (the API's); without it, no status */
+  NL_POD_JSON_FULL = 4,   /* also empty strings, false and zero (everything set): decoding
+                           * the output gives back the same pod (checkpoints) */
 };
 
 /* Appends the pod as v1 JSON (upstream field order, empty fields omitted) to out.

@@ -12,6 +12,7 @@
 #include "agent/model/arena.h"
 #include "agent/model/pod.h"
 #include "sources/checkpoint.h"
+#include "sources/config.h"
 #include "tools/bench/slurp.h"
 
 static double now_us(void) {
@@ -64,6 +65,11 @@ int main(int argc, char **argv) {
   });
   nl_pod_decode_api(json, len, &pod, &err);
   BEST_OF("copy (nl_pod_dup, a JSON round trip)", len, iters, nl_pod_free(nl_pod_dup(pod)));
+  BEST_OF("share (nl_pod_ref + nl_pod_free)", len, iters, nl_pod_free(nl_pod_ref(pod)));
+  nl_pod_t *other = nl_pod_dup(pod);
+  BEST_OF("semantic comparison (nl_pod_config_differ)", len, iters,
+          if (nl_pod_config_differ(pod, other)) abort());
+  nl_pod_free(other);
   nl_pod_free(pod);
 
   enum { N = 110 };

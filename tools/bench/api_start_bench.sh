@@ -14,10 +14,17 @@
 #   time, nanolet's CPU (schedstat) over them less its idle CPU, per event:
 #   status-only (a condition of a type nanolet does not own changes its
 #   message) and metadata (an annotation changes: the pod worker syncs).
-# Node nl-apiscale-bench with its own credential and namespace. PARTS (default
+# Node nl-apiscale-bench (BENCH_NODE) with its own credential and namespace (BENCH_NS). PARTS (default
 # "start requests memory update") picks the parts to run.
 set -uo pipefail
 PARTS=${PARTS:-start requests memory update}
+# CALLGRIND=1 (update only): nanolet runs under callgrind, which dumps its
+# instruction counts at the start and end of each kind of events
+# (${TMPDIR:-/tmp}/nanolet-callgrind.<pid>.out.<n>; callgrind_annotate them).
+CALLGRIND=${CALLGRIND:-}
+WRAP=
+[ -n "$CALLGRIND" ] && WRAP="valgrind --tool=callgrind --callgrind-out-file=${TMPDIR:-/tmp}/nanolet-callgrind.%p.out"
+mark() { [ -z "$CALLGRIND" ] || callgrind_control -d "$1" "$PID" >/dev/null 2>&1; }
 EVENTS=${EVENTS:-200}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 BUILD=${1:-build}
@@ -25,8 +32,8 @@ REPS=${2:-5}
 : "${NANOLET_TEST_CRI_ENDPOINT:?. tools/testenv/env.sh first}"
 NANOLET=$BUILD/agent/nanolet
 FLOOR=$BUILD/tools/bench/pods_floor
-NODE=nl-apiscale-bench
-NS=nanolet-e2e-api-start-bench
+NODE=${BENCH_NODE:-nl-apiscale-bench}
+NS=${BENCH_NS:-nanolet-e2e-api-start-bench}
 TMP=$(mktemp -d /tmp/nanolet-bench.XXXXXX)
 env_file=$(tools/testenv/controlplane.sh up) || exit 1
 # shellcheck source=/dev/null
@@ -99,7 +106,7 @@ delete_all() { # graceful delete, then wait until nanolet deleted every object a
 
 kubectl delete ns "$NS" --ignore-not-found --wait=true >/dev/null 2>&1
 kubectl create ns "$NS" >/dev/null
-"$NANOLET" --kubeconfig "$KC" --hostname-override "$NODE" --node-ip 127.0.0.1 -v=6 \
+$WRAP "$NANOLET" --kubeconfig "$KC" --hostname-override "$NODE" --node-ip 127.0.0.1 -v=6 \
   --root-dir "$TMP/root" --container-runtime-endpoint "$NANOLET_TEST_CRI_ENDPOINT" \
   --healthz-port 0 >>"$TMP/agent.log" 2>&1 & # appends: the log is emptied below
 PID=$!
@@ -205,9 +212,11 @@ c0=$(cpu_ns); t0=$(date +%s%N); sleep 10; c1=$(cpu_ns); t1=$(date +%s%N)
 idle=$(awk -v c="$((c1 - c0))" -v t="$((t1 - t0))" 'BEGIN {print c / t}') # CPU s per s
 echo "idle: $(awk -v i="$idle" 'BEGIN {printf "%.3f", i * 100}') % of one core; load $(cut -d' ' -f1-3 /proc/loadavg)"
 for kind in status metadata; do
+  mark "before-$kind"
   c0=$(cpu_ns); t0=$(date +%s%N)
   patches "$kind" || { echo "PATCH failed"; exit 1; }
-  sleep 3 # the last events handled (and the syncs they cause)
+  sleep "${SETTLE:-3}" # the last events handled (and the syncs they cause)
+  mark "$kind"
   c1=$(cpu_ns); t1=$(date +%s%N)
   awk -v c="$((c1 - c0))" -v t="$((t1 - t0))" -v i="$idle" -v n="$EVENTS" -v k="$kind" \
     'BEGIN {printf "%s: %d events in %.1f s, nanolet CPU %.1f ms, %.1f us per event (idle deducted)\n", k, n, t / 1e9, c / 1e6, (c - i * t) / 1e3 / n}'

@@ -68,6 +68,8 @@ static void mirrors_apart(void **state) {
   assert_int_equal(t.n, 2);
   assert_int_equal(nl_pod_manager_count(&m), 0);
   nl_pod_manager_set(&m, mi); /* freed with the manager */
+  /* the pod manager holds the version it was given, not a copy */
+  assert_ptr_equal(nl_pod_manager_mirror_get(&m, "kube-system", "etcd-node1"), mi);
   nl_pod_manager_free(&m);
   nl_pod_free(st);
   nl_pod_free(mi);

@@ -103,6 +103,9 @@ static void one_sync_in_flight_and_updates_coalesce(void **state) {
   assert_int_equal(f->rec.n, 2); /* the two updates ran as one, with the newest pod */
   assert_int_equal(f->rec.calls[1].type, NL_SYNC_UPDATE);
   assert_string_equal(f->rec.calls[1].image, "img:3");
+  assert_ptr_equal(f->rec.calls[1].w->pod, c); /* shared, not copied */
+  nl_pod_free(c), c = NULL; /* the token keeps its own reference */
+  assert_string_equal(f->rec.calls[1].w->pod->spec.containers[0].image, "img:3");
   nl_pod_workers_complete(f->rec.calls[1].w, NULL, false);
   assert_int_equal(f->rec.n, 2);
   assert_int_equal(nl_pod_workers_get(&f->pw, "u1")->state, NL_POD_SYNCING);

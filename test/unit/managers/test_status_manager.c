@@ -197,7 +197,7 @@ static void terminal_phase_is_sticky(void **state) {
   set(f, &P, NL_POD_FAILED, NULL);
   set(f, &P, NL_POD_RUNNING, "10.0.0.1");
   const nl_status_entry_t *e = nl_status_manager_entry(&f->sm, "u1");
-  assert_string_equal(json_string_value(json_object_get(e->want, "phase")), "Failed");
+  assert_non_null(strstr(e->want, "\"phase\":\"Failed\""));
   fake_respond(req(0), 200, POD_JSON("u1", "{\"phase\":\"Succeeded\"}"));
   /* the API said Succeeded first: it stays */
   assert_int_equal(fake_nreqs, 2);

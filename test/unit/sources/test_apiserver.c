@@ -228,7 +228,40 @@ static void list_then_events(void **state) {
   assert_non_null(strstr(data + off, "\"uid\":\"u2\""));
   assert_null(strstr(data + off, "\"uid\":\"u1\""));
   assert_null(strstr(data + off, "\"uid\":\"m1\""));
+  /* the pod comes back from the checkpoint as the merger has it */
+  nl_kube_raw_t *items;
+  size_t n;
+  assert_int_equal(nl_pod_checkpoint_items(data + off, len - off, &items, &n, &err), 0);
+  assert_int_equal(n, 1);
+  nl_pod_t *back = NULL;
+  assert_int_equal(nl_pod_decode_api(items[0].json, items[0].len, &back, &err), 0);
+  assert_int_equal(nl_pod_hash(back), nl_pod_hash(nl_pod_config_get(&f->cfg, "api", "u2")));
+  nl_pod_free(back);
+  free(items);
   free(data);
+}
+
+static uint64_t writes(fixture_t *f) { return nl_api_source_stats(f->src)->checkpoint_writes; }
+
+/* A change of status alone leaves the checkpoint as it is; a change of the
+ * pod (here a label) rewrites it. */
+static void only_pod_changes_rewrite_checkpoint(void **state) {
+  fixture_t *f = *state;
+  start(f, 60000);
+  respond_free(run_until(f, 1), 200, list_of("10", 1, pod("a", "u1", "", "")));
+  expect_log(f, "ADD ns/a\n");
+  fake_req_t *w = run_until(f, 2);
+  fake_head(w, 200);
+  for (int i = 0; i < 300; i++) turn(f);
+  assert_int_equal(writes(f), 1);
+  event(w, "MODIFIED", pod("a", "u1", "", ",\"podIP\":\"10.0.0.9\""));
+  expect_log(f, "RECONCILE ns/a\n");
+  for (int i = 0; i < 300; i++) turn(f);
+  assert_int_equal(writes(f), 1);
+  event(w, "MODIFIED", pod("a", "u1", ",\"labels\":{\"k\":\"v\"}", ",\"podIP\":\"10.0.0.9\""));
+  expect_log(f, "UPDATE ns/a\n");
+  for (int i = 0; i < 300; i++) turn(f);
+  assert_int_equal(writes(f), 2);
 }
 
 /* No list in time: the checkpoint's pods are ADDed (not a SET: the source stays
@@ -315,6 +348,7 @@ static void needs_node_name(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(list_then_events, setup, teardown),
+      cmocka_unit_test_setup_teardown(only_pod_changes_rewrite_checkpoint, setup, teardown),
       cmocka_unit_test_setup_teardown(offline_start_runs_checkpoint, setup, teardown),
       cmocka_unit_test_setup_teardown(unreachable_runs_checkpoint_at_once, setup, teardown),
       cmocka_unit_test_setup_teardown(list_in_time_ignores_checkpoint, setup, teardown),
