@@ -250,14 +250,14 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 
 static void rmdirs_work(uv_work_t *w) {
   rmdirs_t *r = container_of(w, rmdirs_t, w);
+  /* The pod cgroup first (the runtime has removed the containers' own): the
+   * pod directory stays until it is gone, so a crash in between leaves the
+   * housekeeping something to find and finish. */
+  if (r->cgroups && nl_cgroups_pod_destroy(r->cgroups, r->uid, &r->err) < 0) return;
   if (nl__volumes_teardown_sync(r->root, r->uid, &r->err) < 0) return;
   if (r->logdir && nftw(r->logdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0 &&
-      errno != ENOENT) {
+      errno != ENOENT)
     nl_err_set(&r->err, errno, "remove %s: %s", r->logdir, strerror(errno));
-    return;
-  }
-  /* the pod cgroup last: the runtime has removed the containers' own */
-  if (r->cgroups) nl_cgroups_pod_destroy(r->cgroups, r->uid, &r->err);
 }
 
 static void rmdirs_done(uv_work_t *w, int status) {
