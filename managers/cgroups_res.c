@@ -29,39 +29,10 @@ int64_t nl_cgroups_shares_to_weight(int64_t shares) {
   return 1 + ((shares - 2) * 9999) / 262142;
 }
 
-/* The pod's limit of a resource (resource helpers PodLimits): the containers'
- * sum, or an init container's when larger, plus overhead; *all says whether
- * every container (init ones too) declares it. */
-static int64_t pod_limit(const nl_pod_t *pod, const char *res, bool *all) {
-  bool milli = strcmp(res, "cpu") == 0;
-  const nl_pod_spec_t *s = &pod->spec;
-  int64_t sum = 0, init_max = 0, sidecars = 0;
-  *all = true;
-  for (size_t i = 0; i < s->n_containers + s->n_init_containers; i++) {
-    bool init = i >= s->n_containers;
-    const nl_container_t *c = init ? &s->init_containers[i - s->n_containers] : &s->containers[i];
-    const nl_quantity_t *q = nl_resource_list_get(&c->resources.limits, res);
-    int64_t v = q ? (milli ? nl_quantity_milli_value(q) : nl_quantity_value(q)) : 0;
-    if (!q || v == 0) *all = false;
-    if (!init) {
-      sum += v;
-    } else if (c->restart_policy && strcmp(c->restart_policy, "Always") == 0) {
-      sidecars += v; /* a sidecar runs on beside what follows it */
-      if (sidecars > init_max) init_max = sidecars;
-    } else if (sidecars + v > init_max) {
-      init_max = sidecars + v;
-    }
-  }
-  int64_t total = sum + sidecars > init_max ? sum + sidecars : init_max;
-  const nl_quantity_t *o = nl_resource_list_get(&s->overhead, res);
-  if (o) total += milli ? nl_quantity_milli_value(o) : nl_quantity_value(o);
-  return total;
-}
-
 nl_cgroup_res_t nl_cgroups_pod_res(const nl_pod_t *pod, bool cfs_quota, int64_t pids_limit) {
   bool cpu_all, mem_all;
-  int64_t cpu_lim = pod_limit(pod, "cpu", &cpu_all);
-  int64_t mem_lim = pod_limit(pod, "memory", &mem_all);
+  int64_t cpu_lim = nl_admit_pod_limit(pod, "cpu", &cpu_all);
+  int64_t mem_lim = nl_admit_pod_limit(pod, "memory", &mem_all);
   int64_t shares = nl_cgroups_milli_to_shares(nl_admit_pod_request(pod, "cpu"));
   int64_t quota = cfs_quota ? nl_cgroups_milli_to_quota(cpu_lim, NL_CGROUPS_QUOTA_PERIOD) : -1;
   nl_cgroup_res_t r = {0};
