@@ -30,6 +30,8 @@ void nl_config_defaults(nl_kubelet_config_t *c) {
   c->pod_pids_limit = -1;
   c->cgroup_driver = nl_xstrdup("cgroupfs");
   c->cgroups_per_qos = true;
+  c->cpu_cfs_quota = true;
+  nl__strlist_add(&c->enforce_node_allocatable, "pods");
   c->resolv_conf = nl_xstrdup("/etc/resolv.conf");
   c->serialize_image_pulls = true;
   c->container_log_max_size = nl_xstrdup("10Mi");
@@ -335,6 +337,44 @@ static int validate_node(const nl_kubelet_config_t *c, nl_err_t **err) {
   return 0;
 }
 
+/* upstream ValidateKubeletConfiguration on enforceNodeAllocatable. */
+static int validate_allocatable(const nl_kubelet_config_t *c, nl_err_t **err) {
+  const nl_config_list_t *l = &c->enforce_node_allocatable;
+  for (size_t i = 0; i < l->n; i++) {
+    const char *v = l->v[i];
+    if (!strcmp(v, "pods")) {
+      if (!c->cgroups_per_qos)
+        return nl_err_set(err, NL_EINVAL,
+                          "invalid configuration: enforceNodeAllocatable (--enforce-node-allocatable) "
+                          "contains \"pods\" but cgroupsPerQOS (--cgroups-per-qos) is false");
+    } else if (!strcmp(v, "system-reserved")) {
+      if (!c->system_reserved_cgroup || !*c->system_reserved_cgroup)
+        return nl_err_set(err, NL_EINVAL,
+                          "invalid configuration: systemReservedCgroup (--system-reserved-cgroup) "
+                          "must be specified when \"system-reserved\" contained in "
+                          "enforceNodeAllocatable (--enforce-node-allocatable)");
+    } else if (!strcmp(v, "kube-reserved")) {
+      if (!c->kube_reserved_cgroup || !*c->kube_reserved_cgroup)
+        return nl_err_set(err, NL_EINVAL,
+                          "invalid configuration: kubeReservedCgroup (--kube-reserved-cgroup) "
+                          "must be specified when \"kube-reserved\" contained in "
+                          "enforceNodeAllocatable (--enforce-node-allocatable)");
+    } else if (!strcmp(v, "none")) {
+      if (l->n > 1)
+        return nl_err_set(err, NL_EINVAL,
+                          "invalid configuration: enforceNodeAllocatable (--enforce-node-allocatable) "
+                          "may not contain additional enforcements when \"none\" is specified");
+    } else {
+      return nl_err_set(err, NL_EINVAL,
+                        "invalid configuration: option \"%s\" specified for enforceNodeAllocatable "
+                        "(--enforce-node-allocatable). Valid options are \"pods\", "
+                        "\"system-reserved\", \"kube-reserved\", or \"none\"",
+                        v);
+    }
+  }
+  return 0;
+}
+
 int nl_config_validate(const nl_kubelet_config_t *c, nl_err_t **err) {
   if (c->image_gc_low_threshold_percent >= c->image_gc_high_threshold_percent)
     return nl_err_set(err, NL_EINVAL,
@@ -345,6 +385,7 @@ int nl_config_validate(const nl_kubelet_config_t *c, nl_err_t **err) {
   if (c->cgroup_driver && strcmp(c->cgroup_driver, "cgroupfs") && strcmp(c->cgroup_driver, "systemd"))
     return nl_err_set(err, NL_EINVAL, "cgroupDriver: must be cgroupfs or systemd, got \"%s\"",
                       c->cgroup_driver);
+  if (validate_allocatable(c, err) < 0) return -1;
   if (c->hairpin_mode && strcmp(c->hairpin_mode, "promiscuous-bridge") &&
       strcmp(c->hairpin_mode, "hairpin-veth") && strcmp(c->hairpin_mode, "none"))
     return nl_err_set(err, NL_EINVAL,

@@ -50,6 +50,10 @@ typedef struct nl_kubelet_config {
   char *cgroup_driver;
   char *cgroup_root;
   bool cgroups_per_qos;
+  bool cpu_cfs_quota;
+  nl_config_list_t enforce_node_allocatable; /* "pods", "system-reserved", ... */
+  char *system_reserved_cgroup;
+  char *kube_reserved_cgroup;
   nl_config_list_t cluster_dns;
   char *cluster_domain;
   char *resolv_conf;

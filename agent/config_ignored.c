@@ -20,10 +20,6 @@
  * until then it must be readable and is then ignored. `.note`: see the header. */
 const nl_config_ignored_t nl__config_ignored[] = {
     {"imageServiceEndpoint"},
-    {"podPidsLimit"},
-    {"cgroupDriver"},
-    {"cgroupRoot"},
-    {"cgroupsPerQOS"},
     {"evictionHard", .note = "nanolet evicts no pods yet; the thresholds only lower the Node's allocatable"},
     {"evictionPressureTransitionPeriod"},
     {"imageGCHighThresholdPercent"},
@@ -32,7 +28,6 @@ const nl_config_ignored_t nl__config_ignored[] = {
     {"shutdownGracePeriod"},
     {"shutdownGracePeriodCriticalPods"},
     {"streamingConnectionIdleTimeout"},
-    {"failSwapOn"},
     {"hairpinMode"},
     {"rotateCertificates"},
     {"makeIPTablesUtilChains"},

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/kubelet_cgroups.h"
 #include "agent/kubelet_metrics.h"
 #include "agent/kubelet_node.h"
 #include "agent/kubelet_pods.h"
@@ -131,7 +132,9 @@ void nl__kubelet_cri_user_stopped(nl_kubelet_t *k) {
 }
 
 static void on_runtime_stopped(nl_runtime_t *rt) {
-  nl__kubelet_cri_user_stopped(container_of(rt, nl_kubelet_t, runtime));
+  nl_kubelet_t *k = container_of(rt, nl_kubelet_t, runtime);
+  nl__kubelet_cgroups_stop(k); /* the runtime's work on pod cgroups is over */
+  nl__kubelet_cri_user_stopped(k);
 }
 
 static void on_pleg_stopped(nl_pleg_t *p) { nl__kubelet_cri_user_stopped(container_of(p, nl_kubelet_t, pleg)); }
@@ -263,6 +266,7 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
   nl_agent_server_add_check(&k->server, "syncloop", syncloop_check, k);
   nl_agent_server_add_check(&k->server, "pleg", pleg_check, k);
 
+  if (nl__kubelet_cgroups_init(k, err) < 0) return -1;
   nl_runtime_opts_t ro = {
       .node_name = node_name,
       .root_dir = cfg->root_dir,
@@ -281,6 +285,9 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
       /* Set up with the API client too; without one there are no services. */
       .service_env = nl_services_env,
       .service_env_ctx = &k->services,
+      .cgroups = &k->cgroups,
+      .cpu_cfs_quota = cfg->cpu_cfs_quota,
+      .cpu_cfs_quota_set = true,
   };
   if (nl_runtime_init(&k->runtime, loop, &k->cri, &ro, err) < 0) return -1;
   k->runtime_up = true;
@@ -323,6 +330,7 @@ int nl_kubelet_start(nl_kubelet_t *k, nl_err_t **err) {
   k->last_sync_loop_ms = uv_now(k->loop);
   k->started_ns = nl_pleg_realtime_ns(NULL);
   check_runtime(k);
+  nl_cgroups_start(&k->cgroups);
   nl_pleg_start(&k->pleg);
   nl_logrotate_start(&k->logrotate);
   nl__kubelet_node_start(k);
@@ -363,6 +371,7 @@ void nl_kubelet_stop(nl_kubelet_t *k, nl_kubelet_done_cb done_cb) {
   if (k->url_source_up) nl_url_source_stop(&k->url_source, on_url_source_stopped);
   if (k->pleg_up) nl_pleg_stop(&k->pleg, on_pleg_stopped);
   if (k->runtime_up) nl_runtime_stop(&k->runtime, on_runtime_stopped);
+  else nl__kubelet_cgroups_stop(k);
   if (k->probes_up) nl_probe_manager_stop(&k->probes, on_probes_stopped);
   nl__kubelet_streams_stop(k);
   nl__kubelet_stats_stop(k);

@@ -75,6 +75,8 @@ struct nl_kubelet {
   nl_url_source_t url_source;  /* staticPodURL */
   nl_pod_manager_t pods;       /* what the sources want */
   nl_pod_workers_t workers;
+  bool cgroups_up;
+  nl_cgroups_t cgroups;        /* the container manager; outlives the runtime manager */
   bool runtime_up, pleg_up;
   nl_runtime_t runtime;
   nl_pleg_t pleg;

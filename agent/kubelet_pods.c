@@ -330,6 +330,8 @@ void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t 
       if (pod->metadata.deletion_timestamp) { /* deleted while the agent was away */
         nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, -1);
       } else if (admit(k, pod)) {
+        /* upstream updates the QoS cgroups before a new pod's cgroup */
+        if (k->cgroups_up) nl_cgroups_update_qos(&k->cgroups);
         nl_pod_workers_update(&k->workers, pod, NL_SYNC_CREATE, -1);
         if (k->probes_up) nl_probe_manager_add_pod(&k->probes, pod);
       }
@@ -660,6 +662,12 @@ void nl__kubelet_pods_housekeeping(nl_kubelet_t *k) {
     state_free(nl_map_del(&k->pod_states, uid));
     if (k->node_up) nl_status_manager_remove(&k->statuses, uid);
   }
+}
+
+bool nl__kubelet_pod_finished(nl_kubelet_t *k, const nl_pod_t *pod) {
+  pod_state_t *ps = nl_map_get(&k->pod_states, pod->metadata.uid);
+  return ps && (ps->rejected_reason || (ps->status && (ps->status->phase == NL_POD_SUCCEEDED ||
+                                                       ps->status->phase == NL_POD_FAILED)));
 }
 
 /* ---- --runonce ---- */

@@ -23,6 +23,8 @@ void nl__kubelet_pleg_event(const nl_pleg_event_t *ev, void *ctx);
 void nl__kubelet_pods_sync_tick(nl_kubelet_t *k);
 /* The 2 s tick: forget what is gone, kill what no source wants. */
 void nl__kubelet_pods_housekeeping(nl_kubelet_t *k);
+/* The pod was rejected or has reached Succeeded or Failed. */
+bool nl__kubelet_pod_finished(nl_kubelet_t *k, const nl_pod_t *pod);
 /* --runonce: how many of the wanted pods are not Running (or Succeeded) yet. */
 size_t nl__kubelet_pods_not_running(nl_kubelet_t *k, size_t *total);
 /* GET /pods. */

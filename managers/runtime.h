@@ -23,6 +23,7 @@
 
 #include "agent/model/pod.h"
 #include "cri/conn.h"
+#include "managers/cgroups.h"
 #include "managers/images.h"
 #include "managers/runtime_types.h"
 #include "reactor/backoff.h"
@@ -57,6 +58,10 @@ typedef struct nl_runtime_opts {
                                 * cpu_cfs_quota_set is false) */
   bool cpu_cfs_quota_set;
   const char *runtime_handler; /* RunPodSandboxRequest.runtime_handler; NULL: "" */
+  /* The pod cgroups: the sandbox's cgroup parent, made before the sandbox and
+   * removed with the pod's directories. NULL: the runtime's default parent.
+   * Must outlive the runtime manager's stop. */
+  const nl_cgroups_t *cgroups;
   /* Back-off overrides for tests (0: the upstream 10 s / 5 min). */
   uint64_t backoff_initial_ms, backoff_max_ms;
   uint64_t image_backoff_initial_ms, image_backoff_max_ms;

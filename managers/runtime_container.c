@@ -7,10 +7,6 @@
 #include "managers/volumes.h"
 #include "reactor/xalloc.h"
 
-#define MIN_SHARES 2
-#define MAX_SHARES 262144
-#define QUOTA_PERIOD 100000 /* 100 ms in us */
-#define MIN_QUOTA_PERIOD 1000
 #define GUARANTEED_OOM_SCORE_ADJ (-997)
 #define BESTEFFORT_OOM_SCORE_ADJ 1000
 
@@ -92,18 +88,6 @@ int64_t nl_runtime_oom_score_adj(const nl_pod_t *pod, const nl_container_t *c,
 
 /* ---- resources ---- */
 
-static int64_t milli_to_shares(int64_t m) {
-  if (m == 0) return MIN_SHARES;
-  int64_t s = m * 1024 / 1000;
-  return s < MIN_SHARES ? MIN_SHARES : s > MAX_SHARES ? MAX_SHARES : s;
-}
-
-static int64_t milli_to_quota(int64_t m, int64_t period) {
-  if (m == 0) return 0;
-  int64_t q = m * period / 1000;
-  return q < MIN_QUOTA_PERIOD ? MIN_QUOTA_PERIOD : q;
-}
-
 static Runtime__V1__LinuxContainerResources *resources(const nl_runtime_opts_t *opts,
                                                        const nl_pod_t *pod,
                                                        const nl_container_t *c) {
@@ -114,11 +98,11 @@ static Runtime__V1__LinuxContainerResources *resources(const nl_runtime_opts_t *
   const nl_quantity_t *mlim = nl_resource_list_get(&c->resources.limits, "memory");
   int64_t lim_milli = clim ? nl_quantity_milli_value(clim) : 0;
   /* A missing request defaults to the limit, as the API server would. */
-  r->cpu_shares = milli_to_shares(creq ? nl_quantity_milli_value(creq) : lim_milli);
+  r->cpu_shares = nl_cgroups_milli_to_shares(creq ? nl_quantity_milli_value(creq) : lim_milli);
   if (mlim && nl_quantity_value(mlim) != 0) r->memory_limit_in_bytes = nl_quantity_value(mlim);
   if (opts->cpu_cfs_quota) {
-    r->cpu_period = QUOTA_PERIOD;
-    r->cpu_quota = milli_to_quota(lim_milli, QUOTA_PERIOD);
+    r->cpu_period = NL_CGROUPS_QUOTA_PERIOD;
+    r->cpu_quota = nl_cgroups_milli_to_quota(lim_milli, NL_CGROUPS_QUOTA_PERIOD);
   }
   r->oom_score_adj = nl_runtime_oom_score_adj(pod, c, opts->node_memory_bytes);
   for (size_t i = 0; i < c->resources.limits.n; i++) {

@@ -238,6 +238,7 @@ typedef struct rmdirs {
   uv_work_t w;
   nl_runtime_op_t *op;
   char *root, *uid, *logdir;
+  const nl_cgroups_t *cgroups; /* NULL: no pod cgroups */
   nl_err_t *err;
 } rmdirs_t;
 
@@ -249,6 +250,10 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 
 static void rmdirs_work(uv_work_t *w) {
   rmdirs_t *r = container_of(w, rmdirs_t, w);
+  /* The pod cgroup first (the runtime has removed the containers' own): the
+   * pod directory stays until it is gone, so a crash in between leaves the
+   * housekeeping something to find and finish. */
+  if (r->cgroups && nl_cgroups_pod_destroy(r->cgroups, r->uid, &r->err) < 0) return;
   if (nl__volumes_teardown_sync(r->root, r->uid, &r->err) < 0) return;
   if (r->logdir && nftw(r->logdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0 &&
       errno != ENOENT)
@@ -280,6 +285,7 @@ static void remove_dirs(nl_runtime_op_t *op) {
   r->op = op;
   r->root = nl_xstrdup(op->rt->opts.root_dir);
   r->uid = nl_xstrdup(op->uid);
+  r->cgroups = op->rt->opts.cgroups;
   const nl_rt_pod_status_t *s = op->status;
   if (s && s->name && *s->name && s->namespace_ && *s->namespace_)
     r->logdir = nl_xasprintf("%s/%s_%s_%s", op->rt->opts.pod_logs_dir, s->namespace_, s->name,

@@ -254,13 +254,15 @@ static Runtime__V1__Int64Value *i64(int64_t v) {
   return x;
 }
 
-static Runtime__V1__LinuxPodSandboxConfig *linux_config(const nl_pod_t *pod) {
+static Runtime__V1__LinuxPodSandboxConfig *linux_config(const nl_runtime_opts_t *opts,
+                                                        const nl_pod_t *pod) {
   Runtime__V1__LinuxPodSandboxConfig *lc =
       NL__NEW(Runtime__V1__LinuxPodSandboxConfig, RUNTIME__V1__LINUX_POD_SANDBOX_CONFIG__INIT);
   Runtime__V1__LinuxSandboxSecurityContext *sc = NL__NEW(
       Runtime__V1__LinuxSandboxSecurityContext, RUNTIME__V1__LINUX_SANDBOX_SECURITY_CONTEXT__INIT);
   lc->security_context = sc;
-  lc->cgroup_parent = nl__pstr(NULL); /* the runtime's default cgroup parent */
+  /* "": the runtime's default cgroup parent */
+  lc->cgroup_parent = opts->cgroups ? nl_cgroups_pod_parent(opts->cgroups, pod) : nl__pstr(NULL);
   sc->privileged = privileged(pod->spec.containers, pod->spec.n_containers) ||
                    privileged(pod->spec.init_containers, pod->spec.n_init_containers);
   /* Upstream forces runtime/default on the sandbox (issue #84623). */
@@ -358,7 +360,7 @@ int nl_runtime_build_sandbox_config(const nl_runtime_opts_t *opts, const nl_pod_
       c->port_mappings[c->n_port_mappings++] = m;
     }
   }
-  c->linux = linux_config(pod);
+  c->linux = linux_config(opts, pod);
   *out = c;
   return 0;
 }

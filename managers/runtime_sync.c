@@ -171,12 +171,20 @@ typedef struct prep {
   nl_err_t *err;
   char *resolv; /* contents, or NULL */
   size_t resolv_len;
+  bool cgroup_failed; /* err is about the pod cgroup, not the volumes */
 } prep_t;
 
 static void prep_work(uv_work_t *w) {
   prep_t *p = container_of(w, prep_t, w);
   nl_runtime_op_t *op = p->op; /* op->pod is immutable while this runs */
   const nl_runtime_opts_t *o = &op->rt->opts;
+  /* upstream makes the pod cgroup before the volumes, in SyncPod */
+  if (o->cgroups && nl_cgroups_pod_ensure(o->cgroups, op->pod, &p->err) < 0) {
+    nl_err_wrap(&p->err, "failed to ensure that the pod: %s cgroups exist and are correctly applied",
+                op->pod->metadata.uid);
+    p->cgroup_failed = true;
+    return;
+  }
   if (nl__volumes_setup_sync(o->root_dir, op->pod, &p->err) < 0) return;
   char *logdir = nl_runtime_pod_log_dir(o, op->pod);
   int r = nl__mkdir_p(logdir, 0755);
@@ -203,7 +211,12 @@ static void prep_done(uv_work_t *w, int status) {
   if (status < 0 && !p->err) nl_err_set(&p->err, -status, "%s", uv_strerror(status));
   if (nl__op_resume(op)) {
     if (p->resolv) nl_runtime_parse_resolv_conf(p->resolv, p->resolv_len, &op->host_dns);
-    if (p->err) {
+    if (p->err && p->cgroup_failed) {
+      nl_error("pod %s: %s", op->desc, p->err->msg);
+      nl__op_event(op, op->pod, NULL, NL_EVENT_WARNING, "FailedToCreatePodContainer",
+                   "unable to ensure pod container exists: %s", p->err->msg);
+      nl__op_fail(op, p->err->code, "pod %s: %s", op->desc, p->err->msg);
+    } else if (p->err) {
       nl_error("pod %s: %s", op->desc, p->err->msg);
       /* upstream's words start the same; its lists of volumes are not kept */
       nl__op_event(op, op->pod, NULL, NL_EVENT_WARNING, "FailedMount",

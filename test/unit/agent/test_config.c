@@ -180,6 +180,29 @@ static void validation_follows_upstream(void **state) {
   assert_int_equal(nl_config_validate(&c, &err), -1);
   assert_non_null(strstr(err->msg, "staticPodPath"));
   nl_err_free(&err);
+  free(c.static_pod_path);
+  c.static_pod_path = NULL;
+  /* enforceNodeAllocatable: "pods" by default, a named cgroup for the others */
+  assert_int_equal(c.enforce_node_allocatable.n, 1);
+  assert_string_equal(c.enforce_node_allocatable.v[0], "pods");
+  bool help, version;
+  char *argv[] = {"nanolet", "--enforce-node-allocatable", "pods,system-reserved", NULL};
+  assert_int_equal(nl_flags_parse(&c, 3, argv, &help, &version, &err), 0);
+  assert_int_equal(nl_config_validate(&c, &err), -1);
+  assert_non_null(strstr(err->msg, "systemReservedCgroup (--system-reserved-cgroup) must be specified"));
+  nl_err_free(&err);
+  char *with_cgroup[] = {"nanolet", "--system-reserved-cgroup", "/system.slice", NULL};
+  assert_int_equal(nl_flags_parse(&c, 3, with_cgroup, &help, &version, &err), 0);
+  assert_int_equal(nl_config_validate(&c, &err), 0);
+  char *none[] = {"nanolet", "--enforce-node-allocatable", "none,pods", NULL};
+  assert_int_equal(nl_flags_parse(&c, 3, none, &help, &version, &err), 0);
+  assert_int_equal(nl_config_validate(&c, &err), -1);
+  nl_err_free(&err);
+  char *no_qos[] = {"nanolet", "--enforce-node-allocatable", "pods", "--cgroups-per-qos=false", NULL};
+  assert_int_equal(nl_flags_parse(&c, 4, no_qos, &help, &version, &err), 0);
+  assert_int_equal(nl_config_validate(&c, &err), -1);
+  assert_non_null(strstr(err->msg, "cgroupsPerQOS"));
+  nl_err_free(&err);
   nl_config_free(&c);
 }
 

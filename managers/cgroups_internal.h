@@ -1,0 +1,27 @@
+/* Shared by cgroups.c and cgroups_fs.c: the blocking filesystem layer. A path
+ * is the cgroup's directory below a hierarchy's top, in the driver's form. */
+#ifndef NL_CGROUPS_INTERNAL_H
+#define NL_CGROUPS_INTERNAL_H
+
+#include <stdbool.h>
+
+#include "managers/cgroups.h"
+
+/* Sets cg->v2 from what is under cg->fs_root; -1 with *err when the cpu or
+ * memory controller is missing. */
+int nl_cgroups__detect(nl_cgroups_t *cg, nl_err_t **err);
+/* In every controller the manager uses (v1), or in the unified tree. */
+bool nl_cgroups__exists(const nl_cgroups_t *cg, const char *path);
+/* mkdir -p in each controller (v2: enabling the controllers on the way down),
+ * then nl_cgroups__set. Idempotent. */
+int nl_cgroups__create(const nl_cgroups_t *cg, const char *path, const nl_cgroup_res_t *r,
+                       nl_err_t **err);
+/* Writes the non-zero fields of r. */
+int nl_cgroups__set(const nl_cgroups_t *cg, const char *path, const nl_cgroup_res_t *r,
+                    nl_err_t **err);
+/* Kills every process left in the tree and removes it from every hierarchy. */
+int nl_cgroups__destroy(const nl_cgroups_t *cg, const char *path, nl_err_t **err);
+/* /proc/swaps lists a device. */
+bool nl_cgroups__swap_on(const char *swaps);
+
+#endif

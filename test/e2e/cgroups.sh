@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The container manager on the real containerd (cgroup v1, cgroupfs driver):
+# a Guaranteed, a Burstable and a BestEffort pod land in kubepods, burstable and
+# besteffort with their limits, read from the cgroup files; node allocatable is
+# enforced on kubepods; a pod over its memory limit is OOMKilled and says so;
+# the hierarchy survives an agent restart with no container restarted; a
+# removed pod's cgroup goes.
+PODS_NS=nanolet-e2e-cgroups
+. "$(dirname "$0")/pods_lib.sh"
+IMG=localhost/busybox:1.36
+CG=${NANOLET_TEST_CGROUP_FS:-/sys/fs/cgroup}
+[ -d "$CG/cpu" ] && [ -d "$CG/memory" ] || { fail "cgroup v1" "cpu and memory are needed under $CG"; exit 1; }
+
+# pod_manifest NAME RESOURCES_YAML (indented 4) [COMMAND]
+pod_manifest() {
+  put "$1" <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, namespace: $PODS_NS}
+spec:
+  restartPolicy: ${RESTART:-Always}
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: $IMG
+    command: ["sh", "-c", "${3:-trap 'exit 0' TERM; while :; do sleep 1; done}"]
+$2
+EOF
+}
+# cgfile CONTROLLER PATH FILE: the value of a cgroup file ("" when absent)
+cgfile() { cat "$CG/$1$2/$3" 2>/dev/null; }
+check_cg() { # check_cg NAME CONTROLLER PATH FILE WANT
+  local got; got=$(cgfile "$2" "$3" "$4")
+  [ "$got" = "$5" ] && ok "$1 ($3/$4 = $5)" || fail "$1" "$CG/$2$3/$4 = '$got', want $5"
+}
+
+RESERVED=$((64 * 1024 * 1024))
+start_agent --kube-reserved memory=$RESERVED --pod-max-pids 256 || { fail "agent start" ""; exit 1; }
+
+pod_manifest guaranteed '    resources: {limits: {cpu: 250m, memory: 64Mi}}'
+pod_manifest burstable '    resources: {requests: {cpu: 100m, memory: 32Mi}, limits: {memory: 128Mi}}'
+pod_manifest besteffort ''
+RESTART=Never pod_manifest hog '    resources: {limits: {memory: 16Mi}}' 'exec dd if=/dev/zero of=/dev/null bs=64M count=1'
+
+for p in guaranteed burstable besteffort; do expect "$p Running" 40 $p .status.phase Running; done
+refresh_pods
+G=/kubepods/pod$(pod guaranteed .metadata.uid)
+B=/kubepods/burstable/pod$(pod burstable .metadata.uid)
+E=/kubepods/besteffort/pod$(pod besteffort .metadata.uid)
+
+# ---- the QoS hierarchy and node allocatable ----
+check_cg "besteffort QoS cgroup has the minimum shares" cpu /kubepods/besteffort cpu.shares 2
+wait_for 5 test "$(cgfile cpu /kubepods/burstable cpu.shares)" = 102 \
+  && ok "burstable QoS shares from its pods' requests (100m -> 102)" \
+  || fail "burstable QoS shares" "$(cgfile cpu /kubepods/burstable cpu.shares), want 102"
+mem_total=$(($(awk '/^MemTotal:/ {print $2}' /proc/meminfo) * 1024))
+page=$(getconf PAGESIZE)
+want=$(((mem_total - RESERVED) / page * page)) # the kernel rounds down to pages
+check_cg "kubepods memory = capacity - kubeReserved (enforceNodeAllocatable pods)" memory /kubepods memory.limit_in_bytes $want
+check_cg "kubepods cpu shares from allocatable cpu" cpu /kubepods cpu.shares $(($(nproc) * 1024))
+
+# ---- pod cgroups ----
+check_cg "Guaranteed: cpu shares from requests" cpu "$G" cpu.shares 256
+check_cg "Guaranteed: cfs quota from limits" cpu "$G" cpu.cfs_quota_us 25000
+check_cg "Guaranteed: memory limit" memory "$G" memory.limit_in_bytes $((64 * 1024 * 1024))
+check_cg "Burstable: cpu shares from requests" cpu "$B" cpu.shares 102
+check_cg "Burstable: no cpu limit, no quota" cpu "$B" cpu.cfs_quota_us -1
+check_cg "Burstable: memory limit (every container has one)" memory "$B" memory.limit_in_bytes $((128 * 1024 * 1024))
+check_cg "BestEffort: minimum shares" cpu "$E" cpu.shares 2
+check_cg "podPidsLimit on the pod cgroup" pids "$E" pids.max 256
+# The sandbox and the container run in cgroups of their own below the pod's.
+for p in "$G" "$B" "$E"; do
+  n=$(cat "$CG/memory$p"/*/cgroup.procs 2>/dev/null | wc -l)
+  [ "$n" -ge 2 ] && ok "the pod's processes are under $p ($n)" || fail "processes under $p" "$n"
+done
+[ -z "$(ls -d "$CG"/memory/kubepods/*/pod"$(pod guaranteed .metadata.uid)" 2>/dev/null)" ] \
+  && ok "Guaranteed pod only in kubepods itself" || fail "Guaranteed placement" "$(ls -d "$CG"/memory/kubepods/*/pod*)"
+
+# ---- OOMKilled ----
+expect "a pod over its memory limit is OOMKilled" 30 hog '.status.containerStatuses[0].state.terminated.reason' OOMKilled
+expect "... and has failed" 5 hog .status.phase Failed
+
+# ---- restart: nothing restarts, the hierarchy is still there ----
+before=$(cri ps -o json | jq -r --arg ns "$PODS_NS" '[.containers[] | select(.labels["io.kubernetes.pod.namespace"] == $ns) | .id] | sort | join(",")')
+stop_agent TERM
+start_agent --kube-reserved memory=$RESERVED --pod-max-pids 256 || fail "agent restart" ""
+sleep 4 # a relist, a few syncs and a housekeeping pass
+after=$(cri ps -o json | jq -r --arg ns "$PODS_NS" '[.containers[] | select(.labels["io.kubernetes.pod.namespace"] == $ns) | .id] | sort | join(",")')
+[ -n "$before" ] && [ "$before" = "$after" ] && ok "no container restarted across an agent restart" \
+  || fail "containers across a restart" "before $before after $after"
+expect "restart count still 0" 5 guaranteed '.status.containerStatuses[0].restartCount' 0
+for p in "$G" "$B" "$E"; do
+  [ -d "$CG/cpu$p" ] && [ -d "$CG/memory$p" ] && ok "pod cgroup $p kept" || fail "pod cgroup $p" "gone"
+done
+check_cg "limits kept after restart" memory "$G" memory.limit_in_bytes $((64 * 1024 * 1024))
+
+# ---- a removed pod's cgroup goes ----
+unput besteffort
+wait_for 30 test ! -d "$CG/memory$E" && ok "removed pod's cgroup is gone" || fail "removed pod's cgroup" "$CG/memory$E still there"
+[ ! -d "$CG/cpu$E" ] && [ ! -d "$CG/pids$E" ] && ok "... from every hierarchy" || fail "cgroup left" "$(ls -d "$CG"/*"$E" 2>/dev/null)"
