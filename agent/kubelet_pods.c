@@ -21,7 +21,8 @@ typedef struct pod_state {
   size_t n_reasons;
   int64_t last_sync_ns;
   uint64_t first_seen;   /* uv_hrtime() when the kubelet first handled the pod */
-  char *rejected_reason; /* admission said no: the pod never runs */
+  char *rejected_reason; /* admission said no, or the pod was evicted: it never
+                         * runs (again) */
   char *rejected_message;
 } pod_state_t;
 
@@ -268,8 +269,28 @@ void nl__kubelet_pods_json(void *ctx, nl_buf_t *out) {
  * against the Node as the API server has it, or, standalone, as the
  * configuration describes it; the other pods are those admitted and not
  * terminating. */
+/* Marks the pod Failed for good with reason and message (owned by the caller). */
+static void fail_pod(nl_kubelet_t *k, const nl_pod_t *pod, const char *reason, char *message) {
+  pod_state_t *ps = state_get(k, pod->metadata.uid);
+  free(ps->rejected_reason);
+  free(ps->rejected_message);
+  ps->rejected_reason = nl_xstrdup(reason);
+  ps->rejected_message = message;
+}
+
 static bool admit(nl_kubelet_t *k, const nl_pod_t *pod) {
   size_t n, active = 0;
+  /* upstream's eviction admit handler comes before the predicates */
+  const char *why;
+  char *msg;
+  if (k->eviction_up && !nl_eviction_admit(&k->eviction, pod, &why, &msg)) {
+    fail_pod(k, pod, why, nl_xasprintf("Pod was rejected: %s", msg));
+    free(msg);
+    nl_warn("pod %s/%s rejected: %s", pod->metadata.namespace_, pod->metadata.name,
+            state_get(k, pod->metadata.uid)->rejected_message);
+    refresh_status(k, pod, true);
+    return false;
+  }
   const nl_pod_t **pods = nl_pod_manager_list(&k->pods, &n);
   for (size_t i = 0; i < n; i++) {
     if (strcmp(pods[i]->metadata.uid, pod->metadata.uid) == 0) continue;
@@ -290,11 +311,8 @@ static bool admit(nl_kubelet_t *k, const nl_pod_t *pod) {
   nl_admit_node_free(&node);
   free(pods);
   if (ok) return true;
+  fail_pod(k, pod, r.reason, nl_xasprintf("Pod was rejected: %s", r.message));
   pod_state_t *ps = state_get(k, pod->metadata.uid);
-  free(ps->rejected_reason);
-  free(ps->rejected_message);
-  ps->rejected_reason = nl_xstrdup(r.reason);
-  ps->rejected_message = nl_xasprintf("Pod was rejected: %s", r.message);
   nl_admit_result_free(&r);
   nl_warn("pod %s/%s rejected: %s: %s", pod->metadata.namespace_, pod->metadata.name,
           ps->rejected_reason, ps->rejected_message);
@@ -660,6 +678,31 @@ void nl__kubelet_pods_housekeeping(nl_kubelet_t *k) {
     state_free(nl_map_del(&k->pod_states, uid));
     if (k->node_up) nl_status_manager_remove(&k->statuses, uid);
   }
+}
+
+/* ---- eviction ---- */
+
+const nl_pod_t **nl__kubelet_pods_active(nl_kubelet_t *k, size_t *n) {
+  size_t all, m = 0;
+  const nl_pod_t **pods = nl_pod_manager_list(&k->pods, &all);
+  for (size_t i = 0; i < all; i++) {
+    pod_state_t *ps = nl_map_get(&k->pod_states, pods[i]->metadata.uid);
+    if ((ps && ps->rejected_reason) || nl_pod_workers_is_terminating(&k->workers, pods[i]->metadata.uid) ||
+        !nl_pod_workers_get(&k->workers, pods[i]->metadata.uid))
+      continue;
+    pods[m++] = pods[i];
+  }
+  *n = m;
+  return pods;
+}
+
+void nl__kubelet_pods_evict(nl_kubelet_t *k, const nl_pod_t *pod, int64_t grace_seconds,
+                            const char *message) {
+  fail_pod(k, pod, "Evicted", nl_xstrdup(message));
+  nl_event_ref_t ref = nl_event_pod_ref(pod);
+  nl_events_record(&k->events, &ref, NL_EVENT_WARNING, "Evicted", message);
+  refresh_status(k, pod, true);
+  nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, grace_seconds);
 }
 
 /* ---- --runonce ---- */
