@@ -5,6 +5,7 @@
 
 #include "managers/admission.h"
 #include "managers/status.h"
+#include "managers/volumes.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
@@ -531,6 +532,14 @@ static void on_terminated_status(const nl_rt_pod_status_t *st, void *ctx) {
   nl_runtime_remove_pod(&c->k->runtime, st, true, on_removed, c);
 }
 
+static void on_volumes_released(const nl_err_t *err, void *ctx) {
+  sync_call_t *c = ctx;
+  nl_kubelet_t *k = c->k;
+  if (err) nl_warn("pod %s: release volumes: %s", c->w->uid, nl_err_msg(err));
+  call_finish(c, NULL, false);
+  nl__kubelet_release(k); /* held over the thread-pool work */
+}
+
 /* A finished pod that a source still lists keeps its dead containers for logs
  * and status; one that no source wants, or that is being deleted (upstream's
  * ShouldPodContentBeRemoved), is removed with its sandbox and directories. */
@@ -540,6 +549,15 @@ static void sync_terminated(nl_pod_work_t *w, void *ctx) {
   if (k->stopping) return;
   const nl_pod_t *wanted = nl_pod_manager_get(&k->pods, w->uid);
   if (wanted && !wanted->metadata.deletion_timestamp) {
+    /* An evicted pod gives its volumes back (upstream's volume manager
+     * unmounts a terminated pod's volumes; an emptyDir's data goes with it),
+     * else the pressure that evicted it would stay. */
+    pod_state_t *ps = nl_map_get(&k->pod_states, w->uid);
+    if (ps && ps->rejected_reason && !strcmp(ps->rejected_reason, "Evicted") &&
+        nl_volumes_release(k->loop, k->cfg->root_dir, w->uid, on_volumes_released, c) == 0) {
+      k->pending++;
+      return;
+    }
     call_finish(c, NULL, false);
     return;
   }
