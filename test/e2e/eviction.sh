@@ -95,7 +95,7 @@ stop_agent TERM
 
 # ---- memory pressure: a threshold just under what the node has ----
 # as the agent computes it: MemTotal - (root memcg usage - inactive file)
-total=$(awk '/MemTotal/ {printf "%d", $2 * 1024}' /proc/meminfo)
+total=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) * 1024))
 usage=$(cat /sys/fs/cgroup/memory/memory.usage_in_bytes)
 inactive=$(awk '$1 == "total_inactive_file" {print $2}' /sys/fs/cgroup/memory/memory.stat)
 avail=$(((total - usage + inactive) / 1048576))
