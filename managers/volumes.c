@@ -238,9 +238,12 @@ static void work(uv_work_t *w) {
   job_t *j = container_of(w, job_t, req);
   if (j->pod)
     nl__volumes_setup_sync(j->root, j->pod, &j->err);
-  else if (nl__volumes_teardown_sync(j->root, j->uid, &j->err) == 0 && j->keep_dir) {
+  else
+    nl__volumes_teardown_sync(j->root, j->uid, &j->err);
+  if (j->keep_dir) { /* whatever the teardown left, the directory is there */
     char *dir = nl_xasprintf("%s/pods/%s", j->root, j->uid);
-    if (nl__mkdir_p(dir, 0750) < 0) nl_err_set(&j->err, errno, "mkdir %s: %s", dir, strerror(errno));
+    if (nl__mkdir_p(dir, 0750) < 0 && !j->err)
+      nl_err_set(&j->err, errno, "mkdir %s: %s", dir, strerror(errno));
     free(dir);
   }
 }
