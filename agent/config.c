@@ -47,6 +47,8 @@ void nl_config_defaults(nl_kubelet_config_t *c) {
   c->image_gc_high_threshold_percent = 85;
   c->image_gc_low_threshold_percent = 80;
   c->image_minimum_gc_age = 120 * SEC;
+  c->maximum_dead_containers_per_container = 1;
+  c->maximum_dead_containers = -1;
   c->streaming_connection_idle_timeout = 4 * 3600 * SEC;
   c->oom_score_adj = -999;
   c->fail_swap_on = true;

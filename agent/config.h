@@ -65,10 +65,15 @@ typedef struct nl_kubelet_config {
   int64_t node_status_report_frequency;
   int32_t node_lease_duration_seconds;
   nl_config_map_t eviction_hard;
+  nl_config_map_t eviction_soft;
+  nl_config_map_t eviction_soft_grace_period;
   int64_t eviction_pressure_transition_period;
+  int32_t eviction_max_pod_grace_period;
+  nl_config_map_t eviction_minimum_reclaim;
   int32_t image_gc_high_threshold_percent;
   int32_t image_gc_low_threshold_percent;
   int64_t image_minimum_gc_age;
+  int64_t image_maximum_gc_age; /* 0: none */
   int64_t shutdown_grace_period;
   int64_t shutdown_grace_period_critical_pods;
   int64_t streaming_connection_idle_timeout;
@@ -120,6 +125,10 @@ typedef struct nl_kubelet_config {
   bool runonce;
   int verbosity;
   char *pid_file; /* nanolet only: upstream has no pid file */
+  /* Container GC: flags only upstream (deprecated there, still honoured). */
+  int64_t minimum_container_ttl_duration;
+  int32_t maximum_dead_containers_per_container;
+  int32_t maximum_dead_containers;
   /* nanolet only: checkpoint the API pods under the root dir and run them at a
    * start with no API server (docs/SOURCES.md); upstream has no such thing. */
   bool pod_checkpoint;

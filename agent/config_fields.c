@@ -49,10 +49,15 @@ const nl_config_field_t nl__config_fields[] = {
     D("nodeStatusReportFrequency", NULL, node_status_report_frequency, NULL),
     I32("nodeLeaseDurationSeconds", NULL, node_lease_duration_seconds, 1, INT32_MAX, NULL),
     {"evictionHard", "eviction-hard", NL_F_STRMAP, OFF(eviction_hard), 0, 0, "Hard eviction thresholds, e.g. memory.available<100Mi"},
+    {"evictionSoft", "eviction-soft", NL_F_STRMAP, OFF(eviction_soft), 0, 0, "Soft eviction thresholds, e.g. memory.available<300Mi"},
+    {"evictionSoftGracePeriod", "eviction-soft-grace-period", NL_F_STRMAP, OFF(eviction_soft_grace_period), 0, 0, "Grace periods of the soft thresholds, e.g. memory.available=1m30s"},
+    I32("evictionMaxPodGracePeriod", "eviction-max-pod-grace-period", eviction_max_pod_grace_period, INT32_MIN, INT32_MAX, "Max grace period (s) of pods evicted on a soft threshold"),
+    {"evictionMinimumReclaim", "eviction-minimum-reclaim", NL_F_STRMAP, OFF(eviction_minimum_reclaim), 0, 0, "Minimum to reclaim beyond a threshold, e.g. imagefs.available=2Gi"},
     D("evictionPressureTransitionPeriod", "eviction-pressure-transition-period", eviction_pressure_transition_period, "Wait before leaving a pressure condition (default 5m)"),
     I32("imageGCHighThresholdPercent", "image-gc-high-threshold", image_gc_high_threshold_percent, 0, 100, "Disk usage percent that starts image GC (default 85)"),
     I32("imageGCLowThresholdPercent", "image-gc-low-threshold", image_gc_low_threshold_percent, 0, 100, "Disk usage percent image GC frees down to (default 80)"),
     D("imageMinimumGCAge", "minimum-image-ttl-duration", image_minimum_gc_age, "Minimum age of an unused image before GC (default 2m)"),
+    D("imageMaximumGCAge", NULL, image_maximum_gc_age, NULL),
     D("shutdownGracePeriod", NULL, shutdown_grace_period, NULL),
     D("shutdownGracePeriodCriticalPods", NULL, shutdown_grace_period_critical_pods, NULL),
     D("streamingConnectionIdleTimeout", "streaming-connection-idle-timeout", streaming_connection_idle_timeout, "Idle timeout of streaming connections (default 4h)"),
@@ -101,6 +106,9 @@ const nl_config_field_t nl__config_fields[] = {
     B(NULL, "exit-on-lock-contention", exit_on_lock_contention, "Exit when another process wants the lock file"),
     B(NULL, "runonce", runonce, "Run the static pods once, then exit"),
     I32(NULL, "v", verbosity, 0, 10, "Log verbosity"),
+    D(NULL, "minimum-container-ttl-duration", minimum_container_ttl_duration, "Minimum age of a dead container before GC (default 0)"),
+    I32(NULL, "maximum-dead-containers-per-container", maximum_dead_containers_per_container, INT32_MIN, INT32_MAX, "Dead instances kept per container, <0 no limit (default 1)"),
+    I32(NULL, "maximum-dead-containers", maximum_dead_containers, INT32_MIN, INT32_MAX, "Dead containers kept in all, <0 no limit (default -1)"),
     S(NULL, "pid-file", pid_file, "Write the agent's pid to this file (nanolet only)"),
     B(NULL, "pod-checkpoint", pod_checkpoint, "Checkpoint the API pods and run them at a start without API server (nanolet only; default true)"),
 };
@@ -219,7 +227,7 @@ int nl__config_set_scalar(nl_kubelet_config_t *cfg, const nl_config_field_t *f, 
     nl_config_map_t *m = (nl_config_map_t *)p;
     char sep = f->type == NL_F_STRMAP ? '=' : ':';
     /* evictionHard is written "memory.available<100Mi" on the command line. */
-    if (f->offset == OFF(eviction_hard)) sep = '<';
+    if (f->offset == OFF(eviction_hard) || f->offset == OFF(eviction_soft)) sep = '<';
     nl__strmap_free(m);
     char *dup = nl_xstrdup(s), *save = NULL;
     int rc = 0;

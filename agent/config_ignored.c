@@ -20,11 +20,6 @@
  * until then it must be readable and is then ignored. `.note`: see the header. */
 const nl_config_ignored_t nl__config_ignored[] = {
     {"imageServiceEndpoint"},
-    {"evictionHard", .note = "nanolet evicts no pods yet; the thresholds only lower the Node's allocatable"},
-    {"evictionPressureTransitionPeriod"},
-    {"imageGCHighThresholdPercent"},
-    {"imageGCLowThresholdPercent"},
-    {"imageMinimumGCAge"},
     {"shutdownGracePeriod"},
     {"shutdownGracePeriodCriticalPods"},
     {"streamingConnectionIdleTimeout"},

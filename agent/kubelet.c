@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "agent/kubelet_cgroups.h"
+#include "agent/kubelet_evict.h"
 #include "agent/kubelet_metrics.h"
 #include "agent/kubelet_node.h"
 #include "agent/kubelet_pods.h"
@@ -277,6 +278,7 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
       .resolv_conf = cfg->resolv_conf,
       .serialize_image_pulls = cfg->serialize_image_pulls,
       .max_parallel_image_pulls = cfg->max_parallel_image_pulls,
+      .max_dead_per_container = cfg->maximum_dead_containers_per_container,
       .runtime_request_timeout_ms = (uint64_t)(cfg->runtime_request_timeout / 1000000),
       .node_ip = cfg->node_ip,
       /* The recorder is made with the API client (nl__kubelet_node_init, below);
@@ -307,6 +309,7 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
   k->logrotate_up = true;
   k->cri_users++;
   k->pending++; /* released when the last CRI user has stopped */
+  if (nl__kubelet_evict_init(k, err) < 0) return -1;
   if (nl__kubelet_node_init(k, kc, err) < 0) return -1;
   if (nl__kubelet_server_init(k, err) < 0) return -1;
   if (cfg->static_pod_path && *cfg->static_pod_path) {
@@ -333,6 +336,7 @@ int nl_kubelet_start(nl_kubelet_t *k, nl_err_t **err) {
   nl_cgroups_start(&k->cgroups);
   nl_pleg_start(&k->pleg);
   nl_logrotate_start(&k->logrotate);
+  nl__kubelet_evict_start(k);
   nl__kubelet_node_start(k);
   if (k->cfg->runonce) uv_timer_start(&k->runonce_timer, on_runonce_check, 1000, 1000);
   if (k->cfg->exit_on_lock_contention && k->cfg->lock_file && *k->cfg->lock_file &&
@@ -376,6 +380,7 @@ void nl_kubelet_stop(nl_kubelet_t *k, nl_kubelet_done_cb done_cb) {
   nl__kubelet_streams_stop(k);
   nl__kubelet_stats_stop(k);
   if (k->logrotate_up) nl_logrotate_stop(&k->logrotate, on_logrotate_stopped);
+  nl__kubelet_evict_stop(k);
   nl__kubelet_node_stop(k);
   if (!k->pleg_up && !k->runtime_up) { /* init failed before them */
     k->cri_users = 1;

@@ -15,6 +15,8 @@
 #include "managers/logrotate.h"
 #include "cri/conn.h"
 #include "managers/events.h"
+#include "managers/eviction.h"
+#include "managers/gc.h"
 #include "managers/mirror.h"
 #include "managers/node.h"
 #include "agent/kserver_stream.h"
@@ -97,6 +99,11 @@ struct nl_kubelet {
   int lock_watch_fd;
   bool lock_watch_up;
   uv_poll_t lock_watch;
+
+  /* Eviction and garbage collection (kubelet_evict.c): CRI users. */
+  bool gc_up, eviction_up;
+  nl_gc_t gc;
+  nl_eviction_t eviction;
 
   /* Probes (kubelet_pods.c, nl__kubelet_probes_*): a CRI user (exec). */
   bool logrotate_up;

@@ -23,6 +23,14 @@ static bool pleg_healthy(void *ctx, int64_t now_ns, nl_err_t **err) {
   return nl_pleg_healthy(&k->pleg, now_ns, err);
 }
 
+static void pressure(void *ctx, bool *memory, bool *disk, bool *pid) {
+  nl_kubelet_t *k = container_of((nl_cri_client_t *)ctx, nl_kubelet_t, cri);
+  if (!k->eviction_up) return;
+  *memory = nl_eviction_memory_pressure(&k->eviction);
+  *disk = nl_eviction_disk_pressure(&k->eviction);
+  *pid = nl_eviction_pid_pressure(&k->eviction);
+}
+
 #define EVENTS_FLUSH_MS 1000
 
 static const char *mirror_uid(void *ctx, const char *ns, const char *name) {
@@ -128,6 +136,7 @@ int nl__kubelet_node_init(nl_kubelet_t *k, const nl_kubeconfig_t *kc, nl_err_t *
       .events = nl_events_sink(&k->events),
       .query_runtime = nl_node_cri_query,
       .pleg_healthy = pleg_healthy,
+      .pressure = pressure,
       .ctx = &k->cri,
   };
   if (nl_node_init(&k->node, k->loop, &o, &d, err) < 0) return -1;

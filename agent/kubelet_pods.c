@@ -5,6 +5,7 @@
 
 #include "managers/admission.h"
 #include "managers/status.h"
+#include "managers/volumes.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
@@ -21,7 +22,8 @@ typedef struct pod_state {
   size_t n_reasons;
   int64_t last_sync_ns;
   uint64_t first_seen;   /* uv_hrtime() when the kubelet first handled the pod */
-  char *rejected_reason; /* admission said no: the pod never runs */
+  char *rejected_reason; /* admission said no, or the pod was evicted: it never
+                         * runs (again) */
   char *rejected_message;
 } pod_state_t;
 
@@ -268,8 +270,28 @@ void nl__kubelet_pods_json(void *ctx, nl_buf_t *out) {
  * against the Node as the API server has it, or, standalone, as the
  * configuration describes it; the other pods are those admitted and not
  * terminating. */
+/* Marks the pod Failed for good with reason and message (owned by the caller). */
+static void fail_pod(nl_kubelet_t *k, const nl_pod_t *pod, const char *reason, char *message) {
+  pod_state_t *ps = state_get(k, pod->metadata.uid);
+  free(ps->rejected_reason);
+  free(ps->rejected_message);
+  ps->rejected_reason = nl_xstrdup(reason);
+  ps->rejected_message = message;
+}
+
 static bool admit(nl_kubelet_t *k, const nl_pod_t *pod) {
   size_t n, active = 0;
+  /* upstream's eviction admit handler comes before the predicates */
+  const char *why;
+  char *msg;
+  if (k->eviction_up && !nl_eviction_admit(&k->eviction, pod, &why, &msg)) {
+    fail_pod(k, pod, why, nl_xasprintf("Pod was rejected: %s", msg));
+    free(msg);
+    nl_warn("pod %s/%s rejected: %s", pod->metadata.namespace_, pod->metadata.name,
+            state_get(k, pod->metadata.uid)->rejected_message);
+    refresh_status(k, pod, true);
+    return false;
+  }
   const nl_pod_t **pods = nl_pod_manager_list(&k->pods, &n);
   for (size_t i = 0; i < n; i++) {
     if (strcmp(pods[i]->metadata.uid, pod->metadata.uid) == 0) continue;
@@ -290,11 +312,8 @@ static bool admit(nl_kubelet_t *k, const nl_pod_t *pod) {
   nl_admit_node_free(&node);
   free(pods);
   if (ok) return true;
+  fail_pod(k, pod, r.reason, nl_xasprintf("Pod was rejected: %s", r.message));
   pod_state_t *ps = state_get(k, pod->metadata.uid);
-  free(ps->rejected_reason);
-  free(ps->rejected_message);
-  ps->rejected_reason = nl_xstrdup(r.reason);
-  ps->rejected_message = nl_xasprintf("Pod was rejected: %s", r.message);
   nl_admit_result_free(&r);
   nl_warn("pod %s/%s rejected: %s: %s", pod->metadata.namespace_, pod->metadata.name,
           ps->rejected_reason, ps->rejected_message);
@@ -515,6 +534,14 @@ static void on_terminated_status(const nl_rt_pod_status_t *st, void *ctx) {
   nl_runtime_remove_pod(&c->k->runtime, st, true, on_removed, c);
 }
 
+static void on_volumes_released(const nl_err_t *err, void *ctx) {
+  sync_call_t *c = ctx;
+  nl_kubelet_t *k = c->k;
+  if (err) nl_warn("pod %s: release volumes: %s", c->w->uid, nl_err_msg(err));
+  call_finish(c, NULL, false);
+  nl__kubelet_release(k); /* held over the thread-pool work */
+}
+
 /* A finished pod that a source still lists keeps its dead containers for logs
  * and status; one that no source wants, or that is being deleted (upstream's
  * ShouldPodContentBeRemoved), is removed with its sandbox and directories. */
@@ -524,6 +551,15 @@ static void sync_terminated(nl_pod_work_t *w, void *ctx) {
   if (k->stopping) return;
   const nl_pod_t *wanted = nl_pod_manager_get(&k->pods, w->uid);
   if (wanted && !wanted->metadata.deletion_timestamp) {
+    /* An evicted pod gives its volumes back (upstream's volume manager
+     * unmounts a terminated pod's volumes; an emptyDir's data goes with it),
+     * else the pressure that evicted it would stay. */
+    pod_state_t *ps = nl_map_get(&k->pod_states, w->uid);
+    if (ps && ps->rejected_reason && !strcmp(ps->rejected_reason, "Evicted") &&
+        nl_volumes_release(k->loop, k->cfg->root_dir, w->uid, on_volumes_released, c) == 0) {
+      k->pending++;
+      return;
+    }
     call_finish(c, NULL, false);
     return;
   }
@@ -668,6 +704,31 @@ bool nl__kubelet_pod_finished(nl_kubelet_t *k, const nl_pod_t *pod) {
   pod_state_t *ps = nl_map_get(&k->pod_states, pod->metadata.uid);
   return ps && (ps->rejected_reason || (ps->status && (ps->status->phase == NL_POD_SUCCEEDED ||
                                                        ps->status->phase == NL_POD_FAILED)));
+}
+
+/* ---- eviction ---- */
+
+const nl_pod_t **nl__kubelet_pods_active(nl_kubelet_t *k, size_t *n) {
+  size_t all, m = 0;
+  const nl_pod_t **pods = nl_pod_manager_list(&k->pods, &all);
+  for (size_t i = 0; i < all; i++) {
+    pod_state_t *ps = nl_map_get(&k->pod_states, pods[i]->metadata.uid);
+    if ((ps && ps->rejected_reason) || nl_pod_workers_is_terminating(&k->workers, pods[i]->metadata.uid) ||
+        !nl_pod_workers_get(&k->workers, pods[i]->metadata.uid))
+      continue;
+    pods[m++] = pods[i];
+  }
+  *n = m;
+  return pods;
+}
+
+void nl__kubelet_pods_evict(nl_kubelet_t *k, const nl_pod_t *pod, int64_t grace_seconds,
+                            const char *message) {
+  fail_pod(k, pod, "Evicted", nl_xstrdup(message));
+  nl_event_ref_t ref = nl_event_pod_ref(pod);
+  nl_events_record(&k->events, &ref, NL_EVENT_WARNING, "Evicted", message);
+  refresh_status(k, pod, true);
+  nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, grace_seconds);
 }
 
 /* ---- --runonce ---- */

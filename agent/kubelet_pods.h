@@ -27,6 +27,13 @@ void nl__kubelet_pods_housekeeping(nl_kubelet_t *k);
 bool nl__kubelet_pod_finished(nl_kubelet_t *k, const nl_pod_t *pod);
 /* --runonce: how many of the wanted pods are not Running (or Succeeded) yet. */
 size_t nl__kubelet_pods_not_running(nl_kubelet_t *k, size_t *total);
+/* The pods the eviction manager may evict (admitted, not terminating); the
+ * caller frees the array. */
+const nl_pod_t **nl__kubelet_pods_active(nl_kubelet_t *k, size_t *n);
+/* upstream evictPod: the pod is Failed with reason Evicted and the message, an
+ * Evicted event is recorded, and the pod is killed with the grace period. */
+void nl__kubelet_pods_evict(nl_kubelet_t *k, const nl_pod_t *pod, int64_t grace_seconds,
+                            const char *message);
 /* GET /pods. */
 void nl__kubelet_pods_json(void *ctx, nl_buf_t *out);
 

@@ -174,6 +174,8 @@ static nl_node_inputs_t inputs(nl_node_t *n, nl_err_t **pleg_err) {
       .n_images = n->n_images,
       .images_known = n->images_known,
   };
+  if (n->deps.pressure)
+    n->deps.pressure(n->deps.ctx, &in.memory_pressure, &in.disk_pressure, &in.pid_pressure);
   if (n->deps.pleg_healthy && !n->deps.pleg_healthy(n->deps.ctx, in.now_ns, pleg_err))
     in.pleg_error = *pleg_err ? nl_err_msg(*pleg_err) : "unhealthy";
   return in;

@@ -77,6 +77,9 @@ typedef struct nl_node_deps {
    * from inside the call; it may do so after nl_node_stop() (the manager then
    * ignores it). */
   void (*query_runtime)(void *ctx, nl_node_runtime_done done, void *done_ctx);
+  /* The pressure conditions (memory, disk, pid) of the eviction manager. NULL:
+   * none. */
+  void (*pressure)(void *ctx, bool *memory, bool *disk, bool *pid);
   /* PLEG's health (nl_pleg_healthy). NULL: always healthy. */
   bool (*pleg_healthy)(void *ctx, int64_t now_ns, nl_err_t **err);
   void *ctx;

@@ -48,6 +48,9 @@ typedef struct nl_runtime_opts {
   const char *hosts_file;     /* the node's hosts file for host-network pods; NULL: /etc/hosts */
   bool serialize_image_pulls;
   int max_parallel_image_pulls; /* 0: unlimited (only when not serialized) */
+  /* maximum-dead-containers-per-container: dead instances a sync keeps per
+   * container (the container GC's rule; <0 no limit). Set 1 for upstream's. */
+  int max_dead_per_container;
   uint64_t runtime_request_timeout_ms; /* informational: the CRI client applies it */
   const char *node_ip;        /* status.hostIP for env; NULL: none */
   /* For resourceFieldRef defaults and the Burstable oom_score_adj; 0: read from

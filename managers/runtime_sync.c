@@ -133,15 +133,17 @@ static bool is_init(const nl_pod_t *pod, const char *name) {
   return false;
 }
 
-/* The newest dead instance of a container (the list is newest first): the one
- * upstream's container GC keeps (MaxPerPodContainer 1), which `kubectl logs
- * --previous` reads. */
-static const nl_rt_container_t *newest_dead(const nl_rt_pod_status_t *s, const char *name) {
-  for (size_t i = 0; i < s->n_containers; i++)
-    if (s->containers[i].name && strcmp(s->containers[i].name, name) == 0 &&
+/* How many dead instances of the container are newer than c (the list is
+ * newest first). The container GC keeps maxPerPodContainer of them (upstream's
+ * default 1, the one `kubectl logs --previous` reads); pruning to the same
+ * number here spares a crash-looping pod a minute of growth between rounds. */
+static size_t newer_dead(const nl_rt_pod_status_t *s, const nl_rt_container_t *c) {
+  size_t n = 0;
+  for (size_t i = 0; i < s->n_containers && &s->containers[i] != c; i++)
+    if (s->containers[i].name && strcmp(s->containers[i].name, c->name) == 0 &&
         s->containers[i].state != NL_RT_CONTAINER_RUNNING)
-      return &s->containers[i];
-  return NULL;
+      n++;
+  return n;
 }
 
 static void prune(nl_runtime_op_t *op) {
@@ -151,7 +153,8 @@ static void prune(nl_runtime_op_t *op) {
     const nl_rt_container_t *c = &s->containers[i];
     if (c->state == NL_RT_CONTAINER_RUNNING) continue;
     bool purge = op->actions.create_sandbox && is_init(op->pod, c->name);
-    bool older = newest_dead(s, c->name) != c;
+    int keep = op->rt->opts.max_dead_per_container;
+    bool older = keep >= 0 && newer_dead(s, c) >= (size_t)keep;
     if (!purge && !(older && c->state == NL_RT_CONTAINER_EXITED)) continue;
     nl_vlog(3, "pod %s: removing dead container %s (%s)", op->desc, c->name, c->id);
     Runtime__V1__RemoveContainerRequest req = RUNTIME__V1__REMOVE_CONTAINER_REQUEST__INIT;

@@ -228,6 +228,7 @@ typedef struct job {
   char *root;
   nl_pod_t *pod; /* setup: a copy */
   char *uid;     /* teardown */
+  bool keep_dir; /* release: the pod directory stays, empty */
   nl_err_t *err;
   nl_volumes_cb cb;
   void *ctx;
@@ -239,6 +240,12 @@ static void work(uv_work_t *w) {
     nl__volumes_setup_sync(j->root, j->pod, &j->err);
   else
     nl__volumes_teardown_sync(j->root, j->uid, &j->err);
+  if (j->keep_dir) { /* whatever the teardown left, the directory is there */
+    char *dir = nl_xasprintf("%s/pods/%s", j->root, j->uid);
+    if (nl__mkdir_p(dir, 0750) < 0 && !j->err)
+      nl_err_set(&j->err, errno, "mkdir %s: %s", dir, strerror(errno));
+    free(dir);
+  }
 }
 
 static void after(uv_work_t *w, int status) {
@@ -268,6 +275,17 @@ int nl_volumes_setup(uv_loop_t *loop, const char *root_dir, const nl_pod_t *pod,
   job_t *j = nl_xcalloc(1, sizeof *j);
   j->root = nl_xstrdup(root_dir);
   j->pod = nl_pod_dup(pod);
+  j->cb = cb;
+  j->ctx = ctx;
+  return queue(loop, j);
+}
+
+int nl_volumes_release(uv_loop_t *loop, const char *root_dir, const char *uid,
+                       nl_volumes_cb cb, void *ctx) {
+  job_t *j = nl_xcalloc(1, sizeof *j);
+  j->root = nl_xstrdup(root_dir);
+  j->uid = nl_xstrdup(uid);
+  j->keep_dir = true;
   j->cb = cb;
   j->ctx = ctx;
   return queue(loop, j);

@@ -31,6 +31,11 @@ int nl_volumes_setup(uv_loop_t *loop, const char *root_dir, const nl_pod_t *pod,
 int nl_volumes_teardown(uv_loop_t *loop, const char *root_dir, const char *uid,
                         nl_volumes_cb cb, void *ctx);
 
+/* The same for a terminated pod that stays (an evicted one): its volumes go,
+ * its directory stays, empty (it marks the runtime pod as this agent's). */
+int nl_volumes_release(uv_loop_t *loop, const char *root_dir, const char *uid,
+                       nl_volumes_cb cb, void *ctx);
+
 /* Where a volume of the pod lives on the host (a new string), or NULL with *err
  * when the pod has no such volume or nanolet cannot serve its type. */
 char *nl_volumes_host_path(const char *root_dir, const nl_pod_t *pod, const char *name,

@@ -184,15 +184,24 @@ static char *ready_errors(const nl_node_inputs_t *in, const json_t *capacity) {
 }
 
 static json_t *conditions(const nl_node_inputs_t *in, const json_t *capacity, const json_t *prev) {
-  /* Pressure is never reported: nanolet has no eviction manager yet. Ready
-   * stays last, as upstream keeps it. */
+  /* The eviction manager's pressure, with upstream's reasons and messages.
+   * Ready stays last, as upstream keeps it. */
   json_t *a = json_array();
-  json_array_append_new(a, condition(prev, "MemoryPressure", false, "KubeletHasSufficientMemory",
-                                     "kubelet has sufficient memory available", in->now_ns));
-  json_array_append_new(a, condition(prev, "DiskPressure", false, "KubeletHasNoDiskPressure",
-                                     "kubelet has no disk pressure", in->now_ns));
-  json_array_append_new(a, condition(prev, "PIDPressure", false, "KubeletHasSufficientPID",
-                                     "kubelet has sufficient PID available", in->now_ns));
+  json_array_append_new(a, in->memory_pressure
+      ? condition(prev, "MemoryPressure", true, "KubeletHasInsufficientMemory",
+                  "kubelet has insufficient memory available", in->now_ns)
+      : condition(prev, "MemoryPressure", false, "KubeletHasSufficientMemory",
+                  "kubelet has sufficient memory available", in->now_ns));
+  json_array_append_new(a, in->disk_pressure
+      ? condition(prev, "DiskPressure", true, "KubeletHasDiskPressure", "kubelet has disk pressure",
+                  in->now_ns)
+      : condition(prev, "DiskPressure", false, "KubeletHasNoDiskPressure",
+                  "kubelet has no disk pressure", in->now_ns));
+  json_array_append_new(a, in->pid_pressure
+      ? condition(prev, "PIDPressure", true, "KubeletHasInsufficientPID",
+                  "kubelet has insufficient PID available", in->now_ns)
+      : condition(prev, "PIDPressure", false, "KubeletHasSufficientPID",
+                  "kubelet has sufficient PID available", in->now_ns));
   char *errs = ready_errors(in, capacity);
   json_array_append_new(a, errs ? condition(prev, "Ready", false, "KubeletNotReady", errs, in->now_ns)
                                 : condition(prev, "Ready", true, "KubeletReady",

@@ -64,6 +64,7 @@ typedef struct nl_node_inputs {
   const nl_node_image_t *images; /* sorted by size, largest first */
   size_t n_images;
   bool images_known;          /* false: the list failed, keep what the node has */
+  bool memory_pressure, disk_pressure, pid_pressure; /* the eviction manager's */
 } nl_node_inputs_t;
 
 /* One taint of --register-with-taints. */

@@ -421,7 +421,7 @@ static int setup(void **state) {
   snprintf(root, sizeof root, "/tmp/nanolet-e2e-rt-%d", (int)getpid());
   snprintf(logs, sizeof logs, "%s/logs", root);
   mkdir(root, 0755);
-  nl_runtime_opts_t ro = {.node_name = "e2e", .root_dir = root, .pod_logs_dir = logs,
+  nl_runtime_opts_t ro = {.node_name = "e2e", .root_dir = root, .pod_logs_dir = logs, .max_dead_per_container = 1,
                           .resolv_conf = "/etc/resolv.conf", .serialize_image_pulls = true,
                           .node_ip = "127.0.0.1", .backoff_initial_ms = 1000,
                           .backoff_max_ms = 4000, .image_backoff_initial_ms = 1000,

@@ -30,6 +30,7 @@ static inline nl_runtime_opts_t test_opts(void) {
   o.node_name = "node1";
   o.root_dir = "/var/lib/kubelet";
   o.pod_logs_dir = "/var/log/pods";
+  o.max_dead_per_container = 1;
   o.cluster_dns = dns;
   o.n_cluster_dns = 1;
   o.cluster_domain = "cluster.local";

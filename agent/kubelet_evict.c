@@ -1,0 +1,309 @@
+/* The eviction manager and the container and image collector, wired to the
+ * agent: the figures the manager observes (as upstream's summary provider
+ * gives them: /proc, the root memory cgroup, statvfs of the root dir and of
+ * the runtime's image filesystem, the runtime's container stats, the pods'
+ * emptyDir volumes and logs), the pods it may evict, and the pod states the
+ * collector asks about. */
+#include "agent/kubelet_evict.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent/kubelet_pods.h"
+#include "agent/stats.h"
+#include "cri/image.h"
+#include "managers/runtime_types.h"
+#include "reactor/log.h"
+#include "reactor/xalloc.h"
+
+#define MEMCG "/sys/fs/cgroup/memory"
+
+/* ---- the collector's questions ---- */
+
+static nl_gc_pod_state_t gc_pod_state(void *ctx, const char *uid) {
+  nl_kubelet_t *k = ctx;
+  const nl_pod_t *pod = nl_pod_manager_get(&k->pods, uid);
+  const nl_pod_worker_t *w = nl_pod_workers_get(&k->workers, uid);
+  if (pod && !pod->metadata.deletion_timestamp)
+    return w && w->state == NL_POD_TERMINATED ? NL_GC_POD_TERMINATED : NL_GC_POD_ACTIVE;
+  /* being killed: its dead containers wait for the end */
+  if ((w && !w->finished) || nl_map_has(&k->orphans, uid)) return NL_GC_POD_ACTIVE;
+  return NL_GC_POD_DELETED;
+}
+
+static bool gc_sources_ready(void *ctx) {
+  nl_kubelet_t *k = ctx;
+  return nl_pod_config_sources_ready(&k->pod_config) && k->pleg.relists;
+}
+
+/* ---- the figures ---- */
+
+typedef struct pod_dir {
+  char *uid, *logdir; /* logdir: <podLogsDir>/<ns>_<name>_<uid> */
+} pod_dir_t;
+
+typedef struct collect {
+  nl_kubelet_t *k;
+  nl_ev_stats_t *out;
+  nl_eviction_done_fn done;
+  void *done_ctx;
+  uv_work_t work;
+  char *image_mount;
+  pod_dir_t *dirs;
+  size_t n_dirs;
+  nl_node_sample_t sample;
+  uint64_t memcg_usage, memcg_inactive;
+  bool memcg_ok, dedicated;
+} collect_t;
+
+static uint64_t read_u64(const char *path, bool *ok) {
+  char buf[64] = "";
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+  if (fd >= 0) close(fd);
+  if (n <= 0) return *ok = false, 0;
+  buf[n] = 0;
+  return strtoull(buf, NULL, 10);
+}
+
+static uint64_t memcg_stat(const char *key, bool *ok) {
+  FILE *f = fopen(MEMCG "/memory.stat", "re");
+  char name[64];
+  unsigned long long v;
+  bool found = false;
+  while (f && fscanf(f, "%63s %llu", name, &v) == 2)
+    if (!strcmp(name, key)) {
+      found = true;
+      break;
+    }
+  if (f) fclose(f);
+  if (!found) *ok = false;
+  return found ? v : 0;
+}
+
+/* Bytes (blocks used) and inodes under path. */
+static void du(const char *path, int64_t *bytes, int64_t *inodes) {
+  DIR *d = opendir(path);
+  if (!d) return;
+  for (struct dirent *e; (e = readdir(d));) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    char *p = nl_xasprintf("%s/%s", path, e->d_name);
+    struct stat st;
+    if (lstat(p, &st) == 0) {
+      *bytes += (int64_t)st.st_blocks * 512;
+      (*inodes)++;
+      if (S_ISDIR(st.st_mode)) du(p, bytes, inodes);
+    }
+    free(p);
+  }
+  closedir(d);
+}
+
+static void collect_work(uv_work_t *w) {
+  collect_t *c = container_of(w, collect_t, work);
+  const nl_kubelet_config_t *cfg = c->k->cfg;
+  nl_node_sample_read(&c->sample, cfg->root_dir, c->image_mount);
+  c->memcg_ok = true;
+  c->memcg_usage = read_u64(MEMCG "/memory.usage_in_bytes", &c->memcg_ok);
+  c->memcg_inactive = memcg_stat("total_inactive_file", &c->memcg_ok);
+  struct stat a, b;
+  c->dedicated = c->image_mount && stat(cfg->root_dir, &a) == 0 && stat(c->image_mount, &b) == 0 &&
+                 a.st_dev != b.st_dev;
+  for (size_t i = 0; i < c->out->n_pods; i++) {
+    nl_ev_pod_stats_t *p = &c->out->pods[i];
+    char *vol = nl_xasprintf("%s/pods/%s/volumes/kubernetes.io~empty-dir", cfg->root_dir, p->uid);
+    du(vol, &p->volumes, &p->volume_inodes);
+    free(vol);
+    const char *logdir = c->dirs[i].logdir;
+    for (size_t j = 0; logdir && j < p->n_containers; j++) {
+      char *ld = nl_xasprintf("%s/%s", logdir, p->containers[j].name);
+      int64_t ino = 0;
+      p->containers[j].logs = 0;
+      du(ld, &p->containers[j].logs, &ino);
+      free(ld);
+    }
+  }
+}
+
+static void collect_free(collect_t *c) {
+  for (size_t i = 0; i < c->n_dirs; i++) free(c->dirs[i].uid), free(c->dirs[i].logdir);
+  free(c->dirs);
+  free(c->image_mount);
+  free(c);
+}
+
+static void collect_done(uv_work_t *w, int status) {
+  (void)status;
+  collect_t *c = container_of(w, collect_t, work);
+  nl_ev_stats_t *o = c->out;
+  const nl_node_sample_t *s = &c->sample;
+  /* upstream: memory.available = capacity - the root cgroup's working set
+   * (usage - inactive file); without the memory cgroup, from /proc/meminfo */
+  uint64_t ws = c->memcg_ok && c->memcg_usage > c->memcg_inactive ? c->memcg_usage - c->memcg_inactive
+                : s->mem_total - s->mem_free - s->inactive_file;
+  if (s->mem_total) o->obs[NL_EV_MEMORY] = (nl_ev_observation_t){true, (int64_t)s->mem_total - (int64_t)ws, (int64_t)s->mem_total};
+  if (s->root_fs.ok) {
+    o->obs[NL_EV_NODEFS] = (nl_ev_observation_t){true, (int64_t)s->root_fs.available, (int64_t)s->root_fs.capacity};
+    o->obs[NL_EV_NODEFS_INODES] = (nl_ev_observation_t){true, (int64_t)s->root_fs.inodes_free, (int64_t)s->root_fs.inodes};
+  }
+  const nl_stats_fs_t *img = s->image_fs.ok ? &s->image_fs : &s->root_fs;
+  if (img->ok) {
+    o->obs[NL_EV_IMAGEFS] = (nl_ev_observation_t){true, (int64_t)img->available, (int64_t)img->capacity};
+    o->obs[NL_EV_IMAGEFS_INODES] = (nl_ev_observation_t){true, (int64_t)img->inodes_free, (int64_t)img->inodes};
+  }
+  if (s->maxpid)
+    o->obs[NL_EV_PID] = (nl_ev_observation_t){true, (int64_t)s->maxpid - (int64_t)s->curproc, (int64_t)s->maxpid};
+  o->dedicated_imagefs = c->dedicated;
+  nl_eviction_done_fn done = c->done;
+  void *done_ctx = c->done_ctx;
+  collect_free(c);
+  done(done_ctx);
+}
+
+static void run_work(collect_t *c) {
+  if (uv_queue_work(c->k->loop, &c->work, collect_work, collect_done) != 0) collect_done(&c->work, -1);
+}
+
+static nl_ev_pod_stats_t *pod_entry(collect_t *c, const char *uid, const char *ns, const char *name) {
+  nl_ev_stats_t *o = c->out;
+  for (size_t i = 0; i < o->n_pods; i++)
+    if (!strcmp(o->pods[i].uid, uid)) return &o->pods[i];
+  o->pods = nl_xrealloc(o->pods, (o->n_pods + 1) * sizeof *o->pods);
+  c->dirs = nl_xrealloc(c->dirs, (c->n_dirs + 1) * sizeof *c->dirs);
+  c->dirs[c->n_dirs++] = (pod_dir_t){nl_xstrdup(uid), ns && name ? nl_xasprintf("%s/%s_%s_%s",
+                                     c->k->cfg->pod_logs_dir, ns, name, uid) : NULL};
+  nl_ev_pod_stats_t *p = &o->pods[o->n_pods++];
+  *p = (nl_ev_pod_stats_t){.uid = nl_xstrdup(uid)};
+  return p;
+}
+
+static void on_container_stats(const nl_grpc_status_t *st,
+                               Runtime__V1__ListContainerStatsResponse *resp, void *ctx) {
+  collect_t *c = ctx;
+  for (size_t i = 0; st->code == NL_GRPC_OK && i < resp->n_stats; i++) {
+    const Runtime__V1__ContainerStats *cs = resp->stats[i];
+    const Runtime__V1__ContainerAttributes *a = cs->attributes;
+    const char *uid = a ? NL_RT_LABEL(a, NL_LABEL_POD_UID) : NULL;
+    if (!uid || !a->metadata) continue;
+    nl_ev_pod_stats_t *p = pod_entry(c, uid, NL_RT_LABEL(a, NL_LABEL_POD_NAMESPACE),
+                                     NL_RT_LABEL(a, NL_LABEL_POD_NAME));
+    int64_t mem = cs->memory && cs->memory->working_set_bytes ? (int64_t)cs->memory->working_set_bytes->value : -1;
+    int64_t rootfs = cs->writable_layer && cs->writable_layer->used_bytes
+                         ? (int64_t)cs->writable_layer->used_bytes->value : -1;
+    if (mem > 0) p->memory += mem;
+    p->containers = nl_xrealloc(p->containers, (p->n_containers + 1) * sizeof *p->containers);
+    p->containers[p->n_containers++] = (nl_ev_container_stats_t){nl_xstrdup(a->metadata->name), mem, rootfs, -1};
+  }
+  if (st->code != NL_GRPC_OK) nl_vlog(2, "eviction manager: container stats: %s", st->message);
+  run_work(c);
+}
+
+static void on_image_fs(const nl_grpc_status_t *st, Runtime__V1__ImageFsInfoResponse *resp, void *ctx) {
+  collect_t *c = ctx;
+  if (st->code == NL_GRPC_OK && resp->n_image_filesystems && resp->image_filesystems[0]->fs_id &&
+      *resp->image_filesystems[0]->fs_id->mountpoint)
+    c->image_mount = nl_xstrdup(resp->image_filesystems[0]->fs_id->mountpoint);
+  Runtime__V1__ListContainerStatsRequest q = RUNTIME__V1__LIST_CONTAINER_STATS_REQUEST__INIT;
+  nl_cri_list_container_stats(&c->k->cri, &q, on_container_stats, c);
+}
+
+static void ev_collect(void *ctx, nl_ev_stats_t *out, nl_eviction_done_fn done, void *done_ctx) {
+  collect_t *c = nl_xcalloc(1, sizeof *c);
+  *c = (collect_t){.k = ctx, .out = out, .done = done, .done_ctx = done_ctx};
+  memset(out, 0, sizeof *out);
+  Runtime__V1__ImageFsInfoRequest q = RUNTIME__V1__IMAGE_FS_INFO_REQUEST__INIT;
+  nl_cri_image_fs_info(&c->k->cri, &q, on_image_fs, c);
+}
+
+static const nl_pod_t **ev_active_pods(void *ctx, size_t *n) {
+  return nl__kubelet_pods_active(ctx, n);
+}
+
+static void ev_evict(void *ctx, const nl_pod_t *pod, int64_t grace, const char *message) {
+  nl__kubelet_pods_evict(ctx, pod, grace, message);
+}
+
+static bool ev_cleaned_up(void *ctx, const char *uid) {
+  nl_kubelet_t *k = ctx;
+  return !nl_pod_workers_could_have_running_containers(&k->workers, uid);
+}
+
+typedef struct reclaim_call {
+  nl_eviction_done_fn done;
+  void *done_ctx;
+} reclaim_call_t;
+
+static void on_reclaim(void *ctx, uint64_t freed) {
+  reclaim_call_t *r = ctx;
+  if (freed) nl_info("eviction manager: image GC freed %llu bytes", (unsigned long long)freed);
+  r->done(r->done_ctx);
+  free(r);
+}
+
+static void ev_reclaim(void *ctx, bool images, nl_eviction_done_fn done, void *done_ctx) {
+  nl_kubelet_t *k = ctx;
+  reclaim_call_t *r = nl_xcalloc(1, sizeof *r);
+  *r = (reclaim_call_t){done, done_ctx};
+  nl_gc_reclaim(&k->gc, images, on_reclaim, r);
+}
+
+/* ---- wiring ---- */
+
+static nl_ev_config_map_t cmap(const nl_config_map_t *m) {
+  return (nl_ev_config_map_t){(const char *const *)m->keys, m->first, m->n};
+}
+
+int nl__kubelet_evict_init(nl_kubelet_t *k, nl_err_t **err) {
+  const nl_kubelet_config_t *cfg = k->cfg;
+  nl_ev_threshold_t *t;
+  size_t n;
+  if (nl_ev_parse_thresholds(cmap(&cfg->eviction_hard), cmap(&cfg->eviction_soft),
+                             cmap(&cfg->eviction_soft_grace_period),
+                             cmap(&cfg->eviction_minimum_reclaim), &t, &n, err) < 0)
+    return -1;
+  if (n > 64) {
+    free(t);
+    return nl_err_set(err, NL_EINVAL, "too many eviction thresholds (%zu)", n);
+  }
+  nl_gc_policy_t p = {
+      .min_age_ns = cfg->minimum_container_ttl_duration,
+      .max_per_pod_container = cfg->maximum_dead_containers_per_container,
+      .max_containers = cfg->maximum_dead_containers,
+      .high_percent = cfg->image_gc_high_threshold_percent,
+      .low_percent = cfg->image_gc_low_threshold_percent,
+      .image_min_age_ns = cfg->image_minimum_gc_age,
+      .image_max_age_ns = cfg->image_maximum_gc_age,
+  };
+  nl_gc_deps_t gd = {gc_pod_state, gc_sources_ready, k, nl_events_sink(&k->events), k->node_name};
+  char *pods_dir = nl_xasprintf("%s/pods", cfg->root_dir);
+  nl_gc_init(&k->gc, k->loop, &k->cri, &p, &gd, pods_dir, cfg->pod_logs_dir, 0, 0);
+  free(pods_dir);
+  k->gc_up = true;
+  k->cri_users++;
+  nl_eviction_deps_t ed = {ev_collect, ev_active_pods, ev_evict, ev_cleaned_up, ev_reclaim, k, NULL};
+  nl_eviction_init(&k->eviction, k->loop, t, n, cfg->eviction_pressure_transition_period,
+                   cfg->eviction_max_pod_grace_period, 0, &ed);
+  free(t);
+  k->eviction_up = true;
+  k->cri_users++;
+  return 0;
+}
+
+void nl__kubelet_evict_start(nl_kubelet_t *k) {
+  if (k->cfg->runonce) return; /* upstream runOnce starts neither */
+  nl_gc_start(&k->gc);
+  nl_eviction_start(&k->eviction);
+}
+
+static void on_gc_stopped(nl_gc_t *gc) { nl__kubelet_cri_user_stopped(container_of(gc, nl_kubelet_t, gc)); }
+static void on_eviction_stopped(void *ctx) { nl__kubelet_cri_user_stopped(ctx); }
+
+void nl__kubelet_evict_stop(nl_kubelet_t *k) {
+  if (k->eviction_up) nl_eviction_stop(&k->eviction, on_eviction_stopped, k);
+  if (k->gc_up) nl_gc_stop(&k->gc, on_gc_stopped);
+}

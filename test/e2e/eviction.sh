@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# The eviction manager on the real containerd and control plane, with a small
+# tmpfs as nodefs (the root dir and the pod log dir on it) and short periods
+# from the configuration file. Disk pressure: a BestEffort API pod filling its
+# emptyDir is evicted (Failed, Evicted, upstream's message, an Evicted event),
+# the Node shows DiskPressure, a BestEffort pod created meanwhile is rejected,
+# a Guaranteed pod beside them is untouched, and the pressure clears once the
+# volume is gone. Memory pressure: a memory.available threshold just below
+# what the node has forces the eviction of the BestEffort pod using memory.
+# Static pods are critical and never evicted (upstream), hence API pods. Node
+# and credential: NANOLET_E2E_EVICT_NODE / NANOLET_E2E_EVICT_KUBECONFIG
+# (default nanolet-eviction, minted by the control plane script).
+PODS_NS=evict-e2e
+. "$(dirname "$0")/pods_lib.sh"
+k8s_env || { fail "control plane" "tools/testenv/controlplane.sh up failed"; exit 1; }
+NODE=${NANOLET_E2E_EVICT_NODE:-nanolet-eviction}
+KC=${NANOLET_E2E_EVICT_KUBECONFIG:-$("$NANOLET_TEST_CONTROLPLANE" cert "$NODE" "system:node:$NODE" system:nodes)}
+IMG=localhost/busybox:1.36
+FS=$E2E_TMP/nodefs
+mkdir -p "$FS"
+mount -t tmpfs -o size=64m nanolet-evict "$FS" || { fail "tmpfs" "mount failed"; exit 1; }
+ROOT=$FS/root
+LOGS=$FS/logs
+CONF=$E2E_TMP/kubelet.yaml
+write_conf() { # write_conf EVICTION_HARD_YAML
+  cat >"$CONF" <<EOC
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+podLogsDir: $LOGS
+evictionHard: $1
+evictionPressureTransitionPeriod: 5s
+EOC
+}
+trap 'api_cleanup; umount -l "$FS" 2>/dev/null; e2e_finish; exit $?' EXIT
+fresh_ns "$PODS_NS"
+
+# apply NAME QOS SCRIPT
+apply() {
+  local res=""
+  [ "$2" = Guaranteed ] && res="resources: {limits: {cpu: 10m, memory: 32Mi, ephemeral-storage: 8Mi}}"
+  kubectl apply -f - >/dev/null <<EOP
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, namespace: $PODS_NS}
+spec:
+  nodeName: $NODE
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 2
+  volumes: [{name: scratch, emptyDir: {}}]
+  containers:
+  - name: c
+    image: $IMG
+    command: [sh, -c, "$3"]
+    volumeMounts: [{name: scratch, mountPath: /scratch}]
+    $res
+EOP
+}
+api() { kubectl get pod -n "$PODS_NS" "$1" -o jsonpath="$2" 2>/dev/null; }
+api_is() { [ "$(api "$1" "$2")" = "$3" ]; }
+node_cond() { kubectl get node "$NODE" -o jsonpath="{.status.conditions[?(@.type==\"$1\")].status}" 2>/dev/null; }
+node_cond_is() { [ "$(node_cond "$1")" = "$2" ]; }
+
+# ---- disk pressure: nodefs.available < 40% of the 64 MiB tmpfs ----
+write_conf '{nodefs.available: "40%", memory.available: "1Mi"}'
+start_agent --kubeconfig "$KC" --config "$CONF" --node-status-update-frequency 2s \
+  || { fail "agent start" ""; exit 1; }
+apply guard Guaranteed 'sleep 3600'
+apply hog BestEffort 'sleep 2; dd if=/dev/zero of=/scratch/fill bs=1M count=45; sleep 3600'
+wait_for 60 api_is guard '{.status.phase}' Running && ok "Guaranteed pod runs" || fail "guard Running" "$(api guard '{.status.phase}')"
+if wait_for 40 api_is hog '{.status.reason}' Evicted; then
+  ok "BestEffort pod filling its emptyDir is evicted"
+  api_is hog '{.status.phase}' Failed && ok "  ... phase Failed" || fail "hog phase" "$(api hog '{.status.phase}')"
+  msg=$(api hog '{.status.message}')
+  [[ $msg =~ ^"The node was low on resource: ephemeral-storage. Threshold quantity: "[0-9]+[KMG]?i?", available: "[0-9]+[KMG]?i?". " ]] \
+    && ok "  ... upstream's message ($msg)" || fail "eviction message" "$msg"
+else
+  fail "hog evicted" "$(api hog '{.status}')"
+fi
+wait_for 15 node_cond_is DiskPressure True && ok "Node has DiskPressure" || fail "DiskPressure" "$(node_cond DiskPressure)"
+kubectl get events -n "$PODS_NS" --field-selector reason=Evicted -o name 2>/dev/null | grep -q . \
+  && ok "an Evicted event" || fail "Evicted event" "$(kubectl get events -n "$PODS_NS" 2>&1 | tail -5)"
+apply late BestEffort 'sleep 3600'
+if wait_for 15 api_is late '{.status.reason}' Evicted; then
+  [[ $(api late '{.status.message}') == "Pod was rejected: The node had condition: [DiskPressure]. " ]] \
+    && ok "a pod admitted under disk pressure is rejected" || fail "rejection message" "$(api late '{.status.message}')"
+else
+  fail "late pod rejected" "$(api late '{.status}')"
+fi
+wait_for 30 node_cond_is DiskPressure False && ok "DiskPressure clears once the volume is released" \
+  || fail "DiskPressure clears" "$(node_cond DiskPressure); df: $(df -h "$FS" | tail -1)"
+api_is guard '{.status.phase}' Running && [ "$(api guard '{.status.containerStatuses[0].restartCount}')" = 0 ] \
+  && ok "Guaranteed pod untouched" || fail "guard" "$(api guard '{.status}')"
+kubectl delete pod -n "$PODS_NS" hog late --grace-period=0 --force >/dev/null 2>&1
+stop_agent TERM
+
+# ---- memory pressure: a threshold just under what the node has ----
+# as the agent computes it: MemTotal - (root memcg usage - inactive file)
+total=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) * 1024))
+usage=$(cat /sys/fs/cgroup/memory/memory.usage_in_bytes)
+inactive=$(awk '$1 == "total_inactive_file" {print $2}' /sys/fs/cgroup/memory/memory.stat)
+avail=$(((total - usage + inactive) / 1048576))
+write_conf "{memory.available: \"$((avail - 100))Mi\"}"
+start_agent --kubeconfig "$KC" --config "$CONF" --node-status-update-frequency 2s \
+  || { fail "agent start" ""; exit 1; }
+apply eater BestEffort 'sleep 1; head -c 200m /dev/zero | tail; sleep 3600'
+if wait_for 75 api_is eater '{.status.reason}' Evicted; then
+  msg=$(api eater '{.status.message}')
+  [[ $msg =~ ^"The node was low on resource: memory. Threshold quantity: ".*"Container c was using ".*"request is 0, has larger consumption of memory. "$ ]] \
+    && ok "memory eviction with upstream's message ($msg)" || fail "memory message" "$msg"
+else
+  fail "eater evicted" "$(api eater '{.status}'); $(grep -i evict "$E2E_TMP/agent.log" | tail -3)"
+fi
+grep -q "node condition MemoryPressure is now True" "$E2E_TMP/agent.log" && ok "MemoryPressure reported" \
+  || fail "MemoryPressure" "$(grep -i pressure "$E2E_TMP/agent.log" | tail -3)"
+api_is guard '{.status.phase}' Running && ok "Guaranteed pod still untouched" || fail "guard after memory" "$(api guard '{.status}')"
+kubectl delete pod -n "$PODS_NS" eater --grace-period=0 --force >/dev/null 2>&1
