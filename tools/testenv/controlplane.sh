@@ -175,8 +175,27 @@ export NANOLET_TEST_NODE_KUBECONFIG=$CP/node.kubeconfig
 export NANOLET_TEST_KUBECTL=$bin/kubectl
 export NANOLET_TEST_K8S_BIN=$bin
 export NANOLET_TEST_CONTROLPLANE=$here/controlplane.sh
+export NANOLET_TEST_AUDIT_LOG=$CP/audit.log
 EOF
   mv "$CP/env.sh.tmp" "$CP/env.sh"
+}
+
+# The audit log records who read which ConfigMap, Secret, token and CSR, so
+# that tests can show what a node asked for (one JSON line per request).
+write_audit_policy() {
+  cat >"$CP/audit-policy.yaml" <<'YAML'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  resources:
+  - group: ""
+    resources: [configmaps, secrets, serviceaccounts/token]
+  - group: certificates.k8s.io
+    resources: [certificatesigningrequests]
+- level: None
+YAML
 }
 
 cmd_up() {
@@ -185,6 +204,7 @@ cmd_up() {
   mkdir -p "$RUN"
   touch "$DIR/$MARKER"
   make_pki
+  write_audit_policy
   start_component etcd etcd_ready -- "$bin/etcd" --name nanolet-test \
     --data-dir "$CP/etcd" \
     --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
@@ -212,6 +232,8 @@ cmd_up() {
     --service-account-signing-key-file="$PKI/sa.key" \
     --service-cluster-ip-range=$SERVICE_CIDR \
     --kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname \
+    --audit-policy-file="$CP/audit-policy.yaml" \
+    --audit-log-path="$CP/audit.log" --audit-log-maxsize=20 --audit-log-maxbackup=1 \
     --endpoint-reconciler-type=none
   # All default controllers, plus the two that TLS bootstrap needs.
   start_component kube-controller-manager kcm_ready -- "$bin/kube-controller-manager" \
