@@ -192,8 +192,9 @@ int nl_keyring_add(nl_keyring_t *k, const char *data, size_t len, bool config_js
     nl_keyring_cred_t c = {0};
     if (entry_decode(e, &c, err) < 0) {
       while (k->n > base) entry_free(&k->entries[--k->n]);
+      nl_err_wrap(err, "%s%s", config_json ? "auths." : "", loc); /* loc lives in root */
       json_decref(root);
-      return nl_err_wrap(err, "%s%s", config_json ? "auths." : "", loc);
+      return -1;
     }
     if (!c.username) { /* a null entry */
       c.username = nl_xstrdup("");

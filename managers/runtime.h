@@ -24,6 +24,7 @@
 #include "agent/model/pod.h"
 #include "cri/conn.h"
 #include "managers/images.h"
+#include "managers/objects.h"
 #include "managers/runtime_types.h"
 #include "reactor/backoff.h"
 #include "reactor/error.h"
@@ -66,6 +67,9 @@ typedef struct nl_runtime_opts {
   int (*service_env)(void *ctx, const nl_pod_t *pod, struct nl_env **out, size_t *n,
                      nl_err_t **err);
   void *service_env_ctx;
+  /* ConfigMaps and Secrets of the API (managers/objects.h): the pods' image
+   * pull secrets. fn NULL: none (a pull secret is then missing). */
+  nl_objects_lookup_t objects;
   /* Where the pod and container events go (Pulling, Created, Started, Killing,
    * BackOff, ...); fn NULL: they are logged at -v=3 only. */
   nl_event_sink_t events;
