@@ -36,6 +36,7 @@ typedef struct nl_object_item {
   const char *key;
   const unsigned char *value;
   size_t len;
+  bool binary; /* a ConfigMap's binaryData: volumes only, never the environment */
 } nl_object_item_t;
 
 /* A fetched object. Immutable: a change replaces it. Borrowed from the cache

@@ -38,7 +38,8 @@ bool nl__object_equal(const nl_object_t *a, const nl_object_t *b) {
   if (a->kind != b->kind || !str_eq(a->type, b->type) || a->n_items != b->n_items) return false;
   for (size_t i = 0; i < a->n_items; i++) {
     const nl_object_item_t *x = &a->items[i], *y = &b->items[i];
-    if (strcmp(x->key, y->key) || x->len != y->len || memcmp(x->value, y->value, x->len))
+    if (strcmp(x->key, y->key) || x->len != y->len || x->binary != y->binary ||
+        memcmp(x->value, y->value, x->len))
       return false;
   }
   return true;
@@ -122,6 +123,7 @@ static nl_object_t *pack(nl_object_kind_t kind, const char *ns, const char *name
     items[i].key = put(&p, raw[i].key, strlen(raw[i].key));
     items[i].value = (const unsigned char *)p;
     items[i].len = raw[i].len;
+    items[i].binary = kind == NL_OBJECT_CONFIG_MAP && raw[i].b64;
     if (raw[i].b64) {
       /* collect() checked the text; its size there is an upper bound */
       mbedtls_base64_decode((unsigned char *)p, raw[i].len + 1, &items[i].len,

@@ -59,6 +59,8 @@ static void configmap_data_and_binary_data(void **state) {
   assert_non_null(b);
   assert_int_equal(b->len, 3);
   assert_memory_equal(b->value, "\0\1\2", 3);
+  assert_true(b->binary);
+  assert_false(o->items[0].binary);
   assert_string_equal((const char *)nl_object_find(o, "z")->value, "last");
   assert_null(nl_object_find(o, "missing"));
   nl_object_free(o);
