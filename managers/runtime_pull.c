@@ -15,9 +15,7 @@ static int add_secret(nl_keyring_t *k, const nl_object_t *s, nl_err_t **err) {
   const char *key = config_json                               ? NL_SECRET_KEY_DOCKER_CONFIG_JSON
                     : !strcmp(type, NL_SECRET_TYPE_DOCKERCFG) ? NL_SECRET_KEY_DOCKERCFG
                                                               : NULL;
-  const nl_object_item_t *it = NULL;
-  for (size_t i = 0; key && i < s->n_items; i++)
-    if (!strcmp(s->items[i].key, key)) it = &s->items[i];
+  const nl_object_item_t *it = key ? nl_object_find(s, key) : NULL;
   if (!it || !it->len) return 0; /* another type, or empty: no credentials */
   if (nl_keyring_add(k, (const char *)it->value, it->len, config_json, err) < 0)
     return nl_err_wrap(err, "image pull secret \"%s/%s\": %s", s->namespace_, s->name, key);
