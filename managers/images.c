@@ -31,6 +31,11 @@ typedef struct nl_images_job {
   bool never;
   bool queued;
   uv_timer_t timer; /* only for an invalid name */
+  nl_images_creds_fn creds;
+  nl_keyring_cred_t *auth; /* copies of the credentials matching the image */
+  size_t n_auth, tried;
+  char **errs; /* the distinct errors of the credentials tried */
+  size_t n_errs;
   nl_images_cb cb;
   void *ctx;
 } job_t;
@@ -41,6 +46,13 @@ static void job_free(job_t *j) {
   free(j->backoff_key);
   free(j->pod_desc);
   free(j->image_ref);
+  for (size_t i = 0; i < j->n_auth; i++) {
+    free(j->auth[i].username);
+    free(j->auth[i].password);
+  }
+  free(j->auth);
+  for (size_t i = 0; i < j->n_errs; i++) free(j->errs[i]);
+  free(j->errs);
   nl_event_ref_free(&j->ref);
   free(j);
 }
@@ -175,18 +187,56 @@ static void size_done(const nl_grpc_status_t *st, Runtime__V1__ImageStatusRespon
   complete(j, j->image_ref, NULL, NULL);
 }
 
+static void send_pull(job_t *j);
+
+/* utilerrors.NewAggregate's text: one error as it is, several deduplicated in
+ * brackets. Takes e. */
+static char *aggregate(job_t *j, char *e) {
+  bool seen = false;
+  for (size_t i = 0; i < j->n_errs; i++) seen = seen || !strcmp(j->errs[i], e);
+  if (seen) {
+    free(e);
+  } else {
+    j->errs = nl_xrealloc(j->errs, (j->n_errs + 1) * sizeof *j->errs);
+    j->errs[j->n_errs++] = e;
+  }
+  if (j->n_errs == 1) return nl_xstrdup(j->errs[0]);
+  size_t len = 3;
+  for (size_t i = 0; i < j->n_errs; i++) len += strlen(j->errs[i]) + 2;
+  char *m = nl_xmalloc(len);
+  strcpy(m, "[");
+  for (size_t i = 0; i < j->n_errs; i++) {
+    if (i) strcat(m, ", ");
+    strcat(m, j->errs[i]);
+  }
+  strcat(m, "]");
+  return m;
+}
+
+/* A pull that failed: the event, the back-off, ErrImagePull. */
+static void pull_failed(job_t *j, const char *e) {
+  nl_warn("pod %s: failed to pull image \"%s\": %s", j->pod_desc, j->requested, e);
+  event(j, NL_EVENT_WARNING, "Failed", "Failed to pull image \"%s\": %s", j->requested, e);
+  record_failure(j->im, j->backoff_key);
+  complete(j, NULL, NL_IMAGE_ERR_PULL, e);
+}
+
 static void pulled(const nl_grpc_status_t *st, Runtime__V1__PullImageResponse *resp, void *ctx) {
   job_t *j = ctx;
   nl_images_t *im = j->im;
-  im->running--;
   if (st->code != NL_GRPC_OK) {
-    char *e = nl_grpc_status_format(st);
-    nl_warn("pod %s: failed to pull image \"%s\": %s", j->pod_desc, j->requested, e);
-    event(j, NL_EVENT_WARNING, "Failed", "Failed to pull image \"%s\": %s", j->requested, e);
-    record_failure(im, j->backoff_key);
-    complete(j, NULL, NL_IMAGE_ERR_PULL, e);
+    char *e = aggregate(j, nl_grpc_status_format(st));
+    if (j->req && j->tried + 1 < j->n_auth) { /* the next credential, in the same slot */
+      free(e);
+      j->tried++;
+      send_pull(j);
+      return;
+    }
+    im->running--;
+    pull_failed(j, e);
     free(e);
   } else {
+    im->running--;
     nl_info("pod %s: successfully pulled image \"%s\"", j->pod_desc, j->requested);
     nl_backoff_table_gc(&im->backoff, im->now_ms(im->now_ctx));
     /* The Pulled event tells the image's size, which ImageStatus knows. */
@@ -197,17 +247,55 @@ static void pulled(const nl_grpc_status_t *st, Runtime__V1__PullImageResponse *r
   next_in_queue(im);
 }
 
-static void start_pull(job_t *j) {
-  nl_images_t *im = j->im;
-  im->running++;
-  im->stats_pulls++;
-  nl_info("pod %s: pulling image \"%s\"", j->pod_desc, j->requested);
-  j->pull_ms = uv_now(im->loop);
+static void send_pull(job_t *j) {
+  j->im->stats_pulls++;
   Runtime__V1__PullImageRequest req = RUNTIME__V1__PULL_IMAGE_REQUEST__INIT;
   Runtime__V1__ImageSpec s = RUNTIME__V1__IMAGE_SPEC__INIT;
+  Runtime__V1__AuthConfig auth = RUNTIME__V1__AUTH_CONFIG__INIT;
   s.image = j->image;
   req.image = &s;
-  nl_cri_pull_image(im->cri, &req, pulled, j);
+  if (j->tried < j->n_auth) {
+    auth.username = j->auth[j->tried].username;
+    auth.password = j->auth[j->tried].password;
+    req.auth = &auth;
+  }
+  nl_cri_pull_image(j->im->cri, &req, pulled, j);
+}
+
+/* Copies the credentials the keyring has for the image; false when the job
+ * was completed instead (see nl_images_creds_fn). */
+static bool take_creds(job_t *j) {
+  if (!j->creds) return true;
+  const nl_keyring_t *k = NULL;
+  char *msg = NULL;
+  int rc = j->creds(j->ctx, &k, &msg);
+  if (rc < 0) {
+    pull_failed(j, msg);
+  } else if (rc > 0) {
+    nl_info("pod %s: not pulling image \"%s\" yet: %s", j->pod_desc, j->requested, msg);
+    complete(j, NULL, NL_IMAGE_ERR_PULL, msg);
+  } else if (k) {
+    const nl_keyring_cred_t **c;
+    j->n_auth = nl_keyring_lookup(k, j->image, &c);
+    j->auth = j->n_auth ? nl_xcalloc(j->n_auth, sizeof *j->auth) : NULL;
+    for (size_t i = 0; i < j->n_auth; i++) {
+      j->auth[i].username = nl_xstrdup(c[i]->username);
+      j->auth[i].password = nl_xstrdup(c[i]->password);
+    }
+    free(c);
+  }
+  free(msg);
+  return rc == 0;
+}
+
+static void start_pull(job_t *j) {
+  nl_images_t *im = j->im;
+  if (!take_creds(j)) return;
+  im->running++;
+  nl_info("pod %s: pulling image \"%s\"%s", j->pod_desc, j->requested,
+          j->n_auth ? " with credentials from its pull secrets" : "");
+  j->pull_ms = uv_now(im->loop);
+  send_pull(j);
 }
 
 static void status_done(const nl_grpc_status_t *st, Runtime__V1__ImageStatusResponse *resp,
@@ -276,11 +364,12 @@ static void invalid_name(uv_timer_t *t) {
 
 void nl_images_ensure(nl_images_t *im, nl_images_req_t *req, const nl_event_ref_t *ref,
                       const char *pod_desc, const char *image, const char *pull_policy,
-                      nl_images_cb cb, void *ctx) {
+                      nl_images_creds_fn creds, nl_images_cb cb, void *ctx) {
   job_t *j = nl_xcalloc(1, sizeof *j);
   j->im = im;
   j->req = req;
   req->job = j;
+  j->creds = creds;
   j->cb = cb;
   j->ctx = ctx;
   j->requested = nl_xstrdup(image ? image : "");

@@ -14,6 +14,7 @@
 
 #include "cri/conn.h"
 #include "managers/events.h"
+#include "managers/keyring.h"
 #include "reactor/backoff.h"
 #include "reactor/list.h"
 #include "reactor/map.h"
@@ -47,6 +48,15 @@ struct nl_images_job;
 typedef void (*nl_images_cb)(const char *image_ref, const char *reason, const char *message,
                              void *ctx);
 
+/* The credentials of a pull, asked for (with the ctx of nl_images_ensure) only
+ * when the image must be pulled, as upstream reads the pull secrets at
+ * PullImage. Returns 0 with *keyring (borrowed until the call returns; NULL:
+ * none); -1 with *msg (owned) when a pull secret cannot be used, which fails
+ * the pull as a failed pull does (upstream MakeDockerKeyring's error); 1 with
+ * *msg when a pull secret is not known yet: nothing is pulled and no back-off
+ * starts (the caller syncs the pod again when the secret arrives). */
+typedef int (*nl_images_creds_fn)(void *ctx, const nl_keyring_t **keyring, char **msg);
+
 typedef struct nl_images_req {
   struct nl_images_job *job; /* private */
 } nl_images_req_t;
@@ -64,10 +74,13 @@ void nl_images_free(nl_images_t *im);
  * while the back-off of (pod uid, image) runs, or pulls (ErrImagePull on
  * failure, which starts/extends the back-off). ref is the container's event
  * reference (its uid is the pod's; copied); pod_desc names the pod in logs.
- * Events as upstream's image manager records them go to im->events. */
+ * Events as upstream's image manager records them go to im->events. With
+ * creds (may be NULL), each credential the keyring has for the image is tried
+ * in turn until one pulls; the failure then names every error (upstream's
+ * aggregate: "[e1, e2]"). */
 void nl_images_ensure(nl_images_t *im, nl_images_req_t *req, const nl_event_ref_t *ref,
                       const char *pod_desc, const char *image, const char *pull_policy,
-                      nl_images_cb cb, void *ctx);
+                      nl_images_creds_fn creds, nl_images_cb cb, void *ctx);
 /* The callback of req will not run; a pull in flight finishes in the
  * background. */
 void nl_images_cancel(nl_images_req_t *req);

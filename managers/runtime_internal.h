@@ -106,6 +106,10 @@ struct nl_runtime_op {
   char *cur_hosts_path;        /* the pod's etc-hosts when the container mounts it */
   int32_t cur_restart;
   nl_images_req_t img;
+  nl_keyring_t keyring;        /* the pod's pull secrets (runtime_pull.c), read at the first pull */
+  bool keyring_built;
+  int keyring_rc;              /* as nl_images_creds_fn returns */
+  char *keyring_msg;
   char *cur_id;                /* the container just created (postStart) */
   nl_list_t hooks;             /* lifecycle hooks running (hooks_runtime.c; lazily set up) */
 };
@@ -127,6 +131,8 @@ void nl__op_fail(nl_runtime_op_t *op, int code, const char *fmt, ...)
 void nl__kill_pod_start(nl_runtime_op_t *op, void (*after)(nl_runtime_op_t *, bool));
 /* The grace period for a container, as upstream setTerminationGracePeriod. */
 int64_t nl__grace_for(const nl_pod_t *pod, const nl_container_t *spec, const char *reason);
+/* The nl_images_creds_fn of a SyncPod (ctx: the op). */
+int nl__op_pull_creds(void *ctx, const nl_keyring_t **keyring, char **msg);
 /* Starts the SyncPod state machine of op. */
 void nl__sync_start(nl_runtime_op_t *op);
 /* Starts removing containers/sandboxes of op (kind REMOVE). */

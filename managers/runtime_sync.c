@@ -676,5 +676,5 @@ static void next_container(nl_runtime_op_t *op) {
   char fp[320];
   nl_event_ref_t ref = nl_event_container_ref(op->pod, op->cur->name, fp, sizeof fp);
   nl_images_ensure(&op->rt->images, &op->img, &ref, op->desc, op->cur->image,
-                   op->cur->image_pull_policy, image_ready, op);
+                   op->cur->image_pull_policy, nl__op_pull_creds, image_ready, op);
 }

@@ -109,7 +109,7 @@ stop_pid() {
     kill -0 "$pid" 2>/dev/null || return 0
     sleep 0.5
   done
-  log "containerd $pid ignored SIGTERM for 15 s; killing it"
+  log "pid $pid ignored SIGTERM for 15 s; killing it"
   kill -KILL "$pid" 2>/dev/null || true
 }
 

@@ -15,6 +15,15 @@ if [ -r "$NANOLET_TESTENV_DIR/snapshotter" ]; then
   CONTAINERD_SNAPSHOTTER=$(cat "$NANOLET_TESTENV_DIR/snapshotter")
   export CONTAINERD_SNAPSHOTTER
 fi
+# The registry (registry.sh): TLS from its own CA, htpasswd authentication.
+export NANOLET_TEST_REGISTRY=127.0.0.1:15443
+export NANOLET_TEST_REGISTRY_CA="$NANOLET_TESTENV_DIR/registry/ca.crt"
+export NANOLET_TEST_REGISTRY_USER=nanolet
+export NANOLET_TEST_REGISTRY_IMAGE="$NANOLET_TEST_REGISTRY/busybox:latest"
+if [ -r "$NANOLET_TESTENV_DIR/registry/password" ]; then
+  NANOLET_TEST_REGISTRY_PASSWORD=$(cat "$NANOLET_TESTENV_DIR/registry/password")
+  export NANOLET_TEST_REGISTRY_PASSWORD
+fi
 # The control plane's variables, while tools/testenv/controlplane.sh has it up.
 if [ -r "$NANOLET_TESTENV_DIR/k8s/env.sh" ]; then
   # shellcheck source=/dev/null

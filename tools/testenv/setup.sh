@@ -23,6 +23,10 @@ exec 3>&1 1>&2
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=tools/testenv/common.sh
 . "$here/common.sh"
+# shellcheck source=tools/testenv/pki.sh
+. "$here/pki.sh"
+# shellcheck source=tools/testenv/registry.sh
+. "$here/registry.sh"
 
 rebuild_images=0
 for arg in "$@"; do
@@ -43,7 +47,8 @@ start_time=$(date +%s%N)
 # --- packages -----------------------------------------------------------------
 
 packages=(containerd runc containernetworking-plugins busybox-static umoci
-  iproute2 iptables gcc libc6-dev util-linux)
+  iproute2 iptables gcc libc6-dev util-linux
+  docker-registry skopeo apache2-utils openssl curl)
 
 install_packages() {
   local missing=() p
@@ -159,6 +164,11 @@ disabled_plugins = [
       bin_dir = "/usr/lib/cni"
       conf_dir = "$DIR/cni/net.d"
       max_conf_num = 1
+
+    # Per-registry hosts.toml files (the test registry's CA), read at every
+    # pull: registry.sh changes them without a restart.
+    [plugins."io.containerd.grpc.v1.cri".registry]
+      config_path = "$REGISTRY_DIR/certs.d"
 EOF
 }
 
@@ -316,6 +326,10 @@ build_busybox() {
   umoci tag --image "$work/oci:latest" 1.36
   umoci gc --layout "$work/oci"
   import_layout "$work" busybox
+  # Kept for registry_push: skopeo copies from the layout.
+  rm -rf "$DIR/images/busybox"
+  mkdir -p "$DIR/images"
+  cp -a "$work/oci" "$DIR/images/busybox"
 }
 
 build_pause_image() {
@@ -350,6 +364,18 @@ if [ "$rebuild_images" = 1 ] || ! have_image localhost/pause:3.9; then
   build_pause_image "$build_tmp/pause"
 else
   log "localhost/pause:3.9 present"
+fi
+
+registry_up
+if [ "$rebuild_images" = 1 ] || ! registry_has_images; then
+  if [ ! -f "$DIR/images/busybox/index.json" ]; then
+    log "building the busybox layout to push"
+    mkdir "$build_tmp/busybox-push"
+    build_busybox "$build_tmp/busybox-push"
+  fi
+  registry_push "$DIR/images/busybox"
+else
+  log "$REGISTRY_ADDR/$REGISTRY_REPO present"
 fi
 
 for img in localhost/busybox:latest localhost/busybox:1.36 localhost/pause:3.9; do

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stop the private containerd started by setup.sh, and the control plane
+# Stop the private containerd and registry started by setup.sh, and the control plane
 # started by controlplane.sh (deleting etcd's data).
 #
 # Options:
@@ -14,6 +14,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=tools/testenv/common.sh
 . "$here/common.sh"
+# shellcheck source=tools/testenv/registry.sh
+. "$here/registry.sh"
 
 purge=0
 for arg in "$@"; do
@@ -77,6 +79,12 @@ else
   log "containerd is not running"
 fi
 rm -f "$PIDFILE"
+
+if pid=$(registry_pid); then
+  log "stopping docker-registry (pid $pid)"
+  stop_pid "$pid"
+fi
+rm -f "$REGISTRY_PIDFILE"
 
 [ "$purge" = 1 ] || exit 0
 
