@@ -6,7 +6,8 @@
  * in milliseconds on a small CPU. Runs once at start-up, before the loop. */
 #include "agent/kserver_cert.h"
 
-#include <arpa/inet.h>
+#include "agent/cert_x509.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -30,45 +31,6 @@ static int mbed_fail(nl_err_t **err, int ret, const char *what) {
   char buf[128];
   mbedtls_strerror(ret, buf, sizeof(buf));
   return nl_err_set(err, EPROTO, "%s: %s (-0x%04x)", what, buf, (unsigned)-ret);
-}
-
-/* subjectAltName: dNSName [2] and iPAddress [7] entries, written backwards as
- * mbedtls' ASN.1 writer does. Returns the length or a negative mbedtls error. */
-static int write_san(unsigned char *buf, size_t cap, unsigned char **start, const char *host,
-                     const char *ips) {
-  unsigned char *p = buf + cap;
-  int len = 0, ret;
-  char *list = nl_xstrdup(ips ? ips : "");
-  for (char *save = NULL, *ip = strtok_r(list, ",", &save); ip; ip = strtok_r(NULL, ",", &save)) {
-    unsigned char bin[16];
-    size_t n = 0;
-    if (inet_pton(AF_INET, ip, bin) == 1) n = 4;
-    else if (inet_pton(AF_INET6, ip, bin) == 1) n = 16;
-    if (!n) continue;
-    if ((ret = mbedtls_asn1_write_raw_buffer(&p, buf, bin, n)) < 0) goto out;
-    len += ret;
-    if ((ret = mbedtls_asn1_write_len(&p, buf, n)) < 0) goto out;
-    len += ret;
-    if ((ret = mbedtls_asn1_write_tag(&p, buf, MBEDTLS_ASN1_CONTEXT_SPECIFIC | 7)) < 0) goto out;
-    len += ret;
-  }
-  size_t hl = strlen(host);
-  if ((ret = mbedtls_asn1_write_raw_buffer(&p, buf, (const unsigned char *)host, hl)) < 0) goto out;
-  len += ret;
-  if ((ret = mbedtls_asn1_write_len(&p, buf, hl)) < 0) goto out;
-  len += ret;
-  if ((ret = mbedtls_asn1_write_tag(&p, buf, MBEDTLS_ASN1_CONTEXT_SPECIFIC | 2)) < 0) goto out;
-  len += ret;
-  if ((ret = mbedtls_asn1_write_len(&p, buf, (size_t)len)) < 0) goto out;
-  len += ret;
-  if ((ret = mbedtls_asn1_write_tag(&p, buf, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE)) < 0)
-    goto out;
-  len += ret;
-  *start = p;
-  ret = len;
-out:
-  free(list);
-  return ret;
 }
 
 static void x509_time(time_t t, char out[15]) {
@@ -144,7 +106,7 @@ int nl_kserver_self_signed(const char *cert_path, const char *key_path, const ch
       (ret = mbedtls_x509write_crt_set_key_usage(
            &crt, MBEDTLS_X509_KU_DIGITAL_SIGNATURE | MBEDTLS_X509_KU_KEY_ENCIPHERMENT)) != 0 ||
       (ret = mbedtls_x509write_crt_set_ns_cert_type(&crt, MBEDTLS_X509_NS_CERT_TYPE_SSL_SERVER)) != 0 ||
-      (ret = san_len = write_san(san, sizeof(san), &san_start, host, ips)) < 0 ||
+      (ret = san_len = nl_x509_san_write(san, sizeof(san), &san_start, host, ips)) < 0 ||
       (ret = mbedtls_x509write_crt_set_extension(&crt, MBEDTLS_OID_SUBJECT_ALT_NAME,
                                                  MBEDTLS_OID_SIZE(MBEDTLS_OID_SUBJECT_ALT_NAME), 0,
                                                  san_start, (size_t)san_len)) != 0) {
