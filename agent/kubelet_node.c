@@ -233,14 +233,13 @@ int nl__kubelet_node_init(nl_kubelet_t *k, const nl_kubelet_creds_t *cr, nl_err_
 }
 
 void nl__kubelet_node_start(nl_kubelet_t *k) {
-  nl_event_ref_t ref = nl_event_node_ref(k->node_name);
-  nl_events_record(&k->events, &ref, NL_EVENT_NORMAL, "Starting", "Starting kubelet.");
   if (!k->node_up) {
+    nl_event_ref_t ref = nl_event_node_ref(k->node_name);
+    nl_events_record(&k->events, &ref, NL_EVENT_NORMAL, "Starting", "Starting kubelet.");
     nl_info("no kubeconfig given: running in standalone mode");
     return;
   }
   if (k->client_certs) nl_certmgr_start(k->client_certs);
-  if (k->server_certs) nl_certmgr_start(k->server_certs);
   if (k->client_certs && !nl_certmgr_valid(k->client_certs)) {
     nl_info("no valid client certificate yet: joining the cluster at %s once one is issued",
             nl_kube_client_server(k->kube));
@@ -249,10 +248,14 @@ void nl__kubelet_node_start(nl_kubelet_t *k) {
   join(k);
 }
 
-/* The cluster half, once the API client has a certificate to present. */
+/* The cluster half, once the API client has a certificate to present (events
+ * and the serving CSR before it would go out anonymously and be refused). */
 static void join(nl_kubelet_t *k) {
   k->joined = true;
+  nl_event_ref_t ref = nl_event_node_ref(k->node_name);
+  nl_events_record(&k->events, &ref, NL_EVENT_NORMAL, "Starting", "Starting kubelet.");
   nl_info("joining the cluster at %s as node %s", nl_kube_client_server(k->kube), k->node_name);
+  if (k->server_certs) nl_certmgr_start(k->server_certs);
   nl_services_start(&k->services);
   nl_node_start(&k->node);
   nl_api_source_start(k->api_source);
