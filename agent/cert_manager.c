@@ -365,7 +365,12 @@ static void rotate_now(nl_certmgr_t *m) {
 }
 
 static uint64_t rotation_delay_ms(nl_certmgr_t *m) {
-  if (!m->have_cert || strcmp(m->info.cn, m->cn) != 0) return 0;
+  if (!m->have_cert) return 0;
+  if (strcmp(m->info.cn, m->cn) != 0) {
+    nl_info("%s: Current certificate CN (%s) does not match requested CN (%s)", m->signer,
+            m->info.cn, m->cn);
+    return 0;
+  }
   double total = difftime(m->info.not_after, m->info.not_before);
   /* client-go's jitteryDuration: 70 % to 90 % of the validity */
   double at = (double)m->info.not_before + total * (0.7 + 0.2 * nl_backoff_random(&m->backoff));

@@ -89,13 +89,13 @@ static void on_server_cert(void *ctx, const char *pem, const char *path,
 
 static int client_certs_init(nl_kubelet_t *k, const nl_kubelet_creds_t *cr, nl_err_t **err) {
   const nl_kubelet_config_t *cfg = k->cfg;
+  if (!cfg->rotate_certificates && cr->client_pem) return 0;
   if (cr->bootstrap.path) {
     nl_kube_client_opts_t bo = {.kubeconfig = &cr->bootstrap, .qps = cfg->kube_api_qps,
                                 .burst = cfg->kube_api_burst};
     if (nl_kube_client_new(&k->bootstrap_kube, k->loop, &bo, err) < 0)
       return nl_err_wrap(err, "--bootstrap-kubeconfig");
   }
-  if (!cfg->rotate_certificates && cr->client_pem) return 0;
   char *cn = nl_xasprintf("system:node:%s", k->node_name);
   nl_certmgr_opts_t o = {
       .signer = NL_KUBE_SIGNER_CLIENT,
