@@ -22,7 +22,7 @@
 
 #define PEM_CAP 4096
 
-static int mbed_fail(nl_err_t **err, int ret, const char *what) {
+int nl_x509_mbed_err(nl_err_t **err, int ret, const char *what) {
   char buf[128];
   mbedtls_strerror(ret, buf, sizeof buf);
   return nl_err_set(err, EPROTO, "%s: %s (-0x%04x)", what, buf, (unsigned)-ret);
@@ -55,7 +55,7 @@ static int crt_parse(mbedtls_x509_crt *crt, const char *pem, size_t len, nl_err_
   int ret = mbedtls_x509_crt_parse(crt, (const unsigned char *)buf, strlen(buf) + 1);
   free(buf);
   /* ret > 0: some of a bundle failed; the leaf is what matters, and it is first */
-  if (ret < 0 || crt->version == 0) return mbed_fail(err, ret < 0 ? ret : -1, "x509");
+  if (ret < 0 || crt->version == 0) return nl_x509_mbed_err(err, ret < 0 ? ret : -1, "x509");
   return 0;
 }
 
@@ -85,7 +85,7 @@ int nl_x509_pair_parse(const char *cert_pem, const char *key_pem, nl_x509_info_t
   int rc = crt_parse(&crt, cert_pem, strlen(cert_pem), err), ret;
   if (rc == 0 && (ret = mbedtls_pk_parse_key(&key, (const unsigned char *)key_pem,
                                              strlen(key_pem) + 1, NULL, 0)) != 0)
-    rc = mbed_fail(err, ret, "private key");
+    rc = nl_x509_mbed_err(err, ret, "private key");
   if (rc == 0 && mbedtls_pk_check_pair(&crt.pk, &key) != 0)
     rc = nl_err_set(err, NL_EINVAL, "the private key does not match the certificate");
   if (rc == 0) info_fill(&crt, out);
@@ -148,13 +148,13 @@ int nl_x509_csr_new(const nl_x509_csr_req_t *req, char **key_pem, char **csr_pem
   static const char pers[] = "nanolet-csr";
   if ((ret = mbedtls_ctr_drbg_seed(&drbg, mbedtls_entropy_func, &entropy,
                                    (const unsigned char *)pers, sizeof pers - 1)) != 0) {
-    mbed_fail(err, ret, "seed the random generator");
+    nl_x509_mbed_err(err, ret, "seed the random generator");
     goto out;
   }
   if ((ret = mbedtls_pk_setup(&key, mbedtls_pk_info_from_type(MBEDTLS_PK_ECKEY))) != 0 ||
       (ret = mbedtls_ecp_gen_key(MBEDTLS_ECP_DP_SECP256R1, mbedtls_pk_ec(key),
                                  mbedtls_ctr_drbg_random, &drbg)) != 0) {
-    mbed_fail(err, ret, "unable to generate a new private key");
+    nl_x509_mbed_err(err, ret, "unable to generate a new private key");
     goto out;
   }
   /* Go writes O before CN; mbedtls keeps the order given. */
@@ -162,7 +162,7 @@ int nl_x509_csr_new(const nl_x509_csr_req_t *req, char **key_pem, char **csr_pem
   ret = mbedtls_x509write_csr_set_subject_name(&csr, subject);
   free(subject);
   if (ret != 0) {
-    mbed_fail(err, ret, "the subject");
+    nl_x509_mbed_err(err, ret, "the subject");
     goto out;
   }
   mbedtls_x509write_csr_set_key(&csr, &key);
@@ -173,16 +173,16 @@ int nl_x509_csr_new(const nl_x509_csr_req_t *req, char **key_pem, char **csr_pem
     if (n < 0 || (ret = mbedtls_x509write_csr_set_extension(
                       &csr, MBEDTLS_OID_SUBJECT_ALT_NAME,
                       MBEDTLS_OID_SIZE(MBEDTLS_OID_SUBJECT_ALT_NAME), start, (size_t)n)) != 0) {
-      mbed_fail(err, n < 0 ? n : ret, "the subjectAltName");
+      nl_x509_mbed_err(err, n < 0 ? n : ret, "the subjectAltName");
       goto out;
     }
   }
   if ((ret = mbedtls_x509write_csr_pem(&csr, cbuf, PEM_CAP, mbedtls_ctr_drbg_random, &drbg)) != 0) {
-    mbed_fail(err, ret, "unable to create a csr from the private key");
+    nl_x509_mbed_err(err, ret, "unable to create a csr from the private key");
     goto out;
   }
   if ((ret = mbedtls_pk_write_key_pem(&key, kbuf, PEM_CAP)) != 0) {
-    mbed_fail(err, ret, "unable to encode the key");
+    nl_x509_mbed_err(err, ret, "unable to encode the key");
     goto out;
   }
   *key_pem = (char *)kbuf;

@@ -44,4 +44,7 @@ int nl_x509_csr_new(const nl_x509_csr_req_t *req, char **key_pem, char **csr_pem
 int nl_x509_san_write(unsigned char *buf, size_t cap, unsigned char **start, const char *dns,
                       const char *ips);
 
+/* Fills *err with "<what>: <mbedtls' text> (-0x<code>)", code EPROTO; returns -1. */
+int nl_x509_mbed_err(nl_err_t **err, int ret, const char *what);
+
 #endif
