@@ -59,6 +59,13 @@ static const char *const state_names[] = {"idle",    "waiting", "keygen", "creat
 
 static void step(nl_certmgr_t *m);
 
+/* "2027-11-24 02:48:37 UTC" */
+static const char *utc(time_t t, char buf[32]) {
+  struct tm tm;
+  strftime(buf, 32, "%Y-%m-%d %H:%M:%S UTC", gmtime_r(&t, &tm));
+  return buf;
+}
+
 static void set_state(nl_certmgr_t *m, nl_certmgr_state_t s) {
   nl_vlog(4, "%s: certificate manager %s -> %s", m->signer, state_names[m->state],
           state_names[s]);
@@ -183,8 +190,9 @@ static void store_done(uv_work_t *w, int status) {
   memset(&m->new_info, 0, sizeof m->new_info);
   m->have_cert = true;
   nl_backoff_reset(&m->backoff);
-  nl_info("%s: new certificate %s, valid until %lld", m->signer, m->path,
-          (long long)m->info.not_after);
+  char until[32];
+  nl_info("%s: new certificate %s, valid until %s", m->signer, m->path,
+          utc(m->info.not_after, until));
   m->on_cert(m->ctx, m->pair_pem, m->path, &m->info);
   if (m->state == NL_CERTMGR_STOPPING) return; /* the owner stopped us */
   attempt_clear(m);
@@ -376,12 +384,8 @@ static uint64_t rotation_delay_ms(nl_certmgr_t *m) {
   double at = (double)m->info.not_before + total * (0.7 + 0.2 * nl_backoff_random(&m->backoff));
   double wait = at - (double)time(NULL);
   char exp[32], dl[32];
-  time_t t = (time_t)at;
-  struct tm tm;
-  strftime(exp, sizeof exp, "%Y-%m-%d %H:%M:%S", gmtime_r(&m->info.not_after, &tm));
-  strftime(dl, sizeof dl, "%Y-%m-%d %H:%M:%S", gmtime_r(&t, &tm));
-  nl_info("%s: Certificate expiration is %s UTC, rotation deadline is %s UTC", m->signer, exp,
-          dl);
+  nl_info("%s: Certificate expiration is %s, rotation deadline is %s", m->signer,
+          utc(m->info.not_after, exp), utc((time_t)at, dl));
   return wait > 0 ? (uint64_t)(wait * 1000) : 0;
 }
 
