@@ -143,7 +143,7 @@ spec:
   containers: [{name: c, image: $IMG, command: [sleep, "3600"]}]
 EOF
 done
-check "pods run on both nodes" wait_for 30 bash -c "$(declare -f running kubectl); NS=$NS NANOLET_TEST_KUBECTL=$NANOLET_TEST_KUBECTL; running a && running b"
+check "pods run on both nodes" wait_for 60 bash -c "$(declare -f running kubectl); NS=$NS NANOLET_TEST_KUBECTL=$NANOLET_TEST_KUBECTL; running a && running b"
 b_cid=$(kubectl get pod -n "$NS" b -o jsonpath='{.status.containerStatuses[0].containerID}')
 lists_a=$(grep -c "api source: .* pods bound" "$E2E_TMP/$A/agent.log")
 

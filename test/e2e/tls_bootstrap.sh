@@ -91,7 +91,7 @@ spec:
   containers: [{name: c, image: $IMG, command: [sh, -c, 'while :; do echo "hello from web"; sleep 1; done']}]
 EOF
 pod_running() { [ "$(kubectl get pod -n "$PODS_NS" "$1" -o jsonpath='{.status.phase}' 2>/dev/null)" = Running ]; }
-if wait_for 30 pod_running web; then
+if wait_for 60 pod_running web; then
   ok "enrolment: a pod from the API runs"
 else
   fail "pod from the API" "$(kubectl get pod -n "$PODS_NS" web -o jsonpath='{.status}')"
