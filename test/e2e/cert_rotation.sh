@@ -109,10 +109,10 @@ a_server=$(store_pair "$E2E_TMP/$A/pki" kubelet-server "$E2E_TMP/a-server")
 node_kubeconfig_at "$E2E_TMP/$A.conf" "$E2E_TMP/$A/pki/kubelet-client-current.pem"
 a_expiry=$(not_after "$E2E_TMP/a-client.crt")
 
-# --- node B: a 40-second certificate, a bootstrap token, and an uplink ----------
+# --- node B: a 65-second certificate, a bootstrap token, and an uplink ----------
 proxy_up
 bootstrap_token "$E2E_TMP/boot.conf" "https://127.0.0.1:$PROXY_PORT" || { fail "bootstrap token" "cannot create the Secret"; exit 1; }
-mint "$E2E_TMP/b-client" "system:node:$B" system:nodes -5 40 clientAuth
+mint "$E2E_TMP/b-client" "system:node:$B" system:nodes -5 60 clientAuth
 b_client=$(store_pair "$E2E_TMP/$B/pki" kubelet-client "$E2E_TMP/b-client")
 node_kubeconfig_at "$E2E_TMP/$B.conf" "$E2E_TMP/$B/pki/kubelet-client-current.pem" "https://127.0.0.1:$PROXY_PORT"
 b_expiry=$(not_after "$E2E_TMP/b-client.crt")
@@ -154,8 +154,10 @@ lists_a=$(grep -c "api source: .* pods bound" "$E2E_TMP/$A/agent.log")
 done >"$E2E_TMP/samples") &
 SAMPLER_PID=$!
 
-# --- node B goes offline before its rotation window (70-90 % of 45 s) -----------
-sleep $((b_expiry - 45 + 25 - $(date +%s) > 0 ? b_expiry - 45 + 25 - $(date +%s) : 0))
+# --- node B goes offline before its rotation window (70-90 % of 65 s) -----------
+down_at=$((b_expiry - 25))
+[ "$(date +%s)" -ge "$down_at" ] || sleep $((down_at - $(date +%s)))
+check "node B: still on its minted certificate when the uplink goes down" [ "$(current "$B" client)" = "$b_client" ]
 proxy_down
 echo "uplink of $B down at $(date +%T) (certificate expires $(date -d @"$b_expiry" +%T))"
 
