@@ -261,7 +261,8 @@ static void valid_certificate_waits(void **state) {
   assert_int_equal(nl_certmgr_state(w->m), NL_CERTMGR_DONE);
   world_free(w);
   /* another node's name: rotate now, as upstream's template check */
-  char *other = test_ca_pair("system:node:n2", now - 10, now + 3600, &key);
+  char *key2 = NULL;
+  char *other = test_ca_pair("system:node:n2", now - 10, now + 3600, &key2);
   w = world_new(other, true, 0);
   nl_certmgr_start(w->m);
   assert_int_equal(nl_certmgr_state(w->m), NL_CERTMGR_KEYGEN);
@@ -269,6 +270,7 @@ static void valid_certificate_waits(void **state) {
   free(cert);
   free(other);
   free(key);
+  free(key2);
 }
 
 /* An expired certificate is not valid, and is replaced at once. */
