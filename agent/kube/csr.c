@@ -30,7 +30,6 @@ char *nl_kube_csr_encode(const char *csr_pem, const char *signer, const char *co
 
 void nl_kube_csr_free(nl_kube_csr_t *c) {
   free(c->name);
-  free(c->uid);
   free(c->reason);
   free(c->message);
   free(c->certificate);
@@ -74,7 +73,6 @@ int nl_kube_csr_decode(const char *json, size_t len, nl_kube_csr_t *out, nl_err_
   }
   json_t *md = json_object_get(o, "metadata"), *st = json_object_get(o, "status");
   out->name = str_dup(md, "name");
-  out->uid = str_dup(md, "uid");
   json_t *conds = json_object_get(st, "conditions");
   size_t i;
   json_t *c;

@@ -27,7 +27,7 @@ typedef enum nl_kube_csr_phase {
 
 /* Every string owned, NULL when absent. */
 typedef struct nl_kube_csr {
-  char *name, *uid;
+  char *name;
   nl_kube_csr_phase_t phase;
   bool approved;
   char *reason, *message; /* of the Denied or Failed condition */
