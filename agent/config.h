@@ -86,6 +86,7 @@ typedef struct nl_kubelet_config {
   char *tls_cert_file;
   char *tls_private_key_file;
   bool rotate_certificates;
+  bool server_tls_bootstrap;
   char *pod_logs_dir;
   bool enable_controller_attach_detach;
   bool make_iptables_util_chains;

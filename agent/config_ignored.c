@@ -24,11 +24,9 @@ const nl_config_ignored_t nl__config_ignored[] = {
     {"shutdownGracePeriodCriticalPods"},
     {"streamingConnectionIdleTimeout"},
     {"hairpinMode"},
-    {"rotateCertificates"},
     {"makeIPTablesUtilChains"},
     {"registryPullQPS"},
     {"registryBurst"},
-    {"bootstrap-kubeconfig", .file = true, .note = "TLS bootstrap is not supported yet"},
     {NULL},
 };
 

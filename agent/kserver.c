@@ -28,6 +28,8 @@ struct nl_kserver {
   int port, read_only_port;
   bool x509; /* client certificates are verified against clientCAFile */
   nl_tls_config_t *tls;
+  nl_tls_config_opts_t tls_opts; /* to build it again with a new certificate */
+  char *client_ca;
   int ciphersuites[MAX_CIPHERSUITES];
   nl_http_server_t https, ro;
   bool ro_up;
@@ -209,7 +211,8 @@ static int tls_setup(nl_kserver_t *s, const nl_kserver_opts_t *o, nl_err_t **err
   t.cert_file = cert;
   t.key_file = key;
   if (o->client_ca_file && *o->client_ca_file) {
-    t.ca_file = o->client_ca_file;
+    s->client_ca = nl_xstrdup(o->client_ca_file);
+    t.ca_file = s->client_ca;
     t.request_client_cert = true;
   }
   if (nl_tls_version_parse(o->tls_min_version, &t.min_minor, err) < 0) {
@@ -235,11 +238,24 @@ static int tls_setup(nl_kserver_t *s, const nl_kserver_opts_t *o, nl_err_t **err
     nl_err_wrap(err, "kubelet server TLS");
     goto out;
   }
+  s->tls_opts = t;
+  s->tls_opts.cert_file = s->tls_opts.key_file = NULL;
   rc = 0;
 out:
   free(cert);
   free(key);
   return rc;
+}
+
+int nl_kserver_set_cert(nl_kserver_t *s, const char *pem, nl_err_t **err) {
+  nl_tls_config_opts_t t = s->tls_opts;
+  t.cert_pem = t.key_pem = pem;
+  nl_tls_config_t *tls;
+  if (nl_tls_config_new(&tls, &t, err) < 0) return nl_err_wrap(err, "kubelet server TLS");
+  nl_http_server_set_tls(&s->https, tls);
+  nl_tls_config_unref(s->tls);
+  s->tls = tls;
+  return 0;
 }
 
 /* ---- life cycle --------------------------------------------------------- */
@@ -285,6 +301,7 @@ int nl_kserver_new(nl_kserver_t **out, uv_loop_t *loop, const nl_kserver_opts_t 
 fail_http:
   nl_tls_config_unref(s->tls);
 fail_tls:
+  free(s->client_ca);
   nl_kauth_free(&s->auth);
 fail_auth:
   free(s->address);
@@ -312,6 +329,7 @@ static void http_stopped(nl_http_server_t *srv, void *ctx) {
   if (--s->closing > 0) return;
   nl_kauth_free(&s->auth);
   nl_tls_config_unref(s->tls);
+  free(s->client_ca);
   for (size_t i = 0; i < s->nroutes; i++) {
     free((char *)s->routes[i].r.method);
     free((char *)s->routes[i].r.path);

@@ -82,6 +82,10 @@ void nl_kserver_route(nl_kserver_t *s, const nl_kserver_route_t *routes, size_t 
 int nl_kserver_listen(nl_kserver_t *s, nl_err_t **err);
 
 /* The bound port (tests listen on port 0), or -1. */
+/* serverTLSBootstrap: new connections present pem (certificate, then key);
+ * open ones keep the old certificate. Returns 0, or -1 with *err when the pair
+ * cannot be used (the old one stays). */
+int nl_kserver_set_cert(nl_kserver_t *s, const char *pem, nl_err_t **err);
 int nl_kserver_port(const nl_kserver_t *s);
 
 /* Closes the listeners and connections, fails checks in flight, then frees the

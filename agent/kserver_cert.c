@@ -6,7 +6,6 @@
  * in milliseconds on a small CPU. Runs once at start-up, before the loop. */
 #include "agent/kserver_cert.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -14,62 +13,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <mbedtls/asn1write.h>
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/ecp.h>
 #include <mbedtls/entropy.h>
-#include <mbedtls/error.h>
 #include <mbedtls/oid.h>
 #include <mbedtls/pk.h>
 #include <mbedtls/x509_crt.h>
 
+#include "agent/cert_x509.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
-
-static int mbed_fail(nl_err_t **err, int ret, const char *what) {
-  char buf[128];
-  mbedtls_strerror(ret, buf, sizeof(buf));
-  return nl_err_set(err, EPROTO, "%s: %s (-0x%04x)", what, buf, (unsigned)-ret);
-}
-
-/* subjectAltName: dNSName [2] and iPAddress [7] entries, written backwards as
- * mbedtls' ASN.1 writer does. Returns the length or a negative mbedtls error. */
-static int write_san(unsigned char *buf, size_t cap, unsigned char **start, const char *host,
-                     const char *ips) {
-  unsigned char *p = buf + cap;
-  int len = 0, ret;
-  char *list = nl_xstrdup(ips ? ips : "");
-  for (char *save = NULL, *ip = strtok_r(list, ",", &save); ip; ip = strtok_r(NULL, ",", &save)) {
-    unsigned char bin[16];
-    size_t n = 0;
-    if (inet_pton(AF_INET, ip, bin) == 1) n = 4;
-    else if (inet_pton(AF_INET6, ip, bin) == 1) n = 16;
-    if (!n) continue;
-    if ((ret = mbedtls_asn1_write_raw_buffer(&p, buf, bin, n)) < 0) goto out;
-    len += ret;
-    if ((ret = mbedtls_asn1_write_len(&p, buf, n)) < 0) goto out;
-    len += ret;
-    if ((ret = mbedtls_asn1_write_tag(&p, buf, MBEDTLS_ASN1_CONTEXT_SPECIFIC | 7)) < 0) goto out;
-    len += ret;
-  }
-  size_t hl = strlen(host);
-  if ((ret = mbedtls_asn1_write_raw_buffer(&p, buf, (const unsigned char *)host, hl)) < 0) goto out;
-  len += ret;
-  if ((ret = mbedtls_asn1_write_len(&p, buf, hl)) < 0) goto out;
-  len += ret;
-  if ((ret = mbedtls_asn1_write_tag(&p, buf, MBEDTLS_ASN1_CONTEXT_SPECIFIC | 2)) < 0) goto out;
-  len += ret;
-  if ((ret = mbedtls_asn1_write_len(&p, buf, (size_t)len)) < 0) goto out;
-  len += ret;
-  if ((ret = mbedtls_asn1_write_tag(&p, buf, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE)) < 0)
-    goto out;
-  len += ret;
-  *start = p;
-  ret = len;
-out:
-  free(list);
-  return ret;
-}
 
 static void x509_time(time_t t, char out[15]) {
   struct tm tm;
@@ -111,13 +64,13 @@ int nl_kserver_self_signed(const char *cert_path, const char *key_path, const ch
   static const char pers[] = "nanolet-kubelet-cert";
   if ((ret = mbedtls_ctr_drbg_seed(&drbg, mbedtls_entropy_func, &entropy,
                                    (const unsigned char *)pers, sizeof(pers) - 1)) != 0) {
-    mbed_fail(err, ret, "seed the random generator");
+    nl_x509_mbed_err(err, ret, "seed the random generator");
     goto out;
   }
   if ((ret = mbedtls_pk_setup(&key, mbedtls_pk_info_from_type(MBEDTLS_PK_ECKEY))) != 0 ||
       (ret = mbedtls_ecp_gen_key(MBEDTLS_ECP_DP_SECP256R1, mbedtls_pk_ec(key),
                                  mbedtls_ctr_drbg_random, &drbg)) != 0) {
-    mbed_fail(err, ret, "generate a key");
+    nl_x509_mbed_err(err, ret, "generate a key");
     goto out;
   }
   time_t now = time(NULL);
@@ -144,20 +97,20 @@ int nl_kserver_self_signed(const char *cert_path, const char *key_path, const ch
       (ret = mbedtls_x509write_crt_set_key_usage(
            &crt, MBEDTLS_X509_KU_DIGITAL_SIGNATURE | MBEDTLS_X509_KU_KEY_ENCIPHERMENT)) != 0 ||
       (ret = mbedtls_x509write_crt_set_ns_cert_type(&crt, MBEDTLS_X509_NS_CERT_TYPE_SSL_SERVER)) != 0 ||
-      (ret = san_len = write_san(san, sizeof(san), &san_start, host, ips)) < 0 ||
+      (ret = san_len = nl_x509_san_write(san, sizeof(san), &san_start, host, ips)) < 0 ||
       (ret = mbedtls_x509write_crt_set_extension(&crt, MBEDTLS_OID_SUBJECT_ALT_NAME,
                                                  MBEDTLS_OID_SIZE(MBEDTLS_OID_SUBJECT_ALT_NAME), 0,
                                                  san_start, (size_t)san_len)) != 0) {
-    mbed_fail(err, ret, "build the certificate");
+    nl_x509_mbed_err(err, ret, "build the certificate");
     goto out;
   }
   if ((ret = mbedtls_x509write_crt_pem(&crt, pem, 8192, mbedtls_ctr_drbg_random, &drbg)) != 0) {
-    mbed_fail(err, ret, "sign the certificate");
+    nl_x509_mbed_err(err, ret, "sign the certificate");
     goto out;
   }
   if (write_file(cert_path, pem, 0644, err) < 0) goto out;
   if ((ret = mbedtls_pk_write_key_pem(&key, pem, 8192)) != 0) {
-    mbed_fail(err, ret, "encode the key");
+    nl_x509_mbed_err(err, ret, "encode the key");
     goto out;
   }
   if (write_file(key_path, pem, 0600, err) < 0) goto out;

@@ -238,10 +238,11 @@ static void on_signal(uv_signal_t *s, int signum) {
 }
 
 int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t *cfg,
-                    const char *node_name, const nl_kubeconfig_t *kc, nl_err_t **err) {
+                    const char *node_name, const nl_kubelet_creds_t *creds, nl_err_t **err) {
   memset(k, 0, sizeof *k);
   k->loop = loop;
   k->cfg = cfg;
+  k->creds = creds;
   k->node_name = nl_xstrdup(node_name);
   nl__kubelet_metrics_init(k);
   if (nl__kubelet_pods_init(k, err) < 0) return -1;
@@ -310,8 +311,9 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
   k->cri_users++;
   k->pending++; /* released when the last CRI user has stopped */
   if (nl__kubelet_evict_init(k, err) < 0) return -1;
-  if (nl__kubelet_node_init(k, kc, err) < 0) return -1;
+  if (nl__kubelet_node_init(k, creds, err) < 0) return -1;
   if (nl__kubelet_server_init(k, err) < 0) return -1;
+  if (nl__kubelet_server_certs_init(k, creds, err) < 0) return -1;
   if (cfg->static_pod_path && *cfg->static_pod_path) {
     if (nl_file_source_init(&k->file_source, loop, cfg->static_pod_path,
                             (uint64_t)(cfg->file_check_frequency / 1000000), node_name,

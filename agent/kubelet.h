@@ -10,6 +10,7 @@
 #include "agent/config.h"
 #include "agent/kube/client.h"
 #include "agent/kube/kubeconfig.h"
+#include "agent/kubelet_certs.h"
 #include "agent/kserver_logs.h"
 #include "agent/server.h"
 #include "managers/logrotate.h"
@@ -43,6 +44,7 @@ typedef void (*nl_kubelet_done_cb)(nl_kubelet_t *k);
 struct nl_kubelet {
   uv_loop_t *loop;
   const nl_kubelet_config_t *cfg; /* borrowed; outlives the kubelet */
+  const nl_kubelet_creds_t *creds; /* borrowed, or NULL (standalone) */
   char *node_name;                /* owned */
   bool standalone;
   int stopping;        /* 0 running, 1 stopping, 2 stopped */
@@ -121,6 +123,10 @@ struct nl_kubelet {
 
   /* The cluster (kubelet_node.c); none of it when standalone. */
   nl_kube_client_t *kube;    /* owned */
+  nl_kube_client_t *bootstrap_kube; /* --bootstrap-kubeconfig's, or NULL; owned */
+  struct nl_certmgr *client_certs;  /* client certificate (bootstrap, rotation), or NULL */
+  struct nl_certmgr *server_certs;  /* serverTLSBootstrap, or NULL */
+  bool joined;               /* the cluster half runs (it waits for a client certificate) */
   int kube_users;            /* node manager, API source, Services watch and event
                               * recorder still stopping: the API client is
                               * stopped after them */
@@ -136,10 +142,10 @@ struct nl_kubelet {
                                  * stops after them */
 };
 
-/* kc: the loaded kubeconfig (borrowed; outlives the kubelet), or NULL to run
+/* creds: the client credentials (borrowed; outlive the kubelet), or NULL to run
  * standalone. Returns 0, or -1 with *err. Takes nothing from cfg. */
 int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t *cfg,
-                    const char *node_name, const nl_kubeconfig_t *kc, nl_err_t **err);
+                    const char *node_name, const nl_kubelet_creds_t *creds, nl_err_t **err);
 /* Starts managers, servers and signal handling. Returns 0 or -1 with *err (the
  * caller then calls nl_kubelet_stop to release what started). */
 int nl_kubelet_start(nl_kubelet_t *k, nl_err_t **err);

@@ -13,6 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/cert_manager.h"
+#include "agent/kserver.h"
+#include "agent/kube/csr.h"
 #include "agent/kubelet_pods.h"
 #include "managers/node_cri.h"
 #include "reactor/log.h"
@@ -88,8 +91,95 @@ static void free_taints(nl_kubelet_t *k) {
   k->n_taints = 0;
 }
 
-int nl__kubelet_node_init(nl_kubelet_t *k, const nl_kubeconfig_t *kc, nl_err_t **err) {
+/* ---- certificates -------------------------------------------------------- */
+
+/* As upstream's certificate managers ask (pkg/kubelet/certificate/kubelet.go). */
+static const char *const client_usages[] = {"digital signature", "key encipherment",
+                                            "client auth", NULL};
+static const char *const server_usages[] = {"digital signature", "key encipherment",
+                                            "server auth", NULL};
+
+static void join(nl_kubelet_t *k);
+
+static void on_client_cert(void *ctx, const char *pem, const char *path,
+                           const nl_x509_info_t *info) {
+  (void)path;
+  (void)info;
+  nl_kubelet_t *k = ctx;
+  nl_err_t *err = NULL;
+  if (nl_kube_client_set_cert(k->kube, pem, pem, &err) < 0) {
+    nl_error("%s", nl_err_msg(err));
+    nl_err_free(&err);
+    return;
+  }
+  if (!k->joined) join(k);
+}
+
+static void on_server_cert(void *ctx, const char *pem, const char *path,
+                           const nl_x509_info_t *info) {
+  (void)info;
+  nl_kubelet_t *k = ctx;
+  nl_err_t *err = NULL;
+  if (!k->kserver) return;
+  if (nl_kserver_set_cert(k->kserver, pem, &err) < 0) {
+    nl_error("%s", nl_err_msg(err));
+    nl_err_free(&err);
+    return;
+  }
+  nl_info("kubelet server: serving with %s", path);
+}
+
+static int client_certs_init(nl_kubelet_t *k, const nl_kubelet_creds_t *cr, nl_err_t **err) {
   const nl_kubelet_config_t *cfg = k->cfg;
+  if (!cfg->rotate_certificates && cr->client_pem) return 0;
+  if (cr->bootstrap.path) {
+    nl_kube_client_opts_t bo = {.kubeconfig = &cr->bootstrap, .qps = cfg->kube_api_qps,
+                                .burst = cfg->kube_api_burst};
+    if (nl_kube_client_new(&k->bootstrap_kube, k->loop, &bo, err) < 0)
+      return nl_err_wrap(err, "--bootstrap-kubeconfig");
+  }
+  char *cn = nl_xasprintf("system:node:%s", k->node_name);
+  nl_certmgr_opts_t o = {
+      .signer = NL_KUBE_SIGNER_CLIENT,
+      .usages = client_usages,
+      .subject = {.cn = cn, .org = "system:nodes"},
+      .cert_dir = cfg->cert_dir,
+      .prefix = "kubelet-client",
+      .kubeconfig = cr->write_kubeconfig ? cfg->kubeconfig : NULL,
+      .boot = &cr->bootstrap,
+      .rotate = cfg->rotate_certificates,
+      .pem = cr->client_pem,
+  };
+  int rc = nl_certmgr_new(&k->client_certs, k->loop, k->kube, k->bootstrap_kube, &o,
+                          on_client_cert, k, err);
+  free(cn);
+  return rc;
+}
+
+int nl__kubelet_server_certs_init(nl_kubelet_t *k, const nl_kubelet_creds_t *cr,
+                                  nl_err_t **err) {
+  const nl_kubelet_config_t *cfg = k->cfg;
+  if (!cr || !cfg->server_tls_bootstrap || !k->kserver) return 0;
+  char *cn = nl_xasprintf("system:node:%s", k->node_name);
+  nl_certmgr_opts_t o = {
+      .signer = NL_KUBE_SIGNER_SERVING,
+      .usages = server_usages,
+      .subject = {.cn = cn, .org = "system:nodes", .dns = k->node_name, .ips = cfg->node_ip},
+      .cert_dir = cfg->cert_dir,
+      .prefix = "kubelet-server",
+      .rotate = true, /* upstream rotates a bootstrapped serving certificate always */
+      .pem = cr->server_pem,
+  };
+  int rc = nl_certmgr_new(&k->server_certs, k->loop, k->kube, NULL, &o, on_server_cert, k, err);
+  free(cn);
+  return rc;
+}
+
+/* ---- init, start, stop ------------------------------------------------------ */
+
+int nl__kubelet_node_init(nl_kubelet_t *k, const nl_kubelet_creds_t *cr, nl_err_t **err) {
+  const nl_kubelet_config_t *cfg = k->cfg;
+  const nl_kubeconfig_t *kc = cr ? &cr->kc : NULL;
   k->standalone = kc == NULL;
   if (kc) {
     if (kc->insecure)
@@ -102,6 +192,7 @@ int nl__kubelet_node_init(nl_kubelet_t *k, const nl_kubeconfig_t *kc, nl_err_t *
         .burst = cfg->kube_api_burst,
     };
     if (nl_kube_client_new(&k->kube, k->loop, &co, err) < 0) return -1;
+    if (client_certs_init(k, cr, err) < 0) return -1;
   }
   /* upstream's event client has its own rate limit (eventRecordQPS/eventBurst). */
   nl_events_opts_t eo = {.host = k->node_name, .qps = cfg->event_record_qps,
@@ -186,13 +277,29 @@ int nl__kubelet_node_init(nl_kubelet_t *k, const nl_kubeconfig_t *kc, nl_err_t *
 }
 
 void nl__kubelet_node_start(nl_kubelet_t *k) {
-  nl_event_ref_t ref = nl_event_node_ref(k->node_name);
-  nl_events_record(&k->events, &ref, NL_EVENT_NORMAL, "Starting", "Starting kubelet.");
   if (!k->node_up) {
+    nl_event_ref_t ref = nl_event_node_ref(k->node_name);
+    nl_events_record(&k->events, &ref, NL_EVENT_NORMAL, "Starting", "Starting kubelet.");
     nl_info("no kubeconfig given: running in standalone mode");
     return;
   }
+  if (k->client_certs) nl_certmgr_start(k->client_certs);
+  if (k->client_certs && !nl_certmgr_valid(k->client_certs)) {
+    nl_info("no valid client certificate yet: joining the cluster at %s once one is issued",
+            nl_kube_client_server(k->kube));
+    return;
+  }
+  join(k);
+}
+
+/* The cluster half, once the API client has a certificate to present (events
+ * and the serving CSR before it would go out anonymously and be refused). */
+static void join(nl_kubelet_t *k) {
+  k->joined = true;
+  nl_event_ref_t ref = nl_event_node_ref(k->node_name);
+  nl_events_record(&k->events, &ref, NL_EVENT_NORMAL, "Starting", "Starting kubelet.");
   nl_info("joining the cluster at %s as node %s", nl_kube_client_server(k->kube), k->node_name);
+  if (k->server_certs) nl_certmgr_start(k->server_certs);
   nl_services_start(&k->services);
   nl_node_start(&k->node);
   nl_api_source_start(k->api_source);
@@ -203,6 +310,12 @@ void nl__kubelet_node_start(nl_kubelet_t *k) {
 static void on_kube_stopped(void *ctx) { nl__kubelet_release(ctx); }
 
 static void kube_stop(nl_kubelet_t *k) {
+  if (k->bootstrap_kube) {
+    nl_kube_client_t *b = k->bootstrap_kube;
+    k->bootstrap_kube = NULL;
+    k->pending++;
+    nl_kube_client_stop(b, on_kube_stopped, k);
+  }
   if (!k->kube) return;
   nl_kube_client_t *c = k->kube;
   k->kube = NULL;
@@ -261,8 +374,25 @@ static void on_api_source_stopped(void *ctx) {
   nl__kubelet_release(k);
 }
 
+static void on_certs_stopped(void *ctx) {
+  nl_kubelet_t *k = ctx;
+  kube_user_stopped(k);
+  nl__kubelet_release(k);
+}
+
+static void certs_stop(nl_kubelet_t *k, struct nl_certmgr **m) {
+  if (!*m) return;
+  nl_certmgr_t *c = *m;
+  *m = NULL;
+  k->kube_users++;
+  k->pending++;
+  nl_certmgr_stop(c, on_certs_stopped, k);
+}
+
 void nl__kubelet_node_stop(nl_kubelet_t *k) {
   k->kube_users++; /* held while the stops are issued */
+  certs_stop(k, &k->client_certs);
+  certs_stop(k, &k->server_certs);
   if (k->api_source) {
     nl_api_source_t *s = k->api_source;
     k->api_source = NULL;

@@ -5,10 +5,15 @@
 
 #include "agent/kubelet.h"
 
-/* kc NULL: standalone. Otherwise makes the API client and the node manager (a
- * CRI user). Returns 0, or -1 with *err (a kubeconfig item the client cannot
- * use, a bad taint or reservation). */
-int nl__kubelet_node_init(nl_kubelet_t *k, const nl_kubeconfig_t *kc, nl_err_t **err);
+/* creds NULL: standalone. Otherwise makes the API client (and the bootstrap
+ * client and the client certificate manager when they are needed) and the node
+ * manager (a CRI user). Returns 0, or -1 with *err (a kubeconfig item the
+ * client cannot use, a bad taint or reservation). */
+int nl__kubelet_node_init(nl_kubelet_t *k, const nl_kubelet_creds_t *creds, nl_err_t **err);
+/* serverTLSBootstrap: the serving certificate manager, after the kubelet
+ * server is made. Returns 0, or -1 with *err. */
+int nl__kubelet_server_certs_init(nl_kubelet_t *k, const nl_kubelet_creds_t *creds,
+                                  nl_err_t **err);
 void nl__kubelet_node_start(nl_kubelet_t *k);
 /* Registers (ADD, UPDATE, DELETE) or unregisters (REMOVE) the ConfigMaps and
  * Secrets an API pod references; nothing when standalone. */

@@ -120,13 +120,22 @@ int nl__kubelet_server_init(nl_kubelet_t *k, nl_err_t **err) {
             c->authn_webhook_enabled ? "authentication.webhook.enabled" : "authorization.mode Webhook");
     return 0;
   }
+  /* serverTLSBootstrap: the stored serving pair when it is valid, else the
+   * self-signed one until the first CSR is issued; tlsCertFile is not used, as
+   * upstream's server certificate manager replaces it. */
+  const char *cert = c->tls_cert_file, *key = c->tls_private_key_file;
+  if (c->server_tls_bootstrap && k->creds) {
+    cert = key = k->creds->server_path;
+    if ((c->tls_cert_file && *c->tls_cert_file) || (c->tls_private_key_file && *c->tls_private_key_file))
+      nl_warn("serverTLSBootstrap is set: tlsCertFile and tlsPrivateKeyFile are not used");
+  }
   nl_kserver_opts_t o = {
       .node_name = k->node_name,
       .address = c->address,
       .port = c->port,
       .read_only_port = c->read_only_port,
-      .cert_file = c->tls_cert_file,
-      .key_file = c->tls_private_key_file,
+      .cert_file = cert,
+      .key_file = key,
       .cert_dir = c->cert_dir,
       .hostname = k->node_name,
       .node_ip = c->node_ip,

@@ -24,7 +24,7 @@ static int usage_error(const char *msg) {
 
 static void on_stopped(nl_kubelet_t *k) { (void)k; }
 
-static int run(nl_kubelet_config_t *cfg, const nl_kubeconfig_t *kc) {
+static int run(nl_kubelet_config_t *cfg, const nl_kubelet_creds_t *creds) {
   nl_err_t *err = NULL;
   int lock_fd = -1;
   if (cfg->lock_file && *cfg->lock_file) {
@@ -63,7 +63,7 @@ static int run(nl_kubelet_config_t *cfg, const nl_kubeconfig_t *kc) {
   uv_loop_init(&loop);
   nl_kubelet_t k;
   int rc = 0;
-  if (nl_kubelet_init(&k, &loop, cfg, node_name, kc, &err) < 0 || nl_kubelet_start(&k, &err) < 0) {
+  if (nl_kubelet_init(&k, &loop, cfg, node_name, creds, &err) < 0 || nl_kubelet_start(&k, &err) < 0) {
     nl_error("failed to run nanolet: %s", nl_err_msg(err));
     nl_err_free(&err);
     nl_kubelet_stop(&k, on_stopped);
@@ -141,16 +141,19 @@ int main(int argc, char **argv) {
     return 2;
   }
   /* A kubeconfig that cannot be used is a configuration error, as upstream. */
-  nl_kubeconfig_t kc = {0};
+  nl_kubelet_creds_t creds = {0};
   bool joined = cfg.kubeconfig && *cfg.kubeconfig;
-  if (joined && nl_kubeconfig_load(&kc, cfg.kubeconfig, &err) < 0) {
+  if (!joined && cfg.bootstrap_kubeconfig && *cfg.bootstrap_kubeconfig)
+    nl_warn("--bootstrap-kubeconfig is ignored without --kubeconfig (the file the bootstrap "
+            "writes)");
+  if (joined && nl_kubelet_creds_load(&creds, &cfg, &err) < 0) {
     fprintf(stderr, "Error: invalid kubeconfig: %s\n", nl_err_msg(err));
     nl_err_free(&err);
     nl_config_free(&cfg);
     return 2;
   }
-  int rc = run(&cfg, joined ? &kc : NULL);
-  nl_kubeconfig_free(&kc);
+  int rc = run(&cfg, joined ? &creds : NULL);
+  nl_kubelet_creds_free(&creds);
   nl_config_free(&cfg);
   return rc;
 }

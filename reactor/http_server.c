@@ -140,6 +140,13 @@ int nl_http_server_init(nl_http_server_t *srv, uv_loop_t *loop, const nl_http_se
   return 0;
 }
 
+void nl_http_server_set_tls(nl_http_server_t *srv, nl_tls_config_t *tls) {
+  assert(srv->opts.tls && tls);
+  nl_tls_config_ref(tls);
+  nl_tls_config_unref(srv->opts.tls);
+  srv->opts.tls = tls;
+}
+
 static void finish_stop(nl_http_server_t *srv) {
   if (!srv->listener_closed || srv->nconns > 0) return;
   nl_list_t *pos, *tmp;

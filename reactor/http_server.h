@@ -86,6 +86,9 @@ void nl_http_server_route(nl_http_server_t *srv, const char *method, const char 
  * "localhost" (127.0.0.1) or "" (all IPv4 addresses); no name resolution.
  * port 0 picks a free port (see nl_http_server_port). Returns 0, or -1 with
  * *err like "listen tcp 127.0.0.1:10248: address already in use". */
+/* New connections use tls (a server config, referenced) from now on; open ones
+ * keep theirs. For certificate rotation. */
+void nl_http_server_set_tls(nl_http_server_t *srv, nl_tls_config_t *tls);
 int nl_http_server_listen(nl_http_server_t *srv, const char *host, int port, nl_err_t **err);
 
 /* The bound port, or -1 when not listening. */

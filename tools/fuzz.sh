@@ -23,6 +23,7 @@ mkdir -p "$work/kube-seeds"
 build-fuzz/test/fuzz/kube/fuzz_kube_seeds "$work/kube-seeds" >/dev/null
 declare -A seeds=(
   [fuzz_agent]=test/fuzz/agent/corpus
+  [fuzz_cert]=test/fuzz/agent/corpus-cert
   [fuzz_cri_response]="$work/cri-seeds"
   [fuzz_http_parse]=test/fuzz/http/corpus
   [fuzz_keyring]=test/fuzz/keyring/corpus
@@ -37,6 +38,7 @@ declare -A seeds=(
 )
 declare -A bins=(
   [fuzz_agent]=build-fuzz/test/fuzz/agent/fuzz_agent
+  [fuzz_cert]=build-fuzz/test/fuzz/agent/fuzz_cert
   [fuzz_cri_response]=build-fuzz/test/fuzz/cri/fuzz_cri_response
   [fuzz_http_parse]=build-fuzz/test/fuzz/http/fuzz_http_parse
   [fuzz_keyring]=build-fuzz/test/fuzz/keyring/fuzz_keyring

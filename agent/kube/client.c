@@ -30,6 +30,8 @@ static void client_maybe_free(nl_kube_client_t *c) {
   free(c->authority);
   free(c->server_name);
   nl_tls_config_unref(c->tls);
+  free(c->ca_file);
+  free(c->ca_pem);
   free(c->authorization);
   free(c->user_agent);
   nl_err_free(&c->last_err);
@@ -147,6 +149,34 @@ void nl_kube_client_stop(nl_kube_client_t *c, void (*done)(void *ctx), void *ctx
   uv_close((uv_handle_t *)&c->backoff_timer, backoff_closed);
 }
 
+int nl_kube_client_set_cert(nl_kube_client_t *c, const char *cert_pem, const char *key_pem,
+                            nl_err_t **err) {
+  assert(c->state != NL_KUBE_STOPPING);
+  nl_tls_config_opts_t to = {.verify = !c->insecure, .ca_file = c->ca_file, .ca_pem = c->ca_pem,
+                             .cert_pem = cert_pem, .key_pem = key_pem, .alpn = alpn_h2};
+  nl_tls_config_t *tls = NULL;
+  if (nl_tls_config_new(&tls, &to, err) < 0) return nl_err_wrap(err, "new client certificate");
+  nl_tls_config_unref(c->tls); /* sessions on it keep their reference */
+  c->tls = tls;
+  nl_info("kube: new client certificate: new connections to %s use it; open ones drain",
+          c->server);
+  switch (c->state) {
+  case NL_KUBE_READY:
+    nl_kube__conn_drain(c->cur);
+    break;
+  case NL_KUBE_BACKOFF:
+    /* likely refused for the old certificate: try the new one now */
+    uv_timer_stop(&c->backoff_timer);
+    nl_backoff_reset(&c->backoff);
+    c->state = NL_KUBE_IDLE;
+    nl_kube__step(c);
+    break;
+  default: /* a handshake in flight finishes with the old certificate */
+    break;
+  }
+  return 0;
+}
+
 static char *default_user_agent(void) {
   struct utsname u;
   const char *arch = "unknown";
@@ -196,6 +226,11 @@ int nl_kube_client_new(nl_kube_client_t **out, uv_loop_t *loop, const nl_kube_cl
   c->loop = loop;
   c->url = url;
   c->tls = tls;
+  c->insecure = kc->insecure;
+  if (!kc->insecure) {
+    c->ca_file = kc->ca_file ? nl_xstrdup(kc->ca_file) : NULL;
+    c->ca_pem = kc->ca_pem ? nl_xstrdup(kc->ca_pem) : NULL;
+  }
   /* The server URL without a trailing '/'; its path is a prefix of every request. */
   size_t slen = strlen(kc->server);
   while (slen > 8 && kc->server[slen - 1] == '/') slen--;

@@ -51,6 +51,14 @@ int nl_kube_client_new(nl_kube_client_t **out, uv_loop_t *loop,
  * the client and calls done (which may be NULL) from a close callback. */
 void nl_kube_client_stop(nl_kube_client_t *c, void (*done)(void *ctx), void *ctx);
 
+/* Certificate rotation: new connections present cert_pem/key_pem (PEM; the
+ * key may be in the same text as the certificate); the open connection takes
+ * no new requests and closes once its streams (watches, a Lease update) have
+ * ended, so nothing in flight is lost. Returns 0, or -1 with *err when the pair
+ * cannot be used (the old one stays). */
+int nl_kube_client_set_cert(nl_kube_client_t *c, const char *cert_pem, const char *key_pem,
+                            nl_err_t **err);
+
 /* True while a connection is established and usable. */
 bool nl_kube_client_connected(const nl_kube_client_t *c);
 /* The server URL ("https://10.0.0.1:6443"). */

@@ -111,6 +111,8 @@ struct nl_kube_client {
   char *authority;
   char *server_name;  /* verified and sent as SNI */
   nl_tls_config_t *tls;
+  char *ca_file, *ca_pem; /* to build the TLS config again with a new certificate */
+  bool insecure;
   char *authorization;
   char *user_agent;
   uint64_t default_timeout_ms, read_idle_ms, ping_timeout_ms;
@@ -132,6 +134,9 @@ nl_kube_conn_t *nl_kube__conn_start(nl_kube_client_t *c);
 /* Detaches conn from its client: its requests fail with err (those never sent
  * go back to waiting), its handles close, and it frees itself. */
 void nl_kube__conn_close(nl_kube_conn_t *conn, const nl_err_t *err);
+/* Takes no new streams: those in flight finish on it, then it closes (the
+ * client's credentials changed). */
+void nl_kube__conn_drain(nl_kube_conn_t *conn);
 /* Submits waiting requests while the connection takes streams. */
 void nl_kube__conn_submit(nl_kube_conn_t *conn);
 void nl_kube__conn_flush(nl_kube_conn_t *conn);

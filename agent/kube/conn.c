@@ -147,6 +147,16 @@ static void h2_goaway(void *user, uint32_t code, int32_t last) {
   nl_kube__conn_gone(conn->client, conn, NULL);
 }
 
+void nl_kube__conn_drain(nl_kube_conn_t *conn) {
+  if (conn->state != KC_READY) return;
+  nl_vlog(4, "kube: connection to %s (%s) drains: new requests take a new connection",
+          conn->client->server, conn->peer);
+  conn->state = KC_DRAINING;
+  nl_kube__conn_gone(conn->client, conn, NULL);
+  if (nl_kube_h2_active(conn->h2) == 0) close_with(conn, NULL);
+  else nl_kube__step(conn->client);
+}
+
 static const nl_kube_h2_cbs_t h2_cbs = {.write = h2_write, .ping_ack = h2_ping_ack,
                                         .goaway = h2_goaway};
 

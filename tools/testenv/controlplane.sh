@@ -258,6 +258,29 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-
 subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "kubeadm:cluster-admins"}]
 YAML
     die "cannot bind kubeadm:cluster-admins to cluster-admin"
+  # TLS bootstrap, as kubeadm sets it up: bootstrap-token users (group
+  # system:bootstrappers) may create CSRs, and kube-controller-manager approves
+  # their node-client CSRs and the nodes' own renewals by itself.
+  "$bin/kubectl" --kubeconfig "$CP/admin.kubeconfig" apply -f - >/dev/null <<'YAML' ||
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "kubeadm:kubelet-bootstrap"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:node-bootstrapper"}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:bootstrappers"}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "kubeadm:node-autoapprove-bootstrap"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:certificates.k8s.io:certificatesigningrequests:nodeclient"}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:bootstrappers"}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "kubeadm:node-autoapprove-certificate-rotation"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:nodes"}]
+YAML
+    die "cannot bind the TLS bootstrap roles"
   write_env "$bin"
   echo "$CP/env.sh" >&3
 }

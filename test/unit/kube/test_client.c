@@ -407,6 +407,65 @@ static void watch_stream(void **state) {
   world_end(&w);
 }
 
+/* ---- a new client certificate -------------------------------------------- */
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  char *buf = calloc(1, 16384);
+  size_t n = fread(buf, 1, 16383, f);
+  fclose(f);
+  buf[n] = 0;
+  return buf;
+}
+
+/* Rotation: the watch in flight goes on to its end on the old connection and
+ * loses no event; the next request opens a new connection with the new pair. */
+static void new_certificate_drains(void **state) {
+  world_t w;
+  nl_fake_as_opts_t fo = {.require_client_cert = true};
+  world_init(&w, &fo);
+  client_start(&w);
+  static const char *const ev[] = {"{\"type\":\"ADDED\"}\n", "{\"type\":\"MODIFIED\"}\n",
+                                   "{\"type\":\"DELETED\"}\n"};
+  nl_fake_as_add(w.fake, &(nl_fake_as_rule_t){.path = "/api/v1/pods?watch=1", .chunks = ev,
+                                              .n_chunks = 3, .chunk_ms = 150});
+  nl_fake_as_add(w.fake, &(nl_fake_as_rule_t){.path = "/api/v1/nodes/n1", .repeat = true,
+                                              .body = "{}"});
+  result_t watch = {0}, a = {0}, b = {0};
+  nl_kube_request_opts_t o = {.path = "/api/v1/pods?watch=1", .on_head = on_head,
+                              .on_data = on_data, .timeout_ms = 5000};
+  nl_kube_request(w.client, &o, on_done, &watch);
+  run_until(&w, &watch.heads, 1);
+  get(&w, "/api/v1/nodes/n1", 0, &a);
+  assert_int_equal(a.status, 200);
+  char *cert = slurp(FIX("client.crt")), *key = slurp(FIX("client.key"));
+  nl_err_t *err = NULL;
+  /* a key that is not the certificate's is refused; the old pair stays */
+  char *other = slurp(FIX("server.key"));
+  assert_int_equal(nl_kube_client_set_cert(w.client, cert, other, &err), -1);
+  assert_non_null(err);
+  nl_err_free(&err);
+  assert_true(nl_kube_client_connected(w.client));
+  assert_int_equal(nl_kube_client_set_cert(w.client, cert, key, &err), 0);
+  assert_false(nl_kube_client_connected(w.client)); /* the open connection drains */
+  get(&w, "/api/v1/nodes/n1", 0, &b);
+  assert_int_equal(b.status, 200);
+  run_until(&w, &watch.calls, 1);
+  assert_int_equal(watch.err_code, 0);
+  nl_buf_puts(&watch.data, "");
+  assert_string_equal(watch.data.data,
+                      "{\"type\":\"ADDED\"}\n{\"type\":\"MODIFIED\"}\n{\"type\":\"DELETED\"}\n");
+  assert_int_equal(nl_fake_as_req(w.fake, 0)->conn, 1); /* the watch */
+  assert_int_equal(nl_fake_as_req(w.fake, 1)->conn, 1);
+  assert_int_equal(nl_fake_as_req(w.fake, 2)->conn, 2); /* after the new certificate */
+  nl_buf_free(&watch.data);
+  free(cert);
+  free(key);
+  free(other);
+  world_end(&w);
+}
+
 /* ---- connection health -------------------------------------------------- */
 
 /* A peer that goes silent is noticed by the PING health check; the next
@@ -596,6 +655,7 @@ int main(void) {
       cmocka_unit_test(rst_stream),
       cmocka_unit_test(rst_stream_no_error),
       cmocka_unit_test(watch_stream),
+      cmocka_unit_test(new_certificate_drains),
       cmocka_unit_test(silent_server),
       cmocka_unit_test(server_down),
       cmocka_unit_test(fail_on_dial),
