@@ -281,6 +281,8 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
       /* Set up with the API client too; without one there are no services. */
       .service_env = nl_services_env,
       .service_env_ctx = &k->services,
+      /* Its API client is set with the others; standalone, tokens fail. */
+      .tokens = nl_tokens_source(&k->tokens),
   };
   if (nl_runtime_init(&k->runtime, loop, &k->cri, &ro, err) < 0) return -1;
   k->runtime_up = true;

@@ -1,7 +1,7 @@
 /* The agent's cluster membership: with a kubeconfig, the API client, the API pod
  * source, the node manager (registration, node status, the Lease), the status
  * manager, the mirror pods, the Services watch (pods' environment) and the event
- * recorder's sender. Without one, events are only logged and the agent runs
+ * recorder's sender, the service-account tokens of projected volumes. Without one, events are only logged and the agent runs
  * standalone. The node manager is a CRI user (it asks the runtime for Status,
  * Version and images), so it stops before the CRI client; the status and mirror
  * managers stop before the node manager (they read its Node); the recorder stops
@@ -66,6 +66,9 @@ int nl__kubelet_node_init(nl_kubelet_t *k, const nl_kubeconfig_t *kc, nl_err_t *
                          .burst = cfg->event_burst};
   nl_events_init(&k->events, k->loop, k->kube, &eo);
   k->events_up = true;
+  k->pending++;
+  nl_tokens_init(&k->tokens, k->loop, k->kube);
+  k->tokens_up = true;
   k->pending++;
   if (!kc) {
     nl_info("No api server defined - no events will be sent to API server");
@@ -177,6 +180,12 @@ static void on_events_stopped(nl_events_t *e) {
   nl__kubelet_release(k);
 }
 
+static void on_tokens_stopped(void *ctx) {
+  nl_kubelet_t *k = ctx;
+  kube_user_stopped(k);
+  nl__kubelet_release(k);
+}
+
 static void on_services_stopped(nl_services_t *s) {
   nl_kubelet_t *k = container_of(s, nl_kubelet_t, services);
   kube_user_stopped(k);
@@ -223,6 +232,10 @@ void nl__kubelet_node_stop(nl_kubelet_t *k) {
   if (k->services_up) {
     k->kube_users++;
     nl_services_stop(&k->services, on_services_stopped);
+  }
+  if (k->tokens_up) {
+    k->kube_users++;
+    nl_tokens_stop(&k->tokens, on_tokens_stopped, k);
   }
   if (k->node_up) {
     k->kube_users++;

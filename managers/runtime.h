@@ -24,6 +24,8 @@
 #include "agent/model/pod.h"
 #include "cri/conn.h"
 #include "managers/images.h"
+#include "managers/objects.h"
+#include "managers/tokens.h"
 #include "managers/runtime_types.h"
 #include "reactor/backoff.h"
 #include "reactor/error.h"
@@ -66,6 +68,12 @@ typedef struct nl_runtime_opts {
   int (*service_env)(void *ctx, const nl_pod_t *pod, struct nl_env **out, size_t *n,
                      nl_err_t **err);
   void *service_env_ctx;
+  /* ConfigMaps and Secrets of configMap, secret and projected volumes
+   * (managers/objects.h); fn NULL: none (no API server). */
+  nl_objects_lookup_t objects;
+  /* Tokens of serviceAccountToken projections (managers/tokens.h); ensure NULL:
+   * none (no API server). */
+  nl_tokens_source_t tokens;
   /* Where the pod and container events go (Pulling, Created, Started, Killing,
    * BackOff, ...); fn NULL: they are logged at -v=3 only. */
   nl_event_sink_t events;
@@ -303,6 +311,17 @@ int nl_runtime_make_env(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
                         const nl_container_t *c, const char *pod_ip, char *const *pod_ips,
                         size_t n_pod_ips, nl_env_t **out, size_t *n, nl_err_t **err);
 void nl_env_free(nl_env_t *env, size_t n);
+
+/* The value of a fieldRef (metadata.name, metadata.labels['k'], status.podIP,
+ * ...) and of a resourceFieldRef (self: the container itself, NULL in volumes
+ * where containerName is required), as env vars and downwardAPI volumes see
+ * them. Return 0 with a new string in *out, or -1 with *err. */
+int nl_runtime_field_value(const nl_runtime_opts_t *opts, const nl_pod_t *pod, const char *path,
+                           const char *pod_ip, char *const *pod_ips, size_t n_pod_ips, char **out,
+                           nl_err_t **err);
+int nl_runtime_resource_value(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
+                              const nl_container_t *self, const nl_resource_field_ref_t *ref,
+                              char **out, nl_err_t **err);
 
 /* third_party/forked/golang/expansion.Expand with MappingFuncFor(env): $(VAR) is
  * replaced when VAR is defined, kept as is otherwise; $$ is a literal $. Returns

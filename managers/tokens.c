@@ -1,0 +1,322 @@
+/* The service-account token manager (upstream pkg/kubelet/token/token_manager.go). */
+#include "managers/tokens.h"
+
+#include <assert.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "reactor/log.h"
+#include "reactor/xalloc.h"
+
+#define GC_PERIOD_MS (60 * 1000)
+#define MAX_TTL_MS (24LL * 3600 * 1000)
+#define MAX_JITTER_MS 10000
+
+typedef struct entry {
+  nl_tokens_t *m;
+  char *key;
+  char *ns, *sa, *audience, *pod_name, *pod_uid;
+  int64_t expiration_seconds; /* asked */
+  char *token;                /* NULL until fetched */
+  int64_t exp_ms;             /* status.expirationTimestamp */
+  int64_t ttl_s;              /* the answer's spec.expirationSeconds */
+  int64_t jitter_ms;
+  nl_err_t *err;              /* the last failure */
+  nl_kube_req_t *req;         /* in flight */
+  bool forgotten;             /* dropped while in flight: freed on completion */
+} entry_t;
+
+typedef struct wait {
+  nl_list_t link;
+  char **keys;
+  size_t n;
+  void (*done)(void *dctx);
+  void *dctx;
+} wait_t;
+
+static int64_t now_ms(nl_tokens_t *m) {
+  if (m->now_ms) return (int64_t)m->now_ms(m->now_ctx);
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void entry_free(void *p) {
+  entry_t *e = p;
+  free(e->key);
+  free(e->ns);
+  free(e->sa);
+  free(e->audience);
+  free(e->pod_name);
+  free(e->pod_uid);
+  free(e->token);
+  nl_err_free(&e->err);
+  free(e);
+}
+
+static const char *sa_name(const nl_pod_t *pod) {
+  const char *sa = pod->spec.service_account_name;
+  return sa && *sa ? sa : "default";
+}
+
+/* upstream keyFunc: name, namespace, audiences, expirationSeconds, bound uid */
+static char *key_of(const nl_pod_t *pod, const nl_sa_token_projection_t *p) {
+  return nl_xasprintf("%s/%s/%s/%lld/%s", sa_name(pod), pod->metadata.namespace_,
+                      p->audience ? p->audience : "", (long long)p->expiration_seconds,
+                      pod->metadata.uid);
+}
+
+/* upstream requiresRefresh */
+static bool due(nl_tokens_t *m, const entry_t *e) {
+  if (!e->token) return true;
+  int64_t now = now_ms(m), iat = e->exp_ms - e->ttl_s * 1000;
+  if (now > iat + MAX_TTL_MS - e->jitter_ms) return true;
+  return now > e->exp_ms - e->ttl_s * 200 - e->jitter_ms; /* within 20 % of the TTL */
+}
+
+static void complete_waits(nl_tokens_t *m, bool all) {
+  nl_list_t *pos, *tmp;
+  nl_list_foreach_safe(pos, tmp, &m->waits) {
+    wait_t *w = nl_list_entry(pos, wait_t, link);
+    bool ready = true;
+    for (size_t i = 0; i < w->n && ready && !all; i++) {
+      entry_t *e = nl_map_get(&m->cache, w->keys[i]);
+      ready = !e || !e->req;
+    }
+    if (!ready) continue;
+    nl_list_remove(&w->link);
+    for (size_t i = 0; i < w->n; i++) free(w->keys[i]);
+    free(w->keys);
+    w->done(w->dctx);
+    free(w);
+  }
+}
+
+static void on_kick(uv_timer_t *t) { complete_waits(container_of(t, nl_tokens_t, kick), false); }
+
+/* "2026-11-24T03:00:00Z" as wall milliseconds; -1 when it is not that. */
+static int64_t parse_time(const char *s) {
+  struct tm tm = {0};
+  char z = 0;
+  if (!s || sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%c", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                   &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &z) != 7 || z != 'Z')
+    return -1;
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return (int64_t)timegm(&tm) * 1000;
+}
+
+static int decode(entry_t *e, const nl_kube_response_t *resp, nl_err_t **err) {
+  json_t *root = json_loads(resp->body, 0, NULL);
+  const char *tok = json_string_value(json_object_get(json_object_get(root, "status"), "token"));
+  int64_t exp = parse_time(json_string_value(
+      json_object_get(json_object_get(root, "status"), "expirationTimestamp")));
+  json_t *ttl = json_object_get(json_object_get(root, "spec"), "expirationSeconds");
+  int r = 0;
+  if (!tok || !*tok || exp < 0 || !json_is_integer(ttl) || json_integer_value(ttl) <= 0) {
+    r = nl_err_set(err, NL_EINVAL, "token request for service account \"%s\": a malformed answer",
+                   e->sa);
+  } else {
+    free(e->token);
+    e->token = nl_xstrdup(tok);
+    e->exp_ms = exp;
+    e->ttl_s = json_integer_value(ttl);
+  }
+  json_decref(root);
+  return r;
+}
+
+/* The last request or handle of a stopping manager is gone. */
+static void finish(nl_tokens_t *m) {
+  if (m->pending > 0 || !m->done) return;
+  nl_map_free(&m->cache, entry_free);
+  m->done(m->done_ctx);
+}
+
+static void on_token(void *ctx, const nl_kube_response_t *resp, const nl_err_t *kerr) {
+  entry_t *e = ctx;
+  nl_tokens_t *m = e->m;
+  e->req = NULL;
+  m->pending--;
+  if (e->forgotten) {
+    entry_free(e);
+  } else {
+    nl_err_t *err = NULL;
+    if (kerr)
+      nl_err_set(&err, kerr->code, "%s", kerr->msg);
+    else if (resp->status / 100 != 2)
+      nl_kube_status_err(resp, &err);
+    else
+      decode(e, resp, &err);
+    nl_err_free(&e->err);
+    if (err) {
+      nl_warn("failed to fetch token for service account %s/%s (pod %s): %s", e->ns, e->sa,
+              e->pod_name, err->msg);
+      e->err = err;
+    } else {
+      nl_vlog(4, "token for service account %s/%s (pod %s) fetched, expires in %llds", e->ns,
+              e->sa, e->pod_name, (long long)((e->exp_ms - now_ms(m)) / 1000));
+    }
+  }
+  complete_waits(m, m->stopping);
+  if (m->stopping) finish(m);
+}
+
+static void request(nl_tokens_t *m, entry_t *e) {
+  json_t *spec = json_pack("{s:I, s:{s:s, s:s, s:s, s:s}}", "expirationSeconds",
+                           (json_int_t)e->expiration_seconds, "boundObjectRef", "apiVersion", "v1",
+                           "kind", "Pod", "name", e->pod_name, "uid", e->pod_uid);
+  /* no audience: the apiserver's own (upstream passes none) */
+  if (*e->audience) json_object_set_new(spec, "audiences", json_pack("[s]", e->audience));
+  json_t *body = json_pack("{s:s, s:s, s:o}", "apiVersion", "authentication.k8s.io/v1", "kind",
+                           "TokenRequest", "spec", spec);
+  char *text = json_dumps(body, JSON_COMPACT);
+  char *path = nl_xasprintf("/api/v1/namespaces/%s/serviceaccounts/%s/token", e->ns, e->sa);
+  nl_kube_request_opts_t o = {.method = "POST", .path = path, .body = text,
+                              .body_len = strlen(text)};
+  m->pending++;
+  e->req = nl_kube_request(m->kube, &o, on_token, e);
+  free(path);
+  free(text);
+  json_decref(body);
+}
+
+/* upstream cleanup: expired tokens go */
+static void on_gc(uv_timer_t *t) {
+  nl_tokens_t *m = container_of(t, nl_tokens_t, gc);
+  int64_t now = now_ms(m);
+  nl_map_iter_t it;
+  const char *key;
+  void *v;
+  char **gone = NULL;
+  size_t n = 0;
+  nl_map_iter_init(&it, &m->cache);
+  while (nl_map_iter_next(&it, &key, &v)) {
+    entry_t *e = v;
+    if (e->req || (e->token && now < e->exp_ms)) continue;
+    gone = nl_xrealloc(gone, (n + 1) * sizeof *gone);
+    gone[n++] = e->key;
+  }
+  for (size_t i = 0; i < n; i++) entry_free(nl_map_del(&m->cache, gone[i]));
+  free(gone);
+  if (nl_map_size(&m->cache) == 0) uv_timer_stop(&m->gc);
+}
+
+static void ensure(void *ctx, const nl_pod_t *pod, void (*done)(void *dctx), void *dctx) {
+  nl_tokens_t *m = ctx;
+  wait_t *w = nl_xcalloc(1, sizeof *w);
+  w->done = done;
+  w->dctx = dctx;
+  nl_list_insert_tail(&m->waits, &w->link);
+  for (size_t i = 0; i < pod->spec.n_volumes && m->kube && !m->stopping; i++) {
+    const nl_projected_source_t *p = pod->spec.volumes[i].projected;
+    for (size_t j = 0; p && j < p->n_sources; j++) {
+      const nl_sa_token_projection_t *t = p->sources[j].service_account_token;
+      if (!t) continue;
+      char *key = key_of(pod, t);
+      entry_t *e = nl_map_get(&m->cache, key);
+      if (!e) {
+        e = nl_xcalloc(1, sizeof *e);
+        *e = (entry_t){.m = m, .key = nl_xstrdup(key), .ns = nl_xstrdup(pod->metadata.namespace_),
+                       .sa = nl_xstrdup(sa_name(pod)),
+                       .audience = nl_xstrdup(t->audience ? t->audience : ""),
+                       .pod_name = nl_xstrdup(pod->metadata.name),
+                       .pod_uid = nl_xstrdup(pod->metadata.uid),
+                       .expiration_seconds = t->expiration_seconds,
+                       .jitter_ms = (int64_t)(uv_hrtime() % MAX_JITTER_MS)};
+        nl_map_put(&m->cache, key, e);
+      }
+      if (!e->req && due(m, e)) request(m, e);
+      w->keys = nl_xrealloc(w->keys, (w->n + 1) * sizeof *w->keys);
+      w->keys[w->n++] = key;
+    }
+  }
+  if (!uv_is_active((uv_handle_t *)&m->gc) && !m->stopping)
+    uv_timer_start(&m->gc, on_gc, GC_PERIOD_MS, GC_PERIOD_MS);
+  /* never from inside ensure: the next loop turn at the earliest */
+  uv_timer_start(&m->kick, on_kick, 0, 0);
+}
+
+static int lookup(void *ctx, const nl_pod_t *pod, const nl_sa_token_projection_t *p,
+                  const char **token, nl_err_t **err) {
+  nl_tokens_t *m = ctx;
+  char *key = key_of(pod, p);
+  entry_t *e = nl_map_get(&m->cache, key);
+  free(key);
+  if (e && e->token && now_ms(m) < e->exp_ms) {
+    *token = e->token; /* a valid token even when its refresh failed (upstream) */
+    return 0;
+  }
+  if (e && e->err) return nl_err_set(err, e->err->code, "%s", e->err->msg);
+  if (!m->kube) return nl_err_set(err, NL_EINVAL, "cannot get a service account token: no API server");
+  return nl_err_set(err, NL_EINVAL, "failed to fetch token: not fetched yet");
+}
+
+void nl_tokens_init(nl_tokens_t *m, uv_loop_t *loop, nl_kube_client_t *kube) {
+  memset(m, 0, sizeof *m);
+  m->loop = loop;
+  m->kube = kube;
+  nl_map_init(&m->cache);
+  nl_list_init(&m->waits);
+  uv_timer_init(loop, &m->gc);
+  uv_timer_init(loop, &m->kick);
+}
+
+nl_tokens_source_t nl_tokens_source(nl_tokens_t *m) {
+  return (nl_tokens_source_t){.ensure = ensure, .lookup = lookup, .ctx = m};
+}
+
+void nl_tokens_forget_pod(nl_tokens_t *m, const char *uid) {
+  nl_map_iter_t it;
+  const char *key;
+  void *v;
+  char **gone = NULL;
+  size_t n = 0;
+  nl_map_iter_init(&it, &m->cache);
+  while (nl_map_iter_next(&it, &key, &v)) {
+    entry_t *e = v;
+    if (strcmp(e->pod_uid, uid) != 0) continue;
+    gone = nl_xrealloc(gone, (n + 1) * sizeof *gone);
+    gone[n++] = e->key;
+  }
+  for (size_t i = 0; i < n; i++) {
+    entry_t *e = nl_map_del(&m->cache, gone[i]);
+    if (e->req) {
+      e->forgotten = true; /* on_token frees it */
+      nl_kube_req_cancel(e->req);
+    } else {
+      entry_free(e);
+    }
+  }
+  free(gone);
+}
+
+static void on_closed(uv_handle_t *h) {
+  nl_tokens_t *m = h->data;
+  m->pending--;
+  finish(m);
+}
+
+void nl_tokens_stop(nl_tokens_t *m, void (*done)(void *ctx), void *ctx) {
+  assert(!m->stopping);
+  m->stopping = true;
+  m->done = NULL;
+  nl_map_iter_t it;
+  const char *key;
+  void *v;
+  nl_map_iter_init(&it, &m->cache);
+  while (nl_map_iter_next(&it, &key, &v)) {
+    entry_t *e = v;
+    if (e->req) nl_kube_req_cancel(e->req);
+  }
+  m->pending += 2;
+  m->gc.data = m->kick.data = m;
+  uv_close((uv_handle_t *)&m->gc, on_closed);
+  uv_close((uv_handle_t *)&m->kick, on_closed);
+  /* the waits whose requests are gone complete in on_token; the others now */
+  complete_waits(m, true);
+  m->done = done;
+  m->done_ctx = ctx;
+}
