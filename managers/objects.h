@@ -36,6 +36,7 @@ typedef struct nl_object_item {
   const char *key;
   const unsigned char *value;
   size_t len;
+  bool binary; /* a ConfigMap's binaryData: volumes only, never the environment */
 } nl_object_item_t;
 
 /* A fetched object. Immutable: a change replaces it. Borrowed from the cache
@@ -51,6 +52,20 @@ typedef struct nl_object {
 
 /* The item named key, or NULL. */
 const nl_object_item_t *nl_object_find(const nl_object_t *o, const char *key);
+
+/* Decodes a v1 ConfigMap or Secret as the API sends it (outside input) into
+ * one allocation, freed with nl_object_free(). Returns 0 with *out and
+ * *immutable (the object's `immutable` field), or -1 with *err naming the
+ * field ("secret default/db: data[\"pw\"]: illegal base64"). */
+int nl_object_decode(nl_object_kind_t kind, const char *json, size_t len, nl_object_t **out,
+                     bool *immutable, nl_err_t **err);
+void nl_object_free(nl_object_t *o);
+
+/* The API's resource name: "configmaps", "secrets". */
+const char *nl_object_resource(nl_object_kind_t kind);
+/* Fills *err with upstream's NotFound text (`configmaps "app" not found`) and
+ * returns -1: what a lookup's 0 means to a pod that needs the object. */
+int nl_objects_not_found(nl_err_t **err, nl_object_kind_t kind, const char *name);
 
 /* What the environment and volume code call; a manager or a test fake stands
  * behind it. Returns 1 with *out (borrowed, see above), 0 when the object does

@@ -68,8 +68,9 @@ typedef struct nl_runtime_opts {
   int (*service_env)(void *ctx, const nl_pod_t *pod, struct nl_env **out, size_t *n,
                      nl_err_t **err);
   void *service_env_ctx;
-  /* ConfigMaps and Secrets of configMap, secret and projected volumes
-   * (managers/objects.h); fn NULL: none (no API server). */
+  /* ConfigMaps and Secrets for valueFrom, envFrom and the configMap, secret
+   * and projected volumes (managers/objects.h); fn NULL: none (standalone),
+   * and a pod that needs one fails its config or its volumes. */
   nl_objects_lookup_t objects;
   /* Tokens of serviceAccountToken projections (managers/tokens.h); ensure NULL:
    * none (no API server). */
@@ -302,11 +303,16 @@ typedef struct nl_env {
   char *value;
 } nl_env_t;
 
-/* makeEnvironmentVariables: values, $(VAR) references to earlier ones (then to
- * service variables), fieldRef and resourceFieldRef, then the service variables
- * (opts->service_env) the container does not set. configMap/secret references fail (no API objects on this
- * node) unless optional. Returns 0 with a new array in *out (free with
- * nl_env_free), or -1 with *err naming the variable. */
+/* makeEnvironmentVariables: envFrom (ConfigMaps' data and Secrets' data with
+ * their prefix; keys that are no variable names skipped with an
+ * InvalidEnvironmentVariableNames event), then env: values with $(VAR)
+ * references to earlier ones (then to service variables), fieldRef,
+ * resourceFieldRef, configMapKeyRef and secretKeyRef (through opts->objects),
+ * then the service variables (opts->service_env) the container does not set.
+ * An object or key that is missing is skipped when optional, else an error
+ * with upstream's text (`couldn't find key k in ConfigMap ns/app`,
+ * `configmaps "app" not found`). Returns 0 with a new array in *out (free
+ * with nl_env_free), or -1 with *err. */
 int nl_runtime_make_env(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
                         const nl_container_t *c, const char *pod_ip, char *const *pod_ips,
                         size_t n_pod_ips, nl_env_t **out, size_t *n, nl_err_t **err);

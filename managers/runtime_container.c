@@ -363,9 +363,11 @@ int nl_runtime_build_container_config(const nl_runtime_opts_t *opts, const nl_po
   const nl_container_t *c = in->container;
   nl_env_t *env = NULL;
   size_t n_env = 0;
+  /* upstream's text as it is (`couldn't find key k in ConfigMap ns/app`): the
+   * waiting container's message */
   if (nl_runtime_make_env(opts, pod, c, in->pod_ip, in->pod_ips, in->n_pod_ips, &env, &n_env,
                           err) < 0)
-    return nl_err_wrap(err, "container %s", c->name);
+    return -1;
   Runtime__V1__ContainerConfig *cfg =
       NL__NEW(Runtime__V1__ContainerConfig, RUNTIME__V1__CONTAINER_CONFIG__INIT);
   if (mounts(opts, pod, in, env, n_env, cfg, err) < 0) {

@@ -186,6 +186,84 @@ int nl_runtime_resource_value(const nl_runtime_opts_t *opts, const nl_pod_t *pod
   return 0;
 }
 
+/* The object a reference names: 1 with *out, 0 when it does not exist and the
+ * reference is optional, or -1 with *err. */
+static int get_object(const nl_runtime_opts_t *opts, const nl_pod_t *pod, nl_object_kind_t kind,
+                      const char *name, bool optional, const nl_object_t **out, nl_err_t **err) {
+  const char *ns = pod->metadata.namespace_ ? pod->metadata.namespace_ : "";
+  if (!opts->objects.fn && optional) return 0; /* standalone: nothing exists */
+  if (!opts->objects.fn)
+    return nl_err_set(err, NL_EINVAL, "couldn't get %s %s/%s, no kubeClient defined",
+                      kind == NL_OBJECT_SECRET ? "secret" : "configMap", ns, name);
+  int rc = opts->objects.fn(opts->objects.ctx, kind, ns, name, out, err);
+  if (rc == 0 && !optional) return nl_objects_not_found(err, kind, name);
+  return rc;
+}
+
+/* validation.IsEnvVarName: [-._a-zA-Z][-._a-zA-Z0-9]* */
+static bool env_name_ok(const char *s) {
+  if (!*s || (*s >= '0' && *s <= '9')) return false;
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+          *s == '-' || *s == '.' || *s == '_'))
+      return false;
+  return true;
+}
+
+static int env_from(const nl_runtime_opts_t *opts, const nl_pod_t *pod, const nl_env_from_t *f,
+                    nl__kvs_t *env, nl_err_t **err) {
+  const nl_local_ref_t *r = f->config_map_ref ? f->config_map_ref : f->secret_ref;
+  if (!r) return 0;
+  nl_object_kind_t kind = f->config_map_ref ? NL_OBJECT_CONFIG_MAP : NL_OBJECT_SECRET;
+  const nl_object_t *o = NULL;
+  int rc = get_object(opts, pod, kind, r->name ? r->name : "", r->optional == 1, &o, err);
+  if (rc <= 0) return rc;
+  const char *prefix = f->prefix ? f->prefix : "";
+  nl_buf_t invalid = NL_BUF_INIT; /* sorted: the items are */
+  for (size_t i = 0; i < o->n_items; i++) {
+    const nl_object_item_t *it = &o->items[i];
+    if (it->binary) continue; /* configMap.Data only */
+    char *name = nl_xasprintf("%s%s", prefix, it->key);
+    if (!env_name_ok(name)) {
+      nl_buf_printf(&invalid, "%s%s", invalid.len ? ", " : "", name);
+      free(name);
+      continue;
+    }
+    nl__kvs_put_take(env, name, nl_xstrndup((const char *)it->value, it->len));
+    free(name);
+  }
+  if (invalid.len) {
+    nl_event_ref_t ref = nl_event_pod_ref(pod);
+    nl_event_record(&opts->events, &ref, NL_EVENT_WARNING, "InvalidEnvironmentVariableNames",
+                    "Keys [%s] from the EnvFrom %s %s/%s were skipped since they are considered "
+                    "invalid environment variable names.",
+                    invalid.data, kind == NL_OBJECT_SECRET ? "secret" : "configMap",
+                    o->namespace_, o->name);
+  }
+  nl_buf_free(&invalid);
+  return 0;
+}
+
+/* configMapKeyRef / secretKeyRef: 1 with *out, 0 to skip (optional), -1. */
+static int key_value(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
+                     const nl_env_source_t *src, char **out, nl_err_t **err) {
+  const nl_key_ref_t *k = src->config_map_key_ref ? src->config_map_key_ref : src->secret_key_ref;
+  nl_object_kind_t kind = src->config_map_key_ref ? NL_OBJECT_CONFIG_MAP : NL_OBJECT_SECRET;
+  const char *name = k->name ? k->name : "", *key = k->key ? k->key : "";
+  const nl_object_t *o = NULL;
+  int rc = get_object(opts, pod, kind, name, k->optional == 1, &o, err);
+  if (rc <= 0) return rc;
+  const nl_object_item_t *it = nl_object_find(o, key);
+  if (!it || it->binary) {
+    if (k->optional == 1) return 0;
+    return nl_err_set(err, NL_EINVAL, "couldn't find key %s in %s %s/%s", key,
+                      kind == NL_OBJECT_SECRET ? "Secret" : "ConfigMap",
+                      pod->metadata.namespace_ ? pod->metadata.namespace_ : "", name);
+  }
+  *out = nl_xstrndup((const char *)it->value, it->len);
+  return 1;
+}
+
 int nl_runtime_make_env(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
                         const nl_container_t *c, const char *pod_ip, char *const *pod_ips,
                         size_t n_pod_ips, nl_env_t **out, size_t *n, nl_err_t **err) {
@@ -194,16 +272,9 @@ int nl_runtime_make_env(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
   size_t n_svc = 0;
   if (opts->service_env && opts->service_env(opts->service_env_ctx, pod, &svc, &n_svc, err) < 0)
     return -1;
-  for (size_t i = 0; i < c->n_env_from; i++) {
-    const nl_env_from_t *f = &c->env_from[i];
-    const nl_local_ref_t *r = f->config_map_ref ? f->config_map_ref : f->secret_ref;
-    if (r && r->optional != 1) {
-      nl_err_set(err, NL_EINVAL, "couldn't get %s %s/%s: no API server objects on this node",
-                 f->config_map_ref ? "configMap" : "secret",
-                 pod->metadata.namespace_ ? pod->metadata.namespace_ : "", r->name);
-      goto fail;
-    }
-  }
+  /* envFrom first: env overrides it */
+  for (size_t i = 0; i < c->n_env_from; i++)
+    if (env_from(opts, pod, &c->env_from[i], &env, err) < 0) goto fail;
   for (size_t i = 0; i < c->n_env; i++) {
     const nl_env_var_t *e = &c->env[i];
     if (!e->value_from) {
@@ -224,15 +295,12 @@ int nl_runtime_make_env(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
         nl_err_wrap(err, "env %s", e->name);
         goto fail;
       }
+    } else if (src->config_map_key_ref || src->secret_key_ref) {
+      int rc = key_value(opts, pod, src, &v, err);
+      if (rc < 0) goto fail; /* upstream's message as it is: it is the pod's status */
+      if (rc == 0) continue;
     } else {
-      const nl_key_ref_t *k = src->config_map_key_ref ? src->config_map_key_ref
-                                                      : src->secret_key_ref;
-      if (k && k->optional == 1) continue; /* optional and absent: skipped */
-      nl_err_set(err, NL_EINVAL, "env %s: couldn't find key %s in %s %s/%s", e->name,
-                 k && k->key ? k->key : "", src->config_map_key_ref ? "ConfigMap" : "Secret",
-                 pod->metadata.namespace_ ? pod->metadata.namespace_ : "",
-                 k && k->name ? k->name : "");
-      goto fail;
+      continue; /* validation refuses a valueFrom with no source */
     }
     nl__kvs_put_take(&env, e->name, v);
   }

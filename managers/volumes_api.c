@@ -19,12 +19,6 @@ static void put(payload_t *pl, const char *path, const void *data, size_t len, i
   nl_aw_files_add(&pl->files, &pl->n, path, data, len, (uint32_t)mode);
 }
 
-static const nl_object_item_t *find_item(const nl_object_t *o, const char *key) {
-  for (size_t i = 0; i < o->n_items; i++)
-    if (strcmp(o->items[i].key, key) == 0) return &o->items[i];
-  return NULL;
-}
-
 /* The payload of a ConfigMap or Secret (and their projections). */
 static int objects_payload(const nl_runtime_opts_t *opts, const nl_pod_t *pod, nl_object_kind_t kind,
                            const char *name, const nl_key_to_path_t *items, size_t n_items,
@@ -48,7 +42,7 @@ static int objects_payload(const nl_runtime_opts_t *opts, const nl_pod_t *pod, n
     return 0;
   }
   for (size_t i = 0; i < n_items; i++) {
-    const nl_object_item_t *it = find_item(o, items[i].key);
+    const nl_object_item_t *it = nl_object_find(o, items[i].key);
     if (!it) {
       if (optional) continue;
       return nl_err_set(err, NL_EINVAL,
