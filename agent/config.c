@@ -51,6 +51,7 @@ void nl_config_defaults(nl_kubelet_config_t *c) {
   c->enable_server = true;
   c->enable_debugging_handlers = true;
   c->hairpin_mode = nl_xstrdup("promiscuous-bridge");
+  c->config_map_and_secret_change_detection_strategy = nl_xstrdup("Watch");
   c->pod_logs_dir = nl_xstrdup("/var/log/pods");
   c->enable_controller_attach_detach = true;
   c->make_iptables_util_chains = true;
@@ -350,6 +351,12 @@ int nl_config_validate(const nl_kubelet_config_t *c, nl_err_t **err) {
     return nl_err_set(err, NL_EINVAL,
                       "hairpinMode: must be promiscuous-bridge, hairpin-veth or none, got \"%s\"",
                       c->hairpin_mode);
+  const char *cms = c->config_map_and_secret_change_detection_strategy;
+  if (cms && strcmp(cms, "Watch") && strcmp(cms, "Get") && strcmp(cms, "Cache"))
+    return nl_err_set(err, NL_EINVAL,
+                      "configMapAndSecretChangeDetectionStrategy: must be Watch, Get or Cache, "
+                      "got \"%s\"",
+                      cms);
   if (c->static_pod_path && c->static_pod_path[0] && c->static_pod_path[0] != '/')
     return nl_err_set(err, NL_EINVAL, "staticPodPath: must be an absolute path, got \"%s\"",
                       c->static_pod_path);

@@ -73,6 +73,7 @@ typedef struct nl_kubelet_config {
   bool enable_server;
   bool enable_debugging_handlers;
   char *hairpin_mode;
+  char *config_map_and_secret_change_detection_strategy; /* "Watch", "Get" or "Cache" */
   char *tls_cert_file;
   char *tls_private_key_file;
   bool rotate_certificates;

@@ -61,6 +61,7 @@ const nl_config_field_t nl__config_fields[] = {
     S("tlsPrivateKeyFile", "tls-private-key-file", tls_private_key_file, "x509 private key matching --tls-cert-file"),
     B("rotateCertificates", "rotate-certificates", rotate_certificates, "Rotate the client certificate"),
     S("podLogsDir", NULL, pod_logs_dir, NULL),
+    S("configMapAndSecretChangeDetectionStrategy", NULL, config_map_and_secret_change_detection_strategy, NULL),
     B("enableControllerAttachDetach", NULL, enable_controller_attach_detach, NULL),
     B("makeIPTablesUtilChains", NULL, make_iptables_util_chains, NULL),
     I32("registryPullQPS", "registry-qps", registry_pull_qps, 0, INT32_MAX, "Image pulls per second, 0 unlimited (default 5)"),

@@ -17,6 +17,7 @@
 #include "managers/events.h"
 #include "managers/mirror.h"
 #include "managers/node.h"
+#include "managers/objects.h"
 #include "agent/kserver_stream.h"
 #include "agent/stats.h"
 #include "managers/metrics.h"
@@ -118,6 +119,7 @@ struct nl_kubelet {
                               * recorder still stopping: the API client is
                               * stopped after them */
   nl_api_source_t *api_source; /* owned; the "api" pod source */
+  nl_objects_t *objects;       /* owned; the ConfigMaps and Secrets pods reference */
   bool node_up;
   nl_node_t node;            /* a CRI user */
   nl_node_taint_t *taints;   /* --register-with-taints, owned */

@@ -1,8 +1,9 @@
 /* The agent's cluster membership: with a kubeconfig, the API client, the API pod
  * source, the node manager (registration, node status, the Lease), the status
- * manager, the mirror pods, the Services watch (pods' environment) and the event
- * recorder's sender, the service-account tokens of projected volumes. Without one, events are only logged and the agent runs
- * standalone. The node manager is a CRI user (it asks the runtime for Status,
+ * manager, the mirror pods, the Services watch (pods' environment), the
+ * ConfigMaps and Secrets the pods reference, the service-account tokens of
+ * projected volumes and the event recorder's sender. Without one, events are
+ * only logged and the agent runs standalone. The node manager is a CRI user (it asks the runtime for Status,
  * Version and images), so it stops before the CRI client; the status and mirror
  * managers stop before the node manager (they read its Node); the recorder stops
  * after the node manager (flushing for a second at most); the API client stops
@@ -11,6 +12,7 @@
 
 #include <assert.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "agent/kubelet_pods.h"
 #include "managers/node_cri.h"
@@ -34,6 +36,39 @@ static const char *node_uid(void *ctx) { return nl_node_uid(&((nl_kubelet_t *)ct
 
 /* A new mirror pod: its static pod's status goes there now. */
 static void mirror_created(void *ctx) { nl_status_manager_sync(&((nl_kubelet_t *)ctx)->statuses); }
+
+/* An object arrived, changed or went away: the pods that use it sync again (a
+ * pod that waited for it starts; volumes get the new content). */
+static void object_changed(nl_object_kind_t kind, const char *ns, const char *name, void *ctx) {
+  nl_kubelet_t *k = ctx;
+  size_t n;
+  const nl_pod_t **pods = nl_pod_manager_list(&k->pods, &n);
+  for (size_t i = 0; i < n; i++)
+    if (pods[i]->metadata.namespace_ && strcmp(pods[i]->metadata.namespace_, ns) == 0 &&
+        nl_objects_pod_references(pods[i], kind, name))
+      nl_pod_workers_sync_now(&k->workers, pods[i]->metadata.uid);
+  free(pods);
+}
+
+void nl__kubelet_objects_update(nl_kubelet_t *k, nl_pod_op_t op, const nl_pod_t *pod) {
+  if (!k->objects) return;
+  if (op == NL_POD_REMOVE) nl_objects_unregister_pod(k->objects, pod->metadata.uid);
+  else if (op != NL_POD_RECONCILE) nl_objects_register_pod(k->objects, pod);
+}
+
+static int objects_init(nl_kubelet_t *k, nl_err_t **err) {
+  const char *s = k->cfg->config_map_and_secret_change_detection_strategy;
+  nl_objects_opts_t o = {
+      .strategy = s && strcmp(s, "Get") == 0     ? NL_OBJECTS_GET
+                  : s && strcmp(s, "Cache") == 0 ? NL_OBJECTS_CACHE
+                                                 : NL_OBJECTS_WATCH,
+      .changed = object_changed,
+      .changed_ctx = k,
+  };
+  if (nl_objects_new(&k->objects, k->loop, k->kube, &o, err) < 0) return -1;
+  k->runtime.opts.objects = nl_objects_lookup(k->objects);
+  return 0;
+}
 
 static void free_taints(nl_kubelet_t *k) {
   for (size_t i = 0; i < k->n_taints; i++) {
@@ -77,6 +112,7 @@ int nl__kubelet_node_init(nl_kubelet_t *k, const nl_kubeconfig_t *kc, nl_err_t *
   if (nl_services_init(&k->services, k->loop, k->kube, err) < 0) return -1;
   k->services_up = true;
   k->pending++;
+  if (objects_init(k, err) < 0) return -1;
   char *checkpoint =
       cfg->pod_checkpoint ? nl_xasprintf("%s/%s", cfg->root_dir, NL_API_SOURCE_CHECKPOINT_FILE) : NULL;
   nl_api_source_opts_t ao = {.node_name = k->node_name, .checkpoint_path = checkpoint};
@@ -214,6 +250,12 @@ static void on_api_user_stopped(void *ctx) {
   if (--k->api_users_stopping == 0) nl_node_stop(&k->node, on_node_stopped);
 }
 
+static void on_objects_stopped(void *ctx) {
+  nl_kubelet_t *k = ctx;
+  kube_user_stopped(k);
+  nl__kubelet_release(k);
+}
+
 static void on_api_source_stopped(void *ctx) {
   nl_kubelet_t *k = ctx;
   kube_user_stopped(k);
@@ -236,6 +278,15 @@ void nl__kubelet_node_stop(nl_kubelet_t *k) {
   if (k->tokens_up) {
     k->kube_users++;
     nl_tokens_stop(&k->tokens, on_tokens_stopped, k);
+  }
+  if (k->objects) {
+    nl_objects_t *o = k->objects;
+    k->objects = NULL;
+    /* syncs from here on find no objects, as standalone */
+    k->runtime.opts.objects = (nl_objects_lookup_t){0};
+    k->kube_users++;
+    k->pending++;
+    nl_objects_stop(o, on_objects_stopped, k);
   }
   if (k->node_up) {
     k->kube_users++;

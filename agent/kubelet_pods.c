@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/kubelet_node.h"
 #include "managers/admission.h"
 #include "managers/status.h"
 #include "reactor/log.h"
@@ -323,6 +324,7 @@ void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t 
       mirror_update(k, op, pod);
       continue;
     }
+    nl__kubelet_objects_update(k, op, pod);
     switch (op) {
     case NL_POD_ADD:
       nl_pod_manager_set(&k->pods, pod);

@@ -99,6 +99,10 @@ int nl_objects_new(nl_objects_t **out, uv_loop_t *loop, nl_kube_client_t *client
 void nl_objects_register_pod(nl_objects_t *m, const nl_pod_t *pod);
 void nl_objects_unregister_pod(nl_objects_t *m, const char *uid);
 
+/* True when the pod references that object of its namespace (volumes,
+ * projected sources, env, envFrom, imagePullSecrets): whom a change concerns. */
+bool nl_objects_pod_references(const nl_pod_t *pod, nl_object_kind_t kind, const char *name);
+
 /* The lookup backed by this manager. */
 nl_objects_lookup_t nl_objects_lookup(nl_objects_t *m);
 

@@ -243,3 +243,20 @@ void nl__objects_pod_refs(const nl_pod_t *pod,
   for (size_t i = 0; i < s->n_containers; i++) container_refs(&r, &s->containers[i]);
   free(r.seen);
 }
+
+typedef struct find {
+  nl_object_kind_t kind;
+  const char *name;
+  bool found;
+} find_t;
+
+static void match(void *ctx, nl_object_kind_t kind, const char *name) {
+  find_t *f = ctx;
+  if (kind == f->kind && strcmp(name, f->name) == 0) f->found = true;
+}
+
+bool nl_objects_pod_references(const nl_pod_t *pod, nl_object_kind_t kind, const char *name) {
+  find_t f = {kind, name, false};
+  nl__objects_pod_refs(pod, match, &f);
+  return f.found;
+}

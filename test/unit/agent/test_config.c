@@ -34,6 +34,7 @@ static void defaults_match_upstream(void **state) {
   assert_int_equal(c.eviction_hard.n, 4);
   assert_int_equal(c.image_gc_high_threshold_percent, 85);
   assert_int_equal(c.image_gc_low_threshold_percent, 80);
+  assert_string_equal(c.config_map_and_secret_change_detection_strategy, "Watch");
   assert_int_equal(nl_config_validate(&c, NULL), 0);
   nl_config_free(&c);
 }
@@ -179,6 +180,16 @@ static void validation_follows_upstream(void **state) {
   c.static_pod_path = strdup("relative/dir");
   assert_int_equal(nl_config_validate(&c, &err), -1);
   assert_non_null(strstr(err->msg, "staticPodPath"));
+  nl_err_free(&err);
+  nl_config_free(&c);
+  assert_int_equal(load(&c, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nconfigMapAndSecretChangeDetectionStrategy: Cache\n", &err), 0);
+  assert_string_equal(c.config_map_and_secret_change_detection_strategy, "Cache");
+  assert_int_equal(nl_config_validate(&c, &err), 0);
+  nl_config_free(&c);
+  assert_int_equal(load(&c, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nconfigMapAndSecretChangeDetectionStrategy: watch\n", &err), 0);
+  assert_int_equal(nl_config_validate(&c, &err), -1);
+  assert_string_equal(err->msg, "configMapAndSecretChangeDetectionStrategy: must be Watch, Get or "
+                                "Cache, got \"watch\"");
   nl_err_free(&err);
   nl_config_free(&c);
 }
