@@ -107,10 +107,17 @@ static void walk(const char *base, const char *rel, strs_t *out) {
   closedir(d);
 }
 
-static bool same_file(const char *path, const nl_aw_file_t *f) {
+/* The mode a file of the payload has on disk: the ownership pass adds owner
+ * and group read. */
+static mode_t disk_mode(const nl_aw_file_t *f, int64_t fs_group) {
+  return (f->mode & 07777) | (fs_group >= 0 ? S_IRUSR | S_IRGRP : 0);
+}
+
+static bool same_file(const char *path, const nl_aw_file_t *f, int64_t fs_group) {
   struct stat st;
   if (lstat(path, &st) < 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size != f->len ||
-      (st.st_mode & 07777) != (f->mode & 07777))
+      (st.st_mode & 07777) != disk_mode(f, fs_group) ||
+      (fs_group >= 0 && st.st_gid != (gid_t)fs_group))
     return false;
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return false;
@@ -133,11 +140,11 @@ static bool same_file(const char *path, const nl_aw_file_t *f) {
 
 /* The payload equals the content of the current data directory. */
 static bool unchanged(const char *data_dir, const strs_t *old, const nl_aw_file_t *files,
-                      size_t n) {
+                      size_t n, int64_t fs_group) {
   if (old->n != n) return false;
   for (size_t i = 0; i < n; i++) {
     char *p = nl_xasprintf("%s/%s", data_dir, files[i].path);
-    bool same = same_file(p, &files[i]);
+    bool same = same_file(p, &files[i], fs_group);
     free(p);
     if (!same) return false;
   }
@@ -262,7 +269,7 @@ static int write_payload(const char *dir, const nl_aw_file_t *files, size_t n, i
   old_name[k > 0 ? k : 0] = 0;
   strs_t old = {0};
   if (k > 0) walk(data, "", &old);
-  if (k > 0 && unchanged(data, &old, files, n)) {
+  if (k > 0 && unchanged(data, &old, files, n, fs_group)) {
     free(data);
     strs_free(&old);
     return link_visible(dir, files, n, err) < 0 ? -1 : 0;

@@ -35,10 +35,10 @@ running_id() {
     | .id][0] // ""'
 }
 is_running() { [ -n "$(running_id "$1")" ]; }
-# in POD CMD...: runs CMD in the pod's container.
-in() { local id; id=$(running_id "$1"); shift; [ -n "$id" ] && cri exec "$id" "$@" 2>/dev/null; }
-in_is() { [ "$(in "$1" cat "$2")" = "$3" ]; }
-mode_of() { in "$1" stat -L -c '%a %g' "$2"; }
+# inside POD CMD...: runs CMD in the pod's container.
+inside() { local id; id=$(running_id "$1"); shift; [ -n "$id" ] && cri exec "$id" "$@" 2>/dev/null; }
+inside_is() { [ "$(inside "$1" cat "$2")" = "$3" ]; }
+mode_of() { inside "$1" stat -L -c '%a %g' "$2"; }
 restarts() { kubectl get pod -n "$PODS_NS" "$1" -o jsonpath='{.status.containerStatuses[0].restartCount}'; }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
@@ -52,13 +52,13 @@ if wait_for 40 is_running web; then ok "a pod from kubectl run (kube-api-access 
 else fail "kubectl run" "$(grep -E 'FailedMount|web' "$E2E_TMP/agent.log" | tail -3)"; fi
 kubectl get pod -n "$PODS_NS" web -o json | jq -e '.spec.volumes[] | select(.name | startswith("kube-api-access-"))' >/dev/null &&
   ok "the pod has the admission plugin's kube-api-access volume" || fail "kube-api-access" "no such volume"
-TOKEN=$(in web cat "$SA_DIR/token")
+TOKEN=$(inside web cat "$SA_DIR/token")
 WHO=$("$NANOLET_TEST_KUBECTL" --kubeconfig /dev/null --server "$NANOLET_TEST_APISERVER" \
   --certificate-authority "$NANOLET_TEST_K8S_CA" --token "$TOKEN" auth whoami -o jsonpath='{.status.userInfo.username}' 2>&1)
 [ "$WHO" = "system:serviceaccount:$PODS_NS:default" ] && ok "the token is accepted: auth whoami shows $WHO" ||
   fail "token" "whoami: $WHO"
-check "namespace file" in_is web "$SA_DIR/namespace" "$PODS_NS"
-[ "$(in web cat "$SA_DIR/ca.crt")" = "$(kubectl get cm kube-root-ca.crt -n "$PODS_NS" -o jsonpath='{.data.ca\.crt}')" ] &&
+check "namespace file" inside_is web "$SA_DIR/namespace" "$PODS_NS"
+[ "$(inside web cat "$SA_DIR/ca.crt")" = "$(kubectl get cm kube-root-ca.crt -n "$PODS_NS" -o jsonpath='{.data.ca\.crt}')" ] &&
   ok "ca.crt is the cluster's kube-root-ca.crt" || fail "ca.crt" "differs"
 
 # --- configMap and secret volumes -----------------------------------------------
@@ -90,28 +90,28 @@ spec:
 EOF
 wait_for 40 is_running vols || fail "configMap/secret pod" "$(grep -E 'FailedMount|vols' "$E2E_TMP/agent.log" | tail -3)"
 check "configMap: all keys, defaultMode 0400 (+ group read of fsGroup 2000)" \
-  [ "$(in vols cat /all/a)$(in vols cat /all/b) $(mode_of vols /all/a)" = "12 440 2000" ]
+  [ "$(inside vols cat /all/a)$(inside vols cat /all/b) $(mode_of vols /all/a)" = "12 440 2000" ]
 check "configMap items: only the path asked, with its mode 0600 (+ group read)" \
-  [ "$(in vols cat /some/sub/bee) $(mode_of vols /some/sub/bee)" = "2 640 2000" ]
-check "configMap items: the other keys are not there" [ -z "$(in vols ls /some/a)" ]
-check "secret: content, default mode 0644" [ "$(in vols cat /sec/pass) $(mode_of vols /sec/pass)" = "s3cret 644 2000" ]
-check "secret: on a tmpfs" [ "$(in vols awk '$2 == "/sec" {print $3}' /proc/mounts)" = tmpfs ]
-check "the volumes are read-only" [ "$(in vols sh -c 'touch /all/x 2>/dev/null && echo rw || echo ro')" = ro ]
-check "optional configMap: content" in_is vols /opt/x 1
-check "subPath of a configMap volume" in_is vols /sub-a 1
+  [ "$(inside vols cat /some/sub/bee) $(mode_of vols /some/sub/bee)" = "2 640 2000" ]
+check "configMap items: the other keys are not there" [ -z "$(inside vols ls /some/a)" ]
+check "secret: content, default mode 0644" [ "$(inside vols cat /sec/pass) $(mode_of vols /sec/pass)" = "s3cret 644 2000" ]
+check "secret: on a tmpfs" [ "$(inside vols awk '$2 == "/sec" {print $3}' /proc/mounts)" = tmpfs ]
+check "the volumes are read-only" [ "$(inside vols sh -c 'touch /all/x 2>/dev/null && echo rw || echo ro')" = ro ]
+check "optional configMap: content" inside_is vols /opt/x 1
+check "subPath of a configMap volume" inside_is vols /sub-a 1
 
 # --- updates ----------------------------------------------------------------------
 ID=$(running_id vols)
 t0=$(now_ms)
 kubectl create configmap app -n "$PODS_NS" --from-literal=a=changed --from-literal=b=2 \
   --dry-run=client -o yaml | kubectl apply -f - >/dev/null 2>&1
-if wait_for 15 in_is vols /all/a changed; then ok "ConfigMap update reaches the running container in $(($(now_ms) - t0)) ms"
-else fail "update" "/all/a is $(in vols cat /all/a)"; fi
-check "the subPath mount keeps the old content (as upstream)" in_is vols /sub-a 1
+if wait_for 15 inside_is vols /all/a changed; then ok "ConfigMap update reaches the running container in $(($(now_ms) - t0)) ms"
+else fail "update" "/all/a is $(inside vols cat /all/a)"; fi
+check "the subPath mount keeps the old content (as upstream)" inside_is vols /sub-a 1
 check "no container restart: same container" [ "$(running_id vols)" = "$ID" ]
 check "restartCount stays 0" [ "$(restarts vols)" = 0 ]
 kubectl delete configmap opt -n "$PODS_NS" >/dev/null
-opt_gone() { [ -z "$(in vols ls /opt)" ]; }
+opt_gone() { [ -z "$(inside vols ls /opt)" ]; }
 check "deleted optional ConfigMap: the volume empties" wait_for 15 opt_gone
 check "deleted optional ConfigMap: the pod keeps running" [ "$(running_id vols)" = "$ID" ]
 

@@ -193,6 +193,8 @@ static void test_fs_group(void **state) {
   free(p);
   assert_int_equal(stat(dir, &st), 0);
   assert_int_equal(st.st_gid, g);
+  /* what the ownership pass changed is no change of the payload */
+  assert_int_equal(nl_atomic_write(dir, f, n, g, "vol", &err), 0);
   nl_aw_files_free(f, n);
 }
 
