@@ -102,7 +102,7 @@ int nl__kubelet_node_init(nl_kubelet_t *k, const nl_kubeconfig_t *kc, nl_err_t *
   nl_events_init(&k->events, k->loop, k->kube, &eo);
   k->events_up = true;
   k->pending++;
-  nl_tokens_init(&k->tokens, k->loop, k->kube);
+  nl_tokens_init(&k->tokens, k->loop, k->kube, cfg->root_dir);
   k->tokens_up = true;
   k->pending++;
   if (!kc) {

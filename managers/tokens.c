@@ -5,7 +5,11 @@
 #include <string.h>
 #include <time.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <jansson.h>
+#include <mbedtls/base64.h>
 
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
@@ -26,6 +30,13 @@ typedef struct entry {
   nl_err_t *err;              /* the last failure */
   nl_kube_req_t *req;         /* in flight */
   bool forgotten;             /* dropped while in flight: freed on completion */
+  /* The token file a volume holds already (an agent restart): read on the
+   * thread pool before any request, so that a valid one is kept, not
+   * replaced (which would rewrite the volume). */
+  bool seeding;
+  uv_work_t seed;
+  char *seed_path;
+  char *seed_data; /* NULL: none */
 } entry_t;
 
 typedef struct wait {
@@ -52,6 +63,8 @@ static void entry_free(void *p) {
   free(e->pod_name);
   free(e->pod_uid);
   free(e->token);
+  free(e->seed_path);
+  free(e->seed_data);
   nl_err_free(&e->err);
   free(e);
 }
@@ -83,7 +96,7 @@ static void complete_waits(nl_tokens_t *m, bool all) {
     bool ready = true;
     for (size_t i = 0; i < w->n && ready && !all; i++) {
       entry_t *e = nl_map_get(&m->cache, w->keys[i]);
-      ready = !e || !e->req;
+      ready = !e || (!e->req && !e->seeding);
     }
     if (!ready) continue;
     nl_list_remove(&w->link);
@@ -132,6 +145,7 @@ static int decode(entry_t *e, const nl_kube_response_t *resp, nl_err_t **err) {
 static void finish(nl_tokens_t *m) {
   if (m->pending > 0 || !m->done) return;
   nl_map_free(&m->cache, entry_free);
+  free(m->root_dir);
   m->done(m->done_ctx);
 }
 
@@ -183,6 +197,81 @@ static void request(nl_tokens_t *m, entry_t *e) {
   json_decref(body);
 }
 
+static void seed_work(uv_work_t *w) {
+  entry_t *e = container_of(w, entry_t, seed);
+  int fd = open(e->seed_path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  char buf[16384];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n > 0) e->seed_data = nl_xstrndup(buf, (size_t)n);
+}
+
+/* The claims of a JWT (its middle part, base64url without padding). */
+static json_t *jwt_claims(const char *jwt) {
+  const char *a = strchr(jwt, '.'), *b = a ? strchr(a + 1, '.') : NULL;
+  if (!b || b - a - 1 > 8192) return NULL;
+  size_t len = (size_t)(b - a - 1), n;
+  char in[8192 + 4];
+  memcpy(in, a + 1, len);
+  for (size_t i = 0; i < len; i++) in[i] = in[i] == '-' ? '+' : in[i] == '_' ? '/' : in[i];
+  while (len % 4) in[len++] = '=';
+  unsigned char out[8192];
+  if (mbedtls_base64_decode(out, sizeof out, &n, (const unsigned char *)in, len) != 0) return NULL;
+  return json_loadb((const char *)out, n, 0, NULL);
+}
+
+/* Takes the token found on disk when it is this pod's, for this audience, and
+ * not expired. Its expiry is the TokenRequest's (iat + expirationSeconds), not
+ * the JWT's, which the apiserver may extend. */
+static void seed_take(entry_t *e) {
+  json_t *c = jwt_claims(e->seed_data);
+  const char *uid = json_string_value(json_object_get(
+      json_object_get(json_object_get(c, "kubernetes.io"), "pod"), "uid"));
+  json_t *iat = json_object_get(c, "iat"), *aud = json_object_get(c, "aud");
+  bool aud_ok = !*e->audience;
+  for (size_t i = 0; i < json_array_size(aud) && !aud_ok; i++)
+    aud_ok = !strcmp(json_string_value(json_array_get(aud, i)) ?: "", e->audience);
+  int64_t exp = json_is_integer(iat) ? (json_integer_value(iat) + e->expiration_seconds) * 1000 : 0;
+  if (uid && !strcmp(uid, e->pod_uid) && aud_ok && exp > now_ms(e->m)) {
+    e->token = nl_xstrdup(e->seed_data);
+    e->exp_ms = exp;
+    e->ttl_s = e->expiration_seconds;
+  }
+  json_decref(c);
+}
+
+static void request(nl_tokens_t *m, entry_t *e);
+
+static void seed_done(uv_work_t *w, int status) {
+  entry_t *e = container_of(w, entry_t, seed);
+  nl_tokens_t *m = e->m;
+  e->seeding = false;
+  m->pending--;
+  if (e->forgotten) {
+    entry_free(e);
+  } else {
+    if (status == 0 && e->seed_data) seed_take(e);
+    free(e->seed_data);
+    e->seed_data = NULL;
+    if (!m->stopping && due(m, e)) request(m, e);
+  }
+  complete_waits(m, m->stopping);
+  if (m->stopping) finish(m);
+}
+
+static void seed(nl_tokens_t *m, entry_t *e, const char *volume, const char *path) {
+  e->seed_path = nl_xasprintf("%s/pods/%s/volumes/kubernetes.io~projected/%s/%s", m->root_dir,
+                              e->pod_uid, volume, path);
+  e->seeding = true;
+  m->pending++;
+  if (uv_queue_work(m->loop, &e->seed, seed_work, seed_done) < 0) {
+    e->seeding = false;
+    m->pending--;
+    request(m, e);
+  }
+}
+
 /* upstream cleanup: expired tokens go */
 static void on_gc(uv_timer_t *t) {
   nl_tokens_t *m = container_of(t, nl_tokens_t, gc);
@@ -228,7 +317,10 @@ static void ensure(void *ctx, const nl_pod_t *pod, void (*done)(void *dctx), voi
                        .jitter_ms = (int64_t)(uv_hrtime() % MAX_JITTER_MS)};
         nl_map_put(&m->cache, key, e);
       }
-      if (!e->req && due(m, e)) request(m, e);
+      if (!e->token && !e->err && !e->seeding && m->root_dir)
+        seed(m, e, pod->spec.volumes[i].name, t->path);
+      else if (!e->req && !e->seeding && due(m, e))
+        request(m, e);
       w->keys = nl_xrealloc(w->keys, (w->n + 1) * sizeof *w->keys);
       w->keys[w->n++] = key;
     }
@@ -254,10 +346,12 @@ static int lookup(void *ctx, const nl_pod_t *pod, const nl_sa_token_projection_t
   return nl_err_set(err, NL_EINVAL, "failed to fetch token: not fetched yet");
 }
 
-void nl_tokens_init(nl_tokens_t *m, uv_loop_t *loop, nl_kube_client_t *kube) {
+void nl_tokens_init(nl_tokens_t *m, uv_loop_t *loop, nl_kube_client_t *kube,
+                    const char *root_dir) {
   memset(m, 0, sizeof *m);
   m->loop = loop;
   m->kube = kube;
+  m->root_dir = root_dir ? nl_xstrdup(root_dir) : NULL;
   nl_map_init(&m->cache);
   nl_list_init(&m->waits);
   uv_timer_init(loop, &m->gc);
@@ -283,9 +377,9 @@ void nl_tokens_forget_pod(nl_tokens_t *m, const char *uid) {
   }
   for (size_t i = 0; i < n; i++) {
     entry_t *e = nl_map_del(&m->cache, gone[i]);
-    if (e->req) {
-      e->forgotten = true; /* on_token frees it */
-      nl_kube_req_cancel(e->req);
+    if (e->req || e->seeding) {
+      e->forgotten = true; /* on_token or seed_done frees it */
+      if (e->req) nl_kube_req_cancel(e->req);
     } else {
       entry_free(e);
     }

@@ -9,7 +9,8 @@
  * until it is older than 80 % of its TTL or 24 h (less a jitter of up to 10 s);
  * then the next pod sync (at least every syncFrequency) fetches a new one, and
  * the cached token stays in use while it is still valid and the request fails.
- * Expired tokens are dropped every minute; a pod's tokens when it goes away. */
+ * Expired tokens are dropped every minute; a pod's tokens when it goes away.
+ * After an agent restart the tokens in the volumes are taken up again. */
 #ifndef NL_TOKENS_H
 #define NL_TOKENS_H
 
@@ -40,6 +41,7 @@ typedef struct nl_tokens_source {
 typedef struct nl_tokens {
   uv_loop_t *loop;
   nl_kube_client_t *kube; /* borrowed; NULL: every lookup fails (no API server) */
+  char *root_dir;         /* owned; the pods' volumes, read for tokens at a restart */
   nl_map_t cache;         /* key -> token entry */
   nl_list_t waits;        /* ensure() calls waiting for requests */
   uv_timer_t gc;          /* every minute: expired tokens */
@@ -52,8 +54,12 @@ typedef struct nl_tokens {
   void *done_ctx;
 } nl_tokens_t;
 
-/* kube may be NULL (standalone). Nothing is started until the first ensure. */
-void nl_tokens_init(nl_tokens_t *m, uv_loop_t *loop, nl_kube_client_t *kube);
+/* kube may be NULL (standalone). root_dir (copied; NULL: none) holds the pods'
+ * volumes: a token a volume holds already (an agent restart) is taken up when
+ * it is the pod's and still valid, so that a restart rewrites no volume.
+ * Nothing is started until the first ensure. */
+void nl_tokens_init(nl_tokens_t *m, uv_loop_t *loop, nl_kube_client_t *kube,
+                    const char *root_dir);
 nl_tokens_source_t nl_tokens_source(nl_tokens_t *m);
 /* Drops the tokens bound to pod uid (upstream DeleteServiceAccountToken). */
 void nl_tokens_forget_pod(nl_tokens_t *m, const char *uid);
