@@ -17,6 +17,7 @@
 #define GC_PERIOD_MS (60 * 1000)
 #define MAX_TTL_MS (24LL * 3600 * 1000)
 #define MAX_JITTER_MS 10000
+#define REQUEST_TIMEOUT_MS (30 * 1000)
 
 typedef struct entry {
   nl_tokens_t *m;
@@ -189,7 +190,7 @@ static void request(nl_tokens_t *m, entry_t *e) {
   char *text = json_dumps(body, JSON_COMPACT);
   char *path = nl_xasprintf("/api/v1/namespaces/%s/serviceaccounts/%s/token", e->ns, e->sa);
   nl_kube_request_opts_t o = {.method = "POST", .path = path, .body = text,
-                              .body_len = strlen(text)};
+                              .body_len = strlen(text), .timeout_ms = REQUEST_TIMEOUT_MS};
   m->pending++;
   e->req = nl_kube_request(m->kube, &o, on_token, e);
   free(path);
