@@ -49,10 +49,18 @@ static void object_changed(nl_object_kind_t kind, const char *ns, const char *na
   free(pods);
 }
 
+/* upstream's isPodInTerminatedState, by phase: such a pod needs no objects */
+static bool pod_terminated(const nl_pod_t *pod) {
+  const char *phase = pod->status ? pod->status->phase : NULL;
+  return phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0);
+}
+
 void nl__kubelet_objects_update(nl_kubelet_t *k, nl_pod_op_t op, const nl_pod_t *pod) {
   if (!k->objects) return;
-  if (op == NL_POD_REMOVE) nl_objects_unregister_pod(k->objects, pod->metadata.uid);
-  else if (op != NL_POD_RECONCILE) nl_objects_register_pod(k->objects, pod);
+  if (op == NL_POD_REMOVE || pod_terminated(pod))
+    nl_objects_unregister_pod(k->objects, pod->metadata.uid);
+  else if (op != NL_POD_RECONCILE) /* a status change: the spec is the same */
+    nl_objects_register_pod(k->objects, pod);
 }
 
 static int objects_init(nl_kubelet_t *k, nl_err_t **err) {
