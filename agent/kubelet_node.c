@@ -3,8 +3,8 @@
  * manager, the mirror pods, the Services watch (pods' environment), the
  * ConfigMaps and Secrets the pods reference, the service-account tokens of
  * projected volumes and the event recorder's sender. Without one, events are
- * only logged and the agent runs standalone. The node manager is a CRI user (it asks the runtime for Status,
- * Version and images), so it stops before the CRI client; the status and mirror
+ * only logged and the agent runs standalone. The node manager is a CRI user
+ * (it asks the runtime for Status, Version and images), so it stops before the CRI client; the status and mirror
  * managers stop before the node manager (they read its Node); the recorder stops
  * after the node manager (flushing for a second at most); the API client stops
  * after every user of it has cancelled its requests. */
@@ -50,10 +50,18 @@ static void object_changed(nl_object_kind_t kind, const char *ns, const char *na
   free(pods);
 }
 
+/* upstream's isPodInTerminatedState, by phase: such a pod needs no objects */
+static bool pod_terminated(const nl_pod_t *pod) {
+  const char *phase = pod->status ? pod->status->phase : NULL;
+  return phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0);
+}
+
 void nl__kubelet_objects_update(nl_kubelet_t *k, nl_pod_op_t op, const nl_pod_t *pod) {
   if (!k->objects) return;
-  if (op == NL_POD_REMOVE) nl_objects_unregister_pod(k->objects, pod->metadata.uid);
-  else if (op != NL_POD_RECONCILE) nl_objects_register_pod(k->objects, pod);
+  if (op == NL_POD_REMOVE || pod_terminated(pod))
+    nl_objects_unregister_pod(k->objects, pod->metadata.uid);
+  else if (op != NL_POD_RECONCILE) /* a status change: the spec is the same */
+    nl_objects_register_pod(k->objects, pod);
 }
 
 static int objects_init(nl_kubelet_t *k, nl_err_t **err) {

@@ -108,10 +108,6 @@ typedef struct get_ctx {
   uint64_t gen;
 } get_ctx_t;
 
-static char *key_of(const nl__obj_entry_t *e) {
-  return nl_xasprintf("%c/%s/%s", e->kind == NL_OBJECT_SECRET ? 's' : 'c', e->ns, e->name);
-}
-
 static void on_get(void *ctx, const nl_kube_response_t *resp, const nl_err_t *err) {
   get_ctx_t *c = ctx;
   nl_objects_t *m = c->m;
@@ -147,7 +143,7 @@ static void get(nl__obj_entry_t *e) {
   if (e->req || e->m->stopping) return;
   get_ctx_t *c = nl_xmalloc(sizeof *c);
   c->m = e->m;
-  c->kind_ns_name = key_of(e);
+  c->kind_ns_name = nl__objects_key(e->kind, e->ns, e->name);
   c->gen = e->gen = ++e->m->gen;
   e->m->pending++;
   char *path = nl_xasprintf("/api/v1/namespaces/%s/%s/%s", e->ns, nl_object_resource(e->kind),

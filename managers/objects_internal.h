@@ -31,7 +31,8 @@ struct nl_objects {
   nl_objects_opts_t opts;
   nl_map_t entries; /* key -> nl__obj_entry_t */
   nl_map_t pods;    /* uid -> pod_refs (objects.c) */
-  uv_timer_t timer; /* closed by stop: done never runs from inside it */
+  uv_timer_t timer; /* never started: closed by stop, so that done runs from
+                     * its close callback, never from inside nl_objects_stop */
   uint64_t gen;     /* the last GET's generation */
   unsigned pending; /* the timer, reflectors stopping and GETs in flight */
   bool stopping;
@@ -56,6 +57,10 @@ void nl__objects_set(nl__obj_entry_t *e, nl_object_t *obj);
 void nl__objects_release(nl_objects_t *m);
 
 /* objects_decode.c */
+/* The entries' map key: "<c|s>/<namespace>/<name>" (new string). */
+char *nl__objects_key(nl_object_kind_t kind, const char *ns, const char *name);
+/* "configmap", "secret": for messages. */
+const char *nl__object_kind_name(nl_object_kind_t kind);
 bool nl__object_equal(const nl_object_t *a, const nl_object_t *b);
 /* Calls fn once for each distinct object the pod references. */
 void nl__objects_pod_refs(const nl_pod_t *pod,

@@ -200,13 +200,13 @@ static int get_object(const nl_runtime_opts_t *opts, const nl_pod_t *pod, nl_obj
   return rc;
 }
 
-/* validation.IsEnvVarName: [-._a-zA-Z][-._a-zA-Z0-9]* */
+/* validation.IsRelaxedEnvVarName (RelaxedEnvironmentVariableValidation, GA
+ * in 1.34): printable ASCII but '='. Every key the API server accepts passes;
+ * the check keeps what could never be a variable out of the container. */
 static bool env_name_ok(const char *s) {
-  if (!*s || (*s >= '0' && *s <= '9')) return false;
+  if (!*s) return false;
   for (; *s; s++)
-    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
-          *s == '-' || *s == '.' || *s == '_'))
-      return false;
+    if (*s < 32 || *s > 126 || *s == '=') return false;
   return true;
 }
 

@@ -33,6 +33,7 @@ declare -A seeds=(
   [fuzz_watch]=test/fuzz/kube/corpus/watch
   [fuzz_checkpoint]=test/fixtures/api
   [fuzz_service]=test/fuzz/kube/corpus/service
+  [fuzz_objects]=test/fuzz/kube/corpus/objects
 )
 declare -A bins=(
   [fuzz_agent]=build-fuzz/test/fuzz/agent/fuzz_agent
@@ -45,6 +46,7 @@ declare -A bins=(
   [fuzz_yamlfast]=build-fuzz/test/fuzz/manifest/fuzz_yamlfast
   [fuzz_watch]=build-fuzz/test/fuzz/kube/fuzz_watch
   [fuzz_service]=build-fuzz/test/fuzz/kube/fuzz_service
+  [fuzz_objects]=build-fuzz/test/fuzz/kube/fuzz_objects
   [fuzz_checkpoint]=build-fuzz/test/fuzz/sources/fuzz_checkpoint
 )
 targets=("$@")
