@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <jansson.h>
-#include <mbedtls/base64.h>
 
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
@@ -110,36 +109,16 @@ static void complete_waits(nl_tokens_t *m, bool all) {
 
 static void on_kick(uv_timer_t *t) { complete_waits(container_of(t, nl_tokens_t, kick), false); }
 
-/* "2026-11-24T03:00:00Z" as wall milliseconds; -1 when it is not that. */
-static int64_t parse_time(const char *s) {
-  struct tm tm = {0};
-  char z = 0;
-  if (!s || sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%c", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                   &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &z) != 7 || z != 'Z')
-    return -1;
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  return (int64_t)timegm(&tm) * 1000;
-}
-
 static int decode(entry_t *e, const nl_kube_response_t *resp, nl_err_t **err) {
-  json_t *root = json_loads(resp->body, 0, NULL);
-  const char *tok = json_string_value(json_object_get(json_object_get(root, "status"), "token"));
-  int64_t exp = parse_time(json_string_value(
-      json_object_get(json_object_get(root, "status"), "expirationTimestamp")));
-  json_t *ttl = json_object_get(json_object_get(root, "spec"), "expirationSeconds");
-  int r = 0;
-  if (!tok || !*tok || exp < 0 || !json_is_integer(ttl) || json_integer_value(ttl) <= 0) {
-    r = nl_err_set(err, NL_EINVAL, "token request for service account \"%s\": a malformed answer",
-                   e->sa);
-  } else {
-    free(e->token);
-    e->token = nl_xstrdup(tok);
-    e->exp_ms = exp;
-    e->ttl_s = json_integer_value(ttl);
-  }
-  json_decref(root);
-  return r;
+  char *tok = NULL;
+  int64_t exp, ttl;
+  if (nl__token_answer_parse(resp->body, resp->body_len, &tok, &exp, &ttl, err) < 0)
+    return nl_err_wrap(err, "token request for service account \"%s\"", e->sa);
+  free(e->token);
+  e->token = tok;
+  e->exp_ms = exp;
+  e->ttl_s = ttl;
+  return 0;
 }
 
 /* The last request or handle of a stopping manager is gone. */
@@ -208,41 +187,18 @@ static void seed_work(uv_work_t *w) {
   if (n > 0) e->seed_data = nl_xstrndup(buf, (size_t)n);
 }
 
-/* The claims of a JWT (its middle part, base64url without padding). */
-static json_t *jwt_claims(const char *jwt) {
-  const char *a = strchr(jwt, '.'), *b = a ? strchr(a + 1, '.') : NULL;
-  if (!b || b - a - 1 > 8192) return NULL;
-  size_t len = (size_t)(b - a - 1), n;
-  char in[8192 + 4];
-  memcpy(in, a + 1, len);
-  for (size_t i = 0; i < len; i++) in[i] = in[i] == '-' ? '+' : in[i] == '_' ? '/' : in[i];
-  while (len % 4) in[len++] = '=';
-  unsigned char out[8192];
-  if (mbedtls_base64_decode(out, sizeof out, &n, (const unsigned char *)in, len) != 0) return NULL;
-  return json_loadb((const char *)out, n, 0, NULL);
-}
-
 /* Takes the token found on disk when it is this pod's, for this audience, and
  * not expired. Its expiry is the TokenRequest's (iat + expirationSeconds), not
  * the JWT's, which the apiserver may extend. */
 static void seed_take(entry_t *e) {
-  json_t *c = jwt_claims(e->seed_data);
-  const char *uid = json_string_value(json_object_get(
-      json_object_get(json_object_get(c, "kubernetes.io"), "pod"), "uid"));
-  json_t *iat = json_object_get(c, "iat"), *aud = json_object_get(c, "aud");
-  bool aud_ok = !*e->audience;
-  for (size_t i = 0; i < json_array_size(aud) && !aud_ok; i++)
-    aud_ok = !strcmp(json_string_value(json_array_get(aud, i)) ?: "", e->audience);
-  int64_t exp = json_is_integer(iat) ? (json_integer_value(iat) + e->expiration_seconds) * 1000 : 0;
-  if (uid && !strcmp(uid, e->pod_uid) && aud_ok && exp > now_ms(e->m)) {
-    e->token = nl_xstrdup(e->seed_data);
-    e->exp_ms = exp;
-    e->ttl_s = e->expiration_seconds;
-  }
-  json_decref(c);
+  int64_t iat;
+  if (!nl__token_jwt_claims(e->seed_data, e->pod_uid, e->audience, &iat)) return;
+  int64_t exp = (iat + e->expiration_seconds) * 1000;
+  if (exp <= now_ms(e->m)) return;
+  e->token = nl_xstrdup(e->seed_data);
+  e->exp_ms = exp;
+  e->ttl_s = e->expiration_seconds;
 }
-
-static void request(nl_tokens_t *m, entry_t *e);
 
 static void seed_done(uv_work_t *w, int status) {
   entry_t *e = container_of(w, entry_t, seed);

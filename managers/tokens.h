@@ -66,4 +66,16 @@ void nl_tokens_forget_pod(nl_tokens_t *m, const char *uid);
 /* Cancels requests (waiting ensure() calls complete), then done(ctx). */
 void nl_tokens_stop(nl_tokens_t *m, void (*done)(void *ctx), void *ctx);
 
+/* Parsers of outside input (tokens_parse.c; test/fuzz/kube/fuzz_tokens.c).
+ * The TokenRequest's answer: status.token (*token, a new string),
+ * status.expirationTimestamp (*exp_ms, wall clock) and spec.expirationSeconds
+ * (*ttl_s). Returns 0, or -1 with *err. */
+int nl__token_answer_parse(const char *body, size_t len, char **token, int64_t *exp_ms,
+                           int64_t *ttl_s, nl_err_t **err);
+/* A token file's JWT: true when its claims name the pod (kubernetes.io.pod.uid)
+ * and, unless audience is "", the audience (aud); *iat_s is its issue time.
+ * The signature is not checked: the file is the one nanolet wrote. */
+bool nl__token_jwt_claims(const char *jwt, const char *pod_uid, const char *audience,
+                          int64_t *iat_s);
+
 #endif

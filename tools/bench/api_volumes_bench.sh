@@ -10,6 +10,8 @@
 #   the projected kube-api-access volume (token, kube-root-ca.crt, namespace):
 #   nanolet's RSS once all run and 30 s later, and its idle CPU over 60 s after
 #   that (schedstat), as a share of one core.
+# PLAIN=1: pods p1.. without volumes (automountServiceAccountToken false), the
+# baseline that the volumes' cost is read against.
 # Node nanolet-satoken-bench (NODE=...) with its own credential and namespace.
 set -uo pipefail
 BUILD=${1:-build}
@@ -47,6 +49,15 @@ cleanup() {
 trap cleanup EXIT
 
 pod() { # pod NAME: a pod with the three volumes (the token volume from admission)
+  if [ -n "${PLAIN:-}" ] && [ "$1" != p0 ]; then
+    cat <<EOF
+{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "$1", "namespace": "$NS"},
+ "spec": {"nodeName": "$NODE", "terminationGracePeriodSeconds": 1, "automountServiceAccountToken": false,
+  "containers": [{"name": "c", "image": "localhost/busybox:1.36", "command": ["sleep", "3600"],
+   "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}}}]}}
+EOF
+    return
+  fi
   cat <<EOF
 {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "$1", "namespace": "$NS"},
  "spec": {"nodeName": "$NODE", "terminationGracePeriodSeconds": 1,
