@@ -284,6 +284,8 @@ void nl__kubelet_node_stop(nl_kubelet_t *k) {
     nl_services_stop(&k->services, on_services_stopped);
   }
   if (k->tokens_up) {
+    /* syncs from here on get no tokens, as standalone */
+    k->runtime.opts.tokens = (nl_tokens_source_t){0};
     k->kube_users++;
     nl_tokens_stop(&k->tokens, on_tokens_stopped, k);
   }

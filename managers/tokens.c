@@ -241,7 +241,7 @@ static void on_gc(uv_timer_t *t) {
   nl_map_iter_init(&it, &m->cache);
   while (nl_map_iter_next(&it, &key, &v)) {
     entry_t *e = v;
-    if (e->req || (e->token && now < e->exp_ms)) continue;
+    if (e->req || e->seeding || (e->token && now < e->exp_ms)) continue;
     gone = nl_xrealloc(gone, (n + 1) * sizeof *gone);
     gone[n++] = e->key;
   }
@@ -252,11 +252,12 @@ static void on_gc(uv_timer_t *t) {
 
 static void ensure(void *ctx, const nl_pod_t *pod, void (*done)(void *dctx), void *dctx) {
   nl_tokens_t *m = ctx;
+  assert(!m->stopping); /* the kubelet takes the source away before stopping */
   wait_t *w = nl_xcalloc(1, sizeof *w);
   w->done = done;
   w->dctx = dctx;
   nl_list_insert_tail(&m->waits, &w->link);
-  for (size_t i = 0; i < pod->spec.n_volumes && m->kube && !m->stopping; i++) {
+  for (size_t i = 0; i < pod->spec.n_volumes && m->kube; i++) {
     const nl_projected_source_t *p = pod->spec.volumes[i].projected;
     for (size_t j = 0; p && j < p->n_sources; j++) {
       const nl_sa_token_projection_t *t = p->sources[j].service_account_token;
@@ -274,7 +275,7 @@ static void ensure(void *ctx, const nl_pod_t *pod, void (*done)(void *dctx), voi
                        .jitter_ms = (int64_t)(uv_hrtime() % MAX_JITTER_MS)};
         nl_map_put(&m->cache, key, e);
       }
-      if (!e->token && !e->err && !e->seeding && m->root_dir)
+      if (!e->seed_path && m->root_dir) /* once per entry */
         seed(m, e, pod->spec.volumes[i].name, t->path);
       else if (!e->req && !e->seeding && due(m, e))
         request(m, e);
@@ -282,7 +283,7 @@ static void ensure(void *ctx, const nl_pod_t *pod, void (*done)(void *dctx), voi
       w->keys[w->n++] = key;
     }
   }
-  if (!uv_is_active((uv_handle_t *)&m->gc) && !m->stopping)
+  if (!uv_is_active((uv_handle_t *)&m->gc))
     uv_timer_start(&m->gc, on_gc, GC_PERIOD_MS, GC_PERIOD_MS);
   /* never from inside ensure: the next loop turn at the earliest */
   uv_timer_start(&m->kick, on_kick, 0, 0);

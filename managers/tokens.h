@@ -63,7 +63,8 @@ void nl_tokens_init(nl_tokens_t *m, uv_loop_t *loop, nl_kube_client_t *kube,
 nl_tokens_source_t nl_tokens_source(nl_tokens_t *m);
 /* Drops the tokens bound to pod uid (upstream DeleteServiceAccountToken). */
 void nl_tokens_forget_pod(nl_tokens_t *m, const char *uid);
-/* Cancels requests (waiting ensure() calls complete), then done(ctx). */
+/* Cancels requests (waiting ensure() calls complete), then done(ctx). The
+ * source must not be used any more: ensure() asserts it. */
 void nl_tokens_stop(nl_tokens_t *m, void (*done)(void *ctx), void *ctx);
 
 /* Parsers of outside input (tokens_parse.c; test/fuzz/kube/fuzz_tokens.c).

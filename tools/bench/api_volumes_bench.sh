@@ -102,7 +102,7 @@ sort -n "$TMP/lat" | awk '{a[NR] = $1} END {printf "ConfigMap update to the file
 # --- PODS pods: RSS and idle CPU -----------------------------------------------------
 for i in $(seq 1 $((PODS - 1))); do pod "p$i"; done | kubectl apply -f - >/dev/null
 wait_until 400 is ns_running "$PODS" || { echo "not all pods run: $(ns_running)"; exit 1; }
-echo "$PODS pods running, each with a configMap, a secret and a projected token volume; RSS $(rss_kib) KiB"
+echo "$PODS pods running${PLAIN:+ (p1.. without volumes)}; RSS $(rss_kib) KiB"
 sleep 30
 echo "RSS after 30 s more: $(rss_kib) KiB"
 c0=$(cpu_ns); t0=$(date +%s%N); sleep 60; c1=$(cpu_ns); t1=$(date +%s%N)
