@@ -110,6 +110,12 @@ static bool is_tmpfs(const char *path) {
   return statfs(path, &fs) == 0 && (unsigned long)fs.f_type == TMPFS_MAGIC_NR;
 }
 
+/* path is a mount point (a tmpfs of a volume): not on its parent's device. */
+static bool is_mount(const char *path, const char *parent) {
+  struct stat a, b;
+  return stat(path, &a) == 0 && stat(parent, &b) == 0 && a.st_dev != b.st_dev;
+}
+
 static int setup_empty_dir(const char *root, const nl_pod_t *pod, const nl_volume_t *v,
                            nl_err_t **err) {
   char *dir = nl_xasprintf("%s/pods/%s/volumes/" EMPTY_DIR_PLUGIN "/%s", root, pod->metadata.uid,
@@ -191,11 +197,12 @@ static int setup_api(const char *root, const nl_pod_t *pod, const nl_volume_t *v
     return nl_err_set(err, NL_EINVAL, "volume \"%s\": its content is not known", v->name);
   bool tmpfs;
   const char *plugin = plugin_of(v, &tmpfs);
-  char *dir = nl_xasprintf("%s/pods/%s/volumes/%s/%s", root, pod->metadata.uid, plugin, v->name);
+  char *pdir = nl_xasprintf("%s/pods/%s/volumes/%s", root, pod->metadata.uid, plugin);
+  char *dir = nl_xasprintf("%s/%s", pdir, v->name);
   int r = nl__mkdir_p(dir, 0750);
   if (r < 0) {
     nl_err_set(err, -r, "volume %s: mkdir %s: %s", v->name, dir, strerror(-r));
-  } else if (tmpfs && !is_tmpfs(dir) && mount("tmpfs", dir, "tmpfs", 0, NULL) < 0) {
+  } else if (tmpfs && !is_mount(dir, pdir) && mount("tmpfs", dir, "tmpfs", 0, NULL) < 0) {
     r = nl_err_set(err, errno, "volume %s: mount tmpfs on %s: %s", v->name, dir, strerror(errno));
   } else {
     char *what = nl_xasprintf("pod %s/%s volume %s", pod->metadata.namespace_,
@@ -205,6 +212,7 @@ static int setup_api(const char *root, const nl_pod_t *pod, const nl_volume_t *v
     free(what);
   }
   free(dir);
+  free(pdir);
   return r < 0 ? -1 : 0;
 }
 
@@ -263,7 +271,7 @@ int nl__volumes_teardown_sync(const char *root, const char *uid, nl_err_t **err)
     while (d && (e = readdir(d))) {
       if (e->d_name[0] == '.') continue;
       char *p = nl_xasprintf("%s/%s", ed, e->d_name);
-      if (is_tmpfs(p) && umount2(p, MNT_DETACH) < 0)
+      if (is_mount(p, ed) && umount2(p, MNT_DETACH) < 0)
         nl_warn("unmount volume %s: %s", p, strerror(errno));
       free(p);
     }
