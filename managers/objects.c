@@ -104,7 +104,8 @@ void nl_objects_register_pod(nl_objects_t *m, const nl_pod_t *pod) {
   if (!uid || !*uid) return;
   reg_t r = {m, pod->metadata.namespace_ ? pod->metadata.namespace_ : "",
              nl_xcalloc(1, sizeof(pod_refs_t))};
-  /* the new references first, so that an object both sets name keeps its watch */
+  /* the new references first: an object named by the old and the new spec
+   * keeps its watch */
   nl__objects_pod_refs(pod, add_ref, &r);
   pod_refs_t *old = nl_map_put(&m->pods, uid, r.refs);
   if (old) pod_refs_free(old);
@@ -147,6 +148,7 @@ int nl_objects_new(nl_objects_t **out, uv_loop_t *loop, nl_kube_client_t *client
   m->client = client;
   m->opts = *opts;
   if (!m->opts.cache_ttl_ms) m->opts.cache_ttl_ms = NL_OBJECTS_CACHE_TTL_MS;
+  if (!m->opts.max_watches) m->opts.max_watches = NL_OBJECTS_MAX_WATCHES;
   nl_map_init(&m->entries);
   nl_map_init(&m->pods);
   uv_timer_init(loop, &m->timer);

@@ -14,6 +14,7 @@
 #include "reactor/xalloc.h"
 
 static void stop_watch(nl__obj_entry_t *e);
+static void start_watch(nl__obj_entry_t *e);
 
 /* An answer, decoded, replaces the copy; -1 when it cannot be used. The entry
  * may be gone when this returns 0 (the changed callback). */
@@ -47,12 +48,31 @@ static int take(nl__obj_entry_t *e, const char *json, size_t len) {
 
 static void on_refl_stopped(void *ctx) { nl__objects_release(ctx); }
 
+/* A watch is free: the first object fetched as with Cache gets it. */
+static void promote(nl_objects_t *m) {
+  nl_map_iter_t it;
+  const char *key;
+  void *v;
+  nl_map_iter_init(&it, &m->entries);
+  while (nl_map_iter_next(&it, &key, &v)) {
+    nl__obj_entry_t *e = v;
+    if (!e->polled) continue;
+    e->polled = false;
+    start_watch(e);
+    return;
+  }
+}
+
 static void stop_watch(nl__obj_entry_t *e) {
   if (!e->refl) return;
+  nl_objects_t *m = e->m;
   nl_reflector_t *r = e->refl;
   e->refl = NULL;
-  e->m->pending++;
-  nl_reflector_stop(r, on_refl_stopped, e->m);
+  assert(m->n_watches > 0);
+  m->n_watches--;
+  m->pending++;
+  nl_reflector_stop(r, on_refl_stopped, m);
+  if (!m->stopping) promote(m);
 }
 
 /* The entry may be gone when this returns (the changed callback). */
@@ -94,6 +114,7 @@ static void start_watch(nl__obj_entry_t *e) {
     e->error = nl_xstrdup(nl_err_msg(err));
     nl_err_free(&err);
   } else {
+    e->m->n_watches++;
     nl_reflector_start(e->refl);
   }
   free(sel);
@@ -156,13 +177,22 @@ static void get(nl__obj_entry_t *e) {
 /* ---- the strategies ---- */
 
 void nl__objects_fetch_start(nl__obj_entry_t *e) {
-  if (e->m->opts.strategy == NL_OBJECTS_WATCH) start_watch(e);
-  else get(e);
+  nl_objects_t *m = e->m;
+  if (m->opts.strategy == NL_OBJECTS_WATCH && m->n_watches < m->opts.max_watches) {
+    start_watch(e);
+    return;
+  }
+  if (m->opts.strategy == NL_OBJECTS_WATCH) {
+    nl_vlog(2, "objects: %u watches open: %s/%s is fetched with GETs until one is free",
+            m->n_watches, e->ns, e->name);
+    e->polled = true;
+  }
+  get(e);
 }
 
 void nl__objects_fetch_refresh(nl__obj_entry_t *e) {
   nl_objects_t *m = e->m;
-  if (m->opts.strategy == NL_OBJECTS_WATCH || e->immutable) return;
+  if ((m->opts.strategy == NL_OBJECTS_WATCH && !e->polled) || e->immutable) return;
   if (m->opts.strategy == NL_OBJECTS_GET || !e->known || e->stale ||
       uv_now(m->loop) - e->fetched_ms >= m->opts.cache_ttl_ms)
     get(e);

@@ -18,6 +18,7 @@ typedef struct nl__obj_entry {
   bool immutable;         /* no watch needed any more */
   char *error;            /* the last failure while nothing is known, or NULL */
   nl_reflector_t *refl;   /* Watch */
+  bool polled;            /* Watch, but over max_watches: fetched as with Cache */
   nl_kube_req_t *req;     /* Get and Cache: the GET in flight */
   uint64_t gen;           /* of req, from the manager's counter */
   uint64_t fetched_ms;    /* Cache: when the copy was fetched */
@@ -34,6 +35,7 @@ struct nl_objects {
   uv_timer_t timer; /* never started: closed by stop, so that done runs from
                      * its close callback, never from inside nl_objects_stop */
   uint64_t gen;     /* the last GET's generation */
+  unsigned n_watches; /* entries with a reflector */
   unsigned pending; /* the timer, reflectors stopping and GETs in flight */
   bool stopping;
   void (*done)(void *ctx);

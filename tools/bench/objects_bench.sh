@@ -90,7 +90,11 @@ EOF
 # measure LABEL WITH_OBJECTS: prints "LABEL: RSS KiB at Running, after 20 s"; sets SETTLED
 measure() {
   pods "$2"
-  wait_until 300 is running_count "$N" || { echo "$1: $(running_count)/$N Running"; exit 1; }
+  wait_until 300 is running_count "$N" || {
+    echo "$1: $(running_count)/$N Running; agent log: ${KEEP_LOG:-/tmp/objects_bench.log}"
+    cp "$TMP/agent.log" "${KEEP_LOG:-/tmp/objects_bench.log}"
+    exit 1
+  }
   local a
   a=$(rss_kib)
   sleep 20
