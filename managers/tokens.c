@@ -229,24 +229,42 @@ static void seed(nl_tokens_t *m, entry_t *e, const char *volume, const char *pat
   }
 }
 
+/* Drops the entries for which gone(e, arg) holds; one being read or fetched
+ * is freed when that ends. */
+static void drop(nl_tokens_t *m, bool (*gone)(const entry_t *e, const void *arg),
+                 const void *arg) {
+  nl_map_iter_t it;
+  const char *key;
+  void *v;
+  char **keys = NULL;
+  size_t n = 0;
+  nl_map_iter_init(&it, &m->cache);
+  while (nl_map_iter_next(&it, &key, &v)) {
+    if (!gone(v, arg)) continue;
+    keys = nl_xrealloc(keys, (n + 1) * sizeof *keys);
+    keys[n++] = ((entry_t *)v)->key;
+  }
+  for (size_t i = 0; i < n; i++) {
+    entry_t *e = nl_map_del(&m->cache, keys[i]);
+    if (e->req || e->seeding) {
+      e->forgotten = true; /* on_token or seed_done frees it */
+      if (e->req) nl_kube_req_cancel(e->req);
+    } else {
+      entry_free(e);
+    }
+  }
+  free(keys);
+}
+
+static bool expired(const entry_t *e, const void *now) {
+  return !e->req && !e->seeding && !(e->token && *(const int64_t *)now < e->exp_ms);
+}
+
 /* upstream cleanup: expired tokens go */
 static void on_gc(uv_timer_t *t) {
   nl_tokens_t *m = container_of(t, nl_tokens_t, gc);
   int64_t now = now_ms(m);
-  nl_map_iter_t it;
-  const char *key;
-  void *v;
-  char **gone = NULL;
-  size_t n = 0;
-  nl_map_iter_init(&it, &m->cache);
-  while (nl_map_iter_next(&it, &key, &v)) {
-    entry_t *e = v;
-    if (e->req || e->seeding || (e->token && now < e->exp_ms)) continue;
-    gone = nl_xrealloc(gone, (n + 1) * sizeof *gone);
-    gone[n++] = e->key;
-  }
-  for (size_t i = 0; i < n; i++) entry_free(nl_map_del(&m->cache, gone[i]));
-  free(gone);
+  drop(m, expired, &now);
   if (nl_map_size(&m->cache) == 0) uv_timer_stop(&m->gc);
 }
 
@@ -320,30 +338,9 @@ nl_tokens_source_t nl_tokens_source(nl_tokens_t *m) {
   return (nl_tokens_source_t){.ensure = ensure, .lookup = lookup, .ctx = m};
 }
 
-void nl_tokens_forget_pod(nl_tokens_t *m, const char *uid) {
-  nl_map_iter_t it;
-  const char *key;
-  void *v;
-  char **gone = NULL;
-  size_t n = 0;
-  nl_map_iter_init(&it, &m->cache);
-  while (nl_map_iter_next(&it, &key, &v)) {
-    entry_t *e = v;
-    if (strcmp(e->pod_uid, uid) != 0) continue;
-    gone = nl_xrealloc(gone, (n + 1) * sizeof *gone);
-    gone[n++] = e->key;
-  }
-  for (size_t i = 0; i < n; i++) {
-    entry_t *e = nl_map_del(&m->cache, gone[i]);
-    if (e->req || e->seeding) {
-      e->forgotten = true; /* on_token or seed_done frees it */
-      if (e->req) nl_kube_req_cancel(e->req);
-    } else {
-      entry_free(e);
-    }
-  }
-  free(gone);
-}
+static bool of_pod(const entry_t *e, const void *uid) { return strcmp(e->pod_uid, uid) == 0; }
+
+void nl_tokens_forget_pod(nl_tokens_t *m, const char *uid) { drop(m, of_pod, uid); }
 
 static void on_closed(uv_handle_t *h) {
   nl_tokens_t *m = h->data;

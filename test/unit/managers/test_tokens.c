@@ -81,12 +81,24 @@ static void stop(nl_tokens_t *m) {
   assert_true(stopped);
 }
 
-static void test_request_cache_refresh(void **state) {
-  (void)state;
+/* A fresh loop, fake client and clock. */
+static void start(void) {
   assert_int_equal(uv_loop_init(&loop), 0);
   kf_reset(&loop);
   now = 1700000000000ULL;
   dones = 0;
+}
+
+static void end(void) {
+  kf_free();
+  uv_close((uv_handle_t *)&kf.deliver, NULL);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+static void test_request_cache_refresh(void **state) {
+  (void)state;
+  start();
   nl_tokens_t m;
   nl_tokens_init(&m, &loop, (nl_kube_client_t *)&kf, root);
   m.now_ms = fake_now;
@@ -145,10 +157,7 @@ static void test_request_cache_refresh(void **state) {
   assert_null(lookup(&s, p));
   stop(&m);
   nl_pod_free(p);
-  kf_free();
-  uv_close((uv_handle_t *)&kf.deliver, NULL);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  assert_int_equal(uv_loop_close(&loop), 0);
+  end();
 }
 
 /* A JWT whose claims are json (base64url, unsigned: the manager reads claims only). */
@@ -179,10 +188,7 @@ static void write_jwt(const char *claims) {
 
 static void test_restart_takes_up_the_volume_token(void **state) {
   (void)state;
-  assert_int_equal(uv_loop_init(&loop), 0);
-  kf_reset(&loop);
-  now = 1700000000000ULL;
-  dones = 0;
+  start();
   nl_pod_t *p = pod_from_yaml(pod_yaml);
   const char *claims[] = {
       /* this pod's, issued 10 minutes ago: taken up */
@@ -216,10 +222,7 @@ static void test_restart_takes_up_the_volume_token(void **state) {
     stop(&m);
   }
   nl_pod_free(p);
-  kf_free();
-  uv_close((uv_handle_t *)&kf.deliver, NULL);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  assert_int_equal(uv_loop_close(&loop), 0);
+  end();
 }
 
 static int setup(void **state) {
