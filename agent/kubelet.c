@@ -291,6 +291,8 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
       .cgroups = &k->cgroups,
       .cpu_cfs_quota = cfg->cpu_cfs_quota,
       .cpu_cfs_quota_set = true,
+      /* Its API client is set with the others; standalone, tokens fail. */
+      .tokens = nl_tokens_source(&k->tokens),
   };
   if (nl_runtime_init(&k->runtime, loop, &k->cri, &ro, err) < 0) return -1;
   k->runtime_up = true;

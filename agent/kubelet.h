@@ -31,6 +31,7 @@
 #include "managers/probe.h"
 #include "managers/runtime.h"
 #include "managers/status_manager.h"
+#include "managers/tokens.h"
 #include "reactor/list.h"
 #include "sources/apiserver.h"
 #include "sources/config.h"
@@ -120,6 +121,8 @@ struct nl_kubelet {
   /* Services for the pods' environment (kubelet_node.c): watched when joined. */
   bool services_up;
   nl_services_t services;
+  bool tokens_up;
+  nl_tokens_t tokens; /* projected service-account tokens */
 
   /* The cluster (kubelet_node.c); none of it when standalone. */
   nl_kube_client_t *kube;    /* owned */

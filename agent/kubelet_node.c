@@ -1,9 +1,10 @@
 /* The agent's cluster membership: with a kubeconfig, the API client, the API pod
  * source, the node manager (registration, node status, the Lease), the status
  * manager, the mirror pods, the Services watch (pods' environment), the
- * ConfigMaps and Secrets the pods reference, and the event recorder's sender. Without one, events are only logged and the agent runs
- * standalone. The node manager is a CRI user (it asks the runtime for Status,
- * Version and images), so it stops before the CRI client; the status and mirror
+ * ConfigMaps and Secrets the pods reference, the service-account tokens of
+ * projected volumes and the event recorder's sender. Without one, events are
+ * only logged and the agent runs standalone. The node manager is a CRI user
+ * (it asks the runtime for Status, Version and images), so it stops before the CRI client; the status and mirror
  * managers stop before the node manager (they read its Node); the recorder stops
  * after the node manager (flushing for a second at most); the API client stops
  * after every user of it has cancelled its requests. */
@@ -60,10 +61,18 @@ static void object_changed(nl_object_kind_t kind, const char *ns, const char *na
   free(pods);
 }
 
+/* upstream's isPodInTerminatedState, by phase: such a pod needs no objects */
+static bool pod_terminated(const nl_pod_t *pod) {
+  const char *phase = pod->status ? pod->status->phase : NULL;
+  return phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0);
+}
+
 void nl__kubelet_objects_update(nl_kubelet_t *k, nl_pod_op_t op, const nl_pod_t *pod) {
   if (!k->objects) return;
-  if (op == NL_POD_REMOVE) nl_objects_unregister_pod(k->objects, pod->metadata.uid);
-  else if (op != NL_POD_RECONCILE) nl_objects_register_pod(k->objects, pod);
+  if (op == NL_POD_REMOVE || pod_terminated(pod))
+    nl_objects_unregister_pod(k->objects, pod->metadata.uid);
+  else if (op != NL_POD_RECONCILE) /* a status change: the spec is the same */
+    nl_objects_register_pod(k->objects, pod);
 }
 
 static int objects_init(nl_kubelet_t *k, nl_err_t **err) {
@@ -200,6 +209,9 @@ int nl__kubelet_node_init(nl_kubelet_t *k, const nl_kubelet_creds_t *cr, nl_err_
   nl_events_init(&k->events, k->loop, k->kube, &eo);
   k->events_up = true;
   k->pending++;
+  nl_tokens_init(&k->tokens, k->loop, k->kube, cfg->root_dir);
+  k->tokens_up = true;
+  k->pending++;
   if (!kc) {
     nl_info("No api server defined - no events will be sent to API server");
     return 0;
@@ -334,6 +346,12 @@ static void on_events_stopped(nl_events_t *e) {
   nl__kubelet_release(k);
 }
 
+static void on_tokens_stopped(void *ctx) {
+  nl_kubelet_t *k = ctx;
+  kube_user_stopped(k);
+  nl__kubelet_release(k);
+}
+
 static void on_services_stopped(nl_services_t *s) {
   nl_kubelet_t *k = container_of(s, nl_kubelet_t, services);
   kube_user_stopped(k);
@@ -403,6 +421,12 @@ void nl__kubelet_node_stop(nl_kubelet_t *k) {
   if (k->services_up) {
     k->kube_users++;
     nl_services_stop(&k->services, on_services_stopped);
+  }
+  if (k->tokens_up) {
+    /* syncs from here on get no tokens, as standalone */
+    k->runtime.opts.tokens = (nl_tokens_source_t){0};
+    k->kube_users++;
+    nl_tokens_stop(&k->tokens, on_tokens_stopped, k);
   }
   if (k->objects) {
     nl_objects_t *o = k->objects;

@@ -699,6 +699,7 @@ void nl__kubelet_pods_housekeeping(nl_kubelet_t *k) {
     if (nl_pod_manager_get(&k->pods, uid) || nl_pod_workers_get(&k->workers, uid)) continue;
     state_free(nl_map_del(&k->pod_states, uid));
     if (k->node_up) nl_status_manager_remove(&k->statuses, uid);
+    if (k->tokens_up) nl_tokens_forget_pod(&k->tokens, uid);
   }
 }
 

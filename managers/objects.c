@@ -16,17 +16,9 @@ typedef struct pod_refs {
   size_t n;
 } pod_refs_t;
 
-static char *entry_key(nl_object_kind_t kind, const char *ns, const char *name) {
-  return nl_xasprintf("%c/%s/%s", kind == NL_OBJECT_SECRET ? 's' : 'c', ns, name);
-}
-
-static const char *kind_name(nl_object_kind_t kind) {
-  return kind == NL_OBJECT_SECRET ? "secret" : "configmap";
-}
-
 static nl__obj_entry_t *entry_ref(nl_objects_t *m, nl_object_kind_t kind, const char *ns,
                                   const char *name) {
-  char *key = entry_key(kind, ns, name);
+  char *key = nl__objects_key(kind, ns, name);
   nl__obj_entry_t *e = nl_map_get(&m->entries, key);
   if (e) {
     free(key);
@@ -42,7 +34,7 @@ static nl__obj_entry_t *entry_ref(nl_objects_t *m, nl_object_kind_t kind, const 
   e->refs = 1;
   nl_map_put(&m->entries, key, e);
   free(key);
-  nl_vlog(4, "objects: %s %s/%s referenced", kind_name(kind), ns, name);
+  nl_vlog(4, "objects: %s %s/%s referenced", nl__object_kind_name(kind), ns, name);
   nl__objects_fetch_start(e);
   return e;
 }
@@ -60,8 +52,9 @@ static void entry_unref(nl__obj_entry_t *e) {
   assert(e->refs > 0);
   if (--e->refs) return;
   nl_objects_t *m = e->m;
-  char *key = entry_key(e->kind, e->ns, e->name);
-  nl_vlog(4, "objects: %s %s/%s no longer referenced", kind_name(e->kind), e->ns, e->name);
+  char *key = nl__objects_key(e->kind, e->ns, e->name);
+  nl_vlog(4, "objects: %s %s/%s no longer referenced", nl__object_kind_name(e->kind), e->ns,
+          e->name);
   nl__obj_entry_t *gone = nl_map_del(&m->entries, key);
   assert(gone == e);
   (void)gone;
@@ -79,7 +72,7 @@ void nl__objects_set(nl__obj_entry_t *e, nl_object_t *obj) {
   free(e->error);
   e->error = NULL;
   if (!changed || !e->m->opts.changed) return;
-  nl_vlog(3, "objects: %s %s/%s %s", kind_name(e->kind), e->ns, e->name,
+  nl_vlog(3, "objects: %s %s/%s %s", nl__object_kind_name(e->kind), e->ns, e->name,
           obj ? "arrived or changed" : "not found");
   e->refs++; /* the callback may unregister the pods that hold it */
   e->m->opts.changed(e->kind, e->ns, e->name, e->m->opts.changed_ctx);
@@ -111,7 +104,8 @@ void nl_objects_register_pod(nl_objects_t *m, const nl_pod_t *pod) {
   if (!uid || !*uid) return;
   reg_t r = {m, pod->metadata.namespace_ ? pod->metadata.namespace_ : "",
              nl_xcalloc(1, sizeof(pod_refs_t))};
-  /* the new references first, so that an object both sets name keeps its watch */
+  /* the new references first: an object named by the old and the new spec
+   * keeps its watch */
   nl__objects_pod_refs(pod, add_ref, &r);
   pod_refs_t *old = nl_map_put(&m->pods, uid, r.refs);
   if (old) pod_refs_free(old);
@@ -126,7 +120,7 @@ void nl_objects_unregister_pod(nl_objects_t *m, const char *uid) {
 static int lookup(void *ctx, nl_object_kind_t kind, const char *ns, const char *name,
                   const nl_object_t **out, nl_err_t **err) {
   nl_objects_t *m = ctx;
-  char *key = entry_key(kind, ns, name);
+  char *key = nl__objects_key(kind, ns, name);
   nl__obj_entry_t *e = m->stopping ? NULL : nl_map_get(&m->entries, key);
   free(key);
   if (!e)
@@ -154,6 +148,7 @@ int nl_objects_new(nl_objects_t **out, uv_loop_t *loop, nl_kube_client_t *client
   m->client = client;
   m->opts = *opts;
   if (!m->opts.cache_ttl_ms) m->opts.cache_ttl_ms = NL_OBJECTS_CACHE_TTL_MS;
+  if (!m->opts.max_watches) m->opts.max_watches = NL_OBJECTS_MAX_WATCHES;
   nl_map_init(&m->entries);
   nl_map_init(&m->pods);
   uv_timer_init(loop, &m->timer);

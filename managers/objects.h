@@ -80,6 +80,12 @@ typedef struct nl_objects_lookup {
 
 typedef struct nl_objects nl_objects_t;
 
+/* The agent's one HTTP/2 connection carries every request and watch, and the
+ * API server allows 100 streams on it (SETTINGS_MAX_CONCURRENT_STREAMS): the
+ * object watches leave room for the pod and Services watches, the Lease, node
+ * and pod status and events. */
+#define NL_OBJECTS_MAX_WATCHES 64
+
 /* An object that a registered pod references arrived, changed or went away. */
 typedef void (*nl_objects_changed_cb)(nl_object_kind_t kind, const char *ns, const char *name,
                                       void *ctx);
@@ -87,6 +93,9 @@ typedef void (*nl_objects_changed_cb)(nl_object_kind_t kind, const char *ns, con
 typedef struct nl_objects_opts {
   nl_objects_strategy_t strategy;
   uint64_t cache_ttl_ms; /* Cache strategy; 0: upstream's default */
+  /* Watch: at most this many watches at once (0: NL_OBJECTS_MAX_WATCHES); the
+   * objects beyond are fetched as with Cache until a watch is free. */
+  unsigned max_watches;
   nl_objects_changed_cb changed;
   void *changed_ctx;
 } nl_objects_opts_t;

@@ -14,6 +14,14 @@ const char *nl_object_resource(nl_object_kind_t kind) {
   return kind == NL_OBJECT_SECRET ? "secrets" : "configmaps";
 }
 
+const char *nl__object_kind_name(nl_object_kind_t kind) {
+  return kind == NL_OBJECT_SECRET ? "secret" : "configmap";
+}
+
+char *nl__objects_key(nl_object_kind_t kind, const char *ns, const char *name) {
+  return nl_xasprintf("%c/%s/%s", kind == NL_OBJECT_SECRET ? 's' : 'c', ns, name);
+}
+
 int nl_objects_not_found(nl_err_t **err, nl_object_kind_t kind, const char *name) {
   return nl_err_set(err, NL_EINVAL, "%s \"%s\" not found", nl_object_resource(kind), name);
 }
@@ -139,7 +147,7 @@ static nl_object_t *pack(nl_object_kind_t kind, const char *ns, const char *name
 
 int nl_object_decode(nl_object_kind_t kind, const char *json, size_t len, nl_object_t **out,
                      bool *immutable, nl_err_t **err) {
-  const char *what = kind == NL_OBJECT_SECRET ? "secret" : "configmap";
+  const char *what = nl__object_kind_name(kind);
   json_error_t je;
   json_t *j = json_loadb(json, len, JSON_ALLOW_NUL, &je);
   if (!json_is_object(j)) {

@@ -14,6 +14,7 @@
 #include "reactor/xalloc.h"
 
 static void stop_watch(nl__obj_entry_t *e);
+static void start_watch(nl__obj_entry_t *e);
 
 /* An answer, decoded, replaces the copy; -1 when it cannot be used. The entry
  * may be gone when this returns 0 (the changed callback). */
@@ -47,12 +48,31 @@ static int take(nl__obj_entry_t *e, const char *json, size_t len) {
 
 static void on_refl_stopped(void *ctx) { nl__objects_release(ctx); }
 
+/* A watch is free: the first object fetched as with Cache gets it. */
+static void promote(nl_objects_t *m) {
+  nl_map_iter_t it;
+  const char *key;
+  void *v;
+  nl_map_iter_init(&it, &m->entries);
+  while (nl_map_iter_next(&it, &key, &v)) {
+    nl__obj_entry_t *e = v;
+    if (!e->polled) continue;
+    e->polled = false;
+    start_watch(e);
+    return;
+  }
+}
+
 static void stop_watch(nl__obj_entry_t *e) {
   if (!e->refl) return;
+  nl_objects_t *m = e->m;
   nl_reflector_t *r = e->refl;
   e->refl = NULL;
-  e->m->pending++;
-  nl_reflector_stop(r, on_refl_stopped, e->m);
+  assert(m->n_watches > 0);
+  m->n_watches--;
+  m->pending++;
+  nl_reflector_stop(r, on_refl_stopped, m);
+  if (!m->stopping) promote(m);
 }
 
 /* The entry may be gone when this returns (the changed callback). */
@@ -94,6 +114,7 @@ static void start_watch(nl__obj_entry_t *e) {
     e->error = nl_xstrdup(nl_err_msg(err));
     nl_err_free(&err);
   } else {
+    e->m->n_watches++;
     nl_reflector_start(e->refl);
   }
   free(sel);
@@ -107,10 +128,6 @@ typedef struct get_ctx {
   char *kind_ns_name; /* the entry's map key */
   uint64_t gen;
 } get_ctx_t;
-
-static char *key_of(const nl__obj_entry_t *e) {
-  return nl_xasprintf("%c/%s/%s", e->kind == NL_OBJECT_SECRET ? 's' : 'c', e->ns, e->name);
-}
 
 static void on_get(void *ctx, const nl_kube_response_t *resp, const nl_err_t *err) {
   get_ctx_t *c = ctx;
@@ -147,7 +164,7 @@ static void get(nl__obj_entry_t *e) {
   if (e->req || e->m->stopping) return;
   get_ctx_t *c = nl_xmalloc(sizeof *c);
   c->m = e->m;
-  c->kind_ns_name = key_of(e);
+  c->kind_ns_name = nl__objects_key(e->kind, e->ns, e->name);
   c->gen = e->gen = ++e->m->gen;
   e->m->pending++;
   char *path = nl_xasprintf("/api/v1/namespaces/%s/%s/%s", e->ns, nl_object_resource(e->kind),
@@ -160,13 +177,22 @@ static void get(nl__obj_entry_t *e) {
 /* ---- the strategies ---- */
 
 void nl__objects_fetch_start(nl__obj_entry_t *e) {
-  if (e->m->opts.strategy == NL_OBJECTS_WATCH) start_watch(e);
-  else get(e);
+  nl_objects_t *m = e->m;
+  if (m->opts.strategy == NL_OBJECTS_WATCH && m->n_watches < m->opts.max_watches) {
+    start_watch(e);
+    return;
+  }
+  if (m->opts.strategy == NL_OBJECTS_WATCH) {
+    nl_vlog(2, "objects: %u watches open: %s/%s is fetched with GETs until one is free",
+            m->n_watches, e->ns, e->name);
+    e->polled = true;
+  }
+  get(e);
 }
 
 void nl__objects_fetch_refresh(nl__obj_entry_t *e) {
   nl_objects_t *m = e->m;
-  if (m->opts.strategy == NL_OBJECTS_WATCH || e->immutable) return;
+  if ((m->opts.strategy == NL_OBJECTS_WATCH && !e->polled) || e->immutable) return;
   if (m->opts.strategy == NL_OBJECTS_GET || !e->known || e->stale ||
       uv_now(m->loop) - e->fetched_ms >= m->opts.cache_ttl_ms)
     get(e);

@@ -18,6 +18,7 @@ typedef struct nl__obj_entry {
   bool immutable;         /* no watch needed any more */
   char *error;            /* the last failure while nothing is known, or NULL */
   nl_reflector_t *refl;   /* Watch */
+  bool polled;            /* Watch, but over max_watches: fetched as with Cache */
   nl_kube_req_t *req;     /* Get and Cache: the GET in flight */
   uint64_t gen;           /* of req, from the manager's counter */
   uint64_t fetched_ms;    /* Cache: when the copy was fetched */
@@ -31,8 +32,10 @@ struct nl_objects {
   nl_objects_opts_t opts;
   nl_map_t entries; /* key -> nl__obj_entry_t */
   nl_map_t pods;    /* uid -> pod_refs (objects.c) */
-  uv_timer_t timer; /* closed by stop: done never runs from inside it */
+  uv_timer_t timer; /* never started: closed by stop, so that done runs from
+                     * its close callback, never from inside nl_objects_stop */
   uint64_t gen;     /* the last GET's generation */
+  unsigned n_watches; /* entries with a reflector */
   unsigned pending; /* the timer, reflectors stopping and GETs in flight */
   bool stopping;
   void (*done)(void *ctx);
@@ -56,6 +59,10 @@ void nl__objects_set(nl__obj_entry_t *e, nl_object_t *obj);
 void nl__objects_release(nl_objects_t *m);
 
 /* objects_decode.c */
+/* The entries' map key: "<c|s>/<namespace>/<name>" (new string). */
+char *nl__objects_key(nl_object_kind_t kind, const char *ns, const char *name);
+/* "configmap", "secret": for messages. */
+const char *nl__object_kind_name(nl_object_kind_t kind);
 bool nl__object_equal(const nl_object_t *a, const nl_object_t *b);
 /* Calls fn once for each distinct object the pod references. */
 void nl__objects_pod_refs(const nl_pod_t *pod,

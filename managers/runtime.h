@@ -26,6 +26,7 @@
 #include "managers/cgroups.h"
 #include "managers/images.h"
 #include "managers/objects.h"
+#include "managers/tokens.h"
 #include "managers/runtime_types.h"
 #include "reactor/backoff.h"
 #include "reactor/error.h"
@@ -75,10 +76,14 @@ typedef struct nl_runtime_opts {
   int (*service_env)(void *ctx, const nl_pod_t *pod, struct nl_env **out, size_t *n,
                      nl_err_t **err);
   void *service_env_ctx;
-  /* ConfigMaps and Secrets (managers/objects.h) for valueFrom and envFrom, and
-   * the image pull secrets; fn NULL: none (standalone), and a pod that needs
-   * one fails its config, while a missing pull secret is skipped. */
+  /* ConfigMaps and Secrets (managers/objects.h) for valueFrom, envFrom, the
+   * configMap, secret and projected volumes, and the image pull secrets; fn
+   * NULL: none (standalone): a pod that needs one fails its config or its
+   * volumes, while a missing pull secret is skipped. */
   nl_objects_lookup_t objects;
+  /* Tokens of serviceAccountToken projections (managers/tokens.h); ensure NULL:
+   * none (no API server). */
+  nl_tokens_source_t tokens;
   /* Where the pod and container events go (Pulling, Created, Started, Killing,
    * BackOff, ...); fn NULL: they are logged at -v=3 only. */
   nl_event_sink_t events;
@@ -308,8 +313,8 @@ typedef struct nl_env {
 } nl_env_t;
 
 /* makeEnvironmentVariables: envFrom (ConfigMaps' data and Secrets' data with
- * their prefix; keys that are no variable names skipped with an
- * InvalidEnvironmentVariableNames event), then env: values with $(VAR)
+ * their prefix; keys that can be no variable — '=', not printable ASCII —
+ * skipped with an InvalidEnvironmentVariableNames event), then env: values with $(VAR)
  * references to earlier ones (then to service variables), fieldRef,
  * resourceFieldRef, configMapKeyRef and secretKeyRef (through opts->objects),
  * then the service variables (opts->service_env) the container does not set.
@@ -321,6 +326,17 @@ int nl_runtime_make_env(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
                         const nl_container_t *c, const char *pod_ip, char *const *pod_ips,
                         size_t n_pod_ips, nl_env_t **out, size_t *n, nl_err_t **err);
 void nl_env_free(nl_env_t *env, size_t n);
+
+/* The value of a fieldRef (metadata.name, metadata.labels['k'], status.podIP,
+ * ...) and of a resourceFieldRef (self: the container itself, NULL in volumes
+ * where containerName is required), as env vars and downwardAPI volumes see
+ * them. Return 0 with a new string in *out, or -1 with *err. */
+int nl_runtime_field_value(const nl_runtime_opts_t *opts, const nl_pod_t *pod, const char *path,
+                           const char *pod_ip, char *const *pod_ips, size_t n_pod_ips, char **out,
+                           nl_err_t **err);
+int nl_runtime_resource_value(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
+                              const nl_container_t *self, const nl_resource_field_ref_t *ref,
+                              char **out, nl_err_t **err);
 
 /* third_party/forked/golang/expansion.Expand with MappingFuncFor(env): $(VAR) is
  * replaced when VAR is defined, kept as is otherwise; $$ is a literal $. Returns

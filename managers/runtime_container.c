@@ -291,7 +291,8 @@ static int mounts(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
   const nl_container_t *c = in->container;
   for (size_t i = 0; i < c->n_volume_mounts; i++) {
     const nl_volume_mount_t *vm = &c->volume_mounts[i];
-    char *host = nl_volumes_host_path(opts->root_dir, pod, vm->name, err);
+    bool api_ro;
+    char *host = nl_volumes_host_path(opts->root_dir, pod, vm->name, &api_ro, err);
     if (!host) return nl_err_wrap(err, "volumeMounts[%zu]", i);
     char *sub = NULL;
     if (vm->sub_path && *vm->sub_path)
@@ -312,7 +313,7 @@ static int mounts(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
     Runtime__V1__Mount *m = NL__NEW(Runtime__V1__Mount, RUNTIME__V1__MOUNT__INIT);
     m->container_path = nl__pstr(vm->mount_path);
     m->host_path = host;
-    m->readonly = vm->read_only;
+    m->readonly = vm->read_only || api_ro;
     m->propagation = propagation(vm->mount_propagation);
     push_mount(cfg, m);
   }

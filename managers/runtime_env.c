@@ -89,9 +89,9 @@ static char *subscript(const char *path, const char *prefix) {
   return nl_xstrndup(k + 1, kl - 3);
 }
 
-static int field_value(const nl_runtime_opts_t *opts, const nl_pod_t *pod, const char *path,
-                       const char *pod_ip, char *const *pod_ips, size_t n_pod_ips, char **out,
-                       nl_err_t **err) {
+int nl_runtime_field_value(const nl_runtime_opts_t *opts, const nl_pod_t *pod, const char *path,
+                           const char *pod_ip, char *const *pod_ips, size_t n_pod_ips, char **out,
+                           nl_err_t **err) {
   const nl_object_meta_t *m = &pod->metadata;
   const char *v = NULL;
   char *key;
@@ -135,9 +135,9 @@ static int field_value(const nl_runtime_opts_t *opts, const nl_pod_t *pod, const
 
 /* resource.ExtractContainerResourceValue with node allocatable as the default
  * limit (upstream containerResourceRuntimeValue). */
-static int resource_value(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
-                          const nl_container_t *self, const nl_resource_field_ref_t *ref,
-                          char **out, nl_err_t **err) {
+int nl_runtime_resource_value(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
+                              const nl_container_t *self, const nl_resource_field_ref_t *ref,
+                              char **out, nl_err_t **err) {
   const nl_container_t *c = self;
   if (ref->container_name && *ref->container_name) {
     c = NULL;
@@ -147,8 +147,12 @@ static int resource_value(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
     for (size_t i = 0; i < pod->spec.n_init_containers && !c; i++)
       if (strcmp(pod->spec.init_containers[i].name, ref->container_name) == 0)
         c = &pod->spec.init_containers[i];
-    if (!c)
-      return nl_err_set(err, NL_EINVAL, "container %s not found", ref->container_name);
+  }
+  if (!c) {
+    if (!ref->container_name || !*ref->container_name)
+      return nl_err_set(err, NL_EINVAL, "resourceFieldRef %s: containerName is required",
+                        ref->resource ? ref->resource : "");
+    return nl_err_set(err, NL_EINVAL, "container %s not found", ref->container_name);
   }
   const char *res = ref->resource ? ref->resource : "";
   bool limits = strncmp(res, "limits.", 7) == 0;
@@ -195,13 +199,13 @@ static int get_object(const nl_runtime_opts_t *opts, const nl_pod_t *pod, nl_obj
   return rc;
 }
 
-/* validation.IsEnvVarName: [-._a-zA-Z][-._a-zA-Z0-9]* */
+/* validation.IsRelaxedEnvVarName (RelaxedEnvironmentVariableValidation, GA
+ * in 1.34): printable ASCII but '='. Every key the API server accepts passes;
+ * the check keeps what could never be a variable out of the container. */
 static bool env_name_ok(const char *s) {
-  if (!*s || (*s >= '0' && *s <= '9')) return false;
+  if (!*s) return false;
   for (; *s; s++)
-    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
-          *s == '-' || *s == '.' || *s == '_'))
-      return false;
+    if (*s < 32 || *s > 126 || *s == '=') return false;
   return true;
 }
 
@@ -280,13 +284,13 @@ int nl_runtime_make_env(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
     const nl_env_source_t *src = e->value_from;
     char *v = NULL;
     if (src->field_ref) {
-      if (field_value(opts, pod, src->field_ref->field_path ? src->field_ref->field_path : "",
+      if (nl_runtime_field_value(opts, pod, src->field_ref->field_path ? src->field_ref->field_path : "",
                       pod_ip, pod_ips, n_pod_ips, &v, err) < 0) {
         nl_err_wrap(err, "env %s", e->name);
         goto fail;
       }
     } else if (src->resource_field_ref) {
-      if (resource_value(opts, pod, c, src->resource_field_ref, &v, err) < 0) {
+      if (nl_runtime_resource_value(opts, pod, c, src->resource_field_ref, &v, err) < 0) {
         nl_err_wrap(err, "env %s", e->name);
         goto fail;
       }

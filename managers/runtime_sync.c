@@ -13,7 +13,7 @@
 #include "cri/runtime.h"
 #include "managers/hooks.h"
 #include "managers/runtime_internal.h"
-#include "managers/volumes.h"
+#include "managers/volumes_api.h"
 #include "reactor/duration.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
@@ -166,11 +166,17 @@ static void prune(nl_runtime_op_t *op) {
   if (--op->kill_todo == 0) prepare(op);
 }
 
-/* ---- step 4: volumes, directories, resolv.conf (thread pool) ---- */
+/* ---- step 4: volumes, directories, resolv.conf ----
+ * The tokens of projected volumes are fetched first (asynchronously), then the
+ * content of the API volumes is resolved on the loop (the caches are the
+ * loop's), then everything is written on the thread pool. A running pod goes
+ * through here on every sync: that is how changed ConfigMaps and Secrets and
+ * refreshed tokens reach it, rewritten atomically, with no restart. */
 
 typedef struct prep {
   uv_work_t w;
   nl_runtime_op_t *op;
+  nl_api_volumes_t api;
   nl_err_t *err;
   char *resolv; /* contents, or NULL */
   size_t resolv_len;
@@ -188,7 +194,7 @@ static void prep_work(uv_work_t *w) {
     p->cgroup_failed = true;
     return;
   }
-  if (nl__volumes_setup_sync(o->root_dir, op->pod, &p->err) < 0) return;
+  if (nl__volumes_setup_sync(o->root_dir, op->pod, &p->api, &p->err) < 0) return;
   char *logdir = nl_runtime_pod_log_dir(o, op->pod);
   int r = nl__mkdir_p(logdir, 0755);
   if (r < 0) nl_err_set(&p->err, -r, "create pod log directory %s: %s", logdir, strerror(-r));
@@ -206,6 +212,13 @@ static void prep_work(uv_work_t *w) {
       close(fd);
     }
   }
+}
+
+static void prep_free(prep_t *p) {
+  nl_api_volumes_free(&p->api);
+  nl_err_free(&p->err);
+  free(p->resolv);
+  free(p);
 }
 
 static void prep_done(uv_work_t *w, int status) {
@@ -227,24 +240,45 @@ static void prep_done(uv_work_t *w, int status) {
       nl__op_fail(op, p->err->code, "pod %s: unable to set up volumes: %s", op->desc,
                   p->err->msg);
     } else {
+      if (p->api.changed) nl_vlog(4, "pod %s: volume content written", op->desc);
       sandbox_step(op);
     }
   }
-  nl_err_free(&p->err);
-  free(p->resolv);
-  free(p);
+  prep_free(p);
 }
 
-static void prepare(nl_runtime_op_t *op) {
+static void prepare_volumes(nl_runtime_op_t *op) {
   prep_t *p = nl_xcalloc(1, sizeof *p);
   p->op = op;
+  if (nl_volumes_api_resolve(&op->rt->opts, op->pod, &p->api, &p->err) < 0) {
+    nl_error("pod %s: %s", op->desc, p->err->msg);
+    nl__op_event(op, op->pod, NULL, NL_EVENT_WARNING, "FailedMount", "%s", p->err->msg);
+    nl__op_fail(op, p->err->code, "pod %s: %s", op->desc, p->err->msg);
+    prep_free(p);
+    return;
+  }
   op->pending++;
   int r = uv_queue_work(op->rt->loop, &p->w, prep_work, prep_done);
   if (r < 0) {
     op->pending--;
-    free(p);
+    prep_free(p);
     nl__op_fail(op, -r, "pod %s: queue work: %s", op->desc, uv_strerror(r));
   }
+}
+
+static void tokens_ready(void *ctx) {
+  nl_runtime_op_t *op = ctx;
+  if (nl__op_resume(op)) prepare_volumes(op);
+}
+
+static void prepare(nl_runtime_op_t *op) {
+  const nl_tokens_source_t *t = &op->rt->opts.tokens;
+  if (t->ensure && nl_volumes_api_wants_tokens(op->pod)) {
+    op->pending++;
+    t->ensure(t->ctx, op->pod, tokens_ready, op);
+    return;
+  }
+  prepare_volumes(op);
 }
 
 /* ---- step 4: the sandbox ---- */

@@ -1,4 +1,6 @@
-/* emptyDir and hostPath volumes (upstream pkg/volume/emptydir, hostpath). */
+/* emptyDir and hostPath volumes (upstream pkg/volume/emptydir, hostpath), and
+ * the directories and tmpfs mounts of the API volumes, whose content
+ * volumes_api.c resolves and atomic_writer.c writes. */
 #include "managers/volumes.h"
 
 #include <errno.h>
@@ -43,27 +45,48 @@ static const nl_volume_t *find_volume(const nl_pod_t *pod, const char *name) {
 }
 
 static const char *unsupported(const nl_volume_t *v) {
-  if (v->host_path || v->empty_dir) return NULL;
   if (v->unsupported) return v->unsupported;
-  if (v->config_map) return "configMap";
-  if (v->secret) return "secret";
   if (v->persistent_volume_claim) return "persistentVolumeClaim";
-  if (v->downward_api) return "downwardAPI";
-  if (v->projected) return "projected";
   return "unknown";
 }
 
+/* The plugin directory of a volume nanolet serves from the pod directory, and
+ * whether it lives on a tmpfs of its own (upstream's wrapped emptyDir medium). */
+static const char *plugin_of(const nl_volume_t *v, bool *tmpfs) {
+  *tmpfs = v->secret || v->downward_api || v->projected;
+  if (v->empty_dir) return EMPTY_DIR_PLUGIN;
+  if (v->config_map) return "kubernetes.io~configmap";
+  if (v->secret) return "kubernetes.io~secret";
+  if (v->downward_api) return "kubernetes.io~downward-api";
+  if (v->projected) return "kubernetes.io~projected";
+  return NULL;
+}
+
+void nl_api_volumes_free(nl_api_volumes_t *a) {
+  for (size_t i = 0; i < a->n; i++) {
+    free(a->v[i].name);
+    nl_aw_files_free(a->v[i].files, a->v[i].n_files);
+  }
+  free(a->v);
+  a->v = NULL;
+  a->n = 0;
+}
+
 char *nl_volumes_host_path(const char *root_dir, const nl_pod_t *pod, const char *name,
-                           nl_err_t **err) {
+                           bool *read_only, nl_err_t **err) {
   const nl_volume_t *v = find_volume(pod, name);
   if (!v) {
     nl_err_set(err, NL_EINVAL, "cannot find volume \"%s\" to mount", name);
     return NULL;
   }
+  if (read_only) *read_only = false;
   if (v->host_path) return nl_xstrdup(v->host_path->path ? v->host_path->path : "");
-  if (v->empty_dir)
-    return nl_xasprintf("%s/pods/%s/volumes/" EMPTY_DIR_PLUGIN "/%s", root_dir,
-                        pod->metadata.uid, name);
+  bool tmpfs;
+  const char *plugin = plugin_of(v, &tmpfs);
+  if (plugin) {
+    if (read_only) *read_only = !v->empty_dir;
+    return nl_xasprintf("%s/pods/%s/volumes/%s/%s", root_dir, pod->metadata.uid, plugin, name);
+  }
   nl_err_set(err, NL_EINVAL, "volume \"%s\": %s volumes are not supported by nanolet", name,
              unsupported(v));
   return NULL;
@@ -85,6 +108,12 @@ int nl_volumes_check_subpath(const char *sub, nl_err_t **err) {
 static bool is_tmpfs(const char *path) {
   struct statfs fs;
   return statfs(path, &fs) == 0 && (unsigned long)fs.f_type == TMPFS_MAGIC_NR;
+}
+
+/* path is a mount point (a tmpfs of a volume): not on its parent's device. */
+static bool is_mount(const char *path, const char *parent) {
+  struct stat a, b;
+  return stat(path, &a) == 0 && stat(parent, &b) == 0 && a.st_dev != b.st_dev;
 }
 
 static int setup_empty_dir(const char *root, const nl_pod_t *pod, const nl_volume_t *v,
@@ -159,7 +188,36 @@ static int check_host_path(const nl_volume_t *v, nl_err_t **err) {
   return nl_err_set(err, NL_EINVAL, "hostPath %s: unknown type \"%s\"", v->name, type);
 }
 
-int nl__volumes_setup_sync(const char *root, const nl_pod_t *pod, nl_err_t **err) {
+static int setup_api(const char *root, const nl_pod_t *pod, const nl_volume_t *v,
+                     nl_api_volumes_t *api, nl_err_t **err) {
+  nl_api_volume_t *content = NULL;
+  for (size_t i = 0; api && i < api->n && !content; i++)
+    if (strcmp(api->v[i].name, v->name) == 0) content = &api->v[i];
+  if (!content)
+    return nl_err_set(err, NL_EINVAL, "volume \"%s\": its content is not known", v->name);
+  bool tmpfs;
+  const char *plugin = plugin_of(v, &tmpfs);
+  char *pdir = nl_xasprintf("%s/pods/%s/volumes/%s", root, pod->metadata.uid, plugin);
+  char *dir = nl_xasprintf("%s/%s", pdir, v->name);
+  int r = nl__mkdir_p(dir, 0750);
+  if (r < 0) {
+    nl_err_set(err, -r, "volume %s: mkdir %s: %s", v->name, dir, strerror(-r));
+  } else if (tmpfs && !is_mount(dir, pdir) && mount("tmpfs", dir, "tmpfs", 0, NULL) < 0) {
+    r = nl_err_set(err, errno, "volume %s: mount tmpfs on %s: %s", v->name, dir, strerror(errno));
+  } else {
+    char *what = nl_xasprintf("pod %s/%s volume %s", pod->metadata.namespace_,
+                              pod->metadata.name, v->name);
+    r = nl_atomic_write(dir, content->files, content->n_files, api->fs_group, what, err);
+    if (r > 0) api->changed = true;
+    free(what);
+  }
+  free(dir);
+  free(pdir);
+  return r < 0 ? -1 : 0;
+}
+
+int nl__volumes_setup_sync(const char *root, const nl_pod_t *pod, nl_api_volumes_t *api,
+                           nl_err_t **err) {
   const char *sub[] = {"volumes", "plugins", "containers"};
   for (size_t i = 0; i < 3; i++) {
     char *d = nl_xasprintf("%s/pods/%s/%s", root, pod->metadata.uid, sub[i]);
@@ -175,6 +233,8 @@ int nl__volumes_setup_sync(const char *root, const nl_pod_t *pod, nl_err_t **err
       r = setup_empty_dir(root, pod, v, err);
     else if (v->host_path)
       r = check_host_path(v, err);
+    else if (v->config_map || v->secret || v->downward_api || v->projected)
+      r = setup_api(root, pod, v, api, err);
     else
       r = nl_err_set(err, NL_EINVAL, "volume \"%s\": %s volumes are not supported by nanolet",
                      v->name, unsupported(v));
@@ -190,29 +250,38 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
   return r < 0 && errno != ENOENT ? -1 : 0;
 }
 
+int nl__rm_rf(const char *path) {
+  /* FTW_MOUNT: never descend into something still mounted. */
+  return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
 int nl__volumes_teardown_sync(const char *root, const char *uid, nl_err_t **err) {
   /* The uid names a directory we delete recursively: refuse anything odd. */
   if (!uid || !*uid || strchr(uid, '/') || strcmp(uid, ".") == 0 || strcmp(uid, "..") == 0)
     return nl_err_set(err, NL_EINVAL, "refusing to remove pod directory for uid \"%s\"",
                       uid ? uid : "");
-  char *ed = nl_xasprintf("%s/pods/%s/volumes/" EMPTY_DIR_PLUGIN, root, uid);
-  DIR *d = opendir(ed);
-  if (d) {
+  char *vd = nl_xasprintf("%s/pods/%s/volumes", root, uid);
+  DIR *plugins = opendir(vd);
+  struct dirent *pe;
+  while (plugins && (pe = readdir(plugins))) {
+    if (pe->d_name[0] == '.') continue;
+    char *ed = nl_xasprintf("%s/%s", vd, pe->d_name);
+    DIR *d = opendir(ed);
     struct dirent *e;
-    while ((e = readdir(d))) {
+    while (d && (e = readdir(d))) {
       if (e->d_name[0] == '.') continue;
       char *p = nl_xasprintf("%s/%s", ed, e->d_name);
-      if (is_tmpfs(p) && umount2(p, MNT_DETACH) < 0)
-        nl_warn("unmount emptyDir %s: %s", p, strerror(errno));
+      if (is_mount(p, ed) && umount2(p, MNT_DETACH) < 0)
+        nl_warn("unmount volume %s: %s", p, strerror(errno));
       free(p);
     }
-    closedir(d);
+    if (d) closedir(d);
+    free(ed);
   }
-  free(ed);
+  if (plugins) closedir(plugins);
+  free(vd);
   char *pd = nl_xasprintf("%s/pods/%s", root, uid);
-  /* FTW_MOUNT: never descend into something still mounted. */
-  int r = nftw(pd, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
-  if (r < 0 && errno != ENOENT) {
+  if (nl__rm_rf(pd) < 0 && errno != ENOENT) {
     nl_err_set(err, errno, "remove %s: %s", pd, strerror(errno));
     free(pd);
     return -1;
@@ -237,7 +306,7 @@ typedef struct job {
 static void work(uv_work_t *w) {
   job_t *j = container_of(w, job_t, req);
   if (j->pod)
-    nl__volumes_setup_sync(j->root, j->pod, &j->err);
+    nl__volumes_setup_sync(j->root, j->pod, NULL, &j->err);
   else
     nl__volumes_teardown_sync(j->root, j->uid, &j->err);
   if (j->keep_dir) { /* whatever the teardown left, the directory is there */

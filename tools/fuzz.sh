@@ -35,6 +35,8 @@ declare -A seeds=(
   [fuzz_watch]=test/fuzz/kube/corpus/watch
   [fuzz_checkpoint]=test/fixtures/api
   [fuzz_service]=test/fuzz/kube/corpus/service
+  [fuzz_objects]=test/fuzz/kube/corpus/objects
+  [fuzz_tokens]=test/fuzz/kube/corpus/tokens
 )
 declare -A bins=(
   [fuzz_agent]=build-fuzz/test/fuzz/agent/fuzz_agent
@@ -49,6 +51,8 @@ declare -A bins=(
   [fuzz_yamlfast]=build-fuzz/test/fuzz/manifest/fuzz_yamlfast
   [fuzz_watch]=build-fuzz/test/fuzz/kube/fuzz_watch
   [fuzz_service]=build-fuzz/test/fuzz/kube/fuzz_service
+  [fuzz_objects]=build-fuzz/test/fuzz/kube/fuzz_objects
+  [fuzz_tokens]=build-fuzz/test/fuzz/kube/fuzz_tokens
   [fuzz_checkpoint]=build-fuzz/test/fuzz/sources/fuzz_checkpoint
 )
 targets=("$@")

@@ -167,6 +167,8 @@ static void bad_flags_are_errors(void **state) {
   }
 }
 
+#define HEADER "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+
 static void validation_follows_upstream(void **state) {
   nl_kubelet_config_t c;
   nl_err_t *err = NULL;
@@ -205,11 +207,11 @@ static void validation_follows_upstream(void **state) {
   assert_non_null(strstr(err->msg, "cgroupsPerQOS"));
   nl_err_free(&err);
   nl_config_free(&c);
-  assert_int_equal(load(&c, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nconfigMapAndSecretChangeDetectionStrategy: Cache\n", &err), 0);
+  assert_int_equal(load(&c, HEADER "configMapAndSecretChangeDetectionStrategy: Cache\n", &err), 0);
   assert_string_equal(c.config_map_and_secret_change_detection_strategy, "Cache");
   assert_int_equal(nl_config_validate(&c, &err), 0);
   nl_config_free(&c);
-  assert_int_equal(load(&c, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nconfigMapAndSecretChangeDetectionStrategy: watch\n", &err), 0);
+  assert_int_equal(load(&c, HEADER "configMapAndSecretChangeDetectionStrategy: watch\n", &err), 0);
   assert_int_equal(nl_config_validate(&c, &err), -1);
   assert_string_equal(err->msg, "configMapAndSecretChangeDetectionStrategy: must be Watch, Get or "
                                 "Cache, got \"watch\"");

@@ -316,6 +316,38 @@ static void callback_may_unregister(void **state) {
 
 #define CM_GET "/api/v1/namespaces/ns/configmaps/app"
 
+/* Past max_watches (the connection's streams are few), objects are fetched as
+ * with Cache; a watch that ends goes to one of them. */
+static void watch_budget(void **state) {
+  (void)state;
+  fx_t *f = nl_xcalloc(1, sizeof *f);
+  fake_reset();
+  uv_loop_init(&f->loop);
+  nl_objects_opts_t o = {.max_watches = 1, .changed = on_changed, .changed_ctx = f};
+  assert_int_equal(nl_objects_new(&f->m, &f->loop, NULL, &o, NULL), 0);
+  nl_pod_t *a = pod("u1", "{\"containers\":[{\"name\":\"c\",\"image\":\"i\"}],"
+                          "\"imagePullSecrets\":[{\"name\":\"first\"}]}");
+  nl_pod_t *b = pod("u2", "{\"containers\":[{\"name\":\"c\",\"image\":\"i\"}],"
+                          "\"imagePullSecrets\":[{\"name\":\"db\"}]}");
+  nl_objects_register_pod(f->m, a);
+  nl_objects_register_pod(f->m, b);
+  assert_int_equal(fake_nreqs, 2);
+  assert_non_null(find_req("/api/v1/namespaces/ns/secrets?fieldSelector=metadata.name%3Dfirst", true));
+  fake_req_t *g = find_req("/api/v1/namespaces/ns/secrets/db", true);
+  assert_non_null(g);
+  fake_respond(g, 200, "{\"metadata\":{\"namespace\":\"ns\",\"name\":\"db\"}}");
+  assert_int_equal(f->changed, 1);
+  const nl_object_t *obj;
+  assert_int_equal(lookup(f, NL_OBJECT_SECRET, "db", &obj, NULL), 1);
+  assert_int_equal(fake_nreqs, 2); /* fresh for the TTL */
+  nl_objects_unregister_pod(f->m, "u1");
+  assert_non_null(find_req(SECRET_LIST, true)); /* db is watched now */
+  assert_int_equal(open_reqs(), 1);
+  nl_pod_free(a);
+  nl_pod_free(b);
+  teardown(f);
+}
+
 static void get_strategy(void **state) {
   (void)state;
   fx_t *f = setup(NL_OBJECTS_GET, 0);
@@ -417,6 +449,7 @@ int main(void) {
       cmocka_unit_test(watch_update_drops_old_references),
       cmocka_unit_test(watch_stops_for_immutable),
       cmocka_unit_test(callback_may_unregister),
+      cmocka_unit_test(watch_budget),
       cmocka_unit_test(get_strategy),
       cmocka_unit_test(cache_strategy_ttl),
       cmocka_unit_test(refs_are_deduplicated_per_pod),

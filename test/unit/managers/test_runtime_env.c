@@ -1,7 +1,7 @@
 /* The environment from ConfigMaps and Secrets (makeEnvironmentVariables):
  * valueFrom configMapKeyRef/secretKeyRef and envFrom with a prefix, through a
  * fake lookup; optional objects and keys; upstream's error texts; envFrom keys
- * that are no variable names skipped with an event; binaryData never in env. */
+ * that can be no variable skipped with an event; binaryData never in env. */
 #include "rt_test_util.h"
 
 #include <stdio.h>
@@ -52,7 +52,7 @@ static fake_store_t *store(void) {
   fake_store_t *s = calloc(1, sizeof *s);
   add(s, NL_OBJECT_CONFIG_MAP,
       "{\"metadata\":{\"namespace\":\"nsx\",\"name\":\"app\"},\"data\":{\"MODE\":\"fast\","
-      "\"level\":\"3\",\"1bad\":\"x\",\"with space\":\"y\"},\"binaryData\":{\"BLOB\":\"AAE=\"}}");
+      "\"level\":\"3\",\"1st.key\":\"x\",\"a=b\":\"y\",\"caf\\u00e9\":\"z\"},\"binaryData\":{\"BLOB\":\"AAE=\"}}");
   add(s, NL_OBJECT_SECRET,
       "{\"metadata\":{\"namespace\":\"nsx\",\"name\":\"db\"},\"data\":{\"PASSWORD\":\"czNjcjN0\"}}");
   return s;
@@ -114,23 +114,24 @@ static void value_from_keys(void **state) {
 static void env_from_with_prefix(void **state) {
   (void)state;
   fake_store_t *s = store();
-  /* env overrides envFrom; the later envFrom wins; $(VAR) sees envFrom */
+  /* env overrides envFrom; the later envFrom wins; $(VAR) sees envFrom; a key
+   * that is no C identifier is a variable (relaxed validation) */
   CHECK(s,
         "{name: c, image: b, envFrom: [{configMapRef: {name: app}}, "
         "{prefix: DB_, secretRef: {name: db}}],"
         " env: [{name: MODE, value: 'slow $(DB_PASSWORD)'}]}",
-        "MODE=slow s3cr3t\nlevel=3\nDB_PASSWORD=s3cr3t\n");
-  /* keys that are no variable names are skipped, with an event; binaryData is not env */
+        "1st.key=x\nMODE=slow s3cr3t\nlevel=3\nDB_PASSWORD=s3cr3t\n");
+  /* keys that can be no variable ('=', not ASCII) are skipped, with an event;
+   * binaryData is not env */
   assert_string_equal(s->events,
-                      "p Warning InvalidEnvironmentVariableNames: Keys [1bad, with space] from the "
+                      "p Warning InvalidEnvironmentVariableNames: Keys [a=b, caf\xc3\xa9] from the "
                       "EnvFrom configMap nsx/app were skipped since they are considered invalid "
                       "environment variable names.\n");
-  /* a prefix can make a key valid */
   s->events[0] = 0;
-  CHECK(s, "{name: c, image: b, envFrom: [{prefix: X, configMapRef: {name: app}}]}",
-        "X1bad=x\nXMODE=fast\nXlevel=3\n");
+  CHECK(s, "{name: c, image: b, envFrom: [{prefix: X_, configMapRef: {name: app}}]}",
+        "X_1st.key=x\nX_MODE=fast\nX_level=3\n");
   assert_string_equal(s->events,
-                      "p Warning InvalidEnvironmentVariableNames: Keys [Xwith space] from the "
+                      "p Warning InvalidEnvironmentVariableNames: Keys [X_a=b, X_caf\xc3\xa9] from the "
                       "EnvFrom configMap nsx/app were skipped since they are considered invalid "
                       "environment variable names.\n");
   store_free(s);

@@ -40,16 +40,16 @@ static void test_empty_dir_and_teardown(void **state) {
   (void)state;
   nl_pod_t *p = vpod("  - {name: data, emptyDir: {}}\n");
   nl_err_t *err = NULL;
-  assert_int_equal(nl__volumes_setup_sync(root, p, &err), 0);
+  assert_int_equal(nl__volumes_setup_sync(root, p, NULL, &err), 0);
   char *d = nl_xasprintf("%s/pods/uid1/volumes/kubernetes.io~empty-dir/data", root);
   struct stat st;
   assert_int_equal(stat(d, &st), 0);
   assert_true(S_ISDIR(st.st_mode));
   assert_int_equal(st.st_mode & 0777, 0777);
-  char *h = nl_volumes_host_path(root, p, "data", &err);
+  char *h = nl_volumes_host_path(root, p, "data", NULL, &err);
   assert_string_equal(h, d);
   free(h);
-  assert_int_equal(nl__volumes_setup_sync(root, p, &err), 0); /* idempotent */
+  assert_int_equal(nl__volumes_setup_sync(root, p, NULL, &err), 0); /* idempotent */
   assert_int_equal(nl__volumes_teardown_sync(root, "uid1", &err), 0);
   assert_int_not_equal(stat(d, &st), 0);
   assert_int_equal(nl__volumes_teardown_sync(root, "../x", &err), -1); /* refused */
@@ -80,7 +80,7 @@ static void test_host_path_types(void **state) {
                            cases[i].type);
     nl_pod_t *p = vpod(v);
     nl_err_t *err = NULL;
-    int r = nl__volumes_setup_sync(root, p, &err);
+    int r = nl__volumes_setup_sync(root, p, NULL, &err);
     if (r != cases[i].ok) fail_msg("case %zu (%s %s): %s", i, cases[i].path, cases[i].type, nl_err_msg(err));
     nl_err_free(&err);
     nl_pod_free(p);
@@ -92,7 +92,7 @@ static void test_host_path_types(void **state) {
                          "  - {name: b, hostPath: {path: '%s', type: FileOrCreate}}\n", nd, nf);
   nl_pod_t *p = vpod(v);
   nl_err_t *err = NULL;
-  assert_int_equal(nl__volumes_setup_sync(root, p, &err), 0);
+  assert_int_equal(nl__volumes_setup_sync(root, p, NULL, &err), 0);
   struct stat st;
   assert_int_equal(stat(nd, &st), 0);
   assert_true(S_ISDIR(st.st_mode));
@@ -106,12 +106,19 @@ static void test_host_path_types(void **state) {
 
 static void test_unsupported_and_subpath(void **state) {
   (void)state;
-  nl_pod_t *p = vpod("  - {name: cm, configMap: {name: x}}\n");
+  nl_pod_t *p = vpod("  - {name: cm, configMap: {name: x}}\n"
+                     "  - {name: pvc, persistentVolumeClaim: {claimName: x}}\n");
   nl_err_t *err = NULL;
-  assert_int_equal(nl__volumes_setup_sync(root, p, &err), -1);
-  assert_non_null(strstr(err->msg, "configMap volumes are not supported"));
+  /* an API volume whose content was not resolved */
+  assert_int_equal(nl__volumes_setup_sync(root, p, NULL, &err), -1);
+  assert_non_null(strstr(err->msg, "volume \"cm\": its content is not known"));
   nl_err_free(&err);
-  assert_null(nl_volumes_host_path(root, p, "nope", &err));
+  nl_api_volume_t one = {.name = "cm"};
+  nl_api_volumes_t api = {.v = &one, .n = 1, .fs_group = -1};
+  assert_int_equal(nl__volumes_setup_sync(root, p, &api, &err), -1);
+  assert_non_null(strstr(err->msg, "persistentVolumeClaim volumes are not supported"));
+  nl_err_free(&err);
+  assert_null(nl_volumes_host_path(root, p, "nope", NULL, &err));
   assert_non_null(strstr(err->msg, "cannot find volume \"nope\""));
   nl_err_free(&err);
   nl_pod_free(p);
