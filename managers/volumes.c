@@ -343,7 +343,7 @@ int nl_volumes_setup(uv_loop_t *loop, const char *root_dir, const nl_pod_t *pod,
                      nl_volumes_cb cb, void *ctx) {
   job_t *j = nl_xcalloc(1, sizeof *j);
   j->root = nl_xstrdup(root_dir);
-  j->pod = nl_pod_dup(pod);
+  j->pod = nl_pod_ref(pod);
   j->cb = cb;
   j->ctx = ctx;
   return queue(loop, j);

@@ -4,7 +4,8 @@
  *   <root>/pods/<uid>/volumes/kubernetes.io~empty-dir/<name>
  *   <root>/pods/<uid>/containers/<container>/<random id>   (termination messages)
  * All filesystem work runs on libuv's thread pool; callbacks come back on the
- * loop, exactly once. Inputs are copied at the call. */
+ * loop, exactly once. The pod is held by reference; other inputs are copied
+ * at the call. */
 #ifndef NL_VOLUMES_H
 #define NL_VOLUMES_H
 
