@@ -4,7 +4,8 @@
  * ConfigMaps and Secrets the pods reference, the service-account tokens of
  * projected volumes and the event recorder's sender. Without one, events are
  * only logged and the agent runs standalone. The node manager is a CRI user
- * (it asks the runtime for Status, Version and images), so it stops before the CRI client; the status and mirror
+ * (it asks the runtime for Status, Version and images), so it stops before the
+ * CRI client; the status and mirror
  * managers stop before the node manager (they read its Node); the recorder stops
  * after the node manager (flushing for a second at most); the API client stops
  * after every user of it has cancelled its requests. */

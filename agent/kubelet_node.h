@@ -16,8 +16,8 @@ int nl__kubelet_server_certs_init(nl_kubelet_t *k, const nl_kubelet_creds_t *cre
                                   nl_err_t **err);
 void nl__kubelet_node_start(nl_kubelet_t *k);
 /* Registers (ADD, UPDATE, DELETE) or unregisters (REMOVE, or any operation on
- * a pod in phase Succeeded or Failed) the ConfigMaps and Secrets a pod references; nothing
- * when standalone. */
+ * a pod in phase Succeeded or Failed) the ConfigMaps and Secrets a pod
+ * references; nothing when standalone. */
 void nl__kubelet_objects_update(nl_kubelet_t *k, nl_pod_op_t op, const nl_pod_t *pod);
 /* Stops the node manager, then the event recorder (flushing for at most a
  * second), then the API client; the node manager's stop releases one CRI user

@@ -314,8 +314,8 @@ typedef struct nl_env {
 
 /* makeEnvironmentVariables: envFrom (ConfigMaps' data and Secrets' data with
  * their prefix; keys that can be no variable — '=', not printable ASCII —
- * skipped with an InvalidEnvironmentVariableNames event), then env: values with $(VAR)
- * references to earlier ones (then to service variables), fieldRef,
+ * skipped with an InvalidEnvironmentVariableNames event), then env: values
+ * with $(VAR) references to earlier ones (then to service variables), fieldRef,
  * resourceFieldRef, configMapKeyRef and secretKeyRef (through opts->objects),
  * then the service variables (opts->service_env) the container does not set.
  * An object or key that is missing is skipped when optional, else an error

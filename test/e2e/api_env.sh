@@ -8,7 +8,9 @@
 # strategy's change re-syncs it); optional missing objects and keys leave the
 # pod running. Access: the apiserver's audit log shows that the node asked
 # only for the objects its pods reference, by name, and never for another
-# ConfigMap of the same namespace.
+# ConfigMap of the same namespace. Then, with
+# configMapAndSecretChangeDetectionStrategy: Get in the config file, a Secret
+# still reaches its pod, fetched by a GET of its name.
 # API_ENV_NODE / API_ENV_KUBECONFIG: the node and its credential (default: a
 # node of this test's own, credential minted with controlplane.sh cert).
 PODS_NS=objects-e2e-env
@@ -121,4 +123,21 @@ else
   # with a new pod (the reflector lists again): shown, not an error
   tail -n +"$((audit_start + 1))" "$AUDIT" | jq -r --arg u "system:node:$NODE" '
     select(.user.username == $u and .responseStatus.code == 403) | "  refused: \(.requestURI)"' | sort -u
+fi
+
+# --- configMapAndSecretChangeDetectionStrategy: Get ---------------------------------
+stop_agent TERM
+printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nconfigMapAndSecretChangeDetectionStrategy: Get\n' \
+  >"$E2E_TMP/get.yaml"
+start_agent --config "$E2E_TMP/get.yaml" --kubeconfig "$KC" --node-ip 127.0.0.1 || fail "agent start (Get)" ""
+pod viaget '[{name: G, valueFrom: {secretKeyRef: {name: db, key: PASSWORD}}}]' '[]'
+if wait_for 40 phase_is viaget Running && wait_for 10 logged viaget "G=s3cr3t"; then
+  ok "strategy Get: the secret reaches the container"
+else fail "strategy Get" "$(get viaget '{.status.containerStatuses[0].state}')"; fi
+if [ -r "$AUDIT" ]; then
+  if wait_for 10 bash -c "tail -n +$((audit_start + 1)) '$AUDIT' | jq -r --arg u system:node:$NODE \
+      'select(.user.username == \$u and .verb == \"get\") | .objectRef.resource + \"/\" + .objectRef.name' |
+      grep -qx secrets/db"; then
+    ok "strategy Get: the node GETs the secret by name"
+  else fail "strategy Get: audit" "no GET of secrets/db"; fi
 fi

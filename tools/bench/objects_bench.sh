@@ -2,11 +2,12 @@
 # Memory of the ConfigMap and Secret managers on the shared test control plane
 # and containerd (docs/PERFORMANCE.md, "ConfigMaps and Secrets"):
 #   . tools/testenv/env.sh; tools/bench/objects_bench.sh [BUILD_DIR] [N] [STRATEGY]
-# A joined nanolet runs N (default 50) API pods twice: first pods that
-# reference nothing, then pods that each take their environment from a
-# ConfigMap and a Secret of their own (envFrom, 2N objects, each with three
-# keys of about 40 bytes). RSS is read once all are Running and 20 s later;
-# the memory per watched object is the difference of the two settled RSS
+# A joined nanolet runs N (default 50) API pods three times: twice pods that
+# reference nothing (the second round is the baseline: the first leaves the
+# heap grown by the pods' churn), then pods that each take their environment
+# from a ConfigMap and a Secret of their own (envFrom, 2N objects, each with
+# three keys of about 40 bytes). RSS is read once all are Running and 20 s
+# later; the memory per object is the difference of the last two settled RSS
 # divided by 2N. STRATEGY: configMapAndSecretChangeDetectionStrategy (default
 # Watch). Node nanolet-objects-bench with its own credential and namespace.
 set -uo pipefail
@@ -118,7 +119,8 @@ node_ready() { [ "$(kubectl get node "$NODE" -o jsonpath='{.status.conditions[?(
 wait_until 60 node_ready || { echo "node not Ready"; tail -20 "$TMP/agent.log"; exit 1; }
 echo "RSS joined, no pods: $(rss_kib) KiB"
 measure "pods without objects" 0
+measure "pods without objects, again" 0
 plain=$SETTLED
 measure "pods with a ConfigMap and a Secret each ($STRATEGY)" 1
 with=$SETTLED
-echo "per watched object: $(((with - plain) * 1024 / (2 * N))) bytes ($((2 * N)) objects)"
+echo "per object: $(((with - plain) * 1024 / (2 * N))) bytes ($((2 * N)) objects)"

@@ -79,3 +79,14 @@ void fake_reset(void) {
   }
   fake_nreqs = 0;
 }
+
+static void stop_loop(uv_timer_t *t) { uv_stop(t->loop); }
+
+void fake_run_for(uv_loop_t *loop, uint64_t ms) {
+  uv_timer_t t;
+  uv_timer_init(loop, &t);
+  uv_timer_start(&t, stop_loop, ms, 0);
+  uv_run(loop, UV_RUN_DEFAULT);
+  uv_close((uv_handle_t *)&t, NULL);
+  uv_run(loop, UV_RUN_NOWAIT);
+}

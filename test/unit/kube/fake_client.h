@@ -33,5 +33,7 @@ void fake_data(fake_req_t *r, const char *data);
 void fake_end(fake_req_t *r, int status); /* the end of a stream */
 void fake_fail(fake_req_t *r, int code, const char *msg);
 void fake_reset(void);
+/* Runs loop for ms milliseconds (its timers fire; nothing else wakes it). */
+void fake_run_for(uv_loop_t *loop, uint64_t ms);
 
 #endif

@@ -388,16 +388,7 @@ static void get_strategy(void **state) {
   teardown(f);
 }
 
-static void stop_loop(uv_timer_t *t) { uv_stop(t->loop); }
-
-static void run_for(fx_t *f, uint64_t ms) {
-  uv_timer_t t;
-  uv_timer_init(&f->loop, &t);
-  uv_timer_start(&t, stop_loop, ms, 0);
-  uv_run(&f->loop, UV_RUN_DEFAULT);
-  uv_close((uv_handle_t *)&t, NULL);
-  uv_run(&f->loop, UV_RUN_NOWAIT);
-}
+static void run_for(fx_t *f, uint64_t ms) { fake_run_for(&f->loop, ms); }
 
 static void cache_strategy_ttl(void **state) {
   (void)state;
