@@ -22,9 +22,12 @@ endpoint=$(tools/testenv/setup.sh)
 tools/build.sh
 stop
 mkdir -p "$dir"
+# failSwapOn: false because this is a try-out on whatever machine runs it; a
+# node should run without swap, and nanolet refuses swap by default, as upstream.
 cat > "$dir/config.yaml" <<CFG
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
+failSwapOn: false
 staticPodPath: $top/examples
 containerRuntimeEndpoint: $endpoint
 healthzBindAddress: 127.0.0.1
