@@ -4,7 +4,8 @@
 # Shared by setup.sh, teardown.sh and env.sh (sourced, not run): paths, and
 # the helpers that decide whether a containerd is "ours".
 
-DIR=${NANOLET_TESTENV_DIR:-/var/lib/nanolet-testenv}
+DEFAULT_DIR=/var/lib/nanolet-testenv
+DIR=${NANOLET_TESTENV_DIR:-$DEFAULT_DIR}
 # Kept short: unix socket paths are limited to 108 bytes, and containerd adds
 # ".ttrpc" to it.
 SOCK=$DIR/run/containerd.sock

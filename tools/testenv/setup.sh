@@ -366,16 +366,21 @@ else
   log "localhost/pause:3.9 present"
 fi
 
-registry_up
-if [ "$rebuild_images" = 1 ] || ! registry_has_images; then
-  if [ ! -f "$DIR/images/busybox/index.json" ]; then
-    log "building the busybox layout to push"
-    mkdir "$build_tmp/busybox-push"
-    build_busybox "$build_tmp/busybox-push"
+# One registry per machine, on a fixed port: the default instance runs it. The
+# private instances (NANOLET_TESTENV_DIR: the reboot and GC tests) pull
+# nothing from it.
+if [ "$DIR" = "$DEFAULT_DIR" ]; then
+  registry_up
+  if [ "$rebuild_images" = 1 ] || ! registry_has_images; then
+    if [ ! -f "$DIR/images/busybox/index.json" ]; then
+      log "building the busybox layout to push"
+      mkdir "$build_tmp/busybox-push"
+      build_busybox "$build_tmp/busybox-push"
+    fi
+    registry_push "$DIR/images/busybox"
+  else
+    log "$REGISTRY_ADDR/$REGISTRY_REPO present"
   fi
-  registry_push "$DIR/images/busybox"
-else
-  log "$REGISTRY_ADDR/$REGISTRY_REPO present"
 fi
 
 for img in localhost/busybox:latest localhost/busybox:1.36 localhost/pause:3.9; do
