@@ -9,8 +9,8 @@
 # so an image another test left in containerd proves nothing. The node name
 # and its kubeconfig come from NANOLET_E2E_PULL_NODE /
 # NANOLET_E2E_PULL_KUBECONFIG (default: nanolet-pullsecrets, with a credential
-# minted by the control plane script).
-PODS_NS=nanolet-e2e-pull-secrets
+# minted by the control plane script), its namespace from NANOLET_E2E_PULL_NS.
+PODS_NS=${NANOLET_E2E_PULL_NS:-nanolet-e2e-pull-secrets}
 . "$(dirname "$0")/pods_lib.sh"
 k8s_env || { fail "control plane" "tools/testenv/controlplane.sh up failed"; exit 1; }
 : "${NANOLET_TEST_REGISTRY_PASSWORD:?run tools/testenv/setup.sh and . tools/testenv/env.sh}"
