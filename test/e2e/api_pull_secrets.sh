@@ -31,18 +31,8 @@ apply() {
   local name=$1 image=$2 secrets="" s
   shift 2
   for s in "$@"; do secrets+="{name: $s}, "; done
-  kubectl apply -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: $name, namespace: $PODS_NS}
-spec:
-  nodeName: $NODE
-  automountServiceAccountToken: false
-  terminationGracePeriodSeconds: 0
-  imagePullSecrets: [${secrets%, }]
-  containers:
-  - {name: c, image: "$image", imagePullPolicy: Always, command: [sleep, "3600"]}
-EOF
+  api_pod "$name" 0 "imagePullSecrets: [${secrets%, }]" \
+    "containers: [{name: c, image: \"$image\", imagePullPolicy: Always, command: [sleep, \"3600\"]}]"
 }
 # The STATUS column of `kubectl get pod NAME` (ErrImagePull, Running, ...).
 column() { kubectl get pod -n "$PODS_NS" "$1" --no-headers 2>/dev/null | awk '{print $3}'; }

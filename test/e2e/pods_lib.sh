@@ -85,6 +85,25 @@ expect_re() {
   if wait_for "$secs" pod_matches "$p" "$q" "$v"; then ok "$name"; else fail "$name" "$q = $(pod "$p" "$q"), want /$v/"; fi
 }
 
+# api_pod NAME GRACE [SPEC LINES...]: applies pod NAME in $PODS_NS, bound to
+# node $NODE, without a service-account token volume (another issue's work),
+# with terminationGracePeriodSeconds GRACE; each further line is one of its
+# spec's.
+api_pod() {
+  local name=$1 grace=$2
+  shift 2
+  { cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $name, namespace: $PODS_NS}
+spec:
+  nodeName: $NODE
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: $grace
+EOF
+    printf '  %s\n' "$@"; } | kubectl apply -f - >/dev/null
+}
+
 # Clean-up at exit for tests of API pods on node $NODE (credential $KC): the
 # namespace's pods force-deleted; the agent (restarted if it is not running)
 # removes their sandboxes; then the namespace and the Node go.
