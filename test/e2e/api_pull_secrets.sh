@@ -3,13 +3,14 @@
 # registry (tools/testenv/registry.sh: TLS, htpasswd): a pod whose pull secret
 # (`kubectl create secret docker-registry`) has the right password pulls and
 # runs; with a wrong password it shows ErrImagePull, then ImagePullBackOff in
-# `kubectl get pod`; a tag the registry does not have gives ErrImagePull too;
-# a static pod pulling from the registry without credentials fails with the
-# registry's 401 in its waiting message. Every pull is imagePullPolicy: Always,
-# so an image another test left in containerd proves nothing. The node name
-# and its kubeconfig come from NANOLET_E2E_PULL_NODE /
-# NANOLET_E2E_PULL_KUBECONFIG (default: nanolet-pullsecrets, with a credential
-# minted by the control plane script), its namespace from NANOLET_E2E_PULL_NS.
+# `kubectl get pod`; a tag the registry does not have gives ErrImagePull too,
+# with "not found" in the log; a static pod pulling from the registry without
+# credentials fails with the registry's 401 in its waiting message. Every pull
+# is imagePullPolicy: Always, so an image another test left in containerd
+# proves nothing. The node name and its kubeconfig come from
+# NANOLET_E2E_PULL_NODE / NANOLET_E2E_PULL_KUBECONFIG (default:
+# nanolet-pullsecrets, with a credential minted by the control plane script),
+# its namespace from NANOLET_E2E_PULL_NS.
 PODS_NS=${NANOLET_E2E_PULL_NS:-nanolet-e2e-pull-secrets}
 . "$(dirname "$0")/pods_lib.sh"
 k8s_env || { fail "control plane" "tools/testenv/controlplane.sh up failed"; exit 1; }

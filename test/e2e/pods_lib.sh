@@ -41,8 +41,8 @@ cri() { "$NANOLET" cri -r "$NANOLET_TEST_CRI_ENDPOINT" "$@"; }
 E2E_T0=$(date +%s%N)
 all_ns_sandboxes() { cri pods -o json | jq --arg ns "$PODS_NS" '[.items[] | select(.metadata.namespace == $ns)]'; }
 ns_sandboxes() { all_ns_sandboxes | jq --argjson t0 "$E2E_T0" '[.[] | select((.createdAt | tonumber) >= $t0)]'; }
-# The clean-ups name the earlier runs' sandboxes, which only a runtime tool
-# (crictl, ctr) removes now.
+# The clean-ups name the earlier runs' sandboxes: no agent removes them any
+# more, a runtime tool (ctr, crictl) must.
 note_stale() {
   local stale
   stale=$(all_ns_sandboxes | jq -r --argjson t0 "$E2E_T0" '[.[] | select((.createdAt | tonumber) < $t0) | .metadata.name] | join(" ")')
