@@ -3,14 +3,15 @@
 # registry (tools/testenv/registry.sh: TLS, htpasswd): a pod whose pull secret
 # (`kubectl create secret docker-registry`) has the right password pulls and
 # runs; with a wrong password it shows ErrImagePull, then ImagePullBackOff in
-# `kubectl get pod`; a tag the registry does not have gives ErrImagePull too;
-# a static pod pulling from the registry without credentials fails with the
-# registry's 401 in its waiting message. Every pull is imagePullPolicy: Always,
-# so an image another test left in containerd proves nothing. The node name
-# and its kubeconfig come from NANOLET_E2E_PULL_NODE /
-# NANOLET_E2E_PULL_KUBECONFIG (default: nanolet-pullsecrets, with a credential
-# minted by the control plane script).
-PODS_NS=nanolet-e2e-pull-secrets
+# `kubectl get pod`; a tag the registry does not have gives ErrImagePull too,
+# with "not found" in the log; a static pod pulling from the registry without
+# credentials fails with the registry's 401 in its waiting message. Every pull
+# is imagePullPolicy: Always, so an image another test left in containerd
+# proves nothing. The node name and its kubeconfig come from
+# NANOLET_E2E_PULL_NODE / NANOLET_E2E_PULL_KUBECONFIG (default:
+# nanolet-pullsecrets, with a credential minted by the control plane script),
+# its namespace from NANOLET_E2E_PULL_NS.
+PODS_NS=${NANOLET_E2E_PULL_NS:-nanolet-e2e-pull-secrets}
 . "$(dirname "$0")/pods_lib.sh"
 k8s_env || { fail "control plane" "tools/testenv/controlplane.sh up failed"; exit 1; }
 : "${NANOLET_TEST_REGISTRY_PASSWORD:?run tools/testenv/setup.sh and . tools/testenv/env.sh}"
@@ -31,18 +32,8 @@ apply() {
   local name=$1 image=$2 secrets="" s
   shift 2
   for s in "$@"; do secrets+="{name: $s}, "; done
-  kubectl apply -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: $name, namespace: $PODS_NS}
-spec:
-  nodeName: $NODE
-  automountServiceAccountToken: false
-  terminationGracePeriodSeconds: 0
-  imagePullSecrets: [${secrets%, }]
-  containers:
-  - {name: c, image: "$image", imagePullPolicy: Always, command: [sleep, "3600"]}
-EOF
+  api_pod "$name" 0 "imagePullSecrets: [${secrets%, }]" \
+    "containers: [{name: c, image: \"$image\", imagePullPolicy: Always, command: [sleep, \"3600\"]}]"
 }
 # The STATUS column of `kubectl get pod NAME` (ErrImagePull, Running, ...).
 column() { kubectl get pod -n "$PODS_NS" "$1" --no-headers 2>/dev/null | awk '{print $3}'; }

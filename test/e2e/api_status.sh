@@ -24,19 +24,7 @@ wait_for 30 kubectl get serviceaccount default -n "$PODS_NS" -o name >/dev/null
 kubectl delete node "$NODE" --ignore-not-found >/dev/null
 
 # mkpod NAME [EXTRA SPEC LINES...]: a pod bound to this node
-mkpod() {
-  local name=$1; shift
-  { cat <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: $name, namespace: $PODS_NS}
-spec:
-  nodeName: $NODE
-  automountServiceAccountToken: false
-  terminationGracePeriodSeconds: 2
-EOF
-    printf '  %s\n' "$@"; } | kubectl apply -f - >/dev/null
-}
+mkpod() { api_pod "$1" 2 "${@:2}"; }
 get() { kubectl get pod -n "$PODS_NS" "$1" -o json 2>/dev/null; }
 jget() { get "$1" | jq -r "$2" 2>/dev/null; }
 is() { [ "$(jget "$1" "$2")" = "$3" ]; }

@@ -33,8 +33,21 @@ stop_agent() { # stop_agent [SIGNAL]: default TERM; waits for the exit
 }
 
 cri() { "$NANOLET" cri -r "$NANOLET_TEST_CRI_ENDPOINT" "$@"; }
-# Sandboxes of this script's namespace (JSON array), all states.
-ns_sandboxes() { cri pods -o json | jq --arg ns "$PODS_NS" '[.items[] | select(.metadata.namespace == $ns)]'; }
+# Sandboxes of this script's namespace made since it started (JSON array), all
+# states. An older one is an earlier run's whose agent and root-dir are gone (a
+# run killed before its clean-up): no agent of this run touches it (a runtime
+# pod without a directory under its root-dir is another agent's), so it is
+# neither this run's to find nor to clean up (see note_stale).
+E2E_T0=$(date +%s%N)
+all_ns_sandboxes() { cri pods -o json | jq --arg ns "$PODS_NS" '[.items[] | select(.metadata.namespace == $ns)]'; }
+ns_sandboxes() { all_ns_sandboxes | jq --argjson t0 "$E2E_T0" '[.[] | select((.createdAt | tonumber) >= $t0)]'; }
+# The clean-ups name the earlier runs' sandboxes: no agent removes them any
+# more, a runtime tool (ctr, crictl) must.
+note_stale() {
+  local stale
+  stale=$(all_ns_sandboxes | jq -r --argjson t0 "$E2E_T0" '[.[] | select((.createdAt | tonumber) < $t0) | .metadata.name] | join(" ")')
+  [ -z "$stale" ] || echo "note: sandboxes of an earlier run in $PODS_NS, not this run's: $stale"
+}
 # Containers of one pod (static pod name, with the node suffix), all states.
 pod_containers() {
   cri ps -a -o json | jq --arg n "$1" --arg ns "$PODS_NS" '[.containers[]
@@ -72,6 +85,25 @@ expect_re() {
   if wait_for "$secs" pod_matches "$p" "$q" "$v"; then ok "$name"; else fail "$name" "$q = $(pod "$p" "$q"), want /$v/"; fi
 }
 
+# api_pod NAME GRACE [SPEC LINES...]: applies pod NAME in $PODS_NS, bound to
+# node $NODE, without a service-account token volume (another issue's work),
+# with terminationGracePeriodSeconds GRACE; each further line is one of its
+# spec's.
+api_pod() {
+  local name=$1 grace=$2
+  shift 2
+  { cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $name, namespace: $PODS_NS}
+spec:
+  nodeName: $NODE
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: $grace
+EOF
+    printf '  %s\n' "$@"; } | kubectl apply -f - >/dev/null
+}
+
 # Clean-up at exit for tests of API pods on node $NODE (credential $KC): the
 # namespace's pods force-deleted; the agent (restarted if it is not running)
 # removes their sandboxes; then the namespace and the Node go.
@@ -84,6 +116,7 @@ api_cleanup() {
   wait_for 60 runtime_clear
   stop_agent TERM
   runtime_has_ns && fail "clean-up" "sandboxes left in $PODS_NS: $(ns_sandboxes | jq -c '[.[].metadata.name]')"
+  note_stale
   kubectl delete ns "$PODS_NS" --wait=false >/dev/null 2>&1
   kubectl delete node "$NODE" --wait=false >/dev/null 2>&1
   if [ -n "${E2E_KEEP:-}" ] || [ "$E2E_FAILED" -gt 0 ]; then
@@ -104,6 +137,7 @@ pods_cleanup() {
   if runtime_has_ns; then
     fail "clean-up" "sandboxes left in namespace $PODS_NS: $(ns_sandboxes | jq -c '[.[].metadata.name]')"
   fi
+  note_stale
   if [ -n "${E2E_KEEP:-}" ] || [ "$E2E_FAILED" -gt 0 ]; then
     echo "--- agent log (last 40 lines) ---"; tail -40 "$E2E_TMP/agent.log"
   fi

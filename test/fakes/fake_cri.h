@@ -15,8 +15,8 @@
  * newline, exit code 0), Exec, Attach and PortForward (a URL under the base
  * set with fake_cri_set_stream_base), ListPodSandboxStats (ready sandboxes
  * and their running containers: 10 ms of CPU per second since creation,
- * 8 MiB working set each), ListImages, ImageStatus, PullImage (always succeeds and
- * adds the image), RemoveImage, ImageFsInfo. Anything else is UNIMPLEMENTED.
+ * 8 MiB working set each), ListImages, ImageStatus, PullImage (adds the image;
+ * fails only without the credentials of fake_cri_set_pull_auth), RemoveImage, ImageFsInfo. Anything else is UNIMPLEMENTED.
  * CreateContainer needs the sandbox and the image to exist (NOT_FOUND otherwise),
  * as containerd does. */
 #ifndef NL_TEST_FAKE_CRI_H
@@ -105,6 +105,15 @@ void fake_cri_add_image(fake_cri_t *f, const char *ref);
  * failed with. */
 int fake_cri_add_container(fake_cri_t *f, const char *pod, const char *name, const char *image,
                            char *id, size_t id_len);
+
+/* Makes PullImage need these credentials (its AuthConfig's username and
+ * password), as a registry with basic authentication does: any others fail
+ * with UNKNOWN and containerd's "... 401 Unauthorized". username NULL: none
+ * needed (the default). */
+void fake_cri_set_pull_auth(fake_cri_t *f, const char *username, const char *password);
+/* The usernames of the PullImage calls so far, in order, joined by ","
+ * ("-" for a call without credentials; "" before any call). */
+const char *fake_cri_pull_users(const fake_cri_t *f);
 
 /* The streaming URLs' base ("http://127.0.0.1:PORT"; copied): Exec answers
  * "<base>/exec/<container id>", Attach "<base>/attach/<id>", PortForward

@@ -19,6 +19,8 @@ typedef struct fake_cri_store {
   nl_map_t images;     /* ref -> struct image */
   uint64_t next_id;
   char *stream_base;   /* "http://127.0.0.1:PORT" for streaming URLs, or NULL */
+  char *pull_auth;     /* "username:password" PullImage needs, or NULL */
+  char *pull_users;    /* the usernames of the PullImage calls, ","-joined */
 } fake_cri_store_t;
 
 struct fake_cri {

@@ -520,6 +520,15 @@ size_t fake_cri_container_count(const fake_cri_t *f) {
   return nl_map_size(&f->store.containers);
 }
 
+void fake_cri_set_pull_auth(fake_cri_t *f, const char *username, const char *password) {
+  free(f->store.pull_auth);
+  f->store.pull_auth = username ? nl_xasprintf("%s:%s", username, password) : NULL;
+}
+
+const char *fake_cri_pull_users(const fake_cri_t *f) {
+  return f->store.pull_users ? f->store.pull_users : "";
+}
+
 void fake_cri_set_stream_base(fake_cri_t *f, const char *base) {
   free(f->store.stream_base);
   f->store.stream_base = base ? nl_xstrdup(base) : NULL;

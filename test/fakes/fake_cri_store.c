@@ -726,6 +726,20 @@ static int h_image_status(fake_cri_store_t *s, const uint8_t *in, size_t len, ou
 static int h_pull_image(fake_cri_store_t *s, const uint8_t *in, size_t len, out_t *o) {
   UNPACK(req, PullImageRequest);
   if (!req->image || !req->image->image[0]) return fail(o, 3, "ImageSpec.image must be set");
+  const char *user = req->auth && req->auth->username ? req->auth->username : "-";
+  char *users = nl_xasprintf("%s%s%s", s->pull_users ? s->pull_users : "",
+                             s->pull_users ? "," : "", user);
+  free(s->pull_users);
+  s->pull_users = users;
+  if (s->pull_auth) {
+    const char *password = req->auth && req->auth->password ? req->auth->password : "";
+    char *got = nl_xasprintf("%s:%s", user, password);
+    bool ok = !strcmp(got, s->pull_auth);
+    free(got);
+    if (!ok) /* containerd's words for a registry's refusal */
+      return fail(o, 2, "failed to pull and unpack image \"%s\": pulling from host failed with "
+                  "status code: 401 Unauthorized", req->image->image);
+  }
   fake_cri__store_add_image(s, req->image->image);
   image_t *im = nl_map_get(&s->images, req->image->image);
   Runtime__V1__PullImageResponse r = RUNTIME__V1__PULL_IMAGE_RESPONSE__INIT;
@@ -819,4 +833,6 @@ void fake_cri__store_free(fake_cri_store_t *s) {
   nl_map_free(&s->sandboxes, sandbox_free);
   nl_map_free(&s->images, image_free);
   free(s->stream_base);
+  free(s->pull_auth);
+  free(s->pull_users);
 }

@@ -63,11 +63,17 @@ auth:
 EOF
 }
 
-# containerd's view of the registry: trust our CA for it.
+# containerd's view of the registry: trust our CA for it. containerd tries
+# every [host] in turn, then the server as the last one, so both have the CA:
+# with it on the [host] only, a missing tag's 404 went on to the server and
+# failed there with "x509: certificate signed by unknown authority". The
+# [host] table must stay: containerd 1.6 rejects a hosts.toml without one and
+# falls back to plain http for a loopback registry (400 Bad Request).
 registry_write_hosts() {
   cat <<EOF
 # Written by nanolet tools/testenv/setup.sh.
 server = "https://$REGISTRY_ADDR"
+ca = "$REGISTRY_DIR/ca.crt"
 
 [host."https://$REGISTRY_ADDR"]
   capabilities = ["pull", "resolve"]
