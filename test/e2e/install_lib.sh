@@ -15,7 +15,8 @@ PORT=$(free_port)
 
 # install_root [MESON OPTION...]: exits the test when it fails.
 install_root() {
-  meson setup "$BUILD" "$TOP" --fatal-meson-warnings -Dtests=false --prefix="$ROOT/usr" \
+  meson setup "$BUILD" "$TOP" --fatal-meson-warnings -Dtests=false --buildtype=minsize -Db_lto=true \
+    --prefix="$ROOT/usr" \
     --sysconfdir="$ROOT/etc" --localstatedir="$ROOT/var" -Drundir="$ROOT/run" "$@" \
     >"$E2E_TMP/setup.log" 2>&1 || { fail "meson setup" "$(tail -5 "$E2E_TMP/setup.log")"; exit 1; }
   ninja -C "$BUILD" agent/nanolet dist/nanolet.8 >"$E2E_TMP/build.log" 2>&1 &&
