@@ -123,7 +123,9 @@ void nl_kube__step(nl_kube_client_t *c) {
   }
   /* Connect only while a request waits that no connection takes (Go's
    * transport with StrictMaxConcurrentStreams off), up to the bound. */
-  if (!dispatch(c) || c->state != NL_KUBE_IDLE) return;
+  bool left = dispatch(c);
+  if (!left) c->at_bound = false;
+  if (!left || c->state != NL_KUBE_IDLE) return;
   size_t open = nl_kube__client_nready(c);
   if (open >= c->max_conns) {
     if (!c->at_bound)

@@ -8,8 +8,9 @@
  *
  * Connections are state machines (idle, connecting, TLS handshake, ready,
  * draining after GOAWAY, back-off) that reconnect by themselves with jittered
- * back-off. Requests wait (bounded by their timeout) while it is away; a
- * request whose bytes may have reached the server is never replayed.
+ * back-off. Requests wait (bounded by their timeout) while no connection
+ * takes them; a request whose bytes may have reached the server is never
+ * replayed.
  *
  * Requests pass a client-side token bucket (kubeAPIQPS/kubeAPIBurst). A 429 or
  * 5xx with Retry-After is retried after that delay, as client-go does (at most

@@ -87,7 +87,6 @@ static void on_idle(uv_timer_t *t);
 
 void nl_kube__conn_flush(nl_kube_conn_t *conn) {
   if (conn->state == KC_CLOSED || !conn->h2 || conn->in_recv) return;
-  conn->dirty = false;
   int rc = nl_kube_h2_flush(conn->h2);
   nl_err_t *err = NULL;
   if (rc < 0) {
