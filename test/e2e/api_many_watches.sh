@@ -77,9 +77,12 @@ else fail "connections" "$n connection(s) to the API server"; fi
 check "  opening another was logged" grep -q "have no free stream: opening another" "$E2E_TMP/agent.log"
 
 # The Lease is renewed (every 10 s) and the node stays Ready with every watch open.
+has_lease() { [ -n "$(renew_time)" ]; }
+wait_for 20 has_lease || fail "Lease" "no Lease for $NODE"
 r0=$(renew_time)
 renewed() { local r; r=$(renew_time); [ -n "$r" ] && [ "$r" != "$r0" ]; }
 if wait_for 25 renewed; then ok "the Lease is renewed while the watches hold their streams ($r0 -> $(renew_time))"
 else fail "Lease" "renewTime stays $r0"; fi
 if node_ready; then ok "the node is Ready"
 else fail "node" "$(kubectl get node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")]}')"; fi
+echo "  nanolet $(grep VmRSS "/proc/$AGENT_PID/status" 2>/dev/null | tr -s ' \t' ' ') with $N object watches"
