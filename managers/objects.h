@@ -80,11 +80,12 @@ typedef struct nl_objects_lookup {
 
 typedef struct nl_objects nl_objects_t;
 
-/* The agent's one HTTP/2 connection carries every request and watch, and the
- * API server allows 100 streams on it (SETTINGS_MAX_CONCURRENT_STREAMS): the
- * object watches leave room for the pod and Services watches, the Lease, node
- * and pod status and events. */
-#define NL_OBJECTS_MAX_WATCHES 64
+/* The API client opens another connection when the server's streams per
+ * connection (SETTINGS_MAX_CONCURRENT_STREAMS, 100) are taken, up to 8, and
+ * keeps a tenth of each for the Lease, status and events: 720 watches in all.
+ * The object watches leave room in that for the pod, Services, node and CSR
+ * watches; past it, objects are fetched with GETs rather than wait. */
+#define NL_OBJECTS_MAX_WATCHES 512
 
 /* An object that a registered pod references arrived, changed or went away. */
 typedef void (*nl_objects_changed_cb)(nl_object_kind_t kind, const char *ns, const char *name,

@@ -1,6 +1,7 @@
 /* The API client: construction from a kubeconfig, the client's connection
- * state machine (idle, connecting, ready, back-off, HTTP/1.1), stop. Requests
- * are request.c's, one connection is conn.c's. */
+ * state machine (idle, connecting, back-off, HTTP/1.1), which requests go on
+ * which connection, stop. Requests are request.c's, one connection is
+ * conn.c's. */
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -17,6 +18,8 @@
 #define DEFAULT_PING_TIMEOUT_MS 15000
 #define DEFAULT_BACKOFF_INITIAL_MS 500
 #define DEFAULT_BACKOFF_MAX_MS 30000
+#define DEFAULT_IDLE_CONN_MS 90000 /* Go's http.DefaultTransport IdleConnTimeout */
+#define DEFAULT_MAX_CONNS 8
 
 static const char *const alpn_h2[] = {"h2", "http/1.1", NULL};
 
@@ -54,31 +57,97 @@ static void on_backoff(uv_timer_t *t) {
   nl_kube__step(c);
 }
 
+size_t nl_kube__client_nready(const nl_kube_client_t *c) {
+  size_t n = 0;
+  const nl_list_t *p;
+  for (p = c->conns.next; p != &c->conns; p = p->next)
+    n += nl_list_entry(p, nl_kube_conn_t, link)->state == KC_READY;
+  return n;
+}
+
+static nl_kube_conn_t *first_ready(nl_kube_client_t *c) {
+  nl_list_t *p;
+  for (p = c->conns.next; p != &c->conns; p = p->next) {
+    nl_kube_conn_t *conn = nl_list_entry(p, nl_kube_conn_t, link);
+    if (conn->state == KC_READY) return conn;
+  }
+  return NULL;
+}
+
+/* Each waiting request goes on the oldest ready connection that takes it, so
+ * streams pack onto few connections and extra ones go idle; one that none
+ * takes waits without holding back the requests behind it (a Lease renewal
+ * behind watches). Returns whether any is left waiting. */
+static bool dispatch(nl_kube_client_t *c) {
+  bool left = false;
+  nl_list_t *p, *tmp;
+  nl_list_foreach_safe(p, tmp, &c->waiting) {
+    nl_kube_req_t *r = nl_list_entry(p, nl_kube_req_t, link);
+    nl_kube_conn_t *conn = NULL;
+    nl_list_t *q;
+    for (q = c->conns.next; q != &c->conns && !conn; q = q->next) {
+      conn = nl_list_entry(q, nl_kube_conn_t, link);
+      if (!nl_kube__conn_takes(conn, r)) conn = NULL;
+    }
+    int rc = NL_KUBE_H2_EBUSY;
+    if (conn) nl_kube__req_submit(r, conn, &rc);
+    if (rc == NL_KUBE_H2_EBUSY) left = true;
+    else if (conn) conn->dirty = true;
+  }
+  /* One write per connection. A failed write closes its connection and
+   * changes the list: look again from the start each time. */
+  for (;;) {
+    nl_kube_conn_t *conn = NULL;
+    for (p = c->conns.next; p != &c->conns && !conn; p = p->next) {
+      conn = nl_list_entry(p, nl_kube_conn_t, link);
+      if (!conn->dirty) conn = NULL;
+    }
+    if (!conn) return left;
+    conn->dirty = false;
+    nl_kube__conn_flush(conn);
+  }
+}
+
 void nl_kube__step(nl_kube_client_t *c) {
   switch (c->state) {
-  case NL_KUBE_IDLE:
-    /* Connect only while there is demand. */
-    if (nl_list_empty(&c->waiting)) return;
-    c->state = NL_KUBE_CONNECTING;
-    nl_vlog(4, "kube: connecting to %s", c->server);
-    c->cur = nl_kube__conn_start(c);
-    return;
-  case NL_KUBE_READY:
-    nl_kube__conn_submit(c->cur);
+  case NL_KUBE_STOPPING:
     return;
   case NL_KUBE_HTTP1:
     while (!nl_list_empty(&c->waiting))
       nl_kube__req_h1_start(nl_list_entry(c->waiting.next, nl_kube_req_t, link));
     return;
+  case NL_KUBE_IDLE:
   case NL_KUBE_CONNECTING:
   case NL_KUBE_BACKOFF:
-  case NL_KUBE_STOPPING:
+    break;
+  }
+  /* Connect only while a request waits that no connection takes (Go's
+   * transport with StrictMaxConcurrentStreams off), up to the bound. */
+  bool left = dispatch(c);
+  if (!left) c->at_bound = false;
+  if (!left || c->state != NL_KUBE_IDLE) return;
+  size_t open = nl_kube__client_nready(c);
+  if (open >= c->max_conns) {
+    if (!c->at_bound)
+      nl_warn("kube: %zu connections to %s and every stream they allow is taken; "
+              "requests wait for a stream",
+              open, c->server);
+    c->at_bound = true;
     return;
   }
+  c->at_bound = false;
+  c->state = NL_KUBE_CONNECTING;
+  if (open == 0) nl_vlog(4, "kube: connecting to %s", c->server);
+  else
+    nl_vlog(2, "kube: the %zu connection(s) to %s have no free stream: opening another", open,
+            c->server);
+  nl_kube__conn_start(c);
 }
 
 void nl_kube__conn_ready(nl_kube_client_t *c, nl_kube_conn_t *conn, bool h2) {
-  assert(c->state == NL_KUBE_CONNECTING && c->cur == conn);
+  assert(c->state == NL_KUBE_CONNECTING && c->dialing == conn);
+  c->dialing = NULL;
+  c->state = NL_KUBE_IDLE;
   nl_err_free(&c->last_err);
   nl_backoff_reset(&c->backoff);
   nl_list_t *p;
@@ -88,30 +157,28 @@ void nl_kube__conn_ready(nl_kube_client_t *c, nl_kube_conn_t *conn, bool h2) {
     nl_info("kube: %s does not offer HTTP/2; using HTTP/1.1, one connection per request",
             c->server);
     c->state = NL_KUBE_HTTP1;
-    c->cur = NULL;
     nl_kube__conn_close(conn, NULL);
     return;
   }
-  nl_vlog(4, "kube: connected to %s (%s)", c->server, conn->peer);
-  c->state = NL_KUBE_READY;
+  nl_vlog(4, "kube: connected to %s (%s), %zu connection(s)", c->server, conn->peer,
+          nl_kube__client_nready(c));
   nl_kube__step(c);
 }
 
 void nl_kube__conn_gone(nl_kube_client_t *c, nl_kube_conn_t *conn, const nl_err_t *err) {
-  if (c->cur != conn || c->state == NL_KUBE_STOPPING) return;
-  c->cur = NULL;
-  if (conn->was_ready) {
-    /* Lost or draining: a new connection at once if anyone waits. */
-    c->state = NL_KUBE_IDLE;
-    return;
-  }
+  /* A ready connection lost or draining: step() dials again if anyone waits. */
+  if (c->dialing != conn || c->state == NL_KUBE_STOPPING) return;
+  c->dialing = NULL;
+  c->state = NL_KUBE_IDLE;
+  if (conn->was_ready) return;
   nl_err_free(&c->last_err);
   if (err) nl_err_set(&c->last_err, err->code, "%s", err->msg);
   /* Connection refused or unreachable may pass: requests wait for the next
    * attempt until their deadline, unless they asked to hear of it (fail_on_dial).
    * A TLS failure (the server's certificate is not trusted or not for this
-   * name) is a configuration problem: every caller hears of it now. */
-  if (err) {
+   * name) is a configuration problem: every caller hears of it now. Requests
+   * waiting for a stream of an open connection wait on. */
+  if (err && nl_kube__client_nready(c) == 0) {
     nl_list_t *p, *tmp;
     nl_list_foreach_safe(p, tmp, &c->waiting) {
       nl_kube_req_t *r = nl_list_entry(p, nl_kube_req_t, link);
@@ -127,7 +194,9 @@ void nl_kube__conn_gone(nl_kube_client_t *c, nl_kube_conn_t *conn, const nl_err_
 
 /* ---- public API --------------------------------------------------------- */
 
-bool nl_kube_client_connected(const nl_kube_client_t *c) { return c->state == NL_KUBE_READY; }
+bool nl_kube_client_connected(const nl_kube_client_t *c) {
+  return c->state != NL_KUBE_STOPPING && nl_kube__client_nready(c) > 0;
+}
 
 const char *nl_kube_client_server(const nl_kube_client_t *c) { return c->server; }
 
@@ -138,7 +207,7 @@ void nl_kube_client_stop(nl_kube_client_t *c, void (*done)(void *ctx), void *ctx
   c->state = NL_KUBE_STOPPING;
   c->done = done;
   c->done_ctx = ctx;
-  c->cur = NULL;
+  c->dialing = NULL;
   nl_list_t *p, *tmp;
   nl_list_foreach_safe(p, tmp, &c->reqs) {
     nl_kube__req_stop(nl_list_entry(p, nl_kube_req_t, all));
@@ -160,20 +229,17 @@ int nl_kube_client_set_cert(nl_kube_client_t *c, const char *cert_pem, const cha
   c->tls = tls;
   nl_info("kube: new client certificate: new connections to %s use it; open ones drain",
           c->server);
-  switch (c->state) {
-  case NL_KUBE_READY:
-    nl_kube__conn_drain(c->cur);
-    break;
-  case NL_KUBE_BACKOFF:
+  /* Draining changes the list (a connection with no stream closes at once). */
+  nl_kube_conn_t *conn;
+  while ((conn = first_ready(c)) != NULL) nl_kube__conn_drain(conn);
+  if (c->state == NL_KUBE_BACKOFF) {
     /* likely refused for the old certificate: try the new one now */
     uv_timer_stop(&c->backoff_timer);
     nl_backoff_reset(&c->backoff);
     c->state = NL_KUBE_IDLE;
     nl_kube__step(c);
-    break;
-  default: /* a handshake in flight finishes with the old certificate */
-    break;
   }
+  /* A handshake in flight finishes with the old certificate. */
   return 0;
 }
 
@@ -246,6 +312,8 @@ int nl_kube_client_new(nl_kube_client_t **out, uv_loop_t *loop, const nl_kube_cl
   c->default_timeout_ms = o->default_timeout_ms ? o->default_timeout_ms : DEFAULT_TIMEOUT_MS;
   c->read_idle_ms = o->read_idle_timeout_ms ? o->read_idle_timeout_ms : DEFAULT_READ_IDLE_MS;
   c->ping_timeout_ms = o->ping_timeout_ms ? o->ping_timeout_ms : DEFAULT_PING_TIMEOUT_MS;
+  c->idle_conn_ms = o->idle_conn_timeout_ms ? o->idle_conn_timeout_ms : DEFAULT_IDLE_CONN_MS;
+  c->max_conns = o->max_conns ? o->max_conns : DEFAULT_MAX_CONNS;
   nl_kube_ratelimit_init(&c->rl, o->qps, o->burst, uv_now(loop));
   nl_backoff_init(&c->backoff, o->backoff_initial_ms ? o->backoff_initial_ms : DEFAULT_BACKOFF_INITIAL_MS,
                   o->backoff_max_ms ? o->backoff_max_ms : DEFAULT_BACKOFF_MAX_MS, 0.2);

@@ -1,12 +1,16 @@
-/* The API-server client: one TLS connection to the apiserver (mbedtls, ALPN h2)
+/* The API-server client: TLS connections to the apiserver (mbedtls, ALPN h2)
  * carrying every request and watch as HTTP/2 streams (nghttp2), as client-go
  * does; HTTP/1.1 when the server does not offer h2. It runs on the loop and
- * never blocks it.
+ * never blocks it. One connection carries everything until the server's
+ * concurrent-stream limit is reached; then another opens (up to a bound), and
+ * an extra one closes once idle. Watches leave a share of each connection's
+ * streams to short requests (Lease, status, events).
  *
- * The connection is one state machine (idle, connecting, TLS handshake, ready,
- * draining after GOAWAY, back-off) that reconnects by itself with jittered
- * back-off. Requests wait (bounded by their timeout) while it is away; a
- * request whose bytes may have reached the server is never replayed.
+ * Connections are state machines (idle, connecting, TLS handshake, ready,
+ * draining after GOAWAY, back-off) that reconnect by themselves with jittered
+ * back-off. Requests wait (bounded by their timeout) while no connection
+ * takes them; a request whose bytes may have reached the server is never
+ * replayed.
  *
  * Requests pass a client-side token bucket (kubeAPIQPS/kubeAPIBurst). A 429 or
  * 5xx with Retry-After is retried after that delay, as client-go does (at most
@@ -40,6 +44,9 @@ typedef struct nl_kube_client_opts {
   uint64_t ping_timeout_ms;          /* close when the PING is not answered; 0: 15 s */
   uint64_t backoff_initial_ms;       /* reconnect back-off; 0: 500 ms */
   uint64_t backoff_max_ms;           /* 0: 30 s */
+  /* Connections: another opens when every stream of the open ones is taken. */
+  unsigned max_conns;                /* at most this many at once; 0: 8 */
+  uint64_t idle_conn_timeout_ms;     /* an extra one without a stream closes; 0: 90 s */
 } nl_kube_client_opts_t;
 
 /* Creates the client; it connects lazily, on the first request. Returns 0, or -1

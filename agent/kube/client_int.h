@@ -19,12 +19,13 @@
 #define NL_KUBE_MAX_BODY (128u * 1024 * 1024) /* a buffered (not streamed) response */
 #define NL_KUBE_MAX_RETRIES 10                /* client-go's maxRetries */
 
-/* The client's connection state; draining connections (after GOAWAY) live on
- * beside it until their streams end. */
+/* The client's dialer: how the next connection gets opened. Ready connections
+ * (in conns) carry streams whatever the state; draining ones (after GOAWAY or
+ * a new certificate) live on until their streams end. */
 typedef enum nl_kube_state {
-  NL_KUBE_IDLE,       /* no connection; one starts when a request waits */
-  NL_KUBE_CONNECTING, /* cur is resolving, connecting or in the TLS handshake */
-  NL_KUBE_READY,      /* cur carries new streams */
+  NL_KUBE_IDLE,       /* no attempt; one starts when a request waits that no
+                       * ready connection can take, below the bound */
+  NL_KUBE_CONNECTING, /* dialing is resolving, connecting or in the TLS handshake */
   NL_KUBE_BACKOFF,    /* the last attempt failed; backoff_timer runs */
   NL_KUBE_HTTP1,      /* the server offers no h2: one connection per request */
   NL_KUBE_STOPPING,
@@ -51,6 +52,7 @@ typedef struct nl_kube_conn {
   bool io_open;
   uv_connect_t connect;
   uv_timer_t health; /* ReadIdleTimeout, then PingTimeout */
+  uv_timer_t idle;   /* runs while ready without a stream: IdleConnTimeout */
   nl_kube_h2_t *h2;
   nl_buf_t out;      /* session output collected during one flush */
   nl_list_t reqs;    /* requests with a stream on this connection */
@@ -59,6 +61,7 @@ typedef struct nl_kube_conn {
   bool rx;           /* frames arrived since the last health tick */
   bool ping_outstanding;
   bool in_recv;      /* inside nl_kube_h2_recv: the session is freed after it */
+  bool dirty;        /* streams submitted, not yet flushed */
   bool goaway;
   uint32_t goaway_code;
   int32_t goaway_last;
@@ -115,12 +118,14 @@ struct nl_kube_client {
   bool insecure;
   char *authorization;
   char *user_agent;
-  uint64_t default_timeout_ms, read_idle_ms, ping_timeout_ms;
+  uint64_t default_timeout_ms, read_idle_ms, ping_timeout_ms, idle_conn_ms;
+  unsigned max_conns;
+  bool at_bound;      /* every connection allowed is open and full (logged once) */
   nl_kube_ratelimit_t rl;
   nl_backoff_t backoff;
   uv_timer_t backoff_timer;
-  nl_kube_conn_t *cur;
-  nl_list_t conns;    /* every connection not yet freed that still has a client */
+  nl_kube_conn_t *dialing; /* the connection being opened (CONNECTING) */
+  nl_list_t conns;    /* every connection not yet closed, oldest first */
   nl_list_t waiting;
   nl_list_t reqs;
   nl_err_t *last_err; /* why the last connection attempt failed */
@@ -130,22 +135,29 @@ struct nl_kube_client {
 };
 
 /* conn.c */
-nl_kube_conn_t *nl_kube__conn_start(nl_kube_client_t *c);
+/* Opens a connection: it is c->dialing until ready or failed. */
+void nl_kube__conn_start(nl_kube_client_t *c);
 /* Detaches conn from its client: its requests fail with err (those never sent
  * go back to waiting), its handles close, and it frees itself. */
 void nl_kube__conn_close(nl_kube_conn_t *conn, const nl_err_t *err);
 /* Takes no new streams: those in flight finish on it, then it closes (the
  * client's credentials changed). */
 void nl_kube__conn_drain(nl_kube_conn_t *conn);
-/* Submits waiting requests while the connection takes streams. */
-void nl_kube__conn_submit(nl_kube_conn_t *conn);
+/* Whether the connection takes r as a new stream now: a watch leaves the
+ * connection's reserved streams to short requests. */
+bool nl_kube__conn_takes(const nl_kube_conn_t *conn, const nl_kube_req_t *r);
+/* Sends what the session holds; also starts or stops the idle timer. */
 void nl_kube__conn_flush(nl_kube_conn_t *conn);
 
 /* client.c: the client's connection state machine */
+/* Places waiting requests on ready connections, and opens a connection when
+ * one waits that none can take. */
 void nl_kube__step(nl_kube_client_t *c);
+size_t nl_kube__client_nready(const nl_kube_client_t *c);
 /* The TLS handshake is done; h2 false: the server chose HTTP/1.1. */
 void nl_kube__conn_ready(nl_kube_client_t *c, nl_kube_conn_t *conn, bool h2);
-/* The connection failed before it was ready (err), or was lost or drained. */
+/* The connection failed before it was ready (err), or was lost, drained or
+ * closed. */
 void nl_kube__conn_gone(nl_kube_client_t *c, nl_kube_conn_t *conn, const nl_err_t *err);
 /* A request or connection of c was freed (c->live drops); frees a stopping
  * client with nothing left. */

@@ -1,5 +1,6 @@
-/* One connection to the API server: resolve, connect, TLS (ALPN), HTTP/2, and
- * the health check of Go's HTTP/2 transport (ReadIdleTimeout, PingTimeout). */
+/* One connection to the API server: resolve, connect, TLS (ALPN), HTTP/2, the
+ * health check of Go's HTTP/2 transport (ReadIdleTimeout, PingTimeout), and
+ * its idle timeout (IdleConnTimeout). */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -69,6 +70,7 @@ void nl_kube__conn_close(nl_kube_conn_t *conn, const nl_err_t *err) {
   if (conn->gai_pending) uv_cancel((uv_req_t *)&conn->gai);
   if (conn->io_open) nl__http_io_close(&conn->io, handle_closed);
   uv_close((uv_handle_t *)&conn->health, handle_closed);
+  uv_close((uv_handle_t *)&conn->idle, handle_closed);
   nl_kube__conn_gone(c, conn, err);
   nl_kube__step(c);
 }
@@ -81,6 +83,8 @@ static int h2_write(void *user, const uint8_t *data, size_t len) {
   return 0;
 }
 
+static void on_idle(uv_timer_t *t);
+
 void nl_kube__conn_flush(nl_kube_conn_t *conn) {
   if (conn->state == KC_CLOSED || !conn->h2 || conn->in_recv) return;
   int rc = nl_kube_h2_flush(conn->h2);
@@ -89,13 +93,50 @@ void nl_kube__conn_flush(nl_kube_conn_t *conn) {
     close_with(conn, errf(EPROTO, "http2: %s", nghttp2_strerror(rc)));
     return;
   }
-  if (conn->out.len == 0) return;
-  rc = nl__http_io_write(&conn->io, conn->out.data, conn->out.len, &err);
-  nl_buf_reset(&conn->out);
-  if (rc < 0) {
-    nl_err_wrap(&err, "write tcp %s", conn->peer);
-    close_with(conn, err);
+  if (conn->out.len > 0) {
+    rc = nl__http_io_write(&conn->io, conn->out.data, conn->out.len, &err);
+    nl_buf_reset(&conn->out);
+    if (rc < 0) {
+      nl_err_wrap(&err, "write tcp %s", conn->peer);
+      close_with(conn, err);
+      return;
+    }
   }
+  /* Every change to the connection's streams ends in a flush. */
+  if (conn->state == KC_READY && nl_kube_h2_active(conn->h2) == 0) {
+    if (!uv_is_active((uv_handle_t *)&conn->idle))
+      uv_timer_start(&conn->idle, on_idle, conn->client->idle_conn_ms, 0);
+  } else {
+    uv_timer_stop(&conn->idle);
+  }
+}
+
+/* As Go's IdleConnTimeout: a connection without a stream that long closes,
+ * so the extra connections a burst of watches opened do not stay; the last
+ * ready one stays, as the agent's watches and Lease come back to it. */
+static void on_idle(uv_timer_t *t) {
+  nl_kube_conn_t *conn = container_of(t, nl_kube_conn_t, idle);
+  nl_kube_client_t *c = conn->client;
+  if (conn->state != KC_READY || nl_kube_h2_active(conn->h2) > 0) return;
+  if (nl_kube__client_nready(c) < 2) return;
+  nl_vlog(4, "kube: connection to %s (%s) idle for %llu ms: closed", c->server, conn->peer,
+          (unsigned long long)c->idle_conn_ms);
+  close_with(conn, NULL);
+}
+
+/* Streams a watch leaves free on a connection (a tenth, at least one): the
+ * Lease, node status and events never wait behind watches for a new
+ * connection to be dialed. */
+static size_t reserved_streams(uint32_t max) {
+  if (max < 2) return 0;
+  return max / 10 > 0 ? max / 10 : 1;
+}
+
+bool nl_kube__conn_takes(const nl_kube_conn_t *conn, const nl_kube_req_t *r) {
+  if (conn->state != KC_READY) return false;
+  size_t free_streams = nl_kube_h2_free_streams(conn->h2);
+  if (!r->on_data) return free_streams > 0;
+  return free_streams > reserved_streams(nl_kube_h2_max_streams(conn->h2));
 }
 
 static void on_health(uv_timer_t *t);
@@ -159,18 +200,6 @@ void nl_kube__conn_drain(nl_kube_conn_t *conn) {
 
 static const nl_kube_h2_cbs_t h2_cbs = {.write = h2_write, .ping_ack = h2_ping_ack,
                                         .goaway = h2_goaway};
-
-void nl_kube__conn_submit(nl_kube_conn_t *conn) {
-  nl_kube_client_t *c = conn->client;
-  bool any = false;
-  while (conn->state == KC_READY && !nl_list_empty(&c->waiting)) {
-    int rc = 0;
-    nl_kube__req_submit(nl_list_entry(c->waiting.next, nl_kube_req_t, link), conn, &rc);
-    if (rc == NL_KUBE_H2_EBUSY) break;
-    any = true;
-  }
-  if (any) nl_kube__conn_flush(conn);
-}
 
 /* ---- I/O ---------------------------------------------------------------- */
 
@@ -316,15 +345,18 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
   connect_next(conn);
 }
 
-nl_kube_conn_t *nl_kube__conn_start(nl_kube_client_t *c) {
+void nl_kube__conn_start(nl_kube_client_t *c) {
   nl_kube_conn_t *conn = nl_xcalloc(1, sizeof *conn);
   conn->client = c;
   nl_list_init(&conn->reqs);
   nl_list_insert_tail(&c->conns, &conn->link);
+  c->dialing = conn; /* before anything can fail */
   c->live++;
   uv_timer_init(c->loop, &conn->health);
   conn->health.data = conn;
-  conn->live = 1;
+  uv_timer_init(c->loop, &conn->idle);
+  conn->idle.data = conn;
+  conn->live = 2;
   conn->state = KC_RESOLVING;
   union {
     struct sockaddr sa;
@@ -334,16 +366,15 @@ nl_kube_conn_t *nl_kube__conn_start(nl_kube_client_t *c) {
   if (uv_ip4_addr(c->url.host, c->url.port, &addr.in) == 0 ||
       uv_ip6_addr(c->url.host, c->url.port, &addr.in6) == 0) {
     connect_to(conn, &addr.sa);
-    return conn;
+    return;
   }
   struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
   conn->gai.data = conn;
   int rc = uv_getaddrinfo(c->loop, &conn->gai, on_resolved, c->url.host, NULL, &hints);
   if (rc < 0) {
     close_with(conn, errf(EHOSTUNREACH, "dial tcp: lookup %s: %s", c->url.host, uv_strerror(rc)));
-    return conn;
+    return;
   }
   conn->gai_pending = true;
   conn->live++;
-  return conn;
 }

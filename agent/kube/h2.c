@@ -216,7 +216,7 @@ int nl_kube_h2_submit(nl_kube_h2_t *s, nl_kube_h2_stream_t *st, const char *meth
                       const char *path, const char *authority,
                       const nl_kube_h2_header_t *hdrs, size_t n_hdrs, const void *body,
                       size_t body_len) {
-  if (!nl_kube_h2_can_submit(s)) return NL_KUBE_H2_EBUSY;
+  if (nl_kube_h2_free_streams(s) == 0) return NL_KUBE_H2_EBUSY;
   st->session = s;
   st->status = 0;
   st->content_type = st->retry_after = NULL;
@@ -259,8 +259,12 @@ int nl_kube_h2_ping(nl_kube_h2_t *s) {
 
 size_t nl_kube_h2_active(const nl_kube_h2_t *s) { return s->nactive; }
 
-bool nl_kube_h2_can_submit(const nl_kube_h2_t *s) {
-  if (s->broken || s->goaway) return false;
-  return s->nopen < nghttp2_session_get_remote_settings(s->h2,
-                                                        NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+uint32_t nl_kube_h2_max_streams(const nl_kube_h2_t *s) {
+  return nghttp2_session_get_remote_settings(s->h2, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+}
+
+size_t nl_kube_h2_free_streams(const nl_kube_h2_t *s) {
+  if (s->broken || s->goaway) return 0;
+  uint32_t max = nl_kube_h2_max_streams(s);
+  return s->nopen < max ? max - s->nopen : 0;
 }

@@ -91,6 +91,10 @@ void nl_kube_h2_cancel(nl_kube_h2_stream_t *st);
 int nl_kube_h2_ping(nl_kube_h2_t *s);
 /* Streams open with a caller attached. */
 size_t nl_kube_h2_active(const nl_kube_h2_t *s);
-bool nl_kube_h2_can_submit(const nl_kube_h2_t *s);
+/* The server's SETTINGS_MAX_CONCURRENT_STREAMS (100 until its SETTINGS come). */
+uint32_t nl_kube_h2_max_streams(const nl_kube_h2_t *s);
+/* New streams the session takes now: 0 after GOAWAY or when broken; streams
+ * cancelled but not yet closed count as taken, as in Go's transport. */
+size_t nl_kube_h2_free_streams(const nl_kube_h2_t *s);
 
 #endif

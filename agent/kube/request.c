@@ -75,7 +75,8 @@ static void finish(nl_kube_req_t *r, nl_err_t *err, bool wrap) {
   if (err && wrap) wrap_op(r, &err);
   r->err = err;
   nl_list_remove(&r->link);
-  if (prev == RQ_ACTIVE && r->stream.session) {
+  bool freed = prev == RQ_ACTIVE && r->stream.session;
+  if (freed) {
     nl_kube_conn_t *conn = r->conn;
     nl_kube_h2_cancel(&r->stream);
     nl_kube__conn_flush(conn);
@@ -87,6 +88,8 @@ static void finish(nl_kube_req_t *r, nl_err_t *err, bool wrap) {
     return;
   }
   uv_timer_start(&r->timer, deliver, 0, 0);
+  /* The stream is free for a request waiting for one. */
+  if (freed) nl_kube__step(r->client);
 }
 
 static void finish_errf(nl_kube_req_t *r, int code, const char *fmt, ...)

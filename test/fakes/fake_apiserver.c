@@ -500,4 +500,10 @@ const nl_fake_as_req_t *nl_fake_as_req(const nl_fake_as_t *f, size_t i) {
   return i < f->nreqs ? &f->reqs[i] : NULL;
 }
 int nl_fake_as_nconns(const nl_fake_as_t *f) { return f->nconns; }
+int nl_fake_as_nopen(const nl_fake_as_t *f) {
+  int n = 0;
+  const nl_list_t *p;
+  for (p = f->conns.next; p != &f->conns; p = p->next) n++;
+  return n;
+}
 int nl_fake_as_npings(const nl_fake_as_t *f) { return f->npings; }

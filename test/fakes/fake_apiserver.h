@@ -79,8 +79,9 @@ void nl_fake_as_add(nl_fake_as_t *f, const nl_fake_as_rule_t *rule);
 
 size_t nl_fake_as_nreqs(const nl_fake_as_t *f);
 const nl_fake_as_req_t *nl_fake_as_req(const nl_fake_as_t *f, size_t i);
-/* Connections accepted so far, and the PINGs received. */
+/* Connections accepted so far, those still open, and the PINGs received. */
 int nl_fake_as_nconns(const nl_fake_as_t *f);
+int nl_fake_as_nopen(const nl_fake_as_t *f);
 int nl_fake_as_npings(const nl_fake_as_t *f);
 
 #endif

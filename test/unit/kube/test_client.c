@@ -588,6 +588,145 @@ static void rate_limit(void **state) {
   world_end(&w);
 }
 
+/* ---- more streams than a connection allows -------------------------------- */
+
+static void on_wait(uv_timer_t *t) { uv_close((uv_handle_t *)t, NULL); }
+
+static void run_for(world_t *w, uint64_t ms) {
+  uv_timer_t t;
+  uv_timer_init(&w->loop, &t);
+  uv_timer_start(&t, on_wait, ms, 0);
+  while (uv_is_active((uv_handle_t *)&t)) uv_run(&w->loop, UV_RUN_ONCE);
+  uv_run(&w->loop, UV_RUN_NOWAIT); /* its close callback */
+}
+
+static nl_kube_req_t *watch(world_t *w, const char *path, result_t *r) {
+  nl_kube_request_opts_t o = {.path = path, .on_head = on_head, .on_data = on_data,
+                              .timeout_ms = 5000};
+  return nl_kube_request(w->client, &o, on_done, r);
+}
+
+/* Opens watches one after the other (so the server's SETTINGS are known). */
+static void watches(world_t *w, nl_kube_req_t **q, result_t *r, int from, int to) {
+  for (int i = from; i < to; i++) {
+    q[i] = watch(w, "/w", &r[i]);
+    run_until(w, &r[i].heads, 1);
+  }
+}
+
+/* A server allowing 4 streams per connection: watches take 3 of them (one is
+ * kept for short requests), the 4th watch opens a second connection, and at
+ * the bound (2 connections) a 7th waits while a Lease-like PUT still goes
+ * through at once. An extra connection closes when idle; the last one stays. */
+static void streams_overflow(void **state) {
+  world_t w;
+  nl_fake_as_opts_t fo = {.max_streams = 4};
+  world_init(&w, &fo);
+  w.opts.max_conns = 2;
+  w.opts.idle_conn_timeout_ms = 200;
+  client_start(&w);
+  nl_fake_as_add(w.fake, &(nl_fake_as_rule_t){.path = "/w", .repeat = true, .hold = true});
+  nl_fake_as_add(w.fake, &(nl_fake_as_rule_t){.path = "/lease", .repeat = true, .body = "{}"});
+  nl_kube_req_t *q[7];
+  result_t r[7];
+  memset(r, 0, sizeof r);
+  watches(&w, q, r, 0, 3);
+  assert_int_equal(nl_fake_as_nconns(w.fake), 1);
+  watches(&w, q, r, 3, 6);
+  assert_int_equal(nl_fake_as_nconns(w.fake), 2);
+  for (int i = 0; i < 6; i++) assert_int_equal(nl_fake_as_req(w.fake, i)->conn, i < 3 ? 1 : 2);
+  q[6] = watch(&w, "/w", &r[6]);
+  result_t lease = {0};
+  req(&w, "PUT", "/lease", "{}", 1000, &lease);
+  run_until(&w, &lease.calls, 1);
+  assert_int_equal(lease.status, 200);
+  assert_int_equal(nl_fake_as_req(w.fake, 6)->conn, 1);
+  assert_int_equal(r[6].heads, 0);
+  assert_int_equal(nl_fake_as_nconns(w.fake), 2); /* the bound */
+  /* A stream freed on the second connection goes to the waiting watch. */
+  nl_kube_req_cancel(q[3]);
+  run_until(&w, &r[6].heads, 1);
+  assert_int_equal(nl_fake_as_req(w.fake, 7)->conn, 2);
+  for (int i = 4; i < 7; i++) nl_kube_req_cancel(q[i]);
+  run_until(&w, &r[6].calls, 1);
+  assert_int_equal(r[6].err_code, NL_ECLOSED);
+  assert_int_equal(nl_fake_as_nopen(w.fake), 2);
+  run_for(&w, 400);
+  assert_int_equal(nl_fake_as_nopen(w.fake), 1);
+  for (int i = 0; i < 3; i++) nl_kube_req_cancel(q[i]);
+  run_for(&w, 400);
+  assert_int_equal(nl_fake_as_nopen(w.fake), 1);
+  assert_true(nl_kube_client_connected(w.client));
+  result_t again = {0};
+  get(&w, "/lease", 0, &again);
+  assert_int_equal(again.status, 200);
+  assert_int_equal(nl_fake_as_nconns(w.fake), 2);
+  for (int i = 0; i < 7; i++) {
+    assert_int_equal(r[i].calls, 1);
+    nl_buf_free(&r[i].data);
+  }
+  world_end(&w);
+}
+
+/* Short requests fill a connection too: the one beyond its streams opens
+ * another instead of waiting behind slow answers. */
+static void short_requests_overflow(void **state) {
+  world_t w;
+  nl_fake_as_opts_t fo = {.max_streams = 2};
+  world_init(&w, &fo);
+  client_start(&w);
+  nl_fake_as_add(w.fake, &(nl_fake_as_rule_t){.path = "/x", .body = "first"});
+  nl_fake_as_add(w.fake, &(nl_fake_as_rule_t){.path = "/slow", .repeat = true, .delay_ms = 3000});
+  nl_fake_as_add(w.fake, &(nl_fake_as_rule_t){.path = "/x", .repeat = true, .body = "fast"});
+  result_t first = {0}, slow[2], fast = {0};
+  memset(slow, 0, sizeof slow);
+  get(&w, "/x", 0, &first); /* the server's SETTINGS are in */
+  for (int i = 0; i < 2; i++) req(&w, "GET", "/slow", NULL, 0, &slow[i]);
+  get(&w, "/x", 1000, &fast);
+  assert_int_equal(fast.status, 200);
+  assert_string_equal(fast.body, "fast");
+  assert_int_equal(slow[0].calls + slow[1].calls, 0);
+  assert_int_equal(nl_fake_as_nconns(w.fake), 2);
+  world_end(&w);
+  for (int i = 0; i < 2; i++) assert_int_equal(slow[i].calls, 1);
+}
+
+/* A new certificate drains every connection; each watch ends on its own. */
+static void new_certificate_drains_all(void **state) {
+  world_t w;
+  nl_fake_as_opts_t fo = {.max_streams = 2};
+  world_init(&w, &fo);
+  client_start(&w);
+  static const char *const ev[] = {"{\"type\":\"ADDED\"}\n"};
+  nl_fake_as_add(w.fake, &(nl_fake_as_rule_t){.path = "/w", .repeat = true, .chunks = ev,
+                                              .n_chunks = 1, .chunk_ms = 300});
+  nl_fake_as_add(w.fake, &(nl_fake_as_rule_t){.path = "/n", .repeat = true, .body = "{}"});
+  nl_kube_req_t *q[2];
+  result_t r[2], a = {0};
+  memset(r, 0, sizeof r);
+  watches(&w, q, r, 0, 2);
+  assert_int_equal(nl_fake_as_nconns(w.fake), 2);
+  char *cert = slurp(FIX("client.crt")), *key = slurp(FIX("client.key"));
+  nl_err_t *err = NULL;
+  assert_int_equal(nl_kube_client_set_cert(w.client, cert, key, &err), 0);
+  assert_false(nl_kube_client_connected(w.client));
+  get(&w, "/n", 0, &a);
+  assert_int_equal(a.status, 200);
+  assert_int_equal(nl_fake_as_req(w.fake, 2)->conn, 3);
+  for (int i = 0; i < 2; i++) {
+    run_until(&w, &r[i].calls, 1);
+    assert_int_equal(r[i].err_code, 0);
+    nl_buf_puts(&r[i].data, "");
+    assert_string_equal(r[i].data.data, "{\"type\":\"ADDED\"}\n");
+    nl_buf_free(&r[i].data);
+  }
+  run_for(&w, 50);
+  assert_int_equal(nl_fake_as_nopen(w.fake), 1);
+  free(cert);
+  free(key);
+  world_end(&w);
+}
+
 /* ---- stop ----------------------------------------------------------------- */
 
 static void stop_in_flight(void **state) {
@@ -609,6 +748,33 @@ static void stop_in_flight(void **state) {
   for (int i = 0; i < 4; i++) {
     assert_int_equal(r[i].calls, 1);
     assert_int_equal(r[i].err_code, NL_ECLOSED);
+  }
+  assert_int_equal(uv_loop_close(&w.loop), 0);
+}
+
+/* Stop with watches on two connections, one waiting and a third connection
+ * being dialed: every request ends with NL_ECLOSED. */
+static void stop_with_extra_connections(void **state) {
+  world_t w;
+  nl_fake_as_opts_t fo = {.max_streams = 2};
+  world_init(&w, &fo);
+  w.opts.max_conns = 3;
+  client_start(&w);
+  nl_fake_as_add(w.fake, &(nl_fake_as_rule_t){.path = "/w", .repeat = true, .hold = true});
+  nl_kube_req_t *q[4];
+  result_t r[4];
+  memset(r, 0, sizeof r);
+  watches(&w, q, r, 0, 2);
+  q[2] = watch(&w, "/w", &r[2]); /* the third connection is being dialed */
+  q[3] = watch(&w, "/w", &r[3]);
+  nl_kube_client_stop(w.client, stopped, &w);
+  nl_fake_as_stop(w.fake);
+  uv_run(&w.loop, UV_RUN_DEFAULT);
+  assert_true(w.stopped);
+  for (int i = 0; i < 4; i++) {
+    assert_int_equal(r[i].calls, 1);
+    assert_int_equal(r[i].err_code, NL_ECLOSED);
+    nl_buf_free(&r[i].data);
   }
   assert_int_equal(uv_loop_close(&w.loop), 0);
 }
@@ -660,7 +826,11 @@ int main(void) {
       cmocka_unit_test(server_down),
       cmocka_unit_test(fail_on_dial),
       cmocka_unit_test(rate_limit),
+      cmocka_unit_test(streams_overflow),
+      cmocka_unit_test(short_requests_overflow),
+      cmocka_unit_test(new_certificate_drains_all),
       cmocka_unit_test(stop_in_flight),
+      cmocka_unit_test(stop_with_extra_connections),
       cmocka_unit_test(http1_fallback),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
