@@ -70,7 +70,7 @@ check "taints: --register-with-taints" \
   [ "$(field '[.spec.taints[] | select(.key == "edge") | "\(.value):\(.effect)"] | join(",")')" = "gateway:NoSchedule" ]
 check "daemonEndpoints: the kubelet port (--port)" [ "$(field .status.daemonEndpoints.kubeletEndpoint.Port)" = "$KPORT" ]
 check "images: the runtime's images are listed" \
-  [ "$(field "[.status.images[].names[] | select(startswith(\"$IMG\"))] | length")" -ge 1 ]
+  [ "$(field "[.status.images[].names[]? | select(startswith(\"$IMG\"))] | length")" -ge 1 ]
 
 # --- the Lease ---------------------------------------------------------------
 lease=$(kubectl get lease -n kube-node-lease "$NODE" -o json)
