@@ -64,7 +64,7 @@ fresh_ns() {
 e2e_finish() {
   local rc=$?
   [ -z "${E2E_K8S_STARTED:-}" ] || "$E2E_CONTROLPLANE" down
-  [ -n "${E2E_KEEP:-}" ] || rm -rf "$E2E_TMP"
+  [ -n "${E2E_KEEP:-}" ] || rm -rf --one-file-system "$E2E_TMP"
   echo "$E2E_PASSED passed, $E2E_FAILED failed"
   [ "$E2E_FAILED" -eq 0 ] && [ "$rc" -eq 0 ] && [ "$E2E_PASSED" -gt 0 ]
 }

@@ -38,7 +38,7 @@ echo "self-contained arm64 binary, stripped: $size bytes"
 R=$E2E_TMP/chroot
 loader=$(readelf -l "$E2E_TMP/nanolet" | sed -n 's/.*interpreter: \(.*\)]/\1/p')
 libc=$(ldd "$E2E_TMP/nanolet" | awk '$1 == "libc.so.6" {print $3}')
-mkdir -p "$R/bin" "$R/m" "$R/empty" "$R/run" "$R$(dirname "$loader")" "$R$(dirname "$libc")" "$R/proc" "$R/tmp"
+mkdir -p "$R/bin" "$R/m" "$R/empty" "$R/run" "$R$(dirname "$loader")" "$R$(dirname "$libc")" "$R/proc" "$R/sys" "$R/tmp"
 cp "$E2E_TMP/nanolet" "$R/bin/" && cp -L "$loader" "$R$loader" && cp -L "$libc" "$R$libc"
 cp "$TOP/examples/web.yaml" "$R/m/"
 [ "$(find "$R" -type f | wc -l)" = 4 ] && ok "the root holds 4 files" || fail "root" "$(find "$R" -type f)"
@@ -47,7 +47,11 @@ out=$(chroot "$R" /bin/nanolet manifest check /m/web.yaml 2>"$E2E_TMP/err") && [
   && ok "manifest check in the bare root" || fail "manifest check" "${out:0:300}"
 # The runtime's socket, bound in: healthz needs one answer from it.
 port=$(free_port)
+trap 'umount "$R/run/cri.sock" "$R/proc" 2>/dev/null; umount -R "$R/sys" 2>/dev/null; e2e_finish; exit $?' EXIT
 mount -t proc proc "$R/proc"
+# The pod and QoS cgroups (cgroupsPerQOS, on by default) live under /sys/fs/cgroup.
+mount --rbind /sys "$R/sys"
+mount --make-rslave "$R/sys"
 touch "$R/run/cri.sock"
 mount --bind "${NANOLET_TEST_CRI_ENDPOINT#unix://}" "$R/run/cri.sock"
 chroot "$R" /bin/nanolet --pod-manifest-path /empty --root-dir /tmp/root --healthz-port "$port" \
@@ -57,4 +61,5 @@ wait_for 10 healthz_ok "$port" && grep -q 'container runtime containerd' "$E2E_T
   && ok "starts standalone in the bare root, talks to containerd (healthz ok)" || fail "start" "$(tail -5 "$E2E_TMP/agent.log")"
 kill -TERM $pid; wait $pid; rc=$?
 umount "$R/run/cri.sock" "$R/proc"
+umount -R "$R/sys"
 [ $rc = 0 ] && ok "exits 0 on SIGTERM" || fail "SIGTERM" "rc=$rc $(tail -3 "$E2E_TMP/agent.log")"
