@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
 
@@ -124,15 +126,23 @@ typedef struct scan_result {
   size_t n_logdirs;
 } scan_result_t;
 
+#define LOGDIR_MIN_AGE_S 60
+
 static void scan_work(uv_work_t *w) {
   nl_gc_t *gc = container_of(w, nl_gc_t, work);
   DIR *d = opendir(gc->pods_dir);
   for (struct dirent *e; d && (e = readdir(d));)
     if (e->d_name[0] != '.') nl_map_put(&gc->pod_dirs, e->d_name, (void *)1);
   if (d) closedir(d);
+  /* A pod's log directory is made before its sandbox: a young one may belong
+   * to a pod still starting (of this agent, or of another agent sharing the
+   * runtime), which the sandbox check below cannot see yet. */
+  time_t young = time(NULL) - LOGDIR_MIN_AGE_S;
   d = opendir(gc->logs_dir);
   for (struct dirent *e; d && (e = readdir(d));) {
     if (e->d_name[0] == '.' || !nl_gc_logdir_uid(e->d_name)) continue;
+    struct stat st;
+    if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_mtime > young) continue;
     gc->logdirs = nl_xrealloc(gc->logdirs, (gc->n_logdirs + 1) * sizeof *gc->logdirs);
     gc->logdirs[gc->n_logdirs++] = nl_xstrdup(e->d_name);
   }
