@@ -121,20 +121,31 @@ registry_up() {
 # True when every test tag is in the registry.
 registry_has_images() {
   local tags t
+  [ -e "$REGISTRY_DIR/pushed-labelled" ] || return 1
   tags=$(registry_curl "https://$REGISTRY_ADDR/v2/$REGISTRY_REPO/tags/list" 2>/dev/null) || return 1
   for t in "${REGISTRY_TAGS[@]}"; do
     grep -q "\"$t\"" <<<"$tags" || return 1
   done
 }
 
-# registry_push LAYOUT: copies each test tag of the OCI layout LAYOUT.
+# registry_push LAYOUT: copies each test tag of the OCI layout LAYOUT. The
+# copies carry a label, so that their image ID differs from the local
+# localhost/busybox images: containerd 1.6 reports a container's image as the
+# first tag of its image ID, and a shared ID would show the registry's name in
+# the status of pods that run localhost/busybox.
 registry_push() {
-  local layout=$1 t
+  local layout=$1 t work
+  work=$(mktemp -d)
+  cp -a "$layout" "$work/oci"
   for t in "${REGISTRY_TAGS[@]}"; do
+    umoci config --image "$work/oci:$t" --config.label org.nanolet.test.registry=1 ||
+      die "umoci could not label $REGISTRY_REPO:$t"
     skopeo copy --quiet --dest-creds "$REGISTRY_USER:$(registry_password)" \
       --dest-cert-dir "$REGISTRY_DIR/certs.d/$REGISTRY_ADDR" \
-      "oci:$layout:$t" "docker://$REGISTRY_ADDR/$REGISTRY_REPO:$t" ||
+      "oci:$work/oci:$t" "docker://$REGISTRY_ADDR/$REGISTRY_REPO:$t" ||
       die "skopeo could not push $REGISTRY_REPO:$t to $REGISTRY_ADDR"
   done
+  rm -rf "$work"
+  touch "$REGISTRY_DIR/pushed-labelled"
   log "pushed $REGISTRY_REPO:{${REGISTRY_TAGS[*]}} to $REGISTRY_ADDR"
 }
