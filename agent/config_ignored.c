@@ -29,8 +29,6 @@ const nl_config_ignored_t nl__config_ignored[] = {
     {"imageGCHighThresholdPercent"},
     {"imageGCLowThresholdPercent"},
     {"imageMinimumGCAge"},
-    {"shutdownGracePeriod"},
-    {"shutdownGracePeriodCriticalPods"},
     {"streamingConnectionIdleTimeout"},
     {"failSwapOn"},
     {"hairpinMode"},

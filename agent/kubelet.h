@@ -86,6 +86,8 @@ struct nl_kubelet {
   bool pods_dir_scanning;
   nl_list_t calls;             /* syncer calls in flight */
 
+  struct nl_kshutdown *shutdown; /* graceful node shutdown (kubelet_shutdown.c); owned */
+
   /* --runonce: check the pods every second until all run or time is up. */
   uv_timer_t runonce_timer;
   int runonce_checks;

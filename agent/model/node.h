@@ -64,6 +64,7 @@ typedef struct nl_node_inputs {
   const nl_node_image_t *images; /* sorted by size, largest first */
   size_t n_images;
   bool images_known;          /* false: the list failed, keep what the node has */
+  bool shutting_down;         /* graceful node shutdown has begun */
 } nl_node_inputs_t;
 
 /* One taint of --register-with-taints. */
