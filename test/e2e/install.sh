@@ -79,6 +79,18 @@ old=$(cat "$ROOT/run/nanolet.pid")
 "$INIT" restart >/dev/null; rc=$?
 [ $rc -eq 0 ] && [ "$(cat "$ROOT/run/nanolet.pid")" != "$old" ] && wait_for 10 healthz_ok "$PORT" \
   && ok "sysv: restart" || fail "sysv: restart" "rc=$rc"
+# A halt (runlevel 0): the hook stops the pods within shutdownGracePeriod
+# (4s here), then nanolet gets SIGTERM.
+sed -i -e 's/^shutdownGracePeriod: .*/shutdownGracePeriod: 4s/' \
+  -e 's/^shutdownGracePeriodCriticalPods: .*/shutdownGracePeriodCriticalPods: 1s/' "$ROOT/etc/nanolet/config.yaml"
+"$INIT" restart >/dev/null && wait_for 10 healthz_ok "$PORT" && wait_for 60 pods_running
+t0=$(date +%s%N)
+RUNLEVEL=0 "$INIT" stop >"$E2E_TMP/halt.out" 2>&1; rc=$?
+ms=$((($(date +%s%N) - t0) / 1000000))
+[ $rc -eq 0 ] && no_agent && grep -q 'shutdown hook: the node is shutting down' "$LOG" && grep -q '^done in' "$E2E_TMP/halt.out" \
+  && ! pods_running && ok "sysv: a halt runs the shutdown hook, which stops the pods first (${ms} ms)" \
+  || fail "sysv: halt" "rc=$rc $(cat "$E2E_TMP/halt.out") $(grep -i shutdown "$LOG" | tail -5)"
+"$INIT" start >/dev/null && wait_for 10 healthz_ok "$PORT" || fail "sysv: start after the halt"
 : >"$LOG"
 t0=$(date +%s%N)
 "$INIT" stop >/dev/null; rc=$?
