@@ -145,6 +145,10 @@ static void on_probes_stopped(nl_probe_manager_t *m) {
   nl__kubelet_cri_user_stopped(container_of(m, nl_kubelet_t, probes));
 }
 
+static void on_oom_stopped(nl_oom_watcher_t *w) {
+  nl__kubelet_release(container_of(w, nl_kubelet_t, oom));
+}
+
 static void on_file_source_stopped(nl_file_source_t *src) {
   nl__kubelet_release(container_of(src, nl_kubelet_t, file_source));
 }
@@ -253,6 +257,11 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
   k->runtime_retry.data = k->runonce_timer.data = k;
   k->pending = 6;
   if (nl__kubelet_shutdown_init(k, err) < 0) return -1;
+  /* Events are the recorder's, made with the API client below; nothing
+   * records before the loop runs. */
+  nl_oom_watcher_init(&k->oom, loop, "/dev/kmsg", k->node_name, nl_events_sink(&k->events), NULL,
+                      NULL);
+  k->pending++;
   nl_cri_opts_t cri_opts = {.timeout_ms = (uint64_t)(cfg->runtime_request_timeout / 1000000)};
   if (nl_cri_client_init(&k->cri, loop, cfg->container_runtime_endpoint, &cri_opts, err) < 0)
     return nl_err_wrap(err, "containerRuntimeEndpoint");
@@ -327,6 +336,7 @@ int nl_kubelet_start(nl_kubelet_t *k, nl_err_t **err) {
   check_runtime(k);
   nl_pleg_start(&k->pleg);
   nl_logrotate_start(&k->logrotate);
+  nl_oom_watcher_start(&k->oom); /* without it the agent goes on: it said why */
   nl__kubelet_node_start(k);
   if (k->cfg->runonce) uv_timer_start(&k->runonce_timer, on_runonce_check, 1000, 1000);
   if (k->cfg->exit_on_lock_contention && k->cfg->lock_file && *k->cfg->lock_file &&
@@ -362,6 +372,7 @@ void nl_kubelet_stop(nl_kubelet_t *k, nl_kubelet_done_cb done_cb) {
   if (k->lock_watch_up) uv_close((uv_handle_t *)&k->lock_watch, on_lock_watch_closed);
   if (k->server_up) nl_agent_server_stop(&k->server, on_server_stopped, k);
   nl__kubelet_shutdown_stop(k);
+  nl_oom_watcher_stop(&k->oom, on_oom_stopped);
   nl__kubelet_server_stop(k);
   if (k->file_source_up) nl_file_source_stop(&k->file_source, on_file_source_stopped);
   if (k->url_source_up) nl_url_source_stop(&k->url_source, on_url_source_stopped);
