@@ -272,10 +272,16 @@ int nl__kubelet_shutdown_init(nl_kubelet_t *k, nl_err_t **err) {
   s->sock_path = nl_kshutdown_socket_path(k->cfg->root_dir);
   k->shutdown = s;
   k->pending++;
-  if (nl_shutdown_enabled(&s->engine))
+  if (nl_shutdown_enabled(&s->engine)) {
     nl_info("graceful node shutdown: %llds, of which %llds for critical pods",
             (long long)nl_shutdown_period_s(&s->engine),
             (long long)(k->cfg->shutdown_grace_period_critical_pods / 1000000000));
+    /* sd_booted(): upstream would take logind's delay inhibitor here */
+    if (access("/run/systemd/system", F_OK) == 0)
+      nl_info("graceful node shutdown: systemd-logind's inhibitor is not used; the shutdown "
+              "hook (nanolet shutdown-hook, run by nanolet.service when the system stops) "
+              "starts it");
+  }
   return 0;
 }
 
