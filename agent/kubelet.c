@@ -259,8 +259,7 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
   if (nl__kubelet_shutdown_init(k, err) < 0) return -1;
   /* Events are the recorder's, made with the API client below; nothing
    * records before the loop runs. */
-  nl_oom_watcher_init(&k->oom, loop, "/dev/kmsg", k->node_name, nl_events_sink(&k->events), NULL,
-                      NULL);
+  nl_oom_watcher_init(&k->oom, loop, "/dev/kmsg", k->node_name, nl_events_sink(&k->events));
   k->pending++;
   nl_cri_opts_t cri_opts = {.timeout_ms = (uint64_t)(cfg->runtime_request_timeout / 1000000)};
   if (nl_cri_client_init(&k->cri, loop, cfg->container_runtime_endpoint, &cri_opts, err) < 0)

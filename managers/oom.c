@@ -166,14 +166,12 @@ bool nl_oom_parser_feed(nl_oom_parser_t *p, const char *msg, size_t len, uint64_
 /* ---- the watcher ---- */
 
 void nl_oom_watcher_init(nl_oom_watcher_t *w, uv_loop_t *loop, const char *path,
-                         const char *node_name, nl_event_sink_t events, nl_oom_cb cb, void *ctx) {
+                         const char *node_name, nl_event_sink_t events) {
   memset(w, 0, sizeof *w);
   w->loop = loop;
   w->path = path;
   w->node_name = node_name;
   w->events = events;
-  w->cb = cb;
-  w->ctx = ctx;
   w->fd = -1;
 }
 
@@ -190,7 +188,6 @@ static void on_oom(nl_oom_watcher_t *w, const nl_oom_instance_t *o) {
     else
       nl_event_record(&w->events, &ref, NL_EVENT_WARNING, "SystemOOM", "System OOM encountered");
   }
-  if (w->cb) w->cb(w->ctx, o);
 }
 
 static void on_readable(uv_poll_t *h, int status, int events) {

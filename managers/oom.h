@@ -63,9 +63,6 @@ typedef struct nl_oom_parser {
 bool nl_oom_parser_feed(nl_oom_parser_t *p, const char *msg, size_t len, uint64_t usec,
                         nl_oom_instance_t *out);
 
-/* Called for every OOM kill (the watcher records SystemOOM itself). */
-typedef void (*nl_oom_cb)(void *ctx, const nl_oom_instance_t *oom);
-
 #define NL_KMSG_RECORD_MAX 8192 /* the kernel's CONSOLE_EXT_LOG_MAX */
 
 typedef struct nl_oom_watcher nl_oom_watcher_t;
@@ -76,8 +73,6 @@ struct nl_oom_watcher {
   const char *path;       /* borrowed */
   const char *node_name;  /* borrowed */
   nl_event_sink_t events;
-  nl_oom_cb cb;
-  void *ctx;
   int fd;
   bool polling;
   uv_poll_t poll;
@@ -87,9 +82,9 @@ struct nl_oom_watcher {
   nl_oom_done_cb done_cb;
 };
 
-/* path: /dev/kmsg (tests give a pipe's or a file's). cb may be NULL. */
+/* path: /dev/kmsg (tests give a pipe's). */
 void nl_oom_watcher_init(nl_oom_watcher_t *w, uv_loop_t *loop, const char *path,
-                         const char *node_name, nl_event_sink_t events, nl_oom_cb cb, void *ctx);
+                         const char *node_name, nl_event_sink_t events);
 /* Opens path and watches it; when it cannot, logs why once and returns -1
  * (the watcher is then idle; stop still calls back). */
 int nl_oom_watcher_start(nl_oom_watcher_t *w);
