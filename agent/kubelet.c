@@ -371,7 +371,7 @@ void nl_kubelet_stop(nl_kubelet_t *k, nl_kubelet_done_cb done_cb) {
   if (k->lock_watch_up) uv_close((uv_handle_t *)&k->lock_watch, on_lock_watch_closed);
   if (k->server_up) nl_agent_server_stop(&k->server, on_server_stopped, k);
   nl__kubelet_shutdown_stop(k);
-  nl_oom_watcher_stop(&k->oom, on_oom_stopped);
+  if (k->oom.loop) nl_oom_watcher_stop(&k->oom, on_oom_stopped); /* init got that far */
   nl__kubelet_server_stop(k);
   if (k->file_source_up) nl_file_source_stop(&k->file_source, on_file_source_stopped);
   if (k->url_source_up) nl_url_source_stop(&k->url_source, on_url_source_stopped);
