@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "agent/kubelet_pods.h"
+#include "managers/logind.h"
 #include "managers/shutdown.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
@@ -21,6 +22,7 @@ struct nl_kshutdown {
   uv_timer_t timer;      /* the running group's deadline */
   uv_signal_t sigusr1;
   uv_pipe_t listener;    /* <rootDir>/shutdown.sock */
+  nl_logind_t logind;    /* its delay inhibitor, where systemd-logind runs */
   bool listening, stopping;
   char *sock_path;
   nl_list_t clients;     /* hooks connected */
@@ -123,6 +125,7 @@ static void after_step(struct nl_kshutdown *s) {
   else
     uv_timer_stop(&s->timer);
   if (s->engine.state != NL_SHUTDOWN_DONE) return;
+  nl_logind_release(&s->logind); /* logind goes on with the shutdown */
   nl_list_t *pos, *tmp;
   nl_list_foreach_safe(pos, tmp, &s->clients) {
     client_t *c = nl_list_entry(pos, client_t, link);
@@ -251,6 +254,20 @@ static void on_connection(uv_stream_t *l, int status) {
     client_close(c);
 }
 
+static void on_logind(void *ctx, bool shutting_down) {
+  struct nl_kshutdown *s = ctx;
+  if (shutting_down) {
+    nl__kubelet_shutdown_begin(s->k, "systemd-logind: PrepareForShutdown");
+    return;
+  }
+  /* upstream forgets the shutdown; pods it stopped stay stopped either way */
+  if (s->engine.state != NL_SHUTDOWN_IDLE)
+    nl_warn("systemd-logind: the shutdown was cancelled; this agent stays shutting down until it "
+            "restarts");
+}
+
+static void on_logind_stopped(nl_logind_t *l) { release(container_of(l, struct nl_kshutdown, logind)); }
+
 static void on_sigusr1(uv_signal_t *sig, int signum) {
   (void)signum;
   struct nl_kshutdown *s = sig->data;
@@ -268,7 +285,9 @@ int nl__kubelet_shutdown_init(nl_kubelet_t *k, nl_err_t **err) {
   uv_signal_init(k->loop, &s->sigusr1);
   uv_pipe_init(k->loop, &s->listener, 0);
   s->timer.data = s->sigusr1.data = s->listener.data = s;
-  s->open = 3;
+  nl_logind_init(&s->logind, k->loop, NL_LOGIND_BUS, nl_shutdown_period_s(&s->engine), on_logind,
+                 s);
+  s->open = 4; /* the timer, the signal, the listener and logind */
   s->sock_path = nl_kshutdown_socket_path(k->cfg->root_dir);
   k->shutdown = s;
   k->pending++;
@@ -276,11 +295,6 @@ int nl__kubelet_shutdown_init(nl_kubelet_t *k, nl_err_t **err) {
     nl_info("graceful node shutdown: %llds, of which %llds for critical pods",
             (long long)nl_shutdown_period_s(&s->engine),
             (long long)(k->cfg->shutdown_grace_period_critical_pods / 1000000000));
-    /* sd_booted(): upstream would take logind's delay inhibitor here */
-    if (access("/run/systemd/system", F_OK) == 0)
-      nl_info("graceful node shutdown: systemd-logind's inhibitor is not used; the shutdown "
-              "hook (nanolet shutdown-hook, run by nanolet.service when the system stops) "
-              "starts it");
   }
   return 0;
 }
@@ -289,6 +303,12 @@ int nl__kubelet_shutdown_start(nl_kubelet_t *k, nl_err_t **err) {
   struct nl_kshutdown *s = k->shutdown;
   int r = uv_signal_start(&s->sigusr1, on_sigusr1, SIGUSR1);
   if (r < 0) return nl_err_set(err, -r, "signal handling: %s", uv_strerror(r));
+  /* Where systemd-logind runs, its delay inhibitor as upstream; the edge case
+   * has no system bus, and the shutdown hook alone starts the shutdown. */
+  if (nl_shutdown_enabled(&s->engine) && nl_logind_start(&s->logind) < 0 &&
+      access("/run/systemd/system", F_OK) == 0) /* sd_booted() */
+    nl_info("graceful node shutdown: no system bus to reach systemd-logind; the shutdown hook "
+            "(nanolet shutdown-hook, run by nanolet.service when the system stops) starts it");
   /* A socket left by an agent that died; the lock file keeps two agents apart. */
   unlink(s->sock_path);
   if ((r = uv_pipe_bind(&s->listener, s->sock_path)) < 0 ||
@@ -314,4 +334,5 @@ void nl__kubelet_shutdown_stop(nl_kubelet_t *k) {
   uv_close((uv_handle_t *)&s->timer, handle_closed);
   uv_close((uv_handle_t *)&s->sigusr1, handle_closed);
   uv_close((uv_handle_t *)&s->listener, handle_closed);
+  nl_logind_stop(&s->logind, on_logind_stopped);
 }

@@ -24,6 +24,7 @@ build-fuzz/test/fuzz/kube/fuzz_kube_seeds "$work/kube-seeds" >/dev/null
 declare -A seeds=(
   [fuzz_agent]=test/fuzz/agent/corpus
   [fuzz_cri_response]="$work/cri-seeds"
+  [fuzz_dbus]=test/fuzz/dbus/corpus
   [fuzz_http_parse]=test/fuzz/http/corpus
   [fuzz_kmsg]=test/fuzz/kmsg/corpus
   [fuzz_kubeconfig]=test/fixtures/kubeconfig
@@ -38,6 +39,7 @@ declare -A seeds=(
 declare -A bins=(
   [fuzz_agent]=build-fuzz/test/fuzz/agent/fuzz_agent
   [fuzz_cri_response]=build-fuzz/test/fuzz/cri/fuzz_cri_response
+  [fuzz_dbus]=build-fuzz/test/fuzz/dbus/fuzz_dbus
   [fuzz_http_parse]=build-fuzz/test/fuzz/http/fuzz_http_parse
   [fuzz_kmsg]=build-fuzz/test/fuzz/kmsg/fuzz_kmsg
   [fuzz_kubeconfig]=build-fuzz/test/fuzz/kube/fuzz_kubeconfig
