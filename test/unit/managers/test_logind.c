@@ -217,18 +217,23 @@ static nl_dbus_msg_t handshake(bus_t *b, nl_buf_t *keep) {
   return m;
 }
 
+/* A client started against a fresh bus, answered up to its Inhibit call. */
+static nl_dbus_msg_t start(uv_loop_t *loop, bus_t *b, nl_logind_t *l, calls_t *c, nl_buf_t *keep) {
+  uv_loop_init(loop);
+  bus_listen(b, loop);
+  nl_logind_init(l, loop, b->path, 10, on_shutdown, c);
+  assert_int_equal(nl_logind_start(l), 0);
+  return handshake(b, keep);
+}
+
 static void inhibit_then_shutdown(void **state) {
   (void)state;
   uv_loop_t loop;
-  uv_loop_init(&loop);
   bus_t b;
-  bus_listen(&b, &loop);
   calls_t c = {0};
   nl_logind_t l;
-  nl_logind_init(&l, &loop, b.path, 10, on_shutdown, &c);
-  assert_int_equal(nl_logind_start(&l), 0);
   nl_buf_t keep = NL_BUF_INIT;
-  nl_dbus_msg_t m = handshake(&b, &keep);
+  nl_dbus_msg_t m = start(&loop, &b, &l, &c, &keep);
   nl_dbus_reader_t r = {&m, 0};
   const char *what, *who, *why, *mode;
   assert_int_equal(nl_dbus_read_str(&r, &what), 0);
@@ -276,15 +281,11 @@ static void inhibit_then_shutdown(void **state) {
 static void error_reply_and_no_bus(void **state) {
   (void)state;
   uv_loop_t loop;
-  uv_loop_init(&loop);
   bus_t b;
-  bus_listen(&b, &loop);
   calls_t c = {0};
   nl_logind_t l;
-  nl_logind_init(&l, &loop, b.path, 10, on_shutdown, &c);
-  assert_int_equal(nl_logind_start(&l), 0);
   nl_buf_t keep = NL_BUF_INIT;
-  nl_dbus_msg_t m = handshake(&b, &keep);
+  nl_dbus_msg_t m = start(&loop, &b, &l, &c, &keep);
   nl_buf_t body = NL_BUF_INIT;
   nl_dbus_put_str(&body, "Access denied");
   nl_dbus_hdr_t h = {.type = NL_DBUS_ERROR, .serial = 77, .reply_serial = m.serial,
