@@ -122,6 +122,13 @@ expect_respawn openrc "$LOG"
 expect_sigterm openrc "$LOG"
 "$INIT" status >/dev/null 2>&1; rc=$?
 [ $rc -eq 3 ] && ok "openrc: status stopped (3)" || fail "openrc: status stopped" "rc=$rc"
+# Going down (RC_GOINGDOWN, as openrc sets it for the shutdown and reboot
+# runlevels): the shutdown hook stops the pods first.
+"$INIT" start >/dev/null 2>&1 && wait_for 10 healthz_ok "$PORT" && wait_for 60 pods_running
+RC_GOINGDOWN=YES "$INIT" stop >"$E2E_TMP/openrc.out" 2>&1; rc=$?
+[ $rc -eq 0 ] && no_agent && grep -q 'shutdown hook: the node is shutting down' "$LOG" && ! pods_running \
+  && ok "openrc: going down runs the shutdown hook, which stops the pods first" \
+  || fail "openrc: going down" "rc=$rc $(cat "$E2E_TMP/openrc.out") $(grep -i shutdown "$LOG" | tail -3)"
 
 # --- runit -----------------------------------------------------------------
 SV=$ROOT/etc/sv/nanolet
