@@ -1,8 +1,10 @@
 /* Graceful node shutdown in the agent: what starts it and what it does.
  *
- * Started by the shutdown hook (`nanolet shutdown-hook`, agent/cmd_shutdown.c),
- * which connects to <rootDir>/shutdown.sock and writes "shutdown\n", or by
- * SIGUSR1 (as upstream). Then, as upstream's node shutdown manager: a
+ * Started by systemd-logind's PrepareForShutdown where logind runs (its delay
+ * inhibitor, managers/logind.h, released when done), by the shutdown hook
+ * (`nanolet shutdown-hook`, agent/cmd_shutdown.c), which connects to
+ * <rootDir>/shutdown.sock and writes "shutdown\n", or by SIGUSR1 (as
+ * upstream). Then, as upstream's node shutdown manager: a
  * NodeShutdown event on the node, the node's Ready condition False ("node is
  * shutting down") at once, new pods rejected (NodeShutdown), and the active pods
  * stopped group by group (managers/shutdown.h), each marked Failed with reason
