@@ -101,6 +101,9 @@ start_agent >/dev/null 2>&1 && wait_for 60 runtime_clear
 stop_agent TERM
 NODE=${NANOLET_E2E_SHUTDOWN_NODE:-nanolet-shutdown}
 KC=${NANOLET_E2E_SHUTDOWN_KUBECONFIG:-$("$NANOLET_TEST_CONTROLPLANE" cert "$NODE" "system:node:$NODE" system:nodes)}
+# A namespace of this run's own: a shared control plane may still be deleting
+# an earlier run's.
+PODS_NS=shutdown-e2e-$$
 trap 'api_cleanup; e2e_finish; exit $?' EXIT
 fresh_ns "$PODS_NS"
 wait_for 30 kubectl get serviceaccount default -n "$PODS_NS" -o name >/dev/null
@@ -112,7 +115,8 @@ shutdownGracePeriod: 4s
 shutdownGracePeriodCriticalPods: 2s
 EOF
 start_agent --config "$CFG" --kubeconfig "$KC" --node-ip 127.0.0.1 || exit 1
-kubectl apply -f - >/dev/null <<EOF
+# (applied again while the shared apiserver does not answer)
+cat >"$E2E_TMP/api.yaml" <<EOF
 apiVersion: v1
 kind: Pod
 metadata: {name: api, namespace: $PODS_NS}
@@ -123,6 +127,7 @@ spec:
   containers:
   - {name: main, image: $IMG, command: [sh, -c, 'trap "exit 0" TERM; while :; do sleep 0.2; done']}
 EOF
+wait_for 60 kubectl apply -f "$E2E_TMP/api.yaml" >/dev/null || fail "kubectl apply" "the apiserver did not take the pod"
 # shellcheck disable=SC2086 # $1 is "KIND/NAME [-n NS]"
 jget() { kubectl get $1 -o json 2>/dev/null | jq -r "$2" 2>/dev/null; }
 is() { [ "$(jget "$1" "$2")" = "$3" ]; }
