@@ -20,8 +20,6 @@
  * until then it must be readable and is then ignored. `.note`: see the header. */
 const nl_config_ignored_t nl__config_ignored[] = {
     {"imageServiceEndpoint"},
-    {"shutdownGracePeriod"},
-    {"shutdownGracePeriodCriticalPods"},
     {"streamingConnectionIdleTimeout"},
     {"hairpinMode"},
     {"makeIPTablesUtilChains"},

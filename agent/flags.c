@@ -86,7 +86,8 @@ void nl_flags_usage(FILE *out) {
           "Usage:\n"
           "  nanolet [flags]\n"
           "  nanolet cri COMMAND ...           talk to the container runtime (like crictl)\n"
-          "  nanolet manifest check FILE...    decode, default and validate pod manifests\n\n"
+          "  nanolet manifest check FILE...    decode, default and validate pod manifests\n"
+          "  nanolet shutdown-hook [flags]     stop the pods before the machine goes down\n\n"
           "Flags:\n");
   for (size_t i = 0; i < nl__config_nfields; i++) {
     const nl_config_field_t *f = &nl__config_fields[i];

@@ -14,6 +14,7 @@
 #include "agent/kubelet_pods.h"
 #include "agent/kubelet_stream.h"
 #include "agent/kubelet_server.h"
+#include "agent/kubelet_shutdown.h"
 #include "agent/model/quantity.h"
 #include "cri/runtime.h"
 #include "reactor/log.h"
@@ -148,6 +149,10 @@ static void on_probes_stopped(nl_probe_manager_t *m) {
   nl__kubelet_cri_user_stopped(container_of(m, nl_kubelet_t, probes));
 }
 
+static void on_oom_stopped(nl_oom_watcher_t *w) {
+  nl__kubelet_release(container_of(w, nl_kubelet_t, oom));
+}
+
 static void on_file_source_stopped(nl_file_source_t *src) {
   nl__kubelet_release(container_of(src, nl_kubelet_t, file_source));
 }
@@ -256,6 +261,11 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
   k->sigterm.data = k->sigint.data = k->sync_ticker.data = k->housekeeping.data = k;
   k->runtime_retry.data = k->runonce_timer.data = k;
   k->pending = 6;
+  if (nl__kubelet_shutdown_init(k, err) < 0) return -1;
+  /* Events are the recorder's, made with the API client below; nothing
+   * records before the loop runs. */
+  nl_oom_watcher_init(&k->oom, loop, "/dev/kmsg", k->node_name, nl_events_sink(&k->events));
+  k->pending++;
   nl_cri_opts_t cri_opts = {.timeout_ms = (uint64_t)(cfg->runtime_request_timeout / 1000000)};
   if (nl_cri_client_init(&k->cri, loop, cfg->container_runtime_endpoint, &cri_opts, err) < 0)
     return nl_err_wrap(err, "containerRuntimeEndpoint");
@@ -341,6 +351,7 @@ int nl_kubelet_start(nl_kubelet_t *k, nl_err_t **err) {
   nl_pleg_start(&k->pleg);
   nl_logrotate_start(&k->logrotate);
   nl__kubelet_evict_start(k);
+  nl_oom_watcher_start(&k->oom); /* without it the agent goes on: it said why */
   nl__kubelet_node_start(k);
   if (k->cfg->runonce) uv_timer_start(&k->runonce_timer, on_runonce_check, 1000, 1000);
   if (k->cfg->exit_on_lock_contention && k->cfg->lock_file && *k->cfg->lock_file &&
@@ -358,6 +369,7 @@ int nl_kubelet_start(nl_kubelet_t *k, nl_err_t **err) {
     nl_info("serving healthz on %s:%d", k->cfg->healthz_bind_address, k->cfg->healthz_port);
   }
   if (nl__kubelet_server_listen(k, err) < 0) return -1;
+  if (nl__kubelet_shutdown_start(k, err) < 0) return -1;
   return 0;
 }
 
@@ -374,6 +386,8 @@ void nl_kubelet_stop(nl_kubelet_t *k, nl_kubelet_done_cb done_cb) {
   uv_close((uv_handle_t *)&k->runonce_timer, on_handle_closed);
   if (k->lock_watch_up) uv_close((uv_handle_t *)&k->lock_watch, on_lock_watch_closed);
   if (k->server_up) nl_agent_server_stop(&k->server, on_server_stopped, k);
+  nl__kubelet_shutdown_stop(k);
+  if (k->oom.loop) nl_oom_watcher_stop(&k->oom, on_oom_stopped); /* init got that far */
   nl__kubelet_server_stop(k);
   if (k->file_source_up) nl_file_source_stop(&k->file_source, on_file_source_stopped);
   if (k->url_source_up) nl_url_source_stop(&k->url_source, on_url_source_stopped);

@@ -21,6 +21,7 @@
 #include "managers/mirror.h"
 #include "managers/node.h"
 #include "managers/objects.h"
+#include "managers/oom.h"
 #include "agent/kserver_stream.h"
 #include "agent/stats.h"
 #include "managers/metrics.h"
@@ -93,6 +94,9 @@ struct nl_kubelet {
   uv_fs_t pods_dir_scan;       /* <root-dir>/pods, for orphaned pod directories */
   bool pods_dir_scanning;
   nl_list_t calls;             /* syncer calls in flight */
+
+  struct nl_kshutdown *shutdown; /* graceful node shutdown (kubelet_shutdown.c); owned */
+  nl_oom_watcher_t oom;          /* kernel OOM kills from /dev/kmsg */
 
   /* --runonce: check the pods every second until all run or time is up. */
   uv_timer_t runonce_timer;

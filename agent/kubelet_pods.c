@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "agent/kubelet_node.h"
+#include "agent/kubelet_shutdown.h"
 #include "managers/admission.h"
 #include "managers/status.h"
 #include "managers/volumes.h"
@@ -26,6 +27,8 @@ typedef struct pod_state {
   char *rejected_reason; /* admission said no, or the pod was evicted: it never
                          * runs (again) */
   char *rejected_message;
+  char *killed_reason;   /* killed by the kubelet itself (node shutdown): the */
+  char *killed_message;  /* terminal status says why (TerminatePodOptions) */
 } pod_state_t;
 
 /* A syncer call in flight: waiting for fresh runtime status, then a runtime op. */
@@ -57,6 +60,8 @@ static void state_free(void *p) {
   free(ps->reasons);
   free(ps->rejected_reason);
   free(ps->rejected_message);
+  free(ps->killed_reason);
+  free(ps->killed_message);
   free(ps);
 }
 
@@ -205,6 +210,10 @@ static nl_pod_status_t *generate(nl_kubelet_t *k, const nl_pod_t *pod, pod_state
     st->reason = nl_xstrdup(ps->rejected_reason);
     st->message = nl_xstrdup(ps->rejected_message);
   }
+  /* Once its containers have stopped (upstream sends no terminal phase before). */
+  if (ps->killed_reason && (terminal || st->phase == NL_POD_FAILED))
+    nl_pod_status_terminated_by_kubelet(st, ps->status, ps->killed_reason, ps->killed_message,
+                                        now_ns());
   return st;
 }
 
@@ -310,6 +319,12 @@ static bool admit(nl_kubelet_t *k, const nl_pod_t *pod) {
   nl_admit_pods_t others = {pods, active};
   nl_admit_result_t r = {0};
   bool ok = nl_admit_pod(&node, pod, &others, pod_is_static(pod), &r);
+  if (ok && nl__kubelet_shutting_down(k)) { /* upstream's shutdown admit handler */
+    nl_admit_result_free(&r);
+    r = (nl_admit_result_t){"NodeShutdown",
+                            nl_xstrdup("Pod was rejected as the node is shutting down.")};
+    ok = false;
+  }
   nl_admit_node_free(&node);
   free(pods);
   if (ok) return true;
@@ -576,6 +591,17 @@ static void pod_finished(const char *uid, void *ctx) {
   pod_state_t *ps = pod ? nl_map_get(&k->pod_states, uid) : NULL;
   if (pod && ps && ps->status && pod->metadata.deletion_timestamp)
     report_status(k, pod, ps->status, true);
+  nl__kubelet_shutdown_pod_finished(k, uid);
+}
+
+void nl__kubelet_pods_terminate(nl_kubelet_t *k, const nl_pod_t *pod, int64_t grace_seconds,
+                                const char *reason, const char *message) {
+  pod_state_t *ps = state_get(k, pod->metadata.uid);
+  free(ps->killed_reason);
+  free(ps->killed_message);
+  ps->killed_reason = nl_xstrdup(reason);
+  ps->killed_message = nl_xstrdup(message);
+  nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, grace_seconds);
 }
 
 const nl_pod_syncer_t nl__kubelet_syncer = {sync_pod, sync_terminating, sync_terminated,

@@ -49,6 +49,13 @@ int nl__kubelet_probes_init(nl_kubelet_t *k, nl_err_t **err);
 
 extern const nl_pod_syncer_t nl__kubelet_syncer;
 
+/* upstream TerminatePodAbnormally: kills the pod (its worker's grace period
+ * becomes at most grace_seconds) and, once its containers have stopped, reports
+ * it Failed (unless it Succeeded) with reason and message (copied) and the
+ * DisruptionTarget condition. The pod never runs again. */
+void nl__kubelet_pods_terminate(nl_kubelet_t *k, const nl_pod_t *pod, int64_t grace_seconds,
+                                const char *reason, const char *message);
+
 /* Drops one of the kubelet's pending stop counts (kubelet.c). */
 void nl__kubelet_release(nl_kubelet_t *k);
 /* One CRI user has stopped; the last one stops the CRI client. */

@@ -10,6 +10,7 @@
 
 #include "agent/cmd_cri.h"
 #include "agent/cmd_manifest.h"
+#include "agent/cmd_shutdown.h"
 #include "agent/config.h"
 #include "agent/kubelet.h"
 #include "agent/startup.h"
@@ -103,6 +104,8 @@ int main(int argc, char **argv) {
 
   if (argc > 1 && strcmp(argv[1], "manifest") == 0) return nl_cmd_manifest(argc - 1, argv + 1);
   if (argc > 1 && strcmp(argv[1], "cri") == 0) return nl_cmd_cri(argc - 1, argv + 1);
+  if (argc > 1 && strcmp(argv[1], "shutdown-hook") == 0)
+    return nl_cmd_shutdown_hook(argc - 1, argv + 1);
 
   nl_config_defaults(&cfg);
   const char *config_path = nl_flags_find_config(argc, argv);

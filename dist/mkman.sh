@@ -7,7 +7,7 @@ help=$1 version=$2 sysconfdir=$3 manifestdir=$4 out=$5
   printf '.TH NANOLET 8 "" "nanolet %s" "System Administration"\n' "$version"
   printf '.SH NAME\nnanolet \\- a Kubernetes node agent (kubelet) for edge nodes\n'
   printf '.SH SYNOPSIS\n.B nanolet\n[\\fIflags\\fR]\n.br\n'
-  printf '.B nanolet cri\n\\fICOMMAND\\fR ...\n.br\n.B nanolet manifest check\n\\fIFILE\\fR...\n'
+  printf '.B nanolet cri\n\\fICOMMAND\\fR ...\n.br\n.B nanolet manifest check\n\\fIFILE\\fR...\n.br\n.B nanolet shutdown-hook\n[\\fIflags\\fR]\n'
   printf '.SH DESCRIPTION\n'
   sed -n '1p' "$help" | sed 's/\\/\\\\/g'
   printf '.PP\nSettings come from the upstream kubelet'"'"'s KubeletConfiguration file given\n'

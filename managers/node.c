@@ -173,6 +173,7 @@ static nl_node_inputs_t inputs(nl_node_t *n, nl_err_t **pleg_err) {
       .images = n->images,
       .n_images = n->n_images,
       .images_known = n->images_known,
+      .shutting_down = n->shutting_down,
   };
   if (n->deps.pressure)
     n->deps.pressure(n->deps.ctx, &in.memory_pressure, &in.disk_pressure, &in.pid_pressure);
@@ -202,6 +203,14 @@ static void facts_done(uv_work_t *w, int status) {
 }
 
 /* ---- timers ---- */
+
+void nl_node_set_shutting_down(nl_node_t *n) {
+  n->shutting_down = true;
+  if (n->state != NL_NODE_WAIT) return; /* the round under way or the next reads it */
+  uv_timer_stop(&n->timer);
+  set_state(n, NL_NODE_RUNTIME);
+  step(n);
+}
 
 static void on_timer(uv_timer_t *t) {
   nl_node_t *n = container_of(t, nl_node_t, timer);

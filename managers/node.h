@@ -174,6 +174,7 @@ struct nl_node {
   char *uid;             /* the Node's uid, once known */
   bool registered;
   bool ready;            /* the last status sent said Ready=True */
+  bool shutting_down;    /* graceful node shutdown: Ready=False from now on */
   uint64_t last_report_ms;
   int status_tries;
   bool status_retry;     /* the runtime query is a retry within the round */
@@ -199,6 +200,9 @@ void nl_node_stop(nl_node_t *n, nl_node_done_cb done_cb);
 /* The Node as last read from the API server, else the registration body, else
  * NULL (borrowed until the next status round). */
 const json_t *nl_node_object(const nl_node_t *n);
+/* Graceful node shutdown has begun: Ready turns False ("node is shutting
+ * down") and a status round starts now when the manager is waiting for one. */
+void nl_node_set_shutting_down(nl_node_t *n);
 /* The Node's uid ("" until known), and whether the last status said Ready. */
 const char *nl_node_uid(const nl_node_t *n);
 bool nl_node_ready(const nl_node_t *n);

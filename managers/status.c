@@ -789,6 +789,21 @@ nl_pod_status_t *nl_pod_status_generate(const nl_pod_t *pod, const nl_rt_pod_sta
   return s;
 }
 
+void nl_pod_status_terminated_by_kubelet(nl_pod_status_t *s, const nl_pod_status_t *old,
+                                         const char *reason, const char *message, int64_t now_ns) {
+  if (s->phase != NL_POD_SUCCEEDED) s->phase = NL_POD_FAILED;
+  free(s->reason);
+  free(s->message);
+  s->reason = nl_xstrdup(reason);
+  s->message = nl_xstrdup(message);
+  if (find_cond(s, "DisruptionTarget")) return;
+  s->conditions = nl_xrealloc(s->conditions, (s->n_conditions + 1) * sizeof(*s->conditions));
+  nl_pod_condition_t *c = &s->conditions[s->n_conditions++];
+  cond(c, "DisruptionTarget", true, "TerminationByKubelet", nl_xstrdup(message));
+  const nl_pod_condition_t *o = find_cond(old, "DisruptionTarget");
+  c->last_transition_time = o && strcmp(o->status, "True") == 0 ? o->last_transition_time : secs(now_ns);
+}
+
 /* ---- QoS (GetPodQOS) ----------------------------------------------------- */
 
 const char *nl_pod_qos_class(const nl_pod_t *pod) {

@@ -43,6 +43,10 @@ static const char *str(const json_t *o, const char *key) {
   return json_string_value(json_object_get(o, key));
 }
 
+/* kubetypes.PodConditionSharedByKubelet: set by the kubelet when it terminates
+ * a pod itself, and by others (the API's eviction, the taint manager). */
+static bool shared_condition(const char *type) { return type && strcmp(type, "DisruptionTarget") == 0; }
+
 static bool phase_terminal(const char *p) {
   return p && (strcmp(p, "Succeeded") == 0 || strcmp(p, "Failed") == 0);
 }
@@ -68,6 +72,17 @@ json_t *nl_status_merge(const json_t *api, const json_t *ours) {
   json_array_foreach(json_object_get(ours, "conditions"), i, v) {
     if (nl_status_condition_by_kubelet(str(v, "type"))) json_array_append(conds, v);
   }
+  /* Ours replace the API's shared conditions of the same type, or are added. */
+  json_array_foreach(json_object_get(ours, "conditions"), i, v) {
+    if (!shared_condition(str(v, "type"))) continue;
+    size_t j;
+    json_t *c;
+    json_array_foreach(conds, j, c) {
+      if (strcmp(str(c, "type"), str(v, "type")) == 0) break;
+    }
+    if (j < json_array_size(conds)) json_array_set(conds, j, v);
+    else json_array_append(conds, v);
+  }
   if (json_array_size(conds))
     json_object_set(out, "conditions", conds);
   else
@@ -86,7 +101,7 @@ static json_t *owned_conditions(const json_t *st) {
   json_t *c;
   json_array_foreach(json_object_get(st, "conditions"), i, c) {
     const char *t = str(c, "type");
-    if (nl_status_condition_by_kubelet(t)) json_object_set(m, t, c);
+    if (nl_status_condition_by_kubelet(t) || shared_condition(t)) json_object_set(m, t, c);
   }
   return m;
 }

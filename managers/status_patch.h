@@ -23,7 +23,8 @@ bool nl_status_phase_terminal(const json_t *status);
 
 /* mergePodStatus and the terminal guard: the status to write is ours, plus
  *  - the conditions of api the kubelet does not own (first, in api's order, as
- *    upstream), e.g. DisruptionTarget or a readiness gate's;
+ *    upstream), e.g. DisruptionTarget or a readiness gate's; a DisruptionTarget
+ *    of ours (the kubelet terminated the pod) replaces the API's or is added;
  *  - the fields of api the kubelet never sets (nominatedNodeName, resize,
  *    resourceClaimStatuses, observedGeneration, ...): kept as they are;
  *  - api's phase when it is terminal and ours differs (a terminal phase never
@@ -31,7 +32,8 @@ bool nl_status_phase_terminal(const json_t *status);
  * api may be NULL (nothing known yet). */
 json_t *nl_status_merge(const json_t *api, const json_t *ours);
 
-/* isPodStatusByKubeletEqual: the kubelet-owned conditions match by type,
+/* isPodStatusByKubeletEqual: the kubelet-owned and shared (DisruptionTarget)
+ * conditions match by type,
  * status, reason and message (transition times ignored) and every field the
  * kubelet sets is equal. NULL equals nothing but NULL. */
 bool nl_status_equal(const json_t *a, const json_t *b);

@@ -153,7 +153,7 @@ static void cri_cond(nl_buf_t *b, const char *prefix, const char *type, const nl
 /* The runtime, network and capacity errors, joined as utilerrors.Aggregate:
  * one message alone, several as "[a, b]". */
 static char *ready_errors(const nl_node_inputs_t *in, const json_t *capacity) {
-  nl_buf_t errs[6];
+  nl_buf_t errs[7];
   size_t n = 0;
   memset(errs, 0, sizeof errs);
   if (!in->runtime_sync_ns)
@@ -165,6 +165,8 @@ static char *ready_errors(const nl_node_inputs_t *in, const json_t *capacity) {
     cri_cond(&errs[n++], "container runtime not ready", "RuntimeReady", &in->runtime_ready);
   if (in->status_seen && !(in->network_ready.present && in->network_ready.status))
     cri_cond(&errs[n++], "container runtime network not ready", "NetworkReady", &in->network_ready);
+  /* upstream's nodeShutdownManagerErrors, before the capacity check */
+  if (in->shutting_down) nl_buf_puts(&errs[n++], "node is shutting down");
   static const char *const required[] = {"cpu", "memory", "pods", "ephemeral-storage"};
   nl_buf_t missing = NL_BUF_INIT;
   for (size_t i = 0; i < 4; i++)

@@ -65,6 +65,7 @@ typedef struct nl_node_inputs {
   size_t n_images;
   bool images_known;          /* false: the list failed, keep what the node has */
   bool memory_pressure, disk_pressure, pid_pressure; /* the eviction manager's */
+  bool shutting_down;         /* graceful node shutdown has begun */
 } nl_node_inputs_t;
 
 /* One taint of --register-with-taints. */

@@ -25,7 +25,7 @@ trap 'cleanup; e2e_finish; exit $?' EXIT
 # --- install ---------------------------------------------------------------
 install_root -Dinit=sysv,runit,systemd
 for f in usr/bin/nanolet etc/nanolet/config.yaml etc/kubernetes/manifests etc/init.d/nanolet \
-  etc/default/nanolet etc/logrotate.d/nanolet etc/sv/nanolet/run etc/sv/nanolet/log/run \
+  etc/default/nanolet etc/logrotate.d/nanolet etc/sv/nanolet/run etc/sv/nanolet/log/run etc/sv/nanolet/control/t \
   usr/lib/systemd/system/nanolet.service usr/share/man/man8/nanolet.8; do
   [ -e "$ROOT/$f" ] || fail "installed: $f" "missing"
 done
@@ -79,6 +79,21 @@ old=$(cat "$ROOT/run/nanolet.pid")
 "$INIT" restart >/dev/null; rc=$?
 [ $rc -eq 0 ] && [ "$(cat "$ROOT/run/nanolet.pid")" != "$old" ] && wait_for 10 healthz_ok "$PORT" \
   && ok "sysv: restart" || fail "sysv: restart" "rc=$rc"
+# A halt (runlevel 0): the hook stops the pods within shutdownGracePeriod
+# (4s here), then nanolet gets SIGTERM.
+sed -i -e 's/^shutdownGracePeriod: .*/shutdownGracePeriod: 4s/' \
+  -e 's/^shutdownGracePeriodCriticalPods: .*/shutdownGracePeriodCriticalPods: 1s/' "$ROOT/etc/nanolet/config.yaml"
+"$INIT" restart >/dev/null && wait_for 10 healthz_ok "$PORT" && wait_for 60 pods_running
+t0=$(date +%s%N)
+RUNLEVEL=0 "$INIT" stop >"$E2E_TMP/halt.out" 2>&1; rc=$?
+ms=$((($(date +%s%N) - t0) / 1000000))
+# (web stops on SIGTERM; ticker ignores it and is killed at the end of its
+# grace period, the group's period: that StopContainer may still be under way)
+pods_stopping() { ! pods_running; }
+[ $rc -eq 0 ] && no_agent && grep -q 'shutdown hook: the node is shutting down' "$LOG" && grep -q '^done in' "$E2E_TMP/halt.out" \
+  && wait_for 10 pods_stopping && ok "sysv: a halt runs the shutdown hook, which stops the pods first (${ms} ms)" \
+  || fail "sysv: halt" "rc=$rc $(cat "$E2E_TMP/halt.out") $(grep -i shutdown "$LOG" | tail -5)"
+"$INIT" start >/dev/null && wait_for 10 healthz_ok "$PORT" || fail "sysv: start after the halt"
 : >"$LOG"
 t0=$(date +%s%N)
 "$INIT" stop >/dev/null; rc=$?
@@ -128,6 +143,15 @@ sv -w 40 down nanolet >/dev/null; rc=$?
 [ $rc -eq 0 ] && no_agent && ok "runit: sv down waits for nanolet" || fail "runit: sv down" "rc=$rc $(sv status nanolet)"
 wait_for 5 grep -q 'received Terminated, shutting down' "$SVLOG"
 expect_sigterm runit "$SVLOG"
+grep -q 'shutdown hook' "$SVLOG" && fail "runit: a plain sv down runs no shutdown hook" "$(grep 'shutdown hook' "$SVLOG")"
+# The machine going down: runit-init makes <sysconfdir>/runit/stopit executable.
+sv up nanolet >/dev/null && wait_for 10 healthz_ok "$PORT" && wait_for 60 pods_running
+mkdir -p "$ROOT/etc/runit" && touch "$ROOT/etc/runit/stopit" && chmod 100 "$ROOT/etc/runit/stopit"
+sv -w 40 down nanolet >/dev/null; rc=$?
+rm -f "$ROOT/etc/runit/stopit"
+[ $rc -eq 0 ] && no_agent && grep -q 'shutdown hook: the node is shutting down' "$SVLOG" && wait_for 10 pods_stopping \
+  && ok "runit: going down (stopit), control/t runs the shutdown hook, which stops the pods first" \
+  || fail "runit: going down" "rc=$rc $(grep -i shutdown "$SVLOG" | tail -3)"
 grep -qE '^[0-9]{4}-[0-9]{2}-[0-9]{2}_[0-9:.]+ ' "$SVLOG" && [ -f "$ROOT/var/log/nanolet/config" ] && ok "runit: svlogd timestamps and rotates the log" \
   || fail "runit: svlogd" "$(head -2 "$SVLOG")"
 kill -HUP "$RUNSVDIR_PID"; wait "$RUNSVDIR_PID"; RUNSVDIR_PID=

@@ -152,6 +152,31 @@ static void merge_keeps_what_others_own(void **state) {
   json_decref(api);
 }
 
+/* The kubelet terminated the pod (node shutdown): its DisruptionTarget is
+ * written, replacing one the API had. */
+static void merge_writes_our_disruption_target(void **state) {
+  (void)state;
+  json_t *api = J("{\"phase\":\"Running\",\"conditions\":[" COND("Ready", "True", T1) "]}");
+  json_t *ours = J("{\"phase\":\"Failed\",\"reason\":\"Terminated\",\"conditions\":["
+                   COND("Ready", "False", T2) "," COND("DisruptionTarget", "True", T2) "]}");
+  json_t *m = nl_status_merge(api, ours);
+  json_t *c = json_object_get(m, "conditions");
+  assert_int_equal(json_array_size(c), 2);
+  assert_string_equal(json_string_value(json_object_get(json_array_get(c, 1), "type")),
+                      "DisruptionTarget");
+  json_decref(m);
+  json_t *older = J("{\"phase\":\"Running\",\"conditions\":[" COND("DisruptionTarget", "False", T1)
+                    "]}");
+  m = nl_status_merge(older, ours);
+  c = json_object_get(m, "conditions");
+  assert_int_equal(json_array_size(c), 2);
+  assert_string_equal(json_string_value(json_object_get(json_array_get(c, 0), "status")), "True");
+  json_decref(m);
+  json_decref(older);
+  json_decref(ours);
+  json_decref(api);
+}
+
 static void terminal_phase_never_goes_back(void **state) {
   (void)state;
   json_t *api = J("{\"phase\":\"Failed\",\"reason\":\"OutOfpods\"}");
@@ -182,9 +207,13 @@ static void equality_as_the_kubelet_sees_it(void **state) {
   json_object_set_new(ready, "lastTransitionTime", json_string(T2));
   assert_true(nl_status_equal(a, b));
   /* others' conditions and fields do not count */
-  json_array_append_new(json_object_get(b, "conditions"),
-                        J(COND("DisruptionTarget", "True", T1)));
+  json_array_append_new(json_object_get(b, "conditions"), J(COND("example.com/gate", "True", T1)));
   json_object_set_new(b, "nominatedNodeName", json_string("n"));
+  assert_true(nl_status_equal(a, b));
+  /* a condition shared with the kubelet does (isPodStatusByKubeletEqual) */
+  json_array_append_new(json_object_get(a, "conditions"), J(COND("DisruptionTarget", "True", T1)));
+  assert_false(nl_status_equal(a, b));
+  json_array_append_new(json_object_get(b, "conditions"), J(COND("DisruptionTarget", "True", T2)));
   assert_true(nl_status_equal(a, b));
   /* a condition's status does */
   json_object_set_new(ready, "status", json_string("True"));
@@ -213,6 +242,7 @@ int main(void) {
       cmocka_unit_test(condition_removed_and_reordered),
       cmocka_unit_test(new_conditions_in_their_order),
       cmocka_unit_test(merge_keeps_what_others_own),
+      cmocka_unit_test(merge_writes_our_disruption_target),
       cmocka_unit_test(terminal_phase_never_goes_back),
       cmocka_unit_test(equality_as_the_kubelet_sees_it),
   };

@@ -252,6 +252,20 @@ static void test_conditions_and_change(void **state) {
   assert_string_equal(json_string_value(json_object_get(r3, "lastTransitionTime")),
                       "2024-12-03T15:13:04Z");
   assert_true(nl_node_status_changed(s3, s2));
+  /* Graceful node shutdown joins the runtime's error, as upstream's aggregate. */
+  in.shutting_down = true;
+  json_t *s5 = nl_node_status(&c, &f, &in, s3, NULL);
+  json_t *r5 = json_array_get(json_object_get(s5, "conditions"), 3);
+  assert_string_equal(json_string_value(json_object_get(r5, "message")),
+                      "[container runtime not ready: RuntimeReady=false reason: message:, "
+                      "node is shutting down]");
+  in.runtime_ready.status = true;
+  json_decref(s5);
+  s5 = nl_node_status(&c, &f, &in, s3, NULL);
+  r5 = json_array_get(json_object_get(s5, "conditions"), 3);
+  assert_string_equal(json_string_value(json_object_get(r5, "status")), "False");
+  assert_string_equal(json_string_value(json_object_get(r5, "message")), "node is shutting down");
+  json_decref(s5);
   /* An image more is a change; images capped at nodeStatusMaxImages. */
   in = ready_inputs();
   c.max_images = 1;
