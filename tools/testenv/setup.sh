@@ -12,6 +12,8 @@
 #   NANOLET_TESTENV_DIR          state directory (default /var/lib/nanolet-testenv)
 #   NANOLET_TESTENV_SNAPSHOTTER  overlayfs or native (default: overlayfs if it mounts)
 #   NANOLET_TESTENV_NO_APT=1     do not touch apt (fail if a tool is missing)
+#   NANOLET_TESTENV_NO_REGISTRY=1  no registry: a second instance's (the shared
+#                                one holds 127.0.0.1:15443)
 #   NANOLET_TESTENV_BRIDGE, NANOLET_TESTENV_SUBNET  the CNI bridge and subnet
 #                                (default nl-br0, 10.88.0.0/24)
 set -euo pipefail
@@ -366,16 +368,20 @@ else
   log "localhost/pause:3.9 present"
 fi
 
-registry_up
-if [ "$rebuild_images" = 1 ] || ! registry_has_images; then
-  if [ ! -f "$DIR/images/busybox/index.json" ]; then
-    log "building the busybox layout to push"
-    mkdir "$build_tmp/busybox-push"
-    build_busybox "$build_tmp/busybox-push"
-  fi
-  registry_push "$DIR/images/busybox"
+if [ "${NANOLET_TESTENV_NO_REGISTRY:-0}" = 1 ]; then
+  log "no registry (NANOLET_TESTENV_NO_REGISTRY)"
 else
-  log "$REGISTRY_ADDR/$REGISTRY_REPO present"
+  registry_up
+  if [ "$rebuild_images" = 1 ] || ! registry_has_images; then
+    if [ ! -f "$DIR/images/busybox/index.json" ]; then
+      log "building the busybox layout to push"
+      mkdir "$build_tmp/busybox-push"
+      build_busybox "$build_tmp/busybox-push"
+    fi
+    registry_push "$DIR/images/busybox"
+  else
+    log "$REGISTRY_ADDR/$REGISTRY_REPO present"
+  fi
 fi
 
 for img in localhost/busybox:latest localhost/busybox:1.36 localhost/pause:3.9; do
