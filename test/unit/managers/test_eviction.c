@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <cmocka.h>
 
 #include "managers/eviction.h"
@@ -243,6 +244,7 @@ static void fake_collect(void *ctx, nl_ev_stats_t *out, nl_eviction_done_fn done
   out->obs[NL_EV_MEMORY] = (nl_ev_observation_t){true, f->mem_available, f->mem_capacity};
   out->obs[NL_EV_NODEFS] = (nl_ev_observation_t){true, f->disk_available, f->disk_capacity};
   out->obs[NL_EV_IMAGEFS] = out->obs[NL_EV_NODEFS];
+  out->memory_inactive_file = 50 * MI;
   out->pods = nl_xcalloc(f->n_pods + 1, sizeof *out->pods);
   for (size_t i = 0; i < f->n_pods; i++)
     out->pods[out->n_pods++] = pod_stats(f->pods[i]->metadata.uid, (int64_t)(i + 1) * 100 * MI, 1);
@@ -283,10 +285,11 @@ static void fake_reclaim(void *ctx, bool images, nl_eviction_done_fn done, void 
   uv_timer_start(&f->defer, on_defer, 0, 0);
 }
 
-/* A manager with the thresholds given as in the configuration file. */
-static fixture_t *setup(nl_ev_config_map_t hard, nl_ev_config_map_t soft,
-                        nl_ev_config_map_t grace, nl_ev_config_map_t reclaim,
-                        int64_t transition_ns) {
+/* A manager with the thresholds given as in the configuration file, and
+ * memcg_dir standing in for the memory cgroup (NULL: none). */
+static fixture_t *setup_memcg(nl_ev_config_map_t hard, nl_ev_config_map_t soft,
+                              nl_ev_config_map_t grace, nl_ev_config_map_t reclaim,
+                              int64_t transition_ns, const char *memcg_dir) {
   fixture_t *f = nl_xcalloc(1, sizeof *f);
   assert_int_equal(uv_loop_init(&f->loop), 0);
   uv_timer_init(&f->loop, &f->defer);
@@ -303,11 +306,18 @@ static fixture_t *setup(nl_ev_config_map_t hard, nl_ev_config_map_t soft,
   char msg[256];
   int n = parse(hard, soft, grace, reclaim, &t, msg);
   assert_true(n >= 0);
-  nl_eviction_deps_t d = {fake_collect, fake_active, fake_evict, fake_cleaned_up, fake_reclaim, f, fake_now};
+  nl_eviction_deps_t d = {fake_collect, fake_active, fake_evict, fake_cleaned_up, fake_reclaim, f,
+                         fake_now, memcg_dir};
   /* a period of an hour: rounds run when the test pokes */
   assert_int_equal(nl_eviction_init(&f->m, &f->loop, t, (size_t)n, transition_ns, 30, 3600000, &d), 0);
   free(t);
   return f;
+}
+
+static fixture_t *setup(nl_ev_config_map_t hard, nl_ev_config_map_t soft,
+                        nl_ev_config_map_t grace, nl_ev_config_map_t reclaim,
+                        int64_t transition_ns) {
+  return setup_memcg(hard, soft, grace, reclaim, transition_ns, NULL);
 }
 
 /* One round at the fake time now (seconds after the start); returns when the
@@ -491,6 +501,41 @@ static void test_critical_skipped(void **state) {
   teardown(f);
 }
 
+/* Each memory threshold is armed on the memory cgroup at the usage where the
+ * working set reaches it; a crossing starts a round with no tick. */
+static void test_memory_threshold_notification(void **state) {
+  (void)state;
+  char dir[] = "/tmp/nl-evict-memcg-XXXXXX", p[128];
+  assert_non_null(mkdtemp(dir));
+  const char *files[] = {"memory.usage_in_bytes", "cgroup.event_control"};
+  for (int i = 0; i < 2; i++) {
+    snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+    fclose(fopen(p, "w"));
+  }
+  fixture_t *f = setup_memcg(kv(mem_k, v100, 1), none, none, none, 300 * S, dir);
+  assert_true(f->m.memcg_up);
+  round_at(f, 0);
+  while (f->m.memcg.state == NL_MEMCG_ARMING) uv_run(&f->loop, UV_RUN_ONCE);
+  assert_int_equal(f->m.memcg.state, NL_MEMCG_ARMED);
+  /* capacity 1000Mi - threshold 100Mi + inactive file 50Mi */
+  snprintf(p, sizeof p, "%s/cgroup.event_control", dir);
+  FILE *fp = fopen(p, "r");
+  int efd, watch;
+  long long usage = 0;
+  assert_int_equal(fscanf(fp, "%d %d %lld", &efd, &watch, &usage), 3);
+  fclose(fp);
+  assert_int_equal(usage, 950 * MI);
+  assert_int_equal(efd, f->m.memcg.efd);
+  /* the kernel signals: a round at once, which evicts */
+  f->mem_available = 60 * MI;
+  assert_int_equal(eventfd_write(efd, 1), 0);
+  while (f->evictions == 0) uv_run(&f->loop, UV_RUN_ONCE);
+  assert_int_equal(f->m.rounds, 2);
+  teardown(f);
+  snprintf(p, sizeof p, "rm -rf %s", dir);
+  assert_int_equal(system(p), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse_quantities_and_percentages),
@@ -505,6 +550,7 @@ int main(void) {
       cmocka_unit_test(test_minimum_reclaim),
       cmocka_unit_test(test_admission),
       cmocka_unit_test(test_critical_skipped),
+      cmocka_unit_test(test_memory_threshold_notification),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
