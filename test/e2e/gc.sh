@@ -42,32 +42,8 @@ SOCK=${NANOLET_TEST_CRI_ENDPOINT#unix://}
 ctr_() { ctr --address "$SOCK" -n k8s.io "$@"; }
 
 # ---- four unused images: an OCI layout made here, imported ----------------------
-# blob FILE: stores FILE in the layout by digest; prints "DIGEST SIZE".
-blob() {
-  local d
-  d=$(sha256sum "$1" | cut -d' ' -f1)
-  cp "$1" "$LAYOUT/blobs/sha256/$d"
-  echo "$d $(stat -c %s "$1")"
-}
-LAYOUT=$E2E_TMP/layout
-mkdir -p "$LAYOUT/blobs/sha256" "$E2E_TMP/layer"
-echo '{"imageLayoutVersion":"1.0.0"}' >"$LAYOUT/oci-layout"
-arch=$(dpkg --print-architecture)
-entries=()
-for i in 1 2 3 4; do
-  head -c $((6 << 20)) /dev/urandom >"$E2E_TMP/layer/data"
-  tar -C "$E2E_TMP/layer" -cf "$E2E_TMP/layer.tar" data
-  read -r l ls < <(blob "$E2E_TMP/layer.tar")
-  printf '{"architecture":"%s","os":"linux","config":{"Cmd":["sh"]},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]}}' \
-    "$arch" "$l" >"$E2E_TMP/config.json"
-  read -r c cs < <(blob "$E2E_TMP/config.json")
-  printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:%s","size":%s},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"sha256:%s","size":%s}]}' \
-    "$c" "$cs" "$l" "$ls" >"$E2E_TMP/manifest.json"
-  read -r m ms < <(blob "$E2E_TMP/manifest.json")
-  entries+=("$(printf '{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%s,"annotations":{"org.opencontainers.image.ref.name":"big%s"}}' "$m" "$ms" "$i")")
-done
-(IFS=,; printf '{"schemaVersion":2,"manifests":[%s]}' "${entries[*]}") >"$LAYOUT/index.json"
-tar -C "$LAYOUT" -cf "$E2E_TMP/big.tar" .
+. "$TESTENV/random_images.sh"
+random_images "$E2E_TMP/big.tar" 4 6 big "$E2E_TMP"
 ctr_ images import --snapshotter "$(cat "$PRIVATE_DIR/snapshotter")" --base-name localhost/gc \
   "$E2E_TMP/big.tar" >/dev/null 2>"$E2E_TMP/import.log" || { fail "import" "$(tail -3 "$E2E_TMP/import.log")"; exit 1; }
 images() { cri images -o json | jq -r '[.images[].repoTags[]] | sort | join(" ")'; }
