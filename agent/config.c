@@ -44,6 +44,7 @@ void nl_config_defaults(nl_kubelet_config_t *c) {
   nl__strmap_add(&c->eviction_hard, "nodefs.inodesFree", "5%", 1);
   nl__strmap_add(&c->eviction_hard, "imagefs.available", "15%", 1);
   c->eviction_pressure_transition_period = 300 * SEC;
+  c->kernel_memcg_notification = true; /* upstream false: see docs/DIFFERENCES.md */
   c->image_gc_high_threshold_percent = 85;
   c->image_gc_low_threshold_percent = 80;
   c->image_minimum_gc_age = 120 * SEC;

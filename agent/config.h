@@ -68,6 +68,7 @@ typedef struct nl_kubelet_config {
   nl_config_map_t eviction_soft;
   nl_config_map_t eviction_soft_grace_period;
   int64_t eviction_pressure_transition_period;
+  bool kernel_memcg_notification;
   int32_t eviction_max_pod_grace_period;
   nl_config_map_t eviction_minimum_reclaim;
   int32_t image_gc_high_threshold_percent;

@@ -53,6 +53,7 @@ const nl_config_field_t nl__config_fields[] = {
     {"evictionSoftGracePeriod", "eviction-soft-grace-period", NL_F_STRMAP, OFF(eviction_soft_grace_period), 0, 0, "Grace periods of the soft thresholds, e.g. memory.available=1m30s"},
     I32("evictionMaxPodGracePeriod", "eviction-max-pod-grace-period", eviction_max_pod_grace_period, INT32_MIN, INT32_MAX, "Max grace period (s) of pods evicted on a soft threshold"),
     {"evictionMinimumReclaim", "eviction-minimum-reclaim", NL_F_STRMAP, OFF(eviction_minimum_reclaim), 0, 0, "Minimum to reclaim beyond a threshold, e.g. imagefs.available=2Gi"},
+    B("kernelMemcgNotification", "kernel-memcg-notification", kernel_memcg_notification, "Start an eviction round when memory crosses a threshold, from the memory cgroup's notifications (default true)"),
     D("evictionPressureTransitionPeriod", "eviction-pressure-transition-period", eviction_pressure_transition_period, "Wait before leaving a pressure condition (default 5m)"),
     I32("imageGCHighThresholdPercent", "image-gc-high-threshold", image_gc_high_threshold_percent, 0, 100, "Disk usage percent that starts image GC (default 85)"),
     I32("imageGCLowThresholdPercent", "image-gc-low-threshold", image_gc_low_threshold_percent, 0, 100, "Disk usage percent image GC frees down to (default 80)"),

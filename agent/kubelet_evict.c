@@ -159,6 +159,7 @@ static void collect_done(uv_work_t *w, int status) {
   if (s->maxpid)
     o->obs[NL_EV_PID] = (nl_ev_observation_t){true, (int64_t)s->maxpid - (int64_t)s->curproc, (int64_t)s->maxpid};
   o->dedicated_imagefs = c->dedicated;
+  if (c->memcg_ok && c->memcg_usage > c->memcg_inactive) o->memory_inactive_file = (int64_t)c->memcg_inactive;
   nl_eviction_done_fn done = c->done;
   void *done_ctx = c->done_ctx;
   collect_free(c);
@@ -285,7 +286,8 @@ int nl__kubelet_evict_init(nl_kubelet_t *k, nl_err_t **err) {
   free(pods_dir);
   k->gc_up = true;
   k->cri_users++;
-  nl_eviction_deps_t ed = {ev_collect, ev_active_pods, ev_evict, ev_cleaned_up, ev_reclaim, k, NULL};
+  nl_eviction_deps_t ed = {ev_collect, ev_active_pods, ev_evict, ev_cleaned_up, ev_reclaim, k, NULL,
+                           cfg->kernel_memcg_notification ? MEMCG : NULL};
   nl_eviction_init(&k->eviction, k->loop, t, n, cfg->eviction_pressure_transition_period,
                    cfg->eviction_max_pod_grace_period, 0, &ed);
   free(t);

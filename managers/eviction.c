@@ -14,6 +14,7 @@
 #define CLEANUP_CHECK_MS 1000 /* upstream podCleanupPollFreq */
 #define CLEANUP_CHECKS 30     /* upstream podCleanupTimeout: 30 s */
 #define IMMEDIATE_GRACE_S 1   /* upstream immediateEvictionGracePeriodSeconds */
+#define NOTIFIER_REFRESH_NS (10 * 1000000000LL) /* upstream notifierRefreshInterval */
 
 enum { COND_MEMORY, COND_DISK, COND_PID };
 static const char *const cond_names[] = {"MemoryPressure", "DiskPressure", "PIDPressure"};
@@ -36,8 +37,9 @@ static void set_state(nl_eviction_t *m, nl_ev_state_t st) {
   m->state = st;
 }
 
-static void timer_closed(uv_handle_t *h) {
-  nl_eviction_t *m = h->data;
+static void closed_one(nl_eviction_t *m) {
+  assert(m->closing > 0);
+  if (--m->closing) return;
   nl_ev_stats_free(&m->stats);
   free(m->thresholds);
   free(m->evicted_uid);
@@ -46,6 +48,9 @@ static void timer_closed(uv_handle_t *h) {
   m->state = NL_EV_STOPPED;
   if (m->done_cb) m->done_cb(m->done_ctx);
 }
+
+static void timer_closed(uv_handle_t *h) { closed_one(h->data); }
+static void memcg_stopped(void *ctx) { closed_one(ctx); }
 
 static bool go_on(nl_eviction_t *m) {
   if (!m->stopping) return true;
@@ -61,7 +66,31 @@ static void on_tick(uv_timer_t *t) {
 
 static void idle(nl_eviction_t *m) {
   set_state(m, NL_EV_IDLE);
-  uv_timer_start(&m->timer, on_tick, m->period_ms, 0);
+  uv_timer_start(&m->timer, on_tick, m->poked ? 0 : m->period_ms, 0);
+  m->poked = false;
+}
+
+/* upstream UpdateThreshold: the working set reaches capacity - threshold when
+ * memory.usage_in_bytes reaches that plus the inactive file pages. Armed
+ * again at most every 10 s, as the inactive pages drift. */
+static void rearm_memcg(nl_eviction_t *m) {
+  const nl_ev_observation_t *o = &m->stats.obs[NL_EV_MEMORY];
+  int64_t now = now_ns(m);
+  if (!m->memcg_up || !o->ok || (m->memcg_armed_ns && now - m->memcg_armed_ns < NOTIFIER_REFRESH_NS))
+    return;
+  int64_t usage[NL_MEMCG_NOTIFY_MAX];
+  size_t n = 0;
+  for (size_t i = 0; i < m->n_thresholds && n < NL_MEMCG_NOTIFY_MAX; i++)
+    if (m->thresholds[i].signal == NL_EV_MEMORY)
+      usage[n++] = o->capacity - nl_ev_quantity(&m->thresholds[i].value, o->capacity) +
+                   m->stats.memory_inactive_file;
+  m->memcg_armed_ns = now;
+  nl_memcg_notify_set(&m->memcg, usage, n);
+}
+
+static void on_memcg_crossed(void *ctx) {
+  nl_vlog(2, "eviction manager: memory eviction threshold crossed");
+  nl_eviction_poke(ctx);
 }
 
 /* The thresholds met now, the conditions, and the thresholds whose grace
@@ -165,6 +194,7 @@ static void synchronize(nl_eviction_t *m) {
   m->rounds++;
   bool act[64] = {0};
   observe(m, act);
+  rearm_memcg(m);
   int ti = pick(m, act);
   if (ti < 0) {
     idle(m);
@@ -289,13 +319,26 @@ int nl_eviction_init(nl_eviction_t *m, uv_loop_t *loop, const nl_ev_threshold_t 
   uv_timer_init(loop, &m->timer);
   m->timer.data = m;
   m->state = NL_EV_IDLE;
+  bool memory = false;
+  for (size_t i = 0; i < n; i++) memory |= thresholds[i].signal == NL_EV_MEMORY;
+  nl_err_t *err = NULL;
+  if (memory && deps->memcg_dir) {
+    if (nl_memcg_notify_init(&m->memcg, loop, deps->memcg_dir, on_memcg_crossed, m, &err) == 0)
+      m->memcg_up = true;
+    else
+      nl_warn("eviction manager: memory threshold notifications unavailable (%s): memory is polled",
+              nl_err_msg(err));
+    nl_err_free(&err);
+  }
   return 0;
 }
 
 void nl_eviction_start(nl_eviction_t *m) { uv_timer_start(&m->timer, on_tick, 0, 0); }
 
 void nl_eviction_poke(nl_eviction_t *m) {
-  if (m->state == NL_EV_IDLE && !m->stopping) uv_timer_start(&m->timer, on_tick, 0, 0);
+  if (m->stopping) return;
+  if (m->state == NL_EV_IDLE) uv_timer_start(&m->timer, on_tick, 0, 0);
+  else m->poked = true;
 }
 
 void nl_eviction_stop(nl_eviction_t *m, nl_eviction_done_fn done, void *done_ctx) {
@@ -303,7 +346,9 @@ void nl_eviction_stop(nl_eviction_t *m, nl_eviction_done_fn done, void *done_ctx
   m->stopping = true;
   m->done_cb = done;
   m->done_ctx = done_ctx;
-  /* A collection or reclaim in flight closes when it completes. */
+  m->closing = 1 + m->memcg_up;
+  if (m->memcg_up) nl_memcg_notify_stop(&m->memcg, memcg_stopped, m);
+  /* A collection or reclaim in flight closes the timer when it completes. */
   if (m->state == NL_EV_IDLE || m->state == NL_EV_CLEANUP) {
     uv_timer_stop(&m->timer);
     uv_close((uv_handle_t *)&m->timer, timer_closed);

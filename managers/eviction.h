@@ -32,6 +32,7 @@
 #include <uv.h>
 
 #include "agent/model/pod.h"
+#include "managers/memcg_notify.h"
 #include "reactor/error.h"
 
 typedef enum {
@@ -105,6 +106,7 @@ typedef struct nl_ev_pod_stats {
 
 typedef struct nl_ev_stats {
   nl_ev_observation_t obs[NL_EV_NSIGNALS];
+  int64_t memory_inactive_file; /* of the root memory cgroup: usage - working set */
   bool dedicated_imagefs; /* the images are on another filesystem than nodefs */
   nl_ev_pod_stats_t *pods;
   size_t n_pods;
@@ -154,6 +156,9 @@ typedef struct nl_eviction_deps {
   void (*reclaim)(void *ctx, bool images, nl_eviction_done_fn done, void *done_ctx);
   void *ctx;
   int64_t (*now_ns)(void *ctx); /* wall clock; NULL: the real one */
+  /* The root memory cgroup (v1) whose threshold notifications start a round
+   * at once (upstream kernelMemcgNotification); NULL: polling only. */
+  const char *memcg_dir;
 } nl_eviction_deps_t;
 
 typedef enum {
@@ -187,6 +192,11 @@ struct nl_eviction {
   int cleanup_checks;
   nl_eviction_done_fn done_cb;
   void *done_ctx;
+  int closing;                   /* handles (timer, notifier) not yet closed */
+  /* memory threshold notifications: armed again at most every 10 s */
+  nl_memcg_notify_t memcg;
+  bool memcg_up, poked;          /* poked: a round is due as soon as idle */
+  int64_t memcg_armed_ns;
   /* for tests and the bench */
   uint64_t rounds, evictions;
   int64_t last_eviction_ns;
@@ -198,7 +208,8 @@ int nl_eviction_init(nl_eviction_t *m, uv_loop_t *loop, const nl_ev_threshold_t 
                      size_t n, int64_t transition_ns, int64_t max_pod_grace_s,
                      uint64_t period_ms, const nl_eviction_deps_t *deps);
 void nl_eviction_start(nl_eviction_t *m);
-/* A round now (a memory threshold notification); no-op unless idle. */
+/* A round now (a memory threshold notification), or as soon as the round in
+ * progress ends. */
 void nl_eviction_poke(nl_eviction_t *m);
 void nl_eviction_stop(nl_eviction_t *m, nl_eviction_done_fn done, void *done_ctx);
 

@@ -9,8 +9,9 @@
 # what the node has forces the eviction of the BestEffort pod using memory.
 # Static pods are critical and never evicted (upstream), hence API pods. Node
 # and credential: NANOLET_E2E_EVICT_NODE / NANOLET_E2E_EVICT_KUBECONFIG
-# (default nanolet-eviction, minted by the control plane script).
-PODS_NS=evict-e2e
+# (default nanolet-eviction, minted by the control plane script); namespace:
+# NANOLET_E2E_EVICT_NS (default evict-e2e).
+PODS_NS=${NANOLET_E2E_EVICT_NS:-evict-e2e}
 . "$(dirname "$0")/pods_lib.sh"
 k8s_env || { fail "control plane" "tools/testenv/controlplane.sh up failed"; exit 1; }
 NODE=${NANOLET_E2E_EVICT_NODE:-nanolet-eviction}

@@ -11,7 +11,7 @@
 # it at the end.
 NODE=${NANOLET_REBOOT_NODE:-reboot-e2e}
 export NANOLET_TESTENV_DIR=${NANOLET_REBOOT_TESTENV_DIR:-/var/lib/nanolet-reboot-testenv}
-export NANOLET_TESTENV_BRIDGE=nl-br1 NANOLET_TESTENV_SUBNET=10.89.0.0/24
+export NANOLET_TESTENV_BRIDGE=nl-br1 NANOLET_TESTENV_SUBNET=10.89.0.0/24 NANOLET_TESTENV_NO_REGISTRY=1
 RUNDIR=$NANOLET_TESTENV_DIR/run
 TESTENV=$(cd "$(dirname "$0")/../../tools/testenv" && pwd)
 ENDPOINT=$("$TESTENV/setup.sh" 2>/tmp/nanolet-reboot-setup.log) || { echo "setup.sh failed:"; tail -5 /tmp/nanolet-reboot-setup.log; exit 1; }

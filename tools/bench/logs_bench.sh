@@ -21,7 +21,7 @@ rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$PID/status"; }
 cpu_ns() { awk '{print $1}' "/proc/$PID/schedstat"; }
 cri() { "$NANOLET" cri -r "$NANOLET_TEST_CRI_ENDPOINT" "$@"; }
 ns_sandboxes() { cri pods -o json | jq --arg ns "$NS" '[.items[] | select(.metadata.namespace == $ns)] | length'; }
-wait_until() { local end=$((SECONDS + $1)); shift; until "$@"; do [ $SECONDS -lt $end ] || return 1; sleep 0.2; done; }
+. "$(dirname "$0")/bench_lib.sh"
 ns_clear() { [ "$(ns_sandboxes)" = 0 ]; }
 cleanup() {
   for c in "${CURLS[@]}"; do kill "$c" 2>/dev/null; done

@@ -32,10 +32,7 @@ rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$PID/status"; }
 # RSS split: anonymous (the agent's own heap and stacks) and clean file pages
 # (code of the binary and its libraries, shared and reclaimable), and PSS.
 mem_split() { awk '/^(Anonymous|Shared_Clean|Pss):/ {printf " %s %d", tolower($1), $2}' "/proc/$PID/smaps_rollup"; }
-wait_until() { # wait_until SECONDS CMD... (polls every 200 ms)
-  local end=$((SECONDS + $1)); shift
-  until "$@"; do [ $SECONDS -lt $end ] || return 1; sleep 0.2; done
-}
+. "$(dirname "$0")/bench_lib.sh"
 n_running_is() { [ "$(ns_running)" = "$1" ]; }
 ns_clear() { [ "$(ns_sandboxes)" = 0 ]; }
 # bytes_sent and bytes_received of nanolet's connection to the apiserver
@@ -60,19 +57,6 @@ cleanup() {
   rm -rf "$TMP"
 }
 trap cleanup EXIT
-pods() { # pods N: N manifests
-  rm -f "$M"/*.yaml
-  for i in $(seq 1 "$1"); do
-    cat >"$M/p$i.yaml" <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: bench-$i, namespace: $NS}
-spec:
-  terminationGracePeriodSeconds: 1
-  containers: [{name: main, image: localhost/busybox:1.36, command: [sleep, "3600"]}]
-EOF
-  done
-}
 # window LABEL JOINED: settles 15 s, then one idle window
 window() {
   sleep 15
@@ -98,7 +82,7 @@ for joined in 0 1; do
   start "$TMP/$label.log" "${flags[@]}"
   [ $joined = 1 ] && { wait_until 30 node_ready || echo "node not Ready"; }
   window "$label, 0 pods" $joined
-  pods 50
+  bench_pods "$M" 50 "$NS"
   wait_until 180 n_running_is 50 || echo "only $(ns_running) of 50 pods running"
   window "$label, 50 pods" $joined
   rm -f "$M"/*.yaml # the next run starts on an empty runtime

@@ -28,10 +28,7 @@ last_started() { # max startedAt (ns) of the namespace's containers
 }
 cpu_ns() { awk '{print $1}' "/proc/$PID/schedstat"; } # time on CPU, ns
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$PID/status"; }
-wait_until() { # wait_until SECONDS CMD... (polls every 200 ms)
-  local end=$((SECONDS + $1)); shift
-  until "$@"; do [ $SECONDS -lt $end ] || return 1; sleep 0.2; done
-}
+. "$(dirname "$0")/bench_lib.sh"
 n_running_is() { [ "$(ns_running)" = "$1" ]; }
 ns_clear() { [ "$(ns_sandboxes)" = 0 ]; }
 cleanup() {
@@ -43,19 +40,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-stage() { # stage N: N manifests in the staging directory
-  rm -f "$TMP/stage"/*
-  for i in $(seq 1 "$1"); do
-    cat >"$TMP/stage/p$i.yaml" <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: bench-$i, namespace: $NS}
-spec:
-  terminationGracePeriodSeconds: 1
-  containers: [{name: main, image: localhost/busybox:1.36, command: [sleep, "3600"]}]
-EOF
-  done
-}
+stage() { bench_pods "$TMP/stage" "$1" "$NS"; } # stage N: N manifests in the staging directory
 
 "$NANOLET" --healthz-port 0 --enable-server=false --pod-manifest-path "$M" --container-runtime-endpoint "$NANOLET_TEST_CRI_ENDPOINT" \
   --root-dir "$TMP/root" --hostname-override bench-node >"$TMP/agent.log" 2>&1 &

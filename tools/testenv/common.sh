@@ -4,8 +4,7 @@
 # Shared by setup.sh, teardown.sh and env.sh (sourced, not run): paths, and
 # the helpers that decide whether a containerd is "ours".
 
-DEFAULT_DIR=/var/lib/nanolet-testenv
-DIR=${NANOLET_TESTENV_DIR:-$DEFAULT_DIR}
+DIR=${NANOLET_TESTENV_DIR:-/var/lib/nanolet-testenv}
 # Kept short: unix socket paths are limited to 108 bytes, and containerd adds
 # ".ttrpc" to it.
 SOCK=$DIR/run/containerd.sock

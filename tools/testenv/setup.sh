@@ -12,6 +12,8 @@
 #   NANOLET_TESTENV_DIR          state directory (default /var/lib/nanolet-testenv)
 #   NANOLET_TESTENV_SNAPSHOTTER  overlayfs or native (default: overlayfs if it mounts)
 #   NANOLET_TESTENV_NO_APT=1     do not touch apt (fail if a tool is missing)
+#   NANOLET_TESTENV_NO_REGISTRY=1  no registry: a second instance's (the shared
+#                                one holds 127.0.0.1:15443)
 #   NANOLET_TESTENV_BRIDGE, NANOLET_TESTENV_SUBNET  the CNI bridge and subnet
 #                                (default nl-br0, 10.88.0.0/24)
 set -euo pipefail
@@ -366,10 +368,9 @@ else
   log "localhost/pause:3.9 present"
 fi
 
-# One registry per machine, on a fixed port: the default instance runs it. The
-# private instances (NANOLET_TESTENV_DIR: the reboot and GC tests) pull
-# nothing from it.
-if [ "$DIR" = "$DEFAULT_DIR" ]; then
+if [ "${NANOLET_TESTENV_NO_REGISTRY:-0}" = 1 ]; then
+  log "no registry (NANOLET_TESTENV_NO_REGISTRY)"
+else
   registry_up
   if [ "$rebuild_images" = 1 ] || ! registry_has_images; then
     if [ ! -f "$DIR/images/busybox/index.json" ]; then

@@ -1,5 +1,5 @@
 /* libFuzzer target over the agent's other parsers of outside input: the
- * KubeletConfiguration file, resolv.conf (pod DNS), CRI container log files
+ * KubeletConfiguration file (its eviction thresholds too), resolv.conf (pod DNS), CRI container log files
  * (`nanolet cri logs` and FallbackToLogsOnError termination messages) and the
  * grpc.health.v1 answer of a gRPC probe, and the kubelet server's
  * /containerLogs: its query (PodLogOptions) and the writer over a log file,
@@ -16,6 +16,7 @@
 #include "agent/crilog.h"
 #include "agent/kserver_stream.h"
 #include "agent/config.h"
+#include "managers/eviction.h"
 #include "managers/probe.h"
 #include "managers/runtime.h"
 #include "managers/termmsg.h"
@@ -32,7 +33,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     nl_kubelet_config_t cfg;
     nl_err_t *err = NULL;
     nl_config_defaults(&cfg);
-    if (nl_config_load_bytes(&cfg, "fuzz.yaml", text, len, &err) == 0) nl_config_validate(&cfg, &err);
+    if (nl_config_load_bytes(&cfg, "fuzz.yaml", text, len, &err) == 0 && nl_config_validate(&cfg, &err) == 0) {
+      const nl_config_map_t *m[] = {&cfg.eviction_hard, &cfg.eviction_soft, &cfg.eviction_soft_grace_period,
+                                    &cfg.eviction_minimum_reclaim};
+      nl_ev_config_map_t e[4];
+      for (int i = 0; i < 4; i++) e[i] = (nl_ev_config_map_t){(const char *const *)m[i]->keys, m[i]->first, m[i]->n};
+      nl_ev_threshold_t *t = NULL;
+      size_t n;
+      if (nl_ev_parse_thresholds(e[0], e[1], e[2], e[3], &t, &n, &err) == 0) free(t);
+    }
     nl_err_free(&err);
     nl_config_free(&cfg);
     break;

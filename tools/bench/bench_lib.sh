@@ -1,0 +1,24 @@
+# shellcheck shell=bash
+# Shared by the benchmark scripts (sourced).
+
+# wait_until SECONDS CMD...: polls CMD every 200 ms; 1 when time ran out.
+wait_until() {
+  local end=$((SECONDS + $1)); shift
+  until "$@"; do [ $SECONDS -lt $end ] || return 1; sleep 0.2; done
+}
+
+# bench_pods DIR N NS: DIR's manifests replaced by N idle busybox pods,
+# bench-1 .. bench-N in namespace NS.
+bench_pods() {
+  rm -f "$1"/*.yaml
+  for i in $(seq 1 "$2"); do
+    cat >"$1/p$i.yaml" <<EOP
+apiVersion: v1
+kind: Pod
+metadata: {name: bench-$i, namespace: $3}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers: [{name: main, image: localhost/busybox:1.36, command: [sleep, "3600"]}]
+EOP
+  done
+}
