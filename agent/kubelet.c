@@ -1,6 +1,7 @@
 #include "agent/kubelet.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/inotify.h>
 #include <stdlib.h>
@@ -62,9 +63,27 @@ static void on_sync_tick(uv_timer_t *t) {
   nl__kubelet_pods_sync_tick(k);
 }
 
+/* glibc gives memory back to the kernel only from the top of its heap; the
+ * pages of chunks freed below stay mapped. Bursts (a start's lists, syncs and
+ * status patches; 100 object lists at once) leave a few hundred KiB of them
+ * that no later peak may need, so every HEAP_TRIM_MS the free pages go back
+ * (a walk of glibc's free lists and a madvise per free run of pages). */
+enum { HEAP_TRIM_MS = 10000 };
+
+static void heap_trim(nl_kubelet_t *k) {
+#ifdef __GLIBC__
+  if (uv_now(k->loop) - k->heap_trimmed_ms < HEAP_TRIM_MS) return;
+  k->heap_trimmed_ms = uv_now(k->loop);
+  malloc_trim(0);
+#else
+  (void)k;
+#endif
+}
+
 static void on_housekeeping(uv_timer_t *t) {
   nl_kubelet_t *k = container_of(t, nl_kubelet_t, housekeeping);
   if (!k->cfg->runonce) nl__kubelet_pods_housekeeping(k);
+  heap_trim(k);
 }
 
 /* upstream runOnce: the static pods are started once, the agent waits for them

@@ -57,6 +57,7 @@ struct nl_kubelet {
   uv_timer_t sync_ticker;  /* 1 s: pods due for resync (upstream syncCh) */
   uv_timer_t housekeeping; /* 2 s: forget what is gone (housekeepingCh) */
   uint64_t last_sync_loop_ms;
+  uint64_t heap_trimmed_ms; /* loop time of the last malloc_trim */
   bool server_up;
   nl_agent_server_t server;   /* the local /healthz listener */
   struct nl_kserver *kserver; /* the kubelet server on port 10250, or NULL; owned */

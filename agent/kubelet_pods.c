@@ -400,7 +400,11 @@ void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t 
       if (k->probes_up) nl_probe_manager_remove_pod(&k->probes, pod->metadata.uid);
       break;
     case NL_POD_RECONCILE: /* the API's status changed: keep the latest */
-      if (nl_pod_manager_get(&k->pods, pod->metadata.uid)) nl_pod_manager_set(&k->pods, pod);
+      if (!nl_pod_manager_get(&k->pods, pod->metadata.uid)) break;
+      nl_pod_manager_set(&k->pods, pod);
+      /* ... everywhere: the holders of the previous version let it go */
+      nl_pod_workers_reconcile(&k->workers, pod);
+      if (k->probes_up) nl_probe_manager_reconcile_pod(&k->probes, pod);
       break;
     }
   }

@@ -1,7 +1,13 @@
 /* upstream's EventCorrelator (client-go tools/record/events_cache.go): the
  * aggregator, the logger of what was sent, and the source+object spam filter,
  * each an LRU cache keyed by a join of the event's fields. Pure: the caller
- * passes the clock. */
+ * passes the clock.
+ *
+ * A cache holds up to 4096 entries, and a join (component, host, object,
+ * reason, message) is a few hundred bytes, so an entry keeps the join's digest
+ * (the first 128 bits of its SHA-256, in hex) instead of the join, and the
+ * aggregator the digests of the messages it has seen: about 200 bytes an entry
+ * instead of 500-900. */
 #include "managers/events.h"
 
 #include <assert.h>
@@ -9,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reactor/digest.h"
 #include "reactor/xalloc.h"
 
 #define DEFAULT_CACHE 4096
@@ -17,13 +24,18 @@
 #define DEFAULT_SPAM_BURST 25
 #define DEFAULT_SPAM_QPS (1.0 / 300.0)
 #define COMBINED "(combined from similar events): "
+#define DIGEST 16 /* bytes of SHA-256 kept */
+
+typedef struct key {
+  char hex[2 * DIGEST + 1];
+} ckey_t;
 
 /* One cache entry; each cache uses its own part. */
 typedef struct entry {
   nl_list_t link;
-  char *key;
-  /* aggregate: the distinct messages seen, and when the last came */
-  char **messages;
+  ckey_t key;
+  /* aggregate: the digests of the distinct messages seen, and when the last came */
+  unsigned char (*messages)[DIGEST];
   size_t n_messages;
   int64_t last_ns;
   /* observed: what the last send of this event was */
@@ -37,10 +49,8 @@ typedef struct entry {
 
 static void entry_free(void *p) {
   entry_t *e = p;
-  for (size_t i = 0; i < e->n_messages; i++) free(e->messages[i]);
   free(e->messages);
   free(e->name);
-  free(e->key);
   free(e);
 }
 
@@ -53,8 +63,8 @@ static void lru_init(nl_event_lru_t *l, size_t cap) {
 static void lru_free(nl_event_lru_t *l) { nl_map_free(&l->map, entry_free); }
 
 /* The entry for key, made when missing (evicting the least recently used). */
-static entry_t *lru_get(nl_event_lru_t *l, const char *key, bool *found) {
-  entry_t *e = nl_map_get(&l->map, key);
+static entry_t *lru_get(nl_event_lru_t *l, const ckey_t *key, bool *found) {
+  entry_t *e = nl_map_get(&l->map, key->hex);
   *found = e != NULL;
   if (e) {
     nl_list_remove(&e->link);
@@ -64,40 +74,53 @@ static entry_t *lru_get(nl_event_lru_t *l, const char *key, bool *found) {
   if (nl_map_size(&l->map) >= l->cap) {
     entry_t *old = nl_list_entry(l->order.next, entry_t, link);
     nl_list_remove(&old->link);
-    nl_map_del(&l->map, old->key);
+    nl_map_del(&l->map, old->key.hex);
     entry_free(old);
   }
   e = nl_xcalloc(1, sizeof *e);
-  e->key = nl_xstrdup(key);
-  nl_map_put(&l->map, key, e);
+  e->key = *key;
+  nl_map_put(&l->map, key->hex, e);
   nl_list_insert_tail(&l->order, &e->link);
   return e;
 }
 
-static void aggregate_reset(entry_t *e) {
-  for (size_t i = 0; i < e->n_messages; i++) free(e->messages[i]);
-  e->n_messages = 0;
-}
+static void aggregate_reset(entry_t *e) { e->n_messages = 0; }
 
 static const char *s(const char *v) { return v ? v : ""; }
 
-/* The keys are the fields joined with nothing between them, as upstream. */
-static char *spam_key(const nl_event_correlator_t *c, const nl_event_t *ev) {
-  return nl_xasprintf("%s%s%s%s%s%s%s", c->component, c->host, s(ev->kind), s(ev->obj_namespace),
-                      s(ev->obj_name), s(ev->uid), s(ev->api_version));
+static void digest(const char *text, unsigned char out[DIGEST]) {
+  unsigned char sum[32];
+  nl_sha256(text, strlen(text), sum);
+  memcpy(out, sum, DIGEST);
 }
 
-static char *aggregate_key(const nl_event_correlator_t *c, const nl_event_t *ev) {
+/* Takes join (the fields joined with nothing between them, as upstream). */
+static ckey_t key_of(char *join) {
+  unsigned char d[DIGEST];
+  digest(join, d);
+  free(join);
+  ckey_t k;
+  for (int i = 0; i < DIGEST; i++) snprintf(k.hex + 2 * i, 3, "%02x", d[i]);
+  return k;
+}
+
+static ckey_t spam_key(const nl_event_correlator_t *c, const nl_event_t *ev) {
+  return key_of(nl_xasprintf("%s%s%s%s%s%s%s", c->component, c->host, s(ev->kind),
+                             s(ev->obj_namespace), s(ev->obj_name), s(ev->uid),
+                             s(ev->api_version)));
+}
+
+static ckey_t aggregate_key(const nl_event_correlator_t *c, const nl_event_t *ev) {
   /* EventAggregatorByReasonFunc; the reporting fields are component and host. */
-  return nl_xasprintf("%s%s%s%s%s%s%s%s%s%s%s", c->component, c->host, s(ev->kind),
-                      s(ev->obj_namespace), s(ev->obj_name), s(ev->uid), s(ev->api_version),
-                      ev->type, ev->reason, c->component, c->host);
+  return key_of(nl_xasprintf("%s%s%s%s%s%s%s%s%s%s%s", c->component, c->host, s(ev->kind),
+                             s(ev->obj_namespace), s(ev->obj_name), s(ev->uid),
+                             s(ev->api_version), ev->type, ev->reason, c->component, c->host));
 }
 
-static char *event_key(const nl_event_correlator_t *c, const nl_event_t *ev) {
-  return nl_xasprintf("%s%s%s%s%s%s%s%s%s%s%s", c->component, c->host, s(ev->kind),
-                      s(ev->obj_namespace), s(ev->obj_name), s(ev->field_path), s(ev->uid),
-                      s(ev->api_version), ev->type, ev->reason, ev->message);
+static ckey_t event_key(const nl_event_correlator_t *c, const nl_event_t *ev) {
+  return key_of(nl_xasprintf("%s%s%s%s%s%s%s%s%s%s%s", c->component, c->host, s(ev->kind),
+                             s(ev->obj_namespace), s(ev->obj_name), s(ev->field_path),
+                             s(ev->uid), s(ev->api_version), ev->type, ev->reason, ev->message));
 }
 
 void nl_event_correlator_init(nl_event_correlator_t *c, const nl_event_correlator_opts_t *o) {
@@ -126,24 +149,23 @@ void nl_event_correlator_free(nl_event_correlator_t *c) {
 /* EventAggregate: returns the key the logger counts under, and replaces *ev by
  * the combined event once max_events distinct messages came within the
  * interval. */
-static char *aggregate(nl_event_correlator_t *c, nl_event_t *ev, int64_t now_ns) {
-  char *akey = aggregate_key(c, ev);
+static ckey_t aggregate(nl_event_correlator_t *c, nl_event_t *ev, int64_t now_ns) {
+  ckey_t akey = aggregate_key(c, ev);
   bool found;
-  entry_t *e = lru_get(&c->aggregate, akey, &found);
+  entry_t *e = lru_get(&c->aggregate, &akey, &found);
   if (!found || now_ns - e->last_ns > c->max_interval_ns) aggregate_reset(e);
+  unsigned char seen_msg[DIGEST];
+  digest(ev->message, seen_msg);
   bool seen = false;
-  for (size_t i = 0; i < e->n_messages && !seen; i++) seen = !strcmp(e->messages[i], ev->message);
+  for (size_t i = 0; i < e->n_messages && !seen; i++)
+    seen = !memcmp(e->messages[i], seen_msg, DIGEST);
   if (!seen) {
     e->messages = nl_xrealloc(e->messages, (e->n_messages + 1) * sizeof *e->messages);
-    e->messages[e->n_messages++] = nl_xstrdup(ev->message);
+    memcpy(e->messages[e->n_messages++], seen_msg, DIGEST);
   }
   e->last_ns = now_ns;
-  if ((int)e->n_messages < c->max_events) {
-    free(akey);
-    return event_key(c, ev);
-  }
+  if ((int)e->n_messages < c->max_events) return event_key(c, ev);
   /* upstream PopAny: one message leaves the set; here the oldest. */
-  free(e->messages[0]);
   memmove(e->messages, e->messages + 1, --e->n_messages * sizeof *e->messages);
   char *msg = nl_xasprintf(COMBINED "%s", ev->message);
   free(ev->message);
@@ -156,7 +178,7 @@ static char *aggregate(nl_event_correlator_t *c, nl_event_t *ev, int64_t now_ns)
 }
 
 /* eventObserve: a repeat of what was sent takes its name and next count. */
-static nl_event_action_t observe(nl_event_correlator_t *c, nl_event_t *ev, const char *key) {
+static nl_event_action_t observe(nl_event_correlator_t *c, nl_event_t *ev, const ckey_t *key) {
   bool found;
   entry_t *e = lru_get(&c->observed, key, &found);
   nl_event_action_t act = NL_EVENT_CREATE;
@@ -176,10 +198,9 @@ static nl_event_action_t observe(nl_event_correlator_t *c, nl_event_t *ev, const
 
 /* EventSourceObjectSpamFilter: true when the event is to be dropped. */
 static bool spam_filtered(nl_event_correlator_t *c, const nl_event_t *ev, int64_t now_ns) {
-  char *key = spam_key(c, ev);
+  ckey_t key = spam_key(c, ev);
   bool found;
-  entry_t *e = lru_get(&c->spam, key, &found);
-  free(key);
+  entry_t *e = lru_get(&c->spam, &key, &found);
   if (!found) {
     e->tokens = c->spam_burst;
     e->refill_ns = now_ns;
@@ -195,8 +216,7 @@ static bool spam_filtered(nl_event_correlator_t *c, const nl_event_t *ev, int64_
 
 nl_event_action_t nl_event_correlate(nl_event_correlator_t *c, nl_event_t *ev, int64_t now_ns) {
   assert(ev->type && ev->reason && ev->message);
-  char *key = aggregate(c, ev, now_ns);
-  nl_event_action_t act = observe(c, ev, key);
-  free(key);
+  ckey_t key = aggregate(c, ev, now_ns);
+  nl_event_action_t act = observe(c, ev, &key);
   return spam_filtered(c, ev, now_ns) ? NL_EVENT_SKIP : act;
 }

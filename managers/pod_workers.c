@@ -143,6 +143,15 @@ void nl_pod_workers_update(nl_pod_workers_t *pw, const nl_pod_t *pod, nl_sync_ty
   start_next(pw, w);
 }
 
+void nl_pod_workers_reconcile(nl_pod_workers_t *pw, const nl_pod_t *pod) {
+  nl_pod_worker_t *w = pod->metadata.uid ? nl_map_get(&pw->workers, pod->metadata.uid) : NULL;
+  /* a SYNCING worker has the merger's latest spec (an update replaces it); a
+   * terminating one keeps the version it was killed with */
+  if (!w || w->pod == pod || w->state != NL_POD_SYNCING) return;
+  nl_pod_free(w->pod);
+  w->pod = nl_pod_ref(pod);
+}
+
 void nl_pod_workers_sync_now(nl_pod_workers_t *pw, const char *uid) {
   nl_pod_worker_t *w = nl_map_get(&pw->workers, uid);
   if (!w || w->finished) return;

@@ -109,6 +109,11 @@ void nl_pod_workers_free(nl_pod_workers_t *pw);
  * deletionTimestamp is killed whatever the type. */
 void nl_pod_workers_update(nl_pod_workers_t *pw, const nl_pod_t *pod, nl_sync_type_t type,
                            int64_t grace_seconds);
+/* The API's status of a pod changed and its spec did not (a RECONCILE): a
+ * worker that is syncing holds this version (a reference) instead of the one it
+ * had, so that one decoded copy of a running pod is kept, not two. Nothing
+ * runs. No-op for unknown uids and terminating workers. */
+void nl_pod_workers_reconcile(nl_pod_workers_t *pw, const nl_pod_t *pod);
 /* Queues a resync now for uid (a PLEG event). No-op for unknown uids. */
 void nl_pod_workers_sync_now(nl_pod_workers_t *pw, const char *uid);
 /* Issues a SYNC to every SYNCING worker whose queued time has come (the 1 s

@@ -155,6 +155,11 @@ int nl_probe_manager_init(nl_probe_manager_t *m, uv_loop_t *loop, nl_cri_client_
  * container). The pod is referenced. A pod already known is left alone (probes are
  * immutable). */
 void nl_probe_manager_add_pod(nl_probe_manager_t *m, const nl_pod_t *pod);
+/* The pod's API status changed (a RECONCILE): its workers point into this
+ * version (referenced) instead of the one they had, so that one decoded copy of
+ * the pod is kept. A version whose containers or probes differ is not taken.
+ * No-op for unknown pods. */
+void nl_probe_manager_reconcile_pod(nl_probe_manager_t *m, const nl_pod_t *pod);
 /* upstream RemovePod: stops the pod's workers and forgets their results. */
 void nl_probe_manager_remove_pod(nl_probe_manager_t *m, const char *uid);
 /* upstream StopLivenessAndStartup (the pod is terminating): those workers stop,

@@ -367,6 +367,40 @@ void nl_probe_manager_add_pod(nl_probe_manager_t *m, const nl_pod_t *pod) {
   for (size_t i = 0; i < s->n_containers; i++) add_container(m, pp, &s->containers[i]);
 }
 
+static const nl_container_t *find_spec(const nl_pod_t *pod, const char *name) {
+  for (size_t i = 0; i < pod->spec.n_containers; i++)
+    if (strcmp(pod->spec.containers[i].name, name) == 0) return &pod->spec.containers[i];
+  for (size_t i = 0; i < pod->spec.n_init_containers; i++)
+    if (strcmp(pod->spec.init_containers[i].name, name) == 0) return &pod->spec.init_containers[i];
+  return NULL;
+}
+
+static const nl_probe_t *probe_of(const nl_container_t *c, nl_probe_type_t type) {
+  return type == NL_PROBE_TYPE_STARTUP  ? c->startup_probe
+         : type == NL_PROBE_TYPE_LIVENESS ? c->liveness_probe
+                                          : c->readiness_probe;
+}
+
+void nl_probe_manager_reconcile_pod(nl_probe_manager_t *m, const nl_pod_t *pod) {
+  ppod_t *pp = pod->metadata.uid ? nl_map_get(&m->pods, pod->metadata.uid) : NULL;
+  if (!pp || pp->pod == pod) return;
+  nl_list_t *pos, *tmp;
+  /* The API keeps containers and probes immutable; a pod that breaks that
+   * keeps the version its workers were made from. */
+  nl_list_foreach_safe(pos, tmp, &pp->workers) {
+    worker_t *w = nl_list_entry(pos, worker_t, link);
+    const nl_container_t *c = find_spec(pod, w->spec->name);
+    if (!c || !probe_of(c, w->type)) return;
+  }
+  nl_list_foreach_safe(pos, tmp, &pp->workers) {
+    worker_t *w = nl_list_entry(pos, worker_t, link);
+    w->spec = find_spec(pod, w->spec->name);
+    w->probe = probe_of(w->spec, w->type);
+  }
+  nl_pod_free(pp->pod);
+  pp->pod = nl_pod_ref(pod);
+}
+
 bool nl_probe_manager_has_pod(const nl_probe_manager_t *m, const char *uid) {
   return nl_map_has(&m->pods, uid);
 }
@@ -409,14 +443,6 @@ void nl_probe_manager_stop(nl_probe_manager_t *m, nl_probe_manager_stop_cb done_
 }
 
 /* ---- status inputs (upstream UpdatePodStatus) ---- */
-
-static const nl_container_t *find_spec(const nl_pod_t *pod, const char *name) {
-  for (size_t i = 0; i < pod->spec.n_containers; i++)
-    if (strcmp(pod->spec.containers[i].name, name) == 0) return &pod->spec.containers[i];
-  for (size_t i = 0; i < pod->spec.n_init_containers; i++)
-    if (strcmp(pod->spec.init_containers[i].name, name) == 0) return &pod->spec.init_containers[i];
-  return NULL;
-}
 
 nl_status_probe_t nl_probe_manager_status_probe(void *ctx, const char *name, const char *cid,
                                                 bool startup) {

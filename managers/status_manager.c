@@ -6,6 +6,7 @@
 
 #include "agent/kube/status.h"
 #include "managers/status_patch.h"
+#include "reactor/digest.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
@@ -44,7 +45,6 @@ static void entry_free(void *p) {
   free(e->namespace_);
   free(e->name);
   free(e->api_uid);
-  free(e->generated);
   free(e->want);
   free(e->api);
   free(e);
@@ -401,13 +401,16 @@ void nl_status_manager_set(nl_status_manager_t *sm, const nl_status_pod_t *pod,
   nl_pod_status_encode_json(status, &text);
   /* The same status again: merging it into want (which already has it merged)
    * gives want back, so nothing is parsed. */
-  if (e->generated && strcmp(e->generated, text.data) == 0 && !newly_deletable) {
+  unsigned char sum[32];
+  nl_sha256(text.data, text.len, sum);
+  if (e->has_generated && memcmp(e->generated, sum, sizeof sum) == 0 && !newly_deletable) {
     nl_buf_free(&text);
     return;
   }
-  free(e->generated);
-  e->generated = nl_buf_steal(&text);
-  json_t *st = load(e->generated);
+  memcpy(e->generated, sum, sizeof sum);
+  e->has_generated = true;
+  json_t *st = load(text.data);
+  nl_buf_free(&text);
   if (e->want) {
     /* A terminal phase recorded before is kept (the merge's guard). */
     json_t *want = load(e->want);

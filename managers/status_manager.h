@@ -84,7 +84,10 @@ typedef struct nl_status_entry {
   bool is_static, deleting, finished;
   /* Statuses are kept as compact JSON text (a jansson tree costs several times
    * its text) and parsed only to build a patch or compare. */
-  char *generated;          /* the status as last generated (nl_pod_status_encode_json) */
+  /* the status as last generated (nl_pod_status_encode_json): only compared
+   * with the next, so its SHA-256 stands for it (1-2 KiB a pod) */
+  unsigned char generated[32];
+  bool has_generated;
   char *want;               /* the latest status to write: generated, merged */
   uint64_t version;         /* of want */
   uint64_t acked;           /* the last version the API acknowledged */

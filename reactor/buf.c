@@ -68,8 +68,14 @@ void nl_buf_free(nl_buf_t *b) {
   b->len = b->cap = 0;
 }
 
+/* Slack that nl_buf_steal gives back: a stolen text is often kept (a status,
+ * an object's JSON) and the doubling leaves up to half the capacity unused. */
+#define STEAL_SLACK 64
+
 char *nl_buf_steal(nl_buf_t *b) {
-  char *p = b->data ? b->data : nl_xstrdup("");
+  char *p = !b->data                          ? nl_xstrdup("")
+            : b->cap - b->len - 1 > STEAL_SLACK ? nl_xrealloc(b->data, b->len + 1)
+                                              : b->data;
   b->data = NULL;
   b->len = b->cap = 0;
   return p;

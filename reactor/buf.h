@@ -21,7 +21,8 @@ void nl_buf_printf(nl_buf_t *b, const char *fmt, ...) __attribute__((format(prin
 void nl_buf_consume(nl_buf_t *b, size_t n);
 void nl_buf_reset(nl_buf_t *b);
 void nl_buf_free(nl_buf_t *b);
-/* Returns the data (caller frees; never NULL) and leaves b empty. */
+/* Returns the data (caller frees; never NULL), trimmed to its length, and
+ * leaves b empty. */
 char *nl_buf_steal(nl_buf_t *b);
 
 #endif

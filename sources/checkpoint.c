@@ -6,8 +6,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
-#include <mbedtls/sha256.h>
-#include <mbedtls/version.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +14,7 @@
 
 #include "agent/model/arena.h"
 #include "agent/model/tree.h"
+#include "reactor/digest.h"
 #include "reactor/xalloc.h"
 
 #define MAGIC "nanolet-pod-checkpoint v1 sha256:"
@@ -23,11 +22,7 @@
 
 static void sha256_hex(const char *data, size_t len, char out[65]) {
   unsigned char sum[32];
-#if MBEDTLS_VERSION_MAJOR >= 3
-  mbedtls_sha256((const unsigned char *)data, len, sum, 0);
-#else
-  mbedtls_sha256_ret((const unsigned char *)data, len, sum, 0);
-#endif
+  nl_sha256(data, len, sum);
   for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", sum[i]);
 }
 

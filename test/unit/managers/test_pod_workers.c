@@ -7,6 +7,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "agent/model/arena.h"
 #include "managers/pod_workers.h"
 
 /* A syncer that records each call and leaves completion to the test, so the
@@ -269,6 +270,32 @@ static void deletion_grace_period(void **state) {
   nl_pod_free(run), nl_pod_free(del5), nl_pod_free(del0), nl_pod_free(del9), nl_pod_free(gone);
 }
 
+static void reconcile_takes_the_latest_version(void **state) {
+  fixture_t *f = *state;
+  nl_pod_t *first = make_pod("u4", "img:1", -1), *latest = make_pod("u4", "img:1", -1);
+  nl_pod_workers_update(&f->pw, first, NL_SYNC_CREATE, -1);
+  nl_pod_workers_complete(f->rec.calls[0].w, NULL, false);
+  assert_int_equal(first->arena->refs, 2);
+  nl_pod_workers_reconcile(&f->pw, latest);
+  assert_int_equal(f->rec.n, 1); /* nothing runs */
+  assert_ptr_equal(nl_pod_workers_get(&f->pw, "u4")->pod, latest);
+  assert_int_equal(first->arena->refs, 1); /* let go: one copy of the pod is kept */
+  nl_pod_t *nobody = make_pod("u5", "img:1", -1); /* no worker: nothing to hand over */
+  nl_pod_workers_reconcile(&f->pw, nobody);
+  assert_null(nl_pod_workers_get(&f->pw, "u5"));
+  assert_int_equal(nobody->arena->refs, 1);
+  nl_pod_free(nobody);
+  /* a terminating worker keeps the version it was killed with */
+  nl_pod_t *later = make_pod("u4", "img:1", -1);
+  nl_pod_workers_update(&f->pw, latest, NL_SYNC_KILL, -1);
+  nl_pod_workers_reconcile(&f->pw, later);
+  assert_ptr_equal(nl_pod_workers_get(&f->pw, "u4")->pod, latest);
+  assert_int_equal(later->arena->refs, 1);
+  nl_pod_workers_complete(f->rec.calls[1].w, NULL, false);
+  nl_pod_workers_complete(f->rec.calls[2].w, NULL, false);
+  nl_pod_free(first), nl_pod_free(latest), nl_pod_free(later);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(deletion_grace_period, setup, teardown),
@@ -278,6 +305,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(terminal_sync_terminates_and_errors_retry, setup, teardown),
       cmocka_unit_test_setup_teardown(housekeeping_kills_unknown_and_forgets_finished, setup, teardown),
       cmocka_unit_test_setup_teardown(forgotten_worker_with_work_in_flight, setup, teardown),
+      cmocka_unit_test_setup_teardown(reconcile_takes_the_latest_version, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 #include <nghttp2/nghttp2.h>
 
+#include "agent/model/arena.h"
 #include "cri/runtime.h"
 #include "managers/hooks.h"
 #include "managers/probe.h"
@@ -766,6 +767,35 @@ static void test_startup_gates(void **state) {
   world_finish(&w);
 }
 
+static void test_reconcile_takes_the_latest_version(void **state) {
+  (void)state;
+  world_t w;
+  world_start(&w);
+  const char *probe = "    readinessProbe:\n      httpGet: {path: /r, port: PORT}\n"
+                      "      periodSeconds: 1\n";
+  nl_pod_t *first = probe_pod(w.web.port, probe), *latest = probe_pod(w.web.port, probe);
+  nl_pod_t *other = probe_pod(w.web.port, "    livenessProbe:\n      tcpSocket: {port: PORT}\n");
+  nl_probe_manager_add_pod(&w.m, first);
+  wait_checks(&w, 1);
+  assert_int_equal(first->arena->refs, 2);
+  nl_probe_manager_reconcile_pod(&w.m, latest);
+  assert_int_equal(first->arena->refs, 1); /* let go: one copy of the pod is kept */
+  assert_int_equal(latest->arena->refs, 2);
+  nl_pod_free(first);
+  /* the workers probe from the version they now hold */
+  wait_checks(&w, 3);
+  assert_int_equal(w.web.hits_r, 3);
+  /* a version whose probes differ is not taken */
+  nl_probe_manager_reconcile_pod(&w.m, other);
+  assert_int_equal(other->arena->refs, 1);
+  assert_int_equal(latest->arena->refs, 2);
+  wait_checks(&w, 4);
+  assert_int_equal(w.web.hits_r, 4);
+  nl_pod_free(latest);
+  nl_pod_free(other);
+  world_finish(&w);
+}
+
 static void test_initial_delay_and_errors(void **state) {
   (void)state;
   world_t w;
@@ -910,6 +940,7 @@ int main(void) {
       cmocka_unit_test(test_readiness_thresholds),
       cmocka_unit_test(test_liveness_hold),
       cmocka_unit_test(test_startup_gates),
+      cmocka_unit_test(test_reconcile_takes_the_latest_version),
       cmocka_unit_test(test_initial_delay_and_errors),
       cmocka_unit_test(test_hooks),
   };

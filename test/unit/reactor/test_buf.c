@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -26,7 +27,20 @@ static void append_printf_consume(void **state) {
   free(s);
 }
 
+/* A kept text holds its length, not the capacity the buffer grew to. */
+static void steal_trims(void **state) {
+  (void)state;
+  nl_buf_t b = NL_BUF_INIT;
+  nl_buf_reserve(&b, 4000);
+  nl_buf_puts(&b, "{\"phase\":\"Running\"}");
+  char *s = nl_buf_steal(&b);
+  assert_string_equal(s, "{\"phase\":\"Running\"}");
+  assert_true(malloc_usable_size(s) < 64);
+  free(s);
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(append_printf_consume)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(append_printf_consume),
+                                     cmocka_unit_test(steal_trims)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

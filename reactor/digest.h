@@ -1,0 +1,9 @@
+/* SHA-256 (mbedtls), whichever mbedtls major version is installed. */
+#ifndef NL_DIGEST_H
+#define NL_DIGEST_H
+
+#include <stddef.h>
+
+void nl_sha256(const void *data, size_t len, unsigned char out[32]);
+
+#endif
