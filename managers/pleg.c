@@ -516,14 +516,16 @@ static void list_step(struct nl_pleg__relist *r, const nl_grpc_status_t *st, con
   relist_unref(r);
 }
 
-static void on_list_sandboxes(const nl_grpc_status_t *st, Runtime__V1__ListPodSandboxResponse *resp,
+static void on_list_sandboxes(const nl_grpc_status_t *st,
+                              Runtime__V1__Brief__ListPodSandboxResponse *resp,
                               void *ctx) {
   struct nl_pleg__relist *r = ctx;
   if (r->p && st->code == NL_GRPC_OK) nl_pleg__add_sandboxes(&r->snap, resp);
   list_step(r, st, "ListPodSandbox");
 }
 
-static void on_list_containers(const nl_grpc_status_t *st, Runtime__V1__ListContainersResponse *resp,
+static void on_list_containers(const nl_grpc_status_t *st,
+                               Runtime__V1__Brief__ListContainersResponse *resp,
                                void *ctx) {
   struct nl_pleg__relist *r = ctx;
   if (r->p && st->code == NL_GRPC_OK) nl_pleg__add_containers(&r->snap, resp);
@@ -544,8 +546,8 @@ static void relist_start(nl_pleg_t *p) {
   Runtime__V1__ListPodSandboxRequest sreq = RUNTIME__V1__LIST_POD_SANDBOX_REQUEST__INIT;
   Runtime__V1__ListContainersRequest creq = RUNTIME__V1__LIST_CONTAINERS_REQUEST__INIT;
   r->refs += 2;
-  nl_cri_list_pod_sandbox(p->cri, &sreq, on_list_sandboxes, r);
-  nl_cri_list_containers(p->cri, &creq, on_list_containers, r);
+  nl_cri_list_pod_sandbox_brief(p->cri, &sreq, on_list_sandboxes, r);
+  nl_cri_list_containers_brief(p->cri, &creq, on_list_containers, r);
 }
 
 static void on_relist_timer(uv_timer_t *t) {
@@ -653,6 +655,11 @@ uint64_t nl_pleg_when_newer(nl_pleg_t *p, const char *uid, int64_t after_ns,
   const nl_rt_pod_status_t *st;
   if (newer_than(p, uid, after_ns, &st)) uv_timer_start(&p->notify_timer, on_notify_timer, 0, 0);
   return w->id;
+}
+
+bool nl_pleg_is_newer(const nl_pleg_t *p, const char *uid, int64_t after_ns) {
+  const nl_rt_pod_status_t *st;
+  return newer_than(p, uid, after_ns, &st);
 }
 
 bool nl_pleg_cancel_when_newer(nl_pleg_t *p, uint64_t id) {

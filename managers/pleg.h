@@ -137,6 +137,9 @@ int64_t nl_pleg_cache_time(const nl_pleg_t *p, const char *uid);
  * (never 0) for nl_pleg_cancel_when_newer(). */
 uint64_t nl_pleg_when_newer(nl_pleg_t *p, const char *uid, int64_t after_ns,
                             nl_pleg_newer_cb cb, void *ctx);
+/* Whether nl_pleg_when_newer(p, uid, after_ns, ...) would be ready now: the
+ * cache already holds what a waiter asks for, so no relist is needed. */
+bool nl_pleg_is_newer(const nl_pleg_t *p, const char *uid, int64_t after_ns);
 /* Forgets a waiter; its callback will not run. Returns false when id is
  * unknown (already called, cancelled, or the pleg stopped). */
 bool nl_pleg_cancel_when_newer(nl_pleg_t *p, uint64_t id);

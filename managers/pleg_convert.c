@@ -69,9 +69,9 @@ static nl_pleg__cstate_t container_state(Runtime__V1__ContainerState s) {
   }
 }
 
-void nl_pleg__add_sandboxes(nl_map_t *snap, const Runtime__V1__ListPodSandboxResponse *resp) {
+void nl_pleg__add_sandboxes(nl_map_t *snap, const Runtime__V1__Brief__ListPodSandboxResponse *resp) {
   for (size_t i = 0; resp && i < resp->n_items; i++) {
-    const Runtime__V1__PodSandbox *sb = resp->items[i];
+    const Runtime__V1__Brief__PodSandbox *sb = resp->items[i];
     if (!sb || !sb->id || !*sb->id) continue;
     const char *uid = NL_RT_LABEL(sb, NL_LABEL_POD_UID);
     if (!uid || !*uid) continue; /* not created by a kubelet: not ours */
@@ -85,9 +85,9 @@ void nl_pleg__add_sandboxes(nl_map_t *snap, const Runtime__V1__ListPodSandboxRes
   }
 }
 
-void nl_pleg__add_containers(nl_map_t *snap, const Runtime__V1__ListContainersResponse *resp) {
+void nl_pleg__add_containers(nl_map_t *snap, const Runtime__V1__Brief__ListContainersResponse *resp) {
   for (size_t i = 0; resp && i < resp->n_containers; i++) {
-    const Runtime__V1__Container *c = resp->containers[i];
+    const Runtime__V1__Brief__Container *c = resp->containers[i];
     if (!c || !c->id || !*c->id) continue;
     const char *uid = NL_RT_LABEL(c, NL_LABEL_POD_UID);
     if (!uid || !*uid) continue;

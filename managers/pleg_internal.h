@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "cri/api.pb-c.h"
+#include "cri/brief.pb-c.h"
 #include "managers/pleg.h"
 #include "managers/runtime_types.h"
 #include "reactor/error.h"
@@ -43,8 +44,8 @@ typedef struct nl_pleg__pod {
 
 void nl_pleg__pod_free(nl_pleg__pod_t *pod);
 /* Adds the pods in a list response to snap (uid -> nl_pleg__pod_t*, owned). */
-void nl_pleg__add_sandboxes(nl_map_t *snap, const Runtime__V1__ListPodSandboxResponse *resp);
-void nl_pleg__add_containers(nl_map_t *snap, const Runtime__V1__ListContainersResponse *resp);
+void nl_pleg__add_sandboxes(nl_map_t *snap, const Runtime__V1__Brief__ListPodSandboxResponse *resp);
+void nl_pleg__add_containers(nl_map_t *snap, const Runtime__V1__Brief__ListContainersResponse *resp);
 /* Frees a snapshot map and its pods. */
 void nl_pleg__snapshot_free(nl_map_t *snap);
 

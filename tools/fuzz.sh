@@ -38,6 +38,7 @@ declare -A seeds=(
 declare -A bins=(
   [fuzz_agent]=build-fuzz/test/fuzz/agent/fuzz_agent
   [fuzz_cri_response]=build-fuzz/test/fuzz/cri/fuzz_cri_response
+  [fuzz_cri_brief]=build-fuzz/test/fuzz/cri/fuzz_cri_brief
   [fuzz_http_parse]=build-fuzz/test/fuzz/http/fuzz_http_parse
   [fuzz_keyring]=build-fuzz/test/fuzz/keyring/fuzz_keyring
   [fuzz_kubeconfig]=build-fuzz/test/fuzz/kube/fuzz_kubeconfig

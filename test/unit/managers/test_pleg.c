@@ -9,6 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "cri/pbarena.h"
 #include "managers/pleg_internal.h"
 #include "reactor/xalloc.h"
 
@@ -91,8 +92,24 @@ static void snap_of(nl_map_t *snap, fake_sb_t *sbs, size_t nsb, fake_c_t *cs, si
   cr.containers = cp;
   cr.n_containers = nc;
   nl_map_init(snap);
-  nl_pleg__add_sandboxes(snap, &sr);
-  nl_pleg__add_containers(snap, &cr);
+  /* Through the wire, as PLEG reads them: packed whole, decoded brief. */
+  uint8_t *buf = malloc(protobuf_c_message_get_packed_size(&sr.base) + 1);
+  size_t len = protobuf_c_message_pack(&sr.base, buf);
+  nl_pb_arena_t *as = NULL, *ac = NULL;
+  Runtime__V1__Brief__ListPodSandboxResponse *bs = (void *)nl_pb_arena_unpack(
+      &runtime__v1__brief__list_pod_sandbox_response__descriptor, NULL, buf, len, &as);
+  free(buf);
+  buf = malloc(protobuf_c_message_get_packed_size(&cr.base) + 1);
+  len = protobuf_c_message_pack(&cr.base, buf);
+  Runtime__V1__Brief__ListContainersResponse *bc = (void *)nl_pb_arena_unpack(
+      &runtime__v1__brief__list_containers_response__descriptor, NULL, buf, len, &ac);
+  free(buf);
+  assert_non_null(bs);
+  assert_non_null(bc);
+  nl_pleg__add_sandboxes(snap, bs);
+  nl_pleg__add_containers(snap, bc);
+  nl_pb_arena_free(as);
+  nl_pb_arena_free(ac);
 }
 
 /* ---- tests ---- */
@@ -136,6 +153,36 @@ static void grouping_ignores_objects_without_pod_uid(void **state) {
   mk_c(&cs[0], "c1", "sb1", "uid-1", "nginx", RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING, 11);
   mk_c(&cs[1], "c2", "sb1", "uid-1", "side", RUNTIME__V1__CONTAINER_STATE__CONTAINER_CREATED, 12);
   mk_c(&cs[2], "c3", "sbx", NULL, "alien", RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING, 13);
+  /* What the brief decode skips, set and interleaved on the wire with what it
+   * reads: it must not disturb the fields PLEG uses. */
+  Runtime__V1__PodSandboxMetadata md = RUNTIME__V1__POD_SANDBOX_METADATA__INIT;
+  md.name = "web";
+  md.uid = "uid-1";
+  md.namespace_ = "default";
+  md.attempt = 3;
+  Runtime__V1__PodSandbox__AnnotationsEntry sa = RUNTIME__V1__POD_SANDBOX__ANNOTATIONS_ENTRY__INIT;
+  sa.key = "kubernetes.io/config.source";
+  sa.value = "file";
+  Runtime__V1__PodSandbox__AnnotationsEntry *sap[] = {&sa, &sa};
+  sbs[0].sb.metadata = &md;
+  sbs[0].sb.annotations = sap;
+  sbs[0].sb.n_annotations = 2;
+  sbs[0].sb.runtime_handler = "runc";
+  Runtime__V1__ContainerMetadata cm = RUNTIME__V1__CONTAINER_METADATA__INIT;
+  cm.name = "nginx";
+  cm.attempt = 7;
+  Runtime__V1__ImageSpec img = RUNTIME__V1__IMAGE_SPEC__INIT;
+  img.image = "nginx:1";
+  Runtime__V1__Container__AnnotationsEntry ca = RUNTIME__V1__CONTAINER__ANNOTATIONS_ENTRY__INIT;
+  ca.key = NL_ANN_CONTAINER_HASH;
+  ca.value = "abc";
+  Runtime__V1__Container__AnnotationsEntry *cap[] = {&ca};
+  cs[0].c.metadata = &cm;
+  cs[0].c.image = &img;
+  cs[0].c.image_ref = "sha256:1";
+  cs[0].c.image_id = "sha256:2";
+  cs[0].c.annotations = cap;
+  cs[0].c.n_annotations = 1;
   nl_map_t snap;
   snap_of(&snap, sbs, 3, cs, 3);
   assert_int_equal(nl_map_size(&snap), 2);
@@ -146,7 +193,10 @@ static void grouping_ignores_objects_without_pod_uid(void **state) {
   assert_int_equal(p1->n_items, 3);
   assert_true(p1->items[0].sandbox);
   assert_int_equal(p1->items[0].state, NL_PLEG__RUNNING);
+  assert_string_equal(p1->items[0].id, "sb1");
+  assert_int_equal(p1->items[0].created_at, 10);
   assert_string_equal(p1->items[1].id, "c1");
+  assert_int_equal(p1->items[1].created_at, 11);
   assert_string_equal(p1->items[1].name, "nginx");
   assert_string_equal(p1->items[1].sandbox_id, "sb1");
   assert_int_equal(p1->items[1].state, NL_PLEG__RUNNING);
