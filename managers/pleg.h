@@ -87,6 +87,7 @@ struct nl_pleg {
 
   struct nl_pleg__relist *cur; /* the relist in flight, or NULL */
   bool relist_again;           /* a relist was forced while one ran */
+  uint64_t list_gen;           /* relists started, for nl_pleg__*_unchanged */
 
   nl_map_t records;   /* uid -> struct nl_pleg__record (old/current pod) */
   nl_map_t cache;     /* uid -> struct nl_pleg__entry (status, modified) */
