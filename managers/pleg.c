@@ -128,6 +128,10 @@ static void relist_unref(struct nl_pleg__relist *r) {
 
 static void on_relist_timer(uv_timer_t *t);
 
+static uint64_t period(const nl_pleg_t *p) {
+  return p->events_up ? NL_PLEG_EVENTED_RELIST_PERIOD_MS : p->period_ms;
+}
+
 static void schedule(nl_pleg_t *p, uint64_t delay_ms) {
   set_state(p, NL_PLEG_WAITING);
   uv_timer_start(&p->relist_timer, on_relist_timer, delay_ms, 0);
@@ -144,7 +148,7 @@ static void relist_done(nl_pleg_t *p, struct nl_pleg__relist *r, bool ok) {
   p->cur = NULL;
   bool again = p->relist_again;
   p->relist_again = false;
-  schedule(p, again ? 0 : p->period_ms);
+  schedule(p, again ? 0 : period(p));
   relist_unref(r); /* the pleg's reference */
 }
 
@@ -594,10 +598,43 @@ int nl_pleg_init(nl_pleg_t *p, uv_loop_t *loop, nl_cri_client_t *cri, uint64_t p
   return 0;
 }
 
+/* ---- the runtime's events ------------------------------------------------ */
+
+static void on_cri_event(const ProtobufCMessage *m, void *ctx) {
+  nl_pleg_t *p = ctx;
+  const Runtime__V1__ContainerEventResponse *ev = (const void *)m;
+  p->events++;
+  nl_vlog(4, "Evented PLEG: container %s: event %d", ev->container_id,
+          (int)ev->container_event_type);
+  if (!p->events_up) nl_info("Evented PLEG: the runtime's container events are back");
+  p->events_up = true;
+  nl_pleg_force_relist(p);
+}
+
+static void on_cri_events_end(const nl_grpc_status_t *st, void *ctx) {
+  nl_pleg_t *p = ctx;
+  if (!p->events_up) return;
+  p->events_up = false;
+  if (st->code == NL_GRPC_UNIMPLEMENTED)
+    nl_info("Evented PLEG: the runtime has no container events (%s): relisting every %llu ms",
+            st->message, (unsigned long long)p->period_ms);
+  else
+    nl_warn("Evented PLEG: Failed to get container events, relisting every %llu ms until they "
+            "are back: %s", (unsigned long long)p->period_ms, st->message);
+  if (p->state == NL_PLEG_WAITING &&
+      uv_timer_get_due_in(&p->relist_timer) > p->period_ms)
+    uv_timer_start(&p->relist_timer, on_relist_timer, p->period_ms, 0);
+}
+
+void nl_pleg_use_events(nl_pleg_t *p) { p->events_wanted = true; }
+
 void nl_pleg_start(nl_pleg_t *p) {
   if (p->state != NL_PLEG_IDLE) return;
   set_state(p, NL_PLEG_WAITING);
   uv_timer_start(&p->relist_timer, on_relist_timer, 0, 0);
+  if (!p->events_wanted) return;
+  p->events_up = true; /* until the stream says otherwise */
+  nl_cri_client_watch_events(p->cri, on_cri_event, on_cri_events_end, p);
 }
 
 void nl_pleg_force_relist(nl_pleg_t *p) {
@@ -620,6 +657,8 @@ void nl_pleg_stop(nl_pleg_t *p, nl_pleg_stop_cb done_cb) {
   if (p->state == NL_PLEG_STOPPING || p->state == NL_PLEG_STOPPED) return;
   set_state(p, NL_PLEG_STOPPING);
   p->stop_cb = done_cb;
+  if (p->events_wanted) nl_cri_client_unwatch_events(p->cri);
+  p->events_up = false;
   if (p->cur) {
     p->cur->p = NULL; /* late completions only release the run */
     relist_unref(p->cur);
@@ -697,12 +736,13 @@ bool nl_pleg_healthy(const nl_pleg_t *p, int64_t now_ns, nl_err_t **err) {
     return false;
   }
   int64_t elapsed = now_ns - p->relist_time;
-  if (elapsed > NL_PLEG_RELIST_THRESHOLD_NS) {
+  int64_t threshold = p->events_up ? NL_PLEG_EVENTED_RELIST_THRESHOLD_NS : NL_PLEG_RELIST_THRESHOLD_NS;
+  if (elapsed > threshold) {
     char a[64], b[64];
     if (err)
       nl_err_set(err, NL_ETIMEOUT, "pleg was last seen active %s ago; threshold is %s",
                  nl_duration_format(elapsed, a, sizeof(a)),
-                 nl_duration_format(NL_PLEG_RELIST_THRESHOLD_NS, b, sizeof(b)));
+                 nl_duration_format(threshold, b, sizeof(b)));
     return false;
   }
   return true;

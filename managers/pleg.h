@@ -33,6 +33,9 @@
 
 #define NL_PLEG_DEFAULT_RELIST_PERIOD_MS 1000          /* upstream genericPlegRelistPeriod */
 #define NL_PLEG_RELIST_THRESHOLD_NS (INT64_C(180) * 1000000000) /* 3 minutes */
+/* While the runtime's event stream works (upstream's Evented PLEG). */
+#define NL_PLEG_EVENTED_RELIST_PERIOD_MS (300 * 1000)
+#define NL_PLEG_EVENTED_RELIST_THRESHOLD_NS (INT64_C(600) * 1000000000)
 
 typedef enum nl_pleg_event_type {
   NL_PLEG_CONTAINER_STARTED, /* a container or sandbox is running */
@@ -88,6 +91,9 @@ struct nl_pleg {
   struct nl_pleg__relist *cur; /* the relist in flight, or NULL */
   bool relist_again;           /* a relist was forced while one ran */
   uint64_t list_gen;           /* relists started, for nl_pleg__*_unchanged */
+  bool events_wanted;          /* nl_pleg_use_events() */
+  bool events_up;              /* the event stream works: relist every 5 minutes */
+  uint64_t events;             /* container events received */
 
   nl_map_t records;   /* uid -> struct nl_pleg__record (old/current pod) */
   nl_map_t cache;     /* uid -> struct nl_pleg__entry (status, modified) */
@@ -121,6 +127,15 @@ void nl_pleg_start(nl_pleg_t *p);
  * calling them, frees the cache, closes the timers and calls done_cb (may be
  * NULL) once they are closed. */
 void nl_pleg_stop(nl_pleg_t *p, nl_pleg_stop_cb done_cb);
+/* Evented PLEG (upstream's EventedPLEG): call before nl_pleg_start(). Once
+ * started, PLEG subscribes to the runtime's GetContainerEvents; each event
+ * relists at once (the relist finds what changed and inspects that pod). While
+ * the stream works the periodic relist runs every 5 minutes and the health
+ * threshold is 10 minutes, as upstream's. When the stream ends (the runtime has
+ * none, UNIMPLEMENTED, as containerd 1.6; or it broke), PLEG relists every
+ * period_ms again until an event arrives on the stream the CRI client restarts. */
+void nl_pleg_use_events(nl_pleg_t *p);
+
 /* Relists as soon as possible: now when idle, right after the current relist
  * otherwise. */
 void nl_pleg_force_relist(nl_pleg_t *p);

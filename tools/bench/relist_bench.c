@@ -7,8 +7,8 @@
  * nanolet (the sandbox's and the container's labels and annotations as
  * managers/runtime_*.c set them, metadata, image), packed once. Each round
  * decodes both into an arena as the CRI client does (with the full
- * cri/api.proto messages, or the brief ones PLEG asks for) and hands them to
- * PLEG's grouping. Prints ns per round; run it under
+ * cri/api.proto messages, or the brief ones PLEG asks for, cri/brief.c) and,
+ * brief, compares them with PLEG's records as a relist does. Prints the time per round; run it under
  * `valgrind --tool=callgrind` with two ROUNDS counts for instructions. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,6 +97,30 @@ int main(int argc, char **argv) {
                                                : &runtime__v1__list_pod_sandbox_response__descriptor;
   const ProtobufCMessageDescriptor *cd = brief ? &runtime__v1__brief__list_containers_response__descriptor
                                                : &runtime__v1__list_containers_response__descriptor;
+  /* PLEG's records after the first relist: each pod as listed. */
+  nl_map_t records;
+  nl_map_init(&records);
+  if (brief) {
+    nl_pb_arena_t *sa = NULL, *ca = NULL;
+    ProtobufCMessage *s = nl_pb_arena_unpack(sd, NULL, sbuf, slen, &sa);
+    ProtobufCMessage *c = nl_pb_arena_unpack(cd, NULL, cbuf, clen, &ca);
+    nl_map_t snap;
+    nl_map_init(&snap);
+    nl_pleg__add_sandboxes(&snap, (void *)s);
+    nl_pleg__add_containers(&snap, (void *)c);
+    nl_map_iter_t it;
+    const char *uid;
+    void *v;
+    nl_map_iter_init(&it, &snap);
+    while (nl_map_iter_next(&it, &uid, &v)) {
+      nl_pleg__record_t *rec = calloc(1, sizeof *rec);
+      rec->old = rec->cur = v;
+      nl_map_put(&records, uid, rec);
+    }
+    nl_map_free(&snap, NULL);
+    nl_pb_arena_free(sa);
+    nl_pb_arena_free(ca);
+  }
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (long r = 0; r < rounds; r++) {
@@ -104,13 +128,9 @@ int main(int argc, char **argv) {
     ProtobufCMessage *s = nl_pb_arena_unpack(sd, NULL, sbuf, slen, &sa);
     ProtobufCMessage *c = nl_pb_arena_unpack(cd, NULL, cbuf, clen, &ca);
     if (!s || !c) abort();
-    if (brief) {
-      nl_map_t snap;
-      nl_map_init(&snap);
-      nl_pleg__add_sandboxes(&snap, (void *)s);
-      nl_pleg__add_containers(&snap, (void *)c);
-      nl_pleg__snapshot_free(&snap);
-    }
+    if (brief && !(nl_pleg__sandboxes_unchanged(&records, (void *)s, (uint64_t)r + 1) &&
+                   nl_pleg__containers_unchanged(&records, (void *)c, (uint64_t)r + 1)))
+      abort();
     nl_pb_arena_free(sa);
     nl_pb_arena_free(ca);
   }
