@@ -171,71 +171,60 @@ static bool count(rd_t r, size_t *n) {
   return true;
 }
 
-static ProtobufCMessage *sandboxes(ProtobufCAllocator *pa, rd_t r) {
+/* Fills one typed object from an item; false when an allocation failed. */
+typedef bool (*fill_fn)(ProtobufCAllocator *pa, const item_t *it, void *obj);
+
+/* Decodes the items (field 1) of a list answer into objects of `size` bytes
+ * filled by fill: *out their pointers, *n_out their count. */
+static bool items(ProtobufCAllocator *pa, rd_t r, const layout_t *l, size_t size, fill_fn fill,
+                  void ***out, size_t *n_out) {
   size_t n;
-  if (!count(r, &n)) return NULL;
-  Runtime__V1__Brief__ListPodSandboxResponse *m = pa->alloc(pa->allocator_data, sizeof *m);
-  if (!m) return NULL;
-  *m = (Runtime__V1__Brief__ListPodSandboxResponse)RUNTIME__V1__BRIEF__LIST_POD_SANDBOX_RESPONSE__INIT;
-  if (!n) return &m->base;
-  m->items = pa->alloc(pa->allocator_data, n * sizeof *m->items);
-  Runtime__V1__Brief__PodSandbox *s = pa->alloc(pa->allocator_data, n * sizeof *s);
-  if (!m->items || !s) return NULL;
+  if (!count(r, &n)) return false;
+  if (!n) return true;
+  void **ptrs = pa->alloc(pa->allocator_data, n * sizeof *ptrs);
+  char *objs = pa->alloc(pa->allocator_data, n * size);
+  if (!ptrs || !objs) return false;
   rd_t sub;
   uint32_t num;
   unsigned wt;
   uint64_t v;
   item_t it;
+  size_t k = 0;
   while (r.p < r.end) {
     field(&r, &num, &wt, &v, &sub); /* count() checked the framing */
     if (num != 1) continue;
-    if (!item(sub, &SANDBOX, &it)) return NULL;
-    Runtime__V1__Brief__PodSandbox *sb = &s[m->n_items];
-    *sb = (Runtime__V1__Brief__PodSandbox)RUNTIME__V1__BRIEF__POD_SANDBOX__INIT;
-    if (it.has_id && !(sb->id = str(pa, &it.id))) return NULL;
-    sb->state = (Runtime__V1__PodSandboxState)(int32_t)it.state;
-    sb->created_at = (int64_t)it.created_at;
-    sb->n_labels = it.n_labels;
-    sb->labels = (Runtime__V1__Brief__PodSandbox__LabelsEntry **)labels(
-        pa, &it, &runtime__v1__brief__pod_sandbox__labels_entry__descriptor);
-    if (it.n_labels && !sb->labels) return NULL;
-    m->items[m->n_items++] = sb;
+    if (!item(sub, l, &it) || !fill(pa, &it, objs + k * size)) return false;
+    ptrs[k] = objs + k * size;
+    k++;
   }
-  return &m->base;
+  *out = ptrs;
+  *n_out = k;
+  return true;
 }
 
-static ProtobufCMessage *containers(ProtobufCAllocator *pa, rd_t r) {
-  size_t n;
-  if (!count(r, &n)) return NULL;
-  Runtime__V1__Brief__ListContainersResponse *m = pa->alloc(pa->allocator_data, sizeof *m);
-  if (!m) return NULL;
-  *m = (Runtime__V1__Brief__ListContainersResponse)RUNTIME__V1__BRIEF__LIST_CONTAINERS_RESPONSE__INIT;
-  if (!n) return &m->base;
-  m->containers = pa->alloc(pa->allocator_data, n * sizeof *m->containers);
-  Runtime__V1__Brief__Container *cs = pa->alloc(pa->allocator_data, n * sizeof *cs);
-  if (!m->containers || !cs) return NULL;
-  rd_t sub;
-  uint32_t num;
-  unsigned wt;
-  uint64_t v;
-  item_t it;
-  while (r.p < r.end) {
-    field(&r, &num, &wt, &v, &sub);
-    if (num != 1) continue;
-    if (!item(sub, &CONTAINER, &it)) return NULL;
-    Runtime__V1__Brief__Container *c = &cs[m->n_containers];
-    *c = (Runtime__V1__Brief__Container)RUNTIME__V1__BRIEF__CONTAINER__INIT;
-    if (it.has_id && !(c->id = str(pa, &it.id))) return NULL;
-    if (it.has_sandbox_id && !(c->pod_sandbox_id = str(pa, &it.sandbox_id))) return NULL;
-    c->state = (Runtime__V1__ContainerState)(int32_t)it.state;
-    c->created_at = (int64_t)it.created_at;
-    c->n_labels = it.n_labels;
-    c->labels = (Runtime__V1__Brief__Container__LabelsEntry **)labels(
-        pa, &it, &runtime__v1__brief__container__labels_entry__descriptor);
-    if (it.n_labels && !c->labels) return NULL;
-    m->containers[m->n_containers++] = c;
-  }
-  return &m->base;
+static bool fill_sandbox(ProtobufCAllocator *pa, const item_t *it, void *obj) {
+  Runtime__V1__Brief__PodSandbox *sb = obj;
+  *sb = (Runtime__V1__Brief__PodSandbox)RUNTIME__V1__BRIEF__POD_SANDBOX__INIT;
+  if (it->has_id && !(sb->id = str(pa, &it->id))) return false;
+  sb->state = (Runtime__V1__PodSandboxState)(int32_t)it->state;
+  sb->created_at = (int64_t)it->created_at;
+  sb->n_labels = it->n_labels;
+  sb->labels = (Runtime__V1__Brief__PodSandbox__LabelsEntry **)labels(
+      pa, it, &runtime__v1__brief__pod_sandbox__labels_entry__descriptor);
+  return !it->n_labels || sb->labels;
+}
+
+static bool fill_container(ProtobufCAllocator *pa, const item_t *it, void *obj) {
+  Runtime__V1__Brief__Container *c = obj;
+  *c = (Runtime__V1__Brief__Container)RUNTIME__V1__BRIEF__CONTAINER__INIT;
+  if (it->has_id && !(c->id = str(pa, &it->id))) return false;
+  if (it->has_sandbox_id && !(c->pod_sandbox_id = str(pa, &it->sandbox_id))) return false;
+  c->state = (Runtime__V1__ContainerState)(int32_t)it->state;
+  c->created_at = (int64_t)it->created_at;
+  c->n_labels = it->n_labels;
+  c->labels = (Runtime__V1__Brief__Container__LabelsEntry **)labels(
+      pa, it, &runtime__v1__brief__container__labels_entry__descriptor);
+  return !it->n_labels || c->labels;
 }
 
 bool nl_cri_brief_is(const ProtobufCMessageDescriptor *desc) {
@@ -246,7 +235,24 @@ bool nl_cri_brief_is(const ProtobufCMessageDescriptor *desc) {
 ProtobufCMessage *nl_cri_brief_unpack(const ProtobufCMessageDescriptor *desc, ProtobufCAllocator *pa,
                                       size_t len, const uint8_t *data) {
   rd_t r = {data, data + len};
-  if (desc == &runtime__v1__brief__list_pod_sandbox_response__descriptor) return sandboxes(pa, r);
-  if (desc == &runtime__v1__brief__list_containers_response__descriptor) return containers(pa, r);
+  if (desc == &runtime__v1__brief__list_pod_sandbox_response__descriptor) {
+    Runtime__V1__Brief__ListPodSandboxResponse *m = pa->alloc(pa->allocator_data, sizeof *m);
+    if (!m) return NULL;
+    *m = (Runtime__V1__Brief__ListPodSandboxResponse)RUNTIME__V1__BRIEF__LIST_POD_SANDBOX_RESPONSE__INIT;
+    void **out = NULL;
+    if (!items(pa, r, &SANDBOX, sizeof **m->items, fill_sandbox, &out, &m->n_items)) return NULL;
+    m->items = (Runtime__V1__Brief__PodSandbox **)out;
+    return &m->base;
+  }
+  if (desc == &runtime__v1__brief__list_containers_response__descriptor) {
+    Runtime__V1__Brief__ListContainersResponse *m = pa->alloc(pa->allocator_data, sizeof *m);
+    if (!m) return NULL;
+    *m = (Runtime__V1__Brief__ListContainersResponse)RUNTIME__V1__BRIEF__LIST_CONTAINERS_RESPONSE__INIT;
+    void **out = NULL;
+    if (!items(pa, r, &CONTAINER, sizeof **m->containers, fill_container, &out, &m->n_containers))
+      return NULL;
+    m->containers = (Runtime__V1__Brief__Container **)out;
+    return &m->base;
+  }
   return NULL;
 }

@@ -43,7 +43,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cpu_ns() { awk '{print $1}' "/proc/$PID/schedstat"; }
+cpu_ns() { cat /proc/"$PID"/task/*/schedstat | awk '{s += $1} END {print s}'; } # all threads, ns
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$PID/status"; }
 running() { "$NANOLET" cri -r "$EP" ps -o json 2>/dev/null | jq '.containers | length'; }
 
