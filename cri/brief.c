@@ -8,6 +8,7 @@
  * test/fuzz/cri/fuzz_brief.c holds it to that. */
 #include "cri/brief.h"
 
+#include <limits.h>
 #include <string.h>
 
 typedef struct rd {
@@ -30,25 +31,62 @@ static bool varint(rd_t *r, uint64_t *v) {
   return false;
 }
 
+/* A field's key, as protobuf-c reads it (parse_tag_and_wiretype): at most 5
+ * bytes, bits past 32 dropped, a first byte without number bits refused. */
+static bool key(rd_t *r, uint32_t *num, unsigned *wt) {
+  size_t left = (size_t)(r->end - r->p), max = left > 5 ? 5 : left;
+  const uint8_t *d = r->p;
+  if (!left || (d[0] & 0xf8) == 0) return false;
+  *wt = d[0] & 7;
+  uint32_t t = (d[0] & 0x7f) >> 3;
+  if (!(d[0] & 0x80)) {
+    *num = t;
+    r->p++;
+    return true;
+  }
+  unsigned shift = 4;
+  for (size_t i = 1; i < max; i++) {
+    t |= (uint32_t)(d[i] & 0x7f) << shift;
+    shift += 7;
+    if (!(d[i] & 0x80)) {
+      *num = t;
+      r->p += i + 1;
+      return true;
+    }
+  }
+  return false;
+}
+
+/* A length prefix, as protobuf-c's scan_length_prefixed_data: at most 5 bytes,
+ * at most INT_MAX, within the bytes left. */
+static bool length(rd_t *r, size_t *n) {
+  size_t left = (size_t)(r->end - r->p), max = left > 5 ? 5 : left, v = 0;
+  for (size_t i = 0; i < max; i++) {
+    v |= (size_t)(r->p[i] & 0x7f) << (7 * i);
+    if (!(r->p[i] & 0x80)) {
+      r->p += i + 1;
+      *n = v;
+      return v <= INT_MAX && v <= (size_t)(r->end - r->p);
+    }
+  }
+  return false;
+}
+
 /* One field: its number and wire type; a LEN field's bytes in *sub, a VARINT's
- * value in *v; I64 and I32 are skipped. False when the bytes end early, the
- * number is 0 or the wire type is a group or unknown. */
+ * value in *v; I64 and I32 are skipped. False when the bytes end early or the
+ * wire type is a group or unknown, as protobuf-c. */
 static bool field(rd_t *r, uint32_t *num, unsigned *wt, uint64_t *v, rd_t *sub) {
-  uint64_t key;
-  if (!varint(r, &key)) return false;
-  *wt = key & 7;
-  if (key >> 3 == 0 || key >> 3 > UINT32_MAX >> 3) return false;
-  *num = (uint32_t)(key >> 3);
+  if (!key(r, num, wt)) return false;
   size_t n;
   switch (*wt) {
   case WT_VARINT: return varint(r, v);
   case WT_I64: n = 8; break;
   case WT_I32: n = 4; break;
   case WT_LEN:
-    if (!varint(r, v) || *v > (uint64_t)(r->end - r->p)) return false;
-    n = (size_t)*v;
+    if (!length(r, &n)) return false;
     sub->p = r->p;
     sub->end = r->p + n;
+    *v = n;
     break;
   default: return false;
   }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cri/brief.pb-c.h"
 #include "cri/pbarena.h"
 
 static const char *first(void *const *entries, size_t n, const char *key) {
