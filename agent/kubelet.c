@@ -194,6 +194,29 @@ static void on_url_pods(nl_pod_t **pods, size_t n, void *ctx) {
 }
 
 /* staticPodURLHeader (map[string][]string): one header per value. */
+static bool gate_on(const nl_kubelet_config_t *cfg, const char *name) {
+  const nl_config_map_t *m = &cfg->feature_gates;
+  for (size_t i = 0; i < m->n; i++)
+    if (!strcmp(m->keys[i], name)) return !strcmp(m->first[i], "true");
+  return false;
+}
+
+/* featureGates: each value true or false (an error otherwise, as upstream);
+ * nanolet knows EventedPLEG (upstream's, off by default): any other gate is
+ * ignored, and said so at start-up. */
+static int feature_gates(const nl_kubelet_config_t *cfg, nl_err_t **err) {
+  const nl_config_map_t *m = &cfg->feature_gates;
+  for (size_t i = 0; i < m->n; i++) {
+    if (strcmp(m->first[i], "true") != 0 && strcmp(m->first[i], "false") != 0)
+      return nl_err_set(err, NL_EINVAL, "featureGates: invalid value of %s: %s, err: "
+                        "strconv.ParseBool: parsing \"%s\": invalid syntax",
+                        m->keys[i], m->first[i], m->first[i]);
+    if (strcmp(m->keys[i], "EventedPLEG") != 0)
+      nl_warn("featureGates: %s is not known to nanolet: ignored", m->keys[i]);
+  }
+  return 0;
+}
+
 static int url_source_init(nl_kubelet_t *k, nl_err_t **err) {
   const nl_config_map_t *hm = &k->cfg->static_pod_url_header;
   size_t n = 0;
@@ -327,6 +350,8 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
   k->runtime_up = true;
   k->cri_users++;
   nl_pleg_init(&k->pleg, loop, &k->cri, 1000, nl__kubelet_pleg_event, k);
+  if (feature_gates(cfg, err) < 0) return -1;
+  if (gate_on(cfg, "EventedPLEG")) nl_pleg_use_events(&k->pleg);
   k->pleg.metrics = &k->metrics;
   k->pleg_up = true;
   k->cri_users++;

@@ -441,12 +441,14 @@ static void call_finish(sync_call_t *c, const nl_err_t *err, bool terminal) {
 /* Every sync reads runtime status newer than the last sync (upstream's
  * podCache.GetNewerThan), so it never acts on a view that misses what the
  * previous sync started; the first waits for a relist after start-up, which is
- * what adopts running pods after an agent restart instead of recreating them. */
+ * what adopts running pods after an agent restart instead of recreating them.
+ * A relist is forced only when the cache is older than that: a periodic resync
+ * or a sync that a relist's event started reads the cache as it is. */
 static void wait_for_status(sync_call_t *c, nl_pleg_newer_cb cb) {
   nl_kubelet_t *k = c->k;
   pod_state_t *ps = state_get(k, c->w->uid);
   int64_t after = ps->last_sync_ns ? ps->last_sync_ns : k->started_ns;
-  nl_pleg_force_relist(&k->pleg);
+  if (!nl_pleg_is_newer(&k->pleg, c->w->uid, after)) nl_pleg_force_relist(&k->pleg);
   nl_pleg_when_newer(&k->pleg, c->w->uid, after, cb, c);
 }
 

@@ -2,6 +2,8 @@
 
 #include <stdlib.h>
 
+#include "cri/brief.h"
+
 /* protobuf-c's structs hold nothing wider than 8 bytes (pointers, size_t,
  * int64, double): 8 wastes less than malloc's 16 on short strings. */
 #define ALIGN 8
@@ -98,7 +100,8 @@ ProtobufCMessage *nl_pb_arena_unpack(const ProtobufCMessageDescriptor *desc, nl_
   a->chunks = c;
   a->big.next = a->big.prev = &a->big;
   a->pa = (ProtobufCAllocator){arena_alloc, arena_dealloc, a};
-  ProtobufCMessage *m = protobuf_c_message_unpack(desc, &a->pa, len, data);
+  ProtobufCMessage *m = nl_cri_brief_is(desc) ? nl_cri_brief_unpack(desc, &a->pa, len, data)
+                                               : protobuf_c_message_unpack(desc, &a->pa, len, data);
   if (!m) {
     nl_pb_arena_free(a);
     return NULL;

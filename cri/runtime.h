@@ -17,6 +17,7 @@
 #ifndef NL_CRI_RUNTIME_H
 #define NL_CRI_RUNTIME_H
 
+#include "cri/brief.pb-c.h"
 #include "cri/conn.h"
 
 #define NL_CRI_RUNTIME_RPCS(X)                                                                  \
@@ -67,5 +68,19 @@
     ListPodSandboxStatsResponse, list_pod_sandbox_stats_response, DEFAULT)
 
 NL_CRI_RUNTIME_RPCS(NL_CRI__DECLARE_RPC)
+
+/* ListPodSandbox and ListContainers decoded as cri/brief.proto: id, state,
+ * createdAt, labels (and a container's sandbox id) only. For callers that list
+ * often and read no more (PLEG); the same requests and completion contract. */
+typedef void (*nl_cri_list_pod_sandbox_brief_cb)(const nl_grpc_status_t *status,
+                                                 Runtime__V1__Brief__ListPodSandboxResponse *resp,
+                                                 void *ctx);
+void nl_cri_list_pod_sandbox_brief(nl_cri_client_t *c, const Runtime__V1__ListPodSandboxRequest *req,
+                                   nl_cri_list_pod_sandbox_brief_cb cb, void *ctx);
+typedef void (*nl_cri_list_containers_brief_cb)(const nl_grpc_status_t *status,
+                                                Runtime__V1__Brief__ListContainersResponse *resp,
+                                                void *ctx);
+void nl_cri_list_containers_brief(nl_cri_client_t *c, const Runtime__V1__ListContainersRequest *req,
+                                  nl_cri_list_containers_brief_cb cb, void *ctx);
 
 #endif

@@ -16,11 +16,6 @@
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
-struct nl_pleg__record { /* upstream podRecord */
-  nl_pleg__pod_t *old;
-  nl_pleg__pod_t *cur;
-};
-
 struct nl_pleg__entry { /* upstream cache data */
   nl_rt_pod_status_t *status;
   int64_t modified;
@@ -61,7 +56,9 @@ struct nl_pleg__relist {
   int refs;
   int64_t timestamp;  /* wall clock when the relist began */
   uint64_t start_hr;  /* monotonic, for the duration */
-  nl_map_t snap;      /* uid -> nl_pleg__pod_t*, filled by the two lists */
+  nl_map_t snap;      /* uid -> nl_pleg__pod_t*, filled by the lists that changed */
+  uint64_t gen;       /* marks the records' items an unchanged list showed */
+  bool same_sandboxes, same_containers; /* a list showed the records' current pods */
   int list_pending;
   char *list_error;
   inspect_t *pods;
@@ -131,6 +128,10 @@ static void relist_unref(struct nl_pleg__relist *r) {
 
 static void on_relist_timer(uv_timer_t *t);
 
+static uint64_t period(const nl_pleg_t *p) {
+  return p->events_up ? NL_PLEG_EVENTED_RELIST_PERIOD_MS : p->period_ms;
+}
+
 static void schedule(nl_pleg_t *p, uint64_t delay_ms) {
   set_state(p, NL_PLEG_WAITING);
   uv_timer_start(&p->relist_timer, on_relist_timer, delay_ms, 0);
@@ -147,7 +148,7 @@ static void relist_done(nl_pleg_t *p, struct nl_pleg__relist *r, bool ok) {
   p->cur = NULL;
   bool again = p->relist_again;
   p->relist_again = false;
-  schedule(p, again ? 0 : p->period_ms);
+  schedule(p, again ? 0 : period(p));
   relist_unref(r); /* the pleg's reference */
 }
 
@@ -161,9 +162,9 @@ static void entry_free(void *v) {
 }
 
 static void record_free(void *v) {
-  struct nl_pleg__record *rec = v;
+  nl_pleg__record_t *rec = v;
   if (!rec) return;
-  nl_pleg__pod_free(rec->old);
+  if (rec->old != rec->cur) nl_pleg__pod_free(rec->old);
   nl_pleg__pod_free(rec->cur);
   free(rec);
 }
@@ -207,15 +208,14 @@ static void on_notify_timer(uv_timer_t *t) {
 /* ---- applying an inspected relist --------------------------------------- */
 
 static void records_update(nl_pleg_t *p, const char *uid) {
-  struct nl_pleg__record *rec = nl_map_get(&p->records, uid);
+  nl_pleg__record_t *rec = nl_map_get(&p->records, uid);
   if (!rec) return;
   if (!rec->cur) { /* the pod no longer exists */
     record_free(nl_map_del(&p->records, uid));
     return;
   }
-  nl_pleg__pod_free(rec->old);
-  rec->old = rec->cur;
-  rec->cur = NULL;
+  if (rec->old != rec->cur) nl_pleg__pod_free(rec->old);
+  rec->old = rec->cur; /* shared until a relist lists the pod changed */
 }
 
 static void apply(struct nl_pleg__relist *r) {
@@ -407,13 +407,13 @@ static void set_current(nl_pleg_t *p, nl_map_t *snap) {
   void *v;
   nl_map_iter_init(&it, &p->records);
   while (nl_map_iter_next(&it, &uid, &v)) {
-    struct nl_pleg__record *rec = v;
-    nl_pleg__pod_free(rec->cur);
+    nl_pleg__record_t *rec = v;
+    if (rec->cur != rec->old) nl_pleg__pod_free(rec->cur);
     rec->cur = NULL;
   }
   nl_map_iter_init(&it, snap);
   while (nl_map_iter_next(&it, &uid, &v)) {
-    struct nl_pleg__record *rec = nl_map_get(&p->records, uid);
+    nl_pleg__record_t *rec = nl_map_get(&p->records, uid);
     if (!rec) {
       rec = nl_xcalloc(1, sizeof(*rec));
       nl_map_put(&p->records, uid, rec);
@@ -424,40 +424,49 @@ static void set_current(nl_pleg_t *p, nl_map_t *snap) {
   nl_map_init(snap);
 }
 
-static void start_inspection(struct nl_pleg__relist *r) {
+/* Queues the pod for inspection when it has events or failed last time. */
+static void consider(struct nl_pleg__relist *r, const char *uid, const nl_pleg__record_t *rec,
+                     size_t *cap) {
+  nl_pleg__event_t *ev = NULL;
+  size_t n = nl_pleg__compute_events(rec->old, rec->cur, &ev);
+  if (n == 0 && !nl_map_has(&r->p->reinspect, uid)) return;
+  if (r->n_pods == *cap) {
+    *cap = *cap ? 2 * *cap : 8;
+    r->pods = nl_xrealloc(r->pods, *cap * sizeof(*r->pods));
+  }
+  inspect_t *in = &r->pods[r->n_pods++];
+  memset(in, 0, sizeof(*in));
+  in->uid = nl_xstrdup(uid);
+  in->events = ev;
+  in->n_events = n;
+  const nl_pleg__pod_t *pod = rec->cur;
+  in->has_pod = pod != NULL;
+  if (!pod) return;
+  in->name = pod->name ? nl_xstrdup(pod->name) : NULL;
+  in->ns = pod->namespace_ ? nl_xstrdup(pod->namespace_) : NULL;
+  in->calls = nl_xcalloc(pod->n_items ? pod->n_items : 1, sizeof(*in->calls));
+  size_t nsb = 0;
+  for (size_t i = 0; i < pod->n_items; i++) nsb += pod->items[i].sandbox;
+  in->sandboxes = nl_xcalloc(nsb ? nsb : 1, sizeof(*in->sandboxes));
+  in->containers = nl_xcalloc(pod->n_items - nsb ? pod->n_items - nsb : 1, sizeof(*in->containers));
+}
+
+/* changed: the lists differ from the records (r->snap holds them whole).
+ * Otherwise only the pods whose inspection failed last time can have events,
+ * and nothing per pod is allocated. */
+static void start_inspection(struct nl_pleg__relist *r, bool changed) {
   nl_pleg_t *p = r->p;
   p->relist_time = r->timestamp; /* the lists worked: PLEG is alive */
-  set_current(p, &r->snap);
+  if (changed) set_current(p, &r->snap);
 
   nl_map_iter_t it;
   const char *uid;
   void *v;
   size_t cap = 0;
-  nl_map_iter_init(&it, &p->records);
+  nl_map_iter_init(&it, changed ? &p->records : &p->reinspect);
   while (nl_map_iter_next(&it, &uid, &v)) {
-    struct nl_pleg__record *rec = v;
-    nl_pleg__event_t *ev = NULL;
-    size_t n = nl_pleg__compute_events(rec->old, rec->cur, &ev);
-    if (n == 0 && !nl_map_has(&p->reinspect, uid)) continue;
-    if (r->n_pods == cap) {
-      cap = cap ? 2 * cap : 8;
-      r->pods = nl_xrealloc(r->pods, cap * sizeof(*r->pods));
-    }
-    inspect_t *in = &r->pods[r->n_pods++];
-    memset(in, 0, sizeof(*in));
-    in->uid = nl_xstrdup(uid);
-    in->events = ev;
-    in->n_events = n;
-    const nl_pleg__pod_t *pod = rec->cur;
-    in->has_pod = pod != NULL;
-    if (!pod) continue;
-    in->name = pod->name ? nl_xstrdup(pod->name) : NULL;
-    in->ns = pod->namespace_ ? nl_xstrdup(pod->namespace_) : NULL;
-    in->calls = nl_xcalloc(pod->n_items ? pod->n_items : 1, sizeof(*in->calls));
-    size_t nsb = 0;
-    for (size_t i = 0; i < pod->n_items; i++) nsb += pod->items[i].sandbox;
-    in->sandboxes = nl_xcalloc(nsb ? nsb : 1, sizeof(*in->sandboxes));
-    in->containers = nl_xcalloc(pod->n_items - nsb ? pod->n_items - nsb : 1, sizeof(*in->containers));
+    const nl_pleg__record_t *rec = changed ? v : nl_map_get(&p->records, uid);
+    if (rec) consider(r, uid, rec, &cap);
   }
   set_state(p, NL_PLEG_INSPECTING);
   r->inspect_time = p->now(p->clock_ctx);
@@ -465,7 +474,7 @@ static void start_inspection(struct nl_pleg__relist *r) {
   /* Count every call before issuing any (completions never run inside the
    * call functions, but keep the count honest regardless). */
   for (size_t k = 0; k < r->n_pods; k++) {
-    const nl_pleg__pod_t *pod = r->pods[k].has_pod ? ((struct nl_pleg__record *)nl_map_get(
+    const nl_pleg__pod_t *pod = r->pods[k].has_pod ? ((nl_pleg__record_t *)nl_map_get(
                                                           &p->records, r->pods[k].uid))->cur
                                                    : NULL;
     if (pod) r->inspect_pending += pod->n_items;
@@ -474,7 +483,7 @@ static void start_inspection(struct nl_pleg__relist *r) {
   for (size_t k = 0; k < r->n_pods; k++) {
     inspect_t *in = &r->pods[k];
     if (!in->has_pod) continue;
-    const nl_pleg__pod_t *pod = ((struct nl_pleg__record *)nl_map_get(&p->records, in->uid))->cur;
+    const nl_pleg__pod_t *pod = ((nl_pleg__record_t *)nl_map_get(&p->records, in->uid))->cur;
     for (size_t i = 0; i < pod->n_items; i++) {
       const nl_pleg__item_t *item = &pod->items[i];
       inspect_call_t *c = &in->calls[in->n_calls++];
@@ -509,24 +518,36 @@ static void list_step(struct nl_pleg__relist *r, const nl_grpc_status_t *st, con
     if (r->list_error) {
       nl_error("GenericPLEG: Unable to retrieve pods: %s", r->list_error);
       relist_done(r->p, r, false);
+    } else if (r->same_sandboxes && r->same_containers) {
+      start_inspection(r, false);
     } else {
-      start_inspection(r);
+      if (r->same_sandboxes) nl_pleg__copy_current(&r->snap, &r->p->records, true);
+      if (r->same_containers) nl_pleg__copy_current(&r->snap, &r->p->records, false);
+      start_inspection(r, true);
     }
   }
   relist_unref(r);
 }
 
-static void on_list_sandboxes(const nl_grpc_status_t *st, Runtime__V1__ListPodSandboxResponse *resp,
+static void on_list_sandboxes(const nl_grpc_status_t *st,
+                              Runtime__V1__Brief__ListPodSandboxResponse *resp,
                               void *ctx) {
   struct nl_pleg__relist *r = ctx;
-  if (r->p && st->code == NL_GRPC_OK) nl_pleg__add_sandboxes(&r->snap, resp);
+  if (r->p && st->code == NL_GRPC_OK) {
+    if (nl_pleg__sandboxes_unchanged(&r->p->records, resp, r->gen)) r->same_sandboxes = true;
+    else nl_pleg__add_sandboxes(&r->snap, resp);
+  }
   list_step(r, st, "ListPodSandbox");
 }
 
-static void on_list_containers(const nl_grpc_status_t *st, Runtime__V1__ListContainersResponse *resp,
+static void on_list_containers(const nl_grpc_status_t *st,
+                               Runtime__V1__Brief__ListContainersResponse *resp,
                                void *ctx) {
   struct nl_pleg__relist *r = ctx;
-  if (r->p && st->code == NL_GRPC_OK) nl_pleg__add_containers(&r->snap, resp);
+  if (r->p && st->code == NL_GRPC_OK) {
+    if (nl_pleg__containers_unchanged(&r->p->records, resp, r->gen)) r->same_containers = true;
+    else nl_pleg__add_containers(&r->snap, resp);
+  }
   list_step(r, st, "ListContainers");
 }
 
@@ -538,14 +559,15 @@ static void relist_start(nl_pleg_t *p) {
   r->timestamp = p->now(p->clock_ctx);
   r->start_hr = uv_hrtime();
   nl_map_init(&r->snap);
+  r->gen = ++p->list_gen;
   r->list_pending = 2;
   p->cur = r;
   set_state(p, NL_PLEG_LISTING);
   Runtime__V1__ListPodSandboxRequest sreq = RUNTIME__V1__LIST_POD_SANDBOX_REQUEST__INIT;
   Runtime__V1__ListContainersRequest creq = RUNTIME__V1__LIST_CONTAINERS_REQUEST__INIT;
   r->refs += 2;
-  nl_cri_list_pod_sandbox(p->cri, &sreq, on_list_sandboxes, r);
-  nl_cri_list_containers(p->cri, &creq, on_list_containers, r);
+  nl_cri_list_pod_sandbox_brief(p->cri, &sreq, on_list_sandboxes, r);
+  nl_cri_list_containers_brief(p->cri, &creq, on_list_containers, r);
 }
 
 static void on_relist_timer(uv_timer_t *t) {
@@ -576,10 +598,43 @@ int nl_pleg_init(nl_pleg_t *p, uv_loop_t *loop, nl_cri_client_t *cri, uint64_t p
   return 0;
 }
 
+/* ---- the runtime's events ------------------------------------------------ */
+
+static void on_cri_event(const ProtobufCMessage *m, void *ctx) {
+  nl_pleg_t *p = ctx;
+  const Runtime__V1__ContainerEventResponse *ev = (const void *)m;
+  p->events++;
+  nl_vlog(4, "Evented PLEG: container %s: event %d", ev->container_id,
+          (int)ev->container_event_type);
+  if (!p->events_up) nl_info("Evented PLEG: the runtime's container events are back");
+  p->events_up = true;
+  nl_pleg_force_relist(p);
+}
+
+static void on_cri_events_end(const nl_grpc_status_t *st, void *ctx) {
+  nl_pleg_t *p = ctx;
+  if (!p->events_up) return;
+  p->events_up = false;
+  if (st->code == NL_GRPC_UNIMPLEMENTED)
+    nl_info("Evented PLEG: the runtime has no container events (%s): relisting every %llu ms",
+            st->message, (unsigned long long)p->period_ms);
+  else
+    nl_warn("Evented PLEG: Failed to get container events, relisting every %llu ms until they "
+            "are back: %s", (unsigned long long)p->period_ms, st->message);
+  if (p->state == NL_PLEG_WAITING &&
+      uv_timer_get_due_in(&p->relist_timer) > p->period_ms)
+    uv_timer_start(&p->relist_timer, on_relist_timer, p->period_ms, 0);
+}
+
+void nl_pleg_use_events(nl_pleg_t *p) { p->events_wanted = true; }
+
 void nl_pleg_start(nl_pleg_t *p) {
   if (p->state != NL_PLEG_IDLE) return;
   set_state(p, NL_PLEG_WAITING);
   uv_timer_start(&p->relist_timer, on_relist_timer, 0, 0);
+  if (!p->events_wanted) return;
+  p->events_up = true; /* until the stream says otherwise */
+  nl_cri_client_watch_events(p->cri, on_cri_event, on_cri_events_end, p);
 }
 
 void nl_pleg_force_relist(nl_pleg_t *p) {
@@ -602,6 +657,8 @@ void nl_pleg_stop(nl_pleg_t *p, nl_pleg_stop_cb done_cb) {
   if (p->state == NL_PLEG_STOPPING || p->state == NL_PLEG_STOPPED) return;
   set_state(p, NL_PLEG_STOPPING);
   p->stop_cb = done_cb;
+  if (p->events_wanted) nl_cri_client_unwatch_events(p->cri);
+  p->events_up = false;
   if (p->cur) {
     p->cur->p = NULL; /* late completions only release the run */
     relist_unref(p->cur);
@@ -655,6 +712,11 @@ uint64_t nl_pleg_when_newer(nl_pleg_t *p, const char *uid, int64_t after_ns,
   return w->id;
 }
 
+bool nl_pleg_is_newer(const nl_pleg_t *p, const char *uid, int64_t after_ns) {
+  const nl_rt_pod_status_t *st;
+  return newer_than(p, uid, after_ns, &st);
+}
+
 bool nl_pleg_cancel_when_newer(nl_pleg_t *p, uint64_t id) {
   nl_list_t *pos, *tmp;
   nl_list_foreach_safe(pos, tmp, &p->waiters) {
@@ -674,12 +736,13 @@ bool nl_pleg_healthy(const nl_pleg_t *p, int64_t now_ns, nl_err_t **err) {
     return false;
   }
   int64_t elapsed = now_ns - p->relist_time;
-  if (elapsed > NL_PLEG_RELIST_THRESHOLD_NS) {
+  int64_t threshold = p->events_up ? NL_PLEG_EVENTED_RELIST_THRESHOLD_NS : NL_PLEG_RELIST_THRESHOLD_NS;
+  if (elapsed > threshold) {
     char a[64], b[64];
     if (err)
       nl_err_set(err, NL_ETIMEOUT, "pleg was last seen active %s ago; threshold is %s",
                  nl_duration_format(elapsed, a, sizeof(a)),
-                 nl_duration_format(NL_PLEG_RELIST_THRESHOLD_NS, b, sizeof(b)));
+                 nl_duration_format(threshold, b, sizeof(b)));
     return false;
   }
   return true;

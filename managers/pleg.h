@@ -33,6 +33,9 @@
 
 #define NL_PLEG_DEFAULT_RELIST_PERIOD_MS 1000          /* upstream genericPlegRelistPeriod */
 #define NL_PLEG_RELIST_THRESHOLD_NS (INT64_C(180) * 1000000000) /* 3 minutes */
+/* While the runtime's event stream works (upstream's Evented PLEG). */
+#define NL_PLEG_EVENTED_RELIST_PERIOD_MS (300 * 1000)
+#define NL_PLEG_EVENTED_RELIST_THRESHOLD_NS (INT64_C(600) * 1000000000)
 
 typedef enum nl_pleg_event_type {
   NL_PLEG_CONTAINER_STARTED, /* a container or sandbox is running */
@@ -87,6 +90,10 @@ struct nl_pleg {
 
   struct nl_pleg__relist *cur; /* the relist in flight, or NULL */
   bool relist_again;           /* a relist was forced while one ran */
+  uint64_t list_gen;           /* relists started, for nl_pleg__*_unchanged */
+  bool events_wanted;          /* nl_pleg_use_events() */
+  bool events_up;              /* the event stream works: relist every 5 minutes */
+  uint64_t events;             /* container events received */
 
   nl_map_t records;   /* uid -> struct nl_pleg__record (old/current pod) */
   nl_map_t cache;     /* uid -> struct nl_pleg__entry (status, modified) */
@@ -120,6 +127,15 @@ void nl_pleg_start(nl_pleg_t *p);
  * calling them, frees the cache, closes the timers and calls done_cb (may be
  * NULL) once they are closed. */
 void nl_pleg_stop(nl_pleg_t *p, nl_pleg_stop_cb done_cb);
+/* Evented PLEG (upstream's EventedPLEG): call before nl_pleg_start(). Once
+ * started, PLEG subscribes to the runtime's GetContainerEvents; each event
+ * relists at once (the relist finds what changed and inspects that pod). While
+ * the stream works the periodic relist runs every 5 minutes and the health
+ * threshold is 10 minutes, as upstream's. When the stream ends (the runtime has
+ * none, UNIMPLEMENTED, as containerd 1.6; or it broke), PLEG relists every
+ * period_ms again until an event arrives on the stream the CRI client restarts. */
+void nl_pleg_use_events(nl_pleg_t *p);
+
 /* Relists as soon as possible: now when idle, right after the current relist
  * otherwise. */
 void nl_pleg_force_relist(nl_pleg_t *p);
@@ -137,6 +153,9 @@ int64_t nl_pleg_cache_time(const nl_pleg_t *p, const char *uid);
  * (never 0) for nl_pleg_cancel_when_newer(). */
 uint64_t nl_pleg_when_newer(nl_pleg_t *p, const char *uid, int64_t after_ns,
                             nl_pleg_newer_cb cb, void *ctx);
+/* Whether nl_pleg_when_newer(p, uid, after_ns, ...) would be ready now: the
+ * cache already holds what a waiter asks for, so no relist is needed. */
+bool nl_pleg_is_newer(const nl_pleg_t *p, const char *uid, int64_t after_ns);
 /* Forgets a waiter; its callback will not run. Returns false when id is
  * unknown (already called, cancelled, or the pleg stopped). */
 bool nl_pleg_cancel_when_newer(nl_pleg_t *p, uint64_t id);

@@ -69,9 +69,9 @@ static nl_pleg__cstate_t container_state(Runtime__V1__ContainerState s) {
   }
 }
 
-void nl_pleg__add_sandboxes(nl_map_t *snap, const Runtime__V1__ListPodSandboxResponse *resp) {
+void nl_pleg__add_sandboxes(nl_map_t *snap, const Runtime__V1__Brief__ListPodSandboxResponse *resp) {
   for (size_t i = 0; resp && i < resp->n_items; i++) {
-    const Runtime__V1__PodSandbox *sb = resp->items[i];
+    const Runtime__V1__Brief__PodSandbox *sb = resp->items[i];
     if (!sb || !sb->id || !*sb->id) continue;
     const char *uid = NL_RT_LABEL(sb, NL_LABEL_POD_UID);
     if (!uid || !*uid) continue; /* not created by a kubelet: not ours */
@@ -85,9 +85,9 @@ void nl_pleg__add_sandboxes(nl_map_t *snap, const Runtime__V1__ListPodSandboxRes
   }
 }
 
-void nl_pleg__add_containers(nl_map_t *snap, const Runtime__V1__ListContainersResponse *resp) {
+void nl_pleg__add_containers(nl_map_t *snap, const Runtime__V1__Brief__ListContainersResponse *resp) {
   for (size_t i = 0; resp && i < resp->n_containers; i++) {
-    const Runtime__V1__Container *c = resp->containers[i];
+    const Runtime__V1__Brief__Container *c = resp->containers[i];
     if (!c || !c->id || !*c->id) continue;
     const char *uid = NL_RT_LABEL(c, NL_LABEL_POD_UID);
     if (!uid || !*uid) continue;
@@ -99,6 +99,88 @@ void nl_pleg__add_containers(nl_map_t *snap, const Runtime__V1__ListContainersRe
     it->name = dup_or_null(NL_RT_LABEL(c, NL_LABEL_CONTAINER_NAME));
     it->state = container_state(c->state);
     it->created_at = c->created_at;
+  }
+}
+
+/* ---- unchanged lists --------------------------------------------------- */
+
+static bool same_str(const char *a, const char *b) { return !strcmp(a ? a : "", b ? b : ""); }
+
+/* Marks the current item (uid, id) of that kind seen by list gen; true when it
+ * holds what the list shows. */
+static bool match(nl_map_t *records, const char *uid, const nl_pleg__item_t *want, uint64_t gen) {
+  nl_pleg__record_t *rec = nl_map_get(records, uid);
+  if (!rec || !rec->cur) return false;
+  for (size_t i = 0; i < rec->cur->n_items; i++) {
+    nl_pleg__item_t *it = &rec->cur->items[i];
+    if (it->sandbox != want->sandbox || strcmp(it->id, want->id) != 0) continue;
+    if (it->seen == gen) return false; /* listed twice */
+    it->seen = gen;
+    return it->state == want->state && it->created_at == want->created_at &&
+           same_str(it->sandbox_id, want->sandbox_id) && same_str(it->name, want->name);
+  }
+  return false;
+}
+
+static bool all_seen(const nl_map_t *records, bool sandboxes, uint64_t gen) {
+  nl_map_iter_t iter;
+  void *v;
+  nl_map_iter_init(&iter, records);
+  while (nl_map_iter_next(&iter, NULL, &v)) {
+    const nl_pleg__record_t *rec = v;
+    for (size_t i = 0; rec->cur && i < rec->cur->n_items; i++)
+      if (rec->cur->items[i].sandbox == sandboxes && rec->cur->items[i].seen != gen) return false;
+  }
+  return true;
+}
+
+bool nl_pleg__sandboxes_unchanged(nl_map_t *records,
+                                  const Runtime__V1__Brief__ListPodSandboxResponse *resp, uint64_t gen) {
+  for (size_t i = 0; resp && i < resp->n_items; i++) {
+    const Runtime__V1__Brief__PodSandbox *sb = resp->items[i];
+    if (!sb || !sb->id || !*sb->id) continue;
+    const char *uid = NL_RT_LABEL(sb, NL_LABEL_POD_UID);
+    if (!uid || !*uid) continue;
+    nl_pleg__item_t want = {.id = sb->id, .state = sandbox_state(sb->state),
+                            .created_at = sb->created_at, .sandbox = true};
+    if (!match(records, uid, &want, gen)) return false;
+  }
+  return all_seen(records, true, gen);
+}
+
+bool nl_pleg__containers_unchanged(nl_map_t *records,
+                                   const Runtime__V1__Brief__ListContainersResponse *resp, uint64_t gen) {
+  for (size_t i = 0; resp && i < resp->n_containers; i++) {
+    const Runtime__V1__Brief__Container *c = resp->containers[i];
+    if (!c || !c->id || !*c->id) continue;
+    const char *uid = NL_RT_LABEL(c, NL_LABEL_POD_UID);
+    if (!uid || !*uid) continue;
+    nl_pleg__item_t want = {.id = c->id, .sandbox_id = c->pod_sandbox_id,
+                            .name = (char *)NL_RT_LABEL(c, NL_LABEL_CONTAINER_NAME),
+                            .state = container_state(c->state), .created_at = c->created_at};
+    if (!match(records, uid, &want, gen)) return false;
+  }
+  return all_seen(records, false, gen);
+}
+
+void nl_pleg__copy_current(nl_map_t *snap, const nl_map_t *records, bool sandboxes) {
+  nl_map_iter_t iter;
+  const char *uid;
+  void *v;
+  nl_map_iter_init(&iter, records);
+  while (nl_map_iter_next(&iter, &uid, &v)) {
+    const nl_pleg__pod_t *cur = ((const nl_pleg__record_t *)v)->cur;
+    for (size_t i = 0; cur && i < cur->n_items; i++) {
+      const nl_pleg__item_t *from = &cur->items[i];
+      if (from->sandbox != sandboxes) continue;
+      nl_pleg__item_t *it = pod_add_item(snapshot_pod(snap, uid, cur->name, cur->namespace_));
+      it->id = nl_xstrdup(from->id);
+      it->sandbox_id = from->sandbox_id ? nl_xstrdup(from->sandbox_id) : NULL;
+      it->name = from->name ? nl_xstrdup(from->name) : NULL;
+      it->state = from->state;
+      it->created_at = from->created_at;
+      it->sandbox = from->sandbox;
+    }
   }
 }
 

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "cri/api.pb-c.h"
+#include "cri/brief.pb-c.h"
 #include "managers/pleg.h"
 #include "managers/runtime_types.h"
 #include "reactor/error.h"
@@ -30,6 +31,7 @@ typedef struct nl_pleg__item {
   nl_pleg__cstate_t state;
   int64_t created_at;
   bool sandbox;
+  uint64_t seen; /* the last list that showed it unchanged (nl_pleg__*_unchanged) */
 } nl_pleg__item_t;
 
 /* One pod of a relist (kubecontainer.Pod): owns its strings and items. */
@@ -42,9 +44,30 @@ typedef struct nl_pleg__pod {
 } nl_pleg__pod_t;
 
 void nl_pleg__pod_free(nl_pleg__pod_t *pod);
+
+/* A pod's records between relists (upstream podRecord): cur is what the last
+ * relist listed (NULL: the pod is gone), old what the last inspection saw; they
+ * may be the same object. */
+typedef struct nl_pleg__record {
+  nl_pleg__pod_t *old;
+  nl_pleg__pod_t *cur;
+} nl_pleg__record_t;
+
+/* Whether a list answer shows exactly the records' current sandboxes (or
+ * containers): every object of ours matches one of its pod's current items of
+ * that kind in id, state, creation time, sandbox id and name, and none is
+ * missing. Compares without allocating; gen (new for each relist) marks the
+ * items matched. records: uid -> nl_pleg__record_t*. */
+bool nl_pleg__sandboxes_unchanged(nl_map_t *records,
+                                  const Runtime__V1__Brief__ListPodSandboxResponse *resp, uint64_t gen);
+bool nl_pleg__containers_unchanged(nl_map_t *records,
+                                   const Runtime__V1__Brief__ListContainersResponse *resp, uint64_t gen);
+/* Adds copies of the records' current sandboxes (or containers) to snap: the
+ * half of a snapshot whose list was unchanged while the other half changed. */
+void nl_pleg__copy_current(nl_map_t *snap, const nl_map_t *records, bool sandboxes);
 /* Adds the pods in a list response to snap (uid -> nl_pleg__pod_t*, owned). */
-void nl_pleg__add_sandboxes(nl_map_t *snap, const Runtime__V1__ListPodSandboxResponse *resp);
-void nl_pleg__add_containers(nl_map_t *snap, const Runtime__V1__ListContainersResponse *resp);
+void nl_pleg__add_sandboxes(nl_map_t *snap, const Runtime__V1__Brief__ListPodSandboxResponse *resp);
+void nl_pleg__add_containers(nl_map_t *snap, const Runtime__V1__Brief__ListContainersResponse *resp);
 /* Frees a snapshot map and its pods. */
 void nl_pleg__snapshot_free(nl_map_t *snap);
 

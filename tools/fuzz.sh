@@ -44,6 +44,7 @@ declare -A bins=(
   [fuzz_agent]=build-fuzz/test/fuzz/agent/fuzz_agent
   [fuzz_cert]=build-fuzz/test/fuzz/agent/fuzz_cert
   [fuzz_cri_response]=build-fuzz/test/fuzz/cri/fuzz_cri_response
+  [fuzz_cri_brief]=build-fuzz/test/fuzz/cri/fuzz_cri_brief
   [fuzz_dbus]=build-fuzz/test/fuzz/dbus/fuzz_dbus
   [fuzz_http_parse]=build-fuzz/test/fuzz/http/fuzz_http_parse
   [fuzz_keyring]=build-fuzz/test/fuzz/keyring/fuzz_keyring

@@ -12,7 +12,9 @@
  * RemovePodSandbox, PodSandboxStatus, ListPodSandbox, CreateContainer,
  * StartContainer, StopContainer, RemoveContainer, ListContainers,
  * ContainerStatus, ExecSync (stdout echoes the command joined by spaces plus a
- * newline, exit code 0), Exec, Attach and PortForward (a URL under the base
+ * newline, exit code 0), GetContainerEvents (a stream of CREATED, STARTED,
+ * STOPPED and DELETED events with the sandbox's id, metadata and state, as
+ * containerd >= 1.7 sends them), Exec, Attach and PortForward (a URL under the base
  * set with fake_cri_set_stream_base), ListPodSandboxStats (ready sandboxes
  * and their running containers: 10 ms of CPU per second since creation,
  * 8 MiB working set each), ListImages, ImageStatus, PullImage (adds the image;
@@ -60,6 +62,7 @@ typedef struct fake_cri_stats {
   uint64_t open_conns;   /* connections open now */
   uint64_t open_streams; /* streams open now (stalled ones included) */
   uint64_t cancelled;    /* streams the client reset before an answer */
+  uint64_t events;       /* GetContainerEvents messages queued (all streams) */
 } fake_cri_stats_t;
 
 typedef struct fake_cri fake_cri_t;
@@ -94,6 +97,12 @@ int fake_cri_apply_line(fake_cri_t *f, const char *line, nl_err_t **err);
 /* Clears all faults and applies each line of text (a control file's content).
  * Returns the number of rules applied, or -1 with *err naming the line. */
 int fake_cri_apply_text(fake_cri_t *f, const char *text, nl_err_t **err);
+
+/* As fake_cri_add_container, with the kubelet's labels (io.kubernetes.pod.uid,
+ * .pod.name = pod, .pod.namespace = default, .container.name = name): PLEG
+ * takes it for a pod's. */
+int fake_cri_add_kube_container(fake_cri_t *f, const char *pod, const char *name, const char *image,
+                                char *id, size_t id_len);
 
 /* Adds an image ("localhost/busybox:latest") to the store, as if pulled. */
 void fake_cri_add_image(fake_cri_t *f, const char *ref);

@@ -21,6 +21,10 @@ typedef struct fake_cri_store {
   char *stream_base;   /* "http://127.0.0.1:PORT" for streaming URLs, or NULL */
   char *pull_auth;     /* "username:password" PullImage needs, or NULL */
   char *pull_users;    /* the usernames of the PullImage calls, ","-joined */
+  /* Told of each container event (GetContainerEvents): msg is a packed
+   * ContainerEventResponse, borrowed for the call. NULL: nobody listens. */
+  void (*on_event)(void *ctx, const uint8_t *msg, size_t len);
+  void *event_ctx;
 } fake_cri_store_t;
 
 struct fake_cri {
@@ -28,6 +32,8 @@ struct fake_cri {
   char *path;
   uv_pipe_t listener;
   nl_list_t conns;
+  nl_list_t event_streams; /* open GetContainerEvents streams (sstream_t.elink) */
+  uv_timer_t event_timer;  /* writes their events out of nghttp2's callbacks */
   int open_handles; /* listener + connections (+ stream timers) */
   bool stopping;
   fake_cri_stop_cb done;
@@ -52,6 +58,6 @@ int fake_cri__handle(fake_cri_store_t *s, const char *method, const uint8_t *req
                      uint8_t **resp, size_t *resp_len, char **msg);
 void fake_cri__store_add_image(fake_cri_store_t *s, const char *ref);
 int fake_cri__store_add_container(fake_cri_store_t *s, const char *pod, const char *name,
-                                  const char *image, char *id, size_t id_len);
+                                  const char *image, bool kube, char *id, size_t id_len);
 
 #endif

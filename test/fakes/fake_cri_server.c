@@ -44,6 +44,8 @@ typedef struct sstream {
   size_t out_len;
   size_t gen_len; /* bytes of filler after out (oversize replies) */
   size_t off;
+  bool events;    /* a GetContainerEvents stream: out_len grows as events come */
+  nl_list_t elink; /* in fake_cri_t.event_streams while events */
 } sstream_t;
 
 typedef struct wreq {
@@ -87,6 +89,8 @@ static void timer_closed(uv_handle_t *h) {
 
 /* Detaches st from its connection and frees it (after its timer has closed). */
 static void stream_release(sstream_t *st) {
+  if (st->events) nl_list_remove(&st->elink);
+  st->events = false;
   if (st->conn) {
     nl_list_remove(&st->link);
     st->conn = NULL;
@@ -256,6 +260,58 @@ static void answer_data(sstream_t *st, uint8_t *msg, size_t len, size_t gen_len)
   nghttp2_submit_response(st->conn->h2, st->id, hdrs, 2, &prd);
 }
 
+/* GetContainerEvents: a response whose DATA is each event's message as it
+ * comes; the stream stays open until the client or the connection ends it. */
+static ssize_t read_events(nghttp2_session *h2, int32_t id, uint8_t *buf, size_t len,
+                           uint32_t *flags, nghttp2_data_source *src, void *user) {
+  sstream_t *st = src->ptr;
+  size_t n = st->out_len - st->off < len ? st->out_len - st->off : len;
+  if (n == 0) return NGHTTP2_ERR_DEFERRED;
+  memcpy(buf, st->out + st->off, n);
+  st->off += n;
+  return (ssize_t)n;
+}
+
+static void events_open(sstream_t *st) {
+  st->events = true;
+  nl_list_insert_tail(&st->f->event_streams, &st->elink);
+  nghttp2_nv hdrs[] = {NV(":status", "200"), NV("content-type", "application/grpc")};
+  nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_events};
+  nghttp2_submit_response(st->conn->h2, st->id, hdrs, 2, &prd);
+}
+
+static void events_flush(uv_timer_t *t) {
+  fake_cri_t *f = container_of(t, fake_cri_t, event_timer);
+  nl_list_t *pos, *tmp;
+  nl_list_foreach_safe(pos, tmp, &f->event_streams) {
+    conn_t *c = nl_list_entry(pos, sstream_t, elink)->conn;
+    if (c) conn_service(c); /* may close c and release its streams */
+  }
+}
+
+/* The store's event: framed, queued on every open events stream. */
+static void on_store_event(void *ctx, const uint8_t *msg, size_t len) {
+  fake_cri_t *f = ctx;
+  nl_list_t *pos, *tmp;
+  nl_list_foreach_safe(pos, tmp, &f->event_streams) {
+    sstream_t *st = nl_list_entry(pos, sstream_t, elink);
+    st->out = nl_xrealloc(st->out, st->out_len + len + 5);
+    uint8_t *p = st->out + st->out_len;
+    p[0] = 0;
+    p[1] = (uint8_t)(len >> 24);
+    p[2] = (uint8_t)(len >> 16);
+    p[3] = (uint8_t)(len >> 8);
+    p[4] = (uint8_t)len;
+    memcpy(p + 5, msg, len);
+    st->out_len += len + 5;
+    nghttp2_session_resume_data(st->conn->h2, st->id);
+    f->stats.events++;
+  }
+  /* Written on the next loop turn: a handler runs inside nghttp2's callbacks,
+   * where its session must not send. */
+  if (!nl_list_empty(&f->event_streams)) uv_timer_start(&f->event_timer, events_flush, 0, 0);
+}
+
 static void answer_call(sstream_t *st) {
   const uint8_t *b = (const uint8_t *)st->body.data;
   size_t len = st->body.len;
@@ -281,7 +337,8 @@ static void act(sstream_t *st) {
   fake_cri_fault_kind_t kind = st->has_fault ? st->fault.kind : FAKE_CRI_ANSWER;
   switch (kind) {
   case FAKE_CRI_ANSWER:
-    answer_call(st);
+    if (!strcmp(st->method, "GetContainerEvents")) events_open(st);
+    else answer_call(st);
     break;
   case FAKE_CRI_STATUS:
     answer_status(st, st->fault.code, st->fault.message);
@@ -471,9 +528,13 @@ fake_cri_t *fake_cri_new(uv_loop_t *loop, const char *path, nl_err_t **err) {
   f->loop = loop;
   f->path = nl_xstrdup(path);
   nl_list_init(&f->conns);
+  nl_list_init(&f->event_streams);
   nl_map_init(&f->rules);
   fake_cri__store_init(&f->store);
+  f->store.on_event = on_store_event;
+  f->store.event_ctx = f;
   uv_pipe_init(loop, &f->listener, 0);
+  f->listener.data = f;
   unlink(path);
   int rv = uv_pipe_bind(&f->listener, path);
   if (rv == 0) rv = uv_listen((uv_stream_t *)&f->listener, 512, on_connection);
@@ -484,12 +545,14 @@ fake_cri_t *fake_cri_new(uv_loop_t *loop, const char *path, nl_err_t **err) {
     uv_close((uv_handle_t *)&f->listener, listener_failed_closed);
     return NULL;
   }
-  f->open_handles = 1;
+  uv_timer_init(loop, &f->event_timer);
+  f->event_timer.data = f;
+  f->open_handles = 2; /* the listener and the event timer */
   return f;
 }
 
-static void listener_closed(uv_handle_t *h) {
-  fake_cri_t *f = container_of((uv_pipe_t *)h, fake_cri_t, listener);
+static void listener_closed(uv_handle_t *h) { /* the listener's or the event timer's */
+  fake_cri_t *f = h->data;
   f->open_handles--;
   maybe_finish(f);
 }
@@ -501,6 +564,7 @@ void fake_cri_stop(fake_cri_t *f, fake_cri_stop_cb done, void *ctx) {
   f->done_ctx = ctx;
   while (!nl_list_empty(&f->conns)) conn_close(nl_list_entry(f->conns.next, conn_t, link));
   uv_close((uv_handle_t *)&f->listener, listener_closed);
+  uv_close((uv_handle_t *)&f->event_timer, listener_closed);
 }
 
 void fake_cri_add_image(fake_cri_t *f, const char *ref) {
@@ -509,7 +573,12 @@ void fake_cri_add_image(fake_cri_t *f, const char *ref) {
 
 int fake_cri_add_container(fake_cri_t *f, const char *pod, const char *name, const char *image,
                            char *id, size_t id_len) {
-  return fake_cri__store_add_container(&f->store, pod, name, image, id, id_len);
+  return fake_cri__store_add_container(&f->store, pod, name, image, false, id, id_len);
+}
+
+int fake_cri_add_kube_container(fake_cri_t *f, const char *pod, const char *name, const char *image,
+                                char *id, size_t id_len) {
+  return fake_cri__store_add_container(&f->store, pod, name, image, true, id, id_len);
 }
 
 fake_cri_stats_t fake_cri_stats(const fake_cri_t *f) { return f->stats; }

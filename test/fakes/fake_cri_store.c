@@ -207,11 +207,36 @@ static int h_run_pod_sandbox(fake_cri_store_t *s, const uint8_t *in, size_t len,
   return reply(o, &r.base);
 }
 
-static void container_exit(container_t *c, int32_t code) {
+/* A GetContainerEvents message, as containerd sends it: the container, the
+ * kind of event, and its sandbox's status (id, metadata, state). */
+static void event(fake_cri_store_t *s, const container_t *c, Runtime__V1__ContainerEventType type) {
+  if (!s->on_event) return;
+  const sandbox_t *sb = nl_map_get(&s->sandboxes, c->sandbox_id);
+  Runtime__V1__PodSandboxStatus st = RUNTIME__V1__POD_SANDBOX_STATUS__INIT;
+  Runtime__V1__ContainerEventResponse ev = RUNTIME__V1__CONTAINER_EVENT_RESPONSE__INIT;
+  ev.container_id = (char *)c->id;
+  ev.container_event_type = type;
+  ev.created_at = now_ns();
+  if (sb) {
+    st.id = (char *)sb->id;
+    st.metadata = sb->req->config ? sb->req->config->metadata : NULL;
+    st.state = sb->state;
+    st.created_at = sb->created_at;
+    ev.pod_sandbox_status = &st;
+  }
+  size_t len = protobuf_c_message_get_packed_size(&ev.base);
+  uint8_t *buf = nl_xmalloc(len + 1);
+  protobuf_c_message_pack(&ev.base, buf);
+  s->on_event(s->event_ctx, buf, len);
+  free(buf);
+}
+
+static void container_exit(fake_cri_store_t *s, container_t *c, int32_t code) {
   if (c->state != RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING) return;
   c->state = RUNTIME__V1__CONTAINER_STATE__CONTAINER_EXITED;
   c->finished_at = now_ns();
   c->exit_code = code;
+  event(s, c, RUNTIME__V1__CONTAINER_EVENT_TYPE__CONTAINER_STOPPED_EVENT);
 }
 
 static void container_free(void *p) {
@@ -238,7 +263,7 @@ static int h_stop_pod_sandbox(fake_cri_store_t *s, const uint8_t *in, size_t len
   void *v;
   for (nl_map_iter_init(&it, &s->containers); nl_map_iter_next(&it, &k, &v);) {
     container_t *c = v;
-    if (strcmp(c->sandbox_id, sb->id) == 0) container_exit(c, 137);
+    if (strcmp(c->sandbox_id, sb->id) == 0) container_exit(s, c, 137);
   }
   Runtime__V1__StopPodSandboxResponse r = RUNTIME__V1__STOP_POD_SANDBOX_RESPONSE__INIT;
   return reply(o, &r.base);
@@ -255,7 +280,9 @@ static int h_remove_pod_sandbox(fake_cri_store_t *s, const uint8_t *in, size_t l
     void *v;
     for (nl_map_iter_init(&it, &s->containers); nl_map_iter_next(&it, &k, &v);) {
       container_t *c = v;
-      if (strcmp(c->sandbox_id, sb->id) == 0) container_free(nl_map_del(&s->containers, k));
+      if (strcmp(c->sandbox_id, sb->id) != 0) continue;
+      event(s, c, RUNTIME__V1__CONTAINER_EVENT_TYPE__CONTAINER_DELETED_EVENT);
+      container_free(nl_map_del(&s->containers, k));
     }
     sandbox_free(nl_map_del(&s->sandboxes, sb->id));
   }
@@ -364,6 +391,7 @@ static int h_create_container(fake_cri_store_t *s, const uint8_t *in, size_t len
   memcpy(c->image_id, im->id, sizeof(c->image_id));
   c->log_path = nl_xasprintf("%s/%s", sb->req->config->log_directory, req->config->log_path);
   nl_map_put(&s->containers, c->id, c);
+  event(s, c, RUNTIME__V1__CONTAINER_EVENT_TYPE__CONTAINER_CREATED_EVENT);
   Runtime__V1__CreateContainerResponse r = RUNTIME__V1__CREATE_CONTAINER_RESPONSE__INIT;
   r.container_id = c->id;
   return reply(o, &r.base);
@@ -383,6 +411,7 @@ static int h_start_container(fake_cri_store_t *s, const uint8_t *in, size_t len,
                                                                             : "CONTAINER_EXITED");
   c->state = RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING;
   c->started_at = now_ns();
+  event(s, c, RUNTIME__V1__CONTAINER_EVENT_TYPE__CONTAINER_STARTED_EVENT);
   Runtime__V1__StartContainerResponse r = RUNTIME__V1__START_CONTAINER_RESPONSE__INIT;
   return reply(o, &r.base);
 }
@@ -390,7 +419,7 @@ static int h_start_container(fake_cri_store_t *s, const uint8_t *in, size_t len,
 static int h_stop_container(fake_cri_store_t *s, const uint8_t *in, size_t len, out_t *o) {
   UNPACK(req, StopContainerRequest);
   FIND_CONTAINER(c, req->container_id);
-  container_exit(c, req->timeout > 0 ? 143 : 137);
+  container_exit(s, c, req->timeout > 0 ? 143 : 137);
   Runtime__V1__StopContainerResponse r = RUNTIME__V1__STOP_CONTAINER_RESPONSE__INIT;
   return reply(o, &r.base);
 }
@@ -398,6 +427,7 @@ static int h_stop_container(fake_cri_store_t *s, const uint8_t *in, size_t len, 
 static int h_remove_container(fake_cri_store_t *s, const uint8_t *in, size_t len, out_t *o) {
   UNPACK(req, RemoveContainerRequest);
   container_t *c = nl_map_del(&s->containers, req->container_id);
+  if (c) event(s, c, RUNTIME__V1__CONTAINER_EVENT_TYPE__CONTAINER_DELETED_EVENT);
   if (c) container_free(c);
   Runtime__V1__RemoveContainerResponse r = RUNTIME__V1__REMOVE_CONTAINER_RESPONSE__INIT;
   return reply(o, &r.base);
@@ -616,7 +646,7 @@ static int seed_call(fake_cri_store_t *s, const char *method, const ProtobufCMes
 }
 
 int fake_cri__store_add_container(fake_cri_store_t *s, const char *pod, const char *name,
-                                  const char *image, char *id, size_t id_len) {
+                                  const char *image, bool kube, char *id, size_t id_len) {
   fake_cri__store_add_image(s, image);
   Runtime__V1__PodSandboxMetadata md = RUNTIME__V1__POD_SANDBOX_METADATA__INIT;
   md.name = (char *)pod;
@@ -624,6 +654,23 @@ int fake_cri__store_add_container(fake_cri_store_t *s, const char *pod, const ch
   md.uid = (char *)pod;
   Runtime__V1__PodSandboxConfig sc = RUNTIME__V1__POD_SANDBOX_CONFIG__INIT;
   sc.metadata = &md;
+  /* The kubelet's labels (kuberuntime labels.go), for the sandbox (3) and the
+   * container (all 4). */
+  Runtime__V1__PodSandboxConfig__LabelsEntry l[4] = {
+      RUNTIME__V1__POD_SANDBOX_CONFIG__LABELS_ENTRY__INIT, RUNTIME__V1__POD_SANDBOX_CONFIG__LABELS_ENTRY__INIT,
+      RUNTIME__V1__POD_SANDBOX_CONFIG__LABELS_ENTRY__INIT, RUNTIME__V1__POD_SANDBOX_CONFIG__LABELS_ENTRY__INIT};
+  const char *kv[4][2] = {{"io.kubernetes.pod.uid", pod}, {"io.kubernetes.pod.name", pod},
+                          {"io.kubernetes.pod.namespace", "default"}, {"io.kubernetes.container.name", name}};
+  Runtime__V1__PodSandboxConfig__LabelsEntry *lp[4];
+  for (int i = 0; i < 4; i++) {
+    l[i].key = (char *)kv[i][0];
+    l[i].value = (char *)kv[i][1];
+    lp[i] = &l[i];
+  }
+  if (kube) {
+    sc.labels = lp;
+    sc.n_labels = 3;
+  }
   Runtime__V1__RunPodSandboxRequest rq = RUNTIME__V1__RUN_POD_SANDBOX_REQUEST__INIT;
   rq.config = &sc;
   uint8_t *resp;
@@ -643,6 +690,10 @@ int fake_cri__store_add_container(fake_cri_store_t *s, const char *pod, const ch
   Runtime__V1__ContainerConfig cc = RUNTIME__V1__CONTAINER_CONFIG__INIT;
   cc.metadata = &cm;
   cc.image = &im;
+  if (kube) { /* same shape of entry */
+    cc.labels = (Runtime__V1__ContainerConfig__LabelsEntry **)lp;
+    cc.n_labels = 4;
+  }
   Runtime__V1__CreateContainerRequest cr = RUNTIME__V1__CREATE_CONTAINER_REQUEST__INIT;
   cr.pod_sandbox_id = sb;
   cr.config = &cc;

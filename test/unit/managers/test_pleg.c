@@ -9,6 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "cri/pbarena.h"
 #include "managers/pleg_internal.h"
 #include "reactor/xalloc.h"
 
@@ -78,8 +79,15 @@ static void mk_c(fake_c_t *f, const char *id, const char *sb, const char *uid, c
   f->c.n_labels = n;
 }
 
-/* A snapshot from one sandbox list and one container list. */
-static void snap_of(nl_map_t *snap, fake_sb_t *sbs, size_t nsb, fake_c_t *cs, size_t nc) {
+/* One sandbox list and one container list as PLEG reads them: packed whole,
+ * decoded brief. Free with lists_free. */
+typedef struct lists {
+  Runtime__V1__Brief__ListPodSandboxResponse *sb;
+  Runtime__V1__Brief__ListContainersResponse *c;
+  nl_pb_arena_t *as, *ac;
+} lists_t;
+
+static lists_t lists_of(fake_sb_t *sbs, size_t nsb, fake_c_t *cs, size_t nc) {
   Runtime__V1__PodSandbox *sp[8];
   Runtime__V1__Container *cp[8];
   for (size_t i = 0; i < nsb; i++) sp[i] = &sbs[i].sb;
@@ -90,9 +98,34 @@ static void snap_of(nl_map_t *snap, fake_sb_t *sbs, size_t nsb, fake_c_t *cs, si
   Runtime__V1__ListContainersResponse cr = RUNTIME__V1__LIST_CONTAINERS_RESPONSE__INIT;
   cr.containers = cp;
   cr.n_containers = nc;
+  lists_t l = {0};
+  uint8_t *buf = malloc(protobuf_c_message_get_packed_size(&sr.base) + 1);
+  size_t len = protobuf_c_message_pack(&sr.base, buf);
+  l.sb = (void *)nl_pb_arena_unpack(&runtime__v1__brief__list_pod_sandbox_response__descriptor,
+                                     NULL, buf, len, &l.as);
+  free(buf);
+  buf = malloc(protobuf_c_message_get_packed_size(&cr.base) + 1);
+  len = protobuf_c_message_pack(&cr.base, buf);
+  l.c = (void *)nl_pb_arena_unpack(&runtime__v1__brief__list_containers_response__descriptor, NULL,
+                                    buf, len, &l.ac);
+  free(buf);
+  assert_non_null(l.sb);
+  assert_non_null(l.c);
+  return l;
+}
+
+static void lists_free(lists_t *l) {
+  nl_pb_arena_free(l->as);
+  nl_pb_arena_free(l->ac);
+}
+
+/* A snapshot from one sandbox list and one container list. */
+static void snap_of(nl_map_t *snap, fake_sb_t *sbs, size_t nsb, fake_c_t *cs, size_t nc) {
+  lists_t l = lists_of(sbs, nsb, cs, nc);
   nl_map_init(snap);
-  nl_pleg__add_sandboxes(snap, &sr);
-  nl_pleg__add_containers(snap, &cr);
+  nl_pleg__add_sandboxes(snap, l.sb);
+  nl_pleg__add_containers(snap, l.c);
+  lists_free(&l);
 }
 
 /* ---- tests ---- */
@@ -136,6 +169,36 @@ static void grouping_ignores_objects_without_pod_uid(void **state) {
   mk_c(&cs[0], "c1", "sb1", "uid-1", "nginx", RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING, 11);
   mk_c(&cs[1], "c2", "sb1", "uid-1", "side", RUNTIME__V1__CONTAINER_STATE__CONTAINER_CREATED, 12);
   mk_c(&cs[2], "c3", "sbx", NULL, "alien", RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING, 13);
+  /* What the brief decode skips, set and interleaved on the wire with what it
+   * reads: it must not disturb the fields PLEG uses. */
+  Runtime__V1__PodSandboxMetadata md = RUNTIME__V1__POD_SANDBOX_METADATA__INIT;
+  md.name = "web";
+  md.uid = "uid-1";
+  md.namespace_ = "default";
+  md.attempt = 3;
+  Runtime__V1__PodSandbox__AnnotationsEntry sa = RUNTIME__V1__POD_SANDBOX__ANNOTATIONS_ENTRY__INIT;
+  sa.key = "kubernetes.io/config.source";
+  sa.value = "file";
+  Runtime__V1__PodSandbox__AnnotationsEntry *sap[] = {&sa, &sa};
+  sbs[0].sb.metadata = &md;
+  sbs[0].sb.annotations = sap;
+  sbs[0].sb.n_annotations = 2;
+  sbs[0].sb.runtime_handler = "runc";
+  Runtime__V1__ContainerMetadata cm = RUNTIME__V1__CONTAINER_METADATA__INIT;
+  cm.name = "nginx";
+  cm.attempt = 7;
+  Runtime__V1__ImageSpec img = RUNTIME__V1__IMAGE_SPEC__INIT;
+  img.image = "nginx:1";
+  Runtime__V1__Container__AnnotationsEntry ca = RUNTIME__V1__CONTAINER__ANNOTATIONS_ENTRY__INIT;
+  ca.key = NL_ANN_CONTAINER_HASH;
+  ca.value = "abc";
+  Runtime__V1__Container__AnnotationsEntry *cap[] = {&ca};
+  cs[0].c.metadata = &cm;
+  cs[0].c.image = &img;
+  cs[0].c.image_ref = "sha256:1";
+  cs[0].c.image_id = "sha256:2";
+  cs[0].c.annotations = cap;
+  cs[0].c.n_annotations = 1;
   nl_map_t snap;
   snap_of(&snap, sbs, 3, cs, 3);
   assert_int_equal(nl_map_size(&snap), 2);
@@ -146,7 +209,10 @@ static void grouping_ignores_objects_without_pod_uid(void **state) {
   assert_int_equal(p1->n_items, 3);
   assert_true(p1->items[0].sandbox);
   assert_int_equal(p1->items[0].state, NL_PLEG__RUNNING);
+  assert_string_equal(p1->items[0].id, "sb1");
+  assert_int_equal(p1->items[0].created_at, 10);
   assert_string_equal(p1->items[1].id, "c1");
+  assert_int_equal(p1->items[1].created_at, 11);
   assert_string_equal(p1->items[1].name, "nginx");
   assert_string_equal(p1->items[1].sandbox_id, "sb1");
   assert_int_equal(p1->items[1].state, NL_PLEG__RUNNING);
@@ -534,10 +600,96 @@ static void pod_status_sorts_and_keeps_ips(void **state) {
   nl_rt_pod_status_free(st4);
 }
 
+static void record_free(void *v) {
+  nl_pleg__record_t *rec = v;
+  nl_pleg__pod_free(rec->cur);
+  free(rec);
+}
+
+/* Records whose current pods are those of a snapshot (which is emptied). */
+static void records_of(nl_map_t *records, nl_map_t *snap) {
+  nl_map_init(records);
+  nl_map_iter_t it;
+  const char *uid;
+  void *v;
+  nl_map_iter_init(&it, snap);
+  while (nl_map_iter_next(&it, &uid, &v)) {
+    nl_pleg__record_t *rec = calloc(1, sizeof *rec);
+    rec->cur = v;
+    nl_map_put(records, uid, rec);
+  }
+  nl_map_free(snap, NULL);
+}
+
+static bool unchanged(nl_map_t *records, fake_sb_t *sbs, size_t nsb, fake_c_t *cs, size_t nc,
+                      bool *same_c) {
+  static uint64_t gen;
+  lists_t l = lists_of(sbs, nsb, cs, nc);
+  gen++;
+  bool same_sb = nl_pleg__sandboxes_unchanged(records, l.sb, gen);
+  *same_c = nl_pleg__containers_unchanged(records, l.c, gen);
+  lists_free(&l);
+  return same_sb;
+}
+
+static void unchanged_lists_are_recognised(void **state) {
+  (void)state;
+  fake_sb_t sbs[3];
+  fake_c_t cs[4];
+  mk_sb(&sbs[0], "sb1", "uid-1", "web", 1, 10);
+  mk_sb(&sbs[1], "sb2", "uid-2", "db", 1, 20);
+  mk_c(&cs[0], "c1", "sb1", "uid-1", "nginx", RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING, 11);
+  mk_c(&cs[1], "c2", "sb2", "uid-2", "pg", RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING, 21);
+  nl_map_t snap, records;
+  snap_of(&snap, sbs, 2, cs, 2);
+  records_of(&records, &snap);
+  bool same_c;
+  /* the same objects, a foreign one besides: nothing changed, several times */
+  mk_sb(&sbs[2], "foreign", NULL, "x", 1, 30);
+  mk_c(&cs[2], "alien", "foreign", NULL, "x", RUNTIME__V1__CONTAINER_STATE__CONTAINER_EXITED, 31);
+  for (int i = 0; i < 3; i++) {
+    assert_true(unchanged(&records, sbs, 3, cs, 3, &same_c));
+    assert_true(same_c);
+  }
+  /* a container died: its list changed, the sandboxes' did not */
+  cs[1].c.state = RUNTIME__V1__CONTAINER_STATE__CONTAINER_EXITED;
+  assert_true(unchanged(&records, sbs, 2, cs, 2, &same_c));
+  assert_false(same_c);
+  cs[1].c.state = RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING;
+  /* one is gone; one is new; one was made again (created later) */
+  assert_true(unchanged(&records, sbs, 2, cs, 1, &same_c) && !same_c);
+  mk_c(&cs[3], "c3", "sb1", "uid-1", "side", RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING, 12);
+  fake_c_t more[3] = {cs[0], cs[1], cs[3]};
+  for (size_t i = 0; i < 3; i++) more[i].c.labels = more[i].lp; /* the copies' own entries */
+  assert_true(unchanged(&records, sbs, 2, more, 3, &same_c) && !same_c);
+  sbs[0].sb.created_at = 99;
+  assert_false(unchanged(&records, sbs, 2, cs, 2, &same_c));
+  sbs[0].sb.created_at = 10;
+  /* listed twice in place of another */
+  fake_sb_t twice[2] = {sbs[0], sbs[0]};
+  for (size_t i = 0; i < 2; i++) twice[i].sb.labels = twice[i].lp;
+  assert_false(unchanged(&records, twice, 2, cs, 2, &same_c));
+  /* the unchanged half of a snapshot is copied from the records */
+  nl_map_t half;
+  nl_map_init(&half);
+  nl_pleg__copy_current(&half, &records, true);
+  nl_pleg__copy_current(&half, &records, false);
+  nl_pleg__pod_t *p1 = nl_map_get(&half, "uid-1");
+  assert_int_equal(nl_map_size(&half), 2);
+  assert_string_equal(p1->name, "web");
+  assert_int_equal(p1->n_items, 2);
+  nl_pleg__event_t *ev = NULL;
+  assert_int_equal(nl_pleg__compute_events(((nl_pleg__record_t *)nl_map_get(&records, "uid-1"))->cur,
+                                           p1, &ev), 0);
+  nl_pleg__snapshot_free(&half);
+  nl_map_free(&records, record_free);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(event_table_matches_upstream),
       cmocka_unit_test(grouping_ignores_objects_without_pod_uid),
+      cmocka_unit_test(unchanged_lists_are_recognised),
       cmocka_unit_test(relist_diffs_give_lifecycle_events),
       cmocka_unit_test(hash_annotation_is_hex),
       cmocka_unit_test(container_status_conversion),

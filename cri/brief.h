@@ -1,0 +1,24 @@
+/* Internal to cri/: decoding the brief list answers (cri/brief.proto) without
+ * protobuf-c. Only labels whose key starts with "io.kubernetes." are kept (the
+ * first of each key, at most NL_CRI_BRIEF_MAX_LABELS); unknown fields are
+ * checked for framing and dropped. */
+#ifndef NL_CRI_BRIEF_H
+#define NL_CRI_BRIEF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cri/brief.pb-c.h"
+
+#define NL_CRI_BRIEF_MAX_LABELS 8
+
+/* Whether desc is one of the two brief list answers. */
+bool nl_cri_brief_is(const ProtobufCMessageDescriptor *desc);
+/* protobuf_c_message_unpack's contract for those two: the message, allocated
+ * from pa, or NULL when the bytes are not one (or an allocation failed; what
+ * was allocated is not freed: pa is expected to be an arena). */
+ProtobufCMessage *nl_cri_brief_unpack(const ProtobufCMessageDescriptor *desc, ProtobufCAllocator *pa,
+                                      size_t len, const uint8_t *data);
+
+#endif

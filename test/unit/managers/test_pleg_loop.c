@@ -1,0 +1,148 @@
+/* PLEG on a loop against the in-process fake CRI server: relisting, the
+ * allocation-free unchanged relist, and the evented PLEG (GetContainerEvents)
+ * with its fall-back to relisting every period when the runtime has no
+ * events (as containerd 1.6). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "cri/runtime.h"
+#include "managers/pleg.h"
+#include "test/fakes/fake_cri_harness.h"
+
+typedef struct rec {
+  harness_t h;
+  nl_pleg_t pleg;
+  int started, died, stopped, newer;
+  char started_ids[4][72]; /* the first four started */
+} rec_t;
+
+static void on_event(const nl_pleg_event_t *ev, void *ctx) {
+  rec_t *r = ctx;
+  if (ev->type == NL_PLEG_CONTAINER_STARTED && r->started < 4)
+    snprintf(r->started_ids[r->started], sizeof r->started_ids[0], "%s", ev->container_id);
+  if (ev->type == NL_PLEG_CONTAINER_STARTED) r->started++;
+  if (ev->type == NL_PLEG_CONTAINER_DIED) r->died++;
+}
+
+static void on_stopped(nl_pleg_t *p) { container_of(p, rec_t, pleg)->stopped++; }
+
+static void on_newer(const nl_rt_pod_status_t *st, void *ctx) { ((rec_t *)ctx)->newer++; }
+
+static void start(rec_t *r, uint64_t period_ms, bool evented, const char *fault) {
+  memset(r, 0, sizeof *r);
+  harness_start(&r->h, NULL);
+  if (fault) {
+    nl_err_t *err = NULL;
+    if (fake_cri_apply_line(r->h.fake, fault, &err) < 0) fail_msg("%s", nl_err_msg(err));
+  }
+  nl_pleg_init(&r->pleg, &r->h.loop, &r->h.client, period_ms, on_event, r);
+  if (evented) nl_pleg_use_events(&r->pleg);
+  nl_pleg_start(&r->pleg);
+  harness_wait(&r->h, (const int *)&r->pleg.relists, 1, 5000);
+}
+
+static void finish(rec_t *r) {
+  nl_pleg_stop(&r->pleg, on_stopped);
+  harness_wait(&r->h, &r->stopped, 1, 5000);
+  harness_finish(&r->h);
+}
+
+static void add_container(rec_t *r, const char *pod, char *id) {
+  assert_int_equal(fake_cri_add_kube_container(r->h.fake, pod, "main", "localhost/busybox:1.36", id, 72), 0);
+}
+
+static void on_stop_reply(const nl_grpc_status_t *st, Runtime__V1__StopContainerResponse *resp,
+                          void *ctx) {
+  assert_int_equal(st->code, NL_GRPC_OK);
+}
+
+static void stop_container(rec_t *r, const char *id) {
+  Runtime__V1__StopContainerRequest q = RUNTIME__V1__STOP_CONTAINER_REQUEST__INIT;
+  q.container_id = (char *)id;
+  nl_cri_stop_container(&r->h.client, &q, on_stop_reply, r);
+}
+
+/* Relists every period; one that finds nothing changed keeps the cache and
+ * advances its time; a change gives its events. */
+static void relists_find_changes(void **state) {
+  (void)state;
+  rec_t r;
+  start(&r, 50, false, NULL);
+  char id[72];
+  add_container(&r, "p1", id);
+  harness_wait(&r.h, &r.started, 2, 5000); /* the sandbox and the container */
+  /* upstream's order: the pod's containers, then its sandboxes */
+  assert_string_equal(r.started_ids[0], id);
+  const nl_rt_pod_status_t *st = nl_pleg_get(&r.pleg, "p1");
+  assert_non_null(st);
+  assert_int_equal(st->n_containers, 1);
+  int64_t t = nl_pleg_cache_time(&r.pleg, "p1");
+  uint64_t relists = r.pleg.relists;
+  int64_t after = t; /* read after the relist began */
+  assert_false(nl_pleg_is_newer(&r.pleg, "p1", after));
+  harness_wait(&r.h, (const int *)&r.pleg.relists, (int)relists + 3, 5000);
+  assert_int_equal(r.started, 2); /* nothing new */
+  assert_int_equal(r.died, 0);
+  assert_true(nl_pleg_cache_time(&r.pleg, "p1") == t); /* not read again */
+  assert_true(nl_pleg_is_newer(&r.pleg, "p1", after)); /* but the cache is newer */
+  nl_pleg_when_newer(&r.pleg, "p1", after, on_newer, &r);
+  harness_wait(&r.h, &r.newer, 1, 1000);
+  stop_container(&r, id);
+  harness_wait(&r.h, &r.died, 1, 5000);
+  assert_int_equal(nl_pleg_get(&r.pleg, "p1")->containers[0].state, NL_RT_CONTAINER_EXITED);
+  finish(&r);
+}
+
+/* Evented: with a period far too long to matter, the runtime's events bring
+ * changes at once, and the periodic relist is slowed to 5 minutes. */
+static void events_relist_at_once(void **state) {
+  (void)state;
+  rec_t r;
+  start(&r, 60 * 1000, true, NULL);
+  assert_true(r.pleg.events_up);
+  harness_sleep(&r.h, 50); /* the stream is open */
+  char id[72];
+  add_container(&r, "p1", id);
+  harness_wait(&r.h, &r.started, 2, 2000);
+  assert_true(r.pleg.events >= 2); /* created, started */
+  assert_true(r.pleg.events_up);
+  assert_true(uv_timer_get_due_in(&r.pleg.relist_timer) > 60 * 1000);
+  stop_container(&r, id);
+  harness_wait(&r.h, &r.died, 1, 2000);
+  /* healthy for 10 minutes after the last relist while evented, 3 otherwise */
+  int64_t t = r.pleg.relist_time + INT64_C(240) * 1000000000;
+  assert_true(nl_pleg_healthy(&r.pleg, t, NULL));
+  finish(&r);
+  start(&r, 60 * 1000, false, NULL);
+  assert_false(nl_pleg_healthy(&r.pleg, r.pleg.relist_time + INT64_C(240) * 1000000000, NULL));
+  finish(&r);
+}
+
+/* A runtime without GetContainerEvents (containerd 1.6): back to relisting
+ * every period, and changes are still found. */
+static void no_events_falls_back_to_relisting(void **state) {
+  (void)state;
+  rec_t r;
+  start(&r, 100, true, "GetContainerEvents status 12 unknown method GetContainerEvents");
+  harness_sleep(&r.h, 100);
+  assert_false(r.pleg.events_up);
+  assert_true(uv_timer_get_due_in(&r.pleg.relist_timer) <= 100);
+  char id[72];
+  add_container(&r, "p1", id);
+  harness_wait(&r.h, &r.started, 2, 3000);
+  assert_int_equal(r.pleg.events, 0);
+  finish(&r);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(relists_find_changes),
+      cmocka_unit_test(events_relist_at_once),
+      cmocka_unit_test(no_events_falls_back_to_relisting),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
