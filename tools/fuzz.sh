@@ -25,6 +25,7 @@ declare -A seeds=(
   [fuzz_agent]=test/fuzz/agent/corpus
   [fuzz_cert]=test/fuzz/agent/corpus-cert
   [fuzz_cri_response]="$work/cri-seeds"
+  [fuzz_cri_brief]="$work/cri-seeds"
   [fuzz_dbus]=test/fuzz/dbus/corpus
   [fuzz_http_parse]=test/fuzz/http/corpus
   [fuzz_keyring]=test/fuzz/keyring/corpus
