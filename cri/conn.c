@@ -10,7 +10,10 @@
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
-#define RBUF_SIZE (64 * 1024)
+/* Every page of the read buffer that a read fills stays resident; the relist's
+ * answers (tens of KiB every second) came in one read of a 64 KiB buffer, and
+ * take a few reads of this one (a syscall costs about a microsecond). */
+#define RBUF_SIZE (16 * 1024)
 #define WBUF_KEEP 4096 /* a write buffer grown larger by a burst is freed once written */
 #define MSG_CLOSING "grpc: the client connection is closing"
 #define PING_ACK_DELAY_MS 10

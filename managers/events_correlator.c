@@ -6,8 +6,8 @@
  * A cache holds up to 4096 entries, and a join (component, host, object,
  * reason, message) is a few hundred bytes, so an entry keeps the join's digest
  * (the first 128 bits of its SHA-256, in hex) instead of the join, and the
- * aggregator the digests of the messages it has seen: about 200 bytes an entry
- * instead of 500-900. */
+ * aggregator the digests of the messages it has seen: an event's three entries
+ * take about 800 bytes instead of 1600 (test_events.c, test_entries_are_small). */
 #include "managers/events.h"
 
 #include <assert.h>
@@ -26,7 +26,7 @@
 #define COMBINED "(combined from similar events): "
 #define DIGEST 16 /* bytes of SHA-256 kept */
 
-typedef struct key {
+typedef struct ckey {
   char hex[2 * DIGEST + 1];
 } ckey_t;
 

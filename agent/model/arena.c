@@ -32,6 +32,26 @@ nl_arena_t *nl__arena_new(size_t first) {
   return a;
 }
 
+nl_arena_t *nl__arena_new_steady(size_t chunk) {
+  nl_arena_t *a = nl__arena_new(chunk);
+  a->steady = true;
+  return a;
+}
+
+/* A piece of its own, put behind the head so that the head's room stays in use. */
+static void *alone(nl_arena_t *a, size_t n) {
+  struct nl_arena_chunk *head = a->head;
+  struct nl_arena_chunk *c = chunk_new(a, n);
+  c->used = n;
+  if (head) {
+    a->head = head;
+    c->prev = head->prev;
+    head->prev = c;
+  }
+  memset(c->data, 0, n);
+  return c->data;
+}
+
 void nl__arena_free(nl_arena_t *a) {
   if (!a) return;
   struct nl_arena_chunk *c = a->head;
@@ -48,8 +68,9 @@ void *nl__arena_alloc(nl_arena_t *a, size_t n) {
   if (n == 0) n = 8;
   struct nl_arena_chunk *c = a->head;
   if (!c || c->size - c->used < n) {
+    if (a->steady && n > a->next_size / 4) return alone(a, n);
     size_t size = a->next_size;
-    if (a->next_size < ARENA_MAX_CHUNK) a->next_size *= 2;
+    if (!a->steady && a->next_size < ARENA_MAX_CHUNK) a->next_size *= 2;
     if (size < n) size = n;
     c = chunk_new(a, size);
   }

@@ -769,8 +769,12 @@ static void pod_spec(dec_t *d, const nl_tnode_t *n, nl_pod_spec_t *s) {
 
 /* ---- the object ---- */
 
+/* A decoded API pod holds 3-5 KiB; in chunks of this size at most one chunk's
+ * room is unused. */
+#define POD_CHUNK 1024
+
 nl_pod_t *nl__pod_new(void) {
-  nl_arena_t *a = nl__arena_new(2048);
+  nl_arena_t *a = nl__arena_new_steady(POD_CHUNK);
   nl_pod_t *pod = nl__arena_alloc(a, sizeof *pod);
   pod->arena = a;
   pod->spec.automount_service_account_token = pod->spec.share_process_namespace =

@@ -12,8 +12,9 @@
 # configMapAndSecretChangeDetectionStrategy: Get in the config file, a Secret
 # still reaches its pod, fetched by a GET of its name.
 # API_ENV_NODE / API_ENV_KUBECONFIG: the node and its credential (default: a
-# node of this test's own, credential minted with controlplane.sh cert).
-PODS_NS=objects-e2e-env
+# node of this test's own, credential minted with controlplane.sh cert);
+# API_ENV_NS: the namespace.
+PODS_NS=${API_ENV_NS:-objects-e2e-env}
 . "$(dirname "$0")/pods_lib.sh"
 k8s_env || { fail "control plane" "tools/testenv/controlplane.sh up failed"; exit 1; }
 NODE=${API_ENV_NODE:-nanolet-objects}

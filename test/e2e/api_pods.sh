@@ -9,8 +9,9 @@
 # keep their containers. Pod status in the API is not checked here (that is the
 # status manager's). The node name and its kubeconfig come from
 # NANOLET_E2E_API_NODE / NANOLET_E2E_API_KUBECONFIG (default: nl-apisrc, with a
-# credential minted by the control plane script).
-PODS_NS=nanolet-e2e-api-pods
+# credential minted by the control plane script), the namespace from
+# NANOLET_E2E_API_NS.
+PODS_NS=${NANOLET_E2E_API_NS:-nanolet-e2e-api-pods}
 . "$(dirname "$0")/pods_lib.sh"
 k8s_env || { fail "control plane" "tools/testenv/controlplane.sh up failed"; exit 1; }
 NODE=${NANOLET_E2E_API_NODE:-nl-apisrc}

@@ -7,8 +7,9 @@
 # does not fit is rejected with OutOfmemory; a pod that does not tolerate the
 # node's NoExecute taint is refused and never runs. The node name and kubeconfig come from
 # NANOLET_E2E_STATUS_NODE / NANOLET_E2E_STATUS_KUBECONFIG (default:
-# nl-e2e-status, with a credential minted by the control plane script).
-PODS_NS=nanolet-e2e-api-status
+# nl-e2e-status, with a credential minted by the control plane script), the
+# namespace from NANOLET_E2E_STATUS_NS.
+PODS_NS=${NANOLET_E2E_STATUS_NS:-nanolet-e2e-api-status}
 . "$(dirname "$0")/pods_lib.sh"
 k8s_env || { fail "control plane" "tools/testenv/controlplane.sh up failed"; exit 1; }
 NODE=${NANOLET_E2E_STATUS_NODE:-nl-e2e-status}

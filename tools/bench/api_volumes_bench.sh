@@ -12,6 +12,11 @@
 #   that (schedstat), as a share of one core.
 # PLAIN=1: pods p1.. without volumes (automountServiceAccountToken false), the
 # baseline that the volumes' cost is read against.
+# SPLIT=1: where the memory is at the end: the kernel's split of RSS (anonymous,
+# file), glibc's heap (malloc_stats through gdb, into the agent's log) and the RSS
+# after a malloc_trim(0) made through gdb (what glibc holds free but mapped).
+# WRAP: a command to run nanolet under (valgrind --tool=massif ...; it must exec
+# nanolet in the same process).
 # Node nanolet-satoken-bench (NODE=...) with its own credential and namespace.
 set -uo pipefail
 BUILD=${1:-build}
@@ -73,7 +78,7 @@ kubectl create ns "$NS" >/dev/null
 wait_until 60 kubectl get serviceaccount default -n "$NS" >/dev/null 2>&1
 kubectl create configmap cfg -n "$NS" --from-literal=k=v0 >/dev/null
 kubectl create secret generic sec -n "$NS" --from-literal=password=p >/dev/null
-"$NANOLET" --kubeconfig "$KC" --hostname-override "$NODE" --node-ip 127.0.0.1 \
+${WRAP:-} "$NANOLET" --kubeconfig "$KC" --hostname-override "$NODE" --node-ip 127.0.0.1 \
   --root-dir "$TMP/root" --container-runtime-endpoint "$NANOLET_TEST_CRI_ENDPOINT" \
   --healthz-port 0 --read-only-port 0 --port "$(free_port)" --cert-dir "$TMP/pki" >"$TMP/agent.log" 2>&1 &
 PID=$!
@@ -108,4 +113,16 @@ echo "RSS after 30 s more: $(rss_kib) KiB"
 c0=$(cpu_ns); t0=$(date +%s%N); sleep 60; c1=$(cpu_ns); t1=$(date +%s%N)
 awk -v c="$((c1 - c0))" -v t="$((t1 - t0))" 'BEGIN {printf "idle CPU over %.0f s: %.3f %% of one core\n", t / 1e9, 100 * c / t}'
 echo "RSS at the end: $(rss_kib) KiB; load $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ -n "${SPLIT:-}" ]; then
+  grep -E '^(Rss|Anonymous|Pss_Anon|Pss_File|Shared_Clean|Private_Clean|Private_Dirty)' "/proc/$PID/smaps_rollup" | tr -s ' ' | paste -sd' '
+  awk '/\[heap\]/ {h = 1; next} /^[0-9a-f]+-/ {h = 0} h && /^Rss/ {print "[heap] RSS: " $2 " KiB"}' "/proc/$PID/smaps"
+  gdb -p "$PID" -batch -ex 'call (void)malloc_stats()' >/dev/null 2>&1
+  awk '/^Arena 0:/ {s = ""} /^(Arena|system|in use|Total|max mmap)/ {s = s " " $0} END {print "malloc_stats:" s}' "$TMP/agent.log" | tr -s ' '
+  gdb -p "$PID" -batch -ex 'call (int)malloc_trim(0)' >/dev/null 2>&1
+  echo "RSS after malloc_trim(0): $(rss_kib) KiB"
+fi
+if [ -n "${HOLD:-}" ]; then # keep the agent running until $TMP/hold is removed
+  touch "$TMP/hold"; echo "holding: agent $PID, rm $TMP/hold to end"
+  while [ -e "$TMP/hold" ]; do sleep 1; done
+fi
 grep -c FailedMount "$TMP/agent.log" | sed 's/^/volume set-up failures logged: /'

@@ -9,6 +9,7 @@
 
 #include <string.h>
 
+#include "agent/model/arena.h"
 #include "agent/model/pod.h"
 #include "fixture.h"
 
@@ -105,6 +106,24 @@ static void ref_shares_until_last_free(void **state) {
   nl_pod_free(r);
 }
 
+/* What a kept pod costs: the golden pod needs about 3000 bytes of its arena;
+ * its chunks leave at most one chunk's room unused (it was 6224 bytes in all
+ * with doubling chunks, 3672 now). */
+static void arena_holds_little_slack(void **state) {
+  (void)state;
+  nl_pod_t *p = golden();
+  assert_true(p->arena->total < 4096);
+  nl_pod_free(p);
+  /* a piece larger than a quarter chunk gets its own block; the head keeps
+   * filling */
+  nl_arena_t *a = nl__arena_new_steady(1024);
+  char *x = nl__arena_alloc(a, 24), *big = nl__arena_alloc(a, 2000), *y = nl__arena_alloc(a, 24);
+  assert_ptr_equal(y, x + 24);
+  for (int i = 0; i < 2000; i++) assert_int_equal(big[i], 0);
+  assert_true(a->total < sizeof *a + 3 * 32 + 1024 + 2000);
+  nl__arena_free(a);
+}
+
 static void status_only_with_flag(void **state) {
   (void)state;
   nl_pod_t *p = golden();
@@ -161,6 +180,7 @@ int main(void) {
       cmocka_unit_test(golden_decodes),
       cmocka_unit_test(dup_keeps_everything),
       cmocka_unit_test(ref_shares_until_last_free),
+      cmocka_unit_test(arena_holds_little_slack),
       cmocka_unit_test(status_only_with_flag),
       cmocka_unit_test(bad_status_field_named),
       cmocka_unit_test(mirror_annotation),
