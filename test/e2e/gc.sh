@@ -42,7 +42,7 @@ SOCK=${NANOLET_TEST_CRI_ENDPOINT#unix://}
 ctr_() { ctr --address "$SOCK" -n k8s.io "$@"; }
 
 # ---- four unused images: an OCI layout made here, imported ----------------------
-. "$TESTENV/random_images.sh"
+. "$TESTENV/gc_fixtures.sh"
 random_images "$E2E_TMP/big.tar" 4 6 big "$E2E_TMP"
 ctr_ images import --snapshotter "$(cat "$PRIVATE_DIR/snapshotter")" --base-name localhost/gc \
   "$E2E_TMP/big.tar" >/dev/null 2>"$E2E_TMP/import.log" || { fail "import" "$(tail -3 "$E2E_TMP/import.log")"; exit 1; }
@@ -51,7 +51,7 @@ big_left() { cri images -o json | jq '[.images[].repoTags[] | select(startswith(
 [ "$(big_left)" = 4 ] && ok "four unused images imported" || fail "import" "$(images)"
 
 # ---- a container that fails three times, then runs ------------------------------
-put crash <<EOF
+failing_pod crash "$PODS_NS" 0 | put crash
 apiVersion: v1
 kind: Pod
 metadata: {name: crash, namespace: $PODS_NS}

@@ -56,13 +56,13 @@ no_sandboxes() { [ "$(cri pods -o json | jq '.items | length')" = 0 ]; }
 used() { df -B1 --output=used "$DIR/root" | tail -1; }
 
 # ---- the unused images ----
-. "$TESTENV/random_images.sh"
+. "$TESTENV/gc_fixtures.sh"
 random_images "$TMP/images.tar" "$N" "$MIB" u "$TMP"
 ctr --address "${EP#unix://}" -n k8s.io images import --snapshotter "$(cat "$DIR/snapshotter")" \
   --base-name localhost/gcbench "$TMP/images.tar" >/dev/null || exit 1
 
 # ---- dead containers with MIB MiB each in their writable layer ----
-cat >"$M/w.yaml" <<EOF
+failing_pod writer "$NS" "$MIB" >"$M/w.yaml"
 apiVersion: v1
 kind: Pod
 metadata: {name: writer, namespace: $NS}
