@@ -52,18 +52,6 @@ big_left() { cri images -o json | jq '[.images[].repoTags[] | select(startswith(
 
 # ---- a container that fails three times, then runs ------------------------------
 failing_pod crash "$PODS_NS" 0 | put crash
-apiVersion: v1
-kind: Pod
-metadata: {name: crash, namespace: $PODS_NS}
-spec:
-  terminationGracePeriodSeconds: 1
-  volumes: [{name: runs, emptyDir: {}}]
-  containers:
-  - name: c
-    image: localhost/busybox:1.36
-    command: [sh, -c, 'touch /runs/\$(date +%s%N); [ \$(ls /runs | wc -l) -gt 3 ] && exec sleep 3600; exit 1']
-    volumeMounts: [{name: runs, mountPath: /runs}]
-EOF
 dead() { pod_containers crash-$NODE | jq '[.[] | select(.state == "CONTAINER_EXITED")] | length'; }
 running_attempt() { pod_containers crash-$NODE | jq -r '[.[] | select(.state == "CONTAINER_RUNNING") | .metadata.attempt][0]'; }
 crashed_thrice() { [ "$(running_attempt)" = 3 ] && [ "$(dead)" = 3 ]; }
