@@ -1,6 +1,7 @@
 /* The eviction manager (upstream pkg/kubelet/eviction): every 10 s
- * (evictionMonitoringPeriod) the node's signals are observed and compared with
- * the hard and soft thresholds; a threshold met (a soft one for its whole grace
+ * (evictionMonitoringPeriod), and at once when memory crosses a threshold
+ * (memcg_notify.h), the node's signals are observed and compared with the hard
+ * and soft thresholds; a threshold met (a soft one for its whole grace
  * period) makes its pressure condition true, which stays so for
  * evictionPressureTransitionPeriod after the last time it was met. While a
  * threshold is met, the node first reclaims by itself (disk: dead containers,

@@ -53,6 +53,12 @@ static void arm_work(uv_work_t *w) {
     goto fail;
   }
   n->job_efd = efd;
+  char path[4096], buf[32] = "";
+  snprintf(path, sizeof path, "%s/memory.usage_in_bytes", n->dir);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  ssize_t r = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+  if (fd >= 0) close(fd);
+  n->job_usage = r > 0 ? strtoll(buf, NULL, 10) : -1;
   return;
 fail:
   close(efd);
@@ -94,6 +100,10 @@ static void arm_done(uv_work_t *w, int status) {
   memcpy(n->armed, n->job, n->n_job * sizeof *n->job);
   n->n_armed = n->n_job;
   n->state = NL_MEMCG_ARMED;
+  bool above = false;
+  for (size_t i = 0; i < n->n_armed; i++) above |= n->job_usage >= 0 && n->job_usage >= n->armed[i];
+  bool crossed = above && !n->above && !n->stopping;
+  n->above = above;
   nl_vlog(3, "memory threshold notifications armed at %zu threshold(s), first %lld bytes", n->n_armed,
           n->n_armed ? (long long)n->armed[0] : 0LL);
   if (n->stopping) {
@@ -103,6 +113,10 @@ static void arm_done(uv_work_t *w, int status) {
   if (n->has_next) {
     n->has_next = false;
     nl_memcg_notify_set(n, n->next, n->n_next);
+  }
+  if (crossed) {
+    n->crossings++;
+    n->crossed(n->ctx); /* last: the owner may stop the notifier */
   }
 }
 

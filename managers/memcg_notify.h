@@ -8,7 +8,10 @@
  * watches for the notifier's life: arming again (new thresholds) makes a new
  * eventfd, registers it and adds it to the set on the thread pool, then closes
  * the old one on the loop (the kernel drops a registration when its eventfd
- * closes). cgroup v2 has no such notifications: arming fails, the state says
+ * closes). A crossing between the owner's last reading and a registration
+ * would go unseen (the kernel signals transitions only): the usage is read
+ * once registered, and being over a threshold that the previous registration
+ * was not over counts as a crossing. cgroup v2 has no such notifications: arming fails, the state says
  * so, and the owner goes on polling. */
 #ifndef NL_MEMCG_NOTIFY_H
 #define NL_MEMCG_NOTIFY_H
@@ -47,11 +50,13 @@ typedef struct nl_memcg_notify {
   int64_t job[NL_MEMCG_NOTIFY_MAX];
   size_t n_job;
   int job_efd;
+  int64_t job_usage; /* memory.usage_in_bytes once registered; -1 unknown */
   nl_err_t *job_err;
   /* asked for while a registration ran; armed: what is registered */
   int64_t next[NL_MEMCG_NOTIFY_MAX], armed[NL_MEMCG_NOTIFY_MAX];
   size_t n_next, n_armed;
   bool has_next;
+  bool above; /* the usage was over a threshold at the last registration */
   uint64_t crossings; /* for tests and the bench */
   nl_memcg_notify_fn done;
   void *done_ctx;

@@ -42,7 +42,7 @@ SOCK=${NANOLET_TEST_CRI_ENDPOINT#unix://}
 ctr_() { ctr --address "$SOCK" -n k8s.io "$@"; }
 
 # ---- four unused images: an OCI layout made here, imported ----------------------
-. "$TESTENV/random_images.sh"
+. "$TESTENV/gc_fixtures.sh"
 random_images "$E2E_TMP/big.tar" 4 6 big "$E2E_TMP"
 ctr_ images import --snapshotter "$(cat "$PRIVATE_DIR/snapshotter")" --base-name localhost/gc \
   "$E2E_TMP/big.tar" >/dev/null 2>"$E2E_TMP/import.log" || { fail "import" "$(tail -3 "$E2E_TMP/import.log")"; exit 1; }
@@ -51,19 +51,7 @@ big_left() { cri images -o json | jq '[.images[].repoTags[] | select(startswith(
 [ "$(big_left)" = 4 ] && ok "four unused images imported" || fail "import" "$(images)"
 
 # ---- a container that fails three times, then runs ------------------------------
-put crash <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: crash, namespace: $PODS_NS}
-spec:
-  terminationGracePeriodSeconds: 1
-  volumes: [{name: runs, emptyDir: {}}]
-  containers:
-  - name: c
-    image: localhost/busybox:1.36
-    command: [sh, -c, 'touch /runs/\$(date +%s%N); [ \$(ls /runs | wc -l) -gt 3 ] && exec sleep 3600; exit 1']
-    volumeMounts: [{name: runs, mountPath: /runs}]
-EOF
+failing_pod crash "$PODS_NS" 0 | put crash
 dead() { pod_containers crash-$NODE | jq '[.[] | select(.state == "CONTAINER_EXITED")] | length'; }
 running_attempt() { pod_containers crash-$NODE | jq -r '[.[] | select(.state == "CONTAINER_RUNNING") | .metadata.attempt][0]'; }
 crashed_thrice() { [ "$(running_attempt)" = 3 ] && [ "$(dead)" = 3 ]; }

@@ -56,25 +56,13 @@ no_sandboxes() { [ "$(cri pods -o json | jq '.items | length')" = 0 ]; }
 used() { df -B1 --output=used "$DIR/root" | tail -1; }
 
 # ---- the unused images ----
-. "$TESTENV/random_images.sh"
+. "$TESTENV/gc_fixtures.sh"
 random_images "$TMP/images.tar" "$N" "$MIB" u "$TMP"
 ctr --address "${EP#unix://}" -n k8s.io images import --snapshotter "$(cat "$DIR/snapshotter")" \
   --base-name localhost/gcbench "$TMP/images.tar" >/dev/null || exit 1
 
 # ---- dead containers with MIB MiB each in their writable layer ----
-cat >"$M/w.yaml" <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: writer, namespace: $NS}
-spec:
-  terminationGracePeriodSeconds: 1
-  volumes: [{name: runs, emptyDir: {}}]
-  containers:
-  - name: c
-    image: localhost/busybox:1.36
-    command: [sh, -c, 'touch /runs/\$(date +%s%N); [ \$(ls /runs | wc -l) -gt 3 ] && exec sleep 3600; head -c ${MIB}m /dev/urandom >/fill; exit 1']
-    volumeMounts: [{name: runs, mountPath: /runs}]
-EOF
+failing_pod writer "$NS" "$MIB" >"$M/w.yaml"
 dead_is() { [ "$(cri ps -a -o json | jq '[.containers[] | select(.state == "CONTAINER_EXITED")] | length')" = "$1" ]; }
 start "$TMP/fill.log" --maximum-dead-containers-per-container=-1
 wait_until 120 dead_is 3 || echo "dead containers: not 3"

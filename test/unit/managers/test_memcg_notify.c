@@ -131,6 +131,31 @@ static void test_set_while_arming(void **state) {
   teardown(f);
 }
 
+/* A crossing between the owner's reading and the registration is not lost:
+ * over a threshold once registered, and not before, counts as a crossing. */
+static void test_over_when_armed(void **state) {
+  (void)state;
+  fixture_t *f = setup(true);
+  char p[128];
+  snprintf(p, sizeof p, "%s/memory.usage_in_bytes", f->dir);
+  FILE *fp = fopen(p, "w");
+  fputs("5000\n", fp);
+  fclose(fp);
+  int64_t low[] = {1000}, lower[] = {2000}, high[] = {9000};
+  nl_memcg_notify_set(&f->n, low, 1);
+  settle(f);
+  assert_int_equal(f->crossed, 1);
+  nl_memcg_notify_set(&f->n, lower, 1); /* still over: no news */
+  settle(f);
+  assert_int_equal(f->crossed, 1);
+  nl_memcg_notify_set(&f->n, high, 1); /* under */
+  settle(f);
+  nl_memcg_notify_set(&f->n, low, 1);  /* over again */
+  settle(f);
+  assert_int_equal(f->crossed, 2);
+  teardown(f);
+}
+
 /* No memory cgroup (cgroup v2, or none): failed, and the owner polls. */
 static void test_unavailable(void **state) {
   (void)state;
@@ -159,6 +184,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_arm_and_cross),
       cmocka_unit_test(test_set_while_arming),
+      cmocka_unit_test(test_over_when_armed),
       cmocka_unit_test(test_unavailable),
       cmocka_unit_test(test_stop_while_arming),
   };

@@ -1,9 +1,10 @@
 # shellcheck shell=bash
+# What the tests and benchmarks of garbage collection collect (sourced).
+
 # random_images TAR COUNT MIB PREFIX WORKDIR: writes to TAR an OCI layout of
 # COUNT images, each one layer of MIB MiB of random data (so that nothing
 # compresses or deduplicates), tagged PREFIX1..PREFIXCOUNT; WORKDIR is scratch
 # space. Import with `ctr images import --base-name NAME TAR` (NAME:PREFIX1 ...).
-# For the tests and benchmarks of image garbage collection.
 random_images() {
   local tar=$1 count=$2 mib=$3 prefix=$4 work=$5 i l ls c cs m ms entries=()
   local layout=$work/layout
@@ -31,4 +32,23 @@ random_images() {
   (IFS=,; printf '{"schemaVersion":2,"manifests":[%s]}' "${entries[*]}") >"$layout/index.json"
   tar -C "$layout" -cf "$tar" .
   rm -rf "$layout" "$work/layer" "$work/layer.tar" "$work/config.json" "$work/manifest.json"
+}
+
+# failing_pod NAME NS MIB: the manifest of a pod whose container writes MIB
+# MiB into its writable layer and fails three times, then runs (it counts its
+# starts in an emptyDir): three dead instances, then a running one.
+failing_pod() {
+  cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, namespace: $2}
+spec:
+  terminationGracePeriodSeconds: 1
+  volumes: [{name: runs, emptyDir: {}}]
+  containers:
+  - name: c
+    image: localhost/busybox:1.36
+    command: [sh, -c, 'touch /runs/\$(date +%s%N); [ \$(ls /runs | wc -l) -gt 3 ] && exec sleep 3600; head -c $3m /dev/urandom >/fill; exit 1']
+    volumeMounts: [{name: runs, mountPath: /runs}]
+EOF
 }
