@@ -93,6 +93,7 @@ static void free_round(nl_logrotate_t *r) {
 static void timer_closed(uv_handle_t *h) {
   nl_logrotate_t *r = h->data;
   free_round(r);
+  nl_map_free(&r->paths, free);
   r->state = NL_LR_STOPPED;
   if (r->done_cb) r->done_cb(r);
 }
@@ -124,7 +125,16 @@ static void on_list(const nl_grpc_status_t *st, Runtime__V1__ListContainersRespo
     return;
   }
   r->ids = nl_xcalloc(resp->n_containers + 1, sizeof(char *));
-  for (size_t i = 0; i < resp->n_containers; i++) r->ids[r->n++] = nl_xstrdup(resp->containers[i]->id);
+  nl_map_t paths; /* the known paths of the containers still running */
+  nl_map_init(&paths);
+  for (size_t i = 0; i < resp->n_containers; i++) {
+    const char *id = resp->containers[i]->id;
+    r->ids[r->n++] = nl_xstrdup(id);
+    char *known = nl_map_del(&r->paths, id);
+    if (known) nl_map_put(&paths, id, known);
+  }
+  nl_map_free(&r->paths, free);
+  r->paths = paths;
   r->next = 0;
   r->state = r->n ? NL_LR_STATUS : NL_LR_IDLE;
   step(r);
@@ -140,6 +150,7 @@ static void on_status(const nl_grpc_status_t *st, Runtime__V1__ContainerStatusRe
     return;
   }
   r->path = nl_xstrdup(resp->status->log_path);
+  free(nl_map_put(&r->paths, r->ids[r->next], nl_xstrdup(r->path)));
   r->state = NL_LR_FILES;
   step(r);
 }
@@ -211,6 +222,13 @@ static void step(nl_logrotate_t *r) {
     return;
   }
   case NL_LR_STATUS: {
+    const char *known = nl_map_get(&r->paths, r->ids[r->next]);
+    if (known) {
+      r->path = nl_xstrdup(known);
+      r->state = NL_LR_FILES;
+      step(r);
+      return;
+    }
     Runtime__V1__ContainerStatusRequest q = RUNTIME__V1__CONTAINER_STATUS_REQUEST__INIT;
     q.container_id = r->ids[r->next];
     nl_cri_container_status(r->cri, &q, on_status, r);
@@ -245,6 +263,7 @@ void nl_logrotate_init(nl_logrotate_t *r, uv_loop_t *loop, nl_cri_client_t *cri,
   r->period_ms = period_ms ? period_ms : DEFAULT_PERIOD_MS;
   uv_timer_init(loop, &r->timer);
   r->timer.data = r;
+  nl_map_init(&r->paths);
   r->state = NL_LR_IDLE;
 }
 

@@ -8,7 +8,9 @@
  * but the newest; nanolet links no zlib and keeps them as they are.
  *
  * A CRI user: one round at a time, one container at a time, the file work in
- * the thread pool (uv_queue_work). */
+ * the thread pool (uv_queue_work). A container's log path is asked for once
+ * (ContainerStatus) and kept while it runs: the runtime never changes it, and
+ * asking every 10 s was most of an idle node's CRI calls. */
 #ifndef NL_LOGROTATE_H
 #define NL_LOGROTATE_H
 
@@ -19,6 +21,7 @@
 
 #include "cri/runtime.h"
 #include "reactor/error.h"
+#include "reactor/map.h"
 
 typedef struct nl_logrotate nl_logrotate_t;
 typedef void (*nl_logrotate_done_fn)(nl_logrotate_t *r);
@@ -46,6 +49,7 @@ struct nl_logrotate {
   char **ids;                  /* this round's running containers, owned */
   size_t n, next;
   char *path, *rotated;        /* the current container's log and its new name */
+  nl_map_t paths;              /* container id -> its log path, for the last round's */
   nl_err_t *work_err;
   nl_logrotate_done_fn done_cb;
   uint64_t rotations;          /* for tests and logs */

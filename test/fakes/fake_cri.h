@@ -11,7 +11,7 @@
  * What it serves: Version, Status, RunPodSandbox, StopPodSandbox,
  * RemovePodSandbox, PodSandboxStatus, ListPodSandbox, CreateContainer,
  * StartContainer, StopContainer, RemoveContainer, ListContainers,
- * ContainerStatus, ExecSync (stdout echoes the command joined by spaces plus a
+ * ContainerStatus, ReopenContainerLog (running containers; writes nothing), ExecSync (stdout echoes the command joined by spaces plus a
  * newline, exit code 0), GetContainerEvents (a stream of CREATED, STARTED,
  * STOPPED and DELETED events with the sandbox's id, metadata and state, as
  * containerd >= 1.7 sends them), Exec, Attach and PortForward (a URL under the base

@@ -119,6 +119,8 @@ static void msg_freep(ProtobufCMessage **m) {
 #define nl_cleanup_msg __attribute__((cleanup(msg_freep)))
 
 /* protobuf-c names descriptors in snake case; this maps the CamelCase type. */
+#define runtime__v1__ReopenContainerLogRequest_descriptor_name \
+  runtime__v1__reopen_container_log_request__descriptor
 #define runtime__v1__VersionRequest_descriptor_name runtime__v1__version_request__descriptor
 #define runtime__v1__StatusRequest_descriptor_name runtime__v1__status_request__descriptor
 #define runtime__v1__RunPodSandboxRequest_descriptor_name \
@@ -430,6 +432,16 @@ static int h_remove_container(fake_cri_store_t *s, const uint8_t *in, size_t len
   if (c) event(s, c, RUNTIME__V1__CONTAINER_EVENT_TYPE__CONTAINER_DELETED_EVENT);
   if (c) container_free(c);
   Runtime__V1__RemoveContainerResponse r = RUNTIME__V1__REMOVE_CONTAINER_RESPONSE__INIT;
+  return reply(o, &r.base);
+}
+
+/* The runtime would open the log file anew; the fake writes no logs. */
+static int h_reopen_container_log(fake_cri_store_t *s, const uint8_t *in, size_t len, out_t *o) {
+  UNPACK(req, ReopenContainerLogRequest);
+  FIND_CONTAINER(c, req->container_id);
+  if (c->state != RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING)
+    return fail(o, 9, "container is not running");
+  Runtime__V1__ReopenContainerLogResponse r = RUNTIME__V1__REOPEN_CONTAINER_LOG_RESPONSE__INIT;
   return reply(o, &r.base);
 }
 
@@ -849,6 +861,7 @@ static const struct {
     {"RemoveContainer", h_remove_container},
     {"ListContainers", h_list_containers},
     {"ContainerStatus", h_container_status},
+    {"ReopenContainerLog", h_reopen_container_log},
     {"ExecSync", h_exec_sync},
     {"Exec", h_exec},
     {"Attach", h_attach},

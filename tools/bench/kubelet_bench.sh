@@ -41,7 +41,7 @@ last_started() {
   cri ps -o json | jq -r --arg ns "$NS" '.containers[] | select(.labels["io.kubernetes.pod.namespace"] == $ns) | .id' |
     while read -r id; do cri inspect -o json "$id" | jq -r .status.startedAt; done | sort -n | tail -1
 }
-cpu_ns() { cat /proc/"$PID"/task/*/schedstat | awk '{s += $1} END {print s}'; } # all threads, ns
+cpu_ns() { cat /proc/"$PID"/task/*/schedstat | awk '{s += $1} END {printf "%.0f\n", s}'; } # all threads, ns
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$PID/status"; }
 wait_for() { # wait_for SECONDS CMD VALUE (polls every 2 s)
   local end=$((SECONDS + $1))
@@ -58,6 +58,8 @@ stop_agent() {
 }
 cleanup() {
   [ -n "$PID" ] && stop_agent
+  # The kubelet bind-mounts its root directory onto itself (shared propagation).
+  umount "$TMP/kubelet" 2>/dev/null
   rm -rf "$TMP" /var/log/pods/"${NS}"_*
 }
 trap cleanup EXIT

@@ -7,9 +7,9 @@
 # nanolet runs standalone with one-container static pods (busybox sleep) in its
 # own namespace perf-scale. Pods are added to reach each count in turn; at each
 # one, once every container runs and SETTLE_S (15) seconds have passed, its RSS
-# is read. Then the per-pod cost (least squares over the counts). Then churn:
-# CHURN_PODS (50) pods created and deleted CHURN_ROUNDS times, RSS after each
-# round; the last against the first must stay within 5 %.
+# is read. Then the per-pod cost (least squares over the counts). Then churn,
+# on a new agent: CHURN_PODS (50) pods created and deleted CHURN_ROUNDS times,
+# RSS after each round; the last against the first must stay within 5 %.
 # Runtime: the fake CRI server (the helper process nanolet-fake-cri) unless
 # CRI_ENDPOINT names a containerd (e.g. a private one from
 # tools/testenv/setup.sh, as test/e2e/reboot.sh makes).
@@ -73,10 +73,13 @@ if [ -z "$EP" ]; then
 else
   runtime=$EP
 fi
-"$NANOLET" --healthz-port 0 --enable-server=false --pod-manifest-path "$M" \
-  --container-runtime-endpoint "$EP" --root-dir "$TMP/root" --hostname-override perf-scale --max-pods 300 \
-  --cgroups-per-qos=false --enforce-node-allocatable= >"$TMP/agent.log" 2>&1 &
-PID=$!
+start_agent() {
+  "$NANOLET" --healthz-port 0 --enable-server=false --pod-manifest-path "$M" \
+    --container-runtime-endpoint "$EP" --root-dir "$TMP/root" --hostname-override perf-scale \
+    --max-pods 300 --cgroups-per-qos=false --enforce-node-allocatable= >>"$TMP/agent.log" 2>&1 &
+  PID=$!
+}
+start_agent
 echo "runtime: $runtime"
 
 have=0
@@ -96,6 +99,11 @@ rm -f "$M"/scale-*.yaml
 wait_for 900 sandboxes 0
 
 [ "$ROUNDS" -gt 0 ] || exit 0
+# Churn on an agent of its own, so that the pages the scale run touched do not
+# hide growth.
+kill "$PID" && wait "$PID" 2>/dev/null
+start_agent
+sleep 5
 first=
 for r in $(seq 1 "$ROUNDS"); do
   for i in $(seq 1 "$CHURN_PODS"); do manifest churn "$i"; done

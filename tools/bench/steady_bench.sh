@@ -5,7 +5,9 @@
 #   tools/bench/steady_bench.sh [BUILD_DIR=build] [PODS=110] [WINDOW_S=60]
 #
 # nanolet runs standalone on the fake CRI server (the helper process
-# nanolet-fake-cri: its CPU is not nanolet's), with PODS static pods of one
+# nanolet-fake-cri: its CPU is not nanolet's), or on the containerd that
+# CRI_ENDPOINT names (a private one, as tools/bench/kubelet_bench.sh starts:
+# its exec probes run real processes), with PODS static pods of one
 # container each in staticPodPath. Once every container runs and a settle time
 # has passed, it reports nanolet's CPU over WINDOW_S seconds (schedstat) and
 # its RSS. Environment:
@@ -31,11 +33,16 @@ FAKE=$BUILD/test/fakes/nanolet-fake-cri
 NS=perf-steady
 TMP=$(mktemp -d /tmp/nanolet-steady.XXXXXX)
 SOCK=$TMP/cri.sock
-EP=unix://$SOCK
+EP=${CRI_ENDPOINT:-unix://$SOCK}
 mkdir -p "$TMP/manifests"
 PID= FPID= LPID=
 
 cleanup() {
+  if [ -n "$PID" ] && [ -n "${CRI_ENDPOINT:-}" ]; then # remove the pods from the real runtime
+    rm -f "$TMP/manifests"/*.yaml
+    end=$((SECONDS + 300))
+    while [ "$(sandboxes)" != 0 ] && [ $SECONDS -lt $end ]; do sleep 2; done
+  fi
   [ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
   [ -n "$FPID" ] && kill "$FPID" 2>/dev/null && wait "$FPID" 2>/dev/null
   [ -n "$LPID" ] && kill "$LPID" 2>/dev/null && wait "$LPID" 2>/dev/null
@@ -43,13 +50,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cpu_ns() { cat /proc/"$PID"/task/*/schedstat | awk '{s += $1} END {print s}'; } # all threads, ns
+cpu_ns() { cat /proc/"$PID"/task/*/schedstat | awk '{s += $1} END {printf "%.0f\n", s}'; } # all threads, ns
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$PID/status"; }
-running() { "$NANOLET" cri -r "$EP" ps -o json 2>/dev/null | jq '.containers | length'; }
+running() { "$NANOLET" cri -r "$EP" ps -o json 2>/dev/null | jq --arg ns "$NS" '[.containers[] | select(.labels["io.kubernetes.pod.namespace"] == $ns and .state == "CONTAINER_RUNNING")] | length'; }
+sandboxes() { "$NANOLET" cri -r "$EP" pods -o json 2>/dev/null | jq --arg ns "$NS" '[.items[] | select(.metadata.namespace == $ns)] | length'; }
 
-"$FAKE" --socket "$SOCK" --image localhost/busybox:1.36 >"$TMP/fake.log" 2>&1 &
-FPID=$!
-for _ in $(seq 1 50); do [ -S "$SOCK" ] && break; sleep 0.1; done
+if [ -z "${CRI_ENDPOINT:-}" ]; then
+  "$FAKE" --socket "$SOCK" --image localhost/busybox:1.36 >"$TMP/fake.log" 2>&1 &
+  FPID=$!
+  for _ in $(seq 1 50); do [ -S "$SOCK" ] && break; sleep 0.1; done
+fi
 
 port=
 if [ "$PROBE" = tcp ] || [ "$PROBE" = http ]; then

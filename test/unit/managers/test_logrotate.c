@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "managers/logrotate.h"
+#include "test/fakes/fake_cri_harness.h"
 
 static char dir[64];
 
@@ -94,10 +95,89 @@ static void rotates_and_prunes(void **state) {
   assert_string_equal(listing(), "0.log.20240501-080020 1.log");
 }
 
+/* ---- the rotator on a loop, against the fake CRI ---- */
+
+typedef struct lr {
+  harness_t h;
+  nl_logrotate_t r;
+  int replies, stopped;
+  char sandbox[72], container[72];
+} lr_t;
+
+static void on_sandbox(const nl_grpc_status_t *st, Runtime__V1__RunPodSandboxResponse *resp, void *ctx) {
+  lr_t *t = ctx;
+  assert_int_equal(st->code, 0);
+  snprintf(t->sandbox, sizeof t->sandbox, "%s", resp->pod_sandbox_id);
+  t->replies++;
+}
+
+static void on_created(const nl_grpc_status_t *st, Runtime__V1__CreateContainerResponse *resp, void *ctx) {
+  lr_t *t = ctx;
+  assert_int_equal(st->code, 0);
+  snprintf(t->container, sizeof t->container, "%s", resp->container_id);
+  t->replies++;
+}
+
+static void on_started(const nl_grpc_status_t *st, Runtime__V1__StartContainerResponse *resp, void *ctx) {
+  assert_int_equal(st->code, 0);
+  ((lr_t *)ctx)->replies++;
+}
+
+static void on_rotator_stopped(nl_logrotate_t *r) { container_of(r, lr_t, r)->stopped++; }
+
+/* A running container whose CRI log is <dir>/c.log. */
+static void run_container(lr_t *t) {
+  fake_cri_add_image(t->h.fake, "busybox");
+  Runtime__V1__PodSandboxMetadata md = RUNTIME__V1__POD_SANDBOX_METADATA__INIT;
+  md.name = md.uid = "p", md.namespace_ = "default";
+  Runtime__V1__PodSandboxConfig sc = RUNTIME__V1__POD_SANDBOX_CONFIG__INIT;
+  sc.metadata = &md;
+  sc.log_directory = dir;
+  Runtime__V1__RunPodSandboxRequest rq = RUNTIME__V1__RUN_POD_SANDBOX_REQUEST__INIT;
+  rq.config = &sc;
+  nl_cri_run_pod_sandbox(&t->h.client, &rq, on_sandbox, t);
+  harness_wait(&t->h, &t->replies, 1, 5000);
+  Runtime__V1__ContainerMetadata cm = RUNTIME__V1__CONTAINER_METADATA__INIT;
+  cm.name = "c";
+  Runtime__V1__ImageSpec im = RUNTIME__V1__IMAGE_SPEC__INIT;
+  im.image = "busybox";
+  Runtime__V1__ContainerConfig cc = RUNTIME__V1__CONTAINER_CONFIG__INIT;
+  cc.metadata = &cm, cc.image = &im, cc.log_path = "c.log";
+  Runtime__V1__CreateContainerRequest cr = RUNTIME__V1__CREATE_CONTAINER_REQUEST__INIT;
+  cr.pod_sandbox_id = t->sandbox, cr.config = &cc, cr.sandbox_config = &sc;
+  nl_cri_create_container(&t->h.client, &cr, on_created, t);
+  harness_wait(&t->h, &t->replies, 2, 5000);
+  Runtime__V1__StartContainerRequest st = RUNTIME__V1__START_CONTAINER_REQUEST__INIT;
+  st.container_id = t->container;
+  nl_cri_start_container(&t->h.client, &st, on_started, t);
+  harness_wait(&t->h, &t->replies, 3, 5000);
+}
+
+/* Rotation rounds ask the runtime for a container's log path once: with
+ * ContainerStatus failing after the first round, the file is still rotated. */
+static void log_path_asked_once(void **state) {
+  lr_t t;
+  memset(&t, 0, sizeof t);
+  harness_start(&t.h, NULL);
+  run_container(&t);
+  write_file("c.log", 100);
+  nl_logrotate_init(&t.r, &t.h.loop, &t.h.client, 50, 5, 20);
+  nl_logrotate_start(&t.r);
+  harness_wait(&t.h, (const int *)&t.r.rotations, 1, 5000);
+  nl_err_t *err = NULL;
+  assert_int_equal(fake_cri_apply_line(t.h.fake, "ContainerStatus status 14 unavailable", &err), 0);
+  write_file("c.log", 100);
+  harness_wait(&t.h, (const int *)&t.r.rotations, 2, 5000);
+  nl_logrotate_stop(&t.r, on_rotator_stopped);
+  harness_wait(&t.h, &t.stopped, 1, 5000);
+  harness_finish(&t.h);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(small_file_stays, setup, teardown),
       cmocka_unit_test_setup_teardown(rotates_and_prunes, setup, teardown),
+      cmocka_unit_test_setup_teardown(log_path_asked_once, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
