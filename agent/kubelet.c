@@ -193,7 +193,6 @@ static void on_url_pods(nl_pod_t **pods, size_t n, void *ctx) {
   set_pods(ctx, NL_SOURCE_HTTP, pods, n);
 }
 
-/* staticPodURLHeader (map[string][]string): one header per value. */
 static bool gate_on(const nl_kubelet_config_t *cfg, const char *name) {
   const nl_config_map_t *m = &cfg->feature_gates;
   for (size_t i = 0; i < m->n; i++)
@@ -208,7 +207,7 @@ static int feature_gates(const nl_kubelet_config_t *cfg, nl_err_t **err) {
   const nl_config_map_t *m = &cfg->feature_gates;
   for (size_t i = 0; i < m->n; i++) {
     if (strcmp(m->first[i], "true") != 0 && strcmp(m->first[i], "false") != 0)
-      return nl_err_set(err, NL_EINVAL, "featureGates: invalid value of %s: %s, err: "
+      return nl_err_set(err, NL_EINVAL, "featureGates: invalid value of %s=%s, err: "
                         "strconv.ParseBool: parsing \"%s\": invalid syntax",
                         m->keys[i], m->first[i], m->first[i]);
     if (strcmp(m->keys[i], "EventedPLEG") != 0)
@@ -217,6 +216,7 @@ static int feature_gates(const nl_kubelet_config_t *cfg, nl_err_t **err) {
   return 0;
 }
 
+/* staticPodURLHeader (map[string][]string): one header per value. */
 static int url_source_init(nl_kubelet_t *k, nl_err_t **err) {
   const nl_config_map_t *hm = &k->cfg->static_pod_url_header;
   size_t n = 0;
@@ -349,8 +349,8 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
   if (nl_runtime_init(&k->runtime, loop, &k->cri, &ro, err) < 0) return -1;
   k->runtime_up = true;
   k->cri_users++;
-  nl_pleg_init(&k->pleg, loop, &k->cri, 1000, nl__kubelet_pleg_event, k);
   if (feature_gates(cfg, err) < 0) return -1;
+  nl_pleg_init(&k->pleg, loop, &k->cri, 1000, nl__kubelet_pleg_event, k);
   if (gate_on(cfg, "EventedPLEG")) nl_pleg_use_events(&k->pleg);
   k->pleg.metrics = &k->metrics;
   k->pleg_up = true;
