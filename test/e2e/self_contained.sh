@@ -47,7 +47,13 @@ out=$(chroot "$R" /bin/nanolet manifest check /m/web.yaml 2>"$E2E_TMP/err") && [
   && ok "manifest check in the bare root" || fail "manifest check" "${out:0:300}"
 # The runtime's socket, bound in: healthz needs one answer from it.
 port=$(free_port)
-trap 'umount "$R/run/cri.sock" "$R/proc" 2>/dev/null; umount -R "$R/sys" 2>/dev/null; e2e_finish; exit $?' EXIT
+# Unmounted on every exit; those already unmounted below are no failure.
+unmount_root() {
+  umount "$R/run/cri.sock" "$R/proc" 2>/dev/null
+  umount -R "$R/sys" 2>/dev/null
+  return 0
+}
+trap 'unmount_root; e2e_finish; exit $?' EXIT
 mount -t proc proc "$R/proc"
 # The pod and QoS cgroups (cgroupsPerQOS, on by default) live under /sys/fs/cgroup.
 mount --rbind /sys "$R/sys"
