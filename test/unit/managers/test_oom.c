@@ -31,8 +31,8 @@ static const char *const memcg_oom[] = {
 static const char *const system_oom[] = {
     "4,77,812000,-;stress invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0, oom_score_adj=0\n",
     "6,78,812100,-;Mem-Info:\n",
-    "6,79,812200,-;oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0-1,3,"
-    "global_oom,task_memcg=/user.slice/user-0.slice/session-1.scope,task=stress,pid=912,uid=0\n",
+    ("6,79,812200,-;oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0-1,3,"
+     "global_oom,task_memcg=/user.slice/user-0.slice/session-1.scope,task=stress,pid=912,uid=0\n"),
     "3,80,812300,-;Out of memory: Killed process 912 (stress) total-vm:1052836kB\n",
 };
 
