@@ -73,7 +73,7 @@ spec:
       failureThreshold: 2
   - name: slow
     image: localhost/busybox:1.36
-    command: [sh, -c, 'sleep 6; touch /tmp/started; exec sleep 3600']
+    command: [sh, -c, 'sleep 15; touch /tmp/started; exec sleep 3600']
     startupProbe:
       exec: {command: [test, -f, /tmp/started]}
       periodSeconds: 1
@@ -87,6 +87,7 @@ spec:
     command: [httpd, -f, -p, '9090']
     livenessProbe:
       tcpSocket: {port: 9090}
+      initialDelaySeconds: 2
       periodSeconds: 1
       failureThreshold: 1
   - name: hooks
@@ -120,7 +121,8 @@ if wait_for 15 ready False; then ok "Ready turns False when the file goes"; else
 grep -q 'Readiness probe failed: HTTP probe failed with statuscode: 404' "$E2E_TMP/agent.log" &&
   ok "readiness failure event as upstream" || fail "readiness event" "$(grep -i probe "$E2E_TMP/agent.log" | tail -3)"
 
-# startup holds liveness back: "slow" is not started for ~6 s, yet its liveness
+# startup holds liveness back: "slow" is not started for ~15 s (longer than the
+# readiness checks above take), yet its liveness
 # probe (which fails until then) does not restart it
 if wait_for 30 sh -c "[ \"\$(curl -fsS http://127.0.0.1:$RO_PORT/pods | jq -r '.items[] | select(.metadata.name==\"nanolet-e2e-live-e2e-node\") | .status.containerStatuses[]? | select(.name==\"slow\") | .state | has(\"running\")')\" = true ]"; then
   [ "$(cstat slow .started)" = false ] && ok "startup probe: not started at first" || fail "slow started early" "$(cstat slow .)"
