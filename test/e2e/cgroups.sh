@@ -58,7 +58,8 @@ E=/kubepods/besteffort/pod$(pod besteffort .metadata.uid)
 
 # ---- the QoS hierarchy and node allocatable ----
 check_cg "besteffort QoS cgroup has the minimum shares" cpu /kubepods/besteffort cpu.shares 2
-wait_for 5 test "$(cgfile cpu /kubepods/burstable cpu.shares)" = 102 \
+burstable_shares() { [ "$(cgfile cpu /kubepods/burstable cpu.shares)" = "$1" ]; }
+wait_for 5 burstable_shares 102 \
   && ok "burstable QoS shares from its pods' requests (100m -> 102)" \
   || fail "burstable QoS shares" "$(cgfile cpu /kubepods/burstable cpu.shares), want 102"
 mem_total=$(($(awk '/^MemTotal:/ {print $2}' /proc/meminfo) * 1024))
