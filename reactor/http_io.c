@@ -26,6 +26,15 @@ int nl__http_io_init(nl__http_io_t *io, uv_loop_t *loop, const nl__http_io_cbs_t
 
 void nl__http_io_set_tls(nl__http_io_t *io, nl_tls_t *tls) { io->tls = tls; }
 
+void nl__http_io_set_tls_later(nl__http_io_t *io, nl_tls_config_t *cfg) {
+  io->tls_later = nl_tls_config_ref(cfg);
+}
+
+bool nl__http_io_handshaking(const nl__http_io_t *io) {
+  if (io->tls) return !nl_tls_handshake_done(io->tls);
+  return io->tls_later != NULL;
+}
+
 bool nl__http_io_closing(const nl__http_io_t *io) {
   return uv_is_closing((const uv_handle_t *)&io->tcp);
 }
@@ -123,7 +132,14 @@ static bool tls_input(nl__http_io_t *io, const char *p, size_t n) {
 
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   nl__http_io_t *io = container_of((uv_tcp_t *)s, nl__http_io_t, tcp);
-  if (nread > 0) {
+  if (nread > 0 && !io->got_bytes) {
+    io->got_bytes = true;
+    if (io->tls_later) io->tls = nl_tls_new(io->tls_later, NULL);
+    if (io->cbs->on_first_byte) io->cbs->on_first_byte(io);
+  }
+  if (nread > 0 && (io->ended || nl__http_io_closing(io))) {
+    /* on_first_byte closed it */
+  } else if (nread > 0) {
     if (io->tls) tls_input(io, buf->base, (size_t)nread);
     else io->cbs->on_data(io, buf->base, (size_t)nread);
   } else if (nread == UV_EOF) {
@@ -184,4 +200,6 @@ void nl__http_io_close_after_writes(nl__http_io_t *io, uv_close_cb cb) {
 void nl__http_io_release(nl__http_io_t *io) {
   nl_tls_free(io->tls);
   io->tls = NULL;
+  nl_tls_config_unref(io->tls_later);
+  io->tls_later = NULL;
 }

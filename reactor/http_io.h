@@ -22,18 +22,27 @@ typedef struct nl__http_io_cbs {
   void (*on_end)(nl__http_io_t *io, nl_err_t *err);
   /* The write queue emptied after a write (optional). */
   void (*on_drain)(nl__http_io_t *io);
+  /* The peer's first byte arrived, before TLS sees it (optional). */
+  void (*on_first_byte)(nl__http_io_t *io);
 } nl__http_io_cbs_t;
 
 struct nl__http_io {
   uv_tcp_t tcp; /* tcp.data is left to the owner */
   nl_tls_t *tls;
+  nl_tls_config_t *tls_later; /* a server's: the session is made at the first byte */
   const nl__http_io_cbs_t *cbs;
-  bool ended;
+  bool ended, got_bytes;
 };
 
 int nl__http_io_init(nl__http_io_t *io, uv_loop_t *loop, const nl__http_io_cbs_t *cbs);
 /* Takes ownership of tls; freed by nl__http_io_release(). */
 void nl__http_io_set_tls(nl__http_io_t *io, nl_tls_t *tls);
+/* A server connection: the TLS session (tens of KiB in mbedtls) is made from
+ * cfg (referenced) when the peer's first byte arrives, so that a socket that
+ * says nothing costs only its handle. */
+void nl__http_io_set_tls_later(nl__http_io_t *io, nl_tls_config_t *cfg);
+/* True when TLS is set and its handshake has not completed. */
+bool nl__http_io_handshaking(const nl__http_io_t *io);
 /* Starts reading, and for a TLS client sends the ClientHello. */
 int nl__http_io_start(nl__http_io_t *io, nl_err_t **err);
 /* Queues plaintext (copied). Returns 0 or -1 with *err. */

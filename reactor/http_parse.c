@@ -1,5 +1,6 @@
 #include "reactor/http_parse.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -178,6 +179,7 @@ static int on_headers_complete(llhttp_t *ll) {
   m->chunked = (ll->flags & F_CHUNKED) != 0;
   if (ll->flags & F_CONTENT_LENGTH) m->content_length = (int64_t)ll->content_length;
   m->upgrade = ll->upgrade;
+  m->keep_alive = llhttp_should_keep_alive(ll); /* again at the end */
   if (p->limits.max_body && m->content_length > 0 &&
       (uint64_t)m->content_length > p->limits.max_body) {
     fail(p, NL_HTTP_PERR_BODY_TOO_BIG, EMSGSIZE,
@@ -192,6 +194,10 @@ static int on_headers_complete(llhttp_t *ll) {
       if (!p->perr) fail(p, NL_HTTP_PERR_CALLBACK, EPROTO, "http: message refused");
       return -1;
     }
+  }
+  if (rc == NL_HTTP_HEAD_PAUSE) {
+    p->head_paused = true;
+    return HPE_PAUSED;
   }
   return rc == 1 ? 1 : 0;
 }
@@ -269,8 +275,9 @@ int nl_http_parser_feed(nl_http_parser_t *p, const char *data, size_t len, size_
                         nl_err_t **err) {
   *consumed = 0;
   if (p->perr) return failed(p, HPE_USER, err);
-  if (p->completed) {
-    fail(p, NL_HTTP_PERR_CALLBACK, EINVAL, "http: fed before nl_http_parser_next()");
+  if (p->completed || p->head_paused) {
+    fail(p, NL_HTTP_PERR_CALLBACK, EINVAL, "http: fed before nl_http_parser_%s()",
+         p->completed ? "next" : "resume");
     return failed(p, HPE_USER, err);
   }
   if (len == 0) return NL_HTTP_FEED_MORE;
@@ -279,9 +286,10 @@ int nl_http_parser_feed(nl_http_parser_t *p, const char *data, size_t len, size_
     *consumed = len;
     return NL_HTTP_FEED_MORE;
   }
-  if ((e == HPE_PAUSED || e == HPE_PAUSED_UPGRADE) && p->completed) {
+  if ((e == HPE_PAUSED || e == HPE_PAUSED_UPGRADE) && (p->completed || p->head_paused)) {
     const char *pos = llhttp_get_error_pos(&p->ll);
     *consumed = pos && pos >= data && pos <= data + len ? (size_t)(pos - data) : len;
+    if (!p->completed) return NL_HTTP_FEED_HEAD;
     if (e == HPE_PAUSED_UPGRADE) p->msg.upgrade = true;
     return NL_HTTP_FEED_DONE;
   }
@@ -298,6 +306,12 @@ int nl_http_parser_finish(nl_http_parser_t *p, nl_err_t **err) {
     fail(p, NL_HTTP_PERR_SYNTAX, EPROTO, "http: connection closed before the %s was complete",
          p->ll.type == HTTP_REQUEST ? "request" : "response");
   return failed(p, e, err);
+}
+
+void nl_http_parser_resume(nl_http_parser_t *p) {
+  assert(p->head_paused);
+  p->head_paused = false;
+  llhttp_resume(&p->ll);
 }
 
 void nl_http_parser_next(nl_http_parser_t *p) {

@@ -76,7 +76,11 @@ enum {
 /* Callbacks may be NULL. Each returns 0 to go on or -1 to stop parsing; a
  * callback that stops may set the parser's error first with
  * nl_http_parser_fail() (otherwise a generic one is set). on_head may return 1:
- * "this message has no body" (the response to a HEAD request). */
+ * "this message has no body" (the response to a HEAD request), or
+ * NL_HTTP_HEAD_PAUSE: stop after the head, before any body byte, until
+ * nl_http_parser_resume() (a server reads a body only once the request is
+ * authorized). */
+#define NL_HTTP_HEAD_PAUSE 2
 typedef struct nl_http_parser_cbs {
   int (*on_head)(void *ctx, nl_http_msg_t *msg);
   int (*on_body)(void *ctx, const char *p, size_t n);
@@ -97,6 +101,7 @@ typedef struct nl_http_parser {
   bool in_head;
   bool in_message; /* begun and not completed */
   bool completed; /* a message completed; nl_http_parser_next() before more */
+  bool head_paused; /* on_head paused; nl_http_parser_resume() before more */
   int perr;       /* NL_HTTP_PERR_* of the failure, 0 if none */
   nl_err_t *err;
 } nl_http_parser_t;
@@ -106,12 +111,14 @@ void nl_http_parser_init(nl_http_parser_t *p, bool request, const nl_http_parser
                          const nl_http_parser_cbs_t *cbs, void *ctx);
 void nl_http_parser_free(nl_http_parser_t *p);
 
-enum { NL_HTTP_FEED_MORE = 0, NL_HTTP_FEED_DONE = 1 };
+enum { NL_HTTP_FEED_MORE = 0, NL_HTTP_FEED_DONE = 1, NL_HTTP_FEED_HEAD = 2 };
 
 /* Parses up to len bytes. Returns NL_HTTP_FEED_MORE when all bytes were consumed
  * and the message is not complete yet, NL_HTTP_FEED_DONE when a message completed
  * (on_complete ran) after *consumed bytes: the rest belongs to the next message
- * (pipelining) and must be fed after nl_http_parser_next(). Returns -1 on a
+ * (pipelining) and must be fed after nl_http_parser_next(); NL_HTTP_FEED_HEAD
+ * when on_head paused after *consumed bytes (the body's bytes follow, fed after
+ * nl_http_parser_resume()). Returns -1 on a
  * malformed message, an exceeded limit or a callback that stopped; *err (if err
  * is not NULL) gets a copy of the error, and the parser stays failed. */
 int nl_http_parser_feed(nl_http_parser_t *p, const char *data, size_t len, size_t *consumed,
@@ -122,6 +129,9 @@ int nl_http_parser_feed(nl_http_parser_t *p, const char *data, size_t len, size_
  * completed now, NL_HTTP_FEED_MORE if nothing was pending (clean EOF between
  * messages), -1 (with *err) for a message cut short. */
 int nl_http_parser_finish(nl_http_parser_t *p, nl_err_t **err);
+
+/* Goes on with the body of a message whose on_head paused. */
+void nl_http_parser_resume(nl_http_parser_t *p);
 
 /* Releases the completed message and gets ready for the next one. */
 void nl_http_parser_next(nl_http_parser_t *p);

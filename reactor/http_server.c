@@ -13,10 +13,12 @@
 #include "reactor/xalloc.h"
 
 #define DEFAULT_READ_TIMEOUT_MS 60000
+#define DEFAULT_HEADER_TIMEOUT_MS 10000
 #define DEFAULT_MAX_CONNS 128
 #define DEFAULT_MAX_BODY (1024 * 1024)
-/* Bytes of a pipelined next request kept while a handler runs. */
-#define MAX_PENDING (64 * 1024)
+/* How long a closing connection may take to hand its last answer to a peer
+ * that does not read, before it is cut. */
+#define LINGER_MS 10000
 
 typedef struct route {
   nl_list_t link;
@@ -45,9 +47,11 @@ struct nl_http_tunnel {
   void *ctx;
 };
 
-/* READING: waiting for (idle) or receiving a request; HANDLING: a handler has
- * it; STREAMING: the handler streams the body; TUNNEL: taken over. */
-enum conn_state { C_READING, C_HANDLING, C_STREAMING, C_TUNNEL, C_CLOSING };
+/* READING: waiting for (idle) or receiving a request head; HANDLING: a
+ * handler has it; BODY: the handler waits for the body (lazy_body); STREAMING:
+ * the handler streams the body; TUNNEL: taken over; CLOSING: the last answer
+ * goes out (at most LINGER_MS), or the handles are closing. */
+enum conn_state { C_READING, C_HANDLING, C_BODY, C_STREAMING, C_TUNNEL, C_CLOSING };
 
 struct conn {
   nl_list_t link;
@@ -62,8 +66,15 @@ struct conn {
   nl_http_resp_t *resp;
   char *path, *query;
   bool draining, peer_eof;
-  bool got_bytes;     /* part of the current request has arrived: not idle */
+  bool reading;       /* the socket is read (back-pressure stops it) */
+  bool body_done;     /* the request in hand has no body left to read */
+  bool body_too_big;  /* on_req_body refused more than body_max */
+  uint64_t req_start; /* uv_now() of the current request's first byte; 0: none yet */
   uint64_t idle_since; /* uv_now() of accept or of the last answer */
+  uint64_t nreqs;      /* requests answered */
+  size_t body_max;
+  nl_http_body_fn body_cb; /* C_BODY */
+  void *body_ctx;
   nl_http_tunnel_t tunnel; /* C_TUNNEL */
   char remote[64];
 };
@@ -124,6 +135,9 @@ int nl_http_server_init(nl_http_server_t *srv, uv_loop_t *loop, const nl_http_se
   srv->loop = loop;
   if (opts) srv->opts = *opts;
   if (!srv->opts.read_timeout_ms) srv->opts.read_timeout_ms = DEFAULT_READ_TIMEOUT_MS;
+  if (!srv->opts.header_timeout_ms) srv->opts.header_timeout_ms = DEFAULT_HEADER_TIMEOUT_MS;
+  if (srv->opts.header_timeout_ms > srv->opts.read_timeout_ms)
+    srv->opts.header_timeout_ms = srv->opts.read_timeout_ms;
   if (!srv->opts.idle_timeout_ms) srv->opts.idle_timeout_ms = srv->opts.read_timeout_ms;
   if (!srv->opts.max_conns) srv->opts.max_conns = DEFAULT_MAX_CONNS;
   if (!srv->opts.max_head) srv->opts.max_head = NL_HTTP_DEFAULT_MAX_HEAD;
@@ -241,9 +255,14 @@ int nl_http_server_listen(nl_http_server_t *srv, const char *host, int port, nl_
 
 /* ---- connections -------------------------------------------------------- */
 
+static void close_handles(conn_t *c);
+
 static void conn_handle_closed(uv_handle_t *h) {
   conn_t *c = h->data;
-  if (--c->open_handles > 0) return;
+  if (--c->open_handles > 0) {
+    close_handles(c); /* the socket closed after its last writes: the timer too */
+    return;
+  }
   nl_http_server_t *srv = c->srv;
   if (c->tunnel.cbs && c->tunnel.cbs->on_close) c->tunnel.cbs->on_close(c->tunnel.ctx);
   nl_list_remove(&c->link);
@@ -258,6 +277,8 @@ static void conn_handle_closed(uv_handle_t *h) {
   if (srv->stopping) finish_stop(srv);
 }
 
+/* The handler loses its connection: its abort callback, then a body it waits
+ * for arrives as NULL. */
 static void resp_detach(conn_t *c) {
   nl_http_resp_t *r = c->resp;
   if (!r) return;
@@ -268,47 +289,98 @@ static void resp_detach(conn_t *c) {
     r->abort_cb = NULL;
     cb(r->abort_ctx);
   }
+  nl_http_body_fn body_cb = c->body_cb;
+  c->body_cb = NULL;
+  if (body_cb) body_cb(c->body_ctx, r, NULL, 0);
+}
+
+/* Idempotent: either handle may be closing already. */
+static void close_handles(conn_t *c) {
+  if (!uv_is_closing((uv_handle_t *)&c->timer)) {
+    uv_timer_stop(&c->timer);
+    uv_close((uv_handle_t *)&c->timer, conn_handle_closed);
+  }
+  nl__http_io_close(&c->io, conn_handle_closed);
+}
+
+static void leave_live(conn_t *c) {
+  c->state = C_CLOSING;
+  assert(c->srv->nlive > 0);
+  c->srv->nlive--;
 }
 
 /* Closes both handles now; memory goes in the last close callback. */
 static void conn_close(conn_t *c) {
-  if (c->state == C_CLOSING) return;
-  c->state = C_CLOSING;
-  c->srv->nlive--;
-  uv_timer_stop(&c->timer);
-  uv_close((uv_handle_t *)&c->timer, conn_handle_closed);
-  nl__http_io_close(&c->io, conn_handle_closed);
+  if (c->state != C_CLOSING) leave_live(c);
+  close_handles(c);
   resp_detach(c);
 }
 
-/* Closes once what was written has been sent. */
+static void on_linger(uv_timer_t *t) {
+  conn_t *c = t->data;
+  nl_vlog(4, "http: %s: the peer did not take the last answer within %d ms, closing", c->remote,
+          LINGER_MS);
+  close_handles(c);
+}
+
+/* Closes once what was written has been sent, or after LINGER_MS: a peer
+ * that does not read cannot keep the answer's memory. */
 static void conn_close_after_writes(conn_t *c) {
   if (c->state == C_CLOSING) return;
-  c->state = C_CLOSING;
-  c->srv->nlive--;
-  uv_timer_stop(&c->timer);
-  uv_close((uv_handle_t *)&c->timer, conn_handle_closed);
+  leave_live(c);
+  uv_timer_start(&c->timer, on_linger, LINGER_MS, 0);
   nl__http_io_close_after_writes(&c->io, conn_handle_closed);
   resp_detach(c);
 }
 
 static void on_timeout(uv_timer_t *t) {
   conn_t *c = t->data;
-  if (c->got_bytes)
+  if (c->state == C_BODY)
     nl_vlog(4, "http: %s: no complete request within %" PRIu64 " ms, closing", c->remote,
             c->srv->opts.read_timeout_ms);
+  else if (c->req_start)
+    nl_vlog(4, "http: %s: no complete request head within %" PRIu64 " ms, closing", c->remote,
+            c->srv->opts.header_timeout_ms);
   else
     nl_vlog(4, "http: %s: idle for %" PRIu64 " ms, closing", c->remote,
             c->srv->opts.idle_timeout_ms);
   conn_close(c);
 }
 
-/* Waiting for the next request: the idle timeout runs. */
+/* The one timer of a live connection: idle until a request's first byte, then
+ * the head's deadline, then (reading a body) the request's. A handler, a
+ * stream and a tunnel have none. */
+static void arm_timer(conn_t *c) {
+  nl_http_server_opts_t *o = &c->srv->opts;
+  uint64_t deadline;
+  if (c->state == C_READING && !c->req_start) deadline = c->idle_since + o->idle_timeout_ms;
+  else if (c->state == C_READING) deadline = c->req_start + o->header_timeout_ms;
+  else if (c->state == C_BODY) deadline = c->req_start + o->read_timeout_ms;
+  else {
+    uv_timer_stop(&c->timer);
+    return;
+  }
+  uint64_t now = uv_now(c->srv->loop);
+  uv_timer_start(&c->timer, on_timeout, deadline > now ? deadline - now : 0, 0);
+}
+
+/* Back-pressure: the socket is read only while what waits to be parsed and
+ * what waits to be sent are both under their bounds. */
+static void update_reading(conn_t *c) {
+  if (c->state == C_CLOSING || c->state == C_TUNNEL) return;
+  bool want = c->pending.len < NL_HTTP_PENDING_HIGH &&
+              nl__http_io_queued(&c->io) < NL_HTTP_OUT_HIGH;
+  if (want == c->reading) return;
+  c->reading = want;
+  nl__http_io_read(&c->io, want);
+}
+
+/* Waiting for the next request: the idle timeout runs, or the head's deadline
+ * when a pipelined request has begun. */
 static void set_idle(conn_t *c) {
   c->idle_since = uv_now(c->srv->loop);
-  c->got_bytes = c->pending.len > 0; /* a pipelined request has begun */
-  uv_timer_start(&c->timer, on_timeout,
-                 c->got_bytes ? c->srv->opts.read_timeout_ms : c->srv->opts.idle_timeout_ms, 0);
+  c->req_start = c->pending.len > 0 ? c->idle_since : 0;
+  arm_timer(c);
 }
 
 static void format_date(char *out, size_t cap) {
@@ -359,12 +431,20 @@ static bool conn_write(conn_t *c, const void *data, size_t len) {
   return true;
 }
 
+/* Whether the connection may carry another request after this answer: a
+ * body left unread ends it (Go's server closes too when it will not read a
+ * large unread body). */
+static bool may_keep(const conn_t *c) {
+  return c->parser.msg.keep_alive && c->body_done && !c->peer_eof && !c->srv->stopping;
+}
+
 /* The response is out: close, or wait for the next request. */
 static void finish_response(conn_t *c, bool keep) {
   if (!keep) {
     conn_close_after_writes(c);
     return;
   }
+  c->nreqs++;
   free(c->path);
   free(c->query);
   c->path = c->query = NULL;
@@ -388,7 +468,8 @@ static void write_response(conn_t *c, int status, const nl_http_headers_t *heade
 }
 
 /* An error answer to a request we could not parse or accept; the connection
- * ends after it, as Go's server does for a bad request. */
+ * ends after it, as Go's server does for a bad request. A handler that waited
+ * for the body gets NULL. */
 static void reject(conn_t *c, int status, const char *msg) {
   nl_http_headers_t h = NL_HTTP_HEADERS_INIT;
   nl_http_headers_add(&h, "Content-Type", "text/plain; charset=utf-8");
@@ -439,44 +520,94 @@ static void dispatch(conn_t *c) {
   resp->head_only = strcmp(m->method, "HEAD") == 0;
   c->resp = resp;
   c->state = C_HANDLING;
-  uv_timer_stop(&c->timer);
+  arm_timer(c);
   nl_vlog(5, "http: %s: %s %s", c->remote, m->method, m->target);
   fn(ctx, &req, resp);
 }
 
+static int on_req_head(void *ctx, nl_http_msg_t *m) {
+  conn_t *c = ctx;
+  /* Without a body (nor an Upgrade's bytes) the message completes at once. */
+  bool has_body = m->chunked || m->content_length > 0;
+  if (!c->srv->opts.lazy_body || !has_body) return 0;
+  return NL_HTTP_HEAD_PAUSE;
+}
+
 static int on_req_body(void *ctx, const char *p, size_t n) {
   conn_t *c = ctx;
+  if (c->srv->opts.lazy_body && c->body.len + n > c->body_max) {
+    c->body_too_big = true;
+    nl_http_parser_fail(&c->parser, EMSGSIZE, "http: body exceeds the limit of %zu",
+                        c->body_max);
+    return -1;
+  }
   nl_buf_append(&c->body, p, n);
   return 0;
 }
 
+/* The body a handler asked for is complete. */
+static void body_complete(conn_t *c) {
+  c->state = C_HANDLING;
+  c->body_done = true;
+  arm_timer(c);
+  nl_http_body_fn cb = c->body_cb;
+  c->body_cb = NULL;
+  if (c->body.len == 0) nl_buf_puts(&c->body, "");
+  cb(c->body_ctx, c->resp, c->body.data, c->body.len);
+}
+
+/* True while queued output keeps the next request from being parsed. */
+static bool out_full(const conn_t *c) { return nl__http_io_queued(&c->io) >= NL_HTTP_OUT_HIGH; }
+
+/* Parses what was received while the connection can take it: the next request
+ * only when none is in hand and the answers before it are mostly out. */
 static void drain(conn_t *c) {
   if (c->draining) return; /* the outer loop goes on */
   c->draining = true;
-  while (c->state == C_READING && c->pending.len > 0) {
+  while (((c->state == C_READING && !out_full(c)) || c->state == C_BODY) && c->pending.len > 0) {
     size_t used = 0;
     nl_cleanup_err nl_err_t *err = NULL;
     int rc = nl_http_parser_feed(&c->parser, c->pending.data, c->pending.len, &used, &err);
     if (rc < 0) {
       nl_vlog(4, "http: %s: %s", c->remote, nl_err_msg(err));
       int kind = nl_http_parser_failure(&c->parser);
-      int status = kind == NL_HTTP_PERR_HEAD_TOO_BIG   ? 431
-                   : kind == NL_HTTP_PERR_BODY_TOO_BIG ? 413
-                                                       : 400;
+      int status = kind == NL_HTTP_PERR_HEAD_TOO_BIG                    ? 431
+                   : kind == NL_HTTP_PERR_BODY_TOO_BIG || c->body_too_big ? 413
+                                                                         : 400;
       reject(c, status, nl_err_msg(err));
       break;
     }
     nl_buf_consume(&c->pending, used);
-    if (rc == NL_HTTP_FEED_DONE) {
+    if (rc == NL_HTTP_FEED_HEAD) {
+      c->body_done = false;
+      dispatch(c);
+    } else if (rc == NL_HTTP_FEED_DONE && c->state == C_BODY) {
+      body_complete(c);
+    } else if (rc == NL_HTTP_FEED_DONE) {
       /* An Upgrade not taken over by its handler ends with the answer. */
       if (c->parser.msg.upgrade) c->parser.msg.keep_alive = false;
+      c->body_done = true;
       dispatch(c);
     }
   }
   c->draining = false;
-  if (c->state == C_READING && c->peer_eof) {
-    /* The peer is done sending; a half-sent request can never complete. */
-    conn_close(c);
+  if (c->state == C_BODY && c->peer_eof) {
+    conn_close(c); /* the body can never complete */
+  } else if (c->state == C_READING && c->peer_eof) {
+    /* The peer is done sending; a half-sent request can never complete. The
+     * answers queued before go out first. */
+    conn_close_after_writes(c);
+  }
+  update_reading(c);
+}
+
+static void on_first_byte(nl__http_io_t *io) {
+  conn_t *c = container_of(io, conn_t, io);
+  /* The first request's head deadline counts from here, the TLS handshake
+   * included: a stalled handshake holds its session no longer. */
+  if (c->state == C_READING && !c->req_start) {
+    c->req_start = uv_now(c->srv->loop);
+    arm_timer(c);
   }
 }
 
@@ -487,16 +618,12 @@ static void on_data(nl__http_io_t *io, const char *p, size_t n) {
     c->tunnel.cbs->on_data(c->tunnel.ctx, p, n);
     return;
   }
-  if (c->state == C_READING && !c->got_bytes) {
-    /* The request has begun: from idle to the read timeout. */
-    c->got_bytes = true;
-    uv_timer_start(&c->timer, on_timeout, c->srv->opts.read_timeout_ms, 0);
+  if (c->state == C_READING && !c->req_start) {
+    /* The request has begun: from idle to the head's deadline. */
+    c->req_start = uv_now(c->srv->loop);
+    arm_timer(c);
   }
-  if (c->state != C_READING && c->pending.len + n > MAX_PENDING) {
-    nl_vlog(4, "http: %s: too much pipelined data, closing", c->remote);
-    conn_close(c);
-    return;
-  }
+  /* At most one read over the bound: update_reading stops the socket. */
   nl_buf_append(&c->pending, p, n);
   drain(c);
 }
@@ -517,7 +644,8 @@ static void on_end(nl__http_io_t *io, nl_err_t *err) {
    * stream (a log follow) that may write nothing for hours ends, as Go's
    * server cancels the request when the client's side closes. */
   c->peer_eof = true;
-  if (c->state == C_READING || c->state == C_STREAMING) conn_close(c);
+  if (c->state == C_STREAMING) conn_close(c);
+  else if (c->state == C_READING || c->state == C_BODY) drain(c);
 }
 
 static void on_drain(nl__http_io_t *io) {
@@ -525,29 +653,50 @@ static void on_drain(nl__http_io_t *io) {
   if (c->state == C_TUNNEL && c->tunnel.cbs->on_drain) c->tunnel.cbs->on_drain(c->tunnel.ctx);
   else if (c->state == C_STREAMING && c->resp && c->resp->drain_cb)
     c->resp->drain_cb(c->resp->drain_ctx);
+  else if (c->state == C_READING) drain(c); /* pipelined requests held by the output */
+  if (c->state != C_CLOSING && c->state != C_TUNNEL) update_reading(c);
 }
 
-static const nl__http_io_cbs_t conn_io_cbs = {
-    .on_ready = NULL, .on_data = on_data, .on_end = on_end, .on_drain = on_drain};
+static const nl__http_io_cbs_t conn_io_cbs = {.on_ready = NULL,
+                                              .on_data = on_data,
+                                              .on_end = on_end,
+                                              .on_drain = on_drain,
+                                              .on_first_byte = on_first_byte};
 
-/* At the bound: closes the connection idle longest. Returns false when every
- * connection is busy with a request. */
-static bool evict_idle(nl_http_server_t *srv) {
-  conn_t *oldest = NULL;
+/* How much a connection is worth keeping at the bound (lowest goes first):
+ * 0 a TLS handshake not completed (a plain connection that sent nothing),
+ * 1 no request answered yet, 2 idle between requests, 3 a request in hand. */
+static int conn_rank(const conn_t *c) {
+  if (c->state != C_READING) return 3;
+  if (c->nreqs > 0) return 2;
+  if (c->srv->opts.tls ? nl__http_io_handshaking(&c->io) : !c->io.got_bytes) return 0;
+  return 1;
+}
+
+/* At the bound: closes the least valuable connection other than the newcomer
+ * (oldest first in a rank; the idle longest among the idle ones). */
+static void evict(nl_http_server_t *srv, conn_t *newcomer) {
+  conn_t *victim = NULL;
+  int victim_rank = 4;
   nl_list_t *pos, *tmp;
   nl_list_foreach_safe(pos, tmp, &srv->conns) {
     conn_t *c = nl_list_entry(pos, conn_t, link);
-    if (c->state != C_READING || c->got_bytes) continue;
-    if (!oldest || c->idle_since < oldest->idle_since) oldest = c;
+    if (c == newcomer || c->state == C_CLOSING) continue;
+    int rank = conn_rank(c);
+    if (rank < victim_rank || (rank == 2 && rank == victim_rank && c->idle_since < victim->idle_since)) {
+      victim = c;
+      victim_rank = rank;
+    }
+    if (rank == 0) break; /* the list is in accept order: this is the oldest */
   }
-  if (!oldest) return false;
-  nl_vlog(4, "http: %s: %zu connections open, closing %s, idle longest", srv->addr, srv->nlive,
-          oldest->remote);
-  conn_close(oldest);
-  return true;
+  if (!victim) return;
+  nl_vlog(4, "http: %s: %zu connections open, closing %s (rank %d)", srv->addr, srv->nlive,
+          victim->remote, victim_rank);
+  conn_close(victim);
 }
 
-static const nl_http_parser_cbs_t conn_parser_cbs = {.on_body = on_req_body};
+static const nl_http_parser_cbs_t conn_parser_cbs = {.on_head = on_req_head,
+                                                     .on_body = on_req_body};
 
 static void on_connection(uv_stream_t *l, int status) {
   nl_http_server_t *srv = l->data;
@@ -569,7 +718,8 @@ static void on_connection(uv_stream_t *l, int status) {
   nl_list_insert_tail(&srv->conns, &c->link);
   srv->nconns++;
   srv->nlive++;
-  nl_http_parser_limits_t lim = {.max_head = srv->opts.max_head, .max_body = srv->opts.max_body};
+  nl_http_parser_limits_t lim = {.max_head = srv->opts.max_head,
+                                 .max_body = srv->opts.lazy_body ? 0 : srv->opts.max_body};
   nl_http_parser_init(&c->parser, true, &lim, &conn_parser_cbs, c);
   strcpy(c->remote, "?");
   if (uv_accept(l, (uv_stream_t *)&c->io.tcp) < 0) {
@@ -580,19 +730,15 @@ static void on_connection(uv_stream_t *l, int status) {
   int len = sizeof(ss);
   if (uv_tcp_getpeername(&c->io.tcp, (struct sockaddr *)&ss, &len) == 0)
     format_addr((struct sockaddr *)&ss, c->remote, sizeof(c->remote));
-  if (srv->nlive > srv->opts.max_conns && !evict_idle(srv)) {
-    nl_warn("http: %s: refusing %s, %zu connections open and busy", srv->addr, c->remote,
-            srv->nlive - 1);
-    conn_close(c);
-    return;
-  }
-  if (srv->opts.tls) nl__http_io_set_tls(&c->io, nl_tls_new(srv->opts.tls, NULL));
+  if (srv->nlive > srv->opts.max_conns) evict(srv, c);
+  if (srv->opts.tls) nl__http_io_set_tls_later(&c->io, srv->opts.tls);
   nl_cleanup_err nl_err_t *err = NULL;
   if (nl__http_io_start(&c->io, &err) < 0) {
     nl_vlog(4, "http: %s: %s", c->remote, nl_err_msg(err));
     conn_close(c);
     return;
   }
+  c->reading = true;
   uv_tcp_nodelay(&c->io.tcp, 1);
   set_idle(c);
 }
@@ -613,12 +759,42 @@ bool nl_http_resp_alive(const nl_http_resp_t *resp) { return resp->conn != NULL;
 void nl_http_resp_send(nl_http_resp_t *resp, int status, const void *body, size_t len) {
   conn_t *c = resp->conn;
   if (c) {
+    assert(c->state == C_HANDLING);
     c->resp = NULL;
-    bool keep = c->parser.msg.keep_alive && !c->peer_eof && !c->srv->stopping;
-    write_response(c, status, &resp->headers, resp->head_only, body, len, keep);
+    write_response(c, status, &resp->headers, resp->head_only, body, len, may_keep(c));
   }
   nl_http_headers_free(&resp->headers);
   free(resp);
+}
+
+void nl_http_resp_read_body(nl_http_resp_t *resp, size_t max, nl_http_body_fn cb, void *ctx) {
+  conn_t *c = resp->conn;
+  if (!c) {
+    cb(ctx, resp, NULL, 0);
+    return;
+  }
+  assert(c->state == C_HANDLING && !c->body_cb);
+  if (c->body_done) {
+    cb(ctx, resp, c->body.data, c->body.len);
+    return;
+  }
+  if (max > c->srv->opts.max_body) max = (size_t)c->srv->opts.max_body;
+  c->body_cb = cb;
+  c->body_ctx = ctx;
+  c->body_max = max;
+  int64_t cl = c->parser.msg.content_length;
+  if (cl > 0 && (uint64_t)cl > max) {
+    char msg[128];
+    snprintf(msg, sizeof(msg), "http: body of %" PRId64 " bytes exceeds the limit of %zu", cl, max);
+    nl_vlog(4, "http: %s: %s", c->remote, msg);
+    c->state = C_BODY;
+    reject(c, 413, msg); /* unread; cb gets NULL */
+    return;
+  }
+  c->state = C_BODY;
+  nl_http_parser_resume(&c->parser);
+  arm_timer(c);
+  drain(c);
 }
 
 void nl_http_resp_send_str(nl_http_resp_t *resp, int status, const char *body) {
@@ -632,7 +808,7 @@ void nl_http_resp_stream(nl_http_resp_t *resp, int status) {
   if (!c) return;
   assert(c->state == C_HANDLING);
   resp->chunked = c->parser.msg.major == 1 && c->parser.msg.minor >= 1;
-  bool keep = resp->chunked && c->parser.msg.keep_alive && !c->peer_eof && !c->srv->stopping;
+  bool keep = resp->chunked && may_keep(c);
   if (!keep) c->parser.msg.keep_alive = false;
   nl_buf_t b = NL_BUF_INIT;
   put_head(&b, status, &resp->headers, resp->chunked ? FR_CHUNKED : FR_CLOSE, 0, keep);
@@ -673,7 +849,7 @@ void nl_http_resp_end(nl_http_resp_t *resp) {
   if (c) {
     assert(c->state == C_STREAMING);
     c->resp = NULL;
-    bool keep = resp->chunked && c->parser.msg.keep_alive && !c->peer_eof && !c->srv->stopping;
+    bool keep = resp->chunked && may_keep(c);
     bool ok = true;
     if (resp->chunked && !resp->head_only) ok = conn_write(c, "0\r\n\r\n", 5);
     finish_response(c, keep && ok);
@@ -706,6 +882,8 @@ nl_http_tunnel_t *nl_http_resp_takeover(nl_http_resp_t *resp, const nl_http_tunn
   assert(c->state == C_HANDLING);
   c->resp = NULL;
   c->state = C_TUNNEL;
+  if (!c->reading) nl__http_io_read(&c->io, true); /* the tunnel's owner decides from now on */
+  c->reading = true;
   c->tunnel.cbs = cbs;
   c->tunnel.ctx = ctx;
   uv_timer_start(&c->timer, tunnel_flush_pending, 0, 0);

@@ -3,6 +3,15 @@
  * timeout, a connection limit, optional TLS. Handlers may answer later
  * (asynchronously) through their response object.
  *
+ * Every connection follows one discipline against hostile clients: one request
+ * in hand at a time (the next pipelined one is parsed once the answer is
+ * queued and the connection's queued output is under NL_HTTP_OUT_HIGH);
+ * reading stops while unparsed input or queued output is over its bound and
+ * resumes when it drains; the head must be complete header_timeout_ms after
+ * the request's first byte (for TLS, the handshake's); at the connection bound
+ * the least valuable connection goes, never the newcomer. docs/SERVER.md has the
+ * figures.
+ *
  * Lifetime: nl_http_server_init() creates the listening handle, so every
  * initialised server must be stopped with nl_http_server_stop(); the owner keeps
  * the struct alive until the done callback has run. */
@@ -30,7 +39,7 @@ typedef struct nl_http_req {
   const char *path;   /* target without the query, not percent-decoded */
   const char *query;  /* after '?', "" when none */
   const nl_http_headers_t *headers;
-  const char *body; /* NUL-terminated; "" when none */
+  const char *body; /* NUL-terminated; "" when none (and, with lazy_body, always at dispatch) */
   size_t body_len;
   const char *remote; /* "127.0.0.1:53012" */
   nl_tls_t *tls;      /* the connection's TLS session (peer certificate), or NULL */
@@ -41,16 +50,30 @@ typedef struct nl_http_req {
  * (then the call only frees the response). */
 typedef void (*nl_http_handler_fn)(void *ctx, const nl_http_req_t *req, nl_http_resp_t *resp);
 
+/* Queued output of a connection over which no further request is parsed and
+ * reading stops; and unparsed input over which reading stops. */
+#define NL_HTTP_OUT_HIGH (16 * 1024)
+#define NL_HTTP_PENDING_HIGH (16 * 1024)
+
 typedef struct nl_http_server_opts {
   uint64_t read_timeout_ms; /* from the first byte of a request to all of it; 0: 60 s */
+  uint64_t header_timeout_ms; /* from the first byte (of the TLS handshake, for the first
+                                 request) to the end of the head; 0: 10 s */
   uint64_t idle_timeout_ms; /* from accept or the last answer to a request's first byte;
                                0: read_timeout_ms */
-  /* At the bound, a new connection closes the connection that has been idle
-   * (waiting for a request) longest; when none is idle, the new one is refused.
-   * So a flood of silent sockets can never lock other clients out. 0: 128. */
+  /* At the bound, a new connection closes the least valuable one: a TLS
+   * connection whose handshake has not completed (a plain one that sent
+   * nothing), then one that has not completed a request, oldest first; then
+   * the one idle longest between requests; then the oldest with a request in
+   * hand. The newcomer (it may be the API server) is never refused. 0: 128. */
   size_t max_conns;
   size_t max_head;          /* 0: NL_HTTP_DEFAULT_MAX_HEAD; over it: 431 */
   uint64_t max_body;        /* 0: 1 MiB; over it: 413 */
+  /* Handlers run when the head is complete, before any body byte is read; one
+   * that wants the body asks for it with nl_http_resp_read_body(). An answer
+   * to a request whose body was not read ends the connection. Without it the
+   * server reads the body (up to max_body) before the handler runs. */
+  bool lazy_body;
   nl_tls_config_t *tls;     /* a server config (referenced), or NULL for plain HTTP */
 } nl_http_server_opts_t;
 
@@ -100,6 +123,16 @@ int nl_http_server_port(const nl_http_server_t *srv);
 void nl_http_server_stop(nl_http_server_t *srv, nl_http_server_done_fn done, void *ctx);
 
 /* ---- responses ---------------------------------------------------------- */
+
+/* The request's body, for a handler of a lazy_body server (elsewhere the
+ * body is already there): reads at most max bytes (also bounded by the
+ * server's max_body), then calls cb once with it, NUL-terminated and borrowed
+ * until the answer. A body over max is answered 413 by the server without
+ * being read. cb gets body NULL when there is no answer to give any more (413,
+ * a timeout, the client went away): it must still release resp. cb may run
+ * inside this call. */
+typedef void (*nl_http_body_fn)(void *ctx, nl_http_resp_t *resp, const char *body, size_t len);
+void nl_http_resp_read_body(nl_http_resp_t *resp, size_t max, nl_http_body_fn cb, void *ctx);
 
 /* Adds a response header (copied). Content-Length, Date and Connection are set
  * by the server. Content-Type defaults to "text/plain; charset=utf-8". */

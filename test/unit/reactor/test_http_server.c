@@ -270,18 +270,291 @@ static void hold_and_connect(void *ctx, const nl_http_req_t *req, nl_http_resp_t
   f->second.on_closed = second_closed;
 }
 
-/* A connection busy with a request is never evicted: the new one is refused. */
-static void connection_limit_busy_refuses(void **state) {
+/* At the bound even a connection busy with a request makes room: the
+ * newcomer (it may be the API server) is never refused. */
+static void connection_limit_never_refuses(void **state) {
   fixture_t f;
   nl_http_server_opts_t o = {.max_conns = 1};
   setup_server(&f, &o);
   nl_http_server_route(&f.srv, "GET", "/hold", hold_and_connect, &f);
   const char *chunks[] = {"GET /hold HTTP/1.1\r\nConnection: close\r\n\r\n", NULL};
   run_peer(&f, chunks);
-  assert_int_equal(f.handled, 1);
-  assert_int_equal(f.second.in.len, 0);
-  assert_non_null(strstr(f.peer.in.data, "\r\n\r\ndone"));
-  nl_buf_free(&f.peer.in);
+  assert_int_equal(f.handled, 2);
+  assert_non_null(strstr(f.second.in.data, "HTTP/1.1 200 OK"));
+  assert_int_equal(f.peer.in.len, 0); /* evicted with its request in hand */
+  nl_buf_free(&f.second.in);
+}
+
+/* ---- hostile clients ------------------------------------------------------ */
+
+static void big_answer(void *ctx, const nl_http_req_t *req, nl_http_resp_t *resp) {
+  fixture_t *f = ctx;
+  f->handled++;
+  size_t n = 256 * 1024;
+  char *body = nl_xmalloc(n);
+  memset(body, 'x', n);
+  nl_http_resp_send(resp, 200, body, n);
+  free(body);
+}
+
+typedef struct writer {
+  uv_tcp_t tcp;
+  uv_connect_t connect;
+  nl_buf_t out;
+  bool reads;
+  nl_buf_t in;
+  bool closed, eof;
+} writer_t;
+
+static void writer_closed(uv_handle_t *h) { ((writer_t *)h->data)->closed = true; }
+
+static void writer_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b) {
+  writer_t *w = s->data;
+  if (n > 0) nl_buf_append(&w->in, b->base, (size_t)n);
+  if (n < 0) {
+    w->eof = true;
+    if (!uv_is_closing((uv_handle_t *)s)) uv_close((uv_handle_t *)s, writer_closed);
+  }
+  free(b->base);
+}
+
+static void writer_connected(uv_connect_t *c, int status) {
+  writer_t *w = c->data;
+  assert_int_equal(status, 0);
+  uv_buf_t b = uv_buf_init(w->out.data, (unsigned)w->out.len);
+  uv_write_t *req = nl_xmalloc(sizeof(*req));
+  assert_int_equal(uv_write(req, (uv_stream_t *)&w->tcp, &b, 1, raw_write_cb), 0);
+  if (w->reads) uv_read_start((uv_stream_t *)&w->tcp, raw_alloc, writer_read);
+}
+
+/* Connects and writes out (owned), reading the answers only when reads. */
+static void writer_start(writer_t *w, uv_loop_t *loop, int port, bool reads) {
+  uv_tcp_init(loop, &w->tcp);
+  w->tcp.data = w;
+  w->connect.data = w;
+  w->reads = reads;
+  /* A small receive window: the server's answers pile up on its side. */
+  uv_tcp_nodelay(&w->tcp, 1);
+  struct sockaddr_in sa;
+  uv_ip4_addr("127.0.0.1", port, &sa);
+  uv_tcp_connect(&w->connect, &w->tcp, (struct sockaddr *)&sa, writer_connected);
+}
+
+static void stop_now(uv_timer_t *t) {
+  fixture_t *f = t->data;
+  nl_http_server_stop(&f->srv, stopped_cb, f);
+  uv_close((uv_handle_t *)t, NULL);
+}
+
+/* A client pipelines 64 requests for 256 KiB answers and never reads: the
+ * server answers only while its queued output is under the bound (what the
+ * kernel's socket buffers take, then one answer), not all 64 (16 MiB). */
+static void pipelining_never_reading_is_bounded(void **state) {
+  fixture_t f;
+  setup_server(&f, NULL);
+  nl_http_server_route(&f.srv, "GET", "/big", big_answer, &f);
+  writer_t w = {0};
+  for (int i = 0; i < 64; i++) nl_buf_puts(&w.out, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n");
+  writer_start(&w, &f.loop, nl_http_server_port(&f.srv), false);
+  uv_timer_t t;
+  uv_timer_init(&f.loop, &t);
+  t.data = &f;
+  uv_timer_start(&t, stop_now, 500, 0);
+  uv_run(&f.loop, UV_RUN_DEFAULT);
+  assert_int_equal(f.stopped, 1);
+  assert_true(f.handled >= 1);
+  assert_true(f.handled < 40);
+  /* The server closed the connection when it stopped. */
+  uv_close((uv_handle_t *)&w.tcp, writer_closed);
+  uv_run(&f.loop, UV_RUN_DEFAULT);
+  nl_buf_free(&w.out);
+  assert_int_equal(uv_loop_close(&f.loop), 0);
+}
+
+/* A lazy_body server: the handler decides before any body byte is read. */
+typedef struct body_fixture {
+  fixture_t f;
+  int bodies, nulls;
+  size_t seen_len;
+  char seen[16];
+} body_fixture_t;
+
+static void deny(void *ctx, const nl_http_req_t *req, nl_http_resp_t *resp) {
+  body_fixture_t *b = ctx;
+  b->f.handled++;
+  b->seen_len = req->body_len;
+  nl_http_resp_send_str(resp, 401, "Unauthorized\n");
+}
+
+static void got_body(void *ctx, nl_http_resp_t *resp, const char *body, size_t len) {
+  body_fixture_t *b = ctx;
+  if (!body) {
+    b->nulls++;
+    nl_http_resp_send_str(resp, 500, "gone");
+    return;
+  }
+  b->bodies++;
+  snprintf(b->seen, sizeof(b->seen), "%.*s", (int)len, body);
+  nl_http_resp_send_str(resp, 200, b->seen);
+}
+
+static void small_body(void *ctx, const nl_http_req_t *req, nl_http_resp_t *resp) {
+  body_fixture_t *b = ctx;
+  b->f.handled++;
+  nl_http_resp_read_body(resp, 8, got_body, b);
+}
+
+static void body_setup(body_fixture_t *b) {
+  memset(b, 0, sizeof(*b));
+  nl_http_server_opts_t o = {.lazy_body = true};
+  setup_server(&b->f, &o);
+  nl_http_server_route(&b->f.srv, NULL, "/deny", deny, b);
+  nl_http_server_route(&b->f.srv, "PUT", "/small", small_body, b);
+}
+
+/* An unauthenticated POST of 1 MiB gets its 401 before the body is read, and
+ * the connection ends (the body is never buffered); a body the handler asks
+ * for arrives; one over its limit is 413 unread. */
+static void body_read_only_when_asked(void **state) {
+  body_fixture_t b;
+  body_setup(&b);
+  writer_t w = {0};
+  nl_buf_puts(&w.out, "POST /deny HTTP/1.1\r\nHost: x\r\nContent-Length: 1048576\r\n\r\n");
+  writer_start(&w, &b.f.loop, nl_http_server_port(&b.f.srv), true);
+  while (!w.closed) uv_run(&b.f.loop, UV_RUN_ONCE);
+  assert_int_equal(b.f.handled, 1);
+  assert_int_equal(b.seen_len, 0);
+  assert_non_null(strstr(w.in.data, "HTTP/1.1 401 "));
+  assert_non_null(strstr(w.in.data, "Connection: close\r\n"));
+  nl_buf_free(&w.in);
+  nl_buf_free(&w.out);
+
+  const char *chunks[] = {"PUT /small HTTP/1.1\r\nContent-Length: 1\r\n\r\n5",
+                          "PUT /small HTTP/1.1\r\nContent-Length: 100\r\n\r\n", NULL};
+  b.f.peer.data = &b.f;
+  run_peer(&b.f, chunks);
+  assert_int_equal(b.bodies, 1);
+  assert_int_equal(b.nulls, 1);
+  assert_non_null(strstr(b.f.peer.in.data, "HTTP/1.1 200 OK"));
+  assert_non_null(strstr(b.f.peer.in.data, "\r\n\r\n5HTTP/1.1 413 "));
+  nl_buf_free(&b.f.peer.in);
+}
+
+/* ---- eviction order ---- */
+
+typedef struct evict_fixture {
+  fixture_t f;
+  raw_peer_t slow, silent, keep, late;
+  uv_timer_t step;
+  int n;
+  int order[4]; /* which peer closed, in order: 1 slow, 2 silent, 3 keep */
+  int closes;
+} evict_fixture_t;
+
+static void evict_peer_closed(raw_peer_t *r) {
+  evict_fixture_t *e = r->data;
+  int id = r == &e->slow ? 1 : r == &e->silent ? 2 : r == &e->keep ? 3 : 4;
+  if (id == 4) {
+    nl_http_server_stop(&e->f.srv, stopped_cb, &e->f);
+    return;
+  }
+  if (e->closes < 4) e->order[e->closes++] = id;
+}
+
+static void evict_step(uv_timer_t *t) {
+  evict_fixture_t *e = t->data;
+  int port = nl_http_server_port(&e->f.srv);
+  static const char *slow[] = {"GET /healthz HTTP/1.1\r\n", NULL};
+  static const char *none[] = {NULL};
+  static const char *keep[] = {"GET /healthz HTTP/1.1\r\n\r\n", NULL};
+  static const char *late[] = {"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n", NULL};
+  raw_peer_t *r = NULL;
+  switch (e->n++) {
+  case 0: raw_start(r = &e->slow, t->loop, port, slow); break;
+  case 1: raw_start(r = &e->silent, t->loop, port, none); break;
+  case 2: raw_start(r = &e->keep, t->loop, port, keep); break;
+  case 3: raw_start(r = &e->late, t->loop, port, late); break;
+  }
+  r->data = e;
+  r->on_closed = evict_peer_closed;
+  if (e->n == 4) uv_close((uv_handle_t *)t, NULL);
+}
+
+/* max_conns 2: a slowloris (half a head), then a silent socket, then a client
+ * that completes a request and stays: the silent one goes first (though
+ * younger), then the slow one when a fourth arrives; the proven client and
+ * every newcomer stay. */
+static void eviction_order(void **state) {
+  evict_fixture_t e;
+  memset(&e, 0, sizeof(e));
+  nl_http_server_opts_t o = {.max_conns = 2};
+  setup_server(&e.f, &o);
+  uv_timer_init(&e.f.loop, &e.step);
+  e.step.data = &e;
+  uv_timer_start(&e.step, evict_step, 30, 30);
+  uv_run(&e.f.loop, UV_RUN_DEFAULT);
+  assert_int_equal(e.f.stopped, 1);
+  assert_int_equal(e.order[0], 2); /* silent */
+  assert_int_equal(e.order[1], 1); /* slowloris */
+  assert_true(e.order[2] == 0 || e.order[2] == 3); /* keep: only at the stop */
+  assert_non_null(strstr(e.late.in.data, "HTTP/1.1 200 OK"));
+  assert_non_null(strstr(e.keep.in.data, "HTTP/1.1 200 OK"));
+  assert_int_equal(e.slow.in.len, 0);
+  nl_buf_free(&e.late.in);
+  nl_buf_free(&e.keep.in);
+  assert_int_equal(uv_loop_close(&e.f.loop), 0);
+}
+
+/* ---- the head's deadline ---- */
+
+typedef struct drip {
+  raw_peer_t r;
+  uv_timer_t t;
+  uint64_t closed_at;
+} drip_t;
+
+static void drip_tick(uv_timer_t *t) {
+  drip_t *d = t->data;
+  if (d->r.closed) {
+    uv_close((uv_handle_t *)t, NULL);
+    return;
+  }
+  static const char *byte = "X";
+  uv_write_t *w = nl_xmalloc(sizeof(*w));
+  uv_buf_t b = uv_buf_init((char *)byte, 1);
+  if (uv_write(w, (uv_stream_t *)&d->r.tcp, &b, 1, raw_write_cb) < 0) free(w);
+}
+
+static void drip_closed(raw_peer_t *r) {
+  drip_t *d = container_of(r, drip_t, r);
+  fixture_t *f = r->data;
+  d->closed_at = uv_now(&f->loop);
+  nl_http_server_stop(&f->srv, stopped_cb, f);
+}
+
+/* A slowloris that sends a byte of a header every 20 ms is cut when the head
+ * is not complete header_timeout_ms after its first byte, although it is never
+ * idle and the request deadline is far. */
+static void head_deadline(void **state) {
+  fixture_t f;
+  nl_http_server_opts_t o = {.header_timeout_ms = 150, .read_timeout_ms = 60000,
+                             .idle_timeout_ms = 60000};
+  setup_server(&f, &o);
+  drip_t d;
+  const char *chunks[] = {"GET /healthz HTTP/1.1\r\nX-Slow: ", NULL};
+  raw_start(&d.r, &f.loop, nl_http_server_port(&f.srv), chunks);
+  d.r.data = &f;
+  d.r.on_closed = drip_closed;
+  uv_timer_init(&f.loop, &d.t);
+  d.t.data = &d;
+  uv_timer_start(&d.t, drip_tick, 20, 20);
+  uint64_t t0 = uv_now(&f.loop);
+  uv_run(&f.loop, UV_RUN_DEFAULT);
+  assert_int_equal(f.stopped, 1);
+  assert_true(d.closed_at - t0 >= 150);
+  assert_true(d.closed_at - t0 < 2000);
+  assert_int_equal(f.handled, 0);
+  assert_int_equal(uv_loop_close(&f.loop), 0);
 }
 
 static void stream_handler(void *ctx, const nl_http_req_t *req, nl_http_resp_t *resp) {
@@ -396,7 +669,11 @@ int main(void) {
       cmocka_unit_test(slow_client_times_out),
       cmocka_unit_test(stop_with_pending_response),
       cmocka_unit_test(connection_limit_evicts_idle),
-      cmocka_unit_test(connection_limit_busy_refuses),
+      cmocka_unit_test(connection_limit_never_refuses),
+      cmocka_unit_test(pipelining_never_reading_is_bounded),
+      cmocka_unit_test(body_read_only_when_asked),
+      cmocka_unit_test(eviction_order),
+      cmocka_unit_test(head_deadline),
       cmocka_unit_test(streamed_response),
       cmocka_unit_test(takeover_after_upgrade),
       cmocka_unit_test(listen_errors),
