@@ -14,6 +14,7 @@
 
 #define DEFAULT_IDLE_TIMEOUT_MS (90 * 1000) /* upstream's IdleTimeout */
 #define DEFAULT_READ_TIMEOUT_MS (60 * 1000)
+#define DEFAULT_HEADER_TIMEOUT_MS (10 * 1000)
 #define DEFAULT_MAX_CONNS 1024
 #define MAX_CIPHERSUITES 64
 
@@ -82,6 +83,71 @@ static const route_t *route_find(const nl_kserver_t *s, const char *method, cons
   return best;
 }
 
+/* A handler waiting for its request's body: copies of what it will be
+ * called with. */
+typedef struct body_call {
+  nl_kserver_handler_fn fn;
+  void *ctx;
+  char *method, *target, *path, *query, *remote;
+  nl_http_headers_t headers;
+  nl_tls_t *tls;
+  char *name, *uid;
+  char **groups;
+} body_call_t;
+
+static void body_arrived(void *ctx, nl_http_resp_t *resp, const char *body, size_t len) {
+  body_call_t *b = ctx;
+  if (!body) {
+    nl_http_resp_send_str(resp, 400, ""); /* only releases resp: the server answered */
+  } else {
+    nl_http_req_t req = {.method = b->method,
+                         .target = b->target,
+                         .path = b->path,
+                         .query = b->query,
+                         .headers = &b->headers,
+                         .body = body,
+                         .body_len = len,
+                         .remote = b->remote,
+                         .tls = nl_http_resp_alive(resp) ? b->tls : NULL};
+    nl_kserver_user_t u = {.name = b->name, .uid = b->uid, .groups = (const char *const *)b->groups};
+    b->fn(b->ctx, &req, &u, resp);
+  }
+  free(b->method);
+  free(b->target);
+  free(b->path);
+  free(b->query);
+  free(b->remote);
+  nl_http_headers_free(&b->headers);
+  free(b->name);
+  free(b->uid);
+  for (size_t i = 0; b->groups[i]; i++) free(b->groups[i]);
+  free(b->groups);
+  free(b);
+}
+
+/* Reads the body the route takes (the request is authorized by now), then
+ * calls its handler. */
+static void call_with_body(const route_t *r, const nl_http_req_t *req,
+                           const nl_kserver_user_t *user, nl_http_resp_t *resp) {
+  body_call_t *b = nl_xcalloc(1, sizeof(*b));
+  b->fn = r->r.fn;
+  b->ctx = r->r.ctx;
+  b->method = nl_xstrdup(req->method);
+  b->target = nl_xstrdup(req->target);
+  b->path = nl_xstrdup(req->path);
+  b->query = nl_xstrdup(req->query);
+  b->remote = nl_xstrdup(req->remote);
+  nl_http_headers_copy(&b->headers, req->headers);
+  b->tls = req->tls;
+  b->name = nl_xstrdup(user->name);
+  b->uid = nl_xstrdup(user->uid ? user->uid : "");
+  size_t n = 0;
+  while (user->groups && user->groups[n]) n++;
+  b->groups = nl_xcalloc(n + 1, sizeof(char *));
+  for (size_t i = 0; i < n; i++) b->groups[i] = nl_xstrdup(user->groups[i]);
+  nl_http_resp_read_body(resp, r->r.max_body, body_arrived, b);
+}
+
 static void dispatch(nl_kserver_t *s, const nl_http_req_t *req, const nl_kserver_user_t *user,
                      nl_http_resp_t *resp, bool read_only) {
   bool wrong_method;
@@ -91,7 +157,8 @@ static void dispatch(nl_kserver_t *s, const nl_http_req_t *req, const nl_kserver
                           wrong_method ? "Method Not Allowed\n" : "404 page not found\n");
     return;
   }
-  r->r.fn(r->r.ctx, req, user, resp);
+  if (r->r.max_body) call_with_body(r, req, user, resp);
+  else r->r.fn(r->r.ctx, req, user, resp);
 }
 
 /* ---- requests waiting for authentication and authorization --------------- */
@@ -100,10 +167,11 @@ typedef struct pending {
   nl_kserver_t *s;
   nl_http_resp_t *resp;
   bool aborted;
-  /* A copy of the request: the connection may go while the apiserver answers. */
-  char *method, *target, *path, *query, *body, *remote;
-  size_t body_len;
+  /* A copy of the request head (its body is read only once it is authorized):
+   * the connection may go while the apiserver answers. */
+  char *method, *target, *path, *query, *remote;
   nl_http_headers_t headers;
+  nl_tls_t *tls;
 } pending_t;
 
 static void pending_aborted(void *ctx) {
@@ -116,7 +184,6 @@ static void pending_free(pending_t *p) {
   free(p->target);
   free(p->path);
   free(p->query);
-  free(p->body);
   free(p->remote);
   nl_http_headers_free(&p->headers);
   free(p);
@@ -135,9 +202,9 @@ static void auth_done(void *ctx, int status, const nl_kauth_user_t *user, const 
                          .path = p->path,
                          .query = p->query,
                          .headers = &p->headers,
-                         .body = p->body,
-                         .body_len = p->body_len,
-                         .remote = p->remote};
+                         .body = "",
+                         .remote = p->remote,
+                         .tls = p->tls};
     nl_kserver_user_t u = {.name = user->name,
                            .uid = user->uid,
                            .groups = (const char *const *)user->groups};
@@ -155,9 +222,8 @@ static void on_secure(void *ctx, const nl_http_req_t *req, nl_http_resp_t *resp)
   p->target = nl_xstrdup(req->target);
   p->path = nl_xstrdup(req->path);
   p->query = nl_xstrdup(req->query);
-  p->body = nl_xstrndup(req->body, req->body_len);
-  p->body_len = req->body_len;
   p->remote = nl_xstrdup(req->remote);
+  p->tls = req->tls;
   nl_http_headers_copy(&p->headers, req->headers);
   nl_http_resp_on_abort(resp, pending_aborted, p);
   nl_tls_peer_t peer = {0};
@@ -283,7 +349,9 @@ int nl_kserver_new(nl_kserver_t **out, uv_loop_t *loop, const nl_kserver_opts_t 
   nl_http_server_opts_t ho = {
       .idle_timeout_ms = o->idle_timeout_ms ? o->idle_timeout_ms : DEFAULT_IDLE_TIMEOUT_MS,
       .read_timeout_ms = o->read_timeout_ms ? o->read_timeout_ms : DEFAULT_READ_TIMEOUT_MS,
+      .header_timeout_ms = o->header_timeout_ms ? o->header_timeout_ms : DEFAULT_HEADER_TIMEOUT_MS,
       .max_conns = o->max_conns ? o->max_conns : DEFAULT_MAX_CONNS,
+      .lazy_body = true, /* bodies only after authorization */
       .tls = s->tls};
   if (nl_http_server_init(&s->https, loop, &ho, err) < 0) goto fail_http;
   nl_http_server_route(&s->https, NULL, "/", on_secure, s);

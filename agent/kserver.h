@@ -39,6 +39,10 @@ typedef struct nl_kserver_route {
   nl_kserver_handler_fn fn;
   void *ctx;
   bool read_only;      /* also served on readOnlyPort, without authentication */
+  /* The body the handler takes, in bytes, read only once the request is
+   * authenticated and authorized (longer: 413); 0: none (a request with a body
+   * is answered without reading it, and its connection ends). */
+  size_t max_body;
 } nl_kserver_route_t;
 
 typedef struct nl_kserver nl_kserver_t;
@@ -61,7 +65,8 @@ typedef struct nl_kserver_opts {
   uint64_t authn_ttl_ms;      /* authentication.webhook.cacheTTL */
   bool authz_webhook;         /* authorization.mode == Webhook (else AlwaysAllow) */
   uint64_t allowed_ttl_ms, denied_ttl_ms; /* authorization.webhook.cache*TTL */
-  uint64_t idle_timeout_ms, read_timeout_ms; /* 0: 2 min, 1 min */
+  uint64_t idle_timeout_ms, read_timeout_ms; /* 0: 90 s, 1 min */
+  uint64_t header_timeout_ms; /* 0: 10 s */
   size_t max_conns;           /* 0: 1024 */
 } nl_kserver_opts_t;
 

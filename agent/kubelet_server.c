@@ -181,7 +181,7 @@ int nl__kubelet_server_init(nl_kubelet_t *k, nl_err_t **err) {
     const nl_kserver_route_t debug[] = {
         {"GET", "/configz", configz, k, false},
         {"GET", "/runningpods/", runningpods, k, false},
-        {NULL, "/debug/flags/v", debug_flags_v, k, false},
+        {NULL, "/debug/flags/v", debug_flags_v, k, false, 64},
     };
     nl_kserver_route(k->kserver, debug, sizeof debug / sizeof debug[0]);
     k->logs = (nl_kserver_logs_t){.loop = k->loop,

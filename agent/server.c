@@ -43,7 +43,9 @@ void nl_agent_server_healthz(void *ctx, const nl_http_req_t *req, nl_http_resp_t
 
 int nl_agent_server_init(nl_agent_server_t *s, uv_loop_t *loop, nl_err_t **err) {
   memset(s, 0, sizeof *s);
-  if (nl_http_server_init(&s->http, loop, NULL, err) < 0) return -1;
+  /* Its routes take no body: none is ever read. */
+  nl_http_server_opts_t o = {.lazy_body = true};
+  if (nl_http_server_init(&s->http, loop, &o, err) < 0) return -1;
   nl_http_server_route(&s->http, "GET", "/healthz", nl_agent_server_healthz, s);
   nl_http_server_route(&s->http, "GET", "/healthz/", nl_agent_server_healthz, s);
   return 0;

@@ -132,6 +132,12 @@ static bool tls_input(nl__http_io_t *io, const char *p, size_t n) {
 
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   nl__http_io_t *io = container_of((uv_tcp_t *)s, nl__http_io_t, tcp);
+  if (io->discard_cb) {
+    /* Closing: what the peer still sends is dropped until its end. */
+    free(buf->base);
+    if (nread < 0 && !nl__http_io_closing(io)) uv_close((uv_handle_t *)s, io->discard_cb);
+    return;
+  }
   if (nread > 0 && !io->got_bytes) {
     io->got_bytes = true;
     if (io->tls_later) io->tls = nl_tls_new(io->tls_later, NULL);
@@ -178,10 +184,21 @@ static void shutdown_cb(uv_shutdown_t *req, int status) {
   uv_handle_t *h = (uv_handle_t *)req->handle;
   uv_close_cb cb = s->cb;
   free(s);
-  if (!uv_is_closing(h)) uv_close(h, cb);
+  if (uv_is_closing(h)) return;
+  nl__http_io_t *io = container_of((uv_tcp_t *)h, nl__http_io_t, tcp);
+  /* Closing a socket with unread input resets it, and the peer may lose the
+   * answer it has not read yet (a 401 to a request whose body was not read):
+   * read to the peer's end first, as Go's server does for a while. The
+   * owner bounds how long. */
+  if (status == 0 && io->discard_input) {
+    io->discard_cb = cb;
+    if (uv_read_start((uv_stream_t *)h, alloc_cb, read_cb) == 0) return;
+  }
+  uv_close(h, cb);
 }
 
-void nl__http_io_close_after_writes(nl__http_io_t *io, uv_close_cb cb) {
+void nl__http_io_close_after_writes(nl__http_io_t *io, uv_close_cb cb, bool discard_input) {
+  io->discard_input = discard_input;
   if (nl__http_io_closing(io)) return;
   if (io->tls && nl_tls_handshake_done(io->tls)) {
     nl_tls_close_notify(io->tls);

@@ -31,7 +31,8 @@ struct nl__http_io {
   nl_tls_t *tls;
   nl_tls_config_t *tls_later; /* a server's: the session is made at the first byte */
   const nl__http_io_cbs_t *cbs;
-  bool ended, got_bytes;
+  bool ended, got_bytes, discard_input;
+  uv_close_cb discard_cb; /* closing: dropping the peer's input */
 };
 
 int nl__http_io_init(nl__http_io_t *io, uv_loop_t *loop, const nl__http_io_cbs_t *cbs);
@@ -54,8 +55,10 @@ size_t nl__http_io_queued(const nl__http_io_t *io);
 void nl__http_io_read(nl__http_io_t *io, bool on);
 /* Closes now; pending writes are dropped. */
 void nl__http_io_close(nl__http_io_t *io, uv_close_cb cb);
-/* Closes once the queued writes are out (close_notify first under TLS). */
-void nl__http_io_close_after_writes(nl__http_io_t *io, uv_close_cb cb);
+/* Closes once the queued writes are out (close_notify first under TLS); with
+ * discard_input, then reads and drops what the peer still sends until it
+ * closes (the owner bounds the time). */
+void nl__http_io_close_after_writes(nl__http_io_t *io, uv_close_cb cb, bool discard_input);
 /* Frees what the io owns; call in the close callback. */
 void nl__http_io_release(nl__http_io_t *io);
 

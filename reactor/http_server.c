@@ -67,6 +67,7 @@ struct conn {
   char *path, *query;
   bool draining, peer_eof;
   bool reading;       /* the socket is read (back-pressure stops it) */
+  bool lingering;     /* closing after its last writes: counts against max_conns */
   bool body_done;     /* the request in hand has no body left to read */
   bool body_too_big;  /* on_req_body refused more than body_max */
   uint64_t req_start; /* uv_now() of the current request's first byte; 0: none yet */
@@ -296,6 +297,10 @@ static void resp_detach(conn_t *c) {
 
 /* Idempotent: either handle may be closing already. */
 static void close_handles(conn_t *c) {
+  if (c->lingering) {
+    c->lingering = false;
+    c->srv->nlinger--;
+  }
   if (!uv_is_closing((uv_handle_t *)&c->timer)) {
     uv_timer_stop(&c->timer);
     uv_close((uv_handle_t *)&c->timer, conn_handle_closed);
@@ -329,7 +334,9 @@ static void conn_close_after_writes(conn_t *c) {
   if (c->state == C_CLOSING) return;
   leave_live(c);
   uv_timer_start(&c->timer, on_linger, LINGER_MS, 0);
-  nl__http_io_close_after_writes(&c->io, conn_handle_closed);
+  c->lingering = true;
+  c->srv->nlinger++;
+  nl__http_io_close_after_writes(&c->io, conn_handle_closed, true);
   resp_detach(c);
 }
 
@@ -664,9 +671,11 @@ static const nl__http_io_cbs_t conn_io_cbs = {.on_ready = NULL,
                                               .on_first_byte = on_first_byte};
 
 /* How much a connection is worth keeping at the bound (lowest goes first):
- * 0 a TLS handshake not completed (a plain connection that sent nothing),
+ * -1 closing after its last answer, 0 a TLS handshake not completed (a plain
+ * connection that sent nothing),
  * 1 no request answered yet, 2 idle between requests, 3 a request in hand. */
 static int conn_rank(const conn_t *c) {
+  if (c->state == C_CLOSING) return -1;
   if (c->state != C_READING) return 3;
   if (c->nreqs > 0) return 2;
   if (c->srv->opts.tls ? nl__http_io_handshaking(&c->io) : !c->io.got_bytes) return 0;
@@ -675,24 +684,26 @@ static int conn_rank(const conn_t *c) {
 
 /* At the bound: closes the least valuable connection other than the newcomer
  * (oldest first in a rank; the idle longest among the idle ones). */
-static void evict(nl_http_server_t *srv, conn_t *newcomer) {
+static bool evict(nl_http_server_t *srv, conn_t *newcomer) {
   conn_t *victim = NULL;
   int victim_rank = 4;
   nl_list_t *pos, *tmp;
   nl_list_foreach_safe(pos, tmp, &srv->conns) {
     conn_t *c = nl_list_entry(pos, conn_t, link);
-    if (c == newcomer || c->state == C_CLOSING) continue;
+    if (c == newcomer || (c->state == C_CLOSING && !c->lingering)) continue;
     int rank = conn_rank(c);
-    if (rank < victim_rank || (rank == 2 && rank == victim_rank && c->idle_since < victim->idle_since)) {
+    if (rank < victim_rank ||
+        (rank == 2 && rank == victim_rank && c->idle_since < victim->idle_since)) {
       victim = c;
       victim_rank = rank;
     }
-    if (rank == 0) break; /* the list is in accept order: this is the oldest */
+    if (rank < 0) break; /* in accept order: the first of a rank is its oldest */
   }
-  if (!victim) return;
-  nl_vlog(4, "http: %s: %zu connections open, closing %s (rank %d)", srv->addr, srv->nlive,
-          victim->remote, victim_rank);
+  if (!victim) return false;
+  nl_vlog(4, "http: %s: %zu connections open, closing %s (rank %d)", srv->addr,
+          srv->nlive + srv->nlinger, victim->remote, victim_rank);
   conn_close(victim);
+  return true;
 }
 
 static const nl_http_parser_cbs_t conn_parser_cbs = {.on_head = on_req_head,
@@ -730,7 +741,8 @@ static void on_connection(uv_stream_t *l, int status) {
   int len = sizeof(ss);
   if (uv_tcp_getpeername(&c->io.tcp, (struct sockaddr *)&ss, &len) == 0)
     format_addr((struct sockaddr *)&ss, c->remote, sizeof(c->remote));
-  if (srv->nlive > srv->opts.max_conns) evict(srv, c);
+  while (srv->nlive + srv->nlinger > srv->opts.max_conns && evict(srv, c)) {
+  }
   if (srv->opts.tls) nl__http_io_set_tls_later(&c->io, srv->opts.tls);
   nl_cleanup_err nl_err_t *err = NULL;
   if (nl__http_io_start(&c->io, &err) < 0) {

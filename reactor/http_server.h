@@ -87,7 +87,9 @@ struct nl_http_server {
   nl_list_t routes;
   nl_list_t conns;
   size_t nconns; /* every connection not yet freed */
-  size_t nlive;  /* those not closing: what max_conns bounds */
+  size_t nlive;  /* those not closing */
+  size_t nlinger; /* those closing after their last answer: with nlive, what
+                     max_conns bounds */
   bool listening, stopping, listener_closed;
   nl_http_server_done_fn done_cb;
   void *done_ctx;
