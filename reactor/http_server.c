@@ -670,40 +670,63 @@ static const nl__http_io_cbs_t conn_io_cbs = {.on_ready = NULL,
                                               .on_drain = on_drain,
                                               .on_first_byte = on_first_byte};
 
+/* Unproven connections (none of their requests answered yet) above this many
+ * make room the same way: each may hold a TLS session (~33 KiB in mbedtls)
+ * and a partial head, so their number, not only max_conns, bounds memory. */
+#define MAX_UNPROVEN 128
+/* A TLS handshake (a first byte, on a plain listener) not done this long
+ * after accept is stalled: a real client takes milliseconds. */
+#define STALLED_MS 1000
+
+static bool unproven(const conn_t *c) { return c->state == C_READING && c->nreqs == 0; }
+
 /* How much a connection is worth keeping at the bound (lowest goes first):
- * -1 closing after its last answer, 0 a TLS handshake not completed (a plain
- * connection that sent nothing),
- * 1 no request answered yet, 2 idle between requests, 3 a request in hand. */
-static int conn_rank(const conn_t *c) {
+ * -1 closing after its last answer, 0 a stalled TLS handshake (a plain
+ * connection silent since its accept), 1 no request answered yet, 2 idle
+ * between requests, 3 a request in hand. A newcomer is 1 until it stalls: an
+ * attacker reconnecting fast evicts its own oldest sockets, not the API
+ * server's that is still in its handshake. */
+static int conn_rank(const conn_t *c, uint64_t now) {
   if (c->state == C_CLOSING) return -1;
   if (c->state != C_READING) return 3;
   if (c->nreqs > 0) return 2;
-  if (c->srv->opts.tls ? nl__http_io_handshaking(&c->io) : !c->io.got_bytes) return 0;
-  return 1;
+  bool silent = c->srv->opts.tls ? nl__http_io_handshaking(&c->io) : !c->io.got_bytes;
+  return silent && now - c->idle_since >= STALLED_MS ? 0 : 1;
 }
 
-/* At the bound: closes the least valuable connection other than the newcomer
- * (oldest first in a rank; the idle longest among the idle ones). */
-static bool evict(nl_http_server_t *srv, conn_t *newcomer) {
+/* Closes the least valuable connection other than the newcomer (only among
+ * the unproven ones with only_unproven): the first of the lowest rank in
+ * accept order, which is its oldest; among the idle, the one idle longest.
+ * Returns false when there is none. */
+static bool evict(nl_http_server_t *srv, conn_t *newcomer, bool only_unproven) {
   conn_t *victim = NULL;
   int victim_rank = 4;
+  uint64_t now = uv_now(srv->loop);
   nl_list_t *pos, *tmp;
   nl_list_foreach_safe(pos, tmp, &srv->conns) {
     conn_t *c = nl_list_entry(pos, conn_t, link);
     if (c == newcomer || (c->state == C_CLOSING && !c->lingering)) continue;
-    int rank = conn_rank(c);
+    if (only_unproven && !unproven(c)) continue;
+    int rank = conn_rank(c, now);
     if (rank < victim_rank ||
         (rank == 2 && rank == victim_rank && c->idle_since < victim->idle_since)) {
       victim = c;
       victim_rank = rank;
     }
-    if (rank < 0) break; /* in accept order: the first of a rank is its oldest */
+    if (rank < 0) break;
   }
   if (!victim) return false;
   nl_vlog(4, "http: %s: %zu connections open, closing %s (rank %d)", srv->addr,
           srv->nlive + srv->nlinger, victim->remote, victim_rank);
   conn_close(victim);
   return true;
+}
+
+static size_t count_unproven(nl_http_server_t *srv) {
+  size_t n = 0;
+  nl_list_t *pos, *tmp;
+  nl_list_foreach_safe(pos, tmp, &srv->conns) n += unproven(nl_list_entry(pos, conn_t, link));
+  return n;
 }
 
 static const nl_http_parser_cbs_t conn_parser_cbs = {.on_head = on_req_head,
@@ -741,8 +764,9 @@ static void on_connection(uv_stream_t *l, int status) {
   int len = sizeof(ss);
   if (uv_tcp_getpeername(&c->io.tcp, (struct sockaddr *)&ss, &len) == 0)
     format_addr((struct sockaddr *)&ss, c->remote, sizeof(c->remote));
-  while (srv->nlive + srv->nlinger > srv->opts.max_conns && evict(srv, c)) {
+  while (srv->nlive + srv->nlinger > srv->opts.max_conns && evict(srv, c, false)) {
   }
+  if (count_unproven(srv) > MAX_UNPROVEN) evict(srv, c, true); /* the newcomer counts too */
   if (srv->opts.tls) nl__http_io_set_tls_later(&c->io, srv->opts.tls);
   nl_cleanup_err nl_err_t *err = NULL;
   if (nl__http_io_start(&c->io, &err) < 0) {

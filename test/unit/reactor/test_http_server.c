@@ -477,13 +477,15 @@ static void evict_step(uv_timer_t *t) {
   }
   r->data = e;
   r->on_closed = evict_peer_closed;
+  /* The third comes once the silent one is stalled (a second without a byte). */
+  if (e->n == 2) uv_timer_start(t, evict_step, 1100, 30);
   if (e->n == 4) uv_close((uv_handle_t *)t, NULL);
 }
 
-/* max_conns 2: a slowloris (half a head), then a silent socket, then a client
- * that completes a request and stays: the silent one goes first (though
- * younger), then the slow one when a fourth arrives; the proven client and
- * every newcomer stay. */
+/* max_conns 2: a slowloris (half a head), then a socket silent for a second,
+ * then a client that completes a request and stays: the silent one goes first
+ * (though younger), then the slow one when a fourth arrives; the proven client
+ * and every newcomer stay. */
 static void eviction_order(void **state) {
   evict_fixture_t e;
   memset(&e, 0, sizeof(e));
