@@ -243,7 +243,9 @@ int nl_http_server_listen(nl_http_server_t *srv, const char *host, int port, nl_
   char addr[INET6_ADDRSTRLEN + 16];
   format_addr((struct sockaddr *)&ss, addr, sizeof(addr));
   int rc = uv_tcp_bind(&srv->listener, (struct sockaddr *)&ss, 0);
-  if (rc == 0) rc = uv_listen((uv_stream_t *)&srv->listener, 128, on_connection);
+  /* As Go, the kernel's own bound (somaxconn) for the accept queue: a burst
+   * of connects must not leave the API server's SYN dropped behind it. */
+  if (rc == 0) rc = uv_listen((uv_stream_t *)&srv->listener, 4096, on_connection);
   if (rc < 0) return nl_err_set(err, -rc, "listen tcp %s: %s", addr, uv_strerror(rc));
   srv->listening = true;
   if (port == 0) {
@@ -674,59 +676,102 @@ static const nl__http_io_cbs_t conn_io_cbs = {.on_ready = NULL,
  * make room the same way: each may hold a TLS session (~33 KiB in mbedtls)
  * and a partial head, so their number, not only max_conns, bounds memory. */
 #define MAX_UNPROVEN 128
+/* And from one address: fewer handshakes of one attacker in flight, so that
+ * each turn of the loop gets to the others' sooner. */
+#define MAX_UNPROVEN_PER_HOST 32
 /* A TLS handshake (a first byte, on a plain listener) not done this long
  * after accept is stalled: a real client takes milliseconds. */
 #define STALLED_MS 1000
 
 static bool unproven(const conn_t *c) { return c->state == C_READING && c->nreqs == 0; }
 
-/* How much a connection is worth keeping at the bound (lowest goes first):
- * -1 closing after its last answer, 0 a stalled TLS handshake (a plain
- * connection silent since its accept), 1 no request answered yet, 2 idle
- * between requests, 3 a request in hand. A newcomer is 1 until it stalls: an
- * attacker reconnecting fast evicts its own oldest sockets, not the API
- * server's that is still in its handshake. */
-static int conn_rank(const conn_t *c, uint64_t now) {
-  if (c->state == C_CLOSING) return -1;
-  if (c->state != C_READING) return 3;
-  if (c->nreqs > 0) return 2;
+static bool stalled(const conn_t *c, uint64_t now) {
   bool silent = c->srv->opts.tls ? nl__http_io_handshaking(&c->io) : !c->io.got_bytes;
-  return silent && now - c->idle_since >= STALLED_MS ? 0 : 1;
+  return silent && now - c->idle_since >= STALLED_MS;
 }
 
-/* Closes the least valuable connection other than the newcomer (only among
- * the unproven ones with only_unproven): the first of the lowest rank in
- * accept order, which is its oldest; among the idle, the one idle longest.
- * Returns false when there is none. */
-static bool evict(nl_http_server_t *srv, conn_t *newcomer, bool only_unproven) {
-  conn_t *victim = NULL;
-  int victim_rank = 4;
-  uint64_t now = uv_now(srv->loop);
+/* "10.0.0.1" of "10.0.0.1:5300" (or of "[::1]:5300"): its length. */
+static size_t host_len(const char *remote) {
+  const char *colon = strrchr(remote, ':');
+  return colon ? (size_t)(colon - remote) : strlen(remote);
+}
+
+static bool same_host(const conn_t *a, const conn_t *b) {
+  size_t n = host_len(a->remote);
+  return n == host_len(b->remote) && memcmp(a->remote, b->remote, n) == 0;
+}
+
+/* Among the unproven connections other than the newcomer: the one from the
+ * address that holds the most of them (an attacker evicts its own sockets,
+ * not the API server's that is still in its handshake); there a stalled one,
+ * then one that has sent nothing yet (no TLS work spent on it: a flood of
+ * connects churns through its own fresh sockets cheaply), then the oldest.
+ * NULL when there is none. */
+static conn_t *unproven_victim(nl_http_server_t *srv, conn_t *newcomer) {
+  conn_t *cand[2 * MAX_UNPROVEN];
+  size_t n = 0;
   nl_list_t *pos, *tmp;
   nl_list_foreach_safe(pos, tmp, &srv->conns) {
     conn_t *c = nl_list_entry(pos, conn_t, link);
-    if (c == newcomer || (c->state == C_CLOSING && !c->lingering)) continue;
-    if (only_unproven && !unproven(c)) continue;
-    int rank = conn_rank(c, now);
-    if (rank < victim_rank ||
-        (rank == 2 && rank == victim_rank && c->idle_since < victim->idle_since)) {
-      victim = c;
-      victim_rank = rank;
-    }
-    if (rank < 0) break;
+    if (c != newcomer && unproven(c) && n < sizeof(cand) / sizeof(cand[0])) cand[n++] = c;
   }
+  uint64_t now = uv_now(srv->loop);
+  conn_t *victim = NULL;
+  size_t victim_crowd = 0;
+  int victim_cost = 0;
+  for (size_t i = 0; i < n; i++) {
+    size_t crowd = 0;
+    for (size_t j = 0; j < n; j++) crowd += same_host(cand[i], cand[j]);
+    int cost = stalled(cand[i], now) ? 0 : !cand[i]->io.got_bytes ? 1 : 2;
+    /* In accept order: on a tie the first seen, the oldest, stays chosen. */
+    if (!victim || crowd > victim_crowd || (crowd == victim_crowd && cost < victim_cost)) {
+      victim = cand[i];
+      victim_crowd = crowd;
+      victim_cost = cost;
+    }
+  }
+  return victim;
+}
+
+/* At a bound, closes the least valuable connection other than the newcomer:
+ * one closing after its last answer, then an unproven one (above), then the
+ * one idle longest between requests, then the oldest with a request in hand
+ * (only_unproven: an unproven one or none). Returns false when there is none. */
+static bool evict(nl_http_server_t *srv, conn_t *newcomer, bool only_unproven) {
+  conn_t *victim = NULL, *idle = NULL, *busy = NULL;
+  nl_list_t *pos, *tmp;
+  nl_list_foreach_safe(pos, tmp, &srv->conns) {
+    conn_t *c = nl_list_entry(pos, conn_t, link);
+    if (c == newcomer) continue;
+    if (c->lingering && !only_unproven) {
+      victim = c;
+      break;
+    }
+    if (c->state == C_READING && c->nreqs > 0 && (!idle || c->idle_since < idle->idle_since))
+      idle = c;
+    if (c->state != C_READING && c->state != C_CLOSING && !busy) busy = c;
+  }
+  if (!victim) victim = unproven_victim(srv, newcomer);
+  if (!victim && !only_unproven) victim = idle ? idle : busy;
   if (!victim) return false;
-  nl_vlog(4, "http: %s: %zu connections open, closing %s (rank %d)", srv->addr,
-          srv->nlive + srv->nlinger, victim->remote, victim_rank);
+  nl_vlog(4, "http: %s: %zu connections open, closing %s", srv->addr, srv->nlive + srv->nlinger,
+          victim->remote);
   conn_close(victim);
   return true;
 }
 
-static size_t count_unproven(nl_http_server_t *srv) {
-  size_t n = 0;
+/* Whether the unproven connections are over a bound, the newcomer's among
+ * them. */
+static bool unproven_over(nl_http_server_t *srv, conn_t *newcomer) {
+  size_t n = 0, same = 0;
   nl_list_t *pos, *tmp;
-  nl_list_foreach_safe(pos, tmp, &srv->conns) n += unproven(nl_list_entry(pos, conn_t, link));
-  return n;
+  nl_list_foreach_safe(pos, tmp, &srv->conns) {
+    conn_t *c = nl_list_entry(pos, conn_t, link);
+    if (!unproven(c)) continue;
+    n++;
+    same += same_host(c, newcomer);
+  }
+  return n > MAX_UNPROVEN || same > MAX_UNPROVEN_PER_HOST;
 }
 
 static const nl_http_parser_cbs_t conn_parser_cbs = {.on_head = on_req_head,
@@ -766,7 +811,7 @@ static void on_connection(uv_stream_t *l, int status) {
     format_addr((struct sockaddr *)&ss, c->remote, sizeof(c->remote));
   while (srv->nlive + srv->nlinger > srv->opts.max_conns && evict(srv, c, false)) {
   }
-  if (count_unproven(srv) > MAX_UNPROVEN) evict(srv, c, true); /* the newcomer counts too */
+  if (unproven_over(srv, c)) evict(srv, c, true); /* the newcomer counts too */
   if (srv->opts.tls) nl__http_io_set_tls_later(&c->io, srv->opts.tls);
   nl_cleanup_err nl_err_t *err = NULL;
   if (nl__http_io_start(&c->io, &err) < 0) {

@@ -7,7 +7,9 @@ each flood runs against 127.0.0.1 for a bounded time and count, then exits.
   hostile_client.py slowloris PORT TLS N SECONDS    N connections holding half a head, reopened when closed
   hostile_client.py idle PORT NTCP NTLS SECONDS     NTCP silent sockets and NTLS stalled TLS handshakes
 
-TLS is 1 or 0. Prints one line of what it did. Loopback only."""
+TLS is 1 or 0. Prints one line of what it did. Loopback only: it connects to
+127.0.0.1 from 127.0.0.2 (HOSTILE_SOURCE), an address of its own as an
+attacker on the network has, apart from the API server's."""
 import os
 import selectors
 import socket
@@ -16,6 +18,7 @@ import sys
 import time
 
 HOST = "127.0.0.1"
+SOURCE = (os.environ.get("HOSTILE_SOURCE", "127.0.0.2"), 0)
 
 
 def tls_context():
@@ -26,7 +29,7 @@ def tls_context():
 
 
 def connect(port, tls, ctx, blocking=True):
-    s = socket.create_connection((HOST, port), timeout=5)
+    s = socket.create_connection((HOST, port), timeout=5, source_address=SOURCE)
     if tls:
         s = ctx.wrap_socket(s, server_hostname="n")
     s.setblocking(blocking)
@@ -95,41 +98,55 @@ def bodies(port, tls, n, secs):
 
 
 def slowloris(port, tls, n, secs):
-    """n connections that each send half a request head and nothing more;
-    one the server closes is opened again until the time is up."""
+    """n connections that each send half a request head and nothing more,
+    their handshakes driven side by side; one the server closes is opened
+    again until the time is up."""
     ctx = tls_context()
     sel = selectors.DefaultSelector()
-    opened, most = 0, 0
+    half = b"GET /pods HTTP/1.1\r\n"
+    opened, most, held = 0, 0, 0
     end = time.monotonic() + secs
 
-    def reap(timeout):
-        for key, _ in sel.select(timeout=timeout):
-            s = key.fileobj
-            try:
-                data = s.recv(4096)
-            except (ssl.SSLWantReadError, BlockingIOError):
-                continue
-            except OSError:
-                data = b""
-            if not data:
-                sel.unregister(s)
-                s.close()
+    def open_one():
+        nonlocal opened
+        s = socket.socket()
+        s.bind(SOURCE)
+        s.setblocking(False)
+        s.connect_ex((HOST, port))
+        if tls:
+            s = ctx.wrap_socket(s, server_hostname="n", do_handshake_on_connect=False)
+        sel.register(s, selectors.EVENT_WRITE, "connecting")
+        opened += 1
+
+    def drop(s):
+        sel.unregister(s)
+        s.close()
 
     while time.monotonic() < end:
-        if len(sel.get_map()) < n:
+        while len(sel.get_map()) < n:
             try:
-                s = connect(port, tls, ctx)
-                s.sendall(b"GET /pods HTTP/1.1\r\n")
-                s.setblocking(False)
-                sel.register(s, selectors.EVENT_READ)
-                opened += 1
+                open_one()
             except OSError:
-                time.sleep(0.01)
-            reap(0)
-        else:
-            reap(0.2)
-        most = max(most, len(sel.get_map()))
-    print(f"slowloris: {opened} connections opened, at most {most} open at once")
+                break
+        for key, _ in sel.select(timeout=0.1):
+            s, state = key.fileobj, key.data
+            try:
+                if state == "connecting":
+                    if tls:
+                        s.do_handshake()
+                    s.send(half)
+                    sel.modify(s, selectors.EVENT_READ, "held")
+                elif not s.recv(4096):
+                    drop(s)
+            except (ssl.SSLWantReadError, BlockingIOError):
+                sel.modify(s, selectors.EVENT_READ, state)
+            except ssl.SSLWantWriteError:
+                sel.modify(s, selectors.EVENT_WRITE, state)
+            except OSError:
+                drop(s)
+        held = sum(1 for k in sel.get_map().values() if k.data == "held")
+        most = max(most, held)
+    print(f"slowloris: {opened} connections opened, at most {most} holding half a head at once")
     for key in list(sel.get_map().values()):
         key.fileobj.close()
 
@@ -140,13 +157,13 @@ def idle(port, ntcp, ntls, secs):
     socks = []
     for _ in range(ntcp):
         try:
-            socks.append(socket.create_connection((HOST, port), timeout=5))
+            socks.append(socket.create_connection((HOST, port), timeout=5, source_address=SOURCE))
         except OSError:
             pass
     hello = bytes.fromhex("160301020001") + os.urandom(32)  # record and handshake heads, cut short
     for _ in range(ntls):
         try:
-            s = socket.create_connection((HOST, port), timeout=5)
+            s = socket.create_connection((HOST, port), timeout=5, source_address=SOURCE)
             s.sendall(hello)
             socks.append(s)
         except OSError:

@@ -53,7 +53,8 @@ url=https://127.0.0.1:$KPORT
 pods_ms() {
   local out
   out=$(curl -sk --max-time 2 --cert "$TLSFIX/client.crt" --key "$TLSFIX/client.key" \
-    -o /dev/null -w '%{http_code} %{time_total}' "$url/pods" 2>/dev/null)
+    -o /dev/null -w '%{http_code} %{time_total} (connected %{time_connect}, TLS %{time_appconnect})' \
+    "$url/pods" 2>/dev/null)
   [ "${out%% *}" = 200 ] && awk '{printf "%d", $2 * 1000}' <<<"$out" || echo "fail ${out:-000}"
 }
 healthz_ms() {
