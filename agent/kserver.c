@@ -83,69 +83,91 @@ static const route_t *route_find(const nl_kserver_t *s, const char *method, cons
   return best;
 }
 
-/* A handler waiting for its request's body: copies of what it will be
- * called with. */
-typedef struct body_call {
-  nl_kserver_handler_fn fn;
-  void *ctx;
+/* ---- requests held while the server waits ------------------------------ */
+
+/* A copy of a request head (its body is read only once it is authorized):
+ * the connection may go while the apiserver answers or the body arrives. */
+typedef struct held {
+  nl_kserver_t *s;
+  nl_http_resp_t *resp;
+  bool aborted;
   char *method, *target, *path, *query, *remote;
   nl_http_headers_t headers;
-  nl_tls_t *tls;
+  nl_tls_t *tls; /* valid while resp is alive */
+  /* Waiting for the body: the route's handler and the user, copied. */
+  nl_kserver_handler_fn fn;
+  void *ctx;
   char *name, *uid;
   char **groups;
-} body_call_t;
+} held_t;
+
+static held_t *held_new(nl_kserver_t *s, const nl_http_req_t *req, nl_http_resp_t *resp) {
+  held_t *h = nl_xcalloc(1, sizeof(*h));
+  h->s = s;
+  h->resp = resp;
+  h->method = nl_xstrdup(req->method);
+  h->target = nl_xstrdup(req->target);
+  h->path = nl_xstrdup(req->path);
+  h->query = nl_xstrdup(req->query);
+  h->remote = nl_xstrdup(req->remote);
+  h->tls = req->tls;
+  nl_http_headers_copy(&h->headers, req->headers);
+  return h;
+}
+
+static void held_free(held_t *h) {
+  free(h->method);
+  free(h->target);
+  free(h->path);
+  free(h->query);
+  free(h->remote);
+  nl_http_headers_free(&h->headers);
+  free(h->name);
+  free(h->uid);
+  for (size_t i = 0; h->groups && h->groups[i]; i++) free(h->groups[i]);
+  free(h->groups);
+  free(h);
+}
+
+/* The request as a handler sees it, with body. */
+static nl_http_req_t held_req(const held_t *h, const char *body, size_t len) {
+  return (nl_http_req_t){.method = h->method,
+                         .target = h->target,
+                         .path = h->path,
+                         .query = h->query,
+                         .headers = &h->headers,
+                         .body = body,
+                         .body_len = len,
+                         .remote = h->remote,
+                         .tls = nl_http_resp_alive(h->resp) ? h->tls : NULL};
+}
 
 static void body_arrived(void *ctx, nl_http_resp_t *resp, const char *body, size_t len) {
-  body_call_t *b = ctx;
+  held_t *h = ctx;
   if (!body) {
     nl_http_resp_send_str(resp, 400, ""); /* only releases resp: the server answered */
   } else {
-    nl_http_req_t req = {.method = b->method,
-                         .target = b->target,
-                         .path = b->path,
-                         .query = b->query,
-                         .headers = &b->headers,
-                         .body = body,
-                         .body_len = len,
-                         .remote = b->remote,
-                         .tls = nl_http_resp_alive(resp) ? b->tls : NULL};
-    nl_kserver_user_t u = {.name = b->name, .uid = b->uid, .groups = (const char *const *)b->groups};
-    b->fn(b->ctx, &req, &u, resp);
+    nl_http_req_t req = held_req(h, body, len);
+    nl_kserver_user_t u = {.name = h->name, .uid = h->uid, .groups = (const char *const *)h->groups};
+    h->fn(h->ctx, &req, &u, resp);
   }
-  free(b->method);
-  free(b->target);
-  free(b->path);
-  free(b->query);
-  free(b->remote);
-  nl_http_headers_free(&b->headers);
-  free(b->name);
-  free(b->uid);
-  for (size_t i = 0; b->groups[i]; i++) free(b->groups[i]);
-  free(b->groups);
-  free(b);
+  held_free(h);
 }
 
 /* Reads the body the route takes (the request is authorized by now), then
  * calls its handler. */
-static void call_with_body(const route_t *r, const nl_http_req_t *req,
+static void call_with_body(nl_kserver_t *s, const route_t *r, const nl_http_req_t *req,
                            const nl_kserver_user_t *user, nl_http_resp_t *resp) {
-  body_call_t *b = nl_xcalloc(1, sizeof(*b));
-  b->fn = r->r.fn;
-  b->ctx = r->r.ctx;
-  b->method = nl_xstrdup(req->method);
-  b->target = nl_xstrdup(req->target);
-  b->path = nl_xstrdup(req->path);
-  b->query = nl_xstrdup(req->query);
-  b->remote = nl_xstrdup(req->remote);
-  nl_http_headers_copy(&b->headers, req->headers);
-  b->tls = req->tls;
-  b->name = nl_xstrdup(user->name);
-  b->uid = nl_xstrdup(user->uid ? user->uid : "");
+  held_t *h = held_new(s, req, resp);
+  h->fn = r->r.fn;
+  h->ctx = r->r.ctx;
+  h->name = nl_xstrdup(user->name);
+  h->uid = nl_xstrdup(user->uid ? user->uid : "");
   size_t n = 0;
   while (user->groups && user->groups[n]) n++;
-  b->groups = nl_xcalloc(n + 1, sizeof(char *));
-  for (size_t i = 0; i < n; i++) b->groups[i] = nl_xstrdup(user->groups[i]);
-  nl_http_resp_read_body(resp, r->r.max_body, body_arrived, b);
+  h->groups = nl_xcalloc(n + 1, sizeof(char *));
+  for (size_t i = 0; i < n; i++) h->groups[i] = nl_xstrdup(user->groups[i]);
+  nl_http_resp_read_body(resp, r->r.max_body, body_arrived, h);
 }
 
 static void dispatch(nl_kserver_t *s, const nl_http_req_t *req, const nl_kserver_user_t *user,
@@ -157,75 +179,38 @@ static void dispatch(nl_kserver_t *s, const nl_http_req_t *req, const nl_kserver
                           wrong_method ? "Method Not Allowed\n" : "404 page not found\n");
     return;
   }
-  if (r->r.max_body) call_with_body(r, req, user, resp);
+  if (r->r.max_body) call_with_body(s, r, req, user, resp);
   else r->r.fn(r->r.ctx, req, user, resp);
 }
 
 /* ---- requests waiting for authentication and authorization --------------- */
 
-typedef struct pending {
-  nl_kserver_t *s;
-  nl_http_resp_t *resp;
-  bool aborted;
-  /* A copy of the request head (its body is read only once it is authorized):
-   * the connection may go while the apiserver answers. */
-  char *method, *target, *path, *query, *remote;
-  nl_http_headers_t headers;
-  nl_tls_t *tls;
-} pending_t;
-
-static void pending_aborted(void *ctx) {
-  pending_t *p = ctx;
-  p->aborted = true;
-}
-
-static void pending_free(pending_t *p) {
-  free(p->method);
-  free(p->target);
-  free(p->path);
-  free(p->query);
-  free(p->remote);
-  nl_http_headers_free(&p->headers);
-  free(p);
+static void held_aborted(void *ctx) {
+  held_t *h = ctx;
+  h->aborted = true;
 }
 
 static void auth_done(void *ctx, int status, const nl_kauth_user_t *user, const char *body) {
-  pending_t *p = ctx;
+  held_t *p = ctx;
   nl_http_resp_on_abort(p->resp, NULL, NULL);
   if (p->aborted || status != 0) {
     if (status == 401 || status == 403)
       nl_vlog(4, "kubelet server: %s %s from %s: %d", p->method, p->path, p->remote, status);
     nl_http_resp_send_str(p->resp, p->aborted ? 503 : status, body ? body : "");
   } else {
-    nl_http_req_t req = {.method = p->method,
-                         .target = p->target,
-                         .path = p->path,
-                         .query = p->query,
-                         .headers = &p->headers,
-                         .body = "",
-                         .remote = p->remote,
-                         .tls = p->tls};
+    nl_http_req_t req = held_req(p, "", 0);
     nl_kserver_user_t u = {.name = user->name,
                            .uid = user->uid,
                            .groups = (const char *const *)user->groups};
     dispatch(p->s, &req, &u, p->resp, false);
   }
-  pending_free(p);
+  held_free(p);
 }
 
 static void on_secure(void *ctx, const nl_http_req_t *req, nl_http_resp_t *resp) {
   nl_kserver_t *s = ctx;
-  pending_t *p = nl_xcalloc(1, sizeof(*p));
-  p->s = s;
-  p->resp = resp;
-  p->method = nl_xstrdup(req->method);
-  p->target = nl_xstrdup(req->target);
-  p->path = nl_xstrdup(req->path);
-  p->query = nl_xstrdup(req->query);
-  p->remote = nl_xstrdup(req->remote);
-  p->tls = req->tls;
-  nl_http_headers_copy(&p->headers, req->headers);
-  nl_http_resp_on_abort(resp, pending_aborted, p);
+  held_t *p = held_new(s, req, resp);
+  nl_http_resp_on_abort(resp, held_aborted, p);
   nl_tls_peer_t peer = {0};
   int peer_rc = 0;
   if (req->tls && s->x509) {

@@ -12,6 +12,7 @@
 # connections and time (hostile_client.py), the whole file in about 2 minutes.
 # The CRI is the fake one: the server is what is under test.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/hostile_lib.sh"
 PY=/usr/bin/python3
 HOSTILE=$(dirname "$0")/hostile_client.py
 TLSFIX=$(cd "$(dirname "$0")/../fixtures/tls" && pwd)
@@ -29,15 +30,7 @@ trap 'cleanup; e2e_finish; exit $?' EXIT
 "$FAKE_CRI" --socket "$E2E_TMP/cri.sock" >/dev/null 2>&1 &
 CRI_PID=$!
 wait_for 5 test -S "$E2E_TMP/cri.sock" || { fail "fake CRI" "no socket"; exit 1; }
-cat >"$E2E_TMP/config.yaml" <<EOF
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-authentication:
-  x509: {clientCAFile: $TLSFIX/ca.crt}
-  webhook: {enabled: false}
-  anonymous: {enabled: false}
-authorization: {mode: AlwaysAllow}
-EOF
+hostile_config "$E2E_TMP/config.yaml" "$TLSFIX/ca.crt"
 mkdir -p "$E2E_TMP/manifests"
 server_flags "$E2E_TMP"
 HPORT=$(free_port)

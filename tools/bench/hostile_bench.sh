@@ -12,6 +12,7 @@ NANOLET=$BUILD/agent/nanolet
 FAKE_CRI=$BUILD/test/fakes/nanolet-fake-cri
 PY=/usr/bin/python3
 HOSTILE=test/e2e/hostile_client.py
+. test/e2e/hostile_lib.sh
 TLSFIX=$PWD/test/fixtures/tls
 SECS=${HOSTILE_BENCH_SECS:-10}
 N=${HOSTILE_BENCH_CONNS:-120} # under the 128 unproven connections a listener keeps
@@ -28,15 +29,7 @@ trap cleanup EXIT
 "$FAKE_CRI" --socket "$T/cri.sock" >/dev/null 2>&1 &
 CRI=$!
 for _ in $(seq 50); do [ -S "$T/cri.sock" ] && break; sleep 0.1; done
-cat >"$T/config.yaml" <<EOF
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-authentication:
-  x509: {clientCAFile: $TLSFIX/ca.crt}
-  webhook: {enabled: false}
-  anonymous: {enabled: false}
-authorization: {mode: AlwaysAllow}
-EOF
+hostile_config "$T/config.yaml" "$TLSFIX/ca.crt"
 KPORT=$(port); HPORT=$(port)
 mkdir -p "$T/manifests"
 "$NANOLET" --config "$T/config.yaml" --healthz-port "$HPORT" --port "$KPORT" --read-only-port 0 \
