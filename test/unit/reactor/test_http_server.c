@@ -507,6 +507,69 @@ static void eviction_order(void **state) {
   assert_int_equal(uv_loop_close(&e.f.loop), 0);
 }
 
+/* ---- one address cannot push out another ---- */
+
+typedef struct crowd_fixture {
+  fixture_t f;
+  raw_peer_t loris[40];
+  int loris_closed, closed_before;
+  uv_timer_t step;
+} crowd_fixture_t;
+
+static void loris_closed(raw_peer_t *r) { ((crowd_fixture_t *)r->data)->loris_closed++; }
+
+static void legit_closed(raw_peer_t *r) {
+  crowd_fixture_t *c = r->data;
+  for (int i = 0; i < 40; i++)
+    if (!c->loris[i].closed) uv_close((uv_handle_t *)&c->loris[i].tcp, raw_closed);
+  nl_http_server_stop(&c->f.srv, stopped_cb, &c->f);
+}
+
+static void crowd_legit(uv_timer_t *t) {
+  crowd_fixture_t *c = t->data;
+  c->closed_before = c->loris_closed;
+  static const char *req[] = {"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n", NULL};
+  raw_start(&c->f.peer, t->loop, nl_http_server_port(&c->f.srv), req);
+  c->f.peer.data = c;
+  c->f.peer.on_closed = legit_closed;
+  uv_close((uv_handle_t *)t, NULL);
+}
+
+/* 40 slowloris sockets from 127.0.0.2: past 32 unproven from one address
+ * their own oldest go; the client from 127.0.0.1 that comes after them is
+ * answered. */
+static void one_address_evicts_its_own(void **state) {
+  crowd_fixture_t c;
+  memset(&c, 0, sizeof(c));
+  setup_server(&c.f, NULL);
+  static const char *half[] = {"GET /healthz HTTP/1.1\r\n", NULL};
+  struct sockaddr_in src, dst;
+  uv_ip4_addr("127.0.0.2", 0, &src);
+  uv_ip4_addr("127.0.0.1", nl_http_server_port(&c.f.srv), &dst);
+  for (int i = 0; i < 40; i++) {
+    raw_peer_t *r = &c.loris[i];
+    r->chunks = half;
+    uv_tcp_init(&c.f.loop, &r->tcp);
+    r->tcp.data = r;
+    r->connect.data = r;
+    r->data = &c;
+    r->on_closed = loris_closed;
+    assert_int_equal(uv_tcp_bind(&r->tcp, (struct sockaddr *)&src, 0), 0);
+    uv_tcp_connect(&r->connect, &r->tcp, (struct sockaddr *)&dst, raw_connected);
+  }
+  uv_timer_init(&c.f.loop, &c.step);
+  c.step.data = &c;
+  uv_timer_start(&c.step, crowd_legit, 200, 0);
+  uv_run(&c.f.loop, UV_RUN_DEFAULT);
+  assert_int_equal(c.f.stopped, 1);
+  assert_non_null(strstr(c.f.peer.in.data, "HTTP/1.1 200 OK"));
+  assert_int_equal(c.f.handled, 1);
+  assert_int_equal(c.closed_before, 40 - 32);
+  for (int i = 0; i < 40; i++) nl_buf_free(&c.loris[i].in);
+  nl_buf_free(&c.f.peer.in);
+  assert_int_equal(uv_loop_close(&c.f.loop), 0);
+}
+
 /* ---- the head's deadline ---- */
 
 typedef struct drip {
@@ -676,6 +739,7 @@ int main(void) {
       cmocka_unit_test(body_read_only_when_asked),
       cmocka_unit_test(eviction_order),
       cmocka_unit_test(head_deadline),
+      cmocka_unit_test(one_address_evicts_its_own),
       cmocka_unit_test(streamed_response),
       cmocka_unit_test(takeover_after_upgrade),
       cmocka_unit_test(listen_errors),
