@@ -204,6 +204,9 @@ void nl__http_io_close_after_writes(nl__http_io_t *io, uv_close_cb cb, bool disc
     nl_tls_close_notify(io->tls);
     flush_tls(io, NULL);
   }
+  /* Everything is encrypted and queued: the session is not needed any more
+   * (what the peer still sends is dropped unread). */
+  nl__http_io_release(io);
   uv_read_stop((uv_stream_t *)&io->tcp);
   io->ended = true;
   sreq_t *s = nl_xmalloc(sizeof(*s));

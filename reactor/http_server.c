@@ -68,6 +68,7 @@ struct conn {
   bool draining, peer_eof;
   bool reading;       /* the socket is read (back-pressure stops it) */
   bool lingering;     /* closing after its last writes: counts against max_conns */
+  bool dead;          /* its handles are closing; in srv->dead */
   bool body_done;     /* the request in hand has no body left to read */
   bool body_too_big;  /* on_req_body refused more than body_max */
   uint64_t req_start; /* uv_now() of the current request's first byte; 0: none yet */
@@ -146,6 +147,7 @@ int nl_http_server_init(nl_http_server_t *srv, uv_loop_t *loop, const nl_http_se
   if (srv->opts.tls) nl_tls_config_ref(srv->opts.tls);
   nl_list_init(&srv->routes);
   nl_list_init(&srv->conns);
+  nl_list_init(&srv->dead);
   int rc = uv_tcp_init(loop, &srv->listener);
   if (rc < 0) {
     nl_tls_config_unref(srv->opts.tls);
@@ -297,11 +299,23 @@ static void resp_detach(conn_t *c) {
   if (body_cb) body_cb(c->body_ctx, r, NULL, 0);
 }
 
-/* Idempotent: either handle may be closing already. */
+/* Idempotent: either handle may be closing already. The connection leaves
+ * the list the bounds scan, and gives back its TLS session and buffers at
+ * once: a burst of connects that evicts thousands in one turn of the loop
+ * (their memory goes in close callbacks, on the next turn) neither slows each
+ * eviction's scan nor holds their sessions. */
 static void close_handles(conn_t *c) {
   if (c->lingering) {
     c->lingering = false;
     c->srv->nlinger--;
+  }
+  if (!c->dead) {
+    c->dead = true;
+    nl_list_remove(&c->link);
+    nl_list_insert_tail(&c->srv->dead, &c->link);
+    nl__http_io_release(&c->io);
+    nl_buf_free(&c->pending);
+    nl_buf_free(&c->body);
   }
   if (!uv_is_closing((uv_handle_t *)&c->timer)) {
     uv_timer_stop(&c->timer);

@@ -85,7 +85,8 @@ struct nl_http_server {
   uv_tcp_t listener;
   nl_http_server_opts_t opts;
   nl_list_t routes;
-  nl_list_t conns;
+  nl_list_t conns; /* live and lingering connections */
+  nl_list_t dead;  /* those whose handles are closing */
   size_t nconns; /* every connection not yet freed */
   size_t nlive;  /* those not closing */
   size_t nlinger; /* those closing after their last answer: with nlive, what

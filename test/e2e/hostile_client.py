@@ -8,8 +8,9 @@ each flood runs against 127.0.0.1 for a bounded time and count, then exits.
   hostile_client.py idle PORT NTCP NTLS SECONDS     NTCP silent sockets and NTLS stalled TLS handshakes
 
 TLS is 1 or 0. Prints one line of what it did. Loopback only: it connects to
-127.0.0.1 from 127.0.0.2 (HOSTILE_SOURCE), an address of its own as an
-attacker on the network has, apart from the API server's."""
+127.0.0.1 from 127.0.0.2, an address of its own as an attacker on the network
+has, apart from the API server's; with HOSTILE_SOURCES=N from N addresses
+(127.0.0.2 and up, in turn), as a crowd of attackers."""
 import os
 import selectors
 import socket
@@ -18,7 +19,14 @@ import sys
 import time
 
 HOST = "127.0.0.1"
-SOURCE = (os.environ.get("HOSTILE_SOURCE", "127.0.0.2"), 0)
+SOURCES = max(1, min(250, int(os.environ.get("HOSTILE_SOURCES", "1"))))
+_turn = 0
+
+
+def source():
+    global _turn
+    _turn += 1
+    return (f"127.0.0.{2 + _turn % SOURCES}", 0)
 
 
 def tls_context():
@@ -29,7 +37,7 @@ def tls_context():
 
 
 def connect(port, tls, ctx, blocking=True):
-    s = socket.create_connection((HOST, port), timeout=5, source_address=SOURCE)
+    s = socket.create_connection((HOST, port), timeout=5, source_address=source())
     if tls:
         s = ctx.wrap_socket(s, server_hostname="n")
     s.setblocking(blocking)
@@ -110,7 +118,7 @@ def slowloris(port, tls, n, secs):
     def open_one():
         nonlocal opened
         s = socket.socket()
-        s.bind(SOURCE)
+        s.bind(source())
         s.setblocking(False)
         s.connect_ex((HOST, port))
         if tls:
@@ -157,13 +165,13 @@ def idle(port, ntcp, ntls, secs):
     socks = []
     for _ in range(ntcp):
         try:
-            socks.append(socket.create_connection((HOST, port), timeout=5, source_address=SOURCE))
+            socks.append(socket.create_connection((HOST, port), timeout=5, source_address=source()))
         except OSError:
             pass
     hello = bytes.fromhex("160301020001") + os.urandom(32)  # record and handshake heads, cut short
     for _ in range(ntls):
         try:
-            s = socket.create_connection((HOST, port), timeout=5, source_address=SOURCE)
+            s = socket.create_connection((HOST, port), timeout=5, source_address=source())
             s.sendall(hello)
             socks.append(s)
         except OSError:

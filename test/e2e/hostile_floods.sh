@@ -4,7 +4,9 @@
 # (8 MiB of requests, on the kubelet port over TLS and on the local /healthz),
 # 64 connections each POSTing a 1 MiB body, a 1024-connection slowloris on the
 # kubelet port with 160 on /healthz, and 500 silent TCP sockets with 200
-# stalled TLS handshakes. Under each: the agent lives, its RSS stays under
+# stalled TLS handshakes, from one address (127.0.0.2) and, for the last,
+# also from 64 (127.0.0.2 and up: the bound of 128 unproven connections, not
+# only the 32 per address). Under each: the agent lives, its RSS stays under
 # 16 MiB, /healthz and an authenticated /pods (a client certificate the agent
 # trusts: it stands for the API server's `kubectl logs`, which authenticates
 # the same way) answer within 2 s, and after the flood RSS comes back within
@@ -105,3 +107,5 @@ LORIS=$!
 flood "slowloris, 1024 on the kubelet port and 160 on /healthz" slowloris "$KPORT" 1 1024 "$FLOOD_SECS"
 wait "$LORIS"; echo "healthz $(cat "$E2E_TMP/loris-healthz.out")"
 flood "500 idle TCP and 200 stalled TLS handshakes" idle "$KPORT" 500 200 "$FLOOD_SECS"
+HOSTILE_SOURCES=64 flood "500 idle TCP and 200 stalled TLS handshakes from 64 addresses" \
+  idle "$KPORT" 500 200 "$FLOOD_SECS"
