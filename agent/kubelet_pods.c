@@ -274,6 +274,16 @@ void nl__kubelet_pods_json(void *ctx, nl_buf_t *out) {
   free(pods);
 }
 
+void nl__kubelet_allocatable(void *ctx, nl_runtime_allocatable_t *out) {
+  nl_kubelet_t *k = ctx;
+  const json_t *obj = k->node_up ? nl_node_object(&k->node) : NULL;
+  if (!obj) return;
+  nl_admit_node_t node;
+  nl_admit_node_from_json(&node, obj);
+  *out = (nl_runtime_allocatable_t){node.cpu_milli, node.memory, node.ephemeral_storage};
+  nl_admit_node_free(&node);
+}
+
 /* ---- source updates (upstream HandlePodAdditions/Updates/Removes) ---- */
 
 /* upstream canAdmitPod with the predicate admit handler (managers/admission.h)

@@ -250,7 +250,9 @@ static void resource_field_ref(val_t *v, const nl_resource_field_ref_t *r, bool 
              strncmp(r->resource, "requests.hugepages-", 19))
       ERR("unsupported value %s", r->resource);
   });
-  if (r->has_divisor && nl_quantity_sign(&r->divisor) <= 0)
+  /* Zero is the API's unset divisor (upstream validateContainerResourceDivisor
+   * accepts it; the kubelet reads it as 1). */
+  if (r->has_divisor && nl_quantity_sign(&r->divisor) < 0)
     KEY("divisor", ERR("must be positive"));
 }
 

@@ -24,9 +24,13 @@ AUDIT=${NANOLET_TEST_AUDIT_LOG:-}
 trap 'api_cleanup; e2e_finish; exit $?' EXIT
 
 fresh_ns "$PODS_NS"
+# pods are refused until the namespace's ServiceAccount exists
+wait_for 30 kubectl get sa default -n "$PODS_NS" >/dev/null 2>&1 ||
+  { fail "namespace" "no default ServiceAccount"; exit 1; }
 audit_start=0
 [ -r "$AUDIT" ] && audit_start=$(wc -l <"$AUDIT")
-kubectl create configmap -n "$PODS_NS" app --from-literal=MODE=fast --from-literal=level=3 >/dev/null
+kubectl create configmap -n "$PODS_NS" app --from-literal=MODE=fast --from-literal=level=3 \
+  --from-literal=data-1=value-1 >/dev/null
 kubectl create secret generic -n "$PODS_NS" db --from-literal=PASSWORD=s3cr3t \
   --from-literal=1bad=x >/dev/null
 kubectl create configmap -n "$PODS_NS" unrelated --from-literal=X=1 >/dev/null
@@ -74,9 +78,53 @@ else fail "env pod runs" "phase $(get both '{.status.phase}'): $(get both '{.sta
 check "  configMapKeyRef reaches the container" wait_for 10 logged both "M=fast"
 check "  secretKeyRef (decoded)" logged both "P=s3cr3t"
 check "  envFrom configMapRef with its prefix" logged both "CM_MODE=fast"
+check "  envFrom: a key with a dash reaches the container (upstream's spec keys)" logged both "CM_data-1=value-1"
 check "  envFrom secretRef" logged both "PASSWORD=s3cr3t"
 check "  \$(VAR) sees envFrom variables" logged both "JOINED=fast/3"
 check "  a key that is no C identifier is a variable too (relaxed validation, as upstream)" logged both "1bad=x"
+
+# --- downward API resourceFieldRef: the API's "0" divisor, node allocatable -------
+# The API server gives an unset divisor as "0" (read as 1, as upstream); an
+# unset limit is the Node's allocatable (defaultPodLimitsForDownwardAPI).
+kubectl apply -f - >/dev/null <<EOF2
+apiVersion: v1
+kind: Pod
+metadata: {name: dapi, namespace: $PODS_NS}
+spec:
+  nodeName: $NODE
+  automountServiceAccountToken: false
+  enableServiceLinks: false
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: c
+    image: $IMG
+    command: [sh, -c, "tr '\\\\0' '\\\\n' </proc/1/environ | sort; grep . /dapi/*; sleep 3600"]
+    resources: {requests: {cpu: 10m, memory: 16Mi}}
+    env:
+    - {name: CPU_LIMIT, valueFrom: {resourceFieldRef: {resource: limits.cpu}}}
+    - {name: MEMORY_LIMIT, valueFrom: {resourceFieldRef: {resource: limits.memory}}}
+    - {name: MEMORY_REQUEST, valueFrom: {resourceFieldRef: {resource: requests.memory}}}
+    volumeMounts: [{name: dapi, mountPath: /dapi}]
+  volumes:
+  - name: dapi
+    downwardAPI:
+      items:
+      - {path: cpu_request, resourceFieldRef: {containerName: c, resource: requests.cpu, divisor: 1m}}
+      - {path: memory_limit, resourceFieldRef: {containerName: c, resource: limits.memory}}
+EOF2
+# ceil of a quantity ("2", "1900m", "8036340Ki", "16Mi") in units
+units() { awk -v q="$1" 'BEGIN { n = q + 0; s = substr(q, length(n "") + 1)
+  m["m"] = 0.001; m["k"] = 1e3; m["M"] = 1e6; m["G"] = 1e9; m["Ki"] = 1024; m["Mi"] = 1048576; m["Gi"] = 1073741824
+  v = n * (s in m ? m[s] : 1); printf "%.0f\n", (v == int(v) ? v : int(v) + 1) }'; }
+alloc_cpu=$(units "$(kubectl get node "$NODE" -o jsonpath='{.status.allocatable.cpu}')")
+alloc_mem=$(units "$(kubectl get node "$NODE" -o jsonpath='{.status.allocatable.memory}')")
+if wait_for 40 phase_is dapi Running; then ok "a pod with resourceFieldRefs and no divisor (the API's \"0\") runs"
+else fail "resourceFieldRef pod runs" "$(get dapi '{.status.containerStatuses[0].state}')"; fi
+check "  env limits.cpu unset: the Node's allocatable cpu ($alloc_cpu)" wait_for 10 logged dapi "CPU_LIMIT=$alloc_cpu"
+check "  env limits.memory unset: the Node's allocatable memory ($alloc_mem)" logged dapi "MEMORY_LIMIT=$alloc_mem"
+check "  env requests.memory in bytes" logged dapi "MEMORY_REQUEST=16777216"
+check "  volume requests.cpu with divisor 1m" logged dapi "/dapi/cpu_request:10"
+check "  volume limits.memory unset: the Node's allocatable" logged dapi "/dapi/memory_limit:$alloc_mem"
 
 # --- a missing required key, then added -----------------------------------------
 if wait_for 30 waiting_is missing CreateContainerConfigError; then
