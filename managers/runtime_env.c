@@ -99,8 +99,13 @@ int nl_runtime_field_value(const nl_runtime_opts_t *opts, const nl_pod_t *pod, c
     v = pod->spec.node_name;
   else if (strcmp(path, "spec.serviceAccountName") == 0)
     v = pod->spec.service_account_name;
-  else if (strcmp(path, "status.hostIP") == 0 || strcmp(path, "status.hostIPs") == 0)
-    v = opts->node_ip;
+  else if (strcmp(path, "status.hostIPs") == 0)
+    v = opts->node_ip; /* "IPv4,IPv6" for a dual-stack node, as upstream joins them */
+  else if (strcmp(path, "status.hostIP") == 0) {
+    const char *ip = opts->node_ip ? opts->node_ip : "";
+    *out = nl_xstrndup(ip, strcspn(ip, ","));
+    return 0;
+  }
   else if (strcmp(path, "status.podIP") == 0)
     v = pod_ip;
   else if (strcmp(path, "status.podIPs") == 0) {

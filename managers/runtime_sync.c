@@ -284,6 +284,21 @@ static void prepare(nl_runtime_op_t *op) {
 /* ---- step 4: the sandbox ---- */
 
 static void start_containers(nl_runtime_op_t *op) {
+  /* Host-network pods have the node's IPs as theirs (upstream SyncPod takes
+   * podStatus.IPs from the API status, which generateAPIPodStatus fills so):
+   * status.podIP(s) in their environment. */
+  const char *node_ip = op->rt->opts.node_ip;
+  if (op->pod->spec.host_network && op->n_pod_ips == 0 && node_ip) {
+    for (const char *p = node_ip; *p;) {
+      size_t len = strcspn(p, ",");
+      if (len) {
+        char *ip = nl_xstrndup(p, len);
+        nl__strv_push(&op->pod_ips, &op->n_pod_ips, ip);
+        free(ip);
+      }
+      p += len + (p[len] == ',');
+    }
+  }
   op->in_init = true;
   op->cursor = 0;
   next_container(op);
