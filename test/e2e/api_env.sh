@@ -8,7 +8,9 @@
 # strategy's change re-syncs it); optional missing objects and keys leave the
 # pod running. Access: the apiserver's audit log shows that the node asked
 # only for the objects its pods reference, by name, and never for another
-# ConfigMap of the same namespace. Then, with
+# ConfigMap of the same namespace. Downward API resource values with the API's
+# "0" divisor and the Node's allocatable for unset limits, and the hostname of
+# spec.hostnameOverride. Then, with
 # configMapAndSecretChangeDetectionStrategy: Get in the config file, a Secret
 # still reaches its pod, fetched by a GET of its name.
 # API_ENV_NODE / API_ENV_KUBECONFIG: the node and its credential (default: a
@@ -125,6 +127,27 @@ check "  env limits.memory unset: the Node's allocatable memory ($alloc_mem)" lo
 check "  env requests.memory in bytes" logged dapi "MEMORY_REQUEST=16777216"
 check "  volume requests.cpu with divisor 1m" logged dapi "/dapi/cpu_request:10"
 check "  volume limits.memory unset: the Node's allocatable" logged dapi "/dapi/memory_limit:$alloc_mem"
+
+# --- spec.hostnameOverride (HostnameOverride, on in 1.36) ---------------------------
+kubectl apply -f - >/dev/null <<EOF2
+apiVersion: v1
+kind: Pod
+metadata: {name: hover, namespace: $PODS_NS}
+spec:
+  nodeName: $NODE
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  hostname: custom-host
+  subdomain: sub
+  hostnameOverride: override.example.host
+  containers:
+  - name: c
+    image: $IMG
+    command: [sh, -c, "echo names=\$(hostname)';'\$(hostname -f)';'; sleep 3600"]
+EOF2
+if wait_for 40 phase_is hover Running && wait_for 10 logged hover "names=override.example.host;override.example.host;"; then
+  ok "hostnameOverride: hostname and hostname -f are the override (not hostname, subdomain or name)"
+else fail "hostnameOverride" "$(get hover '{.status.containerStatuses[0].state}') $(cat "$LOGS/${PODS_NS}_hover_"*/c/*.log 2>/dev/null)"; fi
 
 # --- a missing required key, then added -----------------------------------------
 if wait_for 30 waiting_is missing CreateContainerConfigError; then
