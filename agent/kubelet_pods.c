@@ -90,6 +90,9 @@ int nl__kubelet_pods_init(nl_kubelet_t *k, nl_err_t **err) {
   nl_pod_config_init(&k->pod_config, nl__kubelet_pods_update, k);
   nl_pod_workers_init(&k->workers, k->loop, &nl__kubelet_syncer, k,
                       (uint64_t)(k->cfg->sync_frequency / 1000000), 10000);
+  const nl_config_list_t *u = &k->cfg->allowed_unsafe_sysctls;
+  if (nl_sysctl_allowlist_init(&k->sysctls, u->v, u->n, err) < 0)
+    return nl_err_wrap(err, "allowedUnsafeSysctls");
   return 0;
 }
 
@@ -107,6 +110,7 @@ void nl__kubelet_pods_free(nl_kubelet_t *k) {
   nl_map_free(&k->pod_states, state_free);
   nl_pod_manager_free(&k->pods);
   nl_pod_config_free(&k->pod_config);
+  nl_sysctl_allowlist_free(&k->sysctls);
 }
 
 /* ---- status ---- */
@@ -306,6 +310,15 @@ static bool admit(nl_kubelet_t *k, const nl_pod_t *pod) {
   char *msg;
   if (k->eviction_up && !nl_eviction_admit(&k->eviction, pod, &why, &msg)) {
     fail_pod(k, pod, why, nl_xasprintf("Pod was rejected: %s", msg));
+    free(msg);
+    nl_warn("pod %s/%s rejected: %s", pod->metadata.namespace_, pod->metadata.name,
+            state_get(k, pod->metadata.uid)->rejected_message);
+    refresh_status(k, pod, true);
+    return false;
+  }
+  /* then the sysctls allowlist (upstream's second admit handler) */
+  if (!nl_sysctl_admit(&k->sysctls, pod, &msg)) {
+    fail_pod(k, pod, NL_SYSCTL_FORBIDDEN_REASON, nl_xasprintf("Pod was rejected: %s", msg));
     free(msg);
     nl_warn("pod %s/%s rejected: %s", pod->metadata.namespace_, pod->metadata.name,
             state_get(k, pod->metadata.uid)->rejected_message);

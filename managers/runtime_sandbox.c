@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "managers/runtime_internal.h"
+#include "managers/sysctl.h"
 #include "reactor/xalloc.h"
 
 #define MAX_DNS_NAMESERVERS 3
@@ -272,7 +273,7 @@ static Runtime__V1__LinuxPodSandboxConfig *linux_config(const nl_runtime_opts_t 
   nl__kvs_t sysctls = {0};
   if (psc) {
     for (size_t i = 0; i < psc->n_sysctls; i++) {
-      char *k = nl__sysctl_dots(psc->sysctls[i].key);
+      char *k = nl_sysctl_normalize(psc->sysctls[i].key);
       nl__kvs_put(&sysctls, k, psc->sysctls[i].value);
       free(k);
     }

@@ -10,7 +10,8 @@
 # only for the objects its pods reference, by name, and never for another
 # ConfigMap of the same namespace. Downward API resource values with the API's
 # "0" divisor and the Node's allocatable for unset limits, and the hostname of
-# spec.hostnameOverride. Then, with
+# spec.hostnameOverride; a pod with an unsafe sysctl is rejected at admission.
+# Then, with
 # configMapAndSecretChangeDetectionStrategy: Get in the config file, a Secret
 # still reaches its pod, fetched by a GET of its name.
 # API_ENV_NODE / API_ENV_KUBECONFIG: the node and its credential (default: a
@@ -148,6 +149,28 @@ EOF2
 if wait_for 40 phase_is hover Running && wait_for 10 logged hover "names=override.example.host;override.example.host;"; then
   ok "hostnameOverride: hostname and hostname -f are the override (not hostname, subdomain or name)"
 else fail "hostnameOverride" "$(get hover '{.status.containerStatuses[0].state}') $(cat "$LOGS/${PODS_NS}_hover_"*/c/*.log 2>/dev/null)"; fi
+
+# --- an unsafe sysctl not allowed: rejected at admission ---------------------------
+kubectl apply -f - >/dev/null <<EOF2
+apiVersion: v1
+kind: Pod
+metadata: {name: sysctl, namespace: $PODS_NS}
+spec:
+  nodeName: $NODE
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  securityContext:
+    sysctls: [{name: kernel.shm_rmid_forced, value: "1"}, {name: kernel.msgmax, value: "10000000000"}]
+  containers:
+  - {name: c, image: $IMG, command: [sleep, "3600"]}
+EOF2
+if wait_for 30 phase_is sysctl Failed && [ "$(get sysctl '{.status.reason}')" = SysctlForbidden ]; then
+  ok "kernel.msgmax (not safe, not allowed): Failed, SysctlForbidden, as upstream"
+else fail "sysctl admission" "$(get sysctl '{.status.phase} {.status.reason}')"; fi
+msg=$(get sysctl '{.status.message}')
+want='Pod was rejected: forbidden sysctl: "kernel.msgmax" not allowlisted'
+if [ "$msg" = "$want" ]; then ok "  with upstream's message"; else fail "sysctl message" "got '$msg', want '$want'"; fi
+check "  no sandbox was made for it" bash -c "! grep -q 'pod sysctl_$PODS_NS.*creating sandbox' '$E2E_TMP/agent.log'"
 
 # --- a missing required key, then added -----------------------------------------
 if wait_for 30 waiting_is missing CreateContainerConfigError; then

@@ -1,6 +1,8 @@
 /* PodSandboxConfig, DNS, hostname and resolv.conf parsing. */
 #include "rt_test_util.h"
 
+#include "managers/sysctl.h"
+
 static const char *POD =
     "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  namespace: edge\n  uid: u-1\n"
     "  labels: {app: web}\n  annotations: {note: hi}\n"
@@ -222,10 +224,10 @@ static void test_hostname(void **state) {
 
 static void test_sysctl_dots(void **state) {
   (void)state;
-  char *s = nl__sysctl_dots("kernel.shm_rmid_forced");
+  char *s = nl_sysctl_normalize("kernel.shm_rmid_forced");
   assert_string_equal(s, "kernel.shm_rmid_forced");
   free(s);
-  s = nl__sysctl_dots("net/ipv4/conf/eno2.100/rp_filter");
+  s = nl_sysctl_normalize("net/ipv4/conf/eno2.100/rp_filter");
   assert_string_equal(s, "net.ipv4.conf.eno2/100.rp_filter");
   free(s);
 }
