@@ -303,28 +303,27 @@ static void fail_pod(nl_kubelet_t *k, const nl_pod_t *pod, const char *reason, c
   ps->rejected_message = message;
 }
 
+/* upstream rejectPod: Failed for good with the reason and "Pod was rejected:
+ * <message>" (message is taken). Returns false. */
+static bool reject(nl_kubelet_t *k, const nl_pod_t *pod, const char *reason, char *message) {
+  fail_pod(k, pod, reason, nl_xasprintf("Pod was rejected: %s", message));
+  free(message);
+  pod_state_t *ps = state_get(k, pod->metadata.uid);
+  nl_warn("pod %s/%s rejected: %s: %s", pod->metadata.namespace_, pod->metadata.name,
+          ps->rejected_reason, ps->rejected_message);
+  refresh_status(k, pod, true);
+  return false;
+}
+
 static bool admit(nl_kubelet_t *k, const nl_pod_t *pod) {
   size_t n, active = 0;
   /* upstream's eviction admit handler comes before the predicates */
   const char *why;
   char *msg;
-  if (k->eviction_up && !nl_eviction_admit(&k->eviction, pod, &why, &msg)) {
-    fail_pod(k, pod, why, nl_xasprintf("Pod was rejected: %s", msg));
-    free(msg);
-    nl_warn("pod %s/%s rejected: %s", pod->metadata.namespace_, pod->metadata.name,
-            state_get(k, pod->metadata.uid)->rejected_message);
-    refresh_status(k, pod, true);
-    return false;
-  }
+  if (k->eviction_up && !nl_eviction_admit(&k->eviction, pod, &why, &msg))
+    return reject(k, pod, why, msg);
   /* then the sysctls allowlist (upstream's second admit handler) */
-  if (!nl_sysctl_admit(&k->sysctls, pod, &msg)) {
-    fail_pod(k, pod, NL_SYSCTL_FORBIDDEN_REASON, nl_xasprintf("Pod was rejected: %s", msg));
-    free(msg);
-    nl_warn("pod %s/%s rejected: %s", pod->metadata.namespace_, pod->metadata.name,
-            state_get(k, pod->metadata.uid)->rejected_message);
-    refresh_status(k, pod, true);
-    return false;
-  }
+  if (!nl_sysctl_admit(&k->sysctls, pod, &msg)) return reject(k, pod, NL_SYSCTL_FORBIDDEN_REASON, msg);
   const nl_pod_t **pods = nl_pod_manager_list(&k->pods, &n);
   for (size_t i = 0; i < n; i++) {
     if (strcmp(pods[i]->metadata.uid, pod->metadata.uid) == 0) continue;
@@ -351,13 +350,7 @@ static bool admit(nl_kubelet_t *k, const nl_pod_t *pod) {
   nl_admit_node_free(&node);
   free(pods);
   if (ok) return true;
-  fail_pod(k, pod, r.reason, nl_xasprintf("Pod was rejected: %s", r.message));
-  pod_state_t *ps = state_get(k, pod->metadata.uid);
-  nl_admit_result_free(&r);
-  nl_warn("pod %s/%s rejected: %s: %s", pod->metadata.namespace_, pod->metadata.name,
-          ps->rejected_reason, ps->rejected_message);
-  refresh_status(k, pod, true);
-  return false;
+  return reject(k, pod, r.reason, r.message); /* the reason is static */
 }
 
 /* upstream handleMirrorPod: a mirror pod never runs; its static pod is synced so
