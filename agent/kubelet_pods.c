@@ -303,9 +303,12 @@ static void fail_pod(nl_kubelet_t *k, const nl_pod_t *pod, const char *reason, c
   ps->rejected_message = message;
 }
 
-/* upstream rejectPod: Failed for good with the reason and "Pod was rejected:
- * <message>" (message is taken). Returns false. */
+/* upstream rejectPod: a Warning event with the reason and message, and Failed
+ * for good with "Pod was rejected: <message>" (message is taken). Returns
+ * false. */
 static bool reject(nl_kubelet_t *k, const nl_pod_t *pod, const char *reason, char *message) {
+  nl_event_ref_t ref = nl_event_pod_ref(pod);
+  nl_events_record(&k->events, &ref, NL_EVENT_WARNING, reason, message);
   fail_pod(k, pod, reason, nl_xasprintf("Pod was rejected: %s", message));
   free(message);
   pod_state_t *ps = state_get(k, pod->metadata.uid);

@@ -170,6 +170,10 @@ else fail "sysctl admission" "$(get sysctl '{.status.phase} {.status.reason}')";
 msg=$(get sysctl '{.status.message}')
 want='Pod was rejected: forbidden sysctl: "kernel.msgmax" not allowlisted'
 if [ "$msg" = "$want" ]; then ok "  with upstream's message"; else fail "sysctl message" "got '$msg', want '$want'"; fi
+sysctl_event() { kubectl get events -n "$PODS_NS" --field-selector involvedObject.name=sysctl \
+  -o jsonpath='{range .items[*]}{.type} {.reason} {.message}{"\n"}{end}' |
+  grep -qx 'Warning SysctlForbidden forbidden sysctl: "kernel.msgmax" not allowlisted'; }
+check "  and a Warning event SysctlForbidden (upstream rejectPod)" wait_for 10 sysctl_event
 check "  no sandbox was made for it" bash -c "! grep -q 'pod sysctl_$PODS_NS.*creating sandbox' '$E2E_TMP/agent.log'"
 
 # --- a missing required key, then added -----------------------------------------
