@@ -38,17 +38,17 @@ kubectl create secret generic -n "$PODS_NS" db --from-literal=PASSWORD=s3cr3t \
   --from-literal=1bad=x >/dev/null
 kubectl create configmap -n "$PODS_NS" unrelated --from-literal=X=1 >/dev/null
 
+# bound_pod NAME: applies a pod bound to this node, its spec continued from stdin.
+bound_pod() {
+  { printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: %s, namespace: %s}\nspec:\n' "$1" "$PODS_NS"
+    printf '  nodeName: %s\n  automountServiceAccountToken: false\n' "$NODE"
+    printf '  terminationGracePeriodSeconds: 1\n'
+    cat; } | kubectl apply -f - >/dev/null
+}
 # pod NAME ENV ENVFROM: a pod bound to this node that prints its environment.
 pod() {
-  kubectl apply -f - >/dev/null <<EOF2
-apiVersion: v1
-kind: Pod
-metadata: {name: $1, namespace: $PODS_NS}
-spec:
-  nodeName: $NODE
-  automountServiceAccountToken: false
+  bound_pod "$1" <<EOF2
   enableServiceLinks: false
-  terminationGracePeriodSeconds: 1
   containers:
   - name: c
     image: $IMG
@@ -89,15 +89,8 @@ check "  a key that is no C identifier is a variable too (relaxed validation, as
 # --- downward API resourceFieldRef: the API's "0" divisor, node allocatable -------
 # The API server gives an unset divisor as "0" (read as 1, as upstream); an
 # unset limit is the Node's allocatable (defaultPodLimitsForDownwardAPI).
-kubectl apply -f - >/dev/null <<EOF2
-apiVersion: v1
-kind: Pod
-metadata: {name: dapi, namespace: $PODS_NS}
-spec:
-  nodeName: $NODE
-  automountServiceAccountToken: false
+bound_pod dapi <<EOF2
   enableServiceLinks: false
-  terminationGracePeriodSeconds: 1
   containers:
   - name: c
     image: $IMG
@@ -130,14 +123,7 @@ check "  volume requests.cpu with divisor 1m" logged dapi "/dapi/cpu_request:10"
 check "  volume limits.memory unset: the Node's allocatable" logged dapi "/dapi/memory_limit:$alloc_mem"
 
 # --- spec.hostnameOverride (HostnameOverride, on in 1.36) ---------------------------
-kubectl apply -f - >/dev/null <<EOF2
-apiVersion: v1
-kind: Pod
-metadata: {name: hover, namespace: $PODS_NS}
-spec:
-  nodeName: $NODE
-  automountServiceAccountToken: false
-  terminationGracePeriodSeconds: 1
+bound_pod hover <<EOF2
   hostname: custom-host
   subdomain: sub
   hostnameOverride: override.example.host
@@ -151,14 +137,7 @@ if wait_for 40 phase_is hover Running && wait_for 10 logged hover "names=overrid
 else fail "hostnameOverride" "$(get hover '{.status.containerStatuses[0].state}') $(cat "$LOGS/${PODS_NS}_hover_"*/c/*.log 2>/dev/null)"; fi
 
 # --- an unsafe sysctl not allowed: rejected at admission ---------------------------
-kubectl apply -f - >/dev/null <<EOF2
-apiVersion: v1
-kind: Pod
-metadata: {name: sysctl, namespace: $PODS_NS}
-spec:
-  nodeName: $NODE
-  automountServiceAccountToken: false
-  terminationGracePeriodSeconds: 1
+bound_pod sysctl <<EOF2
   securityContext:
     sysctls: [{name: kernel.shm_rmid_forced, value: "1"}, {name: kernel.msgmax, value: "10000000000"}]
   containers:
