@@ -15,6 +15,16 @@ printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ns
 [ $rc -eq 2 ] && grep -q 'syncFrequency' "$E2E_TMP/err" \
   && ok "syncFrequency: banana exits 2 naming the field" || fail "bad config" "rc=$rc $(cat "$E2E_TMP/err")"
 
+# A node IP the apiserver could not reach the node at: refused before anything
+# starts, with upstream's reason (its node status gives it at every update).
+"$NANOLET" --node-ip 127.0.0.1 --root-dir "$E2E_TMP/never" 2>"$E2E_TMP/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "failed to validate nodeIP: nodeIP can't be loopback address" "$E2E_TMP/err" &&
+  [ ! -e "$E2E_TMP/never" ] && ok "--node-ip 127.0.0.1 exits 2 with upstream's reason" ||
+  fail "--node-ip 127.0.0.1" "rc=$rc $(cat "$E2E_TMP/err")"
+"$NANOLET" --node-ip 203.0.113.77 --root-dir "$E2E_TMP/never" 2>"$E2E_TMP/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "node IP: \"203.0.113.77\" not found in the host's network interfaces" "$E2E_TMP/err" &&
+  ok "--node-ip of no interface here exits 2" || fail "--node-ip 203.0.113.77" "rc=$rc $(cat "$E2E_TMP/err")"
+
 "$NANOLET" --config /nonexistent.yaml 2>"$E2E_TMP/err"; rc=$?
 [ $rc -eq 2 ] && grep -q '/nonexistent.yaml' "$E2E_TMP/err" && ok "missing config exits 2" || fail "missing config" "rc=$rc"
 

@@ -18,7 +18,6 @@ PODS_NS=nanolet-e2e-kserver
 k8s_env || { fail "control plane" "tools/testenv/controlplane.sh up failed"; exit 1; }
 NODE=${NANOLET_TEST_KSERVER_NODE:-nl-kserver}
 KC=${NANOLET_TEST_KSERVER_KUBECONFIG:-$("$NANOLET_TEST_CONTROLPLANE" cert "$NODE" "system:node:$NODE" system:nodes)}
-NODE_IP=${NANOLET_TEST_NODE_IP:-$(ip -4 -o route get 192.0.2.255 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p')}
 PKI=$(dirname "$NANOLET_TEST_K8S_CA")
 IMG=localhost/busybox:1.36
 SA_NS=$PODS_NS-sa
