@@ -95,3 +95,32 @@ if wait_for 10 healthz_ok "$port"; then
 else
   kill -KILL "$holder" 2>/dev/null; fail "lock holder start" "$(tail -3 "$E2E_TMP/lock.log")"
 fi
+
+# A configuration file with no authentication: section (webhook, by default)
+# and no API server: the secure port stays closed, readOnlyPort is served.
+port=$(free_port)
+server_flags "$E2E_TMP"
+mkdir -p "$E2E_TMP/m3"
+cat >"$E2E_TMP/ro.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+healthzPort: $port
+port: $KPORT
+readOnlyPort: $RO_PORT
+staticPodPath: $E2E_TMP/m3
+containerRuntimeEndpoint: $NANOLET_TEST_CRI_ENDPOINT
+EOF
+"$NANOLET" --config "$E2E_TMP/ro.yaml" --root-dir "$E2E_TMP/root" --cert-dir "$E2E_TMP/pki" \
+  --hostname-override e2e-node >"$E2E_TMP/ro.log" 2>&1 &
+ro_agent=$!
+if wait_for 10 healthz_ok "$port"; then
+  out=$(curl -fsS "http://127.0.0.1:$RO_PORT/pods")
+  [ "$(jq -r .kind <<<"$out" 2>/dev/null)" = PodList ] && grep -q "port $KPORT is off: .*readOnlyPort is served" "$E2E_TMP/ro.log" &&
+    ! curl -ksS -o /dev/null "https://127.0.0.1:$KPORT/healthz" 2>/dev/null &&
+    ok "standalone, webhook authentication: readOnlyPort serves /pods, the secure port stays closed" ||
+    fail "read-only port alone" "${out:0:200} $(grep -i 'kubelet server' "$E2E_TMP/ro.log")"
+  kill -TERM "$ro_agent"; wait "$ro_agent"; rc=$?
+  [ $rc -eq 0 ] && ok "and exits 0 on SIGTERM" || fail "read-only agent SIGTERM" "rc=$rc $(tail -3 "$E2E_TMP/ro.log")"
+else
+  kill -KILL "$ro_agent" 2>/dev/null; fail "read-only agent start" "$(tail -3 "$E2E_TMP/ro.log")"
+fi
