@@ -64,7 +64,7 @@ logged() { # logged POD LINE: the container's log has the line
   cat "$LOGS/${PODS_NS}_$1_$(get "$1" '{.metadata.uid}')"/c/*.log 2>/dev/null | grep -q " stdout F $2\$"
 }
 
-start_agent --kubeconfig "$KC" --node-ip 127.0.0.1 ${API_ENV_AGENT_FLAGS:-} || { fail "agent start" ""; exit 1; }
+start_agent --kubeconfig "$KC" --node-ip "$NODE_IP" ${API_ENV_AGENT_FLAGS:-} || { fail "agent start" ""; exit 1; }
 
 # --- env and envFrom from both kinds -------------------------------------------
 pod both '[{name: M, valueFrom: {configMapKeyRef: {name: app, key: MODE}}},
@@ -207,7 +207,7 @@ fi
 stop_agent TERM
 printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nconfigMapAndSecretChangeDetectionStrategy: Get\n' \
   >"$E2E_TMP/get.yaml"
-start_agent --config "$E2E_TMP/get.yaml" --kubeconfig "$KC" --node-ip 127.0.0.1 || fail "agent start (Get)" ""
+start_agent --config "$E2E_TMP/get.yaml" --kubeconfig "$KC" --node-ip "$NODE_IP" || fail "agent start (Get)" ""
 pod viaget '[{name: G, valueFrom: {secretKeyRef: {name: db, key: PASSWORD}}}]' '[]'
 if wait_for 40 phase_is viaget Running && wait_for 10 logged viaget "G=s3cr3t"; then
   ok "strategy Get: the secret reaches the container"

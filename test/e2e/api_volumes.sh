@@ -44,7 +44,7 @@ mode_of() { inside "$1" stat -L -c '%a %g' "$2"; }
 restarts() { kubectl get pod -n "$PODS_NS" "$1" -o jsonpath='{.status.containerStatuses[0].restartCount}'; }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
-start_agent --kubeconfig "$KC" --node-ip 127.0.0.1 || exit 1
+start_agent --kubeconfig "$KC" --node-ip "$NODE_IP" || exit 1
 
 # --- kubectl run: the projected service-account volume -------------------------
 kubectl run web -n "$PODS_NS" --image="$IMG" --restart=Never \
@@ -162,7 +162,7 @@ data_links() { for d in "$ROOT"/pods/*/volumes/*/*; do readlink "$d/..data"; don
 BEFORE=$(data_links)
 WEB_ID=$(running_id web)
 stop_agent TERM
-start_agent --kubeconfig "$KC" --node-ip 127.0.0.1 || exit 1
+start_agent --kubeconfig "$KC" --node-ip "$NODE_IP" || exit 1
 sleep 5
 check "restart: no volume rewritten (the same ..data directories)" [ "$(data_links)" = "$BEFORE" ]
 check "restart: no container restarted" [ "$(running_id vols) $(running_id web)" = "$ID $WEB_ID" ]
