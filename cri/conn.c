@@ -581,7 +581,7 @@ static void on_ping(void *user) {
     uv_timer_start(&c->ping_ack_timer, on_ping_ack_timer, PING_ACK_DELAY_MS, 0);
 }
 
-static void on_goaway(void *user, uint32_t error_code) {
+static void on_goaway(void *user, uint32_t error_code, int32_t last_stream_id) {
   nl_cri_client_t *c = user;
   nl_vlog(2, "CRI runtime %s sent GOAWAY (%s)", c->path, nghttp2_http2_strerror(error_code));
   c->draining = true;

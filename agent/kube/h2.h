@@ -1,8 +1,11 @@
-/* The API client's HTTP/2 engine (nghttp2), doing no I/O, as cri/grpc.h does
- * for gRPC: bytes read from the server go in with nl_kube_h2_recv(), bytes to
- * send come out through the write callback of nl_kube_h2_flush(). Each request
- * is a stream (nl_kube_h2_stream_t) the caller embeds in its request struct.
- * Responses are plain HTTP: a status, a few headers, a body in pieces.
+/* The API client's requests over the HTTP/2 engine (reactor/h2.h), doing no
+ * I/O, as cri/grpc.h does for gRPC: bytes read from the server go in with
+ * nl_kube_h2_recv(), bytes to send come out through the write callback of
+ * nl_kube_h2_flush(). Each request is a stream (nl_kube_h2_stream_t) the
+ * caller embeds in its request struct. Responses are plain HTTP: a status, a
+ * few headers, a body in pieces. Session set-up, windows, PINGs, GOAWAY and
+ * resets are the engine's; this file adds the request's header block and
+ * reads the response's head.
  *
  * Re-entrancy: stream callbacks run inside nl_kube_h2_recv(). They may submit
  * and cancel streams but must not free the session. */
@@ -13,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "reactor/list.h"
+#include "reactor/h2.h"
 
 typedef struct nl_kube_h2 nl_kube_h2_t;
 typedef struct nl_kube_h2_stream nl_kube_h2_stream_t;
@@ -38,32 +41,24 @@ struct nl_kube_h2_stream {
   nl_kube_h2_data_cb on_data;
   nl_kube_h2_close_cb on_close;
   /* engine-private from here */
-  nl_kube_h2_t *session;
-  nl_list_t link;      /* in the session's open streams */
-  int32_t id;
+  nl_h2_stream_t h2;   /* the HTTP/2 stream (its id, whether it was sent) */
+  nl_kube_h2_t *session; /* NULL when not open */
   int status;          /* :status, 0 until the head */
   char *content_type;  /* owned, NULL when none */
   char *retry_after;   /* owned, NULL when none */
-  const uint8_t *body; /* request body, borrowed until the stream ends */
-  size_t body_len, body_off;
-  bool got_response;   /* any frame of the response seen */
   bool head_done;      /* the final head arrived; later HEADERS are trailers */
   bool complete;       /* the response's END_STREAM arrived */
-  bool sent;           /* our HEADERS left the engine: the server may act on it */
 };
 
 typedef struct nl_kube_h2_header {
   const char *name, *value; /* lower-case names */
 } nl_kube_h2_header_t;
 
-typedef struct nl_kube_h2_cbs {
-  /* Bytes for the server; copy them. Return 0, or negative to fail the flush. */
-  int (*write)(void *user, const uint8_t *data, size_t len);
-  /* Our PING was acknowledged. */
-  void (*ping_ack)(void *user);
-  /* GOAWAY: no new streams; those above last_stream_id close as refused. */
-  void (*goaway)(void *user, uint32_t error_code, int32_t last_stream_id);
-} nl_kube_h2_cbs_t;
+/* The engine's callbacks (reactor/h2.h), called with the user given to
+ * nl_kube_h2_new(): write (bytes for the server; copy them), ping_ack (our
+ * PING was acknowledged), goaway (no new streams; those above last_stream_id
+ * close as refused). The server's PINGs are acknowledged at once. */
+typedef nl_h2_cbs_t nl_kube_h2_cbs_t;
 
 /* window: the receive window per stream and for the connection. Queues the
  * preface and SETTINGS. Returns NULL only on allocation failure. */
@@ -84,7 +79,7 @@ int nl_kube_h2_submit(nl_kube_h2_t *s, nl_kube_h2_stream_t *st, const char *meth
                       const char *path, const char *authority,
                       const nl_kube_h2_header_t *hdrs, size_t n_hdrs, const void *body,
                       size_t body_len);
-#define NL_KUBE_H2_EBUSY (-100000)
+#define NL_KUBE_H2_EBUSY NL_H2_EBUSY
 /* Abandons a stream: RST_STREAM(CANCEL) is queued, no callback follows. */
 void nl_kube_h2_cancel(nl_kube_h2_stream_t *st);
 
