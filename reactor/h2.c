@@ -93,6 +93,8 @@ static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame, void *
   nl_h2_t *s = user;
   switch (frame->hd.type) {
   case NGHTTP2_DATA:
+    if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) break;
+    /* fall through */
   case NGHTTP2_HEADERS: {
     nl_h2_stream_t *st = stream_of(s, frame->hd.stream_id);
     if (!st) break;
