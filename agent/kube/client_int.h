@@ -10,6 +10,7 @@
 #include "agent/kube/ratelimit.h"
 #include "reactor/backoff.h"
 #include "reactor/buf.h"
+#include "reactor/dial.h"
 #include "reactor/http_client.h"
 #include "reactor/http_io.h"
 #include "reactor/list.h"
@@ -32,9 +33,7 @@ typedef enum nl_kube_state {
 } nl_kube_state_t;
 
 typedef enum nl_kube_conn_state {
-  KC_RESOLVING,
-  KC_CONNECTING,
-  KC_HANDSHAKE,
+  KC_CONNECTING, /* the dialer resolves, connects, does the TLS handshake */
   KC_READY,
   KC_DRAINING, /* GOAWAY seen: finishes its streams, takes no new ones */
   KC_CLOSED,   /* detached from the client; frees itself when its handles close */
@@ -45,18 +44,13 @@ typedef struct nl_kube_conn {
   nl_list_t link;   /* in client->conns */
   nl_kube_conn_state_t state;
   int live;         /* handles and requests to come back before it is freed */
-  uv_getaddrinfo_t gai;
-  bool gai_pending;
-  struct addrinfo *ai, *ai_next;
-  nl__http_io_t io;
-  bool io_open;
-  uv_connect_t connect;
+  nl_dial_t dial;    /* the connection (dial.io once connected) */
+  bool dial_open;
   uv_timer_t health; /* ReadIdleTimeout, then PingTimeout */
   uv_timer_t idle;   /* runs while ready without a stream: IdleConnTimeout */
   nl_kube_h2_t *h2;
   nl_buf_t out;      /* session output collected during one flush */
   nl_list_t reqs;    /* requests with a stream on this connection */
-  char peer[INET6_ADDRSTRLEN + 8];
   bool was_ready;
   bool rx;           /* frames arrived since the last health tick */
   bool ping_outstanding;
