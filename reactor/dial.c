@@ -120,6 +120,10 @@ static void on_connect(uv_connect_t *req, int status) {
     finish_errf(d, -status, "dial %s %s: connect: %s", net_of(d), d->peer, uv_strerror(status));
     return;
   }
+  if (d->raw) {
+    finish(d, NULL);
+    return;
+  }
   if (d->tls) nl__http_io_set_tls(&d->io, nl_tls_new(d->tls, d->server_name ? d->server_name
                                                                              : d->host));
   nl_err_t *err = NULL;
@@ -231,12 +235,13 @@ void nl_dial_start(nl_dial_t *d, uv_loop_t *loop, const nl_dial_opts_t *o, nl_di
   d->loop = loop;
   d->cb = cb;
   d->io_cbs = o->io_cbs;
+  d->raw = o->raw;
   d->port = o->port;
   d->host = o->host ? nl_xstrdup(o->host) : NULL;
   d->unix_path = o->unix_path ? nl_xstrdup(o->unix_path) : NULL;
   d->server_name = o->server_name ? nl_xstrdup(o->server_name) : NULL;
-  d->tls = o->tls ? nl_tls_config_ref(o->tls) : NULL;
-  assert(d->io_cbs && d->io_cbs->on_data && d->io_cbs->on_end);
+  d->tls = o->tls && !o->raw ? nl_tls_config_ref(o->tls) : NULL;
+  assert(d->raw || (d->io_cbs && d->io_cbs->on_data && d->io_cbs->on_end));
   if (uv_timer_init(loop, &d->timer) < 0) abort();
   d->live = 1;
   if (o->timeout_ms) uv_timer_start(&d->timer, on_deadline, o->timeout_ms, 0);

@@ -4,7 +4,7 @@
  * when asked (SNI, verification and ALPN from the TLS configuration), under
  * one deadline for all of it. The API client, the URL source and the HTTP
  * probes dial with it (through reactor/http_client.c), and so does the CRI
- * client's unix socket.
+ * client's unix socket (raw: it reads and writes the stream itself).
  *
  * The owner embeds an nl_dial_t and gives it the io callbacks it wants once
  * connected (data, end, drain; found again with container_of on d->io): the
@@ -48,8 +48,11 @@ typedef struct nl_dial_opts {
                             dialing); NULL: plaintext */
   const char *server_name; /* SNI and the name verified; NULL: host */
   /* Once connected: plaintext from the peer, its end, the write queue
-   * draining (on_ready is not used: on_connect says it). Required. */
+   * draining (on_ready is not used: on_connect says it). Required unless raw. */
   const nl__http_io_cbs_t *io_cbs;
+  /* Connect only (no TLS): the owner reads and writes d->io's stream
+   * (d->io.pipe, d->io.tcp) with its own buffers, as the CRI client does. */
+  bool raw;
 } nl_dial_opts_t;
 
 struct nl_dial {
@@ -65,6 +68,7 @@ struct nl_dial {
   int port;
   nl_tls_config_t *tls;
   const nl__http_io_cbs_t *io_cbs;
+  bool raw;
   nl_dial_cb cb;
   void (*closed)(nl_dial_t *d);
   nl_err_t *later;   /* a failure found while starting, reported from the timer */
