@@ -154,12 +154,9 @@ static nl_grpc_stream_t *grpc_stream(nl_h2_stream_t *h) {
 }
 
 static void stream_release(nl_grpc_stream_t *st) {
-  free(st->rx);
-  st->rx = NULL;
-  free(st->grpc_message);
-  st->grpc_message = NULL;
-  free(st->local_message);
-  st->local_message = NULL;
+  free(nl_steal(&st->rx));
+  free(nl_steal(&st->grpc_message));
+  free(nl_steal(&st->local_message));
 }
 
 /* Fails the stream from our side (bad message, too large): the status is ours,
@@ -224,7 +221,6 @@ static void stream_finish(nl_grpc_stream_t *st, uint32_t error_code, bool refuse
     msg = nl_xstrdup("server closed the stream without sending trailers");
     refused = false;
   }
-  st->session = NULL;
   stream_release(st);
   nl_grpc_status_t status = {code, msg ? msg : ""};
   st->on_close(st, &status, refused);
@@ -240,7 +236,7 @@ static void deliver(nl_grpc_stream_t *st, const uint8_t *data, size_t len) {
 static void on_data(nl_h2_stream_t *h, const uint8_t *p, size_t len) {
   nl_grpc_stream_t *st = grpc_stream(h);
   nl_grpc_session_t *s = st->session;
-  while (len > 0 && !st->local_code && st->session) {
+  while (len > 0 && !st->local_code && st->h2.session) {
     if (st->hdr_len < 5) {
       size_t need = 5u - st->hdr_len, n = need < len ? need : len;
       memcpy(st->hdr + st->hdr_len, p, n);
@@ -418,16 +414,13 @@ int nl_grpc_session_submit(nl_grpc_session_t *s, nl_grpc_stream_t *st, const cha
     size_t tl = format_timeout(st->timeout, timeout_ms);
     nva[nnv++] = (nghttp2_nv)NV("grpc-timeout", st->timeout, tl, 0);
   }
-  int rc = nl_h2_submit(s->h2, &st->h2, nva, nnv, framed, framed_len);
-  if (rc < 0) return rc;
   st->session = s;
-  return 0;
+  return nl_h2_submit(s->h2, &st->h2, nva, nnv, framed, framed_len);
 }
 
 void nl_grpc_stream_cancel(nl_grpc_stream_t *st) {
-  if (!st->session) return;
+  if (!st->h2.session) return;
   nl_h2_stream_cancel(&st->h2);
-  st->session = NULL;
   stream_release(st);
 }
 

@@ -112,7 +112,8 @@ struct nl_grpc_stream {
   void *user;
   /* engine-private */
   nl_h2_stream_t h2;  /* the HTTP/2 stream (reactor/h2.h) */
-  nl_grpc_session_t *session; /* NULL when not open */
+  nl_grpc_session_t *session; /* the session it was last submitted on (its limits);
+                               * open while h2.session is set */
   uint8_t *rx;        /* message being reassembled across DATA frames */
   uint32_t rx_len, rx_off;
   uint8_t hdr[5];

@@ -2,7 +2,6 @@
 
 #include <assert.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -40,17 +39,6 @@ static void finish(nl_dial_t *d, nl_err_t *err) {
   nl_err_free(&err);
 }
 
-static void finish_errf(nl_dial_t *d, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void finish_errf(nl_dial_t *d, int code, const char *fmt, ...) {
-  nl_err_t *err = NULL;
-  va_list ap;
-  va_start(ap, fmt);
-  nl_err_setv(&err, code, fmt, ap);
-  va_end(ap);
-  finish(d, err);
-}
-
 nl_err_t *nl_dial_io_error(const nl_dial_t *d, const nl_err_t *err) {
   if (!err) return NULL;
   nl_err_t *e = NULL;
@@ -83,8 +71,7 @@ static void io_end(nl__http_io_t *io, nl_err_t *err) {
   }
   /* The TLS handshake failed, or the peer hung up during it. */
   nl_err_t *e = nl_dial_io_error(d, err);
-  if (!e) nl_err_set(&e, ECONNRESET, "EOF");
-  finish(d, e);
+  finish(d, e ? e : nl_err_newf(ECONNRESET, "EOF"));
 }
 
 static void io_drain(nl__http_io_t *io) {
@@ -117,7 +104,8 @@ static void on_connect(uv_connect_t *req, int status) {
       nl__http_io_close(&d->io, io_closed); /* its close callback goes on */
       return;
     }
-    finish_errf(d, -status, "dial %s %s: connect: %s", net_of(d), d->peer, uv_strerror(status));
+    finish(d, nl_err_newf(-status, "dial %s %s: connect: %s", net_of(d), d->peer,
+                           uv_strerror(status)));
     return;
   }
   if (d->raw) {
@@ -156,9 +144,7 @@ static void connect_to(nl_dial_t *d, const struct sockaddr *sa) {
   open_io(d);
   int rc = uv_tcp_connect(&d->connect, &d->io.tcp, sa, on_connect);
   if (rc < 0) {
-    nl_err_t *err = NULL;
-    nl_err_set(&err, -rc, "dial tcp %s: connect: %s", d->peer, uv_strerror(rc));
-    fail_later(d, err);
+    fail_later(d, nl_err_newf(-rc, "dial tcp %s: connect: %s", d->peer, uv_strerror(rc)));
   }
 }
 
@@ -188,8 +174,8 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
   }
   if (status < 0 || !res) {
     if (res) uv_freeaddrinfo(res);
-    finish_errf(d, EHOSTUNREACH, "dial tcp: lookup %s: %s", d->host,
-                status == UV_EAI_NONAME ? "no such host" : uv_strerror(status));
+    finish(d, nl_err_newf(EHOSTUNREACH, "dial tcp: lookup %s: %s", d->host,
+                          status == UV_EAI_NONAME ? "no such host" : uv_strerror(status)));
     return;
   }
   d->ai = d->ai_next = res;
@@ -199,11 +185,11 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 static void on_deadline(uv_timer_t *t) {
   nl_dial_t *d = container_of(t, nl_dial_t, timer);
   if (d->io_open && d->io.tls)
-    finish_errf(d, NL_ETIMEOUT, "net/http: TLS handshake timeout");
+    finish(d, nl_err_newf(NL_ETIMEOUT, "net/http: TLS handshake timeout"));
   else if (d->peer[0])
-    finish_errf(d, NL_ETIMEOUT, "dial %s %s: i/o timeout", net_of(d), d->peer);
+    finish(d, nl_err_newf(NL_ETIMEOUT, "dial %s %s: i/o timeout", net_of(d), d->peer));
   else
-    finish_errf(d, NL_ETIMEOUT, "dial tcp: lookup %s: i/o timeout", d->host);
+    finish(d, nl_err_newf(NL_ETIMEOUT, "dial tcp: lookup %s: i/o timeout", d->host));
 }
 
 static void timer_closed(uv_handle_t *h) {

@@ -54,7 +54,7 @@ typedef struct nl_kube_conn {
   bool was_ready;
   bool rx;           /* frames arrived since the last health tick */
   bool ping_outstanding;
-  bool in_recv;      /* inside nl_kube_h2_recv: the session is freed after it */
+  bool in_recv;      /* inside nl_h2_recv: the session is freed after it */
   bool dirty;        /* streams submitted, not yet flushed */
   bool goaway;
   uint32_t goaway_code;

@@ -12,8 +12,9 @@
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
-static void conn_maybe_free(nl_kube_conn_t *conn) {
-  if (conn->live > 0) return;
+/* Drops one of the handles and requests the connection waits for. */
+static void conn_unref(nl_kube_conn_t *conn) {
+  if (--conn->live > 0) return;
   nl_kube_client_t *c = conn->client;
   nl_kube_h2_free(conn->h2);
   nl_buf_free(&conn->out);
@@ -21,27 +22,9 @@ static void conn_maybe_free(nl_kube_conn_t *conn) {
   nl_kube__client_put(c);
 }
 
-static void handle_closed(uv_handle_t *h) {
-  nl_kube_conn_t *conn = h->data;
-  conn->live--;
-  conn_maybe_free(conn);
-}
+static void handle_closed(uv_handle_t *h) { conn_unref(h->data); }
 
-static void dial_closed(nl_dial_t *d) {
-  nl_kube_conn_t *conn = d->data;
-  conn->live--;
-  conn_maybe_free(conn);
-}
-
-static nl_err_t *errf(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static nl_err_t *errf(int code, const char *fmt, ...) {
-  nl_err_t *err = NULL;
-  va_list ap;
-  va_start(ap, fmt);
-  nl_err_setv(&err, code, fmt, ap);
-  va_end(ap);
-  return err;
-}
+static void dial_closed(nl_dial_t *d) { conn_unref(d->data); }
 
 static void close_with(nl_kube_conn_t *conn, nl_err_t *err) {
   nl_kube__conn_close(conn, err);
@@ -82,10 +65,10 @@ static void on_idle(uv_timer_t *t);
 
 void nl_kube__conn_flush(nl_kube_conn_t *conn) {
   if (conn->state == KC_CLOSED || !conn->h2 || conn->in_recv) return;
-  int rc = nl_kube_h2_flush(conn->h2);
+  int rc = nl_h2_flush(conn->h2);
   nl_err_t *err = NULL;
   if (rc < 0) {
-    close_with(conn, errf(EPROTO, "http2: %s", nghttp2_strerror(rc)));
+    close_with(conn, nl_err_newf(EPROTO, "http2: %s", nghttp2_strerror(rc)));
     return;
   }
   if (conn->out.len > 0) {
@@ -98,7 +81,7 @@ void nl_kube__conn_flush(nl_kube_conn_t *conn) {
     }
   }
   /* Every change to the connection's streams ends in a flush. */
-  if (conn->state == KC_READY && nl_kube_h2_active(conn->h2) == 0) {
+  if (conn->state == KC_READY && nl_h2_active(conn->h2) == 0) {
     if (!uv_is_active((uv_handle_t *)&conn->idle))
       uv_timer_start(&conn->idle, on_idle, conn->client->idle_conn_ms, 0);
   } else {
@@ -112,7 +95,7 @@ void nl_kube__conn_flush(nl_kube_conn_t *conn) {
 static void on_idle(uv_timer_t *t) {
   nl_kube_conn_t *conn = container_of(t, nl_kube_conn_t, idle);
   nl_kube_client_t *c = conn->client;
-  if (conn->state != KC_READY || nl_kube_h2_active(conn->h2) > 0) return;
+  if (conn->state != KC_READY || nl_h2_active(conn->h2) > 0) return;
   if (nl_kube__client_nready(c) < 2) return;
   nl_vlog(4, "kube: connection to %s (%s) idle for %llu ms: closed", c->server, conn->dial.peer,
           (unsigned long long)c->idle_conn_ms);
@@ -129,9 +112,9 @@ static size_t reserved_streams(uint32_t max) {
 
 bool nl_kube__conn_takes(const nl_kube_conn_t *conn, const nl_kube_req_t *r) {
   if (conn->state != KC_READY) return false;
-  size_t free_streams = nl_kube_h2_free_streams(conn->h2);
+  size_t free_streams = nl_h2_free_streams(conn->h2);
   if (!r->on_data) return free_streams > 0;
-  return free_streams > reserved_streams(nl_kube_h2_max_streams(conn->h2));
+  return free_streams > reserved_streams(nl_h2_max_streams(conn->h2));
 }
 
 static void on_health(uv_timer_t *t);
@@ -148,7 +131,7 @@ static void on_health(uv_timer_t *t) {
   nl_kube_client_t *c = conn->client;
   if (conn->state != KC_READY && conn->state != KC_DRAINING) return;
   if (conn->ping_outstanding) {
-    close_with(conn, errf(ETIMEDOUT, "http2: client connection lost"));
+    close_with(conn, nl_err_newf(ETIMEDOUT, "http2: client connection lost"));
     return;
   }
   if (conn->rx) {
@@ -158,7 +141,7 @@ static void on_health(uv_timer_t *t) {
   }
   nl_vlog(4, "kube: connection to %s idle for %llu ms: PING", c->server,
           (unsigned long long)c->read_idle_ms);
-  if (nl_kube_h2_ping(conn->h2) == 0) {
+  if (nl_h2_ping(conn->h2) == 0) {
     conn->ping_outstanding = true;
     health_start(conn, c->ping_timeout_ms);
     nl_kube__conn_flush(conn);
@@ -189,7 +172,7 @@ void nl_kube__conn_drain(nl_kube_conn_t *conn) {
           conn->client->server, conn->dial.peer);
   conn->state = KC_DRAINING;
   nl_kube__conn_gone(conn->client, conn, NULL);
-  if (nl_kube_h2_active(conn->h2) == 0) close_with(conn, NULL);
+  if (nl_h2_active(conn->h2) == 0) close_with(conn, NULL);
   else nl_kube__step(conn->client);
 }
 
@@ -212,7 +195,7 @@ static void on_dialed(nl_dial_t *d, const nl_err_t *err) {
   }
   conn->h2 = nl_kube_h2_new(NL_KUBE_WINDOW, &h2_cbs, conn);
   if (!conn->h2) {
-    close_with(conn, errf(ENOMEM, "http2: out of memory"));
+    close_with(conn, nl_err_newf(ENOMEM, "http2: out of memory"));
     return;
   }
   conn->state = KC_READY;
@@ -228,7 +211,7 @@ static void io_data(nl__http_io_t *io, const char *p, size_t n) {
   if (!conn->h2 || conn->state == KC_CLOSED) return;
   conn->rx = true;
   conn->in_recv = true;
-  int rc = nl_kube_h2_recv(conn->h2, (const uint8_t *)p, n);
+  int rc = nl_h2_recv(conn->h2, (const uint8_t *)p, n);
   conn->in_recv = false;
   if (conn->state == KC_CLOSED) {
     /* Closed from a callback (a stream's user stopped the client). */
@@ -237,11 +220,11 @@ static void io_data(nl__http_io_t *io, const char *p, size_t n) {
     return;
   }
   if (rc < 0) {
-    close_with(conn, errf(EPROTO, "http2: %s", nghttp2_strerror(rc)));
+    close_with(conn, nl_err_newf(EPROTO, "http2: %s", nghttp2_strerror(rc)));
     return;
   }
   nl_kube__conn_flush(conn);
-  if (conn->state == KC_DRAINING && nl_kube_h2_active(conn->h2) == 0) {
+  if (conn->state == KC_DRAINING && nl_h2_active(conn->h2) == 0) {
     close_with(conn, NULL);
     return;
   }
@@ -253,12 +236,12 @@ static void io_end(nl__http_io_t *io, nl_err_t *err) {
   if (conn->state == KC_CLOSED) return;
   nl_err_t *e;
   if (conn->goaway) {
-    e = errf(ECONNRESET,
+    e = nl_err_newf(ECONNRESET,
              "http2: server sent GOAWAY and closed the connection; LastStreamID=%d, "
              "ErrCode=%s, debug=\"\"",
              conn->goaway_last, nghttp2_http2_strerror(conn->goaway_code));
   } else if (!(e = nl_dial_io_error(&conn->dial, err))) {
-    e = errf(ECONNRESET, "unexpected EOF");
+    e = nl_err_newf(ECONNRESET, "unexpected EOF");
   }
   close_with(conn, e);
 }

@@ -6,19 +6,13 @@
 
 #include "reactor/xalloc.h"
 
-struct nl_kube_h2 {
-  nl_h2_t *h2; /* the HTTP/2 session (reactor/h2.h) */
-};
-
 static nl_kube_h2_stream_t *kube_stream(nl_h2_stream_t *h) {
   return container_of(h, nl_kube_h2_stream_t, h2);
 }
 
 static void stream_clear(nl_kube_h2_stream_t *st) {
-  free(st->content_type);
-  st->content_type = NULL;
-  free(st->retry_after);
-  st->retry_after = NULL;
+  free(nl_steal(&st->content_type));
+  free(nl_steal(&st->retry_after));
 }
 
 static void on_header(nl_h2_stream_t *h, const uint8_t *name, size_t namelen,
@@ -58,7 +52,6 @@ static void on_data(nl_h2_stream_t *h, const uint8_t *data, size_t len) {
 
 static void on_close(nl_h2_stream_t *h, uint32_t error_code, bool refused) {
   nl_kube_h2_stream_t *st = kube_stream(h);
-  st->session = NULL;
   st->complete = h->complete;
   /* The head's fields stay readable during the callback. */
   char *ct = st->content_type, *ra = st->retry_after;
@@ -71,35 +64,21 @@ static const nl_h2_stream_cbs_t stream_cbs = {
     .on_header = on_header, .on_headers = on_headers, .on_data = on_data, .on_close = on_close};
 
 nl_kube_h2_t *nl_kube_h2_new(uint32_t window, const nl_kube_h2_cbs_t *cbs, void *user) {
-  nl_kube_h2_t *s = nl_xcalloc(1, sizeof *s);
   nl_h2_opts_t o = {.window = window};
   nl_h2_cbs_t hc = *cbs;
   hc.ping = NULL; /* the server's PINGs are acknowledged at once */
-  s->h2 = nl_h2_new(&o, &hc, user);
-  if (!s->h2) {
-    free(s);
-    return NULL;
-  }
-  return s;
+  return nl_h2_new(&o, &hc, user);
 }
 
 void nl_kube_h2_free(nl_kube_h2_t *s) {
   if (!s) return;
   nl_h2_stream_t *h;
-  while ((h = nl_h2_first_stream(s->h2))) {
+  while ((h = nl_h2_first_stream(s))) {
     nl_h2_stream_detach(h);
-    kube_stream(h)->session = NULL;
     stream_clear(kube_stream(h));
   }
-  nl_h2_free(s->h2);
-  free(s);
+  nl_h2_free(s);
 }
-
-int nl_kube_h2_recv(nl_kube_h2_t *s, const uint8_t *data, size_t len) {
-  return nl_h2_recv(s->h2, data, len);
-}
-
-int nl_kube_h2_flush(nl_kube_h2_t *s) { return nl_h2_flush(s->h2); }
 
 #define NV(n, v) {(uint8_t *)(n), (uint8_t *)(v), strlen(n), strlen(v), NGHTTP2_NV_FLAG_NONE}
 
@@ -107,7 +86,7 @@ int nl_kube_h2_submit(nl_kube_h2_t *s, nl_kube_h2_stream_t *st, const char *meth
                       const char *path, const char *authority,
                       const nl_kube_h2_header_t *hdrs, size_t n_hdrs, const void *body,
                       size_t body_len) {
-  if (nl_h2_free_streams(s->h2) == 0) return NL_KUBE_H2_EBUSY;
+  if (nl_h2_free_streams(s) == 0) return NL_KUBE_H2_EBUSY;
   st->status = 0;
   st->content_type = st->retry_after = NULL;
   st->head_done = st->complete = false;
@@ -118,24 +97,13 @@ int nl_kube_h2_submit(nl_kube_h2_t *s, nl_kube_h2_stream_t *st, const char *meth
   nva[2] = (nghttp2_nv)NV(":path", path);
   nva[3] = (nghttp2_nv)NV(":authority", authority);
   for (size_t i = 0; i < n_hdrs; i++) nva[4 + i] = (nghttp2_nv)NV(hdrs[i].name, hdrs[i].value);
-  int rc = nl_h2_submit(s->h2, &st->h2, nva, 4 + n_hdrs, body, body_len);
+  int rc = nl_h2_submit(s, &st->h2, nva, 4 + n_hdrs, body, body_len);
   free(nva);
-  if (rc < 0) return rc;
-  st->session = s;
-  return 0;
+  return rc;
 }
 
 void nl_kube_h2_cancel(nl_kube_h2_stream_t *st) {
-  if (!st->session) return;
+  if (!st->h2.session) return;
   nl_h2_stream_cancel(&st->h2);
-  st->session = NULL;
   stream_clear(st);
 }
-
-int nl_kube_h2_ping(nl_kube_h2_t *s) { return nl_h2_ping(s->h2); }
-
-size_t nl_kube_h2_active(const nl_kube_h2_t *s) { return nl_h2_active(s->h2); }
-
-uint32_t nl_kube_h2_max_streams(const nl_kube_h2_t *s) { return nl_h2_max_streams(s->h2); }
-
-size_t nl_kube_h2_free_streams(const nl_kube_h2_t *s) { return nl_h2_free_streams(s->h2); }

@@ -18,7 +18,9 @@
 
 #include "reactor/h2.h"
 
-typedef struct nl_kube_h2 nl_kube_h2_t;
+/* The session is the engine's: nl_h2_recv(), nl_h2_flush(), nl_h2_ping(),
+ * nl_h2_active(), nl_h2_max_streams() and nl_h2_free_streams() work on it. */
+typedef nl_h2_t nl_kube_h2_t;
 typedef struct nl_kube_h2_stream nl_kube_h2_stream_t;
 
 /* The head of the response arrived (st->status, content_type, retry_after). */
@@ -41,8 +43,8 @@ struct nl_kube_h2_stream {
   nl_kube_h2_data_cb on_data;
   nl_kube_h2_close_cb on_close;
   /* engine-private from here */
-  nl_h2_stream_t h2;   /* the HTTP/2 stream (its id, whether it was sent) */
-  nl_kube_h2_t *session; /* NULL when not open */
+  nl_h2_stream_t h2;   /* the HTTP/2 stream: its session (NULL when not open),
+                        * id, whether it was sent */
   int status;          /* :status, 0 until the head */
   char *content_type;  /* owned, NULL when none */
   char *retry_after;   /* owned, NULL when none */
@@ -67,10 +69,6 @@ nl_kube_h2_t *nl_kube_h2_new(uint32_t window, const nl_kube_h2_cbs_t *cbs, void 
  * retrying those not sent). */
 void nl_kube_h2_free(nl_kube_h2_t *s);
 
-/* Returns 0, or a negative nghttp2 error when the connection is broken. */
-int nl_kube_h2_recv(nl_kube_h2_t *s, const uint8_t *data, size_t len);
-int nl_kube_h2_flush(nl_kube_h2_t *s);
-
 /* Starts a request. body (may be NULL) is borrowed until the stream ends.
  * Returns 0, NL_KUBE_H2_EBUSY when the session takes no new stream now
  * (GOAWAY, or the server's concurrent-stream limit), or a negative nghttp2
@@ -82,14 +80,5 @@ int nl_kube_h2_submit(nl_kube_h2_t *s, nl_kube_h2_stream_t *st, const char *meth
 #define NL_KUBE_H2_EBUSY NL_H2_EBUSY
 /* Abandons a stream: RST_STREAM(CANCEL) is queued, no callback follows. */
 void nl_kube_h2_cancel(nl_kube_h2_stream_t *st);
-
-int nl_kube_h2_ping(nl_kube_h2_t *s);
-/* Streams open with a caller attached. */
-size_t nl_kube_h2_active(const nl_kube_h2_t *s);
-/* The server's SETTINGS_MAX_CONCURRENT_STREAMS (100 until its SETTINGS come). */
-uint32_t nl_kube_h2_max_streams(const nl_kube_h2_t *s);
-/* New streams the session takes now: 0 after GOAWAY or when broken; streams
- * cancelled but not yet closed count as taken, as in Go's transport. */
-size_t nl_kube_h2_free_streams(const nl_kube_h2_t *s);
 
 #endif

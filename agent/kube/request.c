@@ -75,7 +75,7 @@ static void finish(nl_kube_req_t *r, nl_err_t *err, bool wrap) {
   if (err && wrap) wrap_op(r, &err);
   r->err = err;
   nl_list_remove(&r->link);
-  bool freed = prev == RQ_ACTIVE && r->stream.session;
+  bool freed = prev == RQ_ACTIVE && r->stream.h2.session;
   if (freed) {
     nl_kube_conn_t *conn = r->conn;
     nl_kube_h2_cancel(&r->stream);
