@@ -157,6 +157,12 @@ static void pump(peer_t *p) {
   fail_msg("pump: the two sides never went quiet");
 }
 
+/* A session past the exchange of SETTINGS. */
+static void peer_start(peer_t *p, const nl_h2_opts_t *opts, bool defer_pings) {
+  peer_init(p, opts, defer_pings);
+  pump(p);
+}
+
 static void submit(peer_t *p, stream_t *st) {
   memset(st, 0, sizeof *st);
   st->h2.cbs = &st_cbs;
@@ -242,8 +248,7 @@ static void peer_stream_limit(void **state) {
 
 static void pings_at_once(void **state) {
   peer_t p;
-  peer_init(&p, NULL, false);
-  pump(&p);
+  peer_start(&p, NULL, false);
   nghttp2_submit_ping(p.srv, NGHTTP2_FLAG_NONE, NULL);
   pump(&p);
   assert_int_equal(p.ping_acks, 1);
@@ -258,8 +263,7 @@ static void pings_at_once(void **state) {
 
 static void pings_deferred(void **state) {
   peer_t p;
-  peer_init(&p, NULL, true);
-  pump(&p);
+  peer_start(&p, NULL, true);
   for (int i = 0; i < 4; i++) nghttp2_submit_ping(p.srv, NGHTTP2_FLAG_NONE, NULL);
   pump(&p);
   assert_int_equal(p.cli_pings, 4);
@@ -280,8 +284,7 @@ static void pings_deferred(void **state) {
 
 static void goaway_refuses_later_streams(void **state) {
   peer_t p;
-  peer_init(&p, NULL, false);
-  pump(&p);
+  peer_start(&p, NULL, false);
   stream_t a, b;
   submit(&p, &a);
   submit(&p, &b);
@@ -309,8 +312,7 @@ static void goaway_refuses_later_streams(void **state) {
 
 static void resets(void **state) {
   peer_t p;
-  peer_init(&p, NULL, false);
-  pump(&p);
+  peer_start(&p, NULL, false);
   stream_t a, b, c;
   submit(&p, &a);
   submit(&p, &b);
@@ -341,8 +343,7 @@ static void resets(void **state) {
 /* Without per-stream flow control nghttp2 gives received bytes back at once. */
 static void windows_given_back(void **state) {
   peer_t p;
-  peer_init(&p, &(nl_h2_opts_t){.window = 65535}, false);
-  pump(&p);
+  peer_start(&p, &(nl_h2_opts_t){.window = 65535}, false);
   stream_t a;
   submit(&p, &a);
   pump(&p);
@@ -358,8 +359,7 @@ static void windows_given_back(void **state) {
 /* With it, a stream whose reader does not consume stops its sender alone. */
 static void back_pressure_per_stream(void **state) {
   peer_t p;
-  peer_init(&p, &(nl_h2_opts_t){.window = 65535, .stream_flow_control = true}, false);
-  pump(&p);
+  peer_start(&p, &(nl_h2_opts_t){.window = 65535, .stream_flow_control = true}, false);
   stream_t a, b;
   submit(&p, &a);
   submit(&p, &b);
@@ -394,8 +394,7 @@ static void back_pressure_per_stream(void **state) {
  * reads its owner's memory (freed at once) afterwards. */
 static void cancel_with_body_queued(void **state) {
   peer_t p;
-  peer_init(&p, NULL, false);
-  pump(&p);
+  peer_start(&p, NULL, false);
   stream_t *st = calloc(1, sizeof *st);
   st->h2.cbs = &st_cbs;
   static const uint8_t body[100] = {0};
