@@ -19,6 +19,10 @@
 #define NL_KUBE_WINDOW (16u * 1024 * 1024)   /* per stream and per connection */
 #define NL_KUBE_MAX_BODY (128u * 1024 * 1024) /* a buffered (not streamed) response */
 #define NL_KUBE_MAX_RETRIES 10                /* client-go's maxRetries */
+/* A connection attempt (lookup, connect, TLS handshake) gives up after this:
+ * client-go's dialer times out at 30 s, so a server that drops packets
+ * sends the client to its back-off instead of waiting for the kernel. */
+#define NL_KUBE_DIAL_TIMEOUT_MS 30000
 
 /* The client's dialer: how the next connection gets opened. Ready connections
  * (in conns) carry streams whatever the state; draining ones (after GOAWAY or

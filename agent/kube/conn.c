@@ -264,6 +264,7 @@ void nl_kube__conn_start(nl_kube_client_t *c) {
   conn->dial.data = conn;
   conn->dial_open = true;
   nl_dial_opts_t o = {.host = c->url.host, .port = c->url.port, .tls = c->tls,
-                      .server_name = c->server_name, .io_cbs = &io_cbs};
+                      .server_name = c->server_name, .timeout_ms = NL_KUBE_DIAL_TIMEOUT_MS,
+                      .io_cbs = &io_cbs};
   nl_dial_start(&conn->dial, c->loop, &o, on_dialed);
 }
