@@ -11,6 +11,7 @@
 #include "agent/kubelet_pods.h"
 #include "agent/stats.h"
 #include "reactor/log.h"
+#include "reactor/utf8.h"
 #include "reactor/xalloc.h"
 
 static void healthz(void *ctx, const nl_http_req_t *req, const nl_kserver_user_t *user,
@@ -40,18 +41,19 @@ static bool running_pod(const nl_rt_pod_status_t *st, void *ctx) {
   for (size_t i = 0; i < st->n_containers; i++) {
     const nl_rt_container_t *c = &st->containers[i];
     if (c->state != NL_RT_CONTAINER_RUNNING) continue;
-    json_array_append_new(containers, json_pack("{s:s, s:s, s:{}}", "name", c->name ? c->name : "",
-                                                "image", c->image ? c->image : "", "resources"));
+    json_array_append_new(containers,
+                          json_pack("{s:o, s:o, s:{}}", "name", nl_json_str(c->name ? c->name : ""),
+                                    "image", nl_json_str(c->image ? c->image : ""), "resources"));
   }
   if (!ready && json_array_size(containers) == 0) {
     json_decref(containers);
     return true;
   }
   json_array_append_new(
-      items, json_pack("{s:{s:s, s:s, s:s, s:n}, s:{s:o}, s:{}}", "metadata", "name",
-                       st->name ? st->name : "", "namespace", st->namespace_ ? st->namespace_ : "",
-                       "uid", st->uid, "creationTimestamp", "spec", "containers", containers,
-                       "status"));
+      items, json_pack("{s:{s:o, s:o, s:o, s:n}, s:{s:o}, s:{}}", "metadata", "name",
+                       nl_json_str(st->name ? st->name : ""), "namespace",
+                       nl_json_str(st->namespace_ ? st->namespace_ : ""), "uid", nl_json_str(st->uid ? st->uid : ""),
+                       "creationTimestamp", "spec", "containers", containers, "status"));
   return true;
 }
 
@@ -62,7 +64,7 @@ static void runningpods(void *ctx, const nl_http_req_t *req, const nl_kserver_us
   nl_pleg_foreach(&k->pleg, running_pod, items);
   json_t *list = json_pack("{s:s, s:s, s:{}, s:o}", "kind", "PodList", "apiVersion", "v1",
                            "metadata", "items", items);
-  char *out = json_dumps(list, JSON_COMPACT);
+  char *out = nl_json_xdumps(list, JSON_COMPACT);
   json_decref(list);
   nl_http_resp_header(resp, "Content-Type", "application/json");
   nl_http_resp_send_str(resp, 200, out);

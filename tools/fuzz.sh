@@ -24,6 +24,8 @@ build-fuzz/test/fuzz/kube/fuzz_kube_seeds "$work/kube-seeds" >/dev/null
 declare -A seeds=(
   [fuzz_agent]=test/fuzz/agent/corpus
   [fuzz_cert]=test/fuzz/agent/corpus-cert
+  [fuzz_kauth]=test/fuzz/agent/corpus-kauth
+  [fuzz_x509_name]=test/fuzz/agent/corpus-x509
   [fuzz_cri_response]="$work/cri-seeds"
   [fuzz_cri_brief]="$work/cri-seeds"
   [fuzz_dbus]=test/fuzz/dbus/corpus
@@ -44,6 +46,8 @@ declare -A seeds=(
 declare -A bins=(
   [fuzz_agent]=build-fuzz/test/fuzz/agent/fuzz_agent
   [fuzz_cert]=build-fuzz/test/fuzz/agent/fuzz_cert
+  [fuzz_kauth]=build-fuzz/test/fuzz/agent/fuzz_kauth
+  [fuzz_x509_name]=build-fuzz/test/fuzz/agent/fuzz_x509_name
   [fuzz_cri_response]=build-fuzz/test/fuzz/cri/fuzz_cri_response
   [fuzz_cri_brief]=build-fuzz/test/fuzz/cri/fuzz_cri_brief
   [fuzz_dbus]=build-fuzz/test/fuzz/dbus/fuzz_dbus
