@@ -285,17 +285,17 @@ static void token_done(void *ctx, const nl_kube_response_t *resp, const nl_err_t
   if (!review_answer(c, resp, err, &root)) return;
   nl_kauth_t *a = c->a;
   json_t *status = json_object_get(root, "status");
-  json_t *ok = json_object_get(status, "authenticated");
-  if (!json_is_boolean(ok)) {
-    /* Not an answer: not cached, as upstream caches only decisions. */
-    nl_warn("kubelet server: TokenReview: %s",
-            err ? nl_err_msg(err) : "no authentication decision in the answer");
+  if (!json_is_object(root)) {
+    /* Not an answer: not cached. */
+    nl_warn("kubelet server: TokenReview: %s", err ? nl_err_msg(err) : "no TokenReview in the answer");
     json_decref(root);
     finish(c, 401, "Unauthorized");
     return;
   }
+  /* The API server leaves "authenticated" out when it is false (Go's
+   * omitempty): a TokenReview without it is a rejection, cached as one. */
   cached_t *e = nl_xcalloc(1, sizeof(*e));
-  e->ok = json_is_true(ok);
+  e->ok = json_is_true(json_object_get(status, "authenticated"));
   e->expires = a->now(a->now_ctx) + a->opts.authn_ttl_ms;
   if (e->ok) {
     json_t *u = json_object_get(status, "user");

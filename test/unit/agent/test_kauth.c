@@ -147,6 +147,8 @@ static const char TR_OK[] =
     "{\"status\":{\"authenticated\":true,\"user\":{\"username\":\"alice\",\"uid\":\"u1\","
     "\"groups\":[\"dev\"]}}}";
 static const char TR_NO[] = "{\"status\":{\"authenticated\":false,\"error\":\"invalid bearer token\"}}";
+/* What the API server sends for a token it does not know (omitempty). */
+static const char TR_UNKNOWN[] = "{\"kind\":\"TokenReview\",\"status\":{\"error\":\"invalid bearer token\",\"user\":{}}}";
 static const char SAR_YES[] = "{\"status\":{\"allowed\":true}}";
 static const char SAR_NO[] = "{\"status\":{\"allowed\":false}}";
 
@@ -346,7 +348,7 @@ static void token_cache_bounded(void **state) {
     snprintf(tok, sizeof tok, "Bearer secret-token-%d", i);
     check(&w, 0, tok, "GET", "/pods");
     assert_int_equal(fake_nreqs, 1);
-    fake_respond(fake_last(), 201, TR_NO);
+    fake_respond(fake_last(), 201, i % 2 ? TR_NO : TR_UNKNOWN);
     assert_int_equal(w.status, 401);
     fake_reset();
   }
