@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <mbedtls/asn1.h>
 #include <mbedtls/oid.h>
