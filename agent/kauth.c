@@ -207,7 +207,10 @@ static bool review_answer(check_t *c, const nl_kube_response_t *resp, const nl_e
     finish(c, 0, NULL);
     return false;
   }
-  *root = !err && resp->status / 100 == 2 ? json_loadb(resp->body, resp->body_len, JSON_ALLOW_NUL, NULL) : NULL;
+  /* U+0000 in a name is kept (reactor/utf8.h), as Go's decoder keeps it. */
+  *root = !err && resp->status / 100 == 2
+              ? json_loadb(resp->body, resp->body_len, JSON_ALLOW_NUL, NULL)
+              : NULL;
   return true;
 }
 
