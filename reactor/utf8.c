@@ -64,6 +64,7 @@ char *nl_utf8_from_bytes(const void *p, size_t len) {
   const unsigned char *s = p;
   nl_buf_t b = NL_BUF_INIT;
   nl_buf_reserve(&b, len + 1);
+  b.data[0] = 0; /* an empty value is "" */
   for (size_t i = 0; i < len;) {
     size_t k = nl_utf8_seq(s + i, len - i);
     if (k == 1 && s[i] == 0) nl_buf_append(&b, "\xc0\x80", 2);
@@ -78,6 +79,7 @@ json_t *nl_json_str(const char *s) {
   nl_buf_t b = NL_BUF_INIT;
   size_t len = strlen(s);
   nl_buf_reserve(&b, len + 1);
+  b.data[0] = 0; /* an empty value is "" */
   const unsigned char *u = (const unsigned char *)s;
   for (size_t i = 0; i < len;) {
     size_t k = nl_utf8_seq(u + i, len - i);

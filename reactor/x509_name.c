@@ -26,6 +26,7 @@ static bool printable(unsigned char b) {
 char *nl_x509_string(int tag, const unsigned char *p, size_t len, char why_buf[64]) {
   nl_buf_t b = NL_BUF_INIT;
   nl_buf_reserve(&b, len + 1);
+  b.data[0] = 0; /* an empty value is "" */
   switch (tag) {
   case MBEDTLS_ASN1_T61_STRING: /* Latin-1, as Go and BoringSSL read it */
     for (size_t i = 0; i < len; i++) nl_utf8_append_rune(&b, p[i]);

@@ -89,10 +89,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* Answer what is asked while answers last. */
     size_t answered = 0;
     while (fake_nreqs > answered) {
-      fake_req_t *r = fake_reqs[answered++];
+      fake_req_t *r = fake_reqs[answered];
       sent_json(r);
       const char *ans = field(buf, size + 1, &off);
       if (!ans) break;
+      answered++;
       if (*ans == '2' || *ans == '4' || *ans == '5')
         fake_respond(r, *ans == '2' ? 201 : *ans == '4' ? 403 : 500, ans + 1);
       else

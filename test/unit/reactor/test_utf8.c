@@ -37,6 +37,9 @@ static void embedded_nul(void **state) {
   assert_int_not_equal(strcmp(s, "admin"), 0);
   json_is(s, "\"admin\\u0000evil\"");
   free(s);
+  s = nl_utf8_from_bytes("", 0);
+  assert_string_equal(s, "");
+  free(s);
   s = nl_utf8_from_bytes("\xff" "a", 2);
   assert_string_equal(s, "\xef\xbf\xbd" "a");
   free(s);
