@@ -33,6 +33,7 @@ cleanup() {
 }
 trap 'cleanup; e2e_finish; exit $?' EXIT
 
+[ -n "$NODE_IP" ] || { fail "node IP" "no non-loopback address (tools/testenv/node-ip.sh)"; exit 1; }
 mkdir -p "$ROOT" "$CERTS"
 "$HOSTILE_CERTS" "$CERTS" "$U" || { fail "certificates" "hostile_certs failed"; exit 1; }
 kubectl delete clusterrolebinding "$NODE-admin" --ignore-not-found >/dev/null
@@ -59,7 +60,7 @@ start() {
   # shellcheck disable=SC2086
   "$NANOLET" --config "$E2E_TMP/config.yaml" --kubeconfig "$KC" --healthz-port "$HPORT" $SERVER_FLAGS \
     --container-runtime-endpoint "$NANOLET_TEST_CRI_ENDPOINT" --root-dir "$ROOT" \
-    --hostname-override "$NODE" --node-ip 127.0.0.1 >>"$E2E_TMP/agent.log" 2>&1 &
+    --hostname-override "$NODE" --node-ip "$NODE_IP" >>"$E2E_TMP/agent.log" 2>&1 &
   AGENT_PID=$!
   wait_for 10 healthz_ok "$HPORT"
 }
