@@ -69,10 +69,14 @@ targets=("$@")
 # Every target unless some are named.
 [ ${#targets[@]} -gt 0 ] || mapfile -t targets < <(printf '%s\n' "${!bins[@]}" | sort)
 status=0
+# A finding is kept outside the source tree (libFuzzer writes it into the
+# current directory otherwise), for the report and for a regression seed.
+artifacts=build-fuzz/findings
+mkdir -p "$artifacts"
 for t in "${targets[@]}"; do
   mkdir -p "$work/$t"
   if "${bins[$t]}" -max_total_time="$secs" -max_len=65536 -print_final_stats=1 \
-      "$work/$t" ${seeds[$t]} >"$work/$t.log" 2>&1; then
+      -artifact_prefix="$artifacts/$t-" "$work/$t" ${seeds[$t]} >"$work/$t.log" 2>&1; then
     echo "fuzz: $t clean for ${secs}s ($(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$work/$t.log" | grep -o '[0-9]*$') runs)"
   else
     echo "fuzz: $t FAILED"; tail -40 "$work/$t.log"; status=1
