@@ -9,7 +9,10 @@ cd "$(dirname "$0")/.."
 secs=${1:-300}
 shift || true
 if [ ! -f build-fuzz/build.ninja ]; then
-  CC=clang meson setup build-fuzz --fatal-meson-warnings -Dfuzzing=true \
+  cc=clang
+  # As meson does for the native builds (tools/test.sh sets the cache up).
+  ! command -v ccache >/dev/null || cc="ccache clang"
+  CC=$cc meson setup build-fuzz --fatal-meson-warnings -Dfuzzing=true \
     -Db_sanitize=address,undefined -Db_lundef=false \
     "-Dc_args=-fsanitize=fuzzer-no-link" >/dev/null
 fi

@@ -7,6 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install-deps.sh --test --cross
+# CI builds a fresh clone every time: compiler output is cached across clones
+# (meson uses ccache when it is on PATH; paths are taken relative to the clone).
+export CCACHE_DIR=${CCACHE_DIR:-/var/cache/nanolet-ccache} CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
 endpoint=$(tools/testenv/setup.sh)
 . tools/testenv/env.sh
 export NANOLET_TEST_CRI_ENDPOINT="$endpoint"
