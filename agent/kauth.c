@@ -1,13 +1,18 @@
 #include "agent/kauth.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 
 #include "agent/kube/client.h"
 #include "reactor/buf.h"
+#include "reactor/digest.h"
 #include "reactor/log.h"
+#include "reactor/utf8.h"
 #include "reactor/xalloc.h"
 
 #define REVIEW_TIMEOUT_MS 10000
@@ -80,6 +85,8 @@ static void user_copy(nl_kauth_user_t *dst, const nl_kauth_user_t *src) {
 }
 
 typedef struct cached {
+  nl_list_t link;       /* in the cache's order, oldest first */
+  char key[65];         /* the map's key: hex HMAC-SHA256 */
   uint64_t expires;
   bool ok;              /* authenticated / allowed */
   nl_kauth_user_t user; /* tokens: the user when ok */
@@ -87,36 +94,55 @@ typedef struct cached {
 
 static void cached_free(void *p) {
   cached_t *c = p;
+  nl_list_remove(&c->link);
   nl_kauth_user_free(&c->user);
   free(c);
 }
 
-static cached_t *cache_get(nl_kauth_t *a, nl_map_t *m, const char *key) {
-  cached_t *c = nl_map_get(m, key);
+/* A cache's key: the hex HMAC-SHA256 of what it caches under the per-process
+ * random key, as upstream's cached token authenticator keys tokens (a token is
+ * never kept, and a key costs 64 bytes whatever the token's size). */
+static void cache_key(const nl_kauth_t *a, const char *what, char out[65]) {
+  unsigned char mac[32];
+  nl_hmac_sha256(a->hmac_key, sizeof(a->hmac_key), what, strlen(what), mac);
+  for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", mac[i]);
+}
+
+static cached_t *cache_get(nl_kauth_t *a, nl_kauth_cache_t *m, const char *what) {
+  char key[65];
+  cache_key(a, what, key);
+  cached_t *c = nl_map_get(&m->map, key);
   if (c && c->expires <= a->now(a->now_ctx)) {
-    cached_free(nl_map_del(m, key));
+    cached_free(nl_map_del(&m->map, key));
     return NULL;
   }
   return c;
 }
 
-/* Caches are bounded by their TTLs; expired entries also go when the map
- * grows past this, so a stream of distinct tokens cannot grow it for long. */
-#define CACHE_SWEEP_AT 4096
-
-static void cache_put(nl_kauth_t *a, nl_map_t *m, const char *key, cached_t *c) {
-  if (nl_map_size(m) >= CACHE_SWEEP_AT) {
-    uint64_t now = a->now(a->now_ctx);
-    nl_map_iter_t it;
-    const char *k;
-    void *v;
-    nl_map_iter_init(&it, m);
-    while (nl_map_iter_next(&it, &k, &v))
-      if (((cached_t *)v)->expires <= now) cached_free(nl_map_del(m, k));
-  }
-  cached_t *old = nl_map_put(m, key, c);
+/* Stores c under what: expired entries go when the cache is full, and then the
+ * oldest, so that a stream of distinct tokens costs at most NL_KAUTH_CACHE_MAX
+ * entries. */
+static void cache_put(nl_kauth_t *a, nl_kauth_cache_t *m, const char *what, cached_t *c) {
+  cache_key(a, what, c->key);
+  cached_t *old = nl_map_del(&m->map, c->key);
   if (old) cached_free(old);
+  if (nl_map_size(&m->map) >= NL_KAUTH_CACHE_MAX) {
+    uint64_t now = a->now(a->now_ctx);
+    nl_list_t *pos, *tmp;
+    nl_list_foreach_safe(pos, tmp, &m->order) {
+      cached_t *e = nl_list_entry(pos, cached_t, link);
+      if (e->expires <= now) cached_free(nl_map_del(&m->map, e->key));
+    }
+    while (nl_map_size(&m->map) >= NL_KAUTH_CACHE_MAX) {
+      cached_t *e = nl_list_entry(m->order.next, cached_t, link);
+      cached_free(nl_map_del(&m->map, e->key));
+    }
+  }
+  nl_map_put(&m->map, c->key, c);
+  nl_list_insert_tail(&m->order, &c->link);
 }
+
+static void cache_free(nl_kauth_cache_t *m) { nl_map_free(&m->map, cached_free); }
 
 /* ---- checks ------------------------------------------------------------- */
 
@@ -149,12 +175,13 @@ static void authorize(check_t *c);
 
 static char *review_key(const check_t *c, const char *sub) {
   json_t *groups = json_array();
-  for (char **g = c->user.groups; g && *g; g++) json_array_append_new(groups, json_string(*g));
-  json_t *spec = json_pack("{s:{s:s, s:s, s:s, s:s, s:s}, s:s, s:s, s:o}", "resourceAttributes",
+  for (char **g = c->user.groups; g && *g; g++) json_array_append_new(groups, nl_json_str(*g));
+  json_t *spec = json_pack("{s:{s:s, s:s, s:s, s:s, s:o}, s:o, s:o, s:o}", "resourceAttributes",
                            "verb", c->attrs.verb, "version", "v1", "resource", "nodes",
-                           "subresource", sub, "name", c->a->opts.node_name, "user",
-                           c->user.name, "uid", c->user.uid, "groups", groups);
-  char *s = json_dumps(spec, JSON_COMPACT | JSON_SORT_KEYS);
+                           "subresource", sub, "name", nl_json_str(c->a->opts.node_name), "user",
+                           nl_json_str(c->user.name), "uid", nl_json_str(c->user.uid), "groups",
+                           groups);
+  char *s = nl_json_xdumps(spec, JSON_COMPACT | JSON_SORT_KEYS);
   json_decref(spec);
   return s;
 }
@@ -180,7 +207,10 @@ static bool review_answer(check_t *c, const nl_kube_response_t *resp, const nl_e
     finish(c, 0, NULL);
     return false;
   }
-  *root = !err && resp->status / 100 == 2 ? json_loadb(resp->body, resp->body_len, 0, NULL) : NULL;
+  /* U+0000 in a name is kept (reactor/utf8.h), as Go's decoder keeps it. */
+  *root = !err && resp->status / 100 == 2
+              ? json_loadb(resp->body, resp->body_len, JSON_ALLOW_NUL, NULL)
+              : NULL;
   return true;
 }
 
@@ -258,27 +288,30 @@ static void token_done(void *ctx, const nl_kube_response_t *resp, const nl_err_t
   if (!review_answer(c, resp, err, &root)) return;
   nl_kauth_t *a = c->a;
   json_t *status = json_object_get(root, "status");
-  json_t *ok = json_object_get(status, "authenticated");
-  if (!json_is_boolean(ok)) {
-    /* Not an answer: not cached, as upstream caches only decisions. */
-    nl_warn("kubelet server: TokenReview: %s",
-            err ? nl_err_msg(err) : "no authentication decision in the answer");
+  if (!json_is_object(root)) {
+    /* Not an answer: not cached. */
+    nl_warn("kubelet server: TokenReview: %s", err ? nl_err_msg(err) : "no TokenReview in the answer");
     json_decref(root);
     finish(c, 401, "Unauthorized");
     return;
   }
+  /* The API server leaves "authenticated" out when it is false (Go's
+   * omitempty): a TokenReview without it is a rejection, cached as one. */
   cached_t *e = nl_xcalloc(1, sizeof(*e));
-  e->ok = json_is_true(ok);
+  e->ok = json_is_true(json_object_get(status, "authenticated"));
   e->expires = a->now(a->now_ctx) + a->opts.authn_ttl_ms;
   if (e->ok) {
     json_t *u = json_object_get(status, "user");
-    e->user.name = nl_xstrdup(json_string_value(json_object_get(u, "username")) ?: "");
-    e->user.uid = nl_xstrdup(json_string_value(json_object_get(u, "uid")) ?: "");
+    e->user.name = nl_json_text(json_object_get(u, "username"));
+    e->user.uid = nl_json_text(json_object_get(u, "uid"));
     e->user.groups = nl_xcalloc(1, sizeof(char *));
     size_t i;
     json_t *g;
     json_array_foreach(json_object_get(u, "groups"), i, g) {
-      if (json_is_string(g)) user_add_group(&e->user, json_string_value(g));
+      if (!json_is_string(g)) continue;
+      char *t = nl_json_text(g);
+      user_add_group(&e->user, t);
+      free(t);
     }
   } else {
     nl_vlog(4, "kubelet server: token not authenticated: %s",
@@ -341,9 +374,11 @@ void nl_kauth_check(nl_kauth_t *a, int peer_rc, const char *peer_cn, char *const
     else finish(c, 401, "Unauthorized");
     return;
   }
-  json_t *review = json_pack("{s:s, s:s, s:{s:s}}", "apiVersion", "authentication.k8s.io/v1",
-                             "kind", "TokenReview", "spec", "token", token);
-  char *body = json_dumps(review, JSON_COMPACT);
+  /* A token that is not UTF-8 goes as Go's json.Marshal sends it (U+FFFD for
+   * each bad byte); the API server then finds no such token. */
+  json_t *review = json_pack("{s:s, s:s, s:{s:o}}", "apiVersion", "authentication.k8s.io/v1",
+                             "kind", "TokenReview", "spec", "token", nl_json_str(token));
+  char *body = nl_json_xdumps(review, JSON_COMPACT);
   json_decref(review);
   post_review(c, "/apis/authentication.k8s.io/v1/tokenreviews", body, token_done);
 }
@@ -363,8 +398,12 @@ int nl_kauth_init(nl_kauth_t *a, const nl_kauth_opts_t *opts, nl_kube_client_t *
   a->kube = kube;
   a->now = now;
   a->now_ctx = now_ctx;
-  nl_map_init(&a->tokens);
-  nl_map_init(&a->reviews);
+  if (getrandom(a->hmac_key, sizeof(a->hmac_key), 0) != (ssize_t)sizeof(a->hmac_key))
+    return nl_err_set(err, EIO, "kubelet server: no random key for the token cache");
+  nl_map_init(&a->tokens.map);
+  nl_list_init(&a->tokens.order);
+  nl_map_init(&a->reviews.map);
+  nl_list_init(&a->reviews.order);
   nl_list_init(&a->pending);
   return 0;
 }
@@ -383,6 +422,6 @@ void nl_kauth_stop(nl_kauth_t *a) {
 }
 
 void nl_kauth_free(nl_kauth_t *a) {
-  nl_map_free(&a->tokens, cached_free);
-  nl_map_free(&a->reviews, cached_free);
+  cache_free(&a->tokens);
+  cache_free(&a->reviews);
 }

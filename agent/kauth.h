@@ -61,11 +61,20 @@ void nl_kauth_user_free(nl_kauth_user_t *u);
 typedef void (*nl_kauth_done_fn)(void *ctx, int status, const nl_kauth_user_t *user,
                                  const char *body);
 
+/* A cache of decisions, keyed by the HMAC-SHA256 of the token or review;
+ * at most NL_KAUTH_CACHE_MAX entries, the oldest evicted first. */
+#define NL_KAUTH_CACHE_MAX 4096
+typedef struct nl_kauth_cache {
+  nl_map_t map;    /* hex HMAC -> cached decision */
+  nl_list_t order; /* the same entries, oldest first */
+} nl_kauth_cache_t;
+
 typedef struct nl_kauth {
   nl_kauth_opts_t opts;
   nl_kube_client_t *kube; /* borrowed; NULL: no webhook possible */
-  nl_map_t tokens;        /* token -> cached TokenReview answer */
-  nl_map_t reviews;       /* SAR spec JSON -> cached decision */
+  nl_kauth_cache_t tokens;  /* token -> cached TokenReview answer */
+  nl_kauth_cache_t reviews; /* SAR spec JSON -> cached decision */
+  unsigned char hmac_key[32]; /* random, for the caches' keys */
   uint64_t (*now)(void *ctx); /* ms; the loop's clock, or a test's */
   void *now_ctx;
   nl_list_t pending;      /* checks waiting for the apiserver */

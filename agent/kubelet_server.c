@@ -11,6 +11,7 @@
 #include "agent/kubelet_pods.h"
 #include "agent/stats.h"
 #include "reactor/log.h"
+#include "reactor/utf8.h"
 #include "reactor/xalloc.h"
 
 static void healthz(void *ctx, const nl_http_req_t *req, const nl_kserver_user_t *user,
@@ -40,18 +41,19 @@ static bool running_pod(const nl_rt_pod_status_t *st, void *ctx) {
   for (size_t i = 0; i < st->n_containers; i++) {
     const nl_rt_container_t *c = &st->containers[i];
     if (c->state != NL_RT_CONTAINER_RUNNING) continue;
-    json_array_append_new(containers, json_pack("{s:s, s:s, s:{}}", "name", c->name ? c->name : "",
-                                                "image", c->image ? c->image : "", "resources"));
+    json_array_append_new(containers,
+                          json_pack("{s:o, s:o, s:{}}", "name", nl_json_str(c->name ? c->name : ""),
+                                    "image", nl_json_str(c->image ? c->image : ""), "resources"));
   }
   if (!ready && json_array_size(containers) == 0) {
     json_decref(containers);
     return true;
   }
   json_array_append_new(
-      items, json_pack("{s:{s:s, s:s, s:s, s:n}, s:{s:o}, s:{}}", "metadata", "name",
-                       st->name ? st->name : "", "namespace", st->namespace_ ? st->namespace_ : "",
-                       "uid", st->uid, "creationTimestamp", "spec", "containers", containers,
-                       "status"));
+      items, json_pack("{s:{s:o, s:o, s:o, s:n}, s:{s:o}, s:{}}", "metadata", "name",
+                       nl_json_str(st->name ? st->name : ""), "namespace",
+                       nl_json_str(st->namespace_ ? st->namespace_ : ""), "uid", nl_json_str(st->uid ? st->uid : ""),
+                       "creationTimestamp", "spec", "containers", containers, "status"));
   return true;
 }
 
@@ -62,7 +64,7 @@ static void runningpods(void *ctx, const nl_http_req_t *req, const nl_kserver_us
   nl_pleg_foreach(&k->pleg, running_pod, items);
   json_t *list = json_pack("{s:s, s:s, s:{}, s:o}", "kind", "PodList", "apiVersion", "v1",
                            "metadata", "items", items);
-  char *out = json_dumps(list, JSON_COMPACT);
+  char *out = nl_json_xdumps(list, JSON_COMPACT);
   json_decref(list);
   nl_http_resp_header(resp, "Content-Type", "application/json");
   nl_http_resp_send_str(resp, 200, out);
@@ -111,14 +113,18 @@ int nl__kubelet_server_init(nl_kubelet_t *k, nl_err_t **err) {
   const nl_kubelet_config_t *c = k->cfg;
   if (!c->enable_server) return 0;
   bool webhook = c->authn_webhook_enabled || strcmp(c->authz_mode, "Webhook") == 0;
-  if (!k->kube && webhook) {
+  bool read_only_only = !k->kube && webhook;
+  if (read_only_only) {
     /* Upstream refuses to start ("no client provided, cannot use webhook
-     * authentication"); a standalone edge node keeps running its pods. */
-    nl_warn("the kubelet server is off: %s needs an API server (--kubeconfig); set "
+     * authentication"); a standalone edge node keeps running its pods, and
+     * serves readOnlyPort, which needs no authentication. */
+    nl_warn("the kubelet server's port %d is off: %s needs an API server (--kubeconfig); set "
             "authentication.webhook.enabled: false and authorization.mode: AlwaysAllow to "
-            "serve without one",
-            c->authn_webhook_enabled ? "authentication.webhook.enabled" : "authorization.mode Webhook");
-    return 0;
+            "serve without one; %s",
+            c->port,
+            c->authn_webhook_enabled ? "authentication.webhook.enabled" : "authorization.mode Webhook",
+            c->read_only_port > 0 ? "readOnlyPort is served" : "readOnlyPort is 0 (off) too");
+    if (c->read_only_port <= 0) return 0;
   }
   /* serverTLSBootstrap: the stored serving pair when it is valid, else the
    * self-signed one until the first CSR is issued; tlsCertFile is not used, as
@@ -149,6 +155,7 @@ int nl__kubelet_server_init(nl_kubelet_t *k, nl_err_t **err) {
       .authz_webhook = strcmp(c->authz_mode, "Webhook") == 0,
       .allowed_ttl_ms = (uint64_t)(c->authz_webhook_cache_authorized_ttl / 1000000),
       .denied_ttl_ms = (uint64_t)(c->authz_webhook_cache_unauthorized_ttl / 1000000),
+      .read_only_only = read_only_only,
   };
   if (nl_kserver_new(&k->kserver, k->loop, &o, k->kube, err) < 0) return -1;
   k->pending++;

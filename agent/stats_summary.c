@@ -6,6 +6,7 @@
 
 #include "agent/stats.h"
 #include "reactor/metrics.h"
+#include "reactor/utf8.h"
 #include "reactor/xalloc.h"
 
 typedef struct prev {
@@ -81,7 +82,7 @@ static json_t *mem_json(const Runtime__V1__MemoryUsage *m) {
 
 static json_t *if_json(const char *name, uint64_t rx, uint64_t rxe, uint64_t tx, uint64_t txe) {
   json_t *o = json_object();
-  json_object_set_new(o, "name", json_string(name));
+  json_object_set_new(o, "name", nl_json_str(name));
   set_u64(o, "rxBytes", rx);
   set_u64(o, "rxErrors", rxe);
   set_u64(o, "txBytes", tx);
@@ -121,7 +122,7 @@ static void set_obj(json_t *o, const char *k, json_t *v) {
 static json_t *node_json(nl_stats_t *st, const char *node_name, const nl_node_sample_t *n,
                          const Runtime__V1__ImageFsInfoResponse *img) {
   json_t *o = json_object();
-  json_object_set_new(o, "nodeName", json_string(node_name));
+  json_object_set_new(o, "nodeName", nl_json_str(node_name));
   if (n->boot_time_s) json_object_set_new(o, "startTime", time_json(n->boot_time_s * 1000000000));
   Runtime__V1__UInt64Value core = {.value = n->cpu_ns};
   Runtime__V1__CpuUsage cpu = {.timestamp = n->time_ns, .usage_core_nano_seconds = &core};
@@ -169,7 +170,7 @@ static json_t *container_json(nl_stats_t *st, const nl_node_sample_t *n,
                               const Runtime__V1__ContainerStats *c) {
   json_t *o = json_object();
   const Runtime__V1__ContainerAttributes *a = c->attributes;
-  json_object_set_new(o, "name", json_string(a && a->metadata ? a->metadata->name : ""));
+  json_object_set_new(o, "name", nl_json_str(a && a->metadata ? a->metadata->name : ""));
   set_obj(o, "cpu", cpu_json(st, a ? a->id : "", c->cpu));
   set_obj(o, "memory", mem_json(c->memory));
   if (c->writable_layer)
@@ -182,9 +183,9 @@ static json_t *pod_json(nl_stats_t *st, const nl_node_sample_t *n,
   const Runtime__V1__PodSandboxAttributes *a = p->attributes;
   const Runtime__V1__PodSandboxMetadata *md = a ? a->metadata : NULL;
   json_t *o = json_object(), *ref = json_object(), *cs = json_array();
-  json_object_set_new(ref, "name", json_string(md ? md->name : ""));
-  json_object_set_new(ref, "namespace", json_string(md ? md->namespace_ : ""));
-  json_object_set_new(ref, "uid", json_string(md ? md->uid : ""));
+  json_object_set_new(ref, "name", nl_json_str(md ? md->name : ""));
+  json_object_set_new(ref, "namespace", nl_json_str(md ? md->namespace_ : ""));
+  json_object_set_new(ref, "uid", nl_json_str(md ? md->uid : ""));
   json_object_set_new(o, "podRef", ref);
   const Runtime__V1__LinuxPodSandboxStats *l = p->linux;
   for (size_t i = 0; l && i < l->n_containers; i++)
@@ -224,7 +225,7 @@ void nl_stats_summary_json(nl_stats_t *st, const char *node_name, const nl_node_
   for (size_t i = 0; pods && i < pods->n_stats; i++)
     json_array_append_new(arr, pod_json(st, node, pods->stats[i]));
   json_object_set_new(root, "pods", arr);
-  char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+  char *s = nl_json_xdumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
   nl_buf_puts(out, s);
   free(s);
   json_decref(root);

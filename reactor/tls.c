@@ -14,6 +14,7 @@
 #include <mbedtls/x509_crt.h>
 
 #include "reactor/buf.h"
+#include "reactor/x509_name.h"
 #include "reactor/xalloc.h"
 
 struct nl_tls_config {
@@ -199,6 +200,7 @@ static int bio_recv(void *ctx, unsigned char *buf, size_t len) {
 }
 
 static int on_verify(void *ctx, mbedtls_x509_crt *crt, int depth, uint32_t *flags);
+static int on_verify_client(void *ctx, mbedtls_x509_crt *crt, int depth, uint32_t *flags);
 
 static bool is_ip(const char *s, unsigned char *bin, size_t *binlen) {
   if (inet_pton(AF_INET, s, bin) == 1) {
@@ -229,7 +231,7 @@ nl_tls_t *nl_tls_new(nl_tls_config_t *cfg, const char *server_name) {
     }
   }
   mbedtls_ssl_set_bio(&t->ssl, t, bio_send, bio_recv, NULL);
-  if (!cfg->server) mbedtls_ssl_set_verify(&t->ssl, on_verify, t);
+  mbedtls_ssl_set_verify(&t->ssl, cfg->server ? on_verify_client : on_verify, t);
   return t;
 }
 
@@ -289,6 +291,19 @@ static int on_verify(void *ctx, mbedtls_x509_crt *crt, int depth, uint32_t *flag
   return 0;
 }
 
+/* A client certificate's chain, from the trusted root down to the leaf: as Go's
+ * Verify with KeyUsages ClientAuth (checkChainForKeyUsage), every certificate
+ * that lists extended key usages must allow clientAuth or any; mbedtls itself
+ * checks the leaf's only. */
+static int on_verify_client(void *ctx, mbedtls_x509_crt *crt, int depth, uint32_t *flags) {
+  (void)ctx;
+  (void)depth;
+  if (mbedtls_x509_crt_check_extended_key_usage(crt, MBEDTLS_OID_CLIENT_AUTH,
+                                                 MBEDTLS_OID_SIZE(MBEDTLS_OID_CLIENT_AUTH)) != 0)
+    *flags |= MBEDTLS_X509_BADCERT_EXT_KEY_USAGE;
+  return 0;
+}
+
 static int verify_fail(nl_tls_t *t, uint32_t flags, nl_err_t **err) {
   const char *go = NULL;
   if (flags & (MBEDTLS_X509_BADCERT_NOT_TRUSTED | MBEDTLS_X509_BADCERT_MISSING))
@@ -297,6 +312,8 @@ static int verify_fail(nl_tls_t *t, uint32_t flags, nl_err_t **err) {
     go = "x509: certificate has expired or is not yet valid";
   else if (flags & MBEDTLS_X509_BADCERT_CN_MISMATCH)
     return name_mismatch(t, err);
+  else if (flags & MBEDTLS_X509_BADCERT_EXT_KEY_USAGE)
+    go = "x509: certificate specifies an incompatible key usage";
   if (go) return nl_err_set(err, EPROTO, "tls: failed to verify certificate: %s", go);
   char info[256];
   mbedtls_x509_crt_verify_info(info, sizeof(info), "", flags);
@@ -358,33 +375,22 @@ char *nl_tls_take(nl_tls_t *t, size_t *len) {
 
 /* ---- server side: the client's certificate ------------------------------ */
 
-static char *name_value(const mbedtls_x509_name *n) {
-  return nl_xstrndup((const char *)n->val.p, n->val.len);
-}
-
 int nl_tls_peer_identity(const nl_tls_t *t, nl_tls_peer_t *out, nl_err_t **err) {
   memset(out, 0, sizeof(*out));
   const mbedtls_x509_crt *peer = mbedtls_ssl_get_peer_cert(&t->ssl);
   if (!peer) return 0;
   uint32_t flags = mbedtls_ssl_get_verify_result(&t->ssl);
   if (flags != 0) return verify_fail((nl_tls_t *)t, flags, err);
-  if (mbedtls_x509_crt_check_extended_key_usage(peer, MBEDTLS_OID_CLIENT_AUTH,
-                                                 MBEDTLS_OID_SIZE(MBEDTLS_OID_CLIENT_AUTH)) != 0)
-    return nl_err_set(err, EPROTO, "x509: certificate specifies an incompatible key usage");
-  size_t norgs = 0;
-  out->orgs = nl_xcalloc(1, sizeof(char *));
-  for (const mbedtls_x509_name *n = &peer->subject; n; n = n->next) {
-    if (n->oid.p == NULL) continue;
-    if (MBEDTLS_OID_CMP(MBEDTLS_OID_AT_CN, &n->oid) == 0) {
-      free(out->cn);
-      out->cn = name_value(n);
-    } else if (MBEDTLS_OID_CMP(MBEDTLS_OID_AT_ORGANIZATION, &n->oid) == 0) {
-      out->orgs = nl_xrealloc(out->orgs, (norgs + 2) * sizeof(char *));
-      out->orgs[norgs++] = name_value(n);
-      out->orgs[norgs] = NULL;
+  /* Go's crypto/tls refuses a client certificate (chain) whose names do not
+   * parse: "tls: failed to parse client certificate: x509: ...". */
+  for (const mbedtls_x509_crt *c = peer; c && c->raw.p; c = c->next) {
+    if (nl_x509_name_decode(&c->subject, c == peer ? &out->cn : NULL, c == peer ? &out->orgs : NULL,
+                            err) < 0 ||
+        nl_x509_name_decode(&c->issuer, NULL, NULL, err) < 0) {
+      nl_tls_peer_free(out);
+      return nl_err_wrap(err, "tls: failed to parse client certificate");
     }
   }
-  if (!out->cn) out->cn = nl_xstrdup("");
   return 1;
 }
 

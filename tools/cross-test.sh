@@ -23,8 +23,15 @@ for dir in "$@"; do
   *) echo "usage: $0 [aarch64] [arm]" >&2; exit 2 ;;
   esac
   build=build-$dir
-  [ -f "$build/build.ninja" ] || meson setup "$build" --cross-file "tools/cross/$triplet.ini" \
-    --fatal-meson-warnings >/dev/null
+  cross=(--cross-file "tools/cross/$triplet.ini")
+  # Meson puts ccache before the compilers it finds, not before a cross file's:
+  # a second machine file does it (tools/test.sh sets the cache up).
+  if command -v ccache >/dev/null && [ ! -f "$build/build.ninja" ]; then
+    mkdir -p "$build"
+    printf "[binaries]\nc = ['ccache', '%s-gcc']\n" "$triplet" >"$build/ccache.ini"
+    cross+=(--cross-file "$build/ccache.ini")
+  fi
+  [ -f "$build/build.ninja" ] || meson setup "$build" "${cross[@]}" --fatal-meson-warnings >/dev/null
   ninja -C "$build" -j2 >/dev/null
   desc=$(file -b "$build/agent/nanolet")
   if [[ $desc == *"$want"* ]]; then

@@ -9,7 +9,10 @@ cd "$(dirname "$0")/.."
 secs=${1:-300}
 shift || true
 if [ ! -f build-fuzz/build.ninja ]; then
-  CC=clang meson setup build-fuzz --fatal-meson-warnings -Dfuzzing=true \
+  cc=clang
+  # As meson does for the native builds (tools/test.sh sets the cache up).
+  ! command -v ccache >/dev/null || cc="ccache clang"
+  CC=$cc meson setup build-fuzz --fatal-meson-warnings -Dfuzzing=true \
     -Db_sanitize=address,undefined -Db_lundef=false \
     "-Dc_args=-fsanitize=fuzzer-no-link" >/dev/null
 fi
@@ -24,6 +27,8 @@ build-fuzz/test/fuzz/kube/fuzz_kube_seeds "$work/kube-seeds" >/dev/null
 declare -A seeds=(
   [fuzz_agent]=test/fuzz/agent/corpus
   [fuzz_cert]=test/fuzz/agent/corpus-cert
+  [fuzz_kauth]=test/fuzz/agent/corpus-kauth
+  [fuzz_x509_name]=test/fuzz/agent/corpus-x509
   [fuzz_cri_response]="$work/cri-seeds"
   [fuzz_cri_brief]="$work/cri-seeds"
   [fuzz_dbus]=test/fuzz/dbus/corpus
@@ -45,6 +50,8 @@ declare -A seeds=(
 declare -A bins=(
   [fuzz_agent]=build-fuzz/test/fuzz/agent/fuzz_agent
   [fuzz_cert]=build-fuzz/test/fuzz/agent/fuzz_cert
+  [fuzz_kauth]=build-fuzz/test/fuzz/agent/fuzz_kauth
+  [fuzz_x509_name]=build-fuzz/test/fuzz/agent/fuzz_x509_name
   [fuzz_cri_response]=build-fuzz/test/fuzz/cri/fuzz_cri_response
   [fuzz_cri_brief]=build-fuzz/test/fuzz/cri/fuzz_cri_brief
   [fuzz_dbus]=build-fuzz/test/fuzz/dbus/fuzz_dbus
@@ -67,10 +74,14 @@ targets=("$@")
 # Every target unless some are named.
 [ ${#targets[@]} -gt 0 ] || mapfile -t targets < <(printf '%s\n' "${!bins[@]}" | sort)
 status=0
+# A finding is kept outside the source tree (libFuzzer writes it into the
+# current directory otherwise), for the report and for a regression seed.
+artifacts=build-fuzz/findings
+mkdir -p "$artifacts"
 for t in "${targets[@]}"; do
   mkdir -p "$work/$t"
   if "${bins[$t]}" -max_total_time="$secs" -max_len=65536 -print_final_stats=1 \
-      "$work/$t" ${seeds[$t]} >"$work/$t.log" 2>&1; then
+      -artifact_prefix="$artifacts/$t-" "$work/$t" ${seeds[$t]} >"$work/$t.log" 2>&1; then
     echo "fuzz: $t clean for ${secs}s ($(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$work/$t.log" | grep -o '[0-9]*$') runs)"
   else
     echo "fuzz: $t FAILED"; tail -40 "$work/$t.log"; status=1

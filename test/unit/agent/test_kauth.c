@@ -147,6 +147,8 @@ static const char TR_OK[] =
     "{\"status\":{\"authenticated\":true,\"user\":{\"username\":\"alice\",\"uid\":\"u1\","
     "\"groups\":[\"dev\"]}}}";
 static const char TR_NO[] = "{\"status\":{\"authenticated\":false,\"error\":\"invalid bearer token\"}}";
+/* What the API server sends for a token it does not know (omitempty). */
+static const char TR_UNKNOWN[] = "{\"kind\":\"TokenReview\",\"status\":{\"error\":\"invalid bearer token\",\"user\":{}}}";
 static const char SAR_YES[] = "{\"status\":{\"allowed\":true}}";
 static const char SAR_NO[] = "{\"status\":{\"allowed\":false}}";
 
@@ -275,6 +277,101 @@ static void stop_in_flight(void **state) {
   fake_reset();
 }
 
+/* A token that is not UTF-8 goes as Go's json.Marshal sends it: the review is
+ * built (it was a NULL body into strlen) and its answer is a 401. */
+static void token_not_utf8(void **state) {
+  world_t w;
+  setup(&w, false, true, NL_KAUTHZ_WEBHOOK);
+  check(&w, 0, "Bearer \xff\xfe", "GET", "/pods");
+  assert_int_equal(fake_nreqs, 1);
+  assert_non_null(strstr(fake_last()->body, "\"token\":\"\xef\xbf\xbd\xef\xbf\xbd\""));
+  fake_respond(fake_last(), 201, TR_NO);
+  assert_int_equal(w.calls, 1);
+  assert_int_equal(w.status, 401);
+  teardown(&w);
+}
+
+static void check_cert(world_t *w, const char *cn, char *const *orgs) {
+  nl_kauth_check(&w->a, 1, cn, orgs, NULL, "GET", "/pods", done, w);
+}
+
+/* Certificate names reach the SubjectAccessReview whole and as valid JSON: a
+ * CN with a NUL (C0 80, reactor/utf8.h) is "admin\u0000evil", never "admin";
+ * bytes that are not UTF-8 (a name from elsewhere) are U+FFFD, not a NULL key. */
+static void cert_names_in_review(void **state) {
+  world_t w;
+  setup(&w, false, true, NL_KAUTHZ_WEBHOOK);
+  static char *const orgs[] = {"\xe9quipe", "dev", NULL};
+  check_cert(&w, "admin\xc0\x80" "evil", orgs);
+  assert_int_equal(fake_nreqs, 1);
+  const char *b = fake_last()->body;
+  assert_non_null(strstr(b, "\"user\":\"admin\\u0000evil\""));
+  assert_non_null(strstr(b, "\"groups\":[\"\xef\xbf\xbdquipe\",\"dev\",\"system:authenticated\"]"));
+  fake_respond(fake_last(), 201, SAR_NO);
+  fake_respond(fake_last(), 201, SAR_NO);
+  assert_int_equal(w.status, 403);
+  /* The user cut at the NUL is another user with its own review. */
+  check_cert(&w, "admin", orgs);
+  assert_int_equal(fake_nreqs, 3);
+  assert_non_null(strstr(fake_last()->body, "\"user\":\"admin\""));
+  fake_respond(fake_last(), 201, SAR_YES);
+  assert_int_equal(w.status, 0);
+  check_cert(&w, "caf\xe9", NULL);
+  assert_int_equal(fake_nreqs, 4);
+  assert_non_null(strstr(fake_last()->body, "\"user\":\"caf\xef\xbf\xbd\""));
+  fake_respond(fake_last(), 201, SAR_YES);
+  assert_int_equal(w.status, 0);
+  assert_string_equal(w.user, "caf\xe9");
+  teardown(&w);
+}
+
+/* A TokenReview's user with U+0000 is kept whole too. */
+static void review_user_nul(void **state) {
+  world_t w;
+  setup(&w, false, true, NL_KAUTHZ_ALWAYS_ALLOW);
+  check(&w, 0, "Bearer t", "GET", "/pods");
+  fake_respond(fake_last(), 201,
+               "{\"status\":{\"authenticated\":true,\"user\":{\"username\":\"admin\\u0000x\"}}}");
+  assert_int_equal(w.status, 0);
+  assert_string_equal(w.user, "admin\xc0\x80x");
+  teardown(&w);
+}
+
+/* The token cache holds an HMAC of each token, not the token, and at most
+ * NL_KAUTH_CACHE_MAX entries: past that the oldest goes. */
+static void token_cache_bounded(void **state) {
+  world_t w;
+  setup(&w, false, true, NL_KAUTHZ_ALWAYS_ALLOW);
+  char tok[64];
+  int n = NL_KAUTH_CACHE_MAX + 10;
+  for (int i = 0; i < n; i++) {
+    snprintf(tok, sizeof tok, "Bearer secret-token-%d", i);
+    check(&w, 0, tok, "GET", "/pods");
+    assert_int_equal(fake_nreqs, 1);
+    fake_respond(fake_last(), 201, i % 2 ? TR_NO : TR_UNKNOWN);
+    assert_int_equal(w.status, 401);
+    fake_reset();
+  }
+  assert_int_equal(nl_map_size(&w.a.tokens.map), NL_KAUTH_CACHE_MAX);
+  nl_map_iter_t it;
+  const char *k;
+  void *v;
+  nl_map_iter_init(&it, &w.a.tokens.map);
+  while (nl_map_iter_next(&it, &k, &v)) {
+    assert_int_equal(strlen(k), 64);
+    assert_null(strstr(k, "secret"));
+  }
+  /* The newest is cached, the oldest was evicted and is asked again. */
+  check(&w, 0, tok, "GET", "/pods");
+  assert_int_equal(fake_nreqs, 0);
+  assert_int_equal(w.status, 401);
+  check(&w, 0, "Bearer secret-token-0", "GET", "/pods");
+  assert_int_equal(fake_nreqs, 1);
+  fake_respond(fake_last(), 201, TR_NO);
+  assert_int_equal(nl_map_size(&w.a.tokens.map), NL_KAUTH_CACHE_MAX);
+  teardown(&w);
+}
+
 static void needs_a_client(void **state) {
   nl_kauth_t a;
   nl_kauth_opts_t o = {.node_name = "n1", .webhook = true};
@@ -294,7 +391,9 @@ int main(void) {
       cmocka_unit_test(attributes),     cmocka_unit_test(anonymous),
       cmocka_unit_test(x509_user),      cmocka_unit_test(webhook_caches),
       cmocka_unit_test(webhook_denials), cmocka_unit_test(stop_in_flight),
-      cmocka_unit_test(needs_a_client),
+      cmocka_unit_test(needs_a_client), cmocka_unit_test(token_not_utf8),
+      cmocka_unit_test(cert_names_in_review), cmocka_unit_test(review_user_nul),
+      cmocka_unit_test(token_cache_bounded),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

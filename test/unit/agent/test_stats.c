@@ -178,6 +178,28 @@ static void summary_json(void **state) {
   nl_stats_free(&st);
 }
 
+/* Names from the runtime that are not UTF-8 are sent as Go sends them (U+FFFD),
+ * not dropped with their keys. */
+static void names_not_utf8(void **state) {
+  (void)state;
+  nl_stats_t st;
+  nl_stats_init(&st);
+  nl_node_sample_t n = {.time_ns = 1700000100000000000, .cpu_ns = 50000000000};
+  fixture_pods_t f;
+  fixture(&f, n.time_ns, 2000000000, 1000000000);
+  f.md.name = "caf\xe9";
+  f.cmd.name = "\xff";
+  json_t *j = summary(&st, &n, &f);
+  json_t *pod = json_array_get(json_object_get(j, "pods"), 0);
+  assert_string_equal(json_string_value(json_object_get(json_object_get(pod, "podRef"), "name")),
+                      "caf\xef\xbf\xbd");
+  assert_string_equal(
+      json_string_value(json_object_get(json_array_get(json_object_get(pod, "containers"), 0), "name")),
+      "\xef\xbf\xbd");
+  json_decref(j);
+  nl_stats_free(&st);
+}
+
 static void resource_metrics(void **state) {
   (void)state;
   nl_node_sample_t n = {.time_ns = 1700000100000000000, .cpu_ns = 12500000000};
@@ -342,7 +364,7 @@ static void through_the_server(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(parsers),
-      cmocka_unit_test(summary_json),
+      cmocka_unit_test(summary_json), cmocka_unit_test(names_not_utf8),
       cmocka_unit_test(resource_metrics),
       cmocka_unit_test(pods_from_containers),
       cmocka_unit_test(through_the_server),
