@@ -591,12 +591,15 @@ static void sync_terminated(nl_pod_work_t *w, void *ctx) {
 
 static void pod_finished(const char *uid, void *ctx) {
   nl_kubelet_t *k = ctx;
-  /* A deleted API pod whose containers are gone: its final status, then the
-   * status manager deletes its API object. */
+  /* Its final status (upstream TerminatePod: a terminal phase even for a pod
+   * that never ran); a deleted API pod whose containers are gone is then
+   * deleted from the API by the status manager. */
   const nl_pod_t *pod = nl_pod_manager_get(&k->pods, uid);
   pod_state_t *ps = pod ? nl_map_get(&k->pod_states, uid) : NULL;
-  if (pod && ps && ps->status && pod->metadata.deletion_timestamp)
-    report_status(k, pod, ps->status, true);
+  if (pod && ps && ps->status) {
+    nl_pod_status_terminate(ps->status, pod);
+    report_status(k, pod, ps->status, pod->metadata.deletion_timestamp != NULL);
+  }
   nl__kubelet_shutdown_pod_finished(k, uid);
 }
 

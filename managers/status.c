@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "managers/termmsg.h"
+#include "reactor/log.h"
 #include "reactor/buf.h"
 #include "reactor/xalloc.h"
 
@@ -802,6 +803,59 @@ void nl_pod_status_terminated_by_kubelet(nl_pod_status_t *s, const nl_pod_status
   cond(c, "DisruptionTarget", true, "TerminationByKubelet", nl_xstrdup(message));
   const nl_pod_condition_t *o = find_cond(old, "DisruptionTarget");
   c->last_transition_time = o && strcmp(o->status, "True") == 0 ? o->last_transition_time : secs(now_ns);
+}
+
+/* upstream hasPodInitialized: evidence that a regular container ever started,
+ * or that the last init container completed (a sidecar: started). */
+static bool has_initialized(const nl_pod_t *pod, const nl_pod_status_t *s) {
+  if (pod->spec.n_init_containers == 0) return true;
+  for (size_t i = 0; i < s->n_container_statuses; i++) {
+    const nl_container_status_t *cs = &s->container_statuses[i];
+    if (cs->last_state.kind == NL_CSTATE_TERMINATED || cs->state.kind != NL_CSTATE_WAITING)
+      return true;
+  }
+  size_t l = s->n_init_container_statuses;
+  if (l == 0 || l > pod->spec.n_init_containers) return false;
+  const nl_container_status_t *cs = &s->init_container_statuses[l - 1];
+  if (is_sidecar(&pod->spec.init_containers[l - 1]))
+    return cs->state.kind == NL_CSTATE_RUNNING && cs->started == 1;
+  return (cs->last_state.kind == NL_CSTATE_TERMINATED && cs->last_state.exit_code == 0) ||
+         (cs->state.kind == NL_CSTATE_TERMINATED && cs->state.exit_code == 0);
+}
+
+static void terminate_state(nl_container_status_t *cs) {
+  if (cs->state.kind == NL_CSTATE_TERMINATED) return;
+  free(cs->state.reason);
+  free(cs->state.message);
+  free(cs->state.container_id);
+  cs->state = (nl_cstate_t){
+      .kind = NL_CSTATE_TERMINATED,
+      .reason = nl_xstrdup("ContainerStatusUnknown"),
+      .message = nl_xstrdup("The container could not be located when the pod was terminated"),
+      .exit_code = 137,
+  };
+}
+
+void nl_pod_status_terminate(nl_pod_status_t *s, const nl_pod_t *pod) {
+  /* once a pod has initialized, any missing status is treated as a failure */
+  if (has_initialized(pod, s))
+    for (size_t i = 0; i < s->n_container_statuses; i++) terminate_state(&s->container_statuses[i]);
+  /* init containers up to the last that ever left Waiting (at least the first) */
+  size_t n = s->n_init_container_statuses ? 1 : 0;
+  for (size_t i = s->n_init_container_statuses; i > 0; i--) {
+    const nl_container_status_t *cs = &s->init_container_statuses[i - 1];
+    if (cs->state.kind != NL_CSTATE_WAITING || cs->last_state.kind == NL_CSTATE_TERMINATED) {
+      n = i;
+      break;
+    }
+  }
+  for (size_t i = 0; i < n; i++) terminate_state(&s->init_container_statuses[i]);
+  /* every API pod ends in a terminal phase (upstream leaves static pods alone) */
+  if (!is_static_pod(pod) && s->phase != NL_POD_SUCCEEDED && s->phase != NL_POD_FAILED) {
+    nl_vlog(3, "pod %s/%s: marking terminal pod as failed (was %s)", pod->metadata.namespace_,
+            pod->metadata.name, nl_pod_phase_name(s->phase));
+    s->phase = NL_POD_FAILED;
+  }
 }
 
 /* ---- QoS (GetPodQOS) ----------------------------------------------------- */

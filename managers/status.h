@@ -146,6 +146,14 @@ void nl_pod_status_free(nl_pod_status_t *s);
  * lastTransitionTime old (may be NULL) keeps. */
 void nl_pod_status_terminated_by_kubelet(nl_pod_status_t *s, const nl_pod_status_t *old,
                                          const char *reason, const char *message, int64_t now_ns);
+/* upstream status manager TerminatePod, at the end of a pod's termination
+ * (syncTerminatedPod): containers without a terminated state are marked
+ * terminated (ContainerStatusUnknown, exit code 137) once the pod has
+ * initialized; so are the init containers that ever started (at least the
+ * first); an API pod that is not Succeeded or Failed becomes Failed, so that a
+ * pod that never ran (an image that cannot be pulled, a crash-looping init
+ * container) reaches a terminal phase and a deleted one can go. */
+void nl_pod_status_terminate(nl_pod_status_t *s, const nl_pod_t *pod);
 /* A deep copy (caller frees). */
 nl_pod_status_t *nl_pod_status_dup(const nl_pod_status_t *s);
 

@@ -2,7 +2,10 @@
 # What kubectl shows of pods nanolet runs from the API server, on the real
 # control plane and containerd: a pod becomes Running and Ready with its IPs,
 # start time, QoS class and container statuses; `kubectl delete` ends with the
-# API object gone (nanolet deletes it once the containers are); a force delete;
+# API object gone (nanolet deletes it once the containers are); pods without a
+# running container (an image that cannot be pulled, a crash-looping init
+# container, containers that all exited) deleted with the default grace period
+# go within seconds, and so when deleted while nanolet was stopped; a force delete;
 # a crash-looping pod shows CrashLoopBackOff and its restart count; a pod that
 # does not fit is rejected with OutOfmemory; a pod that does not tolerate the
 # node's NoExecute taint is refused and never runs. The node name and kubeconfig come from
@@ -74,6 +77,41 @@ kubectl delete pod -n "$PODS_NS" quick --grace-period=0 --force >/dev/null 2>&1
 check "force delete: the object is gone at once" gone quick
 quick_stopped() { [ "$(pod_containers quick | jq length)" = 0 ] && ! runtime_has_pod quick; }
 check "force delete: containers and sandbox go" wait_for 20 quick_stopped
+
+# --- kubectl delete of pods without a running container ------------------------------
+# Pods that never started (an image that cannot be pulled; an init container that
+# crash-loops) or whose containers have all exited (restartPolicy Never): a
+# delete with the default grace period finishes at once, as upstream's (the
+# worker terminates them, the status manager deletes the object), and so after
+# an agent restart (deleted while it was down).
+idle_pods() { # idle_pods SUFFIX: the three pods, default grace period
+  api_pod "noimg$1" 30 "containers: [{name: c, image: 127.0.0.1:1/nanolet-e2e/none:1, command: [sleep, '3600']}]"
+  api_pod "initcrash$1" 30 "initContainers: [{name: i, image: $IMG, command: [sh, -c, 'exit 1']}]" \
+    "containers: [{name: c, image: $IMG, command: [sleep, '3600']}]"
+  api_pod "exited$1" 30 "restartPolicy: Never" "containers: [{name: c, image: $IMG, command: ['true']}]"
+}
+idle_pods_settled() { # the three are where the deletes are to catch them
+  [[ "$(jget "noimg$1" '.status.containerStatuses[0].state.waiting.reason')" =~ ^(ErrImagePull|ImagePullBackOff)$ ]] &&
+    [ "$(jget "initcrash$1" '.status.initContainerStatuses[0].restartCount')" -ge 1 ] 2>/dev/null &&
+    is "exited$1" .status.phase Succeeded
+}
+idle_pods_delete_gone() { # idle_pods_delete_gone SUFFIX WHEN
+  local p
+  for p in noimg initcrash exited; do
+    if wait_for 10 gone "$p$1"; then ok "kubectl delete $2: pod $p$1 (no running container) is gone"
+    else fail "kubectl delete $2: $p$1" "still there: $(jget "$p$1" '"\(.metadata.deletionTimestamp) \(.status.phase)"')"; fi
+  done
+}
+idle_pods ""
+wait_for 60 idle_pods_settled "" || fail "pods without a running container" "not settled: $(get noimg | jq -c .status.containerStatuses) $(jget initcrash .status.initContainerStatuses[0].restartCount) $(jget exited .status.phase)"
+kubectl delete pod -n "$PODS_NS" noimg initcrash exited --wait=false >/dev/null
+idle_pods_delete_gone "" ""
+idle_pods 2
+wait_for 60 idle_pods_settled 2 || fail "pods without a running container (2)" "not settled"
+stop_agent TERM
+kubectl delete pod -n "$PODS_NS" noimg2 initcrash2 exited2 --wait=false >/dev/null
+start_agent --kubeconfig "$KC" --node-ip 127.0.0.1 || exit 1
+idle_pods_delete_gone 2 "while nanolet was stopped"
 
 # --- crash loop ------------------------------------------------------------------------
 mkpod crash "containers: [{name: c, image: $IMG, command: [sh, -c, 'exit 1']}]"

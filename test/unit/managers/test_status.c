@@ -239,6 +239,79 @@ static void terminal_phase_is_kept(void **state) {
   nl_pod_free(pod);
 }
 
+/* upstream TerminatePod: a pod that never ran still ends Failed, its
+ * containers terminated; containers that never started behind a failing init
+ * container stay waiting; a terminal phase is kept. */
+static void terminate_gives_a_terminal_phase(void **state) {
+  /* an image that cannot be pulled: Pending, then Failed, the container 137 */
+  nl_pod_t *pod = pod2("Always");
+  nl_status_reason_t r = {"a", "ImagePullBackOff", "Back-off pulling image"};
+  nl_status_reasons_t rs = {&r, 1};
+  nl_pod_status_t *s = gen(pod, NULL, &rs, NULL, true);
+  assert_int_equal(s->phase, NL_POD_PENDING);
+  nl_pod_status_terminate(s, pod);
+  assert_int_equal(s->phase, NL_POD_FAILED);
+  assert_int_equal(cs(s, "a")->state.kind, NL_CSTATE_TERMINATED);
+  assert_string_equal(cs(s, "a")->state.reason, "ContainerStatusUnknown");
+  assert_string_equal(cs(s, "a")->state.message,
+                      "The container could not be located when the pod was terminated");
+  assert_int_equal(cs(s, "a")->state.exit_code, 137);
+  assert_int_equal(cs(s, "b")->state.kind, NL_CSTATE_TERMINATED);
+  nl_pod_status_free(s);
+  nl_pod_free(pod);
+
+  /* an init container that crash-loops: the init container is terminated, the
+   * app container (never started) stays waiting */
+  pod = pod_init("Always", false);
+  nl_rt_pod_status_t *rt = rt_new();
+  rt_sandbox(rt, "sb", false, NULL);
+  rt_c(rt, "i2", "init", NL_RT_CONTAINER_EXITED, 1, 1);
+  s = gen(pod, rt, NULL, NULL, true);
+  assert_int_equal(s->phase, NL_POD_PENDING);
+  nl_pod_status_terminate(s, pod);
+  assert_int_equal(s->phase, NL_POD_FAILED);
+  assert_int_equal(cs(s, "init")->state.kind, NL_CSTATE_TERMINATED);
+  assert_int_equal(cs(s, "init")->state.exit_code, 1); /* its own, kept */
+  assert_int_equal(cs(s, "app")->state.kind, NL_CSTATE_WAITING);
+  assert_string_equal(cs(s, "app")->state.reason, "PodInitializing");
+  nl_pod_status_free(s);
+  nl_rt_pod_status_free(rt);
+
+  /* nothing ever started: the first init container is marked terminated */
+  s = gen(pod, NULL, NULL, NULL, true);
+  nl_pod_status_terminate(s, pod);
+  assert_int_equal(s->phase, NL_POD_FAILED);
+  assert_string_equal(cs(s, "init")->state.reason, "ContainerStatusUnknown");
+  assert_int_equal(cs(s, "app")->state.kind, NL_CSTATE_WAITING);
+  nl_pod_status_free(s);
+  nl_pod_free(pod);
+
+  /* Succeeded stays Succeeded */
+  pod = pod2("Never");
+  rt = rt_new();
+  rt_sandbox(rt, "sb", false, NULL);
+  rt_c(rt, "ca", "a", NL_RT_CONTAINER_EXITED, 0, 0);
+  rt_c(rt, "cb", "b", NL_RT_CONTAINER_EXITED, 0, 0);
+  s = gen(pod, rt, NULL, NULL, true);
+  nl_pod_status_terminate(s, pod);
+  assert_int_equal(s->phase, NL_POD_SUCCEEDED);
+  assert_string_equal(cs(s, "a")->state.reason, "Completed");
+  nl_pod_status_free(s);
+  nl_rt_pod_status_free(rt);
+  nl_pod_free(pod);
+
+  /* a static pod keeps its phase (upstream's TODO) */
+  pod = pod_of("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default, uid: u1, "
+               "annotations: {kubernetes.io/config.source: file}}\n"
+               "spec:\n  containers:\n  - {name: a, image: busybox}\n");
+  s = gen(pod, NULL, NULL, NULL, true);
+  nl_pod_status_terminate(s, pod);
+  assert_int_equal(s->phase, NL_POD_PENDING);
+  assert_int_equal(cs(s, "a")->state.kind, NL_CSTATE_TERMINATED);
+  nl_pod_status_free(s);
+  nl_pod_free(pod);
+}
+
 /* ---- waiting reasons ---- */
 
 static void waiting_default_reasons(void **state) {
@@ -707,6 +780,7 @@ int main(void) {
       cmocka_unit_test(phase_rules_static_pods_and_unknown),
       cmocka_unit_test(phase_rules_init_containers),
       cmocka_unit_test(terminal_phase_is_kept),
+      cmocka_unit_test(terminate_gives_a_terminal_phase),
       cmocka_unit_test(waiting_default_reasons),
       cmocka_unit_test(waiting_reasons_from_sync),
       cmocka_unit_test(crash_loop_back_off_moves_terminated_to_last_state),
