@@ -404,6 +404,9 @@ void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t 
       nl_pod_manager_set(&k->pods, pod);
       /* ... everywhere: the holders of the previous version let it go */
       nl_pod_workers_reconcile(&k->workers, pod);
+      /* a readiness gate's condition changed: Ready is to be regenerated */
+      if (nl_pod_status_ready_needs_reconcile(pod))
+        nl_pod_workers_sync_now(&k->workers, pod->metadata.uid);
       if (k->probes_up) nl_probe_manager_reconcile_pod(&k->probes, pod);
       break;
     }

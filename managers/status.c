@@ -588,6 +588,58 @@ static void containers_ready(const nl_pod_t *pod, const nl_pod_status_t *s, nl_p
   free(unready);
 }
 
+/* upstream GeneratePodReadyCondition: ContainersReady's verdict, then every
+ * readiness gate's condition (set in the API by someone else) must be True. */
+static const nl_api_condition_t *api_cond(const nl_pod_t *pod, const char *type) {
+  const nl_api_pod_status_t *api = pod->status;
+  for (size_t j = 0; api && j < api->n_conditions; j++)
+    if (api->conditions[j].type && strcmp(api->conditions[j].type, type) == 0)
+      return &api->conditions[j];
+  return NULL;
+}
+
+/* Appends to b why the pod's readiness gates are not all True (nothing when
+ * they are), as upstream words it. */
+static void gates_unready(const nl_pod_t *pod, nl_buf_t *b) {
+  for (size_t i = 0; i < pod->spec.readiness_gates.n; i++) {
+    const char *type = pod->spec.readiness_gates.items[i];
+    const nl_api_condition_t *c = api_cond(pod, type);
+    if (c && c->status && strcmp(c->status, "True") == 0) continue;
+    if (b->len) nl_buf_puts(b, ", ");
+    if (!c)
+      nl_buf_printf(b, "corresponding condition of pod readiness gate \"%s\" does not exist.", type);
+    else
+      nl_buf_printf(b, "the status of pod readiness gate \"%s\" is not \"True\", but %s", type,
+                    c->status ? c->status : "");
+  }
+}
+
+bool nl_pod_status_ready_needs_reconcile(const nl_pod_t *pod) {
+  if (!pod->spec.readiness_gates.n) return false;
+  const nl_api_condition_t *ready = api_cond(pod, "Ready");
+  const nl_api_condition_t *cr = api_cond(pod, "ContainersReady");
+  /* without ready containers the gates change nothing */
+  if (!ready || !cr || !cr->status || strcmp(cr->status, "True") != 0) return false;
+  nl_buf_t b = NL_BUF_INIT;
+  gates_unready(pod, &b);
+  const char *status = b.len ? "False" : "True";
+  bool differs = !ready->status || strcmp(ready->status, status) != 0 ||
+                 strcmp(ready->message ? ready->message : "", b.len ? b.data : "") != 0;
+  nl_buf_free(&b);
+  return differs;
+}
+
+static void pod_ready(const nl_pod_t *pod, const nl_pod_status_t *s, nl_pod_condition_t *out) {
+  containers_ready(pod, s, out, "Ready");
+  if (strcmp(out->status, "True") != 0 || !pod->spec.readiness_gates.n) return;
+  nl_buf_t b = NL_BUF_INIT;
+  gates_unready(pod, &b);
+  if (!b.len) return;
+  free(out->reason);
+  free(out->message);
+  cond(out, "Ready", false, "ReadinessGatesNotReady", nl_buf_steal(&b));
+}
+
 static bool any_regular_started(const nl_pod_t *pod, const nl_pod_status_t *s) {
   for (size_t i = 0; i < pod->spec.n_containers; i++) {
     const nl_container_status_t *cs =
@@ -764,7 +816,7 @@ nl_pod_status_t *nl_pod_status_generate(const nl_pod_t *pod, const nl_rt_pod_sta
   s->n_conditions = 5;
   cond(&s->conditions[0], "PodReadyToStartContainers", !sandbox_changed(pod, rt), NULL, NULL);
   initialized(pod, s, &s->conditions[1]);
-  containers_ready(pod, s, &s->conditions[2], "Ready"); /* no readiness gates in nanolet */
+  pod_ready(pod, s, &s->conditions[2]);
   containers_ready(pod, s, &s->conditions[3], "ContainersReady");
   cond(&s->conditions[4], "PodScheduled", true, NULL, NULL);
   int64_t now = secs(now_ns);

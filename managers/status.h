@@ -154,6 +154,10 @@ void nl_pod_status_terminated_by_kubelet(nl_pod_status_t *s, const nl_pod_status
  * pod that never ran (an image that cannot be pulled, a crash-looping init
  * container) reaches a terminal phase and a deleted one can go. */
 void nl_pod_status_terminate(nl_pod_status_t *s, const nl_pod_t *pod);
+/* upstream NeedToReconcilePodReadiness: the pod has readiness gates and the
+ * API's Ready condition disagrees with them (someone set a gate's condition):
+ * the pod is to be synced so that its status is regenerated. */
+bool nl_pod_status_ready_needs_reconcile(const nl_pod_t *pod);
 /* A deep copy (caller frees). */
 nl_pod_status_t *nl_pod_status_dup(const nl_pod_status_t *s);
 

@@ -729,6 +729,13 @@ static void pull_secret(dec_t *d, const nl_tnode_t *n, char **name) {
   if (!*name) *name = nl__arena_strdup(d->a, "");
 }
 
+static void readiness_gate(dec_t *d, const nl_tnode_t *n, char **type) {
+  FIELDS(n)
+  F("conditionType") *type = str(d, v);
+  END_FIELDS
+  if (!*type) *type = nl__arena_strdup(d->a, "");
+}
+
 static void pod_spec(dec_t *d, const nl_tnode_t *n, nl_pod_spec_t *s) {
   s->automount_service_account_token = s->share_process_namespace = s->enable_service_links =
       NL_UNSET;
@@ -759,6 +766,7 @@ static void pod_spec(dec_t *d, const nl_tnode_t *n, nl_pod_spec_t *s) {
   F("priorityClassName") s->priority_class_name = str(d, v);
   F("priority") opt_i32(d, v, &s->priority);
   F("dnsConfig") OBJ(v, s->dns_config, dns_config);
+  F("readinessGates") SEQ(v, s->readiness_gates.items, s->readiness_gates.n, readiness_gate);
   F("runtimeClassName") s->runtime_class_name = str(d, v);
   F("enableServiceLinks") get_tri(d, v, &s->enable_service_links);
   F("overhead") resource_list(d, v, &s->overhead);

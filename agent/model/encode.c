@@ -504,6 +504,7 @@ static void dns_config(jw_t *w, const nl_dns_config_t *c) {
 }
 
 static void pull_secret(jw_t *w, char *const *name) { s_(w, "name", *name); }
+static void readiness_gate(jw_t *w, char *const *type) { s_always(w, "conditionType", *type); }
 
 static void owner_ref(jw_t *w, const nl_owner_ref_t *o) {
   s_always(w, "apiVersion", o->api_version);
@@ -559,6 +560,7 @@ static void spec(jw_t *w, const nl_pod_spec_t *s) {
   s_(w, "priorityClassName", s->priority_class_name);
   o32(w, "priority", s->priority);
   SUB("dnsConfig", s->dns_config, dns_config);
+  LIST("readinessGates", s->readiness_gates.items, s->readiness_gates.n, readiness_gate);
   s_(w, "runtimeClassName", s->runtime_class_name);
   t_(w, "enableServiceLinks", s->enable_service_links);
   reslist(w, "overhead", &s->overhead);

@@ -461,6 +461,7 @@ typedef struct nl_pod_spec {
   char *priority_class_name;
   nl_opt_i32_t priority;
   nl_dns_config_t *dns_config;
+  nl_strlist_t readiness_gates; /* the conditionType of each readinessGates entry */
   char *runtime_class_name;
   nl_tristate_t enable_service_links; /* defaulted to true */
   nl_resource_list_t overhead;

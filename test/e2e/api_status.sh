@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What kubectl shows of pods nanolet runs from the API server, on the real
 # control plane and containerd: a pod becomes Running and Ready with its IPs,
-# start time, QoS class and container statuses; `kubectl delete` ends with the
+# start time, QoS class and container statuses; a pod with readiness gates is
+# Ready only while their conditions are True; `kubectl delete` ends with the
 # API object gone (nanolet deletes it once the containers are); pods without a
 # running container (an image that cannot be pulled, a crash-looping init
 # container, containers that all exited) deleted with the default grace period
@@ -62,6 +63,23 @@ check "containerStatuses: started, ready, no restarts" \
   [ "$(jq -r '"\(.started) \(.ready) \(.restartCount) \(.state | keys[0])"' <<<"$cs")" = "true true 0 running" ]
 check "kubectl get pods shows 1/1 Running" \
   bash -c "'$NANOLET_TEST_KUBECTL' get pods -n '$PODS_NS' web --no-headers | grep -Eq '^web +1/1 +Running +0 '"
+
+# --- readiness gates: Ready only once their conditions are True ---------------------
+mkpod gated "containers: [{name: c, image: $IMG, command: [sleep, '3600']}]" \
+  "readinessGates: [{conditionType: example.com/one}, {conditionType: example.com/two}]"
+ready_of() { jget gated '.status.conditions[] | select(.type == "Ready") | "\(.status) \(.reason)"'; }
+gate() { kubectl patch pod -n "$PODS_NS" gated --subresource=status --type=strategic \
+  -p "{\"status\":{\"conditions\":[{\"type\":\"example.com/$1\",\"status\":\"$2\"}]}}" >/dev/null; }
+expect_api "readiness gates: ContainersReady once the container runs" 40 gated '.status.conditions[] | select(.type == "ContainersReady") | .status' True
+check "readiness gates unset: Ready False (ReadinessGatesNotReady)" [ "$(ready_of)" = "False ReadinessGatesNotReady" ]
+gate one True
+sleep 3
+check "one readiness gate True of two: Ready still False" [ "$(ready_of)" = "False ReadinessGatesNotReady" ]
+gate two True
+expect_api "both readiness gates True: Ready True" 10 gated '.status.conditions[] | select(.type == "Ready") | .status' True
+gate one False
+expect_api "a readiness gate back to False: Ready False" 10 gated '.status.conditions[] | select(.type == "Ready") | .reason' ReadinessGatesNotReady
+kubectl delete pod -n "$PODS_NS" gated --grace-period=0 --force >/dev/null 2>&1
 
 # --- kubectl delete: the API object goes once the containers have ------------------
 kubectl delete pod -n "$PODS_NS" web --wait=false >/dev/null

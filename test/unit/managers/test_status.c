@@ -312,6 +312,73 @@ static void terminate_gives_a_terminal_phase(void **state) {
   nl_pod_free(pod);
 }
 
+/* upstream GeneratePodReadyCondition: with ready containers, Ready is True only
+ * once every readiness gate's condition (in the API's status) is True; and
+ * NeedToReconcilePodReadiness tells when the API's Ready disagrees. */
+static nl_pod_t *gated_pod(const char *c1, const char *c2, const char *ready, const char *msg) {
+  char y[1400], conds[700] = "";
+  size_t n = 0;
+  if (c1) n += (size_t)snprintf(conds + n, sizeof conds - n, "  - {type: example.com/one, status: \"%s\"}\n", c1);
+  if (c2) n += (size_t)snprintf(conds + n, sizeof conds - n, "  - {type: example.com/two, status: \"%s\"}\n", c2);
+  if (ready)
+    snprintf(conds + n, sizeof conds - n,
+             "  - {type: ContainersReady, status: \"True\"}\n"
+             "  - {type: Ready, status: \"%s\", message: '%s'}\n", ready, msg);
+  snprintf(y, sizeof y,
+           "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default, uid: u1}\n"
+           "spec:\n  containers:\n  - {name: a, image: busybox}\n"
+           "  readinessGates: [{conditionType: example.com/one}, {conditionType: example.com/two}]\n"
+           "status:\n  conditions:\n%s", conds[0] ? conds : "    []\n");
+  return pod_of(y);
+}
+
+static void readiness_gates(void **state) {
+  nl_rt_pod_status_t *rt = rt_new();
+  rt_sandbox(rt, "sb", true, "10.88.0.2");
+  rt_c(rt, "ca", "a", NL_RT_CONTAINER_RUNNING, 0, 0);
+  nl_pod_t *pod = gated_pod(NULL, NULL, NULL, NULL);
+  nl_pod_status_t *s = gen(pod, rt, NULL, NULL, false);
+  assert_string_equal(cond(s, "ContainersReady")->status, "True");
+  assert_string_equal(cond(s, "Ready")->status, "False");
+  assert_string_equal(cond(s, "Ready")->reason, "ReadinessGatesNotReady");
+  assert_string_equal(cond(s, "Ready")->message,
+                      "corresponding condition of pod readiness gate \"example.com/one\" does not "
+                      "exist., corresponding condition of pod readiness gate \"example.com/two\" "
+                      "does not exist.");
+  nl_pod_status_free(s);
+  nl_pod_free(pod);
+
+  pod = gated_pod("True", "False", NULL, NULL);
+  s = gen(pod, rt, NULL, NULL, false);
+  assert_string_equal(cond(s, "Ready")->status, "False");
+  assert_string_equal(cond(s, "Ready")->message,
+                      "the status of pod readiness gate \"example.com/two\" is not \"True\", but False");
+  nl_pod_status_free(s);
+  nl_pod_free(pod);
+
+  pod = gated_pod("True", "True", NULL, NULL);
+  s = gen(pod, rt, NULL, NULL, false);
+  assert_string_equal(cond(s, "Ready")->status, "True");
+  assert_null(cond(s, "Ready")->reason);
+  nl_pod_status_free(s);
+  nl_pod_free(pod);
+
+  /* the API's Ready agrees with the gates: nothing to do; a gate set since: sync */
+  pod = gated_pod("True", "True", "True", "");
+  assert_false(nl_pod_status_ready_needs_reconcile(pod));
+  nl_pod_free(pod);
+  pod = gated_pod("True", "True", "False", "whatever");
+  assert_true(nl_pod_status_ready_needs_reconcile(pod));
+  nl_pod_free(pod);
+  pod = gated_pod("False", "True", "True", "");
+  assert_true(nl_pod_status_ready_needs_reconcile(pod));
+  nl_pod_free(pod);
+  pod = gated_pod("True", NULL, NULL, NULL); /* no Ready in the API yet */
+  assert_false(nl_pod_status_ready_needs_reconcile(pod));
+  nl_pod_free(pod);
+  nl_rt_pod_status_free(rt);
+}
+
 /* ---- waiting reasons ---- */
 
 static void waiting_default_reasons(void **state) {
@@ -781,6 +848,7 @@ int main(void) {
       cmocka_unit_test(phase_rules_init_containers),
       cmocka_unit_test(terminal_phase_is_kept),
       cmocka_unit_test(terminate_gives_a_terminal_phase),
+      cmocka_unit_test(readiness_gates),
       cmocka_unit_test(waiting_default_reasons),
       cmocka_unit_test(waiting_reasons_from_sync),
       cmocka_unit_test(crash_loop_back_off_moves_terminated_to_last_state),
