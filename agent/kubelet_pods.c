@@ -190,6 +190,15 @@ int nl__kubelet_probes_init(nl_kubelet_t *k, nl_err_t **err) {
   return 0;
 }
 
+/* upstream activeDeadlineHandler: the pod has been active (since its status'
+ * startTime) for spec.activeDeadlineSeconds or longer. */
+#define DEADLINE_REASON "DeadlineExceeded"
+#define DEADLINE_MESSAGE "Pod was active on the node longer than the specified deadline"
+static bool past_active_deadline(const nl_pod_t *pod, int64_t start_time) {
+  const nl_opt_i64_t *d = &pod->spec.active_deadline_seconds;
+  return d->set && start_time > 0 && now_ns() / 1000000000 - start_time >= d->v;
+}
+
 static nl_pod_status_t *generate(nl_kubelet_t *k, const nl_pod_t *pod, pod_state_t *ps,
                                  bool terminal) {
   nl_status_reason_t items[ps->n_reasons + 1];
@@ -209,6 +218,14 @@ static nl_pod_status_t *generate(nl_kubelet_t *k, const nl_pod_t *pod, pod_state
     free(st->message);
     st->reason = nl_xstrdup(ps->rejected_reason);
     st->message = nl_xstrdup(ps->rejected_message);
+  } else if (st->phase != NL_POD_SUCCEEDED && st->phase != NL_POD_FAILED &&
+             past_active_deadline(pod, st->start_time)) {
+    /* upstream's pod sync handlers (ShouldEvict): Failed, and so terminated */
+    st->phase = NL_POD_FAILED;
+    free(st->reason);
+    free(st->message);
+    st->reason = nl_xstrdup(DEADLINE_REASON);
+    st->message = nl_xstrdup(DEADLINE_MESSAGE);
   }
   /* Once its containers have stopped (upstream sends no terminal phase before). */
   if (ps->killed_reason && (terminal || st->phase == NL_POD_FAILED))
@@ -246,6 +263,12 @@ static bool refresh_status(nl_kubelet_t *k, const nl_pod_t *pod, bool terminal) 
   nl_pod_status_t *st = generate(k, pod, ps, terminal);
   if (st->phase == NL_POD_RUNNING && (!ps->status || ps->status->phase != NL_POD_RUNNING))
     nl_kmetrics_pod_started(&k->metrics, (double)(uv_hrtime() - ps->first_seen) / 1e9);
+  if (st->reason && !strcmp(st->reason, DEADLINE_REASON) &&
+      (!ps->status || !ps->status->reason || strcmp(ps->status->reason, DEADLINE_REASON))) {
+    nl_info("pod %s/%s: %s", pod->metadata.namespace_, pod->metadata.name, DEADLINE_MESSAGE);
+    nl_event_ref_t ref = nl_event_pod_ref(pod);
+    nl_events_record(&k->events, &ref, NL_EVENT_NORMAL, DEADLINE_REASON, DEADLINE_MESSAGE);
+  }
   nl_pod_status_free(ps->status);
   ps->status = st;
   report_status(k, pod, st, false);
@@ -422,7 +445,24 @@ void nl__kubelet_pleg_event(const nl_pleg_event_t *ev, void *ctx) {
   nl_pod_workers_sync_now(&k->workers, ev->uid);
 }
 
-void nl__kubelet_pods_sync_tick(nl_kubelet_t *k) { nl_pod_workers_sync_due(&k->workers); }
+/* The 1 s sync tick: pods whose resync is due, and (upstream's PodSyncLoopHandlers)
+ * running pods past their activeDeadlineSeconds, so that they are failed on time. */
+void nl__kubelet_pods_sync_tick(nl_kubelet_t *k) {
+  nl_pod_workers_sync_due(&k->workers);
+  size_t n;
+  const nl_pod_t **pods = nl_pod_manager_list(&k->pods, &n);
+  for (size_t i = 0; i < n; i++) {
+    if (!pods[i]->spec.active_deadline_seconds.set ||
+        nl_pod_workers_is_terminating(&k->workers, pods[i]->metadata.uid))
+      continue;
+    const pod_state_t *ps = nl_map_get(&k->pod_states, pods[i]->metadata.uid);
+    if (!ps || !ps->status || ps->status->phase == NL_POD_SUCCEEDED ||
+        ps->status->phase == NL_POD_FAILED || !past_active_deadline(pods[i], ps->status->start_time))
+      continue;
+    nl_pod_workers_sync_now(&k->workers, pods[i]->metadata.uid);
+  }
+  free(pods);
+}
 
 /* ---- the syncer ---- */
 

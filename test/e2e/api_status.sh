@@ -2,7 +2,8 @@
 # What kubectl shows of pods nanolet runs from the API server, on the real
 # control plane and containerd: a pod becomes Running and Ready with its IPs,
 # start time, QoS class and container statuses; a pod with readiness gates is
-# Ready only while their conditions are True; `kubectl delete` ends with the
+# Ready only while their conditions are True; activeDeadlineSeconds set on a
+# running pod fails it with DeadlineExceeded; `kubectl delete` ends with the
 # API object gone (nanolet deletes it once the containers are); pods without a
 # running container (an image that cannot be pulled, a crash-looping init
 # container, containers that all exited) deleted with the default grace period
@@ -80,6 +81,19 @@ expect_api "both readiness gates True: Ready True" 10 gated '.status.conditions[
 gate one False
 expect_api "a readiness gate back to False: Ready False" 10 gated '.status.conditions[] | select(.type == "Ready") | .reason' ReadinessGatesNotReady
 kubectl delete pod -n "$PODS_NS" gated --grace-period=0 --force >/dev/null 2>&1
+
+# --- activeDeadlineSeconds set on a running pod -----------------------------------
+mkpod deadline "containers: [{name: c, image: $IMG, command: [sleep, '3600']}]"
+expect_api "activeDeadlineSeconds: the pod runs first" 40 deadline .status.phase Running
+kubectl patch pod -n "$PODS_NS" deadline -p '{"spec":{"activeDeadlineSeconds":5}}' >/dev/null
+expect_api "activeDeadlineSeconds lowered on a running pod: Failed" 15 deadline .status.phase Failed
+check "activeDeadlineSeconds: reason DeadlineExceeded and upstream's message" \
+  [ "$(jget deadline '"\(.status.reason): \(.status.message)"')" = "DeadlineExceeded: Pod was active on the node longer than the specified deadline" ]
+deadline_stopped() { [ "$(pod_containers deadline | jq '[.[] | select(.state == "CONTAINER_RUNNING")] | length')" = 0 ]; }
+check "activeDeadlineSeconds: its container is stopped" wait_for 10 deadline_stopped
+deadline_event() { kubectl get events -n "$PODS_NS" --field-selector involvedObject.name=deadline,reason=DeadlineExceeded -o name | grep -q .; }
+check "activeDeadlineSeconds: event DeadlineExceeded" wait_for 10 deadline_event
+kubectl delete pod -n "$PODS_NS" deadline --wait=false >/dev/null
 
 # --- kubectl delete: the API object goes once the containers have ------------------
 kubectl delete pod -n "$PODS_NS" web --wait=false >/dev/null
