@@ -306,6 +306,18 @@ int nl_runtime_build_container_config(const nl_runtime_opts_t *opts, const nl_po
                                       const nl_container_input_t *in,
                                       Runtime__V1__ContainerConfig **out, nl_err_t **err);
 
+/* upstream verifyRunAsNonRoot for container c of pod, whose effective
+ * security context (the container's over the pod's) asks for runAsNonRoot:
+ * NULL when the container may start, else upstream's message (a new string;
+ * the start fails with CreateContainerConfigError). image_uid (NULL: none) and
+ * image_user (NULL or "": none) are the image's user from ImageStatus, read
+ * only when nl_runtime_non_root_needs_image says so. */
+char *nl_runtime_verify_non_root(const nl_pod_t *pod, const nl_container_t *c,
+                                 const int64_t *image_uid, const char *image_user);
+/* True when runAsNonRoot is asked for without a runAsUser: only the image's
+ * user tells (upstream getImageUser). */
+bool nl_runtime_non_root_needs_image(const nl_pod_t *pod, const nl_container_t *c);
+
 /* One environment variable. */
 typedef struct nl_env {
   char *name;

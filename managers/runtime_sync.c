@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cri/image.h"
 #include "cri/runtime.h"
 #include "managers/hooks.h"
 #include "managers/runtime_internal.h"
@@ -620,6 +621,47 @@ static void cprep_done(uv_work_t *w, int status) {
   cprep_free(p);
 }
 
+static void prepare_container(nl_runtime_op_t *op);
+
+/* generateContainerConfig's verifyRunAsNonRoot: a container that would run as
+ * root against its runAsNonRoot fails with CreateContainerConfigError. */
+static void verify_non_root(nl_runtime_op_t *op, const int64_t *image_uid, const char *image_user) {
+  char *msg = nl_runtime_verify_non_root(op->pod, op->cur, image_uid, image_user);
+  if (!msg) {
+    prepare_container(op);
+    return;
+  }
+  nl__step_fail(cur_step(op), NL_REASON_CREATE_CONTAINER_CONFIG, "%s", msg);
+  fail_event(op, msg);
+  if (!op->result.err) nl_err_set(&op->result.err, NL_EINVAL, "pod %s: %s", op->desc, msg);
+  free(msg);
+  container_done(op, false);
+}
+
+/* upstream getImageUser: the image's numeric user, else its user name, else
+ * root (an image without a user runs as root). */
+static void image_user_done(const nl_grpc_status_t *st, Runtime__V1__ImageStatusResponse *resp,
+                            void *ctx) {
+  nl_runtime_op_t *op = ctx;
+  if (!nl__op_resume(op)) return;
+  if (st->code != NL_GRPC_OK) {
+    char *e = nl_grpc_status_format(st);
+    nl__step_fail(cur_step(op), NL_REASON_CREATE_CONTAINER_CONFIG, "%s", e);
+    fail_event(op, e);
+    if (!op->result.err)
+      nl_err_set(&op->result.err, NL_ERUNTIME, "pod %s: image status of %s: %s", op->desc,
+                 op->cur_image_ref, e);
+    free(e);
+    container_done(op, false);
+    return;
+  }
+  const Runtime__V1__Image *img = resp ? resp->image : NULL;
+  int64_t root = 0;
+  if (img && img->uid) verify_non_root(op, &img->uid->value, NULL);
+  else if (img && img->username && *img->username) verify_non_root(op, NULL, img->username);
+  else verify_non_root(op, &root, NULL);
+}
+
 static void image_ready(const char *ref, const char *reason, const char *message, void *ctx) {
   nl_runtime_op_t *op = ctx;
   if (!nl__op_resume(op)) return;
@@ -630,6 +672,19 @@ static void image_ready(const char *ref, const char *reason, const char *message
     return;
   }
   op->cur_image_ref = nl_xstrdup(ref);
+  if (nl_runtime_non_root_needs_image(op->pod, op->cur)) {
+    Runtime__V1__ImageStatusRequest req = RUNTIME__V1__IMAGE_STATUS_REQUEST__INIT;
+    Runtime__V1__ImageSpec spec = RUNTIME__V1__IMAGE_SPEC__INIT;
+    spec.image = op->cur_image_ref;
+    req.image = &spec;
+    op->pending++;
+    nl_cri_image_status(op->rt->cri, &req, image_user_done, op);
+    return;
+  }
+  verify_non_root(op, NULL, NULL);
+}
+
+static void prepare_container(nl_runtime_op_t *op) {
   const nl_runtime_opts_t *o = &op->rt->opts;
   const nl_rt_container_t *prev = nl_rt_pod_status_find(op->status, op->cur->name);
   cprep_t *p = nl_xcalloc(1, sizeof *p);

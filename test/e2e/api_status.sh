@@ -3,7 +3,9 @@
 # control plane and containerd: a pod becomes Running and Ready with its IPs,
 # start time, QoS class and container statuses; a pod with readiness gates is
 # Ready only while their conditions are True; activeDeadlineSeconds set on a
-# running pod fails it with DeadlineExceeded; `kubectl delete` ends with the
+# running pod fails it with DeadlineExceeded; runAsNonRoot refuses a container
+# that would run as root (runAsUser 0, or an image without a user) with upstream's
+# CreateContainerConfigError and Failed event; `kubectl delete` ends with the
 # API object gone (nanolet deletes it once the containers are); pods without a
 # running container (an image that cannot be pulled, a crash-looping init
 # container, containers that all exited) deleted with the default grace period
@@ -94,6 +96,25 @@ check "activeDeadlineSeconds: its container is stopped" wait_for 10 deadline_sto
 deadline_event() { kubectl get events -n "$PODS_NS" --field-selector involvedObject.name=deadline,reason=DeadlineExceeded -o name | grep -q .; }
 check "activeDeadlineSeconds: event DeadlineExceeded" wait_for 10 deadline_event
 kubectl delete pod -n "$PODS_NS" deadline --wait=false >/dev/null
+
+# --- runAsNonRoot: a container that would run as root never starts ------------------
+mkpod rootuid "restartPolicy: Never" "containers: [{name: c, image: $IMG, command: [id, -u], securityContext: {runAsNonRoot: true, runAsUser: 0}}]"
+mkpod rootimage "restartPolicy: Never" "containers: [{name: c, image: $IMG, command: [id, -u], securityContext: {runAsNonRoot: true}}]"
+mkpod nonroot "restartPolicy: Never" "containers: [{name: c, image: $IMG, command: [id, -u], securityContext: {runAsNonRoot: true, runAsUser: 1000}}]"
+failed_event() { # failed_event POD: the message of its Failed event
+  kubectl get events -n "$PODS_NS" --field-selector "involvedObject.name=$1,reason=Failed" -o jsonpath='{.items[0].message}' 2>/dev/null
+}
+for p in rootuid rootimage; do
+  expect_api "runAsNonRoot ($p): CreateContainerConfigError" 40 "$p" '.status.containerStatuses[0].state.waiting.reason' CreateContainerConfigError
+done
+uid_rootuid=$(jget rootuid .metadata.uid) uid_rootimage=$(jget rootimage .metadata.uid)
+want="Error: container's runAsUser breaks non-root policy (pod: \"rootuid_${PODS_NS}($uid_rootuid)\", container: c)"
+check "runAsNonRoot with runAsUser 0: event Failed, upstream's message" wait_for 10 test "$(failed_event rootuid)" = "$want"
+rootimage_event() { [ "$(failed_event rootimage)" = "Error: container has runAsNonRoot and image will run as root (pod: \"rootimage_${PODS_NS}($uid_rootimage)\", container: c)" ]; }
+check "runAsNonRoot with an image without a user (root): event Failed, upstream's message" wait_for 10 rootimage_event
+check "runAsNonRoot: the containers were never created" [ "$(pod_containers rootuid | jq length) $(pod_containers rootimage | jq length)" = "0 0" ]
+expect_api "runAsNonRoot with runAsUser 1000: runs (Succeeded)" 40 nonroot .status.phase Succeeded
+kubectl delete pod -n "$PODS_NS" rootuid rootimage nonroot --wait=false >/dev/null
 
 # --- kubectl delete: the API object goes once the containers have ------------------
 kubectl delete pod -n "$PODS_NS" web --wait=false >/dev/null
