@@ -89,6 +89,7 @@ struct nl_runtime_op {
   size_t kill_todo;            /* items outstanding in a parallel group */
   int kill_phase;
   void (*after_kill)(nl_runtime_op_t *op, bool ok);
+  struct nl__kill_order *kill_order; /* sidecars' turn to stop (runtime_kill.c); owned */
   /* sync */
   nl_pod_actions_t actions;
   char *sandbox_id;

@@ -91,7 +91,7 @@ kubectl patch pod -n "$PODS_NS" deadline -p '{"spec":{"activeDeadlineSeconds":5}
 expect_api "activeDeadlineSeconds lowered on a running pod: Failed" 15 deadline .status.phase Failed
 check "activeDeadlineSeconds: reason DeadlineExceeded and upstream's message" \
   [ "$(jget deadline '"\(.status.reason): \(.status.message)"')" = "DeadlineExceeded: Pod was active on the node longer than the specified deadline" ]
-deadline_stopped() { [ "$(pod_containers deadline | jq '[.[] | select(.state == "CONTAINER_RUNNING")] | length')" = 0 ]; }
+deadline_stopped() { [ "$(cri ps -o json | jq --arg ns "$PODS_NS" '[.containers[] | select(.labels["io.kubernetes.pod.name"] == "deadline" and .labels["io.kubernetes.pod.namespace"] == $ns)] | length')" = 0 ]; }
 check "activeDeadlineSeconds: its container is stopped" wait_for 10 deadline_stopped
 deadline_event() { kubectl get events -n "$PODS_NS" --field-selector involvedObject.name=deadline,reason=DeadlineExceeded -o name | grep -q .; }
 check "activeDeadlineSeconds: event DeadlineExceeded" wait_for 10 deadline_event
