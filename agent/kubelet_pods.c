@@ -852,6 +852,8 @@ int nl__kubelet_container_for_logs(nl_kubelet_t *k, const char *ns, const char *
     if (strcmp(pod->spec.containers[i].name, container) == 0) in_spec = true;
   for (size_t i = 0; i < pod->spec.n_init_containers; i++)
     if (strcmp(pod->spec.init_containers[i].name, container) == 0) in_spec = true;
+  for (size_t i = 0; i < pod->spec.n_ephemeral_containers; i++)
+    if (strcmp(pod->spec.ephemeral_containers[i].name, container) == 0) in_spec = true;
   if (!in_spec) {
     *msg = nl_xasprintf("container \"%s\" not found in pod \"%s\"", container, name);
     return 404;
@@ -865,6 +867,9 @@ int nl__kubelet_container_for_logs(nl_kubelet_t *k, const char *ns, const char *
     for (size_t i = 0; i < st->n_init_container_statuses; i++)
       if (strcmp(st->init_container_statuses[i].name, container) == 0)
         cs = &st->init_container_statuses[i];
+    for (size_t i = 0; i < st->n_ephemeral_container_statuses; i++)
+      if (strcmp(st->ephemeral_container_statuses[i].name, container) == 0)
+        cs = &st->ephemeral_container_statuses[i];
   }
   if (!cs) {
     *msg = nl_xasprintf("container \"%s\" in pod \"%s\" is not available", container, name);

@@ -240,6 +240,8 @@ typedef struct nl_pod_actions {
   size_t n_init_to_start;
   size_t *to_start;
   size_t n_to_start;
+  size_t *ephemeral_to_start; /* never started yet: started once, never again */
+  size_t n_ephemeral_to_start;
   nl_kill_info_t *to_kill;
   size_t n_to_kill;
 } nl_pod_actions_t;
@@ -297,6 +299,8 @@ typedef struct nl_container_input {
   size_t n_pod_ips;
   const char *termination_message_host_path; /* the file to mount; NULL: none */
   const char *etc_hosts_host_path; /* the pod's managed hosts file; NULL: none */
+  const char *target_id; /* an ephemeral container's target: the running container
+                          * whose process namespace it joins; NULL: none */
 } nl_container_input_t;
 
 /* generateContainerConfig. Returns 0 and a new config, or -1 with *err (bad env

@@ -191,7 +191,8 @@ char *nl_runtime_verify_non_root(const nl_pod_t *pod, const nl_container_t *c,
 
 static Runtime__V1__LinuxContainerSecurityContext *security(const nl_runtime_opts_t *opts,
                                                             const nl_pod_t *pod,
-                                                            const nl_container_t *c) {
+                                                            const nl_container_t *c,
+                                                            const char *target_id) {
   Runtime__V1__LinuxContainerSecurityContext *s = NL__NEW(
       Runtime__V1__LinuxContainerSecurityContext, RUNTIME__V1__LINUX_CONTAINER_SECURITY_CONTEXT__INIT);
   const nl_security_context_t *cs = c->security_context;
@@ -250,6 +251,10 @@ static Runtime__V1__LinuxContainerSecurityContext *security(const nl_runtime_opt
     s->n_readonly_paths = nr;
   }
   s->namespace_options = nl__namespaces_for_pod(pod);
+  if (target_id && s->namespace_options->pid == RUNTIME__V1__NAMESPACE_MODE__CONTAINER) {
+    s->namespace_options->pid = RUNTIME__V1__NAMESPACE_MODE__TARGET;
+    s->namespace_options->target_id = nl_xstrdup(target_id);
+  }
   return s;
 }
 
@@ -455,7 +460,7 @@ int nl_runtime_build_container_config(const nl_runtime_opts_t *opts, const nl_po
   cfg->tty = c->tty;
   cfg->linux = NL__NEW(Runtime__V1__LinuxContainerConfig, RUNTIME__V1__LINUX_CONTAINER_CONFIG__INIT);
   cfg->linux->resources = resources(opts, pod, c);
-  cfg->linux->security_context = security(opts, pod, c);
+  cfg->linux->security_context = security(opts, pod, c, in->target_id);
   *out = cfg;
   return 0;
 }

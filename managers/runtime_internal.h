@@ -99,6 +99,7 @@ struct nl_runtime_op {
   Runtime__V1__PodSandboxConfig *sandbox_config;
   size_t cursor;               /* index into the list being worked on */
   bool in_init;                /* starting init containers */
+  bool in_ephemeral;           /* starting ephemeral containers (before the init ones) */
   const nl_container_t *cur;   /* the container being started */
   nl_sync_step_t *cur_step;    /* borrowed pointer into result: re-fetched by index */
   size_t cur_step_idx;

@@ -285,6 +285,7 @@ static void prepare(nl_runtime_op_t *op) {
 /* ---- step 4: the sandbox ---- */
 
 static void start_containers(nl_runtime_op_t *op) {
+  op->in_ephemeral = op->actions.n_ephemeral_to_start > 0; /* upstream's step 5, then 6 and 7 */
   op->in_init = true;
   op->cursor = 0;
   next_container(op);
@@ -380,7 +381,7 @@ static void container_done(nl_runtime_op_t *op, bool ok) {
   op->cur_hosts_path = NULL;
   free(op->cur_id);
   op->cur_id = NULL;
-  if (op->in_init && !ok && !nl__is_restartable_init(op->cur)) {
+  if (op->in_init && !op->in_ephemeral && !ok && !nl__is_restartable_init(op->cur)) {
     /* An init container failed to start: the pod cannot initialize. */
     nl__op_finish(op);
     return;
@@ -489,6 +490,9 @@ static void create_container(nl_runtime_op_t *op) {
       .termination_message_host_path = op->cur_term_path,
       .etc_hosts_host_path = op->cur_hosts_path,
   };
+  const char *target = op->cur->target_container_name;
+  const nl_rt_container_t *tc = target && *target ? nl_rt_pod_status_find(op->status, target) : NULL;
+  if (tc && tc->state == NL_RT_CONTAINER_RUNNING) in.target_id = tc->id;
   Runtime__V1__ContainerConfig *cfg = NULL;
   nl_err_t *err = NULL;
   if (nl_runtime_build_container_config(&op->rt->opts, op->pod, &in, &cfg, &err) < 0) {
@@ -744,6 +748,21 @@ static bool in_backoff(nl_runtime_op_t *op, const nl_container_t *c, nl_sync_ste
 
 static void next_container(nl_runtime_op_t *op) {
   const nl_pod_spec_t *spec = &op->pod->spec;
+  if (op->in_ephemeral && op->cursor >= op->actions.n_ephemeral_to_start) {
+    op->in_ephemeral = false;
+    op->cursor = 0;
+  }
+  if (op->in_ephemeral) {
+    op->cur = &spec->ephemeral_containers[op->actions.ephemeral_to_start[op->cursor]];
+    nl__result_add(&op->result, NL_SYNC_START_CONTAINER, op->cur->name, false);
+    op->cur_step_idx = op->result.n_steps - 1;
+    op->pending++;
+    char fp[320];
+    nl_event_ref_t ref = nl_event_container_ref(op->pod, op->cur->name, fp, sizeof fp);
+    nl_images_ensure(&op->rt->images, &op->img, &ref, op->desc, op->cur->image,
+                     op->cur->image_pull_policy, nl__op_pull_creds, image_ready, op);
+    return;
+  }
   if (op->in_init && op->cursor >= op->actions.n_init_to_start) {
     op->in_init = false;
     op->cursor = 0;

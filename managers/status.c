@@ -92,6 +92,9 @@ void nl_pod_status_free(nl_pod_status_t *s) {
   free(s->init_container_statuses);
   for (size_t i = 0; i < s->n_container_statuses; i++) cstatus_free(&s->container_statuses[i]);
   free(s->container_statuses);
+  for (size_t i = 0; i < s->n_ephemeral_container_statuses; i++)
+    cstatus_free(&s->ephemeral_container_statuses[i]);
+  free(s->ephemeral_container_statuses);
   free(s);
 }
 
@@ -121,6 +124,12 @@ nl_pod_status_t *nl_pod_status_dup(const nl_pod_status_t *s) {
                               : NULL;
   for (size_t i = 0; i < s->n_container_statuses; i++)
     cstatus_copy(&d->container_statuses[i], &s->container_statuses[i]);
+  d->ephemeral_container_statuses =
+      s->n_ephemeral_container_statuses
+          ? nl_xcalloc(s->n_ephemeral_container_statuses, sizeof(nl_container_status_t))
+          : NULL;
+  for (size_t i = 0; i < s->n_ephemeral_container_statuses; i++)
+    cstatus_copy(&d->ephemeral_container_statuses[i], &s->ephemeral_container_statuses[i]);
   return d;
 }
 
@@ -784,6 +793,13 @@ nl_pod_status_t *nl_pod_status_generate(const nl_pod_t *pod, const nl_rt_pod_sta
       &g, pod->spec.init_containers, pod->spec.n_init_containers,
       old ? old->init_container_statuses : NULL, old ? old->n_init_container_statuses : 0, true);
   s->n_init_container_statuses = pod->spec.n_init_containers;
+  if (pod->spec.n_ephemeral_containers) {
+    s->ephemeral_container_statuses = convert_statuses(
+        &g, pod->spec.ephemeral_containers, pod->spec.n_ephemeral_containers,
+        old ? old->ephemeral_container_statuses : NULL,
+        old ? old->n_ephemeral_container_statuses : 0, false);
+    s->n_ephemeral_container_statuses = pod->spec.n_ephemeral_containers;
+  }
   limit_messages(s, pod);
 
   /* The phase sees init and regular statuses together. */

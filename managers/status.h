@@ -85,6 +85,8 @@ typedef struct nl_pod_status {
   size_t n_init_container_statuses;
   nl_container_status_t *container_statuses; /* sorted by name, as upstream */
   size_t n_container_statuses;
+  nl_container_status_t *ephemeral_container_statuses; /* spec order */
+  size_t n_ephemeral_container_statuses;
   const char *qos_class; /* static: "Guaranteed", "Burstable", "BestEffort" */
 } nl_pod_status_t;
 

@@ -522,6 +522,7 @@ static void container(dec_t *d, const nl_tnode_t *n, nl_container_t *c) {
   F("stdin") get_bool(d, v, &c->stdin_);
   F("stdinOnce") get_bool(d, v, &c->stdin_once);
   F("tty") get_bool(d, v, &c->tty);
+  F("targetContainerName") c->target_container_name = str(d, v);
   END_FIELDS
 }
 
@@ -743,6 +744,7 @@ static void pod_spec(dec_t *d, const nl_tnode_t *n, nl_pod_spec_t *s) {
   F("volumes") SEQ(v, s->volumes, s->n_volumes, volume);
   F("initContainers") SEQ(v, s->init_containers, s->n_init_containers, container);
   F("containers") SEQ(v, s->containers, s->n_containers, container);
+  F("ephemeralContainers") SEQ(v, s->ephemeral_containers, s->n_ephemeral_containers, container);
   F("restartPolicy") s->restart_policy = str(d, v);
   F("terminationGracePeriodSeconds") opt_i64(d, v, &s->termination_grace_period_seconds);
   F("activeDeadlineSeconds") opt_i64(d, v, &s->active_deadline_seconds);

@@ -370,6 +370,7 @@ static void container(jw_t *w, const nl_container_t *c) {
   b_(w, "stdin", c->stdin_);
   b_(w, "stdinOnce", c->stdin_once);
   b_(w, "tty", c->tty);
+  s_(w, "targetContainerName", c->target_container_name);
 }
 
 static void key_to_path(jw_t *w, const nl_key_to_path_t *k) {
@@ -530,6 +531,7 @@ static void spec(jw_t *w, const nl_pod_spec_t *s) {
     ARR_BEGIN("containers");
     ARR_END();
   }
+  LIST("ephemeralContainers", s->ephemeral_containers, s->n_ephemeral_containers, container);
   s_(w, "restartPolicy", s->restart_policy);
   o64(w, "terminationGracePeriodSeconds", s->termination_grace_period_seconds);
   o64(w, "activeDeadlineSeconds", s->active_deadline_seconds);

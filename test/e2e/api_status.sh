@@ -5,7 +5,9 @@
 # Ready only while their conditions are True; activeDeadlineSeconds set on a
 # running pod fails it with DeadlineExceeded; runAsNonRoot refuses a container
 # that would run as root (runAsUser 0, or an image without a user) with upstream's
-# CreateContainerConfigError and Failed event; `kubectl delete` ends with the
+# CreateContainerConfigError and Failed event; kubectl debug starts an
+# ephemeral container (status, exec, logs, the target's process namespace),
+# never restarted; `kubectl delete` ends with the
 # API object gone (nanolet deletes it once the containers are); pods without a
 # running container (an image that cannot be pulled, a crash-looping init
 # container, containers that all exited) deleted with the default grace period
@@ -115,6 +117,29 @@ check "runAsNonRoot with an image without a user (root): event Failed, upstream'
 check "runAsNonRoot: the containers were never created" [ "$(pod_containers rootuid | jq length) $(pod_containers rootimage | jq length)" = "0 0" ]
 expect_api "runAsNonRoot with runAsUser 1000: runs (Succeeded)" 40 nonroot .status.phase Succeeded
 kubectl delete pod -n "$PODS_NS" rootuid rootimage nonroot --wait=false >/dev/null
+
+# --- ephemeral containers: kubectl debug --------------------------------------------
+mkpod target "containers: [{name: c, image: $IMG, command: [sleep, '3600']}]"
+expect_api "ephemeral containers: the target pod runs" 40 target .status.phase Running
+kubectl debug -n "$PODS_NS" target --image="$IMG" --container=debugger --target=c -- \
+  sh -c 'while true; do echo polo; sleep 1; done' >/dev/null 2>&1
+expect_api "kubectl debug: the ephemeral container runs (ephemeralContainerStatuses)" 30 target \
+  '.status.ephemeralContainerStatuses[0] | "\(.name) \(.state | keys[0])"' "debugger running"
+check "kubectl exec into the ephemeral container" \
+  test "$(kubectl exec -n "$PODS_NS" target -c debugger -- echo marco 2>&1)" = marco
+debug_logs() { kubectl logs -n "$PODS_NS" target -c debugger 2>/dev/null | grep -q polo; }
+check "kubectl logs of the ephemeral container" wait_for 10 debug_logs
+check "it shares the target's process namespace (--target)" \
+  bash -c "'$NANOLET_TEST_KUBECTL' exec -n '$PODS_NS' target -c debugger -- ps | grep -q 'sleep 3600'"
+kubectl debug -n "$PODS_NS" target --image="$IMG" --container=once -- true >/dev/null 2>&1
+expect_api "an ephemeral container that exits stays terminated (never restarted)" 30 target \
+  '.status.ephemeralContainerStatuses[] | select(.name == "once") | "\(.state | keys[0]) \(.restartCount)"' "terminated 0"
+sleep 3
+check "... and is not started again" \
+  [ "$(pod_containers target | jq '[.[] | select(.labels["io.kubernetes.container.name"] == "once")] | length')" = 1 ]
+check "the pod's own container kept running" is target '.status.containerStatuses[0].restartCount' 0
+kubectl delete pod -n "$PODS_NS" target --wait=false >/dev/null
+if wait_for 20 gone target; then ok "a pod with ephemeral containers is deleted"; else fail "ephemeral delete" "still there"; fi
 
 # --- kubectl delete: the API object goes once the containers have ------------------
 kubectl delete pod -n "$PODS_NS" web --wait=false >/dev/null

@@ -379,6 +379,38 @@ static void readiness_gates(void **state) {
   nl_rt_pod_status_free(rt);
 }
 
+/* ephemeralContainerStatuses: in spec order, after qosClass in JSON; the phase
+ * and the conditions are the regular containers' alone. */
+static void ephemeral_container_statuses(void **state) {
+  nl_pod_t *pod = pod_of("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default, uid: u1}\n"
+                         "spec:\n  containers:\n  - {name: a, image: busybox}\n"
+                         "  ephemeralContainers:\n  - {name: dbg, image: busybox}\n"
+                         "  - {name: late, image: busybox}\n");
+  nl_rt_pod_status_t *rt = rt_new();
+  rt_sandbox(rt, "sb", true, "10.88.0.2");
+  rt_c(rt, "ca", "a", NL_RT_CONTAINER_RUNNING, 0, 0);
+  rt_c(rt, "cd", "dbg", NL_RT_CONTAINER_EXITED, 1, 0);
+  nl_pod_status_t *s = gen(pod, rt, NULL, NULL, false);
+  assert_int_equal(s->phase, NL_POD_RUNNING);
+  assert_string_equal(cond(s, "Ready")->status, "True");
+  assert_int_equal(s->n_container_statuses, 1);
+  assert_int_equal(s->n_ephemeral_container_statuses, 2);
+  assert_string_equal(s->ephemeral_container_statuses[0].name, "dbg");
+  assert_int_equal(s->ephemeral_container_statuses[0].state.kind, NL_CSTATE_TERMINATED);
+  assert_int_equal(s->ephemeral_container_statuses[0].state.exit_code, 1);
+  assert_string_equal(s->ephemeral_container_statuses[1].name, "late");
+  assert_int_equal(s->ephemeral_container_statuses[1].state.kind, NL_CSTATE_WAITING);
+  nl_pod_status_t *d = nl_pod_status_dup(s);
+  nl_buf_t b = NL_BUF_INIT;
+  nl_pod_status_encode_json(d, &b);
+  assert_non_null(strstr(b.data, "\"qosClass\":\"BestEffort\",\"ephemeralContainerStatuses\":[{"));
+  nl_buf_free(&b);
+  nl_pod_status_free(d);
+  nl_pod_status_free(s);
+  nl_rt_pod_status_free(rt);
+  nl_pod_free(pod);
+}
+
 /* ---- waiting reasons ---- */
 
 static void waiting_default_reasons(void **state) {
@@ -849,6 +881,7 @@ int main(void) {
       cmocka_unit_test(terminal_phase_is_kept),
       cmocka_unit_test(terminate_gives_a_terminal_phase),
       cmocka_unit_test(readiness_gates),
+      cmocka_unit_test(ephemeral_container_statuses),
       cmocka_unit_test(waiting_default_reasons),
       cmocka_unit_test(waiting_reasons_from_sync),
       cmocka_unit_test(crash_loop_back_off_moves_terminated_to_last_state),
