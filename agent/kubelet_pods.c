@@ -640,7 +640,9 @@ static void pod_finished(const char *uid, void *ctx) {
   const nl_pod_t *pod = nl_pod_manager_get(&k->pods, uid);
   pod_state_t *ps = pod ? nl_map_get(&k->pod_states, uid) : NULL;
   if (pod && ps && ps->status) {
-    nl_pod_status_terminate(ps->status, pod);
+    /* (a pod refused at admission never reaches upstream's pod workers) */
+    if (!ps->rejected_reason || !strcmp(ps->rejected_reason, "Evicted"))
+      nl_pod_status_terminate(ps->status, pod);
     report_status(k, pod, ps->status, pod->metadata.deletion_timestamp != NULL);
   }
   nl__kubelet_shutdown_pod_finished(k, uid);

@@ -45,19 +45,23 @@ typedef struct nl__kill_order {
   size_t n;
   struct order_entry {
     const char *name; /* borrowed from op->status */
-    int rank;         /* -1: a main container; else its index among the init containers */
+    int rank;         /* -1: a main container; its index among the init containers for a
+                       * sidecar; -2 for anything else (a regular init or an ephemeral
+                       * container: nobody waits for those) */
     bool done;        /* terminated (or given up on) */
     item_t *waiting;  /* a sidecar waiting for its turn */
   } e[];
 } kill_order_t;
 
 static int sidecar_rank(const nl_pod_t *pod, const char *name) {
-  for (size_t i = 0; pod && i < pod->spec.n_init_containers; i++) {
+  for (size_t i = 0; i < pod->spec.n_containers; i++)
+    if (strcmp(pod->spec.containers[i].name, name) == 0) return -1;
+  for (size_t i = 0; i < pod->spec.n_init_containers; i++) {
     const nl_container_t *c = &pod->spec.init_containers[i];
     if (strcmp(c->name, name) == 0)
       return c->restart_policy && strcmp(c->restart_policy, "Always") == 0 ? (int)i : -2;
   }
-  return -1;
+  return -2;
 }
 
 static void order_build(nl_runtime_op_t *op) {

@@ -98,6 +98,12 @@ void nl_pod_status_free(nl_pod_status_t *s) {
   free(s);
 }
 
+static nl_container_status_t *cstatuses_dup(const nl_container_status_t *s, size_t n) {
+  nl_container_status_t *d = n ? nl_xcalloc(n, sizeof(*d)) : NULL;
+  for (size_t i = 0; i < n; i++) cstatus_copy(&d[i], &s[i]);
+  return d;
+}
+
 nl_pod_status_t *nl_pod_status_dup(const nl_pod_status_t *s) {
   nl_pod_status_t *d = nl_xcalloc(1, sizeof(*d));
   *d = *s;
@@ -113,23 +119,10 @@ nl_pod_status_t *nl_pod_status_dup(const nl_pod_status_t *s) {
   d->host_ips = strv_dup(s->host_ips, s->n_host_ips);
   d->pod_ip = xdup(s->pod_ip);
   d->pod_ips = strv_dup(s->pod_ips, s->n_pod_ips);
-  d->init_container_statuses =
-      s->n_init_container_statuses
-          ? nl_xcalloc(s->n_init_container_statuses, sizeof(nl_container_status_t))
-          : NULL;
-  for (size_t i = 0; i < s->n_init_container_statuses; i++)
-    cstatus_copy(&d->init_container_statuses[i], &s->init_container_statuses[i]);
-  d->container_statuses = s->n_container_statuses
-                              ? nl_xcalloc(s->n_container_statuses, sizeof(nl_container_status_t))
-                              : NULL;
-  for (size_t i = 0; i < s->n_container_statuses; i++)
-    cstatus_copy(&d->container_statuses[i], &s->container_statuses[i]);
+  d->init_container_statuses = cstatuses_dup(s->init_container_statuses, s->n_init_container_statuses);
+  d->container_statuses = cstatuses_dup(s->container_statuses, s->n_container_statuses);
   d->ephemeral_container_statuses =
-      s->n_ephemeral_container_statuses
-          ? nl_xcalloc(s->n_ephemeral_container_statuses, sizeof(nl_container_status_t))
-          : NULL;
-  for (size_t i = 0; i < s->n_ephemeral_container_statuses; i++)
-    cstatus_copy(&d->ephemeral_container_statuses[i], &s->ephemeral_container_statuses[i]);
+      cstatuses_dup(s->ephemeral_container_statuses, s->n_ephemeral_container_statuses);
   return d;
 }
 
