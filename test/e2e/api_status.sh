@@ -158,7 +158,8 @@ check "force delete: containers and sandbox go" wait_for 20 quick_stopped
 
 # --- kubectl delete of pods without a running container ------------------------------
 # Pods that never started (an image that cannot be pulled; an init container that
-# crash-loops) or whose containers have all exited (restartPolicy Never): a
+# crash-loops; a volume that never mounts) or whose containers have all exited
+# (restartPolicy Never): a
 # delete with the default grace period finishes at once, as upstream's (the
 # worker terminates them, the status manager deletes the object), and so after
 # an agent restart (deleted while it was down).
@@ -167,27 +168,30 @@ idle_pods() { # idle_pods SUFFIX: the three pods, default grace period
   api_pod "initcrash$1" 30 "initContainers: [{name: i, image: $IMG, command: [sh, -c, 'exit 1']}]" \
     "containers: [{name: c, image: $IMG, command: [sleep, '3600']}]"
   api_pod "exited$1" 30 "restartPolicy: Never" "containers: [{name: c, image: $IMG, command: ['true']}]"
+  api_pod "novol$1" 30 "volumes: [{name: v, configMap: {name: nanolet-e2e-absent}}]" \
+    "containers: [{name: c, image: $IMG, command: [sleep, '3600'], volumeMounts: [{name: v, mountPath: /v}]}]"
 }
 idle_pods_settled() { # the three are where the deletes are to catch them
   [[ "$(jget "noimg$1" '.status.containerStatuses[0].state.waiting.reason')" =~ ^(ErrImagePull|ImagePullBackOff)$ ]] &&
     [ "$(jget "initcrash$1" '.status.initContainerStatuses[0].restartCount')" -ge 1 ] 2>/dev/null &&
-    is "exited$1" .status.phase Succeeded
+    is "exited$1" .status.phase Succeeded &&
+    kubectl get events -n "$PODS_NS" --field-selector "involvedObject.name=novol$1,reason=FailedMount" -o name | grep -q .
 }
 idle_pods_delete_gone() { # idle_pods_delete_gone SUFFIX WHEN
   local p
-  for p in noimg initcrash exited; do
-    if wait_for 10 gone "$p$1"; then ok "kubectl delete $2: pod $p$1 (no running container) is gone"
-    else fail "kubectl delete $2: $p$1" "still there: $(jget "$p$1" '"\(.metadata.deletionTimestamp) \(.status.phase)"')"; fi
+  for p in noimg initcrash exited novol; do
+    if wait_for 10 gone "$p$1"; then ok "kubectl delete${2:+ $2}: pod $p$1 (no running container) is gone"
+    else fail "kubectl delete${2:+ $2}: $p$1" "still there: $(jget "$p$1" '"\(.metadata.deletionTimestamp) \(.status.phase)"')"; fi
   done
 }
 idle_pods ""
 wait_for 60 idle_pods_settled "" || fail "pods without a running container" "not settled: $(get noimg | jq -c .status.containerStatuses) $(jget initcrash .status.initContainerStatuses[0].restartCount) $(jget exited .status.phase)"
-kubectl delete pod -n "$PODS_NS" noimg initcrash exited --wait=false >/dev/null
+kubectl delete pod -n "$PODS_NS" noimg initcrash exited novol --wait=false >/dev/null
 idle_pods_delete_gone "" ""
 idle_pods 2
 wait_for 60 idle_pods_settled 2 || fail "pods without a running container (2)" "not settled"
 stop_agent TERM
-kubectl delete pod -n "$PODS_NS" noimg2 initcrash2 exited2 --wait=false >/dev/null
+kubectl delete pod -n "$PODS_NS" noimg2 initcrash2 exited2 novol2 --wait=false >/dev/null
 start_agent --kubeconfig "$KC" --node-ip 127.0.0.1 || exit 1
 idle_pods_delete_gone 2 "while nanolet was stopped"
 
