@@ -777,9 +777,11 @@ void nl__kubelet_pods_housekeeping(nl_kubelet_t *k) {
   nl_map_iter_init(&it, &k->pod_states);
   while (nl_map_iter_next(&it, &uid, NULL)) {
     if (nl_pod_manager_get(&k->pods, uid) || nl_pod_workers_get(&k->workers, uid)) continue;
-    state_free(nl_map_del(&k->pod_states, uid));
-    if (k->node_up) nl_status_manager_remove(&k->statuses, uid);
-    if (k->tokens_up) nl_tokens_forget_pod(&k->tokens, uid);
+    char *id = nl_xstrdup(uid); /* the map's key goes with the entry */
+    state_free(nl_map_del(&k->pod_states, id));
+    if (k->node_up) nl_status_manager_remove(&k->statuses, id);
+    if (k->tokens_up) nl_tokens_forget_pod(&k->tokens, id);
+    free(id);
   }
 }
 
