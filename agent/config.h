@@ -55,6 +55,7 @@ typedef struct nl_kubelet_config {
   char *system_reserved_cgroup;
   char *kube_reserved_cgroup;
   nl_config_list_t cluster_dns;
+  nl_config_list_t allowed_unsafe_sysctls; /* "kernel.msg*", "net.core.somaxconn", ... */
   char *cluster_domain;
   char *resolv_conf;
   bool serialize_image_pulls;

@@ -38,6 +38,7 @@ const nl_config_field_t nl__config_fields[] = {
     {"enforceNodeAllocatable", "enforce-node-allocatable", NL_F_STRLIST, OFF(enforce_node_allocatable), 0, 0, "What enforces node allocatable: none, or pods, system-reserved, kube-reserved (default pods)"},
     S("systemReservedCgroup", "system-reserved-cgroup", system_reserved_cgroup, "The cgroup of the system daemons, for enforceNodeAllocatable system-reserved"),
     S("kubeReservedCgroup", "kube-reserved-cgroup", kube_reserved_cgroup, "The cgroup of the Kubernetes daemons, for enforceNodeAllocatable kube-reserved"),
+    {"allowedUnsafeSysctls", "allowed-unsafe-sysctls", NL_F_STRLIST, OFF(allowed_unsafe_sysctls), 0, 0, "Unsafe sysctls or patterns (ending in '*') pods may set, comma separated"},
     {"clusterDNS", "cluster-dns", NL_F_STRLIST, OFF(cluster_dns), 0, 0, "DNS server IPs for pods, comma separated"},
     S("clusterDomain", "cluster-domain", cluster_domain, "Domain of the cluster"),
     S("resolvConf", "resolv-conf", resolv_conf, "Resolver configuration file for pods (default /etc/resolv.conf)"),

@@ -33,6 +33,7 @@ struct nl_kserver {
   int ciphersuites[MAX_CIPHERSUITES];
   nl_http_server_t https, ro;
   bool ro_up;
+  bool secure; /* port is served (not read_only_only) */
   int closing;
   nl_kauth_t auth;
   route_t *routes;
@@ -248,6 +249,7 @@ out:
 }
 
 int nl_kserver_set_cert(nl_kserver_t *s, const char *pem, nl_err_t **err) {
+  assert(s->secure);
   nl_tls_config_opts_t t = s->tls_opts;
   t.cert_pem = t.key_pem = pem;
   nl_tls_config_t *tls;
@@ -270,7 +272,9 @@ int nl_kserver_new(nl_kserver_t **out, uv_loop_t *loop, const nl_kserver_opts_t 
   s->address = nl_xstrdup(o->address ? o->address : "");
   s->port = o->port;
   s->read_only_port = o->read_only_port;
-  s->x509 = o->client_ca_file && *o->client_ca_file;
+  s->secure = !o->read_only_only;
+  assert(s->secure || o->read_only_port > 0);
+  s->x509 = s->secure && o->client_ca_file && *o->client_ca_file;
   nl_kauth_opts_t ao = {.node_name = o->node_name,
                         .anonymous = o->anonymous,
                         .webhook = o->webhook,
@@ -278,8 +282,10 @@ int nl_kserver_new(nl_kserver_t **out, uv_loop_t *loop, const nl_kserver_opts_t 
                         .mode = o->authz_webhook ? NL_KAUTHZ_WEBHOOK : NL_KAUTHZ_ALWAYS_ALLOW,
                         .allowed_ttl_ms = o->allowed_ttl_ms,
                         .denied_ttl_ms = o->denied_ttl_ms};
+  if (!s->secure) /* no authenticator: the port this serves is never opened */
+    ao = (nl_kauth_opts_t){.node_name = o->node_name, .mode = NL_KAUTHZ_ALWAYS_ALLOW};
   if (nl_kauth_init(&s->auth, &ao, kube, loop_now, loop, err) < 0) goto fail_auth;
-  if (tls_setup(s, o, err) < 0) goto fail_tls;
+  if (s->secure && tls_setup(s, o, err) < 0) goto fail_tls;
   nl_http_server_opts_t ho = {
       .idle_timeout_ms = o->idle_timeout_ms ? o->idle_timeout_ms : DEFAULT_IDLE_TIMEOUT_MS,
       .read_timeout_ms = o->read_timeout_ms ? o->read_timeout_ms : DEFAULT_READ_TIMEOUT_MS,
@@ -310,10 +316,12 @@ fail_auth:
 }
 
 int nl_kserver_listen(nl_kserver_t *s, nl_err_t **err) {
-  if (nl_http_server_listen(&s->https, s->address, s->port, err) < 0)
-    return nl_err_wrap(err, "kubelet server");
-  nl_info("kubelet server: serving on %s:%d (TLS)", *s->address ? s->address : "0.0.0.0",
-          nl_http_server_port(&s->https));
+  if (s->secure) {
+    if (nl_http_server_listen(&s->https, s->address, s->port, err) < 0)
+      return nl_err_wrap(err, "kubelet server");
+    nl_info("kubelet server: serving on %s:%d (TLS)", *s->address ? s->address : "0.0.0.0",
+            nl_http_server_port(&s->https));
+  }
   if (s->ro_up) {
     if (nl_http_server_listen(&s->ro, s->address, s->read_only_port, err) < 0)
       return nl_err_wrap(err, "kubelet read-only server");

@@ -63,6 +63,9 @@ typedef struct nl_kserver_opts {
   uint64_t allowed_ttl_ms, denied_ttl_ms; /* authorization.webhook.cache*TTL */
   uint64_t idle_timeout_ms, read_timeout_ms; /* 0: 2 min, 1 min */
   size_t max_conns;           /* 0: 1024 */
+  bool read_only_only;        /* readOnlyPort alone (> 0): no certificate, port not
+                                 opened, authentication settings unused (a
+                                 standalone agent whose webhooks have no API server) */
 } nl_kserver_opts_t;
 
 /* Creates the server: loads or generates the certificate, reads the client CA
@@ -77,7 +80,7 @@ int nl_kserver_new(nl_kserver_t **out, uv_loop_t *loop, const nl_kserver_opts_t 
  * authorization, as upstream (an unauthorized client learns nothing). */
 void nl_kserver_route(nl_kserver_t *s, const nl_kserver_route_t *routes, size_t n);
 
-/* Listens on address:port, and readOnlyPort when set. Returns 0 or -1 with *err
+/* Listens on address:port (unless read_only_only), and readOnlyPort when set. Returns 0 or -1 with *err
  * ("listen tcp 0.0.0.0:10250: address already in use"). */
 int nl_kserver_listen(nl_kserver_t *s, nl_err_t **err);
 

@@ -345,6 +345,8 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
       .cpu_cfs_quota_set = true,
       /* Its API client is set with the others; standalone, tokens fail. */
       .tokens = nl_tokens_source(&k->tokens),
+      .allocatable = nl__kubelet_allocatable,
+      .allocatable_ctx = k,
   };
   if (nl_runtime_init(&k->runtime, loop, &k->cri, &ro, err) < 0) return -1;
   k->runtime_up = true;

@@ -32,6 +32,7 @@
 #include "managers/probe.h"
 #include "managers/runtime.h"
 #include "managers/status_manager.h"
+#include "managers/sysctl.h"
 #include "managers/tokens.h"
 #include "reactor/list.h"
 #include "sources/apiserver.h"
@@ -90,6 +91,7 @@ struct nl_kubelet {
   nl_pleg_t pleg;
   int cri_users;               /* runtime and pleg still stopping: the CRI
                                 * client is stopped after them */
+  nl_sysctl_allowlist_t sysctls; /* safe + allowedUnsafeSysctls (admission) */
   nl_map_t pod_states;         /* uid -> status, reasons, last sync */
   nl_map_t orphans;            /* uid -> housekeeping kill in flight */
   uv_fs_t pods_dir_scan;       /* <root-dir>/pods, for orphaned pod directories */

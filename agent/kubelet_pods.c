@@ -90,6 +90,9 @@ int nl__kubelet_pods_init(nl_kubelet_t *k, nl_err_t **err) {
   nl_pod_config_init(&k->pod_config, nl__kubelet_pods_update, k);
   nl_pod_workers_init(&k->workers, k->loop, &nl__kubelet_syncer, k,
                       (uint64_t)(k->cfg->sync_frequency / 1000000), 10000);
+  const nl_config_list_t *u = &k->cfg->allowed_unsafe_sysctls;
+  if (nl_sysctl_allowlist_init(&k->sysctls, u->v, u->n, err) < 0)
+    return nl_err_wrap(err, "allowedUnsafeSysctls");
   return 0;
 }
 
@@ -107,6 +110,7 @@ void nl__kubelet_pods_free(nl_kubelet_t *k) {
   nl_map_free(&k->pod_states, state_free);
   nl_pod_manager_free(&k->pods);
   nl_pod_config_free(&k->pod_config);
+  nl_sysctl_allowlist_free(&k->sysctls);
 }
 
 /* ---- status ---- */
@@ -297,6 +301,16 @@ void nl__kubelet_pods_json(void *ctx, nl_buf_t *out) {
   free(pods);
 }
 
+void nl__kubelet_allocatable(void *ctx, nl_runtime_allocatable_t *out) {
+  nl_kubelet_t *k = ctx;
+  const json_t *obj = k->node_up ? nl_node_object(&k->node) : NULL;
+  if (!obj) return;
+  nl_admit_node_t node;
+  nl_admit_node_from_json(&node, obj);
+  *out = (nl_runtime_allocatable_t){node.cpu_milli, node.memory, node.ephemeral_storage};
+  nl_admit_node_free(&node);
+}
+
 /* ---- source updates (upstream HandlePodAdditions/Updates/Removes) ---- */
 
 /* upstream canAdmitPod with the predicate admit handler (managers/admission.h)
@@ -312,19 +326,30 @@ static void fail_pod(nl_kubelet_t *k, const nl_pod_t *pod, const char *reason, c
   ps->rejected_message = message;
 }
 
+/* upstream rejectPod: a Warning event with the reason and message, and Failed
+ * for good with "Pod was rejected: <message>" (message is taken). Returns
+ * false. */
+static bool reject(nl_kubelet_t *k, const nl_pod_t *pod, const char *reason, char *message) {
+  nl_event_ref_t ref = nl_event_pod_ref(pod);
+  nl_events_record(&k->events, &ref, NL_EVENT_WARNING, reason, message);
+  fail_pod(k, pod, reason, nl_xasprintf("Pod was rejected: %s", message));
+  free(message);
+  pod_state_t *ps = state_get(k, pod->metadata.uid);
+  nl_warn("pod %s/%s rejected: %s: %s", pod->metadata.namespace_, pod->metadata.name,
+          ps->rejected_reason, ps->rejected_message);
+  refresh_status(k, pod, true);
+  return false;
+}
+
 static bool admit(nl_kubelet_t *k, const nl_pod_t *pod) {
   size_t n, active = 0;
   /* upstream's eviction admit handler comes before the predicates */
   const char *why;
   char *msg;
-  if (k->eviction_up && !nl_eviction_admit(&k->eviction, pod, &why, &msg)) {
-    fail_pod(k, pod, why, nl_xasprintf("Pod was rejected: %s", msg));
-    free(msg);
-    nl_warn("pod %s/%s rejected: %s", pod->metadata.namespace_, pod->metadata.name,
-            state_get(k, pod->metadata.uid)->rejected_message);
-    refresh_status(k, pod, true);
-    return false;
-  }
+  if (k->eviction_up && !nl_eviction_admit(&k->eviction, pod, &why, &msg))
+    return reject(k, pod, why, msg);
+  /* then the sysctls allowlist (upstream's second admit handler) */
+  if (!nl_sysctl_admit(&k->sysctls, pod, &msg)) return reject(k, pod, NL_SYSCTL_FORBIDDEN_REASON, msg);
   const nl_pod_t **pods = nl_pod_manager_list(&k->pods, &n);
   for (size_t i = 0; i < n; i++) {
     if (strcmp(pods[i]->metadata.uid, pod->metadata.uid) == 0) continue;
@@ -351,13 +376,7 @@ static bool admit(nl_kubelet_t *k, const nl_pod_t *pod) {
   nl_admit_node_free(&node);
   free(pods);
   if (ok) return true;
-  fail_pod(k, pod, r.reason, nl_xasprintf("Pod was rejected: %s", r.message));
-  pod_state_t *ps = state_get(k, pod->metadata.uid);
-  nl_admit_result_free(&r);
-  nl_warn("pod %s/%s rejected: %s: %s", pod->metadata.namespace_, pod->metadata.name,
-          ps->rejected_reason, ps->rejected_message);
-  refresh_status(k, pod, true);
-  return false;
+  return reject(k, pod, r.reason, r.message); /* the reason is static */
 }
 
 /* upstream handleMirrorPod: a mirror pod never runs; its static pod is synced so

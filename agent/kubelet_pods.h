@@ -34,6 +34,9 @@ const nl_pod_t **nl__kubelet_pods_active(nl_kubelet_t *k, size_t *n);
  * Evicted event is recorded, and the pod is killed with the grace period. */
 void nl__kubelet_pods_evict(nl_kubelet_t *k, const nl_pod_t *pod, int64_t grace_seconds,
                             const char *message);
+/* nl_runtime_opts_t.allocatable: the Node's status.allocatable as the API
+ * server has it (nothing standalone or before registration). */
+void nl__kubelet_allocatable(void *ctx, nl_runtime_allocatable_t *out);
 /* GET /pods. */
 void nl__kubelet_pods_json(void *ctx, nl_buf_t *out);
 

@@ -111,14 +111,18 @@ int nl__kubelet_server_init(nl_kubelet_t *k, nl_err_t **err) {
   const nl_kubelet_config_t *c = k->cfg;
   if (!c->enable_server) return 0;
   bool webhook = c->authn_webhook_enabled || strcmp(c->authz_mode, "Webhook") == 0;
-  if (!k->kube && webhook) {
+  bool read_only_only = !k->kube && webhook;
+  if (read_only_only) {
     /* Upstream refuses to start ("no client provided, cannot use webhook
-     * authentication"); a standalone edge node keeps running its pods. */
-    nl_warn("the kubelet server is off: %s needs an API server (--kubeconfig); set "
+     * authentication"); a standalone edge node keeps running its pods, and
+     * serves readOnlyPort, which needs no authentication. */
+    nl_warn("the kubelet server's port %d is off: %s needs an API server (--kubeconfig); set "
             "authentication.webhook.enabled: false and authorization.mode: AlwaysAllow to "
-            "serve without one",
-            c->authn_webhook_enabled ? "authentication.webhook.enabled" : "authorization.mode Webhook");
-    return 0;
+            "serve without one; %s",
+            c->port,
+            c->authn_webhook_enabled ? "authentication.webhook.enabled" : "authorization.mode Webhook",
+            c->read_only_port > 0 ? "readOnlyPort is served" : "readOnlyPort is 0 (off) too");
+    if (c->read_only_port <= 0) return 0;
   }
   /* serverTLSBootstrap: the stored serving pair when it is valid, else the
    * self-signed one until the first CSR is issued; tlsCertFile is not used, as
@@ -149,6 +153,7 @@ int nl__kubelet_server_init(nl_kubelet_t *k, nl_err_t **err) {
       .authz_webhook = strcmp(c->authz_mode, "Webhook") == 0,
       .allowed_ttl_ms = (uint64_t)(c->authz_webhook_cache_authorized_ttl / 1000000),
       .denied_ttl_ms = (uint64_t)(c->authz_webhook_cache_unauthorized_ttl / 1000000),
+      .read_only_only = read_only_only,
   };
   if (nl_kserver_new(&k->kserver, k->loop, &o, k->kube, err) < 0) return -1;
   k->pending++;

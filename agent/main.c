@@ -143,6 +143,14 @@ int main(int argc, char **argv) {
     nl_config_free(&cfg);
     return 2;
   }
+  /* Upstream's node status would refuse it at every update, and the apiserver
+   * could not reach the node at it: refused before anything starts. */
+  if (nl_startup_check_node_ip(cfg.node_ip, &err) < 0) {
+    fprintf(stderr, "Error: %s\n", nl_err_msg(err));
+    nl_err_free(&err);
+    nl_config_free(&cfg);
+    return 2;
+  }
   /* A kubeconfig that cannot be used is a configuration error, as upstream. */
   nl_kubelet_creds_t creds = {0};
   bool joined = cfg.kubeconfig && *cfg.kubeconfig;

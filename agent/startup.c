@@ -143,6 +143,107 @@ char *nl_startup_node_ip(const char *hostname_override, const char *route_file) 
   return default_route_ip(route_file);
 }
 
+/* One parsed address of --node-ip; an IPv4-mapped IPv6 address counts as IPv4,
+ * as Go's net.IP. */
+typedef struct node_addr {
+  int family;
+  unsigned char b[sizeof(struct in6_addr)]; /* 4 or 16 bytes */
+} node_addr_t;
+
+static bool parse_node_addr(const char *s, node_addr_t *a) {
+  static const unsigned char v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  memset(a, 0, sizeof *a);
+  if (inet_pton(AF_INET, s, a->b) == 1) {
+    a->family = AF_INET;
+  } else if (inet_pton(AF_INET6, s, a->b) == 1) {
+    a->family = AF_INET6;
+    if (memcmp(a->b, v4mapped, sizeof v4mapped) == 0) {
+      memmove(a->b, a->b + 12, 4);
+      a->family = AF_INET;
+    }
+  } else {
+    return false;
+  }
+  return true;
+}
+
+static bool unspecified(const node_addr_t *a) {
+  static const unsigned char zero[16];
+  return memcmp(a->b, zero, a->family == AF_INET ? 4 : 16) == 0;
+}
+
+/* Returns 0 when a is an address of one of this host's interfaces, else -1
+ * with *err. */
+static int on_host(const node_addr_t *a, nl_err_t **err) {
+  struct ifaddrs *ifs, *i;
+  if (getifaddrs(&ifs) < 0) return nl_err_set(err, errno, "getifaddrs: %s", strerror(errno));
+  bool found = false;
+  for (i = ifs; i && !found; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != a->family) continue;
+    if (a->family == AF_INET)
+      found = memcmp(&((struct sockaddr_in *)i->ifa_addr)->sin_addr, a->b, 4) == 0;
+    else
+      found = memcmp(&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr, a->b, 16) == 0;
+  }
+  freeifaddrs(ifs);
+  if (found) return 0;
+  char str[INET6_ADDRSTRLEN];
+  inet_ntop(a->family, a->b, str, sizeof str);
+  return nl_err_set(err, NL_EINVAL, "node IP: \"%s\" not found in the host's network interfaces",
+                    str);
+}
+
+/* Upstream's validateNodeIP (pkg/kubelet/nodestatus/setters.go), in its order;
+ * its "all zeros" case never comes here (0.0.0.0 and :: mean "choose one"). */
+static int validate_node_addr(const node_addr_t *a, nl_err_t **err) {
+  const unsigned char *b = a->b;
+  bool v4 = a->family == AF_INET;
+  if (v4 ? b[0] == 127 : IN6_IS_ADDR_LOOPBACK((const struct in6_addr *)b))
+    return nl_err_set(err, NL_EINVAL, "nodeIP can't be loopback address");
+  if (v4 ? b[0] >= 224 && b[0] <= 239 : b[0] == 0xff)
+    return nl_err_set(err, NL_EINVAL, "nodeIP can't be a multicast address");
+  if (v4 ? b[0] == 169 && b[1] == 254 : b[0] == 0xfe && (b[1] & 0xc0) == 0x80)
+    return nl_err_set(err, NL_EINVAL, "nodeIP can't be a link-local unicast address");
+  return on_host(a, err);
+}
+
+int nl_startup_check_node_ip(const char *node_ip, nl_err_t **err) {
+  if (!node_ip || !*node_ip) return 0;
+  node_addr_t addrs[2];
+  size_t n = 0;
+  char *copy = nl_xstrdup(node_ip), *save = NULL;
+  int rc = 0;
+  for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    while (isspace((unsigned char)*tok)) tok++;
+    char *end = tok + strlen(tok);
+    while (end > tok && isspace((unsigned char)end[-1])) *--end = 0;
+    if (!*tok) continue;
+    node_addr_t a;
+    if (!parse_node_addr(tok, &a)) {
+      rc = nl_err_set(err, NL_EINVAL, "bad --node-ip \"%s\": could not parse \"%s\"", node_ip, tok);
+      goto out;
+    }
+    if (n < 2) addrs[n] = a;
+    n++;
+  }
+  if (n > 2 || (n == 2 && addrs[0].family == addrs[1].family)) {
+    rc = nl_err_set(err, NL_EINVAL,
+                    "bad --node-ip \"%s\": must contain either a single IP or a dual-stack pair of IPs",
+                    node_ip);
+    goto out;
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (unspecified(&addrs[i])) continue; /* "choose one", as upstream */
+    if (validate_node_addr(&addrs[i], err) < 0) {
+      rc = nl_err_wrap(err, i == 0 ? "failed to validate nodeIP" : "failed to validate secondaryNodeIP");
+      goto out;
+    }
+  }
+out:
+  free(copy);
+  return rc;
+}
+
 int nl_startup_data_dirs(const char *root_dir, nl_err_t **err) {
   char pods[4096];
   snprintf(pods, sizeof pods, "%s/pods", root_dir);

@@ -40,4 +40,14 @@ int nl_startup_data_dirs(const char *root_dir, nl_err_t **err);
  * when nothing qualifies. */
 char *nl_startup_node_ip(const char *hostname_override, const char *route_file);
 
+/* Checks --node-ip (one address or a dual-stack pair, comma separated) as
+ * upstream: its parse (ParseNodeIPArgument) and, for each address that is not
+ * 0.0.0.0 or :: ("choose one"), its node status's validateNodeIP — not
+ * loopback, multicast or link-local unicast, and an address of one of this
+ * host's interfaces. Upstream logs the latter at every node status update and
+ * reports no address; nanolet refuses to start. NULL or "" passes. Returns 0,
+ * or -1 with *err in upstream's words ("failed to validate nodeIP: nodeIP can't
+ * be loopback address"). */
+int nl_startup_check_node_ip(const char *node_ip, nl_err_t **err);
+
 #endif

@@ -1,5 +1,6 @@
 #include "cri/conn.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -264,7 +265,7 @@ static void on_written(uv_write_t *req, int status) {
  * libuv has no write queued (!w.busy), so the bytes stay in order. */
 static int try_send(nl_cri_client_t *c, const char *data, size_t len) {
   uv_os_fd_t fd;
-  if (uv_fileno((uv_handle_t *)&c->pipe, &fd) < 0) return UV_EBADF;
+  if (uv_fileno((uv_handle_t *)&c->dial.io.pipe, &fd) < 0) return UV_EBADF;
   ssize_t n;
   do n = send(fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
   while (n < 0 && errno == EINTR);
@@ -292,7 +293,7 @@ static void start_write(nl_cri_client_t *c) {
   c->w.pending = t;
   uv_buf_t b = uv_buf_init(c->w.inflight.data, (unsigned)c->w.inflight.len);
   c->w.busy = true;
-  int rc = uv_write(&c->w.req, (uv_stream_t *)&c->pipe, &b, 1, on_written);
+  int rc = uv_write(&c->w.req, (uv_stream_t *)&c->dial.io.pipe, &b, 1, on_written);
   if (rc < 0) {
     c->w.busy = false;
     nl_buf_reset(&c->w.inflight);
@@ -581,19 +582,19 @@ static void on_ping(void *user) {
     uv_timer_start(&c->ping_ack_timer, on_ping_ack_timer, PING_ACK_DELAY_MS, 0);
 }
 
-static void on_goaway(void *user, uint32_t error_code) {
+static void on_goaway(void *user, uint32_t error_code, int32_t last_stream_id) {
   nl_cri_client_t *c = user;
   nl_vlog(2, "CRI runtime %s sent GOAWAY (%s)", c->path, nghttp2_http2_strerror(error_code));
   c->draining = true;
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
-  nl_cri_client_t *c = container_of(h, nl_cri_client_t, pipe);
+  nl_cri_client_t *c = container_of((uv_pipe_t *)h, nl_cri_client_t, dial.io.pipe);
   *buf = uv_buf_init((char *)c->rbuf, RBUF_SIZE);
 }
 
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
-  nl_cri_client_t *c = container_of(s, nl_cri_client_t, pipe);
+  nl_cri_client_t *c = container_of((uv_pipe_t *)s, nl_cri_client_t, dial.io.pipe);
   if (n == 0) return;
   if (c->state != NL_CRI_READY) return;
   if (n < 0) {
@@ -650,12 +651,12 @@ static void on_conn_timer(uv_timer_t *t) {
   }
 }
 
-static void handle_closed(uv_handle_t *h);
+static void closed_one(nl_cri_client_t *c);
 
-static void on_pipe_closed(uv_handle_t *h) {
-  nl_cri_client_t *c = container_of((uv_pipe_t *)h, nl_cri_client_t, pipe);
+static void on_dial_closed(nl_dial_t *d) {
+  nl_cri_client_t *c = container_of(d, nl_cri_client_t, dial);
   if (c->state == NL_CRI_STOPPING) {
-    handle_closed(h);
+    closed_one(c);
     return;
   }
   c->open_handles--;
@@ -692,21 +693,20 @@ static void close_conn(nl_cri_client_t *c, const char *reason) {
   nl_buf_reset(&c->w.pending);
   uv_timer_stop(&c->conn_timer);
   uv_timer_stop(&c->ping_ack_timer);
-  uv_close((uv_handle_t *)&c->pipe, on_pipe_closed);
+  nl_dial_close(&c->dial, on_dial_closed);
   kick(c);
 }
 
-static void on_connect(uv_connect_t *req, int status) {
-  nl_cri_client_t *c = container_of(req, nl_cri_client_t, connect_req);
-  if (c->state != NL_CRI_CONNECTING) return; /* stopping: the pipe is closing */
-  if (status < 0) {
+static void on_dialed(nl_dial_t *d, const nl_err_t *err) {
+  nl_cri_client_t *c = container_of(d, nl_cri_client_t, dial);
+  assert(c->state == NL_CRI_CONNECTING); /* stopping closes the dialer: no callback */
+  if (err) {
     free(c->last_error);
     c->last_error = nl_xasprintf(
-        "connection error: desc = \"transport: Error while dialing: dial unix %s: connect: %s\"",
-        c->path, uv_strerror(status));
+        "connection error: desc = \"transport: Error while dialing: %s\"", err->msg);
     nl_vlog(2, "CRI runtime %s: %s", c->path, c->last_error);
     c->state = NL_CRI_CLOSING;
-    uv_close((uv_handle_t *)&c->pipe, on_pipe_closed);
+    nl_dial_close(&c->dial, on_dial_closed);
     return;
   }
   nl_grpc_session_opts_t so = {.max_recv_msg_size = c->opts.max_recv_msg_size,
@@ -718,14 +718,14 @@ static void on_connect(uv_connect_t *req, int status) {
     c->state = NL_CRI_CLOSING;
     free(c->last_error);
     c->last_error = nl_xstrdup("connection error: out of memory");
-    uv_close((uv_handle_t *)&c->pipe, on_pipe_closed);
+    nl_dial_close(&c->dial, on_dial_closed);
     return;
   }
   c->state = NL_CRI_READY;
   c->w.dead = false;
   nl_backoff_reset(&c->backoff);
   nl_vlog(4, "CRI connection to %s ready", c->path);
-  uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
+  uv_read_start((uv_stream_t *)&c->dial.io.pipe, on_alloc, on_read);
   c->rx_since_tick = false;
   uv_timer_start(&c->conn_timer, on_conn_timer, c->opts.keepalive_time_ms, 0);
   flush(c);
@@ -736,10 +736,10 @@ static void on_connect(uv_connect_t *req, int status) {
 }
 
 static void connect_start(nl_cri_client_t *c) {
-  uv_pipe_init(c->loop, &c->pipe, 0);
   c->open_handles++;
   c->state = NL_CRI_CONNECTING;
-  uv_pipe_connect(&c->connect_req, &c->pipe, c->path, on_connect);
+  nl_dial_opts_t o = {.unix_path = c->path, .raw = true};
+  nl_dial_start(&c->dial, c->loop, &o, on_dialed);
 }
 
 /* ---- Life cycle --------------------------------------------------------------- */
@@ -777,8 +777,7 @@ int nl_cri_client_init(nl_cri_client_t *c, uv_loop_t *loop, const char *endpoint
   return 0;
 }
 
-static void handle_closed(uv_handle_t *h) {
-  nl_cri_client_t *c = h->data;
+static void closed_one(nl_cri_client_t *c) {
   if (--c->open_handles > 0) return;
   /* Everything is closed: deliver what is left, then hand back. */
   c->state = NL_CRI_STOPPED;
@@ -793,6 +792,8 @@ static void handle_closed(uv_handle_t *h) {
   nl_buf_free(&c->w.inflight);
   if (c->stop_cb) c->stop_cb(c);
 }
+
+static void handle_closed(uv_handle_t *h) { closed_one(h->data); }
 
 static void fail_all(nl_cri_client_t *c, nl_list_t *list) {
   while (!nl_list_empty(list)) {
@@ -825,12 +826,7 @@ void nl_cri_client_stop(nl_cri_client_t *c, nl_cri_stop_cb done_cb) {
   }
   /* The pipe is open unless it is closing (its close callback counts then) or
    * we are between connections. */
-  if (prev == NL_CRI_CONNECTING || prev == NL_CRI_READY) {
-    c->pipe.data = c;
-    uv_close((uv_handle_t *)&c->pipe, on_pipe_closed);
-  } else if (prev == NL_CRI_CLOSING) {
-    c->pipe.data = c;
-  }
+  if (prev == NL_CRI_CONNECTING || prev == NL_CRI_READY) nl_dial_close(&c->dial, on_dial_closed);
 }
 
 bool nl_cri_client_ready(const nl_cri_client_t *c) { return c->state == NL_CRI_READY; }

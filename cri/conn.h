@@ -28,6 +28,7 @@
 #include "cri/grpc.h"
 #include "reactor/backoff.h"
 #include "reactor/buf.h"
+#include "reactor/dial.h"
 #include "reactor/error.h"
 #include "reactor/list.h"
 
@@ -76,8 +77,7 @@ struct nl_cri_client {
   nl_cri_opts_t opts;         /* defaults filled in */
   nl_cri_conn_state_t state;
 
-  uv_pipe_t pipe;
-  uv_connect_t connect_req;
+  nl_dial_t dial;             /* the runtime's socket: dial.io.pipe (raw) */
   uv_timer_t deadline_timer;  /* earliest call deadline */
   uv_timer_t conn_timer;      /* reconnect back-off, or keepalive while READY */
   uv_timer_t events_timer;    /* restart of the events stream */

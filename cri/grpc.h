@@ -7,7 +7,9 @@
  * The engine knows nothing about sockets, loops or protobuf: a request is a
  * serialized message, a response is delivered as message bytes. So it is tested
  * on bytes alone and serves both the CRI client (cri/conn.h, a unix socket) and a
- * gRPC health probe over TCP.
+ * gRPC health probe over TCP. HTTP/2 itself (session set-up, windows, PINGs,
+ * GOAWAY, resets) is reactor/h2.h's; this file adds gRPC's framing, headers
+ * and status.
  *
  * Re-entrancy: stream and session callbacks run inside nl_grpc_session_recv() or
  * nl_grpc_session_flush(). They may submit, cancel and ping, but must not free
@@ -23,7 +25,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "reactor/error.h"
-#include "reactor/list.h"
+#include "reactor/h2.h"
 
 /* gRPC status codes (grpc/codes). */
 enum {
@@ -109,23 +111,19 @@ struct nl_grpc_stream {
   nl_grpc_close_cb on_close;
   void *user;
   /* engine-private */
-  nl_grpc_session_t *session;
-  const uint8_t *req; /* framed request, borrowed until the stream ends */
-  size_t req_len, req_off;
-  nl_list_t link;     /* in the session's open streams */
+  nl_h2_stream_t h2;  /* the HTTP/2 stream (reactor/h2.h) */
+  nl_grpc_session_t *session; /* the session it was last submitted on (its limits);
+                               * open while h2.session is set */
   uint8_t *rx;        /* message being reassembled across DATA frames */
   uint32_t rx_len, rx_off;
   uint8_t hdr[5];
   uint8_t hdr_len;
-  int32_t id;
   int16_t http_status;
   int16_t grpc_status; /* -1 until trailers (or Trailers-Only headers) */
   char *grpc_message;
   int local_code;      /* set when the engine fails the stream itself */
   char *local_message;
   char timeout[16];    /* grpc-timeout header value */
-  bool got_response;   /* any HEADERS or DATA seen (a refused stream saw none) */
-  bool sent;           /* our HEADERS left the engine (the server may have it) */
 };
 
 /* ---- Session --------------------------------------------------------------- */
@@ -138,18 +136,12 @@ typedef struct nl_grpc_session_opts {
   nl_grpc_mem_t *mem;         /* NULL: plain malloc */
 } nl_grpc_session_opts_t;
 
-typedef struct nl_grpc_session_cbs {
-  /* Bytes to send to the peer; copy them. Return 0, or negative to abort the
-   * flush (the session is then unusable). */
-  int (*write)(void *user, const uint8_t *data, size_t len);
-  /* A PING we sent was acknowledged (keepalive). May be NULL. */
-  void (*ping_ack)(void *user);
-  /* The peer sent GOAWAY: submit no new streams on this session. May be NULL. */
-  void (*goaway)(void *user, uint32_t error_code);
-  /* The peer sent a PING: acknowledge it with nl_grpc_session_ack_pings(), now
-   * or a little later. When NULL the engine acknowledges every PING at once. */
-  void (*ping)(void *user);
-} nl_grpc_session_cbs_t;
+/* The session's callbacks are the HTTP/2 engine's (reactor/h2.h), called with
+ * the user given to nl_grpc_session_new(): write (bytes to send; copy them),
+ * ping_ack (our keepalive PING was answered), goaway (submit no new streams
+ * on this session), ping (the peer sent a PING: acknowledge it with
+ * nl_grpc_session_ack_pings(), now or a little later; NULL: at once). */
+typedef nl_h2_cbs_t nl_grpc_session_cbs_t;
 
 /* Creates a session and queues the client preface and SETTINGS (flush to send).
  * Returns NULL only when the allocator fails (opts->mem). opts may be NULL. */
@@ -180,7 +172,7 @@ int nl_grpc_session_submit(nl_grpc_session_t *s, nl_grpc_stream_t *st, const cha
  * engine forgets st at once (no on_close). */
 void nl_grpc_stream_cancel(nl_grpc_stream_t *st);
 
-#define NL_GRPC_EBUSY (-100000)
+#define NL_GRPC_EBUSY NL_H2_EBUSY
 
 /* Queues a PING (keepalive); cbs->ping_ack follows. Returns 0 or negative. */
 int nl_grpc_session_ping(nl_grpc_session_t *s);

@@ -182,14 +182,14 @@ static int write_file(const char *ts, const nl_aw_file_t *f, nl_err_t **err) {
   return 0;
 }
 
-/* upstream SetVolumeOwnership with a read-only mask: group fs_group, group read;
- * directories also search and setgid. Symlinks only change their group. */
-static int own(const char *path, gid_t gid, bool recurse, nl_err_t **err) {
+int nl_volume_set_ownership(const char *path, unsigned gid, bool read_only, bool recurse,
+                            nl_err_t **err) {
   struct stat st;
-  if (lstat(path, &st) < 0 || lchown(path, (uid_t)-1, gid) < 0)
+  if (lstat(path, &st) < 0 || lchown(path, (uid_t)-1, (gid_t)gid) < 0)
     return nl_err_set(err, errno, "set ownership of %s: %s", path, strerror(errno));
   if (S_ISLNK(st.st_mode)) return 0;
-  mode_t m = (st.st_mode & 07777) | S_IRUSR | S_IRGRP;
+  /* rwMask 0660 or roMask 0440; directories execMask 0110 and setgid */
+  mode_t m = (st.st_mode & 07777) | S_IRUSR | S_IRGRP | (read_only ? 0 : S_IWUSR | S_IWGRP);
   if (S_ISDIR(st.st_mode)) m |= S_ISGID | S_IXUSR | S_IXGRP;
   if (chmod(path, m) < 0)
     return nl_err_set(err, errno, "set mode of %s: %s", path, strerror(errno));
@@ -201,7 +201,7 @@ static int own(const char *path, gid_t gid, bool recurse, nl_err_t **err) {
   while (r == 0 && (e = readdir(d))) {
     if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
     char *c = nl_xasprintf("%s/%s", path, e->d_name);
-    r = own(c, gid, true, err);
+    r = nl_volume_set_ownership(c, gid, read_only, true, err);
     free(c);
   }
   closedir(d);
@@ -278,7 +278,7 @@ static int write_payload(const char *dir, const nl_aw_file_t *files, size_t n, i
   char *ts = new_ts_dir(dir, err);
   int r = ts ? 0 : -1;
   for (size_t i = 0; r == 0 && i < n; i++) r = write_file(ts, &files[i], err);
-  if (r == 0 && fs_group >= 0) r = own(ts, (gid_t)fs_group, true, err);
+  if (r == 0 && fs_group >= 0) r = nl_volume_set_ownership(ts, (unsigned)fs_group, true, true, err);
   if (r == 0) r = swap(dir, ts, err);
   if (r < 0) {
     if (ts) nl__rm_rf(ts);
@@ -313,7 +313,7 @@ int nl_atomic_write(const char *dir, const nl_aw_file_t *files, size_t n, int64_
     if (check_path(files[i].path, err) < 0) return nl_err_wrap(err, "%s", what);
   int r = write_payload(dir, files, n, fs_group, err);
   if (r == 0 || r == 1) {
-    if (fs_group >= 0 && own(dir, (gid_t)fs_group, false, err) < 0) return nl_err_wrap(err, "%s", what);
+    if (fs_group >= 0 && nl_volume_set_ownership(dir, (unsigned)fs_group, true, false, err) < 0) return nl_err_wrap(err, "%s", what);
     return r;
   }
   return nl_err_wrap(err, "%s", what);

@@ -9,6 +9,7 @@
 #ifndef NL_ATOMIC_WRITER_H
 #define NL_ATOMIC_WRITER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,5 +37,12 @@ void nl_aw_files_free(nl_aw_file_t *files, size_t n);
  * *err (the previous content stays in place). */
 int nl_atomic_write(const char *dir, const nl_aw_file_t *files, size_t n, int64_t fs_group,
                     const char *what, nl_err_t **err);
+
+/* upstream SetVolumeOwnership on path (and, with recurse, everything under
+ * it): group gid; mode plus group and owner read (read_only) or read-write,
+ * directories also search and setgid, so that new files get the group.
+ * Symlinks only change their group. Blocking. Returns 0, or -1 with *err. */
+int nl_volume_set_ownership(const char *path, unsigned gid, bool read_only, bool recurse,
+                            nl_err_t **err);
 
 #endif

@@ -4,7 +4,7 @@
  * A keyring holds (registry key, username, password) entries. A key is the
  * registry of a docker config entry without its scheme and with "/v1/" or
  * "/v2/" dropped: a host with an optional port ("*.example.com",
- * "127.0.0.1:5000") and an optional path prefix ("quay.io/team"). Lookups
+ * "127.0.0.1:5000") and an optional path prefix ("reg.example.com/team"). Lookups
  * return every matching credential, the most specific key first (keys in
  * reverse string order, as upstream), so that the puller can try each in
  * turn. */

@@ -103,7 +103,7 @@ typedef const nl_rt_pod_status_t *(*nl_probe_status_fn)(void *ctx, const char *u
 typedef void (*nl_probe_changed_cb)(void *ctx, const char *uid, const char *container,
                                     nl_probe_type_t type, nl_probe_result_t result);
 /* An event as upstream records it: type "Warning", reason "Unhealthy" or
- * "ContainerProbeWarning", message "Liveness probe failed: ...". */
+ * "ProbeWarning" (upstream events.ContainerProbeWarning), message "Liveness probe failed: ...". */
 typedef void (*nl_probe_event_cb)(void *ctx, const nl_pod_t *pod, const char *container,
                                   const char *type, const char *reason, const char *message);
 

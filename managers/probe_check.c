@@ -17,8 +17,8 @@ static void timer_closed(uv_handle_t *h) {
   nl__check_unref(c);
 }
 
-static void tcp_closed(uv_handle_t *h) {
-  nl_check_t *c = container_of((uv_tcp_t *)h, nl_check_t, tcp);
+static void dial_closed(nl_dial_t *d) {
+  nl_check_t *c = container_of(d, nl_check_t, dial);
   nl__check_unref(c);
 }
 
@@ -38,9 +38,9 @@ void nl__check_unref(nl_check_t *c) {
  * keep their references until their callbacks, which see `done`. */
 static void teardown(nl_check_t *c) {
   nl__check_grpc_teardown(c);
-  if (c->tcp_open) {
-    c->tcp_open = false;
-    uv_close((uv_handle_t *)&c->tcp, tcp_closed);
+  if (c->dial_open) {
+    c->dial_open = false;
+    nl_dial_close(&c->dial, dial_closed);
   }
   if (c->http) nl_http_cancel(c->http); /* its callback comes later and unrefs */
   if (!uv_is_closing((uv_handle_t *)&c->timer)) uv_close((uv_handle_t *)&c->timer, timer_closed);

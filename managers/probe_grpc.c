@@ -95,11 +95,11 @@ static void written(uv_write_t *req, int status) {
 
 static int gs_write(void *user, const uint8_t *data, size_t len) {
   nl_check_t *c = user;
-  if (!c->tcp_open) return -1;
+  if (!c->dial_open) return -1;
   wreq_t *w = nl_xmalloc(sizeof *w + len);
   memcpy(w->data, data, len);
   uv_buf_t b = uv_buf_init(w->data, (unsigned)len);
-  if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, written) < 0) {
+  if (uv_write(&w->req, (uv_stream_t *)&c->dial.io.tcp, &b, 1, written) < 0) {
     free(w);
     return -1;
   }
@@ -157,13 +157,13 @@ static void report(nl_check_t *c) {
 
 static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
   (void)hint;
-  nl_check_t *c = container_of((uv_tcp_t *)h, nl_check_t, tcp);
+  nl_check_t *c = container_of((uv_tcp_t *)h, nl_check_t, dial.io.tcp);
   *buf = uv_buf_init((char *)c->rbuf, sizeof c->rbuf);
 }
 
 static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   (void)buf;
-  nl_check_t *c = container_of((uv_tcp_t *)s, nl_check_t, tcp);
+  nl_check_t *c = container_of((uv_tcp_t *)s, nl_check_t, dial.io.tcp);
   if (c->done || n == 0) return;
   if (n < 0) {
     /* the stream ends with UNAVAILABLE, as grpc-go reports a lost connection */
@@ -211,7 +211,7 @@ void nl__check_grpc_connected(nl_check_t *c) {
   if (nl_grpc_session_submit(c->gs, &c->stream, HEALTH_CHECK, c->framed, c->framed_len,
                              c->timeout_ms) < 0 ||
       nl_grpc_session_flush(c->gs) < 0 ||
-      uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) < 0) {
+      uv_read_start((uv_stream_t *)&c->dial.io.tcp, alloc_cb, read_cb) < 0) {
     nl__check_finish(c, NL_CHECK_FAILURE,
                      "error: health rpc probe failed: rpc error: code = Unavailable desc = "
                      "cannot start the call");

@@ -121,14 +121,13 @@ static void tcp_timeout(uv_timer_t *t) {
   free(m);
 }
 
-static void connected(uv_connect_t *req, int status) {
-  nl_check_t *c = container_of(req, nl_check_t, conn);
+static void dialed(nl_dial_t *d, const nl_err_t *err) {
+  nl_check_t *c = container_of(d, nl_check_t, dial);
   if (c->done) return;
-  if (status < 0) {
-    char *m = c->service ? nl_xasprintf("error: failed to connect service at \"%s\": dial tcp "
-                                        "%s: connect: %s",
-                                        c->addr, c->addr, uv_strerror(status))
-                         : nl_xasprintf("dial tcp %s: connect: %s", c->addr, uv_strerror(status));
+  if (err) {
+    char *m = c->service
+                  ? nl_xasprintf("error: failed to connect service at \"%s\": %s", c->addr, err->msg)
+                  : nl_xstrdup(err->msg);
     nl__check_finish(c, NL_CHECK_FAILURE, m);
     free(m);
     return;
@@ -176,15 +175,9 @@ void nl__check_tcp_start(nl_check_t *c, const nl_check_req_t *req, bool grpc) {
     free(m);
     return;
   }
-  uv_tcp_init(c->env.loop, &c->tcp);
-  c->tcp_open = true;
+  c->dial_open = true;
   c->refs++;
-  int r = uv_tcp_connect(&c->conn, &c->tcp, (struct sockaddr *)&sa, connected);
-  if (r < 0) {
-    char *m = nl_xasprintf("dial tcp %s: connect: %s", c->addr, uv_strerror(r));
-    nl__check_defer(c, NL_CHECK_FAILURE, m);
-    free(m);
-    return;
-  }
+  nl_dial_start(&c->dial, c->env.loop, &(nl_dial_opts_t){.host = host, .port = port, .raw = true},
+                dialed);
   if (req->timeout_ms) uv_timer_start(&c->timer, tcp_timeout, req->timeout_ms, 0);
 }

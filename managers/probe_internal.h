@@ -3,6 +3,7 @@
 #define NL_PROBE_INTERNAL_H
 
 #include "managers/probe.h"
+#include "reactor/dial.h"
 #include "reactor/http_client.h"
 
 struct nl_check {
@@ -12,7 +13,7 @@ struct nl_check {
   bool hook;
   bool cancelled; /* the owner is gone: no callback */
   bool done;      /* the result is decided (delivered, or dropped when cancelled) */
-  int refs;       /* timer + outstanding CRI call / HTTP call / tcp handle */
+  int refs;       /* timer + outstanding CRI call / HTTP call / dialer */
   uv_timer_t timer;
   uint64_t timeout_ms;
   /* deferred result (errors found at start) */
@@ -24,9 +25,8 @@ struct nl_check {
   nl_http_call_t *http;
   nl_tls_config_t *own_tls;
   /* tcp and grpc */
-  uv_tcp_t tcp;
-  bool tcp_open;
-  uv_connect_t conn;
+  nl_dial_t dial;  /* raw: the check reads and writes dial.io.tcp itself */
+  bool dial_open;
   char *addr;     /* "10.88.0.5:80" as Go's JoinHostPort writes it */
   bool connected;
   char *service;  /* grpc */

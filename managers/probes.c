@@ -210,7 +210,7 @@ static void checked(void *ctx, nl_check_result_t r, const char *out) {
     return;
   }
   if (r == NL_CHECK_FAILURE) event(w, "Unhealthy", "failed", out);
-  if (r == NL_CHECK_WARNING) event(w, "ContainerProbeWarning", "warning", out);
+  if (r == NL_CHECK_WARNING) event(w, "ProbeWarning", "warning", out);
   if (w->state == W_STOPPED) return; /* an event callback removed the pod */
   nl_probe_result_t res = r == NL_CHECK_FAILURE ? NL_PROBE_RESULT_FAILURE : NL_PROBE_RESULT_SUCCESS;
   if (w->last == res) {

@@ -39,6 +39,12 @@
 
 struct nl_env; /* below */
 
+/* Node allocatable: cpu in millicores, memory and ephemeral-storage in bytes;
+ * -1: unknown. */
+typedef struct nl_runtime_allocatable {
+  int64_t cpu_milli, memory, ephemeral_storage;
+} nl_runtime_allocatable_t;
+
 typedef struct nl_runtime_opts {
   const char *node_name;
   const char *root_dir;     /* /var/lib/kubelet: pods at <root>/pods/<uid> */
@@ -87,6 +93,12 @@ typedef struct nl_runtime_opts {
   /* Where the pod and container events go (Pulling, Created, Started, Killing,
    * BackOff, ...); fn NULL: they are logged at -v=3 only. */
   nl_event_sink_t events;
+  /* The Node's status.allocatable, which the resourceFieldRef of an unset limit
+   * reads (upstream defaultPodLimitsForDownwardAPI): the callback sets what the
+   * Node says and leaves -1 elsewhere. NULL, or cpu and memory unknown:
+   * node_cpu_milli and node_memory_bytes. */
+  void (*allocatable)(void *ctx, struct nl_runtime_allocatable *out);
+  void *allocatable_ctx;
 } nl_runtime_opts_t;
 
 /* ---- probe results (liveness/startup) as computePodActions reads them ---- */

@@ -99,8 +99,13 @@ int nl_runtime_field_value(const nl_runtime_opts_t *opts, const nl_pod_t *pod, c
     v = pod->spec.node_name;
   else if (strcmp(path, "spec.serviceAccountName") == 0)
     v = pod->spec.service_account_name;
-  else if (strcmp(path, "status.hostIP") == 0 || strcmp(path, "status.hostIPs") == 0)
-    v = opts->node_ip;
+  else if (strcmp(path, "status.hostIPs") == 0)
+    v = opts->node_ip; /* "IPv4,IPv6" for a dual-stack node, as upstream joins them */
+  else if (strcmp(path, "status.hostIP") == 0) {
+    const char *ip = opts->node_ip ? opts->node_ip : "";
+    *out = nl_xstrndup(ip, strcspn(ip, ","));
+    return 0;
+  }
   else if (strcmp(path, "status.podIP") == 0)
     v = pod_ip;
   else if (strcmp(path, "status.podIPs") == 0) {
@@ -133,8 +138,24 @@ int nl_runtime_field_value(const nl_runtime_opts_t *opts, const nl_pod_t *pod, c
   return 0;
 }
 
-/* resource.ExtractContainerResourceValue with node allocatable as the default
- * limit (upstream containerResourceRuntimeValue). */
+/* ceil(a / b) for b > 0, in integers: exact where upstream's float64 division
+ * is, and no libm in the self-contained build. */
+static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b > 0); }
+
+/* The node allocatable an unset (or zero) cpu, memory or ephemeral-storage limit
+ * defaults to (upstream defaultPodLimitsForDownwardAPI with
+ * MergeContainerResourceLimits); -1: none, the limit stays 0. */
+static int64_t node_default(const nl_runtime_opts_t *opts, const char *name) {
+  nl_runtime_allocatable_t a = {-1, -1, -1};
+  if (opts->allocatable) opts->allocatable(opts->allocatable_ctx, &a);
+  if (strcmp(name, "cpu") == 0) return a.cpu_milli >= 0 ? a.cpu_milli : opts->node_cpu_milli;
+  if (strcmp(name, "memory") == 0) return a.memory >= 0 ? a.memory : opts->node_memory_bytes;
+  if (strcmp(name, "ephemeral-storage") == 0) return a.ephemeral_storage;
+  return -1;
+}
+
+/* resource.ExtractContainerResourceValue on the container with its limits
+ * defaulted from node allocatable (upstream containerResourceRuntimeValue). */
 int nl_runtime_resource_value(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
                               const nl_container_t *self, const nl_resource_field_ref_t *ref,
                               char **out, nl_err_t **err) {
@@ -160,28 +181,27 @@ int nl_runtime_resource_value(const nl_runtime_opts_t *opts, const nl_pod_t *pod
   if (!limits && !requests)
     return nl_err_set(err, NL_EINVAL, "unsupported container resource : %s", res);
   const char *name = res + (limits ? 7 : 9);
+  bool is_cpu = strcmp(name, "cpu") == 0;
+  if (!is_cpu && strcmp(name, "memory") != 0 && strcmp(name, "ephemeral-storage") != 0 &&
+      strncmp(name, "hugepages-", 10) != 0)
+    return nl_err_set(err, NL_EINVAL, "unsupported container resource : %s", res);
   const nl_quantity_t *q =
       nl_resource_list_get(limits ? &c->resources.limits : &c->resources.requests, name);
+  /* The API server sends an unset divisor as "0": upstream reads zero as 1. */
   nl_quantity_t one = {1, 0, NL_QUANTITY_DECIMAL_SI};
-  const nl_quantity_t *div = ref->has_divisor ? &ref->divisor : &one;
-  bool is_cpu = strcmp(name, "cpu") == 0;
-  int64_t milli;
-  if (q)
-    milli = nl_quantity_milli_value(q);
-  else if (is_cpu)
-    milli = limits ? opts->node_cpu_milli : 0;
-  else if (strcmp(name, "memory") == 0)
-    milli = limits ? opts->node_memory_bytes * 1000 : 0;
-  else if (strcmp(name, "ephemeral-storage") == 0 || strncmp(name, "hugepages-", 10) == 0)
-    milli = 0;
-  else
-    return nl_err_set(err, NL_EINVAL, "unsupported container resource : %s", res);
-  int64_t dm = nl_quantity_milli_value(div);
-  if (dm <= 0) return nl_err_set(err, NL_EINVAL, "invalid divisor for %s", res);
-  /* ceil(milli/divisorMilli), which is also ceil(value/divisorValue), in
-   * integers: exact, and no libm in the self-contained build. */
-  int64_t v = milli / dm + (milli % dm > 0);
-  *out = nl_xasprintf("%lld", (long long)v);
+  const nl_quantity_t *div =
+      ref->has_divisor && !nl_quantity_is_zero(&ref->divisor) ? &ref->divisor : &one;
+  /* cpu in millis, the others in units (upstream's MilliValue / Value). */
+  int64_t v = 0;
+  if (q && !nl_quantity_is_zero(q))
+    v = is_cpu ? nl_quantity_milli_value(q) : nl_quantity_value(q);
+  else if (limits && strncmp(name, "hugepages-", 10) != 0) {
+    int64_t d = node_default(opts, name);
+    v = d > 0 ? d : 0;
+  }
+  int64_t dv = is_cpu ? nl_quantity_milli_value(div) : nl_quantity_value(div);
+  if (dv <= 0) return nl_err_set(err, NL_EINVAL, "invalid divisor for %s", res);
+  *out = nl_xasprintf("%lld", (long long)ceil_div(v, dv));
   return 0;
 }
 

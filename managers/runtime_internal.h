@@ -61,8 +61,6 @@ void nl__step_fail(nl_sync_step_t *s, const char *reason, const char *fmt, ...)
 
 /* Namespace options for a pod (runtimeutil.NamespacesForPod). */
 Runtime__V1__NamespaceOption *nl__namespaces_for_pod(const nl_pod_t *pod);
-/* upstream ConvertSysctlVariableToDotsSeparator; new string. */
-char *nl__sysctl_dots(const char *name);
 
 /* ---- operations (runtime.c, runtime_sync.c, runtime_kill.c) ---- */
 

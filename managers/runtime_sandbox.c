@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "managers/runtime_internal.h"
+#include "managers/sysctl.h"
 #include "reactor/xalloc.h"
 
 #define MAX_DNS_NAMESERVERS 3
@@ -168,23 +169,22 @@ Runtime__V1__DNSConfig *nl_runtime_pod_dns(const nl_runtime_opts_t *opts, const 
 
 /* ---- hostname ---- */
 
-static bool dns1123_label(const char *s) {
-  size_t n = strlen(s);
-  if (n == 0 || n > 63) return false;
-  for (size_t i = 0; i < n; i++) {
-    char c = s[i];
-    bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (c == '-' && i && i + 1 < n);
-    if (!ok) return false;
-  }
-  return true;
-}
-
 char *nl_runtime_pod_hostname(const nl_runtime_opts_t *opts, const nl_pod_t *pod, char **domain,
                               nl_err_t **err) {
   *domain = NULL;
   const char *h = s0(pod->metadata.name);
-  if (pod->spec.hostname && *pod->spec.hostname) {
-    if (!dns1123_label(pod->spec.hostname)) {
+  /* hostnameOverride wins over name, hostname and subdomain, with no domain
+   * (GeneratePodHostNameAndDomain with HostnameOverride, on in 1.36; an API
+   * server with the gate off drops the field). */
+  const char *over = pod->spec.hostname_override;
+  if (over) {
+    if (!nl_is_dns1123_subdomain(over)) {
+      nl_err_set(err, NL_EINVAL, "pod HostnameOverride \"%s\" is not a valid DNS subdomain", over);
+      return NULL;
+    }
+    h = over;
+  } else if (pod->spec.hostname && *pod->spec.hostname) {
+    if (!nl_is_dns1123_label(pod->spec.hostname)) {
       nl_err_set(err, NL_EINVAL, "pod Hostname \"%s\" is not a valid DNS label",
                  pod->spec.hostname);
       return NULL;
@@ -200,7 +200,7 @@ char *nl_runtime_pod_hostname(const nl_runtime_opts_t *opts, const nl_pod_t *pod
                s0(pod->metadata.name), h);
     return NULL;
   }
-  if (pod->spec.subdomain && *pod->spec.subdomain)
+  if (!over && pod->spec.subdomain && *pod->spec.subdomain)
     *domain = nl_xasprintf("%s.%s.svc.%s", pod->spec.subdomain, s0(pod->metadata.namespace_),
                            s0(opts->cluster_domain));
   return out;
@@ -273,7 +273,7 @@ static Runtime__V1__LinuxPodSandboxConfig *linux_config(const nl_runtime_opts_t 
   nl__kvs_t sysctls = {0};
   if (psc) {
     for (size_t i = 0; i < psc->n_sysctls; i++) {
-      char *k = nl__sysctl_dots(psc->sysctls[i].key);
+      char *k = nl_sysctl_normalize(psc->sysctls[i].key);
       nl__kvs_put(&sysctls, k, psc->sysctls[i].value);
       free(k);
     }

@@ -285,6 +285,21 @@ static void prepare(nl_runtime_op_t *op) {
 /* ---- step 4: the sandbox ---- */
 
 static void start_containers(nl_runtime_op_t *op) {
+  /* Host-network pods have the node's IPs as theirs (upstream SyncPod takes
+   * podStatus.IPs from the API status, which generateAPIPodStatus fills so):
+   * status.podIP(s) in their environment. */
+  const char *node_ip = op->rt->opts.node_ip;
+  if (op->pod->spec.host_network && op->n_pod_ips == 0 && node_ip) {
+    for (const char *p = node_ip; *p;) {
+      size_t len = strcspn(p, ",");
+      if (len) {
+        char *ip = nl_xstrndup(p, len);
+        nl__strv_push(&op->pod_ips, &op->n_pod_ips, ip);
+        free(ip);
+      }
+      p += len + (p[len] == ',');
+    }
+  }
   op->in_ephemeral = op->actions.n_ephemeral_to_start > 0; /* upstream's step 5, then 6 and 7 */
   op->in_init = true;
   op->cursor = 0;
@@ -525,8 +540,46 @@ typedef struct cprep {
   char *hosts_path;    /* NULL: no etc-hosts mount */
   char *hosts_content; /* the file, or the aliases block when node_hosts is set */
   const char *node_hosts;
+  char **sub_roots, **sub_paths; /* subPaths of the container's volume mounts */
+  size_t n_subs;
   nl_err_t *err;
 } cprep_t;
+
+/* upstream makeMounts with SafeMakeDir: a subPath that does not exist is made
+ * now, each missing directory with the volume root's mode (setgid and sticky
+ * included, whatever the umask), so that the group of an fsGroup can write in
+ * it; never through a symlink. */
+static int make_subpath(const char *root, const char *sub, nl_err_t **err) {
+  struct stat st;
+  int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0 || fstat(fd, &st) < 0) {
+    if (fd >= 0) close(fd);
+    return nl_err_set(err, errno, "subPath %s: open %s: %s", sub, root, strerror(errno));
+  }
+  mode_t mode = st.st_mode & 07777;
+  char *copy = nl_xstrdup(sub), *save = NULL;
+  int r = 0;
+  for (char *c = strtok_r(copy, "/", &save); c && r == 0; c = strtok_r(NULL, "/", &save)) {
+    if (strcmp(c, ".") == 0) continue;
+    bool made = mkdirat(fd, c, mode) == 0;
+    if (!made && errno != EEXIST) {
+      r = nl_err_set(err, errno, "subPath %s: mkdir %s: %s", sub, c, strerror(errno));
+      break;
+    }
+    int next = openat(fd, c, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (next < 0) {
+      r = nl_err_set(err, errno, "subPath %s: open %s: %s", sub, c, strerror(errno));
+      break;
+    }
+    close(fd);
+    fd = next;
+    if (made && fchmod(fd, mode) < 0)
+      r = nl_err_set(err, errno, "subPath %s: chmod %s: %s", sub, c, strerror(errno));
+  }
+  close(fd);
+  free(copy);
+  return r;
+}
 
 static void cprep_work(uv_work_t *w) {
   cprep_t *p = container_of(w, cprep_t, w);
@@ -564,7 +617,15 @@ static void cprep_work(uv_work_t *w) {
     return;
   }
   close(fd);
-  if (p->hosts_path) nl__hosts_write(p->hosts_path, p->hosts_content, p->node_hosts, &p->err);
+  if (p->hosts_path &&
+      nl__hosts_write(p->hosts_path, p->hosts_content, p->node_hosts, &p->err) < 0)
+    return;
+  for (size_t i = 0; i < p->n_subs && !p->err; i++) {
+    struct stat st;
+    char *full = nl_xasprintf("%s/%s", p->sub_roots[i], p->sub_paths[i]);
+    if (lstat(full, &st) < 0 && errno == ENOENT) make_subpath(p->sub_roots[i], p->sub_paths[i], &p->err);
+    free(full);
+  }
 }
 
 static void cprep_free(cprep_t *p) {
@@ -574,7 +635,56 @@ static void cprep_free(cprep_t *p) {
   free(p->term_path);
   free(p->hosts_path);
   free(p->hosts_content);
+  for (size_t i = 0; i < p->n_subs; i++) {
+    free(p->sub_roots[i]);
+    free(p->sub_paths[i]);
+  }
+  free(p->sub_roots);
+  free(p->sub_paths);
   free(p);
+}
+
+/* The subPaths of the container's mounts over writable volumes, with their
+ * volume's directory; subPathExpr expanded with the container's environment
+ * (an environment that cannot be built fails the container's config later). */
+static void plan_subpaths(nl_runtime_op_t *op, cprep_t *p) {
+  const nl_container_t *c = op->cur;
+  const nl_runtime_opts_t *o = &op->rt->opts;
+  nl_env_t *env = NULL;
+  size_t n_env = 0;
+  bool env_done = false;
+  for (size_t i = 0; i < c->n_volume_mounts; i++) {
+    const nl_volume_mount_t *vm = &c->volume_mounts[i];
+    char *sub = NULL;
+    if (vm->sub_path && *vm->sub_path) {
+      sub = nl_xstrdup(vm->sub_path);
+    } else if (vm->sub_path_expr && *vm->sub_path_expr) {
+      if (!env_done) {
+        nl_err_t *err = NULL;
+        env_done = true;
+        if (nl_runtime_make_env(o, op->pod, c, op->n_pod_ips ? op->pod_ips[0] : NULL,
+                                op->pod_ips, op->n_pod_ips, &env, &n_env, &err) < 0)
+          nl_err_free(&err);
+      }
+      sub = nl_runtime_expand(vm->sub_path_expr, env, n_env);
+    }
+    nl_err_t *err = NULL;
+    bool ro = false;
+    char *root = sub && nl_volumes_check_subpath(sub, &err) == 0
+                     ? nl_volumes_host_path(o->root_dir, op->pod, vm->name, &ro, &err)
+                     : NULL;
+    nl_err_free(&err);
+    if (!root || ro) { /* bad ones fail the container's config; API volumes are read-only */
+      free(root);
+      free(sub);
+      continue;
+    }
+    p->sub_roots = nl_xrealloc(p->sub_roots, (p->n_subs + 1) * sizeof *p->sub_roots);
+    p->sub_paths = nl_xrealloc(p->sub_paths, (p->n_subs + 1) * sizeof *p->sub_paths);
+    p->sub_roots[p->n_subs] = root;
+    p->sub_paths[p->n_subs++] = sub;
+  }
+  nl_env_free(env, n_env);
 }
 
 /* makeMounts' condition: the pod has IPs (host-network pods use the node's
@@ -707,6 +817,7 @@ static void prepare_container(nl_runtime_op_t *op) {
     container_done(op, false);
     return;
   }
+  plan_subpaths(op, p);
   op->pending++;
   int r = uv_queue_work(op->rt->loop, &p->w, cprep_work, cprep_done);
   if (r < 0) { /* only with a bad loop: treat as a config error */

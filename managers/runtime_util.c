@@ -200,7 +200,7 @@ void nl_sync_result_free(nl_sync_result_t *r) {
   free(r);
 }
 
-/* ---- namespaces, sysctls ---- */
+/* ---- namespaces ---- */
 
 Runtime__V1__NamespaceOption *nl__namespaces_for_pod(const nl_pod_t *pod) {
   Runtime__V1__NamespaceOption *ns =
@@ -216,19 +216,6 @@ Runtime__V1__NamespaceOption *nl__namespaces_for_pod(const nl_pod_t *pod) {
   else
     ns->pid = RUNTIME__V1__NAMESPACE_MODE__CONTAINER;
   return ns;
-}
-
-char *nl__sysctl_dots(const char *name) {
-  char *out = nl_xstrdup(name);
-  size_t sep = strcspn(out, "./");
-  if (out[sep] != '/') return out; /* no '/' first: already dotted */
-  for (char *p = out; *p; p++) {
-    if (*p == '.')
-      *p = '/';
-    else if (*p == '/')
-      *p = '.';
-  }
-  return out;
 }
 
 uint64_t nl__wall_ms(void *ctx) {

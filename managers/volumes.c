@@ -15,6 +15,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "managers/atomic_writer.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
@@ -116,6 +117,30 @@ static bool is_mount(const char *path, const char *parent) {
   return stat(path, &a) == 0 && stat(parent, &b) == 0 && a.st_dev != b.st_dev;
 }
 
+/* upstream emptyDir setupDir: 0777 so that any container user can write,
+ * whatever the umask; other bits (setgid from an fsGroup) stay unless the
+ * permissions differ. On a tmpfs it runs before the mount, whose root is 1777. */
+static int setup_dir(const char *dir, nl_err_t **err) {
+  struct stat st;
+  if (stat(dir, &st) < 0) return nl_err_set(err, errno, "stat %s: %s", dir, strerror(errno));
+  if ((st.st_mode & 0777) != 0777 && chmod(dir, 0777) < 0)
+    return nl_err_set(err, errno, "chmod %s: %s", dir, strerror(errno));
+  return 0;
+}
+
+/* SetVolumeOwnership of a writable volume for the pod's fsGroup, once: when
+ * the root has the group and setgid already (a later sync, an agent restart)
+ * nothing is walked again, as fsGroupChangePolicy OnRootMismatch does. */
+static int own_once(const char *dir, const nl_pod_t *pod, nl_err_t **err) {
+  const nl_pod_security_context_t *sc = pod->spec.security_context;
+  if (!sc || !sc->fs_group.set) return 0;
+  struct stat st;
+  if (stat(dir, &st) == 0 && st.st_gid == (gid_t)sc->fs_group.v && (st.st_mode & S_ISGID) &&
+      (st.st_mode & 0770) == 0770)
+    return 0;
+  return nl_volume_set_ownership(dir, (unsigned)sc->fs_group.v, false, true, err);
+}
+
 static int setup_empty_dir(const char *root, const nl_pod_t *pod, const nl_volume_t *v,
                            nl_err_t **err) {
   char *dir = nl_xasprintf("%s/pods/%s/volumes/" EMPTY_DIR_PLUGIN "/%s", root, pod->metadata.uid,
@@ -126,7 +151,13 @@ static int setup_empty_dir(const char *root, const nl_pod_t *pod, const nl_volum
     free(dir);
     return -1;
   }
-  if (v->empty_dir->medium && strcmp(v->empty_dir->medium, "Memory") == 0 && !is_tmpfs(dir)) {
+  bool memory = v->empty_dir->medium && strcmp(v->empty_dir->medium, "Memory") == 0;
+  if (!(memory && is_tmpfs(dir)) && setup_dir(dir, err) < 0) {
+    nl_err_wrap(err, "emptyDir %s", v->name);
+    free(dir);
+    return -1;
+  }
+  if (memory && !is_tmpfs(dir)) {
     char opts[64] = "";
     if (v->empty_dir->has_size_limit && nl_quantity_sign(&v->empty_dir->size_limit) > 0)
       snprintf(opts, sizeof opts, "size=%lld",
@@ -137,14 +168,10 @@ static int setup_empty_dir(const char *root, const nl_pod_t *pod, const nl_volum
       return -1;
     }
   }
-  /* Upstream sets 0777 so any container user can write. */
-  if (chmod(dir, 0777) < 0) {
-    nl_err_set(err, errno, "emptyDir %s: chmod %s: %s", v->name, dir, strerror(errno));
-    free(dir);
-    return -1;
-  }
+  r = own_once(dir, pod, err);
+  if (r < 0) nl_err_wrap(err, "emptyDir %s", v->name);
   free(dir);
-  return 0;
+  return r;
 }
 
 static int check_host_path(const nl_volume_t *v, nl_err_t **err) {
@@ -202,6 +229,8 @@ static int setup_api(const char *root, const nl_pod_t *pod, const nl_volume_t *v
   int r = nl__mkdir_p(dir, 0750);
   if (r < 0) {
     nl_err_set(err, -r, "volume %s: mkdir %s: %s", v->name, dir, strerror(-r));
+  } else if (!(tmpfs && is_mount(dir, pdir)) && (r = setup_dir(dir, err)) < 0) {
+    nl_err_wrap(err, "volume %s", v->name); /* upstream's wrapped emptyDir */
   } else if (tmpfs && !is_mount(dir, pdir) && mount("tmpfs", dir, "tmpfs", 0, NULL) < 0) {
     r = nl_err_set(err, errno, "volume %s: mount tmpfs on %s: %s", v->name, dir, strerror(errno));
   } else {

@@ -24,6 +24,15 @@ int nl_err_set(nl_err_t **err, int code, const char *fmt, ...) {
   return -1;
 }
 
+nl_err_t *nl_err_newf(int code, const char *fmt, ...) {
+  nl_err_t *err = NULL;
+  va_list ap;
+  va_start(ap, fmt);
+  nl_err_setv(&err, code, fmt, ap);
+  va_end(ap);
+  return err;
+}
+
 int nl_err_wrap(nl_err_t **err, const char *fmt, ...) {
   if (!err || !*err) return -1;
   char *ctx = NULL;

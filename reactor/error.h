@@ -27,6 +27,9 @@ int nl_err_set(nl_err_t **err, int code, const char *fmt, ...)
 int nl_err_setv(nl_err_t **err, int code, const char *fmt, va_list ap)
     __attribute__((format(printf, 3, 0)));
 
+/* A new error (owned by the caller), for a function that takes one. */
+nl_err_t *nl_err_newf(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Prefixes "<context>: " to (*err)->msg and returns -1. A NULL err or *err is
  * left alone. */
 int nl_err_wrap(nl_err_t **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

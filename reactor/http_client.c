@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "reactor/buf.h"
+#include "reactor/dial.h"
 #include "reactor/http_io.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
@@ -20,9 +21,6 @@ typedef struct attempt attempt_t;
 struct nl_http_call {
   uv_loop_t *loop;
   uv_timer_t timer; /* the timeout, then the deferred completion */
-  uv_getaddrinfo_t gai;
-  bool gai_pending;
-  struct addrinfo *ai, *ai_next;
   attempt_t *att;  /* the connection in use */
   int live;        /* handles and requests still to come back */
 
@@ -57,19 +55,15 @@ struct nl_http_call {
 
 struct attempt {
   nl_http_call_t *call; /* NULL once detached (closing) */
-  nl__http_io_t io;
-  uv_connect_t connect;
-  bool connect_pending, io_open;
+  nl_dial_t dial;       /* the connection (dial.io once connected) */
   nl_http_parser_t parser;
   bool redirecting; /* discard this response's body, then follow it */
   nl_http_url_t next; /* where a followed redirect goes */
   char *next_str;
-  char peer[INET6_ADDRSTRLEN + 8];
 };
 
 static void call_maybe_free(nl_http_call_t *c);
 static void start_attempt(nl_http_call_t *c);
-static void next_address(nl_http_call_t *c);
 static char *resolve_location(nl_http_call_t *c, const char *loc);
 
 /* ---- URLs --------------------------------------------------------------- */
@@ -158,10 +152,9 @@ static void wrap_op(nl_http_call_t *c, nl_err_t **err) {
   nl_err_wrap(err, "%s \"%s\"", op, c->url_str);
 }
 
-static void attempt_closed(uv_handle_t *h) {
-  attempt_t *a = h->data;
+static void attempt_closed(nl_dial_t *d) {
+  attempt_t *a = d->data;
   nl_http_call_t *c = a->call;
-  nl__http_io_release(&a->io);
   nl_http_parser_free(&a->parser);
   nl_http_url_free(&a->next);
   free(a->next_str);
@@ -177,7 +170,7 @@ static void attempt_drop(nl_http_call_t *c) {
   c->att = NULL;
   /* Keep a->call for the close callback's bookkeeping, but mark it dead. */
   a->redirecting = false;
-  nl__http_io_close(&a->io, attempt_closed);
+  nl_dial_close(&a->dial, attempt_closed);
 }
 
 static bool attempt_live(attempt_t *a) { return a->call && a->call->att == a && !a->call->finished; }
@@ -213,7 +206,6 @@ static void finish(nl_http_call_t *c, nl_err_t *err) {
   }
   if (!c->resp.url) c->resp.url = nl_xstrdup(c->url_str);
   attempt_drop(c);
-  if (c->gai_pending) uv_cancel((uv_req_t *)&c->gai);
   uv_timer_stop(&c->timer);
   uv_timer_start(&c->timer, deliver, 0, 0);
 }
@@ -239,7 +231,6 @@ static void call_maybe_free(nl_http_call_t *c) {
   free(c->body);
   nl_tls_config_unref(c->tls);
   free(c->server_name);
-  if (c->ai) uv_freeaddrinfo(c->ai);
   nl_http_headers_free(&c->resp.headers);
   free(c->resp.body);
   free(c->resp.url);
@@ -393,10 +384,6 @@ static void follow_redirect(nl_http_call_t *c, attempt_t *a, nl_http_msg_t *m) {
   free(c->url_str);
   c->url_str = next;
   attempt_drop(c);
-  if (c->ai) {
-    uv_freeaddrinfo(c->ai);
-    c->ai = c->ai_next = NULL;
-  }
   start_attempt(c);
 }
 
@@ -414,7 +401,7 @@ static const nl_http_parser_cbs_t resp_cbs = {
     .on_head = on_resp_head, .on_body = on_resp_body, .on_complete = on_resp_complete};
 
 static void io_data(nl__http_io_t *io, const char *p, size_t n) {
-  attempt_t *a = container_of(io, attempt_t, io);
+  attempt_t *a = container_of(io, attempt_t, dial.io);
   while (n > 0 && attempt_live(a)) {
     size_t used = 0;
     nl_cleanup_err nl_err_t *err = NULL;
@@ -430,17 +417,11 @@ static void io_data(nl__http_io_t *io, const char *p, size_t n) {
 }
 
 static void io_end(nl__http_io_t *io, nl_err_t *err) {
-  attempt_t *a = container_of(io, attempt_t, io);
+  attempt_t *a = container_of(io, attempt_t, dial.io);
   if (!attempt_live(a)) return;
   nl_http_call_t *c = a->call;
   if (err) {
-    nl_err_t *e = NULL;
-    if (!strncmp(err->msg, "read: ", 6) || !strncmp(err->msg, "write: ", 7))
-      nl_err_set(&e, err->code, "%s tcp %s: %s", err->msg[0] == 'r' ? "read" : "write", a->peer,
-                 strchr(err->msg, ':') + 2);
-    else
-      nl_err_set(&e, err->code, "%s", err->msg);
-    finish(c, e);
+    finish(c, nl_dial_io_error(&a->dial, err));
     return;
   }
   nl_cleanup_err nl_err_t *perr = NULL;
@@ -476,101 +457,18 @@ static void send_request(attempt_t *a) {
   nl_buf_puts(&b, "Connection: close\r\n\r\n");
   if (c->body_len) nl_buf_append(&b, c->body, c->body_len);
   nl_cleanup_err nl_err_t *err = NULL;
-  int rc = nl__http_io_write(&a->io, b.data, b.len, &err);
+  int rc = nl__http_io_write(&a->dial.io, b.data, b.len, &err);
   nl_buf_free(&b);
-  if (rc < 0) finish_errf(c, err->code, "write tcp %s: %s", a->peer, nl_err_msg(err));
+  if (rc < 0) finish_errf(c, err->code, "write tcp %s: %s", a->dial.peer, nl_err_msg(err));
 }
 
-static void io_ready(nl__http_io_t *io) {
-  attempt_t *a = container_of(io, attempt_t, io);
-  if (attempt_live(a)) send_request(a);
-}
+static const nl__http_io_cbs_t attempt_io_cbs = {.on_data = io_data, .on_end = io_end};
 
-static const nl__http_io_cbs_t attempt_io_cbs = {.on_ready = io_ready, .on_data = io_data, .on_end = io_end};
-
-static void on_connect(uv_connect_t *req, int status) {
-  attempt_t *a = req->data;
-  a->connect_pending = false;
+static void on_dialed(nl_dial_t *d, const nl_err_t *err) {
+  attempt_t *a = d->data;
   if (!attempt_live(a)) return;
-  nl_http_call_t *c = a->call;
-  if (status < 0) {
-    if (c->ai_next) {
-      nl_vlog(4, "http: dial %s: %s, trying the next address", a->peer, uv_strerror(status));
-      attempt_drop(c);
-      next_address(c);
-      return;
-    }
-    finish_errf(c, -status, "dial tcp %s: connect: %s", a->peer, uv_strerror(status));
-    return;
-  }
-  nl_cleanup_err nl_err_t *err = NULL;
-  if (c->url.https) {
-    const char *sn = c->server_name ? c->server_name : c->url.host;
-    nl__http_io_set_tls(&a->io, nl_tls_new(c->tls, sn));
-  }
-  if (nl__http_io_start(&a->io, &err) < 0) {
-    finish(c, nl_steal(&err));
-    return;
-  }
-  if (!c->url.https) send_request(a);
-}
-
-static void connect_to(nl_http_call_t *c, const struct sockaddr *sa) {
-  attempt_t *a = nl_xcalloc(1, sizeof(*a));
-  a->call = c;
-  char ip[INET6_ADDRSTRLEN] = "?";
-  if (sa->sa_family == AF_INET) uv_ip4_name((const struct sockaddr_in *)sa, ip, sizeof(ip));
-  else uv_ip6_name((const struct sockaddr_in6 *)sa, ip, sizeof(ip));
-  char *hp = host_port(ip, c->url.port);
-  snprintf(a->peer, sizeof(a->peer), "%s", hp);
-  free(hp);
-  nl_http_parser_limits_t lim = {.max_head = MAX_RESPONSE_HEAD};
-  nl_http_parser_init(&a->parser, false, &lim, &resp_cbs, a);
-  if (nl__http_io_init(&a->io, c->loop, &attempt_io_cbs) < 0) abort();
-  a->io.tcp.data = a;
-  c->att = a;
-  c->live++;
-  a->connect.data = a;
-  int rc = uv_tcp_connect(&a->connect, &a->io.tcp, sa, on_connect);
-  if (rc < 0) {
-    finish_errf(c, -rc, "dial tcp %s: connect: %s", a->peer, uv_strerror(rc));
-    return;
-  }
-  a->connect_pending = true;
-}
-
-static void next_address(nl_http_call_t *c) {
-  struct addrinfo *ai = c->ai_next;
-  c->ai_next = ai->ai_next;
-  union {
-    struct sockaddr sa;
-    struct sockaddr_in in;
-    struct sockaddr_in6 in6;
-  } addr;
-  memset(&addr, 0, sizeof(addr));
-  memcpy(&addr, ai->ai_addr, ai->ai_addrlen < sizeof(addr) ? ai->ai_addrlen : sizeof(addr));
-  if (addr.sa.sa_family == AF_INET) addr.in.sin_port = htons((uint16_t)c->url.port);
-  else addr.in6.sin6_port = htons((uint16_t)c->url.port);
-  connect_to(c, &addr.sa);
-}
-
-static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
-  nl_http_call_t *c = req->data;
-  c->gai_pending = false;
-  c->live--;
-  if (c->finished) {
-    if (res) uv_freeaddrinfo(res);
-    call_maybe_free(c);
-    return;
-  }
-  if (status < 0 || !res) {
-    if (res) uv_freeaddrinfo(res);
-    finish_errf(c, EHOSTUNREACH, "dial tcp: lookup %s: %s", c->url.host,
-                status == UV_EAI_NONAME ? "no such host" : uv_strerror(status));
-    return;
-  }
-  c->ai = c->ai_next = res;
-  next_address(c);
+  if (err) finish_errf(a->call, err->code, "%s", err->msg);
+  else send_request(a);
 }
 
 static void start_attempt(nl_http_call_t *c) {
@@ -578,25 +476,17 @@ static void start_attempt(nl_http_call_t *c) {
     finish_errf(c, NL_EINVAL, "https needs a TLS configuration");
     return;
   }
-  union {
-    struct sockaddr sa;
-    struct sockaddr_in in;
-    struct sockaddr_in6 in6;
-  } addr;
-  if (uv_ip4_addr(c->url.host, c->url.port, &addr.in) == 0 ||
-      uv_ip6_addr(c->url.host, c->url.port, &addr.in6) == 0) {
-    connect_to(c, &addr.sa);
-    return;
-  }
-  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-  c->gai.data = c;
-  int rc = uv_getaddrinfo(c->loop, &c->gai, on_resolved, c->url.host, NULL, &hints);
-  if (rc < 0) {
-    finish_errf(c, EHOSTUNREACH, "dial tcp: lookup %s: %s", c->url.host, uv_strerror(rc));
-    return;
-  }
-  c->gai_pending = true;
+  attempt_t *a = nl_xcalloc(1, sizeof(*a));
+  a->call = c;
+  nl_http_parser_limits_t lim = {.max_head = MAX_RESPONSE_HEAD};
+  nl_http_parser_init(&a->parser, false, &lim, &resp_cbs, a);
+  c->att = a;
   c->live++;
+  a->dial.data = a;
+  nl_dial_opts_t o = {.host = c->url.host, .port = c->url.port,
+                      .tls = c->url.https ? c->tls : NULL, .server_name = c->server_name,
+                      .io_cbs = &attempt_io_cbs};
+  nl_dial_start(&a->dial, c->loop, &o, on_dialed);
 }
 
 nl_http_call_t *nl_http_request(uv_loop_t *loop, const nl_http_request_opts_t *o, nl_http_done_fn cb,

@@ -24,6 +24,12 @@ int nl__http_io_init(nl__http_io_t *io, uv_loop_t *loop, const nl__http_io_cbs_t
   return uv_tcp_init(loop, &io->tcp);
 }
 
+int nl__http_io_init_pipe(nl__http_io_t *io, uv_loop_t *loop, const nl__http_io_cbs_t *cbs) {
+  memset(io, 0, sizeof(*io));
+  io->cbs = cbs;
+  return uv_pipe_init(loop, &io->pipe, 0);
+}
+
 void nl__http_io_set_tls(nl__http_io_t *io, nl_tls_t *tls) { io->tls = tls; }
 
 bool nl__http_io_closing(const nl__http_io_t *io) {

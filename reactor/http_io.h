@@ -1,4 +1,5 @@
-/* Internal to the HTTP client and server: a TCP stream with optional TLS that
+/* Internal to the HTTP client and server and the dialer: a TCP or unix stream
+ * with optional TLS that
  * hands plaintext up and takes plaintext down. Embedded in a server connection
  * or a client call; its owner closes it and frees it in the close callback. */
 #ifndef NL_HTTP_IO_H
@@ -25,13 +26,18 @@ typedef struct nl__http_io_cbs {
 } nl__http_io_cbs_t;
 
 struct nl__http_io {
-  uv_tcp_t tcp; /* tcp.data is left to the owner */
+  union { /* .data is left to the owner */
+    uv_tcp_t tcp;
+    uv_pipe_t pipe; /* nl__http_io_init_pipe() */
+  };
   nl_tls_t *tls;
   const nl__http_io_cbs_t *cbs;
   bool ended;
 };
 
 int nl__http_io_init(nl__http_io_t *io, uv_loop_t *loop, const nl__http_io_cbs_t *cbs);
+/* The same on a unix socket. */
+int nl__http_io_init_pipe(nl__http_io_t *io, uv_loop_t *loop, const nl__http_io_cbs_t *cbs);
 /* Takes ownership of tls; freed by nl__http_io_release(). */
 void nl__http_io_set_tls(nl__http_io_t *io, nl_tls_t *tls);
 /* Starts reading, and for a TLS client sends the ClientHello. */

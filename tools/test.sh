@@ -12,7 +12,11 @@ endpoint=$(tools/testenv/setup.sh)
 export NANOLET_TEST_CRI_ENDPOINT="$endpoint"
 
 status=0
-run() { echo "== $*"; "$@" || status=1; }
+t0=$SECONDS
+# Each stage says when it started: the suite has a time budget (docs/FUZZING.md,
+# .ci/run), and this is where its minutes go.
+stamp() { echo "== [$(((SECONDS - t0) / 60))m$(((SECONDS - t0) % 60))s] $*"; }
+run() { stamp "$@"; "$@" || status=1; }
 
 # Stopped on exit, failures included, unless it was running already. When it
 # cannot be built or started the suite fails here, and the e2e tests that need
@@ -27,6 +31,7 @@ else
   echo "== the test control plane is not up: tools/testenv/controlplane.sh up failed"
   status=1
 fi
+stamp tools/build.sh --asan
 tools/build.sh --asan
 
 run meson test -C build --suite unit --print-errorlogs --logbase unit
@@ -37,6 +42,7 @@ run tools/cross-test.sh
 run meson test -C build --suite e2e --print-errorlogs --num-processes 1 --logbase e2e
 # Every parser of outside input has a libFuzzer target: build them with clang and
 # run each from its seeds for a short while (tools/fuzz.sh 300 for the long run).
+stamp tools/fuzz.sh
 fuzz_out=$(tools/fuzz.sh "${NANOLET_FUZZ_SECONDS:-10}" 2>&1) || status=1
 echo "$fuzz_out"
 fuzz_passed=$(grep -c '^fuzz: .* clean' <<<"$fuzz_out" || true)
@@ -53,6 +59,7 @@ done
 passed=$((passed + fuzz_passed))
 failed=$((failed + fuzz_failed))
 # A skipped test is a failure (STYLE.md): the suite must not look green by skipping.
+stamp done
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ] || status=1
 exit $status

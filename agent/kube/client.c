@@ -160,7 +160,7 @@ void nl_kube__conn_ready(nl_kube_client_t *c, nl_kube_conn_t *conn, bool h2) {
     nl_kube__conn_close(conn, NULL);
     return;
   }
-  nl_vlog(4, "kube: connected to %s (%s), %zu connection(s)", c->server, conn->peer,
+  nl_vlog(4, "kube: connected to %s (%s), %zu connection(s)", c->server, conn->dial.peer,
           nl_kube__client_nready(c));
   nl_kube__step(c);
 }

@@ -10,6 +10,7 @@
 #include "agent/kube/ratelimit.h"
 #include "reactor/backoff.h"
 #include "reactor/buf.h"
+#include "reactor/dial.h"
 #include "reactor/http_client.h"
 #include "reactor/http_io.h"
 #include "reactor/list.h"
@@ -18,6 +19,10 @@
 #define NL_KUBE_WINDOW (16u * 1024 * 1024)   /* per stream and per connection */
 #define NL_KUBE_MAX_BODY (128u * 1024 * 1024) /* a buffered (not streamed) response */
 #define NL_KUBE_MAX_RETRIES 10                /* client-go's maxRetries */
+/* A connection attempt (lookup, connect, TLS handshake) gives up after this:
+ * client-go's dialer times out at 30 s, so a server that drops packets
+ * sends the client to its back-off instead of waiting for the kernel. */
+#define NL_KUBE_DIAL_TIMEOUT_MS 30000
 
 /* The client's dialer: how the next connection gets opened. Ready connections
  * (in conns) carry streams whatever the state; draining ones (after GOAWAY or
@@ -32,9 +37,7 @@ typedef enum nl_kube_state {
 } nl_kube_state_t;
 
 typedef enum nl_kube_conn_state {
-  KC_RESOLVING,
-  KC_CONNECTING,
-  KC_HANDSHAKE,
+  KC_CONNECTING, /* the dialer resolves, connects, does the TLS handshake */
   KC_READY,
   KC_DRAINING, /* GOAWAY seen: finishes its streams, takes no new ones */
   KC_CLOSED,   /* detached from the client; frees itself when its handles close */
@@ -45,22 +48,17 @@ typedef struct nl_kube_conn {
   nl_list_t link;   /* in client->conns */
   nl_kube_conn_state_t state;
   int live;         /* handles and requests to come back before it is freed */
-  uv_getaddrinfo_t gai;
-  bool gai_pending;
-  struct addrinfo *ai, *ai_next;
-  nl__http_io_t io;
-  bool io_open;
-  uv_connect_t connect;
+  nl_dial_t dial;    /* the connection (dial.io once connected) */
+  bool dial_open;
   uv_timer_t health; /* ReadIdleTimeout, then PingTimeout */
   uv_timer_t idle;   /* runs while ready without a stream: IdleConnTimeout */
   nl_kube_h2_t *h2;
   nl_buf_t out;      /* session output collected during one flush */
   nl_list_t reqs;    /* requests with a stream on this connection */
-  char peer[INET6_ADDRSTRLEN + 8];
   bool was_ready;
   bool rx;           /* frames arrived since the last health tick */
   bool ping_outstanding;
-  bool in_recv;      /* inside nl_kube_h2_recv: the session is freed after it */
+  bool in_recv;      /* inside nl_h2_recv: the session is freed after it */
   bool dirty;        /* streams submitted, not yet flushed */
   bool goaway;
   uint32_t goaway_code;

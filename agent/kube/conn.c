@@ -12,43 +12,19 @@
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
-static void connect_next(nl_kube_conn_t *conn);
-
-static void conn_maybe_free(nl_kube_conn_t *conn) {
-  if (conn->live > 0) return;
+/* Drops one of the handles and requests the connection waits for. */
+static void conn_unref(nl_kube_conn_t *conn) {
+  if (--conn->live > 0) return;
   nl_kube_client_t *c = conn->client;
   nl_kube_h2_free(conn->h2);
-  if (conn->ai) uv_freeaddrinfo(conn->ai);
   nl_buf_free(&conn->out);
   free(conn);
   nl_kube__client_put(c);
 }
 
-static void handle_closed(uv_handle_t *h) {
-  nl_kube_conn_t *conn = h->data;
-  if (h == (uv_handle_t *)&conn->io.tcp) {
-    nl__http_io_release(&conn->io);
-    conn->io_open = false;
-    conn->live--;
-    if (conn->state != KC_CLOSED && conn->ai_next) {
-      connect_next(conn); /* the previous address failed */
-      return;
-    }
-  } else {
-    conn->live--;
-  }
-  conn_maybe_free(conn);
-}
+static void handle_closed(uv_handle_t *h) { conn_unref(h->data); }
 
-static nl_err_t *errf(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static nl_err_t *errf(int code, const char *fmt, ...) {
-  nl_err_t *err = NULL;
-  va_list ap;
-  va_start(ap, fmt);
-  nl_err_setv(&err, code, fmt, ap);
-  va_end(ap);
-  return err;
-}
+static void dial_closed(nl_dial_t *d) { conn_unref(d->data); }
 
 static void close_with(nl_kube_conn_t *conn, nl_err_t *err) {
   nl_kube__conn_close(conn, err);
@@ -67,8 +43,10 @@ void nl_kube__conn_close(nl_kube_conn_t *conn, const nl_err_t *err) {
     nl_kube_h2_free(conn->h2);
     conn->h2 = NULL;
   }
-  if (conn->gai_pending) uv_cancel((uv_req_t *)&conn->gai);
-  if (conn->io_open) nl__http_io_close(&conn->io, handle_closed);
+  if (conn->dial_open) {
+    conn->dial_open = false;
+    nl_dial_close(&conn->dial, dial_closed);
+  }
   uv_close((uv_handle_t *)&conn->health, handle_closed);
   uv_close((uv_handle_t *)&conn->idle, handle_closed);
   nl_kube__conn_gone(c, conn, err);
@@ -87,23 +65,23 @@ static void on_idle(uv_timer_t *t);
 
 void nl_kube__conn_flush(nl_kube_conn_t *conn) {
   if (conn->state == KC_CLOSED || !conn->h2 || conn->in_recv) return;
-  int rc = nl_kube_h2_flush(conn->h2);
+  int rc = nl_h2_flush(conn->h2);
   nl_err_t *err = NULL;
   if (rc < 0) {
-    close_with(conn, errf(EPROTO, "http2: %s", nghttp2_strerror(rc)));
+    close_with(conn, nl_err_newf(EPROTO, "http2: %s", nghttp2_strerror(rc)));
     return;
   }
   if (conn->out.len > 0) {
-    rc = nl__http_io_write(&conn->io, conn->out.data, conn->out.len, &err);
+    rc = nl__http_io_write(&conn->dial.io, conn->out.data, conn->out.len, &err);
     nl_buf_reset(&conn->out);
     if (rc < 0) {
-      nl_err_wrap(&err, "write tcp %s", conn->peer);
+      nl_err_wrap(&err, "write tcp %s", conn->dial.peer);
       close_with(conn, err);
       return;
     }
   }
   /* Every change to the connection's streams ends in a flush. */
-  if (conn->state == KC_READY && nl_kube_h2_active(conn->h2) == 0) {
+  if (conn->state == KC_READY && nl_h2_active(conn->h2) == 0) {
     if (!uv_is_active((uv_handle_t *)&conn->idle))
       uv_timer_start(&conn->idle, on_idle, conn->client->idle_conn_ms, 0);
   } else {
@@ -117,9 +95,9 @@ void nl_kube__conn_flush(nl_kube_conn_t *conn) {
 static void on_idle(uv_timer_t *t) {
   nl_kube_conn_t *conn = container_of(t, nl_kube_conn_t, idle);
   nl_kube_client_t *c = conn->client;
-  if (conn->state != KC_READY || nl_kube_h2_active(conn->h2) > 0) return;
+  if (conn->state != KC_READY || nl_h2_active(conn->h2) > 0) return;
   if (nl_kube__client_nready(c) < 2) return;
-  nl_vlog(4, "kube: connection to %s (%s) idle for %llu ms: closed", c->server, conn->peer,
+  nl_vlog(4, "kube: connection to %s (%s) idle for %llu ms: closed", c->server, conn->dial.peer,
           (unsigned long long)c->idle_conn_ms);
   close_with(conn, NULL);
 }
@@ -134,9 +112,9 @@ static size_t reserved_streams(uint32_t max) {
 
 bool nl_kube__conn_takes(const nl_kube_conn_t *conn, const nl_kube_req_t *r) {
   if (conn->state != KC_READY) return false;
-  size_t free_streams = nl_kube_h2_free_streams(conn->h2);
+  size_t free_streams = nl_h2_free_streams(conn->h2);
   if (!r->on_data) return free_streams > 0;
-  return free_streams > reserved_streams(nl_kube_h2_max_streams(conn->h2));
+  return free_streams > reserved_streams(nl_h2_max_streams(conn->h2));
 }
 
 static void on_health(uv_timer_t *t);
@@ -153,7 +131,7 @@ static void on_health(uv_timer_t *t) {
   nl_kube_client_t *c = conn->client;
   if (conn->state != KC_READY && conn->state != KC_DRAINING) return;
   if (conn->ping_outstanding) {
-    close_with(conn, errf(ETIMEDOUT, "http2: client connection lost"));
+    close_with(conn, nl_err_newf(ETIMEDOUT, "http2: client connection lost"));
     return;
   }
   if (conn->rx) {
@@ -163,7 +141,7 @@ static void on_health(uv_timer_t *t) {
   }
   nl_vlog(4, "kube: connection to %s idle for %llu ms: PING", c->server,
           (unsigned long long)c->read_idle_ms);
-  if (nl_kube_h2_ping(conn->h2) == 0) {
+  if (nl_h2_ping(conn->h2) == 0) {
     conn->ping_outstanding = true;
     health_start(conn, c->ping_timeout_ms);
     nl_kube__conn_flush(conn);
@@ -191,10 +169,10 @@ static void h2_goaway(void *user, uint32_t code, int32_t last) {
 void nl_kube__conn_drain(nl_kube_conn_t *conn) {
   if (conn->state != KC_READY) return;
   nl_vlog(4, "kube: connection to %s (%s) drains: new requests take a new connection",
-          conn->client->server, conn->peer);
+          conn->client->server, conn->dial.peer);
   conn->state = KC_DRAINING;
   nl_kube__conn_gone(conn->client, conn, NULL);
-  if (nl_kube_h2_active(conn->h2) == 0) close_with(conn, NULL);
+  if (nl_h2_active(conn->h2) == 0) close_with(conn, NULL);
   else nl_kube__step(conn->client);
 }
 
@@ -203,17 +181,21 @@ static const nl_kube_h2_cbs_t h2_cbs = {.write = h2_write, .ping_ack = h2_ping_a
 
 /* ---- I/O ---------------------------------------------------------------- */
 
-static void io_ready(nl__http_io_t *io) {
-  nl_kube_conn_t *conn = container_of(io, nl_kube_conn_t, io);
+static void on_dialed(nl_dial_t *d, const nl_err_t *err) {
+  nl_kube_conn_t *conn = d->data;
   nl_kube_client_t *c = conn->client;
-  const char *alpn = nl_tls_alpn(io->tls);
+  if (err) {
+    nl_kube__conn_close(conn, err);
+    return;
+  }
+  const char *alpn = nl_tls_alpn(d->io.tls);
   if (!alpn || strcmp(alpn, "h2") != 0) {
     nl_kube__conn_ready(c, conn, false);
     return;
   }
   conn->h2 = nl_kube_h2_new(NL_KUBE_WINDOW, &h2_cbs, conn);
   if (!conn->h2) {
-    close_with(conn, errf(ENOMEM, "http2: out of memory"));
+    close_with(conn, nl_err_newf(ENOMEM, "http2: out of memory"));
     return;
   }
   conn->state = KC_READY;
@@ -224,12 +206,12 @@ static void io_ready(nl__http_io_t *io) {
 }
 
 static void io_data(nl__http_io_t *io, const char *p, size_t n) {
-  nl_kube_conn_t *conn = container_of(io, nl_kube_conn_t, io);
+  nl_kube_conn_t *conn = container_of(io, nl_kube_conn_t, dial.io);
   nl_kube_client_t *c = conn->client;
   if (!conn->h2 || conn->state == KC_CLOSED) return;
   conn->rx = true;
   conn->in_recv = true;
-  int rc = nl_kube_h2_recv(conn->h2, (const uint8_t *)p, n);
+  int rc = nl_h2_recv(conn->h2, (const uint8_t *)p, n);
   conn->in_recv = false;
   if (conn->state == KC_CLOSED) {
     /* Closed from a callback (a stream's user stopped the client). */
@@ -238,11 +220,11 @@ static void io_data(nl__http_io_t *io, const char *p, size_t n) {
     return;
   }
   if (rc < 0) {
-    close_with(conn, errf(EPROTO, "http2: %s", nghttp2_strerror(rc)));
+    close_with(conn, nl_err_newf(EPROTO, "http2: %s", nghttp2_strerror(rc)));
     return;
   }
   nl_kube__conn_flush(conn);
-  if (conn->state == KC_DRAINING && nl_kube_h2_active(conn->h2) == 0) {
+  if (conn->state == KC_DRAINING && nl_h2_active(conn->h2) == 0) {
     close_with(conn, NULL);
     return;
   }
@@ -250,100 +232,21 @@ static void io_data(nl__http_io_t *io, const char *p, size_t n) {
 }
 
 static void io_end(nl__http_io_t *io, nl_err_t *err) {
-  nl_kube_conn_t *conn = container_of(io, nl_kube_conn_t, io);
+  nl_kube_conn_t *conn = container_of(io, nl_kube_conn_t, dial.io);
   if (conn->state == KC_CLOSED) return;
   nl_err_t *e;
   if (conn->goaway) {
-    e = errf(ECONNRESET,
+    e = nl_err_newf(ECONNRESET,
              "http2: server sent GOAWAY and closed the connection; LastStreamID=%d, "
              "ErrCode=%s, debug=\"\"",
              conn->goaway_last, nghttp2_http2_strerror(conn->goaway_code));
-  } else if (err && (!strncmp(err->msg, "read: ", 6) || !strncmp(err->msg, "write: ", 7))) {
-    e = errf(err->code, "%s tcp %s: %s", err->msg[0] == 'r' ? "read" : "write", conn->peer,
-             strchr(err->msg, ':') + 2);
-  } else if (err) {
-    e = errf(err->code, "%s", err->msg);
-  } else {
-    e = errf(ECONNRESET, conn->state == KC_HANDSHAKE ? "EOF" : "unexpected EOF");
+  } else if (!(e = nl_dial_io_error(&conn->dial, err))) {
+    e = nl_err_newf(ECONNRESET, "unexpected EOF");
   }
   close_with(conn, e);
 }
 
-static const nl__http_io_cbs_t io_cbs = {.on_ready = io_ready, .on_data = io_data,
-                                         .on_end = io_end};
-
-static void on_connect(uv_connect_t *req, int status) {
-  nl_kube_conn_t *conn = req->data;
-  if (conn->state == KC_CLOSED) return;
-  nl_kube_client_t *c = conn->client;
-  if (status < 0) {
-    if (conn->ai_next) {
-      nl_vlog(4, "kube: dial %s: %s, trying the next address", conn->peer, uv_strerror(status));
-      nl__http_io_close(&conn->io, handle_closed); /* its close callback goes on */
-      return;
-    }
-    close_with(conn, errf(-status, "dial tcp %s: connect: %s", conn->peer, uv_strerror(status)));
-    return;
-  }
-  conn->state = KC_HANDSHAKE;
-  nl__http_io_set_tls(&conn->io, nl_tls_new(c->tls, c->server_name));
-  nl_err_t *err = NULL;
-  if (nl__http_io_start(&conn->io, &err) < 0) close_with(conn, err);
-}
-
-static void connect_to(nl_kube_conn_t *conn, const struct sockaddr *sa) {
-  nl_kube_client_t *c = conn->client;
-  char ip[INET6_ADDRSTRLEN] = "?";
-  if (sa->sa_family == AF_INET) {
-    uv_ip4_name((const struct sockaddr_in *)sa, ip, sizeof ip);
-    snprintf(conn->peer, sizeof conn->peer, "%s:%d", ip, c->url.port);
-  } else {
-    uv_ip6_name((const struct sockaddr_in6 *)sa, ip, sizeof ip);
-    snprintf(conn->peer, sizeof conn->peer, "[%s]:%d", ip, c->url.port);
-  }
-  if (nl__http_io_init(&conn->io, c->loop, &io_cbs) < 0) abort();
-  conn->io.tcp.data = conn;
-  conn->io_open = true;
-  conn->live++;
-  conn->state = KC_CONNECTING;
-  conn->connect.data = conn;
-  int rc = uv_tcp_connect(&conn->connect, &conn->io.tcp, sa, on_connect);
-  if (rc < 0) close_with(conn, errf(-rc, "dial tcp %s: connect: %s", conn->peer, uv_strerror(rc)));
-}
-
-static void connect_next(nl_kube_conn_t *conn) {
-  struct addrinfo *ai = conn->ai_next;
-  conn->ai_next = ai->ai_next;
-  union {
-    struct sockaddr sa;
-    struct sockaddr_in in;
-    struct sockaddr_in6 in6;
-  } addr;
-  memset(&addr, 0, sizeof addr);
-  memcpy(&addr, ai->ai_addr, ai->ai_addrlen < sizeof addr ? ai->ai_addrlen : sizeof addr);
-  if (addr.sa.sa_family == AF_INET) addr.in.sin_port = htons((uint16_t)conn->client->url.port);
-  else addr.in6.sin6_port = htons((uint16_t)conn->client->url.port);
-  connect_to(conn, &addr.sa);
-}
-
-static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
-  nl_kube_conn_t *conn = req->data;
-  conn->gai_pending = false;
-  conn->live--;
-  if (conn->state == KC_CLOSED) {
-    if (res) uv_freeaddrinfo(res);
-    conn_maybe_free(conn);
-    return;
-  }
-  if (status < 0 || !res) {
-    if (res) uv_freeaddrinfo(res);
-    close_with(conn, errf(EHOSTUNREACH, "dial tcp: lookup %s: %s", conn->client->url.host,
-                          status == UV_EAI_NONAME ? "no such host" : uv_strerror(status)));
-    return;
-  }
-  conn->ai = conn->ai_next = res;
-  connect_next(conn);
-}
+static const nl__http_io_cbs_t io_cbs = {.on_data = io_data, .on_end = io_end};
 
 void nl_kube__conn_start(nl_kube_client_t *c) {
   nl_kube_conn_t *conn = nl_xcalloc(1, sizeof *conn);
@@ -356,25 +259,12 @@ void nl_kube__conn_start(nl_kube_client_t *c) {
   conn->health.data = conn;
   uv_timer_init(c->loop, &conn->idle);
   conn->idle.data = conn;
-  conn->live = 2;
-  conn->state = KC_RESOLVING;
-  union {
-    struct sockaddr sa;
-    struct sockaddr_in in;
-    struct sockaddr_in6 in6;
-  } addr;
-  if (uv_ip4_addr(c->url.host, c->url.port, &addr.in) == 0 ||
-      uv_ip6_addr(c->url.host, c->url.port, &addr.in6) == 0) {
-    connect_to(conn, &addr.sa);
-    return;
-  }
-  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-  conn->gai.data = conn;
-  int rc = uv_getaddrinfo(c->loop, &conn->gai, on_resolved, c->url.host, NULL, &hints);
-  if (rc < 0) {
-    close_with(conn, errf(EHOSTUNREACH, "dial tcp: lookup %s: %s", c->url.host, uv_strerror(rc)));
-    return;
-  }
-  conn->gai_pending = true;
-  conn->live++;
+  conn->live = 3;
+  conn->state = KC_CONNECTING;
+  conn->dial.data = conn;
+  conn->dial_open = true;
+  nl_dial_opts_t o = {.host = c->url.host, .port = c->url.port, .tls = c->tls,
+                      .server_name = c->server_name, .timeout_ms = NL_KUBE_DIAL_TIMEOUT_MS,
+                      .io_cbs = &io_cbs};
+  nl_dial_start(&conn->dial, c->loop, &o, on_dialed);
 }

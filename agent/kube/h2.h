@@ -1,8 +1,11 @@
-/* The API client's HTTP/2 engine (nghttp2), doing no I/O, as cri/grpc.h does
- * for gRPC: bytes read from the server go in with nl_kube_h2_recv(), bytes to
- * send come out through the write callback of nl_kube_h2_flush(). Each request
- * is a stream (nl_kube_h2_stream_t) the caller embeds in its request struct.
- * Responses are plain HTTP: a status, a few headers, a body in pieces.
+/* The API client's requests over the HTTP/2 engine (reactor/h2.h), doing no
+ * I/O, as cri/grpc.h does for gRPC: bytes read from the server go in with
+ * nl_kube_h2_recv(), bytes to send come out through the write callback of
+ * nl_kube_h2_flush(). Each request is a stream (nl_kube_h2_stream_t) the
+ * caller embeds in its request struct. Responses are plain HTTP: a status, a
+ * few headers, a body in pieces. Session set-up, windows, PINGs, GOAWAY and
+ * resets are the engine's; this file adds the request's header block and
+ * reads the response's head.
  *
  * Re-entrancy: stream callbacks run inside nl_kube_h2_recv(). They may submit
  * and cancel streams but must not free the session. */
@@ -13,9 +16,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "reactor/list.h"
+#include "reactor/h2.h"
 
-typedef struct nl_kube_h2 nl_kube_h2_t;
+/* The session is the engine's: nl_h2_recv(), nl_h2_flush(), nl_h2_ping(),
+ * nl_h2_active(), nl_h2_max_streams() and nl_h2_free_streams() work on it. */
+typedef nl_h2_t nl_kube_h2_t;
 typedef struct nl_kube_h2_stream nl_kube_h2_stream_t;
 
 /* The head of the response arrived (st->status, content_type, retry_after). */
@@ -38,32 +43,24 @@ struct nl_kube_h2_stream {
   nl_kube_h2_data_cb on_data;
   nl_kube_h2_close_cb on_close;
   /* engine-private from here */
-  nl_kube_h2_t *session;
-  nl_list_t link;      /* in the session's open streams */
-  int32_t id;
+  nl_h2_stream_t h2;   /* the HTTP/2 stream: its session (NULL when not open),
+                        * id, whether it was sent */
   int status;          /* :status, 0 until the head */
   char *content_type;  /* owned, NULL when none */
   char *retry_after;   /* owned, NULL when none */
-  const uint8_t *body; /* request body, borrowed until the stream ends */
-  size_t body_len, body_off;
-  bool got_response;   /* any frame of the response seen */
   bool head_done;      /* the final head arrived; later HEADERS are trailers */
   bool complete;       /* the response's END_STREAM arrived */
-  bool sent;           /* our HEADERS left the engine: the server may act on it */
 };
 
 typedef struct nl_kube_h2_header {
   const char *name, *value; /* lower-case names */
 } nl_kube_h2_header_t;
 
-typedef struct nl_kube_h2_cbs {
-  /* Bytes for the server; copy them. Return 0, or negative to fail the flush. */
-  int (*write)(void *user, const uint8_t *data, size_t len);
-  /* Our PING was acknowledged. */
-  void (*ping_ack)(void *user);
-  /* GOAWAY: no new streams; those above last_stream_id close as refused. */
-  void (*goaway)(void *user, uint32_t error_code, int32_t last_stream_id);
-} nl_kube_h2_cbs_t;
+/* The engine's callbacks (reactor/h2.h), called with the user given to
+ * nl_kube_h2_new(): write (bytes for the server; copy them), ping_ack (our
+ * PING was acknowledged), goaway (no new streams; those above last_stream_id
+ * close as refused). The server's PINGs are acknowledged at once. */
+typedef nl_h2_cbs_t nl_kube_h2_cbs_t;
 
 /* window: the receive window per stream and for the connection. Queues the
  * preface and SETTINGS. Returns NULL only on allocation failure. */
@@ -71,10 +68,6 @@ nl_kube_h2_t *nl_kube_h2_new(uint32_t window, const nl_kube_h2_cbs_t *cbs, void 
 /* Frees the session; open streams get no callback (the caller fails them,
  * retrying those not sent). */
 void nl_kube_h2_free(nl_kube_h2_t *s);
-
-/* Returns 0, or a negative nghttp2 error when the connection is broken. */
-int nl_kube_h2_recv(nl_kube_h2_t *s, const uint8_t *data, size_t len);
-int nl_kube_h2_flush(nl_kube_h2_t *s);
 
 /* Starts a request. body (may be NULL) is borrowed until the stream ends.
  * Returns 0, NL_KUBE_H2_EBUSY when the session takes no new stream now
@@ -84,17 +77,8 @@ int nl_kube_h2_submit(nl_kube_h2_t *s, nl_kube_h2_stream_t *st, const char *meth
                       const char *path, const char *authority,
                       const nl_kube_h2_header_t *hdrs, size_t n_hdrs, const void *body,
                       size_t body_len);
-#define NL_KUBE_H2_EBUSY (-100000)
+#define NL_KUBE_H2_EBUSY NL_H2_EBUSY
 /* Abandons a stream: RST_STREAM(CANCEL) is queued, no callback follows. */
 void nl_kube_h2_cancel(nl_kube_h2_stream_t *st);
-
-int nl_kube_h2_ping(nl_kube_h2_t *s);
-/* Streams open with a caller attached. */
-size_t nl_kube_h2_active(const nl_kube_h2_t *s);
-/* The server's SETTINGS_MAX_CONCURRENT_STREAMS (100 until its SETTINGS come). */
-uint32_t nl_kube_h2_max_streams(const nl_kube_h2_t *s);
-/* New streams the session takes now: 0 after GOAWAY or when broken; streams
- * cancelled but not yet closed count as taken, as in Go's transport. */
-size_t nl_kube_h2_free_streams(const nl_kube_h2_t *s);
 
 #endif

@@ -75,7 +75,7 @@ static void finish(nl_kube_req_t *r, nl_err_t *err, bool wrap) {
   if (err && wrap) wrap_op(r, &err);
   r->err = err;
   nl_list_remove(&r->link);
-  bool freed = prev == RQ_ACTIVE && r->stream.session;
+  bool freed = prev == RQ_ACTIVE && r->stream.h2.session;
   if (freed) {
     nl_kube_conn_t *conn = r->conn;
     nl_kube_h2_cancel(&r->stream);
@@ -249,7 +249,7 @@ static void st_close(nl_kube_h2_stream_t *st, uint32_t code, bool refused) {
     return;
   }
   if (!st->complete) {
-    finish_errf(r, EPROTO, "stream error: stream ID %d; %s; received from peer", st->id,
+    finish_errf(r, EPROTO, "stream error: stream ID %d; %s; received from peer", st->h2.id,
                 nghttp2_http2_strerror(code));
     return;
   }
@@ -288,7 +288,7 @@ void nl_kube__req_submit(nl_kube_req_t *r, nl_kube_conn_t *conn, int *rc) {
 
 void nl_kube__req_conn_lost(nl_kube_req_t *r, const nl_err_t *err) {
   nl_kube_client_t *c = r->client;
-  bool sent = r->stream.sent;
+  bool sent = r->stream.h2.sent;
   nl_kube_h2_cancel(&r->stream);
   nl_list_remove(&r->link);
   r->conn = NULL;

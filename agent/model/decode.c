@@ -762,6 +762,7 @@ static void pod_spec(dec_t *d, const nl_tnode_t *n, nl_pod_spec_t *s) {
   F("imagePullSecrets") SEQ(v, s->image_pull_secrets.items, s->image_pull_secrets.n, pull_secret);
   F("hostname") s->hostname = str(d, v);
   F("subdomain") s->subdomain = str(d, v);
+  F("hostnameOverride") s->hostname_override = str(d, v);
   F("schedulerName") s->scheduler_name = str(d, v);
   F("tolerations") SEQ(v, s->tolerations, s->n_tolerations, toleration);
   F("hostAliases") SEQ(v, s->host_aliases, s->n_host_aliases, host_alias);

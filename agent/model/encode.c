@@ -549,6 +549,7 @@ static void spec(jw_t *w, const nl_pod_spec_t *s) {
   LIST("imagePullSecrets", s->image_pull_secrets.items, s->image_pull_secrets.n, pull_secret);
   s_(w, "hostname", s->hostname);
   s_(w, "subdomain", s->subdomain);
+  s_(w, "hostnameOverride", s->hostname_override);
   if (s->required_node_affinity) {
     OBJ_BEGIN("affinity");
     OBJ_BEGIN("nodeAffinity");

@@ -457,6 +457,7 @@ typedef struct nl_pod_spec {
   nl_strlist_t image_pull_secrets;              /* the names */
   char *hostname;
   char *subdomain;
+  char *hostname_override; /* spec.hostnameOverride (HostnameOverride, beta in 1.36) */
   char *scheduler_name; /* defaulted to default-scheduler */
   nl_toleration_t *tolerations;
   size_t n_tolerations;
@@ -610,6 +611,11 @@ void nl_pod_set_defaults(nl_pod_t *pod);
  * Returns 0, or -1 with *err (NL_EINVAL) listing every problem, one per line,
  * `<origin>: <field.path>: <message>`. */
 int nl_pod_validate(const nl_pod_t *pod, const char *origin, nl_err_t **err);
+/* RFC 1123 names as apimachinery's IsDNS1123Label (lowercase alphanumerics and
+ * '-', at most 63) and IsDNS1123Subdomain (such labels joined by '.', at most
+ * 253). */
+bool nl_is_dns1123_label(const char *s);
+bool nl_is_dns1123_subdomain(const char *s);
 
 /* ---- static pods (upstream pkg/kubelet/config/common.go applyDefaults) ---- */
 

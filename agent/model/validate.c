@@ -43,7 +43,7 @@ static bool one_of(const char *s, const char *const *set) {
 
 static bool alnum_lower(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
 
-static bool nl__is_dns1123_label(const char *s) {
+bool nl_is_dns1123_label(const char *s) {
   size_t n = strlen(s);
   if (n == 0 || n > 63 || !alnum_lower(s[0]) || !alnum_lower(s[n - 1])) return false;
   for (size_t i = 0; i < n; i++)
@@ -51,7 +51,7 @@ static bool nl__is_dns1123_label(const char *s) {
   return true;
 }
 
-static bool is_dns1123_subdomain(const char *s) {
+bool nl_is_dns1123_subdomain(const char *s) {
   size_t n = strlen(s);
   if (n == 0 || n > 253) return false;
   char buf[254];
@@ -85,7 +85,7 @@ static bool is_qualified_name(const char *s) {
   if (pl == 0 || pl > 253) return false;
   memcpy(prefix, s, pl);
   prefix[pl] = 0;
-  return is_dns1123_subdomain(prefix) && is_qualified_part(slash + 1, strlen(slash + 1), 63);
+  return nl_is_dns1123_subdomain(prefix) && is_qualified_part(slash + 1, strlen(slash + 1), 63);
 }
 
 static bool is_label_value(const char *s) {
@@ -147,7 +147,7 @@ static void local_path(val_t *v, const char *p) {
 
 static void name_field(val_t *v, const char *s, bool subdomain, const char *what) {
   if (empty(s)) ERR("required");
-  else if (subdomain ? !is_dns1123_subdomain(s) : !nl__is_dns1123_label(s))
+  else if (subdomain ? !nl_is_dns1123_subdomain(s) : !nl_is_dns1123_label(s))
     ERR("must be a DNS-1123 %s (lowercase letters, digits, '-'%s, at most %d), got %s",
         subdomain ? "subdomain" : "label", subdomain ? ", '.'" : "", subdomain ? 253 : 63, s);
   (void)what;
@@ -250,7 +250,9 @@ static void resource_field_ref(val_t *v, const nl_resource_field_ref_t *r, bool 
              strncmp(r->resource, "requests.hugepages-", 19))
       ERR("unsupported value %s", r->resource);
   });
-  if (r->has_divisor && nl_quantity_sign(&r->divisor) <= 0)
+  /* Zero is the API's unset divisor (upstream validateContainerResourceDivisor
+   * accepts it; the kubelet reads it as 1). */
+  if (r->has_divisor && nl_quantity_sign(&r->divisor) < 0)
     KEY("divisor", ERR("must be positive"));
 }
 
@@ -369,7 +371,7 @@ static bool volume_exists(const val_t *v, const char *name) {
 static void container(val_t *v, const nl_container_t *c, bool init, names_t *seen) {
   KEY("name", {
     if (empty(c->name)) ERR("required");
-    else if (!nl__is_dns1123_label(c->name))
+    else if (!nl_is_dns1123_label(c->name))
       ERR("must be a DNS-1123 label (lowercase letters, digits, '-', at most 63), got %s", c->name);
     else {
       for (size_t i = 0; i < seen->n; i++)
@@ -491,7 +493,7 @@ static void downward(val_t *v, const nl_downward_api_source_t *d) {
 static void volume(val_t *v, const nl_volume_t *vol, size_t idx) {
   KEY("name", {
     if (empty(vol->name)) ERR("required");
-    else if (!nl__is_dns1123_label(vol->name))
+    else if (!nl_is_dns1123_label(vol->name))
       ERR("must be a DNS-1123 label (lowercase letters, digits, '-', at most 63), got %s", vol->name);
     else for (size_t j = 0; j < idx; j++)
       if (eq(v->pod->spec.volumes[j].name, vol->name)) ERR("duplicate value %s", vol->name);
@@ -630,6 +632,14 @@ static void spec(val_t *v, const nl_pod_spec_t *s) {
                                      (long long)s->active_deadline_seconds.v));
   if (!empty(s->hostname)) KEY("hostname", name_field(v, s->hostname, false, "hostname"));
   if (!empty(s->subdomain)) KEY("subdomain", name_field(v, s->subdomain, false, "subdomain"));
+  /* upstream validateHostnameOverride: a subdomain, and no host network */
+  if (s->hostname_override)
+    KEY("hostnameOverride", {
+      if (!nl_is_dns1123_subdomain(s->hostname_override))
+        ERR("must be a DNS-1123 subdomain, got %s", s->hostname_override);
+      else if (s->host_network)
+        ERR("Forbidden: may not be set when spec.hostNetwork is true");
+    });
   if (!empty(s->node_name)) KEY("nodeName", name_field(v, s->node_name, true, "nodeName"));
   if (!empty(s->service_account_name)) KEY("serviceAccountName", name_field(v, s->service_account_name, true, "sa"));
   KEY("nodeSelector", kv_keys(v, &s->node_selector, true));
@@ -658,7 +668,7 @@ static void spec(val_t *v, const nl_pod_spec_t *s) {
       if (empty(s->host_aliases[i].ip) || !is_ip(s->host_aliases[i].ip))
         KEY("ip", ERR("must be a valid IP address, got %s", s->host_aliases[i].ip ? s->host_aliases[i].ip : ""));
       for (size_t j = 0; j < s->host_aliases[i].hostnames.n; j++)
-        if (!is_dns1123_subdomain(s->host_aliases[i].hostnames.items[j]))
+        if (!nl_is_dns1123_subdomain(s->host_aliases[i].hostnames.items[j]))
           KEY("hostnames", IDX(j, ERR("must be a DNS-1123 subdomain, got %s", s->host_aliases[i].hostnames.items[j])));
     }));
   if (s->share_process_namespace == 1 && s->host_pid)

@@ -15,6 +15,16 @@ printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ns
 [ $rc -eq 2 ] && grep -q 'syncFrequency' "$E2E_TMP/err" \
   && ok "syncFrequency: banana exits 2 naming the field" || fail "bad config" "rc=$rc $(cat "$E2E_TMP/err")"
 
+# A node IP the apiserver could not reach the node at: refused before anything
+# starts, with upstream's reason (its node status gives it at every update).
+"$NANOLET" --node-ip 127.0.0.1 --root-dir "$E2E_TMP/never" 2>"$E2E_TMP/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "failed to validate nodeIP: nodeIP can't be loopback address" "$E2E_TMP/err" &&
+  [ ! -e "$E2E_TMP/never" ] && ok "--node-ip 127.0.0.1 exits 2 with upstream's reason" ||
+  fail "--node-ip 127.0.0.1" "rc=$rc $(cat "$E2E_TMP/err")"
+"$NANOLET" --node-ip 203.0.113.77 --root-dir "$E2E_TMP/never" 2>"$E2E_TMP/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "node IP: \"203.0.113.77\" not found in the host's network interfaces" "$E2E_TMP/err" &&
+  ok "--node-ip of no interface here exits 2" || fail "--node-ip 203.0.113.77" "rc=$rc $(cat "$E2E_TMP/err")"
+
 "$NANOLET" --config /nonexistent.yaml 2>"$E2E_TMP/err"; rc=$?
 [ $rc -eq 2 ] && grep -q '/nonexistent.yaml' "$E2E_TMP/err" && ok "missing config exits 2" || fail "missing config" "rc=$rc"
 
@@ -84,4 +94,33 @@ if wait_for 10 healthz_ok "$port"; then
   fi
 else
   kill -KILL "$holder" 2>/dev/null; fail "lock holder start" "$(tail -3 "$E2E_TMP/lock.log")"
+fi
+
+# A configuration file with no authentication: section (webhook, by default)
+# and no API server: the secure port stays closed, readOnlyPort is served.
+port=$(free_port)
+server_flags "$E2E_TMP"
+mkdir -p "$E2E_TMP/m3"
+cat >"$E2E_TMP/ro.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+healthzPort: $port
+port: $KPORT
+readOnlyPort: $RO_PORT
+staticPodPath: $E2E_TMP/m3
+containerRuntimeEndpoint: $NANOLET_TEST_CRI_ENDPOINT
+EOF
+"$NANOLET" --config "$E2E_TMP/ro.yaml" --root-dir "$E2E_TMP/root" --cert-dir "$E2E_TMP/pki" \
+  --hostname-override e2e-node >"$E2E_TMP/ro.log" 2>&1 &
+ro_agent=$!
+if wait_for 10 healthz_ok "$port"; then
+  out=$(curl -fsS "http://127.0.0.1:$RO_PORT/pods")
+  [ "$(jq -r .kind <<<"$out" 2>/dev/null)" = PodList ] && grep -q "port $KPORT is off: .*readOnlyPort is served" "$E2E_TMP/ro.log" &&
+    ! curl -ksS -o /dev/null "https://127.0.0.1:$KPORT/healthz" 2>/dev/null &&
+    ok "standalone, webhook authentication: readOnlyPort serves /pods, the secure port stays closed" ||
+    fail "read-only port alone" "${out:0:200} $(grep -i 'kubelet server' "$E2E_TMP/ro.log")"
+  kill -TERM "$ro_agent"; wait "$ro_agent"; rc=$?
+  [ $rc -eq 0 ] && ok "and exits 0 on SIGTERM" || fail "read-only agent SIGTERM" "rc=$rc $(tail -3 "$E2E_TMP/ro.log")"
+else
+  kill -KILL "$ro_agent" 2>/dev/null; fail "read-only agent start" "$(tail -3 "$E2E_TMP/ro.log")"
 fi

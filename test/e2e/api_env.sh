@@ -8,7 +8,10 @@
 # strategy's change re-syncs it); optional missing objects and keys leave the
 # pod running. Access: the apiserver's audit log shows that the node asked
 # only for the objects its pods reference, by name, and never for another
-# ConfigMap of the same namespace. Then, with
+# ConfigMap of the same namespace. Downward API resource values with the API's
+# "0" divisor and the Node's allocatable for unset limits, and the hostname of
+# spec.hostnameOverride; a pod with an unsafe sysctl is rejected at admission.
+# Then, with
 # configMapAndSecretChangeDetectionStrategy: Get in the config file, a Secret
 # still reaches its pod, fetched by a GET of its name.
 # API_ENV_NODE / API_ENV_KUBECONFIG: the node and its credential (default: a
@@ -24,24 +27,28 @@ AUDIT=${NANOLET_TEST_AUDIT_LOG:-}
 trap 'api_cleanup; e2e_finish; exit $?' EXIT
 
 fresh_ns "$PODS_NS"
+# pods are refused until the namespace's ServiceAccount exists
+wait_for 30 kubectl get sa default -n "$PODS_NS" >/dev/null 2>&1 ||
+  { fail "namespace" "no default ServiceAccount"; exit 1; }
 audit_start=0
 [ -r "$AUDIT" ] && audit_start=$(wc -l <"$AUDIT")
-kubectl create configmap -n "$PODS_NS" app --from-literal=MODE=fast --from-literal=level=3 >/dev/null
+kubectl create configmap -n "$PODS_NS" app --from-literal=MODE=fast --from-literal=level=3 \
+  --from-literal=data-1=value-1 >/dev/null
 kubectl create secret generic -n "$PODS_NS" db --from-literal=PASSWORD=s3cr3t \
   --from-literal=1bad=x >/dev/null
 kubectl create configmap -n "$PODS_NS" unrelated --from-literal=X=1 >/dev/null
 
+# bound_pod NAME: applies a pod bound to this node, its spec continued from stdin.
+bound_pod() {
+  { printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: %s, namespace: %s}\nspec:\n' "$1" "$PODS_NS"
+    printf '  nodeName: %s\n  automountServiceAccountToken: false\n' "$NODE"
+    printf '  terminationGracePeriodSeconds: 1\n'
+    cat; } | kubectl apply -f - >/dev/null
+}
 # pod NAME ENV ENVFROM: a pod bound to this node that prints its environment.
 pod() {
-  kubectl apply -f - >/dev/null <<EOF2
-apiVersion: v1
-kind: Pod
-metadata: {name: $1, namespace: $PODS_NS}
-spec:
-  nodeName: $NODE
-  automountServiceAccountToken: false
+  bound_pod "$1" <<EOF2
   enableServiceLinks: false
-  terminationGracePeriodSeconds: 1
   containers:
   - name: c
     image: $IMG
@@ -57,7 +64,7 @@ logged() { # logged POD LINE: the container's log has the line
   cat "$LOGS/${PODS_NS}_$1_$(get "$1" '{.metadata.uid}')"/c/*.log 2>/dev/null | grep -q " stdout F $2\$"
 }
 
-start_agent --kubeconfig "$KC" --node-ip 127.0.0.1 ${API_ENV_AGENT_FLAGS:-} || { fail "agent start" ""; exit 1; }
+start_agent --kubeconfig "$KC" --node-ip "$NODE_IP" ${API_ENV_AGENT_FLAGS:-} || { fail "agent start" ""; exit 1; }
 
 # --- env and envFrom from both kinds -------------------------------------------
 pod both '[{name: M, valueFrom: {configMapKeyRef: {name: app, key: MODE}}},
@@ -74,9 +81,79 @@ else fail "env pod runs" "phase $(get both '{.status.phase}'): $(get both '{.sta
 check "  configMapKeyRef reaches the container" wait_for 10 logged both "M=fast"
 check "  secretKeyRef (decoded)" logged both "P=s3cr3t"
 check "  envFrom configMapRef with its prefix" logged both "CM_MODE=fast"
+check "  envFrom: a key with a dash reaches the container (upstream's spec keys)" logged both "CM_data-1=value-1"
 check "  envFrom secretRef" logged both "PASSWORD=s3cr3t"
 check "  \$(VAR) sees envFrom variables" logged both "JOINED=fast/3"
 check "  a key that is no C identifier is a variable too (relaxed validation, as upstream)" logged both "1bad=x"
+
+# --- downward API resourceFieldRef: the API's "0" divisor, node allocatable -------
+# The API server gives an unset divisor as "0" (read as 1, as upstream); an
+# unset limit is the Node's allocatable (defaultPodLimitsForDownwardAPI).
+bound_pod dapi <<EOF2
+  enableServiceLinks: false
+  containers:
+  - name: c
+    image: $IMG
+    command: [sh, -c, "tr '\\\\0' '\\\\n' </proc/1/environ | sort; grep . /dapi/*; sleep 3600"]
+    resources: {requests: {cpu: 10m, memory: 16Mi}}
+    env:
+    - {name: CPU_LIMIT, valueFrom: {resourceFieldRef: {resource: limits.cpu}}}
+    - {name: MEMORY_LIMIT, valueFrom: {resourceFieldRef: {resource: limits.memory}}}
+    - {name: MEMORY_REQUEST, valueFrom: {resourceFieldRef: {resource: requests.memory}}}
+    volumeMounts: [{name: dapi, mountPath: /dapi}]
+  volumes:
+  - name: dapi
+    downwardAPI:
+      items:
+      - {path: cpu_request, resourceFieldRef: {containerName: c, resource: requests.cpu, divisor: 1m}}
+      - {path: memory_limit, resourceFieldRef: {containerName: c, resource: limits.memory}}
+EOF2
+# ceil of a quantity ("2", "1900m", "8036340Ki", "16Mi") in units
+units() { awk -v q="$1" 'BEGIN { n = q + 0; s = substr(q, length(n "") + 1)
+  m["m"] = 0.001; m["k"] = 1e3; m["M"] = 1e6; m["G"] = 1e9; m["Ki"] = 1024; m["Mi"] = 1048576; m["Gi"] = 1073741824
+  v = n * (s in m ? m[s] : 1); printf "%.0f\n", (v == int(v) ? v : int(v) + 1) }'; }
+alloc_cpu=$(units "$(kubectl get node "$NODE" -o jsonpath='{.status.allocatable.cpu}')")
+alloc_mem=$(units "$(kubectl get node "$NODE" -o jsonpath='{.status.allocatable.memory}')")
+if wait_for 40 phase_is dapi Running; then ok "a pod with resourceFieldRefs and no divisor (the API's \"0\") runs"
+else fail "resourceFieldRef pod runs" "$(get dapi '{.status.containerStatuses[0].state}')"; fi
+check "  env limits.cpu unset: the Node's allocatable cpu ($alloc_cpu)" wait_for 10 logged dapi "CPU_LIMIT=$alloc_cpu"
+check "  env limits.memory unset: the Node's allocatable memory ($alloc_mem)" logged dapi "MEMORY_LIMIT=$alloc_mem"
+check "  env requests.memory in bytes" logged dapi "MEMORY_REQUEST=16777216"
+check "  volume requests.cpu with divisor 1m" logged dapi "/dapi/cpu_request:10"
+check "  volume limits.memory unset: the Node's allocatable" logged dapi "/dapi/memory_limit:$alloc_mem"
+
+# --- spec.hostnameOverride (HostnameOverride, on in 1.36) ---------------------------
+bound_pod hover <<EOF2
+  hostname: custom-host
+  subdomain: sub
+  hostnameOverride: override.example.host
+  containers:
+  - name: c
+    image: $IMG
+    command: [sh, -c, "echo names=\$(hostname)';'\$(hostname -f)';'; sleep 3600"]
+EOF2
+if wait_for 40 phase_is hover Running && wait_for 10 logged hover "names=override.example.host;override.example.host;"; then
+  ok "hostnameOverride: hostname and hostname -f are the override (not hostname, subdomain or name)"
+else fail "hostnameOverride" "$(get hover '{.status.containerStatuses[0].state}') $(cat "$LOGS/${PODS_NS}_hover_"*/c/*.log 2>/dev/null)"; fi
+
+# --- an unsafe sysctl not allowed: rejected at admission ---------------------------
+bound_pod sysctl <<EOF2
+  securityContext:
+    sysctls: [{name: kernel.shm_rmid_forced, value: "1"}, {name: kernel.msgmax, value: "10000000000"}]
+  containers:
+  - {name: c, image: $IMG, command: [sleep, "3600"]}
+EOF2
+if wait_for 30 phase_is sysctl Failed && [ "$(get sysctl '{.status.reason}')" = SysctlForbidden ]; then
+  ok "kernel.msgmax (not safe, not allowed): Failed, SysctlForbidden, as upstream"
+else fail "sysctl admission" "$(get sysctl '{.status.phase} {.status.reason}')"; fi
+msg=$(get sysctl '{.status.message}')
+want='Pod was rejected: forbidden sysctl: "kernel.msgmax" not allowlisted'
+if [ "$msg" = "$want" ]; then ok "  with upstream's message"; else fail "sysctl message" "got '$msg', want '$want'"; fi
+sysctl_event() { kubectl get events -n "$PODS_NS" --field-selector involvedObject.name=sysctl \
+  -o jsonpath='{range .items[*]}{.type} {.reason} {.message}{"\n"}{end}' |
+  grep -qx 'Warning SysctlForbidden forbidden sysctl: "kernel.msgmax" not allowlisted'; }
+check "  and a Warning event SysctlForbidden (upstream rejectPod)" wait_for 10 sysctl_event
+check "  no sandbox was made for it" bash -c "! grep -q 'pod sysctl_$PODS_NS.*creating sandbox' '$E2E_TMP/agent.log'"
 
 # --- a missing required key, then added -----------------------------------------
 if wait_for 30 waiting_is missing CreateContainerConfigError; then
@@ -130,7 +207,7 @@ fi
 stop_agent TERM
 printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nconfigMapAndSecretChangeDetectionStrategy: Get\n' \
   >"$E2E_TMP/get.yaml"
-start_agent --config "$E2E_TMP/get.yaml" --kubeconfig "$KC" --node-ip 127.0.0.1 || fail "agent start (Get)" ""
+start_agent --config "$E2E_TMP/get.yaml" --kubeconfig "$KC" --node-ip "$NODE_IP" || fail "agent start (Get)" ""
 pod viaget '[{name: G, valueFrom: {secretKeyRef: {name: db, key: PASSWORD}}}]' '[]'
 if wait_for 40 phase_is viaget Running && wait_for 10 logged viaget "G=s3cr3t"; then
   ok "strategy Get: the secret reaches the container"

@@ -27,7 +27,7 @@ for i in $(seq 1 "$N"); do
     "$i" "$PODS_NS" "$i" "$i"
 done | kubectl apply -f - >/dev/null || fail "ConfigMaps" "kubectl apply failed"
 
-start_agent --kubeconfig "$KC" --node-ip 127.0.0.1 -v=2 || { fail "agent start" ""; exit 1; }
+start_agent --kubeconfig "$KC" --node-ip "$NODE_IP" -v=2 || { fail "agent start" ""; exit 1; }
 node_ready() {
   [ "$(kubectl get node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
 }

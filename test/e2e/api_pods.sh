@@ -66,7 +66,7 @@ phase_is() { [ "$(api_phase "$1")" = "$2" ]; }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 # --- a pod from kubectl runs -------------------------------------------------
-start_agent --kubeconfig "$KC" --node-ip 127.0.0.1 || exit 1
+start_agent --kubeconfig "$KC" --node-ip "$NODE_IP" || exit 1
 apply web 5 ignore
 if wait_for 30 phase_is web Running; then ok "kubectl apply: the pod is Running in nanolet's /pods"
 else fail "pod runs" "phase $(api_phase web)"; fi
@@ -142,7 +142,7 @@ stop_agent TERM
 check "containers keep running while nanolet is stopped" is_running gone-forced
 kubectl delete pod -n "$PODS_NS" gone-graceful --wait=false >/dev/null
 kubectl delete pod -n "$PODS_NS" gone-forced --grace-period=0 --force >/dev/null 2>&1
-start_agent --kubeconfig "$KC" --node-ip 127.0.0.1
+start_agent --kubeconfig "$KC" --node-ip "$NODE_IP"
 if wait_for 20 not_running gone-graceful; then ok "a pod deleted (deletionTimestamp) while nanolet was stopped is stopped at start"
 else fail "deleted while down" "gone-graceful still runs"; fi
 if wait_for 20 not_running gone-forced && wait_for 20 no_sandbox gone-forced; then
@@ -159,7 +159,7 @@ drop_id=$(running_id drop)
 wait_for 10 grep -q '"name":"drop"' "$ROOT/api-pods.checkpoint"
 stop_agent TERM
 t0=$(now_ms)
-start_agent --kubeconfig "$DEAD_KC" --node-ip 127.0.0.1
+start_agent --kubeconfig "$DEAD_KC" --node-ip "$NODE_IP"
 if wait_for 20 phase_is keep Running && wait_for 5 phase_is drop Running; then
   ok "API server unreachable: the checkpointed pods run again ($(($(now_ms) - t0)) ms after start)"
 else fail "offline start" "keep $(api_phase keep), drop $(api_phase drop)"; fi
@@ -169,7 +169,7 @@ check "offline: no container restarted (same container ids)" \
 check "offline: the agent says it runs from the checkpoint" grep -Eq "running the [0-9]+ pods of the checkpoint" "$E2E_TMP/agent.log"
 stop_agent TERM
 kubectl delete pod -n "$PODS_NS" drop --grace-period=0 --force >/dev/null 2>&1
-start_agent --kubeconfig "$KC" --node-ip 127.0.0.1
+start_agent --kubeconfig "$KC" --node-ip "$NODE_IP"
 if wait_for 20 not_running drop; then ok "API server back: the pod deleted meanwhile is stopped"
 else fail "reconcile" "drop still runs"; fi
 sleep 2

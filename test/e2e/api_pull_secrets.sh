@@ -63,7 +63,7 @@ spec:
   - {name: c, image: "$REG/busybox:latest", imagePullPolicy: Always, command: [sleep, "3600"]}
 EOF
 
-start_agent --kubeconfig "$KC" --node-ip 127.0.0.1 || exit 1
+start_agent --kubeconfig "$KC" --node-ip "$NODE_IP" || exit 1
 
 t0=$(date +%s%N)
 # The wrong secret first: each credential is tried in turn.

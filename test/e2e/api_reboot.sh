@@ -72,7 +72,7 @@ spec:
 ---
 EOF2
 done | kubectl apply -f - >/dev/null
-start_agent --kubeconfig "$KC" --node-ip 127.0.0.1 || exit 1
+start_agent --kubeconfig "$KC" --node-ip "$NODE_IP" || exit 1
 wait_for 60 all_running && ok "before: $N API pods run" || fail "before" "$(cri ps -o json | jq '.containers | length') containers"
 checkpointed() { [ "$(grep -o '"name":"r[0-9]*"' "$ROOT/api-pods.checkpoint" 2>/dev/null | sort -u | wc -l)" = "$N" ]; }
 check "the checkpoint holds the $N pods" wait_for 10 checkpointed
@@ -98,7 +98,7 @@ private "$TESTENV/setup.sh" >/dev/null 2>>"$E2E_TMP/setup.log" && ok "containerd
   || fail "containerd start" "$(tail -3 "$E2E_TMP/setup.log")"
 check "no pod runs before nanolet" [ -z "$(ready_ids)" ]
 t0=$(now_ms)
-start_agent --kubeconfig "$DEAD_KC" --node-ip 127.0.0.1
+start_agent --kubeconfig "$DEAD_KC" --node-ip "$NODE_IP"
 if wait_for 60 all_running; then
   took=$(($(now_ms) - t0))
   ok "every checkpointed pod runs again, ${took} ms after nanolet's start"
@@ -125,7 +125,7 @@ if [ -n "$took" ] && out=$("$FLOOR" run "$N" "$PODS_NS-floor"); then
 fi
 
 # --- the API server back: deleted through it, the pods go ---------------------------
-start_agent --kubeconfig "$KC" --node-ip 127.0.0.1
+start_agent --kubeconfig "$KC" --node-ip "$NODE_IP"
 check "the API server answers again: the same sandboxes carry on" [ "$(ready_ids)" = "$after" ]
 kubectl delete pods -n "$PODS_NS" --all --wait=false >/dev/null
 api_empty() { [ "$(kubectl get pods -n "$PODS_NS" --no-headers 2>/dev/null | wc -l)" = 0 ]; }

@@ -16,7 +16,7 @@ scale_cleanup() {
   kubectl delete pods -n "$PODS_NS" --all --grace-period=0 --force >/dev/null 2>&1
   if [ -z "$AGENT_PID" ] || ! kill -0 "$AGENT_PID" 2>/dev/null; then
     AGENT_PID=
-    start_agent --kubeconfig "$KC" --node-ip 127.0.0.1 >/dev/null 2>&1
+    start_agent --kubeconfig "$KC" --node-ip "$NODE_IP" >/dev/null 2>&1
   fi
   wait_for 120 runtime_clear
   stop_agent TERM
@@ -34,7 +34,7 @@ kubectl create ns "$PODS_NS" >/dev/null
 # Pods are refused until the controller-manager has made the namespace's service account.
 wait_for 30 kubectl get serviceaccount default -n "$PODS_NS" -o name >/dev/null
 # -v=6: the API client logs each request (counted at the end).
-start_agent --kubeconfig "$KC" --node-ip 127.0.0.1 -v=6 || exit 1
+start_agent --kubeconfig "$KC" --node-ip "$NODE_IP" -v=6 || exit 1
 node_ready() { [ "$(kubectl get node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]; }
 wait_for 30 node_ready || fail "node" "$NODE is not Ready"
 

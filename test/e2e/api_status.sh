@@ -43,7 +43,7 @@ expect_api() { # expect_api NAME SECONDS POD JQ VALUE
   if wait_for "$2" is "$3" "$4" "$5"; then ok "$1"; else fail "$1" "$4 = $(jget "$3" "$4"), want $5"; fi
 }
 
-start_agent --kubeconfig "$KC" --node-ip 127.0.0.1 || exit 1
+start_agent --kubeconfig "$KC" --node-ip "$NODE_IP" || exit 1
 node_ready() { [ "$(kubectl get node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]; }
 wait_for 20 node_ready || fail "node Ready" "$NODE is not Ready"
 
@@ -58,7 +58,7 @@ expect_api "kubectl get pod: Running" 40 web .status.phase Running
 expect_api "kubectl get pod: Ready (readiness probe)" 20 web '.status.conditions[] | select(.type == "Ready") | .status' True
 p=$(get web)
 check "podIP in the pod network" bash -c "[[ '$(jq -r .status.podIP <<<"$p")' == 10.88.0.* ]]"
-check "hostIP is the node's" [ "$(jq -r .status.hostIP <<<"$p")" = 127.0.0.1 ]
+check "hostIP is the node's" [ "$(jq -r .status.hostIP <<<"$p")" = "$NODE_IP" ]
 check "startTime is set" [ "$(jq -r '.status.startTime | test("^20[0-9-]+T")' <<<"$p")" = true ]
 check "qosClass Burstable" [ "$(jq -r .status.qosClass <<<"$p")" = Burstable ]
 cs=$(jq -c '.status.containerStatuses[0]' <<<"$p")

@@ -5,6 +5,8 @@
 # token that the apiserver accepts, the cluster CA and the namespace;
 # configMap and secret volumes have their content and modes (items,
 # defaultMode, mode, fsGroup), secrets on a tmpfs, all mounted read-only; an
+# emptyDir on tmpfs takes the fsGroup (setgid, so new files too), and so does a
+# subPath made for a container; a non-root user reads a configMap volume; an
 # updated ConfigMap reaches the running container within seconds with no
 # restart (and not its subPath mount); a deleted optional ConfigMap leaves the
 # pod running; a nanolet restart rewrites no volume and restarts no container.
@@ -42,7 +44,7 @@ mode_of() { inside "$1" stat -L -c '%a %g' "$2"; }
 restarts() { kubectl get pod -n "$PODS_NS" "$1" -o jsonpath='{.status.containerStatuses[0].restartCount}'; }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
-start_agent --kubeconfig "$KC" --node-ip 127.0.0.1 || exit 1
+start_agent --kubeconfig "$KC" --node-ip "$NODE_IP" || exit 1
 
 # --- kubectl run: the projected service-account volume -------------------------
 kubectl run web -n "$PODS_NS" --image="$IMG" --restart=Never \
@@ -100,6 +102,46 @@ check "the volumes are read-only" [ "$(inside vols sh -c 'touch /all/x 2>/dev/nu
 check "optional configMap: content" inside_is vols /opt/x 1
 check "subPath of a configMap volume" inside_is vols /sub-a 1
 
+# --- fsGroup on an emptyDir (tmpfs), a new subPath, a non-root reader ------------
+kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: fsg, namespace: $PODS_NS}
+spec:
+  nodeName: $NODE
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  securityContext: {fsGroup: 123}
+  volumes: [{name: mem, emptyDir: {medium: Memory}}]
+  containers:
+  - name: c
+    image: $IMG
+    command: [sh, -c, "echo x >/mem/new; sleep 3600"]
+    volumeMounts: [{name: mem, mountPath: /mem}, {name: mem, mountPath: /sub, subPath: test-sub}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: nonroot, namespace: $PODS_NS}
+spec:
+  nodeName: $NODE
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  securityContext: {runAsUser: 1000}
+  volumes: [{name: cm, configMap: {name: app}}]
+  containers:
+  - {name: c, image: $IMG, command: [sleep, "3600"], volumeMounts: [{name: cm, mountPath: /etc/configmap-volume}]}
+EOF
+wait_for 40 is_running fsg || fail "fsGroup pod" "$(grep -E 'fsg' "$E2E_TMP/agent.log" | tail -3)"
+stat_of() { inside "$1" stat -c '%a %g' "$2"; }
+new_file_group() { [ "$(inside fsg stat -c %g /mem/new)" = 123 ]; }
+check "emptyDir on tmpfs with fsGroup 123: root 3777 (tmpfs 1777 + setgid), group 123" \
+  [ "$(stat_of fsg /mem)" = "3777 123" ]
+check "  a file the root container makes there has the fsGroup (setgid directory)" wait_for 5 new_file_group
+check "  a nonexistent subPath is made with the volume's mode and group (upstream's SafeMakeDir)" \
+  [ "$(stat_of fsg /sub)" = "3777 123" ]
+wait_for 40 is_running nonroot || fail "non-root configMap pod" "$(grep -E 'nonroot' "$E2E_TMP/agent.log" | tail -3)"
+check "configMap volume read by a non-root user without fsGroup" inside_is nonroot /etc/configmap-volume/a 1
+
 # --- updates ----------------------------------------------------------------------
 ID=$(running_id vols)
 t0=$(now_ms)
@@ -120,7 +162,7 @@ data_links() { for d in "$ROOT"/pods/*/volumes/*/*; do readlink "$d/..data"; don
 BEFORE=$(data_links)
 WEB_ID=$(running_id web)
 stop_agent TERM
-start_agent --kubeconfig "$KC" --node-ip 127.0.0.1 || exit 1
+start_agent --kubeconfig "$KC" --node-ip "$NODE_IP" || exit 1
 sleep 5
 check "restart: no volume rewritten (the same ..data directories)" [ "$(data_links)" = "$BEFORE" ]
 check "restart: no container restarted" [ "$(running_id vols) $(running_id web)" = "$ID $WEB_ID" ]

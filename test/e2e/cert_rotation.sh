@@ -21,7 +21,6 @@ k8s_env || { fail "control plane" "tools/testenv/controlplane.sh up failed"; exi
 A=${NANOLET_TEST_TLSBOOT_NODE:-nanolet-tlsboot}
 B=${NANOLET_TEST_TLSBOOT_NODE2:-nanolet-tlsboot2}
 NS=tlsboot-e2e-rotation
-NODE_IP=${NANOLET_TEST_NODE_IP:-$(ip -4 -o route get 192.0.2.255 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p')}
 IMG=localhost/busybox:1.36
 declare -A PID HPORT
 PROXY_PID=

@@ -66,7 +66,7 @@ spec:
   containers: [{name: app, image: $IMG, command: [sleep, "3600"]}]
 EOF2
 
-start_agent --kubeconfig "$KC" --node-ip 127.0.0.1
+start_agent --kubeconfig "$KC" --node-ip "$NODE_IP"
 # events NS FIELD-SELECTOR: the Events as JSON items
 events() { kubectl get events -n "$1" --field-selector "$2" -o json 2>/dev/null | jq -c '.items'; }
 has_event() { # has_event NS SELECTOR JQ-FILTER

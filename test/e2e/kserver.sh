@@ -18,7 +18,6 @@ PODS_NS=nanolet-e2e-kserver
 k8s_env || { fail "control plane" "tools/testenv/controlplane.sh up failed"; exit 1; }
 NODE=${NANOLET_TEST_KSERVER_NODE:-nl-kserver}
 KC=${NANOLET_TEST_KSERVER_KUBECONFIG:-$("$NANOLET_TEST_CONTROLPLANE" cert "$NODE" "system:node:$NODE" system:nodes)}
-NODE_IP=${NANOLET_TEST_NODE_IP:-$(ip -4 -o route get 192.0.2.255 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p')}
 PKI=$(dirname "$NANOLET_TEST_K8S_CA")
 IMG=localhost/busybox:1.36
 SA_NS=$PODS_NS-sa
@@ -156,8 +155,7 @@ check "previous of a container that never restarted: 400" \
   bash -c "[ $c = 400 ] && grep -q 'previous terminated container \"c\" in pod \"logger-$NODE\" not found' '$E2E_TMP/body'"
 
 # --- kubectl logs on API pods ----------------------------------------------------------
-if "$NANOLET" --help 2>&1 | grep -q -- '--pod-checkpoint'; then
-  kubectl apply -f - >/dev/null <<EOF2
+kubectl apply -f - >/dev/null <<EOF2
 apiVersion: v1
 kind: Pod
 metadata: {name: talker, namespace: $SA_NS}
@@ -178,43 +176,40 @@ spec:
   containers:
   - {name: c, image: $IMG, command: [sh, -c, 'echo "attempt \$(cat /proc/uptime)"; sleep 4; exit 1']}
 EOF2
-  klogs() { kubectl logs -n "$SA_NS" "$@" 2>&1; }
-  talked() { [ "$(klogs talker | grep -c '^talk ')" -ge 15 ]; }
-  if wait_for 60 talked; then
-    out=$(klogs talker --tail=3)
-    check "kubectl logs --tail=3" [ "$(grep -c '^talk ' <<<"$out")" = 3 ]
-    check "kubectl logs --timestamps" bash -c "grep -Eq '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(Z|[+-][0-9:]+) talk [0-9]+\$' <<<\"\$('$NANOLET_TEST_KUBECTL' logs -n '$SA_NS' talker --tail=1 --timestamps)\""
-    n=$(klogs talker --since=2s | grep -c '^talk ')
-    if [ "$n" -ge 5 ] && [ "$n" -le 16 ]; then ok "kubectl logs --since=2s: $n lines"; else fail "kubectl logs --since" "$n"; fi
-    timeout 5 "$NANOLET_TEST_KUBECTL" logs -n "$SA_NS" talker -f --tail=0 >"$E2E_TMP/kfollow" 2>&1
-    n=$(grep -c '^talk ' "$E2E_TMP/kfollow")
-    first=$(grep -m1 '^talk ' "$E2E_TMP/kfollow" | cut -d' ' -f2)
-    last=$(grep '^talk ' "$E2E_TMP/kfollow" | tail -1 | cut -d' ' -f2)
-    if [ "$n" -ge 8 ] && [ "$((last - first + 1))" = "$n" ]; then ok "kubectl logs -f: $n new lines in 5 s"
-    else fail "kubectl logs -f" "$n lines, $first..$last"; fi
-  else
-    fail "kubectl logs" "$(klogs talker | tail -3)"
-  fi
-  again() { kubectl get pod -n "$SA_NS" crasher -o json 2>/dev/null |
-    jq -e '.status.containerStatuses[0] | .restartCount >= 1 and .state.running != null' >/dev/null; }
-  # The instance runs 4 s: when it has died by the time kubectl reads, the
-  # current and the previous log are the same instance's. Up to 3 tries.
-  prev_ok() {
-    wait_for 90 again || return 1
-    prev=$(klogs crasher --previous)
-    cur=$(klogs crasher)
-    grep -q '^attempt ' <<<"$prev" && [ "$prev" != "$cur" ]
-  }
-  if wait_for 90 again; then
-    if prev_ok || prev_ok || prev_ok; then ok "kubectl logs --previous"
-    else fail "kubectl logs --previous" "prev=$prev cur=$cur"; fi
-  else
-    fail "crasher restarted (API pod)" "$(kubectl get pod -n "$SA_NS" crasher -o jsonpath='{.status.containerStatuses[0]}')"
-  fi
-  kubectl delete pod -n "$SA_NS" talker crasher --grace-period=0 --force >/dev/null 2>&1
+klogs() { kubectl logs -n "$SA_NS" "$@" 2>&1; }
+talked() { [ "$(klogs talker | grep -c '^talk ')" -ge 15 ]; }
+if wait_for 60 talked; then
+  out=$(klogs talker --tail=3)
+  check "kubectl logs --tail=3" [ "$(grep -c '^talk ' <<<"$out")" = 3 ]
+  check "kubectl logs --timestamps" bash -c "grep -Eq '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(Z|[+-][0-9:]+) talk [0-9]+\$' <<<\"\$('$NANOLET_TEST_KUBECTL' logs -n '$SA_NS' talker --tail=1 --timestamps)\""
+  n=$(klogs talker --since=2s | grep -c '^talk ')
+  if [ "$n" -ge 5 ] && [ "$n" -le 16 ]; then ok "kubectl logs --since=2s: $n lines"; else fail "kubectl logs --since" "$n"; fi
+  timeout 5 "$NANOLET_TEST_KUBECTL" logs -n "$SA_NS" talker -f --tail=0 >"$E2E_TMP/kfollow" 2>&1
+  n=$(grep -c '^talk ' "$E2E_TMP/kfollow")
+  first=$(grep -m1 '^talk ' "$E2E_TMP/kfollow" | cut -d' ' -f2)
+  last=$(grep '^talk ' "$E2E_TMP/kfollow" | tail -1 | cut -d' ' -f2)
+  if [ "$n" -ge 8 ] && [ "$((last - first + 1))" = "$n" ]; then ok "kubectl logs -f: $n new lines in 5 s"
+  else fail "kubectl logs -f" "$n lines, $first..$last"; fi
 else
-  ok "kubectl logs on API pods: not run, this build has no API pod source (the checks above cover /containerLogs)"
+  fail "kubectl logs" "$(klogs talker | tail -3)"
 fi
+again() { kubectl get pod -n "$SA_NS" crasher -o json 2>/dev/null |
+  jq -e '.status.containerStatuses[0] | .restartCount >= 1 and .state.running != null' >/dev/null; }
+# The instance runs 4 s: when it has died by the time kubectl reads, the
+# current and the previous log are the same instance's. Up to 3 tries.
+prev_ok() {
+  wait_for 90 again || return 1
+  prev=$(klogs crasher --previous)
+  cur=$(klogs crasher)
+  grep -q '^attempt ' <<<"$prev" && [ "$prev" != "$cur" ]
+}
+if wait_for 90 again; then
+  if prev_ok || prev_ok || prev_ok; then ok "kubectl logs --previous"
+  else fail "kubectl logs --previous" "prev=$prev cur=$cur"; fi
+else
+  fail "crasher restarted (API pod)" "$(kubectl get pod -n "$SA_NS" crasher -o jsonpath='{.status.containerStatuses[0]}')"
+fi
+kubectl delete pod -n "$SA_NS" talker crasher --grace-period=0 --force >/dev/null 2>&1
 
 # --- /debug/flags/v ----------------------------------------------------------------
 c=$(code "${cc[@]}" -X PUT --data 5 "$url/debug/flags/v")

@@ -15,7 +15,6 @@ PODS_NS=nanolet-e2e-streams
 k8s_env || { fail "control plane" "tools/testenv/controlplane.sh up failed"; exit 1; }
 NODE=${NANOLET_TEST_STREAMS_NODE:-nl-kstream}
 KC=${NANOLET_TEST_STREAMS_KUBECONFIG:-$("$NANOLET_TEST_CONTROLPLANE" cert "$NODE" "system:node:$NODE" system:nodes)}
-NODE_IP=${NANOLET_TEST_NODE_IP:-$(ip -4 -o route get 192.0.2.255 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p')}
 IMG=localhost/busybox:1.36
 POD=box-$NODE
 PF_PID=

@@ -21,6 +21,10 @@ wait_for() { # wait_for SECONDS CMD... : polls CMD every 100 ms
   done
 }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo $((20000 + RANDOM % 20000)); }
+# NODE_IP: the address tests give as --node-ip, a non-loopback one of this host
+# (tools/testenv/node-ip.sh; NANOLET_TEST_NODE_IP overrides it), empty when the
+# host has none.
+NODE_IP=$("$(dirname "${BASH_SOURCE[0]}")/../../tools/testenv/node-ip.sh" 2>/dev/null || true)
 healthz_ok() { [ "$(curl -fsS "http://127.0.0.1:$1/healthz")" = ok ]; }
 # server_flags DIR: sets SERVER_FLAGS, flags that give an agent's kubelet
 # server ports of its own (KPORT for HTTPS, RO_PORT for the read-only port,

@@ -37,7 +37,7 @@ spec:
 EOF
 
 t0=$(date +%s%N)
-start_agent --kubeconfig "$KC" --node-ip 127.0.0.1
+start_agent --kubeconfig "$KC" --node-ip "$NODE_IP"
 if wait_for 30 mirror_is .status.phase Running; then
   ok "the mirror pod is Running in kubectl $((($(date +%s%N) - t0) / 1000000)) ms after start"
 else
@@ -55,7 +55,7 @@ else
   fail "Ready" "$(mq -c .status.conditions)"
 fi
 check "podIP is the sandbox's" [ "$(mq .status.podIP)" = "$(refresh_pods; pod web .status.podIP)" ]
-check "hostIP is --node-ip" [ "$(mq .status.hostIP)" = 127.0.0.1 ]
+check "hostIP is --node-ip" [ "$(mq .status.hostIP)" = "$NODE_IP" ]
 check "startTime is set" [ "$(mq .status.startTime)" != null ]
 check "qosClass" [ "$(mq .status.qosClass)" = BestEffort ]
 check "container status: running, ready, started, ids" \

@@ -34,7 +34,7 @@ EOF
 
 # --- joining -----------------------------------------------------------------
 t0=$(date +%s%N)
-start_agent --kubeconfig "$NANOLET_TEST_NODE_KUBECONFIG" --node-ip 127.0.0.1 \
+start_agent --kubeconfig "$NANOLET_TEST_NODE_KUBECONFIG" --node-ip "$NODE_IP" \
   --node-labels site=lab,tier=edge --register-with-taints edge=gateway:NoSchedule \
   --kube-reserved memory=100Mi,cpu=100m --system-reserved memory=50Mi \
   --eviction-hard 'memory.available<100Mi,nodefs.available<10%' --max-pods 50
@@ -57,7 +57,7 @@ want=$(((mem_kib - (100 + 50 + 100) * 1024)))Ki
 check "allocatable: memory less reservations and evictionHard" [ "$(field .status.allocatable.memory)" = "$want" ]
 check "allocatable: cpu less kubeReserved" [ "$(field .status.allocatable.cpu)" = "$(($(nproc) * 1000 - 100))m" ]
 check "addresses: InternalIP from --node-ip and Hostname" \
-  [ "$(field '[.status.addresses[] | "\(.type)=\(.address)"] | join(",")')" = "InternalIP=127.0.0.1,Hostname=$NODE" ]
+  [ "$(field '[.status.addresses[] | "\(.type)=\(.address)"] | join(",")')" = "InternalIP=$NODE_IP,Hostname=$NODE" ]
 check "nodeInfo: bootID is the host's" [ "$(field .status.nodeInfo.bootID)" = "$(cat /proc/sys/kernel/random/boot_id)" ]
 check "nodeInfo: machineID is the host's" [ "$(field .status.nodeInfo.machineID)" = "$(cat /etc/machine-id)" ]
 check "nodeInfo: kernel" [ "$(field .status.nodeInfo.kernelVersion)" = "$(uname -r)" ]

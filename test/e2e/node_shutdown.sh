@@ -114,7 +114,7 @@ kind: KubeletConfiguration
 shutdownGracePeriod: 4s
 shutdownGracePeriodCriticalPods: 2s
 EOF
-start_agent --config "$CFG" --kubeconfig "$KC" --node-ip 127.0.0.1 || exit 1
+start_agent --config "$CFG" --kubeconfig "$KC" --node-ip "$NODE_IP" || exit 1
 # (applied again while the shared apiserver does not answer)
 cat >"$E2E_TMP/api.yaml" <<EOF
 apiVersion: v1

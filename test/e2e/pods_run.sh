@@ -54,7 +54,11 @@ manifest web Always 'echo name=$POD_NAME ip=$POD_IP ns=$POD_NS; cat /host/file; 
   hostAliases: [{ip: 10.1.2.3, hostnames: [foo.remote, bar.remote]}]"
 # sh -c as PID 1 ignores SIGTERM: the grace period has to run out.
 GRACE=4 manifest stubborn Always 'sleep 3600'
-manifest hostnet Always 'cat /etc/hosts; sleep 3600' '  hostNetwork: true'
+manifest hostnet Always 'echo hostip=$HOST_IP podip=$POD_IP; cat /etc/hosts; sleep 3600' \
+'    env:
+    - {name: HOST_IP, valueFrom: {fieldRef: {fieldPath: status.hostIP}}}
+    - {name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}
+  hostNetwork: true'
 manifest never Never 'echo failing; exit 1'
 manifest onfailure OnFailure 'echo done; exit 0'
 
@@ -86,6 +90,9 @@ first=$(grep -v '^[[:space:]]*$' /etc/hosts | head -1)
 wait_for 5 grep -qF "stdout F # Kubernetes-managed hosts file (host network)." "$hlog" \
   && grep -qF "stdout F $first" "$hlog" && ok "hostNetwork /etc/hosts: the node's file under the host-network header" \
   || fail "hostNetwork /etc/hosts" "$(cat "$hlog")"
+grep -qF "stdout F hostip=$hip podip=$hip" "$hlog" \
+  && ok "hostNetwork env: status.hostIP and status.podIP are the node's IP (upstream's spec)" \
+  || fail "hostNetwork env" "$(grep hostip= "$hlog")"
 
 expect "restartPolicy Never, exit 1: Failed" 20 never .status.phase Failed
 expect "  ... exitCode 1" 1 never '.status.containerStatuses[0].state.terminated.exitCode' 1

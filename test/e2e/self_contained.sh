@@ -3,8 +3,9 @@
 # Debian's source packages, -Os, LTO) needs only the C library: its ELF needs
 # nothing else, and it runs in a root that holds nothing but itself, libc, the
 # dynamic loader and a manifest: --version, manifest check, and a short
-# standalone start (healthz, SIGTERM) there. The arm64 build stays within its
-# size budget (issue: <= 1.5 MiB stripped).
+# standalone start (healthz, SIGTERM) there, on free ports while another
+# process holds the kubelet's well-known ones (10250, 10248). The arm64 build
+# stays within its size budget (issue: <= 1.5 MiB stripped).
 . "$(dirname "$0")/lib.sh"
 : "${NANOLET_TEST_CRI_ENDPOINT:?run tools/testenv/setup.sh and . tools/testenv/env.sh}"
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
@@ -47,8 +48,26 @@ out=$(chroot "$R" /bin/nanolet manifest check /m/web.yaml 2>"$E2E_TMP/err") && [
   && ok "manifest check in the bare root" || fail "manifest check" "${out:0:300}"
 # The runtime's socket, bound in: healthz needs one answer from it.
 port=$(free_port)
+server_flags /tmp # --cert-dir /tmp/pki in the root
+# Another agent on the machine: something holds the well-known ports first (a
+# port already taken by someone else proves the same).
+/usr/bin/python3 -c '
+import socket, time
+held = []
+for p in (10250, 10248):
+    s = socket.socket()
+    try:
+        s.bind(("0.0.0.0", p)); s.listen(); held.append(s)
+    except OSError:
+        pass
+time.sleep(300)' &
+squatter=$!
+listening() { ss -Hltn "sport = :$1" | grep -q .; }
+wait_for 5 listening 10250 && wait_for 5 listening 10248 && ok "ports 10250 and 10248 are taken" ||
+  fail "squatter" "$(ss -Hltn)"
 # Unmounted on every exit; those already unmounted below are no failure.
 unmount_root() {
+  kill "$squatter" 2>/dev/null
   umount "$R/run/cri.sock" "$R/proc" 2>/dev/null
   umount -R "$R/sys" 2>/dev/null
   return 0
@@ -60,11 +79,14 @@ mount --rbind /sys "$R/sys"
 mount --make-rslave "$R/sys"
 touch "$R/run/cri.sock"
 mount --bind "${NANOLET_TEST_CRI_ENDPOINT#unix://}" "$R/run/cri.sock"
-chroot "$R" /bin/nanolet --pod-manifest-path /empty --root-dir /tmp/root --healthz-port "$port" \
+# shellcheck disable=SC2086
+chroot "$R" /bin/nanolet --pod-manifest-path /empty --root-dir /tmp/root --healthz-port "$port" $SERVER_FLAGS \
   --container-runtime-endpoint unix:///run/cri.sock --hostname-override bare >"$E2E_TMP/agent.log" 2>&1 &
 pid=$!
 wait_for 10 healthz_ok "$port" && grep -q 'container runtime containerd' "$E2E_TMP/agent.log" \
   && ok "starts standalone in the bare root, talks to containerd (healthz ok)" || fail "start" "$(tail -5 "$E2E_TMP/agent.log")"
+[ "$(curl -fsS "http://127.0.0.1:$RO_PORT/healthz")" = ok ] && curl -ksS -o /dev/null "https://127.0.0.1:$KPORT/healthz" \
+  && ok "the kubelet server on its free ports ($KPORT, read-only $RO_PORT)" || fail "kubelet server" "$(tail -5 "$E2E_TMP/agent.log")"
 kill -TERM $pid; wait $pid; rc=$?
 umount "$R/run/cri.sock" "$R/proc"
 umount -R "$R/sys"

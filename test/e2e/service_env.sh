@@ -43,7 +43,7 @@ logged() { # logged POD LINE: the container's log has the line
   grep -q " stdout F $2\$" "$f" 2>/dev/null
 }
 
-start_agent --kubeconfig "$KC" --node-ip 127.0.0.1 || { fail "agent start" ""; exit 1; }
+start_agent --kubeconfig "$KC" --node-ip "$NODE_IP" || { fail "agent start" ""; exit 1; }
 envpod links true
 envpod nolinks false
 expect "a pod with service links runs" 30 links .status.phase Running

@@ -18,7 +18,6 @@ PODS_NS=tlsboot-e2e-bootstrap
 k8s_env || { fail "control plane" "tools/testenv/controlplane.sh up failed"; exit 1; }
 . "$(dirname "$0")/certs_lib.sh"
 NODE=${NANOLET_TEST_TLSBOOT_NODE:-nanolet-tlsboot}
-NODE_IP=${NANOLET_TEST_NODE_IP:-$(ip -4 -o route get 192.0.2.255 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p')}
 IMG=localhost/busybox:1.36
 KC=$E2E_TMP/kubelet.conf
 BOOT=$E2E_TMP/bootstrap-kubelet.conf

@@ -20,13 +20,14 @@ TMP=$(mktemp -d /tmp/nanolet-bench.XXXXXX)
 env_file=$(tools/testenv/controlplane.sh up) || exit 1
 # shellcheck source=/dev/null
 . "$env_file"
+NODE_IP=$(tools/testenv/node-ip.sh) || exit 1
 kubectl() { "$NANOLET_TEST_KUBECTL" "$@"; }
 KC=$("$NANOLET_TEST_CONTROLPLANE" cert "$NODE" "system:node:$NODE" system:nodes) || exit 1
 sed 's#^\( *server:\).*#\1 https://127.0.0.1:1#' "$KC" >"$TMP/dead.kubeconfig"
 PORT=$((20000 + RANDOM % 20000)) KPORT=$((PORT + 1)) RO_PORT=$((PORT + 2))
 PID=
 start() { # start KUBECONFIG
-  "$NANOLET" --kubeconfig "$1" --hostname-override "$NODE" --node-ip 127.0.0.1 \
+  "$NANOLET" --kubeconfig "$1" --hostname-override "$NODE" --node-ip "$NODE_IP" \
     --root-dir "$TMP/root" --container-runtime-endpoint "$NANOLET_TEST_CRI_ENDPOINT" \
     --healthz-port "$PORT" --port "$KPORT" --read-only-port "$RO_PORT" --cert-dir "$TMP/pki" \
     >>"$TMP/agent.log" 2>&1 &

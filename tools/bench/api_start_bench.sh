@@ -38,6 +38,7 @@ TMP=$(mktemp -d /tmp/nanolet-bench.XXXXXX)
 env_file=$(tools/testenv/controlplane.sh up) || exit 1
 # shellcheck source=/dev/null
 . "$env_file"
+NODE_IP=$(tools/testenv/node-ip.sh) || exit 1
 kubectl() { "$NANOLET_TEST_KUBECTL" "$@"; }
 KC=$("$NANOLET_TEST_CONTROLPLANE" cert "$NODE" "system:node:$NODE" system:nodes) || exit 1
 ADMIN_CERT=$(dirname "$NANOLET_TEST_KUBECONFIG")/pki/admin
@@ -106,7 +107,7 @@ delete_all() { # graceful delete, then wait until nanolet deleted every object a
 
 kubectl delete ns "$NS" --ignore-not-found --wait=true >/dev/null 2>&1
 kubectl create ns "$NS" >/dev/null
-$WRAP "$NANOLET" --kubeconfig "$KC" --hostname-override "$NODE" --node-ip 127.0.0.1 -v=6 \
+$WRAP "$NANOLET" --kubeconfig "$KC" --hostname-override "$NODE" --node-ip "$NODE_IP" -v=6 \
   --root-dir "$TMP/root" --container-runtime-endpoint "$NANOLET_TEST_CRI_ENDPOINT" \
   --healthz-port 0 >>"$TMP/agent.log" 2>&1 & # appends: the log is emptied below
 PID=$!

@@ -30,6 +30,7 @@ TMP=$(mktemp -d /tmp/nanolet-bench.XXXXXX)
 env_file=$(tools/testenv/controlplane.sh up) || exit 1
 # shellcheck source=/dev/null
 . "$env_file"
+NODE_IP=$(tools/testenv/node-ip.sh) || exit 1
 kubectl() { "$NANOLET_TEST_KUBECTL" "$@"; }
 KC=$("$NANOLET_TEST_CONTROLPLANE" cert "$NODE" "system:node:$NODE" system:nodes) || exit 1
 ADMIN_CERT=$(dirname "$NANOLET_TEST_KUBECONFIG")/pki/admin
@@ -78,7 +79,7 @@ kubectl create ns "$NS" >/dev/null
 wait_until 60 kubectl get serviceaccount default -n "$NS" >/dev/null 2>&1
 kubectl create configmap cfg -n "$NS" --from-literal=k=v0 >/dev/null
 kubectl create secret generic sec -n "$NS" --from-literal=password=p >/dev/null
-${WRAP:-} "$NANOLET" --kubeconfig "$KC" --hostname-override "$NODE" --node-ip 127.0.0.1 \
+${WRAP:-} "$NANOLET" --kubeconfig "$KC" --hostname-override "$NODE" --node-ip "$NODE_IP" \
   --root-dir "$TMP/root" --container-runtime-endpoint "$NANOLET_TEST_CRI_ENDPOINT" \
   --healthz-port 0 --read-only-port 0 --port "$(free_port)" --cert-dir "$TMP/pki" >"$TMP/agent.log" 2>&1 &
 PID=$!

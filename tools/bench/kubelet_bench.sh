@@ -28,6 +28,7 @@ export NANOLET_TESTENV_DIR=${NANOLET_PERF_TESTENV_DIR:-/var/lib/nanolet-perf-tes
 export NANOLET_TESTENV_BRIDGE=nl-br7 NANOLET_TESTENV_SUBNET=10.97.0.0/22
 TMP=$(mktemp -d /tmp/nanolet-vs.XXXXXX)
 PID=
+. "$HERE/bench_lib.sh"
 
 KBIN=$(nice "$HERE/../testenv/k8s-build.sh" kubelet) || { echo "cannot build the kubelet"; exit 1; }
 "$HERE/../testenv/setup.sh" >/dev/null 2>"$TMP/setup.log"
@@ -89,7 +90,7 @@ cgroupsPerQOS: false
 enforceNodeAllocatable: []
 failSwapOn: false
 failCgroupV1: false
-port: 10299
+port: $(free_port)
 readOnlyPort: 0
 healthzPort: 0
 authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}

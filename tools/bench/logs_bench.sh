@@ -16,7 +16,6 @@ M=$TMP/manifests
 mkdir -p "$M"
 PID=
 CURLS=()
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$PID/status"; }
 cpu_ns() { awk '{print $1}' "/proc/$PID/schedstat"; }
 cri() { "$NANOLET" cri -r "$NANOLET_TEST_CRI_ENDPOINT" "$@"; }

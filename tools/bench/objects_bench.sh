@@ -22,6 +22,7 @@ TMP=$(mktemp -d /tmp/nanolet-bench.XXXXXX)
 env_file=$(tools/testenv/controlplane.sh up) || exit 1
 # shellcheck source=/dev/null
 . "$env_file"
+NODE_IP=$(tools/testenv/node-ip.sh) || exit 1
 kubectl() { "$NANOLET_TEST_KUBECTL" "$@"; }
 KC=$("$NANOLET_TEST_CONTROLPLANE" cert "$NODE" "system:node:$NODE" system:nodes) || exit 1
 PID=
@@ -111,7 +112,7 @@ objects
 printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nconfigMapAndSecretChangeDetectionStrategy: %s\n' \
   "$STRATEGY" >"$TMP/config.yaml"
 "$NANOLET" --config "$TMP/config.yaml" --kubeconfig "$KC" --hostname-override "$NODE" \
-  --node-ip 127.0.0.1 --root-dir "$TMP/root" --container-runtime-endpoint "$NANOLET_TEST_CRI_ENDPOINT" \
+  --node-ip "$NODE_IP" --root-dir "$TMP/root" --container-runtime-endpoint "$NANOLET_TEST_CRI_ENDPOINT" \
   --healthz-port 0 --port "$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')" \
   >"$TMP/agent.log" 2>&1 &
 PID=$!

@@ -36,7 +36,9 @@ random_images() {
 
 # failing_pod NAME NS MIB: the manifest of a pod whose container writes MIB
 # MiB into its writable layer and fails three times, then runs (it counts its
-# starts in an emptyDir): three dead instances, then a running one.
+# starts in an emptyDir): three dead instances, then a running one. Each start
+# makes a file of a unique name: busybox's date has no %N, and the first two
+# starts fall in the same second.
 failing_pod() {
   cat <<EOF
 apiVersion: v1
@@ -48,7 +50,7 @@ spec:
   containers:
   - name: c
     image: localhost/busybox:1.36
-    command: [sh, -c, 'touch /runs/\$(date +%s%N); [ \$(ls /runs | wc -l) -gt 3 ] && exec sleep 3600; head -c $3m /dev/urandom >/fill; exit 1']
+    command: [sh, -c, 'mktemp /runs/start.XXXXXX >/dev/null; [ \$(ls /runs | wc -l) -gt 3 ] && exec sleep 3600; head -c $3m /dev/urandom >/fill; exit 1']
     volumeMounts: [{name: runs, mountPath: /runs}]
 EOF
 }

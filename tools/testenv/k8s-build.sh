@@ -16,7 +16,7 @@
 #
 # Environment:
 #   NANOLET_TESTENV_CACHE  cache directory (default /var/cache/nanolet-testenv)
-#   GOPROXY                module proxy (default https://proxy.golang.org)
+#   GOPROXY                module proxy (default: Go's own, `go env GOPROXY`)
 set -euo pipefail
 exec 3>&1 1>&2
 
@@ -66,8 +66,10 @@ for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 build_flags=(-trimpath -tags selinux,notest -ldflags "$ldflags")
 export CGO_ENABLED=0 GOTOOLCHAIN=local GOSUMDB=off GOFLAGS=-mod=readonly
-# go.sum is committed; sum.golang.org need not be reachable.
-export GOPROXY=${GOPROXY:-https://proxy.golang.org}
+# go.sum is committed; the checksum database need not be reachable. The module
+# proxy is Go's own setting: GOPROXY, else what a go on PATH (of any version)
+# says; the toolchain fetch below needs it when no go is there.
+goproxy=${GOPROXY:-$(go env GOPROXY 2>/dev/null || true)}
 
 # --- Go -----------------------------------------------------------------------
 
@@ -81,7 +83,7 @@ go_usable() { # go_usable GO: true when GO runs and is >= GO_MIN
 # The first real proxy in GOPROXY ("direct" and "off" are not proxies).
 proxy_url() {
   local p
-  for p in ${GOPROXY//[,|]/ }; do
+  for p in ${goproxy//[,|]/ }; do
     case $p in direct | off) ;; *) echo "${p%/}"; return 0 ;; esac
   done
   return 1
@@ -99,7 +101,7 @@ fetch_go() {
     *) die "no Go >= $GO_MIN on PATH, and no pinned toolchain for $(uname -m)" ;;
   esac
   command -v unzip >/dev/null || die "unzip is missing (tools/install-deps.sh --test)"
-  url=$(proxy_url) || die "no Go >= $GO_MIN on PATH, and GOPROXY=$GOPROXY names no proxy to fetch it from"
+  url=$(proxy_url) || die "no Go >= $GO_MIN on PATH, and GOPROXY=\"$goproxy\" names no proxy to fetch it from (set GOPROXY)"
   url+=/golang.org/toolchain/@v/v0.0.1-go$GO_TOOLCHAIN.linux-$arch.zip
   log "no Go >= $GO_MIN on PATH: fetching go$GO_TOOLCHAIN from $url"
   mkdir -p "$CACHE/go"
@@ -195,7 +197,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   if ! wait "$pid"; then
     tail -n 20 "$blog" >&2
     if grep -qE 'dial tcp|no such host|connection refused|i/o timeout|TLS handshake' "$blog"; then
-      die "the Go module proxy ($GOPROXY) cannot be reached: the test control plane cannot be built (see $blog)"
+      die "the Go module proxy ($goproxy) cannot be reached: the test control plane cannot be built (see $blog)"
     fi
     die "building the test control plane failed; see $blog"
   fi

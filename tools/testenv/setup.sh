@@ -64,7 +64,9 @@ install_packages() {
   log "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   # Only when something is missing: a second run must not wait on the network.
-  apt-get update -qq
+  # A mirror caught mid-sync fails one index (another architecture's, say) but
+  # leaves the rest usable: the install below says whether it mattered.
+  apt-get update -qq || log "apt-get update: some indexes failed to download"
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 

@@ -11,7 +11,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;
   static const char *const images[] = {
-      "busybox", "127.0.0.1:15443/busybox:latest", "quay.io/team/app@sha256:00",
+      "busybox", "127.0.0.1:15443/busybox:latest", "reg.example.com/team/app@sha256:00",
       "a.b.example.com/x/y:z", "[::1]:5000/app",
   };
   nl_keyring_t k = {0};

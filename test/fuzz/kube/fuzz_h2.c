@@ -1,7 +1,7 @@
 /* libFuzzer target: arbitrary bytes from the API server on the API client's
  * HTTP/2 response path (agent/kube/h2.h). Three requests are in flight (a
  * buffered GET, a POST with a body, a streamed watch); the input goes through
- * nl_kube_h2_recv() (frames, HPACK, flow control, 1xx and final heads, DATA,
+ * nl_h2_recv() (frames, HPACK, flow control, 1xx and final heads, DATA,
  * trailers, RST_STREAM, GOAWAY, PING) the way agent/kube/conn.c drives it:
  * output flushed after every piece, refused requests submitted again, the
  * buffered request cancelled from its own data callback when its body passes a
@@ -68,7 +68,7 @@ static void on_data(nl_kube_h2_stream_t *st, const uint8_t *p, size_t n) {
 
 static void on_close(nl_kube_h2_stream_t *st, uint32_t code, bool refused) {
   req_t *r = (req_t *)st;
-  CHECK(r->open && st->session == NULL);
+  CHECK(r->open && st->h2.session == NULL);
   CHECK(!refused || !r->head);
   if (st->complete) CHECK(r->head);
   ended(r);
@@ -101,20 +101,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     submit(&f, i);
     CHECK(f.reqs[i].open);
   }
-  int rc = nl_kube_h2_flush(f.s);
-  if (rc == 0) rc = nl_kube_h2_recv(f.s, fuzz_server_preface, sizeof(fuzz_server_preface));
+  int rc = nl_h2_flush(f.s);
+  if (rc == 0) rc = nl_h2_recv(f.s, fuzz_server_preface, sizeof(fuzz_server_preface));
   size_t step = data[0] ? (size_t)data[0] * 7 : size;
   for (size_t off = 1, chunk = 0; rc == 0 && off < size; off += step, chunk++) {
     size_t n = size - off < step ? size - off : step;
-    rc = nl_kube_h2_recv(f.s, data + off, n);
-    CHECK(nl_kube_h2_active(f.s) == f.open);
+    rc = nl_h2_recv(f.s, data + off, n);
+    CHECK(nl_h2_active(f.s) == f.open);
     if (rc != 0) break;
     for (int i = 0; i < FUZZ_NREQ; i++)
-      if (f.reqs[i].resubmit && nl_kube_h2_free_streams(f.s) > 0) submit(&f, i);
-    if (chunk % 4 == 3) rc = nl_kube_h2_ping(f.s);
-    if (rc == 0) rc = nl_kube_h2_flush(f.s);
+      if (f.reqs[i].resubmit && nl_h2_free_streams(f.s) > 0) submit(&f, i);
+    if (chunk % 4 == 3) rc = nl_h2_ping(f.s);
+    if (rc == 0) rc = nl_h2_flush(f.s);
   }
-  CHECK(nl_kube_h2_active(f.s) == f.open);
+  CHECK(nl_h2_active(f.s) == f.open);
   /* Free: open streams get no callback (on_close would trip its check). */
   for (int i = 0; i < FUZZ_NREQ; i++) f.reqs[i].open = false;
   nl_kube_h2_free(f.s);

@@ -153,7 +153,7 @@ static void one(const char *dir, int shape, uint8_t cut) {
   nl_kube_h2_stream_t st[FUZZ_NREQ];
   memset(st, 0, sizeof st);
   for (int i = 0; i < FUZZ_NREQ; i++) fuzz_submit(cli, &st[i], i);
-  nl_kube_h2_flush(cli);
+  nl_h2_flush(cli);
   nghttp2_session_mem_recv(g.srv, (const uint8_t *)g.c2s.data, g.c2s.len);
   if (shape == GOAWAY_PING)
     nghttp2_submit_goaway(g.srv, NGHTTP2_FLAG_NONE, 1, NGHTTP2_NO_ERROR, NULL, 0);

@@ -1,6 +1,6 @@
 /* The kubelet server on real sockets: the self-signed certificate, x509 client
  * certificates, anonymous requests, the route table (longest match, 404, 405,
- * HEAD), the read-only port, and bad TLS settings. */
+ * HEAD), the read-only port (alone too), and bad TLS settings. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -168,32 +168,51 @@ static void x509_clients(void **state) {
   assert_string_equal(w.body[1], "Unauthorized");
 }
 
-/* readOnlyPort: plain HTTP, no authentication, only the read_only routes. */
-static void read_only_port(void **state) {
+/* A free port for the read-only listener. */
+static int free_port(world_t *w) {
+  uv_tcp_t t;
+  uv_tcp_init(&w->loop, &t);
+  struct sockaddr_in sa;
+  uv_ip4_addr("127.0.0.1", 0, &sa);
+  uv_tcp_bind(&t, (struct sockaddr *)&sa, 0);
+  int len = sizeof sa;
+  uv_tcp_getsockname(&t, (struct sockaddr *)&sa, &len);
+  uv_close((uv_handle_t *)&t, NULL);
+  uv_run(&w->loop, UV_RUN_DEFAULT);
+  return ntohs(sa.sin_port);
+}
+
+/* readOnlyPort: plain HTTP, no authentication, only the read_only routes.
+ * alone: standalone with webhook authentication (a configuration file's
+ * defaults), so no certificate is made and the secure port stays closed. */
+static void serve_read_only(bool alone) {
   world_t w;
   setup(&w);
-  int ro = 0;
-  { /* a free port for the read-only listener */
-    uv_tcp_t t;
-    uv_tcp_init(&w.loop, &t);
-    struct sockaddr_in sa;
-    uv_ip4_addr("127.0.0.1", 0, &sa);
-    uv_tcp_bind(&t, (struct sockaddr *)&sa, 0);
-    int len = sizeof sa;
-    uv_tcp_getsockname(&t, (struct sockaddr *)&sa, &len);
-    ro = ntohs(sa.sin_port);
-    uv_close((uv_handle_t *)&t, NULL);
-    uv_run(&w.loop, UV_RUN_DEFAULT);
-  }
+  int ro = free_port(&w);
   nl_kserver_opts_t o = {.node_name = "n1", .address = "127.0.0.1", .port = 0,
-                         .read_only_port = ro, .cert_dir = w.dir, .hostname = "n1"};
+                         .read_only_port = ro, .cert_dir = w.dir, .hostname = "n1",
+                         .webhook = alone, .authz_webhook = alone, .read_only_only = alone};
   start(&w, &o);
+  char crt[96];
+  snprintf(crt, sizeof crt, "%s/kubelet.crt", w.dir);
+  assert_int_equal(access(crt, F_OK), alone ? -1 : 0);
+  assert_true(alone ? nl_kserver_port(w.s) == -1 : nl_kserver_port(w.s) > 0);
   get(&w, 0, NULL, "GET", ro, "/pods");
   get(&w, 1, NULL, "GET", ro, "/a/b");
   finish(&w);
   assert_int_equal(w.status[0], 200);
   assert_string_equal(w.body[0], "pods /pods system:anonymous,system:unauthenticated");
   assert_int_equal(w.status[1], 404);
+}
+
+static void read_only_port(void **state) {
+  (void)state;
+  serve_read_only(false);
+}
+
+static void read_only_only(void **state) {
+  (void)state;
+  serve_read_only(true);
 }
 
 static void bad_settings(void **state) {
@@ -226,6 +245,7 @@ int main(void) {
       cmocka_unit_test(anonymous_routes),
       cmocka_unit_test(x509_clients),
       cmocka_unit_test(read_only_port),
+      cmocka_unit_test(read_only_only),
       cmocka_unit_test(bad_settings),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

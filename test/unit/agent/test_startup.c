@@ -1,4 +1,5 @@
-/* agent/startup.c: the node IP chosen when --node-ip is not given. */
+/* agent/startup.c: the node IP chosen when --node-ip is not given, and the
+ * check of one that is. */
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <setjmp.h>
@@ -79,12 +80,83 @@ static void test_default_route_interface(void **state) {
   free(path);
 }
 
+/* A non-loopback IPv4 address of this host (the test machine has one). */
+static void host_ip(char *out, size_t cap) {
+  struct ifaddrs *ifs, *i;
+  assert_int_equal(getifaddrs(&ifs), 0);
+  *out = 0;
+  for (i = ifs; i && !*out; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || strcmp(i->ifa_name, "lo") == 0) continue;
+    inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, out, (socklen_t)cap);
+  }
+  freeifaddrs(ifs);
+  assert_true(*out);
+}
+
+static void refused(const char *node_ip, const char *msg) {
+  nl_err_t *err = NULL;
+  assert_int_equal(nl_startup_check_node_ip(node_ip, &err), -1);
+  assert_non_null(err);
+  assert_string_equal(nl_err_msg(err), msg);
+  nl_err_free(&err);
+}
+
+/* Upstream's reasons, word for word (pkg/kubelet/nodestatus/setters.go). */
+static void test_node_ip_refused(void **state) {
+  (void)state;
+  refused("127.0.0.1", "failed to validate nodeIP: nodeIP can't be loopback address");
+  refused("127.1.2.3", "failed to validate nodeIP: nodeIP can't be loopback address");
+  refused("::1", "failed to validate nodeIP: nodeIP can't be loopback address");
+  refused("::ffff:127.0.0.1", "failed to validate nodeIP: nodeIP can't be loopback address");
+  refused("224.0.0.251", "failed to validate nodeIP: nodeIP can't be a multicast address");
+  refused("239.0.0.254", "failed to validate nodeIP: nodeIP can't be a multicast address");
+  refused("ff02::1", "failed to validate nodeIP: nodeIP can't be a multicast address");
+  refused("169.254.0.1", "failed to validate nodeIP: nodeIP can't be a link-local unicast address");
+  refused("fe80::1", "failed to validate nodeIP: nodeIP can't be a link-local unicast address");
+  refused("203.0.113.77",
+          "failed to validate nodeIP: node IP: \"203.0.113.77\" not found in the host's network "
+          "interfaces");
+  refused("2001:db8:0::7",
+          "failed to validate nodeIP: node IP: \"2001:db8::7\" not found in the host's network "
+          "interfaces");
+  char ip[INET_ADDRSTRLEN], pair[128];
+  host_ip(ip, sizeof ip);
+  snprintf(pair, sizeof pair, "%s,::1", ip);
+  refused(pair, "failed to validate secondaryNodeIP: nodeIP can't be loopback address");
+  refused("banana", "bad --node-ip \"banana\": could not parse \"banana\"");
+  snprintf(pair, sizeof pair, "%s,192.0.2.9", ip);
+  char msg[256];
+  snprintf(msg, sizeof msg,
+           "bad --node-ip \"%s\": must contain either a single IP or a dual-stack pair of IPs", pair);
+  refused(pair, msg);
+  snprintf(pair, sizeof pair, "%s,2001:db8::1,2001:db8::2", ip);
+  snprintf(msg, sizeof msg,
+           "bad --node-ip \"%s\": must contain either a single IP or a dual-stack pair of IPs", pair);
+  refused(pair, msg);
+}
+
+static void test_node_ip_accepted(void **state) {
+  (void)state;
+  nl_err_t *err = NULL;
+  char ip[INET_ADDRSTRLEN], pair[128];
+  host_ip(ip, sizeof ip);
+  assert_int_equal(nl_startup_check_node_ip(ip, &err), 0);
+  snprintf(pair, sizeof pair, " %s , ::", ip); /* :: chooses, as 0.0.0.0 */
+  assert_int_equal(nl_startup_check_node_ip(pair, &err), 0);
+  assert_int_equal(nl_startup_check_node_ip("0.0.0.0", &err), 0);
+  assert_int_equal(nl_startup_check_node_ip("", &err), 0);
+  assert_int_equal(nl_startup_check_node_ip(NULL, &err), 0);
+  assert_null(err);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_override_ip),
       cmocka_unit_test(test_no_default_route),
       cmocka_unit_test(test_loopback_is_not_a_node_ip),
       cmocka_unit_test(test_default_route_interface),
+      cmocka_unit_test(test_node_ip_refused),
+      cmocka_unit_test(test_node_ip_accepted),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -108,7 +108,7 @@ static void test_every_credential_refused(void **state) {
 
 static void test_without_matching_credentials(void **state) {
   fixture_t *t = *state;
-  add_secret(t, "quay.io", "good", "right");
+  add_secret(t, "reg.example.com", "good", "right");
   pull(t);
   /* One anonymous pull, whose refusal is the message as it is (no brackets). */
   assert_string_equal(t->reason, NL_IMAGE_ERR_PULL);

@@ -40,7 +40,7 @@ static void test_repo(void **state) {
       {"index.docker.io/user/app", "docker.io/user/app"},
       {"127.0.0.1:15443/busybox:latest", "127.0.0.1:15443/busybox"},
       {"localhost/pause:3.9", "localhost/pause"},
-      {"quay.io/team/app@sha256:abcd", "quay.io/team/app"},
+      {"reg.example.com/team/app@sha256:abcd", "reg.example.com/team/app"},
       {"reg.example.com:5000/a/b:tag@sha256:ab", "reg.example.com:5000/a/b"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -57,7 +57,7 @@ static void test_dockerconfigjson(void **state) {
   /* "auth" is base64("alice:s3cr:et") and wins over username/password. */
   add_ok(&k,
          "{\"auths\":{\"https://127.0.0.1:15443\":{\"username\":\"bob\",\"password\":\"x\","
-         "\"auth\":\"YWxpY2U6czNjcjpldA==\"},\"quay.io\":{\"Username\":\"carol\","
+         "\"auth\":\"YWxpY2U6czNjcjpldA==\"},\"reg.example.com\":{\"Username\":\"carol\","
          "\"PASSWORD\":\"pw\",\"email\":\"c@example.com\"}},\"HttpHeaders\":{\"a\":\"b\"}}",
          true);
   const nl_keyring_cred_t **c;
@@ -65,7 +65,7 @@ static void test_dockerconfigjson(void **state) {
   assert_string_equal(c[0]->username, "alice");
   assert_string_equal(c[0]->password, "s3cr:et"); /* split at the first colon */
   free(c);
-  assert_int_equal(nl_keyring_lookup(&k, "quay.io/team/app", &c), 1);
+  assert_int_equal(nl_keyring_lookup(&k, "reg.example.com/team/app", &c), 1);
   assert_string_equal(c[0]->username, "carol"); /* field names in any case */
   assert_string_equal(c[0]->password, "pw");
   free(c);
@@ -89,7 +89,7 @@ static void test_dockercfg(void **state) {
   assert_string_equal(users(&k, "busybox"), "hub");
   assert_string_equal(users(&k, "user/app:1"), "hub");
   assert_string_equal(users(&k, "docker.io/user/app"), "hub");
-  assert_string_equal(users(&k, "quay.io/app"), "");
+  assert_string_equal(users(&k, "reg.example.com/app"), "");
   /* /v2/ names the host itself. */
   assert_string_equal(users(&k, "registry.example.com/any/thing"), "reg");
   nl_keyring_free(&k);
@@ -104,8 +104,8 @@ static void test_globs_ports_paths(void **state) {
          "\"prefix.*.io\":{\"username\":\"mid\"},"
          "\"*-good.example.org\":{\"username\":\"dash\"},"
          "\"example.org:5000\":{\"username\":\"port\"},"
-         "\"quay.io\":{\"username\":\"host\"},"
-         "\"quay.io/coreos\":{\"username\":\"path\"}}}",
+         "\"reg.example.com\":{\"username\":\"host\"},"
+         "\"reg.example.com/coreos\":{\"username\":\"path\"}}}",
          true);
   assert_string_equal(users(&k, "prefix.kubernetes.io/app"), "mid,star");
   assert_string_equal(users(&k, "a.b.kubernetes.io/app"), ""); /* one part per glob part */
@@ -116,9 +116,9 @@ static void test_globs_ports_paths(void **state) {
   assert_string_equal(users(&k, "example.org/app"), ""); /* the port must match */
   assert_string_equal(users(&k, "example.org:5001/app"), "");
   /* The most specific key first; a path is a string prefix. */
-  assert_string_equal(users(&k, "quay.io/coreos/etcd:v3"), "path,host");
-  assert_string_equal(users(&k, "quay.io/coreosx"), "path,host");
-  assert_string_equal(users(&k, "quay.io/other"), "host");
+  assert_string_equal(users(&k, "reg.example.com/coreos/etcd:v3"), "path,host");
+  assert_string_equal(users(&k, "reg.example.com/coreosx"), "path,host");
+  assert_string_equal(users(&k, "reg.example.com/other"), "host");
   nl_keyring_free(&k);
 }
 

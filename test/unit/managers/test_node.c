@@ -84,7 +84,7 @@ static void query_runtime(void *ctx, nl_node_runtime_done done, void *done_ctx) 
 }
 
 static void deliver_runtime(void) {
-  static const char *const names[] = {"registry.k8s.io/pause:3.9"};
+  static const char *const names[] = {"localhost/pause:3.9"};
   static const nl_node_image_t img[] = {{names, 1, 300000}};
   nl_node_runtime_info_t info = {
       .status_ok = true, .runtime_ready = {true, fk.runtime_ready, "", ""},

@@ -696,6 +696,24 @@ static void test_readiness_thresholds(void **state) {
   world_finish(&w);
 }
 
+/* A warning (a redirect to another host) is a success with an event of
+ * upstream's reason, ProbeWarning (events.ContainerProbeWarning). */
+static void test_warning_event(void **state) {
+  (void)state;
+  world_t w;
+  world_start(&w);
+  nl_pod_t *pod = probe_pod(w.web.port, "    readinessProbe:\n      httpGet: {path: /redir, port: PORT}\n"
+                                        "      periodSeconds: 1\n");
+  nl_probe_manager_add_pod(&w.m, pod);
+  wait_checks(&w, 1);
+  assert_string_equal(w.last_event, "Warning ProbeWarning Readiness probe warning: Probe "
+                                    "terminated redirects, Response body: moved");
+  assert_int_equal(w.last, NL_PROBE_RESULT_SUCCESS);
+  nl_probe_manager_remove_pod(&w.m, "u1");
+  nl_pod_free(pod);
+  world_finish(&w);
+}
+
 static void test_liveness_hold(void **state) {
   (void)state;
   world_t w;
@@ -970,6 +988,7 @@ int main(void) {
       cmocka_unit_test(test_exec),
       cmocka_unit_test(test_readiness_thresholds),
       cmocka_unit_test(test_liveness_hold),
+      cmocka_unit_test(test_warning_event),
       cmocka_unit_test(test_startup_gates),
       cmocka_unit_test(test_readiness_right_after_startup),
       cmocka_unit_test(test_reconcile_takes_the_latest_version),

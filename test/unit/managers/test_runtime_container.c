@@ -184,6 +184,65 @@ static void test_config_errors(void **state) {
   nl_pod_free(pod);
 }
 
+static void node_allocatable(void *ctx, nl_runtime_allocatable_t *out) {
+  (void)ctx;
+  *out = (nl_runtime_allocatable_t){1500, 3LL << 30, 10LL << 30};
+}
+
+static void env_of(const nl_runtime_opts_t *o, const char *yaml, const char *const *want) {
+  nl_pod_t *pod = pod_from_yaml(yaml);
+  nl_env_t *env;
+  size_t n;
+  nl_err_t *err = NULL;
+  if (nl_runtime_make_env(o, pod, &pod->spec.containers[0], NULL, NULL, 0, &env, &n, &err) < 0)
+    fail_msg("make_env: %s", nl_err_msg(err));
+  for (size_t i = 0; want[i]; i += 2) {
+    const char *v = NULL;
+    for (size_t j = 0; j < n; j++)
+      if (strcmp(env[j].name, want[i]) == 0) v = env[j].value;
+    if (!v || strcmp(v, want[i + 1]) != 0)
+      fail_msg("%s: want %s, got %s", want[i], want[i + 1], v ? v : "(unset)");
+  }
+  nl_env_free(env, n);
+  nl_pod_free(pod);
+}
+
+/* The API server sends an unset divisor as "0" (upstream reads it as 1), and an
+ * unset limit is the Node's allocatable (defaultPodLimitsForDownwardAPI). */
+static void test_resource_defaults(void **state) {
+  (void)state;
+  const char *pod =
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: nsx, uid: u}\nspec:\n"
+      "  containers:\n  - name: c\n    image: b\n"
+      "    resources: {requests: {cpu: 250m, memory: 32Mi}}\n    env:\n"
+      "    - {name: CPU_LIMIT, valueFrom: {resourceFieldRef: {resource: limits.cpu, divisor: '0'}}}\n"
+      "    - {name: MEM_LIMIT, valueFrom: {resourceFieldRef: {resource: limits.memory, divisor: '0'}}}\n"
+      "    - {name: EPH_LIMIT, valueFrom: {resourceFieldRef: {resource: limits.ephemeral-storage, divisor: 1Gi}}}\n"
+      "    - {name: CPU_REQ, valueFrom: {resourceFieldRef: {resource: requests.cpu, divisor: '0'}}}\n"
+      "    - {name: CPU_REQ_M, valueFrom: {resourceFieldRef: {resource: requests.cpu, divisor: 1m}}}\n"
+      "    - {name: MEM_REQ, valueFrom: {resourceFieldRef: {resource: requests.memory, divisor: '0'}}}\n"
+      "    - {name: EPH_REQ, valueFrom: {resourceFieldRef: {resource: requests.ephemeral-storage}}}\n";
+  nl_runtime_opts_t o = test_opts();
+  o.allocatable = node_allocatable;
+  env_of(&o, pod,
+         (const char *const[]){"CPU_LIMIT", "2", "MEM_LIMIT", "3221225472", "EPH_LIMIT", "10",
+                               "CPU_REQ", "1", "CPU_REQ_M", "250", "MEM_REQ", "33554432",
+                               "EPH_REQ", "0", NULL});
+  /* Without a Node: the machine's cpus and memory; ephemeral-storage unknown. */
+  o.allocatable = NULL;
+  env_of(&o, pod,
+         (const char *const[]){"CPU_LIMIT", "2", "MEM_LIMIT", "4294967296", "EPH_LIMIT", "0",
+                               NULL});
+  /* A limit that is set wins; a zero divisor is 1 there too. */
+  env_of(&o,
+         "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: nsx, uid: u}\nspec:\n"
+         "  containers:\n  - name: c\n    image: b\n"
+         "    resources: {limits: {cpu: 1250m, memory: 64Mi}}\n    env:\n"
+         "    - {name: CPU_LIMIT, valueFrom: {resourceFieldRef: {resource: limits.cpu, divisor: '0'}}}\n"
+         "    - {name: MEM_LIMIT, valueFrom: {resourceFieldRef: {resource: limits.memory, divisor: 1Mi}}}\n",
+         (const char *const[]){"CPU_LIMIT", "2", "MEM_LIMIT", "64", NULL});
+}
+
 static void test_qos(void **state) {
   (void)state;
   nl_pod_t *g = pod_from_yaml(
@@ -426,7 +485,7 @@ static void test_restore_pod(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_expand),        cmocka_unit_test(test_container_config),
-      cmocka_unit_test(test_verify_non_root),
+      cmocka_unit_test(test_verify_non_root), cmocka_unit_test(test_resource_defaults),
       cmocka_unit_test(test_config_errors), cmocka_unit_test(test_qos),
       cmocka_unit_test(test_backoff_key),   cmocka_unit_test(test_etc_hosts_content),
       cmocka_unit_test(test_etc_hosts_mount), cmocka_unit_test(test_restore_pod),

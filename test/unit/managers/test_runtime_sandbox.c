@@ -1,6 +1,8 @@
 /* PodSandboxConfig, DNS, hostname and resolv.conf parsing. */
 #include "rt_test_util.h"
 
+#include "managers/sysctl.h"
+
 static const char *POD =
     "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  namespace: edge\n  uid: u-1\n"
     "  labels: {app: web}\n  annotations: {note: hi}\n"
@@ -189,14 +191,43 @@ static void test_hostname(void **state) {
   assert_null(dom);
   free(h);
   nl_pod_free(pod);
+  /* hostnameOverride wins over hostname and subdomain, with no domain (the
+   * sandbox's hostname and the /etc/hosts line follow it) */
+  pod = pod_from_yaml("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ns, uid: u}\n"
+                      "spec:\n  hostname: myhost\n  subdomain: sub\n"
+                      "  hostnameOverride: override.example.host\n"
+                      "  containers: [{name: c, image: busybox}]\n");
+  h = nl_runtime_pod_hostname(&o, pod, &dom, &err);
+  assert_string_equal(h, "override.example.host");
+  assert_null(dom);
+  free(h);
+  Runtime__V1__PodSandboxConfig *c = NULL;
+  nl_host_dns_t hd = {0};
+  assert_int_equal(nl_runtime_build_sandbox_config(&o, pod, 0, &hd, &c, &err), 0);
+  assert_string_equal(c->hostname, "override.example.host");
+  protobuf_c_message_free_unpacked(&c->base, NULL);
+  nl_host_dns_free(&hd);
+  char *ips[] = {"10.88.0.9"};
+  char *hosts = nl_runtime_hosts_content("override.example.host", NULL, ips, 1, "");
+  assert_non_null(strstr(hosts, "10.88.0.9\toverride.example.host\n"));
+  free(hosts);
+  nl_pod_free(pod);
+  /* not a subdomain: upstream's error */
+  pod = pod_from_yaml("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ns, uid: u}\n"
+                      "spec:\n  hostnameOverride: Not-RFC1123\n"
+                      "  containers: [{name: c, image: busybox}]\n");
+  assert_null(nl_runtime_pod_hostname(&o, pod, &dom, &err));
+  assert_string_equal(err->msg, "pod HostnameOverride \"Not-RFC1123\" is not a valid DNS subdomain");
+  nl_err_free(&err);
+  nl_pod_free(pod);
 }
 
 static void test_sysctl_dots(void **state) {
   (void)state;
-  char *s = nl__sysctl_dots("kernel.shm_rmid_forced");
+  char *s = nl_sysctl_normalize("kernel.shm_rmid_forced");
   assert_string_equal(s, "kernel.shm_rmid_forced");
   free(s);
-  s = nl__sysctl_dots("net/ipv4/conf/eno2.100/rp_filter");
+  s = nl_sysctl_normalize("net/ipv4/conf/eno2.100/rp_filter");
   assert_string_equal(s, "net.ipv4.conf.eno2/100.rp_filter");
   free(s);
 }

@@ -79,7 +79,7 @@ static nl_rt_container_t *rt_c(nl_rt_pod_status_t *rt, const char *id, const cha
     c->exit_code = exit_code;
     c->reason = nl_xstrdup(exit_code == 0 ? "Completed" : "Error");
   }
-  c->image = nl_xstrdup("docker.io/library/busybox:1");
+  c->image = nl_xstrdup("localhost/busybox:1");
   c->image_ref = nl_xstrdup("sha256:feed");
   c->restart_count = rc;
   c->sandbox_id = rt->n_sandboxes ? nl_xstrdup(rt->sandboxes[0].id) : NULL;
@@ -533,7 +533,7 @@ static void container_fields_and_history(void **state) {
   assert_int_equal(a->last_state.started_at, T0 + 10);
   assert_int_equal(a->last_state.finished_at, T0 + 20);
   assert_int_equal(a->restart_count, 2);
-  assert_string_equal(a->image, "docker.io/library/busybox:1");
+  assert_string_equal(a->image, "localhost/busybox:1");
   assert_string_equal(a->image_id, "sha256:feed");
   assert_true(a->ready);
   assert_int_equal(a->started, 1);
@@ -805,11 +805,11 @@ static void json_encoding(void **state) {
       "\"message\":\"bad \\u003cthing\\u003e \\u0026 \\\"quote\\\"\\n\","
       "\"startedAt\":\"2023-11-14T22:13:30Z\",\"finishedAt\":\"2023-11-14T22:13:40Z\","
       "\"containerID\":\"containerd://ca\"}},\"ready\":false,\"restartCount\":0,"
-      "\"image\":\"docker.io/library/busybox:1\",\"imageID\":\"sha256:feed\","
+      "\"image\":\"localhost/busybox:1\",\"imageID\":\"sha256:feed\","
       "\"containerID\":\"containerd://ca\",\"started\":false},"
       "{\"name\":\"b\",\"state\":{\"running\":{\"startedAt\":\"2023-11-14T22:13:30Z\"}},"
       "\"lastState\":{},\"ready\":true,\"restartCount\":0,"
-      "\"image\":\"docker.io/library/busybox:1\",\"imageID\":\"sha256:feed\","
+      "\"image\":\"localhost/busybox:1\",\"imageID\":\"sha256:feed\","
       "\"containerID\":\"containerd://cb\",\"started\":true}],"
       "\"qosClass\":\"BestEffort\"}";
   assert_string_equal(b.data, want);

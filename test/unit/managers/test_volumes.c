@@ -58,6 +58,41 @@ static void test_empty_dir_and_teardown(void **state) {
   nl_pod_free(p);
 }
 
+/* SetVolumeOwnership for an fsGroup: the group, group read-write and setgid on
+ * the root and what is there, once (a file the container changes later keeps
+ * its mode). */
+static void test_empty_dir_fs_group(void **state) {
+  (void)state;
+  char *y = nl_xasprintf("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ns, uid: uid2}\n"
+                         "spec:\n  securityContext: {fsGroup: 4321}\n"
+                         "  volumes: [{name: data, emptyDir: {}}]\n  containers: [{name: c, image: b}]\n");
+  nl_pod_t *p = pod_from_yaml(y);
+  free(y);
+  nl_err_t *err = NULL;
+  char *d = nl_xasprintf("%s/pods/uid2/volumes/kubernetes.io~empty-dir/data", root);
+  char *f = nl_xasprintf("%s/old", d);
+  assert_int_equal(nl__mkdir_p(d, 0700), 0);
+  int fd = open(f, O_CREAT | O_WRONLY, 0600);
+  assert_true(fd >= 0);
+  close(fd);
+  assert_int_equal(nl__volumes_setup_sync(root, p, NULL, &err), 0);
+  struct stat st;
+  assert_int_equal(stat(d, &st), 0);
+  assert_int_equal(st.st_mode & 07777, 02777);
+  assert_int_equal(st.st_gid, 4321);
+  assert_int_equal(stat(f, &st), 0);
+  assert_int_equal(st.st_mode & 07777, 0660);
+  assert_int_equal(st.st_gid, 4321);
+  assert_int_equal(chmod(f, 0600), 0);
+  assert_int_equal(nl__volumes_setup_sync(root, p, NULL, &err), 0);
+  assert_int_equal(stat(f, &st), 0);
+  assert_int_equal(st.st_mode & 07777, 0600); /* not walked again */
+  assert_int_equal(nl__volumes_teardown_sync(root, "uid2", &err), 0);
+  free(f);
+  free(d);
+  nl_pod_free(p);
+}
+
 static void test_host_path_types(void **state) {
   (void)state;
   char *dir = nl_xasprintf("%s/hp-dir", root), *file = nl_xasprintf("%s/hp-file", root);
@@ -157,7 +192,8 @@ static void test_async(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_empty_dir_and_teardown), cmocka_unit_test(test_host_path_types),
+      cmocka_unit_test(test_empty_dir_and_teardown), cmocka_unit_test(test_empty_dir_fs_group),
+      cmocka_unit_test(test_host_path_types),
       cmocka_unit_test(test_unsupported_and_subpath), cmocka_unit_test(test_async),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

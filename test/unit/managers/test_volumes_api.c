@@ -238,6 +238,13 @@ static void test_written(void **state) {
   assert_non_null(fgets(buf, sizeof buf, fp));
   fclose(fp);
   assert_string_equal(buf, "1");
+  /* the volume's root is 0777 (upstream's wrapped emptyDir): a user that is
+   * not root, with no fsGroup, reaches the files */
+  struct stat st;
+  char *d = nl_xasprintf("%s/pods/uid1/volumes/kubernetes.io~configmap/cfg", root);
+  assert_int_equal(stat(d, &st), 0);
+  assert_int_equal(st.st_mode & 0777, 0777);
+  free(d);
   bool ro = false;
   char *h = nl_volumes_host_path(root, p, "cfg", &ro, &err);
   assert_true(ro); /* API volumes are mounted read-only */

@@ -62,7 +62,7 @@ static void check_golden(const nl_pod_t *p) {
   assert_int_equal(c->started, 1);
   assert_int_equal(c->restart_count, 2);
   assert_string_equal(c->container_id, "containerd://0123abcd");
-  assert_string_equal(c->image_id, "docker.io/library/busybox@sha256:abc");
+  assert_string_equal(c->image_id, "localhost/busybox@sha256:abc");
   assert_non_null(c->state.running);
   assert_null(c->state.waiting);
   assert_null(c->state.terminated);

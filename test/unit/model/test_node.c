@@ -42,8 +42,8 @@ static nl_node_facts_t facts(void) {
       .hugepages = {{2097152, 16777216}, {1073741824, 0}}, .n_hugepages = 2};
 }
 
-static const char *const names_a[] = {"docker.io/library/nginx@sha256:aa", "docker.io/library/nginx:1.25"};
-static const char *const names_b[] = {"registry.k8s.io/pause:3.9"};
+static const char *const names_a[] = {"localhost/nginx@sha256:aa", "localhost/nginx:1.25"};
+static const char *const names_b[] = {"localhost/pause:3.9"};
 static const nl_node_image_t images[] = {{names_a, 2, 70000000}, {names_b, 1, 300000}};
 
 static nl_node_inputs_t ready_inputs(void) {
@@ -79,8 +79,8 @@ static const char node_golden[] =
     "\"b1\",\"kernelVersion\":\"6.1.0-18-amd64\",\"osImage\":\"Debian GNU/Linux 12 (bookworm)\",\"conta"
     "inerRuntimeVersion\":\"containerd://1.6.20\",\"kubeletVersion\":\"v1.36.3+nanolet.0.1.0\",\"kube"
     "ProxyVersion\":\"\",\"operatingSystem\":\"linux\",\"architecture\":\"@ARCH@\"},\"images\":[{\"names\":["
-    "\"docker.io/library/nginx@sha256:aa\",\"docker.io/library/nginx:1.25\"],\"sizeBytes\":70000000"
-    "},{\"names\":[\"registry.k8s.io/pause:3.9\"],\"sizeBytes\":300000}]}}";
+    "\"localhost/nginx@sha256:aa\",\"localhost/nginx:1.25\"],\"sizeBytes\":70000000"
+    "},{\"names\":[\"localhost/pause:3.9\"],\"sizeBytes\":300000}]}}";
 
 static char *dump(const json_t *j) { return json_dumps(j, JSON_COMPACT); }
 

@@ -78,6 +78,27 @@ static void all_errors_reported(void **state) {
   nl_err_free(&err);
 }
 
+/* The API server gives an unset divisor as "0": valid (upstream
+ * validateContainerResourceDivisor); a negative one is not. */
+static void divisor_zero(void **state) {
+#define DIVISOR_POD(d)                                                                 \
+  "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec:\n"                              \
+  "  containers:\n  - name: a\n    image: b\n    env:\n"                                  \
+  "    - {name: C, valueFrom: {resourceFieldRef: {resource: limits.cpu, divisor: '" d "'}}}\n"
+  const char *buf;
+  nl_static_source_t src = {"file", "m.yaml", "n"};
+  nl_pod_t *pod = NULL;
+  nl_err_t *err = NULL;
+  buf = DIVISOR_POD("0");
+  if (nl_pod_load_static(buf, strlen(buf), &src, &pod, &err) < 0) fail_msg("%s", nl_err_msg(err));
+  nl_pod_free(pod);
+  pod = NULL;
+  buf = DIVISOR_POD("-1");
+  assert_int_equal(nl_pod_load_static(buf, strlen(buf), &src, &pod, &err), -1);
+  assert_non_null(strstr(err->msg, "resourceFieldRef.divisor: must be positive"));
+  nl_err_free(&err);
+}
+
 static void valid_fixtures_validate(void **state) {
   const char *names[] = {"nginx.yaml", "nginx.json", "init-sidecar.yaml", "env-fieldref.yaml",
                          "volumes.yaml", "resources.yaml"};
@@ -99,6 +120,7 @@ int main(void) {
       cmocka_unit_test(documented_example),
       cmocka_unit_test(all_errors_reported),
       cmocka_unit_test(valid_fixtures_validate),
+      cmocka_unit_test(divisor_zero),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,317 @@
+#include "reactor/h2.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reactor/xalloc.h"
+
+/* PINGs held for a deferred ACK; one more is acknowledged at once, so a
+ * peer's PING flood costs no memory. */
+#define NL_H2_MAX_UNACKED_PINGS 4
+
+struct nl_h2 {
+  nghttp2_session *h2;
+  nl_h2_cbs_t cbs;
+  void *user;
+  nl_list_t streams; /* open streams with an owner attached */
+  size_t nactive;    /* streams with an owner attached */
+  size_t nopen;      /* streams nghttp2 holds open, cancelled ones included */
+  /* The last stream looked up: a response's frames come together, and each
+   * callback would otherwise search nghttp2's stream map again. */
+  int32_t last_id;
+  nl_h2_stream_t *last_st;
+  bool goaway;
+  bool broken;
+  bool stream_flow_control;
+  uint8_t unacked[NL_H2_MAX_UNACKED_PINGS][8]; /* payloads of PINGs to acknowledge */
+  size_t n_unacked;
+};
+
+static nl_h2_stream_t *stream_of(nl_h2_t *s, int32_t id) {
+  if (id == s->last_id) return s->last_st;
+  if (id <= 0) return NULL;
+  s->last_id = id;
+  s->last_st = nghttp2_session_get_stream_user_data(s->h2, id);
+  return s->last_st;
+}
+
+void nl_h2_stream_detach(nl_h2_stream_t *st) {
+  nl_h2_t *s = st->session;
+  if (!s) return;
+  nl_list_remove(&st->link);
+  if (st->id > 0) nghttp2_session_set_stream_user_data(s->h2, st->id, NULL);
+  if (s->last_st == st) s->last_st = NULL;
+  st->session = NULL;
+  assert(s->nactive > 0);
+  s->nactive--;
+}
+
+/* ---- nghttp2 callbacks ------------------------------------------------------ */
+
+static int on_header(nghttp2_session *h2, const nghttp2_frame *frame, const uint8_t *name,
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
+                     void *user) {
+  if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+  nl_h2_stream_t *st = stream_of(user, frame->hd.stream_id);
+  if (!st) return 0;
+  st->got_response = true;
+  if (st->cbs->on_header) st->cbs->on_header(st, name, namelen, value, valuelen);
+  return 0;
+}
+
+static int on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t *data,
+                         size_t len, void *user) {
+  nl_h2_t *s = user;
+  nl_h2_stream_t *st = stream_of(s, id);
+  if (s->stream_flow_control) {
+    /* The connection window is never held: one slow stream must not stop
+     * the others. A stream nobody reads any more gives its bytes back too. */
+    if (!st) return nghttp2_session_consume(h2, id, len) == 0 ? 0 : NGHTTP2_ERR_CALLBACK_FAILURE;
+    if (nghttp2_session_consume_connection(h2, len)) return NGHTTP2_ERR_CALLBACK_FAILURE;
+    st->held += len;
+  }
+  if (!st) return 0;
+  st->got_response = true;
+  if (st->cbs->on_data) st->cbs->on_data(st, data, len);
+  return 0;
+}
+
+static int on_stream_close(nghttp2_session *h2, int32_t id, uint32_t error_code, void *user) {
+  nl_h2_t *s = user;
+  assert(s->nopen > 0);
+  s->nopen--;
+  nl_h2_stream_t *st = stream_of(s, id);
+  if (!st) return 0;
+  bool refused = error_code == NGHTTP2_REFUSED_STREAM && !st->got_response;
+  nl_h2_stream_detach(st);
+  st->cbs->on_close(st, error_code, refused);
+  return 0;
+}
+
+static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame, void *user) {
+  nl_h2_t *s = user;
+  switch (frame->hd.type) {
+  case NGHTTP2_DATA:
+    if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) break;
+    /* fall through */
+  case NGHTTP2_HEADERS: {
+    nl_h2_stream_t *st = stream_of(s, frame->hd.stream_id);
+    if (!st) break;
+    /* nghttp2's HTTP messaging checks have seen a final head first. */
+    if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) st->complete = true;
+    if (frame->hd.type == NGHTTP2_HEADERS && st->cbs->on_headers) st->cbs->on_headers(st);
+    break;
+  }
+  case NGHTTP2_PING:
+    if (frame->hd.flags & NGHTTP2_FLAG_ACK) {
+      if (s->cbs.ping_ack) s->cbs.ping_ack(s->user);
+    } else if (!s->cbs.ping || s->n_unacked == NL_H2_MAX_UNACKED_PINGS) {
+      return nghttp2_submit_ping(h2, NGHTTP2_FLAG_ACK, frame->ping.opaque_data);
+    } else {
+      memcpy(s->unacked[s->n_unacked++], frame->ping.opaque_data, 8);
+      s->cbs.ping(s->user);
+    }
+    break;
+  case NGHTTP2_GOAWAY:
+    s->goaway = true;
+    if (s->cbs.goaway)
+      s->cbs.goaway(s->user, frame->goaway.error_code, frame->goaway.last_stream_id);
+    break;
+  }
+  return 0;
+}
+
+static int on_frame_send(nghttp2_session *h2, const nghttp2_frame *frame, void *user) {
+  if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+  nl_h2_stream_t *st = stream_of(user, frame->hd.stream_id);
+  if (st) st->sent = true;
+  return 0;
+}
+
+/* Looked up by id, not source->ptr: a cancelled stream's owner may be gone
+ * while its DATA is still queued ahead of the RST_STREAM. */
+static ssize_t read_body(nghttp2_session *h2, int32_t id, uint8_t *buf, size_t length,
+                         uint32_t *data_flags, nghttp2_data_source *source, void *user) {
+  nl_h2_stream_t *st = stream_of(user, id);
+  if (!st) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  size_t n = st->body_len - st->body_off;
+  if (n > length) n = length;
+  memcpy(buf, st->body + st->body_off, n);
+  st->body_off += n;
+  if (st->body_off == st->body_len) *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+  return (ssize_t)n;
+}
+
+/* ---- Session ---------------------------------------------------------------- */
+
+nl_h2_t *nl_h2_new(const nl_h2_opts_t *opts, const nl_h2_cbs_t *cbs, void *user) {
+  nl_h2_opts_t o = opts ? *opts : (nl_h2_opts_t){0};
+  assert(cbs && cbs->write);
+  uint32_t window = o.window ? o.window : 16u * 1024 * 1024;
+  nl_h2_t *s = nl_xcalloc(1, sizeof *s);
+  s->cbs = *cbs;
+  s->user = user;
+  s->stream_flow_control = o.stream_flow_control;
+  nl_list_init(&s->streams);
+
+  nghttp2_session_callbacks *cb = NULL;
+  nghttp2_option *opt = NULL;
+  if (nghttp2_session_callbacks_new(&cb)) goto fail;
+  nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
+  nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
+  if (nghttp2_option_new(&opt)) goto fail;
+  /* Until the peer's SETTINGS arrive we assume the RFC's suggested minimum. */
+  nghttp2_option_set_peer_max_concurrent_streams(opt, 100);
+  /* on_frame_recv acknowledges PINGs, at once or through cbs.ping. */
+  nghttp2_option_set_no_auto_ping_ack(opt, 1);
+  if (o.stream_flow_control) nghttp2_option_set_no_auto_window_update(opt, 1);
+  if (nghttp2_session_client_new3(&s->h2, cb, s, opt, o.mem)) goto fail;
+  nghttp2_option_del(opt);
+  opt = NULL;
+  nghttp2_session_callbacks_del(cb);
+  cb = NULL;
+
+  nghttp2_settings_entry iv[] = {
+      {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, window},
+  };
+  if (nghttp2_submit_settings(s->h2, NGHTTP2_FLAG_NONE, iv, 2)) goto fail;
+  /* A large answer (ListContainers, a watch's burst) must not wait for
+   * WINDOW_UPDATEs: the connection window is as large as a stream's. */
+  if (nghttp2_session_set_local_window_size(s->h2, NGHTTP2_FLAG_NONE, 0, (int32_t)window))
+    goto fail;
+  return s;
+
+fail:
+  if (opt) nghttp2_option_del(opt);
+  if (cb) nghttp2_session_callbacks_del(cb);
+  if (s->h2) nghttp2_session_del(s->h2);
+  free(s);
+  return NULL;
+}
+
+void nl_h2_free(nl_h2_t *s) {
+  if (!s) return;
+  s->broken = true;
+  while (!nl_list_empty(&s->streams))
+    nl_h2_stream_detach(nl_list_entry(s->streams.next, nl_h2_stream_t, link));
+  nghttp2_session_del(s->h2);
+  free(s);
+}
+
+int nl_h2_recv(nl_h2_t *s, const uint8_t *data, size_t len) {
+  if (s->broken) return NGHTTP2_ERR_EOF;
+  ssize_t n = nghttp2_session_mem_recv(s->h2, data, len);
+  if (n < 0) {
+    s->broken = true;
+    return (int)n;
+  }
+  return 0;
+}
+
+int nl_h2_flush(nl_h2_t *s) {
+  if (s->broken) return NGHTTP2_ERR_EOF;
+  for (;;) {
+    const uint8_t *data;
+    ssize_t n = nghttp2_session_mem_send(s->h2, &data);
+    if (n < 0) {
+      s->broken = true;
+      return (int)n;
+    }
+    if (n == 0) return 0;
+    if (s->cbs.write(s->user, data, (size_t)n) < 0) {
+      s->broken = true;
+      return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+  }
+}
+
+int nl_h2_submit(nl_h2_t *s, nl_h2_stream_t *st, const nghttp2_nv *nva, size_t nnv,
+                 const void *body, size_t body_len) {
+  assert(st->cbs && st->cbs->on_close);
+  if (nl_h2_free_streams(s) == 0) return NL_H2_EBUSY;
+  st->session = s;
+  st->body = body;
+  st->body_len = body_len;
+  st->body_off = 0;
+  st->held = 0;
+  st->got_response = st->sent = st->complete = false;
+  nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_body};
+  int32_t id = nghttp2_submit_request(s->h2, NULL, nva, nnv, body ? &prd : NULL, st);
+  if (id < 0) {
+    st->session = NULL;
+    return id;
+  }
+  st->id = id;
+  if (s->last_id == id) s->last_st = st;
+  nl_list_insert_tail(&s->streams, &st->link);
+  s->nactive++;
+  s->nopen++;
+  return 0;
+}
+
+void nl_h2_stream_reset(nl_h2_stream_t *st, uint32_t error_code) {
+  if (!st->session) return;
+  nghttp2_submit_rst_stream(st->session->h2, NGHTTP2_FLAG_NONE, st->id, error_code);
+}
+
+void nl_h2_stream_cancel(nl_h2_stream_t *st) {
+  nl_h2_t *s = st->session;
+  if (!s) return;
+  nghttp2_submit_rst_stream(s->h2, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+  nl_h2_stream_detach(st);
+}
+
+int nl_h2_stream_consume(nl_h2_stream_t *st, size_t n) {
+  nl_h2_t *s = st->session;
+  if (!s || !s->stream_flow_control) return 0;
+  assert(n <= st->held);
+  st->held -= n;
+  return nghttp2_session_consume_stream(s->h2, st->id, n);
+}
+
+int nl_h2_ping(nl_h2_t *s) {
+  if (s->broken) return NGHTTP2_ERR_EOF;
+  return nghttp2_submit_ping(s->h2, NGHTTP2_FLAG_NONE, NULL);
+}
+
+int nl_h2_ack_pings(nl_h2_t *s) {
+  for (size_t i = 0; i < s->n_unacked; i++) {
+    int rc = nghttp2_submit_ping(s->h2, NGHTTP2_FLAG_ACK, s->unacked[i]);
+    if (rc) return rc;
+  }
+  s->n_unacked = 0;
+  return 0;
+}
+
+int nl_h2_goaway(nl_h2_t *s, uint32_t error_code) {
+  if (s->broken) return NGHTTP2_ERR_EOF;
+  s->goaway = true;
+  return nghttp2_submit_goaway(s->h2, NGHTTP2_FLAG_NONE,
+                               nghttp2_session_get_last_proc_stream_id(s->h2), error_code,
+                               NULL, 0);
+}
+
+nl_h2_stream_t *nl_h2_first_stream(const nl_h2_t *s) {
+  return nl_list_empty(&s->streams) ? NULL : nl_list_entry(s->streams.next, nl_h2_stream_t, link);
+}
+
+size_t nl_h2_active(const nl_h2_t *s) { return s->nactive; }
+
+uint32_t nl_h2_max_streams(const nl_h2_t *s) {
+  return nghttp2_session_get_remote_settings(s->h2, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+}
+
+size_t nl_h2_free_streams(const nl_h2_t *s) {
+  if (s->broken || s->goaway) return 0;
+  uint32_t max = nl_h2_max_streams(s);
+  return s->nopen < max ? max - s->nopen : 0;
+}
+
+bool nl_h2_want_io(const nl_h2_t *s) {
+  return nghttp2_session_want_read(s->h2) || nghttp2_session_want_write(s->h2);
+}

@@ -1,0 +1,468 @@
+/* The HTTP/2 engine on bytes alone: the peer is an in-process nghttp2 server
+ * session fed through memory (nghttp2's own tests do the same), so SETTINGS,
+ * PINGs, GOAWAY, resets and windows are checked frame by frame. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "reactor/buf.h"
+#include "reactor/h2.h"
+#include "reactor/xalloc.h"
+
+typedef struct peer {
+  nghttp2_session *srv;
+  nl_h2_t *cli;
+  nl_buf_t to_srv;
+  /* what the server saw */
+  uint32_t push, window;  /* the client's SETTINGS */
+  int settings, ping_acks, pings, rsts, goaways, window_updates, requests;
+  uint32_t rst_code;
+  int32_t last_request;
+  /* the body the server's data provider serves */
+  size_t body_len;
+  /* what the client's owner heard */
+  int cli_ping_acks, cli_pings, cli_goaways;
+  int32_t goaway_last;
+} peer_t;
+
+typedef struct stream {
+  nl_h2_stream_t h2;
+  int status, closes;
+  size_t got;
+  uint32_t error_code;
+  bool refused, complete, headers_end;
+} stream_t;
+
+/* ---- the client's owner ---------------------------------------------------- */
+
+static int cli_write(void *user, const uint8_t *data, size_t len) {
+  peer_t *p = user;
+  nl_buf_append(&p->to_srv, data, len);
+  return 0;
+}
+static void cli_ping_ack(void *user) { ((peer_t *)user)->cli_ping_acks++; }
+static void cli_ping(void *user) { ((peer_t *)user)->cli_pings++; }
+static void cli_goaway(void *user, uint32_t code, int32_t last) {
+  peer_t *p = user;
+  p->cli_goaways++;
+  p->goaway_last = last;
+}
+
+static void st_header(nl_h2_stream_t *h, const uint8_t *n, size_t nl, const uint8_t *v, size_t vl) {
+  stream_t *st = container_of(h, stream_t, h2);
+  if (nl == 7 && !memcmp(n, ":status", 7)) st->status = atoi((const char *)v);
+}
+static void st_headers(nl_h2_stream_t *h) { container_of(h, stream_t, h2)->headers_end = true; }
+static void st_data(nl_h2_stream_t *h, const uint8_t *d, size_t n) {
+  container_of(h, stream_t, h2)->got += n;
+}
+static void st_close(nl_h2_stream_t *h, uint32_t code, bool refused) {
+  stream_t *st = container_of(h, stream_t, h2);
+  st->closes++;
+  st->error_code = code;
+  st->refused = refused;
+  st->complete = h->complete;
+  assert_null(h->session);
+}
+static const nl_h2_stream_cbs_t st_cbs = {st_header, st_headers, st_data, st_close};
+
+/* ---- the peer ---------------------------------------------------------------- */
+
+static ssize_t srv_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len, uint32_t *flags,
+                        nghttp2_data_source *src, void *user) {
+  size_t *left = src->ptr;
+  size_t n = *left < len ? *left : len;
+  memset(buf, 'x', n);
+  *left -= n;
+  if (*left == 0) *flags |= NGHTTP2_DATA_FLAG_EOF;
+  return (ssize_t)n;
+}
+
+static int srv_frame(nghttp2_session *s, const nghttp2_frame *f, void *user) {
+  peer_t *p = user;
+  switch (f->hd.type) {
+  case NGHTTP2_SETTINGS:
+    if (f->hd.flags & NGHTTP2_FLAG_ACK) break;
+    p->settings++;
+    for (size_t i = 0; i < f->settings.niv; i++) {
+      if (f->settings.iv[i].settings_id == NGHTTP2_SETTINGS_ENABLE_PUSH)
+        p->push = f->settings.iv[i].value;
+      if (f->settings.iv[i].settings_id == NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE)
+        p->window = f->settings.iv[i].value;
+    }
+    break;
+  case NGHTTP2_PING:
+    if (f->hd.flags & NGHTTP2_FLAG_ACK) p->ping_acks++;
+    else p->pings++;
+    break;
+  case NGHTTP2_RST_STREAM:
+    p->rsts++;
+    p->rst_code = f->rst_stream.error_code;
+    break;
+  case NGHTTP2_WINDOW_UPDATE:
+    p->window_updates++;
+    break;
+  case NGHTTP2_HEADERS:
+    if (f->headers.cat == NGHTTP2_HCAT_REQUEST) {
+      p->requests++;
+      p->last_request = f->hd.stream_id;
+    }
+    break;
+  }
+  return 0;
+}
+
+static void peer_init(peer_t *p, const nl_h2_opts_t *opts, bool defer_pings) {
+  memset(p, 0, sizeof *p);
+  nghttp2_session_callbacks *cb;
+  nghttp2_session_callbacks_new(&cb);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cb, srv_frame);
+  assert_int_equal(nghttp2_session_server_new(&p->srv, cb, p), 0);
+  nghttp2_session_callbacks_del(cb);
+  assert_int_equal(nghttp2_submit_settings(p->srv, NGHTTP2_FLAG_NONE, NULL, 0), 0);
+  nl_h2_cbs_t cbs = {.write = cli_write, .ping_ack = cli_ping_ack, .goaway = cli_goaway,
+                     .ping = defer_pings ? cli_ping : NULL};
+  p->cli = nl_h2_new(opts, &cbs, p);
+  assert_non_null(p->cli);
+}
+
+static void peer_free(peer_t *p) {
+  nl_h2_free(p->cli);
+  nghttp2_session_del(p->srv);
+  nl_buf_free(&p->to_srv);
+}
+
+/* Moves bytes both ways until neither side has anything to say. */
+static void pump(peer_t *p) {
+  for (int guard = 0; guard < 100; guard++) {
+    assert_int_equal(nl_h2_flush(p->cli), 0);
+    bool moved = p->to_srv.len > 0;
+    if (moved) {
+      assert_true(nghttp2_session_mem_recv(p->srv, (uint8_t *)p->to_srv.data, p->to_srv.len) >= 0);
+      nl_buf_reset(&p->to_srv);
+    }
+    const uint8_t *d;
+    ssize_t n;
+    while ((n = nghttp2_session_mem_send(p->srv, &d)) > 0) {
+      moved = true;
+      assert_int_equal(nl_h2_recv(p->cli, d, (size_t)n), 0);
+    }
+    if (!moved) return;
+  }
+  fail_msg("pump: the two sides never went quiet");
+}
+
+/* A session past the exchange of SETTINGS. */
+static void peer_start(peer_t *p, const nl_h2_opts_t *opts, bool defer_pings) {
+  peer_init(p, opts, defer_pings);
+  pump(p);
+}
+
+static void submit(peer_t *p, stream_t *st) {
+  memset(st, 0, sizeof *st);
+  st->h2.cbs = &st_cbs;
+  nghttp2_nv nv[] = {
+      {(uint8_t *)":method", (uint8_t *)"GET", 7, 3, 0},
+      {(uint8_t *)":scheme", (uint8_t *)"http", 7, 4, 0},
+      {(uint8_t *)":path", (uint8_t *)"/", 5, 1, 0},
+      {(uint8_t *)":authority", (uint8_t *)"x", 10, 1, 0},
+  };
+  assert_int_equal(nl_h2_submit(p->cli, &st->h2, nv, 4, NULL, 0), 0);
+}
+
+static void respond(peer_t *p, int32_t id, size_t *body) {
+  nghttp2_nv nv[] = {{(uint8_t *)":status", (uint8_t *)"200", 7, 3, 0}};
+  nghttp2_data_provider prd = {.source.ptr = body, .read_callback = srv_body};
+  assert_int_equal(nghttp2_submit_response(p->srv, id, nv, 1, body ? &prd : NULL), 0);
+}
+
+/* ---- tests ----------------------------------------------------------------- */
+
+static void settings_and_a_request(void **state) {
+  peer_t p;
+  peer_init(&p, &(nl_h2_opts_t){.window = 1 << 20}, false);
+  /* Until the peer's SETTINGS: the RFC's suggested minimum. */
+  assert_int_equal(nl_h2_max_streams(p.cli), 100);
+  pump(&p);
+  assert_int_equal(p.settings, 1);
+  assert_int_equal(p.push, 0);
+  assert_int_equal(p.window, 1 << 20);
+  /* The connection window is opened as wide as a stream's. */
+  assert_int_equal(nghttp2_session_get_remote_window_size(p.srv), 1 << 20);
+
+  stream_t st;
+  submit(&p, &st);
+  assert_int_equal(nl_h2_active(p.cli), 1);
+  assert_ptr_equal(nl_h2_first_stream(p.cli), &st.h2);
+  pump(&p);
+  assert_true(st.h2.sent);
+  size_t body = 1000;
+  respond(&p, p.last_request, &body);
+  pump(&p);
+  assert_int_equal(st.status, 200);
+  assert_true(st.headers_end);
+  assert_int_equal(st.got, 1000);
+  assert_int_equal(st.closes, 1);
+  assert_true(st.complete);
+  assert_false(st.refused);
+  assert_int_equal(nl_h2_active(p.cli), 0);
+  assert_null(nl_h2_first_stream(p.cli));
+  peer_free(&p);
+}
+
+static void peer_stream_limit(void **state) {
+  peer_t p;
+  peer_init(&p, NULL, false);
+  nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 2}};
+  nghttp2_submit_settings(p.srv, NGHTTP2_FLAG_NONE, iv, 1);
+  pump(&p);
+  assert_int_equal(nl_h2_max_streams(p.cli), 2);
+  stream_t a, b, c;
+  submit(&p, &a);
+  assert_int_equal(nl_h2_free_streams(p.cli), 1);
+  submit(&p, &b);
+  assert_int_equal(nl_h2_free_streams(p.cli), 0);
+  memset(&c, 0, sizeof c);
+  c.h2.cbs = &st_cbs;
+  assert_int_equal(nl_h2_submit(p.cli, &c.h2, NULL, 0, NULL, 0), NL_H2_EBUSY);
+  pump(&p);
+  assert_int_equal(p.requests, 2);
+  /* A cancelled stream holds its place until the peer has seen the reset. */
+  nl_h2_stream_cancel(&a.h2);
+  assert_int_equal(nl_h2_active(p.cli), 1);
+  assert_int_equal(nl_h2_free_streams(p.cli), 0);
+  pump(&p);
+  assert_int_equal(p.rsts, 1);
+  assert_int_equal(p.rst_code, NGHTTP2_CANCEL);
+  assert_int_equal(a.closes, 0); /* cancelled: no callback */
+  assert_int_equal(nl_h2_free_streams(p.cli), 1);
+  nl_h2_stream_cancel(&b.h2);
+  pump(&p);
+  peer_free(&p);
+}
+
+static void pings_at_once(void **state) {
+  peer_t p;
+  peer_start(&p, NULL, false);
+  nghttp2_submit_ping(p.srv, NGHTTP2_FLAG_NONE, NULL);
+  pump(&p);
+  assert_int_equal(p.ping_acks, 1);
+  assert_int_equal(p.cli_pings, 0);
+  /* Our own PING: the peer (nghttp2) acknowledges it. */
+  assert_int_equal(nl_h2_ping(p.cli), 0);
+  pump(&p);
+  assert_int_equal(p.pings, 1);
+  assert_int_equal(p.cli_ping_acks, 1);
+  peer_free(&p);
+}
+
+static void pings_deferred(void **state) {
+  peer_t p;
+  peer_start(&p, NULL, true);
+  for (int i = 0; i < 4; i++) nghttp2_submit_ping(p.srv, NGHTTP2_FLAG_NONE, NULL);
+  pump(&p);
+  assert_int_equal(p.cli_pings, 4);
+  assert_int_equal(p.ping_acks, 0); /* held for the owner */
+  /* A fifth while four are held is answered at once: a flood costs nothing. */
+  nghttp2_submit_ping(p.srv, NGHTTP2_FLAG_NONE, NULL);
+  pump(&p);
+  assert_int_equal(p.cli_pings, 4);
+  assert_int_equal(p.ping_acks, 1);
+  assert_int_equal(nl_h2_ack_pings(p.cli), 0);
+  pump(&p);
+  assert_int_equal(p.ping_acks, 5);
+  assert_int_equal(nl_h2_ack_pings(p.cli), 0); /* nothing left */
+  pump(&p);
+  assert_int_equal(p.ping_acks, 5);
+  peer_free(&p);
+}
+
+static void goaway_refuses_later_streams(void **state) {
+  peer_t p;
+  peer_start(&p, NULL, false);
+  stream_t a, b;
+  submit(&p, &a);
+  submit(&p, &b);
+  pump(&p);
+  assert_int_equal(p.requests, 2);
+  nghttp2_submit_goaway(p.srv, NGHTTP2_FLAG_NONE, a.h2.id, NGHTTP2_NO_ERROR, NULL, 0);
+  pump(&p);
+  assert_int_equal(p.cli_goaways, 1);
+  assert_int_equal(p.goaway_last, a.h2.id);
+  assert_int_equal(b.closes, 1);
+  assert_true(b.refused); /* above the last stream id: may be sent again */
+  assert_int_equal(a.closes, 0);
+  assert_int_equal(nl_h2_free_streams(p.cli), 0);
+  stream_t c;
+  memset(&c, 0, sizeof c);
+  c.h2.cbs = &st_cbs;
+  assert_int_equal(nl_h2_submit(p.cli, &c.h2, NULL, 0, NULL, 0), NL_H2_EBUSY);
+  /* The stream below it finishes normally. */
+  respond(&p, a.h2.id, NULL);
+  pump(&p);
+  assert_int_equal(a.closes, 1);
+  assert_true(a.complete);
+  peer_free(&p);
+}
+
+static void resets(void **state) {
+  peer_t p;
+  peer_start(&p, NULL, false);
+  stream_t a, b, c;
+  submit(&p, &a);
+  submit(&p, &b);
+  submit(&p, &c);
+  pump(&p);
+  nghttp2_submit_rst_stream(p.srv, NGHTTP2_FLAG_NONE, a.h2.id, NGHTTP2_REFUSED_STREAM);
+  nghttp2_submit_rst_stream(p.srv, NGHTTP2_FLAG_NONE, b.h2.id, NGHTTP2_INTERNAL_ERROR);
+  pump(&p);
+  assert_int_equal(a.closes, 1);
+  assert_true(a.refused);
+  assert_false(a.complete);
+  assert_int_equal(b.closes, 1);
+  assert_false(b.refused);
+  assert_int_equal(b.error_code, NGHTTP2_INTERNAL_ERROR);
+  /* Our own reset: the owner still hears the close. */
+  nl_h2_stream_reset(&c.h2, NGHTTP2_CANCEL);
+  pump(&p);
+  assert_int_equal(p.rst_code, NGHTTP2_CANCEL);
+  assert_int_equal(c.closes, 1);
+  assert_int_equal(c.error_code, NGHTTP2_CANCEL);
+  /* Our GOAWAY: no new streams. */
+  assert_int_equal(nl_h2_goaway(p.cli, NGHTTP2_NO_ERROR), 0);
+  assert_int_equal(nl_h2_free_streams(p.cli), 0);
+  pump(&p);
+  peer_free(&p);
+}
+
+/* Without per-stream flow control nghttp2 gives received bytes back at once. */
+static void windows_given_back(void **state) {
+  peer_t p;
+  peer_start(&p, &(nl_h2_opts_t){.window = 65535}, false);
+  stream_t a;
+  submit(&p, &a);
+  pump(&p);
+  size_t body = 200000; /* three windows */
+  respond(&p, a.h2.id, &body);
+  pump(&p);
+  assert_int_equal(a.got, 200000);
+  assert_true(a.complete);
+  assert_true(p.window_updates > 0);
+  peer_free(&p);
+}
+
+/* With it, a stream whose reader does not consume stops its sender alone. */
+static void back_pressure_per_stream(void **state) {
+  peer_t p;
+  peer_start(&p, &(nl_h2_opts_t){.window = 65535, .stream_flow_control = true}, false);
+  stream_t a, b;
+  submit(&p, &a);
+  submit(&p, &b);
+  pump(&p);
+  size_t body_a = 100000, body_b = 30000;
+  respond(&p, a.h2.id, &body_a);
+  pump(&p);
+  assert_int_equal(a.got, 65535); /* its window, no more */
+  assert_int_equal(a.h2.held, 65535);
+  assert_int_equal(nghttp2_session_get_stream_remote_window_size(p.srv, a.h2.id), 0);
+  /* The connection window was given back: another stream still flows. */
+  respond(&p, b.h2.id, &body_b);
+  pump(&p);
+  assert_int_equal(b.got, 30000);
+  assert_true(b.complete);
+  assert_int_equal(a.closes, 0);
+  /* The reader catches up: the rest arrives. */
+  assert_int_equal(nl_h2_stream_consume(&a.h2, 65535), 0);
+  assert_int_equal(a.h2.held, 0);
+  pump(&p);
+  assert_true(a.got > 65535);
+  while (!a.closes) {
+    assert_int_equal(nl_h2_stream_consume(&a.h2, a.h2.held), 0);
+    pump(&p);
+  }
+  assert_int_equal(a.got, 100000);
+  assert_true(a.complete);
+  peer_free(&p);
+}
+
+/* A request cancelled before it left: nothing of it is sent, and nothing
+ * reads its owner's memory (freed at once) afterwards. */
+static void cancel_with_body_queued(void **state) {
+  peer_t p;
+  peer_start(&p, NULL, false);
+  stream_t *st = calloc(1, sizeof *st);
+  st->h2.cbs = &st_cbs;
+  static const uint8_t body[100] = {0};
+  nghttp2_nv nv[] = {
+      {(uint8_t *)":method", (uint8_t *)"POST", 7, 4, 0},
+      {(uint8_t *)":scheme", (uint8_t *)"http", 7, 4, 0},
+      {(uint8_t *)":path", (uint8_t *)"/", 5, 1, 0},
+      {(uint8_t *)":authority", (uint8_t *)"x", 10, 1, 0},
+  };
+  assert_int_equal(nl_h2_submit(p.cli, &st->h2, nv, 4, body, sizeof body), 0);
+  nl_h2_stream_cancel(&st->h2);
+  free(st);
+  pump(&p);
+  assert_int_equal(p.requests, 0);
+  assert_int_equal(p.rsts, 0);
+  assert_int_equal(nl_h2_active(p.cli), 0);
+  assert_int_equal(nl_h2_free_streams(p.cli), nl_h2_max_streams(p.cli));
+  peer_free(&p);
+}
+
+/* Failed allocations in nghttp2 (through the hook) fail the set-up cleanly. */
+typedef struct failmem {
+  int n, fail_at;
+} failmem_t;
+static void *fm_malloc(size_t n, void *ud) {
+  failmem_t *m = ud;
+  return ++m->n == m->fail_at ? NULL : malloc(n);
+}
+static void fm_free(void *p, void *ud) { free(p); }
+static void *fm_calloc(size_t a, size_t b, void *ud) {
+  failmem_t *m = ud;
+  return ++m->n == m->fail_at ? NULL : calloc(a, b);
+}
+static void *fm_realloc(void *p, size_t n, void *ud) {
+  failmem_t *m = ud;
+  return ++m->n == m->fail_at ? NULL : realloc(p, n);
+}
+
+static void allocator_hook(void **state) {
+  int failed = 0;
+  for (int i = 1; i < 100; i++) {
+    failmem_t fm = {0, i};
+    nghttp2_mem mem = {&fm, fm_malloc, fm_free, fm_calloc, fm_realloc};
+    nl_h2_cbs_t cbs = {.write = cli_write};
+    nl_h2_t *s = nl_h2_new(&(nl_h2_opts_t){.mem = &mem}, &cbs, NULL);
+    if (!s) {
+      failed++;
+      continue;
+    }
+    assert_true(fm.n > 0); /* nghttp2 allocated through the hook */
+    nl_h2_free(s);
+    if (fm.n < i) break; /* the set-up needs fewer than i allocations */
+  }
+  assert_true(failed > 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(settings_and_a_request),
+      cmocka_unit_test(peer_stream_limit),
+      cmocka_unit_test(pings_at_once),
+      cmocka_unit_test(pings_deferred),
+      cmocka_unit_test(goaway_refuses_later_streams),
+      cmocka_unit_test(resets),
+      cmocka_unit_test(windows_given_back),
+      cmocka_unit_test(back_pressure_per_stream),
+      cmocka_unit_test(cancel_with_body_queued),
+      cmocka_unit_test(allocator_hook),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
