@@ -192,7 +192,7 @@ idle_pods 2
 wait_for 60 idle_pods_settled 2 || fail "pods without a running container (2)" "not settled"
 stop_agent TERM
 kubectl delete pod -n "$PODS_NS" noimg2 initcrash2 exited2 novol2 --wait=false >/dev/null
-start_agent --kubeconfig "$KC" --node-ip 127.0.0.1 || exit 1
+start_agent --kubeconfig "$KC" --node-ip "$NODE_IP" || { fail "agent restart" "it did not start"; exit 1; }
 idle_pods_delete_gone 2 "while nanolet was stopped"
 
 # --- crash loop ------------------------------------------------------------------------
