@@ -194,6 +194,15 @@ int nl__kubelet_probes_init(nl_kubelet_t *k, nl_err_t **err) {
   return 0;
 }
 
+/* upstream activeDeadlineHandler: the pod has been active (since its status'
+ * startTime) for spec.activeDeadlineSeconds or longer. */
+#define DEADLINE_REASON "DeadlineExceeded"
+#define DEADLINE_MESSAGE "Pod was active on the node longer than the specified deadline"
+static bool past_active_deadline(const nl_pod_t *pod, int64_t start_time) {
+  const nl_opt_i64_t *d = &pod->spec.active_deadline_seconds;
+  return d->set && start_time > 0 && now_ns() / 1000000000 - start_time >= d->v;
+}
+
 static nl_pod_status_t *generate(nl_kubelet_t *k, const nl_pod_t *pod, pod_state_t *ps,
                                  bool terminal) {
   nl_status_reason_t items[ps->n_reasons + 1];
@@ -213,6 +222,14 @@ static nl_pod_status_t *generate(nl_kubelet_t *k, const nl_pod_t *pod, pod_state
     free(st->message);
     st->reason = nl_xstrdup(ps->rejected_reason);
     st->message = nl_xstrdup(ps->rejected_message);
+  } else if (st->phase != NL_POD_SUCCEEDED && st->phase != NL_POD_FAILED &&
+             past_active_deadline(pod, st->start_time)) {
+    /* upstream's pod sync handlers (ShouldEvict): Failed, and so terminated */
+    st->phase = NL_POD_FAILED;
+    free(st->reason);
+    free(st->message);
+    st->reason = nl_xstrdup(DEADLINE_REASON);
+    st->message = nl_xstrdup(DEADLINE_MESSAGE);
   }
   /* Once its containers have stopped (upstream sends no terminal phase before). */
   if (ps->killed_reason && (terminal || st->phase == NL_POD_FAILED))
@@ -250,6 +267,12 @@ static bool refresh_status(nl_kubelet_t *k, const nl_pod_t *pod, bool terminal) 
   nl_pod_status_t *st = generate(k, pod, ps, terminal);
   if (st->phase == NL_POD_RUNNING && (!ps->status || ps->status->phase != NL_POD_RUNNING))
     nl_kmetrics_pod_started(&k->metrics, (double)(uv_hrtime() - ps->first_seen) / 1e9);
+  if (st->reason && !strcmp(st->reason, DEADLINE_REASON) &&
+      (!ps->status || !ps->status->reason || strcmp(ps->status->reason, DEADLINE_REASON))) {
+    nl_info("pod %s/%s: %s", pod->metadata.namespace_, pod->metadata.name, DEADLINE_MESSAGE);
+    nl_event_ref_t ref = nl_event_pod_ref(pod);
+    nl_events_record(&k->events, &ref, NL_EVENT_NORMAL, DEADLINE_REASON, DEADLINE_MESSAGE);
+  }
   nl_pod_status_free(ps->status);
   ps->status = st;
   report_status(k, pod, st, false);
@@ -423,6 +446,9 @@ void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t 
       nl_pod_manager_set(&k->pods, pod);
       /* ... everywhere: the holders of the previous version let it go */
       nl_pod_workers_reconcile(&k->workers, pod);
+      /* a readiness gate's condition changed: Ready is to be regenerated */
+      if (nl_pod_status_ready_needs_reconcile(pod))
+        nl_pod_workers_sync_now(&k->workers, pod->metadata.uid);
       if (k->probes_up) nl_probe_manager_reconcile_pod(&k->probes, pod);
       break;
     }
@@ -438,7 +464,24 @@ void nl__kubelet_pleg_event(const nl_pleg_event_t *ev, void *ctx) {
   nl_pod_workers_sync_now(&k->workers, ev->uid);
 }
 
-void nl__kubelet_pods_sync_tick(nl_kubelet_t *k) { nl_pod_workers_sync_due(&k->workers); }
+/* The 1 s sync tick: pods whose resync is due, and (upstream's PodSyncLoopHandlers)
+ * running pods past their activeDeadlineSeconds, so that they are failed on time. */
+void nl__kubelet_pods_sync_tick(nl_kubelet_t *k) {
+  nl_pod_workers_sync_due(&k->workers);
+  size_t n;
+  const nl_pod_t **pods = nl_pod_manager_list(&k->pods, &n);
+  for (size_t i = 0; i < n; i++) {
+    if (!pods[i]->spec.active_deadline_seconds.set ||
+        nl_pod_workers_is_terminating(&k->workers, pods[i]->metadata.uid))
+      continue;
+    const pod_state_t *ps = nl_map_get(&k->pod_states, pods[i]->metadata.uid);
+    if (!ps || !ps->status || ps->status->phase == NL_POD_SUCCEEDED ||
+        ps->status->phase == NL_POD_FAILED || !past_active_deadline(pods[i], ps->status->start_time))
+      continue;
+    nl_pod_workers_sync_now(&k->workers, pods[i]->metadata.uid);
+  }
+  free(pods);
+}
 
 /* ---- the syncer ---- */
 
@@ -610,12 +653,17 @@ static void sync_terminated(nl_pod_work_t *w, void *ctx) {
 
 static void pod_finished(const char *uid, void *ctx) {
   nl_kubelet_t *k = ctx;
-  /* A deleted API pod whose containers are gone: its final status, then the
-   * status manager deletes its API object. */
+  /* Its final status (upstream TerminatePod: a terminal phase even for a pod
+   * that never ran); a deleted API pod whose containers are gone is then
+   * deleted from the API by the status manager. */
   const nl_pod_t *pod = nl_pod_manager_get(&k->pods, uid);
   pod_state_t *ps = pod ? nl_map_get(&k->pod_states, uid) : NULL;
-  if (pod && ps && ps->status && pod->metadata.deletion_timestamp)
-    report_status(k, pod, ps->status, true);
+  if (pod && ps && ps->status) {
+    /* (a pod refused at admission never reaches upstream's pod workers) */
+    if (!ps->rejected_reason || !strcmp(ps->rejected_reason, "Evicted"))
+      nl_pod_status_terminate(ps->status, pod);
+    report_status(k, pod, ps->status, pod->metadata.deletion_timestamp != NULL);
+  }
   nl__kubelet_shutdown_pod_finished(k, uid);
 }
 
@@ -748,9 +796,11 @@ void nl__kubelet_pods_housekeeping(nl_kubelet_t *k) {
   nl_map_iter_init(&it, &k->pod_states);
   while (nl_map_iter_next(&it, &uid, NULL)) {
     if (nl_pod_manager_get(&k->pods, uid) || nl_pod_workers_get(&k->workers, uid)) continue;
-    state_free(nl_map_del(&k->pod_states, uid));
-    if (k->node_up) nl_status_manager_remove(&k->statuses, uid);
-    if (k->tokens_up) nl_tokens_forget_pod(&k->tokens, uid);
+    char *id = nl_xstrdup(uid); /* the map's key goes with the entry */
+    state_free(nl_map_del(&k->pod_states, id));
+    if (k->node_up) nl_status_manager_remove(&k->statuses, id);
+    if (k->tokens_up) nl_tokens_forget_pod(&k->tokens, id);
+    free(id);
   }
 }
 
@@ -825,6 +875,8 @@ int nl__kubelet_container_for_logs(nl_kubelet_t *k, const char *ns, const char *
     if (strcmp(pod->spec.containers[i].name, container) == 0) in_spec = true;
   for (size_t i = 0; i < pod->spec.n_init_containers; i++)
     if (strcmp(pod->spec.init_containers[i].name, container) == 0) in_spec = true;
+  for (size_t i = 0; i < pod->spec.n_ephemeral_containers; i++)
+    if (strcmp(pod->spec.ephemeral_containers[i].name, container) == 0) in_spec = true;
   if (!in_spec) {
     *msg = nl_xasprintf("container \"%s\" not found in pod \"%s\"", container, name);
     return 404;
@@ -838,6 +890,9 @@ int nl__kubelet_container_for_logs(nl_kubelet_t *k, const char *ns, const char *
     for (size_t i = 0; i < st->n_init_container_statuses; i++)
       if (strcmp(st->init_container_statuses[i].name, container) == 0)
         cs = &st->init_container_statuses[i];
+    for (size_t i = 0; i < st->n_ephemeral_container_statuses; i++)
+      if (strcmp(st->ephemeral_container_statuses[i].name, container) == 0)
+        cs = &st->ephemeral_container_statuses[i];
   }
   if (!cs) {
     *msg = nl_xasprintf("container \"%s\" in pod \"%s\" is not available", container, name);

@@ -453,8 +453,10 @@ nl_status_probe_t nl_probe_manager_status_probe(void *ctx, const char *name, con
   nl_probe_type_t type = startup ? NL_PROBE_TYPE_STARTUP : NL_PROBE_TYPE_READINESS;
   nl_probe_result_t r = nl_probe_manager_result(sc->m, cid, type);
   if (r == NL_PROBE_RESULT_SUCCESS) return NL_STATUS_PROBE_SUCCESS;
-  if (r == NL_PROBE_RESULT_FAILURE) return NL_STATUS_PROBE_FAILURE;
-  if (!startup) { /* upstream's manual trigger: probe the new instance now */
+  /* upstream UpdatePodStatus: a container not (yet) ready gets a manual run of
+   * its readiness probe, e.g. right after its startup probe succeeded (whose
+   * result syncs the pod), instead of waiting up to a period */
+  if (!startup) {
     ppod_t *pp = nl_map_get(&sc->m->pods, sc->pod->metadata.uid);
     nl_list_t *pos, *tmp;
     if (pp) nl_list_foreach_safe(pos, tmp, &pp->workers) {
@@ -463,5 +465,5 @@ nl_status_probe_t nl_probe_manager_status_probe(void *ctx, const char *name, con
           uv_timer_start(&w->timer, tick, 0, period_ms(sc->m, w->probe));
       }
   }
-  return NL_STATUS_PROBE_PENDING;
+  return r == NL_PROBE_RESULT_FAILURE ? NL_STATUS_PROBE_FAILURE : NL_STATUS_PROBE_PENDING;
 }

@@ -137,6 +137,7 @@ static void op_free(nl_runtime_op_t *op) {
   free(op->cur_term_path);
   free(op->cur_hosts_path);
   free(op->cur_id);
+  free(op->kill_order);
   nl_keyring_free(&op->keyring);
   free(op->keyring_msg);
   free(op);

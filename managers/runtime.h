@@ -252,6 +252,8 @@ typedef struct nl_pod_actions {
   size_t n_init_to_start;
   size_t *to_start;
   size_t n_to_start;
+  size_t *ephemeral_to_start; /* never started yet: started once, never again */
+  size_t n_ephemeral_to_start;
   nl_kill_info_t *to_kill;
   size_t n_to_kill;
 } nl_pod_actions_t;
@@ -309,6 +311,8 @@ typedef struct nl_container_input {
   size_t n_pod_ips;
   const char *termination_message_host_path; /* the file to mount; NULL: none */
   const char *etc_hosts_host_path; /* the pod's managed hosts file; NULL: none */
+  const char *target_id; /* an ephemeral container's target: the running container
+                          * whose process namespace it joins; NULL: none */
 } nl_container_input_t;
 
 /* generateContainerConfig. Returns 0 and a new config, or -1 with *err (bad env
@@ -317,6 +321,18 @@ typedef struct nl_container_input {
 int nl_runtime_build_container_config(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
                                       const nl_container_input_t *in,
                                       Runtime__V1__ContainerConfig **out, nl_err_t **err);
+
+/* upstream verifyRunAsNonRoot for container c of pod, whose effective
+ * security context (the container's over the pod's) asks for runAsNonRoot:
+ * NULL when the container may start, else upstream's message (a new string;
+ * the start fails with CreateContainerConfigError). image_uid (NULL: none) and
+ * image_user (NULL or "": none) are the image's user from ImageStatus, read
+ * only when nl_runtime_non_root_needs_image says so. */
+char *nl_runtime_verify_non_root(const nl_pod_t *pod, const nl_container_t *c,
+                                 const int64_t *image_uid, const char *image_user);
+/* True when runAsNonRoot is asked for without a runAsUser: only the image's
+ * user tells (upstream getImageUser). */
+bool nl_runtime_non_root_needs_image(const nl_pod_t *pod, const nl_container_t *c);
 
 /* One environment variable. */
 typedef struct nl_env {

@@ -229,6 +229,12 @@ void nl_runtime_compute_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *s
     return;
   }
 
+  /* Ephemeral containers may start before initialization is complete; they
+   * are never restarted. */
+  for (size_t i = 0; i < spec->n_ephemeral_containers; i++)
+    if (!find(s, spec->ephemeral_containers[i].name))
+      push_idx(&a->ephemeral_to_start, &a->n_ephemeral_to_start, i);
+
   bool initialized = init_actions(pod, s, pf, pctx, a);
   if (a->kill_pod || !initialized) return;
 
@@ -282,6 +288,7 @@ void nl_pod_actions_free(nl_pod_actions_t *a) {
   free(a->sandbox_id);
   free(a->init_to_start);
   free(a->to_start);
+  free(a->ephemeral_to_start);
   for (size_t i = 0; i < a->n_to_kill; i++) {
     free(a->to_kill[i].id);
     free(a->to_kill[i].name);

@@ -148,9 +148,51 @@ static Runtime__V1__SecurityProfile *seccomp(const nl_runtime_opts_t *opts,
   return s;
 }
 
+/* DetermineEffectiveSecurityContext for the two fields the check reads. */
+static bool non_root_asked(const nl_pod_t *pod, const nl_container_t *c, nl_opt_i64_t *uid) {
+  const nl_security_context_t *cs = c->security_context;
+  const nl_pod_security_context_t *ps = pod->spec.security_context;
+  nl_tristate_t nr = cs && cs->run_as_non_root != NL_UNSET ? cs->run_as_non_root
+                     : ps ? ps->run_as_non_root : NL_UNSET;
+  *uid = cs && cs->run_as_user.set ? cs->run_as_user : ps ? ps->run_as_user : (nl_opt_i64_t){0};
+  return nr == 1;
+}
+
+bool nl_runtime_non_root_needs_image(const nl_pod_t *pod, const nl_container_t *c) {
+  nl_opt_i64_t uid;
+  return non_root_asked(pod, c, &uid) && !uid.set;
+}
+
+char *nl_runtime_verify_non_root(const nl_pod_t *pod, const nl_container_t *c,
+                                 const int64_t *image_uid, const char *image_user) {
+  nl_opt_i64_t uid;
+  if (!non_root_asked(pod, c, &uid)) return NULL;
+  char *desc = nl__pod_desc(pod), *msg = NULL;
+  if (uid.set) {
+    if (uid.v == 0)
+      msg = nl_xasprintf("container's runAsUser breaks non-root policy (pod: \"%s\", container: %s)",
+                         desc, c->name);
+  } else if (!image_uid && image_user && *image_user) {
+    msg = nl_xasprintf("container has runAsNonRoot and image has non-numeric user (%s), cannot "
+                       "verify user is non-root (pod: \"%s\", container: %s)",
+                       image_user, desc, c->name);
+  } else if (image_uid && *image_uid == 0) {
+    msg = nl_xasprintf("container has runAsNonRoot and image will run as root (pod: \"%s\", "
+                       "container: %s)", desc, c->name);
+  } else if (image_uid && (*image_uid < 0 || *image_uid > INT32_MAX)) {
+    msg = nl_xasprintf("container has runAsNonRoot and image has an invalid user id (%lld). (Must "
+                       "be 1-(%d)): must be between 0 and %d, inclusive (pod: \"%s\", "
+                       "container: %s)",
+                       (long long)*image_uid, INT32_MAX, INT32_MAX, desc, c->name);
+  }
+  free(desc);
+  return msg;
+}
+
 static Runtime__V1__LinuxContainerSecurityContext *security(const nl_runtime_opts_t *opts,
                                                             const nl_pod_t *pod,
-                                                            const nl_container_t *c) {
+                                                            const nl_container_t *c,
+                                                            const char *target_id) {
   Runtime__V1__LinuxContainerSecurityContext *s = NL__NEW(
       Runtime__V1__LinuxContainerSecurityContext, RUNTIME__V1__LINUX_CONTAINER_SECURITY_CONTEXT__INIT);
   const nl_security_context_t *cs = c->security_context;
@@ -209,6 +251,10 @@ static Runtime__V1__LinuxContainerSecurityContext *security(const nl_runtime_opt
     s->n_readonly_paths = nr;
   }
   s->namespace_options = nl__namespaces_for_pod(pod);
+  if (target_id && s->namespace_options->pid == RUNTIME__V1__NAMESPACE_MODE__CONTAINER) {
+    s->namespace_options->pid = RUNTIME__V1__NAMESPACE_MODE__TARGET;
+    s->namespace_options->target_id = nl_xstrdup(target_id);
+  }
   return s;
 }
 
@@ -414,7 +460,7 @@ int nl_runtime_build_container_config(const nl_runtime_opts_t *opts, const nl_po
   cfg->tty = c->tty;
   cfg->linux = NL__NEW(Runtime__V1__LinuxContainerConfig, RUNTIME__V1__LINUX_CONTAINER_CONFIG__INIT);
   cfg->linux->resources = resources(opts, pod, c);
-  cfg->linux->security_context = security(opts, pod, c);
+  cfg->linux->security_context = security(opts, pod, c, in->target_id);
   *out = cfg;
   return 0;
 }

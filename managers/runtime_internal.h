@@ -87,6 +87,7 @@ struct nl_runtime_op {
   size_t kill_todo;            /* items outstanding in a parallel group */
   int kill_phase;
   void (*after_kill)(nl_runtime_op_t *op, bool ok);
+  struct nl__kill_order *kill_order; /* sidecars' turn to stop (runtime_kill.c); owned */
   /* sync */
   nl_pod_actions_t actions;
   char *sandbox_id;
@@ -96,6 +97,7 @@ struct nl_runtime_op {
   Runtime__V1__PodSandboxConfig *sandbox_config;
   size_t cursor;               /* index into the list being worked on */
   bool in_init;                /* starting init containers */
+  bool in_ephemeral;           /* starting ephemeral containers (before the init ones) */
   const nl_container_t *cur;   /* the container being started */
   nl_sync_step_t *cur_step;    /* borrowed pointer into result: re-fetched by index */
   size_t cur_step_idx;

@@ -32,7 +32,68 @@ typedef struct item {
   size_t step; /* index into op->result.steps */
   char *id;
   nl_pod_t *restored; /* an orphan's pod, restored for its preStop hook */
+  int64_t grace;      /* a sidecar waiting for its turn: the grace left after its hook */
+  uint64_t since_ms;  /* ... and when it began to wait */
 } item_t;
+
+/* upstream terminationOrdering: the preStop hooks all run at once, but a
+ * sidecar (restartable init container) is stopped only once every running
+ * main container and every running sidecar after it in the spec have
+ * terminated, so that it serves them (e.g. their preStop hooks) to the end.
+ * One entry per running container of the pod being killed. */
+typedef struct nl__kill_order {
+  size_t n;
+  struct order_entry {
+    const char *name; /* borrowed from op->status */
+    int rank;         /* -1: a main container; its index among the init containers for a
+                       * sidecar; -2 for anything else (a regular init or an ephemeral
+                       * container: nobody waits for those) */
+    bool done;        /* terminated (or given up on) */
+    item_t *waiting;  /* a sidecar waiting for its turn */
+  } e[];
+} kill_order_t;
+
+static int sidecar_rank(const nl_pod_t *pod, const char *name) {
+  for (size_t i = 0; i < pod->spec.n_containers; i++)
+    if (strcmp(pod->spec.containers[i].name, name) == 0) return -1;
+  for (size_t i = 0; i < pod->spec.n_init_containers; i++) {
+    const nl_container_t *c = &pod->spec.init_containers[i];
+    if (strcmp(c->name, name) == 0)
+      return c->restart_policy && strcmp(c->restart_policy, "Always") == 0 ? (int)i : -2;
+  }
+  return -2;
+}
+
+static void order_build(nl_runtime_op_t *op) {
+  free(op->kill_order);
+  op->kill_order = NULL;
+  bool sidecars = false;
+  for (size_t i = 0; op->pod && i < op->pod->spec.n_init_containers; i++) {
+    const char *p = op->pod->spec.init_containers[i].restart_policy;
+    if (p && strcmp(p, "Always") == 0) sidecars = true;
+  }
+  if (!sidecars || !op->status) return;
+  kill_order_t *o = nl_xcalloc(1, sizeof *o + op->status->n_containers * sizeof o->e[0]);
+  for (size_t i = 0; i < op->status->n_containers; i++) {
+    const nl_rt_container_t *c = &op->status->containers[i];
+    if (c->state != NL_RT_CONTAINER_RUNNING) continue;
+    o->e[o->n++] = (struct order_entry){c->name, sidecar_rank(op->pod, c->name), false, NULL};
+  }
+  op->kill_order = o;
+}
+
+static struct order_entry *order_find(kill_order_t *o, const char *name) {
+  for (size_t i = 0; o && i < o->n; i++)
+    if (!o->e[i].done && strcmp(o->e[i].name, name) == 0) return &o->e[i];
+  return NULL;
+}
+
+/* A sidecar of rank r may stop once no main container nor later sidecar runs. */
+static bool order_turn(const kill_order_t *o, int r) {
+  for (size_t i = 0; i < o->n; i++)
+    if (!o->e[i].done && (o->e[i].rank == -1 || o->e[i].rank > r)) return false;
+  return true;
+}
 
 static item_t *item_new(nl_runtime_op_t *op, nl_sync_action_t a, const char *target,
                         const char *id) {
@@ -65,6 +126,45 @@ static bool item_done(item_t *it, const nl_grpc_status_t *st, const char *reason
   nl_pod_free(it->restored);
   free(it);
   return alive && --op->kill_todo == 0;
+}
+
+static void stop_container(item_t *it, int64_t grace);
+
+/* The item of container name has ended: it no longer holds back the sidecars;
+ * those whose turn has come are stopped with the grace they have left (at
+ * least the minimum), or, when the kill is abandoned, let go. Returns
+ * item_done's answer for it. */
+static bool kill_item_done(item_t *it, const nl_grpc_status_t *st, const char *reason) {
+  nl_runtime_op_t *op = it->op;
+  kill_order_t *o = op->kill_order;
+  bool going = !op->cancelled && !op->finished;
+  struct order_entry *e = order_find(o, op->result.steps[it->step].target);
+  size_t n = 0;
+  item_t **ready = NULL;
+  if (e) {
+    e->done = true;
+    ready = nl_xcalloc(o->n, sizeof *ready);
+    for (size_t i = 0; i < o->n; i++) {
+      if (!o->e[i].waiting || !order_turn(o, o->e[i].rank)) continue;
+      ready[n++] = o->e[i].waiting;
+      o->e[i].waiting = NULL;
+    }
+  }
+  /* the ready items still hold the op: it outlives this */
+  bool last = item_done(it, st, reason);
+  uint64_t now = n ? uv_now(op->rt->loop) : 0;
+  for (size_t i = 0; i < n; i++) {
+    item_t *w = ready[i];
+    if (going) {
+      int64_t left = w->grace - (int64_t)((now - w->since_ms) / 1000);
+      stop_container(w, left < NL_RUNTIME_MIN_GRACE_SECONDS ? NL_RUNTIME_MIN_GRACE_SECONDS : left);
+    } else {
+      nl_grpc_status_t ok = {NL_GRPC_OK, ""};
+      item_done(w, &ok, NULL); /* abandoned: never the last that goes on */
+    }
+  }
+  free(ready);
+  return last;
 }
 
 static void kill_finish(nl_runtime_op_t *op) {
@@ -101,7 +201,7 @@ static void container_stopped(const nl_grpc_status_t *st, Runtime__V1__StopConta
   (void)r;
   item_t *it = ctx;
   nl_runtime_op_t *op = it->op;
-  if (item_done(it, st, NL_REASON_KILL_CONTAINER)) stop_sandboxes(op);
+  if (kill_item_done(it, st, NL_REASON_KILL_CONTAINER)) stop_sandboxes(op);
 }
 
 static void stop_container(item_t *it, int64_t grace) {
@@ -128,7 +228,16 @@ static void prestop_done(nl_runtime_op_t *op, void *ctx, int64_t grace) {
   op->pending--; /* the hook's hold; the item keeps its own */
   if (op->cancelled || op->finished) {
     nl_grpc_status_t ok = {NL_GRPC_OK, ""};
-    if (item_done(it, &ok, NULL)) stop_sandboxes(op);
+    if (kill_item_done(it, &ok, NULL)) stop_sandboxes(op);
+    return;
+  }
+  struct order_entry *e = order_find(op->kill_order, op->result.steps[it->step].target);
+  if (e && e->rank >= 0 && !order_turn(op->kill_order, e->rank)) {
+    nl_vlog(3, "pod %s: sidecar %s waits for the containers it serves to stop", op->desc,
+            e->name);
+    it->grace = grace;
+    it->since_ms = uv_now(op->rt->loop);
+    e->waiting = it;
     return;
   }
   stop_container(it, grace);
@@ -166,6 +275,7 @@ static void orphan_status(const nl_grpc_status_t *st, Runtime__V1__ContainerStat
 
 void nl__kill_pod_start(nl_runtime_op_t *op, void (*after)(nl_runtime_op_t *, bool)) {
   op->after_kill = after;
+  order_build(op);
   op->kill_todo = 1; /* held while launching */
   for (size_t i = 0; op->status && i < op->status->n_containers; i++) {
     const nl_rt_container_t *c = &op->status->containers[i];

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cri/image.h"
 #include "cri/runtime.h"
 #include "managers/hooks.h"
 #include "managers/runtime_internal.h"
@@ -299,6 +300,7 @@ static void start_containers(nl_runtime_op_t *op) {
       p += len + (p[len] == ',');
     }
   }
+  op->in_ephemeral = op->actions.n_ephemeral_to_start > 0; /* upstream's step 5, then 6 and 7 */
   op->in_init = true;
   op->cursor = 0;
   next_container(op);
@@ -394,7 +396,7 @@ static void container_done(nl_runtime_op_t *op, bool ok) {
   op->cur_hosts_path = NULL;
   free(op->cur_id);
   op->cur_id = NULL;
-  if (op->in_init && !ok && !nl__is_restartable_init(op->cur)) {
+  if (op->in_init && !op->in_ephemeral && !ok && !nl__is_restartable_init(op->cur)) {
     /* An init container failed to start: the pod cannot initialize. */
     nl__op_finish(op);
     return;
@@ -503,6 +505,9 @@ static void create_container(nl_runtime_op_t *op) {
       .termination_message_host_path = op->cur_term_path,
       .etc_hosts_host_path = op->cur_hosts_path,
   };
+  const char *target = op->cur->target_container_name;
+  const nl_rt_container_t *tc = target && *target ? nl_rt_pod_status_find(op->status, target) : NULL;
+  if (tc && tc->state == NL_RT_CONTAINER_RUNNING) in.target_id = tc->id;
   Runtime__V1__ContainerConfig *cfg = NULL;
   nl_err_t *err = NULL;
   if (nl_runtime_build_container_config(&op->rt->opts, op->pod, &in, &cfg, &err) < 0) {
@@ -730,6 +735,47 @@ static void cprep_done(uv_work_t *w, int status) {
   cprep_free(p);
 }
 
+static void prepare_container(nl_runtime_op_t *op);
+
+/* generateContainerConfig's verifyRunAsNonRoot: a container that would run as
+ * root against its runAsNonRoot fails with CreateContainerConfigError. */
+static void verify_non_root(nl_runtime_op_t *op, const int64_t *image_uid, const char *image_user) {
+  char *msg = nl_runtime_verify_non_root(op->pod, op->cur, image_uid, image_user);
+  if (!msg) {
+    prepare_container(op);
+    return;
+  }
+  nl__step_fail(cur_step(op), NL_REASON_CREATE_CONTAINER_CONFIG, "%s", msg);
+  fail_event(op, msg);
+  if (!op->result.err) nl_err_set(&op->result.err, NL_EINVAL, "pod %s: %s", op->desc, msg);
+  free(msg);
+  container_done(op, false);
+}
+
+/* upstream getImageUser: the image's numeric user, else its user name, else
+ * root (an image without a user runs as root). */
+static void image_user_done(const nl_grpc_status_t *st, Runtime__V1__ImageStatusResponse *resp,
+                            void *ctx) {
+  nl_runtime_op_t *op = ctx;
+  if (!nl__op_resume(op)) return;
+  if (st->code != NL_GRPC_OK) {
+    char *e = nl_grpc_status_format(st);
+    nl__step_fail(cur_step(op), NL_REASON_CREATE_CONTAINER_CONFIG, "%s", e);
+    fail_event(op, e);
+    if (!op->result.err)
+      nl_err_set(&op->result.err, NL_ERUNTIME, "pod %s: image status of %s: %s", op->desc,
+                 op->cur_image_ref, e);
+    free(e);
+    container_done(op, false);
+    return;
+  }
+  const Runtime__V1__Image *img = resp ? resp->image : NULL;
+  int64_t root = 0;
+  if (img && img->uid) verify_non_root(op, &img->uid->value, NULL);
+  else if (img && img->username && *img->username) verify_non_root(op, NULL, img->username);
+  else verify_non_root(op, &root, NULL);
+}
+
 static void image_ready(const char *ref, const char *reason, const char *message, void *ctx) {
   nl_runtime_op_t *op = ctx;
   if (!nl__op_resume(op)) return;
@@ -740,6 +786,19 @@ static void image_ready(const char *ref, const char *reason, const char *message
     return;
   }
   op->cur_image_ref = nl_xstrdup(ref);
+  if (nl_runtime_non_root_needs_image(op->pod, op->cur)) {
+    Runtime__V1__ImageStatusRequest req = RUNTIME__V1__IMAGE_STATUS_REQUEST__INIT;
+    Runtime__V1__ImageSpec spec = RUNTIME__V1__IMAGE_SPEC__INIT;
+    spec.image = op->cur_image_ref;
+    req.image = &spec;
+    op->pending++;
+    nl_cri_image_status(op->rt->cri, &req, image_user_done, op);
+    return;
+  }
+  verify_non_root(op, NULL, NULL);
+}
+
+static void prepare_container(nl_runtime_op_t *op) {
   const nl_runtime_opts_t *o = &op->rt->opts;
   const nl_rt_container_t *prev = nl_rt_pod_status_find(op->status, op->cur->name);
   cprep_t *p = nl_xcalloc(1, sizeof *p);
@@ -800,6 +859,21 @@ static bool in_backoff(nl_runtime_op_t *op, const nl_container_t *c, nl_sync_ste
 
 static void next_container(nl_runtime_op_t *op) {
   const nl_pod_spec_t *spec = &op->pod->spec;
+  if (op->in_ephemeral && op->cursor >= op->actions.n_ephemeral_to_start) {
+    op->in_ephemeral = false;
+    op->cursor = 0;
+  }
+  if (op->in_ephemeral) {
+    op->cur = &spec->ephemeral_containers[op->actions.ephemeral_to_start[op->cursor]];
+    nl__result_add(&op->result, NL_SYNC_START_CONTAINER, op->cur->name, false);
+    op->cur_step_idx = op->result.n_steps - 1;
+    op->pending++;
+    char fp[320];
+    nl_event_ref_t ref = nl_event_container_ref(op->pod, op->cur->name, fp, sizeof fp);
+    nl_images_ensure(&op->rt->images, &op->img, &ref, op->desc, op->cur->image,
+                     op->cur->image_pull_policy, nl__op_pull_creds, image_ready, op);
+    return;
+  }
   if (op->in_init && op->cursor >= op->actions.n_init_to_start) {
     op->in_init = false;
     op->cursor = 0;

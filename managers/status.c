@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "managers/termmsg.h"
+#include "reactor/log.h"
 #include "reactor/buf.h"
 #include "reactor/xalloc.h"
 
@@ -91,7 +92,16 @@ void nl_pod_status_free(nl_pod_status_t *s) {
   free(s->init_container_statuses);
   for (size_t i = 0; i < s->n_container_statuses; i++) cstatus_free(&s->container_statuses[i]);
   free(s->container_statuses);
+  for (size_t i = 0; i < s->n_ephemeral_container_statuses; i++)
+    cstatus_free(&s->ephemeral_container_statuses[i]);
+  free(s->ephemeral_container_statuses);
   free(s);
+}
+
+static nl_container_status_t *cstatuses_dup(const nl_container_status_t *s, size_t n) {
+  nl_container_status_t *d = n ? nl_xcalloc(n, sizeof(*d)) : NULL;
+  for (size_t i = 0; i < n; i++) cstatus_copy(&d[i], &s[i]);
+  return d;
 }
 
 nl_pod_status_t *nl_pod_status_dup(const nl_pod_status_t *s) {
@@ -109,17 +119,10 @@ nl_pod_status_t *nl_pod_status_dup(const nl_pod_status_t *s) {
   d->host_ips = strv_dup(s->host_ips, s->n_host_ips);
   d->pod_ip = xdup(s->pod_ip);
   d->pod_ips = strv_dup(s->pod_ips, s->n_pod_ips);
-  d->init_container_statuses =
-      s->n_init_container_statuses
-          ? nl_xcalloc(s->n_init_container_statuses, sizeof(nl_container_status_t))
-          : NULL;
-  for (size_t i = 0; i < s->n_init_container_statuses; i++)
-    cstatus_copy(&d->init_container_statuses[i], &s->init_container_statuses[i]);
-  d->container_statuses = s->n_container_statuses
-                              ? nl_xcalloc(s->n_container_statuses, sizeof(nl_container_status_t))
-                              : NULL;
-  for (size_t i = 0; i < s->n_container_statuses; i++)
-    cstatus_copy(&d->container_statuses[i], &s->container_statuses[i]);
+  d->init_container_statuses = cstatuses_dup(s->init_container_statuses, s->n_init_container_statuses);
+  d->container_statuses = cstatuses_dup(s->container_statuses, s->n_container_statuses);
+  d->ephemeral_container_statuses =
+      cstatuses_dup(s->ephemeral_container_statuses, s->n_ephemeral_container_statuses);
   return d;
 }
 
@@ -587,6 +590,58 @@ static void containers_ready(const nl_pod_t *pod, const nl_pod_status_t *s, nl_p
   free(unready);
 }
 
+/* upstream GeneratePodReadyCondition: ContainersReady's verdict, then every
+ * readiness gate's condition (set in the API by someone else) must be True. */
+static const nl_api_condition_t *api_cond(const nl_pod_t *pod, const char *type) {
+  const nl_api_pod_status_t *api = pod->status;
+  for (size_t j = 0; api && j < api->n_conditions; j++)
+    if (api->conditions[j].type && strcmp(api->conditions[j].type, type) == 0)
+      return &api->conditions[j];
+  return NULL;
+}
+
+/* Appends to b why the pod's readiness gates are not all True (nothing when
+ * they are), as upstream words it. */
+static void gates_unready(const nl_pod_t *pod, nl_buf_t *b) {
+  for (size_t i = 0; i < pod->spec.readiness_gates.n; i++) {
+    const char *type = pod->spec.readiness_gates.items[i];
+    const nl_api_condition_t *c = api_cond(pod, type);
+    if (c && c->status && strcmp(c->status, "True") == 0) continue;
+    if (b->len) nl_buf_puts(b, ", ");
+    if (!c)
+      nl_buf_printf(b, "corresponding condition of pod readiness gate \"%s\" does not exist.", type);
+    else
+      nl_buf_printf(b, "the status of pod readiness gate \"%s\" is not \"True\", but %s", type,
+                    c->status ? c->status : "");
+  }
+}
+
+bool nl_pod_status_ready_needs_reconcile(const nl_pod_t *pod) {
+  if (!pod->spec.readiness_gates.n) return false;
+  const nl_api_condition_t *ready = api_cond(pod, "Ready");
+  const nl_api_condition_t *cr = api_cond(pod, "ContainersReady");
+  /* without ready containers the gates change nothing */
+  if (!ready || !cr || !cr->status || strcmp(cr->status, "True") != 0) return false;
+  nl_buf_t b = NL_BUF_INIT;
+  gates_unready(pod, &b);
+  const char *status = b.len ? "False" : "True";
+  bool differs = !ready->status || strcmp(ready->status, status) != 0 ||
+                 strcmp(ready->message ? ready->message : "", b.len ? b.data : "") != 0;
+  nl_buf_free(&b);
+  return differs;
+}
+
+static void pod_ready(const nl_pod_t *pod, const nl_pod_status_t *s, nl_pod_condition_t *out) {
+  containers_ready(pod, s, out, "Ready");
+  if (strcmp(out->status, "True") != 0 || !pod->spec.readiness_gates.n) return;
+  nl_buf_t b = NL_BUF_INIT;
+  gates_unready(pod, &b);
+  if (!b.len) return;
+  free(out->reason);
+  free(out->message);
+  cond(out, "Ready", false, "ReadinessGatesNotReady", nl_buf_steal(&b));
+}
+
 static bool any_regular_started(const nl_pod_t *pod, const nl_pod_status_t *s) {
   for (size_t i = 0; i < pod->spec.n_containers; i++) {
     const nl_container_status_t *cs =
@@ -731,6 +786,13 @@ nl_pod_status_t *nl_pod_status_generate(const nl_pod_t *pod, const nl_rt_pod_sta
       &g, pod->spec.init_containers, pod->spec.n_init_containers,
       old ? old->init_container_statuses : NULL, old ? old->n_init_container_statuses : 0, true);
   s->n_init_container_statuses = pod->spec.n_init_containers;
+  if (pod->spec.n_ephemeral_containers) {
+    s->ephemeral_container_statuses = convert_statuses(
+        &g, pod->spec.ephemeral_containers, pod->spec.n_ephemeral_containers,
+        old ? old->ephemeral_container_statuses : NULL,
+        old ? old->n_ephemeral_container_statuses : 0, false);
+    s->n_ephemeral_container_statuses = pod->spec.n_ephemeral_containers;
+  }
   limit_messages(s, pod);
 
   /* The phase sees init and regular statuses together. */
@@ -763,7 +825,7 @@ nl_pod_status_t *nl_pod_status_generate(const nl_pod_t *pod, const nl_rt_pod_sta
   s->n_conditions = 5;
   cond(&s->conditions[0], "PodReadyToStartContainers", !sandbox_changed(pod, rt), NULL, NULL);
   initialized(pod, s, &s->conditions[1]);
-  containers_ready(pod, s, &s->conditions[2], "Ready"); /* no readiness gates in nanolet */
+  pod_ready(pod, s, &s->conditions[2]);
   containers_ready(pod, s, &s->conditions[3], "ContainersReady");
   cond(&s->conditions[4], "PodScheduled", true, NULL, NULL);
   int64_t now = secs(now_ns);
@@ -802,6 +864,59 @@ void nl_pod_status_terminated_by_kubelet(nl_pod_status_t *s, const nl_pod_status
   cond(c, "DisruptionTarget", true, "TerminationByKubelet", nl_xstrdup(message));
   const nl_pod_condition_t *o = find_cond(old, "DisruptionTarget");
   c->last_transition_time = o && strcmp(o->status, "True") == 0 ? o->last_transition_time : secs(now_ns);
+}
+
+/* upstream hasPodInitialized: evidence that a regular container ever started,
+ * or that the last init container completed (a sidecar: started). */
+static bool has_initialized(const nl_pod_t *pod, const nl_pod_status_t *s) {
+  if (pod->spec.n_init_containers == 0) return true;
+  for (size_t i = 0; i < s->n_container_statuses; i++) {
+    const nl_container_status_t *cs = &s->container_statuses[i];
+    if (cs->last_state.kind == NL_CSTATE_TERMINATED || cs->state.kind != NL_CSTATE_WAITING)
+      return true;
+  }
+  size_t l = s->n_init_container_statuses;
+  if (l == 0 || l > pod->spec.n_init_containers) return false;
+  const nl_container_status_t *cs = &s->init_container_statuses[l - 1];
+  if (is_sidecar(&pod->spec.init_containers[l - 1]))
+    return cs->state.kind == NL_CSTATE_RUNNING && cs->started == 1;
+  return (cs->last_state.kind == NL_CSTATE_TERMINATED && cs->last_state.exit_code == 0) ||
+         (cs->state.kind == NL_CSTATE_TERMINATED && cs->state.exit_code == 0);
+}
+
+static void terminate_state(nl_container_status_t *cs) {
+  if (cs->state.kind == NL_CSTATE_TERMINATED) return;
+  free(cs->state.reason);
+  free(cs->state.message);
+  free(cs->state.container_id);
+  cs->state = (nl_cstate_t){
+      .kind = NL_CSTATE_TERMINATED,
+      .reason = nl_xstrdup("ContainerStatusUnknown"),
+      .message = nl_xstrdup("The container could not be located when the pod was terminated"),
+      .exit_code = 137,
+  };
+}
+
+void nl_pod_status_terminate(nl_pod_status_t *s, const nl_pod_t *pod) {
+  /* once a pod has initialized, any missing status is treated as a failure */
+  if (has_initialized(pod, s))
+    for (size_t i = 0; i < s->n_container_statuses; i++) terminate_state(&s->container_statuses[i]);
+  /* init containers up to the last that ever left Waiting (at least the first) */
+  size_t n = s->n_init_container_statuses ? 1 : 0;
+  for (size_t i = s->n_init_container_statuses; i > 0; i--) {
+    const nl_container_status_t *cs = &s->init_container_statuses[i - 1];
+    if (cs->state.kind != NL_CSTATE_WAITING || cs->last_state.kind == NL_CSTATE_TERMINATED) {
+      n = i;
+      break;
+    }
+  }
+  for (size_t i = 0; i < n; i++) terminate_state(&s->init_container_statuses[i]);
+  /* every API pod ends in a terminal phase (upstream leaves static pods alone) */
+  if (!is_static_pod(pod) && s->phase != NL_POD_SUCCEEDED && s->phase != NL_POD_FAILED) {
+    nl_vlog(3, "pod %s/%s: marking terminal pod as failed (was %s)", pod->metadata.namespace_,
+            pod->metadata.name, nl_pod_phase_name(s->phase));
+    s->phase = NL_POD_FAILED;
+  }
 }
 
 /* ---- QoS (GetPodQOS) ----------------------------------------------------- */

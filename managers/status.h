@@ -85,6 +85,8 @@ typedef struct nl_pod_status {
   size_t n_init_container_statuses;
   nl_container_status_t *container_statuses; /* sorted by name, as upstream */
   size_t n_container_statuses;
+  nl_container_status_t *ephemeral_container_statuses; /* spec order */
+  size_t n_ephemeral_container_statuses;
   const char *qos_class; /* static: "Guaranteed", "Burstable", "BestEffort" */
 } nl_pod_status_t;
 
@@ -146,6 +148,18 @@ void nl_pod_status_free(nl_pod_status_t *s);
  * lastTransitionTime old (may be NULL) keeps. */
 void nl_pod_status_terminated_by_kubelet(nl_pod_status_t *s, const nl_pod_status_t *old,
                                          const char *reason, const char *message, int64_t now_ns);
+/* upstream status manager TerminatePod, at the end of a pod's termination
+ * (syncTerminatedPod): containers without a terminated state are marked
+ * terminated (ContainerStatusUnknown, exit code 137) once the pod has
+ * initialized; so are the init containers that ever started (at least the
+ * first); an API pod that is not Succeeded or Failed becomes Failed, so that a
+ * pod that never ran (an image that cannot be pulled, a crash-looping init
+ * container) reaches a terminal phase and a deleted one can go. */
+void nl_pod_status_terminate(nl_pod_status_t *s, const nl_pod_t *pod);
+/* upstream NeedToReconcilePodReadiness: the pod has readiness gates and the
+ * API's Ready condition disagrees with them (someone set a gate's condition):
+ * the pod is to be synced so that its status is regenerated. */
+bool nl_pod_status_ready_needs_reconcile(const nl_pod_t *pod);
 /* A deep copy (caller frees). */
 nl_pod_status_t *nl_pod_status_dup(const nl_pod_status_t *s);
 

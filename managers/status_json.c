@@ -190,6 +190,8 @@ void nl_pod_status_encode_json(const nl_pod_status_t *s, nl_buf_t *b) {
   cstatuses(b, "initContainerStatuses", s->init_container_statuses, s->n_init_container_statuses);
   cstatuses(b, "containerStatuses", s->container_statuses, s->n_container_statuses);
   opt_str(b, "qosClass", s->qos_class, &first);
+  cstatuses(b, "ephemeralContainerStatuses", s->ephemeral_container_statuses,
+            s->n_ephemeral_container_statuses);
   nl_buf_puts(b, "}");
 }
 

@@ -14,7 +14,7 @@ static const char *const kubelet_conditions[] = {
 static const char *const kubelet_fields[] = {
     "phase",  "conditions", "message", "reason",    "hostIP",
     "hostIPs", "podIP",     "podIPs",  "startTime", "initContainerStatuses",
-    "containerStatuses", "qosClass",
+    "containerStatuses", "qosClass", "ephemeralContainerStatuses",
 };
 
 /* PodStatus lists with patchStrategy merge, and their patchMergeKey. */

@@ -522,6 +522,7 @@ static void container(dec_t *d, const nl_tnode_t *n, nl_container_t *c) {
   F("stdin") get_bool(d, v, &c->stdin_);
   F("stdinOnce") get_bool(d, v, &c->stdin_once);
   F("tty") get_bool(d, v, &c->tty);
+  F("targetContainerName") c->target_container_name = str(d, v);
   END_FIELDS
 }
 
@@ -729,6 +730,13 @@ static void pull_secret(dec_t *d, const nl_tnode_t *n, char **name) {
   if (!*name) *name = nl__arena_strdup(d->a, "");
 }
 
+static void readiness_gate(dec_t *d, const nl_tnode_t *n, char **type) {
+  FIELDS(n)
+  F("conditionType") *type = str(d, v);
+  END_FIELDS
+  if (!*type) *type = nl__arena_strdup(d->a, "");
+}
+
 static void pod_spec(dec_t *d, const nl_tnode_t *n, nl_pod_spec_t *s) {
   s->automount_service_account_token = s->share_process_namespace = s->enable_service_links =
       NL_UNSET;
@@ -736,6 +744,7 @@ static void pod_spec(dec_t *d, const nl_tnode_t *n, nl_pod_spec_t *s) {
   F("volumes") SEQ(v, s->volumes, s->n_volumes, volume);
   F("initContainers") SEQ(v, s->init_containers, s->n_init_containers, container);
   F("containers") SEQ(v, s->containers, s->n_containers, container);
+  F("ephemeralContainers") SEQ(v, s->ephemeral_containers, s->n_ephemeral_containers, container);
   F("restartPolicy") s->restart_policy = str(d, v);
   F("terminationGracePeriodSeconds") opt_i64(d, v, &s->termination_grace_period_seconds);
   F("activeDeadlineSeconds") opt_i64(d, v, &s->active_deadline_seconds);
@@ -760,6 +769,7 @@ static void pod_spec(dec_t *d, const nl_tnode_t *n, nl_pod_spec_t *s) {
   F("priorityClassName") s->priority_class_name = str(d, v);
   F("priority") opt_i32(d, v, &s->priority);
   F("dnsConfig") OBJ(v, s->dns_config, dns_config);
+  F("readinessGates") SEQ(v, s->readiness_gates.items, s->readiness_gates.n, readiness_gate);
   F("runtimeClassName") s->runtime_class_name = str(d, v);
   F("enableServiceLinks") get_tri(d, v, &s->enable_service_links);
   F("overhead") resource_list(d, v, &s->overhead);

@@ -128,5 +128,7 @@ void nl_pod_set_defaults(nl_pod_t *pod) {
   for (size_t i = 0; i < s->n_init_containers; i++)
     container(a, &s->init_containers[i], s->host_network);
   for (size_t i = 0; i < s->n_containers; i++) container(a, &s->containers[i], s->host_network);
+  for (size_t i = 0; i < s->n_ephemeral_containers; i++)
+    container(a, &s->ephemeral_containers[i], s->host_network);
   for (size_t i = 0; i < s->n_volumes; i++) volume(a, &s->volumes[i]);
 }

@@ -370,6 +370,7 @@ static void container(jw_t *w, const nl_container_t *c) {
   b_(w, "stdin", c->stdin_);
   b_(w, "stdinOnce", c->stdin_once);
   b_(w, "tty", c->tty);
+  s_(w, "targetContainerName", c->target_container_name);
 }
 
 static void key_to_path(jw_t *w, const nl_key_to_path_t *k) {
@@ -504,6 +505,7 @@ static void dns_config(jw_t *w, const nl_dns_config_t *c) {
 }
 
 static void pull_secret(jw_t *w, char *const *name) { s_(w, "name", *name); }
+static void readiness_gate(jw_t *w, char *const *type) { s_always(w, "conditionType", *type); }
 
 static void owner_ref(jw_t *w, const nl_owner_ref_t *o) {
   s_always(w, "apiVersion", o->api_version);
@@ -529,6 +531,7 @@ static void spec(jw_t *w, const nl_pod_spec_t *s) {
     ARR_BEGIN("containers");
     ARR_END();
   }
+  LIST("ephemeralContainers", s->ephemeral_containers, s->n_ephemeral_containers, container);
   s_(w, "restartPolicy", s->restart_policy);
   o64(w, "terminationGracePeriodSeconds", s->termination_grace_period_seconds);
   o64(w, "activeDeadlineSeconds", s->active_deadline_seconds);
@@ -560,6 +563,7 @@ static void spec(jw_t *w, const nl_pod_spec_t *s) {
   s_(w, "priorityClassName", s->priority_class_name);
   o32(w, "priority", s->priority);
   SUB("dnsConfig", s->dns_config, dns_config);
+  LIST("readinessGates", s->readiness_gates.items, s->readiness_gates.n, readiness_gate);
   s_(w, "runtimeClassName", s->runtime_class_name);
   t_(w, "enableServiceLinks", s->enable_service_links);
   reslist(w, "overhead", &s->overhead);

@@ -295,6 +295,7 @@ typedef struct nl_container {
   bool stdin_;
   bool stdin_once;
   bool tty;
+  char *target_container_name; /* an ephemeral container's; NULL otherwise */
 } nl_container_t;
 
 /* ---- volumes ---- */
@@ -437,6 +438,9 @@ typedef struct nl_pod_spec {
   size_t n_init_containers;
   nl_container_t *containers;
   size_t n_containers;
+  /* EphemeralContainerCommon has a Container's fields: one type for both */
+  nl_container_t *ephemeral_containers;
+  size_t n_ephemeral_containers;
   char *restart_policy;                          /* defaulted to Always */
   nl_opt_i64_t termination_grace_period_seconds; /* defaulted to 30 */
   nl_opt_i64_t active_deadline_seconds;
@@ -462,6 +466,7 @@ typedef struct nl_pod_spec {
   char *priority_class_name;
   nl_opt_i32_t priority;
   nl_dns_config_t *dns_config;
+  nl_strlist_t readiness_gates; /* the conditionType of each readinessGates entry */
   char *runtime_class_name;
   nl_tristate_t enable_service_links; /* defaulted to true */
   nl_resource_list_t overhead;

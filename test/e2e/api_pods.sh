@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Pods from the API server on the real control plane and containerd: a pod
 # created with kubectl for this node runs; `kubectl delete` runs preStop,
-# honours the grace period and removes the sandbox; a force delete stops the
+# honours the grace period and removes the sandbox; a sidecar stops only after
+# the main container (it serves its preStop hook); a force delete stops the
 # containers at once; pods deleted while nanolet was stopped (with a
 # deletionTimestamp, or gone from the API) are stopped at its start; with the
 # API server unreachable the checkpointed pods carry on with the same containers,
@@ -82,6 +83,44 @@ if [ "$took" -ge 4000 ] && [ "$took" -le 9000 ]; then ok "the container that ign
 else fail "grace period" "stopped after $took ms, want ~5000"; fi
 if wait_for 20 no_sandbox web; then ok "the sandbox of the deleted pod is removed"; else fail "sandbox removal" "still there"; fi
 kubectl delete pod -n "$PODS_NS" web --grace-period=0 --force >/dev/null 2>&1 # the status manager's part
+
+# --- a sidecar serves the main container's preStop hook to the end ---------------
+# upstream's termination ordering: the sidecar (restartable init container)
+# stops only after the main container has (its preStop hook fetches a page from
+# the sidecar 2 s into the termination).
+kubectl apply -f - >/dev/null <<EOF2
+apiVersion: v1
+kind: Pod
+metadata: {name: served, namespace: $PODS_NS}
+spec:
+  nodeName: $NODE
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 15
+  volumes: [{name: marks, hostPath: {path: $MARKS}}]
+  initContainers:
+  - name: side
+    image: $IMG
+    restartPolicy: Always
+    command: [sh, -c, "echo served > /tmp/page; httpd -f -p 8080 -h /tmp & p=\$!; trap '[ -e /marks/main-stopped ] && w=after || w=before; echo \$w > /marks/side-stopped; kill \$p; exit 0' TERM; while true; do sleep 0.2; done"]
+    volumeMounts: [{name: marks, mountPath: /marks}]
+  containers:
+  - name: c
+    image: $IMG
+    command: [sh, -c, "trap 'touch /marks/main-stopped; exit 0' TERM; while true; do sleep 0.2; done"]
+    volumeMounts: [{name: marks, mountPath: /marks}]
+    lifecycle: {preStop: {exec: {command: [sh, -c, "sleep 2; wget -q -O /marks/served http://127.0.0.1:8080/page"]}}}
+EOF2
+served_main_running() {
+  [ "$(cri ps -o json | jq --arg ns "$PODS_NS" '[.containers[] | select(.labels["io.kubernetes.pod.name"] == "served"
+    and .labels["io.kubernetes.pod.namespace"] == $ns and .labels["io.kubernetes.container.name"] == "c")] | length')" = 1 ]
+}
+wait_for 40 served_main_running || fail "sidecar pod" "its main container does not run"
+kubectl delete pod -n "$PODS_NS" served --wait=false >/dev/null
+if wait_for 20 test -s "$MARKS/side-stopped"; then
+  check "a sidecar serves the main container's preStop hook (2 s in)" grep -qx served "$MARKS/served"
+  check "the sidecar stops after the main container" grep -qx after "$MARKS/side-stopped"
+else fail "sidecar stop" "the sidecar was never stopped"; fi
+kubectl delete pod -n "$PODS_NS" served --grace-period=0 --force >/dev/null 2>&1
 
 # --- force delete ----------------------------------------------------------------
 apply force 60 ignore

@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # What kubectl shows of pods nanolet runs from the API server, on the real
 # control plane and containerd: a pod becomes Running and Ready with its IPs,
-# start time, QoS class and container statuses; `kubectl delete` ends with the
-# API object gone (nanolet deletes it once the containers are); a force delete;
+# start time, QoS class and container statuses; a pod with readiness gates is
+# Ready only while their conditions are True; activeDeadlineSeconds set on a
+# running pod fails it with DeadlineExceeded; runAsNonRoot refuses a container
+# that would run as root (runAsUser 0, or an image without a user) with upstream's
+# CreateContainerConfigError and Failed event; kubectl debug starts an
+# ephemeral container (status, exec, logs, the target's process namespace),
+# never restarted; `kubectl delete` ends with the
+# API object gone (nanolet deletes it once the containers are); pods without a
+# running container (an image that cannot be pulled, a crash-looping init
+# container, containers that all exited) deleted with the default grace period
+# go within seconds, and so when deleted while nanolet was stopped; a force delete;
 # a crash-looping pod shows CrashLoopBackOff and its restart count; a pod that
 # does not fit is rejected with OutOfmemory; a pod that does not tolerate the
 # node's NoExecute taint is refused and never runs. The node name and kubeconfig come from
@@ -60,6 +69,78 @@ check "containerStatuses: started, ready, no restarts" \
 check "kubectl get pods shows 1/1 Running" \
   bash -c "'$NANOLET_TEST_KUBECTL' get pods -n '$PODS_NS' web --no-headers | grep -Eq '^web +1/1 +Running +0 '"
 
+# --- readiness gates: Ready only once their conditions are True ---------------------
+mkpod gated "containers: [{name: c, image: $IMG, command: [sleep, '3600']}]" \
+  "readinessGates: [{conditionType: example.com/one}, {conditionType: example.com/two}]"
+ready_of() { jget gated '.status.conditions[] | select(.type == "Ready") | "\(.status) \(.reason)"'; }
+gate() { kubectl patch pod -n "$PODS_NS" gated --subresource=status --type=strategic \
+  -p "{\"status\":{\"conditions\":[{\"type\":\"example.com/$1\",\"status\":\"$2\"}]}}" >/dev/null; }
+expect_api "readiness gates: ContainersReady once the container runs" 40 gated '.status.conditions[] | select(.type == "ContainersReady") | .status' True
+check "readiness gates unset: Ready False (ReadinessGatesNotReady)" [ "$(ready_of)" = "False ReadinessGatesNotReady" ]
+gate one True
+sleep 3
+check "one readiness gate True of two: Ready still False" [ "$(ready_of)" = "False ReadinessGatesNotReady" ]
+gate two True
+expect_api "both readiness gates True: Ready True" 10 gated '.status.conditions[] | select(.type == "Ready") | .status' True
+gate one False
+expect_api "a readiness gate back to False: Ready False" 10 gated '.status.conditions[] | select(.type == "Ready") | .reason' ReadinessGatesNotReady
+kubectl delete pod -n "$PODS_NS" gated --grace-period=0 --force >/dev/null 2>&1
+
+# --- activeDeadlineSeconds set on a running pod -----------------------------------
+mkpod deadline "containers: [{name: c, image: $IMG, command: [sleep, '3600']}]"
+expect_api "activeDeadlineSeconds: the pod runs first" 40 deadline .status.phase Running
+kubectl patch pod -n "$PODS_NS" deadline -p '{"spec":{"activeDeadlineSeconds":5}}' >/dev/null
+expect_api "activeDeadlineSeconds lowered on a running pod: Failed" 15 deadline .status.phase Failed
+check "activeDeadlineSeconds: reason DeadlineExceeded and upstream's message" \
+  [ "$(jget deadline '"\(.status.reason): \(.status.message)"')" = "DeadlineExceeded: Pod was active on the node longer than the specified deadline" ]
+deadline_stopped() { [ "$(cri ps -o json | jq --arg ns "$PODS_NS" '[.containers[] | select(.labels["io.kubernetes.pod.name"] == "deadline" and .labels["io.kubernetes.pod.namespace"] == $ns)] | length')" = 0 ]; }
+check "activeDeadlineSeconds: its container is stopped" wait_for 10 deadline_stopped
+deadline_event() { kubectl get events -n "$PODS_NS" --field-selector involvedObject.name=deadline,reason=DeadlineExceeded -o name | grep -q .; }
+check "activeDeadlineSeconds: event DeadlineExceeded" wait_for 10 deadline_event
+kubectl delete pod -n "$PODS_NS" deadline --wait=false >/dev/null
+
+# --- runAsNonRoot: a container that would run as root never starts ------------------
+mkpod rootuid "restartPolicy: Never" "containers: [{name: c, image: $IMG, command: [id, -u], securityContext: {runAsNonRoot: true, runAsUser: 0}}]"
+mkpod rootimage "restartPolicy: Never" "containers: [{name: c, image: $IMG, command: [id, -u], securityContext: {runAsNonRoot: true}}]"
+mkpod nonroot "restartPolicy: Never" "containers: [{name: c, image: $IMG, command: [id, -u], securityContext: {runAsNonRoot: true, runAsUser: 1000}}]"
+failed_event() { # failed_event POD: the message of its Failed event
+  kubectl get events -n "$PODS_NS" --field-selector "involvedObject.name=$1,reason=Failed" -o jsonpath='{.items[0].message}' 2>/dev/null
+}
+for p in rootuid rootimage; do
+  expect_api "runAsNonRoot ($p): CreateContainerConfigError" 40 "$p" '.status.containerStatuses[0].state.waiting.reason' CreateContainerConfigError
+done
+uid_rootuid=$(jget rootuid .metadata.uid) uid_rootimage=$(jget rootimage .metadata.uid)
+want="Error: container's runAsUser breaks non-root policy (pod: \"rootuid_${PODS_NS}($uid_rootuid)\", container: c)"
+check "runAsNonRoot with runAsUser 0: event Failed, upstream's message" wait_for 10 test "$(failed_event rootuid)" = "$want"
+rootimage_event() { [ "$(failed_event rootimage)" = "Error: container has runAsNonRoot and image will run as root (pod: \"rootimage_${PODS_NS}($uid_rootimage)\", container: c)" ]; }
+check "runAsNonRoot with an image without a user (root): event Failed, upstream's message" wait_for 10 rootimage_event
+check "runAsNonRoot: the containers were never created" [ "$(pod_containers rootuid | jq length) $(pod_containers rootimage | jq length)" = "0 0" ]
+expect_api "runAsNonRoot with runAsUser 1000: runs (Succeeded)" 40 nonroot .status.phase Succeeded
+kubectl delete pod -n "$PODS_NS" rootuid rootimage nonroot --wait=false >/dev/null
+
+# --- ephemeral containers: kubectl debug --------------------------------------------
+mkpod target "containers: [{name: c, image: $IMG, command: [sleep, '3600']}]"
+expect_api "ephemeral containers: the target pod runs" 40 target .status.phase Running
+kubectl debug -n "$PODS_NS" target --image="$IMG" --container=debugger --target=c -- \
+  sh -c 'while true; do echo polo; sleep 1; done' >/dev/null 2>&1
+expect_api "kubectl debug: the ephemeral container runs (ephemeralContainerStatuses)" 30 target \
+  '.status.ephemeralContainerStatuses[0] | "\(.name) \(.state | keys[0])"' "debugger running"
+check "kubectl exec into the ephemeral container" \
+  test "$(kubectl exec -n "$PODS_NS" target -c debugger -- echo marco 2>&1)" = marco
+debug_logs() { kubectl logs -n "$PODS_NS" target -c debugger 2>/dev/null | grep -q polo; }
+check "kubectl logs of the ephemeral container" wait_for 10 debug_logs
+check "it shares the target's process namespace (--target)" \
+  bash -c "'$NANOLET_TEST_KUBECTL' exec -n '$PODS_NS' target -c debugger -- ps | grep -q 'sleep 3600'"
+kubectl debug -n "$PODS_NS" target --image="$IMG" --container=once -- true >/dev/null 2>&1
+expect_api "an ephemeral container that exits stays terminated (never restarted)" 30 target \
+  '.status.ephemeralContainerStatuses[] | select(.name == "once") | "\(.state | keys[0]) \(.restartCount)"' "terminated 0"
+sleep 3
+check "... and is not started again" \
+  [ "$(pod_containers target | jq '[.[] | select(.labels["io.kubernetes.container.name"] == "once")] | length')" = 1 ]
+check "the pod's own container kept running" is target '.status.containerStatuses[0].restartCount' 0
+kubectl delete pod -n "$PODS_NS" target --wait=false >/dev/null
+if wait_for 20 gone target; then ok "a pod with ephemeral containers is deleted"; else fail "ephemeral delete" "still there"; fi
+
 # --- kubectl delete: the API object goes once the containers have ------------------
 kubectl delete pod -n "$PODS_NS" web --wait=false >/dev/null
 if wait_for 30 gone web; then ok "kubectl delete: the API object is removed after termination"
@@ -74,6 +155,45 @@ kubectl delete pod -n "$PODS_NS" quick --grace-period=0 --force >/dev/null 2>&1
 check "force delete: the object is gone at once" gone quick
 quick_stopped() { [ "$(pod_containers quick | jq length)" = 0 ] && ! runtime_has_pod quick; }
 check "force delete: containers and sandbox go" wait_for 20 quick_stopped
+
+# --- kubectl delete of pods without a running container ------------------------------
+# Pods that never started (an image that cannot be pulled; an init container that
+# crash-loops; a volume that never mounts) or whose containers have all exited
+# (restartPolicy Never): a
+# delete with the default grace period finishes at once, as upstream's (the
+# worker terminates them, the status manager deletes the object), and so after
+# an agent restart (deleted while it was down).
+idle_pods() { # idle_pods SUFFIX: the three pods, default grace period
+  api_pod "noimg$1" 30 "containers: [{name: c, image: 127.0.0.1:1/nanolet-e2e/none:1, command: [sleep, '3600']}]"
+  api_pod "initcrash$1" 30 "initContainers: [{name: i, image: $IMG, command: [sh, -c, 'exit 1']}]" \
+    "containers: [{name: c, image: $IMG, command: [sleep, '3600']}]"
+  api_pod "exited$1" 30 "restartPolicy: Never" "containers: [{name: c, image: $IMG, command: ['true']}]"
+  api_pod "novol$1" 30 "volumes: [{name: v, configMap: {name: nanolet-e2e-absent}}]" \
+    "containers: [{name: c, image: $IMG, command: [sleep, '3600'], volumeMounts: [{name: v, mountPath: /v}]}]"
+}
+idle_pods_settled() { # the three are where the deletes are to catch them
+  [[ "$(jget "noimg$1" '.status.containerStatuses[0].state.waiting.reason')" =~ ^(ErrImagePull|ImagePullBackOff)$ ]] &&
+    [ "$(jget "initcrash$1" '.status.initContainerStatuses[0].restartCount')" -ge 1 ] 2>/dev/null &&
+    is "exited$1" .status.phase Succeeded &&
+    kubectl get events -n "$PODS_NS" --field-selector "involvedObject.name=novol$1,reason=FailedMount" -o name | grep -q .
+}
+idle_pods_delete_gone() { # idle_pods_delete_gone SUFFIX WHEN
+  local p
+  for p in noimg initcrash exited novol; do
+    if wait_for 10 gone "$p$1"; then ok "kubectl delete${2:+ $2}: pod $p$1 (no running container) is gone"
+    else fail "kubectl delete${2:+ $2}: $p$1" "still there: $(jget "$p$1" '"\(.metadata.deletionTimestamp) \(.status.phase)"')"; fi
+  done
+}
+idle_pods ""
+wait_for 60 idle_pods_settled "" || fail "pods without a running container" "not settled: $(get noimg | jq -c .status.containerStatuses) $(jget initcrash .status.initContainerStatuses[0].restartCount) $(jget exited .status.phase)"
+kubectl delete pod -n "$PODS_NS" noimg initcrash exited novol --wait=false >/dev/null
+idle_pods_delete_gone "" ""
+idle_pods 2
+wait_for 60 idle_pods_settled 2 || fail "pods without a running container (2)" "not settled"
+stop_agent TERM
+kubectl delete pod -n "$PODS_NS" noimg2 initcrash2 exited2 novol2 --wait=false >/dev/null
+start_agent --kubeconfig "$KC" --node-ip "$NODE_IP" || { fail "agent restart" "it did not start"; exit 1; }
+idle_pods_delete_gone 2 "while nanolet was stopped"
 
 # --- crash loop ------------------------------------------------------------------------
 mkpod crash "containers: [{name: c, image: $IMG, command: [sh, -c, 'exit 1']}]"

@@ -2,7 +2,8 @@
 # Probes and lifecycle hooks on the real containerd, through the agent:
 # readiness flips Ready in /pods as a file appears and disappears (httpGet on
 # busybox httpd), a failing exec liveness probe restarts its container, a startup
-# probe holds liveness back, tcpSocket liveness keeps a healthy container alive,
+# probe holds liveness back and its success runs the readiness probe at once,
+# tcpSocket liveness keeps a healthy container alive,
 # postStart runs after the start and preStop runs before the container stops.
 . "$(dirname "$0")/lib.sh"
 
@@ -82,6 +83,9 @@ spec:
       exec: {command: [test, -f, /tmp/started]}
       periodSeconds: 1
       failureThreshold: 1
+    readinessProbe: # its first period ends long after the start
+      exec: {command: ['true']}
+      periodSeconds: 60
   - name: tcp
     image: localhost/busybox:1.36
     command: [httpd, -f, -p, '9090']
@@ -131,6 +135,12 @@ else
 fi
 if wait_for 30 sh -c "[ \"\$(curl -fsS http://127.0.0.1:$RO_PORT/pods | jq -r '.items[] | select(.metadata.name==\"nanolet-e2e-live-e2e-node\") | .status.containerStatuses[] | select(.name==\"slow\") | .started')\" = true ]"; then
   ok "startup probe succeeds once the file exists"
+  # upstream runs the readiness probe as soon as the container has started
+  if wait_for 5 sh -c "[ \"\$(curl -fsS http://127.0.0.1:$RO_PORT/pods | jq -r '.items[] | select(.metadata.name==\"nanolet-e2e-live-e2e-node\") | .status.containerStatuses[] | select(.name==\"slow\") | .ready')\" = true ]"; then
+    ok "readiness probe runs right after the startup probe succeeds (period 60 s)"
+  else
+    fail "ready after startup" "$(cstat slow .)"
+  fi
 else
   fail "slow started" "$(cstat slow .)"
 fi

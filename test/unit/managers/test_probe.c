@@ -785,6 +785,37 @@ static void test_startup_gates(void **state) {
   world_finish(&w);
 }
 
+/* upstream UpdatePodStatus' manual trigger: once the startup probe has
+ * succeeded, the status generated for that result runs the readiness probe at
+ * once, not a readiness period later. */
+static void test_readiness_right_after_startup(void **state) {
+  (void)state;
+  world_t w;
+  world_start(&w);
+  w.web.code_s = 500;
+  nl_pod_t *pod = probe_pod(w.web.port,
+                            "    startupProbe:\n      httpGet: {path: /s, port: PORT}\n"
+                            "      periodSeconds: 1\n      failureThreshold: 100\n"
+                            "    readinessProbe:\n      httpGet: {path: /r, port: PORT}\n"
+                            "      periodSeconds: 100\n"); /* 2 s here */
+  nl_probe_status_ctx_t sc = {&w.m, pod};
+  nl_probe_manager_add_pod(&w.m, pod);
+  wait_checks(&w, 2);
+  w.web.code_s = 200;
+  wait_checks(&w, 3);
+  assert_int_equal(nl_probe_manager_status_probe(&sc, "c", "c1", true), NL_STATUS_PROBE_SUCCESS);
+  assert_int_equal(w.web.hits_r, 0); /* its first tick came before the start */
+  uint64_t t0 = uv_now(&w.h.loop);
+  assert_int_equal(nl_probe_manager_status_probe(&sc, "c", "c1", false), NL_STATUS_PROBE_FAILURE);
+  wait_checks(&w, 4);
+  assert_int_equal(w.web.hits_r, 1);
+  assert_true(uv_now(&w.h.loop) - t0 < 1000);
+  assert_int_equal(nl_probe_manager_status_probe(&sc, "c", "c1", false), NL_STATUS_PROBE_SUCCESS);
+  nl_probe_manager_remove_pod(&w.m, "u1");
+  nl_pod_free(pod);
+  world_finish(&w);
+}
+
 static void test_reconcile_takes_the_latest_version(void **state) {
   (void)state;
   world_t w;
@@ -959,6 +990,7 @@ int main(void) {
       cmocka_unit_test(test_liveness_hold),
       cmocka_unit_test(test_warning_event),
       cmocka_unit_test(test_startup_gates),
+      cmocka_unit_test(test_readiness_right_after_startup),
       cmocka_unit_test(test_reconcile_takes_the_latest_version),
       cmocka_unit_test(test_initial_delay_and_errors),
       cmocka_unit_test(test_hooks),

@@ -259,6 +259,45 @@ static void test_init_containers(void **state) {
   nl_pod_free(p);
 }
 
+/* Ephemeral containers: started when the runtime has no instance of them, even
+ * before initialization completes, never restarted, never a reason to keep or
+ * kill the pod; none while a new sandbox is needed. */
+static void test_ephemeral_containers(void **state) {
+  (void)state;
+  nl_pod_t *p = mkpod("Always", "  initContainers:\n  - {name: i, image: busybox}\n",
+                      ONE "  ephemeralContainers:\n  - {name: dbg, image: busybox, "
+                          "targetContainerName: a}\n  - {name: done, image: busybox}\n");
+  assert_int_equal(p->spec.n_ephemeral_containers, 2);
+  assert_string_equal(p->spec.ephemeral_containers[0].target_container_name, "a");
+  assert_string_equal(p->spec.ephemeral_containers[0].image_pull_policy, "Always"); /* defaulted */
+  nl_pod_actions_t a;
+  nl_runtime_compute_actions(p, NULL, NULL, NULL, &a);
+  assert_true(a.create_sandbox);
+  assert_int_equal(a.n_ephemeral_to_start, 0);
+  nl_pod_actions_free(&a);
+  /* the init container still runs: both ephemeral containers start */
+  nl_rt_pod_status_t *s = st_new(NL_RT_SANDBOX_READY, "10.88.0.2");
+  st_add(s, "i", NL_RT_CONTAINER_RUNNING, 0, hash_of(p, "i"));
+  nl_runtime_compute_actions(p, s, NULL, NULL, &a);
+  assert_int_equal(a.n_ephemeral_to_start, 2);
+  assert_int_equal(a.ephemeral_to_start[0], 0);
+  assert_int_equal(a.ephemeral_to_start[1], 1);
+  assert_int_equal(a.n_to_start, 0);
+  nl_pod_actions_free(&a);
+  /* one runs, one exited: neither starts again; the pod is left alone */
+  s->containers[0].state = NL_RT_CONTAINER_EXITED;
+  st_add(s, "a", NL_RT_CONTAINER_RUNNING, 0, hash_of(p, "a"));
+  st_add(s, "dbg", NL_RT_CONTAINER_RUNNING, 0, 1);
+  st_add(s, "done", NL_RT_CONTAINER_EXITED, 1, 2);
+  nl_runtime_compute_actions(p, s, NULL, NULL, &a);
+  assert_int_equal(a.n_ephemeral_to_start, 0);
+  assert_int_equal(a.n_to_start + a.n_to_kill, 0);
+  assert_false(a.kill_pod);
+  nl_pod_actions_free(&a);
+  nl_rt_pod_status_free(s);
+  nl_pod_free(p);
+}
+
 static void test_sidecars(void **state) {
   (void)state;
   nl_pod_t *p = mkpod("Always",
@@ -311,7 +350,7 @@ int main(void) {
       cmocka_unit_test(test_new_pod),          cmocka_unit_test(test_steady_and_changed),
       cmocka_unit_test(test_restart_policies), cmocka_unit_test(test_sandbox_changed),
       cmocka_unit_test(test_probes_and_unknown), cmocka_unit_test(test_init_containers),
-      cmocka_unit_test(test_sidecars),
+      cmocka_unit_test(test_sidecars),         cmocka_unit_test(test_ephemeral_containers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -395,6 +395,44 @@ static void test_etc_hosts_mount(void **state) {
 
 /* A container's labels and annotations give back its pod and preStop hook
  * (restoreSpecsFromContainerLabels), for a pod no source knows any more. */
+/* upstream verifyRunAsNonRoot: the container's settings over the pod's; an
+ * explicit runAsUser decides, else the image's user (root when it has none). */
+static void test_verify_non_root(void **state) {
+  (void)state;
+  nl_pod_t *pod = pod_from_yaml(
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: edge, uid: u-1}\n"
+      "spec:\n  securityContext: {runAsNonRoot: true}\n  containers:\n"
+      "  - {name: plain, image: busybox}\n"
+      "  - {name: root, image: busybox, securityContext: {runAsUser: 0}}\n"
+      "  - {name: user, image: busybox, securityContext: {runAsUser: 1000}}\n"
+      "  - {name: allowed, image: busybox, securityContext: {runAsNonRoot: false}}\n");
+  const nl_container_t *plain = &pod->spec.containers[0], *root = &pod->spec.containers[1];
+  const nl_container_t *user = &pod->spec.containers[2], *allowed = &pod->spec.containers[3];
+  int64_t zero = 0, uid = 1234, big = 1LL << 40;
+  assert_true(nl_runtime_non_root_needs_image(pod, plain));
+  assert_false(nl_runtime_non_root_needs_image(pod, root));
+  assert_false(nl_runtime_non_root_needs_image(pod, allowed));
+  char *m = nl_runtime_verify_non_root(pod, root, NULL, NULL);
+  assert_string_equal(m, "container's runAsUser breaks non-root policy (pod: \"web_edge(u-1)\", "
+                         "container: root)");
+  free(m);
+  assert_null(nl_runtime_verify_non_root(pod, user, &zero, NULL)); /* runAsUser decides */
+  assert_null(nl_runtime_verify_non_root(pod, allowed, &zero, NULL));
+  m = nl_runtime_verify_non_root(pod, plain, &zero, NULL);
+  assert_string_equal(m, "container has runAsNonRoot and image will run as root (pod: "
+                         "\"web_edge(u-1)\", container: plain)");
+  free(m);
+  assert_null(nl_runtime_verify_non_root(pod, plain, &uid, NULL));
+  m = nl_runtime_verify_non_root(pod, plain, NULL, "nobody");
+  assert_string_equal(m, "container has runAsNonRoot and image has non-numeric user (nobody), "
+                         "cannot verify user is non-root (pod: \"web_edge(u-1)\", container: plain)");
+  free(m);
+  m = nl_runtime_verify_non_root(pod, plain, &big, NULL);
+  assert_non_null(strstr(m, "image has an invalid user id (1099511627776)"));
+  free(m);
+  nl_pod_free(pod);
+}
+
 static void test_restore_pod(void **state) {
   (void)state;
   nl_pod_t *p = pod_from_yaml(
@@ -447,7 +485,7 @@ static void test_restore_pod(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_expand),        cmocka_unit_test(test_container_config),
-      cmocka_unit_test(test_resource_defaults),
+      cmocka_unit_test(test_verify_non_root), cmocka_unit_test(test_resource_defaults),
       cmocka_unit_test(test_config_errors), cmocka_unit_test(test_qos),
       cmocka_unit_test(test_backoff_key),   cmocka_unit_test(test_etc_hosts_content),
       cmocka_unit_test(test_etc_hosts_mount), cmocka_unit_test(test_restore_pod),

@@ -239,6 +239,178 @@ static void terminal_phase_is_kept(void **state) {
   nl_pod_free(pod);
 }
 
+/* upstream TerminatePod: a pod that never ran still ends Failed, its
+ * containers terminated; containers that never started behind a failing init
+ * container stay waiting; a terminal phase is kept. */
+static void terminate_gives_a_terminal_phase(void **state) {
+  /* an image that cannot be pulled: Pending, then Failed, the container 137 */
+  nl_pod_t *pod = pod2("Always");
+  nl_status_reason_t r = {"a", "ImagePullBackOff", "Back-off pulling image"};
+  nl_status_reasons_t rs = {&r, 1};
+  nl_pod_status_t *s = gen(pod, NULL, &rs, NULL, true);
+  assert_int_equal(s->phase, NL_POD_PENDING);
+  nl_pod_status_terminate(s, pod);
+  assert_int_equal(s->phase, NL_POD_FAILED);
+  assert_int_equal(cs(s, "a")->state.kind, NL_CSTATE_TERMINATED);
+  assert_string_equal(cs(s, "a")->state.reason, "ContainerStatusUnknown");
+  assert_string_equal(cs(s, "a")->state.message,
+                      "The container could not be located when the pod was terminated");
+  assert_int_equal(cs(s, "a")->state.exit_code, 137);
+  assert_int_equal(cs(s, "b")->state.kind, NL_CSTATE_TERMINATED);
+  nl_pod_status_free(s);
+  nl_pod_free(pod);
+
+  /* an init container that crash-loops: the init container is terminated, the
+   * app container (never started) stays waiting */
+  pod = pod_init("Always", false);
+  nl_rt_pod_status_t *rt = rt_new();
+  rt_sandbox(rt, "sb", false, NULL);
+  rt_c(rt, "i2", "init", NL_RT_CONTAINER_EXITED, 1, 1);
+  s = gen(pod, rt, NULL, NULL, true);
+  assert_int_equal(s->phase, NL_POD_PENDING);
+  nl_pod_status_terminate(s, pod);
+  assert_int_equal(s->phase, NL_POD_FAILED);
+  assert_int_equal(cs(s, "init")->state.kind, NL_CSTATE_TERMINATED);
+  assert_int_equal(cs(s, "init")->state.exit_code, 1); /* its own, kept */
+  assert_int_equal(cs(s, "app")->state.kind, NL_CSTATE_WAITING);
+  assert_string_equal(cs(s, "app")->state.reason, "PodInitializing");
+  nl_pod_status_free(s);
+  nl_rt_pod_status_free(rt);
+
+  /* nothing ever started: the first init container is marked terminated */
+  s = gen(pod, NULL, NULL, NULL, true);
+  nl_pod_status_terminate(s, pod);
+  assert_int_equal(s->phase, NL_POD_FAILED);
+  assert_string_equal(cs(s, "init")->state.reason, "ContainerStatusUnknown");
+  assert_int_equal(cs(s, "app")->state.kind, NL_CSTATE_WAITING);
+  nl_pod_status_free(s);
+  nl_pod_free(pod);
+
+  /* Succeeded stays Succeeded */
+  pod = pod2("Never");
+  rt = rt_new();
+  rt_sandbox(rt, "sb", false, NULL);
+  rt_c(rt, "ca", "a", NL_RT_CONTAINER_EXITED, 0, 0);
+  rt_c(rt, "cb", "b", NL_RT_CONTAINER_EXITED, 0, 0);
+  s = gen(pod, rt, NULL, NULL, true);
+  nl_pod_status_terminate(s, pod);
+  assert_int_equal(s->phase, NL_POD_SUCCEEDED);
+  assert_string_equal(cs(s, "a")->state.reason, "Completed");
+  nl_pod_status_free(s);
+  nl_rt_pod_status_free(rt);
+  nl_pod_free(pod);
+
+  /* a static pod keeps its phase (upstream's TODO) */
+  pod = pod_of("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default, uid: u1, "
+               "annotations: {kubernetes.io/config.source: file}}\n"
+               "spec:\n  containers:\n  - {name: a, image: busybox}\n");
+  s = gen(pod, NULL, NULL, NULL, true);
+  nl_pod_status_terminate(s, pod);
+  assert_int_equal(s->phase, NL_POD_PENDING);
+  assert_int_equal(cs(s, "a")->state.kind, NL_CSTATE_TERMINATED);
+  nl_pod_status_free(s);
+  nl_pod_free(pod);
+}
+
+/* upstream GeneratePodReadyCondition: with ready containers, Ready is True only
+ * once every readiness gate's condition (in the API's status) is True; and
+ * NeedToReconcilePodReadiness tells when the API's Ready disagrees. */
+static nl_pod_t *gated_pod(const char *c1, const char *c2, const char *ready, const char *msg) {
+  char y[1400], conds[700] = "";
+  size_t n = 0;
+  if (c1) n += (size_t)snprintf(conds + n, sizeof conds - n, "  - {type: example.com/one, status: \"%s\"}\n", c1);
+  if (c2) n += (size_t)snprintf(conds + n, sizeof conds - n, "  - {type: example.com/two, status: \"%s\"}\n", c2);
+  if (ready)
+    snprintf(conds + n, sizeof conds - n,
+             "  - {type: ContainersReady, status: \"True\"}\n"
+             "  - {type: Ready, status: \"%s\", message: '%s'}\n", ready, msg);
+  snprintf(y, sizeof y,
+           "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default, uid: u1}\n"
+           "spec:\n  containers:\n  - {name: a, image: busybox}\n"
+           "  readinessGates: [{conditionType: example.com/one}, {conditionType: example.com/two}]\n"
+           "status:\n  conditions:\n%s", conds[0] ? conds : "    []\n");
+  return pod_of(y);
+}
+
+static void readiness_gates(void **state) {
+  nl_rt_pod_status_t *rt = rt_new();
+  rt_sandbox(rt, "sb", true, "10.88.0.2");
+  rt_c(rt, "ca", "a", NL_RT_CONTAINER_RUNNING, 0, 0);
+  nl_pod_t *pod = gated_pod(NULL, NULL, NULL, NULL);
+  nl_pod_status_t *s = gen(pod, rt, NULL, NULL, false);
+  assert_string_equal(cond(s, "ContainersReady")->status, "True");
+  assert_string_equal(cond(s, "Ready")->status, "False");
+  assert_string_equal(cond(s, "Ready")->reason, "ReadinessGatesNotReady");
+  assert_string_equal(cond(s, "Ready")->message,
+                      "corresponding condition of pod readiness gate \"example.com/one\" does not "
+                      "exist., corresponding condition of pod readiness gate \"example.com/two\" "
+                      "does not exist.");
+  nl_pod_status_free(s);
+  nl_pod_free(pod);
+
+  pod = gated_pod("True", "False", NULL, NULL);
+  s = gen(pod, rt, NULL, NULL, false);
+  assert_string_equal(cond(s, "Ready")->status, "False");
+  assert_string_equal(cond(s, "Ready")->message,
+                      "the status of pod readiness gate \"example.com/two\" is not \"True\", but False");
+  nl_pod_status_free(s);
+  nl_pod_free(pod);
+
+  pod = gated_pod("True", "True", NULL, NULL);
+  s = gen(pod, rt, NULL, NULL, false);
+  assert_string_equal(cond(s, "Ready")->status, "True");
+  assert_null(cond(s, "Ready")->reason);
+  nl_pod_status_free(s);
+  nl_pod_free(pod);
+
+  /* the API's Ready agrees with the gates: nothing to do; a gate set since: sync */
+  pod = gated_pod("True", "True", "True", "");
+  assert_false(nl_pod_status_ready_needs_reconcile(pod));
+  nl_pod_free(pod);
+  pod = gated_pod("True", "True", "False", "whatever");
+  assert_true(nl_pod_status_ready_needs_reconcile(pod));
+  nl_pod_free(pod);
+  pod = gated_pod("False", "True", "True", "");
+  assert_true(nl_pod_status_ready_needs_reconcile(pod));
+  nl_pod_free(pod);
+  pod = gated_pod("True", NULL, NULL, NULL); /* no Ready in the API yet */
+  assert_false(nl_pod_status_ready_needs_reconcile(pod));
+  nl_pod_free(pod);
+  nl_rt_pod_status_free(rt);
+}
+
+/* ephemeralContainerStatuses: in spec order, after qosClass in JSON; the phase
+ * and the conditions are the regular containers' alone. */
+static void ephemeral_container_statuses(void **state) {
+  nl_pod_t *pod = pod_of("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default, uid: u1}\n"
+                         "spec:\n  containers:\n  - {name: a, image: busybox}\n"
+                         "  ephemeralContainers:\n  - {name: dbg, image: busybox}\n"
+                         "  - {name: late, image: busybox}\n");
+  nl_rt_pod_status_t *rt = rt_new();
+  rt_sandbox(rt, "sb", true, "10.88.0.2");
+  rt_c(rt, "ca", "a", NL_RT_CONTAINER_RUNNING, 0, 0);
+  rt_c(rt, "cd", "dbg", NL_RT_CONTAINER_EXITED, 1, 0);
+  nl_pod_status_t *s = gen(pod, rt, NULL, NULL, false);
+  assert_int_equal(s->phase, NL_POD_RUNNING);
+  assert_string_equal(cond(s, "Ready")->status, "True");
+  assert_int_equal(s->n_container_statuses, 1);
+  assert_int_equal(s->n_ephemeral_container_statuses, 2);
+  assert_string_equal(s->ephemeral_container_statuses[0].name, "dbg");
+  assert_int_equal(s->ephemeral_container_statuses[0].state.kind, NL_CSTATE_TERMINATED);
+  assert_int_equal(s->ephemeral_container_statuses[0].state.exit_code, 1);
+  assert_string_equal(s->ephemeral_container_statuses[1].name, "late");
+  assert_int_equal(s->ephemeral_container_statuses[1].state.kind, NL_CSTATE_WAITING);
+  nl_pod_status_t *d = nl_pod_status_dup(s);
+  nl_buf_t b = NL_BUF_INIT;
+  nl_pod_status_encode_json(d, &b);
+  assert_non_null(strstr(b.data, "\"qosClass\":\"BestEffort\",\"ephemeralContainerStatuses\":[{"));
+  nl_buf_free(&b);
+  nl_pod_status_free(d);
+  nl_pod_status_free(s);
+  nl_rt_pod_status_free(rt);
+  nl_pod_free(pod);
+}
+
 /* ---- waiting reasons ---- */
 
 static void waiting_default_reasons(void **state) {
@@ -707,6 +879,9 @@ int main(void) {
       cmocka_unit_test(phase_rules_static_pods_and_unknown),
       cmocka_unit_test(phase_rules_init_containers),
       cmocka_unit_test(terminal_phase_is_kept),
+      cmocka_unit_test(terminate_gives_a_terminal_phase),
+      cmocka_unit_test(readiness_gates),
+      cmocka_unit_test(ephemeral_container_statuses),
       cmocka_unit_test(waiting_default_reasons),
       cmocka_unit_test(waiting_reasons_from_sync),
       cmocka_unit_test(crash_loop_back_off_moves_terminated_to_last_state),
