@@ -17,7 +17,7 @@ N=${MANY_WATCHES_N:-150}
 PER_POD=50
 IMG=localhost/busybox:1.36
 AUDIT=${NANOLET_TEST_AUDIT_LOG:-}
-trap 'api_cleanup; e2e_finish; exit $?' EXIT
+trap 'E2E_RC=$?; api_cleanup; e2e_finish; exit $?' EXIT
 
 fresh_ns "$PODS_NS"
 audit_start=0

@@ -23,7 +23,7 @@ IMG=localhost/busybox:1.36
 MARKS=$E2E_TMP/marks
 mkdir -p "$MARKS"
 
-trap 'api_cleanup; e2e_finish; exit $?' EXIT
+trap 'E2E_RC=$?; api_cleanup; e2e_finish; exit $?' EXIT
 
 kubectl delete ns "$PODS_NS" --ignore-not-found --wait=true >/dev/null 2>&1
 kubectl create ns "$PODS_NS" >/dev/null

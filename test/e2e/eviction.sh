@@ -32,7 +32,7 @@ evictionHard: $1
 evictionPressureTransitionPeriod: 5s
 EOC
 }
-trap 'api_cleanup; umount -l "$FS" 2>/dev/null; e2e_finish; exit $?' EXIT
+trap 'E2E_RC=$?; api_cleanup; umount -l "$FS" 2>/dev/null; e2e_finish; exit $?' EXIT
 fresh_ns "$PODS_NS"
 
 # apply NAME QOS SCRIPT

@@ -33,7 +33,7 @@ gc_cleanup() {
   if mountpoint -q "$PRIVATE_DIR/root"; then umount "$PRIVATE_DIR/root"; fi
   return 0
 }
-trap 'gc_cleanup; e2e_finish; exit $?' EXIT
+trap 'E2E_RC=$?; gc_cleanup; e2e_finish; exit $?' EXIT
 mkdir -p "$PRIVATE_DIR/root"
 mountpoint -q "$PRIVATE_DIR/root" || mount -t tmpfs -o size=96m nanolet-gc "$PRIVATE_DIR/root" ||
   { fail "tmpfs" "mount failed"; exit 1; }

@@ -20,7 +20,7 @@ cleanup() {
   [ -z "$SOFTLEVEL_MADE" ] || rm -f /run/openrc/softlevel
   remove_pods
 }
-trap 'cleanup; e2e_finish; exit $?' EXIT
+trap 'E2E_RC=$?; cleanup; e2e_finish; exit $?' EXIT
 
 # --- install ---------------------------------------------------------------
 install_root -Dinit=sysv,runit,systemd

@@ -65,11 +65,13 @@ fresh_ns() {
   kubectl create ns "$1" >/dev/null
 }
 
+# The script's own exit status counts: each EXIT trap saves it in E2E_RC before
+# its clean-up runs (a clean-up's status must not stand for the script's).
 e2e_finish() {
-  local rc=$?
+  local rc=${E2E_RC:-$?}
   [ -z "${E2E_K8S_STARTED:-}" ] || "$E2E_CONTROLPLANE" down
   [ -n "${E2E_KEEP:-}" ] || rm -rf --one-file-system "$E2E_TMP"
   echo "$E2E_PASSED passed, $E2E_FAILED failed"
   [ "$E2E_FAILED" -eq 0 ] && [ "$rc" -eq 0 ] && [ "$E2E_PASSED" -gt 0 ]
 }
-trap 'e2e_finish; exit $?' EXIT
+trap 'E2E_RC=$?; e2e_finish; exit $?' EXIT

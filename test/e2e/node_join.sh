@@ -17,7 +17,7 @@ node_ready() { [ "$(jp node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="
 renew_time() { jp lease -n kube-node-lease "$NODE" -o jsonpath='{.spec.renewTime}'; }
 node_uid() { jp node "$NODE" -o jsonpath='{.metadata.uid}'; }
 # The apiserver must always be back, whatever happens to this test.
-trap '"$NANOLET_TEST_CONTROLPLANE" up >/dev/null 2>&1; pods_cleanup; kubectl delete node "$NODE" --wait=false >/dev/null 2>&1; kubectl delete namespace "$PODS_NS" --wait=false >/dev/null 2>&1; e2e_finish; exit $?' EXIT
+trap 'E2E_RC=$?; "$NANOLET_TEST_CONTROLPLANE" up >/dev/null 2>&1; pods_cleanup; kubectl delete node "$NODE" --wait=false >/dev/null 2>&1; kubectl delete namespace "$PODS_NS" --wait=false >/dev/null 2>&1; e2e_finish; exit $?' EXIT
 
 kubectl delete node "$NODE" --ignore-not-found >/dev/null
 kubectl delete lease -n kube-node-lease "$NODE" --ignore-not-found >/dev/null

@@ -104,7 +104,7 @@ KC=${NANOLET_E2E_SHUTDOWN_KUBECONFIG:-$("$NANOLET_TEST_CONTROLPLANE" cert "$NODE
 # A namespace of this run's own: a shared control plane may still be deleting
 # an earlier run's.
 PODS_NS=shutdown-e2e-$$
-trap 'api_cleanup; e2e_finish; exit $?' EXIT
+trap 'E2E_RC=$?; api_cleanup; e2e_finish; exit $?' EXIT
 fresh_ns "$PODS_NS"
 wait_for 30 kubectl get serviceaccount default -n "$PODS_NS" -o name >/dev/null
 kubectl delete node "$NODE" --ignore-not-found >/dev/null

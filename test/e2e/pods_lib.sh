@@ -143,4 +143,4 @@ pods_cleanup() {
     echo "--- agent log (last 40 lines) ---"; tail -40 "$E2E_TMP/agent.log"
   fi
 }
-trap 'pods_cleanup; e2e_finish; exit $?' EXIT
+trap 'E2E_RC=$?; pods_cleanup; e2e_finish; exit $?' EXIT

@@ -16,7 +16,7 @@ RUNDIR=$NANOLET_TESTENV_DIR/run
 TESTENV=$(cd "$(dirname "$0")/../../tools/testenv" && pwd)
 ENDPOINT=$("$TESTENV/setup.sh" 2>/tmp/nanolet-reboot-setup.log) || { echo "setup.sh failed:"; tail -5 /tmp/nanolet-reboot-setup.log; exit 1; }
 . "$(dirname "$0")/install_lib.sh"
-trap '"$INIT" stop >/dev/null; remove_pods; "$TESTENV/teardown.sh" --purge 2>/dev/null; e2e_finish; exit $?' EXIT
+trap 'E2E_RC=$?; "$INIT" stop >/dev/null; remove_pods; "$TESTENV/teardown.sh" --purge 2>/dev/null; e2e_finish; exit $?' EXIT
 
 install_root -Dinit=sysv
 use_test_runtime

@@ -37,7 +37,7 @@ cleanup() {
   drop_token
   pods_cleanup
 }
-trap 'cleanup; e2e_finish; exit $?' EXIT
+trap 'E2E_RC=$?; cleanup; e2e_finish; exit $?' EXIT
 [ -n "$NODE_IP" ] || { fail "node IP" "no non-loopback address (set NANOLET_TEST_NODE_IP)"; exit 1; }
 kubectl delete node "$NODE" --ignore-not-found >/dev/null
 fresh_ns "$PODS_NS"
