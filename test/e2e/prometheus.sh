@@ -3,7 +3,7 @@
 # to the kubelet port with the bearer token of a ServiceAccount bound to
 # nodes/metrics on the real control plane and the kubelet's CA, jobs for
 # /metrics, /metrics/cadvisor, /metrics/probes and /metrics/resource. After
-# two minutes at a 5 s interval the kubelet and cAdvisor dashboards' queries
+# 105 s at a 5 s interval the kubelet and cAdvisor dashboards' queries
 # answer through Prometheus's HTTP API; every endpoint passes `promtool check
 # metrics`; a token without nodes/metrics gets 403.
 PODS_NS=nanolet-e2e-prom
@@ -16,7 +16,7 @@ NODE_IP=${NANOLET_TEST_NODE_IP:-$(ip -4 -o route get 192.0.2.255 2>/dev/null | s
 IMG=localhost/busybox:1.36
 SA_NS=$PODS_NS-sa
 PROM_PID=
-SCRAPE_SECONDS=${NANOLET_TEST_PROM_SECONDS:-120}
+SCRAPE_SECONDS=${NANOLET_TEST_PROM_SECONDS:-105}
 cleanup() {
   [ -z "$PROM_PID" ] || { kill "$PROM_PID" 2>/dev/null; wait "$PROM_PID" 2>/dev/null; }
   kubectl delete ns "$SA_NS" --wait=false >/dev/null 2>&1
