@@ -3,6 +3,7 @@
  * container, id, image, name, namespace, pod), from the figures the Summary
  * API already has (the runtime's container stats, the node's /proc figures)
  * and the cgroup files of the pods and the root. */
+#include <assert.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -352,10 +353,6 @@ static void labels(nl_buf_t *o, const row_t *r, const char *xn, const char *xv) 
   nl_buf_puts(o, "}");
 }
 
-static void family(nl_buf_t *o, const char *name, const char *type, const char *help) {
-  nl_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
 /* name{labels} v [ts]; ts_ns 0: no timestamp (cAdvisor's spec series have none). */
 static void put(nl_buf_t *o, const char *name, const row_t *r, const char *xn, const char *xv,
                 double v, int64_t ts_ns) {
@@ -367,54 +364,68 @@ static void put(nl_buf_t *o, const char *name, const row_t *r, const char *xn, c
   nl_buf_puts(o, "\n");
 }
 
-typedef enum { F_CPU, F_FS, F_LAST, F_RSS, F_USAGE, F_WS } fig_t;
+/* What a family shows of a cgroup. */
+typedef enum {
+  W_CPU, W_FS, W_LAST, W_RSS, W_USAGE, W_WS,  /* usage, with the sample's time */
+  W_RX, W_RXE, W_TX, W_TXE,                   /* per interface */
+  W_PERIOD, W_QUOTA, W_SHARES, W_MEM, W_START, /* spec, without a time */
+  W_SCRAPE, W_CORES, W_MEMORY,                /* one series each */
+} what_t;
 
-static void figure(nl_buf_t *o, const rows_t *rs, fig_t f, const char *name, int64_t now_ns) {
+/* The series of one family for every cgroup that has the figure. */
+static void series(nl_buf_t *o, const rows_t *rs, what_t w, const char *name, int64_t now_ns) {
   for (size_t i = 0; i < rs->n; i++) {
     const row_t *r = &rs->v[i];
-    if (f == F_LAST) {
-      put(o, name, r, NULL, NULL, (double)(now_ns / 1000000000), now_ns);
-      continue;
+    const nl_cgroup_sample_t *s = r->spec && r->spec->spec ? r->spec : NULL;
+    switch (w) {
+    case W_LAST: put(o, name, r, NULL, NULL, (double)(now_ns / 1000000000), now_ns); break;
+    case W_CPU: if (r->cpu && !r->net_only) put(o, name, r, "cpu", "total", r->cpu_s, r->ts_ns); break;
+    case W_FS: if (r->fs && !r->net_only) put(o, name, r, "device", r->fs_dev, r->fs_b, r->ts_ns); break;
+    case W_RSS: if (r->rss && !r->net_only) put(o, name, r, NULL, NULL, r->rss_b, r->ts_ns); break;
+    case W_USAGE: if (r->usage && !r->net_only) put(o, name, r, NULL, NULL, r->usage_b, r->ts_ns); break;
+    case W_WS: if (r->mem && !r->net_only) put(o, name, r, NULL, NULL, r->ws, r->ts_ns); break;
+    case W_RX: case W_RXE: case W_TX: case W_TXE:
+      for (size_t j = 0; j < r->n_ifs; j++) {
+        const nl_stats_if_t *x = &r->ifs[j];
+        uint64_t v = w == W_RX ? x->rx : w == W_RXE ? x->rx_errors : w == W_TX ? x->tx : x->tx_errors;
+        put(o, name, r, "interface", x->name, (double)v, r->ts_ns);
+      }
+      break;
+    case W_PERIOD: if (s) put(o, name, r, NULL, NULL, (double)s->cpu_period, 0); break;
+    case W_QUOTA: if (s && s->cpu_quota) put(o, name, r, NULL, NULL, (double)s->cpu_quota, 0); break;
+    case W_SHARES: if (s) put(o, name, r, NULL, NULL, (double)s->cpu_shares, 0); break;
+    case W_MEM: if (s) put(o, name, r, NULL, NULL, (double)s->mem_limit, 0); break;
+    case W_START: if (r->start_s) put(o, name, r, NULL, NULL, r->start_s, 0); break;
+    case W_SCRAPE: case W_CORES: case W_MEMORY: assert(0 && "not per cgroup"); break;
     }
-    if (r->net_only) continue;
-    if (f == F_CPU && r->cpu) put(o, name, r, "cpu", "total", r->cpu_s, r->ts_ns);
-    if (f == F_FS && r->fs) put(o, name, r, "device", r->fs_dev, r->fs_b, r->ts_ns);
-    if (f == F_RSS && r->rss) put(o, name, r, NULL, NULL, r->rss_b, r->ts_ns);
-    if (f == F_USAGE && r->usage) put(o, name, r, NULL, NULL, r->usage_b, r->ts_ns);
-    if (f == F_WS && r->mem) put(o, name, r, NULL, NULL, r->ws, r->ts_ns);
   }
 }
 
-typedef enum { N_RX, N_RXE, N_TX, N_TXE } net_t;
-
-static void network(nl_buf_t *o, const rows_t *rs, net_t w, const char *name) {
-  for (size_t i = 0; i < rs->n; i++) {
-    const row_t *r = &rs->v[i];
-    for (size_t j = 0; j < r->n_ifs; j++) {
-      const nl_stats_if_t *x = &r->ifs[j];
-      uint64_t v = w == N_RX ? x->rx : w == N_RXE ? x->rx_errors : w == N_TX ? x->tx : x->tx_errors;
-      put(o, name, r, "interface", x->name, (double)v, r->ts_ns);
-    }
-  }
-}
-
-typedef enum { S_PERIOD, S_QUOTA, S_SHARES, S_MEM, S_START } spec_t;
-
-static void spec(nl_buf_t *o, const rows_t *rs, spec_t w, const char *name) {
-  for (size_t i = 0; i < rs->n; i++) {
-    const row_t *r = &rs->v[i];
-    if (w == S_START) {
-      if (r->start_s) put(o, name, r, NULL, NULL, r->start_s, 0);
-      continue;
-    }
-    const nl_cgroup_sample_t *s = r->spec;
-    if (!s || !s->spec) continue;
-    if (w == S_PERIOD) put(o, name, r, NULL, NULL, (double)s->cpu_period, 0);
-    if (w == S_QUOTA && s->cpu_quota) put(o, name, r, NULL, NULL, (double)s->cpu_quota, 0);
-    if (w == S_SHARES) put(o, name, r, NULL, NULL, (double)s->cpu_shares, 0);
-    if (w == S_MEM) put(o, name, r, NULL, NULL, (double)s->mem_limit, 0);
-  }
-}
+/* cAdvisor's families (metrics/prometheus.go, prometheus_machine.go) that the
+ * kubelet serves, in client_golang's order (by name). */
+static const struct {
+  const char *name, *type, *help;
+  what_t what;
+} families[] = {
+    {"container_cpu_usage_seconds_total", "counter", "Cumulative cpu time consumed in seconds.", W_CPU},
+    {"container_fs_usage_bytes", "gauge", "Number of bytes that are consumed by the container on this filesystem.", W_FS},
+    {"container_last_seen", "gauge", "Last time a container was seen by the exporter", W_LAST},
+    {"container_memory_rss", "gauge", "Size of RSS in bytes.", W_RSS},
+    {"container_memory_usage_bytes", "gauge", "Current memory usage in bytes, including all memory regardless of when it was accessed", W_USAGE},
+    {"container_memory_working_set_bytes", "gauge", "Current working set in bytes.", W_WS},
+    {"container_network_receive_bytes_total", "counter", "Cumulative count of bytes received", W_RX},
+    {"container_network_receive_errors_total", "counter", "Cumulative count of errors encountered while receiving", W_RXE},
+    {"container_network_transmit_bytes_total", "counter", "Cumulative count of bytes transmitted", W_TX},
+    {"container_network_transmit_errors_total", "counter", "Cumulative count of errors encountered while transmitting", W_TXE},
+    {"container_scrape_error", "gauge", "1 if there was an error while getting container metrics, 0 otherwise", W_SCRAPE},
+    {"container_spec_cpu_period", "gauge", "CPU period of the container.", W_PERIOD},
+    {"container_spec_cpu_quota", "gauge", "CPU quota of the container.", W_QUOTA},
+    {"container_spec_cpu_shares", "gauge", "CPU share of the container.", W_SHARES},
+    {"container_spec_memory_limit_bytes", "gauge", "Memory limit for the container.", W_MEM},
+    {"container_start_time_seconds", "gauge", "Start time of the container since unix epoch in seconds.", W_START},
+    {"machine_cpu_cores", "gauge", "Number of logical CPU cores.", W_CORES},
+    {"machine_memory_bytes", "gauge", "Amount of memory installed on the machine.", W_MEMORY},
+};
 
 static void from_cgroup(row_t *r, const nl_cgroup_sample_t *s) {
   r->spec = s;
@@ -515,50 +526,18 @@ void nl_stats_cadvisor_metrics(const nl_node_sample_t *n,
   rows_t rs = {0};
   build(&rs, n, pods, c);
   for (size_t i = 0; i < rs.n; i++) format_labels(&rs.v[i]);
-  /* families in client_golang's order (by name) */
-  family(o, "container_cpu_usage_seconds_total", "counter", "Cumulative cpu time consumed in seconds.");
-  figure(o, &rs, F_CPU, "container_cpu_usage_seconds_total", n->time_ns);
-  family(o, "container_fs_usage_bytes", "gauge",
-         "Number of bytes that are consumed by the container on this filesystem.");
-  figure(o, &rs, F_FS, "container_fs_usage_bytes", n->time_ns);
-  family(o, "container_last_seen", "gauge", "Last time a container was seen by the exporter");
-  figure(o, &rs, F_LAST, "container_last_seen", n->time_ns);
-  family(o, "container_memory_rss", "gauge", "Size of RSS in bytes.");
-  figure(o, &rs, F_RSS, "container_memory_rss", n->time_ns);
-  family(o, "container_memory_usage_bytes", "gauge",
-         "Current memory usage in bytes, including all memory regardless of when it was accessed");
-  figure(o, &rs, F_USAGE, "container_memory_usage_bytes", n->time_ns);
-  family(o, "container_memory_working_set_bytes", "gauge", "Current working set in bytes.");
-  figure(o, &rs, F_WS, "container_memory_working_set_bytes", n->time_ns);
-  family(o, "container_network_receive_bytes_total", "counter", "Cumulative count of bytes received");
-  network(o, &rs, N_RX, "container_network_receive_bytes_total");
-  family(o, "container_network_receive_errors_total", "counter",
-         "Cumulative count of errors encountered while receiving");
-  network(o, &rs, N_RXE, "container_network_receive_errors_total");
-  family(o, "container_network_transmit_bytes_total", "counter",
-         "Cumulative count of bytes transmitted");
-  network(o, &rs, N_TX, "container_network_transmit_bytes_total");
-  family(o, "container_network_transmit_errors_total", "counter",
-         "Cumulative count of errors encountered while transmitting");
-  network(o, &rs, N_TXE, "container_network_transmit_errors_total");
-  family(o, "container_scrape_error", "gauge",
-         "1 if there was an error while getting container metrics, 0 otherwise");
-  nl_buf_printf(o, "container_scrape_error %d\n", scrape_error);
-  family(o, "container_spec_cpu_period", "gauge", "CPU period of the container.");
-  spec(o, &rs, S_PERIOD, "container_spec_cpu_period");
-  family(o, "container_spec_cpu_quota", "gauge", "CPU quota of the container.");
-  spec(o, &rs, S_QUOTA, "container_spec_cpu_quota");
-  family(o, "container_spec_cpu_shares", "gauge", "CPU share of the container.");
-  spec(o, &rs, S_SHARES, "container_spec_cpu_shares");
-  family(o, "container_spec_memory_limit_bytes", "gauge", "Memory limit for the container.");
-  spec(o, &rs, S_MEM, "container_spec_memory_limit_bytes");
-  family(o, "container_start_time_seconds", "gauge",
-         "Start time of the container since unix epoch in seconds.");
-  spec(o, &rs, S_START, "container_start_time_seconds");
-  family(o, "machine_cpu_cores", "gauge", "Number of logical CPU cores.");
-  machine(o, "machine_cpu_cores", c, c && c->cores > 0 ? (double)c->cores : 0);
-  family(o, "machine_memory_bytes", "gauge", "Amount of memory installed on the machine.");
-  machine(o, "machine_memory_bytes", c, (double)n->mem_total);
+  for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) {
+    const char *name = families[i].name;
+    nl_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, families[i].help, name, families[i].type);
+    if (families[i].what == W_SCRAPE)
+      nl_buf_printf(o, "%s %d\n", name, scrape_error);
+    else if (families[i].what == W_CORES)
+      machine(o, name, c, c && c->cores > 0 ? (double)c->cores : 0);
+    else if (families[i].what == W_MEMORY)
+      machine(o, name, c, (double)n->mem_total);
+    else
+      series(o, &rs, families[i].what, name, n->time_ns);
+  }
   for (size_t i = 0; i < rs.n; i++) free(rs.v[i].id), free(rs.v[i].lab);
   free(rs.v);
 }

@@ -56,17 +56,7 @@ spec:
     command: [sh, -c, 'touch /tmp/ready; exec sleep 3600']
     readinessProbe: {exec: {command: [cat, /tmp/ready]}, periodSeconds: 2}
 EOF
-# A configuration file, as clusters run the kubelet: its defaults are webhook
-# authentication and authorization (the flags' alone are AlwaysAllow).
-cat >"$E2E_TMP/config.yaml" <<EOF
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-authentication:
-  x509: {clientCAFile: $NANOLET_TEST_K8S_CA}
-EOF
-kubectl delete node "$NODE" --ignore-not-found >/dev/null
-fresh_ns "$PODS_NS"
-start_agent --config "$E2E_TMP/config.yaml" --kubeconfig "$KC" --node-ip "$NODE_IP" ||
+join_agent "$KC" ||
   { fail "agent start" "$(tail -5 "$E2E_TMP/agent.log")"; exit 1; }
 ok "nanolet serves on $NODE_IP:$KPORT"
 
