@@ -61,7 +61,7 @@ metadata: {name: hold, namespace: $PODS_NS}
 spec:
   terminationGracePeriodSeconds: 1
   containers:
-  - {name: hold, image: $IMG, command: [sh, -c, 'x=\$(head -c 24000000 /dev/zero | tr "\\\\0" a); exec sleep 3600'], resources: {limits: {cpu: 100m, memory: 64Mi}}}
+  - {name: hold, image: $IMG, command: [sh, -c, 'x=\$(yes 0123456789abcdef | head -c 24000000); sleep 3600; echo \${#x}'], resources: {limits: {cpu: 100m, memory: 64Mi}}}
 EOF
 join_agent "$KC" ||
   { fail "agent start" "$(tail -5 "$E2E_TMP/agent.log")"; exit 1; }
