@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# metrics-server (built from its Go module: tools/testenv/metrics-server-build.sh)
+# metrics-server (built from its Go module: tools/testenv/tool-build.sh metrics-server)
 # run the way clusters run it: an extension apiserver registered through the
 # aggregation layer (APIService v1beta1.metrics.k8s.io; the apiserver's
 # front-proxy client certificate and requestheader settings from
@@ -36,8 +36,8 @@ cleanup() {
 }
 trap 'cleanup; e2e_finish; exit $?' EXIT
 [ -n "$NODE_IP" ] || { fail "node IP" "no non-loopback address (set NANOLET_TEST_NODE_IP)"; exit 1; }
-MS=$("$(dirname "$0")/../../tools/testenv/metrics-server-build.sh") ||
-  { fail "metrics-server" "tools/testenv/metrics-server-build.sh failed"; exit 1; }
+MS=$("$(dirname "$0")/../../tools/testenv/tool-build.sh" metrics-server) ||
+  { fail "metrics-server" "tools/testenv/tool-build.sh metrics-server failed"; exit 1; }
 if ! kubectl -n kube-system get configmap extension-apiserver-authentication \
   -o jsonpath='{.data.requestheader-client-ca-file}' | grep -q 'BEGIN CERTIFICATE'; then
   fail "aggregation layer" "the apiserver runs without --requestheader-client-ca-file: an older tools/testenv/controlplane.sh started it; its 'up' restarts it with the flags"

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Build metrics-server (sigs.k8s.io/metrics-server cmd/metrics-server) from
-# the pinned module in tools/testenv/metrics-server, once per machine: cached
-# under the test environment's cache, keyed on the module, the flags and the
-# Go version, as tools/testenv/k8s-build.sh does for the control plane (whose
-# k8s.io modules it shares, so a warm Go build cache makes it a few minutes).
+# Build a test tool from its pinned module in tools/testenv/NAME, once per
+# machine: cached under the test environment's cache, keyed on the module, the
+# flags and the Go version, as tools/testenv/k8s-build.sh does for the control
+# plane.
+#   metrics-server  sigs.k8s.io/metrics-server cmd/metrics-server (its k8s.io
+#                   modules are the control plane's: the Go build cache shares
+#                   them)
+#   containerd2     github.com/containerd/containerd/v2 cmd/containerd
 #
 # The only stdout line is the binary's path:
-#   ms=$(tools/testenv/metrics-server-build.sh)
+#   ms=$(tools/testenv/tool-build.sh metrics-server)
 #
 # Go: as k8s-build.sh (which fetches its pinned toolchain when PATH has none).
 #
@@ -17,12 +20,21 @@ set -euo pipefail
 exec 3>&1 1>&2
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-mod=$here/metrics-server
 CACHE=${NANOLET_TESTENV_CACHE:-/var/cache/nanolet-testenv}
-log() { echo "metrics-server-build: $*"; }
+log() { echo "tool-build: $*"; }
 die() { log "$*"; exit 1; }
 
-build_flags=(-trimpath -ldflags "-s -w")
+name=${1:-}
+case $name in
+  metrics-server) pkg=sigs.k8s.io/metrics-server/cmd/metrics-server tags= ;;
+  # as containerd's static release builds, without cgo's snapshotters
+  containerd2) pkg=github.com/containerd/containerd/v2/cmd/containerd tags=no_btrfs,no_devmapper,no_zfs ;;
+  *) die "usage: $0 metrics-server|containerd2" ;;
+esac
+mod=$here/$name
+build_flags=(-trimpath)
+[ -z "$tags" ] || build_flags+=(-tags "$tags")
+build_flags+=(-ldflags "-s -w")
 export CGO_ENABLED=0 GOTOOLCHAIN=local GOSUMDB=off GOFLAGS=-mod=readonly
 export GOPROXY=${GOPROXY:-https://proxy.golang.org}
 
@@ -43,8 +55,8 @@ fi
 go_version=$("$go_bin" env GOVERSION)
 key=$({ cat "$mod/go.mod" "$mod/go.sum"; printf '%s\n' "${build_flags[@]}" "$CGO_ENABLED" "$go_version"; } |
   sha256sum | cut -c1-16)
-dir=$CACHE/metrics-server/$key
-out=$dir/metrics-server
+dir=$CACHE/$name/$key
+out=$dir/$name
 if [ -x "$out" ]; then
   echo "$out" >&3
   exit 0
@@ -54,14 +66,14 @@ exec 4>"$dir/lock"
 flock -n 4 || { log "waiting for another build of $out"; flock 4; }
 if [ ! -x "$out" ]; then
   blog=$dir/build.log
-  log "building metrics-server with $go_version into $out (log: $blog)"
+  log "building $name with $go_version into $out (log: $blog)"
   start=$(date +%s)
   if ! (cd "$mod" && exec nice -n 10 "$go_bin" build "${build_flags[@]}" -o "$out.tmp" \
-    sigs.k8s.io/metrics-server/cmd/metrics-server) >"$blog" 2>&1; then
+    "$pkg") >"$blog" 2>&1; then
     tail -n 20 "$blog" >&2
     grep -qE 'dial tcp|no such host|connection refused|i/o timeout' "$blog" &&
       die "the Go module proxy ($GOPROXY) cannot be reached (see $blog)"
-    die "building metrics-server failed; see $blog"
+    die "building $name failed; see $blog"
   fi
   mv "$out.tmp" "$out"
   log "built in $(($(date +%s) - start)) s"
