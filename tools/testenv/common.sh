@@ -82,6 +82,10 @@ start_containerd() {
   local path=$PATH
   if [ -n "${NANOLET_TESTENV_CONTAINERD:-}" ]; then
     ln -sf "$NANOLET_TESTENV_CONTAINERD" "$DIR/bin/containerd"
+    # and its shim, when one was built beside it
+    local shim
+    shim=$(dirname "$NANOLET_TESTENV_CONTAINERD")/containerd-shim-runc-v2
+    [ ! -x "$shim" ] || ln -sf "$shim" "$DIR/bin/containerd-shim-runc-v2"
     path=$DIR/bin:$PATH
   fi
   PATH=$path setsid nohup containerd --config "$CONFIG" >>"$LOG" 2>&1 </dev/null 3>&- &

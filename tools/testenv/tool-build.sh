@@ -6,9 +6,10 @@
 #   metrics-server  sigs.k8s.io/metrics-server cmd/metrics-server (its k8s.io
 #                   modules are the control plane's: the Go build cache shares
 #                   them)
-#   containerd2     github.com/containerd/containerd/v2 cmd/containerd
+#   containerd2     github.com/containerd/containerd/v2 cmd/containerd and
+#                   cmd/containerd-shim-runc-v2 (beside it)
 #
-# The only stdout line is the binary's path:
+# The only stdout line is the (first) binary's path:
 #   ms=$(tools/testenv/tool-build.sh metrics-server)
 #
 # Go: as k8s-build.sh (which fetches its pinned toolchain when PATH has none).
@@ -26,9 +27,14 @@ die() { log "$*"; exit 1; }
 
 name=${1:-}
 case $name in
-  metrics-server) pkg=sigs.k8s.io/metrics-server/cmd/metrics-server tags= ;;
-  # as containerd's static release builds, without cgo's snapshotters
-  containerd2) pkg=github.com/containerd/containerd/v2/cmd/containerd tags=no_btrfs,no_devmapper,no_zfs ;;
+  metrics-server) pkgs=(sigs.k8s.io/metrics-server/cmd/metrics-server) tags= ;;
+  # as containerd's static release builds, without cgo's snapshotters; its
+  # own shim beside it (Debian's 1.6 shim does not speak to containerd 2)
+  containerd2)
+    pkgs=(github.com/containerd/containerd/v2/cmd/containerd
+      github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2)
+    tags=no_btrfs,no_devmapper,no_zfs
+    ;;
   *) die "usage: $0 metrics-server|containerd2" ;;
 esac
 mod=$here/$name
@@ -56,7 +62,7 @@ go_version=$("$go_bin" env GOVERSION)
 key=$({ cat "$mod/go.mod" "$mod/go.sum"; printf '%s\n' "${build_flags[@]}" "$CGO_ENABLED" "$go_version"; } |
   sha256sum | cut -c1-16)
 dir=$CACHE/$name/$key
-out=$dir/$name
+out=$dir/${pkgs[0]##*/}
 if [ -x "$out" ]; then
   echo "$out" >&3
   exit 0
@@ -68,14 +74,17 @@ if [ ! -x "$out" ]; then
   blog=$dir/build.log
   log "building $name with $go_version into $out (log: $blog)"
   start=$(date +%s)
-  if ! (cd "$mod" && exec nice -n 10 "$go_bin" build "${build_flags[@]}" -o "$out.tmp" \
-    "$pkg") >"$blog" 2>&1; then
+  rm -rf "$dir/tmp"
+  mkdir -p "$dir/tmp"
+  if ! (cd "$mod" && exec nice -n 10 "$go_bin" build "${build_flags[@]}" -o "$dir/tmp/" \
+    "${pkgs[@]}") >"$blog" 2>&1; then
     tail -n 20 "$blog" >&2
     grep -qE 'dial tcp|no such host|connection refused|i/o timeout' "$blog" &&
       die "the Go module proxy ($GOPROXY) cannot be reached (see $blog)"
     die "building $name failed; see $blog"
   fi
-  mv "$out.tmp" "$out"
+  mv "$dir"/tmp/* "$dir/"
+  rmdir "$dir/tmp"
   log "built in $(($(date +%s) - start)) s"
 fi
 echo "$out" >&3
