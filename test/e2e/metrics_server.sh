@@ -16,7 +16,7 @@ NODE=nl-ms
 KC=$("$E2E_CONTROLPLANE" cert "$NODE" "system:node:$NODE" system:nodes)
 MS_USER=nanolet-e2e-metrics-server
 MSKC=$("$E2E_CONTROLPLANE" cert "$MS_USER" "$MS_USER")
-NODE_IP=${NANOLET_TEST_NODE_IP:-$(ip -4 -o route get 192.0.2.255 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p')}
+NODE_IP=${NODE_IP:-${NANOLET_TEST_NODE_IP:-$(ip -4 -o route get 192.0.2.255 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p')}}
 IMG=localhost/busybox:1.36
 PY=/usr/bin/python3
 MS_PID= SAMPLER_PID=
