@@ -12,7 +12,7 @@ k8s_env || { fail "control plane" "tools/testenv/controlplane.sh up failed"; exi
 command -v prometheus >/dev/null || { fail "prometheus" "not installed (tools/install-deps.sh --test)"; exit 1; }
 NODE=nl-prom
 KC=$("$E2E_CONTROLPLANE" cert "$NODE" "system:node:$NODE" system:nodes)
-# (lib.sh sets NODE_IP once merged with tools/testenv/node-ip.sh; this is its fallback)
+# NODE_IP: the one lib.sh gives, else the default route's source address
 NODE_IP=${NODE_IP:-${NANOLET_TEST_NODE_IP:-$(ip -4 -o route get 192.0.2.255 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p')}}
 IMG=localhost/busybox:1.36
 SA_NS=$PODS_NS-sa
