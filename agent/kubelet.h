@@ -68,7 +68,8 @@ struct nl_kubelet {
   char *runtime_version; /* "containerd 1.6.20" once the runtime answered */
   nl_kmetrics_t metrics;  /* /metrics and /metrics/probes; freed last */
   /* The kubelet server's CRI users (kubelet_stream.c, kubelet_metrics.c):
-   * /exec, /attach, /portForward sessions and /stats, /metrics/resource. */
+   * /exec, /attach, /portForward sessions and /stats, /metrics/resource,
+   * /metrics/cadvisor. */
   bool streams_up, stats_up;
   nl_kserver_stream_t streams;
   nl_stats_server_t stats;

@@ -1,7 +1,10 @@
 #include "agent/kubelet_metrics.h"
 
 #include "agent/kubelet_pods.h"
+#include <string.h>
+
 #include "reactor/buf.h"
+#include "reactor/xalloc.h"
 
 typedef struct running {
   double pods, containers[4];
@@ -33,8 +36,41 @@ void nl__kubelet_metrics_init(nl_kubelet_t *k) {
   k->metrics.collect_ctx = k;
 }
 
+/* /metrics/cadvisor: the pod's cgroup (only with cgroupsPerQOS: otherwise
+ * pods share one) and its ready sandbox. */
+static void meta_pod(void *ctx, const char *uid, char **cgroup, char **sandbox_id) {
+  nl_kubelet_t *k = ctx;
+  const nl_pod_t *pod = nl_pod_manager_get(&k->pods, uid);
+  if (pod && k->cgroups_up && k->cgroups.per_qos) *cgroup = nl_cgroups_pod_parent(&k->cgroups, pod);
+  const nl_rt_pod_status_t *st = k->pleg_up ? nl_pleg_get(&k->pleg, uid) : NULL;
+  for (size_t i = 0; st && i < st->n_sandboxes; i++)
+    if (st->sandboxes[i].state == NL_RT_SANDBOX_READY) {
+      *sandbox_id = nl_xstrdup(st->sandboxes[i].id);
+      break;
+    }
+}
+
+static void meta_container(void *ctx, const char *uid, const char *id, char **image,
+                           int64_t *created_ns) {
+  nl_kubelet_t *k = ctx;
+  const nl_rt_pod_status_t *st = k->pleg_up ? nl_pleg_get(&k->pleg, uid) : NULL;
+  for (size_t i = 0; st && i < st->n_containers; i++)
+    if (strcmp(st->containers[i].id, id) == 0) {
+      if (st->containers[i].image) *image = nl_xstrdup(st->containers[i].image);
+      *created_ns = st->containers[i].created_at;
+      return;
+    }
+}
+
 void nl__kubelet_stats_init(nl_kubelet_t *k) {
   nl_stats_server_init(&k->stats, k->loop, &k->cri, k->node_name, k->cfg->root_dir);
+  k->stats.meta = (nl_stats_meta_t){
+      .cgroup_fs = k->cgroups_up ? k->cgroups.fs_root : NULL,
+      .cgroup_v2 = k->cgroups_up && k->cgroups.v2,
+      .pod = meta_pod,
+      .container = meta_container,
+      .ctx = k,
+  };
   k->stats_up = true;
   k->cri_users++;
 }

@@ -10,7 +10,8 @@
  * (running pods and containers from the PLEG cache). */
 void nl__kubelet_metrics_init(nl_kubelet_t *k);
 
-/* /stats/summary and /metrics/resource (k->stats): a CRI user of the kubelet
+/* /stats/summary, /metrics/resource and /metrics/cadvisor (k->stats, with
+ * the pods' cgroups and images from the kubelet): a CRI user of the kubelet
  * from init until its stop has finished. */
 void nl__kubelet_stats_init(nl_kubelet_t *k);
 void nl__kubelet_stats_stop(nl_kubelet_t *k);

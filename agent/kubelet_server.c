@@ -171,6 +171,7 @@ int nl__kubelet_server_init(nl_kubelet_t *k, nl_err_t **err) {
   const nl_kserver_route_t figures[] = {
       {"GET", "/metrics", nl__kubelet_metrics_handler, k, true},
       {"GET", "/metrics/probes", nl__kubelet_metrics_probes_handler, k, true},
+      {"GET", "/metrics/cadvisor", nl_stats_cadvisor_handler, &k->stats, true},
       {"GET", "/metrics/resource", nl_stats_resource_handler, &k->stats, true},
       {"GET", "/stats/summary", nl_stats_summary_handler, &k->stats, true},
   };

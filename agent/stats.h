@@ -52,11 +52,17 @@ int nl_stats_parse_meminfo(nl_node_sample_t *s, const char *text);
 void nl_stats_parse_vmstat(nl_node_sample_t *s, const char *text);
 /* Interfaces other than lo, in file order, at most NL_STATS_MAX_IFS. */
 void nl_stats_parse_net_dev(nl_node_sample_t *s, const char *text);
+/* The same into ifs[NL_STATS_MAX_IFS], *n set to how many. */
+void nl_stats_parse_net_dev_ifs(nl_stats_if_t *ifs, size_t *n, const char *text);
 
 /* Reads everything (blocking: call on the thread pool). root_dir: the
  * kubelet's root directory (nodefs); image_mount: the runtime's image
  * filesystem mount point, or NULL. */
 void nl_node_sample_read(nl_node_sample_t *s, const char *root_dir, const char *image_mount);
+
+/* Reads a small /proc or cgroup file whole (generated, never on a disk): a
+ * new string, NULL when it cannot be read. */
+char *nl__stats_slurp(const char *path);
 
 /* The previous CPU samples, keyed by container id, "pod/<uid>" and "node". */
 typedef struct nl_stats {
@@ -87,6 +93,85 @@ Runtime__V1__ListPodSandboxStatsResponse *nl_stats_pods_from_containers(
     const Runtime__V1__ListContainerStatsResponse *c);
 void nl_stats_pods_free(Runtime__V1__ListPodSandboxStatsResponse *r);
 
+/* ---- /metrics/cadvisor (agent/stats_cadvisor.c) ---------------------------
+ * The series upstream's kubelet serves from cAdvisor, for the root cgroup, the
+ * pod cgroups, the sandboxes (network only, as cAdvisor's containerd handler)
+ * and the containers: containers' usage from the runtime's stats, the pods'
+ * and the root's from their cgroup files, limits from the cgroup files. */
+
+/* One cgroup's files (v1: cpuacct, memory and cpu hierarchies; v2: unified). */
+typedef struct nl_cgroup_sample {
+  bool usage;                 /* cpu and memory usage read */
+  uint64_t cpu_ns, mem_usage, mem_ws, mem_rss;
+  bool spec;                  /* the limits read */
+  uint64_t mem_limit;         /* 0: none (as cAdvisor: above 2^62 is none) */
+  uint64_t cpu_quota;         /* 0: none */
+  uint64_t cpu_period, cpu_shares;
+  int64_t created_s;          /* the directory's change time */
+} nl_cgroup_sample_t;
+
+/* Reads the cgroup name ("/kubepods/burstable/pod<uid>", "/" for the root)
+ * under fs_root: the limits, and the usage too when usage is set. Blocking. */
+void nl_cgroup_sample_read(nl_cgroup_sample_t *s, const char *fs_root, bool v2,
+                           const char *name, bool usage);
+
+typedef struct nl_cadvisor_ctr {
+  char *image;        /* owned; the image as the spec named it */
+  int64_t created_ns; /* 0: unknown */
+  nl_cgroup_sample_t cg; /* its limits */
+} nl_cadvisor_ctr_t;
+
+typedef struct nl_cadvisor_pod {
+  char *cgroup;     /* owned: the pod's cgroup name; NULL: none (no series of its own) */
+  char *sandbox_id; /* owned: its ready sandbox; NULL: none */
+  nl_cgroup_sample_t cg;
+  bool net;         /* ifs read (the runtime's, or the sandbox's /proc/<pid>/net/dev) */
+  nl_stats_if_t ifs[NL_STATS_MAX_IFS];
+  size_t n_ifs;
+  nl_cadvisor_ctr_t *ctrs; /* owned, parallel to the pod's linux->containers */
+  size_t n_ctrs;
+} nl_cadvisor_pod_t;
+
+/* One round of /metrics/cadvisor beyond the runtime's stats. */
+typedef struct nl_cadvisor {
+  char *fs_root; /* owned; NULL: no cgroups to read */
+  bool v2;
+  nl_cgroup_sample_t root;
+  char boot_id[48], machine_id[48], system_uuid[48];
+  long cores;
+  char root_dev[128], image_dev[128]; /* the filesystems' devices, as /proc/self/mountinfo names them */
+  nl_cadvisor_pod_t *pods; /* owned, parallel to pods->stats */
+  size_t n_pods;
+} nl_cadvisor_t;
+
+typedef struct nl_stats_meta nl_stats_meta_t;
+/* On the loop: what the kubelet knows (m) for each pod of pods, and the
+ * sandboxes' interfaces from the runtime's stats. */
+void nl_cadvisor_prepare(nl_cadvisor_t *c, const Runtime__V1__ListPodSandboxStatsResponse *pods,
+                         const nl_stats_meta_t *m);
+/* Reads the cgroups, the sandboxes' interfaces the runtime did not give, the
+ * machine's ids and the filesystems' devices. Blocking: the thread pool. */
+void nl_cadvisor_read(nl_cadvisor_t *c, const Runtime__V1__ListPodSandboxStatsResponse *pods,
+                      const char *root_dir, const char *image_mount);
+void nl_cadvisor_free(nl_cadvisor_t *c);
+
+/* The text. pods and c->pods parallel; c may be NULL (only what the runtime gave). */
+void nl_stats_cadvisor_metrics(const nl_node_sample_t *node,
+                               const Runtime__V1__ListPodSandboxStatsResponse *pods,
+                               const nl_cadvisor_t *c, bool scrape_error, nl_buf_t *out);
+
+/* What the kubelet knows that the runtime's stats do not carry; called on the
+ * loop. pod: the pod's cgroup name and ready sandbox (new strings or NULL);
+ * container: its image (new string or NULL) and creation time. */
+struct nl_stats_meta {
+  const char *cgroup_fs; /* the cgroup filesystem; NULL: no cgroups */
+  bool cgroup_v2;
+  void (*pod)(void *ctx, const char *uid, char **cgroup, char **sandbox_id);
+  void (*container)(void *ctx, const char *uid, const char *id, char **image,
+                    int64_t *created_ns);
+  void *ctx;
+};
+
 /* ---- the handlers --------------------------------------------------------- */
 
 typedef struct nl_cri_client nl_cri_client_t;
@@ -96,6 +181,7 @@ typedef struct nl_stats_server {
   nl_cri_client_t *cri; /* borrowed */
   const char *node_name, *root_dir; /* borrowed */
   nl_stats_t stats;
+  nl_stats_meta_t meta; /* zero: /metrics/cadvisor without the kubelet's knowledge */
   int inflight; /* requests being answered; stop waits for them */
   bool stopping;
   void (*stop_done)(void *ctx);
@@ -108,6 +194,9 @@ void nl_stats_server_init(nl_stats_server_t *s, uv_loop_t *loop, nl_cri_client_t
 void nl_stats_summary_handler(void *ctx, const nl_http_req_t *req, const nl_kserver_user_t *user,
                               nl_http_resp_t *resp);
 void nl_stats_resource_handler(void *ctx, const nl_http_req_t *req,
+                               const nl_kserver_user_t *user, nl_http_resp_t *resp);
+/* GET /metrics/cadvisor. */
+void nl_stats_cadvisor_handler(void *ctx, const nl_http_req_t *req,
                                const nl_kserver_user_t *user, nl_http_resp_t *resp);
 /* Calls done once no request is in flight, then frees the samples. Call
  * before the CRI client stops. */

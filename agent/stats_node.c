@@ -53,15 +53,19 @@ void nl_stats_parse_vmstat(nl_node_sample_t *s, const char *text) {
 }
 
 void nl_stats_parse_net_dev(nl_node_sample_t *s, const char *text) {
-  s->n_ifs = 0;
+  nl_stats_parse_net_dev_ifs(s->ifs, &s->n_ifs, text);
+}
+
+void nl_stats_parse_net_dev_ifs(nl_stats_if_t *ifs, size_t *n_ifs, const char *text) {
+  *n_ifs = 0;
   for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
     const char *colon = strchr(p, ':'), *eol = strchr(p, '\n');
-    if (!colon || (eol && colon > eol) || s->n_ifs == NL_STATS_MAX_IFS) continue;
+    if (!colon || (eol && colon > eol) || *n_ifs == NL_STATS_MAX_IFS) continue;
     const char *name = p;
     while (*name == ' ') name++;
     size_t len = (size_t)(colon - name);
     /* cadvisor leaves out lo and the containers' veth ends */
-    if (len == 0 || len >= sizeof s->ifs[0].name || strncmp(name, "lo", 2) == 0 ||
+    if (len == 0 || len >= sizeof ifs[0].name || strncmp(name, "lo", 2) == 0 ||
         strncmp(name, "veth", 4) == 0 || strncmp(name, "docker", 6) == 0)
       continue;
     /* rx: bytes packets errs drop fifo frame compressed multicast; tx: bytes packets errs */
@@ -69,15 +73,14 @@ void nl_stats_parse_net_dev(nl_node_sample_t *s, const char *text) {
     if (sscanf(colon + 1, "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &f[0], &f[1],
                &f[2], &f[3], &f[4], &f[5], &f[6], &f[7], &f[8], &f[9], &f[10]) != 11)
       continue;
-    nl_stats_if_t *i = &s->ifs[s->n_ifs++];
+    nl_stats_if_t *i = &ifs[(*n_ifs)++];
     memcpy(i->name, name, len);
     i->name[len] = 0;
     i->rx = f[0], i->rx_errors = f[2], i->tx = f[8], i->tx_errors = f[10];
   }
 }
 
-/* Reads a small /proc file whole (they are generated, never on a disk). */
-static char *slurp(const char *path) {
+char *nl__stats_slurp(const char *path) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return NULL;
   size_t cap = 16384, len = 0;
@@ -109,11 +112,11 @@ void nl_node_sample_read(nl_node_sample_t *s, const char *root_dir, const char *
   clock_gettime(CLOCK_REALTIME, &ts);
   s->time_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
   char *t;
-  if ((t = slurp("/proc/stat"))) nl_stats_parse_proc_stat(s, t), free(t);
-  if ((t = slurp("/proc/meminfo"))) nl_stats_parse_meminfo(s, t), free(t);
-  if ((t = slurp("/proc/vmstat"))) nl_stats_parse_vmstat(s, t), free(t);
-  if ((t = slurp("/proc/net/dev"))) nl_stats_parse_net_dev(s, t), free(t);
-  if ((t = slurp("/proc/sys/kernel/pid_max"))) s->maxpid = strtoull(t, NULL, 10), free(t);
+  if ((t = nl__stats_slurp("/proc/stat"))) nl_stats_parse_proc_stat(s, t), free(t);
+  if ((t = nl__stats_slurp("/proc/meminfo"))) nl_stats_parse_meminfo(s, t), free(t);
+  if ((t = nl__stats_slurp("/proc/vmstat"))) nl_stats_parse_vmstat(s, t), free(t);
+  if ((t = nl__stats_slurp("/proc/net/dev"))) nl_stats_parse_net_dev(s, t), free(t);
+  if ((t = nl__stats_slurp("/proc/sys/kernel/pid_max"))) s->maxpid = strtoull(t, NULL, 10), free(t);
   struct sysinfo si;
   if (sysinfo(&si) == 0) s->curproc = si.procs;
   fs_read(&s->root_fs, root_dir);

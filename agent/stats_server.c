@@ -13,13 +13,15 @@
 #include "reactor/metrics.h"
 #include "reactor/xalloc.h"
 
+typedef enum { SUMMARY, RESOURCE, CADVISOR } kind_t;
+
 typedef enum { Q_IMAGE_FS, Q_POD_STATS, Q_CONTAINER_STATS, Q_NODE, Q_ANSWER } qstate_t;
 
 typedef struct query {
   nl_stats_server_t *s;
   nl_http_resp_t *resp;
   qstate_t state;
-  bool resource; /* /metrics/resource rather than /stats/summary */
+  kind_t kind;
   bool error;    /* a runtime call failed */
   char *image_mount;
   Runtime__V1__ImageFsInfoResponse *img;           /* unpacked copies, owned */
@@ -27,6 +29,7 @@ typedef struct query {
   Runtime__V1__ListContainerStatsResponse *ctrs; /* when pods came from it */
   uv_work_t work;
   nl_node_sample_t node;
+  nl_cadvisor_t cadvisor; /* CADVISOR: prepared on the loop, read with the node */
 } query_t;
 
 static void step(query_t *q);
@@ -85,6 +88,7 @@ static void on_container_stats(const nl_grpc_status_t *st,
 static void node_work(uv_work_t *w) {
   query_t *q = w->data;
   nl_node_sample_read(&q->node, q->s->root_dir, q->image_mount);
+  if (q->kind == CADVISOR) nl_cadvisor_read(&q->cadvisor, q->pods, q->s->root_dir, q->image_mount);
 }
 
 static void node_done(uv_work_t *w, int status) {
@@ -97,8 +101,12 @@ static void node_done(uv_work_t *w, int status) {
 static void answer(query_t *q) {
   nl_stats_server_t *s = q->s;
   nl_buf_t out = NL_BUF_INIT;
-  if (q->resource) {
+  if (q->kind == RESOURCE) {
     nl_stats_resource_metrics(&q->node, q->pods, q->error, &out);
+    nl_http_resp_header(q->resp, "Content-Type", NL_METRICS_CONTENT_TYPE);
+  } else if (q->kind == CADVISOR) {
+    nl_stats_cadvisor_metrics(&q->node, q->pods, &q->cadvisor, q->error, &out);
+    nl_cadvisor_free(&q->cadvisor);
     nl_http_resp_header(q->resp, "Content-Type", NL_METRICS_CONTENT_TYPE);
   } else {
     nl_stats_summary_json(&s->stats, s->node_name, &q->node, q->pods, q->img, &out);
@@ -140,6 +148,7 @@ static void step(query_t *q) {
     break;
   }
   case Q_NODE:
+    if (q->kind == CADVISOR) nl_cadvisor_prepare(&q->cadvisor, q->pods, &q->s->meta);
     q->work.data = q;
     if (uv_queue_work(q->s->loop, &q->work, node_work, node_done) != 0) {
       q->state = Q_ANSWER;
@@ -152,7 +161,7 @@ static void step(query_t *q) {
   }
 }
 
-static void start(nl_stats_server_t *s, nl_http_resp_t *resp, bool resource) {
+static void start(nl_stats_server_t *s, nl_http_resp_t *resp, kind_t kind) {
   if (s->stopping) {
     nl_http_resp_send_str(resp, 503, "stopping");
     return;
@@ -160,7 +169,7 @@ static void start(nl_stats_server_t *s, nl_http_resp_t *resp, bool resource) {
   query_t *q = nl_xcalloc(1, sizeof *q);
   q->s = s;
   q->resp = resp;
-  q->resource = resource;
+  q->kind = kind;
   s->inflight++;
   step(q);
 }
@@ -168,13 +177,19 @@ static void start(nl_stats_server_t *s, nl_http_resp_t *resp, bool resource) {
 void nl_stats_summary_handler(void *ctx, const nl_http_req_t *req, const nl_kserver_user_t *user,
                               nl_http_resp_t *resp) {
   (void)req, (void)user;
-  start(ctx, resp, false);
+  start(ctx, resp, SUMMARY);
 }
 
 void nl_stats_resource_handler(void *ctx, const nl_http_req_t *req,
                                const nl_kserver_user_t *user, nl_http_resp_t *resp) {
   (void)req, (void)user;
-  start(ctx, resp, true);
+  start(ctx, resp, RESOURCE);
+}
+
+void nl_stats_cadvisor_handler(void *ctx, const nl_http_req_t *req,
+                               const nl_kserver_user_t *user, nl_http_resp_t *resp) {
+  (void)req, (void)user;
+  start(ctx, resp, CADVISOR);
 }
 
 void nl_stats_server_init(nl_stats_server_t *s, uv_loop_t *loop, nl_cri_client_t *cri,

@@ -211,6 +211,8 @@ static void put_escaped(nl_buf_t *out, const char *s, int quote) {
   }
 }
 
+void nl_metrics_format_label(nl_buf_t *out, const char *s) { put_escaped(out, s, 1); }
+
 /* name{l1="v1",...,extra="x"} — extra may be NULL. */
 static void put_series_name(nl_buf_t *out, const nl_metric_t *m, const char *suffix,
                             const char *extra_name, const char *extra_value) {

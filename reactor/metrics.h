@@ -111,5 +111,7 @@ void nl_metrics_encode(nl_metrics_t *r, nl_buf_t *out);
 /* Appends v as Go's strconv.FormatFloat(v, 'g', -1, 64) does, with Prometheus's
  * +Inf, -Inf and NaN. */
 void nl_metrics_format_float(nl_buf_t *out, double v);
+/* Appends s as a label value: backslash, newline and double quote escaped. */
+void nl_metrics_format_label(nl_buf_t *out, const char *s);
 
 #endif

@@ -25,6 +25,24 @@ start_agent() {
   AGENT_PID=$!
   wait_for 10 healthz_ok "$PORT" || { echo "agent did not start:"; tail -20 "$E2E_TMP/agent.log"; return 1; }
 }
+# join_agent KUBECONFIG [EXTRA FLAGS...]: start_agent as node NODE of the test
+# cluster on NODE_IP, in a fresh PODS_NS, with a configuration file as
+# clusters run the kubelet: the file's defaults (webhook authentication and
+# authorization; the flags alone are AlwaysAllow) and the cluster CA for
+# client certificates.
+join_agent() {
+  local kc=$1
+  shift
+  cat >"$E2E_TMP/config.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+authentication:
+  x509: {clientCAFile: $NANOLET_TEST_K8S_CA}
+EOF
+  kubectl delete node "$NODE" --ignore-not-found >/dev/null
+  fresh_ns "$PODS_NS"
+  start_agent --config "$E2E_TMP/config.yaml" --kubeconfig "$kc" --node-ip "$NODE_IP" "$@"
+}
 stop_agent() { # stop_agent [SIGNAL]: default TERM; waits for the exit
   [ -n "$AGENT_PID" ] || return 0
   kill -"${1:-TERM}" "$AGENT_PID" 2>/dev/null

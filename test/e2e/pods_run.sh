@@ -65,8 +65,11 @@ manifest onfailure OnFailure 'echo done; exit 0'
 expect "web Running" 30 web .status.phase Running
 expect "web Ready" 5 web '.status.conditions[] | select(.type == "Ready") | .status' True
 ip=$(pod web .status.podIP)
-[[ $ip =~ ^10\.88\.0\.([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" -gt 0 ] && [ "${BASH_REMATCH[1]}" -lt 255 ] \
-  && ok "web podIP $ip in 10.88.0.0/24" || fail "web podIP" "$ip"
+# the test runtime's CNI subnet (tools/testenv/setup.sh; containerd2.sh's is another /24)
+subnet=${NANOLET_TESTENV_SUBNET:-10.88.0.0/24}
+net=${subnet%.0/24}
+[[ $ip =~ ^${net//./\.}\.([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" -gt 0 ] && [ "${BASH_REMATCH[1]}" -lt 255 ] \
+  && ok "web podIP $ip in $subnet" || fail "web podIP" "$ip"
 uid=$(pod web .metadata.uid)
 log=$LOGS/${PODS_NS}_web-${NODE}_$uid/main/0.log
 wait_for 5 grep -q "name=web-$NODE" "$log" && ok "log file has the output ($log)" || fail "log file" "$(cat "$log" 2>&1)"

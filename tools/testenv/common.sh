@@ -76,7 +76,19 @@ start_containerd() {
   # setsid: the daemon must outlive this script and its caller's session.
   # 3>&-: setup.sh keeps its stdout on fd 3; a daemon holding it would hang
   # a caller reading the endpoint with $(...) forever.
-  setsid nohup containerd --config "$CONFIG" >>"$LOG" 2>&1 </dev/null 3>&- &
+  # NANOLET_TESTENV_CONTAINERD: another containerd binary (containerd 2 from
+  # tools/testenv/tool-build.sh containerd2), run by the name containerd as
+  # our_pid expects it.
+  local path=$PATH
+  if [ -n "${NANOLET_TESTENV_CONTAINERD:-}" ]; then
+    ln -sf "$NANOLET_TESTENV_CONTAINERD" "$DIR/bin/containerd"
+    # and its shim, when one was built beside it
+    local shim
+    shim=$(dirname "$NANOLET_TESTENV_CONTAINERD")/containerd-shim-runc-v2
+    [ ! -x "$shim" ] || ln -sf "$shim" "$DIR/bin/containerd-shim-runc-v2"
+    path=$DIR/bin:$PATH
+  fi
+  PATH=$path setsid nohup containerd --config "$CONFIG" >>"$LOG" 2>&1 </dev/null 3>&- &
   echo $! >"$PIDFILE"
   wait_ready containerd $! "$LOG" 30 answering
 }

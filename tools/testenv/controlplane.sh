@@ -31,6 +31,7 @@
 #   NANOLET_TESTENV_CACHE     where binaries are cached (see k8s-build.sh)
 #   NANOLET_TEST_NODE_NAME    node the node credential is for (default nanolet-e2e)
 #   NANOLET_TESTENV_K8S_TIMEOUT  seconds each component may take to be ready (60)
+#   NANOLET_TESTENV_K8S_PORT_OFFSET  added to every port (a second instance)
 set -euo pipefail
 exec 3>&1 1>&2
 
@@ -46,11 +47,13 @@ RUN=$CP/run
 NODE_NAME=${NANOLET_TEST_NODE_NAME:-nanolet-e2e}
 TIMEOUT=${NANOLET_TESTENV_K8S_TIMEOUT:-60}
 # Away from the usual 2379/2380/6443/10257, so a real cluster on the same
-# machine is left alone.
-ETCD_PORT=12379
-ETCD_PEER_PORT=12380
-APISERVER_PORT=16443
-KCM_PORT=16257
+# machine is left alone; a second instance (its own NANOLET_TESTENV_DIR) adds
+# NANOLET_TESTENV_K8S_PORT_OFFSET to each.
+PORT_OFFSET=${NANOLET_TESTENV_K8S_PORT_OFFSET:-0}
+ETCD_PORT=$((12379 + PORT_OFFSET))
+ETCD_PEER_PORT=$((12380 + PORT_OFFSET))
+APISERVER_PORT=$((16443 + PORT_OFFSET))
+KCM_PORT=$((16257 + PORT_OFFSET))
 APISERVER=https://127.0.0.1:$APISERVER_PORT
 SERVICE_CIDR=10.0.0.0/24
 SERVICE_IP=10.0.0.1
@@ -143,6 +146,12 @@ make_pki() {
   pki_valid "$PKI/apiserver-kubelet-client" ||
     pki_cert "$PKI/ca" "$PKI/apiserver-kubelet-client" clientAuth kube-apiserver-kubelet-client \
       kubeadm:cluster-admins
+  # The aggregation layer (kubeadm's front proxy): the apiserver's client
+  # certificate towards extension apiservers (metrics-server), from a CA of
+  # its own that they trust for the X-Remote-User headers.
+  pki_ca "$PKI/front-proxy-ca" front-proxy-ca
+  pki_valid "$PKI/front-proxy-client" ||
+    pki_cert "$PKI/front-proxy-ca" "$PKI/front-proxy-client" clientAuth front-proxy-client
   pki_valid "$PKI/admin" || pki_cert "$PKI/ca" "$PKI/admin" clientAuth nanolet-test-admin system:masters
   pki_valid "$PKI/kcm" || pki_cert "$PKI/ca" "$PKI/kcm" clientAuth system:kube-controller-manager
   pki_valid "$PKI/node-$NODE_NAME" ||
@@ -227,6 +236,13 @@ cmd_up() {
     --allow-privileged \
     --kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt" \
     --kubelet-client-key="$PKI/apiserver-kubelet-client.key" \
+    --requestheader-client-ca-file="$PKI/front-proxy-ca.crt" \
+    --requestheader-allowed-names=front-proxy-client \
+    --requestheader-username-headers=X-Remote-User \
+    --requestheader-group-headers=X-Remote-Group \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- \
+    --proxy-client-cert-file="$PKI/front-proxy-client.crt" \
+    --proxy-client-key-file="$PKI/front-proxy-client.key" \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$PKI/sa.pub" \
     --service-account-signing-key-file="$PKI/sa.key" \

@@ -16,6 +16,9 @@
 #                                one holds 127.0.0.1:15443)
 #   NANOLET_TESTENV_BRIDGE, NANOLET_TESTENV_SUBNET  the CNI bridge and subnet
 #                                (default nl-br0, 10.88.0.0/24)
+#   NANOLET_TESTENV_CONTAINERD   another containerd binary than Debian's: a
+#                                second instance on containerd 2, e.g.
+#                                tools/testenv/containerd2.sh
 set -euo pipefail
 
 # Keep stdout for the final endpoint line only: anything a tool prints goes

@@ -8,7 +8,11 @@
 #include <cmocka.h>
 #include <ctype.h>
 #include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "reactor/xalloc.h"
 #include "agent/stats.h"
 #include "reactor/http_client.h"
 #include "reactor/http_server.h"
@@ -226,6 +230,179 @@ static void resource_metrics(void **state) {
   nl_buf_free(&out);
 }
 
+/* ---- /metrics/cadvisor -------------------------------------------------------- */
+
+static void put_file(const char *root, const char *rel, const char *text) {
+  char *path = nl_xasprintf("%s/%s", root, rel);
+  char *dir = nl_xstrdup(path);
+  *strrchr(dir, '/') = 0;
+  char *cmd = nl_xasprintf("mkdir -p '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+  free(cmd), free(dir), free(path);
+}
+
+#define POD_CG "/kubepods/burstable/podu-1"
+
+/* A cgroup v1 tree: the pod's usage and limits, the container's limits. */
+static char *v1_tree(void) {
+  char *root = nl_xstrdup("/tmp/nl-cadvisor-XXXXXX");
+  assert_non_null(mkdtemp(root));
+  put_file(root, "cpuacct" POD_CG "/cpuacct.usage", "3000000000\n");
+  put_file(root, "memory" POD_CG "/memory.usage_in_bytes", "10485760\n");
+  put_file(root, "memory" POD_CG "/memory.stat",
+           "cache 1\nrss 2\ntotal_cache 4194304\ntotal_rss 3145728\ntotal_inactive_file 2097152\n");
+  put_file(root, "memory" POD_CG "/memory.limit_in_bytes", "9223372036854771712\n");
+  put_file(root, "cpu" POD_CG "/cpu.shares", "102\n");
+  put_file(root, "cpu" POD_CG "/cpu.cfs_quota_us", "-1\n");
+  put_file(root, "cpu" POD_CG "/cpu.cfs_period_us", "100000\n");
+  put_file(root, "cpu" POD_CG "/c1/cpu.shares", "102\n");
+  put_file(root, "cpu" POD_CG "/c1/cpu.cfs_quota_us", "50000\n");
+  put_file(root, "cpu" POD_CG "/c1/cpu.cfs_period_us", "100000\n");
+  put_file(root, "memory" POD_CG "/c1/memory.limit_in_bytes", "67108864\n");
+  return root;
+}
+
+static void rm_tree(char *root) {
+  char *cmd = nl_xasprintf("rm -rf '%s'", root);
+  assert_int_equal(system(cmd), 0);
+  free(cmd), free(root);
+}
+
+static void meta_pod(void *ctx, const char *uid, char **cgroup, char **sandbox_id) {
+  (void)ctx;
+  assert_string_equal(uid, "u-1");
+  *cgroup = nl_xstrdup(POD_CG);
+  *sandbox_id = nl_xstrdup("sb1");
+}
+
+static void meta_container(void *ctx, const char *uid, const char *id, char **image,
+                           int64_t *created_ns) {
+  (void)ctx;
+  assert_string_equal(uid, "u-1");
+  assert_string_equal(id, "c1");
+  *image = nl_xstrdup("localhost/busybox:1.36");
+  *created_ns = 1700000050000000000;
+}
+
+/* The text for one pod with one container, its cgroups from fixture files;
+ * the runtime's network figures for the sandbox. */
+static char *cadvisor_text(const char *fs_root, bool with_meta) {
+  nl_node_sample_t n = {.time_ns = 1700000100000000000, .cpu_ns = 12500000000,
+                        .boot_time_s = 1700000000};
+  nl_stats_parse_meminfo(&n, meminfo);
+  nl_stats_parse_net_dev(&n, net_dev);
+  n.root_fs = (nl_stats_fs_t){true, 1000, 400, 600, 100, 60};
+  fixture_pods_t f;
+  fixture(&f, n.time_ns, 2000000000, 1000000000);
+  Runtime__V1__UInt64Value rss = {.value = 1048576}, use = {.value = 8388608};
+  f.cmem.rss_bytes = &rss, f.cmem.usage_bytes = &use;
+  Runtime__V1__UInt64Value rx = {.value = 777}, tx = {.value = 888}, zero = {.value = 0};
+  Runtime__V1__NetworkInterfaceUsage eth0 = {.name = "eth0", .rx_bytes = &rx, .tx_bytes = &tx,
+                                             .rx_errors = &zero, .tx_errors = &zero};
+  Runtime__V1__NetworkInterfaceUsage *ifs[] = {&eth0};
+  Runtime__V1__NetworkUsage net = {.timestamp = n.time_ns, .default_interface = &eth0,
+                                   .n_interfaces = 1, .interfaces = ifs};
+  f.linux.network = &net;
+  nl_stats_meta_t m = {.cgroup_fs = fs_root, .pod = meta_pod, .container = meta_container};
+  nl_stats_meta_t none = {0};
+  nl_cadvisor_t c;
+  nl_cadvisor_prepare(&c, &f.resp, with_meta ? &m : &none);
+  nl_cadvisor_read(&c, &f.resp, "/", NULL);
+  snprintf(c.boot_id, sizeof c.boot_id, "b-1");
+  snprintf(c.machine_id, sizeof c.machine_id, "m-1");
+  snprintf(c.system_uuid, sizeof c.system_uuid, "s-1");
+  c.cores = 2;
+  nl_buf_t out = NL_BUF_INIT;
+  nl_stats_cadvisor_metrics(&n, &f.resp, &c, false, &out);
+  nl_cadvisor_free(&c);
+  return out.data;
+}
+
+static void cadvisor_metrics(void **state) {
+  (void)state;
+  char *root = v1_tree();
+  char *text = cadvisor_text(root, true);
+#define CTR "container=\"c\",id=\"" POD_CG "/c1\",image=\"localhost/busybox:1.36\",name=\"c1\",namespace=\"edge\",pod=\"web\""
+#define POD "container=\"\",id=\"" POD_CG "\",image=\"\",name=\"\",namespace=\"edge\",pod=\"web\""
+#define SB "container=\"\",id=\"" POD_CG "/sb1\",image=\"\",interface=\"eth0\",name=\"sb1\",namespace=\"edge\",pod=\"web\""
+#define ROOT "container=\"\",id=\"/\",image=\"\",name=\"\",namespace=\"\",pod=\"\""
+  const char *want[] = {
+      "# HELP container_cpu_usage_seconds_total Cumulative cpu time consumed in seconds.\n"
+      "# TYPE container_cpu_usage_seconds_total counter\n",
+      /* the container from the runtime, the pod from its cgroup, the root from /proc */
+      "container_cpu_usage_seconds_total{container=\"c\",cpu=\"total\",id=\"" POD_CG
+      "/c1\",image=\"localhost/busybox:1.36\",name=\"c1\",namespace=\"edge\",pod=\"web\"} 1 "
+      "1700000100000\n",
+      "container_cpu_usage_seconds_total{container=\"\",cpu=\"total\",id=\"" POD_CG
+      "\",image=\"\",name=\"\",namespace=\"edge\",pod=\"web\"} 3 1700000100000\n",
+      "container_cpu_usage_seconds_total{container=\"\",cpu=\"total\",id=\"/\",image=\"\",name=\"\","
+      "namespace=\"\",pod=\"\"} 12.5 1700000100000\n",
+      "container_memory_working_set_bytes{" CTR "} 4.194304e+06 1700000100000\n",
+      "container_memory_rss{" CTR "} 1.048576e+06 1700000100000\n",
+      "container_memory_usage_bytes{" CTR "} 8.388608e+06 1700000100000\n",
+      /* pod: working set = usage - total_inactive_file; rss = total_rss */
+      "container_memory_working_set_bytes{" POD "} 8.388608e+06 1700000100000\n",
+      "container_memory_rss{" POD "} 3.145728e+06 1700000100000\n",
+      "container_memory_usage_bytes{" POD "} 1.048576e+07 1700000100000\n",
+      "container_memory_working_set_bytes{" ROOT "} 1.2288e+09 1700000100000\n",
+      "container_fs_usage_bytes{container=\"c\",device=\"\",id=\"" POD_CG "/c1\"",
+      "container_network_receive_bytes_total{" SB "} 777 1700000100000\n",
+      "container_network_transmit_bytes_total{" SB "} 888 1700000100000\n",
+      "container_network_receive_bytes_total{container=\"\",id=\"/\",image=\"\",interface=\"eth0\"",
+      "container_spec_cpu_quota{" CTR "} 50000\n",
+      "container_spec_memory_limit_bytes{" CTR "} 6.7108864e+07\n",
+      "container_spec_memory_limit_bytes{" POD "} 0\n", /* unlimited, as cAdvisor */
+      "container_spec_cpu_shares{" POD "} 102\n",
+      "container_spec_cpu_period{" POD "} 100000\n",
+      "container_start_time_seconds{" CTR "} 1.70000005e+09\n",
+      "container_start_time_seconds{" ROOT "} 1.7e+09\n",
+      "container_last_seen{" CTR "} 1.7000001e+09 1700000100000\n",
+      "container_scrape_error 0\n",
+      "machine_cpu_cores{boot_id=\"b-1\",machine_id=\"m-1\",system_uuid=\"s-1\"} 2\n",
+      "machine_memory_bytes{boot_id=\"b-1\",machine_id=\"m-1\",system_uuid=\"s-1\"} 2.048e+09\n",
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    if (!strstr(text, want[i])) fail_msg("missing %s in\n%s", want[i], text);
+  /* the pod's quota is none: no series; the sandbox has the network only */
+  assert_null(strstr(text, "container_spec_cpu_quota{" POD));
+  assert_null(strstr(text, "container_memory_working_set_bytes{container=\"\",id=\"" POD_CG "/sb1"));
+  free(text);
+  /* without the kubelet's knowledge: containers from the runtime alone */
+  text = cadvisor_text(root, false);
+  assert_non_null(strstr(text, "container_cpu_usage_seconds_total{container=\"c\",cpu=\"total\",id=\"/c1\",image=\"\""));
+  assert_null(strstr(text, "id=\"" POD_CG));
+  free(text);
+  rm_tree(root);
+}
+
+/* cgroup v2: cpu.stat, memory.current and memory.stat's inactive_file and
+ * anon, memory.max, cpu.max and cpu.weight. */
+static void cgroup_v2(void **state) {
+  (void)state;
+  char *root = nl_xstrdup("/tmp/nl-cadvisor-XXXXXX");
+  assert_non_null(mkdtemp(root));
+  put_file(root, "kubepods/pod1/cpu.stat", "usage_usec 2500000\nuser_usec 1\n");
+  put_file(root, "kubepods/pod1/memory.current", "1000000\n");
+  put_file(root, "kubepods/pod1/memory.stat", "anon 300000\nfile 5\ninactive_file 400000\n");
+  put_file(root, "kubepods/pod1/memory.max", "max\n");
+  put_file(root, "kubepods/pod1/cpu.max", "25000 100000\n");
+  put_file(root, "kubepods/pod1/cpu.weight", "4\n");
+  nl_cgroup_sample_t s;
+  nl_cgroup_sample_read(&s, root, true, "/kubepods/pod1", true);
+  assert_true(s.usage && s.spec);
+  assert_true(s.cpu_ns == 2500000000ull && s.mem_usage == 1000000 && s.mem_ws == 600000);
+  assert_true(s.mem_rss == 300000 && s.mem_limit == 0);
+  assert_true(s.cpu_quota == 25000 && s.cpu_period == 100000);
+  assert_int_equal(s.cpu_shares, 2 + 3 * 262142 / 9999);
+  nl_cgroup_sample_read(&s, root, true, "/kubepods/gone", true);
+  assert_false(s.usage || s.spec);
+  rm_tree(root);
+}
+
 /* containerd 1.6 without pod cgroups: pods come from container labels, their
  * CPU and memory the sums of their containers'. */
 static void pods_from_containers(void **state) {
@@ -361,8 +538,18 @@ static void through_the_server(void **state) {
   free(s.body);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  /* --dump: the /metrics/cadvisor text of the fixture, for promtool (meson.build) */
+  if (argc == 2 && strcmp(argv[1], "--dump") == 0) {
+    char *root = v1_tree(), *text = cadvisor_text(root, true);
+    fputs(text, stdout);
+    free(text);
+    rm_tree(root);
+    return 0;
+  }
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(cadvisor_metrics),
+      cmocka_unit_test(cgroup_v2),
       cmocka_unit_test(parsers),
       cmocka_unit_test(summary_json), cmocka_unit_test(names_not_utf8),
       cmocka_unit_test(resource_metrics),
