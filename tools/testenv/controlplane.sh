@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A real Kubernetes control plane (etcd, kube-apiserver,
-# kube-controller-manager v1.36.3) on loopback, for nanolet's tests.
+# kube-controller-manager v1.36.3, and kube-scheduler when asked) on loopback,
+# for nanolet's tests.
 #
 #   tools/testenv/controlplane.sh up      # stdout: the env file to source
 #   . "$NANOLET_TESTENV_DIR/k8s/env.sh"   # (tools/testenv/env.sh sources it too)
@@ -31,7 +32,12 @@
 #   NANOLET_TESTENV_CACHE     where binaries are cached (see k8s-build.sh)
 #   NANOLET_TEST_NODE_NAME    node the node credential is for (default nanolet-e2e)
 #   NANOLET_TESTENV_K8S_TIMEOUT  seconds each component may take to be ready (60)
-#   NANOLET_TESTENV_K8S_PORT_OFFSET  added to every port (a second instance)
+#   NANOLET_TESTENV_K8S_NAME  a second, separate control plane: its state in
+#                             $NANOLET_TESTENV_DIR/NAME (default k8s, the shared one)
+#   NANOLET_TESTENV_K8S_PORT_OFFSET  added to every port (a second instance, in
+#                             its own NANOLET_TESTENV_DIR or NAME)
+#   NANOLET_TESTENV_K8S_SCHEDULER=1  run kube-scheduler too (not in the shared
+#                             one: other tests' pods without a node stay Pending)
 set -euo pipefail
 exec 3>&1 1>&2
 
@@ -41,23 +47,28 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=tools/testenv/pki.sh
 . "$here/pki.sh"
 
-CP=$DIR/k8s
+K8S_NAME=${NANOLET_TESTENV_K8S_NAME:-k8s}
+case $K8S_NAME in k8s*) ;; *) die "NANOLET_TESTENV_K8S_NAME must start with k8s: $K8S_NAME" ;; esac
+CP=$DIR/$K8S_NAME
 PKI=$CP/pki
 RUN=$CP/run
 NODE_NAME=${NANOLET_TEST_NODE_NAME:-nanolet-e2e}
 TIMEOUT=${NANOLET_TESTENV_K8S_TIMEOUT:-60}
 # Away from the usual 2379/2380/6443/10257, so a real cluster on the same
-# machine is left alone; a second instance (its own NANOLET_TESTENV_DIR) adds
-# NANOLET_TESTENV_K8S_PORT_OFFSET to each.
+# machine is left alone; a second instance (its own NANOLET_TESTENV_DIR or
+# NANOLET_TESTENV_K8S_NAME) adds NANOLET_TESTENV_K8S_PORT_OFFSET to each.
 PORT_OFFSET=${NANOLET_TESTENV_K8S_PORT_OFFSET:-0}
 ETCD_PORT=$((12379 + PORT_OFFSET))
 ETCD_PEER_PORT=$((12380 + PORT_OFFSET))
 APISERVER_PORT=$((16443 + PORT_OFFSET))
 KCM_PORT=$((16257 + PORT_OFFSET))
+SCHEDULER_PORT=$((16259 + PORT_OFFSET))
 APISERVER=https://127.0.0.1:$APISERVER_PORT
 SERVICE_CIDR=10.0.0.0/24
 SERVICE_IP=10.0.0.1
 COMPONENTS=(etcd kube-apiserver kube-controller-manager)
+SCHEDULER=${NANOLET_TESTENV_K8S_SCHEDULER:-0}
+[ "$SCHEDULER" = 1 ] && COMPONENTS+=(kube-scheduler)
 
 # --- processes ------------------------------------------------------------------
 
@@ -127,6 +138,7 @@ kcm_ready() {
   [ "$(curl -ksS --max-time 2 "https://127.0.0.1:$KCM_PORT/healthz" 2>/dev/null)" = ok ] &&
     admin_get /api/v1/namespaces/default/serviceaccounts/default >/dev/null
 }
+scheduler_ready() { [ "$(curl -ksS --max-time 2 "https://127.0.0.1:$SCHEDULER_PORT/healthz" 2>/dev/null)" = ok ]; }
 
 # --- PKI ------------------------------------------------------------------------
 
@@ -154,6 +166,7 @@ make_pki() {
     pki_cert "$PKI/front-proxy-ca" "$PKI/front-proxy-client" clientAuth front-proxy-client
   pki_valid "$PKI/admin" || pki_cert "$PKI/ca" "$PKI/admin" clientAuth nanolet-test-admin system:masters
   pki_valid "$PKI/kcm" || pki_cert "$PKI/ca" "$PKI/kcm" clientAuth system:kube-controller-manager
+  pki_valid "$PKI/scheduler" || pki_cert "$PKI/ca" "$PKI/scheduler" clientAuth system:kube-scheduler
   pki_valid "$PKI/node-$NODE_NAME" ||
     pki_cert "$PKI/ca" "$PKI/node-$NODE_NAME" clientAuth "system:node:$NODE_NAME" system:nodes
   if [ ! -s "$PKI/sa.key" ]; then
@@ -165,6 +178,8 @@ make_pki() {
   pki_kubeconfig "$CP/admin.kubeconfig" "$APISERVER" "$PKI/ca.crt" "$PKI/admin.crt" "$PKI/admin.key" admin
   pki_kubeconfig "$CP/kcm.kubeconfig" "$APISERVER" "$PKI/ca.crt" "$PKI/kcm.crt" "$PKI/kcm.key" \
     system:kube-controller-manager
+  pki_kubeconfig "$CP/scheduler.kubeconfig" "$APISERVER" "$PKI/ca.crt" "$PKI/scheduler.crt" \
+    "$PKI/scheduler.key" system:kube-scheduler
   pki_kubeconfig "$CP/node.kubeconfig" "$APISERVER" "$PKI/ca.crt" "$PKI/node-$NODE_NAME.crt" \
     "$PKI/node-$NODE_NAME.key" "system:node:$NODE_NAME"
 }
@@ -209,7 +224,11 @@ YAML
 
 cmd_up() {
   local bin
-  bin=$("$here/k8s-build.sh")
+  if [ "$SCHEDULER" = 1 ]; then
+    bin=$("$here/k8s-build.sh" kube-scheduler)
+  else
+    bin=$("$here/k8s-build.sh")
+  fi
   mkdir -p "$RUN"
   touch "$DIR/$MARKER"
   make_pki
@@ -264,6 +283,14 @@ cmd_up() {
     --service-account-private-key-file="$PKI/sa.key" \
     --use-service-account-credentials \
     --service-cluster-ip-range=$SERVICE_CIDR
+  if [ "$SCHEDULER" = 1 ]; then
+    start_component kube-scheduler scheduler_ready -- "$bin/kube-scheduler" \
+      --kubeconfig="$CP/scheduler.kubeconfig" \
+      --authentication-kubeconfig="$CP/scheduler.kubeconfig" \
+      --authorization-kubeconfig="$CP/scheduler.kubeconfig" \
+      --bind-address=127.0.0.1 --secure-port=$SCHEDULER_PORT \
+      --leader-elect=false
+  fi
   # kubeadm's binding for the apiserver's kubelet-client identity (group
   # kubeadm:cluster-admins): kubelets authorize it with SubjectAccessReview.
   "$bin/kubectl" --kubeconfig "$CP/admin.kubeconfig" apply -f - >/dev/null <<'YAML' ||
@@ -302,7 +329,7 @@ YAML
 }
 
 cmd_down() {
-  stop_components kube-controller-manager kube-apiserver etcd
+  stop_components kube-scheduler kube-controller-manager kube-apiserver etcd
   rm -rf "$CP/etcd" "$CP/env.sh" "$RUN"
   if [ "${1:-}" = --purge ] && [ -d "$CP" ]; then
     rm -rf "$CP"
@@ -361,7 +388,7 @@ case $cmd in
   down) cmd_down "$@" ;;
   stop)
     case ${1:-} in
-      etcd | kube-apiserver | kube-controller-manager) stop_components "$1" ;;
+      etcd | kube-apiserver | kube-controller-manager | kube-scheduler) stop_components "$1" ;;
       *) die "stop: one of ${COMPONENTS[*]}" ;;
     esac
     ;;

@@ -8,6 +8,10 @@
 # The only stdout line is the directory holding the binaries:
 #   bin=$(tools/testenv/k8s-build.sh)
 #   bin=$(tools/testenv/k8s-build.sh kubelet)   # the upstream kubelet as well
+#   bin=$(tools/testenv/k8s-build.sh suite)     # and upstream's node e2e suite:
+#       kube-scheduler, e2e.test (`go test -c` of k8s.io/kubernetes/test/e2e),
+#       the ginkgo CLI at the version k8s pins, and the test images' binaries
+#       agnhost and nonewprivs (tools/conformance.sh runs them)
 #
 # Go: `go` from PATH when it is >= 1.26.0, else the official toolchain module
 # golang.org/toolchain@v0.0.1-go1.26.8.linux-ARCH from the Go module proxy,
@@ -38,8 +42,14 @@ declare -A PACKAGES=(
   [kube-controller-manager]=k8s.io/kubernetes/cmd/kube-controller-manager
   [kubectl]=k8s.io/kubernetes/cmd/kubectl
   [kubelet]=k8s.io/kubernetes/cmd/kubelet
+  [kube-scheduler]=k8s.io/kubernetes/cmd/kube-scheduler
+  [ginkgo]=github.com/onsi/ginkgo/v2/ginkgo
+  [agnhost]=k8s.io/kubernetes/test/images/agnhost
+  [nonewprivs]=k8s.io/kubernetes/test/images/nonewprivs
+  [e2e.test]=k8s.io/kubernetes/test/e2e
   [etcd]=./etcd
 )
+SUITE=(kube-scheduler ginkgo agnhost nonewprivs e2e.test)
 
 targets=(kube-apiserver kube-controller-manager kubectl etcd)
 for arg in "$@"; do
@@ -48,6 +58,7 @@ for arg in "$@"; do
       sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"
       exit 0
       ;;
+    suite) targets+=("${SUITE[@]}") ;;
     *)
       [ -n "${PACKAGES[$arg]:-}" ] || die "unknown binary: $arg (one of: ${!PACKAGES[*]})"
       targets+=("$arg")
@@ -175,15 +186,29 @@ fi
 find_missing
 if [ ${#missing[@]} -gt 0 ]; then
   pkgs=()
-  for t in "${missing[@]}"; do pkgs+=("${PACKAGES[$t]}"); done
+  tests=()
+  for t in "${missing[@]}"; do
+    case $t in
+      *.test) tests+=("$t") ;;
+      *) pkgs+=("${PACKAGES[$t]}") ;;
+    esac
+  done
   blog=$CACHE/k8s/$key/build.log
   log "building ${missing[*]} $K8S_VERSION with $go_version into $out"
-  log "a cold build takes about 8 minutes on 2 cores; log: $blog"
+  log "a cold build takes about 8 minutes on 2 cores (the suite as much again); log: $blog"
   start=$(date +%s)
   tmp=$CACHE/k8s/$key/bin.tmp
   rm -rf "$tmp"
   mkdir -p "$tmp"
-  (cd "$mod" && exec "$go_bin" build -v "${build_flags[@]}" -o "$tmp/" "${pkgs[@]}") >"$blog" 2>&1 &
+  # A test binary is linked by `go test -c`, one package at a time, with the
+  # same flags: upstream's hack/make-rules/build.sh builds e2e.test this way.
+  (
+    cd "$mod"
+    [ ${#pkgs[@]} -eq 0 ] || "$go_bin" build -v "${build_flags[@]}" -o "$tmp/" "${pkgs[@]}"
+    for t in "${tests[@]}"; do
+      "$go_bin" test -c "${build_flags[@]}" -o "$tmp/$t" "${PACKAGES[$t]}"
+    done
+  ) >"$blog" 2>&1 &
   pid=$!
   # -v names each package as it is compiled: a count is the progress.
   while kill -0 "$pid" 2>/dev/null; do

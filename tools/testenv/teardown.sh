@@ -31,10 +31,12 @@ done
 
 [ "$(id -u)" -eq 0 ] || die "must run as root"
 
-# The control plane (controlplane.sh) goes too: its state lives under $DIR.
-if [ -d "$DIR/k8s" ]; then
-  "$here/controlplane.sh" down
-fi
+# The control planes (controlplane.sh; tools/conformance.sh's is
+# $DIR/k8s-conformance) go too: their state lives under $DIR.
+for cp in "$DIR"/k8s "$DIR"/k8s-*; do
+  [ -d "$cp" ] || continue
+  NANOLET_TESTENV_K8S_NAME=$(basename "$cp") "$here/controlplane.sh" down
+done
 
 # Containers must go while containerd still runs: their shims outlive it, and
 # only containerd knows how to delete their tasks and snapshots.
@@ -85,6 +87,12 @@ if pid=$(registry_pid); then
   stop_pid "$pid"
 fi
 rm -f "$REGISTRY_PIDFILE"
+# The e2e images' registry (e2e-images.sh), only the process with its command line.
+if pid=$(pid_by_cmdline "$DIR/run/e2e-registry.pid" "docker-registry serve $DIR/e2e-registry/config.yml "); then
+  log "stopping the e2e docker-registry (pid $pid)"
+  stop_pid "$pid"
+fi
+rm -f "$DIR/run/e2e-registry.pid"
 
 [ "$purge" = 1 ] || exit 0
 

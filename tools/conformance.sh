@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# Upstream's node conformance suite against a cluster whose only node is a
+# nanolet built from this tree, as a cluster operator runs it:
+#
+#   tools/conformance.sh [FOCUS]
+#
+# FOCUS is a ginkgo regular expression (default '\[NodeConformance\]'); the
+# specs tagged [Serial], [Disruptive], [Flaky] or [Feature:*] are always
+# skipped (they need a dedicated or special cluster). Ends with
+# `N passed, M failed` (skipped specs named and counted); exits 0 when
+# nothing failed.
+#
+# What it does, as root, on a fresh Debian 12 machine too:
+#  1. builds nanolet (build/, meson + ninja) unless NANOLET names a binary;
+#  2. the private containerd (tools/testenv/setup.sh);
+#  3. kube-scheduler, e2e.test, ginkgo, agnhost and nonewprivs from the pinned
+#     module (tools/testenv/k8s-build.sh suite, cached like the control plane);
+#  4. the specs' images, pushed to a local registry (tools/testenv/e2e-images.sh)
+#     and mapped with KUBE_TEST_REPO_LIST;
+#  5. a control plane of its own with a scheduler (controlplane.sh with
+#     NANOLET_TESTENV_K8S_NAME=k8s-conformance): the shared one has other
+#     tests' nodes, where the scheduler would place the specs' pods;
+#  6. joins nanolet as node nanolet-conformance with the node credential and
+#     the CNI bridge's gateway as its InternalIP (the apiserver's node proxy
+#     refuses a loopback address);
+#  7. runs e2e.test under `ginkgo --procs`, then deletes what is left and
+#     takes the control plane down.
+#
+# The report directory keeps junit_01.xml and report.json (ginkgo's), the
+# ginkgo output (e2e.log), nanolet.log and summary.txt.
+#
+# Environment:
+#   CONFORMANCE_PROCS       parallel ginkgo processes (default 4; more than ~6
+#                           on 2 CPUs leave pods unschedulable)
+#   CONFORMANCE_REPORT_DIR  report directory (default build/conformance/report)
+#   CONFORMANCE_TIMEOUT     ginkgo's --timeout for the whole run (default 3h)
+#   CONFORMANCE_SKIP        a further skip regular expression
+#   NANOLET                 the nanolet binary (default: build it in build/)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+top=$(pwd)
+
+FOCUS=${1:-'\[NodeConformance\]'}
+SKIP='\[Serial\]|\[Disruptive\]|\[Flaky\]|\[Feature:'
+[ -z "${CONFORMANCE_SKIP:-}" ] || SKIP+="|$CONFORMANCE_SKIP"
+PROCS=${CONFORMANCE_PROCS:-4}
+REPORT=${CONFORMANCE_REPORT_DIR:-$top/build/conformance/report}
+TIMEOUT=${CONFORMANCE_TIMEOUT:-3h}
+NODE=nanolet-conformance
+TESTENV_DIR=${NANOLET_TESTENV_DIR:-/var/lib/nanolet-testenv}
+export NANOLET_TESTENV_K8S_NAME=k8s-conformance NANOLET_TESTENV_K8S_PORT_OFFSET=100
+export NANOLET_TESTENV_K8S_SCHEDULER=1 NANOLET_TEST_NODE_NAME=$NODE
+
+say() { echo "conformance: $*" >&2; }
+die() { say "$*"; exit 1; }
+[ "$(id -u)" -eq 0 ] || die "must run as root"
+[[ $PROCS =~ ^[1-9][0-9]*$ ]] || die "CONFORMANCE_PROCS must be a positive number: $PROCS"
+
+# One run at a time: the control plane, the node name and the root dir are
+# this script's alone.
+mkdir -p "$TESTENV_DIR"
+exec 9>"$TESTENV_DIR/conformance.lock"
+if ! flock -n 9; then
+  say "waiting for another tools/conformance.sh run to finish"
+  flock 9
+fi
+
+if [ -z "${NANOLET:-}" ]; then
+  [ -f build/build.ninja ] || meson setup build --fatal-meson-warnings >&2
+  ninja -C build >&2 || die "the build failed"
+  NANOLET=$top/build/agent/nanolet
+fi
+[ -x "$NANOLET" ] || die "no nanolet binary at $NANOLET"
+
+endpoint=$(tools/testenv/setup.sh)
+bin=$(tools/testenv/k8s-build.sh suite)
+repo_list=$(tools/testenv/e2e-images.sh "$bin")
+
+rm -rf "$REPORT"
+mkdir -p "$REPORT"
+ROOT=$TESTENV_DIR/conformance-node
+AGENT_PID=
+
+cleanup() {
+  local rc=$? ns
+  trap - EXIT
+  if [ -n "${KUBECONFIG:-}" ]; then
+    # The specs' namespaces (the framework deletes its own; a run cut short
+    # leaves them), so that nanolet removes their pods before it stops.
+    for ns in $("$bin/kubectl" get ns -o name 2>/dev/null | sed -n 's|^namespace/||p'); do
+      case $ns in default | kube-*) ;; *) "$bin/kubectl" delete ns "$ns" --wait=false >/dev/null 2>&1 ;; esac
+    done
+    "$bin/kubectl" delete pods -A --all --grace-period=0 --force >/dev/null 2>&1 || true
+    # nanolet keeps a directory per pod under its root dir until the pod is
+    # gone from the runtime.
+    if [ -n "$AGENT_PID" ]; then
+      for _ in $(seq 90); do
+        pods_left || break
+        sleep 1
+      done
+      pods_left && say "pods left on the node: $(ls "$ROOT/pods" | tr '\n' ' ')(see nanolet.log)"
+    fi
+  fi
+  if [ -n "$AGENT_PID" ]; then
+    kill -TERM "$AGENT_PID" 2>/dev/null
+    wait "$AGENT_PID" 2>/dev/null
+  fi
+  [ -n "${CONFORMANCE_KEEP:-}" ] || tools/testenv/controlplane.sh down >/dev/null 2>&1 || true
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# True while a sandbox of this node's pods is left: nanolet keeps a directory
+# per pod under its root dir.
+pods_left() { compgen -G "$ROOT/pods/*" >/dev/null; }
+
+# A control plane left over by a run that was killed is taken down first: a
+# fresh etcd, so no namespace or pod of an earlier run is waited on.
+tools/testenv/controlplane.sh down >/dev/null 2>&1 || true
+env_file=$(tools/testenv/controlplane.sh up)
+# shellcheck source=/dev/null
+. "$env_file"
+
+# The node's InternalIP: the CNI bridge's gateway, made now if no pod made it yet.
+bridge=${NANOLET_TESTENV_BRIDGE:-nl-br0}
+subnet=${NANOLET_TESTENV_SUBNET:-10.88.0.0/24}
+prefix=${subnet#*/}
+net=${subnet%/*}
+node_ip=${net%.*}.$((${net##*.} + 1))
+if ! ip link show "$bridge" >/dev/null 2>&1; then
+  ip link add "$bridge" type bridge
+  ip link set "$bridge" up
+fi
+ip -4 addr show dev "$bridge" | grep -q "inet $node_ip/" || ip addr add "$node_ip/$prefix" dev "$bridge"
+
+# As test/e2e/lib.sh: a port the kernel picked, else a random high one.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo $((20000 + RANDOM % 20000)); }
+HEALTHZ_PORT=$(free_port)
+KPORT=$(free_port)
+rm -rf "$ROOT"
+mkdir -p "$ROOT"
+say "starting nanolet as node $NODE ($node_ip, port $KPORT); log: $REPORT/nanolet.log"
+"$NANOLET" --kubeconfig "$NANOLET_TEST_NODE_KUBECONFIG" --hostname-override "$NODE" \
+  --node-ip "$node_ip" --port "$KPORT" --read-only-port 0 --healthz-port "$HEALTHZ_PORT" \
+  --cert-dir "$ROOT/pki" --root-dir "$ROOT" \
+  --container-runtime-endpoint "$endpoint" >"$REPORT/nanolet.log" 2>&1 &
+AGENT_PID=$!
+node_ready() {
+  [ "$("$bin/kubectl" get node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
+}
+for _ in $(seq 60); do
+  node_ready && break
+  kill -0 "$AGENT_PID" 2>/dev/null || die "nanolet exited: $(tail -5 "$REPORT/nanolet.log")"
+  sleep 1
+done
+node_ready || die "node $NODE is not Ready after 60 s"
+say "node $NODE is Ready; running '$FOCUS' without '$SKIP', $PROCS processes; output: $REPORT/e2e.log"
+
+start=$(date +%s)
+set +e
+KUBE_TEST_REPO_LIST=$repo_list nice -n 5 "$bin/ginkgo" --procs="$PROCS" --timeout="$TIMEOUT" \
+  --focus="$FOCUS" --skip="$SKIP" --no-color \
+  --output-dir="$REPORT" --json-report=report.json \
+  "$bin/e2e.test" -- \
+  --kubeconfig="$KUBECONFIG" --provider=skeleton --report-dir="$REPORT" \
+  --e2e-output-dir="$REPORT" --repo-root="$top" >"$REPORT/e2e.log" 2>&1
+ginkgo_rc=$?
+set -e
+elapsed=$(($(date +%s) - start))
+
+[ -s "$REPORT/report.json" ] || die "ginkgo wrote no report (exit $ginkgo_rc); see $REPORT/e2e.log"
+# Specs that ran (the rest of the suite is filtered out, and not listed);
+# a spec skipped at run time says why.
+jq -r '.[].SpecReports[] | select(.LeafNodeType == "It")
+  | select(.State != "skipped" or (.Failure.Message // "") != "")
+  | [.State, ([.ContainerHierarchyTexts[], .LeafNodeText] | join(" ")),
+     (.Failure.Message // "" | gsub("\n"; " ") | .[0:300])] | @tsv' \
+  "$REPORT/report.json" | sort >"$REPORT/specs.tsv"
+passed=$(awk -F'\t' '$1 == "passed"' "$REPORT/specs.tsv" | wc -l)
+skipped=$(awk -F'\t' '$1 == "skipped"' "$REPORT/specs.tsv" | wc -l)
+failed=$(awk -F'\t' '$1 != "passed" && $1 != "skipped"' "$REPORT/specs.tsv" | wc -l)
+{
+  echo "nanolet $(git -C "$top" describe --always --dirty 2>/dev/null || echo '?'), $(date -u +%FT%TZ), $elapsed s, $PROCS processes"
+  echo "focus: $FOCUS"
+  echo "skip: $SKIP"
+  awk -F'\t' '$1 != "passed" && $1 != "skipped" { print "FAILED (" $1 "): " $2 }' "$REPORT/specs.tsv"
+  awk -F'\t' '$1 == "skipped" { print "SKIPPED: " $2 ": " $3 }' "$REPORT/specs.tsv"
+  echo "$passed passed, $failed failed, $skipped skipped"
+} >"$REPORT/summary.txt"
+cat "$REPORT/summary.txt"
+[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ] && [ "$ginkgo_rc" -eq 0 ]

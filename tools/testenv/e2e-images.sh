@@ -1,0 +1,315 @@
+#!/usr/bin/env bash
+# The images that upstream's node conformance specs run, made here and pushed
+# to a registry of our own, for tools/conformance.sh. No image comes from
+# anywhere else: each is built with umoci from the pinned module's binaries
+# (agnhost, nonewprivs: tools/testenv/k8s-build.sh suite), busybox-static,
+# tools/pause and the Debian packages named below.
+#
+#   repo_list=$(tools/testenv/e2e-images.sh BINDIR)
+#   KUBE_TEST_REPO_LIST=$repo_list e2e.test ...
+#
+# The only stdout line is a KUBE_TEST_REPO_LIST file that maps the registries
+# test/utils/image/manifest.go names to ours. Idempotent: the images are built
+# and pushed again only when this script, the binaries or the packages change.
+#
+# The registry: Debian's docker-registry on 127.0.0.1:15000, plain HTTP and no
+# authentication, as a cluster's mirror would be. containerd's CRI pulls from a
+# loopback registry over HTTP without any hosts configuration. (The TLS
+# registry of registry.sh needs credentials, which the specs' pods do not
+# carry.)
+#
+# Images (names and tags of test/utils/image/manifest.go, v1.36.3):
+#   e2e-test-images/busybox:1.37.0-1     busybox-static with every applet
+#   e2e-test-images/agnhost:2.63.0, :2.55  /agnhost on busybox, with Debian's
+#       dash as /bin/sh, bash, curl and netcat-openbsd (`nc -u`) and their
+#       libraries, user-defined-in-image (1000) and group-defined-in-image
+#       (50000) as upstream's; the two tags differ by a label only
+#   e2e-test-images/nonewprivs:1.4        setuid-root /usr/local/bin/nnp
+#   e2e-test-images/nonroot:1.5           busybox as USER 1234
+#   e2e-test-images/nginx:1.15-4          Debian's nginx on busybox
+#   e2e-test-images/glibc-dns-testing:2.0.0  glibc's `hostname` (-f resolves
+#       through nsswitch) and dash
+#   pause:3.10.2                          tools/pause/pause.c
+#
+# Environment: NANOLET_TESTENV_DIR (see setup.sh), NANOLET_TESTENV_E2E_REGISTRY
+# (default 127.0.0.1:15000).
+set -euo pipefail
+exec 3>&1 1>&2
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tools/testenv/common.sh
+. "$here/common.sh"
+
+[ $# -eq 1 ] || die "usage: $0 BINDIR (from tools/testenv/k8s-build.sh suite)"
+BIN=$1
+for b in agnhost nonewprivs; do
+  [ -x "$BIN/$b" ] || die "$BIN/$b is missing: run tools/testenv/k8s-build.sh suite"
+done
+
+ADDR=${NANOLET_TESTENV_E2E_REGISTRY:-127.0.0.1:15000}
+RDIR=$DIR/e2e-registry
+RCONFIG=$RDIR/config.yml
+RLOG=$RDIR/registry.log
+RPIDFILE=$DIR/run/e2e-registry.pid
+E2E=$ADDR/e2e-test-images
+PATH_ENV="PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Debian packages whose binaries go into the images: installed for their
+# libraries; nginx only unpacked (installing it starts a web server on :80).
+PACKAGES=(umoci skopeo docker-registry busybox-static curl netcat-openbsd bash dash hostname
+  libpcre2-8-0 libssl3 zlib1g libcrypt1)
+
+install_packages() {
+  local missing=() p
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  [ "${NANOLET_TESTENV_NO_APT:-0}" = 1 ] && die "missing packages: ${missing[*]}"
+  log "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq || log "apt-get update failed; trying the package lists there are"
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# --- the registry ------------------------------------------------------------------
+
+registry_answering() { curl -fsS --max-time 5 -o /dev/null "http://$ADDR/v2/" 2>/dev/null; }
+registry_pid() { pid_by_cmdline "$RPIDFILE" "docker-registry serve $RCONFIG "; }
+
+registry_config() {
+  cat <<EOF
+# Written by nanolet tools/testenv/e2e-images.sh.
+version: 0.1
+log:
+  level: warn
+storage:
+  filesystem:
+    rootdirectory: $RDIR/data
+http:
+  addr: $ADDR
+EOF
+}
+
+registry_up() {
+  local pid
+  mkdir -p "$RDIR/data" "$DIR/run"
+  if ! [ -f "$RCONFIG" ] || ! cmp -s <(registry_config) "$RCONFIG"; then
+    registry_config >"$RCONFIG"
+    if pid=$(registry_pid); then
+      log "restarting the e2e registry (pid $pid): its config changed"
+      stop_pid "$pid"
+    fi
+  fi
+  registry_pid >/dev/null && registry_answering && return 0
+  registry_answering && die "something else answers on $ADDR"
+  log "starting docker-registry on $ADDR (log: $RLOG)"
+  setsid nohup docker-registry serve "$RCONFIG" >>"$RLOG" 2>&1 </dev/null 3>&- &
+  echo $! >"$RPIDFILE"
+  wait_ready docker-registry $! "$RLOG" 30 registry_answering
+}
+
+# --- image building ------------------------------------------------------------------
+
+# copy_bin ROOT FILE [DEST]: FILE (as DEST in ROOT, default the same path) and
+# every shared library it loads, at the host's paths.
+copy_bin() {
+  local root=$1 file=$2 dest=${3:-$2} lib
+  mkdir -p "$root/$(dirname "$dest")"
+  cp -L "$file" "$root/$dest"
+  file_is_static "$file" && return 0
+  for lib in $(ldd "$file" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }'); do
+    [ -e "$root/$lib" ] || cp -L --parents "$lib" "$root/"
+  done
+}
+
+# busybox_root ROOT: busybox-static with every applet in /bin, the base files.
+busybox_root() {
+  local root=$1 a
+  file_is_static /bin/busybox || die "/bin/busybox is not static; install busybox-static"
+  mkdir -p "$root/bin" "$root/etc" "$root/tmp" "$root/proc" "$root/sys" "$root/dev" \
+    "$root/root" "$root/var" "$root/usr/bin" "$root/usr/sbin" "$root/usr/local/bin"
+  chmod 1777 "$root/tmp"
+  cp /bin/busybox "$root/bin/busybox"
+  for a in $(/bin/busybox --list); do
+    [ "$a" = busybox ] || ln -sf busybox "$root/bin/$a"
+  done
+  printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$root/etc/passwd"
+  printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
+  printf 'hosts: files dns\n' >"$root/etc/nsswitch.conf"
+}
+
+# dash_sh ROOT: Debian's dash as /bin/sh. busybox's ash runs its own applets
+# before PATH: its `nc` has no -u, and the specs' `sh -c` must find Debian's.
+dash_sh() {
+  copy_bin "$1" /bin/dash
+  ln -sf dash "$1/bin/sh"
+}
+
+# image WORK NAME TAG CONFIG-ARGS...: WORK/rootfs (prepared by the caller) as
+# REGISTRY/NAME:TAG, with `umoci config` CONFIG-ARGS, pushed.
+image() {
+  local work=$1 name=$2 tag=$3
+  shift 3
+  umoci init --layout "$work/oci"
+  umoci new --image "$work/oci:$tag"
+  umoci unpack --image "$work/oci:$tag" "$work/bundle" >/dev/null
+  cp -a "$work/rootfs/." "$work/bundle/rootfs/"
+  umoci repack --image "$work/oci:$tag" "$work/bundle"
+  umoci config --image "$work/oci:$tag" --config.env "$PATH_ENV" --config.workingdir / "$@"
+  umoci gc --layout "$work/oci"
+  skopeo copy --quiet --dest-tls-verify=false "oci:$work/oci:$tag" "docker://$name:$tag" ||
+    die "skopeo could not push $name:$tag"
+  log "pushed $name:$tag"
+}
+
+new_work() { # new_work NAME: an empty work dir with a rootfs/
+  local w=$TMP/$1
+  mkdir -p "$w/rootfs"
+  echo "$w"
+}
+
+build_busybox() {
+  local w
+  w=$(new_work busybox)
+  busybox_root "$w/rootfs"
+  image "$w" "$E2E/busybox" 1.37.0-1 --config.cmd sh
+}
+
+build_agnhost() { # build_agnhost TAG
+  local w r
+  w=$(new_work "agnhost-$1")
+  r=$w/rootfs
+  busybox_root "$r"
+  dash_sh "$r"
+  copy_bin "$r" /bin/bash
+  copy_bin "$r" /usr/bin/curl
+  rm -f "$r/bin/nc"
+  copy_bin "$r" /bin/nc.openbsd /usr/bin/nc
+  cp "$BIN/agnhost" "$r/agnhost"
+  ln -s agnhost "$r/agnhost-2"
+  mkdir -p "$r/uploads"
+  printf 'user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh\n' >>"$r/etc/passwd"
+  printf 'user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n' >>"$r/etc/group"
+  # A label of its own per tag: the same content under two tags would be one
+  # image ID, and a pod's status names an image by its ID's first tag.
+  image "$w" "$E2E/agnhost" "$1" --config.entrypoint /agnhost --config.cmd pause \
+    --config.label "org.nanolet.test.agnhost=$1"
+}
+
+build_nonewprivs() {
+  local w
+  w=$(new_work nonewprivs)
+  busybox_root "$w/rootfs"
+  cp "$BIN/nonewprivs" "$w/rootfs/usr/local/bin/nnp"
+  chown 0:0 "$w/rootfs/usr/local/bin/nnp"
+  chmod 4755 "$w/rootfs/usr/local/bin/nnp"
+  image "$w" "$E2E/nonewprivs" 1.4 --config.cmd nnp
+}
+
+build_nonroot() {
+  local w
+  w=$(new_work nonroot)
+  busybox_root "$w/rootfs"
+  image "$w" "$E2E/nonroot" 1.5 --config.cmd sh --config.user 1234
+}
+
+build_nginx() {
+  local w r deb
+  w=$(new_work nginx)
+  r=$w/rootfs
+  busybox_root "$r"
+  mkdir -p "$w/deb"
+  (cd "$w/deb" && apt-get download nginx >/dev/null 2>&1) || die "apt-get download nginx failed"
+  deb=$(ls "$w/deb"/nginx_*.deb)
+  dpkg-deb -x "$deb" "$w/deb/x"
+  copy_bin "$r" "$w/deb/x/usr/sbin/nginx" /usr/sbin/nginx
+  mkdir -p "$r/etc/nginx" "$r/var/log/nginx" "$r/var/lib/nginx" "$r/run" "$r/usr/share/nginx/html"
+  cat >"$r/etc/nginx/nginx.conf" <<'EOF'
+user nobody nogroup;
+worker_processes 1;
+error_log /dev/stderr;
+events {}
+http {
+  access_log /dev/stdout;
+  server {
+    listen 80;
+    root /usr/share/nginx/html;
+  }
+}
+EOF
+  echo 'nginx on nanolet' >"$r/usr/share/nginx/html/index.html"
+  image "$w" "$E2E/nginx" 1.15-4 --config.cmd nginx --config.cmd -g --config.cmd 'daemon off;'
+}
+
+build_glibc_dns() {
+  local w r
+  w=$(new_work glibc-dns)
+  r=$w/rootfs
+  busybox_root "$r"
+  dash_sh "$r"
+  rm -f "$r/bin/hostname"
+  copy_bin "$r" /bin/hostname
+  image "$w" "$E2E/glibc-dns-testing" 2.0.0 --config.cmd sh
+}
+
+build_pause() {
+  local w
+  w=$(new_work pause)
+  cc -static -Os -Wall -Wextra -o "$w/rootfs/pause" "$here/../pause/pause.c"
+  strip "$w/rootfs/pause" 2>/dev/null || true
+  image "$w" "$ADDR/pause" 3.10.2 --config.entrypoint /pause --config.user 65535:65535
+}
+
+write_repo_list() {
+  cat <<EOF
+# Written by nanolet tools/testenv/e2e-images.sh: KUBE_TEST_REPO_LIST.
+promoterE2eRegistry: $E2E
+gcRegistry: $ADDR
+EOF
+}
+
+# --- main ----------------------------------------------------------------------------
+
+[ "$(id -u)" -eq 0 ] || die "must run as root"
+install_packages
+registry_up
+
+# Rebuilt when anything that goes into the images changes.
+key=$({
+  cat "$0" "$here/../pause/pause.c"
+  sha256sum "$BIN/agnhost" "$BIN/nonewprivs" /bin/busybox
+  dpkg-query -W "${PACKAGES[@]}"
+  apt-cache policy nginx | sed -n 's/^ *Candidate: //p'
+} | sha256sum | cut -c1-16)
+ACCEPT='Accept: application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json'
+have_all() {
+  local ref
+  for ref in busybox:1.37.0-1 agnhost:2.63.0 agnhost:2.55 nonewprivs:1.4 nonroot:1.5 \
+    nginx:1.15-4 glibc-dns-testing:2.0.0; do
+    curl -fsS --max-time 5 -o /dev/null -H "$ACCEPT" \
+      "http://$ADDR/v2/e2e-test-images/${ref%%:*}/manifests/${ref#*:}" || return 1
+  done
+  curl -fsS --max-time 5 -o /dev/null -H "$ACCEPT" "http://$ADDR/v2/pause/manifests/3.10.2"
+}
+
+exec 4>"$RDIR/lock"
+flock 4
+if [ "$(cat "$RDIR/images.key" 2>/dev/null)" != "$key" ] || ! have_all; then
+  log "building the e2e images into $ADDR"
+  start=$(date +%s)
+  mkdir -p "$DIR/tmp"
+  TMP=$(mktemp -d "$DIR/tmp/e2e-images.XXXXXX")
+  trap 'rm -rf "$TMP"' EXIT
+  build_busybox
+  build_agnhost 2.63.0
+  build_agnhost 2.55
+  build_nonewprivs
+  build_nonroot
+  build_nginx
+  build_glibc_dns
+  build_pause
+  echo "$key" >"$RDIR/images.key"
+  log "e2e images built and pushed in $(($(date +%s) - start)) s"
+fi
+write_repo_list >"$RDIR/repo-list.yaml"
+echo "$RDIR/repo-list.yaml" >&3
