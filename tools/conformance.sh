@@ -35,6 +35,11 @@
 #   CONFORMANCE_REPORT_DIR  report directory (default build/conformance/report)
 #   CONFORMANCE_TIMEOUT     ginkgo's --timeout for the whole run (default 3h)
 #   CONFORMANCE_SKIP        a further skip regular expression
+#   CONFORMANCE_INSTANCE    runs with different names run at the same time:
+#                           control plane k8s-NAME, node nanolet-NAME
+#                           (default conformance)
+#   CONFORMANCE_PORT_OFFSET its control plane's ports, above the shared one's
+#                           (default 100; test/e2e/conformance_subset.sh: 200)
 #   NANOLET                 the nanolet binary (default: build it in build/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,9 +51,12 @@ SKIP='\[Serial\]|\[Disruptive\]|\[Flaky\]|\[Feature:'
 PROCS=${CONFORMANCE_PROCS:-4}
 REPORT=${CONFORMANCE_REPORT_DIR:-$top/build/conformance/report}
 TIMEOUT=${CONFORMANCE_TIMEOUT:-3h}
-NODE=nanolet-conformance
+INSTANCE=${CONFORMANCE_INSTANCE:-conformance}
+[[ $INSTANCE =~ ^[a-z0-9]([a-z0-9-]*[a-z0-9])?$ ]] || { echo "bad CONFORMANCE_INSTANCE: $INSTANCE" >&2; exit 2; }
+NODE=nanolet-$INSTANCE
 TESTENV_DIR=${NANOLET_TESTENV_DIR:-/var/lib/nanolet-testenv}
-export NANOLET_TESTENV_K8S_NAME=k8s-conformance NANOLET_TESTENV_K8S_PORT_OFFSET=100
+export NANOLET_TESTENV_K8S_NAME=k8s-$INSTANCE
+export NANOLET_TESTENV_K8S_PORT_OFFSET=${CONFORMANCE_PORT_OFFSET:-100}
 export NANOLET_TESTENV_K8S_SCHEDULER=1 NANOLET_TEST_NODE_NAME=$NODE
 
 say() { echo "conformance: $*" >&2; }
@@ -56,12 +64,12 @@ die() { say "$*"; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "must run as root"
 [[ $PROCS =~ ^[1-9][0-9]*$ ]] || die "CONFORMANCE_PROCS must be a positive number: $PROCS"
 
-# One run at a time: the control plane, the node name and the root dir are
-# this script's alone.
+# One run per instance at a time: its control plane, node name and root dir
+# are this run's alone.
 mkdir -p "$TESTENV_DIR"
-exec 9>"$TESTENV_DIR/conformance.lock"
+exec 9>"$TESTENV_DIR/$INSTANCE.lock"
 if ! flock -n 9; then
-  say "waiting for another tools/conformance.sh run to finish"
+  say "waiting for another tools/conformance.sh run of $INSTANCE to finish"
   flock 9
 fi
 
@@ -78,7 +86,7 @@ repo_list=$(tools/testenv/e2e-images.sh "$bin")
 
 rm -rf "$REPORT"
 mkdir -p "$REPORT"
-ROOT=$TESTENV_DIR/conformance-node
+ROOT=$TESTENV_DIR/$INSTANCE-node
 AGENT_PID=
 
 cleanup() {
