@@ -23,7 +23,8 @@
 #   e2e-test-images/agnhost:2.63.0, :2.55  /agnhost on busybox, with Debian's
 #       dash as /bin/sh, bash, curl and netcat-openbsd (`nc -u`) and their
 #       libraries, user-defined-in-image (1000) and group-defined-in-image
-#       (50000) as upstream's; the two tags differ by a label only
+#       (50000) and /localhost.crt, .key (netexec's HTTPS) as upstream's;
+#       the two tags differ by a label only
 #   e2e-test-images/nonewprivs:1.4        setuid-root /usr/local/bin/nnp
 #   e2e-test-images/nonroot:1.5           busybox as USER 1234
 #   e2e-test-images/nginx:1.15-4          Debian's nginx on busybox
@@ -42,8 +43,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 [ $# -eq 1 ] || die "usage: $0 BINDIR (from tools/testenv/k8s-build.sh suite)"
 BIN=$1
-for b in agnhost nonewprivs; do
-  [ -x "$BIN/$b" ] || die "$BIN/$b is missing: run tools/testenv/k8s-build.sh suite"
+for b in agnhost nonewprivs agnhost-localhost.crt agnhost-localhost.key; do
+  [ -s "$BIN/$b" ] || die "$BIN/$b is missing: run tools/testenv/k8s-build.sh suite"
 done
 
 ADDR=${NANOLET_TESTENV_E2E_REGISTRY:-127.0.0.1:15000}
@@ -186,6 +187,8 @@ build_agnhost() { # build_agnhost TAG
   rm -f "$r/bin/nc"
   copy_bin "$r" /bin/nc.openbsd /usr/bin/nc
   cp "$BIN/agnhost" "$r/agnhost"
+  cp "$BIN/agnhost-localhost.crt" "$r/localhost.crt"
+  cp "$BIN/agnhost-localhost.key" "$r/localhost.key"
   ln -s agnhost "$r/agnhost-2"
   mkdir -p "$r/uploads"
   printf 'user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh\n' >>"$r/etc/passwd"
@@ -277,7 +280,7 @@ registry_up
 # Rebuilt when anything that goes into the images changes.
 key=$({
   cat "$0" "$here/../pause/pause.c"
-  sha256sum "$BIN/agnhost" "$BIN/nonewprivs" /bin/busybox
+  sha256sum "$BIN/agnhost" "$BIN/nonewprivs" "$BIN"/agnhost-localhost.* /bin/busybox
   dpkg-query -W "${PACKAGES[@]}"
   apt-cache policy nginx | sed -n 's/^ *Candidate: //p'
 } | sha256sum | cut -c1-16)

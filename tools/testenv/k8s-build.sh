@@ -170,8 +170,23 @@ find_missing() {
   done
 }
 
+# agnhost's image serves HTTPS with the key pair its Dockerfile adds
+# (test/images/agnhost/porter/localhost.*; netexec --tls-cert-file
+# /localhost.crt): kept beside the binary for tools/testenv/e2e-images.sh.
+agnhost_tls() {
+  local src
+  [[ " ${targets[*]} " == *" agnhost "* ]] && [ -x "$out/agnhost" ] || return 0
+  [ -s "$out/agnhost-localhost.key" ] && return 0
+  src=$(cd "$mod" && "$go_bin" list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images/agnhost/porter
+  cp "$src/localhost.crt" "$out/agnhost-localhost.crt.tmp"
+  cp "$src/localhost.key" "$out/agnhost-localhost.key.tmp"
+  mv "$out/agnhost-localhost.crt.tmp" "$out/agnhost-localhost.crt"
+  mv "$out/agnhost-localhost.key.tmp" "$out/agnhost-localhost.key"
+}
+
 find_missing
 if [ ${#missing[@]} -eq 0 ]; then
+  agnhost_tls
   echo "$out" >&3
   exit 0
 fi
@@ -231,4 +246,5 @@ if [ ${#missing[@]} -gt 0 ]; then
   rmdir "$tmp"
   log "built ${missing[*]} in $(($(date +%s) - start)) s"
 fi
+agnhost_tls
 echo "$out" >&3
