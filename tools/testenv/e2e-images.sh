@@ -311,6 +311,13 @@ if [ "$(cat "$RDIR/images.key" 2>/dev/null)" != "$key" ] || ! have_all; then
   build_nginx
   build_glibc_dns
   build_pause
+  # The runtime's copies of the earlier images are stale: the specs' pods
+  # (IfNotPresent) must pull these.
+  stale=$(ctr_ -n "$NAMESPACE" images ls -q 2>/dev/null | grep -F "$ADDR/" || true)
+  if [ -n "$stale" ]; then
+    # shellcheck disable=SC2086
+    ctr_ -n "$NAMESPACE" images rm $stale >/dev/null || log "could not remove the stale images: $stale"
+  fi
   echo "$key" >"$RDIR/images.key"
   log "e2e images built and pushed in $(($(date +%s) - start)) s"
 fi
