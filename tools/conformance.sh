@@ -92,6 +92,9 @@ AGENT_PID=
 cleanup() {
   local rc=$? ns
   trap - EXIT
+  # Best effort from here on: a namespace the framework deleted meanwhile, or
+  # nanolet's exit status, must not stop the clean-up half way.
+  set +e
   if [ -n "${KUBECONFIG:-}" ]; then
     # The specs' namespaces (the framework deletes its own; a run cut short
     # leaves them), so that nanolet removes their pods before it stops.
