@@ -129,3 +129,22 @@ stop_pid() {
 file_is_static() {
   ! ldd "$1" >/dev/null 2>&1
 }
+
+# install_packages PKG...: apt-get installs those of PKG that are missing.
+install_packages() {
+  local missing=() p
+  for p in "$@"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed'; then
+      missing+=("$p")
+    fi
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  [ "${NANOLET_TESTENV_NO_APT:-0}" = 1 ] && die "missing packages: ${missing[*]}"
+  log "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  # Only when something is missing: a second run must not wait on the network.
+  # A mirror caught mid-sync fails one index (another architecture's, say) but
+  # leaves the rest usable: the install below says whether it mattered.
+  apt-get update -qq || log "apt-get update: some indexes failed to download"
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}

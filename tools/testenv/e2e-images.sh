@@ -59,18 +59,6 @@ PATH_ENV="PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 PACKAGES=(umoci skopeo docker-registry busybox-static curl netcat-openbsd bash dash hostname
   libpcre2-8-0 libssl3 zlib1g libcrypt1)
 
-install_packages() {
-  local missing=() p
-  for p in "${PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
-  done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  [ "${NANOLET_TESTENV_NO_APT:-0}" = 1 ] && die "missing packages: ${missing[*]}"
-  log "installing: ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq || log "apt-get update failed; trying the package lists there are"
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-}
 
 # --- the registry ------------------------------------------------------------------
 
@@ -274,7 +262,7 @@ EOF
 # --- main ----------------------------------------------------------------------------
 
 [ "$(id -u)" -eq 0 ] || die "must run as root"
-install_packages
+install_packages "${PACKAGES[@]}"
 registry_up
 
 # Rebuilt when anything that goes into the images changes.
