@@ -536,9 +536,9 @@ static void crowd_legit(uv_timer_t *t) {
 }
 
 /* 40 slowloris sockets from 127.0.0.2: past 32 unproven from one address
- * their own oldest go; the client from 127.0.0.1 that comes after them is
- * answered. */
-static void one_address_evicts_its_own(void **state) {
+ * its newcomers are closed at accept; the client from 127.0.0.1 that comes
+ * after them is answered. */
+static void one_address_refused_past_its_share(void **state) {
   crowd_fixture_t c;
   memset(&c, 0, sizeof(c));
   setup_server(&c.f, NULL);
@@ -739,7 +739,7 @@ int main(void) {
       cmocka_unit_test(body_read_only_when_asked),
       cmocka_unit_test(eviction_order),
       cmocka_unit_test(head_deadline),
-      cmocka_unit_test(one_address_evicts_its_own),
+      cmocka_unit_test(one_address_refused_past_its_share),
       cmocka_unit_test(streamed_response),
       cmocka_unit_test(takeover_after_upgrade),
       cmocka_unit_test(listen_errors),
