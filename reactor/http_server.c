@@ -3,6 +3,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <strings.h>
 #include <string.h>
 #include <time.h>
@@ -719,7 +720,8 @@ static int host_cmp(const void *a, const void *b) {
   const conn_t *x = *(conn_t *const *)a, *y = *(conn_t *const *)b;
   size_t nx = host_len(x->remote), ny = host_len(y->remote);
   int r = memcmp(x->remote, y->remote, nx < ny ? nx : ny);
-  return r ? r : (nx > ny) - (nx < ny);
+  if (r || nx != ny) return r ? r : (nx > ny) - (nx < ny);
+  return (x->idle_since > y->idle_since) - (x->idle_since < y->idle_since);
 }
 
 /* The unproven connections other than the newcomer, as a census: how many,
@@ -743,14 +745,10 @@ static void take_census(nl_http_server_t *srv, conn_t *newcomer, census_t *cs) {
     if (newcomer && same_host(c, newcomer)) cs->same++;
     if (n < sizeof(cand) / sizeof(cand[0])) cand[n++] = c;
   }
-  /* Grouped by address (a stable order within one: accept order), so that
-   * the crowd of each is one run: n log n, not n squared, on every accept. */
-  for (size_t i = 1; i < n; i++) {
-    conn_t *c = cand[i];
-    size_t j = i;
-    for (; j > 0 && host_cmp(&cand[j - 1], &c) > 0; j--) cand[j] = cand[j - 1];
-    cand[j] = c;
-  }
+  /* Grouped by address, oldest first within one (idle_since of an unproven
+   * connection is its accept), so that the crowd of each is one run: n log n,
+   * not n squared, on every accept of a flood. */
+  qsort(cand, n, sizeof(cand[0]), host_cmp);
   uint64_t now = uv_now(srv->loop);
   int victim_cost = 0;
   for (size_t i = 0; i < n;) {
