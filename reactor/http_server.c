@@ -75,6 +75,7 @@ struct conn {
   uint64_t req_start; /* uv_now() of the current request's first byte; 0: none yet */
   uint64_t idle_since; /* uv_now() of accept or of the last answer */
   uint64_t nreqs;      /* requests answered */
+  uint64_t spread_ms;  /* added to the head's deadline (set_spread) */
   size_t body_max;
   nl_http_body_fn body_cb; /* C_BODY */
   void *body_ctx;
@@ -364,7 +365,7 @@ static void on_timeout(uv_timer_t *t) {
             c->srv->opts.read_timeout_ms);
   else if (c->req_start)
     nl_vlog(4, "http: %s: no complete request head within %" PRIu64 " ms, closing", c->remote,
-            c->srv->opts.header_timeout_ms);
+            c->srv->opts.header_timeout_ms + c->spread_ms);
   else
     nl_vlog(4, "http: %s: idle for %" PRIu64 " ms, closing", c->remote,
             c->srv->opts.idle_timeout_ms);
@@ -378,7 +379,7 @@ static void arm_timer(conn_t *c) {
   nl_http_server_opts_t *o = &c->srv->opts;
   uint64_t deadline;
   if (c->state == C_READING && !c->req_start) deadline = c->idle_since + o->idle_timeout_ms;
-  else if (c->state == C_READING) deadline = c->req_start + o->header_timeout_ms;
+  else if (c->state == C_READING) deadline = c->req_start + o->header_timeout_ms + c->spread_ms;
   else if (c->state == C_BODY) deadline = c->req_start + o->read_timeout_ms;
   else {
     uv_timer_stop(&c->timer);
@@ -841,6 +842,10 @@ static void on_connection(uv_stream_t *l, int status) {
   c->timer.data = c;
   c->open_handles = 2;
   c->idle_since = uv_now(srv->loop);
+  /* Up to a quarter more for the head's deadline, from the clock's low bits:
+   * a flood's stalled connections, accepted in one burst, leave (and are
+   * reopened, each a handshake) spread over seconds, not all in one turn. */
+  c->spread_ms = uv_hrtime() / 1000 % (srv->opts.header_timeout_ms / 4 + 1);
   nl_list_insert_tail(&srv->conns, &c->link);
   srv->nconns++;
   srv->nlive++;
