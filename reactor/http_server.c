@@ -3,6 +3,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <strings.h>
 #include <string.h>
 #include <time.h>
@@ -74,6 +75,7 @@ struct conn {
   uint64_t req_start; /* uv_now() of the current request's first byte; 0: none yet */
   uint64_t idle_since; /* uv_now() of accept or of the last answer */
   uint64_t nreqs;      /* requests answered */
+  uint64_t spread_ms;  /* added to the head's deadline (set_spread) */
   size_t body_max;
   nl_http_body_fn body_cb; /* C_BODY */
   void *body_ctx;
@@ -363,7 +365,7 @@ static void on_timeout(uv_timer_t *t) {
             c->srv->opts.read_timeout_ms);
   else if (c->req_start)
     nl_vlog(4, "http: %s: no complete request head within %" PRIu64 " ms, closing", c->remote,
-            c->srv->opts.header_timeout_ms);
+            c->srv->opts.header_timeout_ms + c->spread_ms);
   else
     nl_vlog(4, "http: %s: idle for %" PRIu64 " ms, closing", c->remote,
             c->srv->opts.idle_timeout_ms);
@@ -377,7 +379,7 @@ static void arm_timer(conn_t *c) {
   nl_http_server_opts_t *o = &c->srv->opts;
   uint64_t deadline;
   if (c->state == C_READING && !c->req_start) deadline = c->idle_since + o->idle_timeout_ms;
-  else if (c->state == C_READING) deadline = c->req_start + o->header_timeout_ms;
+  else if (c->state == C_READING) deadline = c->req_start + o->header_timeout_ms + c->spread_ms;
   else if (c->state == C_BODY) deadline = c->req_start + o->read_timeout_ms;
   else {
     uv_timer_stop(&c->timer);
@@ -715,49 +717,74 @@ static bool same_host(const conn_t *a, const conn_t *b) {
   return n == host_len(b->remote) && memcmp(a->remote, b->remote, n) == 0;
 }
 
-/* Among the unproven connections other than the newcomer: the one from the
- * address that holds the most of them (an attacker evicts its own sockets,
- * not the API server's that is still in its handshake); there a stalled one,
- * then one that has sent nothing yet (no TLS work spent on it: a flood of
- * connects churns through its own fresh sockets cheaply), then the oldest.
- * NULL when there is none. */
-static conn_t *unproven_victim(nl_http_server_t *srv, conn_t *newcomer) {
+static int host_cmp(const void *a, const void *b) {
+  const conn_t *x = *(conn_t *const *)a, *y = *(conn_t *const *)b;
+  size_t nx = host_len(x->remote), ny = host_len(y->remote);
+  int r = memcmp(x->remote, y->remote, nx < ny ? nx : ny);
+  if (r || nx != ny) return r ? r : (nx > ny) - (nx < ny);
+  return (x->idle_since > y->idle_since) - (x->idle_since < y->idle_since);
+}
+
+/* The unproven connections other than the newcomer, as a census: how many,
+ * how many from the newcomer's address, and the address that holds the most
+ * of them (its count and, there, the one to evict: a stalled one, then one
+ * that has sent nothing yet, then the oldest). */
+typedef struct {
+  size_t n, same, most;
+  conn_t *victim;
+} census_t;
+
+static void take_census(nl_http_server_t *srv, conn_t *newcomer, census_t *cs) {
   conn_t *cand[2 * MAX_UNPROVEN];
   size_t n = 0;
+  memset(cs, 0, sizeof(*cs));
   nl_list_t *pos, *tmp;
   nl_list_foreach_safe(pos, tmp, &srv->conns) {
     conn_t *c = nl_list_entry(pos, conn_t, link);
-    if (c != newcomer && unproven(c) && n < sizeof(cand) / sizeof(cand[0])) cand[n++] = c;
+    if (c == newcomer || !unproven(c)) continue;
+    cs->n++;
+    if (newcomer && same_host(c, newcomer)) cs->same++;
+    if (n < sizeof(cand) / sizeof(cand[0])) cand[n++] = c;
   }
+  /* Grouped by address, oldest first within one (idle_since of an unproven
+   * connection is its accept), so that the crowd of each is one run: n log n,
+   * not n squared, on every accept of a flood. */
+  qsort(cand, n, sizeof(cand[0]), host_cmp);
   uint64_t now = uv_now(srv->loop);
-  conn_t *victim = NULL;
-  size_t victim_crowd = 0;
   int victim_cost = 0;
-  for (size_t i = 0; i < n; i++) {
-    size_t crowd = 0;
-    for (size_t j = 0; j < n; j++) crowd += same_host(cand[i], cand[j]);
-    int cost = stalled(cand[i], now) ? 0 : !cand[i]->io.got_bytes ? 1 : 2;
-    /* In accept order: on a tie the first seen, the oldest, stays chosen. */
-    if (!victim || crowd > victim_crowd || (crowd == victim_crowd && cost < victim_cost)) {
-      victim = cand[i];
-      victim_crowd = crowd;
-      victim_cost = cost;
+  for (size_t i = 0; i < n;) {
+    size_t k = i;
+    while (k < n && same_host(cand[i], cand[k])) k++;
+    size_t crowd = k - i;
+    for (size_t j = i; j < k; j++) {
+      int cost = stalled(cand[j], now) ? 0 : !cand[j]->io.got_bytes ? 1 : 2;
+      if (!cs->victim || crowd > cs->most || (crowd == cs->most && cost < victim_cost)) {
+        cs->victim = cand[j];
+        cs->most = crowd;
+        victim_cost = cost;
+      }
     }
+    i = k;
   }
-  return victim;
+}
+
+static conn_t *unproven_victim(nl_http_server_t *srv, conn_t *newcomer) {
+  census_t cs;
+  take_census(srv, newcomer, &cs);
+  return cs.victim;
 }
 
 /* At a bound, closes the least valuable connection other than the newcomer:
  * one closing after its last answer, then an unproven one (above), then the
- * one idle longest between requests, then the oldest with a request in hand
- * (only_unproven: an unproven one or none). Returns false when there is none. */
-static bool evict(nl_http_server_t *srv, conn_t *newcomer, bool only_unproven) {
+ * one idle longest between requests, then the oldest with a request in hand.
+ * Returns false when there is none. */
+static bool evict(nl_http_server_t *srv, conn_t *newcomer) {
   conn_t *victim = NULL, *idle = NULL, *busy = NULL;
   nl_list_t *pos, *tmp;
   nl_list_foreach_safe(pos, tmp, &srv->conns) {
     conn_t *c = nl_list_entry(pos, conn_t, link);
     if (c == newcomer) continue;
-    if (c->lingering && !only_unproven) {
+    if (c->lingering) {
       victim = c;
       break;
     }
@@ -766,7 +793,7 @@ static bool evict(nl_http_server_t *srv, conn_t *newcomer, bool only_unproven) {
     if (c->state != C_READING && c->state != C_CLOSING && !busy) busy = c;
   }
   if (!victim) victim = unproven_victim(srv, newcomer);
-  if (!victim && !only_unproven) victim = idle ? idle : busy;
+  if (!victim) victim = idle ? idle : busy;
   if (!victim) return false;
   nl_vlog(4, "http: %s: %zu connections open, closing %s", srv->addr, srv->nlive + srv->nlinger,
           victim->remote);
@@ -774,18 +801,25 @@ static bool evict(nl_http_server_t *srv, conn_t *newcomer, bool only_unproven) {
   return true;
 }
 
-/* Whether the unproven connections are over a bound, the newcomer's among
- * them. */
-static bool unproven_over(nl_http_server_t *srv, conn_t *newcomer) {
-  size_t n = 0, same = 0;
-  nl_list_t *pos, *tmp;
-  nl_list_foreach_safe(pos, tmp, &srv->conns) {
-    conn_t *c = nl_list_entry(pos, conn_t, link);
-    if (!unproven(c)) continue;
-    n++;
-    same += same_host(c, newcomer);
+/* Whether the newcomer is admitted while the unproven connections are at a
+ * bound (MAX_UNPROVEN on the listener, MAX_UNPROVEN_PER_HOST from its
+ * address): only when its address holds none of them, or at least two fewer
+ * than the address that holds the most (then one of those is closed to make
+ * room). Else it is closed at accept, before any TLS work: an attacker that
+ * reopens what is closed costs an accept and a close, not a handshake each
+ * (admitting it and evicting one of its peers' would only swap one stalled
+ * handshake for a new one, without end). */
+static bool admit(nl_http_server_t *srv, conn_t *newcomer) {
+  census_t cs;
+  take_census(srv, newcomer, &cs);
+  if (cs.n < MAX_UNPROVEN && cs.same < MAX_UNPROVEN_PER_HOST) return true;
+  if (cs.same > 0 && cs.same + 2 > cs.most) return false;
+  if (cs.victim) {
+    nl_vlog(4, "http: %s: %zu unproven connections, closing %s", srv->addr, cs.n,
+            cs.victim->remote);
+    conn_close(cs.victim);
   }
-  return n > MAX_UNPROVEN || same > MAX_UNPROVEN_PER_HOST;
+  return true;
 }
 
 static const nl_http_parser_cbs_t conn_parser_cbs = {.on_head = on_req_head,
@@ -808,6 +842,10 @@ static void on_connection(uv_stream_t *l, int status) {
   c->timer.data = c;
   c->open_handles = 2;
   c->idle_since = uv_now(srv->loop);
+  /* Up to a quarter more for the head's deadline, from the clock's low bits:
+   * a flood's stalled connections, accepted in one burst, leave (and are
+   * reopened, each a handshake) spread over seconds, not all in one turn. */
+  c->spread_ms = uv_hrtime() / 1000 % (srv->opts.header_timeout_ms / 4 + 1);
   nl_list_insert_tail(&srv->conns, &c->link);
   srv->nconns++;
   srv->nlive++;
@@ -823,9 +861,14 @@ static void on_connection(uv_stream_t *l, int status) {
   int len = sizeof(ss);
   if (uv_tcp_getpeername(&c->io.tcp, (struct sockaddr *)&ss, &len) == 0)
     format_addr((struct sockaddr *)&ss, c->remote, sizeof(c->remote));
-  while (srv->nlive + srv->nlinger > srv->opts.max_conns && evict(srv, c, false)) {
+  if (!admit(srv, c)) {
+    nl_vlog(4, "http: %s: %s holds its share of unproven connections, closing the newcomer",
+            srv->addr, c->remote);
+    conn_close(c);
+    return;
   }
-  if (unproven_over(srv, c)) evict(srv, c, true); /* the newcomer counts too */
+  while (srv->nlive + srv->nlinger > srv->opts.max_conns && evict(srv, c)) {
+  }
   if (srv->opts.tls) nl__http_io_set_tls_later(&c->io, srv->opts.tls);
   nl_cleanup_err nl_err_t *err = NULL;
   if (nl__http_io_start(&c->io, &err) < 0) {

@@ -511,8 +511,10 @@ static void eviction_order(void **state) {
 
 typedef struct crowd_fixture {
   fixture_t f;
-  raw_peer_t loris[40];
-  int loris_closed, closed_before;
+  raw_peer_t loris[129];
+  int nloris;
+  int loris_closed, closed_before, closed_by_legit;
+  bool last_closed_before; /* the last of loris[], when the client came */
   uv_timer_t step;
 } crowd_fixture_t;
 
@@ -520,7 +522,8 @@ static void loris_closed(raw_peer_t *r) { ((crowd_fixture_t *)r->data)->loris_cl
 
 static void legit_closed(raw_peer_t *r) {
   crowd_fixture_t *c = r->data;
-  for (int i = 0; i < 40; i++)
+  c->closed_by_legit = c->loris_closed - c->closed_before;
+  for (int i = 0; i < c->nloris; i++)
     if (!c->loris[i].closed) uv_close((uv_handle_t *)&c->loris[i].tcp, raw_closed);
   nl_http_server_stop(&c->f.srv, stopped_cb, &c->f);
 }
@@ -528,6 +531,7 @@ static void legit_closed(raw_peer_t *r) {
 static void crowd_legit(uv_timer_t *t) {
   crowd_fixture_t *c = t->data;
   c->closed_before = c->loris_closed;
+  c->last_closed_before = c->loris[c->nloris - 1].closed;
   static const char *req[] = {"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n", NULL};
   raw_start(&c->f.peer, t->loop, nl_http_server_port(&c->f.srv), req);
   c->f.peer.data = c;
@@ -535,28 +539,40 @@ static void crowd_legit(uv_timer_t *t) {
   uv_close((uv_handle_t *)t, NULL);
 }
 
+/* Starts loris[i] from 127.0.0.SRC, sending half a head. */
+static void loris_start(crowd_fixture_t *c, int i, int src) {
+  static const char *half[] = {"GET /healthz HTTP/1.1\r\n", NULL};
+  char ip[32];
+  snprintf(ip, sizeof(ip), "127.0.0.%d", src);
+  struct sockaddr_in from, dst;
+  uv_ip4_addr(ip, 0, &from);
+  uv_ip4_addr("127.0.0.1", nl_http_server_port(&c->f.srv), &dst);
+  raw_peer_t *r = &c->loris[i];
+  r->chunks = half;
+  uv_tcp_init(&c->f.loop, &r->tcp);
+  r->tcp.data = r;
+  r->connect.data = r;
+  r->data = c;
+  r->on_closed = loris_closed;
+  assert_int_equal(uv_tcp_bind(&r->tcp, (struct sockaddr *)&from, 0), 0);
+  uv_tcp_connect(&r->connect, &r->tcp, (struct sockaddr *)&dst, raw_connected);
+}
+
+static void crowd_finish(crowd_fixture_t *c) {
+  for (int i = 0; i < c->nloris; i++) nl_buf_free(&c->loris[i].in);
+  nl_buf_free(&c->f.peer.in);
+  assert_int_equal(uv_loop_close(&c->f.loop), 0);
+}
+
 /* 40 slowloris sockets from 127.0.0.2: past 32 unproven from one address
- * their own oldest go; the client from 127.0.0.1 that comes after them is
- * answered. */
-static void one_address_evicts_its_own(void **state) {
+ * its newcomers are closed at accept; the client from 127.0.0.1 that comes
+ * after them is answered. */
+static void one_address_refused_past_its_share(void **state) {
   crowd_fixture_t c;
   memset(&c, 0, sizeof(c));
   setup_server(&c.f, NULL);
-  static const char *half[] = {"GET /healthz HTTP/1.1\r\n", NULL};
-  struct sockaddr_in src, dst;
-  uv_ip4_addr("127.0.0.2", 0, &src);
-  uv_ip4_addr("127.0.0.1", nl_http_server_port(&c.f.srv), &dst);
-  for (int i = 0; i < 40; i++) {
-    raw_peer_t *r = &c.loris[i];
-    r->chunks = half;
-    uv_tcp_init(&c.f.loop, &r->tcp);
-    r->tcp.data = r;
-    r->connect.data = r;
-    r->data = &c;
-    r->on_closed = loris_closed;
-    assert_int_equal(uv_tcp_bind(&r->tcp, (struct sockaddr *)&src, 0), 0);
-    uv_tcp_connect(&r->connect, &r->tcp, (struct sockaddr *)&dst, raw_connected);
-  }
+  c.nloris = 40;
+  for (int i = 0; i < 40; i++) loris_start(&c, i, 2);
   uv_timer_init(&c.f.loop, &c.step);
   c.step.data = &c;
   uv_timer_start(&c.step, crowd_legit, 200, 0);
@@ -565,9 +581,38 @@ static void one_address_evicts_its_own(void **state) {
   assert_non_null(strstr(c.f.peer.in.data, "HTTP/1.1 200 OK"));
   assert_int_equal(c.f.handled, 1);
   assert_int_equal(c.closed_before, 40 - 32);
-  for (int i = 0; i < 40; i++) nl_buf_free(&c.loris[i].in);
-  nl_buf_free(&c.f.peer.in);
-  assert_int_equal(uv_loop_close(&c.f.loop), 0);
+  assert_int_equal(c.closed_by_legit, 0);
+  crowd_finish(&c);
+}
+
+static void crowd_one_more(uv_timer_t *t) {
+  crowd_fixture_t *c = t->data;
+  loris_start(c, 128, 2);
+  uv_timer_start(t, crowd_legit, 200, 0);
+}
+
+/* 128 slowloris sockets, two from each of 64 addresses (127.0.0.2 and up),
+ * fill the listener's unproven connections. A third from 127.0.0.2 is closed
+ * at accept without costing anyone else's; the client from 127.0.0.1, which
+ * holds none, is admitted and answered, and one of the 128 goes for it. */
+static void many_addresses_newcomer_refused_client_admitted(void **state) {
+  crowd_fixture_t c;
+  memset(&c, 0, sizeof(c));
+  setup_server(&c.f, NULL);
+  c.nloris = 129;
+  for (int i = 0; i < 128; i++) loris_start(&c, i, 2 + i % 64);
+  uv_timer_init(&c.f.loop, &c.step);
+  c.step.data = &c;
+  uv_timer_start(&c.step, crowd_one_more, 300, 0);
+  uv_run(&c.f.loop, UV_RUN_DEFAULT);
+  assert_int_equal(c.f.stopped, 1);
+  assert_non_null(strstr(c.f.peer.in.data, "HTTP/1.1 200 OK"));
+  assert_int_equal(c.f.handled, 1);
+  assert_int_equal(c.closed_before, 1);
+  assert_true(c.last_closed_before);
+  assert_int_equal(c.loris[128].in.len, 0);
+  assert_int_equal(c.closed_by_legit, 1);
+  crowd_finish(&c);
 }
 
 /* ---- the head's deadline ---- */
@@ -739,7 +784,8 @@ int main(void) {
       cmocka_unit_test(body_read_only_when_asked),
       cmocka_unit_test(eviction_order),
       cmocka_unit_test(head_deadline),
-      cmocka_unit_test(one_address_evicts_its_own),
+      cmocka_unit_test(one_address_refused_past_its_share),
+      cmocka_unit_test(many_addresses_newcomer_refused_client_admitted),
       cmocka_unit_test(streamed_response),
       cmocka_unit_test(takeover_after_upgrade),
       cmocka_unit_test(listen_errors),
