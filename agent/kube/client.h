@@ -120,12 +120,14 @@ typedef struct nl_kube_request_opts {
  * error arrives through cb. */
 nl_kube_req_t *nl_kube_request(nl_kube_client_t *c, const nl_kube_request_opts_t *opts,
                                nl_kube_done_fn cb, void *ctx);
-/* A request whose body (obj, may be NULL) and answer are an object of
- * apiVersion/kind: sent and asked for as protobuf when the client's content
- * type is protobuf and agent/kube/pb.c knows the kind (Lease), else as JSON
- * (a body that protobuf cannot carry goes as JSON too). opts->body and
- * content_type are ignored; read the answer with nl_kube_resp_json(), which
- * takes either. As nl_kube_request() otherwise. */
+/* A request whose answer is an object of apiVersion/kind, asked for as
+ * protobuf (then JSON) when the client's content type is protobuf and
+ * agent/kube/pb.c knows the kind (Lease), else as JSON; read it with
+ * nl_kube_resp_json(), which takes either. The body obj (may be NULL; not
+ * taken) is that object too when opts->content_type is NULL: sent as protobuf
+ * in the same case, else as JSON (also when protobuf cannot carry it); with a
+ * content type (a patch: "application/merge-patch+json", ...) it goes as JSON
+ * of that type. opts->body is ignored. As nl_kube_request() otherwise. */
 nl_kube_req_t *nl_kube_request_kind(nl_kube_client_t *c, const nl_kube_request_opts_t *opts,
                                     const char *api_version, const char *kind, const json_t *obj,
                                     nl_kube_done_fn cb, void *ctx);

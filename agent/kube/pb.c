@@ -105,9 +105,11 @@ static int fmt_time(int64_t s, int32_t ns, bool micro, char *buf, size_t len) {
   if ((int64_t)t != s || !gmtime_r(&t, &tm) || tm.tm_year + 1900 < 0 || tm.tm_year + 1900 > 9999 ||
       ns < 0 || ns > 999999999)
     return -1;
-  size_t n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
-  if (micro) n += (size_t)snprintf(buf + n, len - n, ".%06d", ns / 1000);
-  snprintf(buf + n, len - n, "Z");
+  /* %04d: strftime's %Y does not pad years before 1000. */
+  int n = snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900, tm.tm_mon + 1,
+                   tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+  if (micro) n += snprintf(buf + n, len - (size_t)n, ".%06d", ns / 1000);
+  snprintf(buf + n, len - (size_t)n, "Z");
   return 0;
 }
 

@@ -433,11 +433,11 @@ nl_kube_req_t *nl_kube_request_kind(nl_kube_client_t *c, const nl_kube_request_o
                                     const char *api_version, const char *kind, const json_t *obj,
                                     nl_kube_done_fn cb, void *ctx) {
   nl_kube_request_opts_t o = *opts;
+  o.body_len = 0;
   o.accept_protobuf = c->protobuf && nl_kube_pb_known(api_version, kind);
-  o.content_type = NULL;
   uint8_t *pb = NULL;
   char *text = NULL;
-  if (obj && o.accept_protobuf) {
+  if (obj && o.accept_protobuf && !o.content_type) {
     nl_cleanup_err nl_err_t *err = NULL;
     if (nl_kube_pb_from_json(obj, &pb, &o.body_len, &err) == 0)
       o.content_type = NL_KUBE_PB_TYPE;

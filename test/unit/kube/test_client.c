@@ -854,19 +854,42 @@ static void protobuf_lease(void **state) {
                                                 .body = json ? "{\"kind\":\"Lease\"}" : pb,
                                                 .body_len = json ? 0 : plen});
     nl_fake_as_add(w.fake, &(nl_fake_as_rule_t){.method = "GET", .body = "{\"kind\":\"Node\"}"});
-    obj_result_t a = {0}, b = {0};
+    nl_fake_as_add(w.fake, &(nl_fake_as_rule_t){.method = "PATCH", .path = path,
+                                                .content_type = json ? NULL : NL_KUBE_PB_TYPE,
+                                                .body = json ? "{\"kind\":\"Lease\"}" : pb,
+                                                .body_len = json ? 0 : plen});
+    obj_result_t a = {0}, b = {0}, c = {0};
     nl_kube_request_opts_t o = {.method = "PUT", .path = path};
     nl_kube_request_kind(w.client, &o, "coordination.k8s.io/v1", "Lease", lease, on_obj, &a);
     o = (nl_kube_request_opts_t){.method = "GET", .path = "/api/v1/nodes/edge-1"};
     nl_kube_request_kind(w.client, &o, "v1", "Node", NULL, on_obj, &b);
+    /* A merge patch stays JSON; its answer, the Lease, is negotiated. */
+    json_t *patch = json_pack("{s:{s:s}}", "spec", "renewTime", "2026-11-26T20:07:44.000000Z");
+    o = (nl_kube_request_opts_t){.method = "PATCH", .path = path,
+                                 .content_type = "application/merge-patch+json"};
+    nl_kube_request_kind(w.client, &o, "coordination.k8s.io/v1", "Lease", patch, on_obj, &c);
     run_until(&w, &a.calls, 1);
     run_until(&w, &b.calls, 1);
-    const nl_fake_as_req_t *put = nl_fake_as_req(w.fake, 0), *get_node = nl_fake_as_req(w.fake, 1);
-    if (strcmp(put->method, "PUT") != 0) {
-      const nl_fake_as_req_t *t = put;
-      put = get_node;
-      get_node = t;
+    run_until(&w, &c.calls, 1);
+    const nl_fake_as_req_t *pr = NULL;
+    for (size_t i = 0; i < 3; i++)
+      if (!strcmp(nl_fake_as_req(w.fake, i)->method, "PATCH")) pr = nl_fake_as_req(w.fake, i);
+    assert_non_null(pr);
+    assert_string_equal(pr->content_type, "application/merge-patch+json");
+    assert_string_equal(pr->body, "{\"spec\":{\"renewTime\":\"2026-11-26T20:07:44.000000Z\"}}");
+    assert_string_equal(pr->accept, json ? "application/json, */*"
+                                          : "application/vnd.kubernetes.protobuf, application/json");
+    assert_string_equal(json_string_value(json_object_get(c.obj, "kind")), "Lease");
+    json_decref(c.obj);
+    json_decref(patch);
+    const nl_fake_as_req_t *put = NULL, *get_node = NULL;
+    for (size_t i = 0; i < 3; i++) {
+      const nl_fake_as_req_t *q = nl_fake_as_req(w.fake, i);
+      if (!strcmp(q->method, "PUT")) put = q;
+      if (!strcmp(q->method, "GET")) get_node = q;
     }
+    assert_non_null(put);
+    assert_non_null(get_node);
     if (json) {
       assert_string_equal(put->accept, "application/json, */*");
       assert_string_equal(put->content_type, "application/json");
