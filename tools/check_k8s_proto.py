@@ -39,9 +39,11 @@ def messages(text):
             continue
         m = FIELD.match(line)
         if m and depth == 1:
-            typ = re.sub(r'\s+', '', m.group(2)).split('.')[-1]
+            typ = re.sub(r'\s+', '', m.group(2))
             if typ.startswith('map<'):
                 typ = 'map<' + ','.join(t.split('.')[-1] for t in typ[4:-1].split(',')) + '>'
+            else:
+                typ = typ.split('.')[-1]
             out[cur][1][m.group(3)] = (m.group(1) or '', typ, int(m.group(4)))
     return out
 

@@ -2,7 +2,8 @@
  * message and its JSON form walks protobuf-c's descriptors: k8s.proto keeps
  * upstream's field names, which are the JSON names too, so one walk serves
  * every kind; only metav1.Time, metav1.MicroTime (RFC 3339 strings in JSON),
- * metav1.FieldsV1 (raw JSON) and map entries (JSON objects) differ. */
+ * metav1.FieldsV1 (raw JSON), resource.Quantity (a string) and map entries
+ * (JSON objects) differ. */
 #include "agent/kube/pb.h"
 
 #include <errno.h>
@@ -23,6 +24,7 @@ static const struct kind {
   const ProtobufCMessageDescriptor *desc;
 } kinds[] = {
     {"coordination.k8s.io/v1", "Lease", &nlk8s__lease__descriptor},
+    {"v1", "Node", &nlk8s__node__descriptor},
     {"v1", "Status", &nlk8s__status__descriptor},
 };
 
@@ -153,11 +155,20 @@ static int parse_time(const char *s, int64_t *sec, int32_t *nsec) {
 
 /* ---- message -> JSON ---- */
 
+/* A map<string, V> field's entry: {key, value}. */
 static bool is_map_entry(const ProtobufCMessageDescriptor *d) {
   return d->n_fields == 2 && strcmp(d->fields[0].name, "key") == 0 &&
-         strcmp(d->fields[1].name, "value") == 0 &&
-         d->fields[0].type == PROTOBUF_C_TYPE_STRING && d->fields[1].type == PROTOBUF_C_TYPE_STRING;
+         strcmp(d->fields[1].name, "value") == 0 && d->fields[0].type == PROTOBUF_C_TYPE_STRING &&
+         (d->fields[1].type == PROTOBUF_C_TYPE_STRING || d->fields[1].type == PROTOBUF_C_TYPE_MESSAGE);
 }
+
+/* Every map entry has this layout: the base, the key, then the value (a
+ * string or a message pointer). */
+typedef struct map_entry {
+  ProtobufCMessage base;
+  char *key;
+  void *value;
+} map_entry_t;
 
 static json_t *msg_to_json(const ProtobufCMessage *m, const char *path, nl_err_t **err);
 
@@ -189,6 +200,12 @@ static json_t *msg_to_json(const ProtobufCMessage *m, const char *path, nl_err_t
     }
     return json_string(buf);
   }
+  if (d == &nlk8s__quantity__descriptor) {
+    const Nlk8s__Quantity *q = (const Nlk8s__Quantity *)m;
+    json_t *s = json_string(q->string && *q->string ? q->string : "0"); /* Go's zero Quantity */
+    if (!s) nl_err_set(err, EPROTO, "%s: not UTF-8", path);
+    return s;
+  }
   if (d == &nlk8s__fields_v1__descriptor) {
     const Nlk8s__FieldsV1 *f = (const Nlk8s__FieldsV1 *)m;
     json_t *v = json_loadb((const char *)f->raw.data, f->raw.len, JSON_DECODE_ANY, NULL);
@@ -209,18 +226,32 @@ static json_t *msg_to_json(const ProtobufCMessage *m, const char *path, nl_err_t
                         ? sizeof(void *)
                         : f->type == PROTOBUF_C_TYPE_INT64 ? 8 : 4;
       if (f->type == PROTOBUF_C_TYPE_MESSAGE && is_map_entry(f->descriptor)) {
+        const ProtobufCMessageDescriptor *ed = f->descriptor;
+        const ProtobufCFieldDescriptor *vf = &ed->fields[1];
         v = json_object();
         for (size_t j = 0; j < n; j++) {
-          const Nlk8s__ObjectMeta__LabelsEntry *e = ((Nlk8s__ObjectMeta__LabelsEntry *const *)arr)[j];
-          json_t *s = json_string(e->value ? e->value : "");
-          if (!s || !e->key) {
-            json_decref(s);
-            nl_err_set(err, EPROTO, "%s: entry %zu is not UTF-8", sub, j);
+          const map_entry_t *e = ((map_entry_t *const *)arr)[j];
+          json_t *k = e->key ? json_string(e->key) : NULL;
+          if (!k) {
+            nl_err_set(err, EPROTO, "%s: key %zu is not UTF-8", sub, j);
             json_decref(v);
             v = NULL;
             break;
           }
-          json_object_set_new(v, e->key, s);
+          json_decref(k);
+          char *el = nl_xasprintf("%s.%s", sub, e->key);
+          /* An absent value is Go's zero value: "", a zero Quantity. */
+          json_t *x = e->value ? value_to_json(vf, &e->value, el, err)
+                      : vf->type == PROTOBUF_C_TYPE_STRING ? json_string("")
+                      : vf->descriptor == &nlk8s__quantity__descriptor ? json_string("0")
+                                                                      : json_object();
+          free(el);
+          if (!x) {
+            json_decref(v);
+            v = NULL;
+            break;
+          }
+          json_object_set_new(v, e->key, x);
         }
       } else {
         v = json_array();
@@ -345,16 +376,18 @@ static int repeated_from_json(ProtobufCMessage *m, const ProtobufCFieldDescripto
   if (f->type == PROTOBUF_C_TYPE_MESSAGE && is_map_entry(f->descriptor)) {
     if (!json_is_object(v)) return nl_err_set(err, NL_EINVAL, "%s: not an object", path);
     *arr = nl_xcalloc(json_object_size(v) + 1, sizeof(void *));
+    const ProtobufCMessageDescriptor *ed = f->descriptor;
     const char *key;
     json_t *val;
     json_object_foreach((json_t *)v, key, val) {
-      if (!json_is_string(val)) return nl_err_set(err, NL_EINVAL, "%s.%s: not a string", path, key);
-      const ProtobufCMessageDescriptor *ed = f->descriptor;
-      Nlk8s__ObjectMeta__LabelsEntry *e = nl_xmalloc(ed->sizeof_message);
+      map_entry_t *e = nl_xmalloc(ed->sizeof_message);
       protobuf_c_message_init(ed, e);
+      ((void **)*arr)[(*n)++] = e; /* freed with m from here on */
       e->key = nl_xstrdup(key);
-      e->value = nl_xstrdup(json_string_value(val));
-      ((void **)*arr)[(*n)++] = e;
+      char *sub = nl_xasprintf("%s.%s", path, key);
+      int rc = value_from_json(&ed->fields[1], val, &e->value, sub, err);
+      free(sub);
+      if (rc < 0) return -1;
     }
     return 0;
   }
@@ -388,6 +421,16 @@ static ProtobufCMessage *msg_from_json(const ProtobufCMessageDescriptor *d, cons
     /* Time is whole seconds in JSON and MicroTime microseconds, as upstream rounds them. */
     t->nanos = d == &nlk8s__time__descriptor ? 0 : ns / 1000 * 1000;
     return &t->base;
+  }
+  if (d == &nlk8s__quantity__descriptor) {
+    if (!json_is_string(v)) {
+      nl_err_set(err, NL_EINVAL, "%s: not a quantity string", path);
+      return NULL;
+    }
+    Nlk8s__Quantity *q = nl_xmalloc(d->sizeof_message);
+    nlk8s__quantity__init(q);
+    q->string = nl_xstrdup(json_string_value(v));
+    return &q->base;
   }
   if (d == &nlk8s__fields_v1__descriptor) {
     Nlk8s__FieldsV1 *f = nl_xmalloc(d->sizeof_message);

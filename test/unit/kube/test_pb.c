@@ -67,50 +67,69 @@ static void envelope_round_trip_and_errors(void **state) {
   free(b);
 }
 
-/* Upstream's bytes decode into upstream's JSON. */
-static void upstream_lease_decodes_to_its_json(void **state) {
-  size_t plen, jlen;
-  char *pb = slurp("lease.pb", &plen);
-  char *js = slurp("lease.json", &jlen);
+/* Upstream's bytes (NAME.pb) decode into upstream's JSON (NAME.json). Go
+ * writes every field without a pointer on the wire, zero or not, where its JSON
+ * omits zero values (omitempty): those decode as written (`zeros`, paths of
+ * fields decoded as 0 or false), which is harmless to send back; and the other
+ * way, an empty string is taken as absent (`empties`, fields whose JSON keeps
+ * ""). Encoded again, NAME.json gives NAME-nanolet.pb: upstream's bytes but
+ * for those empty strings, which nanolet leaves out; upstream's serializer
+ * decodes it to the same object (checked when the fixtures were made). */
+static void upstream_decodes_to_its_json(const char *name, const char *const *zeros,
+                                         const char *const *empties) {
+  char f[128];
+  size_t plen, jlen, olen;
+  snprintf(f, sizeof f, "%s.pb", name);
+  char *pb = slurp(f, &plen);
+  snprintf(f, sizeof f, "%s.json", name);
+  char *js = slurp(f, &jlen);
+  snprintf(f, sizeof f, "%s-nanolet.pb", name);
+  char *ours = slurp(f, &olen);
   json_t *want = json_loadb(js, jlen, 0, NULL);
   assert_non_null(want);
   json_t *got = NULL;
   nl_err_t *err = NULL;
   nl_kube_response_t resp = {200, pb, plen, NL_KUBE_PB_TYPE};
   if (nl_kube_resp_json(&resp, &got, &err) < 0) fail_msg("%s", nl_err_msg(err));
-  /* Go writes metadata.generation (no pointer) on the wire even when 0, which
-   * its JSON omits: decoded as 0, harmless to send back (the server owns it). */
-  json_t *gen = json_object_get(json_object_get(got, "metadata"), "generation");
-  assert_true(json_is_integer(gen) && json_integer_value(gen) == 0);
-  json_object_del(json_object_get(got, "metadata"), "generation");
+  for (const char *const *z = zeros; *z; z += 2) {
+    json_t *parent = json_object_get(got, z[0]);
+    json_t *v = json_object_get(parent, z[1]);
+    if (!v || (json_is_integer(v) ? json_integer_value(v) != 0 : !json_is_false(v)))
+      fail_msg("%s.%s: want a zero value", z[0], z[1]);
+    json_object_del(parent, z[1]);
+  }
+  for (const char *const *e = empties; *e; e += 3)
+    json_object_set_new(json_object_get(json_object_get(got, e[0]), e[1]), e[2], json_string(""));
   if (!json_equal(got, want)) {
     char *g = json_dumps(got, JSON_SORT_KEYS), *w = json_dumps(want, JSON_SORT_KEYS);
     fail_msg("got  %s\nwant %s", g, w);
   }
-  /* Encoded again, it decodes to the same; it is upstream's bytes but for
-   * the empty strings Go writes (generateName, selfLink, the envelope's
-   * contentEncoding and contentType), which nanolet leaves out. The Go
-   * serializer decodes it to the same Lease (checked when the fixture was
-   * made: lease-nanolet.pb). */
   uint8_t *again;
   size_t alen;
-  if (nl_kube_pb_from_json(got, &again, &alen, &err) < 0) fail_msg("%s", nl_err_msg(err));
-  printf("# lease: %zu bytes JSON, %zu bytes protobuf from upstream, %zu from nanolet\n", jlen,
+  if (nl_kube_pb_from_json(want, &again, &alen, &err) < 0) fail_msg("%s", nl_err_msg(err));
+  printf("# %s: %zu bytes JSON, %zu bytes protobuf from upstream, %zu from nanolet\n", name, jlen,
          plen, alen);
-  size_t olen;
-  char *ours = slurp("lease-nanolet.pb", &olen);
   assert_int_equal(alen, olen);
   assert_memory_equal(again, ours, olen);
-  json_t *back = NULL;
-  if (nl_kube_pb_to_json(again, alen, &back, &err) < 0) fail_msg("%s", nl_err_msg(err));
-  assert_true(json_equal(back, got));
-  json_decref(back);
-  free(ours);
   free(again);
   json_decref(got);
   json_decref(want);
   free(pb);
   free(js);
+  free(ours);
+}
+
+static void upstream_lease_decodes_to_its_json(void **state) {
+  static const char *const zeros[] = {"metadata", "generation", NULL};
+  static const char *const empties[] = {NULL};
+  upstream_decodes_to_its_json("lease", zeros, empties);
+}
+
+static void upstream_node_decodes_to_its_json(void **state) {
+  static const char *const zeros[] = {"metadata", "generation", "spec", "unschedulable", NULL};
+  /* kubeProxyVersion (deprecated) has no omitempty */
+  static const char *const empties[] = {"status", "nodeInfo", "kubeProxyVersion", NULL};
+  upstream_decodes_to_its_json("node", zeros, empties);
 }
 
 static void lease_round_trip(void **state) {
@@ -175,6 +194,12 @@ static void bad_json_names_the_field(void **state) {
                     "protobuf: Lease: metadata.finalizers[1]: not a string");
   expect_encode_err("{" LEASE ",\"metadata\":{\"ownerReferences\":[{\"controller\":\"yes\"}]}}",
                     "protobuf: Lease: metadata.ownerReferences[0].controller: not a boolean");
+  expect_encode_err("{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"status\":{\"capacity\":{\"cpu\":2}}}",
+                    "protobuf: Node: status.capacity.cpu: not a quantity string");
+  expect_encode_err("{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"status\":{\"daemonEndpoints\":"
+                    "{\"kubeletEndpoint\":{\"port\":10250}}}}",
+                    "protobuf: Node: status.daemonEndpoints.kubeletEndpoint.port: field not known to "
+                    "nanolet's protobuf");
 }
 
 /* A failed request's Status in protobuf gives its message and reason. */
@@ -218,6 +243,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(envelope_round_trip_and_errors),
       cmocka_unit_test(upstream_lease_decodes_to_its_json),
+      cmocka_unit_test(upstream_node_decodes_to_its_json),
       cmocka_unit_test(lease_round_trip),
       cmocka_unit_test(bad_json_names_the_field),
       cmocka_unit_test(protobuf_status_gives_its_message),
