@@ -853,7 +853,7 @@ static void protobuf_lease(void **state) {
                                                 .content_type = json ? NULL : NL_KUBE_PB_TYPE,
                                                 .body = json ? "{\"kind\":\"Lease\"}" : pb,
                                                 .body_len = json ? 0 : plen});
-    nl_fake_as_add(w.fake, &(nl_fake_as_rule_t){.method = "GET", .body = "{\"kind\":\"Node\"}"});
+    nl_fake_as_add(w.fake, &(nl_fake_as_rule_t){.method = "GET", .body = "{\"kind\":\"Pod\"}"});
     nl_fake_as_add(w.fake, &(nl_fake_as_rule_t){.method = "PATCH", .path = path,
                                                 .content_type = json ? NULL : NL_KUBE_PB_TYPE,
                                                 .body = json ? "{\"kind\":\"Lease\"}" : pb,
@@ -861,8 +861,8 @@ static void protobuf_lease(void **state) {
     obj_result_t a = {0}, b = {0}, c = {0};
     nl_kube_request_opts_t o = {.method = "PUT", .path = path};
     nl_kube_request_kind(w.client, &o, "coordination.k8s.io/v1", "Lease", lease, on_obj, &a);
-    o = (nl_kube_request_opts_t){.method = "GET", .path = "/api/v1/nodes/edge-1"};
-    nl_kube_request_kind(w.client, &o, "v1", "Node", NULL, on_obj, &b);
+    o = (nl_kube_request_opts_t){.method = "GET", .path = "/api/v1/namespaces/ns/pods/p"};
+    nl_kube_request_kind(w.client, &o, "v1", "Pod", NULL, on_obj, &b);
     /* A merge patch stays JSON; its answer, the Lease, is negotiated. */
     json_t *patch = json_pack("{s:{s:s}}", "spec", "renewTime", "2026-11-26T20:07:44.000000Z");
     o = (nl_kube_request_opts_t){.method = "PATCH", .path = path,
@@ -882,14 +882,14 @@ static void protobuf_lease(void **state) {
     assert_string_equal(json_string_value(json_object_get(c.obj, "kind")), "Lease");
     json_decref(c.obj);
     json_decref(patch);
-    const nl_fake_as_req_t *put = NULL, *get_node = NULL;
+    const nl_fake_as_req_t *put = NULL, *get_pod = NULL;
     for (size_t i = 0; i < 3; i++) {
       const nl_fake_as_req_t *q = nl_fake_as_req(w.fake, i);
       if (!strcmp(q->method, "PUT")) put = q;
-      if (!strcmp(q->method, "GET")) get_node = q;
+      if (!strcmp(q->method, "GET")) get_pod = q;
     }
     assert_non_null(put);
-    assert_non_null(get_node);
+    assert_non_null(get_pod);
     if (json) {
       assert_string_equal(put->accept, "application/json, */*");
       assert_string_equal(put->content_type, "application/json");
@@ -909,9 +909,9 @@ static void protobuf_lease(void **state) {
       assert_string_equal(json_string_value(json_object_get(json_object_get(a.obj, "spec"), "renewTime")),
                           "2026-11-26T20:07:34.123456Z");
     }
-    assert_string_equal(get_node->accept, "application/json, */*");
-    assert_null(get_node->content_type);
-    assert_string_equal(json_string_value(json_object_get(b.obj, "kind")), "Node");
+    assert_string_equal(get_pod->accept, "application/json, */*");
+    assert_null(get_pod->content_type);
+    assert_string_equal(json_string_value(json_object_get(b.obj, "kind")), "Pod");
     json_decref(a.obj);
     json_decref(b.obj);
     world_end(&w);
