@@ -192,9 +192,13 @@ static json_t *msg_to_json(const ProtobufCMessage *m, const char *path, nl_err_t
   const ProtobufCMessageDescriptor *d = m->descriptor;
   if (is_time(d)) {
     const Nlk8s__Time *t = (const Nlk8s__Time *)m; /* MicroTime has the same layout */
-    if (t->seconds == ZERO_TIME_S && t->nanos == 0) return json_null();
+    bool micro = d == &nlk8s__micro_time__descriptor;
+    /* Zero at the precision JSON keeps (whole seconds, microseconds): null,
+     * as Go writes a zero time, so that it reads back the same. */
+    if (t->seconds == ZERO_TIME_S && (!micro || (t->nanos >= 0 && t->nanos < 1000)))
+      return json_null();
     char buf[64];
-    if (fmt_time(t->seconds, t->nanos, d == &nlk8s__micro_time__descriptor, buf, sizeof buf) < 0) {
+    if (fmt_time(t->seconds, t->nanos, micro, buf, sizeof buf) < 0) {
       nl_err_set(err, EPROTO, "%s: time %" PRId64 "s %dns out of range", path, t->seconds, t->nanos);
       return NULL;
     }
