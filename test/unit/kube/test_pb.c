@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/kube/k8s.pb-c.h"
 #include "agent/kube/pb.h"
 #include "agent/kube/status.h"
 
@@ -166,6 +167,32 @@ static void lease_round_trip(void **state) {
   json_decref(in);
 }
 
+/* Go's zero time is null in JSON; so is a MicroTime that is zero at
+ * microsecond precision (it would read back as the zero time). */
+static void zero_times_are_null(void **state) {
+  Nlk8s__MicroTime rt = NLK8S__MICRO_TIME__INIT, at = NLK8S__MICRO_TIME__INIT;
+  rt.has_seconds = rt.has_nanos = at.has_seconds = at.has_nanos = true;
+  rt.seconds = at.seconds = INT64_C(-62135596800);
+  rt.nanos = 999;
+  at.nanos = 1000;
+  Nlk8s__LeaseSpec spec = NLK8S__LEASE_SPEC__INIT;
+  spec.renewtime = &rt;
+  spec.acquiretime = &at;
+  Nlk8s__Lease lease = NLK8S__LEASE__INIT;
+  lease.spec = &spec;
+  uint8_t raw[128], *b;
+  size_t n = nlk8s__lease__pack(&lease, raw), len;
+  b = nl_kube_pb_wrap("coordination.k8s.io/v1", "Lease", raw, n, &len);
+  json_t *o = NULL;
+  nl_err_t *err = NULL;
+  if (nl_kube_pb_to_json(b, len, &o, &err) < 0) fail_msg("%s", nl_err_msg(err));
+  json_t *s = json_object_get(o, "spec");
+  assert_null(json_object_get(s, "renewTime"));
+  assert_string_equal(json_string_value(json_object_get(s, "acquireTime")), "0001-01-01T00:00:00.000001Z");
+  json_decref(o);
+  free(b);
+}
+
 static void expect_encode_err(const char *text, const char *msg) {
   json_t *in = json_loads(text, 0, NULL);
   assert_non_null(in);
@@ -245,6 +272,7 @@ int main(void) {
       cmocka_unit_test(upstream_lease_decodes_to_its_json),
       cmocka_unit_test(upstream_node_decodes_to_its_json),
       cmocka_unit_test(lease_round_trip),
+      cmocka_unit_test(zero_times_are_null),
       cmocka_unit_test(bad_json_names_the_field),
       cmocka_unit_test(protobuf_status_gives_its_message),
       cmocka_unit_test(json_answers_still_decode),
