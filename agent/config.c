@@ -66,6 +66,7 @@ void nl_config_defaults(nl_kubelet_config_t *c) {
   c->event_burst = 100;
   c->kube_api_qps = 50;
   c->kube_api_burst = 100;
+  c->content_type = nl_xstrdup("application/vnd.kubernetes.protobuf");
   c->register_node = true;
   c->register_schedulable = true;
   c->pod_checkpoint = true;
@@ -390,6 +391,12 @@ int nl_config_validate(const nl_kubelet_config_t *c, nl_err_t **err) {
     return nl_err_set(err, NL_EINVAL, "cgroupDriver: must be cgroupfs or systemd, got \"%s\"",
                       c->cgroup_driver);
   if (validate_allocatable(c, err) < 0) return -1;
+  /* client-go knows these two serializers; any other fails each request there. */
+  if (c->content_type && strcmp(c->content_type, "application/json") &&
+      strcmp(c->content_type, "application/vnd.kubernetes.protobuf"))
+    return nl_err_set(err, NL_EINVAL,
+                      "contentType: must be application/vnd.kubernetes.protobuf or application/json, "
+                      "got \"%s\"", c->content_type);
   if (c->hairpin_mode && strcmp(c->hairpin_mode, "promiscuous-bridge") &&
       strcmp(c->hairpin_mode, "hairpin-veth") && strcmp(c->hairpin_mode, "none"))
     return nl_err_set(err, NL_EINVAL,

@@ -99,6 +99,7 @@ typedef struct nl_kubelet_config {
   int32_t event_burst;
   int32_t kube_api_qps;
   int32_t kube_api_burst;
+  char *content_type; /* contentType (--kube-api-content-type) */
   bool register_node;
   nl_config_list_t register_with_taints; /* "key=value:Effect" each */
   int32_t node_status_max_images;

@@ -83,6 +83,7 @@ const nl_config_field_t nl__config_fields[] = {
     I32("eventBurst", "event-burst", event_burst, 0, INT32_MAX, "Burst of events (default 100)"),
     I32("kubeAPIQPS", "kube-api-qps", kube_api_qps, 0, INT32_MAX, "QPS to the API server (default 50)"),
     I32("kubeAPIBurst", "kube-api-burst", kube_api_burst, 0, INT32_MAX, "Burst to the API server (default 100)"),
+    S("contentType", "kube-api-content-type", content_type, "Content type of requests sent to the API server (default application/vnd.kubernetes.protobuf)"),
     B("registerNode", "register-node", register_node, "Register the node with the API server (default true)"),
     {"registerWithTaints", "register-with-taints", NL_F_TAINTS, OFF(register_with_taints), 0, 0, "Taints of the node at registration, 'key=value:Effect,...'"},
     I32("nodeStatusMaxImages", "node-status-max-images", node_status_max_images, -1, INT32_MAX, "Max images in the node status, -1 no cap (default 50)"),

@@ -200,6 +200,7 @@ int nl__kubelet_node_init(nl_kubelet_t *k, const nl_kubelet_creds_t *cr, nl_err_
         .kubeconfig = kc,
         .qps = cfg->kube_api_qps,
         .burst = cfg->kube_api_burst,
+        .content_type = cfg->content_type,
     };
     if (nl_kube_client_new(&k->kube, k->loop, &co, err) < 0) return -1;
     if (client_certs_init(k, cr, err) < 0) return -1;

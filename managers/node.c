@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "agent/kube/pb.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
@@ -77,21 +78,31 @@ void nl_node__req_err(const nl_kube_response_t *resp, const nl_err_t *err, nl_er
 static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_t *err);
 
 nl_kube_req_t *nl_node__request(nl_node_t *n, const char *method, const char *path,
-                                const char *ctype, json_t *body, nl_kube_done_fn cb, void *ctx) {
-  char *data = body ? json_dumps(body, JSON_COMPACT) : NULL;
+                                const char *kind, const char *ctype, json_t *body,
+                                nl_kube_done_fn cb, void *ctx) {
+  nl_kube_request_opts_t o = {.method = method, .path = path, .content_type = ctype,
+                              .timeout_ms = nl_node__timeout_ms(n)};
+  const char *api_version = strcmp(kind, "Lease") == 0 ? "coordination.k8s.io/v1" : "v1";
+  nl_kube_req_t *r = nl_kube_request_kind(n->deps.kube, &o, api_version, kind, body, cb, ctx);
   json_decref(body);
-  nl_kube_request_opts_t o = {
-      .method = method, .path = path, .content_type = ctype, .body = data,
-      .body_len = data ? strlen(data) : 0, .timeout_ms = nl_node__timeout_ms(n)};
-  nl_kube_req_t *r = nl_kube_request(n->deps.kube, &o, cb, ctx);
-  free(data);
   return r;
+}
+
+json_t *nl_node__object(const nl_kube_response_t *resp) {
+  json_t *o = NULL;
+  nl_cleanup_err nl_err_t *err = NULL;
+  if (nl_kube_resp_json(resp, &o, &err) < 0 || !json_is_object(o)) {
+    nl_warn("node: an answer of the API server does not decode: %s", err ? nl_err_msg(err) : "not an object");
+    json_decref(o);
+    return NULL;
+  }
+  return o;
 }
 
 static void request(nl_node_t *n, const char *method, const char *path, const char *ctype,
                     json_t *body) {
   assert(!n->req);
-  n->req = nl_node__request(n, method, path, ctype, body, on_response, n);
+  n->req = nl_node__request(n, method, path, "Node", ctype, body, on_response, n);
 }
 
 static char *node_path(const nl_node_t *n, const char *suffix) {
@@ -255,8 +266,8 @@ static void register_failed(nl_node_t *n, const char *msg) {
 
 /* ---- the Node ---- */
 
-static void learn_node(nl_node_t *n, const char *body) {
-  json_t *node = json_loads(body, 0, NULL);
+static void learn_node(nl_node_t *n, const nl_kube_response_t *resp) {
+  json_t *node = nl_node__object(resp);
   const char *uid = json_string_value(json_object_get(json_object_get(node, "metadata"), "uid"));
   if (uid && (!n->uid || strcmp(uid, n->uid) != 0)) {
     free(n->uid);
@@ -299,7 +310,7 @@ static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_
   switch (n->state) {
   case NL_NODE_REGISTER:
     if (code == 201 || code == 200) {
-      learn_node(n, resp->body);
+      learn_node(n, resp);
       n->ready = ready_of(json_object_get(n->initial, "status"));
       registered(n);
       nl_info("Successfully registered node %s", n->opts.conf.name);
@@ -316,7 +327,7 @@ static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_
       register_failed(n, e ? nl_err_msg(e) : "error getting existing node");
       return;
     }
-    learn_node(n, resp->body);
+    learn_node(n, resp);
     nl_info("Node %s was previously registered", n->opts.conf.name);
     set_state(n, NL_NODE_RECONCILE);
     break;
@@ -325,7 +336,7 @@ static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_
       register_failed(n, nl_err_msg(e));
       return;
     }
-    learn_node(n, resp->body);
+    learn_node(n, resp);
     registered(n);
     set_state(n, NL_NODE_STATUS_GET);
     break;
@@ -340,7 +351,7 @@ static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_
       break;
     }
     if (!e) {
-      learn_node(n, resp->body);
+      learn_node(n, resp);
       if (n->state == NL_NODE_STATUS_GET) {
         set_state(n, NL_NODE_STATUS_PATCH);
       } else {

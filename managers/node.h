@@ -215,9 +215,15 @@ void nl_node__lease_kick(nl_node_lease_t *l);
 void nl_node__lease_stop(nl_node_lease_t *l);
 void nl_node__closed(nl_node_t *n);
 uint64_t nl_node__timeout_ms(const nl_node_t *n);
-/* Sends body (stolen, may be NULL) as JSON with the heartbeat timeout. */
+/* Sends body (stolen, may be NULL) with the heartbeat timeout: an object of
+ * kind (ctype NULL) as protobuf or JSON by the client's content type, a patch
+ * (ctype set) as JSON; the answer, an object of kind, read by nl_node__object. */
 nl_kube_req_t *nl_node__request(nl_node_t *n, const char *method, const char *path,
-                                const char *ctype, json_t *body, nl_kube_done_fn cb, void *ctx);
+                                const char *kind, const char *ctype, json_t *body,
+                                nl_kube_done_fn cb, void *ctx);
+/* The object of a 2xx answer (JSON or protobuf), or NULL (logged) when it does
+ * not decode. */
+json_t *nl_node__object(const nl_kube_response_t *resp);
 int64_t nl_node__now_ns(const nl_node_t *n);
 void nl_node__fail(nl_node_faillog_t *l, uint64_t now_ms, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -40,12 +40,9 @@ static void wait_in(nl_node_lease_t *l, nl_node_lease_state_t s, uint64_t ms) {
   uv_timer_start(&l->timer, on_timer, ms, 0);
 }
 
-static void keep(nl_node_lease_t *l, const char *body) {
-  json_t *lease = json_loads(body, 0, NULL);
-  if (!json_is_object(lease)) {
-    json_decref(lease);
-    return;
-  }
+static void keep(nl_node_lease_t *l, const nl_kube_response_t *resp) {
+  json_t *lease = nl_node__object(resp);
+  if (!lease) return;
   json_decref(l->base);
   l->base = lease;
 }
@@ -73,7 +70,7 @@ static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_
       wait_in(l, NL_LEASE_BACKOFF, nl_backoff_next(&l->backoff));
       return;
     }
-    keep(l, resp->body);
+    keep(l, resp);
     set_state(l, NL_LEASE_UPDATE);
     break;
   case NL_LEASE_CREATE:
@@ -82,7 +79,7 @@ static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_
       wait_in(l, NL_LEASE_BACKOFF, nl_backoff_next(&l->backoff));
       return;
     }
-    keep(l, resp->body);
+    keep(l, resp);
     nl_backoff_reset(&l->backoff);
     nl_node__ok(&l->log);
     nl_vlog(2, "node lease %s: created", n->opts.conf.name);
@@ -90,7 +87,7 @@ static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_
     return;
   case NL_LEASE_UPDATE:
     if (!e) {
-      keep(l, resp->body);
+      keep(l, resp);
       nl_backoff_reset(&l->backoff);
       nl_node__ok(&l->log);
       wait_in(l, NL_LEASE_IDLE, renew_ms(l));
@@ -115,7 +112,7 @@ static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_
 
 static void request(nl_node_lease_t *l, const char *method, const char *path, json_t *body) {
   assert(!l->req);
-  l->req = nl_node__request(l->node, method, path, NULL, body, on_response, l);
+  l->req = nl_node__request(l->node, method, path, "Lease", NULL, body, on_response, l);
 }
 
 static void lstep(nl_node_lease_t *l) {

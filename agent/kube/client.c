@@ -9,6 +9,7 @@
 #include <sys/utsname.h>
 
 #include "agent/kube/client_int.h"
+#include "agent/kube/pb.h"
 #include "agent/kube/kubeconfig.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
@@ -309,6 +310,7 @@ int nl_kube_client_new(nl_kube_client_t **out, uv_loop_t *loop, const nl_kube_cl
                                                                           : url.host);
   if (kc->token && *kc->token) c->authorization = nl_xasprintf("Bearer %s", kc->token);
   c->user_agent = o->user_agent ? nl_xstrdup(o->user_agent) : default_user_agent();
+  c->protobuf = nl_kube_pb_wanted(o->content_type);
   c->default_timeout_ms = o->default_timeout_ms ? o->default_timeout_ms : DEFAULT_TIMEOUT_MS;
   c->read_idle_ms = o->read_idle_timeout_ms ? o->read_idle_timeout_ms : DEFAULT_READ_IDLE_MS;
   c->ping_timeout_ms = o->ping_timeout_ms ? o->ping_timeout_ms : DEFAULT_PING_TIMEOUT_MS;

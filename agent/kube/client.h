@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <jansson.h>
 #include <uv.h>
 
 #include "reactor/error.h"
@@ -47,6 +48,9 @@ typedef struct nl_kube_client_opts {
   /* Connections: another opens when every stream of the open ones is taken. */
   unsigned max_conns;                /* at most this many at once; 0: 8 */
   uint64_t idle_conn_timeout_ms;     /* an extra one without a stream closes; 0: 90 s */
+  /* contentType (--kube-api-content-type): "application/vnd.kubernetes.protobuf"
+   * or "application/json" (NULL). nl_kube_request_kind() follows it. */
+  const char *content_type;
 } nl_kube_client_opts_t;
 
 /* Creates the client; it connects lazily, on the first request. Returns 0, or -1
@@ -103,6 +107,9 @@ typedef struct nl_kube_request_opts {
    * unreachable), as Go's transport does, instead of waiting for the next
    * attempt until the deadline: for callers that retry on their own. */
   bool fail_on_dial;
+  /* Accept protobuf, then JSON (agent/kube/pb.h), instead of JSON: for callers
+   * that decode the answer with nl_kube_resp_json(). */
+  bool accept_protobuf;
   /* Streaming: set on_data (and optionally on_head). done still runs once, at
    * the end of the stream, with the final status and an empty body. */
   nl_kube_head_fn on_head;
@@ -113,6 +120,20 @@ typedef struct nl_kube_request_opts {
  * error arrives through cb. */
 nl_kube_req_t *nl_kube_request(nl_kube_client_t *c, const nl_kube_request_opts_t *opts,
                                nl_kube_done_fn cb, void *ctx);
+/* A request whose answer is an object of apiVersion/kind, asked for as
+ * protobuf (then JSON) when the client's content type is protobuf and
+ * agent/kube/pb.c knows the kind (Lease), else as JSON; read it with
+ * nl_kube_resp_json(), which takes either. The body obj (may be NULL; not
+ * taken) is that object too when opts->content_type is NULL: sent as protobuf
+ * in the same case, else as JSON (also when protobuf cannot carry it); with a
+ * content type (a patch: "application/merge-patch+json", ...) it goes as JSON
+ * of that type. opts->body is ignored. As nl_kube_request() otherwise. */
+nl_kube_req_t *nl_kube_request_kind(nl_kube_client_t *c, const nl_kube_request_opts_t *opts,
+                                    const char *api_version, const char *kind, const json_t *obj,
+                                    nl_kube_done_fn cb, void *ctx);
+/* Whether requests of the client's callers prefer protobuf (its content type). */
+bool nl_kube_client_protobuf(const nl_kube_client_t *c);
+
 /* Cancels a request whose callback has not run: cb runs later with NL_ECLOSED.
  * A no-op once the result is on its way. */
 void nl_kube_req_cancel(nl_kube_req_t *r);

@@ -91,6 +91,7 @@ struct nl_kube_req {
   int retries;
   bool no_rate_limit;
   bool fail_on_dial;
+  bool accept_protobuf;
   bool had_conn;      /* a connection was ready while it waited */
   bool retry_pending; /* a streaming answer to be retried: not the caller's */
   nl_kube_done_fn cb;
@@ -116,6 +117,7 @@ struct nl_kube_client {
   bool insecure;
   char *authorization;
   char *user_agent;
+  bool protobuf;       /* contentType is protobuf */
   uint64_t default_timeout_ms, read_idle_ms, ping_timeout_ms, idle_conn_ms;
   unsigned max_conns;
   bool at_bound;      /* every connection allowed is open and full (logged once) */

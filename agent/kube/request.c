@@ -11,6 +11,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "agent/kube/client_int.h"
+#include "agent/kube/pb.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
@@ -34,6 +35,10 @@ static void req_closed(uv_handle_t *h) {
   nl_kube__client_put(c);
 }
 
+static const char *accept_header(const nl_kube_req_t *r) {
+  return r->accept_protobuf ? NL_KUBE_PB_ACCEPT : "application/json, */*";
+}
+
 static void deliver(uv_timer_t *t) {
   nl_kube_req_t *r = t->data;
   nl_list_remove(&r->all);
@@ -46,6 +51,11 @@ static void deliver(uv_timer_t *t) {
       nl_vlog(6, "%s %s %d %s in %" PRIu64 " milliseconds", r->method, r->url, r->status,
               nl_http_status_text(r->status), ms);
   }
+  /* As client-go logs request and response headers at -v=7 and -v=8. */
+  if (NL_V(7))
+    nl_vlog(7, "%s %s: Accept: %s, Content-Type: %s (%zu bytes); response Content-Type: %s (%zu bytes)",
+            r->method, r->url, accept_header(r), r->body ? r->content_type : "-", r->body_len,
+            r->resp_type ? r->resp_type : "-", r->resp_body.len);
   if (r->err) {
     r->cb(r->ctx, NULL, r->err);
   } else {
@@ -266,7 +276,7 @@ void nl_kube__req_submit(nl_kube_req_t *r, nl_kube_conn_t *conn, int *rc) {
   nl_kube_h2_header_t h[5];
   size_t n = 0;
   h[n++] = (nl_kube_h2_header_t){"user-agent", c->user_agent};
-  h[n++] = (nl_kube_h2_header_t){"accept", "application/json, */*"};
+  h[n++] = (nl_kube_h2_header_t){"accept", accept_header(r)};
   if (r->body) h[n++] = (nl_kube_h2_header_t){"content-type", r->content_type};
   if (c->authorization) h[n++] = (nl_kube_h2_header_t){"authorization", c->authorization};
   r->stream.on_head = st_head;
@@ -362,7 +372,7 @@ void nl_kube__req_h1_start(nl_kube_req_t *r) {
   nl_http_header_t h[4];
   size_t n = 0;
   h[n++] = (nl_http_header_t){"User-Agent", c->user_agent};
-  h[n++] = (nl_http_header_t){"Accept", "application/json, */*"};
+  h[n++] = (nl_http_header_t){"Accept", (char *)accept_header(r)};
   if (r->body) h[n++] = (nl_http_header_t){"Content-Type", r->content_type};
   if (c->authorization) h[n++] = (nl_http_header_t){"Authorization", c->authorization};
   uint64_t now = uv_now(c->loop);
@@ -401,6 +411,7 @@ nl_kube_req_t *nl_kube_request(nl_kube_client_t *c, const nl_kube_request_opts_t
   r->content_type = nl_xstrdup(o->content_type ? o->content_type : "application/json");
   r->no_rate_limit = o->no_rate_limit;
   r->fail_on_dial = o->fail_on_dial;
+  r->accept_protobuf = o->accept_protobuf;
   nl_list_init(&r->link);
   nl_list_insert_tail(&c->reqs, &r->all);
   uv_timer_init(c->loop, &r->timer);

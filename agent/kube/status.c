@@ -3,8 +3,12 @@
  * wording for the HTTP code. */
 #include "agent/kube/internal.h"
 
+#include <stdlib.h>
+
 #include <stdio.h>
 #include <string.h>
+
+#include "agent/kube/pb.h"
 
 /* client-go's maxUnstructuredResponseTextBytes: how much of a non-Status body
  * reaches a message. */
@@ -81,7 +85,20 @@ int nl__kube_status_read(const nl_tnode_t *obj, nl__kube_status_t *out) {
 static int body_status(nl_arena_t *a, const nl_kube_response_t *resp, nl__kube_status_t *st) {
   if (!resp->body_len) return -1;
   nl_err_t *err = NULL;
-  nl_tnode_t *root = nl__tree_parse_json(a, resp->body, resp->body_len, &err);
+  const char *body = resp->body;
+  size_t len = resp->body_len;
+  char *text = NULL;
+  if (nl_kube_pb_wanted(resp->content_type)) { /* a protobuf Status, read as its JSON */
+    json_t *o = NULL;
+    if (nl_kube_pb_to_json(body, len, &o, &err) == 0) text = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    nl_err_free(&err);
+    if (!text) return -1;
+    body = text;
+    len = strlen(text);
+  }
+  nl_tnode_t *root = nl__tree_parse_json(a, body, len, &err);
+  free(text);
   nl_err_free(&err);
   return root ? nl__kube_status_read(root, st) : -1;
 }

@@ -223,7 +223,7 @@ static void send_head(uv_timer_t *t) {
   if (r->retry_after)
     nv[n++] = (nghttp2_nv){(uint8_t *)"retry-after", (uint8_t *)r->retry_after, 11,
                            strlen(r->retry_after), 0};
-  if (r->body) nl_buf_append(&st->out, r->body, strlen(r->body));
+  if (r->body) nl_buf_append(&st->out, r->body, r->body_len ? r->body_len : strlen(r->body));
   nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_out};
   st->answered = true;
   nghttp2_submit_response(fc->h2, st->id, nv, n, &prd);
@@ -395,7 +395,7 @@ static void h1_handler(void *ctx, const nl_http_req_t *req, nl_http_resp_t *resp
   nl_http_resp_header(resp, "Content-Type", rule->content_type ? rule->content_type : "application/json");
   if (rule->retry_after) nl_http_resp_header(resp, "Retry-After", rule->retry_after);
   nl_buf_t b = NL_BUF_INIT;
-  nl_buf_puts(&b, rule->body ? rule->body : "");
+  if (rule->body) nl_buf_append(&b, rule->body, rule->body_len ? rule->body_len : strlen(rule->body));
   for (size_t i = 0; i < rule->n_chunks; i++) nl_buf_puts(&b, rule->chunks[i]);
   nl_http_resp_send(resp, rule->status ? rule->status : 200, b.data, b.len);
   nl_buf_free(&b);

@@ -36,6 +36,7 @@ typedef struct nl_fake_as_rule {
   const char *content_type;/* NULL: application/json */
   const char *retry_after; /* Retry-After header, NULL: none */
   const char *body;        /* NULL: "" */
+  size_t body_len;         /* 0: strlen(body); set for a binary body (protobuf) */
   uint64_t delay_ms;       /* before the head (h2 only) */
   /* Streaming (h2 only): after the head and body, these chunks, chunk_ms apart;
    * the stream ends after the last unless hold or an action follows. */

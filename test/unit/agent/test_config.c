@@ -35,6 +35,7 @@ static void defaults_match_upstream(void **state) {
   assert_int_equal(c.image_gc_high_threshold_percent, 85);
   assert_int_equal(c.image_gc_low_threshold_percent, 80);
   assert_string_equal(c.config_map_and_secret_change_detection_strategy, "Watch");
+  assert_string_equal(c.content_type, "application/vnd.kubernetes.protobuf");
   assert_int_equal(nl_config_validate(&c, NULL), 0);
   nl_config_free(&c);
 }
@@ -215,6 +216,17 @@ static void validation_follows_upstream(void **state) {
   assert_int_equal(nl_config_validate(&c, &err), -1);
   assert_string_equal(err->msg, "configMapAndSecretChangeDetectionStrategy: must be Watch, Get or "
                                 "Cache, got \"watch\"");
+  nl_err_free(&err);
+  nl_config_free(&c);
+  /* contentType: the file, the flag, and what client-go has no serializer for */
+  assert_int_equal(load(&c, HEADER "contentType: application/json\n", &err), 0);
+  assert_string_equal(c.content_type, "application/json");
+  assert_int_equal(nl_config_validate(&c, &err), 0);
+  char *ct[] = {"nanolet", "--kube-api-content-type", "application/yaml", NULL};
+  assert_int_equal(nl_flags_parse(&c, 3, ct, &help, &version, &err), 0);
+  assert_int_equal(nl_config_validate(&c, &err), -1);
+  assert_string_equal(err->msg, "contentType: must be application/vnd.kubernetes.protobuf or "
+                                "application/json, got \"application/yaml\"");
   nl_err_free(&err);
   nl_config_free(&c);
 }

@@ -13,6 +13,7 @@
 
 #include "agent/kube/client.h"
 #include "agent/kube/kubeconfig.h"
+#include "agent/kube/pb.h"
 #include "reactor/buf.h"
 #include "test/fakes/fake_apiserver.h"
 
@@ -807,9 +808,122 @@ static void http1_fallback(void **state) {
   world_end(&w);
 }
 
+/* ---- protobuf (agent/kube/pb.h) --------------------------------------- */
+
+typedef struct obj_result {
+  int calls, status;
+  char ctype[128];
+  json_t *obj;
+} obj_result_t;
+
+static void on_obj(void *ctx, const nl_kube_response_t *resp, const nl_err_t *err) {
+  obj_result_t *r = ctx;
+  r->calls++;
+  assert_null(err);
+  r->status = resp->status;
+  snprintf(r->ctype, sizeof r->ctype, "%s", resp->content_type);
+  nl_err_t *e = NULL;
+  if (nl_kube_resp_json(resp, &r->obj, &e) < 0) fail_msg("%s", nl_err_msg(e));
+}
+
+static char *fixture(const char *name, size_t *len) {
+  FILE *f = fopen(name, "rb");
+  assert_non_null(f);
+  char *buf = malloc(65536);
+  *len = fread(buf, 1, 65536, f);
+  fclose(f);
+  return buf;
+}
+
+/* With contentType protobuf a Lease goes out and comes back as protobuf; a
+ * kind pb.c does not know, and every kind with contentType JSON, stay JSON. */
+static void protobuf_lease(void **state) {
+  size_t plen;
+  char *pb = fixture(FIXTURES "/api/lease.pb", &plen);
+  json_t *lease = json_load_file(FIXTURES "/api/lease.json", 0, NULL);
+  assert_non_null(lease);
+  static const char path[] = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/edge-1";
+  for (int json = 0; json < 2; json++) {
+    world_t w;
+    world_init(&w, NULL);
+    w.opts.content_type = json ? "application/json" : NL_KUBE_PB_TYPE;
+    client_start(&w);
+    assert_int_equal(nl_kube_client_protobuf(w.client), !json);
+    nl_fake_as_add(w.fake, &(nl_fake_as_rule_t){.method = "PUT", .path = path,
+                                                .content_type = json ? NULL : NL_KUBE_PB_TYPE,
+                                                .body = json ? "{\"kind\":\"Lease\"}" : pb,
+                                                .body_len = json ? 0 : plen});
+    nl_fake_as_add(w.fake, &(nl_fake_as_rule_t){.method = "GET", .body = "{\"kind\":\"Pod\"}"});
+    nl_fake_as_add(w.fake, &(nl_fake_as_rule_t){.method = "PATCH", .path = path,
+                                                .content_type = json ? NULL : NL_KUBE_PB_TYPE,
+                                                .body = json ? "{\"kind\":\"Lease\"}" : pb,
+                                                .body_len = json ? 0 : plen});
+    obj_result_t a = {0}, b = {0}, c = {0};
+    nl_kube_request_opts_t o = {.method = "PUT", .path = path};
+    nl_kube_request_kind(w.client, &o, "coordination.k8s.io/v1", "Lease", lease, on_obj, &a);
+    o = (nl_kube_request_opts_t){.method = "GET", .path = "/api/v1/namespaces/ns/pods/p"};
+    nl_kube_request_kind(w.client, &o, "v1", "Pod", NULL, on_obj, &b);
+    /* A merge patch stays JSON; its answer, the Lease, is negotiated. */
+    json_t *patch = json_pack("{s:{s:s}}", "spec", "renewTime", "2026-11-26T20:07:44.000000Z");
+    o = (nl_kube_request_opts_t){.method = "PATCH", .path = path,
+                                 .content_type = "application/merge-patch+json"};
+    nl_kube_request_kind(w.client, &o, "coordination.k8s.io/v1", "Lease", patch, on_obj, &c);
+    run_until(&w, &a.calls, 1);
+    run_until(&w, &b.calls, 1);
+    run_until(&w, &c.calls, 1);
+    const nl_fake_as_req_t *pr = NULL;
+    for (size_t i = 0; i < 3; i++)
+      if (!strcmp(nl_fake_as_req(w.fake, i)->method, "PATCH")) pr = nl_fake_as_req(w.fake, i);
+    assert_non_null(pr);
+    assert_string_equal(pr->content_type, "application/merge-patch+json");
+    assert_string_equal(pr->body, "{\"spec\":{\"renewTime\":\"2026-11-26T20:07:44.000000Z\"}}");
+    assert_string_equal(pr->accept, json ? "application/json, */*"
+                                          : "application/vnd.kubernetes.protobuf, application/json");
+    assert_string_equal(json_string_value(json_object_get(c.obj, "kind")), "Lease");
+    json_decref(c.obj);
+    json_decref(patch);
+    const nl_fake_as_req_t *put = NULL, *get_pod = NULL;
+    for (size_t i = 0; i < 3; i++) {
+      const nl_fake_as_req_t *q = nl_fake_as_req(w.fake, i);
+      if (!strcmp(q->method, "PUT")) put = q;
+      if (!strcmp(q->method, "GET")) get_pod = q;
+    }
+    assert_non_null(put);
+    assert_non_null(get_pod);
+    if (json) {
+      assert_string_equal(put->accept, "application/json, */*");
+      assert_string_equal(put->content_type, "application/json");
+      json_t *sent = json_loadb(put->body, put->body_len, 0, NULL);
+      assert_true(json_equal(sent, lease));
+      json_decref(sent);
+      assert_string_equal(json_string_value(json_object_get(a.obj, "kind")), "Lease");
+    } else {
+      assert_string_equal(put->accept, "application/vnd.kubernetes.protobuf, application/json");
+      assert_string_equal(put->content_type, NL_KUBE_PB_TYPE);
+      json_t *sent = NULL;
+      nl_err_t *err = NULL;
+      if (nl_kube_pb_to_json(put->body, put->body_len, &sent, &err) < 0) fail_msg("%s", nl_err_msg(err));
+      assert_true(json_equal(sent, lease));
+      json_decref(sent);
+      assert_string_equal(a.ctype, NL_KUBE_PB_TYPE);
+      assert_string_equal(json_string_value(json_object_get(json_object_get(a.obj, "spec"), "renewTime")),
+                          "2026-11-26T20:07:34.123456Z");
+    }
+    assert_string_equal(get_pod->accept, "application/json, */*");
+    assert_null(get_pod->content_type);
+    assert_string_equal(json_string_value(json_object_get(b.obj, "kind")), "Pod");
+    json_decref(a.obj);
+    json_decref(b.obj);
+    world_end(&w);
+  }
+  json_decref(lease);
+  free(pb);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(requests_over_h2),
+      cmocka_unit_test(protobuf_lease),
       cmocka_unit_test(concurrent_one_connection),
       cmocka_unit_test(tls_failures),
       cmocka_unit_test(insecure),

@@ -75,6 +75,21 @@ nl_kube_req_t *nl_kube_request(nl_kube_client_t *c, const nl_kube_request_opts_t
   return r;
 }
 
+/* As the real one with a JSON client: the body goes as JSON. */
+nl_kube_req_t *nl_kube_request_kind(nl_kube_client_t *c, const nl_kube_request_opts_t *o,
+                                    const char *api_version, const char *kind, const json_t *obj,
+                                    nl_kube_done_fn cb, void *ctx) {
+  (void)api_version, (void)kind;
+  nl_kube_request_opts_t j = *o;
+  char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+  j.body = text;
+  j.body_len = text ? strlen(text) : 0;
+  if (text && !j.content_type) j.content_type = "application/json";
+  nl_kube_req_t *r = nl_kube_request(c, &j, cb, ctx);
+  free(text);
+  return r;
+}
+
 void nl_kube_req_cancel(nl_kube_req_t *r) {
   if (r->done) return;
   r->cancelled = true;
