@@ -22,6 +22,7 @@ N1=${2:-50}
 N2=${3:-110}
 IDLE=${4:-60}
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/bench_lib.sh"
 NANOLET=$BUILD/agent/nanolet
 NS=perf-vs
 export NANOLET_TESTENV_DIR=${NANOLET_PERF_TESTENV_DIR:-/var/lib/nanolet-perf-testenv}
@@ -79,7 +80,7 @@ EOF
   done
 }
 
-cat >"$TMP/kubelet.yaml" <<EOF
+kubelet_yaml "$EP" 10299 "$TMP/manifests" >"$TMP/kubelet.yaml"
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 staticPodPath: $TMP/manifests

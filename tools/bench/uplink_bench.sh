@@ -75,7 +75,7 @@ cleanup() {
 trap cleanup EXIT
 
 KPORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-cat >"$TMP/kubelet.yaml" <<EOF
+kubelet_yaml "$EP" "$KPORT" >"$TMP/kubelet.yaml"
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 containerRuntimeEndpoint: $EP
