@@ -81,25 +81,6 @@ EOF
 }
 
 kubelet_yaml "$EP" 10299 "$TMP/manifests" >"$TMP/kubelet.yaml"
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-staticPodPath: $TMP/manifests
-containerRuntimeEndpoint: $EP
-cgroupDriver: cgroupfs
-cgroupsPerQOS: false
-enforceNodeAllocatable: []
-failSwapOn: false
-failCgroupV1: false
-port: 10299
-readOnlyPort: 0
-healthzPort: 0
-authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
-authorization: {mode: AlwaysAllow}
-evictionHard: {memory.available: "1Mi", nodefs.available: "1%", imagefs.available: "1%"}
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-resolvConf: /etc/resolv.conf
-EOF
 
 declare -A R
 run() { # run NAME: one agent through the whole sequence

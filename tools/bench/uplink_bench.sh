@@ -80,24 +80,6 @@ trap cleanup EXIT
 
 KPORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 kubelet_yaml "$EP" "$KPORT" >"$TMP/kubelet.yaml"
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-containerRuntimeEndpoint: $EP
-cgroupDriver: cgroupfs
-cgroupsPerQOS: false
-enforceNodeAllocatable: []
-failSwapOn: false
-failCgroupV1: false
-port: $KPORT
-readOnlyPort: 0
-healthzPort: 0
-authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
-authorization: {mode: AlwaysAllow}
-evictionHard: {memory.available: "1Mi", nodefs.available: "1%", imagefs.available: "1%"}
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-resolvConf: /etc/resolv.conf
-EOF
 
 forget_node
 ns_gone() { ! kubectl get namespace "$NS" -o jsonpath='{.status.phase}' 2>/dev/null | grep -q Terminating; }
