@@ -266,8 +266,11 @@ static void register_failed(nl_node_t *n, const char *msg) {
 
 /* ---- the Node ---- */
 
-static void learn_node(nl_node_t *n, const nl_kube_response_t *resp) {
-  json_t *node = nl_node__object(resp);
+static void start_watch(nl_node_t *n);
+
+/* Takes node (the Node of an answer or of the watch; NULL when it did not decode). */
+static void learn_node(nl_node_t *n, json_t *node) {
+  start_watch(n);
   const char *uid = json_string_value(json_object_get(json_object_get(node, "metadata"), "uid"));
   if (uid && (!n->uid || strcmp(uid, n->uid) != 0)) {
     free(n->uid);
@@ -310,7 +313,7 @@ static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_
   switch (n->state) {
   case NL_NODE_REGISTER:
     if (code == 201 || code == 200) {
-      learn_node(n, resp);
+      learn_node(n, nl_node__object(resp));
       n->ready = ready_of(json_object_get(n->initial, "status"));
       registered(n);
       nl_info("Successfully registered node %s", n->opts.conf.name);
@@ -327,7 +330,7 @@ static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_
       register_failed(n, e ? nl_err_msg(e) : "error getting existing node");
       return;
     }
-    learn_node(n, resp);
+    learn_node(n, nl_node__object(resp));
     nl_info("Node %s was previously registered", n->opts.conf.name);
     set_state(n, NL_NODE_RECONCILE);
     break;
@@ -336,7 +339,7 @@ static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_
       register_failed(n, nl_err_msg(e));
       return;
     }
-    learn_node(n, resp);
+    learn_node(n, nl_node__object(resp));
     registered(n);
     set_state(n, NL_NODE_STATUS_GET);
     break;
@@ -351,7 +354,7 @@ static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_
       break;
     }
     if (!e) {
-      learn_node(n, resp);
+      learn_node(n, nl_node__object(resp));
       if (n->state == NL_NODE_STATUS_GET) {
         set_state(n, NL_NODE_STATUS_PATCH);
       } else {
@@ -439,9 +442,35 @@ static void status_round(nl_node_t *n) {
   n->ready = ready;
   char *path = node_path(n, "/status");
   request(n, "PATCH", path, "application/strategic-merge-patch+json",
-          json_pack("{s:o}", "status", status));
+          json_pack("{s:o}", "status", nl_node_status_patch(status, prev)));
+  json_decref(status);
   free(path);
 }
+
+/* ---- the watch (upstream's node informer: fieldSelector metadata.name) ---- */
+
+static void watched(nl_node_t *n, const char *json, size_t len) {
+  free(n->watched);
+  n->watched = json ? nl_xstrndup(json, len) : NULL;
+}
+
+static void on_watch_list(void *ctx, const nl_kube_raw_t *items, size_t len, const char *rv) {
+  (void)rv;
+  watched(ctx, len ? items[0].json : NULL, len ? items[0].len : 0);
+}
+
+static void on_watch_event(void *ctx, const nl_kube_watch_event_t *ev) {
+  bool gone = ev->type == NL_KUBE_WATCH_DELETED;
+  watched(ctx, gone ? NULL : ev->object, gone ? 0 : ev->object_len);
+}
+
+static void start_watch(nl_node_t *n) {
+  if (n->watch_started || !n->watch) return;
+  n->watch_started = true;
+  nl_reflector_start(n->watch);
+}
+
+static void watch_stopped(void *ctx) { nl_node__closed(ctx); }
 
 static void step(nl_node_t *n) {
   switch (n->state) {
@@ -487,7 +516,15 @@ static void step(nl_node_t *n) {
     return;
   }
   case NL_NODE_STATUS_GET: {
-    /* The first try reads the apiserver's cache, retries read etcd (upstream). */
+    /* The first try takes the Node from the watch (upstream's nodeLister), or
+     * reads the apiserver's cache while the watch has none; retries read etcd
+     * (upstream). */
+    if (n->status_tries == 0 && n->watched) {
+      learn_node(n, json_loads(n->watched, 0, NULL));
+      set_state(n, NL_NODE_STATUS_PATCH);
+      step(n);
+      return;
+    }
     char *path = node_path(n, n->status_tries == 0 ? "?resourceVersion=0" : "");
     request(n, "GET", path, NULL, NULL);
     free(path);
@@ -519,6 +556,14 @@ int nl_node_init(nl_node_t *n, uv_loop_t *loop, const nl_node_opts_t *opts,
   n->lease.log.what = "node lease";
   n->lease.node = n;
   n->facts.ephemeral_bytes = -1;
+  if (deps->kube) {
+    char *sel = nl_xasprintf("metadata.name=%s", opts->conf.name);
+    nl_reflector_opts_t ro = {.path = "/api/v1/nodes", .field_selector = sel};
+    nl_reflector_cbs_t cbs = {.on_list = on_watch_list, .on_event = on_watch_event};
+    int rc = nl_reflector_new(&n->watch, loop, deps->kube, &ro, &cbs, n, err);
+    free(sel);
+    if (rc < 0) return -1;
+  }
   uv_timer_init(loop, &n->timer);
   uv_timer_init(loop, &n->lease.timer);
   return 0;
@@ -546,6 +591,7 @@ void nl_node__closed(nl_node_t *n) {
   free_images(n);
   json_decref(n->initial);
   json_decref(n->prev);
+  free(n->watched);
   json_decref(n->lease.base);
   free(n->uid);
   if (n->done_cb) n->done_cb(n);
@@ -562,6 +608,11 @@ void nl_node_stop(nl_node_t *n, nl_node_done_cb done_cb) {
   if (n->req) {
     n->pending++;
     nl_kube_req_cancel(n->req);
+  }
+  if (n->watch) {
+    n->pending++;
+    nl_reflector_stop(n->watch, watch_stopped, n);
+    n->watch = NULL;
   }
   n->pending += 2;
   n->timer.data = n;

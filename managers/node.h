@@ -4,15 +4,20 @@
  *
  * Node: gather facts (thread pool) -> ask the runtime -> POST the Node; 409 ->
  * GET it and PATCH the labels and annotation upstream reconciles; failures back
- * off 100 ms doubling to 7 s. Then every nodeStatusUpdateFrequency (every 1 s
- * until the node is Ready, so that it turns Ready within seconds): GET the Node
- * (from the apiserver's cache), compute its status, PATCH it (strategic merge)
- * when it changed or nodeStatusReportFrequency passed; 5 tries per round as
- * upstream; a 404 registers again.
+ * off 100 ms doubling to 7 s. Once the Node is known, a watch on its
+ * metadata.name keeps it (upstream's node informer). Then every
+ * nodeStatusUpdateFrequency (every 1 s until the node is Ready, so that it turns
+ * Ready within seconds): take the Node from the watch (a GET from the
+ * apiserver's cache while the watch has none), compute its status, PATCH it
+ * (strategic merge) when it changed or nodeStatusReportFrequency passed; 5 tries
+ * per round as upstream, the retries reading the Node with a GET from etcd; a
+ * 404 registers again.
  *
  * Lease: once the Node's uid is known, GET the Lease; 404 -> create it with an
- * owner reference to the Node; then PUT it every nodeLeaseDurationSeconds / 4.
- * A failed PUT is retried 5 times (a 409 re-GETs first), then the Lease is
+ * owner reference to the Node; then renew it every nodeLeaseDurationSeconds / 4
+ * with a merge PATCH of renewTime on the last resourceVersion (upstream PUTs the
+ * whole Lease: nl_node_lease_renewal). A failed renewal is retried 5 times (a
+ * 409 re-GETs first), then the Lease is
  * fetched again with back-off 200 ms doubling to 7 s.
  *
  * Nothing here blocks the loop or waits for the apiserver: requests time out
@@ -32,6 +37,7 @@
 #include <uv.h>
 
 #include "agent/kube/client.h"
+#include "agent/kube/reflector.h"
 #include "agent/model/node.h"
 #include "managers/events.h"
 #include "reactor/backoff.h"
@@ -171,6 +177,12 @@ struct nl_node {
   /* The Node. */
   json_t *initial;       /* the body last POSTed (for the reconcile) */
   json_t *prev;          /* the Node as the status round read it */
+  /* The Node as the watch on its metadata.name last delivered it (upstream's
+   * node informer), JSON text; NULL before the first list and while the Node is
+   * absent. Kept as text: parsed once a round, it costs a third of the objects. */
+  nl_reflector_t *watch;
+  char *watched;
+  bool watch_started;
   char *uid;             /* the Node's uid, once known */
   bool registered;
   bool ready;            /* the last status sent said Ready=True */

@@ -110,9 +110,10 @@ static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_
   lstep(l);
 }
 
-static void request(nl_node_lease_t *l, const char *method, const char *path, json_t *body) {
+static void request(nl_node_lease_t *l, const char *method, const char *path, const char *ctype,
+                    json_t *body) {
   assert(!l->req);
-  l->req = nl_node__request(l->node, method, path, "Lease", NULL, body, on_response, l);
+  l->req = nl_node__request(l->node, method, path, "Lease", ctype, body, on_response, l);
 }
 
 static void lstep(nl_node_lease_t *l) {
@@ -123,17 +124,17 @@ static void lstep(nl_node_lease_t *l) {
   switch (l->state) {
   case NL_LEASE_GET:
     path = nl_xasprintf("%s/%s", ns, name);
-    request(l, "GET", path, NULL);
+    request(l, "GET", path, NULL, NULL);
     break;
   case NL_LEASE_CREATE:
-    request(l, "POST", ns,
+    request(l, "POST", ns, NULL,
             nl_node_lease(name, nl_node_uid(n), n->opts.lease_duration_s, nl_node__now_ns(n), NULL));
     break;
   case NL_LEASE_UPDATE:
     path = nl_xasprintf("%s/%s", ns, name);
-    request(l, "PUT", path,
-            nl_node_lease(name, nl_node_uid(n), n->opts.lease_duration_s, nl_node__now_ns(n),
-                          l->base));
+    request(l, "PATCH", path, "application/merge-patch+json",
+            nl_node_lease_renewal(name, nl_node_uid(n), n->opts.lease_duration_s,
+                                  nl_node__now_ns(n), l->base));
     break;
   default:
     assert(0 && "lease step in a waiting state");

@@ -361,6 +361,16 @@ bool nl_node_status_changed(const json_t *status, const json_t *prev) {
   return false;
 }
 
+json_t *nl_node_status_patch(const json_t *status, const json_t *prev) {
+  json_t *patch = json_object();
+  const char *k;
+  json_t *v;
+  json_object_foreach((json_t *)status, k, v) {
+    if (!json_equal(v, json_object_get(prev, k))) json_object_set(patch, k, v);
+  }
+  return patch;
+}
+
 /* ---- reconcile of an existing Node ---- */
 
 /* updateDefaultLabels' list. */
@@ -424,4 +434,24 @@ json_t *nl_node_lease(const char *node, const char *node_uid, int32_t duration_s
   json_object_set_new(spec, "leaseDurationSeconds", json_integer(duration_s));
   json_object_set_new(spec, "renewTime", json_string(nl_node_time(now_ns, true, t, sizeof t)));
   return l;
+}
+
+json_t *nl_node_lease_renewal(const char *node, const char *node_uid, int32_t duration_s,
+                              int64_t now_ns, const json_t *base) {
+  json_t *full = nl_node_lease(node, node_uid, duration_s, now_ns, base);
+  const json_t *bmeta = json_object_get(base, "metadata");
+  json_t *meta = json_object(), *spec = json_object();
+  json_t *rv = json_object_get(bmeta, "resourceVersion");
+  if (rv) json_object_set(meta, "resourceVersion", rv);
+  json_t *owners = json_object_get(json_object_get(full, "metadata"), "ownerReferences");
+  if (owners && !json_equal(owners, json_object_get(bmeta, "ownerReferences")))
+    json_object_set(meta, "ownerReferences", owners);
+  const char *k;
+  json_t *v;
+  json_object_foreach(json_object_get(full, "spec"), k, v) {
+    if (!json_equal(v, json_object_get(json_object_get(base, "spec"), k)))
+      json_object_set(spec, k, v);
+  }
+  json_decref(full);
+  return json_pack("{s:o,s:o}", "metadata", meta, "spec", spec);
 }

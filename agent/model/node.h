@@ -139,6 +139,13 @@ json_t *nl_node_initial(const nl_node_conf_t *c, const nl_node_facts_t *f,
  * condition heartbeat times ignored. */
 bool nl_node_status_changed(const json_t *status, const json_t *prev);
 
+/* The status patch (strategic merge) that takes prev (the Node's status as last
+ * read, may be NULL) to status: only the fields whose value differs, as the
+ * two-way patch upstream's PatchNodeStatus computes; conditions go whole when
+ * one of them changed (every report does: their heartbeat). The image list is
+ * the bulk of a status and goes only when it changed. New reference. */
+json_t *nl_node_status_patch(const json_t *status, const json_t *prev);
+
 /* The metadata patch that reconciles an existing Node with the initial one
  * (tryRegisterWithAPIServer: default labels, the controller-managed
  * attach-detach annotation), or NULL when it needs none. */
@@ -150,5 +157,14 @@ json_t *nl_node_reconcile(const json_t *initial, const json_t *existing);
  * known. */
 json_t *nl_node_lease(const char *node, const char *node_uid, int32_t duration_s, int64_t now_ns,
                       const json_t *base);
+
+/* A renewal of base (the last Lease the server returned) as a JSON merge patch:
+ * base's resourceVersion, so that it applies only to that version as
+ * upstream's update does (409 otherwise), and only the fields nl_node_lease
+ * would change: renewTime, and holder, duration and owner reference when base
+ * differs. Upstream PUTs the whole Lease back, managedFields included, three
+ * times the bytes for the same result. */
+json_t *nl_node_lease_renewal(const char *node, const char *node_uid, int32_t duration_s,
+                              int64_t now_ns, const json_t *base);
 
 #endif

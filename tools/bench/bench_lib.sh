@@ -26,3 +26,30 @@ spec:
 EOP
   done
 }
+
+# kubelet_yaml EP PORT [STATIC_POD_PATH]: the upstream kubelet's configuration
+# for the side-by-side benches: runtime EP, server on PORT, no cgroups per QoS,
+# no node allocatable enforcement, eviction and image GC out of the way;
+# failCgroupV1 off for this machine's cgroup v1.
+kubelet_yaml() {
+  cat <<EOK
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+${3:+staticPodPath: $3}
+containerRuntimeEndpoint: $1
+cgroupDriver: cgroupfs
+cgroupsPerQOS: false
+enforceNodeAllocatable: []
+failSwapOn: false
+failCgroupV1: false
+port: $2
+readOnlyPort: 0
+healthzPort: 0
+authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
+authorization: {mode: AlwaysAllow}
+evictionHard: {memory.available: "1Mi", nodefs.available: "1%", imagefs.available: "1%"}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+resolvConf: /etc/resolv.conf
+EOK
+}

@@ -22,13 +22,13 @@ N1=${2:-50}
 N2=${3:-110}
 IDLE=${4:-60}
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/bench_lib.sh"
 NANOLET=$BUILD/agent/nanolet
 NS=perf-vs
 export NANOLET_TESTENV_DIR=${NANOLET_PERF_TESTENV_DIR:-/var/lib/nanolet-perf-testenv}
 export NANOLET_TESTENV_BRIDGE=nl-br7 NANOLET_TESTENV_SUBNET=10.97.0.0/22
 TMP=$(mktemp -d /tmp/nanolet-vs.XXXXXX)
 PID=
-. "$HERE/bench_lib.sh"
 
 KBIN=$(nice "$HERE/../testenv/k8s-build.sh" kubelet) || { echo "cannot build the kubelet"; exit 1; }
 "$HERE/../testenv/setup.sh" >/dev/null 2>"$TMP/setup.log"
@@ -80,26 +80,7 @@ EOF
   done
 }
 
-cat >"$TMP/kubelet.yaml" <<EOF
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-staticPodPath: $TMP/manifests
-containerRuntimeEndpoint: $EP
-cgroupDriver: cgroupfs
-cgroupsPerQOS: false
-enforceNodeAllocatable: []
-failSwapOn: false
-failCgroupV1: false
-port: $(free_port)
-readOnlyPort: 0
-healthzPort: 0
-authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
-authorization: {mode: AlwaysAllow}
-evictionHard: {memory.available: "1Mi", nodefs.available: "1%", imagefs.available: "1%"}
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-resolvConf: /etc/resolv.conf
-EOF
+kubelet_yaml "$EP" "$(free_port)" "$TMP/manifests" >"$TMP/kubelet.yaml"
 
 declare -A R
 run() { # run NAME: one agent through the whole sequence

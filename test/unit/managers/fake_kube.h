@@ -20,6 +20,8 @@ struct nl_kube_req {
   char method[8], path[256], ctype[64];
   char *body; /* NULL without one */
   nl_kube_done_fn cb;
+  nl_kube_head_fn on_head; /* streaming (a watch) */
+  nl_kube_data_fn on_data;
   void *ctx;
   bool done, cancelled;
   uint64_t at_ms;
@@ -33,9 +35,11 @@ static struct {
   uv_timer_t deliver;
 } kf;
 
+#ifndef FAKE_KUBE_REAL_STATUS /* else the kube library's (a test that links it) */
 int nl_kube_status_err(const nl_kube_response_t *resp, nl_err_t **err) {
   return nl_err_set(err, resp->status, "the server responded with HTTP %d", resp->status);
 }
+#endif
 
 static void answer(nl_kube_req_t *r, int status, const char *body) {
   assert_false(r->done);
@@ -68,9 +72,13 @@ nl_kube_req_t *nl_kube_request(nl_kube_client_t *c, const nl_kube_request_opts_t
   snprintf(r->ctype, sizeof r->ctype, "%s", o->content_type ? o->content_type : "");
   r->body = o->body ? nl_xstrndup(o->body, o->body_len) : NULL;
   r->cb = cb;
+  r->on_head = o->on_head;
+  r->on_data = o->on_data;
   r->ctx = ctx;
   r->at_ms = uv_now(kf.loop);
-  assert_true(o->timeout_ms > 0);
+  /* Managers' own requests carry their deadline; a reflector's list and watch
+   * (by a selector) take the client's default. */
+  assert_true(o->timeout_ms > 0 || strstr(o->path, "fieldSelector=") != NULL);
   kf.reqs[kf.n++] = r;
   return r;
 }

@@ -22,7 +22,10 @@ static struct {
   int fail_status;    /* answer everything with this status (0: off) */
   json_t *node, *lease;
   int rv;
-  size_t patches, puts, posts;
+  size_t patches, puts, posts, lease_patches; /* patches: of the Node */
+  int fail_next_patch; /* the next PATCH of the Node answers this (0: off) */
+  nl_kube_req_t *watch; /* the watch on the Node, while open */
+  size_t rounds;        /* runtime queries: one a status round */
   /* the runtime */
   nl_node_runtime_done rt_done;
   void *rt_ctx;
@@ -33,7 +36,40 @@ static struct {
 
 static char *dumps(json_t *j) { return json_dumps(j, JSON_COMPACT); }
 
+static bool watching(void) { return fk.watch && !fk.watch->done && !fk.watch->cancelled; }
+
+/* One event on the open watch, as the apiserver frames it. */
+static void watch_send(const char *type, json_t *obj) {
+  if (!watching()) return;
+  char *o = dumps(obj);
+  char *ev = nl_xasprintf("{\"type\":\"%s\",\"object\":%s}\n", type, o);
+  fk.watch->on_data(fk.watch->ctx, ev, strlen(ev));
+  free(ev);
+  free(o);
+}
+
+/* The list and the watch of the Node by metadata.name. */
+static void serve_watch(nl_kube_req_t *r) {
+  assert_non_null(strstr(r->path, "fieldSelector=metadata.name%3Dn1"));
+  if (strstr(r->path, "watch=true")) {
+    fk.watch = r;
+    r->on_head(r->ctx, 200);
+    return;
+  }
+  json_t *list = json_pack("{s:s,s:{s:s},s:[]}", "kind", "NodeList", "metadata",
+                           "resourceVersion", "1", "items");
+  if (fk.node) json_array_append(json_object_get(list, "items"), fk.node);
+  char *out = dumps(list);
+  json_decref(list);
+  answer(r, 200, out);
+  free(out);
+}
+
 static void serve(nl_kube_req_t *r) {
+  if (strncmp(r->path, "/api/v1/nodes?", 14) == 0) {
+    serve_watch(r);
+    return;
+  }
   if (fk.fail_status) {
     answer(r, fk.fail_status, "");
     return;
@@ -64,13 +100,22 @@ static void serve(nl_kube_req_t *r) {
     else if (!want || !have || strcmp(want, have) != 0) status = 409;
     else json_decref(*obj), *obj = json_incref(body);
   } else if (strcmp(r->method, "PATCH") == 0) {
-    fk.patches++;
-    assert_string_equal(r->ctype, "application/strategic-merge-patch+json");
+    /* The Lease's renewal: a merge patch on the resourceVersion it read. */
+    const char *want = json_string_value(json_object_get(json_object_get(body, "metadata"), "resourceVersion"));
+    const char *have = *obj ? json_string_value(json_object_get(json_object_get(*obj, "metadata"), "resourceVersion")) : NULL;
+    if (lease) fk.lease_patches++;
+    else fk.patches++;
+    assert_string_equal(r->ctype, lease ? "application/merge-patch+json"
+                                        : "application/strategic-merge-patch+json");
     if (!*obj) status = 404;
+    else if (lease && (!want || !have || strcmp(want, have) != 0)) status = 409;
+    else if (!lease && fk.fail_next_patch) status = fk.fail_next_patch, fk.fail_next_patch = 0;
     else json_object_update_recursive(*obj, body);
   }
-  if (status < 300 && strcmp(r->method, "GET") != 0)
+  if (status < 300 && strcmp(r->method, "GET") != 0) {
     json_object_set_new(json_object_get(*obj, "metadata"), "resourceVersion", json_string(rv));
+    if (!lease) watch_send(status == 201 ? "ADDED" : "MODIFIED", *obj);
+  }
   char *out = status < 300 ? dumps(*obj) : nl_xstrdup("{\"kind\":\"Status\"}");
   json_decref(body);
   answer(r, status, out);
@@ -79,6 +124,7 @@ static void serve(nl_kube_req_t *r) {
 
 static void query_runtime(void *ctx, nl_node_runtime_done done, void *done_ctx) {
   assert_null(fk.rt_done);
+  fk.rounds++;
   fk.rt_done = done;
   fk.rt_ctx = done_ctx;
 }
@@ -102,7 +148,7 @@ static bool matches(const nl_kube_req_t *r, const char *method, const char *pref
 
 static nl_kube_req_t *pending(const char *method, const char *prefix) {
   for (size_t i = 0; i < kf.n; i++)
-    if (!kf.reqs[i]->done && !kf.reqs[i]->cancelled && matches(kf.reqs[i], method, prefix))
+    if (kf.reqs[i] != fk.watch && !kf.reqs[i]->done && !kf.reqs[i]->cancelled && matches(kf.reqs[i], method, prefix))
       return kf.reqs[i];
   return NULL;
 }
@@ -110,7 +156,7 @@ static nl_kube_req_t *pending(const char *method, const char *prefix) {
 /* A pending request the caller does not wait for. */
 static nl_kube_req_t *pending_other(const char *method, const char *prefix) {
   for (size_t i = 0; i < kf.n; i++)
-    if (!kf.reqs[i]->done && !kf.reqs[i]->cancelled &&
+    if (kf.reqs[i] != fk.watch && !kf.reqs[i]->done && !kf.reqs[i]->cancelled &&
         (!(method || prefix) || !matches(kf.reqs[i], method, prefix)))
       return kf.reqs[i];
   return NULL;
@@ -292,26 +338,35 @@ static void test_register_201_then_lease(void **state) {
   assert_int_equal(json_integer_value(json_object_get(json_object_get(b, "spec"), "leaseDurationSeconds")), 1);
   json_decref(b);
   serve(r);
-  /* Renewals every 250 ms, each with the last resourceVersion. */
+  /* Renewals every 250 ms, each with the last resourceVersion and nothing the
+   * renewal does not change. */
   uint64_t t0 = uv_now(&loop);
   run_until(NULL, NULL, 880);
-  assert_int_equal(fk.puts, 3);
+  assert_int_equal(fk.lease_patches, 3);
+  assert_int_equal(fk.puts, 0);
   nl_kube_req_t *last = NULL;
   for (size_t i = 0; i < kf.n; i++)
-    if (strcmp(kf.reqs[i]->method, "PUT") == 0) last = kf.reqs[i];
+    if (strcmp(kf.reqs[i]->method, "PATCH") == 0 && strstr(kf.reqs[i]->path, "/leases/n1")) last = kf.reqs[i];
   assert_true(last->at_ms - t0 >= 740);
+  b = body_of(last);
+  assert_int_equal(json_object_size(b), 2);
+  assert_int_equal(json_object_size(json_object_get(b, "metadata")), 1); /* resourceVersion */
+  assert_int_equal(json_object_size(json_object_get(b, "spec")), 1);     /* renewTime */
+  assert_non_null(json_object_get(json_object_get(b, "spec"), "renewTime"));
+  json_decref(b);
+  assert_string_equal(json_string_value(json_object_get(json_object_get(fk.lease, "spec"), "holderIdentity")), "n1");
   /* A conflict: GET the Lease again, then PUT the newer one. */
   json_object_set_new(json_object_get(fk.lease, "metadata"), "resourceVersion", json_string("other"));
   size_t gets = count("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1");
   fk.auto_answer = false;
-  r = run_until("PUT", "/apis/coordination.k8s.io", 1000);
+  r = run_until("PATCH", "/apis/coordination.k8s.io", 1000);
   fk.auto_answer = true;
   serve(r); /* 409 */
   r = run_until("GET", "/apis/coordination.k8s.io", 100);
   assert_non_null(r);
   assert_int_equal(count("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1"), gets + 1);
   serve(r);
-  r = run_until("PUT", "/apis/coordination.k8s.io", 100);
+  r = run_until("PATCH", "/apis/coordination.k8s.io", 100);
   assert_non_null(r);
   assert_non_null(strstr(r->body, "\"resourceVersion\":\"other\""));
   serve(r);
@@ -367,15 +422,26 @@ static void test_status_only_on_change_or_report(void **state) {
   fk.auto_answer = true;
   nl_node_start(&node);
   run_until(NULL, NULL, 300);
-  /* Registered and unchanged: GETs every 40 ms, no PATCH before report_ms. */
+  /* Registered and unchanged: a round every 40 ms, each taking the Node from
+   * the watch (upstream's node informer), not from a GET; no PATCH before
+   * report_ms. Only the first round, before the watch's list, reads it. */
   assert_int_equal(count("POST", "/api/v1/nodes"), 1);
-  assert_true(count("GET", "/api/v1/nodes/n1?resourceVersion=0") >= 4);
+  assert_true(fk.rounds >= 5);
+  assert_int_equal(count("GET", "/api/v1/nodes?fieldSelector=metadata.name%3Dn1"), 1); /* the list */
+  assert_true(watching());
+  assert_in_range(count("GET", "/api/v1/nodes/n1"), 0, 1);
   assert_int_equal(fk.patches, 0);
   /* The runtime goes away: the change is patched at once. */
   fk.runtime_ready = false;
   nl_kube_req_t *r = run_until("PATCH", "/api/v1/nodes/n1/status", 200);
   assert_non_null(r);
   assert_non_null(strstr(r->body, "container runtime not ready: RuntimeReady=false"));
+  /* Only what changed: the conditions, not the image list or nodeInfo. */
+  json_t *b = body_of(r);
+  assert_non_null(json_object_get(json_object_get(b, "status"), "conditions"));
+  assert_null(json_object_get(json_object_get(b, "status"), "images"));
+  assert_null(json_object_get(json_object_get(b, "status"), "nodeInfo"));
+  json_decref(b);
   serve(r);
   assert_false(nl_node_ready(&node));
   /* Not ready: rounds every fast_ms, still no PATCH without a change... */
@@ -416,6 +482,9 @@ static void test_deleted_node_registers_again(void **state) {
   nl_node_start(&node);
   run_until(NULL, NULL, 300);
   assert_string_equal(nl_node_uid(&node), "node-uid-1");
+  /* The watch tells of the deletion: the next round reads the Node, gets a
+   * 404 and registers it again. */
+  watch_send("DELETED", fk.node);
   json_decref(fk.node);
   fk.node = NULL;
   fk.auto_answer = false;
@@ -427,6 +496,30 @@ static void test_deleted_node_registers_again(void **state) {
   serve(r);
   assert_int_equal(count("POST", "/api/v1/nodes"), 2);
   assert_true(node.registered);
+}
+
+static void test_patch_conflict_reads_etcd(void **state) {
+  fk.auto_answer = true;
+  nl_node_start(&node);
+  run_until(NULL, NULL, 300);
+  size_t gets = count("GET", "/api/v1/nodes/n1");
+  /* Someone else changes the Node: the watch brings it, no GET. */
+  json_object_set_new(json_object_get(fk.node, "metadata"), "labels",
+                      json_pack("{s:s}", "team", "edge"));
+  watch_send("MODIFIED", fk.node);
+  fk.runtime_ready = false; /* a change to patch */
+  fk.fail_next_patch = 409;
+  nl_kube_req_t *r = run_until("GET", "/api/v1/nodes/n1", 300);
+  assert_non_null(r);
+  /* The retry after the conflict reads etcd (no resourceVersion=0), then patches. */
+  assert_string_equal(r->path, "/api/v1/nodes/n1");
+  assert_int_equal(count("GET", "/api/v1/nodes/n1"), gets + 1);
+  serve(r);
+  r = run_until("PATCH", "/api/v1/nodes/n1/status", 300);
+  assert_non_null(r);
+  serve(r);
+  assert_false(nl_node_ready(&node));
+  assert_int_equal(count("GET", "/api/v1/nodes/n1"), gets + 1);
 }
 
 static uint64_t max_lag;
@@ -455,7 +548,7 @@ static void test_apiserver_down(void **state) {
   assert_true(max_lag < 30); /* the loop stayed responsive */
   /* Back: registered and the Lease follows. */
   fk.fail_status = 0;
-  run_until("PUT", "/apis/coordination.k8s.io", 1000);
+  run_until("PATCH", "/apis/coordination.k8s.io", 1000);
   assert_true(node.registered);
   assert_int_equal(node.log.failures, 0);
   uv_close((uv_handle_t *)&tick, NULL);
@@ -464,7 +557,7 @@ static void test_apiserver_down(void **state) {
 static void test_lease_failures_back_off(void **state) {
   fk.auto_answer = true;
   nl_node_start(&node);
-  run_until("PUT", "/apis/coordination.k8s.io", 1000);
+  run_until("PATCH", "/apis/coordination.k8s.io", 1000);
   /* Every Lease write fails: five tries, then GETs with back-off. */
   fk.fail_status = 500;
   size_t before = kf.n;
@@ -501,6 +594,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_status_only_on_change_or_report, setup, teardown),
       cmocka_unit_test_setup_teardown(test_deleted_node_registers_again, setup, teardown),
       cmocka_unit_test_setup_teardown(test_rebooted_event, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_patch_conflict_reads_etcd, setup, teardown),
       cmocka_unit_test_setup_teardown(test_apiserver_down, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lease_failures_back_off, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stop_mid_request, setup, teardown),

@@ -367,13 +367,55 @@ static void test_lease(void **state) {
   json_decref(base);
 }
 
+static void test_lease_renewal(void **state) {
+  /* Only the resourceVersion (the precondition) and what changes. */
+  json_t *base = json_loads("{\"metadata\":{\"name\":\"edge-1\",\"resourceVersion\":\"77\","
+                            "\"uid\":\"l1\",\"managedFields\":[{\"manager\":\"nanolet\"}],"
+                            "\"ownerReferences\":[{\"apiVersion\":\"v1\",\"kind\":\"Node\","
+                            "\"name\":\"edge-1\",\"uid\":\"uid-1\"}]},\"spec\":{\"holderIdentity\":"
+                            "\"edge-1\",\"leaseDurationSeconds\":40,\"renewTime\":\"x\"}}", 0, NULL);
+  json_t *p = nl_node_lease_renewal("edge-1", "uid-1", 40, NOW, base);
+  expect_json(p, "{\"metadata\":{\"resourceVersion\":\"77\"},\"spec\":{\"renewTime\":"
+                 "\"2024-12-03T15:12:44.123456Z\"}}");
+  json_decref(p);
+  /* Another holder, another duration, no owner: each goes with the renewal. */
+  json_t *other = json_loads("{\"metadata\":{\"resourceVersion\":\"78\"},\"spec\":{"
+                             "\"holderIdentity\":\"x\",\"leaseDurationSeconds\":10}}", 0, NULL);
+  p = nl_node_lease_renewal("edge-1", "uid-1", 40, NOW, other);
+  expect_json(p, "{\"metadata\":{\"resourceVersion\":\"78\",\"ownerReferences\":[{\"apiVersion\":"
+                 "\"v1\",\"kind\":\"Node\",\"name\":\"edge-1\",\"uid\":\"uid-1\"}]},\"spec\":{"
+                 "\"holderIdentity\":\"edge-1\",\"leaseDurationSeconds\":40,\"renewTime\":"
+                 "\"2024-12-03T15:12:44.123456Z\"}}");
+  json_decref(p);
+  json_decref(other);
+  json_decref(base);
+}
+
+static void test_status_patch(void **state) {
+  json_t *prev = json_loads("{\"capacity\":{\"cpu\":\"2\"},\"images\":[{\"names\":[\"a\"]}],"
+                            "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}", 0, NULL);
+  json_t *now = json_loads("{\"capacity\":{\"cpu\":\"2\"},\"images\":[{\"names\":[\"a\"]}],"
+                           "\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\"}],"
+                           "\"nodeInfo\":{\"bootID\":\"b\"}}", 0, NULL);
+  json_t *p = nl_node_status_patch(now, prev);
+  expect_json(p, "{\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\"}],"
+                 "\"nodeInfo\":{\"bootID\":\"b\"}}");
+  json_decref(p);
+  p = nl_node_status_patch(now, NULL); /* nothing known: all of it */
+  assert_true(json_equal(p, now));
+  json_decref(p);
+  json_decref(prev);
+  json_decref(now);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_initial_node),      cmocka_unit_test(test_unschedulable),
       cmocka_unit_test(test_allocatable),       cmocka_unit_test(test_ready_messages),
       cmocka_unit_test(test_conditions_and_change), cmocka_unit_test(test_reconcile),
       cmocka_unit_test(test_labels),            cmocka_unit_test(test_taints),
-      cmocka_unit_test(test_lease),
+      cmocka_unit_test(test_lease),             cmocka_unit_test(test_lease_renewal),
+      cmocka_unit_test(test_status_patch),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
