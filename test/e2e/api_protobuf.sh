@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The node's Lease and Node travel as protobuf, upstream's default contentType:
-# every Lease renewal goes out as application/vnd.kubernetes.protobuf and its
-# answer comes back so, and so do the Node's answers (its status patches stay
-# strategic merge patches, in JSON, as upstream's); the Lease keeps being
+# the Lease is created as application/vnd.kubernetes.protobuf, its renewals (a
+# JSON merge patch of renewTime, docs/NODE.md) are answered so, and so are the
+# Node's status patches (strategic merge patches, in JSON, as upstream's); the
+# Lease keeps being
 # renewed and the node Ready. --kube-api-content-type=application/json turns
 # it off. The agent's -v=7 request log (content types and sizes, as client-go
 # logs headers) says what went out; the bytes per renewal are printed.
@@ -21,7 +22,7 @@ node_ready() { [ "$(kubectl get node "$NODE" -o jsonpath='{.status.conditions[?(
 renew_time() { kubectl get lease -n kube-node-lease "$NODE" -o jsonpath='{.spec.renewTime}' 2>/dev/null; }
 # The -v=7 lines of one kind of request: METHOD PATH-SUFFIX
 reqs() { grep -E " $1 https://[^ ]*$2: Accept: " "$LOG"; }
-renewals() { reqs PUT "/leases/$NODE" | wc -l; }
+renewals() { reqs PATCH "/leases/$NODE" | wc -l; }
 # bytes METHOD SUFFIX: "<request bytes> <response bytes>" averaged over the requests
 bytes() {
   reqs "$1" "$2" | sed -E 's/.*\(([0-9]+) bytes\); response .*\(([0-9]+) bytes\)$/\1 \2/' |
@@ -32,14 +33,15 @@ bytes() {
 start_agent --kubeconfig "$KC" --node-ip "$NODE_IP" -v=7
 wait_for 15 node_ready && ok "the node is Ready" || fail "node Ready" "$(tail -5 "$LOG")"
 # The first renewal comes 10 s (a quarter of 40 s) after the Lease is made.
-if wait_for 30 bash -c "[ \$(grep -cE ' PUT https://[^ ]*/leases/$NODE: Accept: ' '$LOG') -ge 2 ]"; then
+if wait_for 30 bash -c "[ \$(grep -cE ' PATCH https://[^ ]*/leases/$NODE: Accept: ' '$LOG') -ge 2 ]"; then
   ok "the Lease is renewed"
 else
   fail "Lease renewals" "$(grep -i lease "$LOG" | tail -5)"
 fi
 want="Accept: $PB, application/json, Content-Type: $PB \\([0-9]+ bytes\\); response Content-Type: $PB \\("
-check "every Lease renewal goes out and comes back as protobuf" \
-  bash -c "[ \$(grep -cE ' PUT https://[^ ]*/leases/$NODE: $want' '$LOG') -eq \$(grep -cE ' PUT https://[^ ]*/leases/$NODE: ' '$LOG') ]"
+renewal="Accept: $PB, application/json, Content-Type: application/merge-patch\\+json \\([0-9]+ bytes\\); response Content-Type: $PB \\("
+check "every Lease renewal is a JSON merge patch answered in protobuf" \
+  bash -c "[ \$(grep -cE ' PATCH https://[^ ]*/leases/$NODE: $renewal' '$LOG') -eq \$(grep -cE ' PATCH https://[^ ]*/leases/$NODE: ' '$LOG') ]"
 check "the Lease is created as protobuf" \
   bash -c "grep -qE ' POST https://[^ ]*/namespaces/kube-node-lease/leases: $want' '$LOG'"
 check "the Node's status patches are JSON patches answered in protobuf" \
@@ -50,17 +52,17 @@ r2=$(renew_time)
 check "the renewTime written through protobuf advances ($r1 -> $r2)" [ -n "$r1" ] && [ "$r2" \> "$r1" ]
 check "the node stays Ready" node_ready
 check "the agent logs no decoding failure" bash -c "! grep -q 'does not decode' '$LOG'"
-read -r pq pr <<<"$(bytes PUT "/leases/$NODE")"
+read -r pq pr <<<"$(bytes PATCH "/leases/$NODE")"
 echo "# Lease renewal, protobuf: $pq bytes request body, $pr bytes response body ($(renewals) renewals)"
 stop_agent
 
 # --- --kube-api-content-type=application/json -----------------------------------
 mv "$LOG" "$E2E_TMP/agent-protobuf.log"
 start_agent --kubeconfig "$KC" --node-ip "$NODE_IP" -v=7 --kube-api-content-type=application/json
-if wait_for 30 bash -c "[ \$(grep -cE ' PUT https://[^ ]*/leases/$NODE: Accept: ' '$LOG') -ge 1 ]"; then
-  check "with application/json the Lease goes out and comes back as JSON" \
-    bash -c "grep -qE ' PUT https://[^ ]*/leases/$NODE: Accept: application/json, \\*/\\*, Content-Type: application/json \\([0-9]+ bytes\\); response Content-Type: application/json ' '$LOG'"
-  read -r jq_ jr <<<"$(bytes PUT "/leases/$NODE")"
+if wait_for 30 bash -c "[ \$(grep -cE ' PATCH https://[^ ]*/leases/$NODE: Accept: ' '$LOG') -ge 1 ]"; then
+  check "with application/json the Lease renewal comes back as JSON" \
+    bash -c "grep -qE ' PATCH https://[^ ]*/leases/$NODE: Accept: application/json, \\*/\\*, Content-Type: application/merge-patch\\+json \\([0-9]+ bytes\\); response Content-Type: application/json ' '$LOG'"
+  read -r jq_ jr <<<"$(bytes PATCH "/leases/$NODE")"
   echo "# Lease renewal, JSON: $jq_ bytes request body, $jr bytes response body"
   check "protobuf renewals are smaller than JSON ones" [ "$((pq + pr))" -lt "$((jq_ + jr))" ]
 else
