@@ -343,6 +343,7 @@ int nl_kserver_new(nl_kserver_t **out, uv_loop_t *loop, const nl_kserver_opts_t 
       .header_timeout_ms = o->header_timeout_ms ? o->header_timeout_ms : DEFAULT_HEADER_TIMEOUT_MS,
       .max_conns = o->max_conns ? o->max_conns : DEFAULT_MAX_CONNS,
       .lazy_body = true, /* bodies only after authorization */
+      .refuse_crowded = true, /* reached from the network, from many addresses */
       .tls = s->tls};
   if (nl_http_server_init(&s->https, loop, &ho, err) < 0) goto fail_http;
   nl_http_server_route(&s->https, NULL, "/", on_secure, s);

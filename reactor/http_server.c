@@ -803,17 +803,18 @@ static bool evict(nl_http_server_t *srv, conn_t *newcomer) {
 
 /* Whether the newcomer is admitted while the unproven connections are at a
  * bound (MAX_UNPROVEN on the listener, MAX_UNPROVEN_PER_HOST from its
- * address): only when its address holds none of them, or at least two fewer
- * than the address that holds the most (then one of those is closed to make
- * room). Else it is closed at accept, before any TLS work: an attacker that
- * reopens what is closed costs an accept and a close, not a handshake each
- * (admitting it and evicting one of its peers' would only swap one stalled
- * handshake for a new one, without end). */
+ * address). With refuse_crowded, only when its address holds none of them, or
+ * at least two fewer than the address that holds the most; else it is closed
+ * at accept, before any TLS work: an attacker that reopens what is closed
+ * costs an accept and a close, not a handshake each (admitting it and
+ * evicting one of its peers' would only swap one stalled handshake for a new
+ * one, without end). An admitted newcomer closes one of the most crowded
+ * address's to make room. */
 static bool admit(nl_http_server_t *srv, conn_t *newcomer) {
   census_t cs;
   take_census(srv, newcomer, &cs);
   if (cs.n < MAX_UNPROVEN && cs.same < MAX_UNPROVEN_PER_HOST) return true;
-  if (cs.same > 0 && cs.same + 2 > cs.most) return false;
+  if (srv->opts.refuse_crowded && cs.same > 0 && cs.same + 2 > cs.most) return false;
   if (cs.victim) {
     nl_vlog(4, "http: %s: %zu unproven connections, closing %s", srv->addr, cs.n,
             cs.victim->remote);

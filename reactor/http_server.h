@@ -65,8 +65,17 @@ typedef struct nl_http_server_opts {
    * connection whose handshake has not completed (a plain one that sent
    * nothing), then one that has not completed a request, oldest first; then
    * the one idle longest between requests; then the oldest with a request in
-   * hand. The newcomer (it may be the API server) is never refused. 0: 128. */
+   * hand. 0: 128. */
   size_t max_conns;
+  /* While the connections with no request answered yet are at their bound, a
+   * newcomer from an address that already holds its share of them is closed
+   * at accept instead (docs/SERVER.md, "Connections"): an attacker that
+   * reopens what is closed then costs an accept, not a TLS handshake. For
+   * listeners reached from many addresses (the kubelet server's). Off, the
+   * newcomer always gets in: a loopback-only listener (the local /healthz),
+   * whose clients all share one address, must not refuse a check because a
+   * local process holds silent connections. */
+  bool refuse_crowded;
   size_t max_head;          /* 0: NL_HTTP_DEFAULT_MAX_HEAD; over it: 431 */
   uint64_t max_body;        /* 0: 1 MiB; over it: 413 */
   /* Handlers run when the head is complete, before any body byte is read; one

@@ -570,7 +570,7 @@ static void crowd_finish(crowd_fixture_t *c) {
 static void one_address_refused_past_its_share(void **state) {
   crowd_fixture_t c;
   memset(&c, 0, sizeof(c));
-  setup_server(&c.f, NULL);
+  setup_server(&c.f, &(nl_http_server_opts_t){.refuse_crowded = true});
   c.nloris = 40;
   for (int i = 0; i < 40; i++) loris_start(&c, i, 2);
   uv_timer_init(&c.f.loop, &c.step);
@@ -582,6 +582,29 @@ static void one_address_refused_past_its_share(void **state) {
   assert_int_equal(c.f.handled, 1);
   assert_int_equal(c.closed_before, 40 - 32);
   assert_int_equal(c.closed_by_legit, 0);
+  crowd_finish(&c);
+}
+
+/* Without refuse_crowded (the loopback-only /healthz): 40 slowloris sockets
+ * from 127.0.0.1 itself, then a check from the same address: it gets in and
+ * is answered, the crowd making room for it (one slowloris closed), as each
+ * of the eight past the share did. */
+static void one_address_all_admitted_without_refusal(void **state) {
+  crowd_fixture_t c;
+  memset(&c, 0, sizeof(c));
+  setup_server(&c.f, NULL);
+  c.nloris = 40;
+  for (int i = 0; i < 40; i++) loris_start(&c, i, 1);
+  uv_timer_init(&c.f.loop, &c.step);
+  c.step.data = &c;
+  uv_timer_start(&c.step, crowd_legit, 200, 0);
+  uv_run(&c.f.loop, UV_RUN_DEFAULT);
+  assert_int_equal(c.f.stopped, 1);
+  assert_non_null(strstr(c.f.peer.in.data, "HTTP/1.1 200 OK"));
+  assert_int_equal(c.f.handled, 1);
+  assert_int_equal(c.closed_before, 40 - 32);
+  assert_false(c.last_closed_before); /* the newest got in: an older one went */
+  assert_int_equal(c.closed_by_legit, 1);
   crowd_finish(&c);
 }
 
@@ -598,7 +621,7 @@ static void crowd_one_more(uv_timer_t *t) {
 static void many_addresses_newcomer_refused_client_admitted(void **state) {
   crowd_fixture_t c;
   memset(&c, 0, sizeof(c));
-  setup_server(&c.f, NULL);
+  setup_server(&c.f, &(nl_http_server_opts_t){.refuse_crowded = true});
   c.nloris = 129;
   for (int i = 0; i < 128; i++) loris_start(&c, i, 2 + i % 64);
   uv_timer_init(&c.f.loop, &c.step);
@@ -785,6 +808,7 @@ int main(void) {
       cmocka_unit_test(eviction_order),
       cmocka_unit_test(head_deadline),
       cmocka_unit_test(one_address_refused_past_its_share),
+      cmocka_unit_test(one_address_all_admitted_without_refusal),
       cmocka_unit_test(many_addresses_newcomer_refused_client_admitted),
       cmocka_unit_test(streamed_response),
       cmocka_unit_test(takeover_after_upgrade),
