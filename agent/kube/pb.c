@@ -100,16 +100,43 @@ static bool is_time(const ProtobufCMessageDescriptor *d) {
   return d == &nlk8s__time__descriptor || d == &nlk8s__micro_time__descriptor;
 }
 
+/* Days since 1970-01-01 of a proleptic Gregorian date, and back (H. Hinnant's
+ * civil calendar algorithms): in int64_t, since a 32-bit time_t (armhf) cannot
+ * hold Go's zero time, year 1. */
+static int64_t days_from_civil(int64_t y, int m, int d) {
+  y -= m <= 2;
+  int64_t era = (y >= 0 ? y : y - 399) / 400;
+  int64_t yoe = y - era * 400;
+  int64_t doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+  int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + doe - 719468;
+}
+
+static void civil_from_days(int64_t z, int64_t *y, int *m, int *d) {
+  z += 719468;
+  int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+  int64_t doe = z - era * 146097;
+  int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  int64_t mp = (5 * doy + 2) / 153;
+  *d = (int)(doy - (153 * mp + 2) / 5 + 1);
+  *m = (int)(mp < 10 ? mp + 3 : mp - 9);
+  *y = yoe + era * 400 + (*m <= 2);
+}
+
+#define DAY_S INT64_C(86400)
+
 /* RFC 3339 as metav1.Time (seconds) or metav1.MicroTime (microseconds) write it. */
 static int fmt_time(int64_t s, int32_t ns, bool micro, char *buf, size_t len) {
-  struct tm tm;
-  time_t t = (time_t)s;
-  if ((int64_t)t != s || !gmtime_r(&t, &tm) || tm.tm_year + 1900 < 0 || tm.tm_year + 1900 > 9999 ||
-      ns < 0 || ns > 999999999)
+  /* Years 0 to 9999: what four digits write. */
+  if (ns < 0 || ns > 999999999 || s < INT64_C(-62167219200) || s > INT64_C(253402300799))
     return -1;
-  /* %04d: strftime's %Y does not pad years before 1000. */
-  int n = snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900, tm.tm_mon + 1,
-                   tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+  int64_t days = s >= 0 ? s / DAY_S : -((-s + DAY_S - 1) / DAY_S), rem = s - days * DAY_S, y;
+  int m, d;
+  civil_from_days(days, &y, &m, &d);
+  /* %04: years before 1000 are padded, as Go writes them. */
+  int n = snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d", (int)y, m, d, (int)(rem / 3600),
+                   (int)(rem / 60 % 60), (int)(rem % 60));
   if (micro) n += snprintf(buf + n, len - (size_t)n, ".%06d", ns / 1000);
   snprintf(buf + n, len - (size_t)n, "Z");
   return 0;
@@ -148,7 +175,8 @@ static int parse_time(const char *s, int64_t *sec, int32_t *nsec) {
     return -1;
   }
   if (*p) return -1;
-  *sec = (int64_t)timegm(&tm) - off;
+  *sec = days_from_civil(tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday) * DAY_S +
+         tm.tm_hour * 3600 + tm.tm_min * 60 + tm.tm_sec - off;
   *nsec = ns;
   return 0;
 }
