@@ -16,7 +16,7 @@
 #
 # Environment:
 #   NANOLET_TESTENV_CACHE  cache directory (default /var/cache/nanolet-testenv)
-#   GOPROXY                module proxy (default https://proxy.golang.org)
+#   GOPROXY                module proxy (default: Go's own, `go env GOPROXY`)
 set -euo pipefail
 exec 3>&1 1>&2
 
@@ -42,7 +42,6 @@ build_flags=(-trimpath)
 [ -z "$tags" ] || build_flags+=(-tags "$tags")
 build_flags+=(-ldflags "-s -w")
 export CGO_ENABLED=0 GOTOOLCHAIN=local GOSUMDB=off GOFLAGS=-mod=readonly
-export GOPROXY=${GOPROXY:-https://proxy.golang.org}
 
 need=$(sed -n 's/^go //p' "$mod/go.mod")
 go_ok() { # go_ok GO: GO runs and is at least the module's go version
@@ -80,7 +79,7 @@ if [ ! -x "$out" ]; then
     "${pkgs[@]}") >"$blog" 2>&1; then
     tail -n 20 "$blog" >&2
     grep -qE 'dial tcp|no such host|connection refused|i/o timeout' "$blog" &&
-      die "the Go module proxy ($GOPROXY) cannot be reached (see $blog)"
+      die "the Go module proxy ($("$go_bin" env GOPROXY)) cannot be reached (see $blog)"
     die "building $name failed; see $blog"
   fi
   mv "$dir"/tmp/* "$dir/"
