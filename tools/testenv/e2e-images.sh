@@ -2,8 +2,9 @@
 # The images that upstream's node conformance specs run, made here and pushed
 # to a registry of our own, for tools/conformance.sh. No image comes from
 # anywhere else: each is built with umoci from the pinned module's binaries
-# (agnhost, nonewprivs: tools/testenv/k8s-build.sh suite), busybox-static,
-# tools/pause and the Debian packages named below.
+# (agnhost, nonewprivs: tools/testenv/k8s-build.sh suite), busybox built as
+# upstream releases it (tools/testenv/busybox-build.sh), tools/pause and the
+# Debian packages named below.
 #
 #   repo_list=$(tools/testenv/e2e-images.sh BINDIR)
 #   KUBE_TEST_REPO_LIST=$repo_list e2e.test ...
@@ -19,7 +20,8 @@
 # carry.)
 #
 # Images (names and tags of test/utils/image/manifest.go, v1.36.3):
-#   e2e-test-images/busybox:1.37.0-1     busybox-static with every applet
+#   e2e-test-images/busybox:1.37.0-1     upstream's busybox (Debian 12's
+#       source, unpatched, defconfig) with every applet
 #   e2e-test-images/agnhost:2.63.0, :2.55  /agnhost on busybox, with Debian's
 #       dash as /bin/sh, bash, curl and netcat-openbsd (`nc -u`) and their
 #       libraries, user-defined-in-image (1000) and group-defined-in-image
@@ -56,7 +58,7 @@ E2E=$ADDR/e2e-test-images
 PATH_ENV="PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Debian packages whose binaries go into the images: installed for their
 # libraries; nginx only unpacked (installing it starts a web server on :80).
-PACKAGES=(umoci skopeo docker-registry busybox-static curl netcat-openbsd bash dash hostname
+PACKAGES=(umoci skopeo docker-registry curl netcat-openbsd bash dash hostname
   libpcre2-8-0 libssl3 zlib1g libcrypt1)
 
 
@@ -111,15 +113,15 @@ copy_bin() {
   done
 }
 
-# busybox_root ROOT: busybox-static with every applet in /bin, the base files.
+# busybox_root ROOT: upstream's busybox with every applet in /bin, the base
+# files.
 busybox_root() {
   local root=$1 a
-  file_is_static /bin/busybox || die "/bin/busybox is not static; install busybox-static"
   mkdir -p "$root/bin" "$root/etc" "$root/tmp" "$root/proc" "$root/sys" "$root/dev" \
     "$root/root" "$root/var" "$root/usr/bin" "$root/usr/sbin" "$root/usr/local/bin"
   chmod 1777 "$root/tmp"
-  cp /bin/busybox "$root/bin/busybox"
-  for a in $(/bin/busybox --list); do
+  cp "$BUSYBOX" "$root/bin/busybox"
+  for a in $("$BUSYBOX" --list); do
     [ "$a" = busybox ] || ln -sf busybox "$root/bin/$a"
   done
   printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$root/etc/passwd"
@@ -263,12 +265,13 @@ EOF
 
 [ "$(id -u)" -eq 0 ] || die "must run as root"
 install_packages "${PACKAGES[@]}"
+BUSYBOX=$("$here/busybox-build.sh")
 registry_up
 
 # Rebuilt when anything that goes into the images changes.
 key=$({
   cat "$0" "$here/../pause/pause.c"
-  sha256sum "$BIN/agnhost" "$BIN/nonewprivs" "$BIN"/agnhost-localhost.* /bin/busybox
+  sha256sum "$BIN/agnhost" "$BIN/nonewprivs" "$BIN"/agnhost-localhost.* "$BUSYBOX"
   dpkg-query -W "${PACKAGES[@]}"
   apt-cache policy nginx | sed -n 's/^ *Candidate: //p'
 } | sha256sum | cut -c1-16)
