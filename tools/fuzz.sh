@@ -80,13 +80,32 @@ status=0
 # current directory otherwise), for the report and for a regression seed.
 artifacts=build-fuzz/findings
 mkdir -p "$artifacts"
-for t in "${targets[@]}"; do
+# one TARGET: runs it, and leaves its report in $work/TARGET.result.
+one() {
+  local t=$1
   mkdir -p "$work/$t"
   if "${bins[$t]}" -max_total_time="$secs" -max_len=65536 -print_final_stats=1 \
       -artifact_prefix="$artifacts/$t-" "$work/$t" ${seeds[$t]} >"$work/$t.log" 2>&1; then
     echo "fuzz: $t clean for ${secs}s ($(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$work/$t.log" | grep -o '[0-9]*$') runs)"
   else
-    echo "fuzz: $t FAILED"; tail -40 "$work/$t.log"; status=1
+    echo "fuzz: $t FAILED"; tail -40 "$work/$t.log"
+  fi >"$work/$t.result"
+}
+# One target per CPU at a time (NANOLET_FUZZ_JOBS): each is single-threaded.
+jobs=${NANOLET_FUZZ_JOBS:-$(nproc)}
+running=0
+for t in "${targets[@]}"; do
+  [ -n "${bins[$t]:-}" ] || { echo "fuzz: no target $t"; exit 2; }
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n
+    running=$((running - 1))
   fi
+  one "$t" &
+  running=$((running + 1))
+done
+wait
+for t in "${targets[@]}"; do
+  cat "$work/$t.result"
+  grep -q '^fuzz: .* FAILED' "$work/$t.result" && status=1
 done
 exit $status
