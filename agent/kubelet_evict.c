@@ -287,7 +287,7 @@ int nl__kubelet_evict_init(nl_kubelet_t *k, nl_err_t **err) {
   k->gc_up = true;
   k->cri_users++;
   nl_eviction_deps_t ed = {ev_collect, ev_active_pods, ev_evict, ev_cleaned_up, ev_reclaim, k, NULL,
-                           cfg->kernel_memcg_notification ? MEMCG : NULL};
+                           cfg->kernel_memcg_notification ? MEMCG : NULL, &k->metrics};
   nl_eviction_init(&k->eviction, k->loop, t, n, cfg->eviction_pressure_transition_period,
                    cfg->eviction_max_pod_grace_period, 0, &ed);
   free(t);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "managers/metrics.h"
 #include "managers/status.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
@@ -173,6 +174,7 @@ static bool evict_one(nl_eviction_t *m, int ti) {
     m->deps.evict(m->deps.ctx, pod, grace, msg);
     free(msg);
     m->evictions++;
+    if (m->deps.metrics) nl_kmetrics_eviction(m->deps.metrics, nl_ev_signal_name(t->signal));
     m->last_eviction_ns = now_ns(m);
     done = true;
   }

@@ -160,6 +160,8 @@ typedef struct nl_eviction_deps {
   /* The root memory cgroup (v1) whose threshold notifications start a round
    * at once (upstream kernelMemcgNotification); NULL: polling only. */
   const char *memcg_dir;
+  /* kubelet_evictions{eviction_signal} counts each eviction; NULL: none. */
+  struct nl_kmetrics *metrics;
 } nl_eviction_deps_t;
 
 typedef enum {

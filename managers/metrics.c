@@ -210,6 +210,10 @@ void nl_kmetrics_pod_worker(nl_kmetrics_t *m, const char *operation, uint64_t du
   nl_metric_observe(nl_metric_series1(m->pod_worker, operation), (double)duration_ns / 1e9);
 }
 
+void nl_kmetrics_eviction(nl_kmetrics_t *m, const char *signal) {
+  nl_metric_inc(nl_metric_series1(m->evictions, signal));
+}
+
 void nl_kmetrics_pod_started(nl_kmetrics_t *m, double seconds) {
   nl_metric_observe(nl_metric_series(m->pod_start, NULL), seconds);
 }

@@ -4,9 +4,8 @@
  * a pointer (NULL in tests that do not look) and record through the helpers
  * below; series they touch often are looked up once and cached.
  *
- * What nanolet does not do never shows (a vector without series prints
- * nothing): kubelet_evictions stays empty, as on an upstream kubelet that has
- * evicted nothing. */
+ * A vector without series prints nothing: kubelet_evictions stays empty
+ * until the first eviction, as upstream's. */
 #ifndef NL_MANAGERS_METRICS_H
 #define NL_MANAGERS_METRICS_H
 
@@ -45,6 +44,9 @@ void nl_kmetrics_pleg_relist(nl_kmetrics_t *m, int64_t start_ns, uint64_t durati
 
 /* A pod worker's sync: operation "create", "update", "sync" or "kill". */
 void nl_kmetrics_pod_worker(nl_kmetrics_t *m, const char *operation, uint64_t duration_ns);
+
+/* The eviction manager evicted a pod for the signal ("memory.available"). */
+void nl_kmetrics_eviction(nl_kmetrics_t *m, const char *signal);
 
 /* A pod reached Running seconds after the kubelet first saw it. */
 void nl_kmetrics_pod_started(nl_kmetrics_t *m, double seconds);

@@ -80,6 +80,9 @@ fi
 wait_for 15 node_cond_is DiskPressure True && ok "Node has DiskPressure" || fail "DiskPressure" "$(node_cond DiskPressure)"
 kubectl get events -n "$PODS_NS" --field-selector reason=Evicted -o name 2>/dev/null | grep -q . \
   && ok "an Evicted event" || fail "Evicted event" "$(kubectl get events -n "$PODS_NS" 2>&1 | tail -5)"
+evictions_is() { curl -fsS "http://127.0.0.1:$RO_PORT/metrics" | grep -qx "kubelet_evictions{eviction_signal=\"$1\"} $2"; }
+evictions_is nodefs.available 1 && ok "kubelet_evictions{eviction_signal=\"nodefs.available\"} 1" \
+  || fail "kubelet_evictions" "$(curl -sS "http://127.0.0.1:$RO_PORT/metrics" | grep evictions)"
 apply late BestEffort 'sleep 3600'
 if wait_for 15 api_is late '{.status.reason}' Evicted; then
   [[ $(api late '{.status.message}') == "Pod was rejected: The node had condition: [DiskPressure]. " ]] \
@@ -113,5 +116,7 @@ else
 fi
 grep -q "node condition MemoryPressure is now True" "$E2E_TMP/agent.log" && ok "MemoryPressure reported" \
   || fail "MemoryPressure" "$(grep -i pressure "$E2E_TMP/agent.log" | tail -3)"
+evictions_is memory.available 1 && ok "kubelet_evictions{eviction_signal=\"memory.available\"} 1" \
+  || fail "kubelet_evictions (memory)" "$(curl -sS "http://127.0.0.1:$RO_PORT/metrics" | grep evictions)"
 api_is guard '{.status.phase}' Running && ok "Guaranteed pod still untouched" || fail "guard after memory" "$(api guard '{.status}')"
 kubectl delete pod -n "$PODS_NS" eater --grace-period=0 --force >/dev/null 2>&1

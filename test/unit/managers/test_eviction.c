@@ -14,6 +14,8 @@
 #include <cmocka.h>
 
 #include "managers/eviction.h"
+#include "managers/metrics.h"
+#include "reactor/buf.h"
 #include "reactor/xalloc.h"
 
 #define S 1000000000LL
@@ -226,6 +228,7 @@ typedef struct fixture {
   int64_t evicted_grace;
   char message[512];
   bool stopped;
+  nl_kmetrics_t metrics;
 } fixture_t;
 
 static int64_t fake_now(void *ctx) { return ((fixture_t *)ctx)->now; }
@@ -307,7 +310,8 @@ static fixture_t *setup_memcg(nl_ev_config_map_t hard, nl_ev_config_map_t soft,
   int n = parse(hard, soft, grace, reclaim, &t, msg);
   assert_true(n >= 0);
   nl_eviction_deps_t d = {fake_collect, fake_active, fake_evict, fake_cleaned_up, fake_reclaim, f,
-                         fake_now, memcg_dir};
+                         fake_now, memcg_dir, &f->metrics};
+  nl_kmetrics_init(&f->metrics, "node-1");
   /* a period of an hour: rounds run when the test pokes */
   assert_int_equal(nl_eviction_init(&f->m, &f->loop, t, (size_t)n, transition_ns, 30, 3600000, &d), 0);
   free(t);
@@ -339,6 +343,7 @@ static void teardown(fixture_t *f) {
   assert_true(f->stopped);
   assert_int_equal(uv_loop_close(&f->loop), 0);
   for (size_t i = 0; i < f->n_pods; i++) nl_pod_free(f->pods[i]);
+  nl_kmetrics_free(&f->metrics);
   free(f);
 }
 
@@ -368,6 +373,10 @@ static void test_hard_memory(void **state) {
   assert_true(nl_eviction_memory_pressure(&f->m));
   assert_false(nl_eviction_disk_pressure(&f->m));
   assert_int_equal(f->reclaims, 0); /* memory has no node-level reclaim */
+  nl_buf_t text = NL_BUF_INIT;
+  nl_metrics_encode(&f->metrics.reg, &text);
+  assert_non_null(strstr(text.data, "\nkubelet_evictions{eviction_signal=\"memory.available\"} 1\n"));
+  nl_buf_free(&text);
   teardown(f);
 }
 
