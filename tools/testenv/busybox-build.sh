@@ -75,5 +75,6 @@ if ! [ -x "$out" ]; then
   # Builds of earlier keys are left by script or source changes.
   find "$top" -mindepth 1 -maxdepth 1 -type d -name '[0-9a-f]*' ! -name "$key" -exec rm -rf {} +
 fi
-"$out" --help 2>&1 | head -1 | grep -q '^BusyBox' || die "$out does not run"
+banner=$("$out" --help 2>&1 || true)
+[[ $banner == BusyBox* ]] || die "$out does not run: ${banner:0:200}"
 echo "$out" >&3
