@@ -222,9 +222,11 @@ static nl_pod_status_t *generate(nl_kubelet_t *k, const nl_pod_t *pod, pod_state
     free(st->message);
     st->reason = nl_xstrdup(ps->rejected_reason);
     st->message = nl_xstrdup(ps->rejected_message);
-  } else if (st->phase != NL_POD_SUCCEEDED && st->phase != NL_POD_FAILED &&
-             past_active_deadline(pod, st->start_time)) {
-    /* upstream's pod sync handlers (ShouldEvict): Failed, and so terminated */
+  } else if (past_active_deadline(pod, st->start_time)) {
+    /* upstream's pod sync handlers (ShouldEvict), whatever the phase from the
+     * containers: a container that exits 0 when killed for the deadline (pause
+     * does) would make it Succeeded, without the reason. Failed, and so
+     * terminated. */
     st->phase = NL_POD_FAILED;
     free(st->reason);
     free(st->message);
@@ -555,11 +557,27 @@ static void sync_pod(nl_pod_work_t *w, void *ctx) {
   wait_for_status(c, on_sync_status);
 }
 
+static void on_killed_status(const nl_rt_pod_status_t *st, void *ctx) {
+  (void)st;
+  sync_call_t *c = ctx;
+  if (nl_pod_manager_get(&c->k->pods, c->w->uid)) refresh_status(c->k, c->w->pod, true);
+  call_finish(c, NULL, false);
+}
+
+/* upstream syncTerminatingPod: once the containers are stopped, the terminal
+ * status comes from the runtime as it is then (GetPodStatus again), not from
+ * the view before the kill: a container that exited on SIGTERM is terminated
+ * with its own exit code, not "could not be located" (137), which is what the
+ * containers still running in that view would get. */
 static void on_killed(const nl_sync_result_t *res, void *ctx) {
   sync_call_t *c = ctx;
   c->op = NULL;
   state_get(c->k, c->w->uid)->last_sync_ns = now_ns();
   log_result(c->w, "kill", res);
+  if (!res->cancelled && !res->err) {
+    wait_for_status(c, on_killed_status);
+    return;
+  }
   if (!res->cancelled && nl_pod_manager_get(&c->k->pods, c->w->uid))
     refresh_status(c->k, c->w->pod, true);
   call_finish(c, res->err, false);

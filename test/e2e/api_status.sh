@@ -87,14 +87,17 @@ expect_api "a readiness gate back to False: Ready False" 10 gated '.status.condi
 kubectl delete pod -n "$PODS_NS" gated --grace-period=0 --force >/dev/null 2>&1
 
 # --- activeDeadlineSeconds set on a running pod -----------------------------------
-mkpod deadline "containers: [{name: c, image: $IMG, command: [sleep, '3600']}]"
+# The container exits 0 when stopped, as the conformance spec's pause does: the
+# pod stays Failed with the reason, not Succeeded from its exit code.
+mkpod deadline "containers: [{name: c, image: $IMG, command: [sh, -c, 'trap \"exit 0\" TERM; while :; do sleep 1; done']}]"
 expect_api "activeDeadlineSeconds: the pod runs first" 40 deadline .status.phase Running
 kubectl patch pod -n "$PODS_NS" deadline -p '{"spec":{"activeDeadlineSeconds":5}}' >/dev/null
 expect_api "activeDeadlineSeconds lowered on a running pod: Failed" 15 deadline .status.phase Failed
-check "activeDeadlineSeconds: reason DeadlineExceeded and upstream's message" \
-  [ "$(jget deadline '"\(.status.reason): \(.status.message)"')" = "DeadlineExceeded: Pod was active on the node longer than the specified deadline" ]
 deadline_stopped() { [ "$(cri ps -o json | jq --arg ns "$PODS_NS" '[.containers[] | select(.labels["io.kubernetes.pod.name"] == "deadline" and .labels["io.kubernetes.pod.namespace"] == $ns)] | length')" = 0 ]; }
 check "activeDeadlineSeconds: its container is stopped" wait_for 10 deadline_stopped
+expect_api "activeDeadlineSeconds: its container exited 0" 10 deadline '.status.containerStatuses[0].state.terminated.exitCode' 0
+check "activeDeadlineSeconds: still Failed, reason DeadlineExceeded and upstream's message" \
+  [ "$(jget deadline '"\(.status.phase) \(.status.reason): \(.status.message)"')" = "Failed DeadlineExceeded: Pod was active on the node longer than the specified deadline" ]
 deadline_event() { kubectl get events -n "$PODS_NS" --field-selector involvedObject.name=deadline,reason=DeadlineExceeded -o name | grep -q .; }
 check "activeDeadlineSeconds: event DeadlineExceeded" wait_for 10 deadline_event
 kubectl delete pod -n "$PODS_NS" deadline --wait=false >/dev/null
