@@ -214,6 +214,31 @@ if write_conflist | update_file "$DIR/cni/net.d/10-nanolet-test.conflist"; then
   log "wrote $DIR/cni/net.d/10-nanolet-test.conflist"
 fi
 
+# --- the bridge's neighbour cache ------------------------------------------------
+
+# host-local hands the /24's addresses out again within minutes, and Debian's
+# bridge plugin (1.1; upstream's sets arp_notify since) announces no new pod:
+# the host's entry for a reused address keeps the departed pod's MAC, and the
+# kernel collects no entry while the table has fewer than gc_thresh1 (128). A
+# pod that sends nothing first, as a probed server, is then unreachable from
+# the host for 5 to 8 s (a delay of 5 s, then three unicast probes to the dead
+# MAC): a probe's first connect times out, and a liveness probe with
+# failureThreshold 1 kills the container. So: entries unused for 15 s are
+# collected (gc_thresh1 0: the collector runs whatever the table's size; it
+# is the whole host's table, and an entry in use is never collected), and an
+# entry found stale is re-resolved at once by broadcast, so that a reuse
+# before the collector came costs one SYN (1 s), not the probe. The bridge is
+# made now (the plugin takes it as it is), so that its parameters exist.
+if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
+  ip link add "$BRIDGE" type bridge
+  ip link set "$BRIDGE" up
+fi
+sysctl -qw net.ipv4.neigh.default.gc_thresh1=0
+for kv in gc_stale_time=15 delay_first_probe_time=0 ucast_solicit=0 mcast_resolicit=3 \
+  retrans_time_ms=100; do
+  sysctl -qw "net.ipv4.neigh.$BRIDGE.$kv"
+done
+
 # --- containerd -----------------------------------------------------------------
 
 
