@@ -233,10 +233,10 @@ if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
   ip link add "$BRIDGE" type bridge
   ip link set "$BRIDGE" up
 fi
-sysctl -qw net.ipv4.neigh.default.gc_thresh1=0
-for kv in gc_stale_time=15 delay_first_probe_time=0 ucast_solicit=0 mcast_resolicit=3 \
-  retrans_time_ms=100; do
-  sysctl -qw "net.ipv4.neigh.$BRIDGE.$kv"
+for kv in default.gc_thresh1=0 "$BRIDGE.gc_stale_time=15" "$BRIDGE.delay_first_probe_time=0" \
+  "$BRIDGE.ucast_solicit=0" "$BRIDGE.mcast_resolicit=3" "$BRIDGE.retrans_time_ms=100"; do
+  sysctl -qw "net.ipv4.neigh.$kv" ||
+    log "warning: cannot set net.ipv4.neigh.$kv: a probe of a pod on a reused address may time out"
 done
 
 # --- containerd -----------------------------------------------------------------
