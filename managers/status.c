@@ -853,11 +853,17 @@ nl_pod_status_t *nl_pod_status_generate(const nl_pod_t *pod, const nl_rt_pod_sta
 
 void nl_pod_status_terminated_by_kubelet(nl_pod_status_t *s, const nl_pod_status_t *old,
                                          const char *reason, const char *message, int64_t now_ns) {
-  if (s->phase != NL_POD_SUCCEEDED) s->phase = NL_POD_FAILED;
-  free(s->reason);
-  free(s->message);
-  s->reason = nl_xstrdup(reason);
-  s->message = nl_xstrdup(message);
+  /* upstream sets Failed, the reason and the message before the kill; the
+   * status after it keeps them only while the phase stays Failed (the reason
+   * belongs to the phase): containers that all exited 0 on SIGTERM make the
+   * pod Succeeded, with the condition alone. */
+  if (s->phase != NL_POD_SUCCEEDED) {
+    s->phase = NL_POD_FAILED;
+    free(s->reason);
+    free(s->message);
+    s->reason = nl_xstrdup(reason);
+    s->message = nl_xstrdup(message);
+  }
   if (find_cond(s, "DisruptionTarget")) return;
   s->conditions = nl_xrealloc(s->conditions, (s->n_conditions + 1) * sizeof(*s->conditions));
   nl_pod_condition_t *c = &s->conditions[s->n_conditions++];

@@ -143,9 +143,9 @@ nl_pod_status_t *nl_pod_status_generate(const nl_pod_t *pod, const nl_rt_pod_sta
                                         const nl_status_opts_t *opts);
 void nl_pod_status_free(nl_pod_status_t *s);
 /* A pod the kubelet terminated itself (upstream TerminatePodOptions): phase
- * Failed unless it Succeeded, reason and message (copied) on the pod, and the
- * DisruptionTarget condition (True, TerminationByKubelet, message), whose
- * lastTransitionTime old (may be NULL) keeps. */
+ * Failed with reason and message (copied) unless it Succeeded (then neither),
+ * and the DisruptionTarget condition (True, TerminationByKubelet, message),
+ * whose lastTransitionTime old (may be NULL) keeps. */
 void nl_pod_status_terminated_by_kubelet(nl_pod_status_t *s, const nl_pod_status_t *old,
                                          const char *reason, const char *message, int64_t now_ns);
 /* upstream status manager TerminatePod, at the end of a pod's termination

@@ -5,8 +5,9 @@
 # system-node-critical pod after them), preStop hooks run, the pods end Failed
 # with reason Terminated and the DisruptionTarget condition, and a pod added
 # afterwards is rejected. Then, joined to the control plane, an API pod shows
-# the same status in kubectl and the node goes NotReady ("node is shutting
-# down"). The node name and kubeconfig of the joined part come from
+# the same status in kubectl (one whose container exits 0 on SIGTERM ends
+# Succeeded, with the condition alone) and the node goes NotReady ("node is
+# shutting down"). The node name and kubeconfig of the joined part come from
 # NANOLET_E2E_SHUTDOWN_NODE / NANOLET_E2E_SHUTDOWN_KUBECONFIG (default:
 # nanolet-shutdown, with a credential minted by the control plane script).
 PODS_NS=shutdown-e2e
@@ -125,13 +126,25 @@ spec:
   automountServiceAccountToken: false
   terminationGracePeriodSeconds: 30
   containers:
+  - {name: main, image: $IMG, command: [sh, -c, 'trap "exit 143" TERM; while :; do sleep 0.2; done']}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: api0, namespace: $PODS_NS}
+spec:
+  nodeName: $NODE
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 30
+  containers:
   - {name: main, image: $IMG, command: [sh, -c, 'trap "exit 0" TERM; while :; do sleep 0.2; done']}
 EOF
 wait_for 60 kubectl apply -f "$E2E_TMP/api.yaml" >/dev/null || fail "kubectl apply" "the apiserver did not take the pod"
 # shellcheck disable=SC2086 # $1 is "KIND/NAME [-n NS]"
 jget() { kubectl get $1 -o json 2>/dev/null | jq -r "$2" 2>/dev/null; }
 is() { [ "$(jget "$1" "$2")" = "$3" ]; }
-wait_for 90 is "pod/api -n $PODS_NS" .status.phase Running || fail "API pod runs" "$(jget "pod/api -n $PODS_NS" .status.phase)"
+for p in api api0; do
+  wait_for 90 is "pod/$p -n $PODS_NS" .status.phase Running || fail "API pod $p runs" "$(jget "pod/$p -n $PODS_NS" .status.phase)"
+done
 ready_q='.status.conditions[] | select(.type == "Ready") | "\(.status) \(.message)"'
 wait_for 20 is "node/$NODE" "$ready_q" "True kubelet is posting ready status" || fail "node Ready" "$(jget "node/$NODE" "$ready_q")"
 out=$(hook 2>&1); rc=$?
@@ -140,6 +153,11 @@ want='Failed Terminated Pod was terminated in response to imminent node shutdown
 q='"\(.status.phase) \(.status.reason) \(.status.message) \(.status.conditions[] | select(.type == "DisruptionTarget") | .status)"'
 if wait_for 20 is "pod/api -n $PODS_NS" "$q" "$want"; then ok "kubectl: the API pod is Failed/Terminated with DisruptionTarget"
 else fail "kubectl: API pod status" "$(jget "pod/api -n $PODS_NS" "$q")"; fi
+# Its container exits 0 on SIGTERM: Succeeded, the condition without the
+# reason (upstream's status after the kill keeps the reason with Failed only).
+if wait_for 20 is "pod/api0 -n $PODS_NS" "$q" "Succeeded null null True"; then
+  ok "kubectl: an API pod whose container exits 0 on SIGTERM is Succeeded with DisruptionTarget"
+else fail "kubectl: API pod status (exit 0)" "$(jget "pod/api0 -n $PODS_NS" "$q")"; fi
 if wait_for 20 is "node/$NODE" "$ready_q" "False node is shutting down"; then ok "kubectl: the node is NotReady: node is shutting down"
 else fail "kubectl: node Ready" "$(jget "node/$NODE" "$ready_q")"; fi
 ev() { kubectl get events -n default --field-selector "involvedObject.name=$NODE,reason=NodeShutdown" -o name 2>/dev/null | grep -q .; }

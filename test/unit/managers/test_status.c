@@ -239,6 +239,41 @@ static void terminal_phase_is_kept(void **state) {
   nl_pod_free(pod);
 }
 
+/* A pod the kubelet stopped itself (node shutdown), from the runtime status
+ * after the kill: Failed with the reason and message when a container died of
+ * the signal; Succeeded without them when all exited 0 (upstream's status
+ * after the kill keeps the reason only with the phase Failed); the
+ * DisruptionTarget condition either way. */
+static void terminated_by_kubelet_keeps_the_reason_with_failed(void **state) {
+  const char *msg = "Pod was terminated in response to imminent node shutdown.";
+  for (int exit_b = 0; exit_b <= 143; exit_b += 143) {
+    nl_pod_t *pod = pod2("Always");
+    nl_rt_pod_status_t *rt = rt_new();
+    rt_sandbox(rt, "sb", false, NULL);
+    rt_c(rt, "ca", "a", NL_RT_CONTAINER_EXITED, 0, 0);
+    rt_c(rt, "cb", "b", NL_RT_CONTAINER_EXITED, exit_b, 0);
+    nl_pod_status_t *s = gen(pod, rt, NULL, NULL, true);
+    nl_pod_status_terminated_by_kubelet(s, NULL, "Terminated", msg, S(T0 + 100));
+    if (exit_b == 0) {
+      assert_int_equal(s->phase, NL_POD_SUCCEEDED);
+      assert_null(s->reason);
+      assert_null(s->message);
+    } else {
+      assert_int_equal(s->phase, NL_POD_FAILED);
+      assert_string_equal(s->reason, "Terminated");
+      assert_string_equal(s->message, msg);
+    }
+    const nl_pod_condition_t *c = cond(s, "DisruptionTarget");
+    assert_string_equal(c->status, "True");
+    assert_string_equal(c->reason, "TerminationByKubelet");
+    assert_string_equal(c->message, msg);
+    nl_pod_status_free(s);
+    nl_rt_pod_status_free(rt);
+    nl_pod_free(pod);
+  }
+  (void)state;
+}
+
 /* upstream TerminatePod: a pod that never ran still ends Failed, its
  * containers terminated; containers that never started behind a failing init
  * container stay waiting; a terminal phase is kept. */
@@ -880,6 +915,7 @@ int main(void) {
       cmocka_unit_test(phase_rules_init_containers),
       cmocka_unit_test(terminal_phase_is_kept),
       cmocka_unit_test(terminate_gives_a_terminal_phase),
+      cmocka_unit_test(terminated_by_kubelet_keeps_the_reason_with_failed),
       cmocka_unit_test(readiness_gates),
       cmocka_unit_test(ephemeral_container_statuses),
       cmocka_unit_test(waiting_default_reasons),
