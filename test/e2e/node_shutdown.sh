@@ -116,28 +116,22 @@ shutdownGracePeriod: 4s
 shutdownGracePeriodCriticalPods: 2s
 EOF
 start_agent --config "$CFG" --kubeconfig "$KC" --node-ip "$NODE_IP" || exit 1
-# (applied again while the shared apiserver does not answer)
-cat >"$E2E_TMP/api.yaml" <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: api, namespace: $PODS_NS}
-spec:
-  nodeName: $NODE
-  automountServiceAccountToken: false
-  terminationGracePeriodSeconds: 30
-  containers:
-  - {name: main, image: $IMG, command: [sh, -c, 'trap "exit 143" TERM; while :; do sleep 0.2; done']}
+# api dies of SIGTERM (143), api0 exits 0 on it; applied again while the
+# shared apiserver does not answer.
+for p in api:143 api0:0; do
+  cat <<EOF
 ---
 apiVersion: v1
 kind: Pod
-metadata: {name: api0, namespace: $PODS_NS}
+metadata: {name: ${p%:*}, namespace: $PODS_NS}
 spec:
   nodeName: $NODE
   automountServiceAccountToken: false
   terminationGracePeriodSeconds: 30
   containers:
-  - {name: main, image: $IMG, command: [sh, -c, 'trap "exit 0" TERM; while :; do sleep 0.2; done']}
+  - {name: main, image: $IMG, command: [sh, -c, 'trap "exit ${p#*:}" TERM; while :; do sleep 0.2; done']}
 EOF
+done >"$E2E_TMP/api.yaml"
 wait_for 60 kubectl apply -f "$E2E_TMP/api.yaml" >/dev/null || fail "kubectl apply" "the apiserver did not take the pod"
 # shellcheck disable=SC2086 # $1 is "KIND/NAME [-n NS]"
 jget() { kubectl get $1 -o json 2>/dev/null | jq -r "$2" 2>/dev/null; }
