@@ -80,9 +80,11 @@ if [ -z "${NANOLET:-}" ]; then
 fi
 [ -x "$NANOLET" ] || die "no nanolet binary at $NANOLET"
 
-endpoint=$(tools/testenv/setup.sh)
+# The daemons these start (containerd, the registries, the control plane)
+# outlive the run: they must not keep its lock (fd 9) open.
+endpoint=$(tools/testenv/setup.sh 9>&-)
 bin=$(tools/testenv/k8s-build.sh suite)
-repo_list=$(tools/testenv/e2e-images.sh "$bin")
+repo_list=$(tools/testenv/e2e-images.sh "$bin" 9>&-)
 
 rm -rf "$REPORT"
 mkdir -p "$REPORT"
@@ -135,7 +137,7 @@ pods_left() { compgen -G "$ROOT/pods/*" >/dev/null; }
 # A control plane left over by a run that was killed is taken down first: a
 # fresh etcd, so no namespace or pod of an earlier run is waited on.
 tools/testenv/controlplane.sh down >/dev/null 2>&1 || true
-env_file=$(tools/testenv/controlplane.sh up)
+env_file=$(tools/testenv/controlplane.sh up 9>&-)
 # shellcheck source=/dev/null
 . "$env_file"
 
