@@ -35,6 +35,10 @@ const json_t *nl_node_object(const nl_node_t *n) { return n->prev ? n->prev : n-
 const char *nl_node_uid(const nl_node_t *n) { return n->uid ? n->uid : ""; }
 bool nl_node_ready(const nl_node_t *n) { return n->ready; }
 
+uint64_t nl_node__jittered(nl_backoff_t *rng, uint64_t period_ms) {
+  return period_ms + (uint64_t)((double)period_ms * 0.04 * nl_backoff_random(rng));
+}
+
 int64_t nl_node__now_ns(const nl_node_t *n) {
   if (n->deps.now_ns) return n->deps.now_ns(n->deps.ctx);
   struct timespec ts;
@@ -252,7 +256,10 @@ static void wait_next(nl_node_t *n) {
     n->prev = slim;
   }
   uint64_t fast = n->opts.fast_ms ? n->opts.fast_ms : 1000;
-  uint64_t delay = n->ready || fast > n->opts.update_ms ? n->opts.update_ms : fast;
+  /* every nodeStatusUpdateFrequency, jittered (upstream's syncNodeStatus loop);
+   * the fast rounds before Ready are not */
+  uint64_t delay = n->ready || fast > n->opts.update_ms ? nl_node__jittered(&n->backoff, n->opts.update_ms)
+                                                        : fast;
   set_state(n, NL_NODE_WAIT);
   uv_timer_start(&n->timer, on_timer, delay, 0);
 }

@@ -23,8 +23,10 @@ static void set_state(nl_node_lease_t *l, nl_node_lease_state_t s) {
   l->state = s;
 }
 
-static uint64_t renew_ms(const nl_node_lease_t *l) {
-  return (uint64_t)l->node->opts.lease_duration_s * 1000 / 4; /* renewIntervalFraction */
+/* A quarter of the duration (renewIntervalFraction), jittered from the end of
+ * the last renewal as upstream's lease controller runs its sync. */
+static uint64_t renew_ms(nl_node_lease_t *l) {
+  return nl_node__jittered(&l->backoff, (uint64_t)l->node->opts.lease_duration_s * 1000 / 4);
 }
 
 static void on_timer(uv_timer_t *t) {

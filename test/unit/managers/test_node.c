@@ -373,6 +373,23 @@ static void test_register_201_then_lease(void **state) {
   assert_string_equal(nl_node_lease_state_name(node.lease.state), "Idle");
 }
 
+/* The Lease's renewals and the status rounds wait their period stretched by up
+ * to 4%, as upstream's wait.JitterUntil(..., 0.04, true): spread over the
+ * whole range, so that a fleet does not renew in step. */
+static void test_periods_jittered(void **state) {
+  nl_backoff_t rng;
+  nl_backoff_init(&rng, 1, 1, 0);
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (int i = 0; i < 1000; i++) {
+    uint64_t d = nl_node__jittered(&rng, 10000);
+    assert_true(d >= 10000 && d <= 10400);
+    lo = d < lo ? d : lo;
+    hi = d > hi ? d : hi;
+  }
+  assert_true(lo < 10040);
+  assert_true(hi > 10360);
+}
+
 static void test_register_409_reconciles(void **state) {
   fk.node = json_loads("{\"metadata\":{\"name\":\"n1\",\"uid\":\"old-uid\",\"labels\":{"
                        "\"kubernetes.io/hostname\":\"other\"}},\"status\":{}}", 0, NULL);
@@ -588,6 +605,7 @@ static void test_stop_while_runtime_asked(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_facts_from_fixtures),
+      cmocka_unit_test(test_periods_jittered),
       cmocka_unit_test_setup_teardown(test_register_201_then_lease, setup, teardown),
       cmocka_unit_test_setup_teardown(test_register_409_reconciles, setup, teardown),
       cmocka_unit_test_setup_teardown(test_register_backoff, setup, teardown),
