@@ -44,7 +44,7 @@ typedef struct nl_kube_client_opts {
   uint64_t read_idle_timeout_ms;     /* PING after this long without a frame; 0: 30 s */
   uint64_t ping_timeout_ms;          /* close when the PING is not answered; 0: 15 s */
   uint64_t backoff_initial_ms;       /* reconnect back-off; 0: 500 ms */
-  uint64_t backoff_max_ms;           /* 0: 30 s */
+  uint64_t backoff_max_ms;           /* 0: 7 s (each delay jittered up to 100%) */
   /* Connections: another opens when every stream of the open ones is taken. */
   unsigned max_conns;                /* at most this many at once; 0: 8 */
   uint64_t idle_conn_timeout_ms;     /* an extra one without a stream closes; 0: 90 s */
