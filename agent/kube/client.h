@@ -137,6 +137,10 @@ bool nl_kube_client_protobuf(const nl_kube_client_t *c);
 /* Cancels a request whose callback has not run: cb runs later with NL_ECLOSED.
  * A no-op once the result is on its way. */
 void nl_kube_req_cancel(nl_kube_req_t *r);
+/* From inside r's done callback, when it failed: whether a connection to the
+ * server was ever ready while r waited. False: the link failed it (every dial
+ * refused, unreachable or timed out, or a TLS failure), not the server. */
+bool nl_kube_req_had_conn(const nl_kube_req_t *r);
 
 /* For a non-2xx response: fills *err with the apiserver's Status message
  * ("nodes \"n1\" is forbidden: User \"system:node:n2\" cannot ...") or, when the

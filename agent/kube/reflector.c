@@ -37,6 +37,12 @@ typedef enum outcome {
   WATCH_FAILED,   /* an HTTP error or an ERROR event: back off, re-list */
   WATCH_BROKEN,   /* no response, a torn or malformed stream: back off, re-watch */
   WATCH_DEADLINE, /* open far past its timeout: re-watch */
+  /* The request never had a connection (the link is down): the same again at
+   * once, waiting for the client's next dial, whose back-off (jittered, 7 s at
+   * most) paces it; the reflector's own back-off does not grow, so the link's
+   * return is not followed by up to a minute of it. */
+  LIST_NO_LINK,
+  WATCH_NO_LINK,
 } outcome_t;
 
 struct nl_reflector {
@@ -212,11 +218,13 @@ static void on_list(void *ctx, const nl_kube_response_t *resp, const nl_err_t *e
   nl_reflector_t *r = take_ctx(ctx, &stale);
   if (!stale) {
     assert(r->state == NL_REFLECTOR_LISTING);
+    nl_kube_req_t *req = r->req;
     r->req = NULL;
     nl_err_t *e = NULL;
     outcome_t o = LIST_FAILED;
     if (err) {
       nl_err_set(&e, err->code, "%s", err->msg);
+      if (!nl_kube_req_had_conn(req)) o = LIST_NO_LINK;
     } else if (resp->status / 100 != 2) {
       nl_kube_status_err(resp, &e);
       nl_kube_reason_t why = nl_kube_status_reason(resp);
@@ -229,9 +237,12 @@ static void on_list(void *ctx, const nl_kube_response_t *resp, const nl_err_t *e
     if (r->state != NL_REFLECTOR_STOPPING) { /* on_list may have stopped us */
       if (o == LIST_EXPIRED)
         nl_vlog(4, "reflector %s: list: %s; listing from storage", r->path, nl_err_msg(e));
+      else if (o == LIST_NO_LINK)
+        nl_vlog(2, "reflector %s: list failed: %s; again with the next connection", r->path,
+                nl_err_msg(e));
       else if (o != LIST_DONE)
         nl_warn("reflector %s: list failed: %s", r->path, nl_err_msg(e));
-      if (o == LIST_FAILED && r->cbs.on_list_error)
+      if ((o == LIST_FAILED || o == LIST_NO_LINK) && r->cbs.on_list_error)
         r->cbs.on_list_error(r->ctx, err ? 0 : resp->status, e);
       if (r->state != NL_REFLECTOR_STOPPING) step(r, o);
     }
@@ -341,6 +352,7 @@ static void on_watch_done(void *ctx, const nl_kube_response_t *resp, const nl_er
   nl_reflector_t *r = take_ctx(ctx, &stale);
   if (!stale) {
     assert(r->state == NL_REFLECTOR_WATCHING);
+    nl_kube_req_t *req = r->req;
     r->req = NULL;
     uv_timer_stop(&r->timer);
     nl_err_t *e = NULL;
@@ -348,7 +360,7 @@ static void on_watch_done(void *ctx, const nl_kube_response_t *resp, const nl_er
     int status = resp ? resp->status : 0;
     if (err) {
       nl_err_set(&e, err->code, "watch: %s", err->msg);
-      o = WATCH_BROKEN;
+      o = nl_kube_req_had_conn(req) ? WATCH_BROKEN : WATCH_NO_LINK;
     } else if (status != 200) {
       nl_kube_response_t full = {status, r->error_body.data ? r->error_body.data : "",
                                  r->error_body.len, "application/json"};
@@ -364,7 +376,9 @@ static void on_watch_done(void *ctx, const nl_kube_response_t *resp, const nl_er
                  "with no event");
       o = WATCH_BROKEN;
     }
-    if (o != WATCH_ENDED) {
+    if (o == WATCH_NO_LINK) {
+      nl_vlog(2, "reflector %s: %s; again with the next connection", r->path, nl_err_msg(e));
+    } else if (o != WATCH_ENDED) {
       free(r->watch_error);
       r->watch_error = nl_xstrdup(nl_err_msg(e));
       log_watch_end(r, o);
@@ -409,6 +423,12 @@ static void step(nl_reflector_t *r, outcome_t o) {
   case LIST_EXPIRED:
     r->rv_unavailable = true; /* the same list again, from storage, now */
     start_list(r);
+    break;
+  case LIST_NO_LINK:
+    start_list(r);
+    break;
+  case WATCH_NO_LINK:
+    start_watch(r);
     break;
   case LIST_FAILED:
   case WATCH_EXPIRED:

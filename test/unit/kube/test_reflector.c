@@ -239,6 +239,36 @@ static void broken_streams_back_off_then_rewatch(void **state) {
   assert_int_equal(f->seen.events, 1);
 }
 
+/* A list or a watch that never had a connection (the link down) goes again at
+ * once, to wait for the client's next dial (whose back-off paces it), without
+ * a back-off of the reflector's own: when the link returns, the reflector is
+ * on the wire with the first connection. A watch whose connection was lost
+ * still backs off (jittered, so that a fleet does not re-watch in step). */
+static void no_link_waits_for_the_client_not_a_back_off(void **state) {
+  fixture_t *f = *state;
+  nl_reflector_start(f->r);
+  for (size_t i = 1; i <= 3; i++) {
+    fake_req_t *l = fake_last();
+    assert_true(l->fail_on_dial);
+    fake_fail_no_conn(l, ECONNREFUSED, "dial tcp 127.0.0.1:6443: connect: connection refused");
+    assert_int_equal(fake_nreqs, i + 1); /* at once, not after a back-off */
+    assert_int_equal(nl_reflector_state(f->r), NL_REFLECTOR_LISTING);
+  }
+  fake_respond(fake_last(), 200, list10);
+  fake_req_t *w = fake_last();
+  assert_watch_from(w, "10");
+  fake_fail_no_conn(w, ECONNREFUSED, "dial tcp 127.0.0.1:6443: connect: connection refused");
+  assert_int_equal(nl_reflector_state(f->r), NL_REFLECTOR_WATCHING);
+  assert_watch_from(fake_last(), "10");
+  assert_int_equal(fake_nreqs, 6);
+  /* the connection it had is lost: a back-off first */
+  fake_fail(fake_last(), ECONNRESET, "connection reset by peer");
+  assert_int_equal(nl_reflector_state(f->r), NL_REFLECTOR_BACKOFF);
+  assert_int_equal(fake_nreqs, 6);
+  assert_watch_from(run_until(f, 7), "10");
+  assert_int_equal(f->seen.lists, 1);
+}
+
 static void list_failures_retry_and_do_not_sync(void **state) {
   fixture_t *f = *state;
   nl_reflector_start(f->r);
@@ -352,6 +382,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(stop_while_watching_touches_nothing_freed, setup, teardown),
       cmocka_unit_test_setup_teardown(stop_from_the_event_callback, setup, teardown),
       cmocka_unit_test_setup_teardown(stop_during_backoff, setup, teardown),
+      cmocka_unit_test_setup_teardown(no_link_waits_for_the_client_not_a_back_off, setup, teardown),
       cmocka_unit_test(bad_paths_are_refused),
       cmocka_unit_test(selectors_are_escaped),
   };
