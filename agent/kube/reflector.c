@@ -298,8 +298,13 @@ static void start_watch(nl_reflector_t *r) {
                 *r->selectors ? "&" : "", r->selectors);
   query_escape(&url, r->rv);
   nl_buf_printf(&url, "&timeoutSeconds=%llu&watch=true", (unsigned long long)timeout_s);
+  /* Its head may wait as long as the watch may last (client-go's watch has no
+   * deadline but the server's): while the link is down it waits for the client
+   * to connect, and goes out with the first connection instead of timing out
+   * just before it (the reflector's back-off would follow). A dead connection
+   * fails it sooner (the client's PING health check). */
   nl_kube_request_opts_t o = {.method = "GET", .path = url.data, .on_head = on_watch_head,
-                              .on_data = on_watch_data};
+                              .on_data = on_watch_data, .timeout_ms = timeout_s * 1000};
   r->req = nl_kube_request(r->client, &o, on_watch_done, new_req_ctx(r));
   nl_buf_free(&url);
   uv_timer_start(&r->timer, on_timer, timeout_s * 1000 + WATCH_GRACE_MS, 0);

@@ -20,6 +20,7 @@ nl_kube_req_t *nl_kube_request(nl_kube_client_t *c, const nl_kube_request_opts_t
   r->on_head = opts->on_head;
   r->on_data = opts->on_data;
   r->fail_on_dial = opts->fail_on_dial;
+  r->timeout_ms = opts->timeout_ms;
   r->cb = cb;
   r->ctx = ctx;
   fake_reqs[fake_nreqs++] = r;

@@ -15,6 +15,7 @@ typedef struct fake_req {
   nl_kube_done_fn cb;
   void *ctx;
   bool fail_on_dial;
+  uint64_t timeout_ms;
   bool cancelled, done;
   bool no_conn; /* failed without a connection ever ready (fake_fail_no_conn) */
 } fake_req_t;

@@ -110,6 +110,8 @@ static void assert_watch_from(const fake_req_t *w, const char *rv) {
   assert_non_null(strstr(w->path, "&watch=true"));
   unsigned t = watch_timeout(w);
   assert_true(t >= 300 && t < 600);
+  /* the head may wait for a connection as long as the watch may last */
+  assert_int_equal(w->timeout_ms, (uint64_t)t * 1000);
   assert_string_equal(w->method, "GET");
 }
 
