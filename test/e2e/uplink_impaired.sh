@@ -180,13 +180,14 @@ APART=()
 # redial LOG N0 WHO: waits for WHO's (LOG's) loss after its N0 earlier ones and
 # the connection made after it; prints the times of day of the loss and of the
 # first dial after it.
+# (On failure, the reason on stdout and status 1.)
 redial() {
   local lost
   wait_for 10 bash -c "[ \$(grep -c '$LOST' '$1') -gt $2 ]"
   lost=$(grep "$LOST" "$1" | sed -n "$(($2 + 1))p")
-  [ -n "$lost" ] || { fail "reset $((${#DELAYS[@]} + 1))" "$3 lost no connection"; return 1; }
+  [ -n "$lost" ] || { echo "$3 lost no connection"; return 1; }
   wait_for 30 bash -c "grep -A100000 -F '$lost' '$1' | grep -q 'kube: connected to '" ||
-    { fail "reconnect after a reset" "$3: $(tail -3 "$1")"; return 1; }
+    { echo "$3 did not connect again in 30 s: $(tail -1 "$1")"; return 1; }
   printf '%s\n%s\n' "$lost" "$(grep -A100000 -F "$lost" "$1" | grep -m1 'kube: connecting to ')" |
     log_secs | tr '\n' ' '
 }
@@ -205,8 +206,8 @@ reset() {
   toxi POST /proxies/uplink '{"enabled": true}'
   toxi POST /proxies/uplink2 '{"enabled": true}'
   local one two lost1 dial1 lost2 dial2
-  one=$(redial "$LOG" "$n1" "$NODE") || return
-  two=$(redial "$LOG2" "$n2" "$NODE2") || return
+  one=$(redial "$LOG" "$n1" "$NODE") || { fail "reset $((${#DELAYS[@]} + 1))" "$one"; return; }
+  two=$(redial "$LOG2" "$n2" "$NODE2") || { fail "reset $((${#DELAYS[@]} + 1))" "$two"; return; }
   read -r lost1 dial1 <<<"$one"
   read -r lost2 dial2 <<<"$two"
   DELAYS+=("$(awk -v a="$lost1" -v b="$dial1" 'BEGIN {printf "%d", (b - a) * 1000}')")
@@ -238,9 +239,9 @@ while [ "$(date +%s)" -lt "$t_end" ]; do
 done
 t_a_end=$(date +%s.%N)
 [ -n "$deleted" ] || fail "pod deleted" "no reset within the impaired phase (UPLINK_IMPAIRED_SECS too short)"
-read -r polls_n notready errors renewals maxgap duration <<<"$(python3 "$WATCH" check "$POLLS" "$t_a" "$t_a_end" |
-  awk '{print $2, $4, $6, $8, $10, $12}')"
-echo "# impaired link, $IMPAIRED_S s: $polls_n polls ($errors failed), $renewals Lease renewals, longest gap $maxgap s"
+read -r polls_n notready errors renewals maxgap duration excused <<<"$(python3 "$WATCH" check "$POLLS" "$t_a" "$t_a_end" |
+  awk '{print $2, $4, $6, $8, $10, $12, $14}')"
+echo "# impaired link, $IMPAIRED_S s: $polls_n polls ($errors failed: the API server unreachable), $renewals Lease renewals, longest gap $maxgap s ($excused gaps with the API server unreachable left out)"
 check "the node stays Ready on the impaired link ($notready of $polls_n polls not Ready)" [ "$notready" = 0 ]
 check "every Lease renewal lands within its duration (longest gap $maxgap s, duration $duration s)" \
   awk -v g="$maxgap" -v d="$duration" 'BEGIN {exit !(d > 0 && g <= d)}'
