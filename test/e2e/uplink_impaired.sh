@@ -9,15 +9,15 @@
 # server has them, polled straight from it by uplink_watch.py); no watch is
 # re-listed but after a 410; a pod created with kubectl runs and is reported
 # Running, and one deleted with kubectl goes; each reset is survived, and a
-# second node behind the same proxy, cut off at the same instant, does not
-# dial again in step with the first (the back-offs are jittered: a fleet that
+# second node (no pods, a proxy of its own with the same toxics), cut off at
+# the same instant, does not dial again in step with the first (the back-offs are jittered: a fleet that
 # lost its links at once must not come back in one burst).
 #
 # The link down (UPLINK_DOWN_SECS, default 60 s; the proxy disabled, so
 # connections are refused): the pods keep running with the same containers;
 # within 30 s of the link's return the node is Ready with a renewed Lease and a
 # pod created while it was down runs and is reported Running. The bytes of
-# each phase are printed (toxiproxy's counters).
+# each phase are printed (toxiproxy's counters and the kernel's).
 #
 # tools/bench/uplink_soak.sh runs this with a 30-minute soak and a 10-minute
 # outage.
@@ -27,7 +27,7 @@ k8s_env || { fail "control plane" "tools/testenv/controlplane.sh up failed"; exi
 NODE=${UPLINK_NODE:-e2e-uplink}
 KC0=$("$NANOLET_TEST_CONTROLPLANE" cert "$NODE" "system:node:$NODE" system:nodes) ||
   { fail "node credential" "controlplane.sh cert failed"; exit 1; }
-# a second node, without pods, behind the same proxy
+# a second node, without pods, behind a proxy of its own
 NODE2=$NODE-2
 LOG2=$E2E_TMP/agent2.log
 ROOT2=$E2E_TMP/root2
@@ -143,7 +143,7 @@ if wait_for 90 node_ready; then
 else
   fail "node Ready through the proxy" "$(tail -5 "$LOG")"; exit 1
 fi
-# A second node through the same proxy, without pods: cut off with the first,
+# A second node, without pods, through its own proxy: cut off with the first,
 # it must not dial again in step with it.
 KC2_0=$("$NANOLET_TEST_CONTROLPLANE" cert "$NODE2" "system:node:$NODE2" system:nodes) ||
   { fail "node credential" "controlplane.sh cert failed"; exit 1; }
