@@ -12,6 +12,7 @@
 
 #include "fake_kube.h"
 #include "managers/node.h"
+#include "managers/node_cri.h"
 #include "reactor/xalloc.h"
 
 /* ---- the fake client (fake_kube.h) and the test's state ---- */
@@ -390,6 +391,23 @@ static void test_periods_jittered(void **state) {
   assert_true(hi > 10360);
 }
 
+/* Images largest first, equal sizes by id descending (upstream's
+ * ByImageSize), whatever order the runtime lists them in: the Node's image
+ * list, and so its status, stays the same from round to round. */
+static void test_images_sorted_stably(void **state) {
+  const char *ids[2][4] = {{"sha256:a", "sha256:c", "sha256:big", "sha256:b"},
+                           {"sha256:b", "sha256:big", "sha256:c", "sha256:a"}};
+  for (int k = 0; k < 2; k++) {
+    nl_node_image_t im[4];
+    for (int i = 0; i < 4; i++)
+      im[i] = (nl_node_image_t){.names = (const char **)&ids[k][i], .n_names = 1,
+                                .size_bytes = strcmp(ids[k][i], "sha256:big") ? 322406 : 5000000};
+    nl_node_images_sort(im, ids[k], 4);
+    const char *want[] = {"sha256:big", "sha256:c", "sha256:b", "sha256:a"};
+    for (int i = 0; i < 4; i++) assert_string_equal(im[i].names[0], want[i]);
+  }
+}
+
 static void test_register_409_reconciles(void **state) {
   fk.node = json_loads("{\"metadata\":{\"name\":\"n1\",\"uid\":\"old-uid\",\"labels\":{"
                        "\"kubernetes.io/hostname\":\"other\"}},\"status\":{}}", 0, NULL);
@@ -606,6 +624,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_facts_from_fixtures),
       cmocka_unit_test(test_periods_jittered),
+      cmocka_unit_test(test_images_sorted_stably),
       cmocka_unit_test_setup_teardown(test_register_201_then_lease, setup, teardown),
       cmocka_unit_test_setup_teardown(test_register_409_reconciles, setup, teardown),
       cmocka_unit_test_setup_teardown(test_register_backoff, setup, teardown),
