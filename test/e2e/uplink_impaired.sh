@@ -87,7 +87,10 @@ uplink_cleanup() {
   api_cleanup
   kubectl delete lease -n kube-node-lease "$NODE" --ignore-not-found >/dev/null 2>&1
   [ -z "$TOXI_PID" ] || { kill "$TOXI_PID" 2>/dev/null; wait "$TOXI_PID" 2>/dev/null; }
-  for d in $(cgroup_dirs); do rmdir "$d" "$d-2" 2>/dev/null; done
+  # the cgroup roots, with the kubepods hierarchy the agents made under them
+  for d in $(cgroup_dirs); do
+    for r in "$d" "$d-2"; do [ ! -d "$r" ] || find "$r" -depth -type d -exec rmdir {} + 2>/dev/null; done
+  done
 }
 trap 'E2E_RC=$?; uplink_cleanup; e2e_finish; exit $?' EXIT
 
