@@ -25,7 +25,7 @@ PODS_NS=${UPLINK_NS:-nanolet-e2e-uplink}
 . "$(dirname "$0")/pods_lib.sh"
 k8s_env || { fail "control plane" "tools/testenv/controlplane.sh up failed"; exit 1; }
 NODE=${UPLINK_NODE:-e2e-uplink}
-KC0=$("$NANOLET_TEST_CONTROLPLANE" cert "$NODE" "system:node:$NODE" system:nodes) ||
+KC0=$(node_kubeconfig "$NODE") ||
   { fail "node credential" "controlplane.sh cert failed"; exit 1; }
 # a second node, without pods, behind a proxy of its own
 NODE2=$NODE-2
@@ -148,7 +148,7 @@ else
 fi
 # A second node, without pods, through its own proxy: cut off with the first,
 # it must not dial again in step with it.
-KC2_0=$("$NANOLET_TEST_CONTROLPLANE" cert "$NODE2" "system:node:$NODE2" system:nodes) ||
+KC2_0=$(node_kubeconfig "$NODE2") ||
   { fail "node credential" "controlplane.sh cert failed"; exit 1; }
 sed "s#^\( *server:\).*#\1 https://127.0.0.1:$LPORT2#" "$KC2_0" >"$KC2"
 kubectl delete node "$NODE2" --ignore-not-found >/dev/null
