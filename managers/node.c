@@ -526,12 +526,13 @@ static void step(nl_node_t *n) {
     /* The first try takes the Node from the watch (upstream's nodeLister), or
      * reads the apiserver's cache while the watch has none; retries read etcd
      * (upstream). */
-    if (n->status_tries == 0 && n->watched) {
+    if (n->status_tries == 0 && n->watched && !n->read_fresh) {
       learn_node(n, json_loads(n->watched, 0, NULL));
       set_state(n, NL_NODE_STATUS_PATCH);
       step(n);
       return;
     }
+    if (n->status_tries == 0) n->read_fresh = false;
     char *path = node_path(n, n->status_tries == 0 ? "?resourceVersion=0" : "");
     request(n, "GET", path, NULL, NULL);
     free(path);

@@ -184,6 +184,11 @@ struct nl_node {
   nl_reflector_t *watch;
   char *watched;
   bool watch_started;
+  /* The next round reads the Node from the apiserver, not from the watch: the
+   * link just came back (a Lease renewal succeeded after failures), and the
+   * watch may not have caught up with what others wrote meanwhile (the node
+   * lifecycle controller's Ready=Unknown). */
+  bool read_fresh;
   char *uid;             /* the Node's uid, once known */
   bool registered;
   bool ready;            /* the last status sent said Ready=True */

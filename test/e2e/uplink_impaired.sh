@@ -281,7 +281,8 @@ renewed_since_up() { # the Lease's renewTime (as epoch seconds) after the link c
   rt=$(kubectl get lease -n kube-node-lease "$NODE" -o jsonpath='{.spec.renewTime}') &&
     [ "$(date -d "$rt" +%s)" -ge "${t_up%.*}" ]
 }
-if wait_for 30 renewed_since_up && wait_for 5 node_ready; then
+node_back() { renewed_since_up && node_ready; }
+if wait_for 30 node_back; then
   ok "within 30 s of the link's return the Lease is renewed and the node Ready ($(since "$t_up") s)"
 else
   fail "node back" "Ready $(kubectl get node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}'), Lease $(kubectl get lease -n kube-node-lease "$NODE" -o jsonpath='{.spec.renewTime}')"

@@ -603,6 +603,28 @@ static void test_lease_failures_back_off(void **state) {
   assert_true(node.lease.log.failures >= 5);
 }
 
+/* Once a Lease renewal succeeds after failures (the link is back), the next
+ * status round reads the Node from the apiserver's cache rather than from the
+ * watch, which may not have caught up with what was written meanwhile (the
+ * node lifecycle controller's Ready=Unknown): one GET, then the watch again. */
+static void test_link_back_reads_the_node(void **state) {
+  fk.auto_answer = true;
+  nl_node_start(&node);
+  run_until("PATCH", "/apis/coordination.k8s.io", 1000);
+  assert_non_null(fk.watch);
+  run_until(NULL, NULL, 100);
+  size_t gets = count("GET", "/api/v1/nodes/n1?resourceVersion=0");
+  fk.fail_status = 503;
+  run_until(NULL, NULL, 300);
+  assert_true(node.lease.log.failures >= 1);
+  assert_int_equal(count("GET", "/api/v1/nodes/n1?resourceVersion=0"), gets);
+  fk.fail_status = 0;
+  run_until(NULL, NULL, 400);
+  assert_int_equal(node.lease.log.failures, 0);
+  assert_int_equal(count("GET", "/api/v1/nodes/n1?resourceVersion=0"), gets + 1);
+  assert_false(node.read_fresh);
+}
+
 static void test_stop_mid_request(void **state) {
   nl_node_start(&node);
   nl_kube_req_t *r = run_until("POST", "/api/v1/nodes", 2000);
@@ -634,6 +656,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_patch_conflict_reads_etcd, setup, teardown),
       cmocka_unit_test_setup_teardown(test_apiserver_down, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lease_failures_back_off, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_link_back_reads_the_node, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stop_mid_request, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stop_while_runtime_asked, setup, teardown),
   };
