@@ -35,6 +35,10 @@ const json_t *nl_node_object(const nl_node_t *n) { return n->prev ? n->prev : n-
 const char *nl_node_uid(const nl_node_t *n) { return n->uid ? n->uid : ""; }
 bool nl_node_ready(const nl_node_t *n) { return n->ready; }
 
+uint64_t nl_node__jittered(nl_backoff_t *rng, uint64_t period_ms) {
+  return period_ms + (uint64_t)((double)period_ms * 0.04 * nl_backoff_random(rng));
+}
+
 int64_t nl_node__now_ns(const nl_node_t *n) {
   if (n->deps.now_ns) return n->deps.now_ns(n->deps.ctx);
   struct timespec ts;
@@ -252,7 +256,10 @@ static void wait_next(nl_node_t *n) {
     n->prev = slim;
   }
   uint64_t fast = n->opts.fast_ms ? n->opts.fast_ms : 1000;
-  uint64_t delay = n->ready || fast > n->opts.update_ms ? n->opts.update_ms : fast;
+  /* every nodeStatusUpdateFrequency, jittered (upstream's syncNodeStatus loop);
+   * the fast rounds before Ready are not */
+  uint64_t delay = n->ready || fast > n->opts.update_ms ? nl_node__jittered(&n->backoff, n->opts.update_ms)
+                                                        : fast;
   set_state(n, NL_NODE_WAIT);
   uv_timer_start(&n->timer, on_timer, delay, 0);
 }
@@ -519,12 +526,13 @@ static void step(nl_node_t *n) {
     /* The first try takes the Node from the watch (upstream's nodeLister), or
      * reads the apiserver's cache while the watch has none; retries read etcd
      * (upstream). */
-    if (n->status_tries == 0 && n->watched) {
+    if (n->status_tries == 0 && n->watched && !n->read_fresh) {
       learn_node(n, json_loads(n->watched, 0, NULL));
       set_state(n, NL_NODE_STATUS_PATCH);
       step(n);
       return;
     }
+    if (n->status_tries == 0) n->read_fresh = false;
     char *path = node_path(n, n->status_tries == 0 ? "?resourceVersion=0" : "");
     request(n, "GET", path, NULL, NULL);
     free(path);

@@ -15,6 +15,7 @@
  *
  * Lease: once the Node's uid is known, GET the Lease; 404 -> create it with an
  * owner reference to the Node; then renew it every nodeLeaseDurationSeconds / 4
+ * (stretched by up to 4%, as upstream)
  * with a merge PATCH of renewTime on the last resourceVersion (upstream PUTs the
  * whole Lease: nl_node_lease_renewal). A failed renewal is retried 5 times (a
  * 409 re-GETs first), then the Lease is
@@ -183,6 +184,11 @@ struct nl_node {
   nl_reflector_t *watch;
   char *watched;
   bool watch_started;
+  /* The next round reads the Node from the apiserver, not from the watch: the
+   * link just came back (a Lease renewal succeeded after failures), and the
+   * watch may not have caught up with what others wrote meanwhile (the node
+   * lifecycle controller's Ready=Unknown). */
+  bool read_fresh;
   char *uid;             /* the Node's uid, once known */
   bool registered;
   bool ready;            /* the last status sent said Ready=True */
@@ -237,6 +243,10 @@ nl_kube_req_t *nl_node__request(nl_node_t *n, const char *method, const char *pa
  * not decode. */
 json_t *nl_node__object(const nl_kube_response_t *resp);
 int64_t nl_node__now_ns(const nl_node_t *n);
+/* A period as upstream's wait.JitterUntil(f, period, 0.04, true) waits it:
+ * stretched by up to 4%, drawn from rng, so that nodes started together (or
+ * reconnected together) do not send in step. */
+uint64_t nl_node__jittered(nl_backoff_t *rng, uint64_t period_ms);
 void nl_node__fail(nl_node_faillog_t *l, uint64_t now_ms, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void nl_node__ok(nl_node_faillog_t *l);

@@ -37,9 +37,28 @@ static void finish(query_t *q) {
   free(q);
 }
 
+/* An image and its runtime id, for sorting. */
+typedef struct sized {
+  nl_node_image_t image;
+  const char *id;
+} sized_t;
+
 static int by_size(const void *a, const void *b) {
-  int64_t x = ((const nl_node_image_t *)a)->size_bytes, y = ((const nl_node_image_t *)b)->size_bytes;
-  return x < y ? 1 : x > y ? -1 : 0;
+  const sized_t *x = a, *y = b;
+  int64_t sx = x->image.size_bytes, sy = y->image.size_bytes;
+  if (sx != sy) return sx < sy ? 1 : -1;
+  return -strcmp(x->id, y->id);
+}
+
+/* Equal sizes by id: untagged images of equal size swapped places from one
+ * ListImages to the next, and the status was patched every 10 s, image list
+ * and all (uplink_impaired). */
+void nl_node_images_sort(nl_node_image_t *images, const char *const *ids, size_t n) {
+  sized_t *s = nl_xcalloc(n ? n : 1, sizeof *s);
+  for (size_t i = 0; i < n; i++) s[i] = (sized_t){images[i], ids[i] ? ids[i] : ""};
+  qsort(s, n, sizeof *s, by_size);
+  for (size_t i = 0; i < n; i++) images[i] = s[i].image;
+  free(s);
 }
 
 static void on_images(const nl_grpc_status_t *st, Runtime__V1__ListImagesResponse *resp, void *ctx) {
@@ -47,6 +66,7 @@ static void on_images(const nl_grpc_status_t *st, Runtime__V1__ListImagesRespons
   if (resp) {
     q->info.images_ok = true;
     q->images = nl_xcalloc(resp->n_images ? resp->n_images : 1, sizeof *q->images);
+    const char **ids = nl_xcalloc(resp->n_images ? resp->n_images : 1, sizeof *ids);
     for (size_t i = 0; i < resp->n_images; i++) {
       const Runtime__V1__Image *im = resp->images[i];
       size_t n = im->n_repo_digests + im->n_repo_tags;
@@ -55,8 +75,10 @@ static void on_images(const nl_grpc_status_t *st, Runtime__V1__ListImagesRespons
       for (size_t j = 0; j < im->n_repo_tags; j++)
         names[im->n_repo_digests + j] = nl_xstrdup(im->repo_tags[j]);
       q->images[q->n_images++] = (nl_node_image_t){names, n, (int64_t)im->size};
+      ids[i] = im->id;
     }
-    qsort(q->images, q->n_images, sizeof *q->images, by_size);
+    nl_node_images_sort(q->images, ids, q->n_images);
+    free(ids);
   }
   finish(q);
 }

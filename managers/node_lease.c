@@ -23,8 +23,10 @@ static void set_state(nl_node_lease_t *l, nl_node_lease_state_t s) {
   l->state = s;
 }
 
-static uint64_t renew_ms(const nl_node_lease_t *l) {
-  return (uint64_t)l->node->opts.lease_duration_s * 1000 / 4; /* renewIntervalFraction */
+/* A quarter of the duration (renewIntervalFraction), jittered from the end of
+ * the last renewal as upstream's lease controller runs its sync. */
+static uint64_t renew_ms(nl_node_lease_t *l) {
+  return nl_node__jittered(&l->backoff, (uint64_t)l->node->opts.lease_duration_s * 1000 / 4);
 }
 
 static void on_timer(uv_timer_t *t) {
@@ -89,6 +91,7 @@ static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_
     if (!e) {
       keep(l, resp);
       nl_backoff_reset(&l->backoff);
+      if (l->log.failures) n->read_fresh = true; /* the link is back: see read_fresh */
       nl_node__ok(&l->log);
       wait_in(l, NL_LEASE_IDLE, renew_ms(l));
       return;

@@ -17,8 +17,15 @@
 #define DEFAULT_TIMEOUT_MS 30000
 #define DEFAULT_READ_IDLE_MS 30000 /* client-go's http2 ReadIdleTimeout */
 #define DEFAULT_PING_TIMEOUT_MS 15000
+/* Reconnect back-off. client-go has none (each request dials); the kubelet's
+ * most frequent caller while the server is unreachable is the Lease, whose
+ * retries back off to 7 s (the lease controller's maxBackoff): a link that comes
+ * back is used as soon as upstream's would use it, not up to 36 s later. Each
+ * delay stretched by up to 100% (client-go's backoff manager's jitter), so that a
+ * fleet cut off together does not dial again in step. */
 #define DEFAULT_BACKOFF_INITIAL_MS 500
-#define DEFAULT_BACKOFF_MAX_MS 30000
+#define DEFAULT_BACKOFF_MAX_MS 7000
+#define BACKOFF_JITTER 1.0
 #define DEFAULT_IDLE_CONN_MS 90000 /* Go's http.DefaultTransport IdleConnTimeout */
 #define DEFAULT_MAX_CONNS 8
 
@@ -318,7 +325,7 @@ int nl_kube_client_new(nl_kube_client_t **out, uv_loop_t *loop, const nl_kube_cl
   c->max_conns = o->max_conns ? o->max_conns : DEFAULT_MAX_CONNS;
   nl_kube_ratelimit_init(&c->rl, o->qps, o->burst, uv_now(loop));
   nl_backoff_init(&c->backoff, o->backoff_initial_ms ? o->backoff_initial_ms : DEFAULT_BACKOFF_INITIAL_MS,
-                  o->backoff_max_ms ? o->backoff_max_ms : DEFAULT_BACKOFF_MAX_MS, 0.2);
+                  o->backoff_max_ms ? o->backoff_max_ms : DEFAULT_BACKOFF_MAX_MS, BACKOFF_JITTER);
   nl_list_init(&c->conns);
   nl_list_init(&c->waiting);
   nl_list_init(&c->reqs);

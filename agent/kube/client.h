@@ -44,7 +44,7 @@ typedef struct nl_kube_client_opts {
   uint64_t read_idle_timeout_ms;     /* PING after this long without a frame; 0: 30 s */
   uint64_t ping_timeout_ms;          /* close when the PING is not answered; 0: 15 s */
   uint64_t backoff_initial_ms;       /* reconnect back-off; 0: 500 ms */
-  uint64_t backoff_max_ms;           /* 0: 30 s */
+  uint64_t backoff_max_ms;           /* 0: 7 s (each delay jittered up to 100%) */
   /* Connections: another opens when every stream of the open ones is taken. */
   unsigned max_conns;                /* at most this many at once; 0: 8 */
   uint64_t idle_conn_timeout_ms;     /* an extra one without a stream closes; 0: 90 s */
@@ -137,6 +137,10 @@ bool nl_kube_client_protobuf(const nl_kube_client_t *c);
 /* Cancels a request whose callback has not run: cb runs later with NL_ECLOSED.
  * A no-op once the result is on its way. */
 void nl_kube_req_cancel(nl_kube_req_t *r);
+/* From inside r's done callback, when it failed: whether a connection to the
+ * server was ever ready while r waited. False: the link failed it (every dial
+ * refused, unreachable or timed out, or a TLS failure), not the server. */
+bool nl_kube_req_had_conn(const nl_kube_req_t *r);
 
 /* For a non-2xx response: fills *err with the apiserver's Status message
  * ("nodes \"n1\" is forbidden: User \"system:node:n2\" cannot ...") or, when the

@@ -37,6 +37,12 @@ typedef enum outcome {
   WATCH_FAILED,   /* an HTTP error or an ERROR event: back off, re-list */
   WATCH_BROKEN,   /* no response, a torn or malformed stream: back off, re-watch */
   WATCH_DEADLINE, /* open far past its timeout: re-watch */
+  /* The request never had a connection (the link is down): the same again at
+   * once, waiting for the client's next dial, whose back-off (jittered, 7 s at
+   * most) paces it; the reflector's own back-off does not grow, so the link's
+   * return is not followed by up to a minute of it. */
+  LIST_NO_LINK,
+  WATCH_NO_LINK,
 } outcome_t;
 
 struct nl_reflector {
@@ -212,11 +218,13 @@ static void on_list(void *ctx, const nl_kube_response_t *resp, const nl_err_t *e
   nl_reflector_t *r = take_ctx(ctx, &stale);
   if (!stale) {
     assert(r->state == NL_REFLECTOR_LISTING);
+    nl_kube_req_t *req = r->req;
     r->req = NULL;
     nl_err_t *e = NULL;
     outcome_t o = LIST_FAILED;
     if (err) {
       nl_err_set(&e, err->code, "%s", err->msg);
+      if (!nl_kube_req_had_conn(req)) o = LIST_NO_LINK;
     } else if (resp->status / 100 != 2) {
       nl_kube_status_err(resp, &e);
       nl_kube_reason_t why = nl_kube_status_reason(resp);
@@ -229,9 +237,12 @@ static void on_list(void *ctx, const nl_kube_response_t *resp, const nl_err_t *e
     if (r->state != NL_REFLECTOR_STOPPING) { /* on_list may have stopped us */
       if (o == LIST_EXPIRED)
         nl_vlog(4, "reflector %s: list: %s; listing from storage", r->path, nl_err_msg(e));
+      else if (o == LIST_NO_LINK)
+        nl_vlog(2, "reflector %s: list failed: %s; again with the next connection", r->path,
+                nl_err_msg(e));
       else if (o != LIST_DONE)
         nl_warn("reflector %s: list failed: %s", r->path, nl_err_msg(e));
-      if (o == LIST_FAILED && r->cbs.on_list_error)
+      if ((o == LIST_FAILED || o == LIST_NO_LINK) && r->cbs.on_list_error)
         r->cbs.on_list_error(r->ctx, err ? 0 : resp->status, e);
       if (r->state != NL_REFLECTOR_STOPPING) step(r, o);
     }
@@ -248,12 +259,21 @@ static void on_watch_data(void *ctx, const char *data, size_t len);
 static void on_watch_done(void *ctx, const nl_kube_response_t *resp, const nl_err_t *err);
 static void on_timer(uv_timer_t *t);
 
+/* An event from a watch (a change, a bookmark, or a 410: the server working as
+ * it should) proves the server and the link healthy again: the back-off,
+ * grown while they failed, starts over, so that the re-list of a 410 after an
+ * outage (the version compacted away meanwhile) waits 0.8-1.6 s, not what the
+ * outage left. client-go starts over only after 2 minutes without a back-off.
+ * A watch closed at once with nothing in it, or an error event, does not: a
+ * misbehaving server still sees the back-off grow. */
 static int on_event(void *ctx, const nl_kube_watch_event_t *ev) {
   nl_reflector_t *r = ctx;
   r->watch_events++;
+  bool gone = ev->type == NL_KUBE_WATCH_ERROR &&
+              (ev->code == 410 || ev->reason == NL_KUBE_REASON_EXPIRED ||
+               ev->reason == NL_KUBE_REASON_GONE);
+  if (ev->type != NL_KUBE_WATCH_ERROR || gone) nl_backoff_reset(&r->backoff);
   if (ev->type == NL_KUBE_WATCH_ERROR) {
-    bool gone = ev->code == 410 || ev->reason == NL_KUBE_REASON_EXPIRED ||
-                ev->reason == NL_KUBE_REASON_GONE;
     r->watch_outcome = gone ? WATCH_EXPIRED : WATCH_FAILED;
     free(r->watch_error);
     r->watch_error = nl_xasprintf("watch error event: %s (%d %s)",
@@ -287,8 +307,13 @@ static void start_watch(nl_reflector_t *r) {
                 *r->selectors ? "&" : "", r->selectors);
   query_escape(&url, r->rv);
   nl_buf_printf(&url, "&timeoutSeconds=%llu&watch=true", (unsigned long long)timeout_s);
+  /* Its head may wait as long as the watch may last (client-go's watch has no
+   * deadline but the server's): while the link is down it waits for the client
+   * to connect, and goes out with the first connection instead of timing out
+   * just before it (the reflector's back-off would follow). A dead connection
+   * fails it sooner (the client's PING health check). */
   nl_kube_request_opts_t o = {.method = "GET", .path = url.data, .on_head = on_watch_head,
-                              .on_data = on_watch_data};
+                              .on_data = on_watch_data, .timeout_ms = timeout_s * 1000};
   r->req = nl_kube_request(r->client, &o, on_watch_done, new_req_ctx(r));
   nl_buf_free(&url);
   uv_timer_start(&r->timer, on_timer, timeout_s * 1000 + WATCH_GRACE_MS, 0);
@@ -341,6 +366,7 @@ static void on_watch_done(void *ctx, const nl_kube_response_t *resp, const nl_er
   nl_reflector_t *r = take_ctx(ctx, &stale);
   if (!stale) {
     assert(r->state == NL_REFLECTOR_WATCHING);
+    nl_kube_req_t *req = r->req;
     r->req = NULL;
     uv_timer_stop(&r->timer);
     nl_err_t *e = NULL;
@@ -348,7 +374,7 @@ static void on_watch_done(void *ctx, const nl_kube_response_t *resp, const nl_er
     int status = resp ? resp->status : 0;
     if (err) {
       nl_err_set(&e, err->code, "watch: %s", err->msg);
-      o = WATCH_BROKEN;
+      o = nl_kube_req_had_conn(req) ? WATCH_BROKEN : WATCH_NO_LINK;
     } else if (status != 200) {
       nl_kube_response_t full = {status, r->error_body.data ? r->error_body.data : "",
                                  r->error_body.len, "application/json"};
@@ -364,7 +390,9 @@ static void on_watch_done(void *ctx, const nl_kube_response_t *resp, const nl_er
                  "with no event");
       o = WATCH_BROKEN;
     }
-    if (o != WATCH_ENDED) {
+    if (o == WATCH_NO_LINK) {
+      nl_vlog(2, "reflector %s: %s; again with the next connection", r->path, nl_err_msg(e));
+    } else if (o != WATCH_ENDED) {
       free(r->watch_error);
       r->watch_error = nl_xstrdup(nl_err_msg(e));
       log_watch_end(r, o);
@@ -409,6 +437,12 @@ static void step(nl_reflector_t *r, outcome_t o) {
   case LIST_EXPIRED:
     r->rv_unavailable = true; /* the same list again, from storage, now */
     start_list(r);
+    break;
+  case LIST_NO_LINK:
+    start_list(r);
+    break;
+  case WATCH_NO_LINK:
+    start_watch(r);
     break;
   case LIST_FAILED:
   case WATCH_EXPIRED:

@@ -426,6 +426,8 @@ nl_kube_req_t *nl_kube_request(nl_kube_client_t *c, const nl_kube_request_opts_t
   return r;
 }
 
+bool nl_kube_req_had_conn(const nl_kube_req_t *r) { return r->had_conn; }
+
 void nl_kube_req_cancel(nl_kube_req_t *r) {
   if (r->state == RQ_DONE) return;
   finish_errf(r, NL_ECLOSED, "context canceled");

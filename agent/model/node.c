@@ -229,7 +229,11 @@ static json_t *images(const nl_node_conf_t *c, const nl_node_inputs_t *in) {
   if (c->max_images >= 0 && (size_t)c->max_images < n) n = (size_t)c->max_images;
   for (size_t i = 0; i < n; i++) {
     const nl_node_image_t *im = &in->images[i];
-    json_t *o = json_object(), *names = json_array();
+    /* An image with neither digest nor tag has null names, as upstream's nil
+     * slice: the API server returns null for [], and an image list holding []
+     * never equalled the Node read back, so the status was patched every
+     * round, image list and all (uplink_impaired). */
+    json_t *o = json_object(), *names = im->n_names ? json_array() : json_null();
     for (size_t j = 0; j < im->n_names && j < MAX_NAMES_PER_IMAGE; j++)
       json_array_append_new(names, json_string(im->names[j]));
     json_object_set_new(o, "names", names);

@@ -8,6 +8,8 @@
 #                   them)
 #   containerd2     github.com/containerd/containerd/v2 cmd/containerd and
 #                   cmd/containerd-shim-runc-v2 (beside it)
+#   toxiproxy       github.com/Shopify/toxiproxy/v2 cmd/server, the impairment
+#                   proxy of the uplink tests (driven through its HTTP API)
 #
 # The only stdout line is the (first) binary's path:
 #   ms=$(tools/testenv/tool-build.sh metrics-server)
@@ -35,7 +37,8 @@ case $name in
       github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2)
     tags=no_btrfs,no_devmapper,no_zfs
     ;;
-  *) die "usage: $0 metrics-server|containerd2" ;;
+  toxiproxy) pkgs=(github.com/Shopify/toxiproxy/v2/cmd/server) tags= ;;
+  *) die "usage: $0 metrics-server|containerd2|toxiproxy" ;;
 esac
 mod=$here/$name
 build_flags=(-trimpath)

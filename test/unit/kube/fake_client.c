@@ -20,11 +20,14 @@ nl_kube_req_t *nl_kube_request(nl_kube_client_t *c, const nl_kube_request_opts_t
   r->on_head = opts->on_head;
   r->on_data = opts->on_data;
   r->fail_on_dial = opts->fail_on_dial;
+  r->timeout_ms = opts->timeout_ms;
   r->cb = cb;
   r->ctx = ctx;
   fake_reqs[fake_nreqs++] = r;
   return (nl_kube_req_t *)r;
 }
+
+bool nl_kube_req_had_conn(const nl_kube_req_t *req) { return !((const fake_req_t *)req)->no_conn; }
 
 void nl_kube_req_cancel(nl_kube_req_t *req) {
   fake_req_t *r = (fake_req_t *)req;
@@ -67,6 +70,11 @@ void fake_end(fake_req_t *r, int status) {
 void fake_fail(fake_req_t *r, int code, const char *msg) {
   nl_err_t err = {code, (char *)msg};
   finish(r, NULL, &err);
+}
+
+void fake_fail_no_conn(fake_req_t *r, int code, const char *msg) {
+  r->no_conn = true;
+  fake_fail(r, code, msg);
 }
 
 void fake_reset(void) {

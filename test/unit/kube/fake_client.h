@@ -15,7 +15,9 @@ typedef struct fake_req {
   nl_kube_done_fn cb;
   void *ctx;
   bool fail_on_dial;
+  uint64_t timeout_ms;
   bool cancelled, done;
+  bool no_conn; /* failed without a connection ever ready (fake_fail_no_conn) */
 } fake_req_t;
 
 #define FAKE_MAX 256
@@ -32,6 +34,9 @@ void fake_head(fake_req_t *r, int status);
 void fake_data(fake_req_t *r, const char *data);
 void fake_end(fake_req_t *r, int status); /* the end of a stream */
 void fake_fail(fake_req_t *r, int code, const char *msg);
+/* Fails r as the client fails a request that never had a connection (the
+ * server unreachable). */
+void fake_fail_no_conn(fake_req_t *r, int code, const char *msg);
 void fake_reset(void);
 /* Runs loop for ms milliseconds (its timers fire; nothing else wakes it). */
 void fake_run_for(uv_loop_t *loop, uint64_t ms);

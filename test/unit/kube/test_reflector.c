@@ -51,11 +51,11 @@ typedef struct fixture {
   nl_reflector_t *r;
 } fixture_t;
 
-static int setup(void **state) {
+static int setup_backoff(void **state, uint64_t initial_ms, uint64_t max_ms) {
   fixture_t *f = calloc(1, sizeof *f);
   uv_loop_init(&f->loop);
   nl_reflector_opts_t o = {.path = PODS, .field_selector = "spec.nodeName=edge-1",
-                           .backoff_initial_ms = 1, .backoff_max_ms = 4};
+                           .backoff_initial_ms = initial_ms, .backoff_max_ms = max_ms};
   nl_reflector_cbs_t cbs = {on_list, on_event};
   nl_err_t *err = NULL;
   assert_int_equal(nl_reflector_new(&f->r, &f->loop, NULL, &o, &cbs, &f->seen, &err), 0);
@@ -63,6 +63,10 @@ static int setup(void **state) {
   *state = f;
   return 0;
 }
+
+static int setup(void **state) { return setup_backoff(state, 1, 4); }
+/* a back-off long enough to be told from none */
+static int setup_slow(void **state) { return setup_backoff(state, 10, 5000); }
 
 /* Stops the reflector (unless the test did), settles what was cancelled, and
  * checks that the loop closes: no handle and no memory left behind. */
@@ -110,6 +114,8 @@ static void assert_watch_from(const fake_req_t *w, const char *rv) {
   assert_non_null(strstr(w->path, "&watch=true"));
   unsigned t = watch_timeout(w);
   assert_true(t >= 300 && t < 600);
+  /* the head may wait for a connection as long as the watch may last */
+  assert_int_equal(w->timeout_ms, (uint64_t)t * 1000);
   assert_string_equal(w->method, "GET");
 }
 
@@ -171,6 +177,31 @@ static void error_event_410_relists_from_the_last_version(void **state) {
                "{\"metadata\":{\"resourceVersion\":\"41\"},\"items\":[]}");
   assert_int_equal(f->seen.lists, 2);
   assert_watch_from(fake_last(), "41");
+}
+
+/* After an outage (watches broken one after another: the back-off grew), the
+ * first event of a watch starts the back-off over: a 410 (the version
+ * compacted away meanwhile) is re-listed after the initial back-off, not after
+ * what the outage left. A watch closed at once with nothing in it does not
+ * (broken_streams_back_off_then_rewatch). */
+static void an_event_starts_the_back_off_over(void **state) {
+  fixture_t *f = *state;
+  list_then_watch(f);
+  size_t n = 2;
+  for (int i = 0; i < 6; i++) { /* 10, 20, ... 320 ms, each up to twice that */
+    fake_fail(fake_last(), ECONNRESET, "connection reset by peer");
+    assert_watch_from(run_until(f, ++n), "10");
+  }
+  fake_req_t *w = fake_last();
+  fake_head(w, 200);
+  uint64_t t0 = uv_hrtime();
+  fake_data(w, "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"status\":\"Failure\","
+               "\"message\":\"too old resource version: 10 (400)\",\"reason\":\"Expired\",\"code\":410}}\n");
+  fake_settle();
+  fake_req_t *l = run_until(f, n + 1);
+  assert_string_equal(l->path, PODS "?" SEL "&resourceVersion=10");
+  /* 10-20 ms, where the grown back-off would have been 640-1280 ms */
+  assert_true(uv_hrtime() - t0 < 300 * 1000000ull);
 }
 
 static void http_410_on_watch_relists(void **state) {
@@ -237,6 +268,36 @@ static void broken_streams_back_off_then_rewatch(void **state) {
   assert_watch_from(w, "11");
   assert_int_equal(f->seen.lists, 1);
   assert_int_equal(f->seen.events, 1);
+}
+
+/* A list or a watch that never had a connection (the link down) goes again at
+ * once, to wait for the client's next dial (whose back-off paces it), without
+ * a back-off of the reflector's own: when the link returns, the reflector is
+ * on the wire with the first connection. A watch whose connection was lost
+ * still backs off (jittered, so that a fleet does not re-watch in step). */
+static void no_link_waits_for_the_client_not_a_back_off(void **state) {
+  fixture_t *f = *state;
+  nl_reflector_start(f->r);
+  for (size_t i = 1; i <= 3; i++) {
+    fake_req_t *l = fake_last();
+    assert_true(l->fail_on_dial);
+    fake_fail_no_conn(l, ECONNREFUSED, "dial tcp 127.0.0.1:6443: connect: connection refused");
+    assert_int_equal(fake_nreqs, i + 1); /* at once, not after a back-off */
+    assert_int_equal(nl_reflector_state(f->r), NL_REFLECTOR_LISTING);
+  }
+  fake_respond(fake_last(), 200, list10);
+  fake_req_t *w = fake_last();
+  assert_watch_from(w, "10");
+  fake_fail_no_conn(w, ECONNREFUSED, "dial tcp 127.0.0.1:6443: connect: connection refused");
+  assert_int_equal(nl_reflector_state(f->r), NL_REFLECTOR_WATCHING);
+  assert_watch_from(fake_last(), "10");
+  assert_int_equal(fake_nreqs, 6);
+  /* the connection it had is lost: a back-off first */
+  fake_fail(fake_last(), ECONNRESET, "connection reset by peer");
+  assert_int_equal(nl_reflector_state(f->r), NL_REFLECTOR_BACKOFF);
+  assert_int_equal(fake_nreqs, 6);
+  assert_watch_from(run_until(f, 7), "10");
+  assert_int_equal(f->seen.lists, 1);
 }
 
 static void list_failures_retry_and_do_not_sync(void **state) {
@@ -352,6 +413,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(stop_while_watching_touches_nothing_freed, setup, teardown),
       cmocka_unit_test_setup_teardown(stop_from_the_event_callback, setup, teardown),
       cmocka_unit_test_setup_teardown(stop_during_backoff, setup, teardown),
+      cmocka_unit_test_setup_teardown(no_link_waits_for_the_client_not_a_back_off, setup, teardown),
+      cmocka_unit_test_setup_teardown(an_event_starts_the_back_off_over, setup_slow, teardown),
       cmocka_unit_test(bad_paths_are_refused),
       cmocka_unit_test(selectors_are_escaped),
   };

@@ -12,6 +12,7 @@
 
 #include "fake_kube.h"
 #include "managers/node.h"
+#include "managers/node_cri.h"
 #include "reactor/xalloc.h"
 
 /* ---- the fake client (fake_kube.h) and the test's state ---- */
@@ -373,6 +374,40 @@ static void test_register_201_then_lease(void **state) {
   assert_string_equal(nl_node_lease_state_name(node.lease.state), "Idle");
 }
 
+/* The Lease's renewals and the status rounds wait their period stretched by up
+ * to 4%, as upstream's wait.JitterUntil(..., 0.04, true): spread over the
+ * whole range, so that a fleet does not renew in step. */
+static void test_periods_jittered(void **state) {
+  nl_backoff_t rng;
+  nl_backoff_init(&rng, 1, 1, 0);
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (int i = 0; i < 1000; i++) {
+    uint64_t d = nl_node__jittered(&rng, 10000);
+    assert_true(d >= 10000 && d <= 10400);
+    lo = d < lo ? d : lo;
+    hi = d > hi ? d : hi;
+  }
+  assert_true(lo < 10040);
+  assert_true(hi > 10360);
+}
+
+/* Images largest first, equal sizes by id descending (upstream's
+ * ByImageSize), whatever order the runtime lists them in: the Node's image
+ * list, and so its status, stays the same from round to round. */
+static void test_images_sorted_stably(void **state) {
+  const char *ids[2][4] = {{"sha256:a", "sha256:c", "sha256:big", "sha256:b"},
+                           {"sha256:b", "sha256:big", "sha256:c", "sha256:a"}};
+  for (int k = 0; k < 2; k++) {
+    nl_node_image_t im[4];
+    for (int i = 0; i < 4; i++)
+      im[i] = (nl_node_image_t){.names = (const char **)&ids[k][i], .n_names = 1,
+                                .size_bytes = strcmp(ids[k][i], "sha256:big") ? 322406 : 5000000};
+    nl_node_images_sort(im, ids[k], 4);
+    const char *want[] = {"sha256:big", "sha256:c", "sha256:b", "sha256:a"};
+    for (int i = 0; i < 4; i++) assert_string_equal(im[i].names[0], want[i]);
+  }
+}
+
 static void test_register_409_reconciles(void **state) {
   fk.node = json_loads("{\"metadata\":{\"name\":\"n1\",\"uid\":\"old-uid\",\"labels\":{"
                        "\"kubernetes.io/hostname\":\"other\"}},\"status\":{}}", 0, NULL);
@@ -568,6 +603,28 @@ static void test_lease_failures_back_off(void **state) {
   assert_true(node.lease.log.failures >= 5);
 }
 
+/* Once a Lease renewal succeeds after failures (the link is back), the next
+ * status round reads the Node from the apiserver's cache rather than from the
+ * watch, which may not have caught up with what was written meanwhile (the
+ * node lifecycle controller's Ready=Unknown): one GET, then the watch again. */
+static void test_link_back_reads_the_node(void **state) {
+  fk.auto_answer = true;
+  nl_node_start(&node);
+  run_until("PATCH", "/apis/coordination.k8s.io", 1000);
+  assert_non_null(fk.watch);
+  run_until(NULL, NULL, 100);
+  size_t gets = count("GET", "/api/v1/nodes/n1?resourceVersion=0");
+  fk.fail_status = 503;
+  run_until(NULL, NULL, 300);
+  assert_true(node.lease.log.failures >= 1);
+  assert_int_equal(count("GET", "/api/v1/nodes/n1?resourceVersion=0"), gets);
+  fk.fail_status = 0;
+  run_until(NULL, NULL, 400);
+  assert_int_equal(node.lease.log.failures, 0);
+  assert_int_equal(count("GET", "/api/v1/nodes/n1?resourceVersion=0"), gets + 1);
+  assert_false(node.read_fresh);
+}
+
 static void test_stop_mid_request(void **state) {
   nl_node_start(&node);
   nl_kube_req_t *r = run_until("POST", "/api/v1/nodes", 2000);
@@ -588,6 +645,8 @@ static void test_stop_while_runtime_asked(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_facts_from_fixtures),
+      cmocka_unit_test(test_periods_jittered),
+      cmocka_unit_test(test_images_sorted_stably),
       cmocka_unit_test_setup_teardown(test_register_201_then_lease, setup, teardown),
       cmocka_unit_test_setup_teardown(test_register_409_reconciles, setup, teardown),
       cmocka_unit_test_setup_teardown(test_register_backoff, setup, teardown),
@@ -597,6 +656,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_patch_conflict_reads_etcd, setup, teardown),
       cmocka_unit_test_setup_teardown(test_apiserver_down, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lease_failures_back_off, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_link_back_reads_the_node, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stop_mid_request, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stop_while_runtime_asked, setup, teardown),
   };

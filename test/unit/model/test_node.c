@@ -272,6 +272,21 @@ static void test_conditions_and_change(void **state) {
   json_t *s4 = nl_node_status(&c, &f, &in, s1, NULL);
   assert_int_equal(json_array_size(json_object_get(s4, "images")), 1);
   assert_true(nl_node_status_changed(s4, s1));
+  /* An untagged image (no digest, no tag) has null names, as upstream: the
+   * API server gives [] back as null, and the status read back is no change. */
+  static const nl_node_image_t untagged[] = {{NULL, 0, 322406}};
+  in.images = untagged;
+  in.n_images = 1;
+  json_t *s6 = nl_node_status(&c, &f, &in, s1, NULL);
+  json_t *names = json_object_get(json_array_get(json_object_get(s6, "images"), 0), "names");
+  assert_non_null(names);
+  assert_true(json_is_null(names));
+  json_t *back = json_loads("{\"images\":[{\"names\":null,\"sizeBytes\":322406}]}", 0, NULL);
+  json_t *only = json_pack("{s:O}", "images", json_object_get(s6, "images"));
+  assert_false(nl_node_status_changed(only, back));
+  json_decref(only);
+  json_decref(back);
+  json_decref(s6);
   json_decref(s1);
   json_decref(s2);
   json_decref(s3);
