@@ -10,8 +10,12 @@
 # NANOLET_TESTENV_DIR, bridge and subnet), never on the shared one, and purges
 # it at the end.
 NODE=${NANOLET_REBOOT_NODE:-reboot-e2e}
-export NANOLET_TESTENV_DIR=${NANOLET_REBOOT_TESTENV_DIR:-/var/lib/nanolet-reboot-testenv}
-export NANOLET_TESTENV_BRIDGE=nl-br1 NANOLET_TESTENV_SUBNET=10.89.0.0/24 NANOLET_TESTENV_NO_REGISTRY=1
+. "$(dirname "$0")/private_testenv.sh"
+# (10.89.0.0/24 is tools/testenv/containerd2.sh's)
+private_testenv "${NANOLET_REBOOT_TESTENV_DIR:-/var/lib/nanolet-reboot-testenv}" nl-br1 10.84.0.0/24 ||
+  { echo "tools/testenv/tool-build.sh containerd2 failed"; exit 1; }
+export NANOLET_TESTENV_DIR=$PRIVATE_DIR NANOLET_TESTENV_BRIDGE=$PRIVATE_BRIDGE NANOLET_TESTENV_SUBNET=$PRIVATE_SUBNET
+export NANOLET_TESTENV_CONTAINERD=$PRIVATE_CONTAINERD NANOLET_TESTENV_NO_REGISTRY=1
 RUNDIR=$NANOLET_TESTENV_DIR/run
 TESTENV=$(cd "$(dirname "$0")/../../tools/testenv" && pwd)
 ENDPOINT=$("$TESTENV/setup.sh" 2>/tmp/nanolet-reboot-setup.log) || { echo "setup.sh failed:"; tail -5 /tmp/nanolet-reboot-setup.log; exit 1; }
