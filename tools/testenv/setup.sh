@@ -14,6 +14,9 @@
 #   NANOLET_TESTENV_NO_APT=1     do not touch apt (fail if a tool is missing)
 #   NANOLET_TESTENV_NO_REGISTRY=1  no registry: a second instance's (the shared
 #                                one holds 127.0.0.1:15443)
+#   NANOLET_TESTENV_REGISTRY_DIR  the registry's directory (default DIR/registry);
+#                                with NO_REGISTRY, another instance's, whose CA
+#                                (certs.d) this containerd's pulls then trust
 #   NANOLET_TESTENV_BRIDGE, NANOLET_TESTENV_SUBNET  the CNI bridge and subnet
 #                                (default nl-br0, 10.88.0.0/24)
 #   NANOLET_TESTENV_CONTAINERD   another containerd binary than Debian's: a
