@@ -18,9 +18,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The CI subset: the runtime's own tests and one of each kind of agent test
-# (pods, probes, logs, exec and port-forward through the apiserver).
-CI_TESTS=(cri_client_test e2e_pods_run e2e_probes e2e_kubelet_streams e2e_kserver)
+# The CI subset: the CRI layer's tests, the agent's pods, probes, logs, exec,
+# attach and port-forward through the apiserver, and what only containerd 2
+# serves (its container events: EventedPLEG).
+CI_TESTS=(cri_client_test runtime_e2e_test pleg_e2e e2e_pods_run e2e_probes e2e_kubelet_streams
+  e2e_kserver e2e_evented_pleg)
 
 usage() { sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0" >&2; exit 2; }
 [ $# -ge 1 ] || usage
