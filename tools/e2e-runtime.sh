@@ -4,12 +4,12 @@
 #
 #   tools/e2e-runtime.sh containerd2            # the whole e2e suite
 #   tools/e2e-runtime.sh containerd2 --ci       # the CI subset (a few minutes)
-#   tools/e2e-runtime.sh containerd2 e2e_probes e2e_logs ...   # named tests
+#   tools/e2e-runtime.sh containerd2 e2e_probes e2e_kserver ...   # named tests
 #
 # containerd2 is tools/testenv/containerd2.sh: containerd 2 from its Go module
 # as a second instance (its own state directory, bridge nl-br-c2 and subnet
-# 10.89.0.0/24). The control plane and the registries are the shared ones
-# (tools/testenv/env.sh). NANOLET_TEST_RUNTIME=containerd2 tells the tests
+# 10.89.0.0/24), a control plane of its own (k8s-containerd2), the shared
+# registries (tools/testenv/env.sh). NANOLET_TEST_RUNTIME=containerd2 tells the tests
 # that make a containerd of their own (reboot, api_reboot, gc) and the
 # conformance subset to make or use one of the same kind, apart from the 1.6
 # run's, so that both suites can run at the same time.
@@ -39,9 +39,17 @@ elif [ $# -eq 0 ]; then
   tests=(--suite e2e)
 fi
 
-# The shared control plane and registries (their state is the 1.6 instance's
-# directory), then the runtime's socket over env.sh's.
+# The shared registries (their state is the 1.6 instance's directory), the
+# runtime's socket over env.sh's, and a control plane of its own
+# (k8s-containerd2, port offset 450): the tests' node names and namespaces are
+# fixed, and the 1.6 suite may be running on the shared one. Taken down at the
+# end unless it was running already.
 . tools/testenv/env.sh
+export NANOLET_TESTENV_K8S_NAME=k8s-$runtime NANOLET_TESTENV_K8S_PORT_OFFSET=450
+if ! tools/testenv/controlplane.sh status 2>/dev/null; then
+  trap 'tools/testenv/controlplane.sh down >/dev/null 2>&1' EXIT
+  trap 'exit 130' INT TERM
+fi
 k8s_env=$(tools/testenv/controlplane.sh up)
 . "$k8s_env"
 c2_dir=${NANOLET_TESTENV_C2_DIR:-/var/lib/nanolet-testenv-c2}
@@ -53,4 +61,4 @@ CONTAINERD_SNAPSHOTTER=$(cat "$c2_dir/snapshotter")
 export CONTAINERD_SNAPSHOTTER
 
 [ -f build/build.ninja ] || meson setup build --fatal-meson-warnings
-exec meson test -C build --print-errorlogs --num-processes 1 --logbase "e2e-$runtime" "${tests[@]}"
+meson test -C build --print-errorlogs --num-processes 1 --logbase "e2e-$runtime" "${tests[@]}"
