@@ -243,6 +243,9 @@ fi
 plugins=$(ctr_ plugins ls)
 if ! awk '$2 == "cri" && $4 == "ok" { found = 1 } END { exit !found }' <<<"$plugins"; then
   grep -E 'cri|snapshotter' <<<"$plugins" >&2 || true
+  # and containerd's reason (e.g. "couldn't initialize inotify: too many open
+  # files" when the machine's fs.inotify.max_user_instances are taken)
+  grep -F 'failed to load plugin' "$LOG" | grep -F 'grpc.v1.cri' | tail -1 >&2 || true
   die "the CRI plugin is not loaded; see $LOG"
 fi
 
