@@ -29,8 +29,11 @@ TESTENV=$(cd "$(dirname "$0")/../../tools/testenv" && pwd)
 private_testenv "${NANOLET_API_REBOOT_TESTENV_DIR:-/var/lib/nanolet-api-reboot-testenv}" nl-br2 10.87.0.0/24 ||
   { fail "containerd 2" "tools/testenv/tool-build.sh containerd2 failed"; exit 1; }
 RUNDIR=$PRIVATE_DIR/run
-NANOLET_TEST_CRI_ENDPOINT=$(private "$TESTENV/setup.sh" 2>"$E2E_TMP/setup.log") ||
-  { fail "setup.sh" "$(tail -5 "$E2E_TMP/setup.log")"; exit 1; }
+# (a containerd that started without its CRI plugin is purged, as reboot.sh)
+NANOLET_TEST_CRI_ENDPOINT=$(private "$TESTENV/setup.sh" 2>"$E2E_TMP/setup.log") || {
+  fail "setup.sh" "$(tail -5 "$E2E_TMP/setup.log")"
+  private "$TESTENV/teardown.sh" --purge >/dev/null 2>&1; exit 1
+}
 export NANOLET_TEST_CRI_ENDPOINT
 NODE=$REBOOT_NODE
 FLOOR=$(dirname "$NANOLET")/../tools/bench/pods_floor
