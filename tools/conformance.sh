@@ -41,6 +41,9 @@
 #   CONFORMANCE_PORT_OFFSET its control plane's ports, above the shared one's
 #                           (default 100; test/e2e/conformance_subset.sh: 200)
 #   NANOLET                 the nanolet binary (default: build it in build/)
+#   NANOLET_TEST_RUNTIME    containerd (default: Debian's 1.6, setup.sh) or
+#                           containerd2 (tools/testenv/containerd2.sh, its
+#                           bridge nl-br-c2 and subnet 10.89.0.0/24)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
@@ -80,9 +83,22 @@ if [ -z "${NANOLET:-}" ]; then
 fi
 [ -x "$NANOLET" ] || die "no nanolet binary at $NANOLET"
 
+# The runtime and its CNI bridge and subnet (the node's InternalIP below).
 # The daemons these start (containerd, the registries, the control plane)
 # outlive the run: they must not keep its lock (fd 9) open.
-endpoint=$(tools/testenv/setup.sh 9>&-)
+case ${NANOLET_TEST_RUNTIME:-containerd} in
+  containerd)
+    endpoint=$(tools/testenv/setup.sh 9>&-)
+    bridge=${NANOLET_TESTENV_BRIDGE:-nl-br0}
+    subnet=${NANOLET_TESTENV_SUBNET:-10.88.0.0/24}
+    ;;
+  containerd2)
+    endpoint=$(tools/testenv/containerd2.sh 9>&-)
+    bridge=${NANOLET_TESTENV_C2_BRIDGE:-nl-br-c2}
+    subnet=${NANOLET_TESTENV_C2_SUBNET:-10.89.0.0/24}
+    ;;
+  *) die "NANOLET_TEST_RUNTIME must be containerd or containerd2: $NANOLET_TEST_RUNTIME" ;;
+esac
 bin=$(tools/testenv/k8s-build.sh suite)
 repo_list=$(tools/testenv/e2e-images.sh "$bin" 9>&-)
 
@@ -142,8 +158,6 @@ env_file=$(tools/testenv/controlplane.sh up 9>&-)
 . "$env_file"
 
 # The node's InternalIP: the CNI bridge's gateway, made now if no pod made it yet.
-bridge=${NANOLET_TESTENV_BRIDGE:-nl-br0}
-subnet=${NANOLET_TESTENV_SUBNET:-10.88.0.0/24}
 prefix=${subnet#*/}
 net=${subnet%/*}
 node_ip=${net%.*}.$((${net##*.} + 1))

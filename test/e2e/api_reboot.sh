@@ -25,12 +25,15 @@ k8s_env || { fail "control plane" "tools/testenv/controlplane.sh up failed"; exi
 REBOOT_NODE=${NANOLET_E2E_REBOOT_NODE:-nl-apiscale}
 KC=${NANOLET_E2E_REBOOT_KUBECONFIG:-$("$NANOLET_TEST_CONTROLPLANE" cert "$REBOOT_NODE" "system:node:$REBOOT_NODE" system:nodes)}
 TESTENV=$(cd "$(dirname "$0")/../../tools/testenv" && pwd)
-PRIVATE_DIR=${NANOLET_API_REBOOT_TESTENV_DIR:-/var/lib/nanolet-api-reboot-testenv}
+. "$(dirname "$0")/private_testenv.sh"
+private_testenv "${NANOLET_API_REBOOT_TESTENV_DIR:-/var/lib/nanolet-api-reboot-testenv}" nl-br2 10.87.0.0/24 ||
+  { fail "containerd 2" "tools/testenv/tool-build.sh containerd2 failed"; exit 1; }
 RUNDIR=$PRIVATE_DIR/run
-private() { NANOLET_TESTENV_DIR=$PRIVATE_DIR NANOLET_TESTENV_BRIDGE=nl-br2 NANOLET_TESTENV_SUBNET=10.87.0.0/24 \
-  NANOLET_TESTENV_NO_REGISTRY=1 "$@"; }
-NANOLET_TEST_CRI_ENDPOINT=$(private "$TESTENV/setup.sh" 2>"$E2E_TMP/setup.log") ||
-  { fail "setup.sh" "$(tail -5 "$E2E_TMP/setup.log")"; exit 1; }
+# (a containerd that started without its CRI plugin is purged, as reboot.sh)
+NANOLET_TEST_CRI_ENDPOINT=$(private "$TESTENV/setup.sh" 2>"$E2E_TMP/setup.log") || {
+  fail "setup.sh" "$(tail -5 "$E2E_TMP/setup.log")"
+  private "$TESTENV/teardown.sh" --purge >/dev/null 2>&1; exit 1
+}
 export NANOLET_TEST_CRI_ENDPOINT
 NODE=$REBOOT_NODE
 FLOOR=$(dirname "$NANOLET")/../tools/bench/pods_floor

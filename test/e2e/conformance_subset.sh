@@ -44,8 +44,13 @@ for s in "${SPECS[@]}"; do
 done
 
 report=$E2E_TMP/report
-# An instance of its own: a full run (tools/conformance.sh) may be going on.
-CONFORMANCE_INSTANCE=conformance-subset CONFORMANCE_PORT_OFFSET=200 \
+# An instance of its own: a full run (tools/conformance.sh) may be going on,
+# and the subset on the other runtime (NANOLET_TEST_RUNTIME, tools/e2e-runtime.sh).
+case ${NANOLET_TEST_RUNTIME:-containerd} in
+  containerd2) instance=c2-subset offset=400 ;;
+  *) instance=conformance-subset offset=200 ;;
+esac
+CONFORMANCE_INSTANCE=$instance CONFORMANCE_PORT_OFFSET=$offset \
   CONFORMANCE_REPORT_DIR=$report CONFORMANCE_PROCS=${CONFORMANCE_PROCS:-4} NANOLET=$NANOLET \
   "$top/tools/conformance.sh" "$focus" >"$E2E_TMP/run.log" 2>&1
 rc=$?

@@ -21,11 +21,9 @@ PODS_NS=nanolet-e2e-gc
 NANOLET_TEST_CRI_ENDPOINT=unset
 . "$(dirname "$0")/pods_lib.sh"
 TESTENV=$(cd "$(dirname "$0")/../../tools/testenv" && pwd)
-PRIVATE_DIR=${NANOLET_GC_TESTENV_DIR:-/var/lib/nanolet-gc-testenv}
-private() {
-  NANOLET_TESTENV_DIR=$PRIVATE_DIR NANOLET_TESTENV_BRIDGE=nl-br3 NANOLET_TESTENV_SUBNET=10.86.0.0/24 \
-    NANOLET_TESTENV_NO_REGISTRY=1 "$@"
-}
+. "$(dirname "$0")/private_testenv.sh"
+private_testenv "${NANOLET_GC_TESTENV_DIR:-/var/lib/nanolet-gc-testenv}" nl-br3 10.86.0.0/24 ||
+  { fail "containerd 2" "tools/testenv/tool-build.sh containerd2 failed"; exit 1; }
 gc_cleanup() {
   pods_cleanup
   private "$TESTENV/teardown.sh" --purge >/dev/null 2>&1

@@ -61,7 +61,10 @@ check "addresses: InternalIP from --node-ip and Hostname" \
 check "nodeInfo: bootID is the host's" [ "$(field .status.nodeInfo.bootID)" = "$(cat /proc/sys/kernel/random/boot_id)" ]
 check "nodeInfo: machineID is the host's" [ "$(field .status.nodeInfo.machineID)" = "$(cat /etc/machine-id)" ]
 check "nodeInfo: kernel" [ "$(field .status.nodeInfo.kernelVersion)" = "$(uname -r)" ]
-check "nodeInfo: containerd from CRI" bash -c "[[ '$(field .status.nodeInfo.containerRuntimeVersion)' == containerd://1.* ]]"
+# runtimeName://runtimeVersion of the runtime's Version answer (containerd 1.6 or 2)
+rt=$(cri version -o json | jq -r '"\(.runtimeName)://\(.runtimeVersion)"')
+check "nodeInfo: containerRuntimeVersion from CRI ($rt)" \
+  bash -c "[[ '$rt' == containerd://[12].* ]] && [ '$(field .status.nodeInfo.containerRuntimeVersion)' = '$rt' ]"
 check "nodeInfo: kubeletVersion" bash -c "[[ '$(field .status.nodeInfo.kubeletVersion)' == v1.36.3+nanolet.* ]]"
 check "nodeInfo: linux/amd64-style names" [ "$(field .status.nodeInfo.operatingSystem)/$(field '.metadata.labels["kubernetes.io/arch"]')" = "linux/$(dpkg --print-architecture)" ]
 check "labels: hostname, os and --node-labels" \

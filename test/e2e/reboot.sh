@@ -10,11 +10,20 @@
 # NANOLET_TESTENV_DIR, bridge and subnet), never on the shared one, and purges
 # it at the end.
 NODE=${NANOLET_REBOOT_NODE:-reboot-e2e}
-export NANOLET_TESTENV_DIR=${NANOLET_REBOOT_TESTENV_DIR:-/var/lib/nanolet-reboot-testenv}
-export NANOLET_TESTENV_BRIDGE=nl-br1 NANOLET_TESTENV_SUBNET=10.89.0.0/24 NANOLET_TESTENV_NO_REGISTRY=1
+. "$(dirname "$0")/private_testenv.sh"
+# (10.89.0.0/24 is tools/testenv/containerd2.sh's)
+private_testenv "${NANOLET_REBOOT_TESTENV_DIR:-/var/lib/nanolet-reboot-testenv}" nl-br1 10.84.0.0/24 ||
+  { echo "tools/testenv/tool-build.sh containerd2 failed"; exit 1; }
+export NANOLET_TESTENV_DIR=$PRIVATE_DIR NANOLET_TESTENV_BRIDGE=$PRIVATE_BRIDGE NANOLET_TESTENV_SUBNET=$PRIVATE_SUBNET
+export NANOLET_TESTENV_CONTAINERD=$PRIVATE_CONTAINERD NANOLET_TESTENV_NO_REGISTRY=1
 RUNDIR=$NANOLET_TESTENV_DIR/run
 TESTENV=$(cd "$(dirname "$0")/../../tools/testenv" && pwd)
-ENDPOINT=$("$TESTENV/setup.sh" 2>/tmp/nanolet-reboot-setup.log) || { echo "setup.sh failed:"; tail -5 /tmp/nanolet-reboot-setup.log; exit 1; }
+# A containerd that started without its CRI plugin is purged too: the next
+# run's setup.sh would find it answering and fail the same way.
+ENDPOINT=$("$TESTENV/setup.sh" 2>/tmp/nanolet-reboot-setup.log) || {
+  echo "setup.sh failed:"; tail -5 /tmp/nanolet-reboot-setup.log
+  "$TESTENV/teardown.sh" --purge >/dev/null 2>&1; exit 1
+}
 . "$(dirname "$0")/install_lib.sh"
 trap 'E2E_RC=$?; "$INIT" stop >/dev/null; remove_pods; "$TESTENV/teardown.sh" --purge 2>/dev/null; e2e_finish; exit $?' EXIT
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A second private containerd, version 2 (tools/testenv/tool-build.sh
 # containerd2: v2.4.2 from its Go module), beside Debian's 1.6 from setup.sh:
-# its own state directory, bridge and subnet, no registry of its own, the
-# same configuration file (containerd 2 migrates version 2 in memory).
+# its own state directory, bridge and subnet, no registry of its own (it
+# pulls from the shared one), the same configuration file (containerd 2
+# migrates version 2 in memory).
 # Idempotent, as setup.sh; the last line on stdout is the CRI endpoint:
 #   NANOLET_TEST_CRI_ENDPOINT=$(tools/testenv/containerd2.sh) meson test -C build e2e_pods_run
 set -euo pipefail
@@ -12,5 +13,7 @@ export NANOLET_TESTENV_CONTAINERD=$bin
 export NANOLET_TESTENV_DIR=${NANOLET_TESTENV_C2_DIR:-/var/lib/nanolet-testenv-c2}
 export NANOLET_TESTENV_BRIDGE=${NANOLET_TESTENV_C2_BRIDGE:-nl-br-c2}
 export NANOLET_TESTENV_SUBNET=${NANOLET_TESTENV_C2_SUBNET:-10.89.0.0/24}
+# No registry of its own: its pulls trust the shared instance's (127.0.0.1:15443).
 export NANOLET_TESTENV_NO_REGISTRY=1
+export NANOLET_TESTENV_REGISTRY_DIR=${NANOLET_TESTENV_REGISTRY_DIR:-/var/lib/nanolet-testenv/registry}
 exec "$here/setup.sh" "$@"

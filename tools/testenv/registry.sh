@@ -9,7 +9,9 @@
 
 REGISTRY_ADDR=127.0.0.1:15443
 REGISTRY_USER=nanolet
-REGISTRY_DIR=$DIR/registry
+# A second instance without a registry of its own (NANOLET_TESTENV_NO_REGISTRY)
+# trusts the shared one's: its certs.d (containerd2.sh).
+REGISTRY_DIR=${NANOLET_TESTENV_REGISTRY_DIR:-$DIR/registry}
 REGISTRY_CONFIG=$REGISTRY_DIR/config.yml
 REGISTRY_LOG=$REGISTRY_DIR/registry.log
 REGISTRY_PIDFILE=$DIR/run/registry.pid

@@ -14,6 +14,9 @@
 #   NANOLET_TESTENV_NO_APT=1     do not touch apt (fail if a tool is missing)
 #   NANOLET_TESTENV_NO_REGISTRY=1  no registry: a second instance's (the shared
 #                                one holds 127.0.0.1:15443)
+#   NANOLET_TESTENV_REGISTRY_DIR  the registry's directory (default DIR/registry);
+#                                with NO_REGISTRY, another instance's, whose CA
+#                                (certs.d) this containerd's pulls then trust
 #   NANOLET_TESTENV_BRIDGE, NANOLET_TESTENV_SUBNET  the CNI bridge and subnet
 #                                (default nl-br0, 10.88.0.0/24)
 #   NANOLET_TESTENV_CONTAINERD   another containerd binary than Debian's: a
@@ -265,6 +268,9 @@ fi
 plugins=$(ctr_ plugins ls)
 if ! awk '$2 == "cri" && $4 == "ok" { found = 1 } END { exit !found }' <<<"$plugins"; then
   grep -E 'cri|snapshotter' <<<"$plugins" >&2 || true
+  # and containerd's reason (e.g. "couldn't initialize inotify: too many open
+  # files" when the machine's fs.inotify.max_user_instances are taken)
+  grep -F 'failed to load plugin' "$LOG" | grep -F 'grpc.v1.cri' | tail -1 >&2 || true
   die "the CRI plugin is not loaded; see $LOG"
 fi
 

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The end-to-end suite on another runtime than tools/test.sh's (Debian's
+# containerd 1.6), as root, after a build in build/:
+#
+#   tools/e2e-runtime.sh containerd2            # the whole e2e suite
+#   tools/e2e-runtime.sh containerd2 --ci       # the CI subset (a few minutes)
+#   tools/e2e-runtime.sh containerd2 e2e_probes e2e_kserver ...   # named tests
+#
+# containerd2 is tools/testenv/containerd2.sh: containerd 2 from its Go module
+# as a second instance (its own state directory, bridge nl-br-c2 and subnet
+# 10.89.0.0/24), a control plane of its own (k8s-containerd2), the shared
+# registries (tools/testenv/env.sh). NANOLET_TEST_RUNTIME=containerd2 tells the tests
+# that make a containerd of their own (reboot, api_reboot, gc) and the
+# conformance subset to make or use one of the same kind, apart from the 1.6
+# run's, so that both suites can run at the same time.
+#
+# meson's logs: build/meson-logs/e2e-containerd2.{txt,json}.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# The CI subset: the CRI layer's tests, the agent's pods, probes, logs, exec,
+# attach and port-forward through the apiserver, and what only containerd 2
+# serves (its container events: EventedPLEG).
+CI_TESTS=(cri_client_test runtime_e2e_test pleg_e2e e2e_pods_run e2e_probes e2e_kubelet_streams
+  e2e_kserver e2e_evented_pleg)
+
+usage() { sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0" >&2; exit 2; }
+[ $# -ge 1 ] || usage
+runtime=$1
+shift
+case $runtime in
+  containerd2) endpoint=$(tools/testenv/containerd2.sh) ;;
+  *) usage ;;
+esac
+tests=("$@")
+if [ "${1:-}" = --ci ]; then
+  tests=("${CI_TESTS[@]}")
+elif [ $# -eq 0 ]; then
+  tests=(--suite e2e)
+fi
+
+# The shared registries (their state is the 1.6 instance's directory), the
+# runtime's socket over env.sh's, and a control plane of its own
+# (k8s-containerd2, port offset 450): the tests' node names and namespaces are
+# fixed, and the 1.6 suite may be running on the shared one. Taken down at the
+# end unless it was running already.
+. tools/testenv/env.sh
+export NANOLET_TESTENV_K8S_NAME=k8s-$runtime NANOLET_TESTENV_K8S_PORT_OFFSET=450
+if ! tools/testenv/controlplane.sh status 2>/dev/null; then
+  trap 'tools/testenv/controlplane.sh down >/dev/null 2>&1' EXIT
+  trap 'exit 130' INT TERM
+fi
+k8s_env=$(tools/testenv/controlplane.sh up)
+. "$k8s_env"
+c2_dir=${NANOLET_TESTENV_C2_DIR:-/var/lib/nanolet-testenv-c2}
+export NANOLET_TEST_RUNTIME=$runtime
+export NANOLET_TEST_CRI_ENDPOINT=$endpoint NANOLET_TEST_CRI_SOCKET=$endpoint
+export CONTAINERD_ADDRESS=${endpoint#unix://}
+export NANOLET_TESTENV_SUBNET=${NANOLET_TESTENV_C2_SUBNET:-10.89.0.0/24}
+CONTAINERD_SNAPSHOTTER=$(cat "$c2_dir/snapshotter")
+export CONTAINERD_SNAPSHOTTER
+
+[ -f build/build.ninja ] || meson setup build --fatal-meson-warnings
+meson test -C build --print-errorlogs --num-processes 1 --logbase "e2e-$runtime" "${tests[@]}"
