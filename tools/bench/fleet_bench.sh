@@ -7,7 +7,7 @@
 #   tools/bench/fleet_bench.sh N [AGENT=both]      # AGENT: nanolet, hollow or both
 #
 # Environment: BUILD (build), PODS (5), BASE_S (90), SETTLE_S (60), WINDOW_S
-# (300: each node's 5-minute status report falls in it once), RESULTS (a file
+# (300: a node's 5-minute status report falls in it once), RESULTS (a file
 # to append each run's figures to, one JSON line each).
 #
 # For each agent in turn: a fresh control plane (tools/testenv/controlplane.sh
@@ -19,9 +19,9 @@
 # it by spec.nodeName (each with the default kube-api-access volume, so its
 # ServiceAccount token and kube-root-ca.crt), all Running, SETTLE_S to settle,
 # then the measuring window of WINDOW_S. nanolet runs on the fake CRI
-# (nanolet-fake-cri, one per agent: a runtime answers ListPodSandbox with every
-# pod it holds, and an agent kills the pods that are not its own); the hollow
-# node on its own in-process fake runtime and fake image service
+# (nanolet-fake-cri, one per agent as each real node has a runtime of its own:
+# a shared one would answer each agent's relist with the whole fleet's pods);
+# the hollow node on its own in-process fake runtime and fake image service
 # (--use-host-image-service=false).
 #
 # Per node, over the window: requests per hour by verb and resource, from the
