@@ -38,6 +38,9 @@
 #                             its own NANOLET_TESTENV_DIR or NAME)
 #   NANOLET_TESTENV_K8S_SCHEDULER=1  run kube-scheduler too (not in the shared
 #                             one: other tests' pods without a node stay Pending)
+#   NANOLET_TESTENV_K8S_AUDIT_NODES=1  the audit log records every request of a
+#                             node (group system:nodes), not only its reads of
+#                             ConfigMaps, Secrets, tokens and CSRs (benches)
 set -euo pipefail
 exec 3>&1 1>&2
 
@@ -68,6 +71,7 @@ SERVICE_CIDR=10.0.0.0/24
 SERVICE_IP=10.0.0.1
 COMPONENTS=(etcd kube-apiserver kube-controller-manager)
 SCHEDULER=${NANOLET_TESTENV_K8S_SCHEDULER:-0}
+AUDIT_NODES=${NANOLET_TESTENV_K8S_AUDIT_NODES:-0}
 [ "$SCHEDULER" = 1 ] && COMPONENTS+=(kube-scheduler)
 
 # --- processes ------------------------------------------------------------------
@@ -205,9 +209,11 @@ EOF
 }
 
 # The audit log records who read which ConfigMap, Secret, token and CSR, so
-# that tests can show what a node asked for (one JSON line per request).
+# that tests can show what a node asked for (one JSON line per request); with
+# NANOLET_TESTENV_K8S_AUDIT_NODES=1 every request of a node as well.
 write_audit_policy() {
-  cat >"$CP/audit-policy.yaml" <<'YAML'
+  {
+    cat <<'YAML'
 apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
@@ -218,8 +224,10 @@ rules:
     resources: [configmaps, secrets, serviceaccounts/token]
   - group: certificates.k8s.io
     resources: [certificatesigningrequests]
-- level: None
 YAML
+    [ "$AUDIT_NODES" = 1 ] && printf -- '- level: Metadata\n  userGroups: [system:nodes]\n'
+    echo '- level: None'
+  } >"$CP/audit-policy.yaml"
 }
 
 cmd_up() {

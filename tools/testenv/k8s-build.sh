@@ -8,6 +8,8 @@
 # The only stdout line is the directory holding the binaries:
 #   bin=$(tools/testenv/k8s-build.sh)
 #   bin=$(tools/testenv/k8s-build.sh kubelet)   # the upstream kubelet as well
+#   bin=$(tools/testenv/k8s-build.sh kubemark)  # kubemark's hollow node (the real
+#       kubelet code on a fake runtime; tools/bench/fleet_bench.sh)
 #   bin=$(tools/testenv/k8s-build.sh suite)     # and upstream's node e2e suite:
 #       kube-scheduler, e2e.test (`go test -c` of k8s.io/kubernetes/test/e2e),
 #       the ginkgo CLI at the version k8s pins, and the test images' binaries
@@ -42,6 +44,7 @@ declare -A PACKAGES=(
   [kube-controller-manager]=k8s.io/kubernetes/cmd/kube-controller-manager
   [kubectl]=k8s.io/kubernetes/cmd/kubectl
   [kubelet]=k8s.io/kubernetes/cmd/kubelet
+  [kubemark]=k8s.io/kubernetes/cmd/kubemark
   [kube-scheduler]=k8s.io/kubernetes/cmd/kube-scheduler
   [ginkgo]=github.com/onsi/ginkgo/v2/ginkgo
   [agnhost]=k8s.io/kubernetes/test/images/agnhost
