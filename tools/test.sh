@@ -46,6 +46,9 @@ run meson test -C build-asan --suite unit --print-errorlogs --logbase unit
 # says which).
 run tools/cross-test.sh
 run meson test -C build --suite e2e --print-errorlogs --num-processes 1 --logbase e2e
+# A subset again on containerd 2 (tools/e2e-runtime.sh containerd2 runs them
+# all; docs/CRI.md): its own containerd and control plane.
+run tools/e2e-runtime.sh containerd2 --ci
 # Every parser of outside input has a libFuzzer target: build them with clang and
 # run each from its seeds for a short while (tools/fuzz.sh 300 for the long run).
 stamp tools/fuzz.sh
@@ -56,7 +59,7 @@ fuzz_failed=$(grep -c '^fuzz: .* FAILED' <<<"$fuzz_out" || true)
 
 passed=0 failed=0
 for d in build build-asan build-aarch64 build-arm; do
-  for f in "$d"/meson-logs/unit.json "$d"/meson-logs/e2e.json; do
+  for f in "$d"/meson-logs/unit.json "$d"/meson-logs/e2e.json "$d"/meson-logs/e2e-containerd2.json; do
     [ -f "$f" ] || continue
     passed=$((passed + $(grep -c '"result": "OK"' "$f" || true)))
     failed=$((failed + $(grep -cE '"result": "(FAIL|TIMEOUT|ERROR|SKIP|UNEXPECTEDPASS)"' "$f" || true)))
