@@ -443,6 +443,11 @@ json_t *nl_node_lease_renewal(const char *node, const char *node_uid, int32_t du
   json_t *meta = json_object(), *spec = json_object();
   json_t *rv = json_object_get(bmeta, "resourceVersion");
   if (rv) json_object_set(meta, "resourceVersion", rv);
+  /* The apiserver's documented reset ([{}]) empties them, and it tracks no
+   * manager on updates of an object without any (until a server-side
+   * apply): every later answer is ~250 bytes smaller (DIFFERENCES.md). */
+  if (json_array_size(json_object_get(bmeta, "managedFields")) > 0)
+    json_object_set_new(meta, "managedFields", json_pack("[{}]"));
   json_t *owners = json_object_get(json_object_get(full, "metadata"), "ownerReferences");
   if (owners && !json_equal(owners, json_object_get(bmeta, "ownerReferences")))
     json_object_set(meta, "ownerReferences", owners);

@@ -163,7 +163,10 @@ json_t *nl_node_lease(const char *node, const char *node_uid, int32_t duration_s
  * upstream's update does (409 otherwise), and only the fields nl_node_lease
  * would change: renewTime, and holder, duration and owner reference when base
  * differs. Upstream PUTs the whole Lease back, managedFields included, three
- * times the bytes for the same result. */
+ * times the bytes for the same result. When base carries managedFields (the
+ * create's, or a server-side apply's), the patch also resets them
+ * (`managedFields: [{}]`): the apiserver then tracks no manager on the
+ * Lease's updates, and its answers carry none. */
 json_t *nl_node_lease_renewal(const char *node, const char *node_uid, int32_t duration_s,
                               int64_t now_ns, const json_t *base);
 

@@ -370,11 +370,28 @@ static void test_lease(void **state) {
 static void test_lease_renewal(void **state) {
   /* Only the resourceVersion (the precondition) and what changes. */
   json_t *base = json_loads("{\"metadata\":{\"name\":\"edge-1\",\"resourceVersion\":\"77\","
-                            "\"uid\":\"l1\",\"managedFields\":[{\"manager\":\"nanolet\"}],"
+                            "\"uid\":\"l1\","
                             "\"ownerReferences\":[{\"apiVersion\":\"v1\",\"kind\":\"Node\","
                             "\"name\":\"edge-1\",\"uid\":\"uid-1\"}]},\"spec\":{\"holderIdentity\":"
                             "\"edge-1\",\"leaseDurationSeconds\":40,\"renewTime\":\"x\"}}", 0, NULL);
   json_t *p = nl_node_lease_renewal("edge-1", "uid-1", 40, NOW, base);
+  expect_json(p, "{\"metadata\":{\"resourceVersion\":\"77\"},\"spec\":{\"renewTime\":"
+                 "\"2024-12-03T15:12:44.123456Z\"}}");
+  json_decref(p);
+  /* managedFields as the create left them: reset, so that the answers carry
+   * none. */
+  json_t *created = json_loads(
+      "[{\"manager\":\"nanolet\",\"operation\":\"Update\",\"fieldsV1\":{\"f:metadata\":{"
+      "\"f:ownerReferences\":{}},\"f:spec\":{\"f:holderIdentity\":{},\"f:renewTime\":{}}}}]",
+      0, NULL);
+  json_object_set_new(json_object_get(base, "metadata"), "managedFields", created);
+  p = nl_node_lease_renewal("edge-1", "uid-1", 40, NOW, base);
+  expect_json(p, "{\"metadata\":{\"resourceVersion\":\"77\",\"managedFields\":[{}]},"
+                 "\"spec\":{\"renewTime\":\"2024-12-03T15:12:44.123456Z\"}}");
+  json_decref(p);
+  /* What the reset leaves (none, or an empty list): no reset again. */
+  json_object_set_new(json_object_get(base, "metadata"), "managedFields", json_array());
+  p = nl_node_lease_renewal("edge-1", "uid-1", 40, NOW, base);
   expect_json(p, "{\"metadata\":{\"resourceVersion\":\"77\"},\"spec\":{\"renewTime\":"
                  "\"2024-12-03T15:12:44.123456Z\"}}");
   json_decref(p);
