@@ -558,7 +558,8 @@ int nl_node_init(nl_node_t *n, uv_loop_t *loop, const nl_node_opts_t *opts,
   n->facts.ephemeral_bytes = -1;
   if (deps->kube) {
     char *sel = nl_xasprintf("metadata.name=%s", opts->conf.name);
-    nl_reflector_opts_t ro = {.path = "/api/v1/nodes", .field_selector = sel};
+    nl_reflector_opts_t ro = {.path = "/api/v1/nodes", .field_selector = sel,
+                              .api_version = "v1", .kind = "Node"};
     nl_reflector_cbs_t cbs = {.on_list = on_watch_list, .on_event = on_watch_event};
     int rc = nl_reflector_new(&n->watch, loop, deps->kube, &ro, &cbs, n, err);
     free(sel);

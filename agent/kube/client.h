@@ -90,9 +90,10 @@ typedef struct nl_kube_response {
  *   "x509: certificate signed by unknown authority"). */
 typedef void (*nl_kube_done_fn)(void *ctx, const nl_kube_response_t *resp, const nl_err_t *err);
 
-/* Streaming (watches): the head of the response, then its body in pieces. A
- * streaming request has no overall timeout beyond timeout_ms to the head. */
-typedef void (*nl_kube_head_fn)(void *ctx, int status);
+/* Streaming (watches): the head of the response (its status and Content-Type,
+ * "" when none; borrowed), then its body in pieces. A streaming request has no
+ * overall timeout beyond timeout_ms to the head. */
+typedef void (*nl_kube_head_fn)(void *ctx, int status, const char *content_type);
 typedef void (*nl_kube_data_fn)(void *ctx, const char *data, size_t len);
 
 typedef struct nl_kube_request_opts {

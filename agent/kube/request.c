@@ -221,7 +221,7 @@ static void stream_head(nl_kube_req_t *r, int status, const char *retry_after) {
   }
   r->deadline = UINT64_MAX;
   uv_timer_stop(&r->timer);
-  if (r->on_head) r->on_head(r->ctx, status);
+  if (r->on_head) r->on_head(r->ctx, status, r->resp_type ? r->resp_type : "");
 }
 
 static void st_head(nl_kube_h2_stream_t *st) {
@@ -328,6 +328,9 @@ static void h1_head(void *ctx, const nl_http_response_t *resp) {
   nl_kube_req_t *r = ctx;
   if (r->state != RQ_ACTIVE) return;
   r->status = resp->status;
+  const char *ct = nl_http_headers_get(&resp->headers, "Content-Type");
+  free(r->resp_type);
+  r->resp_type = ct ? nl_xstrdup(ct) : NULL;
   stream_head(r, resp->status, nl_http_headers_get(&resp->headers, "Retry-After"));
 }
 

@@ -15,12 +15,15 @@ typedef struct fake_req {
   nl_kube_done_fn cb;
   void *ctx;
   bool fail_on_dial;
+  bool accept_protobuf;
   bool cancelled, done;
 } fake_req_t;
 
 #define FAKE_MAX 256
 extern fake_req_t *fake_reqs[FAKE_MAX];
 extern size_t fake_nreqs;
+/* What nl_kube_client_protobuf() answers (the client's content type). */
+extern bool fake_protobuf;
 
 /* The latest request. */
 fake_req_t *fake_last(void);
@@ -28,8 +31,10 @@ fake_req_t *fake_last(void);
  * never from inside nl_kube_req_cancel). */
 void fake_settle(void);
 void fake_respond(fake_req_t *r, int status, const char *body);
-void fake_head(fake_req_t *r, int status);
+void fake_head(fake_req_t *r, int status); /* application/json */
+void fake_head_type(fake_req_t *r, int status, const char *content_type);
 void fake_data(fake_req_t *r, const char *data);
+void fake_data_n(fake_req_t *r, const void *data, size_t len);
 void fake_end(fake_req_t *r, int status); /* the end of a stream */
 void fake_fail(fake_req_t *r, int code, const char *msg);
 void fake_reset(void);

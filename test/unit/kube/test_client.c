@@ -21,6 +21,7 @@
 
 typedef struct result {
   int calls, status, err_code, heads, head_status;
+  char head_type[128];
   char body[8192];
   char err[1024];
   nl_buf_t data;
@@ -38,10 +39,11 @@ static void on_done(void *ctx, const nl_kube_response_t *resp, const nl_err_t *e
   }
 }
 
-static void on_head(void *ctx, int status) {
+static void on_head(void *ctx, int status, const char *content_type) {
   result_t *r = ctx;
   r->heads++;
   r->head_status = status;
+  snprintf(r->head_type, sizeof r->head_type, "%s", content_type);
 }
 
 static void on_data(void *ctx, const char *p, size_t n) { nl_buf_append(&((result_t *)ctx)->data, p, n); }
@@ -380,7 +382,8 @@ static void watch_stream(void **state) {
   client_start(&w);
   static const char *const ev[] = {"{\"type\":\"ADDED\"}\n", "{\"type\":\"MODIFIED\"}\n"};
   nl_fake_as_add(w.fake, &(nl_fake_as_rule_t){.path = "/api/v1/pods?watch=1", .chunks = ev,
-                                              .n_chunks = 2, .chunk_ms = 20});
+                                              .n_chunks = 2, .chunk_ms = 20,
+                                              .content_type = "application/json;stream=watch"});
   nl_fake_as_add(w.fake, &(nl_fake_as_rule_t){.path = "/torn", .chunks = ev, .n_chunks = 1,
                                               .chunk_ms = 10, .action = FAKE_AS_CLOSE});
   result_t r = {0}, t = {0};
@@ -390,6 +393,8 @@ static void watch_stream(void **state) {
   run_until(&w, &r.calls, 1);
   assert_int_equal(r.heads, 1);
   assert_int_equal(r.head_status, 200);
+  /* the head's Content-Type, which picks the watch decoder */
+  assert_string_equal(r.head_type, "application/json;stream=watch");
   assert_int_equal(r.status, 200);
   assert_string_equal(r.body, "");
   nl_buf_puts(&r.data, "");

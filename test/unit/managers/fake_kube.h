@@ -98,6 +98,11 @@ nl_kube_req_t *nl_kube_request_kind(nl_kube_client_t *c, const nl_kube_request_o
   return r;
 }
 
+bool nl_kube_client_protobuf(const nl_kube_client_t *c) {
+  (void)c;
+  return false;
+}
+
 void nl_kube_req_cancel(nl_kube_req_t *r) {
   if (r->done) return;
   r->cancelled = true;

@@ -53,7 +53,7 @@ static void serve_watch(nl_kube_req_t *r) {
   assert_non_null(strstr(r->path, "fieldSelector=metadata.name%3Dn1"));
   if (strstr(r->path, "watch=true")) {
     fk.watch = r;
-    r->on_head(r->ctx, 200);
+    r->on_head(r->ctx, 200, "application/json");
     return;
   }
   json_t *list = json_pack("{s:s,s:{s:s},s:[]}", "kind", "NodeList", "metadata",
