@@ -111,6 +111,11 @@ typedef struct nl_kube_request_opts {
   /* Accept protobuf, then JSON (agent/kube/pb.h), instead of JSON: for callers
    * that decode the answer with nl_kube_resp_json(). */
   bool accept_protobuf;
+  /* Ask for the answer's metadata only (a meta.k8s.io/v1
+   * PartialObjectMetadata, protobuf or JSON as accept_protobuf says), for
+   * callers that need no more of a write's answer; an older server answers
+   * the whole object, so the caller checks the kind. */
+  bool accept_metadata;
   /* Streaming: set on_data (and optionally on_head). done still runs once, at
    * the end of the stream, with the final status and an empty body. */
   nl_kube_head_fn on_head;

@@ -26,6 +26,7 @@ static const struct kind {
     {"coordination.k8s.io/v1", "Lease", &nlk8s__lease__descriptor},
     {"v1", "Node", &nlk8s__node__descriptor},
     {"v1", "Status", &nlk8s__status__descriptor},
+    {"meta.k8s.io/v1", "PartialObjectMetadata", &nlk8s__partial_object_metadata__descriptor},
 };
 
 static const struct kind *find_kind(const char *api_version, const char *kind) {

@@ -36,6 +36,7 @@ static void req_closed(uv_handle_t *h) {
 }
 
 static const char *accept_header(const nl_kube_req_t *r) {
+  if (r->accept_metadata) return r->accept_protobuf ? NL_KUBE_PB_ACCEPT_META : NL_KUBE_JSON_ACCEPT_META;
   return r->accept_protobuf ? NL_KUBE_PB_ACCEPT : "application/json, */*";
 }
 
@@ -415,6 +416,7 @@ nl_kube_req_t *nl_kube_request(nl_kube_client_t *c, const nl_kube_request_opts_t
   r->no_rate_limit = o->no_rate_limit;
   r->fail_on_dial = o->fail_on_dial;
   r->accept_protobuf = o->accept_protobuf;
+  r->accept_metadata = o->accept_metadata;
   nl_list_init(&r->link);
   nl_list_insert_tail(&c->reqs, &r->all);
   uv_timer_init(c->loop, &r->timer);
