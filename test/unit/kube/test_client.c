@@ -868,10 +868,12 @@ static void protobuf_lease(void **state) {
     nl_kube_request_kind(w.client, &o, "coordination.k8s.io/v1", "Lease", lease, on_obj, &a);
     o = (nl_kube_request_opts_t){.method = "GET", .path = "/api/v1/namespaces/ns/pods/p"};
     nl_kube_request_kind(w.client, &o, "v1", "Pod", NULL, on_obj, &b);
-    /* A merge patch stays JSON; its answer, the Lease, is negotiated. */
+    /* A merge patch stays JSON; its answer, the Lease's metadata only, is
+     * negotiated (this server answers the whole Lease, as one that cannot). */
     json_t *patch = json_pack("{s:{s:s}}", "spec", "renewTime", "2026-11-26T20:07:44.000000Z");
     o = (nl_kube_request_opts_t){.method = "PATCH", .path = path,
-                                 .content_type = "application/merge-patch+json"};
+                                 .content_type = "application/merge-patch+json",
+                                 .accept_metadata = true};
     nl_kube_request_kind(w.client, &o, "coordination.k8s.io/v1", "Lease", patch, on_obj, &c);
     run_until(&w, &a.calls, 1);
     run_until(&w, &b.calls, 1);
@@ -882,8 +884,12 @@ static void protobuf_lease(void **state) {
     assert_non_null(pr);
     assert_string_equal(pr->content_type, "application/merge-patch+json");
     assert_string_equal(pr->body, "{\"spec\":{\"renewTime\":\"2026-11-26T20:07:44.000000Z\"}}");
-    assert_string_equal(pr->accept, json ? "application/json, */*"
-                                          : "application/vnd.kubernetes.protobuf, application/json");
+    assert_string_equal(pr->accept,
+                        json ? "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, "
+                               "application/json"
+                             : "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;"
+                               "g=meta.k8s.io;v=v1, application/json;as=PartialObjectMetadata;"
+                               "g=meta.k8s.io;v=v1, application/json");
     assert_string_equal(json_string_value(json_object_get(c.obj, "kind")), "Lease");
     json_decref(c.obj);
     json_decref(patch);
