@@ -89,6 +89,16 @@ static int too_large(nl_kube_watch_decoder_t *d, nl_err_t **err) {
   return nl_err_set(err, EMSGSIZE, "watch event larger than %zu bytes", d->max_event);
 }
 
+/* After an event (rc: -1 failed, 0 go on, 1 the caller stops): the partial
+ * buffer emptied, and freed after one big event; a failure ends the stream.
+ * Returns rc. */
+static int event_done(nl_kube_watch_decoder_t *d, int rc) {
+  nl_buf_reset(&d->partial);
+  if (d->partial.cap > (64u << 10) || rc < 0) nl_buf_free(&d->partial);
+  if (rc < 0) d->failed = true;
+  return rc;
+}
+
 void nl_kube_watch_decoder_protobuf(nl_kube_watch_decoder_t *d) { d->protobuf = true; }
 
 bool nl_kube_watch_is_protobuf(const char *content_type) {
@@ -164,14 +174,7 @@ static int pb_feed(nl_kube_watch_decoder_t *d, const uint8_t *data, size_t len, 
       if (d->partial.len - 4 < d->frame) return 0;
       rc = pb_event(d, (const uint8_t *)d->partial.data + 4, d->frame, err);
     }
-    nl_buf_reset(&d->partial);
-    if (d->partial.cap > (64u << 10)) nl_buf_free(&d->partial); /* one big event */
-    if (rc < 0) {
-      d->failed = true;
-      nl_buf_free(&d->partial);
-      return -1;
-    }
-    if (rc > 0) return 1;
+    if (event_done(d, rc)) return rc;
   }
   return 0;
 }
@@ -194,15 +197,8 @@ int nl_kube_watch_decoder_feed(nl_kube_watch_decoder_t *d, const char *data, siz
     } else {
       nl_buf_append(&d->partial, data, take);
       rc = line(d, d->partial.data, d->partial.len, err);
-      nl_buf_reset(&d->partial);
-      if (d->partial.cap > (64u << 10)) nl_buf_free(&d->partial); /* one big event */
     }
-    if (rc < 0) {
-      d->failed = true;
-      nl_buf_free(&d->partial);
-      return -1;
-    }
-    if (rc > 0) return 1;
+    if (event_done(d, rc)) return rc;
     data += take + 1;
     len -= take + 1;
   }

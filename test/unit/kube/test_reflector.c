@@ -13,6 +13,7 @@
 #include "agent/kube/reflector.h"
 #include "fake_client.h"
 #include "reactor/buf.h"
+#include "../model/fixture.h" /* FIXTURES: test/fixtures/kubeconfig */
 
 #define PODS "/api/v1/pods"
 #define SEL "fieldSelector=spec.nodeName%3Dedge-1"
@@ -340,15 +341,14 @@ static void selectors_are_escaped(void **state) {
   fake_reset();
 }
 
-static char *slurp(const char *name, size_t *len) {
-  char path[512];
-  snprintf(path, sizeof path, "%s/%s", API_FIXTURES, name);
-  FILE *f = fopen(path, "rb");
-  if (!f) fail_msg("%s: cannot open", path);
-  char *buf = malloc(1 << 16);
-  *len = fread(buf, 1, 1 << 16, f);
-  fclose(f);
-  return buf;
+/* Stops the reflector of s and forgets it and its requests. */
+static void forget(uv_loop_t *loop, seen_t *s) {
+  nl_reflector_stop(s->r, NULL, NULL);
+  fake_settle();
+  uv_run(loop, UV_RUN_DEFAULT);
+  fake_reset();
+  nl_buf_free(&s->log);
+  *s = (seen_t){0};
 }
 
 /* With a client that prefers protobuf and a kind pb.c knows, the watch asks
@@ -361,8 +361,9 @@ static void watch_in_protobuf_when_the_kind_is_known(void **state) {
   nl_err_t *err = NULL;
   nl_reflector_cbs_t cbs = {on_list, on_event};
   const char *nodes = "{\"kind\":\"NodeList\",\"metadata\":{\"resourceVersion\":\"1100\"},\"items\":[]}";
-  size_t plen;
-  char *pb = slurp("node-watch.pb", &plen);
+  size_t plen = 0;
+  char *pb = fixture_read("../api/node-watch.pb", &plen);
+  assert_non_null(pb);
   for (int answer_pb = 1; answer_pb >= 0; answer_pb--) {
     fake_protobuf = true;
     nl_reflector_opts_t o = {.path = "/api/v1/nodes", .field_selector = "metadata.name=bytes-fixture",
@@ -388,12 +389,7 @@ static void watch_in_protobuf_when_the_kind_is_known(void **state) {
       fake_data(w, "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"1200\"}}}\n");
       assert_string_equal(nl_reflector_resource_version(s.r), "1200");
     }
-    nl_reflector_stop(s.r, NULL, NULL);
-    fake_settle();
-    uv_run(&loop, UV_RUN_DEFAULT);
-    fake_reset();
-    nl_buf_free(&s.log);
-    s = (seen_t){0};
+    forget(&loop, &s);
   }
   /* A kind pb.c does not know, or a JSON client: JSON. */
   for (int i = 0; i < 2; i++) {
@@ -403,12 +399,7 @@ static void watch_in_protobuf_when_the_kind_is_known(void **state) {
     nl_reflector_start(s.r);
     fake_respond(fake_last(), 200, list10);
     assert_false(fake_last()->accept_protobuf);
-    nl_reflector_stop(s.r, NULL, NULL);
-    fake_settle();
-    uv_run(&loop, UV_RUN_DEFAULT);
-    fake_reset();
-    nl_buf_free(&s.log);
-    s = (seen_t){0};
+    forget(&loop, &s);
   }
   free(pb);
   assert_int_equal(uv_loop_close(&loop), 0);

@@ -12,6 +12,7 @@
 
 #include "agent/kube/watch_decode.h"
 #include "reactor/buf.h"
+#include "../model/fixture.h" /* FIXTURES: test/fixtures/kubeconfig */
 
 /* What the callback saw, as text: "TYPE rv=<rv> code=<c> reason=<r> msg=<m> obj=<json>\n". */
 typedef struct seen {
@@ -207,17 +208,6 @@ static void error_event_without_status(void **state) {
 
 /* ---- protobuf ---- */
 
-static char *slurp(const char *name, size_t *len) {
-  char path[512];
-  snprintf(path, sizeof path, "%s/%s", API_FIXTURES, name);
-  FILE *f = fopen(path, "rb");
-  if (!f) fail_msg("%s: cannot open", path);
-  char *buf = malloc(1 << 16);
-  *len = fread(buf, 1, 1 << 16, f);
-  fclose(f);
-  return buf;
-}
-
 /* The differences pb.c documents (docs/KUBE.md): protobuf carries zero numbers
  * and false where Go's JSON omits them, no empty strings where JSON has them,
  * and a zero time is null. Both sides without those compare equal. */
@@ -278,8 +268,11 @@ static json_t *decode_pb(const char *in, size_t len, size_t piece) {
  * stream gives the same events, with the same objects, as the JSON one, in
  * whatever pieces it comes. */
 static void protobuf_stream_gives_the_json_events(void **state) {
-  size_t plen, jlen;
-  char *pb = slurp("node-watch.pb", &plen), *js = slurp("node-watch.json", &jlen);
+  size_t plen = 0, jlen = 0;
+  char *pb = fixture_read("../api/node-watch.pb", &plen);
+  char *js = fixture_read("../api/node-watch.json", &jlen);
+  assert_non_null(pb);
+  assert_non_null(js);
   evs_t je = {json_array()};
   nl_kube_watch_decoder_t d;
   nl_kube_watch_decoder_init(&d, 0, collect, &je);
@@ -352,8 +345,9 @@ static void protobuf_errors_name_the_cause(void **state) {
 }
 
 static void protobuf_torn_stream(void **state) {
-  size_t plen;
-  char *pb = slurp("node-watch.pb", &plen);
+  size_t plen = 0;
+  char *pb = fixture_read("../api/node-watch.pb", &plen);
+  assert_non_null(pb);
   evs_t e = {json_array()};
   nl_kube_watch_decoder_t d;
   nl_err_t *err = NULL;
