@@ -141,9 +141,10 @@ bool nl_node_status_changed(const json_t *status, const json_t *prev);
 
 /* The status patch (strategic merge) that takes prev (the Node's status as last
  * read, may be NULL) to status: only the fields whose value differs, as the
- * two-way patch upstream's PatchNodeStatus computes; conditions go whole when
- * one of them changed (every report does: their heartbeat). The image list is
- * the bulk of a status and goes only when it changed. New reference. */
+ * two-way patch upstream's PatchNodeStatus computes; of the conditions (a
+ * list merged by type) only the fields that changed, with their type (every
+ * report changes the heartbeats), a condition new to prev whole. The image
+ * list is the bulk of a status and goes only when it changed. New reference. */
 json_t *nl_node_status_patch(const json_t *status, const json_t *prev);
 
 /* The metadata patch that reconciles an existing Node with the initial one

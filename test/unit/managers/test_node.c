@@ -66,6 +66,35 @@ static void serve_watch(nl_kube_req_t *r) {
   free(out);
 }
 
+/* A strategic merge patch of the Node's status as the apiserver applies it:
+ * conditions merged by type (a null field deleted), the rest replaced. */
+static void merge_status(json_t *node, json_t *patch) {
+  json_t *st = json_object_get(node, "status"), *ps = json_object_get(patch, "status");
+  json_t *conds = json_incref(json_object_get(ps, "conditions"));
+  if (conds) json_object_del(ps, "conditions");
+  json_object_update_recursive(node, patch);
+  size_t i;
+  json_t *c;
+  json_array_foreach(conds, i, c) {
+    json_t *have = NULL, *h;
+    size_t j;
+    json_array_foreach(json_object_get(st, "conditions"), j, h) {
+      if (json_equal(json_object_get(h, "type"), json_object_get(c, "type"))) have = h;
+    }
+    if (!have) {
+      json_array_append(json_object_get(st, "conditions"), c);
+      continue;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(c, k, v) {
+      if (json_is_null(v)) json_object_del(have, k);
+      else json_object_set(have, k, v);
+    }
+  }
+  json_decref(conds);
+}
+
 static void serve(nl_kube_req_t *r) {
   if (strncmp(r->path, "/api/v1/nodes?", 14) == 0) {
     serve_watch(r);
@@ -111,7 +140,8 @@ static void serve(nl_kube_req_t *r) {
     if (!*obj) status = 404;
     else if (lease && (!want || !have || strcmp(want, have) != 0)) status = 409;
     else if (!lease && fk.fail_next_patch) status = fk.fail_next_patch, fk.fail_next_patch = 0;
-    else json_object_update_recursive(*obj, body);
+    else if (lease) json_object_update_recursive(*obj, body);
+    else merge_status(*obj, body);
   }
   if (status < 300 && strcmp(r->method, "GET") != 0) {
     json_object_set_new(json_object_get(*obj, "metadata"), "resourceVersion", json_string(rv));

@@ -421,6 +421,25 @@ static void test_status_patch(void **state) {
   p = nl_node_status_patch(now, NULL); /* nothing known: all of it */
   assert_true(json_equal(p, now));
   json_decref(p);
+  /* A report: of each condition its heartbeat (and type) alone; a field gone
+   * is deleted (null); a new condition goes whole; an unchanged one not. */
+  json_t *was = json_loads(
+      "{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\",\"reason\":\"KubeletReady\","
+      "\"lastHeartbeatTime\":\"t1\",\"lastTransitionTime\":\"t0\"},{\"type\":\"DiskPressure\","
+      "\"status\":\"False\",\"message\":\"m\",\"lastHeartbeatTime\":\"t1\"},{\"type\":\"Gone\","
+      "\"status\":\"True\"},{\"type\":\"Same\",\"status\":\"True\"}]}", 0, NULL);
+  json_t *is = json_loads(
+      "{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\",\"reason\":\"KubeletReady\","
+      "\"lastHeartbeatTime\":\"t2\",\"lastTransitionTime\":\"t0\"},{\"type\":\"DiskPressure\","
+      "\"status\":\"False\",\"lastHeartbeatTime\":\"t2\"},{\"type\":\"PIDPressure\",\"status\":"
+      "\"False\"},{\"type\":\"Same\",\"status\":\"True\"}]}", 0, NULL);
+  p = nl_node_status_patch(is, was);
+  expect_json(p, "{\"conditions\":[{\"type\":\"Ready\",\"lastHeartbeatTime\":\"t2\"},"
+                 "{\"type\":\"DiskPressure\",\"lastHeartbeatTime\":\"t2\",\"message\":null},"
+                 "{\"type\":\"PIDPressure\",\"status\":\"False\"}]}");
+  json_decref(p);
+  json_decref(was);
+  json_decref(is);
   json_decref(prev);
   json_decref(now);
 }
