@@ -82,14 +82,19 @@ void nl_node__req_err(const nl_kube_response_t *resp, const nl_err_t *err, nl_er
 static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_t *err);
 
 nl_kube_req_t *nl_node__request(nl_node_t *n, const char *method, const char *path,
-                                const char *kind, const char *ctype, json_t *body,
+                                const char *kind, const char *ctype, json_t *body, bool meta,
                                 nl_kube_done_fn cb, void *ctx) {
   nl_kube_request_opts_t o = {.method = method, .path = path, .content_type = ctype,
-                              .timeout_ms = nl_node__timeout_ms(n)};
+                              .timeout_ms = nl_node__timeout_ms(n), .accept_metadata = meta};
   const char *api_version = strcmp(kind, "Lease") == 0 ? "coordination.k8s.io/v1" : "v1";
   nl_kube_req_t *r = nl_kube_request_kind(n->deps.kube, &o, api_version, kind, body, cb, ctx);
   json_decref(body);
   return r;
+}
+
+bool nl_node__partial(const json_t *obj) {
+  const char *kind = json_string_value(json_object_get(obj, "kind"));
+  return kind && strcmp(kind, "PartialObjectMetadata") == 0;
 }
 
 json_t *nl_node__object(const nl_kube_response_t *resp) {
@@ -106,7 +111,10 @@ json_t *nl_node__object(const nl_kube_response_t *resp) {
 static void request(nl_node_t *n, const char *method, const char *path, const char *ctype,
                     json_t *body) {
   assert(!n->req);
-  n->req = nl_node__request(n, method, path, "Node", ctype, body, on_response, n);
+  /* A status patch needs no more of its answer than the metadata: the
+   * watch brings the patched Node (~2 KB, every report) anyway. */
+  bool meta = n->state == NL_NODE_STATUS_PATCH;
+  n->req = nl_node__request(n, method, path, "Node", ctype, body, meta, on_response, n);
 }
 
 static char *node_path(const nl_node_t *n, const char *suffix) {
@@ -361,7 +369,17 @@ static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_
       break;
     }
     if (!e) {
-      learn_node(n, nl_node__object(resp));
+      json_t *got = nl_node__object(resp);
+      if (n->state == NL_NODE_STATUS_PATCH && n->prev && nl_node__partial(got)) {
+        /* The Node patched, as far as the node's own view goes, until the
+         * watch brings it: the one the round diffed against, with the new
+         * metadata (uid). Upstream's lister lags the same way. */
+        json_t *node = json_deep_copy(n->prev);
+        json_object_set(node, "metadata", json_object_get(got, "metadata"));
+        json_decref(got);
+        got = node;
+      }
+      learn_node(n, got);
       if (n->state == NL_NODE_STATUS_GET) {
         set_state(n, NL_NODE_STATUS_PATCH);
       } else {
@@ -566,7 +584,8 @@ int nl_node_init(nl_node_t *n, uv_loop_t *loop, const nl_node_opts_t *opts,
   n->facts.ephemeral_bytes = -1;
   if (deps->kube) {
     char *sel = nl_xasprintf("metadata.name=%s", opts->conf.name);
-    nl_reflector_opts_t ro = {.path = "/api/v1/nodes", .field_selector = sel};
+    nl_reflector_opts_t ro = {.path = "/api/v1/nodes", .field_selector = sel,
+                              .api_version = "v1", .kind = "Node"};
     nl_reflector_cbs_t cbs = {.on_list = on_watch_list, .on_event = on_watch_event};
     int rc = nl_reflector_new(&n->watch, loop, deps->kube, &ro, &cbs, n, err);
     free(sel);
@@ -601,6 +620,7 @@ void nl_node__closed(nl_node_t *n) {
   json_decref(n->prev);
   free(n->watched);
   json_decref(n->lease.base);
+  json_decref(n->lease.sent);
   free(n->uid);
   if (n->done_cb) n->done_cb(n);
 }

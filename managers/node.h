@@ -149,6 +149,7 @@ typedef struct nl_node_lease {
   uv_timer_t timer;
   nl_kube_req_t *req;
   json_t *base;       /* the last Lease the server returned */
+  json_t *sent;       /* the Lease a renewal in flight makes of base */
   bool created;       /* the last ensure created it */
   int update_tries;
   nl_backoff_t backoff;
@@ -235,10 +236,13 @@ void nl_node__closed(nl_node_t *n);
 uint64_t nl_node__timeout_ms(const nl_node_t *n);
 /* Sends body (stolen, may be NULL) with the heartbeat timeout: an object of
  * kind (ctype NULL) as protobuf or JSON by the client's content type, a patch
- * (ctype set) as JSON; the answer, an object of kind, read by nl_node__object. */
+ * (ctype set) as JSON; the answer, an object of kind, read by nl_node__object.
+ * meta: ask for the answer's metadata only (nl_node__partial() tells). */
 nl_kube_req_t *nl_node__request(nl_node_t *n, const char *method, const char *path,
-                                const char *kind, const char *ctype, json_t *body,
+                                const char *kind, const char *ctype, json_t *body, bool meta,
                                 nl_kube_done_fn cb, void *ctx);
+/* True when obj (an answer) is a PartialObjectMetadata: metadata only. */
+bool nl_node__partial(const json_t *obj);
 /* The object of a 2xx answer (JSON or protobuf), or NULL (logged) when it does
  * not decode. */
 json_t *nl_node__object(const nl_kube_response_t *resp);

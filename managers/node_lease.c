@@ -44,6 +44,16 @@ static void wait_in(nl_node_lease_t *l, nl_node_lease_state_t s, uint64_t ms) {
 
 static void keep(nl_node_lease_t *l, const nl_kube_response_t *resp) {
   json_t *lease = nl_node__object(resp);
+  json_t *sent = l->sent;
+  l->sent = NULL;
+  if (lease && sent && nl_node__partial(lease)) {
+    /* A renewal answered with the metadata: the Lease is what was sent
+     * (the patch applied to base, on base's resourceVersion) with it. */
+    json_object_set(sent, "metadata", json_object_get(lease, "metadata"));
+    json_decref(lease);
+    lease = json_incref(sent);
+  }
+  json_decref(sent);
   if (!lease) return;
   json_decref(l->base);
   l->base = lease;
@@ -116,7 +126,10 @@ static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_
 static void request(nl_node_lease_t *l, const char *method, const char *path, const char *ctype,
                     json_t *body) {
   assert(!l->req);
-  l->req = nl_node__request(l->node, method, path, "Lease", ctype, body, on_response, l);
+  /* A renewal's answer is needed for its metadata (the resourceVersion the
+   * next one is conditioned on): the rest is what was sent. */
+  bool meta = l->state == NL_LEASE_UPDATE;
+  l->req = nl_node__request(l->node, method, path, "Lease", ctype, body, meta, on_response, l);
 }
 
 static void lstep(nl_node_lease_t *l) {
@@ -133,12 +146,15 @@ static void lstep(nl_node_lease_t *l) {
     request(l, "POST", ns, NULL,
             nl_node_lease(name, nl_node_uid(n), n->opts.lease_duration_s, nl_node__now_ns(n), NULL));
     break;
-  case NL_LEASE_UPDATE:
+  case NL_LEASE_UPDATE: {
     path = nl_xasprintf("%s/%s", ns, name);
+    int64_t now = nl_node__now_ns(n);
+    json_decref(l->sent);
+    l->sent = nl_node_lease(name, nl_node_uid(n), n->opts.lease_duration_s, now, l->base);
     request(l, "PATCH", path, "application/merge-patch+json",
-            nl_node_lease_renewal(name, nl_node_uid(n), n->opts.lease_duration_s,
-                                  nl_node__now_ns(n), l->base));
+            nl_node_lease_renewal(name, nl_node_uid(n), n->opts.lease_duration_s, now, l->base));
     break;
+  }
   default:
     assert(0 && "lease step in a waiting state");
   }

@@ -90,9 +90,10 @@ typedef struct nl_kube_response {
  *   "x509: certificate signed by unknown authority"). */
 typedef void (*nl_kube_done_fn)(void *ctx, const nl_kube_response_t *resp, const nl_err_t *err);
 
-/* Streaming (watches): the head of the response, then its body in pieces. A
- * streaming request has no overall timeout beyond timeout_ms to the head. */
-typedef void (*nl_kube_head_fn)(void *ctx, int status);
+/* Streaming (watches): the head of the response (its status and Content-Type,
+ * "" when none; borrowed), then its body in pieces. A streaming request has no
+ * overall timeout beyond timeout_ms to the head. */
+typedef void (*nl_kube_head_fn)(void *ctx, int status, const char *content_type);
 typedef void (*nl_kube_data_fn)(void *ctx, const char *data, size_t len);
 
 typedef struct nl_kube_request_opts {
@@ -110,6 +111,11 @@ typedef struct nl_kube_request_opts {
   /* Accept protobuf, then JSON (agent/kube/pb.h), instead of JSON: for callers
    * that decode the answer with nl_kube_resp_json(). */
   bool accept_protobuf;
+  /* Ask for the answer's metadata only (a meta.k8s.io/v1
+   * PartialObjectMetadata, protobuf or JSON as accept_protobuf says), for
+   * callers that need no more of a write's answer; an older server answers
+   * the whole object, so the caller checks the kind. */
+  bool accept_metadata;
   /* Streaming: set on_data (and optionally on_head). done still runs once, at
    * the end of the stream, with the final status and an empty body. */
   nl_kube_head_fn on_head;

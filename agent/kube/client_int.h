@@ -92,6 +92,7 @@ struct nl_kube_req {
   bool no_rate_limit;
   bool fail_on_dial;
   bool accept_protobuf;
+  bool accept_metadata;
   bool had_conn;      /* a connection was ready while it waited */
   bool retry_pending; /* a streaming answer to be retried: not the caller's */
   nl_kube_done_fn cb;

@@ -26,6 +26,7 @@ static const struct kind {
     {"coordination.k8s.io/v1", "Lease", &nlk8s__lease__descriptor},
     {"v1", "Node", &nlk8s__node__descriptor},
     {"v1", "Status", &nlk8s__status__descriptor},
+    {"meta.k8s.io/v1", "PartialObjectMetadata", &nlk8s__partial_object_metadata__descriptor},
 };
 
 static const struct kind *find_kind(const char *api_version, const char *kind) {
@@ -225,6 +226,9 @@ static json_t *msg_to_json(const ProtobufCMessage *m, const char *path, nl_err_t
      * as Go writes a zero time, so that it reads back the same. */
     if (t->seconds == ZERO_TIME_S && (!micro || (t->nanos >= 0 && t->nanos < 1000)))
       return json_null();
+    /* An empty message is how Go writes its zero time (Time.Marshal: no
+     * bytes), as in a watch bookmark's object: null too, not 1970. */
+    if (!t->has_seconds && !t->has_nanos) return json_null();
     char buf[64];
     if (fmt_time(t->seconds, t->nanos, micro, buf, sizeof buf) < 0) {
       nl_err_set(err, EPROTO, "%s: time %" PRId64 "s %dns out of range", path, t->seconds, t->nanos);

@@ -23,6 +23,13 @@
 /* Accept header of a request that prefers protobuf: JSON for objects and
  * servers without it (client-go's AcceptContentTypes). */
 #define NL_KUBE_PB_ACCEPT NL_KUBE_PB_TYPE ", application/json"
+/* Accept headers of a request that wants only the answer's metadata (a
+ * PartialObjectMetadata, as client-go's metadata client asks), the whole
+ * object from a server that cannot. */
+#define NL_KUBE_AS_META ";as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+#define NL_KUBE_PB_ACCEPT_META \
+  NL_KUBE_PB_TYPE NL_KUBE_AS_META ", application/json" NL_KUBE_AS_META ", application/json"
+#define NL_KUBE_JSON_ACCEPT_META "application/json" NL_KUBE_AS_META ", application/json"
 
 /* The envelope, decoded: pointers into the input (raw) or into *u. */
 typedef struct nl_kube_pb_env {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "agent/kube/internal.h"
+#include "agent/kube/pb.h"
 #include "reactor/backoff.h"
 #include "reactor/buf.h"
 #include "reactor/log.h"
@@ -69,8 +70,10 @@ struct nl_reflector {
   uint64_t last_backoff_ms;
 
   /* the watch in flight */
+  bool watch_protobuf; /* ask for it (opts.kind known to pb.c, the client prefers it) */
   nl_kube_watch_decoder_t dec;
   int watch_status;
+  char *watch_type;    /* the response's Content-Type */
   nl_buf_t error_body; /* a non-200 watch's body, for its Status */
   uint64_t watch_started_ms;
   unsigned watch_events;
@@ -144,6 +147,7 @@ static void maybe_free(nl_reflector_t *r) {
   nl_kube_watch_decoder_free(&r->dec);
   nl_buf_free(&r->error_body);
   free(r->watch_error);
+  free(r->watch_type);
   free(r->rv);
   free(r->path);
   free(r->selectors);
@@ -254,7 +258,7 @@ static void on_list(void *ctx, const nl_kube_response_t *resp, const nl_err_t *e
 
 /* ---- WATCH ---- */
 
-static void on_watch_head(void *ctx, int status);
+static void on_watch_head(void *ctx, int status, const char *content_type);
 static void on_watch_data(void *ctx, const char *data, size_t len);
 static void on_watch_done(void *ctx, const nl_kube_response_t *resp, const nl_err_t *err);
 static void on_timer(uv_timer_t *t);
@@ -296,6 +300,8 @@ static void start_watch(nl_reflector_t *r) {
   nl_kube_watch_decoder_init(&r->dec, r->opts.max_event, on_event, r);
   nl_buf_reset(&r->error_body);
   r->watch_status = 0;
+  free(r->watch_type);
+  r->watch_type = NULL;
   r->watch_events = 0;
   r->watch_outcome = WATCH_ENDED;
   r->watch_started_ms = uv_now(r->loop);
@@ -313,15 +319,23 @@ static void start_watch(nl_reflector_t *r) {
    * just before it (the reflector's back-off would follow). A dead connection
    * fails it sooner (the client's PING health check). */
   nl_kube_request_opts_t o = {.method = "GET", .path = url.data, .on_head = on_watch_head,
-                              .on_data = on_watch_data, .timeout_ms = timeout_s * 1000};
+                              .on_data = on_watch_data, .timeout_ms = timeout_s * 1000,
+                              .accept_protobuf = r->watch_protobuf};
   r->req = nl_kube_request(r->client, &o, on_watch_done, new_req_ctx(r));
   nl_buf_free(&url);
   uv_timer_start(&r->timer, on_timer, timeout_s * 1000 + WATCH_GRACE_MS, 0);
 }
 
-static void on_watch_head(void *ctx, int status) {
+static void on_watch_head(void *ctx, int status, const char *content_type) {
   req_ctx_t *c = ctx;
-  if (c->gen == c->r->gen) c->r->watch_status = status;
+  nl_reflector_t *r = c->r;
+  if (c->gen != r->gen) return;
+  r->watch_status = status;
+  free(r->watch_type);
+  r->watch_type = nl_xstrdup(content_type);
+  /* The server chooses: JSON when it has no protobuf for the kind. */
+  if (status == 200 && nl_kube_watch_is_protobuf(content_type))
+    nl_kube_watch_decoder_protobuf(&r->dec);
 }
 
 /* A 410 is routine (the version was compacted away): client-go logs it at -v=4. */
@@ -377,7 +391,8 @@ static void on_watch_done(void *ctx, const nl_kube_response_t *resp, const nl_er
       o = nl_kube_req_had_conn(req) ? WATCH_BROKEN : WATCH_NO_LINK;
     } else if (status != 200) {
       nl_kube_response_t full = {status, r->error_body.data ? r->error_body.data : "",
-                                 r->error_body.len, "application/json"};
+                                 r->error_body.len,
+                                 r->watch_type && *r->watch_type ? r->watch_type : "application/json"};
       nl_kube_status_err(&full, &e);
       nl_err_wrap(&e, "watch: HTTP %d", status);
       nl_kube_reason_t why = nl_kube_status_reason(&full);
@@ -491,7 +506,10 @@ int nl_reflector_new(nl_reflector_t **out, uv_loop_t *loop, nl_kube_client_t *cl
     query_escape(&q, opts->label_selector);
   }
   r->selectors = nl_buf_steal(&q);
-  r->opts.field_selector = r->opts.label_selector = NULL; /* not kept */
+  r->watch_protobuf = opts->api_version && opts->kind && nl_kube_client_protobuf(client) &&
+                      nl_kube_pb_known(opts->api_version, opts->kind);
+  /* not kept */
+  r->opts.field_selector = r->opts.label_selector = r->opts.api_version = r->opts.kind = NULL;
   r->cbs = *cbs;
   r->ctx = ctx;
   r->relist = true;

@@ -8,6 +8,10 @@
  * (800 ms doubling to 30 s, jittered, reset after 2 min without one) and then
  * list again, or re-watch when no response came at all.
  *
+ * With opts.kind the watch may be protobuf (watch_decode.h), as client-go's is
+ * with its content type: bookmarks and events are then a third to a half of
+ * their JSON size.
+ *
  * It talks only through agent/kube/client.h; one request is in flight at a time.
  * Paging (limit/continue) is not used: a node's pods are one page.
  *
@@ -50,6 +54,10 @@ typedef struct nl_reflector_opts {
   const char *path;           /* "/api/v1/pods" (no query) */
   const char *field_selector; /* "spec.nodeName=n1", or NULL; escaped here */
   const char *label_selector; /* or NULL */
+  /* The items' apiVersion and kind, or NULL: when the client prefers protobuf
+   * and agent/kube/pb.c knows the kind, the watch asks for protobuf (the list
+   * stays JSON); events reach on_event as JSON text all the same. */
+  const char *api_version, *kind;
   /* 0 for upstream's values; tests shorten them */
   uint64_t min_watch_timeout_ms; /* 5 min: timeoutSeconds is this times 1 + rand */
   uint64_t backoff_initial_ms;   /* 800 ms */

@@ -36,6 +36,7 @@ static void req_closed(uv_handle_t *h) {
 }
 
 static const char *accept_header(const nl_kube_req_t *r) {
+  if (r->accept_metadata) return r->accept_protobuf ? NL_KUBE_PB_ACCEPT_META : NL_KUBE_JSON_ACCEPT_META;
   return r->accept_protobuf ? NL_KUBE_PB_ACCEPT : "application/json, */*";
 }
 
@@ -221,7 +222,7 @@ static void stream_head(nl_kube_req_t *r, int status, const char *retry_after) {
   }
   r->deadline = UINT64_MAX;
   uv_timer_stop(&r->timer);
-  if (r->on_head) r->on_head(r->ctx, status);
+  if (r->on_head) r->on_head(r->ctx, status, r->resp_type ? r->resp_type : "");
 }
 
 static void st_head(nl_kube_h2_stream_t *st) {
@@ -328,6 +329,9 @@ static void h1_head(void *ctx, const nl_http_response_t *resp) {
   nl_kube_req_t *r = ctx;
   if (r->state != RQ_ACTIVE) return;
   r->status = resp->status;
+  const char *ct = nl_http_headers_get(&resp->headers, "Content-Type");
+  free(r->resp_type);
+  r->resp_type = ct ? nl_xstrdup(ct) : NULL;
   stream_head(r, resp->status, nl_http_headers_get(&resp->headers, "Retry-After"));
 }
 
@@ -412,6 +416,7 @@ nl_kube_req_t *nl_kube_request(nl_kube_client_t *c, const nl_kube_request_opts_t
   r->no_rate_limit = o->no_rate_limit;
   r->fail_on_dial = o->fail_on_dial;
   r->accept_protobuf = o->accept_protobuf;
+  r->accept_metadata = o->accept_metadata;
   nl_list_init(&r->link);
   nl_list_insert_tail(&c->reqs, &r->all);
   uv_timer_init(c->loop, &r->timer);

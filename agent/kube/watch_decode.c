@@ -9,9 +9,12 @@
 #include "agent/kube/watch_decode.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <string.h>
 
 #include "agent/kube/internal.h"
+#include "agent/kube/k8s.pb-c.h"
+#include "agent/kube/pb.h"
 
 static const char *const types[] = {
     [NL_KUBE_WATCH_ADDED] = "ADDED",
@@ -86,9 +89,100 @@ static int too_large(nl_kube_watch_decoder_t *d, nl_err_t **err) {
   return nl_err_set(err, EMSGSIZE, "watch event larger than %zu bytes", d->max_event);
 }
 
+/* After an event (rc: -1 failed, 0 go on, 1 the caller stops): the partial
+ * buffer emptied, and freed after one big event; a failure ends the stream.
+ * Returns rc. */
+static int event_done(nl_kube_watch_decoder_t *d, int rc) {
+  nl_buf_reset(&d->partial);
+  if (d->partial.cap > (64u << 10) || rc < 0) nl_buf_free(&d->partial);
+  if (rc < 0) d->failed = true;
+  return rc;
+}
+
+void nl_kube_watch_decoder_protobuf(nl_kube_watch_decoder_t *d) { d->protobuf = true; }
+
+bool nl_kube_watch_is_protobuf(const char *content_type) {
+  return nl_kube_pb_wanted(content_type);
+}
+
+/* One protobuf frame: the event is rewritten as the JSON line the JSON stream
+ * would carry and goes the same way, so the object's text, its
+ * resourceVersion and an ERROR's Status are read by one path. Objects on a
+ * node's watches are few and small (its Node); the conversion is cheap. */
+static int pb_event(nl_kube_watch_decoder_t *d, const uint8_t *p, size_t n, nl_err_t **err) {
+  Nlk8s__WatchEvent *we = nlk8s__watch_event__unpack(NULL, n, p);
+  if (!we)
+    return nl_err_set(err, NL_EINVAL,
+                      "malformed watch event: protobuf: the frame (WatchEvent) does not decode");
+  int rc = -1;
+  json_t *obj = NULL;
+  char *text = NULL;
+  nl_buf_t ev = NL_BUF_INIT;
+  size_t t = 0;
+  if (!we->type) {
+    nl_err_set(err, NL_EINVAL, "malformed watch event: no type");
+    goto out;
+  }
+  while (t < sizeof types / sizeof types[0] && strcmp(types[t], we->type) != 0) t++;
+  if (t == sizeof types / sizeof types[0]) {
+    nl_err_set(err, NL_EINVAL, "watch event of type \"%.40s\" is not supported", we->type);
+    goto out;
+  }
+  if (!we->object || !we->object->has_raw) {
+    nl_err_set(err, NL_EINVAL, "malformed watch event: %s without an object", types[t]);
+    goto out;
+  }
+  if (nl_kube_pb_to_json(we->object->raw.data, we->object->raw.len, &obj, err) < 0) {
+    nl_err_wrap(err, "malformed watch event: %s", types[t]);
+    goto out;
+  }
+  text = json_dumps(obj, JSON_COMPACT);
+  if (!text) abort();
+  nl_buf_printf(&ev, "{\"type\":\"%s\",\"object\":%s}", types[t], text);
+  rc = line(d, ev.data, ev.len, err);
+out:
+  nl_buf_free(&ev);
+  free(text);
+  json_decref(obj);
+  nlk8s__watch_event__free_unpacked(we, NULL);
+  return rc;
+}
+
+static int pb_feed(nl_kube_watch_decoder_t *d, const uint8_t *data, size_t len, nl_err_t **err) {
+  while (len) {
+    if (d->partial.len < 4) { /* the frame's length */
+      size_t take = 4 - d->partial.len < len ? 4 - d->partial.len : len;
+      nl_buf_append(&d->partial, data, take);
+      data += take;
+      len -= take;
+      if (d->partial.len < 4) return 0;
+      const uint8_t *h = (const uint8_t *)d->partial.data;
+      d->frame = (size_t)h[0] << 24 | (size_t)h[1] << 16 | (size_t)h[2] << 8 | h[3];
+      if (d->frame > d->max_event) return too_large(d, err);
+    }
+    size_t have = d->partial.len - 4;
+    int rc;
+    if (have == 0 && len >= d->frame) { /* the common case: in place */
+      rc = pb_event(d, data, d->frame, err);
+      data += d->frame;
+      len -= d->frame;
+    } else {
+      size_t take = d->frame - have < len ? d->frame - have : len;
+      nl_buf_append(&d->partial, data, take);
+      data += take;
+      len -= take;
+      if (d->partial.len - 4 < d->frame) return 0;
+      rc = pb_event(d, (const uint8_t *)d->partial.data + 4, d->frame, err);
+    }
+    if (event_done(d, rc)) return rc;
+  }
+  return 0;
+}
+
 int nl_kube_watch_decoder_feed(nl_kube_watch_decoder_t *d, const char *data, size_t len,
                                nl_err_t **err) {
   if (d->failed) return nl_err_set(err, NL_EINVAL, "watch stream already failed");
+  if (d->protobuf) return pb_feed(d, (const uint8_t *)data, len, err);
   while (len) {
     const char *nl = memchr(data, '\n', len);
     size_t take = nl ? (size_t)(nl - data) : len;
@@ -103,15 +197,8 @@ int nl_kube_watch_decoder_feed(nl_kube_watch_decoder_t *d, const char *data, siz
     } else {
       nl_buf_append(&d->partial, data, take);
       rc = line(d, d->partial.data, d->partial.len, err);
-      nl_buf_reset(&d->partial);
-      if (d->partial.cap > (64u << 10)) nl_buf_free(&d->partial); /* one big event */
     }
-    if (rc < 0) {
-      d->failed = true;
-      nl_buf_free(&d->partial);
-      return -1;
-    }
-    if (rc > 0) return 1;
+    if (event_done(d, rc)) return rc;
     data += take + 1;
     len -= take + 1;
   }
@@ -120,7 +207,8 @@ int nl_kube_watch_decoder_feed(nl_kube_watch_decoder_t *d, const char *data, siz
 
 int nl_kube_watch_decoder_finish(nl_kube_watch_decoder_t *d, nl_err_t **err) {
   if (d->failed) return nl_err_set(err, NL_EINVAL, "watch stream already failed");
-  if (!blank(d->partial.data ? d->partial.data : "", d->partial.len)) {
+  if (d->protobuf ? d->partial.len > 0
+                 : !blank(d->partial.data ? d->partial.data : "", d->partial.len)) {
     d->failed = true;
     return nl_err_set(err, EPROTO, "watch stream ended inside an event (%zu bytes)",
                       d->partial.len);

@@ -141,9 +141,10 @@ bool nl_node_status_changed(const json_t *status, const json_t *prev);
 
 /* The status patch (strategic merge) that takes prev (the Node's status as last
  * read, may be NULL) to status: only the fields whose value differs, as the
- * two-way patch upstream's PatchNodeStatus computes; conditions go whole when
- * one of them changed (every report does: their heartbeat). The image list is
- * the bulk of a status and goes only when it changed. New reference. */
+ * two-way patch upstream's PatchNodeStatus computes; of the conditions (a
+ * list merged by type) only the fields that changed, with their type (every
+ * report changes the heartbeats), a condition new to prev whole. The image
+ * list is the bulk of a status and goes only when it changed. New reference. */
 json_t *nl_node_status_patch(const json_t *status, const json_t *prev);
 
 /* The metadata patch that reconciles an existing Node with the initial one
@@ -163,7 +164,10 @@ json_t *nl_node_lease(const char *node, const char *node_uid, int32_t duration_s
  * upstream's update does (409 otherwise), and only the fields nl_node_lease
  * would change: renewTime, and holder, duration and owner reference when base
  * differs. Upstream PUTs the whole Lease back, managedFields included, three
- * times the bytes for the same result. */
+ * times the bytes for the same result. When base carries managedFields (the
+ * create's, or a server-side apply's), the patch also resets them
+ * (`managedFields: [{}]`): the apiserver then tracks no manager on the
+ * Lease's updates, and its answers carry none. */
 json_t *nl_node_lease_renewal(const char *node, const char *node_uid, int32_t duration_s,
                               int64_t now_ns, const json_t *base);
 

@@ -2,9 +2,10 @@
 # The node's Lease and Node travel as protobuf, upstream's default contentType:
 # the Lease is created as application/vnd.kubernetes.protobuf, its renewals (a
 # JSON merge patch of renewTime, docs/NODE.md) are answered so, and so are the
-# Node's status patches (strategic merge patches, in JSON, as upstream's); the
-# Lease keeps being
-# renewed and the node Ready. --kube-api-content-type=application/json turns
+# Node's status patches (strategic merge patches, in JSON, as upstream's), both
+# asking for the answer's metadata only (PartialObjectMetadata); the Lease's
+# managedFields are reset by the first renewal and stay empty; the Lease keeps
+# being renewed and the node Ready. --kube-api-content-type=application/json turns
 # it off. The agent's -v=7 request log (content types and sizes, as client-go
 # logs headers) says what went out; the bytes per renewal are printed.
 PODS_NS=nanolet-e2e-api-protobuf
@@ -14,6 +15,7 @@ NODE=e2e-protobuf
 KC=$(node_kubeconfig "$NODE") || { fail "node credential" "controlplane.sh cert failed"; exit 1; }
 LOG=$E2E_TMP/agent.log
 PB=application/vnd.kubernetes.protobuf
+META=";as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 trap 'stop_agent; pods_cleanup; kubectl delete node "$NODE" --wait=false >/dev/null 2>&1; kubectl delete lease -n kube-node-lease "$NODE" --ignore-not-found >/dev/null 2>&1; e2e_finish; exit $?' EXIT
 kubectl delete node "$NODE" --ignore-not-found >/dev/null
 kubectl delete lease -n kube-node-lease "$NODE" --ignore-not-found >/dev/null
@@ -49,18 +51,20 @@ else
   fail "Lease renewals" "$(grep -i lease "$LOG" | tail -5)"
 fi
 want="Accept: $PB, application/json, Content-Type: $PB \\([0-9]+ bytes\\); response Content-Type: $PB \\("
-renewal="Accept: $PB, application/json, Content-Type: application/merge-patch\\+json \\([0-9]+ bytes\\); response Content-Type: $PB \\("
-check "every Lease renewal is a JSON merge patch answered in protobuf" \
-  bash -c "[ \$(grep -cE ' PATCH https://[^ ]*/leases/$NODE: $renewal' '$LOG') -eq \$(grep -cE ' PATCH https://[^ ]*/leases/$NODE: ' '$LOG') ]"
+renewal="Accept: $PB$META, application/json$META, application/json, Content-Type: application/merge-patch\\+json \\([0-9]+ bytes\\); response Content-Type: $PB \\("
+check "every Lease renewal is a JSON merge patch answered in protobuf, metadata only" \
+  bash -c "l=\$(grep -E ' PATCH https://[^ ]*/leases/$NODE: ' '$LOG'); [ \$(grep -cE '$renewal' <<<\"\$l\") -eq \$(wc -l <<<\"\$l\") ]"
 check "the Lease is created as protobuf" \
   bash -c "grep -qE ' POST https://[^ ]*/namespaces/kube-node-lease/leases: $want' '$LOG'"
-check "the Node's status patches are JSON patches answered in protobuf" wait_for 15 \
-  bash -c "grep -qE ' PATCH https://[^ ]*/nodes/$NODE/status: Accept: $PB, application/json, Content-Type: application/strategic-merge-patch\\+json \\([0-9]+ bytes\\); response Content-Type: $PB ' '$LOG'"
+check "the Node's status patches are JSON patches answered in protobuf, metadata only" wait_for 15 \
+  bash -c "grep -qE ' PATCH https://[^ ]*/nodes/$NODE/status: Accept: $PB$META, application/json$META, application/json, Content-Type: application/strategic-merge-patch\\+json \\([0-9]+ bytes\\); response Content-Type: $PB ' '$LOG'"
 r1=$(renew_time)
 sleep 11
 r2=$(renew_time)
 check "the renewTime written through protobuf advances ($r1 -> $r2)" [ -n "$r1" ] && [ "$r2" \> "$r1" ]
 check "the node stays Ready" node_ready
+check "the Lease carries no managedFields after its renewals" \
+  bash -c "[ -z \"\$(kubectl get lease -n kube-node-lease '$NODE' --show-managed-fields -o jsonpath='{.metadata.managedFields}')\" ]"
 check "the agent logs no decoding failure" bash -c "! grep -q 'does not decode' '$LOG'"
 read -r pq pr <<<"$(bytes PATCH "/leases/$NODE")"
 echo "# Lease renewal, protobuf: $pq bytes request body, $pr bytes response body ($(renewals) renewals)"
@@ -71,7 +75,7 @@ mv "$LOG" "$E2E_TMP/agent-protobuf.log"
 start_agent --kubeconfig "$KC" --node-ip "$NODE_IP" -v=7 --kube-api-content-type=application/json
 if wait_for 30 bash -c "[ \$(grep -cE ' PATCH https://[^ ]*/leases/$NODE: Accept: ' '$LOG') -ge 1 ]"; then
   check "with application/json the Lease renewal comes back as JSON" \
-    bash -c "grep -qE ' PATCH https://[^ ]*/leases/$NODE: Accept: application/json, \\*/\\*, Content-Type: application/merge-patch\\+json \\([0-9]+ bytes\\); response Content-Type: application/json ' '$LOG'"
+    bash -c "grep -qE ' PATCH https://[^ ]*/leases/$NODE: Accept: application/json$META, application/json, Content-Type: application/merge-patch\\+json \\([0-9]+ bytes\\); response Content-Type: application/json ' '$LOG'"
   read -r jq_ jr <<<"$(bytes PATCH "/leases/$NODE")"
   echo "# Lease renewal, JSON: $jq_ bytes request body, $jr bytes response body"
   check "protobuf renewals are smaller than JSON ones" [ "$((pq + pr))" -lt "$((jq_ + jr))" ]

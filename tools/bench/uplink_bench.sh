@@ -7,6 +7,7 @@
 #
 #   tools/bench/uplink_bench.sh [BUILD_DIR=build] [WINDOW_S=120] [PODS=5]
 #   ONLY=nanolet|kubelet  runs one of the two
+#   NANOLET_FLAGS="--v=6"  more flags for nanolet; LOGS=DIR keeps the agents' logs there
 #
 # The kubelet is built from the control plane's pinned module
 # (tools/testenv/k8s-build.sh kubelet, cached). Both run on a containerd of this
@@ -72,6 +73,7 @@ forget_node() {
 }
 cleanup() {
   forget_node
+  [ -z "${LOGS:-}" ] || cp "$TMP"/*.log "$LOGS"/ 2>/dev/null
   kubectl delete namespace "$NS" --wait=false >/dev/null 2>&1
   umount -R "$TMP/kubelet" 2>/dev/null # the kubelet bind-mounts its root onto itself
   rm -rf --one-file-system "$TMP"
@@ -94,7 +96,8 @@ run() { # run NAME: one agent joined, its pods running, one idle window
   if [ "$name" = nanolet ]; then
     "$NANOLET" --kubeconfig "$KUBECONFIG_NODE" --enable-server=false --healthz-port 0 \
       --container-runtime-endpoint "$EP" --root-dir "$TMP/nanolet" --hostname-override "$NODE" \
-      --node-ip "$NODE_IP" --cgroups-per-qos=false --enforce-node-allocatable= >"$TMP/$name.log" 2>&1 &
+      --node-ip "$NODE_IP" --cgroups-per-qos=false --enforce-node-allocatable= ${NANOLET_FLAGS:-} \
+      >"$TMP/$name.log" 2>&1 &
   else
     "$KBIN/kubelet" --config "$TMP/kubelet.yaml" --kubeconfig "$KUBECONFIG_NODE" --root-dir "$TMP/kubelet" \
       --hostname-override "$NODE" --node-ip "$NODE_IP" --v=0 >"$TMP/$name.log" 2>&1 &
@@ -121,6 +124,7 @@ EOF
     conn_bytes >"$TMP/b0"; t0=$(date +%s%N)
     sleep "$WINDOW"
     conn_bytes >"$TMP/b1"; t1=$(date +%s%N)
+    [ -z "${LOGS:-}" ] || echo "$t0 $t1" >"$LOGS/$name.window"
     kill -0 "$PID" 2>/dev/null || { echo "$name exited:"; tail -20 "$TMP/$name.log"; exit 1; }
     # Per connection, what moved in the window. One closed or opened in it
     # means the apiserver went away (another test's outage): the reconnect

@@ -1,5 +1,7 @@
 /* libFuzzer target over the watch stream decoder (agent/kube/watch_decode.c)
  * and, on the first line, the Status reader behind nl_kube_status_err().
+ * Built with FUZZ_WATCH_PROTOBUF (fuzz_watch_pb): the protobuf stream instead
+ * (length-prefixed metav1.WatchEvent frames, objects through agent/kube/pb.c).
  *
  * Input: byte 0 picks the piece size the stream is cut into (1 + byte 0); the
  * rest is the stream. The bound on one event is 4 KiB, so the fuzzer reaches it. */
@@ -32,6 +34,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t events = 0;
   nl_kube_watch_decoder_t d;
   nl_kube_watch_decoder_init(&d, 4096, on_event, &events);
+#ifdef FUZZ_WATCH_PROTOBUF
+  nl_kube_watch_decoder_protobuf(&d);
+#endif
   nl_err_t *err = NULL;
   int rc = 0;
   for (size_t off = 0; off < size && rc == 0; off += piece) {
@@ -45,6 +50,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   assert(rc == 0 ? !err : err && err->msg);
   nl_err_free(&err);
   nl_kube_watch_decoder_free(&d);
+#ifdef FUZZ_WATCH_PROTOBUF
+  return 0;
+#endif
 
   const char *nl = memchr(data, '\n', size);
   nl_kube_response_t resp = {400 + mode % 200, "", nl ? (size_t)(nl - (const char *)data) : size, ""};

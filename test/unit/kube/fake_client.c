@@ -8,6 +8,12 @@
 
 fake_req_t *fake_reqs[FAKE_MAX];
 size_t fake_nreqs;
+bool fake_protobuf;
+
+bool nl_kube_client_protobuf(const nl_kube_client_t *c) {
+  (void)c;
+  return fake_protobuf;
+}
 
 nl_kube_req_t *nl_kube_request(nl_kube_client_t *c, const nl_kube_request_opts_t *opts,
                                nl_kube_done_fn cb, void *ctx) {
@@ -21,6 +27,7 @@ nl_kube_req_t *nl_kube_request(nl_kube_client_t *c, const nl_kube_request_opts_t
   r->on_data = opts->on_data;
   r->fail_on_dial = opts->fail_on_dial;
   r->timeout_ms = opts->timeout_ms;
+  r->accept_protobuf = opts->accept_protobuf;
   r->cb = cb;
   r->ctx = ctx;
   fake_reqs[fake_nreqs++] = r;
@@ -52,9 +59,16 @@ void fake_respond(fake_req_t *r, int status, const char *body) {
   finish(r, &resp, NULL);
 }
 
-void fake_head(fake_req_t *r, int status) {
+void fake_head(fake_req_t *r, int status) { fake_head_type(r, status, "application/json"); }
+
+void fake_head_type(fake_req_t *r, int status, const char *content_type) {
   assert(!r->done && r->on_head);
-  r->on_head(r->ctx, status);
+  r->on_head(r->ctx, status, content_type);
+}
+
+void fake_data_n(fake_req_t *r, const void *data, size_t len) {
+  assert(!r->done && r->on_data);
+  r->on_data(r->ctx, data, len);
 }
 
 void fake_data(fake_req_t *r, const char *data) {
@@ -86,6 +100,7 @@ void fake_reset(void) {
     free(fake_reqs[i]);
   }
   fake_nreqs = 0;
+  fake_protobuf = false;
 }
 
 static void stop_loop(uv_timer_t *t) { uv_stop(t->loop); }

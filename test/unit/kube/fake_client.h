@@ -16,6 +16,7 @@ typedef struct fake_req {
   void *ctx;
   bool fail_on_dial;
   uint64_t timeout_ms;
+  bool accept_protobuf;
   bool cancelled, done;
   bool no_conn; /* failed without a connection ever ready (fake_fail_no_conn) */
 } fake_req_t;
@@ -23,6 +24,8 @@ typedef struct fake_req {
 #define FAKE_MAX 256
 extern fake_req_t *fake_reqs[FAKE_MAX];
 extern size_t fake_nreqs;
+/* What nl_kube_client_protobuf() answers (the client's content type). */
+extern bool fake_protobuf;
 
 /* The latest request. */
 fake_req_t *fake_last(void);
@@ -30,8 +33,10 @@ fake_req_t *fake_last(void);
  * never from inside nl_kube_req_cancel). */
 void fake_settle(void);
 void fake_respond(fake_req_t *r, int status, const char *body);
-void fake_head(fake_req_t *r, int status);
+void fake_head(fake_req_t *r, int status); /* application/json */
+void fake_head_type(fake_req_t *r, int status, const char *content_type);
 void fake_data(fake_req_t *r, const char *data);
+void fake_data_n(fake_req_t *r, const void *data, size_t len);
 void fake_end(fake_req_t *r, int status); /* the end of a stream */
 void fake_fail(fake_req_t *r, int code, const char *msg);
 /* Fails r as the client fails a request that never had a connection (the

@@ -21,6 +21,7 @@
 
 typedef struct result {
   int calls, status, err_code, heads, head_status;
+  char head_type[128];
   char body[8192];
   char err[1024];
   nl_buf_t data;
@@ -38,10 +39,11 @@ static void on_done(void *ctx, const nl_kube_response_t *resp, const nl_err_t *e
   }
 }
 
-static void on_head(void *ctx, int status) {
+static void on_head(void *ctx, int status, const char *content_type) {
   result_t *r = ctx;
   r->heads++;
   r->head_status = status;
+  snprintf(r->head_type, sizeof r->head_type, "%s", content_type);
 }
 
 static void on_data(void *ctx, const char *p, size_t n) { nl_buf_append(&((result_t *)ctx)->data, p, n); }
@@ -380,7 +382,8 @@ static void watch_stream(void **state) {
   client_start(&w);
   static const char *const ev[] = {"{\"type\":\"ADDED\"}\n", "{\"type\":\"MODIFIED\"}\n"};
   nl_fake_as_add(w.fake, &(nl_fake_as_rule_t){.path = "/api/v1/pods?watch=1", .chunks = ev,
-                                              .n_chunks = 2, .chunk_ms = 20});
+                                              .n_chunks = 2, .chunk_ms = 20,
+                                              .content_type = "application/json;stream=watch"});
   nl_fake_as_add(w.fake, &(nl_fake_as_rule_t){.path = "/torn", .chunks = ev, .n_chunks = 1,
                                               .chunk_ms = 10, .action = FAKE_AS_CLOSE});
   result_t r = {0}, t = {0};
@@ -390,6 +393,8 @@ static void watch_stream(void **state) {
   run_until(&w, &r.calls, 1);
   assert_int_equal(r.heads, 1);
   assert_int_equal(r.head_status, 200);
+  /* the head's Content-Type, which picks the watch decoder */
+  assert_string_equal(r.head_type, "application/json;stream=watch");
   assert_int_equal(r.status, 200);
   assert_string_equal(r.body, "");
   nl_buf_puts(&r.data, "");
@@ -863,10 +868,12 @@ static void protobuf_lease(void **state) {
     nl_kube_request_kind(w.client, &o, "coordination.k8s.io/v1", "Lease", lease, on_obj, &a);
     o = (nl_kube_request_opts_t){.method = "GET", .path = "/api/v1/namespaces/ns/pods/p"};
     nl_kube_request_kind(w.client, &o, "v1", "Pod", NULL, on_obj, &b);
-    /* A merge patch stays JSON; its answer, the Lease, is negotiated. */
+    /* A merge patch stays JSON; its answer, the Lease's metadata only, is
+     * negotiated (this server answers the whole Lease, as one that cannot). */
     json_t *patch = json_pack("{s:{s:s}}", "spec", "renewTime", "2026-11-26T20:07:44.000000Z");
     o = (nl_kube_request_opts_t){.method = "PATCH", .path = path,
-                                 .content_type = "application/merge-patch+json"};
+                                 .content_type = "application/merge-patch+json",
+                                 .accept_metadata = true};
     nl_kube_request_kind(w.client, &o, "coordination.k8s.io/v1", "Lease", patch, on_obj, &c);
     run_until(&w, &a.calls, 1);
     run_until(&w, &b.calls, 1);
@@ -877,8 +884,12 @@ static void protobuf_lease(void **state) {
     assert_non_null(pr);
     assert_string_equal(pr->content_type, "application/merge-patch+json");
     assert_string_equal(pr->body, "{\"spec\":{\"renewTime\":\"2026-11-26T20:07:44.000000Z\"}}");
-    assert_string_equal(pr->accept, json ? "application/json, */*"
-                                          : "application/vnd.kubernetes.protobuf, application/json");
+    assert_string_equal(pr->accept,
+                        json ? "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, "
+                               "application/json"
+                             : "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;"
+                               "g=meta.k8s.io;v=v1, application/json;as=PartialObjectMetadata;"
+                               "g=meta.k8s.io;v=v1, application/json");
     assert_string_equal(json_string_value(json_object_get(c.obj, "kind")), "Lease");
     json_decref(c.obj);
     json_decref(patch);

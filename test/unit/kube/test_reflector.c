@@ -13,6 +13,7 @@
 #include "agent/kube/reflector.h"
 #include "fake_client.h"
 #include "reactor/buf.h"
+#include "../model/fixture.h" /* FIXTURES: test/fixtures/kubeconfig */
 
 #define PODS "/api/v1/pods"
 #define SEL "fieldSelector=spec.nodeName%3Dedge-1"
@@ -401,6 +402,70 @@ static void selectors_are_escaped(void **state) {
   fake_reset();
 }
 
+/* Stops the reflector of s and forgets it and its requests. */
+static void forget(uv_loop_t *loop, seen_t *s) {
+  nl_reflector_stop(s->r, NULL, NULL);
+  fake_settle();
+  uv_run(loop, UV_RUN_DEFAULT);
+  fake_reset();
+  nl_buf_free(&s->log);
+  *s = (seen_t){0};
+}
+
+/* With a client that prefers protobuf and a kind pb.c knows, the watch asks
+ * for protobuf (the list stays JSON); the server's answer decides the
+ * decoding. The stream is the Node watch recorded from the apiserver. */
+static void watch_in_protobuf_when_the_kind_is_known(void **state) {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  seen_t s = {0};
+  nl_err_t *err = NULL;
+  nl_reflector_cbs_t cbs = {on_list, on_event};
+  const char *nodes = "{\"kind\":\"NodeList\",\"metadata\":{\"resourceVersion\":\"1100\"},\"items\":[]}";
+  size_t plen = 0;
+  char *pb = fixture_read("../api/node-watch.pb", &plen);
+  assert_non_null(pb);
+  for (int answer_pb = 1; answer_pb >= 0; answer_pb--) {
+    fake_protobuf = true;
+    nl_reflector_opts_t o = {.path = "/api/v1/nodes", .field_selector = "metadata.name=bytes-fixture",
+                             .api_version = "v1", .kind = "Node"};
+    assert_int_equal(nl_reflector_new(&s.r, &loop, NULL, &o, &cbs, &s, &err), 0);
+    nl_reflector_start(s.r);
+    assert_false(fake_last()->accept_protobuf);
+    fake_respond(fake_last(), 200, nodes);
+    fake_req_t *w = fake_last();
+    assert_non_null(strstr(w->path, "watch=true"));
+    assert_true(w->accept_protobuf);
+    if (answer_pb) {
+      fake_head_type(w, 200, "application/vnd.kubernetes.protobuf;stream=watch");
+      fake_data_n(w, pb, 700); /* the first frame and a piece of the next */
+      fake_data_n(w, pb + 700, plen - 700);
+      /* ADDED, MODIFIED, DELETED reach on_event; the bookmarks advance the version */
+      assert_int_equal(s.events, 3);
+      assert_non_null(strstr(s.log.data, "MODIFIED {\"metadata\":{\"name\":\"bytes-fixture\""));
+      assert_non_null(strstr(s.log.data, "\"labels\":{\"fixture\":\"2\"}"));
+      assert_string_equal(nl_reflector_resource_version(s.r), "1327");
+    } else { /* a server without protobuf for it answers JSON */
+      fake_head(w, 200);
+      fake_data(w, "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"1200\"}}}\n");
+      assert_string_equal(nl_reflector_resource_version(s.r), "1200");
+    }
+    forget(&loop, &s);
+  }
+  /* A kind pb.c does not know, or a JSON client: JSON. */
+  for (int i = 0; i < 2; i++) {
+    fake_protobuf = i == 0;
+    nl_reflector_opts_t o = {.path = PODS, .api_version = "v1", .kind = i == 0 ? "Pod" : "Node"};
+    assert_int_equal(nl_reflector_new(&s.r, &loop, NULL, &o, &cbs, &s, &err), 0);
+    nl_reflector_start(s.r);
+    fake_respond(fake_last(), 200, list10);
+    assert_false(fake_last()->accept_protobuf);
+    forget(&loop, &s);
+  }
+  free(pb);
+  assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(lists_watches_and_follows_bookmarks, setup, teardown),
@@ -417,6 +482,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(an_event_starts_the_back_off_over, setup_slow, teardown),
       cmocka_unit_test(bad_paths_are_refused),
       cmocka_unit_test(selectors_are_escaped),
+      cmocka_unit_test(watch_in_protobuf_when_the_kind_is_known),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

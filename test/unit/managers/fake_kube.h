@@ -24,6 +24,7 @@ struct nl_kube_req {
   nl_kube_data_fn on_data;
   void *ctx;
   bool done, cancelled;
+  bool accept_metadata; /* the answer's metadata only, please */
   uint64_t at_ms;
 };
 
@@ -74,6 +75,7 @@ nl_kube_req_t *nl_kube_request(nl_kube_client_t *c, const nl_kube_request_opts_t
   r->cb = cb;
   r->on_head = o->on_head;
   r->on_data = o->on_data;
+  r->accept_metadata = o->accept_metadata;
   r->ctx = ctx;
   r->at_ms = uv_now(kf.loop);
   /* Managers' own requests carry their deadline; a reflector's list and watch
@@ -99,6 +101,11 @@ nl_kube_req_t *nl_kube_request_kind(nl_kube_client_t *c, const nl_kube_request_o
 }
 
 bool nl_kube_req_had_conn(const nl_kube_req_t *r) { return true; }
+
+bool nl_kube_client_protobuf(const nl_kube_client_t *c) {
+  (void)c;
+  return false;
+}
 
 void nl_kube_req_cancel(nl_kube_req_t *r) {
   if (r->done) return;

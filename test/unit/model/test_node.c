@@ -385,11 +385,28 @@ static void test_lease(void **state) {
 static void test_lease_renewal(void **state) {
   /* Only the resourceVersion (the precondition) and what changes. */
   json_t *base = json_loads("{\"metadata\":{\"name\":\"edge-1\",\"resourceVersion\":\"77\","
-                            "\"uid\":\"l1\",\"managedFields\":[{\"manager\":\"nanolet\"}],"
+                            "\"uid\":\"l1\","
                             "\"ownerReferences\":[{\"apiVersion\":\"v1\",\"kind\":\"Node\","
                             "\"name\":\"edge-1\",\"uid\":\"uid-1\"}]},\"spec\":{\"holderIdentity\":"
                             "\"edge-1\",\"leaseDurationSeconds\":40,\"renewTime\":\"x\"}}", 0, NULL);
   json_t *p = nl_node_lease_renewal("edge-1", "uid-1", 40, NOW, base);
+  expect_json(p, "{\"metadata\":{\"resourceVersion\":\"77\"},\"spec\":{\"renewTime\":"
+                 "\"2024-12-03T15:12:44.123456Z\"}}");
+  json_decref(p);
+  /* managedFields as the create left them: reset, so that the answers carry
+   * none. */
+  json_t *created = json_loads(
+      "[{\"manager\":\"nanolet\",\"operation\":\"Update\",\"fieldsV1\":{\"f:metadata\":{"
+      "\"f:ownerReferences\":{}},\"f:spec\":{\"f:holderIdentity\":{},\"f:renewTime\":{}}}}]",
+      0, NULL);
+  json_object_set_new(json_object_get(base, "metadata"), "managedFields", created);
+  p = nl_node_lease_renewal("edge-1", "uid-1", 40, NOW, base);
+  expect_json(p, "{\"metadata\":{\"resourceVersion\":\"77\",\"managedFields\":[{}]},"
+                 "\"spec\":{\"renewTime\":\"2024-12-03T15:12:44.123456Z\"}}");
+  json_decref(p);
+  /* What the reset leaves (none, or an empty list): no reset again. */
+  json_object_set_new(json_object_get(base, "metadata"), "managedFields", json_array());
+  p = nl_node_lease_renewal("edge-1", "uid-1", 40, NOW, base);
   expect_json(p, "{\"metadata\":{\"resourceVersion\":\"77\"},\"spec\":{\"renewTime\":"
                  "\"2024-12-03T15:12:44.123456Z\"}}");
   json_decref(p);
@@ -419,6 +436,25 @@ static void test_status_patch(void **state) {
   p = nl_node_status_patch(now, NULL); /* nothing known: all of it */
   assert_true(json_equal(p, now));
   json_decref(p);
+  /* A report: of each condition its heartbeat (and type) alone; a field gone
+   * is deleted (null); a new condition goes whole; an unchanged one not. */
+  json_t *was = json_loads(
+      "{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\",\"reason\":\"KubeletReady\","
+      "\"lastHeartbeatTime\":\"t1\",\"lastTransitionTime\":\"t0\"},{\"type\":\"DiskPressure\","
+      "\"status\":\"False\",\"message\":\"m\",\"lastHeartbeatTime\":\"t1\"},{\"type\":\"Gone\","
+      "\"status\":\"True\"},{\"type\":\"Same\",\"status\":\"True\"}]}", 0, NULL);
+  json_t *is = json_loads(
+      "{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\",\"reason\":\"KubeletReady\","
+      "\"lastHeartbeatTime\":\"t2\",\"lastTransitionTime\":\"t0\"},{\"type\":\"DiskPressure\","
+      "\"status\":\"False\",\"lastHeartbeatTime\":\"t2\"},{\"type\":\"PIDPressure\",\"status\":"
+      "\"False\"},{\"type\":\"Same\",\"status\":\"True\"}]}", 0, NULL);
+  p = nl_node_status_patch(is, was);
+  expect_json(p, "{\"conditions\":[{\"type\":\"Ready\",\"lastHeartbeatTime\":\"t2\"},"
+                 "{\"type\":\"DiskPressure\",\"lastHeartbeatTime\":\"t2\",\"message\":null},"
+                 "{\"type\":\"PIDPressure\",\"status\":\"False\"}]}");
+  json_decref(p);
+  json_decref(was);
+  json_decref(is);
   json_decref(prev);
   json_decref(now);
 }
