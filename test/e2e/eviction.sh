@@ -80,7 +80,11 @@ fi
 wait_for 15 node_cond_is DiskPressure True && ok "Node has DiskPressure" || fail "DiskPressure" "$(node_cond DiskPressure)"
 kubectl get events -n "$PODS_NS" --field-selector reason=Evicted -o name 2>/dev/null | grep -q . \
   && ok "an Evicted event" || fail "Evicted event" "$(kubectl get events -n "$PODS_NS" 2>&1 | tail -5)"
-evictions_is() { curl -fsS "http://127.0.0.1:$RO_PORT/metrics" | grep -qx "kubelet_evictions{eviction_signal=\"$1\"} $2"; }
+# (read whole: grep -q would end curl by SIGPIPE, a failure under pipefail)
+evictions_is() {
+  local m
+  m=$(curl -fsS "http://127.0.0.1:$RO_PORT/metrics") && grep -qx "kubelet_evictions{eviction_signal=\"$1\"} $2" <<<"$m"
+}
 evictions_is nodefs.available 1 && ok "kubelet_evictions{eviction_signal=\"nodefs.available\"} 1" \
   || fail "kubelet_evictions" "$(curl -sS "http://127.0.0.1:$RO_PORT/metrics" | grep evictions)"
 apply late BestEffort 'sleep 3600'
