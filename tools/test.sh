@@ -52,7 +52,7 @@ run tools/e2e-runtime.sh containerd2 --ci
 # Every parser of outside input has a libFuzzer target: build them with clang and
 # run each from its seeds for a short while (tools/fuzz.sh 300 for the long run).
 stamp tools/fuzz.sh
-fuzz_out=$(tools/fuzz.sh "${NANOLET_FUZZ_SECONDS:-10}" 2>&1) || status=1
+fuzz_out=$(tools/fuzz.sh "${NANOLET_FUZZ_SECONDS:-5}" 2>&1) || status=1
 echo "$fuzz_out"
 fuzz_passed=$(grep -c '^fuzz: .* clean' <<<"$fuzz_out" || true)
 fuzz_failed=$(grep -c '^fuzz: .* FAILED' <<<"$fuzz_out" || true)
