@@ -37,6 +37,8 @@ typedef struct sync_call {
   nl_kubelet_t *k;
   nl_pod_work_t *w;
   nl_runtime_op_t *op; /* the kill in flight (sync_terminating), for a shorter grace */
+  uint64_t relists;    /* the pleg's finished relists when sync_pod's actions began */
+  nl_err_t *err;       /* sync_pod's error, kept while its status waits for a relist */
 } sync_call_t;
 
 /* A housekeeping kill of a runtime pod that no source wants. */
@@ -104,6 +106,7 @@ void nl__kubelet_pods_free(nl_kubelet_t *k) {
     sync_call_t *c = nl_list_entry(pos, sync_call_t, link);
     nl_list_remove(&c->link);
     nl_pod_workers_complete(c->w, NULL, false);
+    nl_err_free(&c->err);
     free(c);
   }
   nl_map_free(&k->orphans, orphan_free);
@@ -498,8 +501,10 @@ static sync_call_t *call_new(nl_kubelet_t *k, nl_pod_work_t *w) {
 static void call_finish(sync_call_t *c, const nl_err_t *err, bool terminal) {
   nl_list_remove(&c->link);
   nl_pod_work_t *w = c->w;
+  nl_err_t *own = c->err;
   free(c);
   nl_pod_workers_complete(w, err, terminal);
+  nl_err_free(&own);
 }
 
 /* Every sync reads runtime status newer than the last sync (upstream's
@@ -522,6 +527,19 @@ static void log_result(const nl_pod_work_t *w, const char *what, const nl_sync_r
           nl_err_msg(res->err));
 }
 
+static void on_synced_status(const nl_rt_pod_status_t *st, void *ctx) {
+  (void)st;
+  sync_call_t *c = ctx;
+  call_finish(c, c->err, refresh_status(c->k, c->w->pod, false));
+}
+
+/* The status after a sync carries its reasons (ErrImagePull, CrashLoopBackOff)
+ * at once, where upstream's waits for the next sync. It is made from a view of
+ * the runtime from before the sync's actions or from after them, never from
+ * a relist that ran between a container's create and its start: that one shows
+ * the container created and not started, a Waiting state with no reason, which
+ * upstream never publishes (its pod worker reads only a cache newer than the
+ * end of the last sync). */
 static void on_synced(const nl_sync_result_t *res, void *ctx) {
   sync_call_t *c = ctx;
   nl_kubelet_t *k = c->k;
@@ -529,8 +547,13 @@ static void on_synced(const nl_sync_result_t *res, void *ctx) {
   ps->last_sync_ns = now_ns();
   update_reasons(ps, res);
   log_result(c->w, "sync", res);
-  bool terminal = !res->cancelled && refresh_status(k, c->w->pod, false);
-  call_finish(c, res->err, terminal);
+  if (res->cancelled || k->pleg.relists == c->relists) {
+    call_finish(c, res->err, !res->cancelled && refresh_status(k, c->w->pod, false));
+    return;
+  }
+  if (res->err) c->err = nl_err_newf(res->err->code, "%s", nl_err_msg(res->err));
+  nl_pleg_force_relist(&k->pleg);
+  nl_pleg_when_newer(&k->pleg, c->w->uid, ps->last_sync_ns, on_synced_status, c);
 }
 
 static void on_sync_status(const nl_rt_pod_status_t *st, void *ctx) {
@@ -542,6 +565,7 @@ static void on_sync_status(const nl_rt_pod_status_t *st, void *ctx) {
     call_finish(c, NULL, true);
     return;
   }
+  c->relists = k->pleg.relists;
   nl_runtime_sync_pod(&k->runtime, c->w->pod, st, on_synced, c);
 }
 

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The status of a pod's init containers while they start, as /pods shows it:
+# on the fake CRI, whose StartContainer takes 2.5 s, so that relists run
+# between a container's create and its start and see it created, not started,
+# and whose ListContainers takes 0.5 s, so that a status made from such a
+# relist would stay for the next one to replace (and /pods would show it).
+# A created container is Waiting with no reason in the runtime's terms; the
+# status never says so (upstream's pod worker never publishes it, and
+# upstream's NodeConformance InitContainer specs fail on it): the first init
+# container goes from Waiting PodInitializing to Running, the second and the
+# app container stay Waiting PodInitializing.
+. "$(dirname "$0")/lib.sh"
+FAKE_CRI=${NANOLET_FAKE_CRI:-$(dirname "$NANOLET")/../test/fakes/nanolet-fake-cri}
+IMG=localhost/busybox:1.36
+cleanup() {
+  [ -z "${AGENT_PID:-}" ] || kill "$AGENT_PID" 2>/dev/null
+  [ -z "${CRI_PID:-}" ] || kill "$CRI_PID" 2>/dev/null
+  wait 2>/dev/null
+}
+trap 'cleanup; e2e_finish; exit $?' EXIT
+
+"$FAKE_CRI" --socket "$E2E_TMP/cri.sock" --image "$IMG" --fault "StartContainer delay 2500" \
+  --fault "ListContainers delay 500" \
+  >"$E2E_TMP/cri.log" 2>&1 &
+CRI_PID=$!
+wait_for 5 test -S "$E2E_TMP/cri.sock" || { fail "fake CRI" "no socket"; exit 1; }
+mkdir -p "$E2E_TMP/manifests"
+cat >"$E2E_TMP/manifests/init.yaml" <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: init, namespace: default}
+spec:
+  restartPolicy: Never
+  initContainers:
+  - {name: init1, image: $IMG, command: [/bin/false]}
+  - {name: init2, image: $IMG, command: [/bin/true]}
+  containers:
+  - {name: run1, image: $IMG, command: [/bin/true]}
+EOF
+server_flags "$E2E_TMP"
+HPORT=$(free_port)
+# shellcheck disable=SC2086
+"$NANOLET" --healthz-port "$HPORT" $SERVER_FLAGS --pod-manifest-path "$E2E_TMP/manifests" \
+  --container-runtime-endpoint "unix://$E2E_TMP/cri.sock" --root-dir "$E2E_TMP/root" ${NANOLET_TEST_FLAGS:-} \
+  --hostname-override init-node --cgroups-per-qos=false --enforce-node-allocatable= \
+  >"$E2E_TMP/agent.log" 2>&1 &
+AGENT_PID=$!
+wait_for 10 healthz_ok "$HPORT" || { fail "agent start" "$(tail -5 "$E2E_TMP/agent.log")"; exit 1; }
+
+# Every status /pods shows for 8 s, 10 times a second: one line per container
+# status, "NAME STATE REASON".
+states() {
+  curl -fsS "http://127.0.0.1:$RO_PORT/pods" | jq -r '.items[] | select(.metadata.name == "init-init-node")
+    | .status | ((.initContainerStatuses // []) + (.containerStatuses // []))[]
+    | "\(.name) \(.state | keys[0]) \(.state[.state | keys[0]].reason // "")"'
+}
+end=$(($(date +%s) + 8))
+while [ "$(date +%s)" -lt "$end" ]; do
+  states >>"$E2E_TMP/seen" 2>/dev/null
+  sleep 0.1
+done
+sort "$E2E_TMP/seen" | uniq -c | sed 's/^/  /'
+check "init1 started (Running)" grep -qx "init1 running " "$E2E_TMP/seen"
+check "no container Waiting without a reason" bash -c "! grep -q ' waiting \$' '$E2E_TMP/seen'"
+check "init1 Waiting only for PodInitializing" \
+  bash -c "! grep '^init1 waiting' '$E2E_TMP/seen' | grep -vqx 'init1 waiting PodInitializing'"
+check "init2 and run1 only Waiting PodInitializing" \
+  bash -c "! grep -E '^(init2|run1) ' '$E2E_TMP/seen' | grep -vqE '^(init2|run1) waiting PodInitializing\$'"
+check "the agent lives" kill -0 "$AGENT_PID"
