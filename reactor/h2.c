@@ -24,6 +24,8 @@ struct nl_h2 {
   bool goaway;
   bool broken;
   bool stream_flow_control;
+  bool head_only_streams;
+  uint32_t window;   /* each stream's receive window */
   uint8_t unacked[NL_H2_MAX_UNACKED_PINGS][8]; /* payloads of PINGs to acknowledge */
   size_t n_unacked;
 };
@@ -56,8 +58,24 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *frame, const uint
   nl_h2_stream_t *st = stream_of(user, frame->hd.stream_id);
   if (!st) return 0;
   st->got_response = true;
+  if (namelen == 7 && !memcmp(name, ":status", 7) && valuelen > 0 && value[0] != '1')
+    st->final_head = true;
   if (st->cbs->on_header) st->cbs->on_header(st, name, namelen, value, valuelen);
   return 0;
+}
+
+static int open_window(nl_h2_t *s, nl_h2_stream_t *st) {
+  return nghttp2_session_set_local_window_size(s->h2, NGHTTP2_FLAG_NONE, st->id,
+                                               (int32_t)s->window);
+}
+
+/* A head_only stream whose final head came without the end of the stream:
+ * the body the peer cannot send is not waited for. */
+static void end_head_only(nl_h2_t *s, nl_h2_stream_t *st) {
+  nghttp2_submit_rst_stream(s->h2, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+  st->complete = true;
+  nl_h2_stream_detach(st);
+  st->cbs->on_close(st, NGHTTP2_NO_ERROR, false);
 }
 
 static int on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t *data,
@@ -100,7 +118,11 @@ static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame, void *
     if (!st) break;
     /* nghttp2's HTTP messaging checks have seen a final head first. */
     if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) st->complete = true;
-    if (frame->hd.type == NGHTTP2_HEADERS && st->cbs->on_headers) st->cbs->on_headers(st);
+    if (frame->hd.type != NGHTTP2_HEADERS) break;
+    if (st->cbs->on_headers) st->cbs->on_headers(st);
+    /* (unless the owner cancelled it from on_headers) */
+    if (st->session && st->head_only && st->final_head && !st->complete && !st->want_body)
+      end_head_only(s, st);
     break;
   }
   case NGHTTP2_PING:
@@ -123,9 +145,15 @@ static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame, void *
 }
 
 static int on_frame_send(nghttp2_session *h2, const nghttp2_frame *frame, void *user) {
+  nl_h2_t *s = user;
   if (frame->hd.type != NGHTTP2_HEADERS) return 0;
-  nl_h2_stream_t *st = stream_of(user, frame->hd.stream_id);
-  if (st) st->sent = true;
+  nl_h2_stream_t *st = stream_of(s, frame->hd.stream_id);
+  if (!st) return 0;
+  st->sent = true;
+  /* Not before: a WINDOW_UPDATE on a stream the peer has not seen opened is
+   * a protocol error. */
+  if (s->head_only_streams && !st->head_only && open_window(s, st))
+    return NGHTTP2_ERR_CALLBACK_FAILURE;
   return 0;
 }
 
@@ -153,6 +181,8 @@ nl_h2_t *nl_h2_new(const nl_h2_opts_t *opts, const nl_h2_cbs_t *cbs, void *user)
   s->cbs = *cbs;
   s->user = user;
   s->stream_flow_control = o.stream_flow_control;
+  s->head_only_streams = o.head_only_streams;
+  s->window = window;
   nl_list_init(&s->streams);
 
   nghttp2_session_callbacks *cb = NULL;
@@ -177,7 +207,7 @@ nl_h2_t *nl_h2_new(const nl_h2_opts_t *opts, const nl_h2_cbs_t *cbs, void *user)
 
   nghttp2_settings_entry iv[] = {
       {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
-      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, window},
+      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, o.head_only_streams ? 0 : window},
   };
   if (nghttp2_submit_settings(s->h2, NGHTTP2_FLAG_NONE, iv, 2)) goto fail;
   /* A large answer (ListContainers, a watch's burst) must not wait for
@@ -233,13 +263,14 @@ int nl_h2_flush(nl_h2_t *s) {
 int nl_h2_submit(nl_h2_t *s, nl_h2_stream_t *st, const nghttp2_nv *nva, size_t nnv,
                  const void *body, size_t body_len) {
   assert(st->cbs && st->cbs->on_close);
+  assert(!st->head_only || s->head_only_streams);
   if (nl_h2_free_streams(s) == 0) return NL_H2_EBUSY;
   st->session = s;
   st->body = body;
   st->body_len = body_len;
   st->body_off = 0;
   st->held = 0;
-  st->got_response = st->sent = st->complete = false;
+  st->got_response = st->sent = st->complete = st->final_head = st->want_body = false;
   nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_body};
   int32_t id = nghttp2_submit_request(s->h2, NULL, nva, nnv, body ? &prd : NULL, st);
   if (id < 0) {
@@ -264,6 +295,13 @@ void nl_h2_stream_cancel(nl_h2_stream_t *st) {
   if (!s) return;
   nghttp2_submit_rst_stream(s->h2, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
   nl_h2_stream_detach(st);
+}
+
+int nl_h2_stream_want_body(nl_h2_stream_t *st) {
+  nl_h2_t *s = st->session;
+  if (!s || !st->head_only || st->want_body) return 0;
+  st->want_body = true;
+  return open_window(s, st);
 }
 
 int nl_h2_stream_consume(nl_h2_stream_t *st, size_t n) {

@@ -58,6 +58,13 @@ typedef struct nl_h2_stream_cbs {
  * the same address while the stream is open. */
 struct nl_h2_stream {
   const nl_h2_stream_cbs_t *cbs;
+  /* Set by the owner before submitting, on a session with head_only_streams:
+   * the response's head is all the owner wants (a write whose answer would
+   * only echo what was sent). The stream's receive window stays closed, so
+   * the peer cannot send the body; after the final head the engine resets
+   * the stream (CANCEL) and closes it as complete, unless the owner called
+   * nl_h2_stream_want_body() from on_headers (an error's body, say). */
+  bool head_only;
   /* engine-private from here (read-only for owners) */
   nl_h2_t *session;    /* NULL when not open */
   nl_list_t link;      /* in the session's open streams */
@@ -66,6 +73,8 @@ struct nl_h2_stream {
   size_t held;         /* received bytes not yet given back to the window */
   int32_t id;
   bool got_response;   /* any frame of the response seen (a refused one saw none) */
+  bool final_head;     /* a final (not 1xx) head arrived */
+  bool want_body;      /* head_only, and nl_h2_stream_want_body() was called */
   bool sent;           /* our HEADERS left the engine: the peer may act on it */
   bool complete;       /* the response's END_STREAM arrived */
 };
@@ -82,6 +91,11 @@ typedef struct nl_h2_opts {
    * back on receipt, a stream's only by nl_h2_stream_consume(), so a reader
    * that stops consuming stops that stream's sender alone. */
   bool stream_flow_control;
+  /* true: each stream's receive window opens on its own, once its HEADERS
+   * have left (SETTINGS_INITIAL_WINDOW_SIZE 0, then a WINDOW_UPDATE of
+   * `window` in the same flush), which is what lets head_only streams keep
+   * theirs closed. */
+  bool head_only_streams;
 } nl_h2_opts_t;
 
 typedef struct nl_h2_cbs {
@@ -132,6 +146,10 @@ void nl_h2_stream_reset(nl_h2_stream_t *st, uint32_t error_code);
 void nl_h2_stream_cancel(nl_h2_stream_t *st);
 /* Forgets st without telling the peer (the session is going away). */
 void nl_h2_stream_detach(nl_h2_stream_t *st);
+/* From on_headers of a head_only stream: the body is wanted after all; its
+ * window opens (a WINDOW_UPDATE on the next flush) and the stream goes on as
+ * any other. Returns 0 or a negative nghttp2 error. */
+int nl_h2_stream_want_body(nl_h2_stream_t *st);
 /* With stream_flow_control: gives n received bytes of st back to its window
  * (a WINDOW_UPDATE follows on the next flush when enough is due). Returns 0
  * or a negative nghttp2 error. */

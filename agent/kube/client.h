@@ -116,6 +116,12 @@ typedef struct nl_kube_request_opts {
    * callers that need no more of a write's answer; an older server answers
    * the whole object, so the caller checks the kind. */
   bool accept_metadata;
+  /* A write whose answer, on success, would only echo what was sent: the
+   * status is all the caller gets (body ""), the 2xx body never crosses the
+   * link (over HTTP/2 its stream's window stays closed and the stream is
+   * reset after the head: reactor/h2.h). An error's body (a Status) arrives
+   * as usual, and over HTTP/1.1 every body does: callers take either. */
+  bool head_only;
   /* Streaming: set on_data (and optionally on_head). done still runs once, at
    * the end of the stream, with the final status and an empty body. */
   nl_kube_head_fn on_head;

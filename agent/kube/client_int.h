@@ -93,6 +93,7 @@ struct nl_kube_req {
   bool fail_on_dial;
   bool accept_protobuf;
   bool accept_metadata;
+  bool head_only;
   bool had_conn;      /* a connection was ready while it waited */
   bool retry_pending; /* a streaming answer to be retried: not the caller's */
   nl_kube_done_fn cb;

@@ -41,6 +41,7 @@ static void on_headers(nl_h2_stream_t *h) {
   if (h->complete) st->complete = true;
   if (!st->head_done && st->status / 100 != 1) {
     st->head_done = true;
+    if (h->head_only && st->status / 100 != 2) nl_h2_stream_want_body(h);
     if (st->on_head) st->on_head(st);
   }
 }
@@ -64,7 +65,7 @@ static const nl_h2_stream_cbs_t stream_cbs = {
     .on_header = on_header, .on_headers = on_headers, .on_data = on_data, .on_close = on_close};
 
 nl_kube_h2_t *nl_kube_h2_new(uint32_t window, const nl_kube_h2_cbs_t *cbs, void *user) {
-  nl_h2_opts_t o = {.window = window};
+  nl_h2_opts_t o = {.window = window, .head_only_streams = true};
   nl_h2_cbs_t hc = *cbs;
   hc.ping = NULL; /* the server's PINGs are acknowledged at once */
   return nl_h2_new(&o, &hc, user);

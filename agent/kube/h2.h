@@ -36,8 +36,10 @@ typedef void (*nl_kube_h2_data_cb)(nl_kube_h2_stream_t *st, const uint8_t *p, si
  * no longer touches st afterwards. */
 typedef void (*nl_kube_h2_close_cb)(nl_kube_h2_stream_t *st, uint32_t error_code, bool refused);
 
-/* Embedded by the caller. The caller sets the callbacks; the rest is the
- * engine's and valid while the stream is open. */
+/* Embedded by the caller. The caller sets the callbacks, and h2.head_only
+ * for a request whose 2xx answer's body it does not want (reactor/h2.h; the
+ * body of any other status is let in); the rest is the engine's and valid
+ * while the stream is open. */
 struct nl_kube_h2_stream {
   nl_kube_h2_head_cb on_head;
   nl_kube_h2_data_cb on_data;

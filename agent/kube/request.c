@@ -283,6 +283,7 @@ void nl_kube__req_submit(nl_kube_req_t *r, nl_kube_conn_t *conn, int *rc) {
   r->stream.on_head = st_head;
   r->stream.on_data = st_data;
   r->stream.on_close = st_close;
+  r->stream.h2.head_only = r->head_only;
   *rc = nl_kube_h2_submit(conn->h2, &r->stream, r->method, r->path, c->authority, h, n, r->body,
                           r->body_len);
   if (*rc == NL_KUBE_H2_EBUSY) return;
@@ -417,6 +418,7 @@ nl_kube_req_t *nl_kube_request(nl_kube_client_t *c, const nl_kube_request_opts_t
   r->fail_on_dial = o->fail_on_dial;
   r->accept_protobuf = o->accept_protobuf;
   r->accept_metadata = o->accept_metadata;
+  r->head_only = o->head_only && !o->on_data;
   nl_list_init(&r->link);
   nl_list_insert_tail(&c->reqs, &r->all);
   uv_timer_init(c->loop, &r->timer);

@@ -175,11 +175,13 @@ static void submit(peer_t *p, stream_t *st) {
   assert_int_equal(nl_h2_submit(p->cli, &st->h2, nv, 4, NULL, 0), 0);
 }
 
-static void respond(peer_t *p, int32_t id, size_t *body) {
-  nghttp2_nv nv[] = {{(uint8_t *)":status", (uint8_t *)"200", 7, 3, 0}};
+static void respond_with(peer_t *p, int32_t id, const char *status, size_t *body) {
+  nghttp2_nv nv[] = {{(uint8_t *)":status", (uint8_t *)status, 7, strlen(status), 0}};
   nghttp2_data_provider prd = {.source.ptr = body, .read_callback = srv_body};
   assert_int_equal(nghttp2_submit_response(p->srv, id, nv, 1, body ? &prd : NULL), 0);
 }
+
+static void respond(peer_t *p, int32_t id, size_t *body) { respond_with(p, id, "200", body); }
 
 /* ---- tests ----------------------------------------------------------------- */
 
@@ -415,6 +417,83 @@ static void cancel_with_body_queued(void **state) {
   peer_free(&p);
 }
 
+/* head_only: the owner of a write whose answer would echo what it sent hears
+ * the answer's head and never its body. */
+static void st_headers_body_on_error(nl_h2_stream_t *h) {
+  stream_t *st = container_of(h, stream_t, h2);
+  st->headers_end = true;
+  if (st->status != 200) assert_int_equal(nl_h2_stream_want_body(h), 0);
+}
+static const nl_h2_stream_cbs_t st_head_only_cbs = {st_header, st_headers_body_on_error, st_data,
+                                                    st_close};
+
+static void submit_head_only(peer_t *p, stream_t *st) {
+  submit(p, st);
+  /* (set before the submit in real use; nothing has left yet here) */
+  st->h2.cbs = &st_head_only_cbs;
+  st->h2.head_only = true;
+}
+
+static void head_only_streams(void **state) {
+  peer_t p;
+  peer_start(&p, &(nl_h2_opts_t){.window = 1 << 20, .head_only_streams = true}, false);
+  /* Every stream's window starts closed; the connection's is open. */
+  assert_int_equal(p.window, 0);
+  assert_int_equal(nghttp2_session_get_remote_window_size(p.srv), 1 << 20);
+  p.window_updates = 0;
+  stream_t a, b;
+  submit_head_only(&p, &a);
+  submit(&p, &b);
+  pump(&p);
+  /* b's window opened after its HEADERS; a's stays closed. */
+  assert_int_equal(p.window_updates, 1);
+  assert_int_equal(nghttp2_session_get_stream_remote_window_size(p.srv, a.h2.id), 0);
+  assert_int_equal(nghttp2_session_get_stream_remote_window_size(p.srv, b.h2.id), 1 << 20);
+  size_t body_a = 300, body_b = 300;
+  respond(&p, a.h2.id, &body_a);
+  respond(&p, b.h2.id, &body_b);
+  pump(&p);
+  /* a: the head, a reset (CANCEL), closed as complete; not a byte of its body. */
+  assert_int_equal(a.status, 200);
+  assert_true(a.headers_end);
+  assert_int_equal(a.closes, 1);
+  assert_true(a.complete);
+  assert_int_equal(a.error_code, NGHTTP2_NO_ERROR);
+  assert_false(a.refused);
+  assert_int_equal(a.got, 0);
+  assert_int_equal(body_a, 300); /* the peer never read it to send */
+  assert_int_equal(p.rsts, 1);
+  assert_int_equal(p.rst_code, NGHTTP2_CANCEL);
+  /* b: its body, as on any session. */
+  assert_int_equal(b.got, 300);
+  assert_true(b.complete);
+  assert_int_equal(nl_h2_active(p.cli), 0);
+  assert_int_equal(nl_h2_free_streams(p.cli), nl_h2_max_streams(p.cli));
+
+  /* An error's body is wanted after all: asked for from on_headers. */
+  stream_t c;
+  submit_head_only(&p, &c);
+  pump(&p);
+  size_t body_c = 100;
+  respond_with(&p, c.h2.id, "409", &body_c);
+  pump(&p);
+  assert_int_equal(c.status, 409);
+  assert_int_equal(c.got, 100);
+  assert_true(c.complete);
+  assert_int_equal(p.rsts, 1);
+  /* An answer without a body ends as any other. */
+  stream_t d;
+  submit_head_only(&p, &d);
+  pump(&p);
+  respond(&p, d.h2.id, NULL);
+  pump(&p);
+  assert_int_equal(d.status, 200);
+  assert_int_equal(d.closes, 1);
+  assert_true(d.complete);
+  assert_int_equal(p.rsts, 1);
+  peer_free(&p);
+}
+
 /* Failed allocations in nghttp2 (through the hook) fail the set-up cleanly. */
 typedef struct failmem {
   int n, fail_at;
@@ -462,6 +541,7 @@ int main(void) {
       cmocka_unit_test(windows_given_back),
       cmocka_unit_test(back_pressure_per_stream),
       cmocka_unit_test(cancel_with_body_queued),
+      cmocka_unit_test(head_only_streams),
       cmocka_unit_test(allocator_hook),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
