@@ -82,10 +82,12 @@ void nl_node__req_err(const nl_kube_response_t *resp, const nl_err_t *err, nl_er
 static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_t *err);
 
 nl_kube_req_t *nl_node__request(nl_node_t *n, const char *method, const char *path,
-                                const char *kind, const char *ctype, json_t *body, bool meta,
-                                nl_kube_done_fn cb, void *ctx) {
+                                const char *kind, const char *ctype, json_t *body,
+                                nl_node_answer_t answer, nl_kube_done_fn cb, void *ctx) {
   nl_kube_request_opts_t o = {.method = method, .path = path, .content_type = ctype,
-                              .timeout_ms = nl_node__timeout_ms(n), .accept_metadata = meta};
+                              .timeout_ms = nl_node__timeout_ms(n),
+                              .accept_metadata = answer != NL_NODE_ANSWER_OBJECT,
+                              .head_only = answer == NL_NODE_ANSWER_STATUS};
   const char *api_version = strcmp(kind, "Lease") == 0 ? "coordination.k8s.io/v1" : "v1";
   nl_kube_req_t *r = nl_kube_request_kind(n->deps.kube, &o, api_version, kind, body, cb, ctx);
   json_decref(body);
@@ -111,10 +113,10 @@ json_t *nl_node__object(const nl_kube_response_t *resp) {
 static void request(nl_node_t *n, const char *method, const char *path, const char *ctype,
                     json_t *body) {
   assert(!n->req);
-  /* A status patch needs no more of its answer than the metadata: the
-   * watch brings the patched Node (~2 KB, every report) anyway. */
-  bool meta = n->state == NL_NODE_STATUS_PATCH;
-  n->req = nl_node__request(n, method, path, "Node", ctype, body, meta, on_response, n);
+  /* A status patch needs no more of its answer than its status: the watch
+   * brings the patched Node (~2 KB, every report) anyway. */
+  nl_node_answer_t a = n->state == NL_NODE_STATUS_PATCH ? NL_NODE_ANSWER_STATUS : NL_NODE_ANSWER_OBJECT;
+  n->req = nl_node__request(n, method, path, "Node", ctype, body, a, on_response, n);
 }
 
 static char *node_path(const nl_node_t *n, const char *suffix) {
@@ -369,13 +371,15 @@ static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_
       break;
     }
     if (!e) {
-      json_t *got = nl_node__object(resp);
-      if (n->state == NL_NODE_STATUS_PATCH && n->prev && nl_node__partial(got)) {
+      bool patched = n->state == NL_NODE_STATUS_PATCH;
+      json_t *got = patched && resp->body_len == 0 ? NULL : nl_node__object(resp);
+      if (patched && n->prev && (!got || nl_node__partial(got))) {
         /* The Node patched, as far as the node's own view goes, until the
-         * watch brings it: the one the round diffed against, with the new
-         * metadata (uid). Upstream's lister lags the same way. */
+         * watch brings it: the one the round diffed against (with the new
+         * metadata when the answer had any). Upstream's lister lags the
+         * same way. */
         json_t *node = json_deep_copy(n->prev);
-        json_object_set(node, "metadata", json_object_get(got, "metadata"));
+        if (got) json_object_set(node, "metadata", json_object_get(got, "metadata"));
         json_decref(got);
         got = node;
       }

@@ -234,13 +234,18 @@ void nl_node__lease_kick(nl_node_lease_t *l);
 void nl_node__lease_stop(nl_node_lease_t *l);
 void nl_node__closed(nl_node_t *n);
 uint64_t nl_node__timeout_ms(const nl_node_t *n);
+/* How much of a write's answer the caller needs. */
+typedef enum {
+  NL_NODE_ANSWER_OBJECT, /* the object */
+  NL_NODE_ANSWER_META,   /* its metadata only (nl_node__partial() tells) */
+  NL_NODE_ANSWER_STATUS, /* the status only: a 2xx has no body (or any: HTTP/1.1) */
+} nl_node_answer_t;
 /* Sends body (stolen, may be NULL) with the heartbeat timeout: an object of
  * kind (ctype NULL) as protobuf or JSON by the client's content type, a patch
- * (ctype set) as JSON; the answer, an object of kind, read by nl_node__object.
- * meta: ask for the answer's metadata only (nl_node__partial() tells). */
+ * (ctype set) as JSON; the answer, an object of kind, read by nl_node__object. */
 nl_kube_req_t *nl_node__request(nl_node_t *n, const char *method, const char *path,
-                                const char *kind, const char *ctype, json_t *body, bool meta,
-                                nl_kube_done_fn cb, void *ctx);
+                                const char *kind, const char *ctype, json_t *body,
+                                nl_node_answer_t answer, nl_kube_done_fn cb, void *ctx);
 /* True when obj (an answer) is a PartialObjectMetadata: metadata only. */
 bool nl_node__partial(const json_t *obj);
 /* The object of a 2xx answer (JSON or protobuf), or NULL (logged) when it does

@@ -25,6 +25,7 @@ struct nl_kube_req {
   void *ctx;
   bool done, cancelled;
   bool accept_metadata; /* the answer's metadata only, please */
+  bool head_only;       /* a 2xx answer's body is not wanted */
   uint64_t at_ms;
 };
 
@@ -76,6 +77,7 @@ nl_kube_req_t *nl_kube_request(nl_kube_client_t *c, const nl_kube_request_opts_t
   r->on_head = o->on_head;
   r->on_data = o->on_data;
   r->accept_metadata = o->accept_metadata;
+  r->head_only = o->head_only;
   r->ctx = ctx;
   r->at_ms = uv_now(kf.loop);
   /* Managers' own requests carry their deadline; a reflector's list and watch
