@@ -4,7 +4,9 @@
 # JSON merge patch of renewTime, docs/NODE.md) are answered so, and so are the
 # Node's status patches (strategic merge patches, in JSON, as upstream's), both
 # asking for the answer's metadata only (PartialObjectMetadata); the Lease's
-# managedFields are reset by the first renewal and stay empty; the Lease keeps
+# managedFields are reset by the first renewal and stay empty; every later
+# renewal and every status patch is answered with its status alone (no body
+# crosses the link: docs/KUBE.md, "Status-only answers"); the Lease keeps
 # being renewed and the node Ready. --kube-api-content-type=application/json turns
 # it off. The agent's -v=7 request log (content types and sizes, as client-go
 # logs headers) says what went out; the bytes per renewal are printed.
@@ -54,6 +56,8 @@ want="Accept: $PB, application/json, Content-Type: $PB \\([0-9]+ bytes\\); respo
 renewal="Accept: $PB$META, application/json$META, application/json, Content-Type: application/merge-patch\\+json \\([0-9]+ bytes\\); response Content-Type: $PB \\("
 check "every Lease renewal is a JSON merge patch answered in protobuf, metadata only" \
   bash -c "l=\$(grep -E ' PATCH https://[^ ]*/leases/$NODE: ' '$LOG'); [ \$(grep -cE '$renewal' <<<\"\$l\") -eq \$(wc -l <<<\"\$l\") ]"
+check "every renewal after the first is answered with its status alone (no body)" \
+  bash -c "l=\$(grep -E ' PATCH https://[^ ]*/leases/$NODE: ' '$LOG' | tail -n +2); [ -n \"\$l\" ] && ! grep -vqE '\\(0 bytes\\)\$' <<<\"\$l\""
 check "the Lease is created as protobuf" \
   bash -c "grep -qE ' POST https://[^ ]*/namespaces/kube-node-lease/leases: $want' '$LOG'"
 check "the Node's status patches are JSON patches answered in protobuf, metadata only" wait_for 15 \
@@ -62,6 +66,8 @@ r1=$(renew_time)
 sleep 11
 r2=$(renew_time)
 check "the renewTime written through protobuf advances ($r1 -> $r2)" [ -n "$r1" ] && [ "$r2" \> "$r1" ]
+check "the Node's status patches are answered with their status alone (no body)" \
+  bash -c "l=\$(grep -E ' PATCH https://[^ ]*/nodes/$NODE/status: ' '$LOG'); [ -n \"\$l\" ] && ! grep -vqE '\\(0 bytes\\)\$' <<<\"\$l\""
 check "the node stays Ready" node_ready
 check "the Lease carries no managedFields after its renewals" \
   bash -c "[ -z \"\$(kubectl get lease -n kube-node-lease '$NODE' --show-managed-fields -o jsonpath='{.metadata.managedFields}')\" ]"
