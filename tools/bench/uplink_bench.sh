@@ -34,6 +34,7 @@ NODE_IP=10.99.0.1 # the private bridge's: the kubelet refuses a loopback node IP
 TMP=$(mktemp -d /tmp/nanolet-uplink.XXXXXX)
 PID=
 . "$HERE/bench_lib.sh"
+[ -z "${LOGS:-}" ] || mkdir -p "$LOGS"
 
 env_file=$("$HERE/../testenv/controlplane.sh" up) || { echo "no control plane"; exit 1; }
 # shellcheck source=/dev/null
