@@ -20,9 +20,11 @@ cd "$(dirname "$0")/.."
 
 # The CI subset: the CRI layer's tests, the agent's pods, probes, logs, exec,
 # attach and port-forward through the apiserver, and what only containerd 2
-# serves (its container events: EventedPLEG).
+# serves (its container events: EventedPLEG); and the tests of meson's suite
+# e2e-c2-ci, long and mostly waiting, which tools/test.sh runs here only, beside
+# its 1.6 run.
 CI_TESTS=(cri_client_test runtime_e2e_test pleg_e2e e2e_pods_run e2e_probes e2e_kubelet_streams
-  e2e_kserver e2e_evented_pleg)
+  e2e_kserver e2e_evented_pleg e2e_uplink_impaired e2e_prometheus)
 
 usage() { sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0" >&2; exit 2; }
 [ $# -ge 1 ] || usage
@@ -62,4 +64,7 @@ CONTAINERD_SNAPSHOTTER=$(cat "$c2_dir/snapshotter")
 export CONTAINERD_SNAPSHOTTER
 
 [ -f build/build.ninja ] || meson setup build --fatal-meson-warnings
-meson test -C build --print-errorlogs --num-processes 1 --logbase "e2e-$runtime" "${tests[@]}"
+# (NANOLET_MESON_TEST_ARGS=--no-rebuild when another meson test runs on build/)
+# shellcheck disable=SC2086
+meson test -C build --print-errorlogs --num-processes 1 ${NANOLET_MESON_TEST_ARGS:-} \
+  --logbase "e2e-$runtime" "${tests[@]}"
