@@ -136,11 +136,7 @@ cleanup() {
   fi
   [ -n "${CONFORMANCE_KEEP:-}" ] || tools/testenv/controlplane.sh down >/dev/null 2>&1 || true
   # The QoS cgroups nanolet leaves; a pod's that is still busy stays.
-  if [ -n "${CGROUP_ROOT:-}" ]; then
-    for d in "/sys/fs/cgroup$CGROUP_ROOT" /sys/fs/cgroup/*"$CGROUP_ROOT"; do
-      [ -d "$d" ] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
-    done
-  fi
+  [ -z "${CGROUP_ROOT:-}" ] || tools/testenv/cgroup-root.sh remove "$CGROUP_ROOT"
   exit "$rc"
 }
 trap cleanup EXIT
@@ -177,11 +173,7 @@ mkdir -p "$ROOT"
 # second agent on this machine (another instance, an e2e test) and this one
 # never set each other's kubepods.
 CGROUP_ROOT=/$NODE
-if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
-  mkdir -p "/sys/fs/cgroup$CGROUP_ROOT"
-else
-  for h in /sys/fs/cgroup/*/; do [ -L "${h%/}" ] || mkdir -p "$h${CGROUP_ROOT#/}"; done
-fi
+tools/testenv/cgroup-root.sh make "$CGROUP_ROOT"
 say "starting nanolet as node $NODE ($node_ip, port $KPORT); log: $REPORT/nanolet.log"
 "$NANOLET" --kubeconfig "$NANOLET_TEST_NODE_KUBECONFIG" --hostname-override "$NODE" \
   --node-ip "$node_ip" --port "$KPORT" --read-only-port 0 --healthz-port "$HEALTHZ_PORT" \

@@ -53,6 +53,11 @@ if ! tools/testenv/controlplane.sh status 2>/dev/null; then
   trap 'exit 130' INT TERM
 fi
 k8s_env=$(tools/testenv/controlplane.sh up)
+# Every agent's pods under a cgroup root of the run's own
+# (NANOLET_TEST_CGROUP_ROOT, test/e2e/pods_lib.sh): a run beside the 1.6
+# suite's never meets its agents in one kubepods.
+export NANOLET_TEST_CGROUP_ROOT=/nanolet-$runtime
+tools/testenv/cgroup-root.sh make "$NANOLET_TEST_CGROUP_ROOT"
 . "$k8s_env"
 c2_dir=${NANOLET_TESTENV_C2_DIR:-/var/lib/nanolet-testenv-c2}
 export NANOLET_TEST_RUNTIME=$runtime
@@ -64,7 +69,10 @@ CONTAINERD_SNAPSHOTTER=$(cat "$c2_dir/snapshotter")
 export CONTAINERD_SNAPSHOTTER
 
 [ -f build/build.ninja ] || meson setup build --fatal-meson-warnings
+status=0
 # (NANOLET_MESON_TEST_ARGS=--no-rebuild when another meson test runs on build/)
 # shellcheck disable=SC2086
 meson test -C build --print-errorlogs --num-processes 1 ${NANOLET_MESON_TEST_ARGS:-} \
-  --logbase "e2e-$runtime" "${tests[@]}"
+  --logbase "e2e-$runtime" "${tests[@]}" || status=$?
+tools/testenv/cgroup-root.sh remove "$NANOLET_TEST_CGROUP_ROOT"
+exit $status

@@ -53,21 +53,21 @@ RESTART=Never pod_manifest hog "    resources: {limits: {memory: 16Mi}}
 
 for p in guaranteed burstable besteffort; do expect "$p Running" 40 $p .status.phase Running; done
 refresh_pods
-G=/kubepods/pod$(pod guaranteed .metadata.uid)
-B=/kubepods/burstable/pod$(pod burstable .metadata.uid)
-E=/kubepods/besteffort/pod$(pod besteffort .metadata.uid)
+G=$KUBEPODS/pod$(pod guaranteed .metadata.uid)
+B=$KUBEPODS/burstable/pod$(pod burstable .metadata.uid)
+E=$KUBEPODS/besteffort/pod$(pod besteffort .metadata.uid)
 
 # ---- the QoS hierarchy and node allocatable ----
-check_cg "besteffort QoS cgroup has the minimum shares" cpu /kubepods/besteffort cpu.shares 2
-burstable_shares() { [ "$(cgfile cpu /kubepods/burstable cpu.shares)" = "$1" ]; }
+check_cg "besteffort QoS cgroup has the minimum shares" cpu "$KUBEPODS/besteffort" cpu.shares 2
+burstable_shares() { [ "$(cgfile cpu "$KUBEPODS/burstable" cpu.shares)" = "$1" ]; }
 wait_for 5 burstable_shares 102 \
   && ok "burstable QoS shares from its pods' requests (100m -> 102)" \
-  || fail "burstable QoS shares" "$(cgfile cpu /kubepods/burstable cpu.shares), want 102"
+  || fail "burstable QoS shares" "$(cgfile cpu "$KUBEPODS/burstable" cpu.shares), want 102"
 mem_total=$(($(awk '/^MemTotal:/ {print $2}' /proc/meminfo) * 1024))
 page=$(getconf PAGESIZE)
 want=$(((mem_total - RESERVED) / page * page)) # the kernel rounds down to pages
-check_cg "kubepods memory = capacity - kubeReserved (enforceNodeAllocatable pods)" memory /kubepods memory.limit_in_bytes $want
-check_cg "kubepods cpu shares from allocatable cpu" cpu /kubepods cpu.shares $(($(nproc) * 1024))
+check_cg "kubepods memory = capacity - kubeReserved (enforceNodeAllocatable pods)" memory "$KUBEPODS" memory.limit_in_bytes $want
+check_cg "kubepods cpu shares from allocatable cpu" cpu "$KUBEPODS" cpu.shares $(($(nproc) * 1024))
 
 # ---- pod cgroups ----
 check_cg "Guaranteed: cpu shares from requests" cpu "$G" cpu.shares 256
@@ -83,8 +83,8 @@ for p in "$G" "$B" "$E"; do
   n=$(cat "$CG/memory$p"/*/cgroup.procs 2>/dev/null | wc -l)
   [ "$n" -ge 2 ] && ok "the pod's processes are under $p ($n)" || fail "processes under $p" "$n"
 done
-[ -z "$(ls -d "$CG"/memory/kubepods/*/pod"$(pod guaranteed .metadata.uid)" 2>/dev/null)" ] \
-  && ok "Guaranteed pod only in kubepods itself" || fail "Guaranteed placement" "$(ls -d "$CG"/memory/kubepods/*/pod*)"
+[ -z "$(ls -d "$CG/memory$KUBEPODS"/*/pod"$(pod guaranteed .metadata.uid)" 2>/dev/null)" ] \
+  && ok "Guaranteed pod only in kubepods itself" || fail "Guaranteed placement" "$(ls -d "$CG/memory$KUBEPODS"/*/pod*)"
 
 # ---- OOMKilled ----
 expect "a pod over its memory limit is OOMKilled" 30 hog '.status.containerStatuses[] | select(.name == "main") | .state.terminated.reason' OOMKilled

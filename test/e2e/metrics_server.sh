@@ -70,7 +70,7 @@ check "the node is Ready, InternalIP $NODE_IP" wait_for 30 node_ready
 both_run() { refresh_pods; [ "$(pod spin .status.phase)$(pod hold .status.phase)" = RunningRunning ]; }
 check "both pods run" wait_for 60 both_run
 cg() { # cg UID CONTROLLER: the pod's cgroup directory
-  find "/sys/fs/cgroup/$2/kubepods" -maxdepth 2 -type d -name "pod$1" 2>/dev/null | head -1
+  find "/sys/fs/cgroup/$2$KUBEPODS" -maxdepth 2 -type d -name "pod$1" 2>/dev/null | head -1
 }
 spin_uid=$(pod spin .metadata.uid) hold_uid=$(pod hold .metadata.uid)
 for v in "spin cpuacct" "spin memory" "hold cpuacct" "hold memory"; do

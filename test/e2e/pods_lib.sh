@@ -21,10 +21,25 @@ start_agent() {
   # shellcheck disable=SC2086
   "$NANOLET" --healthz-port "$PORT" $SERVER_FLAGS --pod-manifest-path "$MANIFESTS" \
     --container-runtime-endpoint "$NANOLET_TEST_CRI_ENDPOINT" --root-dir "$ROOT" \
-    --hostname-override "$NODE" --file-check-frequency 1s "$@" >>"$E2E_TMP/agent.log" 2>&1 &
+    --hostname-override "$NODE" --file-check-frequency 1s $CGROUP_ROOT_FLAG "$@" \
+    >>"$E2E_TMP/agent.log" 2>&1 &
   AGENT_PID=$!
   wait_for 10 healthz_ok "$PORT" || { echo "agent did not start:"; tail -20 "$E2E_TMP/agent.log"; return 1; }
 }
+# An agent's pods under a cgroup root of their own (--cgroup-root ROOT, as
+# tools/conformance.sh), so that the agents of tests that run at the same time
+# (tools/test.sh runs the containerd 2 subset beside the 1.6 suite) never meet
+# in one kubepods, where each would set the QoS cgroups for its own pods.
+# NANOLET_TEST_CGROUP_ROOT (tools/e2e-runtime.sh) gives every agent of a run
+# one (CGROUP_ROOT_FLAG; a later --cgroup-root wins); KUBEPODS is where their
+# pods go. cgroup_root_make ROOT and cgroup_root_remove ROOT: the root in
+# every hierarchy, and its removal with the kubepods tree the agent made
+# (tools/testenv/cgroup-root.sh).
+CGROUP_ROOT_FLAG=${NANOLET_TEST_CGROUP_ROOT:+--cgroup-root $NANOLET_TEST_CGROUP_ROOT}
+KUBEPODS=${NANOLET_TEST_CGROUP_ROOT:-}/kubepods
+E2E_CGROUP_ROOT_SH=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/tools/testenv/cgroup-root.sh
+cgroup_root_make() { "$E2E_CGROUP_ROOT_SH" make "$1"; }
+cgroup_root_remove() { "$E2E_CGROUP_ROOT_SH" remove "$1"; }
 # join_agent KUBECONFIG [EXTRA FLAGS...]: start_agent as node NODE of the test
 # cluster on NODE_IP, in a fresh PODS_NS, with a configuration file as
 # clusters run the kubelet: the file's defaults (webhook authentication and

@@ -21,7 +21,7 @@ server_flags "$E2E_TMP"
 # shellcheck disable=SC2086
 "$NANOLET" --healthz-port "$port" $SERVER_FLAGS --pod-manifest-path "$M" --file-check-frequency 1s \
   --container-runtime-endpoint "$EP" --root-dir "$E2E_TMP/root" --hostname-override e2e-node \
-  -v 3 >"$E2E_TMP/agent.log" 2>&1 &
+  ${NANOLET_TEST_CGROUP_ROOT:+--cgroup-root "$NANOLET_TEST_CGROUP_ROOT"} -v 3 >"$E2E_TMP/agent.log" 2>&1 &
 AGENT_PID=$!
 
 cleanup() {

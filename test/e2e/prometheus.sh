@@ -18,12 +18,16 @@ IMG=localhost/busybox:1.36
 SA_NS=$PODS_NS-sa
 PROM_PID=
 SCRAPE_SECONDS=${NANOLET_TEST_PROM_SECONDS:-105}
+# Its pods under a cgroup root of their own (pods_lib.sh): the series' ids
+# start with it.
+CGROUP_ROOT=/$NODE
 cleanup() {
   [ -z "$PROM_PID" ] || { kill "$PROM_PID" 2>/dev/null; wait "$PROM_PID" 2>/dev/null; }
   kubectl delete ns "$SA_NS" --wait=false >/dev/null 2>&1
   kubectl delete clusterrolebinding "$SA_NS" >/dev/null 2>&1
   kubectl delete clusterrole "$SA_NS" >/dev/null 2>&1
   pods_cleanup
+  cgroup_root_remove "$CGROUP_ROOT"
   if [ "$E2E_FAILED" -gt 0 ] && [ -f "$E2E_TMP/prom.log" ]; then
     echo "--- prometheus log (last 20 lines) ---"; tail -20 "$E2E_TMP/prom.log"
   fi
@@ -57,7 +61,8 @@ spec:
     command: [sh, -c, 'touch /tmp/ready; exec sleep 3600']
     readinessProbe: {exec: {command: [cat, /tmp/ready]}, periodSeconds: 2}
 EOF
-join_agent "$KC" ||
+cgroup_root_make "$CGROUP_ROOT"
+join_agent "$KC" --cgroup-root "$CGROUP_ROOT" ||
   { fail "agent start" "$(tail -5 "$E2E_TMP/agent.log")"; exit 1; }
 ok "nanolet serves on $NODE_IP:$KPORT"
 
@@ -90,11 +95,11 @@ else fail "token without nodes/metrics" "$c $(head -c 300 "$E2E_TMP/body")"; fi
 get /metrics/cadvisor >/dev/null
 uid=$(uid_of busy)
 check "the busy container's series: cgroup id, runtime id, image, pod and namespace" \
-  grep -Eq "^container_cpu_usage_seconds_total\{container=\"spin\",cpu=\"total\",id=\"/kubepods/(burstable/)?pod$uid/[0-9a-f]{64}\",image=\"$IMG\",name=\"[0-9a-f]{64}\",namespace=\"$PODS_NS\",pod=\"busy-$NODE\"\} " "$E2E_TMP/body"
+  grep -Eq "^container_cpu_usage_seconds_total\{container=\"spin\",cpu=\"total\",id=\"$CGROUP_ROOT/kubepods/(burstable/)?pod$uid/[0-9a-f]{64}\",image=\"$IMG\",name=\"[0-9a-f]{64}\",namespace=\"$PODS_NS\",pod=\"busy-$NODE\"\} " "$E2E_TMP/body"
 check "its CFS quota (100m) and memory limit (32Mi) from its cgroup" \
   bash -c "grep -Eq '^container_spec_cpu_quota\{container=\"spin\".* 10000\$' '$E2E_TMP/body' && grep -Eq '^container_spec_memory_limit_bytes\{container=\"spin\".* 3.3554432e\+07\$' '$E2E_TMP/body'"
 check "the pod cgroup's own series, and the sandbox's network" \
-  bash -c "grep -Eq '^container_memory_working_set_bytes\{container=\"\",id=\"/kubepods/(burstable/)?pod$uid\",image=\"\",name=\"\",namespace=\"$PODS_NS\",pod=\"busy-$NODE\"\} ' '$E2E_TMP/body' && grep -Eq '^container_network_receive_bytes_total\{container=\"\",id=\"/kubepods/(burstable/)?pod$uid/[0-9a-f]{64}\",.*interface=\"eth0\",.*pod=\"busy-$NODE\"\} ' '$E2E_TMP/body'"
+  bash -c "grep -Eq '^container_memory_working_set_bytes\{container=\"\",id=\"$CGROUP_ROOT/kubepods/(burstable/)?pod$uid\",image=\"\",name=\"\",namespace=\"$PODS_NS\",pod=\"busy-$NODE\"\} ' '$E2E_TMP/body' && grep -Eq '^container_network_receive_bytes_total\{container=\"\",id=\"$CGROUP_ROOT/kubepods/(burstable/)?pod$uid/[0-9a-f]{64}\",.*interface=\"eth0\",.*pod=\"busy-$NODE\"\} ' '$E2E_TMP/body'"
 
 # --- Prometheus ----------------------------------------------------------------
 PROM_PORT=$(free_port)

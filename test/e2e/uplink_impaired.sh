@@ -44,15 +44,8 @@ TOXI=$("$(dirname "$0")/../../tools/testenv/tool-build.sh" toxiproxy) ||
 TOXI_PID=
 POLL_PID=
 AGENT2_PID=
-# The node's pods under a cgroup root of their own (as tools/conformance.sh).
+# The node's pods under a cgroup root of their own (pods_lib.sh).
 CGROUP_ROOT=/$NODE
-cgroup_dirs() {
-  if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
-    echo "/sys/fs/cgroup$CGROUP_ROOT"
-  else
-    for h in /sys/fs/cgroup/*/; do [ -L "${h%/}" ] || echo "$h${CGROUP_ROOT#/}"; done
-  fi
-}
 
 TPORT=$(free_port)
 LPORT=$(free_port)  # the first node's proxy, "uplink"
@@ -87,10 +80,8 @@ uplink_cleanup() {
   api_cleanup
   kubectl delete lease -n kube-node-lease "$NODE" --ignore-not-found >/dev/null 2>&1
   [ -z "$TOXI_PID" ] || { kill "$TOXI_PID" 2>/dev/null; wait "$TOXI_PID" 2>/dev/null; }
-  # the cgroup roots, with the kubepods hierarchy the agents made under them
-  for d in $(cgroup_dirs); do
-    for r in "$d" "$d-2"; do [ ! -d "$r" ] || find "$r" -depth -type d -exec rmdir {} + 2>/dev/null; done
-  done
+  cgroup_root_remove "$CGROUP_ROOT"
+  cgroup_root_remove "$CGROUP_ROOT-2"
 }
 trap 'E2E_RC=$?; uplink_cleanup; e2e_finish; exit $?' EXIT
 
@@ -120,7 +111,7 @@ python3 "$WATCH" poll "$NANOLET_TEST_APISERVER" "$NANOLET_TEST_K8S_CA" \
   "$(admin_file client-certificate)" "$(admin_file client-key)" "$NODE" "$POLLS" &
 POLL_PID=$!
 
-for d in $(cgroup_dirs); do mkdir -p "$d"; done
+cgroup_root_make "$CGROUP_ROOT"
 kubectl delete lease -n kube-node-lease "$NODE" --ignore-not-found >/dev/null 2>&1
 join_agent "$KC" --cgroup-root "$CGROUP_ROOT" -v=4 || { fail "agent starts" ""; exit 1; }
 t_start=$(date +%s.%N)
@@ -153,7 +144,7 @@ KC2_0=$(node_kubeconfig "$NODE2") ||
 sed "s#^\( *server:\).*#\1 https://127.0.0.1:$LPORT2#" "$KC2_0" >"$KC2"
 kubectl delete node "$NODE2" --ignore-not-found >/dev/null
 mkdir -p "$ROOT2"
-for d in $(cgroup_dirs); do mkdir -p "$d-2"; done
+cgroup_root_make "$CGROUP_ROOT-2"
 "$NANOLET" --healthz-port "$(free_port)" --port "$(free_port)" --read-only-port 0 \
   --cert-dir "$ROOT2/pki" --root-dir "$ROOT2" --hostname-override "$NODE2" --kubeconfig "$KC2" \
   --node-ip "$NODE_IP" --cgroup-root "$CGROUP_ROOT-2" \
