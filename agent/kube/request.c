@@ -57,6 +57,9 @@ static void deliver(uv_timer_t *t) {
     nl_vlog(7, "%s %s: Accept: %s, Content-Type: %s (%zu bytes); response Content-Type: %s (%zu bytes)",
             r->method, r->url, accept_header(r), r->body ? r->content_type : "-", r->body_len,
             r->resp_type ? r->resp_type : "-", r->resp_body.len);
+  /* And the request's body at -v=8, as client-go; protobuf only by its size. */
+  if (NL_V(8) && r->body && strstr(r->content_type, "json"))
+    nl_vlog(8, "Request Body: %.*s", r->body_len > 65536 ? 65536 : (int)r->body_len, r->body);
   if (r->err) {
     r->cb(r->ctx, NULL, r->err);
   } else {

@@ -322,10 +322,36 @@ static bool empty(const json_t *v) {
          (json_is_array(v) && !json_array_size(v)) || (json_is_object(v) && !json_object_size(v));
 }
 
+/* Equal as Go structs: an absent field, null and an empty string, list or
+ * object are one value. The Node read back (protobuf decoded, or JSON that
+ * the apiserver wrote with omitempty) leaves out what nanolet sends empty,
+ * such as an untagged image's "names" or nodeInfo's "systemUUID". */
+static bool same(const json_t *a, const json_t *b) {
+  if (empty(a) || empty(b)) return empty(a) && empty(b);
+  if (json_is_object(a) && json_is_object(b)) {
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)a, k, v) {
+      if (!same(v, json_object_get(b, k))) return false;
+    }
+    json_object_foreach((json_t *)b, k, v) {
+      if (!json_object_get(a, k) && !empty(v)) return false;
+    }
+    return true;
+  }
+  if (json_is_array(a) && json_is_array(b)) {
+    if (json_array_size(a) != json_array_size(b)) return false;
+    for (size_t i = 0; i < json_array_size(a); i++)
+      if (!same(json_array_get(a, i), json_array_get(b, i))) return false;
+    return true;
+  }
+  return json_equal(a, b);
+}
+
 /* Whether merging a into b leaves b as it is (lists compared whole). */
 static bool subset(const json_t *a, const json_t *b) {
   if (!b || json_is_null(b)) return empty(a);
-  if (!json_is_object(a)) return json_equal(a, b);
+  if (!json_is_object(a)) return same(a, b);
   const char *k;
   json_t *v;
   json_object_foreach((json_t *)a, k, v) {
@@ -355,7 +381,7 @@ bool nl_node_status_changed(const json_t *status, const json_t *prev) {
       json_t *a, *b;
       json_array_foreach(v, i, a) {
         bool found = false;
-        json_array_foreach(json_object_get(prev, "addresses"), j, b) found |= json_equal(a, b);
+        json_array_foreach(json_object_get(prev, "addresses"), j, b) found |= same(a, b);
         if (!found) return true;
       }
     } else if (!subset(v, json_object_get(prev, k))) {
@@ -392,10 +418,10 @@ static json_t *conditions_patch(const json_t *now, const json_t *prev) {
     const char *k;
     json_t *v;
     json_object_foreach(c, k, v) {
-      if (!json_equal(v, json_object_get(was, k))) json_object_set(d, k, v);
+      if (!same(v, json_object_get(was, k))) json_object_set(d, k, v);
     }
     json_object_foreach((json_t *)was, k, v) {
-      if (!json_object_get(c, k)) json_object_set_new(d, k, json_null());
+      if (!json_object_get(c, k) && !empty(v)) json_object_set_new(d, k, json_null());
     }
     if (json_object_size(d) > 1) json_array_append(out, d);
     json_decref(d);
@@ -411,7 +437,7 @@ json_t *nl_node_status_patch(const json_t *status, const json_t *prev) {
   json_t *v;
   json_object_foreach((json_t *)status, k, v) {
     const json_t *was = json_object_get(prev, k);
-    if (json_equal(v, was)) continue;
+    if (same(v, was)) continue;
     if (strcmp(k, "conditions") == 0 && json_is_array(was)) {
       json_t *c = conditions_patch(v, was);
       if (c) json_object_set_new(patch, k, c);

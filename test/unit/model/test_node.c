@@ -286,6 +286,27 @@ static void test_conditions_and_change(void **state) {
   assert_false(nl_node_status_changed(only, back));
   json_decref(only);
   json_decref(back);
+  /* The Node as a protobuf watch brings it leaves out every empty field
+   * ("names", nodeInfo's empty strings): no change, and nothing to patch. */
+  back = json_deep_copy(s6);
+  json_object_del(json_array_get(json_object_get(back, "images"), 0), "names");
+  json_t *info = json_object_get(back, "nodeInfo");
+  json_object_set_new(info, "systemUUID", json_string(""));
+  json_t *mine = json_deep_copy(back);
+  json_object_del(info, "systemUUID");
+  json_object_set_new(json_object_get(mine, "nodeInfo"), "kubeProxyVersion", json_string(""));
+  assert_false(nl_node_status_changed(mine, back));
+  json_t *patch = nl_node_status_patch(mine, back);
+  assert_int_equal(json_object_size(patch), 0);
+  json_decref(patch);
+  /* ... but a field that went empty is still a change. */
+  json_object_set_new(json_object_get(mine, "nodeInfo"), "machineID", json_string(""));
+  assert_true(nl_node_status_changed(mine, back));
+  patch = nl_node_status_patch(mine, back);
+  assert_non_null(json_object_get(patch, "nodeInfo"));
+  json_decref(patch);
+  json_decref(mine);
+  json_decref(back);
   json_decref(s6);
   json_decref(s1);
   json_decref(s2);
