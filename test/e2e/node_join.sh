@@ -126,6 +126,19 @@ check "kubectl delete node: the node registers again" wait_for 25 new_uid
 check "kubectl delete node: Ready again" wait_for 15 node_ready
 stop_agent TERM
 
+# --- --node-lease-renew-interval (nanolet only) -----------------------------------
+start_agent --kubeconfig "$NANOLET_TEST_NODE_KUBECONFIG" --node-ip "$NODE_IP" --node-lease-renew-interval 4s
+check "--node-lease-renew-interval: said at start" grep -q 'renewing the node Lease every 4000 ms' "$LOG"
+r1=$(renew_time)
+renewed_since() { [ "$(renew_time)" \> "$1" ]; }
+wait_for 10 renewed_since "$r1"
+r1=$(renew_time)
+wait_for 10 renewed_since "$r1"
+r2=$(renew_time)
+gap=$((($(date -d "$r2" +%s%N) - $(date -d "$r1" +%s%N)) / 1000000))
+check "--node-lease-renew-interval 4s: renewed every ~4 s ($gap ms)" [ "$gap" -ge 3500 -a "$gap" -le 5000 ]
+stop_agent TERM
+
 # --- kubeconfigs that cannot work -------------------------------------------------
 # Each runs a short-lived agent and looks for the cause in what it says.
 probe_agent() { # probe_agent KUBECONFIG SECONDS: runs and prints the log

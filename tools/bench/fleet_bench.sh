@@ -8,7 +8,9 @@
 #
 # Environment: BUILD (build), PODS (5), BASE_S (90), SETTLE_S (60), WINDOW_S
 # (300: a node's 5-minute status report falls in it once), RESULTS (a file
-# to append each run's figures to, one JSON line each).
+# to append each run's figures to, one JSON line each), NANOLET_FLAGS (more
+# flags for every nanolet, e.g. --node-lease-renew-interval=25s; the tables
+# name them).
 #
 # For each agent in turn: a fresh control plane (tools/testenv/controlplane.sh
 # as k8s-fleet, ports +300, etcd emptied by `down` between agents, down at the
@@ -162,10 +164,11 @@ start_nanolet() { # start_nanolet I
   PIDS+=($!)
   for _ in $(seq 1 50); do [ -S "$d/cri.sock" ] && break; sleep 0.1; done
   port=$(free_port)
+  # shellcheck disable=SC2086
   nice -n 15 "$NANOLET" --kubeconfig "$CP/extra/$name.kubeconfig" --hostname-override "$name" \
     --container-runtime-endpoint "unix://$d/cri.sock" --root-dir "$d/root" \
     --port "$port" --read-only-port 0 --healthz-port 0 \
-    --cgroups-per-qos=false --enforce-node-allocatable= >"$d/agent.log" 2>&1 &
+    --cgroups-per-qos=false --enforce-node-allocatable= ${NANOLET_FLAGS:-} >"$d/agent.log" 2>&1 &
   PIDS+=($!) APIDS+=($!)
 }
 start_hollow() { # start_hollow I
@@ -240,7 +243,7 @@ run() { # run AGENT
   cp "$CP"/audit*.log "$TMP/"
   nice -n 10 "$CPCTL" down >/dev/null 2>&1
   "$PY" - "$TMP" "$agent" "$N" "$PODS" "$(getconf CLK_TCK)" "$TMP/results" <<'PY'
-import datetime, glob, json, re, sys
+import datetime, glob, json, os, re, sys
 tmp, agent, n, pods, hz, results = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), sys.argv[6]
 line = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? ([^ ]+)')
 lab = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
@@ -306,7 +309,8 @@ sent = sum(v[0] - c0.get(k, (0, 0))[0] for k, v in c1.items())
 recv = sum(v[1] - c0.get(k, (0, 0))[1] for k, v in c1.items())
 changed = len(set(c0) ^ set(c1))
 r = {
-    "agent": agent, "n": n, "pods": pods, "window_s": round(dt),
+    "agent": agent + (f" {os.environ['NANOLET_FLAGS']}" if agent == "nanolet" and os.environ.get("NANOLET_FLAGS") else ""),
+    "n": n, "pods": pods, "window_s": round(dt),
     "requests_per_h": {f"{v} {k}": round(x, 1) for (v, k), x in sorted(per_h.items())},
     "requests_per_h_total": round(sum(per_h.values()), 1), "nodes_heard": len(users),
     "node_flow_requests_per_h": round(sum(fc.values()) * 3600 / n, 1),

@@ -671,6 +671,24 @@ static void test_lease_failures_back_off(void **state) {
   assert_true(node.lease.log.failures >= 5);
 }
 
+/* --node-lease-renew-interval: renewals at that period rather than a
+ * quarter of the duration (here 100 ms against 250). */
+static void test_lease_renew_interval(void **state) {
+  node.opts.lease_renew_ms = 100;
+  fk.auto_answer = true;
+  nl_node_start(&node);
+  run_until("PATCH", "/apis/coordination.k8s.io", 1000);
+  run_until(NULL, NULL, 560);
+  uint64_t last = 0;
+  size_t n = 0;
+  for (size_t i = 0; i < kf.n; i++) {
+    if (strcmp(kf.reqs[i]->method, "PATCH") || !strstr(kf.reqs[i]->path, "/leases/n1")) continue;
+    if (n++) assert_in_range(kf.reqs[i]->at_ms - last, 100, 130); /* +4 % jitter, loop slack */
+    last = kf.reqs[i]->at_ms;
+  }
+  assert_in_range(n, 5, 6);
+}
+
 /* Once a Lease renewal succeeds after failures (the link is back), the next
  * status round reads the Node from the apiserver's cache rather than from the
  * watch, which may not have caught up with what was written meanwhile (the
@@ -725,6 +743,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_apiserver_down, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lease_failures_back_off, setup, teardown),
       cmocka_unit_test_setup_teardown(test_link_back_reads_the_node, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_lease_renew_interval, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stop_mid_request, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stop_while_runtime_asked, setup, teardown),
   };
