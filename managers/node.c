@@ -244,6 +244,15 @@ static void on_timer(uv_timer_t *t) {
   step(n);
 }
 
+/* A Lease renewal succeeded after failures: the link is back. The status
+ * round goes now rather than at its next tick (up to 10 s on), reading the
+ * Node afresh (read_fresh), so that a node the node lifecycle controller
+ * marked Unknown meanwhile is Ready again as soon as the link allows. */
+void nl_node__link_back(nl_node_t *n) {
+  n->read_fresh = true;
+  if (n->state == NL_NODE_WAIT) uv_timer_start(&n->timer, on_timer, 0, 0);
+}
+
 /* What is kept of the Node between rounds (nl_node_object: admission reads its
  * name, labels, taints and allocatable): the rest (images, conditions, nodeInfo)
  * is read again at the next round, and holding it would only cost memory. */

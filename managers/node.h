@@ -233,6 +233,7 @@ const char *nl_node_lease_state_name(nl_node_lease_state_t s);
 /* internal: shared by node.c and node_lease.c */
 void nl_node__lease_kick(nl_node_lease_t *l);
 void nl_node__lease_stop(nl_node_lease_t *l);
+void nl_node__link_back(nl_node_t *n);
 void nl_node__closed(nl_node_t *n);
 uint64_t nl_node__timeout_ms(const nl_node_t *n);
 /* How much of a write's answer the caller needs. */

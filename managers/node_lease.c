@@ -110,7 +110,7 @@ static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_
     if (!e) {
       keep(l, resp);
       nl_backoff_reset(&l->backoff);
-      if (l->log.failures) n->read_fresh = true; /* the link is back: see read_fresh */
+      if (l->log.failures) nl_node__link_back(n);
       nl_node__ok(&l->log);
       wait_in(l, NL_LEASE_IDLE, renew_ms(l));
       return;

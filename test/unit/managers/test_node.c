@@ -671,6 +671,24 @@ static void test_lease_failures_back_off(void **state) {
   assert_true(node.lease.log.failures >= 5);
 }
 
+/* ... and that round goes at once, not at its next tick: a node marked
+ * Unknown during the outage is Ready again as soon as the link allows. */
+static void test_link_back_reports_at_once(void **state) {
+  node.opts.update_ms = 3000;
+  fk.auto_answer = true;
+  nl_node_start(&node);
+  run_until("PATCH", "/apis/coordination.k8s.io", 1000);
+  run_until(NULL, NULL, 100);
+  fk.fail_status = 503;
+  run_until(NULL, NULL, 300);
+  assert_true(node.lease.log.failures >= 1);
+  fk.fail_status = 0;
+  uint64_t back = uv_now(&loop);
+  nl_kube_req_t *r = run_until("GET", "/api/v1/nodes/n1?resourceVersion=0", 2000);
+  assert_non_null(r);
+  assert_true(r->at_ms - back < 500); /* the Lease's back-off (80 ms at most here), not 3 s */
+}
+
 /* --node-lease-renew-interval: renewals at that period rather than a
  * quarter of the duration (here 100 ms against 250). */
 static void test_lease_renew_interval(void **state) {
@@ -743,6 +761,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_apiserver_down, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lease_failures_back_off, setup, teardown),
       cmocka_unit_test_setup_teardown(test_link_back_reads_the_node, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_link_back_reports_at_once, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lease_renew_interval, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stop_mid_request, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stop_while_runtime_asked, setup, teardown),
