@@ -121,8 +121,12 @@ pod_running() { [ "$(phase "$1")" = Running ]; }
 pod_gone() { ! kubectl get pod -n "$PODS_NS" "$1" >/dev/null 2>&1; }
 since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}'; }
 # A pod whose container sleeps and leaves at once on SIGTERM.
+# The pods tolerate an unreachable node for good, as an edge operator's do:
+# without it the taint eviction controller deletes them 300 s into an outage
+# (DefaultTolerationSeconds), and the node kills them when the link returns.
 sleeper() {
-  api_pod "$1" 5 'containers:' "- {name: c, image: $IMG, command: [sh, -c, \"trap 'exit 0' TERM; while true; do sleep 1; done\"]}"
+  api_pod "$1" 5 'tolerations: [{key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute}]' \
+    'containers:' "- {name: c, image: $IMG, command: [sh, -c, \"trap 'exit 0' TERM; while true; do sleep 1; done\"]}"
 }
 running_id() {
   cri ps -o json | jq -r --arg n "$1" --arg ns "$PODS_NS" '[.containers[]
