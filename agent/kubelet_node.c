@@ -317,8 +317,9 @@ static void join(nl_kubelet_t *k) {
   nl_info("joining the cluster at %s as node %s", nl_kube_client_server(k->kube), k->node_name);
   if (k->cfg->node_lease_renew_interval)
     nl_info("renewing the node Lease every %" PRId64 " ms (--node-lease-renew-interval; upstream "
-            "renews every quarter of nodeLeaseDurationSeconds: %" PRId32 " ms)",
-            k->cfg->node_lease_renew_interval / 1000000, k->cfg->node_lease_duration_seconds * 250);
+            "renews every quarter of nodeLeaseDurationSeconds: %" PRId64 " ms)",
+            k->cfg->node_lease_renew_interval / 1000000,
+            (int64_t)k->cfg->node_lease_duration_seconds * 250);
   if (k->server_certs) nl_certmgr_start(k->server_certs);
   nl_services_start(&k->services);
   nl_node_start(&k->node);
