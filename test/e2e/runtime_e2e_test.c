@@ -202,7 +202,7 @@ static void kill_and_remove(const char *uid, bool expect_empty) {
   sync_res_t k = {0};
   nl_runtime_kill_pod(&rt, NULL, st, 2, on_sync, &k);
   wait_sync(&k);
-  assert_null(k.res->err);
+  if (k.res->err) fail_msg("killing pod %s: %s", uid, nl_err_msg(k.res->err)); /* seen once in CI */
   nl_sync_result_free(k.res);
   nl_rt_pod_status_free(st);
   st = read_status(uid);
