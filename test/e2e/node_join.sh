@@ -15,6 +15,7 @@ jp() { kubectl get "$@" 2>/dev/null; }
 node_json() { kubectl get node "$NODE" -o json 2>/dev/null; }
 node_ready() { [ "$(jp node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]; }
 renew_time() { jp lease -n kube-node-lease "$NODE" -o jsonpath='{.spec.renewTime}'; }
+renewed_since() { [ "$(renew_time)" \> "$1" ]; }
 node_uid() { jp node "$NODE" -o jsonpath='{.metadata.uid}'; }
 # The apiserver must always be back, whatever happens to this test.
 trap 'E2E_RC=$?; "$NANOLET_TEST_CONTROLPLANE" up >/dev/null 2>&1; pods_cleanup; kubectl delete node "$NODE" --wait=false >/dev/null 2>&1; kubectl delete namespace "$PODS_NS" --wait=false >/dev/null 2>&1; e2e_finish; exit $?' EXIT
@@ -114,8 +115,7 @@ logged=$(($(wc -l <"$LOG") - lines_before))
 if [ "$logged" -le 12 ]; then ok "the outage logged $logged lines in 60 s"; else fail "log rate" "$logged lines in 60 s"; tail -20 "$LOG"; fi
 back=$(date -u +%Y-%m-%dT%H:%M:%S)
 "$NANOLET_TEST_CONTROLPLANE" up >/dev/null
-renewed_after() { [ "$(renew_time)" \> "$back" ]; }
-check "after the outage: the Lease is renewed again" wait_for 20 renewed_after
+check "after the outage: the Lease is renewed again" wait_for 20 renewed_since "$back"
 check "after the outage: the node is Ready" wait_for 20 node_ready
 
 # --- a deleted Node is registered again -------------------------------------------
@@ -130,7 +130,6 @@ stop_agent TERM
 start_agent --kubeconfig "$NANOLET_TEST_NODE_KUBECONFIG" --node-ip "$NODE_IP" --node-lease-renew-interval 4s
 check "--node-lease-renew-interval: said at start" grep -q 'renewing the node Lease every 4000 ms' "$LOG"
 r1=$(renew_time)
-renewed_since() { [ "$(renew_time)" \> "$1" ]; }
 wait_for 10 renewed_since "$r1"
 r1=$(renew_time)
 wait_for 10 renewed_since "$r1"
