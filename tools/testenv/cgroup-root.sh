@@ -9,7 +9,8 @@
 #
 # remove leaves a cgroup that still has processes (rmdir refuses it).
 set -uo pipefail
-[ $# -eq 2 ] && [ "${2:0:1}" = / ] && [ "$2" != / ] || { sed -n '7,8s/^# //p' "$0" >&2; exit 2; }
+usage() { sed -n '7,8s/^# //p' "$0" >&2; exit 2; }
+[ $# -eq 2 ] && [ "${2:0:1}" = / ] && [ "$2" != / ] || usage
 dirs() {
   if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
     echo "/sys/fs/cgroup$1"
@@ -20,6 +21,6 @@ dirs() {
 case $1 in
   make) for d in $(dirs "$2"); do mkdir -p "$d" || exit 1; done ;;
   remove) for d in $(dirs "$2"); do [ ! -d "$d" ] || find "$d" -depth -type d -exec rmdir {} + 2>/dev/null; done ;;
-  *) sed -n '7,8s/^# //p' "$0" >&2; exit 2 ;;
+  *) usage ;;
 esac
 exit 0
