@@ -284,6 +284,14 @@ static void on_signal(uv_signal_t *s, int signum) {
   nl_kubelet_stop(k, k->done_cb);
 }
 
+static void pleg_stopping(void *pleg, const char *container_id) {
+  nl_pleg_stopping(pleg, container_id);
+}
+
+static bool oom_killed_in(void *oom, const char *container_id) {
+  return nl_oom_watcher_killed_in(oom, container_id);
+}
+
 int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t *cfg,
                     const char *node_name, const nl_kubelet_creds_t *creds, nl_err_t **err) {
   memset(k, 0, sizeof *k);
@@ -356,6 +364,8 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
   if (gate_on(cfg, "EventedPLEG")) nl_pleg_use_events(&k->pleg);
   k->pleg.metrics = &k->metrics;
   k->pleg_up = true;
+  nl_runtime_set_stop_listener(&k->runtime, pleg_stopping, &k->pleg);
+  nl_pleg_set_oom_source(&k->pleg, oom_killed_in, &k->oom);
   k->cri_users++;
   if (nl__kubelet_probes_init(k, err) < 0) return -1;
   nl__kubelet_streams_init(k);

@@ -175,7 +175,32 @@ void nl_oom_watcher_init(nl_oom_watcher_t *w, uv_loop_t *loop, const char *path,
   w->fd = -1;
 }
 
+static const char *last_element(const char *path) {
+  const char *slash = strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
+bool nl_oom_cgroup_is_container(const char *cgroup, const char *container_id) {
+  const char *leaf = last_element(cgroup);
+  size_t n = strlen(leaf), idn = strlen(container_id);
+  if (idn == 0) return false;
+  if (n > 6 && strcmp(leaf + n - 6, ".scope") == 0) n -= 6;
+  if (n < idn || strncmp(leaf + n - idn, container_id, idn) != 0) return false;
+  return n == idn || leaf[n - idn - 1] == '-';
+}
+
+bool nl_oom_watcher_killed_in(const nl_oom_watcher_t *w, const char *container_id) {
+  for (size_t i = 0; i < NL_OOM_RECENT && i < w->ooms; i++)
+    if (nl_oom_cgroup_is_container(w->recent[i], container_id)) return true;
+  return false;
+}
+
 static void on_oom(nl_oom_watcher_t *w, const nl_oom_instance_t *o) {
+  /* A longer element is no container's: kept cut, it matches none. */
+  char *slot = w->recent[w->ooms % NL_OOM_RECENT];
+  size_t n = strnlen(last_element(o->container_name), sizeof w->recent[0] - 1);
+  memcpy(slot, last_element(o->container_name), n);
+  slot[n] = '\0';
   w->ooms++;
   nl_info("OOM kill: process %s (pid %d) in %s, limit of %s (%s)", o->process_name, o->pid,
           o->container_name, o->victim_container, o->constraint[0] ? o->constraint : "?");

@@ -64,6 +64,11 @@ bool nl_oom_parser_feed(nl_oom_parser_t *p, const char *msg, size_t len, uint64_
                         nl_oom_instance_t *out);
 
 #define NL_KMSG_RECORD_MAX 8192 /* the kernel's CONSOLE_EXT_LOG_MAX */
+#define NL_OOM_RECENT 16        /* the OOM kills remembered for nl_oom_watcher_killed_in */
+
+/* Whether a memory cgroup path is the container's own: its last element is the
+ * container id, alone (cgroupfs) or as "<prefix>-<id>.scope" (systemd). */
+bool nl_oom_cgroup_is_container(const char *cgroup, const char *container_id);
 
 typedef struct nl_oom_watcher nl_oom_watcher_t;
 typedef void (*nl_oom_done_cb)(nl_oom_watcher_t *w);
@@ -79,6 +84,7 @@ struct nl_oom_watcher {
   nl_oom_parser_t parser;
   char buf[NL_KMSG_RECORD_MAX];
   uint64_t ooms;          /* OOM kills seen */
+  char recent[NL_OOM_RECENT][96]; /* the last kills' task memory cgroups (last element) */
   nl_oom_done_cb done_cb;
 };
 
@@ -91,5 +97,8 @@ int nl_oom_watcher_start(nl_oom_watcher_t *w);
 /* Closes the handle; done_cb (may be NULL) runs once it has closed, or at once
  * (from inside this call) when the watcher never started. */
 void nl_oom_watcher_stop(nl_oom_watcher_t *w, nl_oom_done_cb done_cb);
+/* Whether one of the last NL_OOM_RECENT OOM kills hit a task of this
+ * container (nl_oom_cgroup_is_container). */
+bool nl_oom_watcher_killed_in(const nl_oom_watcher_t *w, const char *container_id);
 
 #endif

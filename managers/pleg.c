@@ -42,6 +42,7 @@ typedef struct inspect { /* one pod whose status is read this relist */
   size_t n_events;
   bool has_pod;      /* false: the pod is gone from the runtime */
   bool failed;
+  bool settling;     /* kept from the cache: nl_pleg__unsettled */
   char *error;       /* why it failed (the first error) */
   nl_rt_sandbox_t *sandboxes;
   size_t n_sandboxes;
@@ -148,7 +149,11 @@ static void relist_done(nl_pleg_t *p, struct nl_pleg__relist *r, bool ok) {
   p->cur = NULL;
   bool again = p->relist_again;
   p->relist_again = false;
-  schedule(p, again ? 0 : period(p));
+  /* A pod to inspect again waits for the next relist, not for the runtime's
+   * next event. */
+  uint64_t next = period(p);
+  if (nl_map_size(&p->reinspect) > 0 && next > p->period_ms) next = p->period_ms;
+  schedule(p, again ? 0 : next);
   relist_unref(r); /* the pleg's reference */
 }
 
@@ -174,7 +179,8 @@ static bool newer_than(const nl_pleg_t *p, const char *uid, int64_t after,
                        const nl_rt_pod_status_t **status) {
   const struct nl_pleg__entry *e = nl_map_get(&p->cache, uid);
   *status = e ? e->status : NULL;
-  if (p->cache_time == 0) return e && e->modified > after;
+  if (p->cache_time == 0 || nl_map_get(&p->reinspect, uid) == NL_PLEG__SETTLING)
+    return e && e->modified > after;
   return (e && e->modified > after) || p->cache_time > after;
 }
 
@@ -218,6 +224,23 @@ static void records_update(nl_pleg_t *p, const char *uid) {
   rec->old = rec->cur; /* shared until a relist lists the pod changed */
 }
 
+/* The first container of the pod whose exit reason may still change, after
+ * naming OOMKilled those the kernel is known to have OOM-killed (containerd
+ * never learns of an OOM kill that comes before its shim watches the cgroup). */
+static nl_rt_container_t *settle(nl_pleg_t *p, inspect_t *in, int64_t now) {
+  nl_rt_container_t *c;
+  while (in->has_pod &&
+         (c = nl_pleg__unsettled(in->containers, in->n_containers, &p->stopping, now))) {
+    if (!p->oom_killed || !p->oom_killed(p->oom_ctx, c->id)) return c;
+    nl_info("pod %s/%s: container %s: the runtime says %s but the kernel OOM-killed it: "
+            "OOMKilled", in->ns ? in->ns : "", in->name ? in->name : "", c->id,
+            c->reason ? c->reason : "no reason");
+    free(c->reason);
+    c->reason = nl_xstrdup("OOMKilled");
+  }
+  return NULL;
+}
+
 static void apply(struct nl_pleg__relist *r) {
   nl_pleg_t *p = r->p;
   nl_map_t reinspect;
@@ -227,7 +250,18 @@ static void apply(struct nl_pleg__relist *r) {
     if (in->failed) {
       nl_vlog(4, "PLEG: Ignoring events for pod %s/%s (%s): %s", in->ns ? in->ns : "",
               in->name ? in->name : "", in->uid, in->error ? in->error : "");
-      nl_map_put(&reinspect, in->uid, (void *)1);
+      nl_map_put(&reinspect, in->uid, NL_PLEG__FAILED);
+      continue;
+    }
+    nl_rt_container_t *c = settle(p, in, r->inspect_time);
+    if (c) {
+      /* As a failed inspection, but the cache's time does not make the old
+       * status newer either: no sync acts on it, no status shows "Error". */
+      nl_vlog(4, "PLEG: pod %s/%s (%s): container %s was killed and its runtime says %s: "
+              "reading it again", in->ns ? in->ns : "", in->name ? in->name : "", in->uid,
+              c->id, c->reason ? c->reason : "no reason");
+      nl_map_put(&reinspect, in->uid, NL_PLEG__SETTLING);
+      in->settling = true;
       continue;
     }
     struct nl_pleg__entry *e = nl_map_get(&p->cache, in->uid);
@@ -235,6 +269,9 @@ static void apply(struct nl_pleg__relist *r) {
       nl_vlog(4, "PLEG: Delete status for pod %s", in->uid);
       entry_free(nl_map_del(&p->cache, in->uid));
     } else {
+      for (size_t j = 0; j < in->n_containers; j++) /* seen dead: the note has served */
+        if (in->containers[j].state == NL_RT_CONTAINER_EXITED)
+          nl_map_del(&p->stopping, in->containers[j].id);
       nl_rt_pod_status_t *st = nl_pleg__build_status(
           in->uid, in->name, in->ns, in->sandboxes, in->n_sandboxes, in->containers,
           in->n_containers, e ? e->status : NULL, r->inspect_time);
@@ -259,7 +296,7 @@ static void apply(struct nl_pleg__relist *r) {
 
   for (size_t i = 0; i < r->n_pods; i++) {
     inspect_t *in = &r->pods[i];
-    if (in->failed) continue;
+    if (in->failed || in->settling) continue;
     for (size_t j = 0; j < in->n_events; j++) {
       if (in->events[j].type == NL_PLEG_CONTAINER_CHANGED) continue; /* unreliable */
       nl_pleg_event_t ev = {in->uid, in->events[j].type, in->events[j].container_id};
@@ -590,6 +627,7 @@ int nl_pleg_init(nl_pleg_t *p, uv_loop_t *loop, nl_cri_client_t *cri, uint64_t p
   nl_map_init(&p->records);
   nl_map_init(&p->cache);
   nl_map_init(&p->reinspect);
+  nl_map_init(&p->stopping);
   nl_list_init(&p->waiters);
   uv_timer_init(loop, &p->relist_timer);
   uv_timer_init(loop, &p->notify_timer);
@@ -646,6 +684,35 @@ void nl_pleg_force_relist(nl_pleg_t *p) {
   }
 }
 
+/* A note outlives its container only when the container went before a relist
+ * saw it dead; the map stays small by dropping notes too old to matter (a
+ * dropped note costs the container's exit one settling wait). */
+#define STOPPING_MAX 256
+#define STOPPING_MAX_AGE_S (10 * 60)
+
+void nl_pleg_set_oom_source(nl_pleg_t *p, nl_pleg_oom_fn fn, void *ctx) {
+  p->oom_killed = fn;
+  p->oom_ctx = ctx;
+}
+
+void nl_pleg_stopping(nl_pleg_t *p, const char *container_id) {
+  uintptr_t now_s = (uintptr_t)(p->now(p->clock_ctx) / 1000000000);
+  if (nl_map_size(&p->stopping) >= STOPPING_MAX) {
+    nl_map_iter_t it;
+    const char *id;
+    void *v;
+    nl_map_t keep;
+    nl_map_init(&keep);
+    nl_map_iter_init(&it, &p->stopping);
+    while (nl_map_iter_next(&it, &id, &v))
+      if (now_s - (uintptr_t)v < STOPPING_MAX_AGE_S && nl_map_size(&keep) < STOPPING_MAX / 2)
+        nl_map_put(&keep, id, v);
+    nl_map_free(&p->stopping, NULL);
+    p->stopping = keep;
+  }
+  nl_map_put(&p->stopping, container_id, (void *)now_s);
+}
+
 static void on_close(uv_handle_t *h) {
   nl_pleg_t *p = h->data;
   if (--p->open_handles > 0) return;
@@ -667,6 +734,7 @@ void nl_pleg_stop(nl_pleg_t *p, nl_pleg_stop_cb done_cb) {
   nl_map_free(&p->records, record_free);
   nl_map_free(&p->cache, entry_free);
   nl_map_free(&p->reinspect, NULL);
+  nl_map_free(&p->stopping, NULL);
   nl_list_t *pos, *tmp;
   nl_list_foreach_safe(pos, tmp, &p->waiters) {
     struct nl_pleg__waiter *w = nl_list_entry(pos, struct nl_pleg__waiter, link);

@@ -36,6 +36,10 @@
 /* While the runtime's event stream works (upstream's Evented PLEG). */
 #define NL_PLEG_EVENTED_RELIST_PERIOD_MS (300 * 1000)
 #define NL_PLEG_EVENTED_RELIST_THRESHOLD_NS (INT64_C(600) * 1000000000)
+/* How long a SIGKILLed container's "Error" may still turn into "OOMKilled":
+ * containerd handles a task's exit and its OOM event apart, and may answer
+ * ContainerStatus between the two (docs/DIFFERENCES.md). */
+#define NL_PLEG_OOM_SETTLE_NS (INT64_C(2) * 1000000000)
 
 typedef enum nl_pleg_event_type {
   NL_PLEG_CONTAINER_STARTED, /* a container or sandbox is running */
@@ -59,6 +63,7 @@ typedef struct nl_pleg nl_pleg_t;
  * nl_pleg_* function, including nl_pleg_stop(). */
 typedef void (*nl_pleg_event_cb)(const nl_pleg_event_t *ev, void *ctx);
 typedef void (*nl_pleg_stop_cb)(nl_pleg_t *p);
+typedef bool (*nl_pleg_oom_fn)(void *ctx, const char *container_id);
 /* status is the cached status (borrowed for the call), or NULL when the runtime
  * has nothing for the pod (upstream's empty default status). */
 typedef void (*nl_pleg_newer_cb)(const nl_rt_pod_status_t *status, void *ctx);
@@ -97,7 +102,10 @@ struct nl_pleg {
 
   nl_map_t records;   /* uid -> struct nl_pleg__record (old/current pod) */
   nl_map_t cache;     /* uid -> struct nl_pleg__entry (status, modified) */
-  nl_map_t reinspect; /* uid -> (void *)1: inspection failed last relist */
+  nl_map_t reinspect; /* uid -> NL_PLEG__FAILED or NL_PLEG__SETTLING */
+  nl_map_t stopping;  /* container id -> wall-clock seconds: nl_pleg_stopping() */
+  nl_pleg_oom_fn oom_killed;
+  void *oom_ctx;
   int64_t cache_time; /* the cache's global timestamp (ns), 0 until a relist */
 
   nl_list_t waiters;  /* struct nl_pleg__waiter */
@@ -139,6 +147,13 @@ void nl_pleg_use_events(nl_pleg_t *p);
 /* Relists as soon as possible: now when idle, right after the current relist
  * otherwise. */
 void nl_pleg_force_relist(nl_pleg_t *p);
+/* fn (may be NULL) tells whether the kernel's OOM killer ended a container;
+ * it names a SIGKILLed container OOMKilled when its runtime cannot
+ * (nl_oom_watcher_killed_in). */
+void nl_pleg_set_oom_source(nl_pleg_t *p, nl_pleg_oom_fn fn, void *ctx);
+/* The agent is stopping this container: a SIGKILL that ends it is its own
+ * doing, and its status is read as it comes (no wait for a late OOMKilled). */
+void nl_pleg_stopping(nl_pleg_t *p, const char *container_id);
 
 /* The cached status of pod uid, or NULL. Borrowed: valid until the next relist
  * finishes (do not keep it across loop iterations). */

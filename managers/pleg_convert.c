@@ -377,6 +377,19 @@ void nl_pleg__add_termmsg(nl_rt_container_t *c, const char *msg) {
   c->message = m;
 }
 
+nl_rt_container_t *nl_pleg__unsettled(nl_rt_container_t *c, size_t n, const nl_map_t *stopping,
+                                      int64_t now_ns) {
+  for (size_t i = 0; i < n; i++) {
+    int64_t age = now_ns - c[i].finished_at;
+    if (c[i].state == NL_RT_CONTAINER_EXITED && c[i].exit_code == 128 + 9 &&
+        !nl_map_has(stopping, c[i].id) &&
+        (!c[i].reason || !strcmp(c[i].reason, "Error")) && c[i].finished_at > 0 &&
+        age > -NL_PLEG_OOM_SETTLE_NS && age < NL_PLEG_OOM_SETTLE_NS)
+      return &c[i];
+  }
+  return NULL;
+}
+
 static int cmp_sandbox(const void *a, const void *b) {
   const nl_rt_sandbox_t *x = a, *y = b;
   return x->created_at > y->created_at ? -1 : x->created_at < y->created_at ? 1 : 0;

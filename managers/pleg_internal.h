@@ -106,6 +106,18 @@ int nl_pleg__convert_container(const Runtime__V1__ContainerStatus *s, const char
  * not exited). */
 bool nl_pleg__termmsg_source(const Runtime__V1__ContainerStatus *s, const char **host_path,
                              bool *fallback);
+/* Why a pod is inspected again at the next relist (nl_pleg_t.reinspect): its
+ * inspection failed, or it showed a container whose exit reason may still
+ * change (nl_pleg__unsettled), which is kept from the cache and the pod
+ * workers until it settles. */
+#define NL_PLEG__FAILED ((void *)1)
+#define NL_PLEG__SETTLING ((void *)2)
+/* The first of the containers that was SIGKILLed (exit code 137) with the
+ * runtime's generic reason ("Error", or none) less than NL_PLEG_OOM_SETTLE_NS
+ * away from now, and not by the agent (its id not in stopping): the runtime
+ * may yet learn that the kernel's OOM killer did it. NULL when there is none. */
+nl_rt_container_t *nl_pleg__unsettled(nl_rt_container_t *c, size_t n, const nl_map_t *stopping,
+                                      int64_t now_ns);
 /* Appends a termination message to c's runtime message as upstream: "runtime
  * message: message", or the message alone; nothing when msg is empty. */
 void nl_pleg__add_termmsg(nl_rt_container_t *c, const char *msg);

@@ -56,6 +56,20 @@ void nl_runtime_set_probe_source(nl_runtime_t *rt, nl_runtime_probe_fn fn, void 
   rt->probe_ctx = ctx;
 }
 
+void nl_runtime_set_stop_listener(nl_runtime_t *rt, nl_runtime_stopping_fn fn, void *ctx) {
+  rt->stop_listener = fn;
+  rt->stop_listener_ctx = ctx;
+}
+
+void nl__stop_container(nl_runtime_t *rt, const char *id, int64_t grace,
+                        nl_cri_stop_container_cb cb, void *ctx) {
+  if (rt->stop_listener) rt->stop_listener(rt->stop_listener_ctx, id);
+  Runtime__V1__StopContainerRequest req = RUNTIME__V1__STOP_CONTAINER_REQUEST__INIT;
+  req.container_id = (char *)id;
+  req.timeout = grace;
+  nl_cri_stop_container(rt->cri, &req, cb, ctx);
+}
+
 static void free_opts(nl_runtime_opts_t *o) {
   free((char *)o->node_name);
   free((char *)o->root_dir);

@@ -172,6 +172,7 @@ typedef void (*nl_runtime_sync_cb)(const nl_sync_result_t *res, void *ctx);
 typedef struct nl_runtime nl_runtime_t;
 typedef struct nl_runtime_op nl_runtime_op_t;
 typedef void (*nl_runtime_stop_cb)(nl_runtime_t *rt);
+typedef void (*nl_runtime_stopping_fn)(void *ctx, const char *container_id);
 
 struct nl_runtime {
   uv_loop_t *loop;
@@ -181,6 +182,8 @@ struct nl_runtime {
   nl_backoff_table_t backoff; /* crash-loop, keyed as upstream getStableKey */
   nl_runtime_probe_fn probe;
   void *probe_ctx;
+  nl_runtime_stopping_fn stop_listener;
+  void *stop_listener_ctx;
   /* Wall-clock milliseconds (CRI times are wall clock); tests inject their own. */
   uint64_t (*now_ms)(void *ctx);
   void *now_ctx;
@@ -195,6 +198,9 @@ int nl_runtime_init(nl_runtime_t *rt, uv_loop_t *loop, nl_cri_client_t *cri,
                     const nl_runtime_opts_t *opts, nl_err_t **err);
 /* Sets the source of liveness/startup results (may be NULL: none). */
 void nl_runtime_set_probe_source(nl_runtime_t *rt, nl_runtime_probe_fn fn, void *ctx);
+/* fn (may be NULL) hears of each container rt asks the runtime to stop, before
+ * the call (the PLEG's nl_pleg_stopping). */
+void nl_runtime_set_stop_listener(nl_runtime_t *rt, nl_runtime_stopping_fn fn, void *ctx);
 /* Cancels every operation in flight (their callbacks run with res->cancelled and
  * err NL_ECLOSED), waits for their outstanding CRI calls and fs jobs, frees what
  * rt owns, then calls done_cb (may be NULL). */

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cri/runtime.h"
 #include "managers/runtime.h"
 
 /* A small ordered string map with replace-on-put (labels, annotations, env). */
@@ -130,6 +131,9 @@ void nl__op_fail(nl_runtime_op_t *op, int code, const char *fmt, ...)
  * op->after_kill(op, ok). Used by SyncPod (KillPod) and nl_runtime_kill_pod. */
 void nl__kill_pod_start(nl_runtime_op_t *op, void (*after)(nl_runtime_op_t *, bool));
 /* The grace period for a container, as upstream setTerminationGracePeriod. */
+/* StopContainer with timeout grace, after telling rt's stop listener. */
+void nl__stop_container(nl_runtime_t *rt, const char *id, int64_t grace,
+                        nl_cri_stop_container_cb cb, void *ctx);
 int64_t nl__grace_for(const nl_pod_t *pod, const nl_container_t *spec, const char *reason);
 /* The nl_images_creds_fn of a SyncPod (ctx: the op). */
 int nl__op_pull_creds(void *ctx, const nl_keyring_t **keyring, char **msg);

@@ -208,10 +208,7 @@ static void stop_container(item_t *it, int64_t grace) {
   nl_runtime_op_t *op = it->op;
   nl_info("pod %s: stopping container %s (%s), grace period %llds", op->desc,
           op->result.steps[it->step].target, it->id, (long long)grace);
-  Runtime__V1__StopContainerRequest req = RUNTIME__V1__STOP_CONTAINER_REQUEST__INIT;
-  req.container_id = it->id;
-  req.timeout = grace;
-  nl_cri_stop_container(op->rt->cri, &req, container_stopped, it);
+  nl__stop_container(op->rt, it->id, grace, container_stopped, it);
 }
 
 static const nl_container_t *spec_of(const nl_pod_t *pod, const char *name) {

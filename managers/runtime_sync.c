@@ -72,11 +72,8 @@ static void kill_one(nl_runtime_op_t *op) {
 static void kill_one_stop(nl_runtime_op_t *op, void *ctx, int64_t grace) {
   (void)ctx;
   if (!nl__op_resume(op)) return;
-  Runtime__V1__StopContainerRequest req = RUNTIME__V1__STOP_CONTAINER_REQUEST__INIT;
-  req.container_id = op->actions.to_kill[op->cursor].id;
-  req.timeout = grace;
   op->pending++;
-  nl_cri_stop_container(op->rt->cri, &req, stopped_one, op);
+  nl__stop_container(op->rt, op->actions.to_kill[op->cursor].id, grace, stopped_one, op);
 }
 
 static void after_kill_pod(nl_runtime_op_t *op, bool ok) {
@@ -437,11 +434,8 @@ static void post_started(nl_runtime_op_t *op, const char *err) {
   int64_t grace = nl__grace_for(op->pod, op->cur, "FailedPostStartHook");
   nl_info("pod %s: killing container %s (%s) with a grace period of %llds: FailedPostStartHook",
           op->desc, op->cur->name, op->cur_id, (long long)grace);
-  Runtime__V1__StopContainerRequest req = RUNTIME__V1__STOP_CONTAINER_REQUEST__INIT;
-  req.container_id = op->cur_id;
-  req.timeout = grace;
   op->pending++;
-  nl_cri_stop_container(op->rt->cri, &req, post_killed, op);
+  nl__stop_container(op->rt, op->cur_id, grace, post_killed, op);
 }
 
 static void started(const nl_grpc_status_t *st, Runtime__V1__StartContainerResponse *r, void *ctx) {

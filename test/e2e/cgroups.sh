@@ -43,13 +43,16 @@ pod_manifest besteffort ''
 # A second container's limit keeps the pod cgroup's (their sum) above the hog's
 # own, so the kernel's OOM hits the hog's cgroup, which the runtime watches: an
 # OOM at the pod cgroup (the pause container's pages count there too) shows as
-# Error with exit code 137 (docs/RESOURCES.md). Its margin is wide: with 16Mi
-# (a pod limit of 32Mi) the OOM hit the pod cgroup on a loaded machine.
+# Error with exit code 137 unless the OOM watcher saw it (docs/RESOURCES.md).
+# Its margin is wide: with 16Mi (a pod limit of 32Mi) the OOM hit the pod
+# cgroup on a loaded machine. The hog waits a second, as upstream's OOMKiller
+# test does, so that containerd's shim watches its cgroup before the kill (a
+# kill before that never reaches containerd; oom_watcher.sh covers that case).
 RESTART=Never pod_manifest hog "    resources: {limits: {memory: 16Mi}}
   - name: headroom
     image: $IMG
     command: [\"true\"]
-    resources: {limits: {memory: 64Mi}}" 'exec dd if=/dev/zero of=/dev/null bs=64M count=1'
+    resources: {limits: {memory: 64Mi}}" 'sleep 1; exec dd if=/dev/zero of=/dev/null bs=64M count=1'
 
 for p in guaranteed burstable besteffort; do expect "$p Running" 40 $p .status.phase Running; done
 refresh_pods

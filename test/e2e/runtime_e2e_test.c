@@ -197,6 +197,21 @@ static nl_rt_pod_status_t *wait_exited(const char *uid, const char *name) {
   return NULL;
 }
 
+/* The containers the runtime manager asked to stop (its stop listener). */
+static char stopped_ids[16][72];
+static size_t n_stopped;
+
+static void heard_stop(void *ctx, const char *container_id) {
+  (void)ctx;
+  snprintf(stopped_ids[n_stopped++ % 16], sizeof stopped_ids[0], "%s", container_id);
+}
+
+static bool heard_stop_of(const char *id) {
+  for (size_t i = 0; i < 16 && i < n_stopped; i++)
+    if (strcmp(stopped_ids[i], id) == 0) return true;
+  return false;
+}
+
 static void kill_and_remove(const char *uid, bool expect_empty) {
   nl_rt_pod_status_t *st = read_status(uid);
   sync_res_t k = {0};
@@ -251,6 +266,8 @@ static void one_container(void **state) {
   assert_int_equal(running(s, "main")->hash, nl_container_hash(&pod->spec.containers[0]));
   /* a second sync changes nothing */
   const char *id0 = running(s, "main")->id;
+  char main_id[72];
+  snprintf(main_id, sizeof main_id, "%s", id0);
   nl_sync_result_t *r2 = sync_pod(pod);
   assert_null(r2->err);
   assert_int_equal(r2->n_steps, 1); /* ConfigPodSandbox only */
@@ -270,7 +287,9 @@ static void one_container(void **state) {
   free(out);
   nl_rt_pod_status_free(s);
   nl_rt_pod_status_free(s2);
+  assert_false(heard_stop_of(main_id));
   kill_and_remove(pod->metadata.uid, true);
+  assert_true(heard_stop_of(main_id)); /* the PLEG hears of it before the call */
   nl_pod_free(pod);
 }
 
@@ -429,6 +448,7 @@ static int setup(void **state) {
   if (nl_runtime_init(&rt, &loop, &client, &ro, &err) < 0) fail_msg("%s", nl_err_msg(err));
   rt.now_ms = test_now;
   rt.images.now_ms = test_now;
+  nl_runtime_set_stop_listener(&rt, heard_stop, NULL);
   return 0;
 }
 

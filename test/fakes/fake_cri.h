@@ -115,6 +115,12 @@ void fake_cri_add_image(fake_cri_t *f, const char *ref);
 int fake_cri_add_container(fake_cri_t *f, const char *pod, const char *name, const char *image,
                            char *id, size_t id_len);
 
+/* The kernel's OOM killer ends a running container: exit code 137, and its
+ * reason is "Error" until reason_after_ms later, then "OOMKilled", as
+ * containerd, which may handle the exit before the OOM event. Returns 0, or
+ * -1 when no such container runs. */
+int fake_cri_oom_kill(fake_cri_t *f, const char *id, uint64_t reason_after_ms);
+
 /* Makes PullImage need these credentials (its AuthConfig's username and
  * password), as a registry with basic authentication does: any others fail
  * with UNKNOWN and containerd's "... 401 Unauthorized". username NULL: none

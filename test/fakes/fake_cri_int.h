@@ -59,5 +59,6 @@ int fake_cri__handle(fake_cri_store_t *s, const char *method, const uint8_t *req
 void fake_cri__store_add_image(fake_cri_store_t *s, const char *ref);
 int fake_cri__store_add_container(fake_cri_store_t *s, const char *pod, const char *name,
                                   const char *image, bool kube, char *id, size_t id_len);
+int fake_cri__store_oom_kill(fake_cri_store_t *s, const char *id, uint64_t reason_after_ms);
 
 #endif

@@ -581,6 +581,10 @@ int fake_cri_add_kube_container(fake_cri_t *f, const char *pod, const char *name
   return fake_cri__store_add_container(&f->store, pod, name, image, true, id, id_len);
 }
 
+int fake_cri_oom_kill(fake_cri_t *f, const char *id, uint64_t reason_after_ms) {
+  return fake_cri__store_oom_kill(&f->store, id, reason_after_ms);
+}
+
 fake_cri_stats_t fake_cri_stats(const fake_cri_t *f) { return f->stats; }
 
 size_t fake_cri_sandbox_count(const fake_cri_t *f) { return nl_map_size(&f->store.sandboxes); }

@@ -25,6 +25,7 @@ typedef struct container {
   Runtime__V1__ContainerState state;
   int64_t created_at, started_at, finished_at;
   int32_t exit_code;
+  int64_t oom_at; /* when the OOM kill becomes its reason (0: not OOM-killed) */
   char image_id[72];
   char *log_path; /* owned */
 } container_t;
@@ -502,7 +503,9 @@ static int h_container_status(fake_cri_store_t *s, const uint8_t *in, size_t len
   st.image_ref = c->image_id;
   st.image_id = c->image_id;
   if (c->state == RUNTIME__V1__CONTAINER_STATE__CONTAINER_EXITED)
-    st.reason = c->exit_code == 0 ? "Completed" : "Error";
+    st.reason = c->oom_at && now_ns() >= c->oom_at ? "OOMKilled"
+                : c->exit_code == 0                 ? "Completed"
+                                                    : "Error";
   st.n_labels = cfg->n_labels;
   st.labels = (void *)cfg->labels;
   st.n_annotations = cfg->n_annotations;
@@ -899,4 +902,12 @@ void fake_cri__store_free(fake_cri_store_t *s) {
   free(s->stream_base);
   free(s->pull_auth);
   free(s->pull_users);
+}
+
+int fake_cri__store_oom_kill(fake_cri_store_t *s, const char *id, uint64_t reason_after_ms) {
+  container_t *c = nl_map_get(&s->containers, id);
+  if (!c || c->state != RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING) return -1;
+  container_exit(s, c, 128 + 9);
+  c->oom_at = c->finished_at + (int64_t)reason_after_ms * 1000000;
+  return 0;
 }

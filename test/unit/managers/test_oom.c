@@ -187,6 +187,10 @@ static void watcher_records_system_oom(void **state) {
   assert_string_equal(s.reason, "SystemOOM");
   assert_string_equal(s.message, "Warning System OOM encountered, victim process: stress, pid: 912");
   assert_string_equal(s.object, "Node/n1");
+  /* the memcg kill's task cgroup names its container; the system OOM's none */
+  assert_true(nl_oom_watcher_killed_in(&w, "3b3c9f"));
+  assert_false(nl_oom_watcher_killed_in(&w, "3b3c"));
+  assert_false(nl_oom_watcher_killed_in(&w, "session-1"));
   nl_oom_watcher_stop(&w, on_stopped);
   assert_int_equal(stopped, 0); /* not from inside stop */
   uv_run(&loop, UV_RUN_DEFAULT);
@@ -194,6 +198,24 @@ static void watcher_records_system_oom(void **state) {
   assert_int_equal(w.fd, -1);
   close(fds[0]);
   assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+/* The container ids a memory cgroup path can end in. */
+static void cgroup_names_container(void **state) {
+  (void)state;
+  const char *id = "9e04978ea725a02e5a330a74e749bf36de9ae3c84ba28a1c833a604945d3ed2a";
+  char path[256];
+  snprintf(path, sizeof path, "/kubepods/burstable/pod1/%s", id); /* cgroupfs */
+  assert_true(nl_oom_cgroup_is_container(path, id));
+  snprintf(path, sizeof path, "/kubepods.slice/kubepods-pod1.slice/cri-containerd-%s.scope", id);
+  assert_true(nl_oom_cgroup_is_container(path, id)); /* systemd */
+  assert_true(nl_oom_cgroup_is_container(id, id));
+  assert_false(nl_oom_cgroup_is_container("/kubepods/burstable/pod1", id)); /* the pod's */
+  snprintf(path, sizeof path, "/kubepods/burstable/pod1/x%s", id);
+  assert_false(nl_oom_cgroup_is_container(path, id));
+  snprintf(path, sizeof path, "/kubepods/burstable/pod1/%s/child", id);
+  assert_false(nl_oom_cgroup_is_container(path, id));
+  assert_false(nl_oom_cgroup_is_container("/a/b", ""));
 }
 
 static void watcher_without_kmsg(void **state) {
@@ -216,6 +238,7 @@ int main(void) {
       cmocka_unit_test(legacy_kernel),
       cmocka_unit_test(commas_in_fields),
       cmocka_unit_test(watcher_records_system_oom),
+      cmocka_unit_test(cgroup_names_container),
       cmocka_unit_test(watcher_without_kmsg),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -685,6 +685,37 @@ static void unchanged_lists_are_recognised(void **state) {
   nl_map_free(&records, record_free);
 }
 
+/* Which exits may still turn into OOMKilled: a fresh SIGKILL with the
+ * runtime's generic reason, not one the agent asked for. */
+static void unsettled_exits(void **state) {
+  (void)state;
+  const int64_t s = 1000000000, now = 1000 * s;
+  nl_rt_container_t c[2] = {{.id = "run", .state = NL_RT_CONTAINER_RUNNING},
+                            {.id = "k", .state = NL_RT_CONTAINER_EXITED, .exit_code = 137,
+                             .reason = "Error", .finished_at = now - s}};
+  nl_map_t stopping;
+  nl_map_init(&stopping);
+  assert_ptr_equal(nl_pleg__unsettled(c, 2, &stopping, now), &c[1]);
+  c[1].reason = NULL; /* no reason at all is as generic */
+  assert_ptr_equal(nl_pleg__unsettled(c, 2, &stopping, now), &c[1]);
+  c[1].reason = "OOMKilled";
+  assert_null(nl_pleg__unsettled(c, 2, &stopping, now));
+  c[1].reason = "Error";
+  c[1].exit_code = 143; /* SIGTERM: not the OOM killer's */
+  assert_null(nl_pleg__unsettled(c, 2, &stopping, now));
+  c[1].exit_code = 137;
+  c[1].finished_at = now - NL_PLEG_OOM_SETTLE_NS; /* settled: the wait is over */
+  assert_null(nl_pleg__unsettled(c, 2, &stopping, now));
+  c[1].finished_at = now + 3600 * s; /* a clock gone wrong never holds it */
+  assert_null(nl_pleg__unsettled(c, 2, &stopping, now));
+  c[1].finished_at = 0;
+  assert_null(nl_pleg__unsettled(c, 2, &stopping, now));
+  c[1].finished_at = now;
+  nl_map_put(&stopping, "k", NULL); /* the agent stopped it */
+  assert_null(nl_pleg__unsettled(c, 2, &stopping, now));
+  nl_map_free(&stopping, NULL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(event_table_matches_upstream),
@@ -696,6 +727,7 @@ int main(void) {
       cmocka_unit_test(termination_message_source),
       cmocka_unit_test(sandbox_status_conversion),
       cmocka_unit_test(pod_status_sorts_and_keeps_ips),
+      cmocka_unit_test(unsettled_exits),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -60,7 +60,9 @@ static void on_stop_reply(const nl_grpc_status_t *st, Runtime__V1__StopContainer
   assert_int_equal(st->code, NL_GRPC_OK);
 }
 
+/* As the agent stops a container: the PLEG hears of it first. */
 static void stop_container(rec_t *r, const char *id) {
+  nl_pleg_stopping(&r->pleg, id);
   Runtime__V1__StopContainerRequest q = RUNTIME__V1__STOP_CONTAINER_REQUEST__INIT;
   q.container_id = (char *)id;
   nl_cri_stop_container(&r->h.client, &q, on_stop_reply, r);
@@ -138,11 +140,105 @@ static void no_events_falls_back_to_relisting(void **state) {
   finish(&r);
 }
 
+static uint64_t now_ms(rec_t *r) { return uv_now(&r->h.loop); }
+
+/* A PLEG relisting every 50 ms that has seen pod p1's container id start. */
+static void one_running(rec_t *r, bool evented, char id[72]) {
+  start(r, 50, evented, NULL);
+  if (evented) harness_sleep(&r->h, 50); /* the stream is open */
+  add_container(r, "p1", id);
+  harness_wait(&r->h, &r->started, 2, 5000);
+}
+
+/* containerd may answer ContainerStatus between a task's exit and its OOM
+ * event: the PLEG keeps a fresh "Error" for a SIGKILL from the cache and the
+ * pod workers (no sync, no status shows it) and reads it again until it says
+ * OOMKilled. Evented too: the next read is a period away, not an event. */
+static void late_oom_reason_is_waited_for(void **state) {
+  (void)state;
+  for (int evented = 0; evented < 2; evented++) {
+    rec_t r;
+    char id[72];
+    one_running(&r, evented, id);
+    int64_t killed = nl_pleg_realtime_ns(NULL);
+    uint64_t t0 = now_ms(&r);
+    assert_int_equal(fake_cri_oom_kill(r.h.fake, id, 400), 0);
+    harness_sleep(&r.h, 250); /* relists read "Error" meanwhile */
+    assert_int_equal(r.died, 0);
+    assert_false(nl_pleg_is_newer(&r.pleg, "p1", killed));
+    assert_int_equal(nl_pleg_get(&r.pleg, "p1")->containers[0].state, NL_RT_CONTAINER_RUNNING);
+    harness_wait(&r.h, &r.died, 1, 5000);
+    assert_true(now_ms(&r) - t0 >= 400);
+    assert_true(now_ms(&r) - t0 < NL_PLEG_OOM_SETTLE_NS / 1000000);
+    const nl_rt_container_t *c = &nl_pleg_get(&r.pleg, "p1")->containers[0];
+    assert_int_equal(c->exit_code, 137);
+    assert_string_equal(c->reason, "OOMKilled");
+    finish(&r);
+  }
+}
+
+/* The wait is bounded: a runtime that never says OOMKilled gives "Error" once
+ * NL_PLEG_OOM_SETTLE_NS has passed since the exit. */
+static void oom_wait_is_bounded(void **state) {
+  (void)state;
+  rec_t r;
+  char id[72];
+  one_running(&r, false, id);
+  uint64_t t0 = now_ms(&r);
+  assert_int_equal(fake_cri_oom_kill(r.h.fake, id, 60 * 1000), 0);
+  harness_wait(&r.h, &r.died, 1, 5000);
+  assert_true(now_ms(&r) - t0 >= NL_PLEG_OOM_SETTLE_NS / 1000000 - 10);
+  assert_string_equal(nl_pleg_get(&r.pleg, "p1")->containers[0].reason, "Error");
+  finish(&r);
+}
+
+static bool kernel_says_oom(void *ctx, const char *container_id) {
+  return strcmp(container_id, ctx) == 0;
+}
+
+/* When the kernel is known to have OOM-killed the container (the OOM
+ * watcher), the runtime's "Error" need not be waited on: OOMKilled at once. */
+static void kernel_oom_kill_names_the_reason(void **state) {
+  (void)state;
+  rec_t r;
+  char id[72];
+  one_running(&r, false, id);
+  nl_pleg_set_oom_source(&r.pleg, kernel_says_oom, id);
+  uint64_t t0 = now_ms(&r);
+  assert_int_equal(fake_cri_oom_kill(r.h.fake, id, 60 * 1000), 0); /* never says so */
+  harness_wait(&r.h, &r.died, 1, 5000);
+  assert_true(now_ms(&r) - t0 < 500);
+  assert_string_equal(nl_pleg_get(&r.pleg, "p1")->containers[0].reason, "OOMKilled");
+  finish(&r);
+}
+
+/* A container the agent stopped itself (nl_pleg_stopping) was not killed by
+ * the OOM killer: its exit is read at once, and the note goes with it. */
+static void own_stop_is_read_at_once(void **state) {
+  (void)state;
+  rec_t r;
+  char id[72];
+  one_running(&r, false, id);
+  uint64_t t0 = now_ms(&r);
+  stop_container(&r, id); /* no timeout: 137 */
+  harness_wait(&r.h, &r.died, 1, 5000);
+  assert_true(now_ms(&r) - t0 < 500);
+  const nl_rt_container_t *c = &nl_pleg_get(&r.pleg, "p1")->containers[0];
+  assert_int_equal(c->exit_code, 137);
+  assert_string_equal(c->reason, "Error");
+  assert_int_equal(nl_map_size(&r.pleg.stopping), 0);
+  finish(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(relists_find_changes),
       cmocka_unit_test(events_relist_at_once),
       cmocka_unit_test(no_events_falls_back_to_relisting),
+      cmocka_unit_test(late_oom_reason_is_waited_for),
+      cmocka_unit_test(oom_wait_is_bounded),
+      cmocka_unit_test(kernel_oom_kill_names_the_reason),
+      cmocka_unit_test(own_stop_is_read_at_once),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
