@@ -253,10 +253,13 @@ static void apply(struct nl_pleg__relist *r) {
       nl_map_put(&reinspect, in->uid, NL_PLEG__FAILED);
       continue;
     }
+    struct nl_pleg__entry *e = nl_map_get(&p->cache, in->uid);
     nl_rt_container_t *c = settle(p, in, r->inspect_time);
-    if (c) {
+    if (c && e) {
       /* As a failed inspection, but the cache's time does not make the old
-       * status newer either: no sync acts on it, no status shows "Error". */
+       * status newer either: no sync acts on it, no status shows "Error". A
+       * pod new to the cache is not kept out of it: housekeeping would take
+       * it for gone from the runtime and remove its directory. */
       nl_vlog(4, "PLEG: pod %s/%s (%s): container %s was killed and its runtime says %s: "
               "reading it again", in->ns ? in->ns : "", in->name ? in->name : "", in->uid,
               c->id, c->reason ? c->reason : "no reason");
@@ -264,7 +267,6 @@ static void apply(struct nl_pleg__relist *r) {
       in->settling = true;
       continue;
     }
-    struct nl_pleg__entry *e = nl_map_get(&p->cache, in->uid);
     if (!in->has_pod) {
       nl_vlog(4, "PLEG: Delete status for pod %s", in->uid);
       entry_free(nl_map_del(&p->cache, in->uid));

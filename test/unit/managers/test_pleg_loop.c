@@ -196,6 +196,25 @@ static bool kernel_says_oom(void *ctx, const char *container_id) {
   return strcmp(container_id, ctx) == 0;
 }
 
+/* A pod new to the cache is cached at once even with a fresh SIGKILL: the
+ * agent's housekeeping reads the cache for the pods the runtime has. */
+static void new_pod_is_not_kept_out(void **state) {
+  (void)state;
+  rec_t r;
+  memset(&r, 0, sizeof r);
+  harness_start(&r.h, NULL);
+  char id[72];
+  add_container(&r, "p1", id);
+  assert_int_equal(fake_cri_oom_kill(r.h.fake, id, 60 * 1000), 0);
+  nl_pleg_init(&r.pleg, &r.h.loop, &r.h.client, 50, on_event, &r);
+  nl_pleg_start(&r.pleg);
+  harness_wait(&r.h, (const int *)&r.pleg.relists, 1, 5000);
+  const nl_rt_pod_status_t *st = nl_pleg_get(&r.pleg, "p1");
+  assert_non_null(st);
+  assert_string_equal(st->containers[0].reason, "Error");
+  finish(&r);
+}
+
 /* When the kernel is known to have OOM-killed the container (the OOM
  * watcher), the runtime's "Error" need not be waited on: OOMKilled at once. */
 static void kernel_oom_kill_names_the_reason(void **state) {
@@ -237,6 +256,7 @@ int main(void) {
       cmocka_unit_test(no_events_falls_back_to_relisting),
       cmocka_unit_test(late_oom_reason_is_waited_for),
       cmocka_unit_test(oom_wait_is_bounded),
+      cmocka_unit_test(new_pod_is_not_kept_out),
       cmocka_unit_test(kernel_oom_kill_names_the_reason),
       cmocka_unit_test(own_stop_is_read_at_once),
   };
