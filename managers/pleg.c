@@ -224,11 +224,24 @@ static void records_update(nl_pleg_t *p, const char *uid) {
   rec->old = rec->cur; /* shared until a relist lists the pod changed */
 }
 
+static const nl_rt_container_t *cached_container(const nl_pleg_t *p, const char *uid,
+                                                 const char *id);
+
 /* The first container of the pod whose exit reason may still change, after
  * naming OOMKilled those the kernel is known to have OOM-killed (containerd
  * never learns of an OOM kill that comes before its shim watches the cgroup). */
 static nl_rt_container_t *settle(nl_pleg_t *p, inspect_t *in, int64_t now) {
   nl_rt_container_t *c;
+  for (size_t i = 0; i < in->n_containers; i++) { /* once named, for good */
+    c = &in->containers[i];
+    const nl_rt_container_t *prev = cached_container(p, in->uid, c->id);
+    if (prev && prev->state == NL_RT_CONTAINER_EXITED && prev->reason &&
+        !strcmp(prev->reason, "OOMKilled") && c->state == NL_RT_CONTAINER_EXITED &&
+        (!c->reason || !strcmp(c->reason, "Error"))) {
+      free(c->reason);
+      c->reason = nl_xstrdup("OOMKilled");
+    }
+  }
   while (in->has_pod &&
          (c = nl_pleg__unsettled(in->containers, in->n_containers, &p->stopping, now))) {
     if (!p->oom_killed || !p->oom_killed(p->oom_ctx, c->id)) return c;
@@ -686,16 +699,16 @@ void nl_pleg_force_relist(nl_pleg_t *p) {
   }
 }
 
+void nl_pleg_set_oom_source(nl_pleg_t *p, nl_pleg_oom_fn fn, void *ctx) {
+  p->oom_killed = fn;
+  p->oom_ctx = ctx;
+}
+
 /* A note outlives its container only when the container went before a relist
  * saw it dead; the map stays small by dropping notes too old to matter (a
  * dropped note costs the container's exit one settling wait). */
 #define STOPPING_MAX 256
 #define STOPPING_MAX_AGE_S (10 * 60)
-
-void nl_pleg_set_oom_source(nl_pleg_t *p, nl_pleg_oom_fn fn, void *ctx) {
-  p->oom_killed = fn;
-  p->oom_ctx = ctx;
-}
 
 void nl_pleg_stopping(nl_pleg_t *p, const char *container_id) {
   uintptr_t now_s = (uintptr_t)(p->now(p->clock_ctx) / 1000000000);

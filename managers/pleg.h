@@ -38,7 +38,7 @@
 #define NL_PLEG_EVENTED_RELIST_THRESHOLD_NS (INT64_C(600) * 1000000000)
 /* How long a SIGKILLed container's "Error" may still turn into "OOMKilled":
  * containerd handles a task's exit and its OOM event apart, and may answer
- * ContainerStatus between the two (docs/DIFFERENCES.md). */
+ * ContainerStatus between the two (docs/PLEG.md). */
 #define NL_PLEG_OOM_SETTLE_NS (INT64_C(2) * 1000000000)
 
 typedef enum nl_pleg_event_type {

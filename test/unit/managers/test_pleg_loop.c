@@ -228,6 +228,16 @@ static void kernel_oom_kill_names_the_reason(void **state) {
   harness_wait(&r.h, &r.died, 1, 5000);
   assert_true(now_ms(&r) - t0 < 500);
   assert_string_equal(nl_pleg_get(&r.pleg, "p1")->containers[0].reason, "OOMKilled");
+  /* read again long after (the pod's next container), still OOMKilled */
+  nl_pleg_set_oom_source(&r.pleg, NULL, NULL);
+  harness_sleep(&r.h, NL_PLEG_OOM_SETTLE_NS / 1000000 + 100);
+  char id2[72];
+  add_container(&r, "p1", id2);
+  harness_wait(&r.h, &r.started, 4, 5000);
+  const nl_rt_pod_status_t *st = nl_pleg_get(&r.pleg, "p1");
+  assert_int_equal(st->n_containers, 2);
+  assert_string_equal(st->containers[1].id, id); /* newest first */
+  assert_string_equal(st->containers[1].reason, "OOMKilled");
   finish(&r);
 }
 
