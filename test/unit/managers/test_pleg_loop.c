@@ -192,10 +192,6 @@ static void oom_wait_is_bounded(void **state) {
   finish(&r);
 }
 
-static bool kernel_says_oom(void *ctx, const char *container_id) {
-  return strcmp(container_id, ctx) == 0;
-}
-
 /* A pod new to the cache is cached at once even with a fresh SIGKILL: the
  * agent's housekeeping reads the cache for the pods the runtime has. */
 static void new_pod_is_not_kept_out(void **state) {
@@ -213,6 +209,10 @@ static void new_pod_is_not_kept_out(void **state) {
   assert_non_null(st);
   assert_string_equal(st->containers[0].reason, "Error");
   finish(&r);
+}
+
+static bool kernel_says_oom(void *ctx, const char *container_id) {
+  return strcmp(container_id, ctx) == 0;
 }
 
 /* When the kernel is known to have OOM-killed the container (the OOM
