@@ -130,10 +130,10 @@ void nl__op_fail(nl_runtime_op_t *op, int code, const char *fmt, ...)
 /* Kill every running container (in parallel) then stop every sandbox; then calls
  * op->after_kill(op, ok). Used by SyncPod (KillPod) and nl_runtime_kill_pod. */
 void nl__kill_pod_start(nl_runtime_op_t *op, void (*after)(nl_runtime_op_t *, bool));
-/* The grace period for a container, as upstream setTerminationGracePeriod. */
 /* StopContainer with timeout grace, after telling rt's stop listener. */
 void nl__stop_container(nl_runtime_t *rt, const char *id, int64_t grace,
                         nl_cri_stop_container_cb cb, void *ctx);
+/* The grace period for a container, as upstream setTerminationGracePeriod. */
 int64_t nl__grace_for(const nl_pod_t *pod, const nl_container_t *spec, const char *reason);
 /* The nl_images_creds_fn of a SyncPod (ctx: the op). */
 int nl__op_pull_creds(void *ctx, const nl_keyring_t **keyring, char **msg);
