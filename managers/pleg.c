@@ -224,32 +224,23 @@ static void records_update(nl_pleg_t *p, const char *uid) {
   rec->old = rec->cur; /* shared until a relist lists the pod changed */
 }
 
-static const nl_rt_container_t *cached_container(const nl_pleg_t *p, const char *uid,
-                                                 const char *id);
+static void name_oom_killed(nl_rt_container_t *c) {
+  free(c->reason);
+  c->reason = nl_xstrdup("OOMKilled");
+}
 
 /* The first container of the pod whose exit reason may still change, after
  * naming OOMKilled those the kernel is known to have OOM-killed (containerd
  * never learns of an OOM kill that comes before its shim watches the cgroup). */
 static nl_rt_container_t *settle(nl_pleg_t *p, inspect_t *in, int64_t now) {
   nl_rt_container_t *c;
-  for (size_t i = 0; i < in->n_containers; i++) { /* once named, for good */
-    c = &in->containers[i];
-    const nl_rt_container_t *prev = cached_container(p, in->uid, c->id);
-    if (prev && prev->state == NL_RT_CONTAINER_EXITED && prev->reason &&
-        !strcmp(prev->reason, "OOMKilled") && c->state == NL_RT_CONTAINER_EXITED &&
-        (!c->reason || !strcmp(c->reason, "Error"))) {
-      free(c->reason);
-      c->reason = nl_xstrdup("OOMKilled");
-    }
-  }
   while (in->has_pod &&
          (c = nl_pleg__unsettled(in->containers, in->n_containers, &p->stopping, now))) {
     if (!p->oom_killed || !p->oom_killed(p->oom_ctx, c->id)) return c;
     nl_info("pod %s/%s: container %s: the runtime says %s but the kernel OOM-killed it: "
             "OOMKilled", in->ns ? in->ns : "", in->name ? in->name : "", c->id,
             c->reason ? c->reason : "no reason");
-    free(c->reason);
-    c->reason = nl_xstrdup("OOMKilled");
+    name_oom_killed(c);
   }
   return NULL;
 }
@@ -379,21 +370,25 @@ static const nl_rt_container_t *cached_container(const nl_pleg_t *p, const char 
   return NULL;
 }
 
-/* Completes an exited container's message with its termination message: the
- * inspection waits for the read (thread pool), as upstream's GetPodStatus reads
- * it before the status is cached. This covers containers that died while the
- * agent was down too: the first relist inspects every pod. */
-static void read_termmsg(struct nl_pleg__relist *r, size_t pod, size_t idx,
-                         const Runtime__V1__ContainerStatus *s) {
+/* Completes an exited container: its message with its termination message;
+ * the inspection waits for the read (thread pool), as upstream's GetPodStatus
+ * reads it before the status is cached. This covers containers that died while
+ * the agent was down too: the first relist inspects every pod. */
+static void complete_exited(struct nl_pleg__relist *r, size_t pod, size_t idx,
+                            const Runtime__V1__ContainerStatus *s) {
   nl_rt_container_t *c = &r->pods[pod].containers[idx];
   const char *host_path;
   bool fallback;
   if (c->state != NL_RT_CONTAINER_EXITED) return;
-  /* A dead container's message never changes: keep what an earlier relist read. */
+  /* A dead container's message never changes, nor the OOMKilled that an
+   * earlier relist named (settle) where the runtime still says Error: keep
+   * what an earlier relist read. */
   const nl_rt_container_t *prev = cached_container(r->p, r->pods[pod].uid, c->id);
   if (prev && prev->state == NL_RT_CONTAINER_EXITED) {
     free(c->message);
     c->message = prev->message ? nl_xstrdup(prev->message) : NULL;
+    if (prev->reason && !strcmp(prev->reason, "OOMKilled") && nl_pleg__generic_reason(c))
+      name_oom_killed(c);
     return;
   }
   if (!nl_pleg__termmsg_source(s, &host_path, &fallback)) return;
@@ -413,7 +408,7 @@ static int add_container(inspect_t *in, const inspect_call_t *c, const void *sta
                          nl_err_t **err) {
   if (nl_pleg__convert_container(status, c->sandbox_id, &in->containers[in->n_containers], err) < 0)
     return -1;
-  read_termmsg(c->r, c->pod, in->n_containers++, status);
+  complete_exited(c->r, c->pod, in->n_containers++, status);
   return 0;
 }
 

@@ -377,13 +377,17 @@ void nl_pleg__add_termmsg(nl_rt_container_t *c, const char *msg) {
   c->message = m;
 }
 
+bool nl_pleg__generic_reason(const nl_rt_container_t *c) {
+  return !c->reason || !strcmp(c->reason, "Error");
+}
+
 nl_rt_container_t *nl_pleg__unsettled(nl_rt_container_t *c, size_t n, const nl_map_t *stopping,
                                       int64_t now_ns) {
   for (size_t i = 0; i < n; i++) {
     int64_t age = now_ns - c[i].finished_at;
     if (c[i].state == NL_RT_CONTAINER_EXITED && c[i].exit_code == 128 + 9 &&
         !nl_map_has(stopping, c[i].id) &&
-        (!c[i].reason || !strcmp(c[i].reason, "Error")) && c[i].finished_at > 0 &&
+        nl_pleg__generic_reason(&c[i]) && c[i].finished_at > 0 &&
         age > -NL_PLEG_OOM_SETTLE_NS && age < NL_PLEG_OOM_SETTLE_NS)
       return &c[i];
   }

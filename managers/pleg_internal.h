@@ -112,6 +112,8 @@ bool nl_pleg__termmsg_source(const Runtime__V1__ContainerStatus *s, const char *
  * workers until it settles. */
 #define NL_PLEG__FAILED ((void *)1)
 #define NL_PLEG__SETTLING ((void *)2)
+/* Whether c's reason is the runtime's generic one: "Error", or none. */
+bool nl_pleg__generic_reason(const nl_rt_container_t *c);
 /* The first of the containers that was SIGKILLed (exit code 137) with the
  * runtime's generic reason ("Error", or none) less than NL_PLEG_OOM_SETTLE_NS
  * away from now, and not by the agent (its id not in stopping): the runtime
