@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "managers/volumes.h"
+#include "reactor/fs.h"
 #include "reactor/buf.h"
 #include "reactor/xalloc.h"
 
@@ -50,7 +50,7 @@ fail:;
 int nl_cert_store_update(const char *dir, const char *prefix, const char *cert_pem,
                          const char *key_pem, time_t now, char **path, nl_err_t **err) {
   *path = NULL;
-  int r = nl__mkdir_p(dir, 0755);
+  int r = nl_mkdir_p(dir, 0755);
   if (r < 0) return nl_err_set(err, -r, "mkdir %s: %s", dir, strerror(-r));
   struct tm tm;
   gmtime_r(&now, &tm);
@@ -157,7 +157,7 @@ int nl_cert_store_write_kubeconfig(const char *path, const nl_kubeconfig_t *boot
   int rc = 0;
   if (slash && slash != dir) {
     *slash = 0;
-    int r = nl__mkdir_p(dir, 0755);
+    int r = nl_mkdir_p(dir, 0755);
     if (r < 0) rc = nl_err_set(err, -r, "mkdir %s: %s", dir, strerror(-r));
   }
   free(dir);

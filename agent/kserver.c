@@ -8,7 +8,7 @@
 
 #include "agent/kauth.h"
 #include "agent/kserver_cert.h"
-#include "managers/volumes.h"
+#include "reactor/fs.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
@@ -249,7 +249,7 @@ static int tls_setup(nl_kserver_t *s, const nl_kserver_opts_t *o, nl_err_t **err
     cert = nl_xasprintf("%s/kubelet.crt", dir);
     key = nl_xasprintf("%s/kubelet.key", dir);
     if (!readable(cert) || !readable(key)) {
-      int r = nl__mkdir_p(dir, 0755); /* as upstream's MkdirAll */
+      int r = nl_mkdir_p(dir, 0755); /* as upstream's MkdirAll */
       if (r < 0) {
         nl_err_set(err, -r, "--cert-dir %s: %s", dir, strerror(-r));
         goto out;

@@ -14,7 +14,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "managers/volumes.h"
+#include "reactor/fs.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
@@ -249,7 +249,7 @@ int nl_startup_data_dirs(const char *root_dir, nl_err_t **err) {
   snprintf(pods, sizeof pods, "%s/pods", root_dir);
   const char *dirs[] = {root_dir, pods};
   for (size_t i = 0; i < 2; i++) {
-    int r = nl__mkdir_p(dirs[i], 0750);
+    int r = nl_mkdir_p(dirs[i], 0750);
     if (r < 0) return nl_err_set(err, -r, "error creating %s: %s", dirs[i], strerror(-r));
   }
   return 0;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "managers/volumes.h"
+#include "reactor/fs.h"
 #include "reactor/xalloc.h"
 
 #define DATA_DIR "..data"
@@ -155,7 +156,7 @@ static int write_file(const char *ts, const nl_aw_file_t *f, nl_err_t **err) {
   char *p = nl_xasprintf("%s/%s", ts, f->path);
   char *slash = strrchr(p, '/');
   *slash = 0;
-  int r = nl__mkdir_p(p, 0755);
+  int r = nl_mkdir_p(p, 0755);
   *slash = '/';
   if (r < 0) {
     nl_err_set(err, -r, "mkdir for %s: %s", p, strerror(-r));

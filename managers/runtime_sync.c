@@ -15,6 +15,7 @@
 #include "managers/hooks.h"
 #include "managers/runtime_internal.h"
 #include "managers/volumes_api.h"
+#include "reactor/fs.h"
 #include "reactor/duration.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
@@ -194,7 +195,7 @@ static void prep_work(uv_work_t *w) {
   }
   if (nl__volumes_setup_sync(o->root_dir, op->pod, &p->api, &p->err) < 0) return;
   char *logdir = nl_runtime_pod_log_dir(o, op->pod);
-  int r = nl__mkdir_p(logdir, 0755);
+  int r = nl_mkdir_p(logdir, 0755);
   if (r < 0) nl_err_set(&p->err, -r, "create pod log directory %s: %s", logdir, strerror(-r));
   free(logdir);
   if (r < 0) return;
@@ -577,7 +578,7 @@ static int make_subpath(const char *root, const char *sub, nl_err_t **err) {
 
 static void cprep_work(uv_work_t *w) {
   cprep_t *p = container_of(w, cprep_t, w);
-  int r = nl__mkdir_p(p->log_dir, 0755);
+  int r = nl_mkdir_p(p->log_dir, 0755);
   if (r < 0) {
     nl_err_set(&p->err, -r, "create container log directory %s: %s", p->log_dir, strerror(-r));
     return;
@@ -594,7 +595,7 @@ static void cprep_work(uv_work_t *w) {
     if (d) closedir(d);
     p->restart = max + 1;
   }
-  r = nl__mkdir_p(p->term_dir, 0750);
+  r = nl_mkdir_p(p->term_dir, 0750);
   if (r < 0) {
     nl_err_set(&p->err, -r, "create %s: %s", p->term_dir, strerror(-r));
     return;

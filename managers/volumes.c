@@ -16,28 +16,12 @@
 #include <unistd.h>
 
 #include "managers/atomic_writer.h"
+#include "reactor/fs.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
 #define EMPTY_DIR_PLUGIN "kubernetes.io~empty-dir"
 #define TMPFS_MAGIC_NR 0x01021994
-
-int nl__mkdir_p(const char *path, mode_t mode) {
-  char buf[PATH_MAX];
-  size_t n = strlen(path);
-  if (n == 0 || n >= sizeof buf) return -ENAMETOOLONG;
-  memcpy(buf, path, n + 1);
-  for (char *p = buf + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = 0;
-    if (mkdir(buf, mode) < 0 && errno != EEXIST) return -errno;
-    *p = '/';
-  }
-  if (mkdir(buf, mode) < 0 && errno != EEXIST) return -errno;
-  struct stat st;
-  if (stat(buf, &st) < 0) return -errno;
-  return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
-}
 
 static const nl_volume_t *find_volume(const nl_pod_t *pod, const char *name) {
   for (size_t i = 0; i < pod->spec.n_volumes; i++)
@@ -145,7 +129,7 @@ static int setup_empty_dir(const char *root, const nl_pod_t *pod, const nl_volum
                            nl_err_t **err) {
   char *dir = nl_xasprintf("%s/pods/%s/volumes/" EMPTY_DIR_PLUGIN "/%s", root, pod->metadata.uid,
                            v->name);
-  int r = nl__mkdir_p(dir, 0750);
+  int r = nl_mkdir_p(dir, 0750);
   if (r < 0) {
     nl_err_set(err, -r, "emptyDir %s: mkdir %s: %s", v->name, dir, strerror(-r));
     free(dir);
@@ -183,7 +167,7 @@ static int check_host_path(const nl_volume_t *v, nl_err_t **err) {
   if (strcmp(type, "DirectoryOrCreate") == 0) {
     if (r == 0 && S_ISDIR(st.st_mode)) return 0;
     if (r < 0) {
-      int e = nl__mkdir_p(path, 0755);
+      int e = nl_mkdir_p(path, 0755);
       if (e == 0) return 0;
       return nl_err_set(err, -e, "hostPath %s: mkdir %s: %s", v->name, path, strerror(-e));
     }
@@ -226,7 +210,7 @@ static int setup_api(const char *root, const nl_pod_t *pod, const nl_volume_t *v
   const char *plugin = plugin_of(v, &tmpfs);
   char *pdir = nl_xasprintf("%s/pods/%s/volumes/%s", root, pod->metadata.uid, plugin);
   char *dir = nl_xasprintf("%s/%s", pdir, v->name);
-  int r = nl__mkdir_p(dir, 0750);
+  int r = nl_mkdir_p(dir, 0750);
   if (r < 0) {
     nl_err_set(err, -r, "volume %s: mkdir %s: %s", v->name, dir, strerror(-r));
   } else if (!(tmpfs && is_mount(dir, pdir)) && (r = setup_dir(dir, err)) < 0) {
@@ -250,7 +234,7 @@ int nl__volumes_setup_sync(const char *root, const nl_pod_t *pod, nl_api_volumes
   const char *sub[] = {"volumes", "plugins", "containers"};
   for (size_t i = 0; i < 3; i++) {
     char *d = nl_xasprintf("%s/pods/%s/%s", root, pod->metadata.uid, sub[i]);
-    int r = nl__mkdir_p(d, 0750);
+    int r = nl_mkdir_p(d, 0750);
     if (r < 0) nl_err_set(err, -r, "mkdir %s: %s", d, strerror(-r));
     free(d);
     if (r < 0) return -1;
@@ -340,7 +324,7 @@ static void work(uv_work_t *w) {
     nl__volumes_teardown_sync(j->root, j->uid, &j->err);
   if (j->keep_dir) { /* whatever the teardown left, the directory is there */
     char *dir = nl_xasprintf("%s/pods/%s", j->root, j->uid);
-    if (nl__mkdir_p(dir, 0750) < 0 && !j->err)
+    if (nl_mkdir_p(dir, 0750) < 0 && !j->err)
       nl_err_set(&j->err, errno, "mkdir %s: %s", dir, strerror(errno));
     free(dir);
   }

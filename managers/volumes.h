@@ -76,7 +76,5 @@ int nl__volumes_setup_sync(const char *root_dir, const nl_pod_t *pod, nl_api_vol
 int nl__volumes_teardown_sync(const char *root_dir, const char *uid, nl_err_t **err);
 /* rm -rf that crosses no mount; 0 or -1 with errno. */
 int nl__rm_rf(const char *path);
-/* mkdir -p with mode; 0 or -errno. */
-int nl__mkdir_p(const char *path, mode_t mode);
 
 #endif

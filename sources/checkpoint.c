@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent/model/arena.h"
-#include "agent/model/tree.h"
+#include "reactor/arena.h"
+#include "reactor/tree.h"
 #include "reactor/digest.h"
 #include "reactor/xalloc.h"
 
@@ -66,9 +66,9 @@ int nl_pod_checkpoint_items(const char *body, size_t len, nl_kube_raw_t **items,
                             nl_err_t **err) {
   *items = NULL;
   *n = 0;
-  nl_arena_t *a = nl__arena_new(len / 2 + 1024);
-  nl_tnode_t *root = nl__tree_parse_json(a, body, len, err);
-  const nl_tnode_t *list = root ? nl__tree_get(root, "items") : NULL;
+  nl_arena_t *a = nl_arena_new(len / 2 + 1024);
+  nl_tnode_t *root = nl_tree_parse_json(a, body, len, err);
+  const nl_tnode_t *list = root ? nl_tree_get(root, "items") : NULL;
   int rc = -1;
   if (!root) {
     nl_err_wrap(err, "checkpoint body");
@@ -83,7 +83,7 @@ int nl_pod_checkpoint_items(const char *body, size_t len, nl_kube_raw_t **items,
     *n = i;
     rc = 0;
   }
-  nl__arena_free(a);
+  nl_arena_free(a);
   return rc;
 }
 

@@ -3,7 +3,7 @@
 #define NL_KUBE_INTERNAL_H
 
 #include "agent/kube/status.h"
-#include "agent/model/tree.h"
+#include "reactor/tree.h"
 
 typedef struct nl__kube_status {
   int code;                /* Status.code; 0 when absent */

@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent/model/tree.h"
+#include "reactor/tree.h"
 #include "reactor/buf.h"
 #include "reactor/xalloc.h"
 
@@ -48,11 +48,11 @@ static int fail(kc_t *k, const char *field, const char *fmt, ...) {
 static int get_str(kc_t *k, const nl_tnode_t *map, const char *key, const char *at,
                    const char **out) {
   *out = NULL;
-  const nl_tnode_t *v = nl__tree_get(map, key);
+  const nl_tnode_t *v = nl_tree_get(map, key);
   if (!v || v->kind == NL_T_NULL) return 0;
   if (v->kind != NL_T_STR) {
     /* YAML 1.1 typing makes `token: 123` an int; Go's decoder refuses it too */
-    return fail(k, NULL, "%s.%s: must be a string, got %s", at, key, nl__tree_kind_name(v->kind));
+    return fail(k, NULL, "%s.%s: must be a string, got %s", at, key, nl_tree_kind_name(v->kind));
   }
   if (strlen(v->s) != v->len) return fail(k, NULL, "%s.%s: contains a NUL byte", at, key);
   if (v->len) *out = v->s;
@@ -61,11 +61,11 @@ static int get_str(kc_t *k, const nl_tnode_t *map, const char *key, const char *
 
 static int get_map(kc_t *k, const nl_tnode_t *map, const char *key, const char *at,
                    const nl_tnode_t **out) {
-  *out = nl__tree_get(map, key);
+  *out = nl_tree_get(map, key);
   if (*out && (*out)->kind == NL_T_NULL) *out = NULL;
   if (*out && (*out)->kind != NL_T_MAP)
     return fail(k, NULL, "%s%s%s: must be an object, got %s", at, *at ? "." : "", key,
-                nl__tree_kind_name((*out)->kind));
+                nl_tree_kind_name((*out)->kind));
   return 0;
 }
 
@@ -74,22 +74,22 @@ static int get_map(kc_t *k, const nl_tnode_t *map, const char *key, const char *
 static int find_named(kc_t *k, const nl_tnode_t *root, const char *list, const char *name,
                       const nl_tnode_t **found, size_t *idx) {
   *found = NULL;
-  const nl_tnode_t *seq = nl__tree_get(root, list);
+  const nl_tnode_t *seq = nl_tree_get(root, list);
   if (!seq || seq->kind == NL_T_NULL) return 0;
   if (seq->kind != NL_T_SEQ)
-    return fail(k, list, "must be a list, got %s", nl__tree_kind_name(seq->kind));
+    return fail(k, list, "must be a list, got %s", nl_tree_kind_name(seq->kind));
   size_t i = 0;
   for (const nl_tentry_t *e = seq->first; e; e = e->next, i++) {
     char at[64];
     snprintf(at, sizeof at, "%s[%zu]", list, i);
     if (e->val->kind != NL_T_MAP)
-      return fail(k, at, "must be an object, got %s", nl__tree_kind_name(e->val->kind));
+      return fail(k, at, "must be an object, got %s", nl_tree_kind_name(e->val->kind));
     const char *n;
     if (get_str(k, e->val, "name", at, &n) < 0) return -1;
     if (!n) return fail(k, NULL, "%s.name: not set", at);
     size_t j = 0;
     for (const nl_tentry_t *p = seq->first; p != e; p = p->next, j++) {
-      const nl_tnode_t *pn = nl__tree_get(p->val, "name");
+      const nl_tnode_t *pn = nl_tree_get(p->val, "name");
       if (strcmp(pn->s, n) == 0)
         return fail(k, NULL, "%s.name: duplicate name \"%s\" (also %s[%zu])", at, n, list, j);
     }
@@ -154,10 +154,10 @@ static int cluster(kc_t *k, const nl_tnode_t *c, const char *at) {
   if (sni) kc->tls_server_name = nl_xstrdup(sni);
   if (get_str(k, c, "proxy-url", at, &proxy) < 0) return -1;
   if (proxy) return fail(k, NULL, "%s.proxy-url: proxies are not supported", at);
-  const nl_tnode_t *v = nl__tree_get(c, "insecure-skip-tls-verify");
+  const nl_tnode_t *v = nl_tree_get(c, "insecure-skip-tls-verify");
   if (v && v->kind != NL_T_NULL && v->kind != NL_T_BOOL)
     return fail(k, NULL, "%s.insecure-skip-tls-verify: must be a boolean, got %s", at,
-                nl__tree_kind_name(v->kind));
+                nl_tree_kind_name(v->kind));
   kc->insecure = v && v->kind == NL_T_BOOL && v->b;
   if (file_or_data(k, c, at, "certificate-authority", &kc->ca_file, &kc->ca_pem) < 0) return -1;
   if (kc->insecure && (kc->ca_file || kc->ca_pem)) /* client-go's transport refuses it too */
@@ -179,7 +179,7 @@ static int user(kc_t *k, const nl_tnode_t *u, const char *at) {
       {"as-user-extra", "impersonation is not supported"},
   };
   for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++) {
-    const nl_tnode_t *v = nl__tree_get(u, unsupported[i][0]);
+    const nl_tnode_t *v = nl_tree_get(u, unsupported[i][0]);
     if (v && v->kind != NL_T_NULL && !(v->kind == NL_T_STR && v->len == 0))
       return fail(k, NULL, "%s.%s: %s", at, unsupported[i][0], unsupported[i][1]);
   }
@@ -202,7 +202,7 @@ static int parse_tree(kc_t *k, const nl_tnode_t *root) {
   nl_kubeconfig_t *kc = k->out;
   if (root->kind == NL_T_NULL) return fail(k, NULL, "the file holds no configuration");
   if (root->kind != NL_T_MAP)
-    return fail(k, NULL, "must be an object, got %s", nl__tree_kind_name(root->kind));
+    return fail(k, NULL, "must be an object, got %s", nl_tree_kind_name(root->kind));
   const char *cur;
   if (get_str(k, root, "current-context", "", &cur) < 0) return -1;
   if (!cur) return fail(k, "current-context", "not set");
@@ -244,10 +244,10 @@ int nl_kubeconfig_parse(nl_kubeconfig_t *kc, const char *data, size_t len, const
   memset(kc, 0, sizeof *kc);
   kc->path = nl_xstrdup(path);
   kc_t k = {kc, path, dir, err};
-  nl_arena_t *a = nl__arena_new(4096);
-  nl_tnode_t *root = nl__tree_parse(a, data, len, err);
+  nl_arena_t *a = nl_arena_new(4096);
+  nl_tnode_t *root = nl_tree_parse(a, data, len, err);
   int rc = root ? parse_tree(&k, root) : nl_err_wrap(err, "kubeconfig %s", path);
-  nl__arena_free(a);
+  nl_arena_free(a);
   if (rc < 0) nl_kubeconfig_free(kc);
   return rc;
 }

@@ -183,23 +183,23 @@ static void start_list(nl_reflector_t *r) {
 }
 
 static int deliver_list(nl_reflector_t *r, const nl_kube_response_t *resp, nl_err_t **err) {
-  nl_arena_t *a = nl__arena_new(resp->body_len / 2 + 1024);
+  nl_arena_t *a = nl_arena_new(resp->body_len / 2 + 1024);
   int rc = -1;
-  nl_tnode_t *root = nl__tree_parse_json(a, resp->body, resp->body_len, err);
+  nl_tnode_t *root = nl_tree_parse_json(a, resp->body, resp->body_len, err);
   if (!root) {
     nl_err_wrap(err, "malformed list");
     goto out;
   }
-  const nl_tnode_t *items = nl__tree_get(root, "items");
-  const nl_tnode_t *meta = nl__tree_get(root, "metadata");
-  const nl_tnode_t *rv = nl__tree_get(meta, "resourceVersion");
+  const nl_tnode_t *items = nl_tree_get(root, "items");
+  const nl_tnode_t *meta = nl_tree_get(root, "metadata");
+  const nl_tnode_t *rv = nl_tree_get(meta, "resourceVersion");
   if (root->kind != NL_T_MAP || (items && items->kind != NL_T_SEQ && items->kind != NL_T_NULL) ||
       !rv || rv->kind != NL_T_STR || !rv->len || strlen(rv->s) != rv->len) {
     nl_err_set(err, NL_EINVAL, "malformed list: no items or no metadata.resourceVersion");
     goto out;
   }
   size_t n = items && items->kind == NL_T_SEQ ? items->n : 0, i = 0;
-  nl_kube_raw_t *raw = nl__arena_alloc(a, n * sizeof *raw);
+  nl_kube_raw_t *raw = nl_arena_alloc(a, n * sizeof *raw);
   for (const nl_tentry_t *e = n ? items->first : NULL; e; e = e->next, i++) {
     if (e->val->kind != NL_T_MAP) {
       nl_err_set(err, NL_EINVAL, "malformed list: items[%zu] is not an object", i);
@@ -213,7 +213,7 @@ static int deliver_list(nl_reflector_t *r, const nl_kube_response_t *resp, nl_er
   rc = 0;
   if (r->cbs.on_list) r->cbs.on_list(r->ctx, raw, n, rv->s);
 out:
-  nl__arena_free(a);
+  nl_arena_free(a);
   return rc;
 }
 

@@ -68,15 +68,15 @@ nl_kube_reason_t nl_kube_reason_for_code(int code) {
 
 int nl__kube_status_read(const nl_tnode_t *obj, nl__kube_status_t *out) {
   memset(out, 0, sizeof *out);
-  const nl_tnode_t *kind = nl__tree_get(obj, "kind");
+  const nl_tnode_t *kind = nl_tree_get(obj, "kind");
   if (!kind || kind->kind != NL_T_STR || strcmp(kind->s, "Status") != 0) return -1;
-  const nl_tnode_t *code = nl__tree_get(obj, "code");
+  const nl_tnode_t *code = nl_tree_get(obj, "code");
   if (code && code->kind == NL_T_INT && code->i > 0 && code->i < 1000) out->code = (int)code->i;
-  const nl_tnode_t *reason = nl__tree_get(obj, "reason");
+  const nl_tnode_t *reason = nl_tree_get(obj, "reason");
   if (reason && reason->kind == NL_T_STR)
     out->reason = nl_kube_reason_parse(reason->s, reason->len);
   if (!out->reason) out->reason = nl_kube_reason_for_code(out->code);
-  const nl_tnode_t *msg = nl__tree_get(obj, "message");
+  const nl_tnode_t *msg = nl_tree_get(obj, "message");
   if (msg && msg->kind == NL_T_STR && msg->len && strlen(msg->s) == msg->len) out->message = msg->s;
   return 0;
 }
@@ -97,18 +97,18 @@ static int body_status(nl_arena_t *a, const nl_kube_response_t *resp, nl__kube_s
     body = text;
     len = strlen(text);
   }
-  nl_tnode_t *root = nl__tree_parse_json(a, body, len, &err);
+  nl_tnode_t *root = nl_tree_parse_json(a, body, len, &err);
   free(text);
   nl_err_free(&err);
   return root ? nl__kube_status_read(root, st) : -1;
 }
 
 nl_kube_reason_t nl_kube_status_reason(const nl_kube_response_t *resp) {
-  nl_arena_t *a = nl__arena_new(1024);
+  nl_arena_t *a = nl_arena_new(1024);
   nl__kube_status_t st;
   nl_kube_reason_t r = body_status(a, resp, &st) == 0 && st.reason ? st.reason
                                                                     : nl_kube_reason_for_code(resp->status);
-  nl__arena_free(a);
+  nl_arena_free(a);
   return r;
 }
 
@@ -155,13 +155,13 @@ static int generic(const nl_kube_response_t *resp, nl_err_t **err) {
 }
 
 int nl_kube_status_err(const nl_kube_response_t *resp, nl_err_t **err) {
-  nl_arena_t *a = nl__arena_new(1024);
+  nl_arena_t *a = nl_arena_new(1024);
   nl__kube_status_t st;
   int rc;
   if (body_status(a, resp, &st) == 0 && st.message)
     rc = nl_err_set(err, resp->status, "%s", st.message);
   else
     rc = generic(resp, err);
-  nl__arena_free(a);
+  nl_arena_free(a);
   return rc;
 }

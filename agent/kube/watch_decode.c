@@ -35,17 +35,17 @@ void nl_kube_watch_decoder_init(nl_kube_watch_decoder_t *d, size_t max_event,
 void nl_kube_watch_decoder_free(nl_kube_watch_decoder_t *d) { nl_buf_free(&d->partial); }
 
 static const char *str_at(const nl_tnode_t *map, const char *key) {
-  const nl_tnode_t *v = nl__tree_get(map, key);
+  const nl_tnode_t *v = nl_tree_get(map, key);
   return v && v->kind == NL_T_STR && strlen(v->s) == v->len ? v->s : "";
 }
 
 static int event(nl_kube_watch_decoder_t *d, nl_arena_t *a, const char *line, size_t len,
                  nl_err_t **err) {
-  nl_tnode_t *root = nl__tree_parse_json(a, line, len, err);
+  nl_tnode_t *root = nl_tree_parse_json(a, line, len, err);
   if (!root) return nl_err_wrap(err, "malformed watch event");
   if (root->kind != NL_T_MAP)
     return nl_err_set(err, NL_EINVAL, "malformed watch event: not an object");
-  const nl_tnode_t *type = nl__tree_get(root, "type"), *obj = nl__tree_get(root, "object");
+  const nl_tnode_t *type = nl_tree_get(root, "type"), *obj = nl_tree_get(root, "object");
   if (!type || type->kind != NL_T_STR)
     return nl_err_set(err, NL_EINVAL, "malformed watch event: no type");
   nl_kube_watch_event_t ev = {.resource_version = "", .message = ""};
@@ -58,7 +58,7 @@ static int event(nl_kube_watch_decoder_t *d, nl_arena_t *a, const char *line, si
     return nl_err_set(err, NL_EINVAL, "malformed watch event: %s without an object", types[t]);
   ev.object = obj->s;
   ev.object_len = obj->len;
-  ev.resource_version = str_at(nl__tree_get(obj, "metadata"), "resourceVersion");
+  ev.resource_version = str_at(nl_tree_get(obj, "metadata"), "resourceVersion");
   nl__kube_status_t st;
   if (ev.type == NL_KUBE_WATCH_ERROR && nl__kube_status_read(obj, &st) == 0) {
     ev.code = st.code;
@@ -77,9 +77,9 @@ static bool blank(const char *s, size_t n) {
 static int line(nl_kube_watch_decoder_t *d, const char *s, size_t n, nl_err_t **err) {
   if (blank(s, n)) return 0;
   /* the tree holds about the object's size again; start near it */
-  nl_arena_t *a = nl__arena_new(n < 1024 ? 1024 : 4096);
+  nl_arena_t *a = nl_arena_new(n < 1024 ? 1024 : 4096);
   int rc = event(d, a, s, n, err);
-  nl__arena_free(a);
+  nl_arena_free(a);
   return rc;
 }
 

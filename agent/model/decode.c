@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "agent/model/internal.h"
-#include "agent/model/tree.h"
+#include "reactor/tree.h"
 #include "reactor/xalloc.h"
 
 typedef struct dec {
@@ -17,7 +17,7 @@ typedef struct dec {
 
 /* ---- scalars ---- */
 
-static const char *kind_of(const nl_tnode_t *v) { return nl__tree_kind_name(v->kind); }
+static const char *kind_of(const nl_tnode_t *v) { return nl_tree_kind_name(v->kind); }
 
 static char *str(dec_t *d, const nl_tnode_t *v) {
   if (!v || v->kind == NL_T_NULL) return NULL;
@@ -25,7 +25,7 @@ static char *str(dec_t *d, const nl_tnode_t *v) {
     nl__errf(&d->e, "must be a string, got %s", kind_of(v));
     return NULL;
   }
-  return nl__arena_strndup(d->a, v->s, v->len);
+  return nl_arena_strndup(d->a, v->s, v->len);
 }
 
 static void get_bool(dec_t *d, const nl_tnode_t *v, bool *out) {
@@ -109,7 +109,7 @@ static void get_ios(dec_t *d, const nl_tnode_t *v, nl_intorstr_t *out) {
   *out = (nl_intorstr_t){0};
   if (v->kind == NL_T_STR) {
     out->set = out->is_str = true;
-    out->str = nl__arena_strndup(d->a, v->s, v->len);
+    out->str = nl_arena_strndup(d->a, v->s, v->len);
   } else if (v->kind == NL_T_INT || v->kind == NL_T_FLOAT) {
     int64_t x;
     if (get_int(d, v, INT32_MIN, INT32_MAX, &x)) out->set = true, out->num = (int32_t)x;
@@ -162,7 +162,7 @@ static nl_tentry_t *seq_entries(dec_t *d, const nl_tnode_t *v, size_t *n) {
     (arr) = NULL;                                                         \
     (cnt) = 0;                                                            \
     if (!it_) break;                                                      \
-    (arr) = nl__arena_alloc(d->a, n_ * sizeof *(arr));                    \
+    (arr) = nl_arena_alloc(d->a, n_ * sizeof *(arr));                    \
     (cnt) = n_;                                                           \
     for (size_t i_ = 0; it_; it_ = it_->next, i_++) {                     \
       size_t m2_ = nl__path_idx(&d->e, i_);                               \
@@ -179,7 +179,7 @@ static nl_tentry_t *seq_entries(dec_t *d, const nl_tnode_t *v, size_t *n) {
       nl__errf(&d->e, "must be an object, got %s", kind_of(node));        \
       break;                                                              \
     }                                                                     \
-    (ptr) = nl__arena_alloc(d->a, sizeof *(ptr));                         \
+    (ptr) = nl_arena_alloc(d->a, sizeof *(ptr));                         \
     fn(d, (node), (ptr));                                                 \
   } while (0)
 
@@ -189,20 +189,20 @@ static void strlist(dec_t *d, const nl_tnode_t *v, nl_strlist_t *out) {
   *out = (nl_strlist_t){0};
   SEQ(v, out->items, out->n, str_item);
   for (size_t i = 0; i < out->n; i++) /* a null item is "" in Go */
-    if (!out->items[i]) out->items[i] = nl__arena_strdup(d->a, "");
+    if (!out->items[i]) out->items[i] = nl_arena_strdup(d->a, "");
 }
 
 static void kvlist(dec_t *d, const nl_tnode_t *v, nl_kvlist_t *out) {
   *out = (nl_kvlist_t){0}; /* a repeated key: the last one wins */
   nl_tentry_t *it = map_entries(d, v);
   if (!it) return;
-  out->items = nl__arena_alloc(d->a, v->n * sizeof *out->items);
+  out->items = nl_arena_alloc(d->a, v->n * sizeof *out->items);
   for (; it; it = it->next) {
     size_t m = nl__path_map(&d->e, it->key);
     char *val = str(d, it->val);
     nl_kv_t *kv = &out->items[out->n++];
-    kv->key = nl__arena_strndup(d->a, it->key, it->key_len);
-    kv->value = val ? val : nl__arena_strdup(d->a, "");
+    kv->key = nl_arena_strndup(d->a, it->key, it->key_len);
+    kv->value = val ? val : nl_arena_strdup(d->a, "");
     nl__path_pop(&d->e, m);
   }
   nl__kvlist_sort(out);
@@ -213,12 +213,12 @@ static void resource_list(dec_t *d, const nl_tnode_t *v, nl_resource_list_t *out
   *out = (nl_resource_list_t){0};
   nl_tentry_t *it = map_entries(d, v);
   if (!it) return;
-  out->items = nl__arena_alloc(d->a, v->n * sizeof *out->items);
+  out->items = nl_arena_alloc(d->a, v->n * sizeof *out->items);
   for (; it; it = it->next) {
     size_t m = nl__path_map(&d->e, it->key);
     nl_resource_t *r = &out->items[out->n];
     if (get_quantity(d, it->val, &r->q)) {
-      r->name = nl__arena_strndup(d->a, it->key, it->key_len);
+      r->name = nl_arena_strndup(d->a, it->key, it->key_len);
       out->n++;
     }
     nl__path_pop(&d->e, m);
@@ -727,14 +727,14 @@ static void pull_secret(dec_t *d, const nl_tnode_t *n, char **name) {
   FIELDS(n)
   F("name") *name = str(d, v);
   END_FIELDS
-  if (!*name) *name = nl__arena_strdup(d->a, "");
+  if (!*name) *name = nl_arena_strdup(d->a, "");
 }
 
 static void readiness_gate(dec_t *d, const nl_tnode_t *n, char **type) {
   FIELDS(n)
   F("conditionType") *type = str(d, v);
   END_FIELDS
-  if (!*type) *type = nl__arena_strdup(d->a, "");
+  if (!*type) *type = nl_arena_strdup(d->a, "");
 }
 
 static void pod_spec(dec_t *d, const nl_tnode_t *n, nl_pod_spec_t *s) {
@@ -785,8 +785,8 @@ static void pod_spec(dec_t *d, const nl_tnode_t *n, nl_pod_spec_t *s) {
 #define POD_CHUNK 1024
 
 nl_pod_t *nl__pod_new(void) {
-  nl_arena_t *a = nl__arena_new_steady(POD_CHUNK);
-  nl_pod_t *pod = nl__arena_alloc(a, sizeof *pod);
+  nl_arena_t *a = nl_arena_new_steady(POD_CHUNK);
+  nl_pod_t *pod = nl_arena_alloc(a, sizeof *pod);
   pod->arena = a;
   pod->spec.automount_service_account_token = pod->spec.share_process_namespace =
       pod->spec.enable_service_links = NL_UNSET;
@@ -805,7 +805,7 @@ void nl_pod_free(nl_pod_t *pod) {
   if (!pod) return;
   assert(pod->arena->refs > 0);
   if (__atomic_sub_fetch(&pod->arena->refs, 1, __ATOMIC_ACQ_REL) == 0)
-    nl__arena_free(pod->arena); /* the pod itself lives in its arena */
+    nl_arena_free(pod->arena); /* the pod itself lives in its arena */
 }
 
 /* ---- status (the API's) ---- */
@@ -874,7 +874,7 @@ static void ip_item(dec_t *d, const nl_tnode_t *n, char **out) {
   FIELDS(n)
   F("ip") *out = str(d, v);
   END_FIELDS
-  if (!*out) *out = nl__arena_strdup(d->a, "");
+  if (!*out) *out = nl_arena_strdup(d->a, "");
 }
 
 static void ip_list(dec_t *d, const nl_tnode_t *v, nl_strlist_t *out) {
@@ -910,7 +910,7 @@ static nl_pod_t *pod_object(dec_t *d, const nl_tnode_t *root, bool item_of_podli
   }
   nl_pod_t *pod = nl__pod_new();
   d->a = pod->arena;
-  const nl_tnode_t *kind = nl__tree_get(root, "kind"), *av = nl__tree_get(root, "apiVersion");
+  const nl_tnode_t *kind = nl_tree_get(root, "kind"), *av = nl_tree_get(root, "apiVersion");
   size_t m = nl__path_key(&d->e, "kind");
   pod->kind = kind ? str(d, kind) : NULL;
   if (!item_of_podlist || pod->kind) {
@@ -926,8 +926,8 @@ static nl_pod_t *pod_object(dec_t *d, const nl_tnode_t *root, bool item_of_podli
       nl__errf(&d->e, "must be v1, got %s", pod->api_version);
   }
   nl__path_pop(&d->e, m);
-  if (!pod->kind) pod->kind = nl__arena_strdup(pod->arena, "Pod");
-  if (!pod->api_version) pod->api_version = nl__arena_strdup(pod->arena, "v1");
+  if (!pod->kind) pod->kind = nl_arena_strdup(pod->arena, "Pod");
+  if (!pod->api_version) pod->api_version = nl_arena_strdup(pod->arena, "v1");
   FIELDS(root)
   F("metadata") object_meta(d, v, &pod->metadata);
   F("spec") pod_spec(d, v, &pod->spec);
@@ -939,17 +939,17 @@ static nl_pod_t *pod_object(dec_t *d, const nl_tnode_t *root, bool item_of_podli
 int nl_pod_decode(const char *data, size_t len, const char *origin, nl_pod_t **out,
                   nl_err_t **err) {
   *out = NULL;
-  nl_arena_t *scratch = nl__arena_new(4096);
-  nl_tnode_t *root = nl__tree_parse(scratch, data, len, err);
+  nl_arena_t *scratch = nl_arena_new(4096);
+  nl_tnode_t *root = nl_tree_parse(scratch, data, len, err);
   if (!root) {
-    nl__arena_free(scratch);
+    nl_arena_free(scratch);
     if (origin) nl_err_wrap(err, "%s", origin);
     return -1;
   }
   dec_t d = {0};
   nl__errs_init(&d.e, origin);
   nl_pod_t *pod = pod_object(&d, root, false);
-  nl__arena_free(scratch);
+  nl_arena_free(scratch);
   if (nl__errs_finish(&d.e, err) < 0) {
     nl_pod_free(pod);
     return -1;
@@ -960,15 +960,15 @@ int nl_pod_decode(const char *data, size_t len, const char *origin, nl_pod_t **o
 
 int nl_pod_decode_api(const char *data, size_t len, nl_pod_t **out, nl_err_t **err) {
   *out = NULL;
-  nl_arena_t *scratch = nl__arena_new(len / 2 + 1024);
-  nl_tnode_t *root = nl__tree_parse_json(scratch, data, len, err);
+  nl_arena_t *scratch = nl_arena_new(len / 2 + 1024);
+  nl_tnode_t *root = nl_tree_parse_json(scratch, data, len, err);
   if (!root) {
-    nl__arena_free(scratch);
+    nl_arena_free(scratch);
     nl_err_wrap(err, "pod from the API");
     return -1;
   }
-  const nl_tnode_t *meta = nl__tree_get(root, "metadata");
-  const nl_tnode_t *ns = nl__tree_get(meta, "namespace"), *name = nl__tree_get(meta, "name");
+  const nl_tnode_t *meta = nl_tree_get(root, "metadata");
+  const nl_tnode_t *ns = nl_tree_get(meta, "namespace"), *name = nl_tree_get(meta, "name");
   char origin[320];
   snprintf(origin, sizeof origin, "pod %.*s/%.*s", ns && ns->kind == NL_T_STR ? (int)ns->len : 0,
            ns && ns->kind == NL_T_STR ? ns->s : "", name && name->kind == NL_T_STR ? (int)name->len : 0,
@@ -976,7 +976,7 @@ int nl_pod_decode_api(const char *data, size_t len, nl_pod_t **out, nl_err_t **e
   dec_t d = {0};
   nl__errs_init(&d.e, origin);
   nl_pod_t *pod = pod_object(&d, root, true);
-  nl__arena_free(scratch);
+  nl_arena_free(scratch);
   if (nl__errs_finish(&d.e, err) < 0) {
     nl_pod_free(pod);
     return -1;
@@ -989,21 +989,21 @@ int nl_pod_decode_list(const char *data, size_t len, const char *origin, nl_pod_
                        size_t *n, nl_err_t **err) {
   *pods = NULL;
   *n = 0;
-  nl_arena_t *scratch = nl__arena_new(4096);
-  nl_tnode_t *root = nl__tree_parse(scratch, data, len, err);
+  nl_arena_t *scratch = nl_arena_new(4096);
+  nl_tnode_t *root = nl_tree_parse(scratch, data, len, err);
   if (!root) {
-    nl__arena_free(scratch);
+    nl_arena_free(scratch);
     if (origin) nl_err_wrap(err, "%s", origin);
     return -1;
   }
   dec_t d = {0};
   nl__errs_init(&d.e, origin);
-  const nl_tnode_t *kind = nl__tree_get(root, "kind");
+  const nl_tnode_t *kind = nl_tree_get(root, "kind");
   const char *k = kind && kind->kind == NL_T_STR ? kind->s : NULL;
   nl_pod_t **out = NULL;
   size_t count = 0;
   if (k && (strcmp(k, "List") == 0 || strcmp(k, "PodList") == 0)) {
-    const nl_tnode_t *items = nl__tree_get(root, "items");
+    const nl_tnode_t *items = nl_tree_get(root, "items");
     size_t m = nl__path_key(&d.e, "items");
     size_t ni = 0;
     nl_tentry_t *it = items ? seq_entries(&d, items, &ni) : NULL;
@@ -1020,7 +1020,7 @@ int nl_pod_decode_list(const char *data, size_t len, const char *origin, nl_pod_
     nl_pod_t *p = pod_object(&d, root, false);
     if (p) out[count++] = p;
   }
-  nl__arena_free(scratch);
+  nl_arena_free(scratch);
   if (nl__errs_finish(&d.e, err) < 0) {
     for (size_t i = 0; i < count; i++) nl_pod_free(out[i]);
     free(out);

@@ -6,7 +6,7 @@
 
 #define DEF_STR(a, field, value) \
   do {                           \
-    if (!(field) || !*(field)) (field) = nl__arena_strdup((a), (value)); \
+    if (!(field) || !*(field)) (field) = nl_arena_strdup((a), (value)); \
   } while (0)
 
 /* parsers.ParseImageName: no tag and no digest means ":latest". */
@@ -51,7 +51,7 @@ static void requests_from_limits(nl_arena_t *a, nl_resource_requirements_t *r) {
   for (size_t i = 0; i < r->limits.n; i++)
     if (!nl_resource_list_get(&r->requests, r->limits.items[i].name)) missing++;
   if (!missing) return;
-  nl_resource_t *items = nl__arena_alloc(a, (r->requests.n + missing) * sizeof *items);
+  nl_resource_t *items = nl_arena_alloc(a, (r->requests.n + missing) * sizeof *items);
   if (r->requests.n) memcpy(items, r->requests.items, r->requests.n * sizeof *items);
   size_t n = r->requests.n;
   for (size_t i = 0; i < r->limits.n; i++)
@@ -64,7 +64,7 @@ static void requests_from_limits(nl_arena_t *a, nl_resource_requirements_t *r) {
 
 static void container(nl_arena_t *a, nl_container_t *c, bool host_network) {
   if (!c->image_pull_policy || !*c->image_pull_policy)
-    c->image_pull_policy = nl__arena_strdup(a, default_pull_policy(c->image));
+    c->image_pull_policy = nl_arena_strdup(a, default_pull_policy(c->image));
   DEF_STR(a, c->termination_message_path, "/dev/termination-log");
   DEF_STR(a, c->termination_message_policy, "File");
   for (size_t i = 0; i < c->n_ports; i++) {
@@ -91,8 +91,8 @@ static void downward(nl_arena_t *a, nl_downward_api_source_t *d) {
 static void volume(nl_arena_t *a, nl_volume_t *v) {
   if (!v->host_path && !v->empty_dir && !v->config_map && !v->secret &&
       !v->persistent_volume_claim && !v->downward_api && !v->projected && !v->unsupported)
-    v->empty_dir = nl__arena_alloc(a, sizeof *v->empty_dir); /* SetDefaults_Volume */
-  if (v->host_path && !v->host_path->type) v->host_path->type = nl__arena_strdup(a, "");
+    v->empty_dir = nl_arena_alloc(a, sizeof *v->empty_dir); /* SetDefaults_Volume */
+  if (v->host_path && !v->host_path->type) v->host_path->type = nl_arena_strdup(a, "");
   if (v->config_map && !v->config_map->default_mode.set)
     v->config_map->default_mode = (nl_opt_i32_t){true, 0644};
   if (v->secret && !v->secret->default_mode.set)
@@ -122,7 +122,7 @@ void nl_pod_set_defaults(nl_pod_t *pod) {
   DEF_STR(a, s->scheduler_name, "default-scheduler");
   if (!s->termination_grace_period_seconds.set)
     s->termination_grace_period_seconds = (nl_opt_i64_t){true, 30};
-  if (!s->security_context) s->security_context = nl__arena_alloc(a, sizeof *s->security_context),
+  if (!s->security_context) s->security_context = nl_arena_alloc(a, sizeof *s->security_context),
                             s->security_context->run_as_non_root = NL_UNSET;
   if (s->enable_service_links == NL_UNSET) s->enable_service_links = 1;
   for (size_t i = 0; i < s->n_init_containers; i++)

@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "agent/model/arena.h"
+#include "reactor/arena.h"
 #include "agent/model/pod.h"
 #include "reactor/buf.h"
 #include "reactor/error.h"

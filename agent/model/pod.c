@@ -27,13 +27,13 @@ void nl_pod_set_annotation(nl_pod_t *pod, const char *key, const char *value) {
   nl_kvlist_t *l = &pod->metadata.annotations;
   for (size_t i = 0; i < l->n; i++) {
     if (strcmp(l->items[i].key, key) == 0) {
-      l->items[i].value = nl__arena_strdup(pod->arena, value);
+      l->items[i].value = nl_arena_strdup(pod->arena, value);
       return;
     }
   }
-  nl_kv_t *items = nl__arena_alloc(pod->arena, (l->n + 1) * sizeof *items);
+  nl_kv_t *items = nl_arena_alloc(pod->arena, (l->n + 1) * sizeof *items);
   if (l->n) memcpy(items, l->items, l->n * sizeof *items);
-  items[l->n] = (nl_kv_t){nl__arena_strdup(pod->arena, key), nl__arena_strdup(pod->arena, value)};
+  items[l->n] = (nl_kv_t){nl_arena_strdup(pod->arena, key), nl_arena_strdup(pod->arena, value)};
   l->items = items;
   l->n++;
   nl__kvlist_sort(l);
@@ -102,16 +102,16 @@ void nl_pod_apply_static(nl_pod_t *pod, const nl_static_source_t *src) {
   if (!pod->metadata.uid || !*pod->metadata.uid) {
     char uid[33];
     nl_pod_static_uid(pod, &s, uid);
-    pod->metadata.uid = nl__arena_strdup(a, uid);
+    pod->metadata.uid = nl_arena_strdup(a, uid);
   }
   if (pod->metadata.name && *pod->metadata.name) { /* else validation says "required" */
     char *name = nl_pod_static_name(pod->metadata.name, node);
-    pod->metadata.name = nl__arena_strdup(a, name);
+    pod->metadata.name = nl_arena_strdup(a, name);
     free(name);
   }
   if (!pod->metadata.namespace_ || !*pod->metadata.namespace_)
-    pod->metadata.namespace_ = nl__arena_strdup(a, "default");
-  pod->spec.node_name = nl__arena_strdup(a, node);
+    pod->metadata.namespace_ = nl_arena_strdup(a, "default");
+  pod->spec.node_name = nl_arena_strdup(a, node);
   nl_pod_set_annotation(pod, NL_ANNOTATION_CONFIG_HASH, pod->metadata.uid);
   nl_pod_set_annotation(pod, NL_ANNOTATION_CONFIG_SOURCE, src->kind ? src->kind : "file");
   bool file = !src->kind || strcmp(src->kind, "file") == 0;
@@ -126,10 +126,10 @@ void nl_pod_apply_static(nl_pod_t *pod, const nl_static_source_t *src) {
         have = true;
     }
     if (!have) {
-      nl_toleration_t *tl = nl__arena_alloc(a, (sp->n_tolerations + 1) * sizeof *tl);
+      nl_toleration_t *tl = nl_arena_alloc(a, (sp->n_tolerations + 1) * sizeof *tl);
       if (sp->n_tolerations) memcpy(tl, sp->tolerations, sp->n_tolerations * sizeof *tl);
-      tl[sp->n_tolerations] = (nl_toleration_t){.operator_ = nl__arena_strdup(a, "Exists"),
-                                                .effect = nl__arena_strdup(a, "NoExecute")};
+      tl[sp->n_tolerations] = (nl_toleration_t){.operator_ = nl_arena_strdup(a, "Exists"),
+                                                .effect = nl_arena_strdup(a, "NoExecute")};
       sp->tolerations = tl;
       sp->n_tolerations++;
     }

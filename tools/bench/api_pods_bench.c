@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "agent/model/arena.h"
+#include "reactor/arena.h"
 #include "agent/model/pod.h"
 #include "sources/checkpoint.h"
 #include "sources/config.h"

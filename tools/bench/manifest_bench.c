@@ -6,9 +6,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "agent/model/arena.h"
+#include "reactor/arena.h"
 #include "agent/model/pod.h"
-#include "agent/model/tree.h"
+#include "reactor/tree.h"
 #include "tools/bench/slurp.h"
 
 static double now_us(void) {
@@ -46,15 +46,15 @@ static void bench_tree(const char *what, const char *data, size_t len, int iters
   for (int round = 0; round < 5; round++) {
     double t0 = now_us();
     for (int i = 0; i < iters; i++) {
-      nl_arena_t *a = nl__arena_new(4096);
+      nl_arena_t *a = nl_arena_new(4096);
       nl_err_t *err = NULL;
-      nl_tnode_t *root = mode ? nl__tree_parse_libyaml(a, data, len, &err)
-                              : nl__yaml_fast_parse(a, data, len);
+      nl_tnode_t *root = mode ? nl_tree_parse_libyaml(a, data, len, &err)
+                              : nl_tree_parse_yaml_fast(a, data, len);
       if (!root) {
         fprintf(stderr, "%s: %s\n", what, err ? nl_err_msg(err) : "not in the fast subset");
         exit(1);
       }
-      nl__arena_free(a);
+      nl_arena_free(a);
     }
     double per = (now_us() - t0) / iters;
     if (per < best) best = per;

@@ -1,4 +1,4 @@
-/* Differential libFuzzer target: the fast YAML reader (agent/model/yamlfast.c)
+/* Differential libFuzzer target: the fast YAML reader (reactor/tree_yamlfast.c)
  * against libyaml. Whenever the fast reader takes an input, libyaml must accept
  * it too and build the same tree (kinds, typing, lines, keys, values). */
 #include <stdint.h>
@@ -6,15 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/model/tree.h"
+#include "reactor/tree.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  nl_arena_t *a = nl__arena_new(4096);
+  nl_arena_t *a = nl_arena_new(4096);
   const char *in = (const char *)data;
-  nl_tnode_t *fast = nl__yaml_fast_parse(a, in, size);
+  nl_tnode_t *fast = nl_tree_parse_yaml_fast(a, in, size);
   if (fast) {
     nl_err_t *err = NULL;
-    nl_tnode_t *slow = nl__tree_parse_libyaml(a, in, size, &err);
+    nl_tnode_t *slow = nl_tree_parse_libyaml(a, in, size, &err);
     if (!slow) {
       fprintf(stderr, "fast reader took input libyaml rejects (%s):\n%.*s\n", nl_err_msg(err),
               (int)size, in);
@@ -33,6 +33,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     nl_buf_free(&x);
     nl_buf_free(&y);
   }
-  nl__arena_free(a);
+  nl_arena_free(a);
   return 0;
 }

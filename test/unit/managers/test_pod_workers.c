@@ -7,7 +7,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "agent/model/arena.h"
+#include "reactor/arena.h"
 #include "managers/pod_workers.h"
 
 /* A syncer that records each call and leaves completion to the test, so the

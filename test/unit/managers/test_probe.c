@@ -10,7 +10,7 @@
 #include <cmocka.h>
 #include <nghttp2/nghttp2.h>
 
-#include "agent/model/arena.h"
+#include "reactor/arena.h"
 #include "cri/runtime.h"
 #include "managers/hooks.h"
 #include "managers/probe.h"

@@ -11,6 +11,7 @@
 #include "fake_kube.h"
 #include "managers/tokens.h"
 #include "managers/volumes.h"
+#include "reactor/fs.h"
 #include "rt_test_util.h"
 
 static uv_loop_t loop;
@@ -163,7 +164,7 @@ static void test_request_cache_refresh(void **state) {
 /* A JWT whose claims are json (base64url, unsigned: the manager reads claims only). */
 static void write_jwt(const char *claims) {
   char *dir = nl_xasprintf("%s/pods/uid1/volumes/kubernetes.io~projected/kube-api-access-x", root);
-  assert_int_equal(nl__mkdir_p(dir, 0755), 0);
+  assert_int_equal(nl_mkdir_p(dir, 0755), 0);
   static const char *tab = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
   char enc[512] = "";
   size_t n = strlen(claims), k = 0;

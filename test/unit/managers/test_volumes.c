@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "managers/volumes.h"
+#include "reactor/fs.h"
 #include "reactor/xalloc.h"
 
 static char root[64];
@@ -71,7 +72,7 @@ static void test_empty_dir_fs_group(void **state) {
   nl_err_t *err = NULL;
   char *d = nl_xasprintf("%s/pods/uid2/volumes/kubernetes.io~empty-dir/data", root);
   char *f = nl_xasprintf("%s/old", d);
-  assert_int_equal(nl__mkdir_p(d, 0700), 0);
+  assert_int_equal(nl_mkdir_p(d, 0700), 0);
   int fd = open(f, O_CREAT | O_WRONLY, 0600);
   assert_true(fd >= 0);
   close(fd);

@@ -9,7 +9,7 @@
 
 #include <string.h>
 
-#include "agent/model/arena.h"
+#include "reactor/arena.h"
 #include "agent/model/pod.h"
 #include "fixture.h"
 
@@ -116,12 +116,12 @@ static void arena_holds_little_slack(void **state) {
   nl_pod_free(p);
   /* a piece larger than a quarter chunk gets its own block; the head keeps
    * filling */
-  nl_arena_t *a = nl__arena_new_steady(1024);
-  char *x = nl__arena_alloc(a, 24), *big = nl__arena_alloc(a, 2000), *y = nl__arena_alloc(a, 24);
+  nl_arena_t *a = nl_arena_new_steady(1024);
+  char *x = nl_arena_alloc(a, 24), *big = nl_arena_alloc(a, 2000), *y = nl_arena_alloc(a, 24);
   assert_ptr_equal(y, x + 24);
   for (int i = 0; i < 2000; i++) assert_int_equal(big[i], 0);
   assert_true(a->total < sizeof *a + 3 * 32 + 1024 + 2000);
-  nl__arena_free(a);
+  nl_arena_free(a);
 }
 
 static void status_only_with_flag(void **state) {

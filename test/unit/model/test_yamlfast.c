@@ -1,4 +1,4 @@
-/* The fast YAML reader (agent/model/yamlfast.c) against libyaml: on every fixture
+/* The fast YAML reader (reactor/tree_yamlfast.c) against libyaml: on every fixture
  * and on a set of tricky snippets, either the fast reader gives up or both give
  * the same tree (kinds, typing, lines, keys, values), and it never takes input
  * libyaml rejects. */
@@ -12,17 +12,17 @@
 #include <string.h>
 
 #include "agent/model/pod.h"
-#include "agent/model/tree.h"
+#include "reactor/tree.h"
 #include "fixture.h"
 
 typedef enum { EITHER, FAST, FALLBACK } expect_t;
 
 /* Returns true when the fast reader took the input. */
 static bool compare(const char *what, const char *data, size_t len) {
-  nl_arena_t *a = nl__arena_new(4096);
+  nl_arena_t *a = nl_arena_new(4096);
   nl_err_t *err = NULL;
-  nl_tnode_t *slow = nl__tree_parse_libyaml(a, data, len, &err);
-  nl_tnode_t *fast = nl__yaml_fast_parse(a, data, len);
+  nl_tnode_t *slow = nl_tree_parse_libyaml(a, data, len, &err);
+  nl_tnode_t *fast = nl_tree_parse_yaml_fast(a, data, len);
   if (fast) {
     if (!slow) fail_msg("%s: fast reader took input libyaml rejects: %s", what, nl_err_msg(err));
     nl_buf_t x = NL_BUF_INIT, y = NL_BUF_INIT;
@@ -36,7 +36,7 @@ static bool compare(const char *what, const char *data, size_t len) {
     nl_buf_free(&y);
   }
   nl_err_free(&err);
-  nl__arena_free(a);
+  nl_arena_free(a);
   return fast != NULL;
 }
 
@@ -83,9 +83,9 @@ static void decode_uses_fast_path(void **state) {
   size_t len = 0;
   char *data = fixture_read("typical-3k.yaml", &len);
   assert_non_null(data);
-  nl_arena_t *a = nl__arena_new(4096);
-  assert_non_null(nl__yaml_fast_parse(a, data, len));
-  nl__arena_free(a);
+  nl_arena_t *a = nl_arena_new(4096);
+  assert_non_null(nl_tree_parse_yaml_fast(a, data, len));
+  nl_arena_free(a);
   nl_pod_t *pod = NULL;
   nl_err_t *err = NULL;
   assert_int_equal(nl_pod_decode(data, len, "t", &pod, &err), 0);

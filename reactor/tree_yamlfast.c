@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "agent/model/tree.h"
+#include "reactor/tree.h"
 
 /* The libyaml path refuses more than 64 nested collections; give up well before. */
 #define FAST_MAX_DEPTH 48
@@ -96,7 +96,7 @@ static inline bool is_seq_entry(const char *s, const char *eol) {
 
 static nl_tnode_t *scalar(yf_t *P, nl_tkind_t kind, const char *s, size_t len) {
   nl_tnode_t *n = nl__tree_node_new(P->a, kind, P->line);
-  n->s = nl__arena_strndup(P->a, s, len);
+  n->s = nl_arena_strndup(P->a, s, len);
   n->len = len;
   return n;
 }
@@ -136,7 +136,7 @@ static nl_tnode_t *quoted(yf_t *P, const char **sp) {
   if (plain_copy) return scalar(P, NL_T_STR, s, (size_t)(e - s));
   /* escapes never produce more bytes than they take (\x: 4 -> <=2, \u: 6 -> <=3,
    * \U: 10 -> <=4, \N \_: 2 -> 2, \L \P: 2 -> 3 is the exception) */
-  char *o = nl__arena_alloc(P->a, (size_t)(e - s) * 2 + 1), *w = o;
+  char *o = nl_arena_alloc(P->a, (size_t)(e - s) * 2 + 1), *w = o;
   for (const char *r = s; r < e;) {
     char c = *r++;
     if (q == '\'') {
@@ -401,7 +401,7 @@ static nl_tnode_t *node(yf_t *P, const char *s, ctx_t ctx) {
   return end_of_value(P, r) ? n : NULL;
 }
 
-nl_tnode_t *nl__yaml_fast_parse(nl_arena_t *a, const char *data, size_t len) {
+nl_tnode_t *nl_tree_parse_yaml_fast(nl_arena_t *a, const char *data, size_t len) {
   /* a quick pass over bytes the subset never holds (all but printable ASCII and
    * '\n'); the exact check only if there are any */
   static const unsigned char outside[256] = {

@@ -1,4 +1,4 @@
-#include "agent/model/arena.h"
+#include "reactor/arena.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -24,7 +24,7 @@ static struct nl_arena_chunk *chunk_new(nl_arena_t *a, size_t size) {
   return c;
 }
 
-nl_arena_t *nl__arena_new(size_t first) {
+nl_arena_t *nl_arena_new(size_t first) {
   nl_arena_t *a = nl_xcalloc(1, sizeof *a);
   a->next_size = first < 64 ? 64 : first;
   a->total = sizeof *a;
@@ -32,8 +32,8 @@ nl_arena_t *nl__arena_new(size_t first) {
   return a;
 }
 
-nl_arena_t *nl__arena_new_steady(size_t chunk) {
-  nl_arena_t *a = nl__arena_new(chunk);
+nl_arena_t *nl_arena_new_steady(size_t chunk) {
+  nl_arena_t *a = nl_arena_new(chunk);
   a->steady = true;
   return a;
 }
@@ -52,7 +52,7 @@ static void *alone(nl_arena_t *a, size_t n) {
   return c->data;
 }
 
-void nl__arena_free(nl_arena_t *a) {
+void nl_arena_free(nl_arena_t *a) {
   if (!a) return;
   struct nl_arena_chunk *c = a->head;
   while (c) {
@@ -63,7 +63,7 @@ void nl__arena_free(nl_arena_t *a) {
   free(a);
 }
 
-void *nl__arena_alloc(nl_arena_t *a, size_t n) {
+void *nl_arena_alloc(nl_arena_t *a, size_t n) {
   n = (n + 7) & ~(size_t)7;
   if (n == 0) n = 8;
   struct nl_arena_chunk *c = a->head;
@@ -80,13 +80,13 @@ void *nl__arena_alloc(nl_arena_t *a, size_t n) {
   return p;
 }
 
-char *nl__arena_strndup(nl_arena_t *a, const char *s, size_t n) {
-  char *p = nl__arena_alloc(a, n + 1);
+char *nl_arena_strndup(nl_arena_t *a, const char *s, size_t n) {
+  char *p = nl_arena_alloc(a, n + 1);
   memcpy(p, s, n);
   p[n] = 0;
   return p;
 }
 
-char *nl__arena_strdup(nl_arena_t *a, const char *s) {
-  return s ? nl__arena_strndup(a, s, strlen(s)) : NULL;
+char *nl_arena_strdup(nl_arena_t *a, const char *s) {
+  return s ? nl_arena_strndup(a, s, strlen(s)) : NULL;
 }

@@ -1,4 +1,4 @@
-#include "agent/model/tree.h"
+#include "reactor/tree.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -8,7 +8,7 @@
 
 #define MAX_DEPTH 64
 
-const char *nl__tree_kind_name(nl_tkind_t k) {
+const char *nl_tree_kind_name(nl_tkind_t k) {
   switch (k) {
   case NL_T_NULL: return "null";
   case NL_T_BOOL: return "a boolean";
@@ -21,7 +21,7 @@ const char *nl__tree_kind_name(nl_tkind_t k) {
   return "?";
 }
 
-nl_tnode_t *nl__tree_get(const nl_tnode_t *map, const char *key) {
+nl_tnode_t *nl_tree_get(const nl_tnode_t *map, const char *key) {
   if (!map || map->kind != NL_T_MAP) return NULL;
   nl_tnode_t *found = NULL;
   size_t kl = strlen(key);
@@ -32,7 +32,7 @@ nl_tnode_t *nl__tree_get(const nl_tnode_t *map, const char *key) {
 
 void nl__tree_add(nl_arena_t *a, nl_tnode_t *parent, const char *key, size_t key_len,
                       nl_tnode_t *val) {
-  nl_tentry_t *e = nl__arena_alloc(a, sizeof *e);
+  nl_tentry_t *e = nl_arena_alloc(a, sizeof *e);
   e->key = key;
   e->key_len = key_len;
   e->val = val;
@@ -128,7 +128,7 @@ void nl__tree_resolve_plain(nl_tnode_t *n) {
 }
 
 nl_tnode_t *nl__tree_node_new(nl_arena_t *a, nl_tkind_t kind, int line) {
-  nl_tnode_t *n = nl__arena_alloc(a, sizeof *n);
+  nl_tnode_t *n = nl_arena_alloc(a, sizeof *n);
   n->kind = kind;
   n->line = line;
   return n;
@@ -140,7 +140,7 @@ typedef struct frame {
   size_t key_len;
 } frame_t;
 
-nl_tnode_t *nl__tree_parse_libyaml(nl_arena_t *a, const char *data, size_t len, nl_err_t **err) {
+nl_tnode_t *nl_tree_parse_libyaml(nl_arena_t *a, const char *data, size_t len, nl_err_t **err) {
   yaml_parser_t p;
   yaml_event_t ev;
   frame_t stack[MAX_DEPTH];
@@ -173,7 +173,7 @@ nl_tnode_t *nl__tree_parse_libyaml(nl_arena_t *a, const char *data, size_t len, 
       goto fail;
     case YAML_SCALAR_EVENT: {
       n = nl__tree_node_new(a, NL_T_STR, line);
-      n->s = nl__arena_strndup(a, (const char *)ev.data.scalar.value, ev.data.scalar.length);
+      n->s = nl_arena_strndup(a, (const char *)ev.data.scalar.value, ev.data.scalar.length);
       n->len = ev.data.scalar.length;
       const char *tag = (const char *)ev.data.scalar.tag;
       if (ev.data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
@@ -233,9 +233,9 @@ fail:
 
 /* The fast reader takes the common subset; everything else, and every error
  * message, is libyaml's. */
-nl_tnode_t *nl__tree_parse_yaml(nl_arena_t *a, const char *data, size_t len, nl_err_t **err) {
-  nl_tnode_t *n = nl__yaml_fast_parse(a, data, len);
-  return n ? n : nl__tree_parse_libyaml(a, data, len, err);
+nl_tnode_t *nl_tree_parse_yaml(nl_arena_t *a, const char *data, size_t len, nl_err_t **err) {
+  nl_tnode_t *n = nl_tree_parse_yaml_fast(a, data, len);
+  return n ? n : nl_tree_parse_libyaml(a, data, len, err);
 }
 
 /* ---- JSON (RFC 8259), own parser: keeps numbers as written, which quantities
@@ -293,7 +293,7 @@ static int jstring(jp_t *j, const char **out, size_t *out_len) {
   const char *p = start;
   while (p < j->end && *p != '"' && *p != '\\') p++;
   if (p < j->end && *p == '"') { /* the common case: no escapes */
-    *out = nl__arena_strndup(j->a, start, (size_t)(p - start));
+    *out = nl_arena_strndup(j->a, start, (size_t)(p - start));
     *out_len = (size_t)(p - start);
     for (const char *q = start; q < p; q++)
       if ((unsigned char)*q < 0x20) return jfail(j, "control character in string");
@@ -303,7 +303,7 @@ static int jstring(jp_t *j, const char **out, size_t *out_len) {
   const char *q = start;
   while (q < j->end && *q != '"') q += *q == '\\' ? 2 : 1;
   if (q >= j->end) { j->s = j->end; return jfail(j, "unterminated string"); }
-  char *o = nl__arena_alloc(j->a, (size_t)(q - start) + 1), *w = o;
+  char *o = nl_arena_alloc(j->a, (size_t)(q - start) + 1), *w = o;
   p = start;
   while (p < q) {
     unsigned char c = (unsigned char)*p++;
@@ -366,7 +366,7 @@ static nl_tnode_t *jnumber(jp_t *j) {
   }
   nl_tnode_t *n = nl__tree_node_new(j->a, NL_T_FLOAT, j->line);
   n->len = (size_t)(p - j->s);
-  n->s = nl__arena_strndup(j->a, j->s, n->len);
+  n->s = nl_arena_strndup(j->a, j->s, n->len);
   if (is_int) {
     errno = 0;
     char *end;
@@ -441,7 +441,7 @@ static nl_tnode_t *jvalue(jp_t *j, int depth) {
   return NULL;
 }
 
-nl_tnode_t *nl__tree_parse_json(nl_arena_t *a, const char *data, size_t len, nl_err_t **err) {
+nl_tnode_t *nl_tree_parse_json(nl_arena_t *a, const char *data, size_t len, nl_err_t **err) {
   jp_t j = {a, data, data + len, 1, err};
   nl_tnode_t *n = jvalue(&j, 0);
   if (!n) return NULL;
@@ -453,11 +453,11 @@ nl_tnode_t *nl__tree_parse_json(nl_arena_t *a, const char *data, size_t len, nl_
   return n;
 }
 
-nl_tnode_t *nl__tree_parse(nl_arena_t *a, const char *data, size_t len, nl_err_t **err) {
+nl_tnode_t *nl_tree_parse(nl_arena_t *a, const char *data, size_t len, nl_err_t **err) {
   size_t i = 0;
   if (len >= 3 && memcmp(data, "\xEF\xBB\xBF", 3) == 0) i = 3; /* a UTF-8 BOM */
   while (i < len && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r')) i++;
   if (i < len && (data[i] == '{' || data[i] == '['))
-    return nl__tree_parse_json(a, data + i, len - i, err);
-  return nl__tree_parse_yaml(a, data, len, err);
+    return nl_tree_parse_json(a, data + i, len - i, err);
+  return nl_tree_parse_yaml(a, data, len, err);
 }

@@ -1,12 +1,14 @@
-/* The generic tree both YAML and JSON parse into, in a scratch arena, before the
- * one typed decoder walks it (decode.c). Internal. */
-#ifndef NL_MODEL_TREE_H
-#define NL_MODEL_TREE_H
+/* The generic document tree that YAML and JSON parse into, in an arena: the
+ * model's typed decoder (agent/model/decode.c), the API client (kubeconfig,
+ * Status, watch events) and the sources (checkpoint) walk it. Knows nothing of
+ * Kubernetes. */
+#ifndef NL_REACTOR_TREE_H
+#define NL_REACTOR_TREE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agent/model/arena.h"
+#include "reactor/arena.h"
 #include "reactor/buf.h"
 #include "reactor/error.h"
 
@@ -43,19 +45,19 @@ typedef struct nl_tnode {
 
 /* Parse into a tree allocated in a. Return the root (NL_T_NULL for an empty
  * document), or NULL with *err ("line N: ..."). */
-nl_tnode_t *nl__tree_parse_yaml(nl_arena_t *a, const char *data, size_t len, nl_err_t **err);
-/* The two halves of nl__tree_parse_yaml: the fast reader (yamlfast.c) for the
+nl_tnode_t *nl_tree_parse_yaml(nl_arena_t *a, const char *data, size_t len, nl_err_t **err);
+/* The two halves of nl_tree_parse_yaml: the fast reader (tree_yamlfast.c) for the
  * subset manifests use returns NULL, without an error, for anything it does not
  * take (nodes it made stay in a); libyaml takes everything. Tests call each. */
-nl_tnode_t *nl__yaml_fast_parse(nl_arena_t *a, const char *data, size_t len);
-nl_tnode_t *nl__tree_parse_libyaml(nl_arena_t *a, const char *data, size_t len, nl_err_t **err);
-nl_tnode_t *nl__tree_parse_json(nl_arena_t *a, const char *data, size_t len, nl_err_t **err);
+nl_tnode_t *nl_tree_parse_yaml_fast(nl_arena_t *a, const char *data, size_t len);
+nl_tnode_t *nl_tree_parse_libyaml(nl_arena_t *a, const char *data, size_t len, nl_err_t **err);
+nl_tnode_t *nl_tree_parse_json(nl_arena_t *a, const char *data, size_t len, nl_err_t **err);
 /* JSON when the first non-blank byte is '{' or '[', else YAML. */
-nl_tnode_t *nl__tree_parse(nl_arena_t *a, const char *data, size_t len, nl_err_t **err);
+nl_tnode_t *nl_tree_parse(nl_arena_t *a, const char *data, size_t len, nl_err_t **err);
 
 /* The value under key in a map, or NULL. */
-nl_tnode_t *nl__tree_get(const nl_tnode_t *map, const char *key);
-const char *nl__tree_kind_name(nl_tkind_t k);
+nl_tnode_t *nl_tree_get(const nl_tnode_t *map, const char *key);
+const char *nl_tree_kind_name(nl_tkind_t k);
 
 /* Building blocks shared by the parsers. */
 nl_tnode_t *nl__tree_node_new(nl_arena_t *a, nl_tkind_t kind, int line);
