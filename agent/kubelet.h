@@ -1,5 +1,5 @@
 /* The agent: the only place that wires managers and sources together, and the
- * sync-loop dispatch (DESIGN.md). Owns every handle of the process through its
+ * sync-loop dispatch (docs/ARCHITECTURE.md). Owns every handle of the process through its
  * managers; nl_kubelet_stop closes them all. */
 #ifndef NL_KUBELET_H
 #define NL_KUBELET_H

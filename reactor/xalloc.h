@@ -1,4 +1,4 @@
-/* Allocation that aborts on failure (DESIGN.md: the supervisor restarts the agent,
+/* Allocation that aborts on failure (docs/ARCHITECTURE.md: the supervisor restarts the agent,
  * which re-adopts running pods). Everything else in nanolet handles its errors. */
 #ifndef NL_XALLOC_H
 #define NL_XALLOC_H

@@ -595,7 +595,7 @@ void nl_pod_free(nl_pod_t *pod);
  * an `nl_pod_t *`), dropped with nl_pod_free(). A decoded pod may be changed
  * (defaults, static naming, annotations) only while it has one holder; once
  * shared it is immutable, and every layer holds the one version by reference
- * instead of copying it (DESIGN.md: decoded objects are shared). */
+ * instead of copying it (docs/ARCHITECTURE.md: decoded objects are shared). */
 nl_pod_t *nl_pod_ref(const nl_pod_t *pod);
 
 /* ---- defaulting and validation ---- */
