@@ -188,6 +188,8 @@ int nl__kubelet_server_init(nl_kubelet_t *k, nl_err_t **err) {
     nl_kserver_route(k->kserver, streams, sizeof streams / sizeof streams[0]);
     const nl_kserver_route_t debug[] = {
         {"GET", "/configz", configz, k, false},
+        /* Upstream serves both; the cluster suite reads it without the slash. */
+        {"GET", "/runningpods", runningpods, k, false},
         {"GET", "/runningpods/", runningpods, k, false},
         {NULL, "/debug/flags/v", debug_flags_v, k, false, 64},
     };

@@ -84,9 +84,10 @@ check "/configz: the configuration, as upstream's {\"kubeletconfig\": ...}" \
   [ "$(jq -r '.kubeletconfig | "\(.port) \(.authentication.x509.clientCAFile) \(.authorization.mode) \(.authentication.webhook.cacheTTL)"' <<<"$out")" \
   = "$KPORT $NANOLET_TEST_K8S_CA Webhook 2m0s" ]
 
-running() { raw runningpods/ | jq -e --arg n "logger-$NODE" --arg img "$IMG" \
+running() { raw "runningpods$1" | jq -e --arg n "logger-$NODE" --arg img "$IMG" \
   '.kind == "PodList" and ([.items[] | select(.metadata.name == $n) | .spec.containers[0] | "\(.name) \(.image)"] == ["c \($img)"])' >/dev/null; }
-check "/runningpods/: the runtime's running pods and containers" wait_for 30 running
+check "/runningpods/: the runtime's running pods and containers" wait_for 30 running /
+check "/runningpods, without the slash, as upstream answers it" running ""
 
 # --- access control ------------------------------------------------------------
 url=https://127.0.0.1:$KPORT

@@ -25,6 +25,7 @@ static void attributes(void **state) {
   attrs_is("GET", "/pods", "get", "pods proxy");
   attrs_is("GET", "/pods/", "get", "pods proxy");
   attrs_is("GET", "/runningpods/", "get", "pods proxy");
+  attrs_is("GET", "/runningpods", "get", "pods proxy");
   attrs_is("GET", "/healthz", "get", "healthz proxy");
   attrs_is("GET", "/healthz/ping", "get", "healthz proxy");
   attrs_is("GET", "/configz", "get", "configz proxy");
