@@ -12,7 +12,7 @@
 #include "reactor/buf.h"
 #include "reactor/dial.h"
 #include "reactor/http_client.h"
-#include "reactor/http_io.h"
+#include "reactor/io.h"
 #include "reactor/list.h"
 #include "reactor/tls.h"
 

@@ -72,7 +72,7 @@ void nl_kube__conn_flush(nl_kube_conn_t *conn) {
     return;
   }
   if (conn->out.len > 0) {
-    rc = nl__http_io_write(&conn->dial.io, conn->out.data, conn->out.len, &err);
+    rc = nl_io_write(&conn->dial.io, conn->out.data, conn->out.len, &err);
     nl_buf_reset(&conn->out);
     if (rc < 0) {
       nl_err_wrap(&err, "write tcp %s", conn->dial.peer);
@@ -205,7 +205,7 @@ static void on_dialed(nl_dial_t *d, const nl_err_t *err) {
   if (conn->state == KC_READY) nl_kube__conn_ready(c, conn, true);
 }
 
-static void io_data(nl__http_io_t *io, const char *p, size_t n) {
+static void io_data(nl_io_t *io, const char *p, size_t n) {
   nl_kube_conn_t *conn = container_of(io, nl_kube_conn_t, dial.io);
   nl_kube_client_t *c = conn->client;
   if (!conn->h2 || conn->state == KC_CLOSED) return;
@@ -231,7 +231,7 @@ static void io_data(nl__http_io_t *io, const char *p, size_t n) {
   nl_kube__step(c);
 }
 
-static void io_end(nl__http_io_t *io, nl_err_t *err) {
+static void io_end(nl_io_t *io, nl_err_t *err) {
   nl_kube_conn_t *conn = container_of(io, nl_kube_conn_t, dial.io);
   if (conn->state == KC_CLOSED) return;
   nl_err_t *e;
@@ -246,7 +246,7 @@ static void io_end(nl__http_io_t *io, nl_err_t *err) {
   close_with(conn, e);
 }
 
-static const nl__http_io_cbs_t io_cbs = {.on_data = io_data, .on_end = io_end};
+static const nl_io_cbs_t io_cbs = {.on_data = io_data, .on_end = io_end};
 
 void nl_kube__conn_start(nl_kube_client_t *c) {
   nl_kube_conn_t *conn = nl_xcalloc(1, sizeof *conn);
