@@ -198,6 +198,7 @@ static void write_out(nl_h2conn_t *c) {
 static int session_write(void *user, const uint8_t *data, size_t len) {
   nl_h2conn_t *c = user;
   nl_buf_append(&c->w.pending, data, len);
+  c->wrote = true;
   return 0;
 }
 
@@ -257,10 +258,13 @@ static void check(nl_h2conn_t *c) {
   }
 }
 
-/* Drains the engine's output into the socket. */
+/* Drains the engine's output into the socket. Output can end streams (a
+ * RST_STREAM frees its slot once sent): the owner hears that the session
+ * moved. */
 static void flush_now(nl_h2conn_t *c) {
   c->flush_wanted = false;
   if (!up(c)) return;
+  c->wrote = false;
   int rc = nl_h2_flush(c->h2);
   if (rc < 0) {
     lose(c, WHY_ENGINE, NULL, rc);
@@ -268,6 +272,7 @@ static void flush_now(nl_h2conn_t *c) {
   }
   write_out(c);
   check(c);
+  if (c->wrote && up(c) && c->cbs->moved) c->cbs->moved(c);
 }
 
 /* ---- Reading ------------------------------------------------------------- */
@@ -293,7 +298,7 @@ static void feed(nl_h2conn_t *c, const uint8_t *p, size_t n) {
   }
   nl_h2conn_flush(c); /* replies (PING ACK, WINDOW_UPDATE) */
   check(c);
-  if (up(c) && c->cbs->read) c->cbs->read(c);
+  if (up(c) && c->cbs->moved) c->cbs->moved(c);
   c->in_read = false;
   if (c->flush_wanted) flush_now(c);
 }

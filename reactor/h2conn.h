@@ -110,10 +110,11 @@ typedef struct nl_h2conn_cbs {
    * on their way). !h2: TLS agreed on no h2 by ALPN: c->dial.io is the
    * owner's to use (HTTP/1.1) or to close with nl_h2conn_close(). Required. */
   void (*ready)(nl_h2conn_t *c, bool h2);
-  /* The session read bytes from the peer (after the engine took them and
-   * the connection is still up): the owner's streams may have moved, so it
-   * submits what waits. Output it causes leaves with the replies. May be NULL. */
-  void (*read)(nl_h2conn_t *c);
+  /* The session moved: it read bytes from the peer (after the engine took
+   * them; output the owner causes leaves with the replies), or its output
+   * left (a RST_STREAM sent frees a stream's slot). The owner's streams may
+   * have ended, so it submits what waits. May be NULL. */
+  void (*moved)(nl_h2conn_t *c);
   /* The peer sent GOAWAY (c->goaway_code, c->goaway_last): now DRAINING.
    * From inside the engine: record, do not close. May be NULL. */
   void (*goaway)(nl_h2conn_t *c);
@@ -168,6 +169,7 @@ struct nl_h2conn {
   bool turn_wanted;       /* cbs->turn waits for the idle handle */
   bool in_read;           /* inside the read callback: it writes on its way out */
   bool in_recv;           /* inside nl_h2_recv: the session is freed after it */
+  bool wrote;             /* the engine produced output in this flush */
 };
 
 /* Initializes c (embedded by the owner; found again with container_of) and
