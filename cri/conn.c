@@ -1,21 +1,14 @@
 #include "cri/conn.h"
 
 #include <assert.h>
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include "cri/call.h"
 #include "cri/pbarena.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
-/* Every page of the read buffer that a read fills stays resident; the relist's
- * answers (tens of KiB every second) came in one read of a 64 KiB buffer, and
- * take a few reads of this one (a syscall costs about a microsecond). */
-#define RBUF_SIZE (16 * 1024)
-#define WBUF_KEEP 4096 /* a write buffer grown larger by a burst is freed once written */
 #define MSG_CLOSING "grpc: the client connection is closing"
 #define PING_ACK_DELAY_MS 10
 #define PATH_EVENTS "/runtime.v1.RuntimeService/GetContainerEvents"
@@ -52,14 +45,9 @@ typedef struct event_item {
   nl_pb_arena_t *arena; /* owns msg */
 } event_item_t;
 
-static void connect_start(nl_cri_client_t *c);
-static void close_conn(nl_cri_client_t *c, const char *reason);
 static void drain(nl_cri_client_t *c);
 static void events_start(nl_cri_client_t *c);
 static void on_deadline(uv_timer_t *t);
-static void on_conn_timer(uv_timer_t *t);
-static void flush(nl_cri_client_t *c);
-static void flush_now(nl_cri_client_t *c);
 
 static void resp_free(nl_cri_call_t *call) {
   nl_pb_arena_free(call->resp_arena);
@@ -91,32 +79,27 @@ static bool has_deliveries(const nl_cri_client_t *c) {
   return !nl_list_empty(&c->done) || !nl_list_empty(&c->events.queue);
 }
 
-/* Runs once per loop turn while there is output to write or a completion to
- * deliver. The idle phase comes after timers and before the poll's timeout is
- * computed (UV_RUN_DEFAULT), so output requested outside a read callback (call
- * functions, timers, check and close callbacks) leaves in one write before the
- * loop blocks, without a zero-timeout poll. */
-static void on_deliver_idle(uv_idle_t *h) {
-  nl_cri_client_t *c = container_of(h, nl_cri_client_t, deliver_idle);
-  do {
-    if (c->flush_wanted) flush_now(c);
-    drain(c); /* callbacks may start calls: their output goes out at once */
-  } while (c->flush_wanted && c->session);
-  if (!c->flush_wanted && !has_deliveries(c) && c->state != NL_CRI_STOPPED)
-    uv_idle_stop(&c->deliver_idle);
+/* The connection takes new calls (READY, not draining). */
+static bool ready(const nl_cri_client_t *c) {
+  return c->state == NL_CRI_RUNNING && nl_h2conn_ready(&c->conn);
+}
+
+/* A connection is up (READY or draining): waiting calls wait for a stream,
+ * not for a connection. */
+static bool connected(const nl_cri_client_t *c) {
+  return c->state == NL_CRI_RUNNING &&
+         (c->conn.state == NL_H2CONN_READY || c->conn.state == NL_H2CONN_DRAINING);
 }
 
 static void on_events_timer(uv_timer_t *t) {
   events_start(container_of(t, nl_cri_client_t, events_timer));
 }
 
-/* Starts the idle handle when it has work: output, unless on_read writes it
- * on its way out; completions, unless drain is running (it delivers those). */
+/* Completions are delivered from the connection's idle handle (cbs->turn),
+ * unless drain is running (it delivers those). */
 static void kick(nl_cri_client_t *c) {
-  if (c->state == NL_CRI_STOPPING || c->state == NL_CRI_STOPPED) return;
-  bool work = (c->flush_wanted && !c->in_read) || (has_deliveries(c) && !c->delivering);
-  if (work && !uv_is_active((uv_handle_t *)&c->deliver_idle))
-    uv_idle_start(&c->deliver_idle, on_deliver_idle);
+  if (c->state != NL_CRI_RUNNING) return;
+  if (has_deliveries(c) && !c->delivering) nl_h2conn_defer(&c->conn);
 }
 
 /* Moves a call to the done list with its final status (message copied). */
@@ -152,7 +135,6 @@ static void deliver_events_end(nl_cri_client_t *c, nl_cri_call_t *call,
 
 /* Runs user callbacks; never from inside a call function, nghttp2 or stop. */
 static void drain(nl_cri_client_t *c) {
-  if (c->state != NL_CRI_STOPPED && !c->flush_wanted) uv_idle_stop(&c->deliver_idle);
   if (c->delivering) return;
   c->delivering = true;
   for (;;) {
@@ -180,7 +162,7 @@ static void drain(nl_cri_client_t *c) {
 /* ---- Deadlines ------------------------------------------------------------ */
 
 static uint64_t call_key(const nl_cri_client_t *c, const nl_cri_call_t *call) {
-  if (call->where == IN_WAITING && c->state != NL_CRI_READY)
+  if (call->where == IN_WAITING && !connected(c))
     return call->deadline < call->wait_until ? call->deadline : call->wait_until;
   return call->deadline;
 }
@@ -200,7 +182,7 @@ static void expire_list(nl_cri_client_t *c, nl_list_t *list, uint64_t now, uint6
     if (now >= call->deadline) {
       if (call->where == IN_ACTIVE) nl_grpc_stream_cancel(&call->stream);
       complete(call, NL_GRPC_DEADLINE_EXCEEDED, "context deadline exceeded");
-    } else if (call->where == IN_WAITING && c->state != NL_CRI_READY &&
+    } else if (call->where == IN_WAITING && !connected(c) &&
                now >= call->wait_until) {
       complete(call, NL_GRPC_UNAVAILABLE,
                c->last_error ? c->last_error : "connection not ready");
@@ -217,135 +199,9 @@ static void on_deadline(uv_timer_t *t) {
   c->armed_deadline = UINT64_MAX;
   expire_list(c, &c->waiting, now, &next);
   expire_list(c, &c->active, now, &next);
-  flush(c); /* the RST_STREAMs */
+  nl_h2conn_flush(&c->conn); /* the RST_STREAMs */
   arm(c, next);
   drain(c);
-}
-
-/* ---- Writing ---------------------------------------------------------------- */
-
-static void start_write(nl_cri_client_t *c);
-
-/* Empties a written buffer, keeping its memory unless a burst grew it large. */
-static void wbuf_done(nl_buf_t *b) {
-  if (b->cap > WBUF_KEEP) nl_buf_free(b);
-  else nl_buf_reset(b);
-}
-
-/* A runtime that hung up fails our write (EPIPE) before we have read its EOF
- * and what it sent before it: then we write no more and let the read side end
- * the connection, so calls get the server's answers, or "EOF" as in grpc-go. */
-static bool peer_gone(nl_cri_client_t *c, int err) {
-  if (err != UV_EPIPE && err != UV_ECONNRESET) return false;
-  nl_vlog(4, "CRI connection to %s: write: %s; waiting for EOF", c->path, uv_strerror(err));
-  c->w.dead = true;
-  nl_buf_reset(&c->w.pending);
-  return true;
-}
-
-static void on_written(uv_write_t *req, int status) {
-  nl_cri_client_t *c = container_of(req, nl_cri_client_t, w.req);
-  c->w.busy = false;
-  wbuf_done(&c->w.inflight);
-  if (status < 0) {
-    if (status != UV_ECANCELED && c->state == NL_CRI_READY && !peer_gone(c, status)) {
-      char *why = nl_xasprintf("write to server failed: %s", uv_strerror(status));
-      close_conn(c, why);
-      free(why);
-      drain(c);
-    }
-    return;
-  }
-  if (c->state == NL_CRI_READY) start_write(c);
-}
-
-/* Writes what the socket takes now, as uv_try_write but with MSG_NOSIGNAL: a
- * runtime that went away must not kill the agent with SIGPIPE. Returns the
- * bytes written (0 when the socket is full) or a negative UV error. Only while
- * libuv has no write queued (!w.busy), so the bytes stay in order. */
-static int try_send(nl_cri_client_t *c, const char *data, size_t len) {
-  uv_os_fd_t fd;
-  if (uv_fileno((uv_handle_t *)&c->dial.io.pipe, &fd) < 0) return UV_EBADF;
-  ssize_t n;
-  do n = send(fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-  while (n < 0 && errno == EINTR);
-  if (n >= 0) return (int)n;
-  return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : uv_translate_sys_error(errno);
-}
-
-static void start_write(nl_cri_client_t *c) {
-  if (c->w.dead) nl_buf_reset(&c->w.pending);
-  if (c->w.busy || c->w.pending.len == 0 || c->state != NL_CRI_READY) return;
-  int n = try_send(c, c->w.pending.data, c->w.pending.len);
-  if (n > 0) nl_buf_consume(&c->w.pending, (size_t)n);
-  else if (n < 0 && !peer_gone(c, n)) {
-    char *why = nl_xasprintf("write to server failed: %s", uv_strerror(n));
-    close_conn(c, why);
-    free(why);
-    return;
-  }
-  if (c->w.pending.len == 0) {
-    wbuf_done(&c->w.pending);
-    return;
-  }
-  nl_buf_t t = c->w.inflight;
-  c->w.inflight = c->w.pending;
-  c->w.pending = t;
-  uv_buf_t b = uv_buf_init(c->w.inflight.data, (unsigned)c->w.inflight.len);
-  c->w.busy = true;
-  int rc = uv_write(&c->w.req, (uv_stream_t *)&c->dial.io.pipe, &b, 1, on_written);
-  if (rc < 0) {
-    c->w.busy = false;
-    nl_buf_reset(&c->w.inflight);
-    if (peer_gone(c, rc)) return;
-    char *why = nl_xasprintf("write to server failed: %s", uv_strerror(rc));
-    close_conn(c, why);
-    free(why);
-  }
-}
-
-static int session_write(void *user, const uint8_t *data, size_t len) {
-  nl_cri_client_t *c = user;
-  nl_buf_append(&c->w.pending, data, len);
-  return 0;
-}
-
-/* Asks for the session's output to be written before the loop next blocks:
- * at the end of on_read, or from the idle handle. So the frames produced
- * meanwhile (a PING ACK, a WINDOW_UPDATE, the HEADERS and DATA of the calls
- * that completion callbacks start) leave in one write, which wakes the runtime
- * once, instead of one write per frame batch. */
-static void flush(nl_cri_client_t *c) {
-  if (!c->session || c->flush_wanted) return;
-  c->flush_wanted = true;
-  kick(c);
-}
-
-/* Closes a session nghttp2 has given up on (a protocol error: it sent GOAWAY
- * and reads no more), or a drained one after the server's GOAWAY. */
-static void check_session(nl_cri_client_t *c) {
-  if (!c->session) return;
-  if (c->draining && nl_grpc_session_active(c->session) == 0)
-    close_conn(c, "server sent GOAWAY");
-  else if (!nl_grpc_session_want_io(c->session))
-    /* Fail the calls now rather than at their deadlines. */
-    close_conn(c, "connection error: protocol error");
-}
-
-/* Drains the session's output into the pipe; drops the connection when the
- * session is broken. */
-static void flush_now(nl_cri_client_t *c) {
-  c->flush_wanted = false;
-  if (!c->session) return;
-  int rc = nl_grpc_session_flush(c->session);
-  if (rc < 0) {
-    char *why = nl_xasprintf("connection error: %s", nghttp2_strerror(rc));
-    close_conn(c, why);
-    free(why);
-    return;
-  }
-  start_write(c);
-  check_session(c);
 }
 
 /* ---- Calls ------------------------------------------------------------------- */
@@ -419,9 +275,9 @@ static bool submit(nl_cri_client_t *c, nl_cri_call_t *call) {
     uint64_t now = uv_now(c->loop);
     timeout = call->deadline > now ? call->deadline - now : 1;
   }
-  int rc = nl_grpc_session_submit(c->session, &call->stream, call->path, call->req,
-                                  call->req_len, timeout);
-  if (rc == NL_GRPC_EBUSY) return false;
+  int rc = nl_grpc_submit(c->conn.h2, &c->channel, &call->stream, call->path, call->req,
+                          call->req_len, timeout);
+  if (rc == NL_H2_EBUSY) return false;
   nl_list_remove(&call->link);
   if (rc < 0) {
     call->where = IN_WAITING; /* complete() moves it */
@@ -434,14 +290,14 @@ static bool submit(nl_cri_client_t *c, nl_cri_call_t *call) {
 }
 
 static void submit_waiting(nl_cri_client_t *c) {
-  if (c->state != NL_CRI_READY || !c->session || c->draining) return;
+  if (!ready(c)) return;
   bool any = false;
   while (!nl_list_empty(&c->waiting)) {
     nl_cri_call_t *call = nl_list_entry(c->waiting.next, nl_cri_call_t, link);
     if (!submit(c, call)) break;
     any = true;
   }
-  if (any) flush(c);
+  if (any) nl_h2conn_flush(&c->conn);
 }
 
 static nl_cri_call_t *call_new(nl_cri_client_t *c, const char *path, const ProtobufCMessage *req,
@@ -472,7 +328,7 @@ static void call_start(nl_cri_client_t *c, nl_cri_call_t *call) {
   }
   call->where = IN_WAITING;
   nl_list_insert_tail(&c->waiting, &call->link);
-  if (c->state == NL_CRI_READY && !c->draining && nl_list_entry(c->waiting.next, nl_cri_call_t, link) == call)
+  if (ready(c) && nl_list_entry(c->waiting.next, nl_cri_call_t, link) == call)
     submit_waiting(c);
   if (call->where != IN_DONE) arm(c, call_key(c, call));
   kick(c);
@@ -535,7 +391,7 @@ void nl_cri_client_unwatch_events(nl_cri_client_t *c) {
   if (call && call->where != IN_DONE) {
     if (call->where == IN_ACTIVE) {
       nl_grpc_stream_cancel(&call->stream);
-      flush(c);
+      nl_h2conn_flush(&c->conn);
     }
     nl_list_remove(&call->link);
     call_free(c, call);
@@ -551,196 +407,65 @@ void nl_cri_client_unwatch_events(nl_cri_client_t *c) {
 
 /* ---- Connection -------------------------------------------------------------- */
 
-static void on_ping_ack(void *user) {
-  nl_cri_client_t *c = user;
-  c->ping_outstanding = false;
-  uv_timer_start(&c->conn_timer, on_conn_timer, c->opts.keepalive_time_ms, 0);
+static nl_cri_client_t *client_of(nl_h2conn_t *conn) {
+  return container_of(conn, nl_cri_client_t, conn);
 }
 
-static void on_ping_ack_timer(uv_timer_t *t) {
-  nl_cri_client_t *c = container_of(t, nl_cri_client_t, ping_ack_timer);
-  if (!c->session) return;
-  int rc = nl_grpc_session_ack_pings(c->session);
-  if (rc < 0) {
-    char *why = nl_xasprintf("connection error: %s", nghttp2_strerror(rc));
-    close_conn(c, why);
-    free(why);
-    drain(c);
-    return;
-  }
-  flush(c);
-}
-
-/* grpc-go servers (containerd, CRI-O) send a PING to estimate the bandwidth
- * after each DATA frame they receive while none is outstanding, with a
- * WINDOW_UPDATE before it: acknowledged at once, that is two more frames in
- * and one out per call when calls come one at a time. Acknowledged a few ms
- * later, one PING covers all the calls of that time. */
-static void on_ping(void *user) {
-  nl_cri_client_t *c = user;
-  if (!uv_is_active((uv_handle_t *)&c->ping_ack_timer))
-    uv_timer_start(&c->ping_ack_timer, on_ping_ack_timer, PING_ACK_DELAY_MS, 0);
-}
-
-static void on_goaway(void *user, uint32_t error_code, int32_t last_stream_id) {
-  nl_cri_client_t *c = user;
-  nl_vlog(2, "CRI runtime %s sent GOAWAY (%s)", c->path, nghttp2_http2_strerror(error_code));
-  c->draining = true;
-}
-
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
-  nl_cri_client_t *c = container_of((uv_pipe_t *)h, nl_cri_client_t, dial.io.pipe);
-  *buf = uv_buf_init((char *)c->rbuf, RBUF_SIZE);
-}
-
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
-  nl_cri_client_t *c = container_of((uv_pipe_t *)s, nl_cri_client_t, dial.io.pipe);
-  if (n == 0) return;
-  if (c->state != NL_CRI_READY) return;
-  if (n < 0) {
-    char *why = n == UV_EOF ? nl_xstrdup("error reading from server: EOF")
-                            : nl_xasprintf("error reading from server: %s", uv_strerror((int)n));
-    close_conn(c, why);
-    free(why);
-    drain(c);
-    return;
-  }
-  c->rx_since_tick = true;
-  c->in_read = true;
-  int rc = nl_grpc_session_recv(c->session, (const uint8_t *)buf->base, (size_t)n);
-  if (rc < 0) {
-    char *why = nl_xasprintf("connection error: %s", nghttp2_strerror(rc));
-    close_conn(c, why);
-    free(why);
-  } else {
-    flush(c); /* replies (PING ACK, WINDOW_UPDATE) */
-    check_session(c);
-    submit_waiting(c);
-  }
-  drain(c); /* the calls its callbacks start join the replies */
-  c->in_read = false;
-  if (c->flush_wanted) {
-    flush_now(c);
-    drain(c);
-  }
-}
-
-static void on_conn_timer(uv_timer_t *t) {
-  nl_cri_client_t *c = container_of(t, nl_cri_client_t, conn_timer);
-  if (c->state == NL_CRI_BACKOFF) {
-    connect_start(c);
-    return;
-  }
-  if (c->state != NL_CRI_READY) return;
-  if (c->ping_outstanding) {
-    close_conn(c, "keepalive ping failed to receive ACK within timeout");
-    drain(c);
-    return;
-  }
-  /* Ping only a silent connection with calls on it: grpc-go servers count pings
-   * on idle connections (and pings closer than 5 minutes) as abuse. */
-  if (c->rx_since_tick || nl_grpc_session_active(c->session) == 0) {
-    c->rx_since_tick = false;
-    uv_timer_start(&c->conn_timer, on_conn_timer, c->opts.keepalive_time_ms, 0);
-    return;
-  }
-  if (nl_grpc_session_ping(c->session) == 0) {
-    c->ping_outstanding = true;
-    uv_timer_start(&c->conn_timer, on_conn_timer, c->opts.keepalive_timeout_ms, 0);
-    flush(c);
-  }
-}
-
-static void closed_one(nl_cri_client_t *c);
-
-static void on_dial_closed(nl_dial_t *d) {
-  nl_cri_client_t *c = container_of(d, nl_cri_client_t, dial);
-  if (c->state == NL_CRI_STOPPING) {
-    closed_one(c);
-    return;
-  }
-  c->open_handles--;
-  c->state = NL_CRI_BACKOFF;
-  uint64_t delay = c->was_ready ? 0 : nl_backoff_next(&c->backoff);
-  c->was_ready = false;
-  nl_vlog(4, "CRI connection to %s: reconnect in %llu ms", c->path, (unsigned long long)delay);
-  uv_timer_start(&c->conn_timer, on_conn_timer, delay, 0);
-  /* Waiting calls now wait for a connection: their keys may be earlier. */
-  nl_list_t *pos, *tmp;
-  nl_list_foreach_safe(pos, tmp, &c->waiting) {
-    arm(c, call_key(c, nl_list_entry(pos, nl_cri_call_t, link)));
-  }
-}
-
-/* Ends the current connection: its open calls fail with UNAVAILABLE (refused
- * ones wait for the next connection); the pipe closes, then we reconnect. */
-static void close_conn(nl_cri_client_t *c, const char *reason) {
-  if (c->state != NL_CRI_READY && c->state != NL_CRI_CONNECTING) return;
-  nl_vlog(2, "CRI connection to %s lost: %s", c->path, reason);
-  if (c->state == NL_CRI_READY) c->was_ready = true;
-  c->state = NL_CRI_CLOSING;
-  free(c->last_error);
-  c->last_error = nl_xstrdup(reason);
-  if (c->session) {
-    nl_grpc_session_t *s = c->session;
-    c->session = NULL;
-    nl_grpc_session_free(s, reason);
-  }
-  c->ping_outstanding = false;
-  c->draining = false;
-  c->flush_wanted = false;
-  c->generation++;
-  nl_buf_reset(&c->w.pending);
-  uv_timer_stop(&c->conn_timer);
-  uv_timer_stop(&c->ping_ack_timer);
-  nl_dial_close(&c->dial, on_dial_closed);
-  kick(c);
-}
-
-static void on_dialed(nl_dial_t *d, const nl_err_t *err) {
-  nl_cri_client_t *c = container_of(d, nl_cri_client_t, dial);
-  assert(c->state == NL_CRI_CONNECTING); /* stopping closes the dialer: no callback */
-  if (err) {
-    free(c->last_error);
-    c->last_error = nl_xasprintf(
-        "connection error: desc = \"transport: Error while dialing: %s\"", err->msg);
-    nl_vlog(2, "CRI runtime %s: %s", c->path, c->last_error);
-    c->state = NL_CRI_CLOSING;
-    nl_dial_close(&c->dial, on_dial_closed);
-    return;
-  }
-  nl_grpc_session_opts_t so = {.max_recv_msg_size = c->opts.max_recv_msg_size,
-                               .mem = c->opts.mem};
-  nl_grpc_session_cbs_t cbs = {.write = session_write, .ping_ack = on_ping_ack,
-                               .goaway = on_goaway, .ping = on_ping};
-  c->session = nl_grpc_session_new(&so, &cbs, c);
-  if (!c->session) {
-    c->state = NL_CRI_CLOSING;
-    free(c->last_error);
-    c->last_error = nl_xstrdup("connection error: out of memory");
-    nl_dial_close(&c->dial, on_dial_closed);
-    return;
-  }
-  c->state = NL_CRI_READY;
-  c->w.dead = false;
-  nl_backoff_reset(&c->backoff);
+static void conn_ready(nl_h2conn_t *conn, bool h2) {
+  nl_cri_client_t *c = client_of(conn);
+  assert(h2); /* a unix socket without TLS: always HTTP/2 */
   nl_vlog(4, "CRI connection to %s ready", c->path);
-  uv_read_start((uv_stream_t *)&c->dial.io.pipe, on_alloc, on_read);
-  c->rx_since_tick = false;
-  uv_timer_start(&c->conn_timer, on_conn_timer, c->opts.keepalive_time_ms, 0);
-  flush(c);
   submit_waiting(c);
   if (c->events.wanted && !c->events.call && !uv_is_active((uv_handle_t *)&c->events_timer))
     events_start(c);
   kick(c);
 }
 
-static void connect_start(nl_cri_client_t *c) {
-  c->open_handles++;
-  c->state = NL_CRI_CONNECTING;
-  nl_dial_opts_t o = {.unix_path = c->path, .raw = true};
-  nl_dial_start(&c->dial, c->loop, &o, on_dialed);
+/* The session moved (answers read, output sent): calls waiting for a stream go. */
+static void conn_moved(nl_h2conn_t *conn) {
+  nl_cri_client_t *c = client_of(conn);
+  submit_waiting(c);
+  drain(c); /* the calls its callbacks start join the replies */
 }
+
+static void conn_goaway(nl_h2conn_t *conn) {
+  nl_cri_client_t *c = client_of(conn);
+  nl_vlog(2, "CRI runtime %s sent GOAWAY (%s)", c->path,
+          nghttp2_http2_strerror(conn->goaway_code));
+}
+
+/* The dial failed, or the connection ended: its open calls fail with
+ * UNAVAILABLE (refused ones wait for the next connection, which the driver
+ * dials by itself). */
+static void conn_lost(nl_h2conn_t *conn, const nl_err_t *err) {
+  nl_cri_client_t *c = client_of(conn);
+  free(c->last_error);
+  if (!conn->connected) {
+    c->last_error = nl_xasprintf(
+        "connection error: desc = \"transport: Error while dialing: %s\"", err->msg);
+    nl_vlog(2, "CRI runtime %s: %s", c->path, c->last_error);
+  } else {
+    c->last_error = nl_xstrdup(err->msg);
+    nl_vlog(2, "CRI connection to %s lost: %s", c->path, err->msg);
+    if (conn->h2) nl_grpc_fail_streams(conn->h2, err->msg);
+  }
+  /* Waiting calls now wait for a connection: their keys may be earlier. */
+  nl_list_t *pos, *tmp;
+  nl_list_foreach_safe(pos, tmp, &c->waiting) {
+    arm(c, call_key(c, nl_list_entry(pos, nl_cri_call_t, link)));
+  }
+  kick(c);
+}
+
+static void conn_turn(nl_h2conn_t *conn) { drain(client_of(conn)); }
+
+static void closed_one(nl_cri_client_t *c);
+
+static void conn_closed(nl_h2conn_t *conn) { closed_one(client_of(conn)); }
+
+static const nl_h2conn_cbs_t conn_cbs = {.ready = conn_ready, .moved = conn_moved,
+                                         .goaway = conn_goaway, .lost = conn_lost,
+                                         .turn = conn_turn, .closed = conn_closed};
 
 /* ---- Life cycle --------------------------------------------------------------- */
 
@@ -759,21 +484,30 @@ int nl_cri_client_init(nl_cri_client_t *c, uv_loop_t *loop, const char *endpoint
   if (!o->keepalive_time_ms) o->keepalive_time_ms = 6 * 60 * 1000;
   if (!o->keepalive_timeout_ms) o->keepalive_timeout_ms = 20000;
   if (!o->max_recv_msg_size) o->max_recv_msg_size = NL_CRI_DEFAULT_MAX_RECV;
-  nl_backoff_init(&c->backoff, o->backoff_initial_ms, o->backoff_max_ms, 0.2);
   nl_backoff_init(&c->events.backoff, 1000, 30000, 0.2);
   nl_list_init(&c->waiting);
   nl_list_init(&c->active);
   nl_list_init(&c->done);
   nl_list_init(&c->events.queue);
   c->armed_deadline = UINT64_MAX;
-  c->rbuf = nl_xmalloc(RBUF_SIZE);
+  c->channel = (nl_grpc_channel_t){.max_recv_msg_size = o->max_recv_msg_size};
   uv_timer_init(loop, &c->deadline_timer);
-  uv_timer_init(loop, &c->conn_timer);
   uv_timer_init(loop, &c->events_timer);
-  uv_timer_init(loop, &c->ping_ack_timer);
-  uv_idle_init(loop, &c->deliver_idle);
-  c->open_handles = 5;
-  connect_start(c);
+  nl_h2conn_opts_t co = {
+      .dial = {.unix_path = c->path},
+      .h2 = {.window = NL_GRPC_WINDOW, .mem = o->mem ? &o->mem->nghttp2 : NULL},
+      .words = NL_H2CONN_WORDS_GRPC,
+      .ping_after_ms = o->keepalive_time_ms,
+      .ping_timeout_ms = o->keepalive_timeout_ms,
+      .ping_only_active = true, /* grpc-go servers count pings on idle connections as abuse */
+      .ping_ack_delay_ms = PING_ACK_DELAY_MS,
+      .reconnect = true,
+      .backoff_initial_ms = o->backoff_initial_ms,
+      .backoff_max_ms = o->backoff_max_ms,
+  };
+  nl_h2conn_init(&c->conn, loop, &co, &conn_cbs);
+  c->open_handles = 3; /* the two timers and the connection */
+  nl_h2conn_start(&c->conn);
   return 0;
 }
 
@@ -782,14 +516,10 @@ static void closed_one(nl_cri_client_t *c) {
   /* Everything is closed: deliver what is left, then hand back. */
   c->state = NL_CRI_STOPPED;
   drain(c);
-  free(c->rbuf);
-  c->rbuf = NULL;
   free(c->path);
   c->path = NULL;
   free(c->last_error);
   c->last_error = NULL;
-  nl_buf_free(&c->w.pending);
-  nl_buf_free(&c->w.inflight);
   if (c->stop_cb) c->stop_cb(c);
 }
 
@@ -804,32 +534,23 @@ static void fail_all(nl_cri_client_t *c, nl_list_t *list) {
 }
 
 void nl_cri_client_stop(nl_cri_client_t *c, nl_cri_stop_cb done_cb) {
-  if (c->state == NL_CRI_STOPPING || c->state == NL_CRI_STOPPED) return;
-  nl_cri_conn_state_t prev = c->state;
+  if (c->state != NL_CRI_RUNNING) return;
   c->stop_cb = done_cb;
   nl_cri_client_unwatch_events(c);
-  /* Output still queued (RST_STREAMs) is dropped: the pipe closes anyway. */
-  c->flush_wanted = false;
   c->state = NL_CRI_STOPPING;
   fail_all(c, &c->waiting);
   fail_all(c, &c->active);
-  if (c->session) {
-    nl_grpc_session_free(c->session, MSG_CLOSING);
-    c->session = NULL;
-  }
-  uv_handle_t *hs[] = {(uv_handle_t *)&c->deadline_timer, (uv_handle_t *)&c->conn_timer,
-                       (uv_handle_t *)&c->events_timer, (uv_handle_t *)&c->ping_ack_timer,
-                       (uv_handle_t *)&c->deliver_idle};
+  if (c->conn.h2) nl_grpc_fail_streams(c->conn.h2, MSG_CLOSING);
+  /* Output still queued (RST_STREAMs) is dropped: the socket closes anyway. */
+  nl_h2conn_close(&c->conn);
+  uv_handle_t *hs[] = {(uv_handle_t *)&c->deadline_timer, (uv_handle_t *)&c->events_timer};
   for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) {
     hs[i]->data = c;
     uv_close(hs[i], handle_closed);
   }
-  /* The pipe is open unless it is closing (its close callback counts then) or
-   * we are between connections. */
-  if (prev == NL_CRI_CONNECTING || prev == NL_CRI_READY) nl_dial_close(&c->dial, on_dial_closed);
 }
 
-bool nl_cri_client_ready(const nl_cri_client_t *c) { return c->state == NL_CRI_READY; }
+bool nl_cri_client_ready(const nl_cri_client_t *c) { return connected(c); }
 
 size_t nl_cri_client_pending(const nl_cri_client_t *c) {
   size_t n = 0;

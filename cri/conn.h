@@ -1,8 +1,9 @@
-/* The CRI client connection: one HTTP/2 connection over a uv_pipe_t to the
- * runtime's unix socket, carrying any number of concurrent gRPC calls through
- * the engine of cri/grpc.h. It reconnects with back-off when the socket closes,
- * keeps the connection alive with PINGs, runs a deadline per call, and keeps the
- * GetContainerEvents stream running across reconnects.
+/* The CRI client: one HTTP/2 connection to the runtime's unix socket
+ * (reactor/h2conn.h: it reconnects with back-off when the socket closes,
+ * keeps the connection alive with PINGs, acknowledges the runtime's PINGs
+ * 10 ms late), carrying any number of concurrent gRPC calls (cri/grpc.h). The
+ * client runs a deadline per call, queues calls while there is no connection,
+ * and keeps the GetContainerEvents stream running across reconnects.
  *
  * Completion contract (all calls, typed wrappers in cri/runtime.h and
  * cri/image.h included): the callback is called exactly once, always from the
@@ -27,14 +28,13 @@
 #include "cri/api.pb-c.h"
 #include "cri/grpc.h"
 #include "reactor/backoff.h"
-#include "reactor/buf.h"
-#include "reactor/dial.h"
+#include "reactor/h2conn.h"
 #include "reactor/error.h"
 #include "reactor/list.h"
 
 #define NL_CRI_DEFAULT_TIMEOUT_MS (2 * 60 * 1000)    /* runtimeRequestTimeout 2m */
 #define NL_CRI_DEFAULT_PULL_TIMEOUT_MS (30 * 60 * 1000)
-#define NL_CRI_DEFAULT_MAX_RECV (16 * 1024 * 1024)   /* the kubelet's maxMsgSize */
+#define NL_CRI_DEFAULT_MAX_RECV NL_GRPC_DEFAULT_MAX_RECV /* the kubelet's maxMsgSize */
 
 typedef struct nl_cri_opts {
   uint64_t timeout_ms;          /* per-call deadline; 0: 2 minutes */
@@ -48,15 +48,12 @@ typedef struct nl_cri_opts {
   nl_grpc_mem_t *mem;           /* allocator for nghttp2/protobuf-c; NULL: malloc */
 } nl_cri_opts_t;
 
-typedef enum nl_cri_conn_state {
-  NL_CRI_IDLE,        /* before init, or between a close and the next step */
-  NL_CRI_CONNECTING,
-  NL_CRI_READY,
-  NL_CRI_CLOSING,     /* the pipe is closing; reconnect after its close callback */
-  NL_CRI_BACKOFF,     /* waiting for the reconnect timer */
-  NL_CRI_STOPPING,
+/* The client's life; the connection's is conn.state (reactor/h2conn.h). */
+typedef enum nl_cri_state {
+  NL_CRI_RUNNING,
+  NL_CRI_STOPPING,    /* nl_cri_client_stop(): the handles are closing */
   NL_CRI_STOPPED,
-} nl_cri_conn_state_t;
+} nl_cri_state_t;
 
 /* Generic unary completion (the typed wrappers use their own signatures). */
 typedef void (*nl_cri_unary_cb)(const nl_grpc_status_t *status, ProtobufCMessage *resp,
@@ -75,41 +72,22 @@ struct nl_cri_client {
   uv_loop_t *loop;
   char *path;                 /* socket path, owned */
   nl_cri_opts_t opts;         /* defaults filled in */
-  nl_cri_conn_state_t state;
+  nl_cri_state_t state;
 
-  nl_dial_t dial;             /* the runtime's socket: dial.io.pipe (raw) */
+  nl_h2conn_t conn;           /* the runtime's socket; conn.h2 while connected. Its
+                               * idle handle delivers completions outside the call
+                               * function (cbs->turn) and writes once per turn */
+  nl_grpc_channel_t channel;  /* what the calls share (max_recv_msg_size) */
   uv_timer_t deadline_timer;  /* earliest call deadline */
-  uv_timer_t conn_timer;      /* reconnect back-off, or keepalive while READY */
   uv_timer_t events_timer;    /* restart of the events stream */
-  uv_timer_t ping_ack_timer;  /* acknowledges the runtime's PINGs, see on_ping */
-  uv_idle_t deliver_idle;     /* delivers completions outside the call function,
-                               * and writes the session's output once per turn */
   int open_handles;           /* closed by stop; done_cb when back to 0 */
-
-  nl_grpc_session_t *session; /* NULL unless READY */
-  nl_backoff_t backoff;
-  uint8_t *rbuf;              /* read buffer, owned */
-  struct nl_cri_wbuf {
-    uv_write_t req;
-    nl_buf_t pending;         /* produced while a write is in flight */
-    nl_buf_t inflight;
-    bool busy;
-    bool dead;                /* the peer hung up (EPIPE): wait for its EOF */
-  } w;
-  bool ping_outstanding;
-  bool rx_since_tick;         /* bytes arrived since the last keepalive tick */
-  bool was_ready;             /* reconnect at once after losing a READY link */
-  bool draining;              /* GOAWAY seen: no new streams on this session */
   char *last_error;           /* why the last connection attempt failed, owned */
-  uint64_t generation;        /* bumped per connection */
 
   nl_list_t waiting;          /* calls waiting for a connection */
   nl_list_t active;           /* calls with a stream on the session */
   nl_list_t done;             /* finished calls awaiting delivery */
   uint64_t armed_deadline;    /* deadline_timer due time, UINT64_MAX when idle */
   bool delivering;
-  bool flush_wanted;          /* session output waits for on_read's end or deliver_idle */
-  bool in_read;               /* inside on_read: it flushes on its way out */
   void (*observe)(void *ctx, const char *path, int code, uint64_t duration_ns);
   void *observe_ctx;
 

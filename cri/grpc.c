@@ -11,13 +11,6 @@
 #define NANOLET_VERSION "dev"
 #endif
 
-struct nl_grpc_session {
-  nl_h2_t *h2; /* the HTTP/2 session (reactor/h2.h) */
-  char *authority;
-  char *user_agent;
-  size_t max_recv;
-};
-
 /* ---- Status helpers ------------------------------------------------------- */
 
 static const char *const code_names[] = {
@@ -235,7 +228,8 @@ static void deliver(nl_grpc_stream_t *st, const uint8_t *data, size_t len) {
  * whole inside one chunk is delivered without a copy. */
 static void on_data(nl_h2_stream_t *h, const uint8_t *p, size_t len) {
   nl_grpc_stream_t *st = grpc_stream(h);
-  nl_grpc_session_t *s = st->session;
+  size_t max_recv = st->channel->max_recv_msg_size ? st->channel->max_recv_msg_size
+                                                   : NL_GRPC_DEFAULT_MAX_RECV;
   while (len > 0 && !st->local_code && st->h2.session) {
     if (st->hdr_len < 5) {
       size_t need = 5u - st->hdr_len, n = need < len ? need : len;
@@ -251,10 +245,10 @@ static void on_data(nl_h2_stream_t *h, const uint8_t *p, size_t len) {
                     nl_xstrdup("grpc: compressed flag set with identity or empty encoding"));
         return;
       }
-      if (mlen > s->max_recv) {
+      if (mlen > max_recv) {
         stream_fail(st, NL_GRPC_RESOURCE_EXHAUSTED,
                     nl_xasprintf("grpc: received message larger than max (%" PRIu32
-                                 " vs. %zu)", mlen, s->max_recv));
+                                 " vs. %zu)", mlen, max_recv));
         return;
       }
       if (len >= mlen) {
@@ -312,45 +306,15 @@ static void on_close(nl_h2_stream_t *h, uint32_t error_code, bool refused) {
 static const nl_h2_stream_cbs_t stream_cbs = {
     .on_header = on_header, .on_data = on_data, .on_close = on_close};
 
-/* ---- Session ---------------------------------------------------------------- */
+/* ---- On a session ------------------------------------------------------------ */
 
-nl_grpc_session_t *nl_grpc_session_new(const nl_grpc_session_opts_t *opts,
-                                       const nl_grpc_session_cbs_t *cbs, void *user) {
-  nl_grpc_session_opts_t o = opts ? *opts : (nl_grpc_session_opts_t){0};
-  nl_grpc_session_t *s = nl_xcalloc(1, sizeof *s);
-  s->max_recv = o.max_recv_msg_size ? o.max_recv_msg_size : 16 * 1024 * 1024;
-  nl_h2_opts_t ho = {.window = o.window_size ? o.window_size : 32 * 1024 * 1024,
-                     .mem = o.mem ? &o.mem->nghttp2 : NULL};
-  s->h2 = nl_h2_new(&ho, cbs, user);
-  if (!s->h2) {
-    free(s);
-    return NULL;
-  }
-  s->authority = nl_xstrdup(o.authority ? o.authority : "localhost");
-  s->user_agent = o.user_agent ? nl_xstrdup(o.user_agent)
-                               : nl_xstrdup("nanolet/" NANOLET_VERSION " grpc-c/nghttp2");
-  return s;
-}
-
-void nl_grpc_session_free(nl_grpc_session_t *s, const char *reason) {
-  if (!s) return;
+void nl_grpc_fail_streams(nl_h2_t *h2, const char *reason) {
   nl_h2_stream_t *h;
-  while ((h = nl_h2_first_stream(s->h2))) {
+  while ((h = nl_h2_first_stream(h2))) {
     nl_h2_stream_detach(h);
-    stream_finish(grpc_stream(h), NGHTTP2_NO_ERROR, false,
-                  reason ? reason : "transport is closing");
+    stream_finish(grpc_stream(h), NGHTTP2_NO_ERROR, false, reason ? reason : "transport is closing");
   }
-  nl_h2_free(s->h2);
-  free(s->authority);
-  free(s->user_agent);
-  free(s);
 }
-
-int nl_grpc_session_recv(nl_grpc_session_t *s, const uint8_t *data, size_t len) {
-  return nl_h2_recv(s->h2, data, len);
-}
-
-int nl_grpc_session_flush(nl_grpc_session_t *s) { return nl_h2_flush(s->h2); }
 
 /* Formats the grpc-timeout value into out (at least 10 bytes) and returns
  * its length: at most 8 digits (gRPC over HTTP/2 spec), coarser units for long
@@ -387,8 +351,11 @@ static size_t format_timeout(char *out, uint64_t ms) {
    NGHTTP2_NV_FLAG_NO_COPY_NAME | (fl)}
 #define NVS(n, v) NV(n, v, sizeof(v) - 1, NGHTTP2_NV_FLAG_NO_COPY_VALUE)
 
-int nl_grpc_session_submit(nl_grpc_session_t *s, nl_grpc_stream_t *st, const char *path,
-                           const uint8_t *framed, size_t framed_len, uint64_t timeout_ms) {
+int nl_grpc_submit(nl_h2_t *h2, const nl_grpc_channel_t *ch, nl_grpc_stream_t *st,
+                   const char *path, const uint8_t *framed, size_t framed_len,
+                   uint64_t timeout_ms) {
+  const char *authority = ch->authority ? ch->authority : "localhost";
+  const char *user_agent = ch->user_agent ? ch->user_agent : "nanolet/" NANOLET_VERSION " grpc-c/nghttp2";
   st->rx = NULL;
   st->rx_len = st->rx_off = 0;
   st->hdr_len = 0;
@@ -398,24 +365,25 @@ int nl_grpc_session_submit(nl_grpc_session_t *s, nl_grpc_stream_t *st, const cha
   st->local_code = 0;
   st->local_message = NULL;
   st->h2.cbs = &stream_cbs;
-  /* Names, and values that live as long as the session or are static, are not
-   * copied; the timeout value is (the stream may end before HEADERS go out). */
+  /* Names, and values that live as long as the session (the channel's) or are
+   * static, are not copied; the timeout value is (the stream may end before
+   * HEADERS go out). */
   nghttp2_nv nva[8] = {
       NVS(":method", "POST"),
       NVS(":scheme", "http"),
       NV(":path", path, strlen(path), NGHTTP2_NV_FLAG_NO_COPY_VALUE),
-      NV(":authority", s->authority, strlen(s->authority), NGHTTP2_NV_FLAG_NO_COPY_VALUE),
+      NV(":authority", authority, strlen(authority), NGHTTP2_NV_FLAG_NO_COPY_VALUE),
       NVS("content-type", "application/grpc"),
       NVS("te", "trailers"),
-      NV("user-agent", s->user_agent, strlen(s->user_agent), NGHTTP2_NV_FLAG_NO_COPY_VALUE),
+      NV("user-agent", user_agent, strlen(user_agent), NGHTTP2_NV_FLAG_NO_COPY_VALUE),
   };
   size_t nnv = 7;
   if (timeout_ms > 0) {
     size_t tl = format_timeout(st->timeout, timeout_ms);
     nva[nnv++] = (nghttp2_nv)NV("grpc-timeout", st->timeout, tl, 0);
   }
-  st->session = s;
-  return nl_h2_submit(s->h2, &st->h2, nva, nnv, framed, framed_len);
+  st->channel = ch;
+  return nl_h2_submit(h2, &st->h2, nva, nnv, framed, framed_len);
 }
 
 void nl_grpc_stream_cancel(nl_grpc_stream_t *st) {
@@ -423,15 +391,3 @@ void nl_grpc_stream_cancel(nl_grpc_stream_t *st) {
   nl_h2_stream_cancel(&st->h2);
   stream_release(st);
 }
-
-int nl_grpc_session_ping(nl_grpc_session_t *s) { return nl_h2_ping(s->h2); }
-
-int nl_grpc_session_ack_pings(nl_grpc_session_t *s) { return nl_h2_ack_pings(s->h2); }
-
-bool nl_grpc_session_can_submit(const nl_grpc_session_t *s) {
-  return nl_h2_free_streams(s->h2) > 0;
-}
-
-size_t nl_grpc_session_active(const nl_grpc_session_t *s) { return nl_h2_active(s->h2); }
-
-bool nl_grpc_session_want_io(const nl_grpc_session_t *s) { return nl_h2_want_io(s->h2); }

@@ -1,19 +1,16 @@
-/* A gRPC-over-HTTP/2 client protocol engine (nghttp2), doing no I/O, as nghttp2's
- * example clients: bytes read from the peer go in with nl_grpc_session_recv(),
- * bytes to write come out through the write callback of nl_grpc_session_flush().
- * One session multiplexes any number of concurrent calls, each an HTTP/2 stream
- * (nl_grpc_stream_t) that the caller embeds in its own call struct.
+/* gRPC calls on the HTTP/2 engine (reactor/h2.h), doing no I/O: each call is
+ * an HTTP/2 stream (nl_grpc_stream_t) that the caller embeds in its own call
+ * struct and submits on the engine's session (nl_h2_t), whose connection is
+ * the caller's (reactor/h2conn.h). HTTP/2 itself (session set-up, windows,
+ * PINGs, GOAWAY, resets) is the engine's; this file adds gRPC's framing,
+ * headers and status, and knows no sockets, loops or protobuf schema: a
+ * request is a serialized message, a response is delivered as message bytes.
+ * So it is tested on bytes alone and serves both the CRI client (cri/conn.h, a
+ * unix socket) and the gRPC health probe over TCP.
  *
- * The engine knows nothing about sockets, loops or protobuf: a request is a
- * serialized message, a response is delivered as message bytes. So it is tested
- * on bytes alone and serves both the CRI client (cri/conn.h, a unix socket) and a
- * gRPC health probe over TCP. HTTP/2 itself (session set-up, windows, PINGs,
- * GOAWAY, resets) is reactor/h2.h's; this file adds gRPC's framing, headers
- * and status.
- *
- * Re-entrancy: stream and session callbacks run inside nl_grpc_session_recv() or
- * nl_grpc_session_flush(). They may submit, cancel and ping, but must not free
- * the session; callers queue completions and run user code after recv returns. */
+ * Re-entrancy: stream callbacks run inside nl_h2_recv() or nl_h2_flush().
+ * They may submit, cancel and ping, but must not free the session; callers
+ * queue completions and run user code after recv returns. */
 #ifndef NL_CRI_GRPC_H
 #define NL_CRI_GRPC_H
 
@@ -90,30 +87,40 @@ void nl_grpc_mem_init(nl_grpc_mem_t *m);
 
 /* ---- Streams --------------------------------------------------------------- */
 
-typedef struct nl_grpc_session nl_grpc_session_t;
+#define NL_GRPC_DEFAULT_MAX_RECV (16 * 1024 * 1024) /* the kubelet's CRI client's */
+#define NL_GRPC_WINDOW (32u * 1024 * 1024) /* receive window per stream and connection */
+
+/* What the calls of one connection share; the caller's, borrowed by the
+ * streams submitted with it until their session is freed. */
+typedef struct nl_grpc_channel {
+  const char *authority;    /* :authority; "localhost" when NULL */
+  const char *user_agent;   /* NULL: "nanolet/<version> grpc-c/nghttp2" */
+  size_t max_recv_msg_size; /* 0: NL_GRPC_DEFAULT_MAX_RECV */
+} nl_grpc_channel_t;
+
 typedef struct nl_grpc_stream nl_grpc_stream_t;
 
 /* Called for each complete response message (5-byte prefix removed). data is
  * borrowed until the callback returns. */
 typedef void (*nl_grpc_message_cb)(nl_grpc_stream_t *st, const uint8_t *data, size_t len);
 /* Called exactly once per submitted stream, when it ends for any reason other
- * than nl_grpc_stream_cancel() or nl_grpc_session_free(). After it the engine
- * no longer touches st. `refused` is true when the server never processed the
- * stream (REFUSED_STREAM, or above a GOAWAY's last stream id): safe to retry. */
+ * than nl_grpc_stream_cancel() or the session being freed without
+ * nl_grpc_fail_streams(). After it the engine no longer touches st. `refused`
+ * is true when the server never processed the stream (REFUSED_STREAM, or above
+ * a GOAWAY's last stream id): safe to retry. */
 typedef void (*nl_grpc_close_cb)(nl_grpc_stream_t *st, const nl_grpc_status_t *status,
                                  bool refused);
 
 /* Embedded by the caller in its call struct. The caller sets on_message,
  * on_close and user; the rest is the engine's. Must stay at the same address
- * from nl_grpc_session_submit() until on_close, cancel, or session free. */
+ * from nl_grpc_submit() until on_close, cancel, or the session's end. */
 struct nl_grpc_stream {
   nl_grpc_message_cb on_message;
   nl_grpc_close_cb on_close;
   void *user;
   /* engine-private */
-  nl_h2_stream_t h2;  /* the HTTP/2 stream (reactor/h2.h) */
-  nl_grpc_session_t *session; /* the session it was last submitted on (its limits);
-                               * open while h2.session is set */
+  nl_h2_stream_t h2;  /* the HTTP/2 stream (reactor/h2.h); open while h2.session is set */
+  const nl_grpc_channel_t *channel; /* the one it was last submitted with */
   uint8_t *rx;        /* message being reassembled across DATA frames */
   uint32_t rx_len, rx_off;
   uint8_t hdr[5];
@@ -126,66 +133,25 @@ struct nl_grpc_stream {
   char timeout[16];    /* grpc-timeout header value */
 };
 
-/* ---- Session --------------------------------------------------------------- */
-
-typedef struct nl_grpc_session_opts {
-  const char *authority;      /* :authority; "localhost" when NULL */
-  const char *user_agent;     /* NULL: "nanolet/<version>" */
-  size_t max_recv_msg_size;   /* 0: 16 MiB, as the kubelet's CRI client */
-  uint32_t window_size;       /* stream and connection receive window; 0: 32 MiB */
-  nl_grpc_mem_t *mem;         /* NULL: plain malloc */
-} nl_grpc_session_opts_t;
-
-/* The session's callbacks are the HTTP/2 engine's (reactor/h2.h), called with
- * the user given to nl_grpc_session_new(): write (bytes to send; copy them),
- * ping_ack (our keepalive PING was answered), goaway (submit no new streams
- * on this session), ping (the peer sent a PING: acknowledge it with
- * nl_grpc_session_ack_pings(), now or a little later; NULL: at once). */
-typedef nl_h2_cbs_t nl_grpc_session_cbs_t;
-
-/* Creates a session and queues the client preface and SETTINGS (flush to send).
- * Returns NULL only when the allocator fails (opts->mem). opts may be NULL. */
-nl_grpc_session_t *nl_grpc_session_new(const nl_grpc_session_opts_t *opts,
-                                       const nl_grpc_session_cbs_t *cbs, void *user);
-/* Frees the session. Streams still open end first: each gets on_close with
- * UNAVAILABLE and `reason` as message (e.g. "error reading from server: EOF"),
- * refused only when its HEADERS never left the engine (otherwise the server may
- * have run it: a RunPodSandbox must not run twice). */
-void nl_grpc_session_free(nl_grpc_session_t *s, const char *reason);
-
-/* Feeds bytes read from the peer. Returns 0, or a negative nghttp2 error when the
- * connection is broken (protocol error, allocation failure): the caller drops
- * the connection. Stream callbacks run from inside. */
-int nl_grpc_session_recv(nl_grpc_session_t *s, const uint8_t *data, size_t len);
-/* Drains all pending output through cbs->write. Returns 0 or negative as recv. */
-int nl_grpc_session_flush(nl_grpc_session_t *s);
-
-/* Starts a call: POST path with the framed request (nl_grpc_frame_size() bytes,
- * written by nl_grpc_frame()), borrowed until the stream ends. timeout_ms > 0
- * adds a grpc-timeout header (the caller still runs its own deadline timer).
- * Returns 0, NL_GRPC_EBUSY when the peer's SETTINGS_MAX_CONCURRENT_STREAMS is
- * reached or the session takes no new streams (retry when a stream closes, or on
- * a new session), or a negative nghttp2 error; no callback follows a failure. */
-int nl_grpc_session_submit(nl_grpc_session_t *s, nl_grpc_stream_t *st, const char *path,
-                           const uint8_t *framed, size_t framed_len, uint64_t timeout_ms);
+/* Starts a call on h2: POST path with the framed request (nl_grpc_frame_size()
+ * bytes, written by nl_grpc_frame()), borrowed until the stream ends.
+ * timeout_ms > 0 adds a grpc-timeout header (the caller still runs its own
+ * deadline timer). Returns 0, NL_H2_EBUSY when the peer's
+ * SETTINGS_MAX_CONCURRENT_STREAMS is reached or the session takes no new
+ * streams (retry when a stream closes, or on a new session), or a negative
+ * nghttp2 error; no callback follows a failure. */
+int nl_grpc_submit(nl_h2_t *h2, const nl_grpc_channel_t *ch, nl_grpc_stream_t *st,
+                   const char *path, const uint8_t *framed, size_t framed_len,
+                   uint64_t timeout_ms);
 /* Abandons a stream (deadline, caller gone): RST_STREAM(CANCEL) is queued and the
  * engine forgets st at once (no on_close). */
 void nl_grpc_stream_cancel(nl_grpc_stream_t *st);
-
-#define NL_GRPC_EBUSY NL_H2_EBUSY
-
-/* Queues a PING (keepalive); cbs->ping_ack follows. Returns 0 or negative. */
-int nl_grpc_session_ping(nl_grpc_session_t *s);
-/* Queues the ACKs of the peer's PINGs not acknowledged yet (cbs->ping); flush
- * to send. Returns 0 or a negative nghttp2 error. */
-int nl_grpc_session_ack_pings(nl_grpc_session_t *s);
-/* False after GOAWAY or a fatal error (new streams must go to a new session), or
- * while the peer's concurrent-stream limit is reached. */
-bool nl_grpc_session_can_submit(const nl_grpc_session_t *s);
-/* Streams currently open. */
-size_t nl_grpc_session_active(const nl_grpc_session_t *s);
-/* True while the session has output to write or input to read. */
-bool nl_grpc_session_want_io(const nl_grpc_session_t *s);
+/* Ends every stream still open on h2 (its connection is lost, before the
+ * session is freed): each gets on_close with UNAVAILABLE and `reason` as
+ * message (e.g. "error reading from server: EOF"), refused only when its
+ * HEADERS never left the engine (otherwise the server may have run it: a
+ * RunPodSandbox must not run twice). */
+void nl_grpc_fail_streams(nl_h2_t *h2, const char *reason);
 
 /* Length-prefixed message framing: nl_grpc_frame_size(msg) bytes; nl_grpc_frame
  * packs msg after the 5-byte prefix into buf. */

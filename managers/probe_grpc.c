@@ -1,6 +1,7 @@
 /* The grpc check (upstream pkg/probe/grpc): grpc.health.v1.Health/Check over
- * HTTP/2 on TCP, on the CRI client's gRPC engine (cri/grpc.h) which does no
- * I/O: the check feeds it the socket's bytes and writes what it produces. */
+ * HTTP/2 on TCP: one call (cri/grpc.h's framing and status) on a connection
+ * of the HTTP/2 driver (reactor/h2conn.h), which dials, reads and writes. */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,29 +84,6 @@ const char *nl_probe_grpc_status_name(int s) {
 
 /* ---- the call ---- */
 
-typedef struct wreq {
-  uv_write_t req;
-  char data[];
-} wreq_t;
-
-static void written(uv_write_t *req, int status) {
-  (void)status;
-  free(container_of(req, wreq_t, req));
-}
-
-static int gs_write(void *user, const uint8_t *data, size_t len) {
-  nl_check_t *c = user;
-  if (!c->dial_open) return -1;
-  wreq_t *w = nl_xmalloc(sizeof *w + len);
-  memcpy(w->data, data, len);
-  uv_buf_t b = uv_buf_init(w->data, (unsigned)len);
-  if (uv_write(&w->req, (uv_stream_t *)&c->dial.io.tcp, &b, 1, written) < 0) {
-    free(w);
-    return -1;
-  }
-  return 0;
-}
-
 /* Stream callbacks run inside recv/flush: they only record what happened. */
 
 static void on_message(nl_grpc_stream_t *st, const uint8_t *data, size_t len) {
@@ -155,45 +133,14 @@ static void report(nl_check_t *c) {
   free(m);
 }
 
-static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
-  (void)hint;
-  nl_check_t *c = container_of((uv_tcp_t *)h, nl_check_t, dial.io.tcp);
-  *buf = uv_buf_init((char *)c->rbuf, sizeof c->rbuf);
-}
+#define UNAVAILABLE "error: health rpc probe failed: rpc error: code = Unavailable desc = "
 
-static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
-  (void)buf;
-  nl_check_t *c = container_of((uv_tcp_t *)s, nl_check_t, dial.io.tcp);
-  if (c->done || n == 0) return;
-  if (n < 0) {
-    /* the stream ends with UNAVAILABLE, as grpc-go reports a lost connection */
-    nl_grpc_session_t *gs = c->gs;
-    c->gs = NULL;
-    nl_grpc_session_free(gs, n == UV_EOF ? "error reading from server: EOF" : uv_strerror((int)n));
-    report(c);
-    return;
-  }
-  if (nl_grpc_session_recv(c->gs, c->rbuf, (size_t)n) < 0 || nl_grpc_session_flush(c->gs) < 0) {
-    nl__check_finish(c, NL_CHECK_FAILURE,
-                     "error: health rpc probe failed: rpc error: code = Unavailable desc = "
-                     "connection error: protocol error");
-    return;
-  }
-  report(c);
-  if (!c->done && c->gs && !nl_grpc_session_want_io(c->gs)) { /* nghttp2 gave up (GOAWAY) */
-    nl__check_finish(c, NL_CHECK_FAILURE,
-                     "error: health rpc probe failed: rpc error: code = Unavailable desc = "
-                     "connection error: protocol error");
-  }
-}
+static nl_check_t *check_of(nl_h2conn_t *conn) { return container_of(conn, nl_check_t, conn); }
 
-void nl__check_grpc_connected(nl_check_t *c) {
-  nl_grpc_session_opts_t so = {.authority = c->addr,
-                               .user_agent = c->env.user_agent ? c->env.user_agent
-                                                               : "kube-probe/1.30",
-                               .window_size = 65535};
-  nl_grpc_session_cbs_t cbs = {.write = gs_write};
-  c->gs = nl_grpc_session_new(&so, &cbs, c);
+static void conn_ready(nl_h2conn_t *conn, bool h2) {
+  nl_check_t *c = check_of(conn);
+  assert(h2); /* plaintext: always HTTP/2 */
+  c->connected = true;
   size_t len;
   uint8_t *msg = nl_probe_grpc_encode_request(c->service, &len);
   c->framed_len = len + 5;
@@ -208,20 +155,60 @@ void nl__check_grpc_connected(nl_check_t *c) {
   c->stream.on_message = on_message;
   c->stream.on_close = on_close;
   c->stream.user = c;
-  if (nl_grpc_session_submit(c->gs, &c->stream, HEALTH_CHECK, c->framed, c->framed_len,
-                             c->timeout_ms) < 0 ||
-      nl_grpc_session_flush(c->gs) < 0 ||
-      uv_read_start((uv_stream_t *)&c->dial.io.tcp, alloc_cb, read_cb) < 0) {
-    nl__check_finish(c, NL_CHECK_FAILURE,
-                     "error: health rpc probe failed: rpc error: code = Unavailable desc = "
-                     "cannot start the call");
+  if (nl_grpc_submit(conn->h2, &c->channel, &c->stream, HEALTH_CHECK, c->framed, c->framed_len,
+                     c->timeout_ms) < 0) {
+    nl__check_finish(c, NL_CHECK_FAILURE, UNAVAILABLE "cannot start the call");
+    return;
   }
+  nl_h2conn_flush(conn);
+}
+
+/* The session moved: the call may have ended. */
+static void conn_moved(nl_h2conn_t *conn) { report(check_of(conn)); }
+
+/* The dial failed, or the connection ended: the call ends with UNAVAILABLE,
+ * as grpc-go reports a lost connection. */
+static void conn_lost(nl_h2conn_t *conn, const nl_err_t *err) {
+  nl_check_t *c = check_of(conn);
+  if (c->done) return;
+  if (!conn->connected) {
+    char *m = nl_xasprintf("error: failed to connect service at \"%s\": %s", c->addr, err->msg);
+    nl__check_finish(c, NL_CHECK_FAILURE, m);
+    free(m);
+    return;
+  }
+  if (conn->h2) nl_grpc_fail_streams(conn->h2, err->msg);
+  if (!c->g_closed) {
+    char *m = nl_xasprintf(UNAVAILABLE "%s", err->msg);
+    nl__check_finish(c, NL_CHECK_FAILURE, m);
+    free(m);
+    return;
+  }
+  report(c);
+}
+
+static void conn_closed(nl_h2conn_t *conn) { nl__check_unref(check_of(conn)); }
+
+static const nl_h2conn_cbs_t conn_cbs = {.ready = conn_ready, .moved = conn_moved,
+                                         .lost = conn_lost, .closed = conn_closed};
+
+void nl__check_grpc_start(nl_check_t *c, const char *host, int port) {
+  c->channel = (nl_grpc_channel_t){
+      .authority = c->addr,
+      .user_agent = c->env.user_agent ? c->env.user_agent : "kube-probe/1.30"};
+  nl_h2conn_opts_t o = {.dial = {.host = host, .port = port},
+                        .h2 = {.window = 65535},
+                        .words = NL_H2CONN_WORDS_GRPC,
+                        .read_buf = 4096};
+  c->conn.data = c;
+  nl_h2conn_init(&c->conn, c->env.loop, &o, &conn_cbs);
+  c->conn_open = true;
+  c->refs++;
+  nl_h2conn_start(&c->conn);
 }
 
 void nl__check_grpc_teardown(nl_check_t *c) {
-  if (c->gs) {
-    nl_grpc_session_t *gs = c->gs;
-    c->gs = NULL;
-    nl_grpc_session_free(gs, "check finished");
-  }
+  if (!c->conn_open) return;
+  c->conn_open = false;
+  nl_h2conn_close(&c->conn);
 }

@@ -125,18 +125,11 @@ static void dialed(nl_dial_t *d, const nl_err_t *err) {
   nl_check_t *c = container_of(d, nl_check_t, dial);
   if (c->done) return;
   if (err) {
-    char *m = c->service
-                  ? nl_xasprintf("error: failed to connect service at \"%s\": %s", c->addr, err->msg)
-                  : nl_xstrdup(err->msg);
-    nl__check_finish(c, NL_CHECK_FAILURE, m);
-    free(m);
+    nl__check_finish(c, NL_CHECK_FAILURE, err->msg);
     return;
   }
   c->connected = true;
-  if (c->service)
-    nl__check_grpc_connected(c);
-  else
-    nl__check_finish(c, NL_CHECK_SUCCESS, "");
+  nl__check_finish(c, NL_CHECK_SUCCESS, "");
 }
 
 void nl__check_tcp_start(nl_check_t *c, const nl_check_req_t *req, bool grpc) {
@@ -175,9 +168,13 @@ void nl__check_tcp_start(nl_check_t *c, const nl_check_req_t *req, bool grpc) {
     free(m);
     return;
   }
-  c->dial_open = true;
-  c->refs++;
-  nl_dial_start(&c->dial, c->env.loop, &(nl_dial_opts_t){.host = host, .port = port, .raw = true},
-                dialed);
+  if (grpc) {
+    nl__check_grpc_start(c, host, port);
+  } else {
+    c->dial_open = true;
+    c->refs++;
+    nl_dial_start(&c->dial, c->env.loop,
+                  &(nl_dial_opts_t){.host = host, .port = port, .raw = true}, dialed);
+  }
   if (req->timeout_ms) uv_timer_start(&c->timer, tcp_timeout, req->timeout_ms, 0);
 }

@@ -3,7 +3,9 @@
 #define NL_PROBE_INTERNAL_H
 
 #include "managers/probe.h"
+#include "cri/grpc.h"
 #include "reactor/dial.h"
+#include "reactor/h2conn.h"
 #include "reactor/http_client.h"
 
 struct nl_check {
@@ -24,13 +26,16 @@ struct nl_check {
   /* http */
   nl_http_call_t *http;
   nl_tls_config_t *own_tls;
-  /* tcp and grpc */
-  nl_dial_t dial;  /* raw: the check reads and writes dial.io.tcp itself */
+  /* tcp */
+  nl_dial_t dial;  /* raw: connecting is all a tcpSocket check does */
   bool dial_open;
   char *addr;     /* "10.88.0.5:80" as Go's JoinHostPort writes it */
   bool connected;
-  char *service;  /* grpc */
-  nl_grpc_session_t *gs;
+  /* grpc */
+  char *service;
+  nl_h2conn_t conn; /* the HTTP/2 connection (reactor/h2conn.h) */
+  bool conn_open;
+  nl_grpc_channel_t channel;
   nl_grpc_stream_t stream;
   uint8_t *framed;
   size_t framed_len;
@@ -38,7 +43,6 @@ struct nl_check {
   bool g_closed;  /* grpc: the stream ended with g_code, g_message */
   int g_code;
   char *g_message;
-  uint8_t rbuf[4096];
 };
 
 /* Delivers the result once (unless cancelled) and tears the check down. */
@@ -50,8 +54,8 @@ void nl__check_unref(nl_check_t *c);
 
 void nl__check_http_start(nl_check_t *c, const nl_check_req_t *req);
 void nl__check_tcp_start(nl_check_t *c, const nl_check_req_t *req, bool grpc);
-/* grpc: called once the TCP connection is up. */
-void nl__check_grpc_connected(nl_check_t *c);
+/* grpc: connects to host:port (an address) and makes the call. */
+void nl__check_grpc_start(nl_check_t *c, const char *host, int port);
 void nl__check_grpc_teardown(nl_check_t *c);
 /* The host:port text of a target ("[::1]:80" for IPv6). New string. */
 char *nl__probe_join_host_port(const char *host, int port);

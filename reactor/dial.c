@@ -52,17 +52,17 @@ nl_err_t *nl_dial_io_error(const nl_dial_t *d, const nl_err_t *err) {
 
 /* ---- the stream, until connected ------------------------------------------ */
 
-static void io_ready(nl__http_io_t *io) {
+static void io_ready(nl_io_t *io) {
   nl_dial_t *d = container_of(io, nl_dial_t, io);
   if (!d->closing) finish(d, NULL);
 }
 
-static void io_data(nl__http_io_t *io, const char *p, size_t n) {
+static void io_data(nl_io_t *io, const char *p, size_t n) {
   nl_dial_t *d = container_of(io, nl_dial_t, io);
   if (d->done && !d->closing) d->io_cbs->on_data(io, p, n);
 }
 
-static void io_end(nl__http_io_t *io, nl_err_t *err) {
+static void io_end(nl_io_t *io, nl_err_t *err) {
   nl_dial_t *d = container_of(io, nl_dial_t, io);
   if (d->closing) return;
   if (d->done) {
@@ -74,17 +74,17 @@ static void io_end(nl__http_io_t *io, nl_err_t *err) {
   finish(d, e ? e : nl_err_newf(ECONNRESET, "EOF"));
 }
 
-static void io_drain(nl__http_io_t *io) {
+static void io_drain(nl_io_t *io) {
   nl_dial_t *d = container_of(io, nl_dial_t, io);
   if (d->done && !d->closing && d->io_cbs->on_drain) d->io_cbs->on_drain(io);
 }
 
-static const nl__http_io_cbs_t dial_io_cbs = {
+static const nl_io_cbs_t dial_io_cbs = {
     .on_ready = io_ready, .on_data = io_data, .on_end = io_end, .on_drain = io_drain};
 
 static void io_closed(uv_handle_t *h) {
   nl_dial_t *d = h->data;
-  nl__http_io_release(&d->io);
+  nl_io_release(&d->io);
   d->io_open = false;
   d->live--;
   if (!d->closing && !d->done && d->ai_next) {
@@ -101,7 +101,7 @@ static void on_connect(uv_connect_t *req, int status) {
     if (d->ai_next) {
       nl_vlog(4, "dial %s %s: %s, trying the next address", net_of(d), d->peer,
               uv_strerror(status));
-      nl__http_io_close(&d->io, io_closed); /* its close callback goes on */
+      nl_io_close(&d->io, io_closed); /* its close callback goes on */
       return;
     }
     finish(d, nl_err_newf(-status, "dial %s %s: connect: %s", net_of(d), d->peer,
@@ -112,10 +112,10 @@ static void on_connect(uv_connect_t *req, int status) {
     finish(d, NULL);
     return;
   }
-  if (d->tls) nl__http_io_set_tls(&d->io, nl_tls_new(d->tls, d->server_name ? d->server_name
+  if (d->tls) nl_io_set_tls(&d->io, nl_tls_new(d->tls, d->server_name ? d->server_name
                                                                              : d->host));
   nl_err_t *err = NULL;
-  if (nl__http_io_start(&d->io, &err) < 0) {
+  if (nl_io_start(&d->io, &err) < 0) {
     finish(d, err);
     return;
   }
@@ -123,8 +123,8 @@ static void on_connect(uv_connect_t *req, int status) {
 }
 
 static void open_io(nl_dial_t *d) {
-  int rc = d->unix_path ? nl__http_io_init_pipe(&d->io, d->loop, &dial_io_cbs)
-                        : nl__http_io_init(&d->io, d->loop, &dial_io_cbs);
+  int rc = d->unix_path ? nl_io_init_pipe(&d->io, d->loop, &dial_io_cbs)
+                        : nl_io_init(&d->io, d->loop, &dial_io_cbs);
   if (rc < 0) abort(); /* only fails for a bad loop or out of memory */
   d->io.tcp.data = d;
   d->io_open = true;
@@ -273,6 +273,6 @@ void nl_dial_close(nl_dial_t *d, nl_dial_closed_cb closed) {
   d->closed = closed;
   nl_err_free(&d->later);
   if (d->gai_pending) uv_cancel((uv_req_t *)&d->gai);
-  if (d->io_open && !nl__http_io_closing(&d->io)) nl__http_io_close(&d->io, io_closed);
+  if (d->io_open && !nl_io_closing(&d->io)) nl_io_close(&d->io, io_closed);
   uv_close((uv_handle_t *)&d->timer, timer_closed);
 }

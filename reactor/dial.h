@@ -28,7 +28,7 @@
 #include <uv.h>
 
 #include "reactor/error.h"
-#include "reactor/http_io.h"
+#include "reactor/io.h"
 #include "reactor/tls.h"
 
 typedef struct nl_dial nl_dial_t;
@@ -49,14 +49,14 @@ typedef struct nl_dial_opts {
   const char *server_name; /* SNI and the name verified; NULL: host */
   /* Once connected: plaintext from the peer, its end, the write queue
    * draining (on_ready is not used: on_connect says it). Required unless raw. */
-  const nl__http_io_cbs_t *io_cbs;
+  const nl_io_cbs_t *io_cbs;
   /* Connect only (no TLS): the owner reads and writes d->io's stream
    * (d->io.pipe, d->io.tcp) with its own buffers, as the CRI client does. */
   bool raw;
 } nl_dial_opts_t;
 
 struct nl_dial {
-  nl__http_io_t io;  /* the connection; d->io.tcp.data is the dialer's */
+  nl_io_t io;  /* the connection; d->io.tcp.data is the dialer's */
   void *data;        /* the owner's */
   /* private */
   uv_loop_t *loop;
@@ -67,7 +67,7 @@ struct nl_dial {
   char *host, *unix_path, *server_name;
   int port;
   nl_tls_config_t *tls;
-  const nl__http_io_cbs_t *io_cbs;
+  const nl_io_cbs_t *io_cbs;
   bool raw;
   nl_dial_cb cb;
   void (*closed)(nl_dial_t *d);

@@ -9,7 +9,7 @@
 
 #include "reactor/buf.h"
 #include "reactor/dial.h"
-#include "reactor/http_io.h"
+#include "reactor/io.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
@@ -400,7 +400,7 @@ static int on_resp_complete(void *ctx, nl_http_msg_t *m) {
 static const nl_http_parser_cbs_t resp_cbs = {
     .on_head = on_resp_head, .on_body = on_resp_body, .on_complete = on_resp_complete};
 
-static void io_data(nl__http_io_t *io, const char *p, size_t n) {
+static void io_data(nl_io_t *io, const char *p, size_t n) {
   attempt_t *a = container_of(io, attempt_t, dial.io);
   while (n > 0 && attempt_live(a)) {
     size_t used = 0;
@@ -416,7 +416,7 @@ static void io_data(nl__http_io_t *io, const char *p, size_t n) {
   }
 }
 
-static void io_end(nl__http_io_t *io, nl_err_t *err) {
+static void io_end(nl_io_t *io, nl_err_t *err) {
   attempt_t *a = container_of(io, attempt_t, dial.io);
   if (!attempt_live(a)) return;
   nl_http_call_t *c = a->call;
@@ -457,12 +457,12 @@ static void send_request(attempt_t *a) {
   nl_buf_puts(&b, "Connection: close\r\n\r\n");
   if (c->body_len) nl_buf_append(&b, c->body, c->body_len);
   nl_cleanup_err nl_err_t *err = NULL;
-  int rc = nl__http_io_write(&a->dial.io, b.data, b.len, &err);
+  int rc = nl_io_write(&a->dial.io, b.data, b.len, &err);
   nl_buf_free(&b);
   if (rc < 0) finish_errf(c, err->code, "write tcp %s: %s", a->dial.peer, nl_err_msg(err));
 }
 
-static const nl__http_io_cbs_t attempt_io_cbs = {.on_data = io_data, .on_end = io_end};
+static const nl_io_cbs_t attempt_io_cbs = {.on_data = io_data, .on_end = io_end};
 
 static void on_dialed(nl_dial_t *d, const nl_err_t *err) {
   attempt_t *a = d->data;

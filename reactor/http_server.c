@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include "reactor/buf.h"
-#include "reactor/http_io.h"
+#include "reactor/io.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
@@ -57,7 +57,7 @@ enum conn_state { C_READING, C_HANDLING, C_BODY, C_STREAMING, C_TUNNEL, C_CLOSIN
 struct conn {
   nl_list_t link;
   nl_http_server_t *srv;
-  nl__http_io_t io;
+  nl_io_t io;
   uv_timer_t timer;
   int open_handles;
   enum conn_state state;
@@ -273,7 +273,7 @@ static void conn_handle_closed(uv_handle_t *h) {
   nl_http_server_t *srv = c->srv;
   if (c->tunnel.cbs && c->tunnel.cbs->on_close) c->tunnel.cbs->on_close(c->tunnel.ctx);
   nl_list_remove(&c->link);
-  nl__http_io_release(&c->io);
+  nl_io_release(&c->io);
   nl_http_parser_free(&c->parser);
   nl_buf_free(&c->body);
   nl_buf_free(&c->pending);
@@ -315,7 +315,7 @@ static void close_handles(conn_t *c) {
     c->dead = true;
     nl_list_remove(&c->link);
     nl_list_insert_tail(&c->srv->dead, &c->link);
-    nl__http_io_release(&c->io);
+    nl_io_release(&c->io);
     nl_buf_free(&c->pending);
     nl_buf_free(&c->body);
   }
@@ -323,7 +323,7 @@ static void close_handles(conn_t *c) {
     uv_timer_stop(&c->timer);
     uv_close((uv_handle_t *)&c->timer, conn_handle_closed);
   }
-  nl__http_io_close(&c->io, conn_handle_closed);
+  nl_io_close(&c->io, conn_handle_closed);
 }
 
 static void leave_live(conn_t *c) {
@@ -354,7 +354,7 @@ static void conn_close_after_writes(conn_t *c) {
   uv_timer_start(&c->timer, on_linger, LINGER_MS, 0);
   c->lingering = true;
   c->srv->nlinger++;
-  nl__http_io_close_after_writes(&c->io, conn_handle_closed, true);
+  nl_io_close_after_writes(&c->io, conn_handle_closed, true);
   resp_detach(c);
 }
 
@@ -394,10 +394,10 @@ static void arm_timer(conn_t *c) {
 static void update_reading(conn_t *c) {
   if (c->state == C_CLOSING || c->state == C_TUNNEL) return;
   bool want = c->pending.len < NL_HTTP_PENDING_HIGH &&
-              nl__http_io_queued(&c->io) < NL_HTTP_OUT_HIGH;
+              nl_io_queued(&c->io) < NL_HTTP_OUT_HIGH;
   if (want == c->reading) return;
   c->reading = want;
-  nl__http_io_read(&c->io, want);
+  nl_io_read(&c->io, want);
 }
 
 /* Waiting for the next request: the idle timeout runs, or the head's deadline
@@ -449,7 +449,7 @@ static void put_head(nl_buf_t *b, int status, const nl_http_headers_t *headers,
 
 static bool conn_write(conn_t *c, const void *data, size_t len) {
   nl_cleanup_err nl_err_t *err = NULL;
-  if (nl__http_io_write(&c->io, data, len, &err) < 0) {
+  if (nl_io_write(&c->io, data, len, &err) < 0) {
     nl_vlog(4, "http: %s: %s", c->remote, nl_err_msg(err));
     return false;
   }
@@ -582,7 +582,7 @@ static void body_complete(conn_t *c) {
 }
 
 /* True while queued output keeps the next request from being parsed. */
-static bool out_full(const conn_t *c) { return nl__http_io_queued(&c->io) >= NL_HTTP_OUT_HIGH; }
+static bool out_full(const conn_t *c) { return nl_io_queued(&c->io) >= NL_HTTP_OUT_HIGH; }
 
 /* Parses what was received while the connection can take it: the next request
  * only when none is in hand and the answers before it are mostly out. */
@@ -626,7 +626,7 @@ static void drain(conn_t *c) {
   update_reading(c);
 }
 
-static void on_first_byte(nl__http_io_t *io) {
+static void on_first_byte(nl_io_t *io) {
   conn_t *c = container_of(io, conn_t, io);
   /* The first request's head deadline counts from here, the TLS handshake
    * included: a stalled handshake holds its session no longer. */
@@ -636,7 +636,7 @@ static void on_first_byte(nl__http_io_t *io) {
   }
 }
 
-static void on_data(nl__http_io_t *io, const char *p, size_t n) {
+static void on_data(nl_io_t *io, const char *p, size_t n) {
   conn_t *c = container_of(io, conn_t, io);
   if (c->state == C_CLOSING) return;
   if (c->state == C_TUNNEL) {
@@ -653,7 +653,7 @@ static void on_data(nl__http_io_t *io, const char *p, size_t n) {
   drain(c);
 }
 
-static void on_end(nl__http_io_t *io, nl_err_t *err) {
+static void on_end(nl_io_t *io, nl_err_t *err) {
   conn_t *c = container_of(io, conn_t, io);
   if (c->state == C_TUNNEL) {
     c->peer_eof = true;
@@ -673,7 +673,7 @@ static void on_end(nl__http_io_t *io, nl_err_t *err) {
   else if (c->state == C_READING || c->state == C_BODY) drain(c);
 }
 
-static void on_drain(nl__http_io_t *io) {
+static void on_drain(nl_io_t *io) {
   conn_t *c = container_of(io, conn_t, io);
   if (c->state == C_TUNNEL && c->tunnel.cbs->on_drain) c->tunnel.cbs->on_drain(c->tunnel.ctx);
   else if (c->state == C_STREAMING && c->resp && c->resp->drain_cb)
@@ -682,7 +682,7 @@ static void on_drain(nl__http_io_t *io) {
   if (c->state != C_CLOSING && c->state != C_TUNNEL) update_reading(c);
 }
 
-static const nl__http_io_cbs_t conn_io_cbs = {.on_ready = NULL,
+static const nl_io_cbs_t conn_io_cbs = {.on_ready = NULL,
                                               .on_data = on_data,
                                               .on_end = on_end,
                                               .on_drain = on_drain,
@@ -702,7 +702,7 @@ static const nl__http_io_cbs_t conn_io_cbs = {.on_ready = NULL,
 static bool unproven(const conn_t *c) { return c->state == C_READING && c->nreqs == 0; }
 
 static bool stalled(const conn_t *c, uint64_t now) {
-  bool silent = c->srv->opts.tls ? nl__http_io_handshaking(&c->io) : !c->io.got_bytes;
+  bool silent = c->srv->opts.tls ? nl_io_handshaking(&c->io) : !c->io.got_bytes;
   return silent && now - c->idle_since >= STALLED_MS;
 }
 
@@ -834,7 +834,7 @@ static void on_connection(uv_stream_t *l, int status) {
   }
   conn_t *c = nl_xcalloc(1, sizeof(*c));
   c->srv = srv;
-  if (nl__http_io_init(&c->io, srv->loop, &conn_io_cbs) < 0) {
+  if (nl_io_init(&c->io, srv->loop, &conn_io_cbs) < 0) {
     free(c);
     return;
   }
@@ -870,9 +870,9 @@ static void on_connection(uv_stream_t *l, int status) {
   }
   while (srv->nlive + srv->nlinger > srv->opts.max_conns && evict(srv, c)) {
   }
-  if (srv->opts.tls) nl__http_io_set_tls_later(&c->io, srv->opts.tls);
+  if (srv->opts.tls) nl_io_set_tls_later(&c->io, srv->opts.tls);
   nl_cleanup_err nl_err_t *err = NULL;
-  if (nl__http_io_start(&c->io, &err) < 0) {
+  if (nl_io_start(&c->io, &err) < 0) {
     nl_vlog(4, "http: %s: %s", c->remote, nl_err_msg(err));
     conn_close(c);
     return;
@@ -975,7 +975,7 @@ int nl_http_resp_write(nl_http_resp_t *resp, const void *data, size_t len) {
 }
 
 size_t nl_http_resp_queued(const nl_http_resp_t *resp) {
-  return resp->conn ? nl__http_io_queued(&resp->conn->io) : 0;
+  return resp->conn ? nl_io_queued(&resp->conn->io) : 0;
 }
 
 void nl_http_resp_on_drain(nl_http_resp_t *resp, void (*cb)(void *ctx), void *ctx) {
@@ -1021,7 +1021,7 @@ nl_http_tunnel_t *nl_http_resp_takeover(nl_http_resp_t *resp, const nl_http_tunn
   assert(c->state == C_HANDLING);
   c->resp = NULL;
   c->state = C_TUNNEL;
-  if (!c->reading) nl__http_io_read(&c->io, true); /* the tunnel's owner decides from now on */
+  if (!c->reading) nl_io_read(&c->io, true); /* the tunnel's owner decides from now on */
   c->reading = true;
   c->tunnel.cbs = cbs;
   c->tunnel.ctx = ctx;
@@ -1032,13 +1032,13 @@ nl_http_tunnel_t *nl_http_resp_takeover(nl_http_resp_t *resp, const nl_http_tunn
 static conn_t *tunnel_conn(nl_http_tunnel_t *t) { return container_of(t, conn_t, tunnel); }
 
 int nl_http_tunnel_write(nl_http_tunnel_t *t, const void *data, size_t len, nl_err_t **err) {
-  return nl__http_io_write(&tunnel_conn(t)->io, data, len, err);
+  return nl_io_write(&tunnel_conn(t)->io, data, len, err);
 }
 
 size_t nl_http_tunnel_queued(const nl_http_tunnel_t *t) {
-  return nl__http_io_queued(&tunnel_conn((nl_http_tunnel_t *)t)->io);
+  return nl_io_queued(&tunnel_conn((nl_http_tunnel_t *)t)->io);
 }
 
-void nl_http_tunnel_read(nl_http_tunnel_t *t, bool on) { nl__http_io_read(&tunnel_conn(t)->io, on); }
+void nl_http_tunnel_read(nl_http_tunnel_t *t, bool on) { nl_io_read(&tunnel_conn(t)->io, on); }
 
 void nl_http_tunnel_close(nl_http_tunnel_t *t) { conn_close_after_writes(tunnel_conn(t)); }

@@ -69,7 +69,7 @@ size_t nl_kube__client_nready(const nl_kube_client_t *c) {
   size_t n = 0;
   const nl_list_t *p;
   for (p = c->conns.next; p != &c->conns; p = p->next)
-    n += nl_list_entry(p, nl_kube_conn_t, link)->state == KC_READY;
+    n += nl_h2conn_ready(&nl_list_entry(p, nl_kube_conn_t, link)->h2c);
   return n;
 }
 
@@ -77,7 +77,7 @@ static nl_kube_conn_t *first_ready(nl_kube_client_t *c) {
   nl_list_t *p;
   for (p = c->conns.next; p != &c->conns; p = p->next) {
     nl_kube_conn_t *conn = nl_list_entry(p, nl_kube_conn_t, link);
-    if (conn->state == KC_READY) return conn;
+    if (nl_h2conn_ready(&conn->h2c)) return conn;
   }
   return NULL;
 }
@@ -168,7 +168,7 @@ void nl_kube__conn_ready(nl_kube_client_t *c, nl_kube_conn_t *conn, bool h2) {
     nl_kube__conn_close(conn, NULL);
     return;
   }
-  nl_vlog(4, "kube: connected to %s (%s), %zu connection(s)", c->server, conn->dial.peer,
+  nl_vlog(4, "kube: connected to %s (%s), %zu connection(s)", c->server, conn->h2c.dial.peer,
           nl_kube__client_nready(c));
   nl_kube__step(c);
 }

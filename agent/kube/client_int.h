@@ -10,9 +10,8 @@
 #include "agent/kube/ratelimit.h"
 #include "reactor/backoff.h"
 #include "reactor/buf.h"
-#include "reactor/dial.h"
+#include "reactor/h2conn.h"
 #include "reactor/http_client.h"
-#include "reactor/http_io.h"
 #include "reactor/list.h"
 #include "reactor/tls.h"
 
@@ -36,33 +35,16 @@ typedef enum nl_kube_state {
   NL_KUBE_STOPPING,
 } nl_kube_state_t;
 
-typedef enum nl_kube_conn_state {
-  KC_CONNECTING, /* the dialer resolves, connects, does the TLS handshake */
-  KC_READY,
-  KC_DRAINING, /* GOAWAY seen: finishes its streams, takes no new ones */
-  KC_CLOSED,   /* detached from the client; frees itself when its handles close */
-} nl_kube_conn_state_t;
-
+/* One connection: its state is the driver's (h2c.state: DIALING, READY,
+ * DRAINING after GOAWAY or a new certificate, ...), closed once detached. */
 typedef struct nl_kube_conn {
   nl_kube_client_t *client;
   nl_list_t link;   /* in client->conns */
-  nl_kube_conn_state_t state;
-  int live;         /* handles and requests to come back before it is freed */
-  nl_dial_t dial;    /* the connection (dial.io once connected) */
-  bool dial_open;
-  uv_timer_t health; /* ReadIdleTimeout, then PingTimeout */
-  uv_timer_t idle;   /* runs while ready without a stream: IdleConnTimeout */
-  nl_kube_h2_t *h2;
-  nl_buf_t out;      /* session output collected during one flush */
-  nl_list_t reqs;    /* requests with a stream on this connection */
+  nl_h2conn_t h2c;  /* the connection (reactor/h2conn.h); h2c.h2 the session */
+  nl_list_t reqs;   /* requests with a stream on this connection */
   bool was_ready;
-  bool rx;           /* frames arrived since the last health tick */
-  bool ping_outstanding;
-  bool in_recv;      /* inside nl_h2_recv: the session is freed after it */
-  bool dirty;        /* streams submitted, not yet flushed */
-  bool goaway;
-  uint32_t goaway_code;
-  int32_t goaway_last;
+  bool closed;      /* detached from the client; freed once the driver has closed */
+  bool dirty;       /* streams submitted, not yet flushed */
 } nl_kube_conn_t;
 
 typedef enum nl_kube_req_state {
@@ -148,7 +130,7 @@ void nl_kube__conn_drain(nl_kube_conn_t *conn);
 /* Whether the connection takes r as a new stream now: a watch leaves the
  * connection's reserved streams to short requests. */
 bool nl_kube__conn_takes(const nl_kube_conn_t *conn, const nl_kube_req_t *r);
-/* Sends what the session holds; also starts or stops the idle timer. */
+/* Asks for what the session holds to be sent (once per loop turn). */
 void nl_kube__conn_flush(nl_kube_conn_t *conn);
 
 /* client.c: the client's connection state machine */

@@ -64,21 +64,16 @@ static void on_close(nl_h2_stream_t *h, uint32_t error_code, bool refused) {
 static const nl_h2_stream_cbs_t stream_cbs = {
     .on_header = on_header, .on_headers = on_headers, .on_data = on_data, .on_close = on_close};
 
-nl_kube_h2_t *nl_kube_h2_new(uint32_t window, const nl_kube_h2_cbs_t *cbs, void *user) {
-  nl_h2_opts_t o = {.window = window, .head_only_streams = true};
-  nl_h2_cbs_t hc = *cbs;
-  hc.ping = NULL; /* the server's PINGs are acknowledged at once */
-  return nl_h2_new(&o, &hc, user);
+nl_h2_opts_t nl_kube_h2_opts(uint32_t window) {
+  return (nl_h2_opts_t){.window = window, .head_only_streams = true};
 }
 
-void nl_kube_h2_free(nl_kube_h2_t *s) {
-  if (!s) return;
+void nl_kube_h2_forget(nl_kube_h2_t *s) {
   nl_h2_stream_t *h;
   while ((h = nl_h2_first_stream(s))) {
     nl_h2_stream_detach(h);
     stream_clear(kube_stream(h));
   }
-  nl_h2_free(s);
 }
 
 #define NV(n, v) {(uint8_t *)(n), (uint8_t *)(v), strlen(n), strlen(v), NGHTTP2_NV_FLAG_NONE}

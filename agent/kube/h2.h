@@ -58,18 +58,14 @@ typedef struct nl_kube_h2_header {
   const char *name, *value; /* lower-case names */
 } nl_kube_h2_header_t;
 
-/* The engine's callbacks (reactor/h2.h), called with the user given to
- * nl_kube_h2_new(): write (bytes for the server; copy them), ping_ack (our
- * PING was acknowledged), goaway (no new streams; those above last_stream_id
- * close as refused). The server's PINGs are acknowledged at once. */
-typedef nl_h2_cbs_t nl_kube_h2_cbs_t;
-
-/* window: the receive window per stream and for the connection. Queues the
- * preface and SETTINGS. Returns NULL only on allocation failure. */
-nl_kube_h2_t *nl_kube_h2_new(uint32_t window, const nl_kube_h2_cbs_t *cbs, void *user);
-/* Frees the session; open streams get no callback (the caller fails them,
- * retrying those not sent). */
-void nl_kube_h2_free(nl_kube_h2_t *s);
+/* The session's options (nl_h2_new(), or the connection driver's
+ * reactor/h2conn.h): window is the receive window per stream and for the
+ * connection; head-only streams. The server's PINGs are acknowledged at once
+ * (no cbs.ping). */
+nl_h2_opts_t nl_kube_h2_opts(uint32_t window);
+/* Forgets the streams still open on s without a callback (the caller has
+ * failed them, retrying those not sent), before the session is freed. */
+void nl_kube_h2_forget(nl_kube_h2_t *s);
 
 /* Starts a request. body (may be NULL) is borrowed until the stream ends.
  * Returns 0, NL_KUBE_H2_EBUSY when the session takes no new stream now

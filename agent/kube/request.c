@@ -287,7 +287,7 @@ void nl_kube__req_submit(nl_kube_req_t *r, nl_kube_conn_t *conn, int *rc) {
   r->stream.on_data = st_data;
   r->stream.on_close = st_close;
   r->stream.h2.head_only = r->head_only;
-  *rc = nl_kube_h2_submit(conn->h2, &r->stream, r->method, r->path, c->authority, h, n, r->body,
+  *rc = nl_kube_h2_submit(conn->h2c.h2, &r->stream, r->method, r->path, c->authority, h, n, r->body,
                           r->body_len);
   if (*rc == NL_KUBE_H2_EBUSY) return;
   if (*rc < 0) {

@@ -7,7 +7,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "reactor/buf.h"
-#include "reactor/http_io.h"
+#include "reactor/io.h"
 #include "reactor/http_server.h"
 #include "reactor/list.h"
 #include "reactor/tls.h"
@@ -33,7 +33,7 @@ typedef struct fstream {
 struct fconn {
   nl_fake_as_t *f;
   nl_list_t link;
-  nl__http_io_t io;
+  nl_io_t io;
   nghttp2_session *h2;
   nl_list_t streams;
   int num, live;
@@ -115,7 +115,7 @@ static void conn_flush(fconn_t *fc) {
     const uint8_t *data;
     ssize_t n = nghttp2_session_mem_send(fc->h2, &data);
     if (n <= 0) return;
-    if (nl__http_io_write(&fc->io, data, (size_t)n, NULL) < 0) return;
+    if (nl_io_write(&fc->io, data, (size_t)n, NULL) < 0) return;
   }
 }
 
@@ -137,7 +137,7 @@ static void conn_maybe_free(fconn_t *fc) {
 
 static void conn_handle_closed(uv_handle_t *h) {
   fconn_t *fc = h->data;
-  if (h == (uv_handle_t *)&fc->io.tcp) nl__http_io_release(&fc->io);
+  if (h == (uv_handle_t *)&fc->io.tcp) nl_io_release(&fc->io);
   fc->live--;
   conn_maybe_free(fc);
 }
@@ -157,7 +157,7 @@ static void conn_close(fconn_t *fc) {
     fstream_t *st = nl_list_entry(p, fstream_t, link);
     uv_close((uv_handle_t *)&st->timer, stream_timer_closed);
   }
-  nl__http_io_close(&fc->io, conn_handle_closed);
+  nl_io_close(&fc->io, conn_handle_closed);
 }
 
 static ssize_t read_out(nghttp2_session *h2, int32_t id, uint8_t *buf, size_t len,
@@ -317,7 +317,7 @@ static int on_close(nghttp2_session *h2, int32_t id, uint32_t code, void *user) 
   return 0;
 }
 
-static void io_ready(nl__http_io_t *io) {
+static void io_ready(nl_io_t *io) {
   fconn_t *fc = container_of(io, fconn_t, io);
   nl_fake_as_t *f = fc->f;
   nghttp2_session_callbacks *cb;
@@ -341,7 +341,7 @@ static void io_ready(nl__http_io_t *io) {
   conn_flush(fc);
 }
 
-static void io_data(nl__http_io_t *io, const char *p, size_t n) {
+static void io_data(nl_io_t *io, const char *p, size_t n) {
   fconn_t *fc = container_of(io, fconn_t, io);
   if (fc->closed || fc->silent || !fc->h2) return;
   if (nghttp2_session_mem_recv(fc->h2, (const uint8_t *)p, n) < 0) {
@@ -351,9 +351,9 @@ static void io_data(nl__http_io_t *io, const char *p, size_t n) {
   conn_flush(fc);
 }
 
-static void io_end(nl__http_io_t *io, nl_err_t *err) { conn_close(container_of(io, fconn_t, io)); }
+static void io_end(nl_io_t *io, nl_err_t *err) { conn_close(container_of(io, fconn_t, io)); }
 
-static const nl__http_io_cbs_t io_cbs = {.on_ready = io_ready, .on_data = io_data, .on_end = io_end};
+static const nl_io_cbs_t io_cbs = {.on_ready = io_ready, .on_data = io_data, .on_end = io_end};
 
 static void on_conn(uv_stream_t *server, int status) {
   nl_fake_as_t *f = server->data;
@@ -361,7 +361,7 @@ static void on_conn(uv_stream_t *server, int status) {
   fconn_t *fc = nl_xcalloc(1, sizeof *fc);
   fc->f = f;
   nl_list_init(&fc->streams);
-  nl__http_io_init(&fc->io, f->loop, &io_cbs);
+  nl_io_init(&fc->io, f->loop, &io_cbs);
   fc->io.tcp.data = fc;
   fc->live = 1;
   f->live++;
@@ -371,8 +371,8 @@ static void on_conn(uv_stream_t *server, int status) {
     conn_close(fc);
     return;
   }
-  nl__http_io_set_tls(&fc->io, nl_tls_new(f->tls, NULL));
-  if (nl__http_io_start(&fc->io, NULL) < 0) conn_close(fc);
+  nl_io_set_tls(&fc->io, nl_tls_new(f->tls, NULL));
+  if (nl_io_start(&fc->io, NULL) < 0) conn_close(fc);
 }
 
 /* ---- HTTP/1.1 ------------------------------------------------------------ */

@@ -246,8 +246,9 @@ static void measure_memory(helper_t *h) {
   /* Until every call is a stream on the wire. */
   for (int spin = 0; spin < 10000; spin++) {
     uv_run(&b.loop, UV_RUN_NOWAIT);
-    if (b.client.session && nl_grpc_session_active(b.client.session) == (size_t)k &&
-        !b.client.flush_wanted && b.client.w.pending.len == 0 && !b.client.w.busy)
+    const nl_h2conn_t *conn = &b.client.conn;
+    if (conn->h2 && nl_h2_active(conn->h2) == (size_t)k && !conn->flush_wanted &&
+        conn->w.pending.len == 0 && !conn->w.busy)
       break;
   }
   size_t mem1 = b.mem.in_use;

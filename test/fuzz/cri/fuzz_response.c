@@ -1,6 +1,6 @@
 /* libFuzzer target: arbitrary bytes from the CRI server on the client's
  * response path. Two calls are in flight on a gRPC session (cri/grpc.h); the
- * input goes through nl_grpc_session_recv() (HTTP/2 frames, HPACK, gRPC message
+ * input goes through nl_h2_recv() (HTTP/2 frames, HPACK, gRPC message
  * reassembly, size limits, trailers) and each complete message is decoded with
  * protobuf-c into an arena (cri/pbarena.h) as the connection does. Checks: no crash or sanitizer report,
  * every stream ends exactly once (on_close, or at session free), and every
@@ -45,9 +45,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   nl_grpc_mem_t mem;
   nl_grpc_mem_init(&mem);
   /* A 1 MiB limit lets the fuzzer reach the oversize path with small inputs. */
-  nl_grpc_session_opts_t opts = {.max_recv_msg_size = 1 << 20, .mem = &mem};
-  nl_grpc_session_cbs_t cbs = {.write = discard, .ping = on_ping};
-  nl_grpc_session_t *s = nl_grpc_session_new(&opts, &cbs, NULL);
+  nl_grpc_channel_t ch = {.max_recv_msg_size = 1 << 20};
+  nl_h2_opts_t opts = {.window = NL_GRPC_WINDOW, .mem = &mem.nghttp2};
+  nl_h2_cbs_t cbs = {.write = discard, .ping = on_ping};
+  nl_h2_t *s = nl_h2_new(&opts, &cbs, NULL);
   if (!s) abort();
   uint8_t req1[64], req3[64];
   size_t n1 = fuzz_request(req1, sizeof(req1), 1), n3 = fuzz_request(req3, sizeof(req3), 3);
@@ -60,18 +61,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     calls[i].st.on_close = on_close;
     calls[i].st.user = &calls[i];
   }
-  if (nl_grpc_session_submit(s, &calls[0].st, FUZZ_PATH_1, req1, n1, 1000) != 0) abort();
-  if (nl_grpc_session_submit(s, &calls[1].st, FUZZ_PATH_3, req3, n3, 0) != 0) abort();
-  int rc = nl_grpc_session_flush(s);
-  if (rc == 0) rc = nl_grpc_session_recv(s, fuzz_server_preface, sizeof(fuzz_server_preface));
+  if (nl_grpc_submit(s, &ch, &calls[0].st, FUZZ_PATH_1, req1, n1, 1000) != 0) abort();
+  if (nl_grpc_submit(s, &ch, &calls[1].st, FUZZ_PATH_3, req3, n3, 0) != 0) abort();
+  int rc = nl_h2_flush(s);
+  if (rc == 0) rc = nl_h2_recv(s, fuzz_server_preface, sizeof(fuzz_server_preface));
   size_t step = data[0] ? (size_t)data[0] * 7 : size;
   for (size_t off = 1, chunk = 0; rc == 0 && off < size; off += step, chunk++) {
     size_t n = size - off < step ? size - off : step;
-    rc = nl_grpc_session_recv(s, data + off, n);
-    if (rc == 0 && chunk % 2) rc = nl_grpc_session_ack_pings(s);
-    if (rc == 0) rc = nl_grpc_session_flush(s);
+    rc = nl_h2_recv(s, data + off, n);
+    if (rc == 0 && chunk % 2) rc = nl_h2_ack_pings(s);
+    if (rc == 0) rc = nl_h2_flush(s);
   }
-  nl_grpc_session_free(s, "fuzz: end of input");
+  nl_grpc_fail_streams(s, "fuzz: end of input");
+  nl_h2_free(s);
   for (int i = 0; i < 2; i++)
     if (calls[i].closed != 1) {
       fprintf(stderr, "stream %d closed %d times\n", i, calls[i].closed);

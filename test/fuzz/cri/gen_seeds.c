@@ -123,15 +123,16 @@ static void one(const char *dir, int shape, uint8_t cut) {
   nghttp2_session_server_new(&g.srv, cbs, &g);
   nghttp2_session_callbacks_del(cbs);
   nghttp2_submit_settings(g.srv, 0, NULL, 0);
-  nl_grpc_session_cbs_t ccbs = {.write = client_write};
-  nl_grpc_session_t *cli = nl_grpc_session_new(NULL, &ccbs, &g);
+  nl_h2_cbs_t ccbs = {.write = client_write};
+  nl_h2_t *cli = nl_h2_new(&(nl_h2_opts_t){.window = NL_GRPC_WINDOW}, &ccbs, &g);
+  nl_grpc_channel_t ch = {0};
   nl_grpc_stream_t s1 = {.on_message = on_message, .on_close = on_close};
   nl_grpc_stream_t s3 = s1;
   uint8_t r1[64], r3[64];
   size_t n1 = fuzz_request(r1, sizeof(r1), 1), n3 = fuzz_request(r3, sizeof(r3), 3);
-  nl_grpc_session_submit(cli, &s1, FUZZ_PATH_1, r1, n1, 1000);
-  nl_grpc_session_submit(cli, &s3, FUZZ_PATH_3, r3, n3, 0);
-  nl_grpc_session_flush(cli);
+  nl_grpc_submit(cli, &ch, &s1, FUZZ_PATH_1, r1, n1, 1000);
+  nl_grpc_submit(cli, &ch, &s3, FUZZ_PATH_3, r3, n3, 0);
+  nl_h2_flush(cli);
   nghttp2_session_mem_recv(g.srv, (const uint8_t *)g.c2s.data, g.c2s.len);
   for (;;) {
     const uint8_t *p;
@@ -140,7 +141,8 @@ static void one(const char *dir, int shape, uint8_t cut) {
     nl_buf_append(&g.out, p, (size_t)n);
   }
   fuzz_seed_write(dir, shape, cut, g.out.data, g.out.len);
-  nl_grpc_session_free(cli, "done");
+  nl_grpc_fail_streams(cli, "done");
+  nl_h2_free(cli);
   nghttp2_session_del(g.srv);
   for (int i = 0; i < 4; i++) free(g.body[i]);
   nl_buf_free(&g.out);

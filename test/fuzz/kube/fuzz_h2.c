@@ -93,8 +93,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;
   fuzz_t f = {0};
   current = &f;
-  nl_kube_h2_cbs_t cbs = {.write = discard};
-  f.s = nl_kube_h2_new(FUZZ_WINDOW, &cbs, &f);
+  nl_h2_cbs_t cbs = {.write = discard};
+  nl_h2_opts_t opts = nl_kube_h2_opts(FUZZ_WINDOW);
+  f.s = nl_h2_new(&opts, &cbs, &f);
   CHECK(f.s);
   for (int i = 0; i < FUZZ_NREQ; i++) {
     f.reqs[i].index = i;
@@ -117,7 +118,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   CHECK(nl_h2_active(f.s) == f.open);
   /* Free: open streams get no callback (on_close would trip its check). */
   for (int i = 0; i < FUZZ_NREQ; i++) f.reqs[i].open = false;
-  nl_kube_h2_free(f.s);
+  nl_kube_h2_forget(f.s);
+  nl_h2_free(f.s);
   current = NULL;
   return 0;
 }

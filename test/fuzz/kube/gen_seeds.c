@@ -148,8 +148,9 @@ static void one(const char *dir, int shape, uint8_t cut) {
   nghttp2_session_callbacks_del(cbs);
   nghttp2_submit_settings(g.srv, NGHTTP2_FLAG_NONE, NULL, 0);
   if (shape == GOAWAY_PING) nghttp2_submit_ping(g.srv, NGHTTP2_FLAG_NONE, NULL);
-  nl_kube_h2_cbs_t ccbs = {.write = client_write};
-  nl_kube_h2_t *cli = nl_kube_h2_new(FUZZ_WINDOW, &ccbs, &g);
+  nl_h2_cbs_t ccbs = {.write = client_write};
+  nl_h2_opts_t opts = nl_kube_h2_opts(FUZZ_WINDOW);
+  nl_kube_h2_t *cli = nl_h2_new(&opts, &ccbs, &g);
   nl_kube_h2_stream_t st[FUZZ_NREQ];
   memset(st, 0, sizeof st);
   for (int i = 0; i < FUZZ_NREQ; i++) fuzz_submit(cli, &st[i], i);
@@ -164,7 +165,8 @@ static void one(const char *dir, int shape, uint8_t cut) {
   }
   drain(&g);
   fuzz_seed_write(dir, shape, cut, g.out.data, g.out.len);
-  nl_kube_h2_free(cli);
+  nl_kube_h2_forget(cli);
+  nl_h2_free(cli);
   nghttp2_session_del(g.srv);
   for (int i = 0; i < 6; i++) nl_buf_free(&g.body[i]);
   nl_buf_free(&g.out);

@@ -16,11 +16,30 @@
 #include "reactor/buf.h"
 
 typedef struct peer peer_t;
+
+/* The session as the CRI client makes it (cri/conn.c): the engine's, with
+ * gRPC's window and the allocator; max_recv_msg_size goes to the channel. */
+typedef struct session_opts {
+  size_t max_recv_msg_size;
+  nl_grpc_mem_t *mem;
+} session_opts_t;
+
+static nl_h2_t *session_new(const session_opts_t *o, const nl_h2_cbs_t *cbs, void *user) {
+  nl_h2_opts_t ho = {.window = NL_GRPC_WINDOW, .mem = o && o->mem ? &o->mem->nghttp2 : NULL};
+  return nl_h2_new(&ho, cbs, user);
+}
+
+/* The connection is gone: its streams end with reason, then the session. */
+static void session_free(nl_h2_t *s, const char *reason) {
+  nl_grpc_fail_streams(s, reason);
+  nl_h2_free(s);
+}
 typedef void (*respond_fn)(peer_t *p, int32_t id);
 
 struct peer {
   nghttp2_session *srv;
-  nl_grpc_session_t *cli;
+  nl_h2_t *cli;
+  nl_grpc_channel_t ch;
   nl_buf_t to_srv;
   respond_fn respond;
   /* what the server saw */
@@ -57,7 +76,7 @@ static int cli_write(void *user, const uint8_t *data, size_t len) {
 
 static void pump(peer_t *p) {
   for (int guard = 0; guard < 1000; guard++) {
-    if (nl_grpc_session_flush(p->cli) < 0) return;
+    if (nl_h2_flush(p->cli) < 0) return;
     bool moved = false;
     if (p->to_srv.len) {
       nghttp2_session_mem_recv(p->srv, (uint8_t *)p->to_srv.data, p->to_srv.len);
@@ -68,7 +87,7 @@ static void pump(peer_t *p) {
     ssize_t n;
     while ((n = nghttp2_session_mem_send(p->srv, &d)) > 0) {
       moved = true;
-      if (nl_grpc_session_recv(p->cli, d, (size_t)n) < 0) return;
+      if (nl_h2_recv(p->cli, d, (size_t)n) < 0) return;
     }
     if (!moved) return;
   }
@@ -141,7 +160,7 @@ static const nghttp2_nv ok_trailers[] = {HV("grpc-status", "0")};
 static void on_peer_ping(void *user) { ((peer_t *)user)->pings_to_ack++; }
 
 /* defer_acks: the client acknowledges PINGs through cbs.ping (as cri/conn.c). */
-static void peer_init_acks(peer_t *p, const nl_grpc_session_opts_t *opts, respond_fn respond,
+static void peer_init_acks(peer_t *p, const session_opts_t *opts, respond_fn respond,
                            bool defer_acks) {
   memset(p, 0, sizeof *p);
   nghttp2_session_callbacks *cb;
@@ -152,18 +171,19 @@ static void peer_init_acks(peer_t *p, const nl_grpc_session_opts_t *opts, respon
   assert_int_equal(nghttp2_session_server_new(&p->srv, cb, p), 0);
   nghttp2_session_callbacks_del(cb);
   nghttp2_submit_settings(p->srv, NGHTTP2_FLAG_NONE, NULL, 0);
-  nl_grpc_session_cbs_t cbs = {.write = cli_write, .ping = defer_acks ? on_peer_ping : NULL};
-  p->cli = nl_grpc_session_new(opts, &cbs, p);
+  nl_h2_cbs_t cbs = {.write = cli_write, .ping = defer_acks ? on_peer_ping : NULL};
+  p->cli = session_new(opts, &cbs, p);
+  p->ch.max_recv_msg_size = opts ? opts->max_recv_msg_size : 0;
   p->respond = respond;
   p->chunk = 16384;
 }
 
-static void peer_init(peer_t *p, const nl_grpc_session_opts_t *opts, respond_fn respond) {
+static void peer_init(peer_t *p, const session_opts_t *opts, respond_fn respond) {
   peer_init_acks(p, opts, respond, false);
 }
 
 static void peer_free(peer_t *p) {
-  if (p->cli) nl_grpc_session_free(p->cli, "test over");
+  if (p->cli) session_free(p->cli, "test over");
   nghttp2_session_del(p->srv);
   nl_buf_free(&p->to_srv);
   nl_buf_free(&p->body);
@@ -221,8 +241,8 @@ static int start(peer_t *p, call_t *c, uint64_t timeout_ms) {
   c->st.on_message = on_message;
   c->st.on_close = on_close;
   c->st.user = &c->r;
-  return nl_grpc_session_submit(p->cli, &c->st, "/runtime.v1.RuntimeService/Version", c->framed,
-                                c->len, timeout_ms);
+  return nl_grpc_submit(p->cli, &p->ch, &c->st, "/runtime.v1.RuntimeService/Version", c->framed,
+                        c->len, timeout_ms);
 }
 
 static void call_free(call_t *c) {
@@ -249,7 +269,7 @@ static void unary_across_many_data_frames(void **state) {
   p.chunk = 3; /* the 5-byte prefix itself is split */
   call_t c = {0};
   assert_int_equal(start(&p, &c, 120000), 0);
-  assert_int_equal(nl_grpc_session_active(p.cli), 1);
+  assert_int_equal(nl_h2_active(p.cli), 1);
   pump(&p);
   /* the request as the server saw it */
   assert_string_equal(p.path, "/runtime.v1.RuntimeService/Version");
@@ -264,7 +284,7 @@ static void unary_across_many_data_frames(void **state) {
   assert_int_equal(c.r.messages, 1);
   assert_non_null(c.r.msg);
   assert_string_equal(((Runtime__V1__VersionResponse *)c.r.msg)->runtime_name, "containerd");
-  assert_int_equal(nl_grpc_session_active(p.cli), 0);
+  assert_int_equal(nl_h2_active(p.cli), 0);
   call_free(&c);
   peer_free(&p);
 }
@@ -306,7 +326,7 @@ static void trailers_only_and_percent_decoding(void **state) {
 }
 
 static void oversize_message_is_rejected(void **state) {
-  nl_grpc_session_opts_t o = {.max_recv_msg_size = 16};
+  session_opts_t o = {.max_recv_msg_size = 16};
   peer_t p;
   peer_init(&p, &o, respond_body);
   Runtime__V1__VersionResponse v = version_resp();
@@ -380,7 +400,7 @@ static void free_fails_open_streams(void **state) {
   start(&p, &c, 0);
   pump(&p);
   assert_int_equal(c.r.closes, 0);
-  nl_grpc_session_free(p.cli, "error reading from server: EOF");
+  session_free(p.cli, "error reading from server: EOF");
   p.cli = NULL;
   assert_int_equal(c.r.closes, 1);
   assert_int_equal(c.r.code, NL_GRPC_UNAVAILABLE);
@@ -401,7 +421,7 @@ static void cancel_sends_rst_and_no_callback(void **state) {
   assert_true(p.got_rst);
   assert_int_equal(p.rst_code, NGHTTP2_CANCEL);
   assert_int_equal(c.r.closes, 0);
-  assert_int_equal(nl_grpc_session_active(p.cli), 0);
+  assert_int_equal(nl_h2_active(p.cli), 0);
   call_free(&c);
   peer_free(&p);
 }
@@ -442,7 +462,7 @@ static void failing_allocations(void **state) {
   for (uint64_t i = 1; i < 200; i++) {
     nl_grpc_mem_init(&mem);
     mem.fail_at = i;
-    nl_grpc_session_opts_t o = {.mem = &mem};
+    session_opts_t o = {.mem = &mem};
     peer_t p;
     peer_init(&p, &o, respond_body);
     Runtime__V1__VersionResponse v = version_resp();
@@ -455,7 +475,7 @@ static void failing_allocations(void **state) {
     }
     if (start(&p, &c, 0) == 0) {
       pump(&p);
-      nl_grpc_session_free(p.cli, "done");
+      session_free(p.cli, "done");
       p.cli = NULL;
       assert_int_equal(c.r.closes, 1);
     }
@@ -483,7 +503,7 @@ static void pings_acked_at_once(void **state) {
   peer_free(&p);
 }
 
-/* With cbs.ping the ACKs wait for nl_grpc_session_ack_pings; a flood beyond
+/* With cbs.ping the ACKs wait for nl_h2_ack_pings; a flood beyond
  * the few the engine keeps is acknowledged at once; none is lost. */
 static void pings_acked_when_asked(void **state) {
   peer_t p;
@@ -493,11 +513,11 @@ static void pings_acked_when_asked(void **state) {
   pump(&p);
   assert_int_equal(p.pings_to_ack, 1);
   assert_int_equal(p.ping_acks, 0);
-  assert_int_equal(nl_grpc_session_ack_pings(p.cli), 0);
+  assert_int_equal(nl_h2_ack_pings(p.cli), 0);
   pump(&p);
   assert_int_equal(p.ping_acks, 1);
   assert_memory_equal(p.ack_data, "pingpng1", 8);
-  assert_int_equal(nl_grpc_session_ack_pings(p.cli), 0); /* nothing left: no second ACK */
+  assert_int_equal(nl_h2_ack_pings(p.cli), 0); /* nothing left: no second ACK */
   pump(&p);
   assert_int_equal(p.ping_acks, 1);
 
@@ -508,7 +528,7 @@ static void pings_acked_when_asked(void **state) {
   }
   pump(&p);
   assert_int_equal(p.ping_acks, 1 + 3); /* 4 kept, 3 acknowledged at once */
-  assert_int_equal(nl_grpc_session_ack_pings(p.cli), 0);
+  assert_int_equal(nl_h2_ack_pings(p.cli), 0);
   pump(&p);
   assert_int_equal(p.ping_acks, 1 + 7);
   peer_free(&p);
@@ -520,7 +540,7 @@ static void pings_acked_when_asked(void **state) {
  * each case is a scripted exchange of raw frames on stream 1 and the status
  * the call ends with. */
 typedef struct raw {
-  nl_grpc_session_t *cli;
+  nl_h2_t *cli;
   nghttp2_hd_deflater *def;
   nl_buf_t out;
 } raw_t;
@@ -640,16 +660,16 @@ static void malformed_responses(void **state) {
   for (size_t i = 0; i < sizeof raw_cases / sizeof *raw_cases; i++) {
     const struct raw_case *k = &raw_cases[i];
     raw_t r = {0};
-    nl_grpc_session_cbs_t cbs = {.write = discard_write};
-    r.cli = nl_grpc_session_new(NULL, &cbs, NULL);
+    nl_h2_cbs_t cbs = {.write = discard_write};
+    r.cli = session_new(NULL, &cbs, NULL);
     assert_int_equal(nghttp2_hd_deflate_new(&r.def, 4096), 0);
     call_t c = {0};
     assert_int_equal(start(&(peer_t){.cli = r.cli}, &c, 0), 0);
-    assert_int_equal(nl_grpc_session_flush(r.cli), 0);
+    assert_int_equal(nl_h2_flush(r.cli), 0);
     raw_frame(&r, NGHTTP2_SETTINGS, 0, 0, NULL, 0);
     for (size_t j = 0; k->steps[j] != STOP; j++) raw_step(&r, k->steps[j]);
-    assert_int_equal(nl_grpc_session_recv(r.cli, (uint8_t *)r.out.data, r.out.len), 0);
-    assert_int_equal(nl_grpc_session_flush(r.cli), 0); /* our RST_STREAM, if any */
+    assert_int_equal(nl_h2_recv(r.cli, (uint8_t *)r.out.data, r.out.len), 0);
+    assert_int_equal(nl_h2_flush(r.cli), 0); /* our RST_STREAM, if any */
     bool conn_error = k->code < 0;
     if (c.r.closes != !conn_error || (!conn_error && c.r.code != k->code) ||
         strcmp(c.r.message, k->message) || c.r.messages != k->messages)
@@ -657,8 +677,8 @@ static void malformed_responses(void **state) {
                c.r.code, c.r.message, c.r.messages);
     /* A stream error leaves the session working; after a connection error
      * nghttp2 sent GOAWAY and wants no more I/O (cri/conn.c then drops it). */
-    assert_true(nl_grpc_session_want_io(r.cli) == !conn_error);
-    nl_grpc_session_free(r.cli, "test over");
+    assert_true(nl_h2_want_io(r.cli) == !conn_error);
+    session_free(r.cli, "test over");
     nghttp2_hd_deflate_del(r.def);
     nl_buf_free(&r.out);
     call_free(&c);

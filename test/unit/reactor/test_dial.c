@@ -27,7 +27,7 @@ typedef struct world {
   int port;
   char sock[108];
   /* the accepted connection */
-  nl__http_io_t peer;
+  nl_io_t peer;
   bool peer_open, peer_ready;
   nl_tls_config_t *srv_tls; /* NULL: the peer stays silent (plain TCP) */
   /* the client */
@@ -43,35 +43,35 @@ typedef struct world {
 
 /* ---- the server side -------------------------------------------------------- */
 
-static void peer_ready(nl__http_io_t *io) {
+static void peer_ready(nl_io_t *io) {
   world_t *w = container_of(io, world_t, peer);
   w->peer_ready = true;
   nl_err_t *err = NULL;
-  nl__http_io_write(io, "hi", 2, &err);
+  nl_io_write(io, "hi", 2, &err);
   nl_err_free(&err);
 }
-static void peer_data(nl__http_io_t *io, const char *p, size_t n) {}
-static void peer_end(nl__http_io_t *io, nl_err_t *err) {}
-static const nl__http_io_cbs_t peer_cbs = {peer_ready, peer_data, peer_end, NULL};
+static void peer_data(nl_io_t *io, const char *p, size_t n) {}
+static void peer_end(nl_io_t *io, nl_err_t *err) {}
+static const nl_io_cbs_t peer_cbs = {peer_ready, peer_data, peer_end, NULL};
 
 static void peer_closed(uv_handle_t *h) {
   world_t *w = h->data;
-  nl__http_io_release(&w->peer);
+  nl_io_release(&w->peer);
 }
 
 static void on_conn(uv_stream_t *srv, int status) {
   world_t *w = srv->data;
   assert_int_equal(status, 0);
   assert_false(w->peer_open);
-  if (srv == (uv_stream_t *)&w->tcp_srv) nl__http_io_init(&w->peer, &w->loop, &peer_cbs);
-  else nl__http_io_init_pipe(&w->peer, &w->loop, &peer_cbs);
+  if (srv == (uv_stream_t *)&w->tcp_srv) nl_io_init(&w->peer, &w->loop, &peer_cbs);
+  else nl_io_init_pipe(&w->peer, &w->loop, &peer_cbs);
   w->peer.tcp.data = w;
   w->peer_open = true;
   assert_int_equal(uv_accept(srv, (uv_stream_t *)&w->peer.tcp), 0);
   if (srv == (uv_stream_t *)&w->tcp_srv && !w->srv_tls) return; /* silent */
-  if (w->srv_tls) nl__http_io_set_tls(&w->peer, nl_tls_new(w->srv_tls, NULL));
+  if (w->srv_tls) nl_io_set_tls(&w->peer, nl_tls_new(w->srv_tls, NULL));
   nl_err_t *err = NULL;
-  assert_int_equal(nl__http_io_start(&w->peer, &err), 0);
+  assert_int_equal(nl_io_start(&w->peer, &err), 0);
   if (!w->srv_tls) peer_ready(&w->peer);
 }
 
@@ -106,14 +106,14 @@ static void listen_unix(world_t *w) {
 
 /* ---- the client side -------------------------------------------------------- */
 
-static void cli_data(nl__http_io_t *io, const char *p, size_t n) {
+static void cli_data(nl_io_t *io, const char *p, size_t n) {
   world_t *w = container_of(io, world_t, dial.io);
   size_t have = strlen(w->got);
   snprintf(w->got + have, sizeof w->got - have, "%.*s", (int)n, p);
   uv_stop(&w->loop);
 }
-static void cli_end(nl__http_io_t *io, nl_err_t *err) { uv_stop(&container_of(io, world_t, dial.io)->loop); }
-static const nl__http_io_cbs_t cli_cbs = {.on_data = cli_data, .on_end = cli_end};
+static void cli_end(nl_io_t *io, nl_err_t *err) { uv_stop(&container_of(io, world_t, dial.io)->loop); }
+static const nl_io_cbs_t cli_cbs = {.on_data = cli_data, .on_end = cli_end};
 
 static void on_dialed(nl_dial_t *d, const nl_err_t *err) {
   world_t *w = d->data;
@@ -139,7 +139,7 @@ static void dial_closed(nl_dial_t *d) { ((world_t *)d->data)->dial_closed = true
 
 static void world_end(world_t *w) {
   if (w->dial_open) nl_dial_close(&w->dial, dial_closed);
-  if (w->peer_open) nl__http_io_close(&w->peer, peer_closed);
+  if (w->peer_open) nl_io_close(&w->peer, peer_closed);
   if (w->tcp_up) uv_close((uv_handle_t *)&w->tcp_srv, NULL);
   if (w->pipe_up) uv_close((uv_handle_t *)&w->pipe_srv, NULL);
   uv_run(&w->loop, UV_RUN_DEFAULT);
