@@ -28,6 +28,10 @@ struct nl_h2 {
   uint32_t window;   /* each stream's receive window */
   uint8_t unacked[NL_H2_MAX_UNACKED_PINGS][8]; /* payloads of PINGs to acknowledge */
   size_t n_unacked;
+  /* server sessions */
+  bool server;
+  bool peer_settled;      /* the peer's first SETTINGS arrived */
+  size_t max_header_list; /* a received header block over it resets its stream */
 };
 
 static nl_h2_stream_t *stream_of(nl_h2_t *s, int32_t id) {
@@ -45,6 +49,9 @@ void nl_h2_stream_detach(nl_h2_stream_t *st) {
   if (st->id > 0) nghttp2_session_set_stream_user_data(s->h2, st->id, NULL);
   if (s->last_st == st) s->last_st = NULL;
   st->session = NULL;
+  nl_buf_free(&st->out); /* a server stream's unsent answer */
+  free(nl_steal(&st->trailers));
+  st->ntrailers = 0;
   assert(s->nactive > 0);
   s->nactive--;
 }
@@ -353,3 +360,225 @@ size_t nl_h2_free_streams(const nl_h2_t *s) {
 bool nl_h2_want_io(const nl_h2_t *s) {
   return nghttp2_session_want_read(s->h2) || nghttp2_session_want_write(s->h2);
 }
+
+
+/* ---- Server side ------------------------------------------------------------ */
+
+#define NL_H2_SERVER_MAX_STREAMS 32
+#define NL_H2_SERVER_MAX_HEADER_LIST (64 * 1024)
+
+/* A request's HEADERS begin: a new stream for the owner to attach its own
+ * to; or trailers on one it has. */
+static int srv_begin_headers(nghttp2_session *h2, const nghttp2_frame *frame, void *user) {
+  nl_h2_t *s = user;
+  int32_t id = frame->hd.stream_id;
+  if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+  if (frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
+    nl_h2_stream_t *st = stream_of(s, id);
+    if (st) st->head_bytes = 0;
+    return 0;
+  }
+  s->nopen++; /* nghttp2 has opened it: on_stream_close follows */
+  nl_h2_stream_t *st = s->broken ? NULL : s->cbs.on_stream(s->user);
+  if (!st) {
+    s->last_id = id;
+    s->last_st = NULL;
+    return nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE, id, NGHTTP2_REFUSED_STREAM) == 0
+               ? 0
+               : NGHTTP2_ERR_CALLBACK_FAILURE;
+  }
+  assert(st->cbs && st->cbs->on_close && !st->session);
+  st->session = s;
+  st->id = id;
+  st->body = NULL;
+  st->body_len = st->body_off = st->held = st->head_bytes = 0;
+  st->out = (nl_buf_t)NL_BUF_INIT;
+  st->trailers = NULL;
+  st->ntrailers = 0;
+  st->head_only = st->got_response = st->final_head = st->want_body = false;
+  st->complete = st->responded = st->out_end = st->deferred = st->out_done = false;
+  st->sent = true; /* the peer's own stream: it exists on both sides */
+  nghttp2_session_set_stream_user_data(h2, id, st);
+  s->last_id = id;
+  s->last_st = st;
+  nl_list_insert_tail(&s->streams, &st->link);
+  s->nactive++;
+  return 0;
+}
+
+/* The header list bound, then the header as on a client. */
+static int srv_header(nghttp2_session *h2, const nghttp2_frame *frame, const uint8_t *name,
+                      size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
+                      void *user) {
+  nl_h2_t *s = user;
+  nl_h2_stream_t *st = stream_of(s, frame->hd.stream_id);
+  if (!st || frame->hd.type != NGHTTP2_HEADERS) return 0;
+  /* RFC 9113 6.5.2: name, value and 32 bytes of overhead per field. */
+  st->head_bytes += namelen + valuelen + 32;
+  if (st->head_bytes > s->max_header_list) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  return on_header(h2, frame, name, namelen, value, valuelen, flags, user);
+}
+
+static int srv_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame, void *user) {
+  nl_h2_t *s = user;
+  if (frame->hd.type == NGHTTP2_SETTINGS && !(frame->hd.flags & NGHTTP2_FLAG_ACK))
+    s->peer_settled = true;
+  int rv = on_frame_recv(h2, frame, user);
+  if (rv) return rv;
+  if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
+      (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+    /* (unless the owner let it go from on_headers) */
+    nl_h2_stream_t *st = stream_of(s, frame->hd.stream_id);
+    if (st && st->cbs->on_end) st->cbs->on_end(st);
+  }
+  return 0;
+}
+
+/* Our END_STREAM left: a peer still sending is told to stop. */
+static int srv_frame_send(nghttp2_session *h2, const nghttp2_frame *frame, void *user) {
+  nl_h2_t *s = user;
+  if ((frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) ||
+      !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+    return 0;
+  nl_h2_stream_t *st = stream_of(s, frame->hd.stream_id);
+  if (!st) return 0;
+  st->out_done = true;
+  if (!st->complete &&
+      nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_NO_ERROR) != 0)
+    return NGHTTP2_ERR_CALLBACK_FAILURE;
+  return 0;
+}
+
+/* The answer's body from st->out; waits (DEFERRED) for more until the owner
+ * ends it, then the trailers. Looked up by id: an owner that let its stream
+ * go leaves nothing to send (the stream is reset). */
+static ssize_t read_out(nghttp2_session *h2, int32_t id, uint8_t *buf, size_t length,
+                        uint32_t *data_flags, nghttp2_data_source *source, void *user) {
+  nl_h2_stream_t *st = stream_of(user, id);
+  if (!st) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  size_t n = st->out.len < length ? st->out.len : length;
+  if (n == 0 && !st->out_end) {
+    st->deferred = true;
+    return NGHTTP2_ERR_DEFERRED;
+  }
+  memcpy(buf, st->out.data, n);
+  nl_buf_consume(&st->out, n);
+  if (st->out.len == 0 && st->out_end) {
+    nl_buf_free(&st->out);
+    *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+    if (st->ntrailers) {
+      *data_flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+      if (nghttp2_submit_trailer(h2, id, st->trailers, st->ntrailers) != 0)
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+      free(nl_steal(&st->trailers));
+      st->ntrailers = 0;
+    }
+  }
+  return (ssize_t)n;
+}
+
+nl_h2_t *nl_h2_server_new(const nl_h2_opts_t *opts, const nl_h2_cbs_t *cbs, void *user) {
+  nl_h2_opts_t o = opts ? *opts : (nl_h2_opts_t){0};
+  assert(cbs && cbs->write && cbs->on_stream);
+  assert(!o.head_only_streams);
+  uint32_t window = o.window ? o.window : 16u * 1024 * 1024;
+  nl_h2_t *s = nl_xcalloc(1, sizeof *s);
+  s->cbs = *cbs;
+  s->user = user;
+  s->server = true;
+  s->stream_flow_control = o.stream_flow_control;
+  s->window = window;
+  s->max_header_list = o.max_header_list ? o.max_header_list : NL_H2_SERVER_MAX_HEADER_LIST;
+  uint32_t max_streams = o.max_streams ? o.max_streams : NL_H2_SERVER_MAX_STREAMS;
+  nl_list_init(&s->streams);
+
+  nghttp2_session_callbacks *cb = NULL;
+  nghttp2_option *opt = NULL;
+  if (nghttp2_session_callbacks_new(&cb)) goto fail;
+  nghttp2_session_callbacks_set_on_begin_headers_callback(cb, srv_begin_headers);
+  nghttp2_session_callbacks_set_on_header_callback(cb, srv_header);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cb, srv_frame_recv);
+  nghttp2_session_callbacks_set_on_frame_send_callback(cb, srv_frame_send);
+  if (nghttp2_option_new(&opt)) goto fail;
+  nghttp2_option_set_no_auto_ping_ack(opt, 1);
+  if (o.stream_flow_control) nghttp2_option_set_no_auto_window_update(opt, 1);
+  if (nghttp2_session_server_new3(&s->h2, cb, s, opt, o.mem)) goto fail;
+  nghttp2_option_del(opt);
+  opt = NULL;
+  nghttp2_session_callbacks_del(cb);
+  cb = NULL;
+
+  /* (A server omits SETTINGS_ENABLE_PUSH: it is the client's to say.) */
+  nghttp2_settings_entry iv[] = {
+      {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, max_streams},
+      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, window},
+      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)s->max_header_list},
+  };
+  if (nghttp2_submit_settings(s->h2, NGHTTP2_FLAG_NONE, iv, 3)) goto fail;
+  if (nghttp2_session_set_local_window_size(s->h2, NGHTTP2_FLAG_NONE, 0, (int32_t)window))
+    goto fail;
+  return s;
+
+fail:
+  if (opt) nghttp2_option_del(opt);
+  if (cb) nghttp2_session_callbacks_del(cb);
+  if (s->h2) nghttp2_session_del(s->h2);
+  free(s);
+  return NULL;
+}
+
+bool nl_h2_peer_settled(const nl_h2_t *s) { return s->peer_settled; }
+
+int nl_h2_respond(nl_h2_stream_t *st, const nghttp2_nv *nva, size_t nnv, bool end) {
+  nl_h2_t *s = st->session;
+  if (!s || !s->server || st->responded) return NGHTTP2_ERR_INVALID_STATE;
+  st->responded = true;
+  st->out_end = end;
+  nghttp2_data_provider prd = {.source.ptr = NULL, .read_callback = read_out};
+  return nghttp2_submit_response(s->h2, st->id, nva, nnv, end ? NULL : &prd);
+}
+
+int nl_h2_respond_data(nl_h2_stream_t *st, const void *data, size_t len) {
+  nl_h2_t *s = st->session;
+  if (!s || !st->responded || st->out_end) return NGHTTP2_ERR_INVALID_STATE;
+  nl_buf_append(&st->out, data, len);
+  if (!st->deferred || len == 0) return 0;
+  st->deferred = false;
+  return nghttp2_session_resume_data(s->h2, st->id);
+}
+
+/* One allocation for the copies of the fields and their bytes. */
+static nghttp2_nv *nv_copy(const nghttp2_nv *nva, size_t n) {
+  size_t bytes = n * sizeof *nva;
+  for (size_t i = 0; i < n; i++) bytes += nva[i].namelen + nva[i].valuelen;
+  nghttp2_nv *out = nl_xmalloc(bytes ? bytes : 1);
+  uint8_t *p = (uint8_t *)(out + n);
+  for (size_t i = 0; i < n; i++) {
+    out[i] = nva[i];
+    out[i].flags = NGHTTP2_NV_FLAG_NONE;
+    memcpy(p, nva[i].name, nva[i].namelen);
+    out[i].name = p;
+    p += nva[i].namelen;
+    memcpy(p, nva[i].value, nva[i].valuelen);
+    out[i].value = p;
+    p += nva[i].valuelen;
+  }
+  return out;
+}
+
+int nl_h2_respond_end(nl_h2_stream_t *st, const nghttp2_nv *trailers, size_t ntr) {
+  nl_h2_t *s = st->session;
+  if (!s || !st->responded || st->out_end) return NGHTTP2_ERR_INVALID_STATE;
+  st->out_end = true;
+  if (ntr) {
+    st->trailers = nv_copy(trailers, ntr);
+    st->ntrailers = ntr;
+  }
+  if (!st->deferred) return 0;
+  st->deferred = false;
+  return nghttp2_session_resume_data(s->h2, st->id);
+}
+
+size_t nl_h2_respond_queued(const nl_h2_stream_t *st) { return st->session ? st->out.len : 0; }

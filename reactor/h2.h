@@ -1,5 +1,5 @@
-/* An HTTP/2 client session engine on nghttp2 that does no I/O, as nghttp2
- * itself: bytes read from the peer go in with nl_h2_recv(), bytes to send come
+/* An HTTP/2 session engine on nghttp2, client or server, that does no I/O, as
+ * nghttp2 itself: bytes read from the peer go in with nl_h2_recv(), bytes to send come
  * out through the write callback of nl_h2_flush(). It owns what every HTTP/2
  * client of the agent needs the same way: session set-up (preface, SETTINGS
  * without push, the receive windows, the allocator hook), PING and its
@@ -11,6 +11,11 @@
  * nl_h2_stream_t in their own stream and read the response's header fields
  * and body pieces from its callbacks. The engine knows no gRPC and no
  * Kubernetes.
+ *
+ * The same engine serves (nl_h2_server_new(), below): the peer opens streams,
+ * the owner attaches its own to each (cbs.on_stream), reads the request
+ * through the same stream callbacks and answers with nl_h2_respond() and
+ * friends. "One engine for both directions, no second one."
  *
  * Re-entrancy: stream and session callbacks run inside nl_h2_recv() or
  * nl_h2_flush(). They may submit, reset, cancel and ping, but must not free
@@ -24,6 +29,7 @@
 
 #include <nghttp2/nghttp2.h>
 
+#include "reactor/buf.h"
 #include "reactor/list.h"
 
 typedef struct nl_h2 nl_h2_t;
@@ -50,6 +56,9 @@ typedef struct nl_h2_stream_cbs {
    * sent again. Called once per submitted stream unless the owner cancelled
    * or detached it; the engine has already forgotten st. Required. */
   void (*on_close)(nl_h2_stream_t *st, uint32_t error_code, bool refused);
+  /* Server streams: the request ended (its END_STREAM arrived, after the last
+   * on_headers or on_data); st->complete is set. May be NULL. */
+  void (*on_end)(nl_h2_stream_t *st);
 } nl_h2_stream_cbs_t;
 
 /* Embedded by the owner in its own stream struct (found again with
@@ -76,7 +85,16 @@ struct nl_h2_stream {
   bool final_head;     /* a final (not 1xx) head arrived */
   bool want_body;      /* head_only, and nl_h2_stream_want_body() was called */
   bool sent;           /* our HEADERS left the engine: the peer may act on it */
-  bool complete;       /* the response's END_STREAM arrived */
+  bool complete;       /* the response's END_STREAM arrived (server: the request's) */
+  /* server streams */
+  nl_buf_t out;        /* response body queued by nl_h2_respond_data(), not yet framed */
+  nghttp2_nv *trailers; /* copied by nl_h2_respond_end(), sent after out */
+  size_t ntrailers;
+  size_t head_bytes;   /* the header block being received, as SETTINGS_MAX_HEADER_LIST_SIZE counts */
+  bool responded;      /* nl_h2_respond() was called */
+  bool out_end;        /* nl_h2_respond_end() was called: out is all the body */
+  bool deferred;       /* the body's provider waits for more (nghttp2_session_resume_data) */
+  bool out_done;       /* our END_STREAM left the engine */
 };
 
 typedef struct nl_h2_opts {
@@ -96,6 +114,12 @@ typedef struct nl_h2_opts {
    * `window` in the same flush), which is what lets head_only streams keep
    * theirs closed. */
   bool head_only_streams;
+  /* Server sessions: SETTINGS_MAX_CONCURRENT_STREAMS (0: 32; nghttp2 refuses
+   * the streams above it), and SETTINGS_MAX_HEADER_LIST_SIZE (0: 64 KiB; a
+   * request or trailer block above it is reset, RST_STREAM(INTERNAL_ERROR),
+   * without its owner hearing more of it). */
+  uint32_t max_streams;
+  size_t max_header_list;
 } nl_h2_opts_t;
 
 typedef struct nl_h2_cbs {
@@ -111,6 +135,12 @@ typedef struct nl_h2_cbs {
    * now or a little later (a runtime that probes after every call gets one
    * ACK for many). NULL: every PING is acknowledged at once. */
   void (*ping)(void *user);
+  /* Server sessions: the peer opens a stream (its request's HEADERS begin).
+   * Return the owner's stream, cbs set, which the engine attaches (session,
+   * id); its callbacks then tell the request and its end, and on_close
+   * follows as for a submitted stream. NULL refuses the stream
+   * (RST_STREAM(REFUSED_STREAM)). Required for a server. */
+  nl_h2_stream_t *(*on_stream)(void *user);
 } nl_h2_cbs_t;
 
 /* Creates a client session and queues the preface and SETTINGS (flush to
@@ -175,5 +205,37 @@ uint32_t nl_h2_max_streams(const nl_h2_t *s);
 size_t nl_h2_free_streams(const nl_h2_t *s);
 /* True while the session has output to write or input to read. */
 bool nl_h2_want_io(const nl_h2_t *s);
+
+/* ---- Server side ------------------------------------------------------------ */
+
+/* Creates a server session and queues its SETTINGS (flush to send); the
+ * client's preface is checked by nghttp2 as it arrives. cbs->on_stream is
+ * required; PINGs, GOAWAY, resets and the allocator hook as for a client.
+ * opts may be NULL. Returns NULL only when the allocator fails. */
+nl_h2_t *nl_h2_server_new(const nl_h2_opts_t *opts, const nl_h2_cbs_t *cbs, void *user);
+/* True once the peer's first SETTINGS arrived (after its preface): a client
+ * that connected and said nothing has not. */
+bool nl_h2_peer_settled(const nl_h2_t *s);
+
+/* Answers the request on server stream st with the header block nva (":status"
+ * first; names and values copied unless flagged otherwise). end: the HEADERS
+ * end the stream (a bodyless answer, or gRPC's Trailers-Only). Else a body
+ * follows: nl_h2_respond_data() any number of times, now or later (the stream
+ * stays open: a server-streaming answer), and nl_h2_respond_end() once. When
+ * our END_STREAM leaves before the request's, the engine resets the stream
+ * with NO_ERROR (RFC 9113 8.1: the peer need send no more). Returns 0, or a
+ * negative nghttp2 error (NGHTTP2_ERR_INVALID_STATE: not an open server
+ * stream, or answered already). */
+int nl_h2_respond(nl_h2_stream_t *st, const nghttp2_nv *nva, size_t nnv, bool end);
+/* Queues len bytes of body (copied) after what is queued; a provider that was
+ * waiting for more is resumed. Returns 0, or NGHTTP2_ERR_INVALID_STATE (not
+ * responding with a body, or ended). */
+int nl_h2_respond_data(nl_h2_stream_t *st, const void *data, size_t len);
+/* Ends the body after what is queued, with the trailer block (copied) when
+ * ntr > 0. Returns 0 or NGHTTP2_ERR_INVALID_STATE as above. */
+int nl_h2_respond_end(nl_h2_stream_t *st, const nghttp2_nv *trailers, size_t ntr);
+/* Body bytes queued and not yet framed (the peer's window, or the owner's
+ * flush, holds them): a producer of a stream stops above its own mark. */
+size_t nl_h2_respond_queued(const nl_h2_stream_t *st);
 
 #endif

@@ -22,6 +22,8 @@ work=$(mktemp -d /tmp/nanolet-fuzz.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/cri-seeds"
 build-fuzz/test/fuzz/cri/fuzz_cri_seeds "$work/cri-seeds" >/dev/null
+mkdir -p "$work/grpc-server-seeds"
+build-fuzz/test/fuzz/cri/fuzz_grpc_server_seeds "$work/grpc-server-seeds" >/dev/null
 mkdir -p "$work/kube-seeds"
 build-fuzz/test/fuzz/kube/fuzz_kube_seeds "$work/kube-seeds" >/dev/null
 declare -A seeds=(
@@ -31,6 +33,7 @@ declare -A seeds=(
   [fuzz_x509_name]=test/fuzz/agent/corpus-x509
   [fuzz_cri_response]="$work/cri-seeds"
   [fuzz_cri_brief]="$work/cri-seeds"
+  [fuzz_grpc_server]="$work/grpc-server-seeds"
   [fuzz_dbus]=test/fuzz/dbus/corpus
   [fuzz_http_parse]=test/fuzz/http/corpus
   [fuzz_http_server]=test/fuzz/http/corpus-server
@@ -56,6 +59,7 @@ declare -A bins=(
   [fuzz_x509_name]=build-fuzz/test/fuzz/agent/fuzz_x509_name
   [fuzz_cri_response]=build-fuzz/test/fuzz/cri/fuzz_cri_response
   [fuzz_cri_brief]=build-fuzz/test/fuzz/cri/fuzz_cri_brief
+  [fuzz_grpc_server]=build-fuzz/test/fuzz/cri/fuzz_grpc_server
   [fuzz_dbus]=build-fuzz/test/fuzz/dbus/fuzz_dbus
   [fuzz_http_parse]=build-fuzz/test/fuzz/http/fuzz_http_parse
   [fuzz_http_server]=build-fuzz/test/fuzz/http/fuzz_http_server

@@ -1,6 +1,8 @@
 /* The HTTP/2 engine on bytes alone: the peer is an in-process nghttp2 server
  * session fed through memory (nghttp2's own tests do the same), so SETTINGS,
- * PINGs, GOAWAY, resets and windows are checked frame by frame. */
+ * PINGs, GOAWAY, resets and windows are checked frame by frame. The server
+ * side is tested against the engine's own client, and against hostile frames
+ * written by hand. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -530,6 +532,469 @@ static void allocator_hook(void **state) {
   assert_true(failed > 0);
 }
 
+
+/* ---- the server side: two engines talking in memory --------------------------- */
+
+typedef struct pair {
+  nl_h2_t *cli, *srv;
+  nl_buf_t to_srv, to_cli;
+  /* what the server's owner heard */
+  struct sstream *first, *last; /* the streams attached first and last */
+  int srv_streams, refuse;
+  int cli_goaways, cli_ping_acks;
+} pair_t;
+
+typedef struct sstream {
+  nl_h2_stream_t h2;
+  pair_t *pair;
+  char path[64];
+  nl_buf_t body;
+  int headers, ends, closes;
+  uint32_t error_code;
+} sstream_t;
+
+static int pair_to_srv(void *user, const uint8_t *d, size_t n) {
+  nl_buf_append(&((pair_t *)user)->to_srv, d, n);
+  return 0;
+}
+static int pair_to_cli(void *user, const uint8_t *d, size_t n) {
+  nl_buf_append(&((pair_t *)user)->to_cli, d, n);
+  return 0;
+}
+static void pair_goaway(void *user, uint32_t code, int32_t last) { ((pair_t *)user)->cli_goaways++; }
+static void pair_ping_ack(void *user) { ((pair_t *)user)->cli_ping_acks++; }
+
+static void ss_header(nl_h2_stream_t *h, const uint8_t *n, size_t nl, const uint8_t *v, size_t vl) {
+  sstream_t *st = container_of(h, sstream_t, h2);
+  if (nl == 5 && !memcmp(n, ":path", 5) && vl < sizeof st->path) {
+    memcpy(st->path, v, vl);
+    st->path[vl] = 0;
+  }
+}
+static void ss_headers(nl_h2_stream_t *h) { container_of(h, sstream_t, h2)->headers++; }
+static void ss_data(nl_h2_stream_t *h, const uint8_t *d, size_t n) {
+  nl_buf_append(&container_of(h, sstream_t, h2)->body, d, n);
+}
+static void ss_end(nl_h2_stream_t *h) {
+  assert_true(h->complete);
+  container_of(h, sstream_t, h2)->ends++;
+}
+static void ss_close(nl_h2_stream_t *h, uint32_t code, bool refused) {
+  sstream_t *st = container_of(h, sstream_t, h2);
+  st->closes++;
+  st->error_code = code;
+  assert_null(h->session);
+}
+static const nl_h2_stream_cbs_t ss_cbs = {.on_header = ss_header, .on_headers = ss_headers,
+                                          .on_data = ss_data, .on_close = ss_close,
+                                          .on_end = ss_end};
+
+static nl_h2_stream_t *pair_on_stream(void *user) {
+  pair_t *p = user;
+  if (p->refuse) return NULL;
+  sstream_t *st = calloc(1, sizeof *st);
+  st->h2.cbs = &ss_cbs;
+  st->pair = p;
+  if (!p->first) p->first = st;
+  p->last = st;
+  p->srv_streams++;
+  return &st->h2;
+}
+
+static void sstream_free(sstream_t *st) {
+  nl_buf_free(&st->body);
+  free(st);
+}
+
+static void pair_init(pair_t *p, const nl_h2_opts_t *srv_opts, const nl_h2_opts_t *mem_opts) {
+  memset(p, 0, sizeof *p);
+  nl_h2_cbs_t scbs = {.write = pair_to_cli, .on_stream = pair_on_stream};
+  p->srv = nl_h2_server_new(srv_opts, &scbs, p);
+  assert_non_null(p->srv);
+  nl_h2_cbs_t ccbs = {.write = pair_to_srv, .goaway = pair_goaway, .ping_ack = pair_ping_ack};
+  p->cli = nl_h2_new(mem_opts, &ccbs, p);
+  assert_non_null(p->cli);
+}
+
+static void pair_free(pair_t *p) {
+  nl_h2_free(p->cli);
+  nl_h2_free(p->srv);
+  nl_buf_free(&p->to_srv);
+  nl_buf_free(&p->to_cli);
+}
+
+static void pair_pump(pair_t *p) {
+  for (int guard = 0; guard < 100; guard++) {
+    assert_int_equal(nl_h2_flush(p->cli), 0);
+    assert_int_equal(nl_h2_flush(p->srv), 0);
+    if (!p->to_srv.len && !p->to_cli.len) return;
+    if (p->to_srv.len) {
+      nl_buf_t b = p->to_srv;
+      p->to_srv = (nl_buf_t)NL_BUF_INIT;
+      assert_int_equal(nl_h2_recv(p->srv, (uint8_t *)b.data, b.len), 0);
+      nl_buf_free(&b);
+    }
+    if (p->to_cli.len) {
+      nl_buf_t b = p->to_cli;
+      p->to_cli = (nl_buf_t)NL_BUF_INIT;
+      assert_int_equal(nl_h2_recv(p->cli, (uint8_t *)b.data, b.len), 0);
+      nl_buf_free(&b);
+    }
+  }
+  fail_msg("pair_pump: the two sides never went quiet");
+}
+
+typedef struct cstream {
+  nl_h2_stream_t h2;
+  int status, closes, trailers_seen;
+  nl_buf_t body;
+  char grpc_status[8];
+  uint32_t error_code;
+  bool complete;
+} cstream_t;
+
+static void cs_header(nl_h2_stream_t *h, const uint8_t *n, size_t nl, const uint8_t *v, size_t vl) {
+  cstream_t *st = container_of(h, cstream_t, h2);
+  if (nl == 7 && !memcmp(n, ":status", 7)) st->status = atoi((const char *)v);
+  if (nl == 11 && !memcmp(n, "grpc-status", 11) && vl < sizeof st->grpc_status) {
+    memcpy(st->grpc_status, v, vl);
+    st->trailers_seen++;
+  }
+}
+static void cs_data(nl_h2_stream_t *h, const uint8_t *d, size_t n) {
+  nl_buf_append(&container_of(h, cstream_t, h2)->body, d, n);
+}
+static void cs_close(nl_h2_stream_t *h, uint32_t code, bool refused) {
+  cstream_t *st = container_of(h, cstream_t, h2);
+  st->closes++;
+  st->error_code = code;
+  st->complete = h->complete;
+}
+static const nl_h2_stream_cbs_t cs_cbs = {.on_header = cs_header, .on_data = cs_data,
+                                          .on_close = cs_close};
+
+static void cs_submit(pair_t *p, cstream_t *st, const char *path, const char *body) {
+  memset(st, 0, sizeof *st);
+  st->h2.cbs = &cs_cbs;
+  nghttp2_nv nv[] = {
+      {(uint8_t *)":method", (uint8_t *)"POST", 7, 4, 0},
+      {(uint8_t *)":scheme", (uint8_t *)"http", 7, 4, 0},
+      {(uint8_t *)":path", (uint8_t *)path, 5, strlen(path), 0},
+      {(uint8_t *)":authority", (uint8_t *)"x", 10, 1, 0},
+  };
+  assert_int_equal(nl_h2_submit(p->cli, &st->h2, nv, 4, body, body ? strlen(body) : 0), 0);
+}
+
+#define NV_(n, v) {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), 0}
+
+static void server_answers_with_trailers(void **state) {
+  pair_t p;
+  pair_init(&p, NULL, NULL);
+  pair_pump(&p);
+  assert_true(nl_h2_peer_settled(p.srv));
+  /* The client heard the server's limit. */
+  assert_int_equal(nl_h2_max_streams(p.cli), 32);
+  cstream_t c;
+  cs_submit(&p, &c, "/x.Y/Z", "hello");
+  pair_pump(&p);
+  sstream_t *s = p.last;
+  assert_non_null(s);
+  assert_string_equal(s->path, "/x.Y/Z");
+  assert_int_equal(s->headers, 1);
+  assert_int_equal(s->ends, 1);
+  assert_int_equal(s->body.len, 5);
+  assert_memory_equal(s->body.data, "hello", 5);
+  assert_int_equal(nl_h2_active(p.srv), 1);
+  nghttp2_nv head[] = {NV_(":status", "200"), NV_("content-type", "application/grpc")};
+  assert_int_equal(nl_h2_respond(&s->h2, head, 2, false), 0);
+  assert_int_equal(nl_h2_respond(&s->h2, head, 2, false), NGHTTP2_ERR_INVALID_STATE);
+  assert_int_equal(nl_h2_respond_data(&s->h2, "wor", 3), 0);
+  assert_int_equal(nl_h2_respond_data(&s->h2, "ld", 2), 0);
+  assert_int_equal(nl_h2_respond_queued(&s->h2), 5);
+  nghttp2_nv tr[] = {NV_("grpc-status", "0")};
+  assert_int_equal(nl_h2_respond_end(&s->h2, tr, 1), 0);
+  assert_int_equal(nl_h2_respond_data(&s->h2, "!", 1), NGHTTP2_ERR_INVALID_STATE);
+  pair_pump(&p);
+  assert_int_equal(c.status, 200);
+  assert_int_equal(c.body.len, 5);
+  assert_memory_equal(c.body.data, "world", 5);
+  assert_string_equal(c.grpc_status, "0");
+  assert_int_equal(c.closes, 1);
+  assert_true(c.complete);
+  assert_int_equal(s->closes, 1);
+  assert_int_equal(s->error_code, NGHTTP2_NO_ERROR);
+  assert_true(s->h2.out_done);
+  assert_int_equal(nl_h2_active(p.srv), 0);
+  sstream_free(s);
+  nl_buf_free(&c.body);
+  pair_free(&p);
+}
+
+/* A server-streaming answer: the stream stays open, more comes later. */
+static void server_streams_more_later(void **state) {
+  pair_t p;
+  pair_init(&p, &(nl_h2_opts_t){.window = 1 << 20}, NULL);
+  pair_pump(&p);
+  cstream_t c;
+  cs_submit(&p, &c, "/x.Y/Watch", NULL);
+  pair_pump(&p);
+  sstream_t *s = p.last;
+  assert_int_equal(s->ends, 1);
+  nghttp2_nv head[] = {NV_(":status", "200")};
+  assert_int_equal(nl_h2_respond(&s->h2, head, 1, false), 0);
+  pair_pump(&p);
+  assert_int_equal(c.status, 200);
+  assert_int_equal(c.body.len, 0);
+  for (int i = 1; i <= 3; i++) {
+    assert_int_equal(nl_h2_respond_data(&s->h2, "abc", 3), 0);
+    pair_pump(&p);
+    assert_int_equal(c.body.len, 3 * i);
+    assert_int_equal(nl_h2_respond_queued(&s->h2), 0);
+    assert_int_equal(c.closes, 0);
+  }
+  /* An end without trailers: END_STREAM on the last DATA. */
+  assert_int_equal(nl_h2_respond_end(&s->h2, NULL, 0), 0);
+  pair_pump(&p);
+  assert_int_equal(c.closes, 1);
+  assert_true(c.complete);
+  assert_int_equal(c.trailers_seen, 0);
+  assert_int_equal(s->closes, 1);
+  sstream_free(s);
+  nl_buf_free(&c.body);
+  pair_free(&p);
+}
+
+/* An answer before the request's end: the client is told to stop sending
+ * (RST_STREAM(NO_ERROR)) and hears a complete answer. */
+static void server_answers_early(void **state) {
+  pair_t p;
+  pair_init(&p, &(nl_h2_opts_t){.window = 65535}, NULL);
+  pair_pump(&p);
+  static char big[200000];
+  memset(big, 'b', sizeof big - 1);
+  cstream_t c;
+  cs_submit(&p, &c, "/x.Y/Big", big);
+  /* One round: the server reads the head and one window's worth. */
+  assert_int_equal(nl_h2_flush(p.cli), 0);
+  nl_buf_t b = p.to_srv;
+  p.to_srv = (nl_buf_t)NL_BUF_INIT;
+  assert_int_equal(nl_h2_recv(p.srv, (uint8_t *)b.data, b.len), 0);
+  nl_buf_free(&b);
+  sstream_t *s = p.last;
+  assert_int_equal(s->ends, 0);
+  nghttp2_nv head[] = {NV_(":status", "200"), NV_("grpc-status", "8")};
+  assert_int_equal(nl_h2_respond(&s->h2, head, 2, true), 0);
+  pair_pump(&p);
+  assert_string_equal(c.grpc_status, "8");
+  assert_int_equal(c.closes, 1);
+  assert_true(c.complete);
+  assert_int_equal(c.error_code, NGHTTP2_NO_ERROR);
+  assert_int_equal(s->closes, 1);
+  assert_int_equal(s->ends, 0);
+  assert_true(s->body.len < sizeof big - 1);
+  sstream_free(s);
+  nl_buf_free(&c.body);
+  pair_free(&p);
+}
+
+/* The owner refuses a stream; the peer may send it again. PINGs and GOAWAY
+ * as on a client. */
+static void server_refuses_pings_goaway(void **state) {
+  pair_t p;
+  pair_init(&p, NULL, NULL);
+  pair_pump(&p);
+  p.refuse = 1;
+  cstream_t c;
+  cs_submit(&p, &c, "/x.Y/Z", NULL);
+  pair_pump(&p);
+  assert_int_equal(c.closes, 1);
+  assert_int_equal(c.error_code, NGHTTP2_REFUSED_STREAM);
+  assert_int_equal(p.srv_streams, 0);
+  assert_int_equal(nl_h2_ping(p.cli), 0);
+  pair_pump(&p);
+  assert_int_equal(p.cli_ping_acks, 1);
+  p.refuse = 0;
+  cstream_t d;
+  cs_submit(&p, &d, "/x.Y/Z", NULL);
+  pair_pump(&p);
+  sstream_t *s = p.last;
+  assert_int_equal(nl_h2_goaway(p.srv, NGHTTP2_NO_ERROR), 0);
+  pair_pump(&p);
+  assert_int_equal(p.cli_goaways, 1);
+  /* The stream below the GOAWAY is still answered. */
+  nghttp2_nv head[] = {NV_(":status", "200")};
+  assert_int_equal(nl_h2_respond(&s->h2, head, 1, true), 0);
+  pair_pump(&p);
+  assert_int_equal(d.closes, 1);
+  assert_true(d.complete);
+  assert_int_equal(d.status, 200);
+  sstream_free(s);
+  pair_free(&p);
+}
+
+/* ---- hostile clients, frame by frame ------------------------------------------ */
+
+typedef struct raw {
+  nl_buf_t in;            /* what the hostile client sends */
+  nghttp2_hd_deflater *hd;
+} raw_t;
+
+static void raw_frame(nl_buf_t *b, uint8_t type, uint8_t flags, int32_t id, const void *payload,
+                      size_t len) {
+  uint8_t h[9] = {(uint8_t)(len >> 16), (uint8_t)(len >> 8), (uint8_t)len, type, flags,
+                  (uint8_t)(id >> 24), (uint8_t)(id >> 16), (uint8_t)(id >> 8), (uint8_t)id};
+  nl_buf_append(b, h, 9);
+  nl_buf_append(b, payload, len);
+}
+
+static void raw_start(raw_t *r) {
+  memset(r, 0, sizeof *r);
+  nl_buf_append(&r->in, NGHTTP2_CLIENT_MAGIC, NGHTTP2_CLIENT_MAGIC_LEN);
+  raw_frame(&r->in, NGHTTP2_SETTINGS, 0, 0, NULL, 0);
+  assert_int_equal(nghttp2_hd_deflate_new(&r->hd, 4096), 0);
+}
+
+static void raw_headers(raw_t *r, int32_t id, uint8_t flags, const char *path, size_t pad) {
+  char *padv = calloc(1, pad + 1);
+  memset(padv, 'p', pad);
+  nghttp2_nv nv[] = {NV_(":method", "POST"), NV_(":scheme", "http"), NV_(":path", path),
+                     NV_(":authority", "x"), NV_("x-pad", padv)};
+  size_t n = pad ? 5 : 4;
+  uint8_t block[8192];
+  ssize_t len = nghttp2_hd_deflate_hd(r->hd, block, sizeof block, nv, n);
+  assert_true(len > 0);
+  raw_frame(&r->in, NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS | flags, id, block, (size_t)len);
+  free(padv);
+}
+
+static void raw_free(raw_t *r) {
+  nghttp2_hd_deflate_del(r->hd);
+  nl_buf_free(&r->in);
+}
+
+/* Counts the RST_STREAM frames in the server's output, by code. */
+static int count_rst(const nl_buf_t *out, uint32_t code) {
+  int n = 0;
+  for (size_t off = 0; off + 9 <= out->len;) {
+    const uint8_t *f = (const uint8_t *)out->data + off;
+    size_t len = (size_t)f[0] << 16 | (size_t)f[1] << 8 | f[2];
+    if (f[3] == NGHTTP2_RST_STREAM && len == 4) {
+      uint32_t c = (uint32_t)f[9] << 24 | (uint32_t)f[10] << 16 | (uint32_t)f[11] << 8 | f[12];
+      if (c == code) n++;
+    }
+    off += 9 + len;
+  }
+  return n;
+}
+
+static void hostile_streams_over_the_limit(void **state) {
+  pair_t p;
+  pair_init(&p, &(nl_h2_opts_t){.max_streams = 2}, NULL);
+  assert_int_equal(nl_h2_flush(p.srv), 0); /* the server's SETTINGS */
+  raw_t r;
+  raw_start(&r);
+  /* Three streams at once, none ended. */
+  raw_headers(&r, 1, 0, "/a", 0);
+  raw_headers(&r, 3, 0, "/b", 0);
+  raw_headers(&r, 5, 0, "/c", 0);
+  nl_buf_reset(&p.to_cli);
+  assert_int_equal(nl_h2_recv(p.srv, (uint8_t *)r.in.data, r.in.len), 0);
+  assert_int_equal(nl_h2_flush(p.srv), 0);
+  assert_int_equal(p.srv_streams, 2);
+  assert_int_equal(nl_h2_active(p.srv), 2);
+  /* (before the client acknowledged our SETTINGS: it may not know the limit) */
+  assert_int_equal(count_rst(&p.to_cli, NGHTTP2_REFUSED_STREAM), 1);
+  /* Their owners hear of them when the session goes (detached first, as an
+   * owner does). */
+  while (nl_h2_first_stream(p.srv)) {
+    nl_h2_stream_t *h = nl_h2_first_stream(p.srv);
+    nl_h2_stream_detach(h);
+    sstream_free(container_of(h, sstream_t, h2));
+  }
+  /* Once it has acknowledged them, a stream over the limit is a connection
+   * error (nghttp2, RFC 9113 5.1.2): GOAWAY, and the session reads no more.
+   * (Streams 1 and 3, let go by their owners, are still open in nghttp2.) */
+  nl_buf_reset(&r.in);
+  raw_frame(&r.in, NGHTTP2_SETTINGS, NGHTTP2_FLAG_ACK, 0, NULL, 0);
+  raw_headers(&r, 7, 0, "/d", 0);
+  raw_headers(&r, 9, 0, "/e", 0);
+  raw_headers(&r, 11, 0, "/f", 0);
+  nl_buf_reset(&p.to_cli);
+  assert_int_equal(nl_h2_recv(p.srv, (uint8_t *)r.in.data, r.in.len), 0);
+  assert_int_equal(nl_h2_flush(p.srv), 0);
+  assert_int_equal(p.srv_streams, 2);
+  assert_true(p.to_cli.len > 0 && (uint8_t)p.to_cli.data[3] == NGHTTP2_GOAWAY);
+  assert_false(nl_h2_want_io(p.srv));
+  while (nl_h2_first_stream(p.srv)) {
+    nl_h2_stream_t *h = nl_h2_first_stream(p.srv);
+    nl_h2_stream_detach(h);
+    sstream_free(container_of(h, sstream_t, h2));
+  }
+  raw_free(&r);
+  pair_free(&p);
+}
+
+static void hostile_header_list(void **state) {
+  pair_t p;
+  pair_init(&p, &(nl_h2_opts_t){.max_header_list = 1024}, NULL);
+  assert_int_equal(nl_h2_flush(p.srv), 0);
+  raw_t r;
+  raw_start(&r);
+  raw_headers(&r, 1, NGHTTP2_FLAG_END_STREAM, "/a", 2000);
+  raw_headers(&r, 3, NGHTTP2_FLAG_END_STREAM, "/b", 500);
+  nl_buf_reset(&p.to_cli);
+  assert_int_equal(nl_h2_recv(p.srv, (uint8_t *)r.in.data, r.in.len), 0);
+  assert_int_equal(nl_h2_flush(p.srv), 0);
+  /* Stream 1 is reset; its owner hears the close and no end. Stream 3 goes on. */
+  assert_int_equal(count_rst(&p.to_cli, NGHTTP2_INTERNAL_ERROR), 1);
+  assert_int_equal(p.srv_streams, 2);
+  sstream_t *b = p.last;
+  assert_string_equal(b->path, "/b");
+  assert_int_equal(b->ends, 1);
+  assert_int_equal(nl_h2_active(p.srv), 1);
+  /* The reset stream's owner was told. */
+  assert_int_equal(p.first->closes, 1);
+  assert_int_equal(p.first->error_code, NGHTTP2_INTERNAL_ERROR);
+  assert_int_equal(p.first->ends, 0);
+  sstream_free(p.first);
+  nl_h2_stream_t *h = nl_h2_first_stream(p.srv);
+  assert_ptr_equal(h, &b->h2);
+  nl_h2_stream_detach(h);
+  sstream_free(b);
+  raw_free(&r);
+  pair_free(&p);
+}
+
+/* A client that never sends its preface, or garbage for one. */
+static void hostile_preface(void **state) {
+  pair_t p;
+  pair_init(&p, NULL, NULL);
+  assert_false(nl_h2_peer_settled(p.srv));
+  const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  assert_true(nl_h2_recv(p.srv, (const uint8_t *)junk, sizeof junk - 1) < 0);
+  assert_false(nl_h2_peer_settled(p.srv));
+  assert_int_equal(p.srv_streams, 0);
+  pair_free(&p);
+}
+
+static void server_allocator_hook(void **state) {
+  int failed = 0;
+  for (int i = 1; i < 100; i++) {
+    failmem_t fm = {0, i};
+    nghttp2_mem mem = {&fm, fm_malloc, fm_free, fm_calloc, fm_realloc};
+    nl_h2_cbs_t cbs = {.write = cli_write, .on_stream = pair_on_stream};
+    nl_h2_t *s = nl_h2_server_new(&(nl_h2_opts_t){.mem = &mem}, &cbs, NULL);
+    if (!s) {
+      failed++;
+      continue;
+    }
+    assert_true(fm.n > 0);
+    nl_h2_free(s);
+    if (fm.n < i) break;
+  }
+  assert_true(failed > 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(settings_and_a_request),
@@ -543,6 +1008,14 @@ int main(void) {
       cmocka_unit_test(cancel_with_body_queued),
       cmocka_unit_test(head_only_streams),
       cmocka_unit_test(allocator_hook),
+      cmocka_unit_test(server_answers_with_trailers),
+      cmocka_unit_test(server_streams_more_later),
+      cmocka_unit_test(server_answers_early),
+      cmocka_unit_test(server_refuses_pings_goaway),
+      cmocka_unit_test(hostile_streams_over_the_limit),
+      cmocka_unit_test(hostile_header_list),
+      cmocka_unit_test(hostile_preface),
+      cmocka_unit_test(server_allocator_hook),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
