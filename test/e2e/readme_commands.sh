@@ -14,7 +14,8 @@ PORT=$(free_port)
 server_flags "$E2E_TMP"
 AGENT_PID=
 stop_agent() { [ -z "$AGENT_PID" ] || { kill -TERM "$AGENT_PID" 2>/dev/null; wait "$AGENT_PID"; }; }
-trap 'E2E_RC=$?; stop_agent >/dev/null 2>&1; e2e_finish; exit $?' EXIT
+cleanup() { stop_agent >/dev/null 2>&1; }
+e2e_on_exit cleanup
 
 mkdir -p "$E2E_TMP/manifests" "$E2E_TMP/etc"
 cat >"$E2E_TMP/etc/config.yaml" <<CFG
