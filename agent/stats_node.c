@@ -1,5 +1,6 @@
 /* The node's figures from /proc and statfs(2), as cadvisor's root container
  * gives them to the upstream kubelet. Read on the thread pool. */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include "agent/stats.h"
+#include "reactor/xalloc.h"
 
 int nl_stats_parse_proc_stat(nl_node_sample_t *s, const char *text) {
   unsigned long long v[8] = {0};
@@ -84,15 +86,20 @@ char *nl__stats_slurp(const char *path) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return NULL;
   size_t cap = 16384, len = 0;
-  char *buf = malloc(cap);
+  nl_cleanup_free char *buf = nl_xmalloc(cap);
   ssize_t n;
-  while (buf && (n = read(fd, buf + len, cap - len - 1)) > 0) {
+  while ((n = read(fd, buf + len, cap - len - 1)) != 0) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      close(fd);
+      return NULL;
+    }
     len += (size_t)n;
-    if (len + 1 == cap) buf = realloc(buf, cap *= 2);
+    if (len + 1 == cap) buf = nl_xrealloc(buf, cap *= 2);
   }
   close(fd);
-  if (buf) buf[len] = 0;
-  return buf;
+  buf[len] = 0;
+  return nl_steal(&buf);
 }
 
 static void fs_read(nl_stats_fs_t *fs, const char *path) {

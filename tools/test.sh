@@ -16,6 +16,9 @@ export NANOLET_TEST_CRI_ENDPOINT="$endpoint"
 
 status=0
 t0=$SECONDS
+# Every lane's meson log must be this run's: an older one left in a build
+# directory is no count of this run (see the count at the end).
+started=$(date +%s)
 # Each stage says when it started: the suite has a time budget (docs/FUZZING.md,
 # .ci/run), and this is where its minutes go.
 stamp() { echo "== [$(((SECONDS - t0) / 60))m$(((SECONDS - t0) % 60))s] $*"; }
@@ -65,17 +68,29 @@ echo "$fuzz_out"
 fuzz_passed=$(grep -c '^fuzz: .* clean' <<<"$fuzz_out" || true)
 fuzz_failed=$(grep -c '^fuzz: .* FAILED' <<<"$fuzz_out" || true)
 
-passed=0 failed=0
-for d in build build-asan build-aarch64 build-arm; do
-  for f in "$d"/meson-logs/unit.json "$d"/meson-logs/e2e.json "$d"/meson-logs/e2e-containerd2.json; do
-    [ -f "$f" ] || continue
-    passed=$((passed + $(grep -c '"result": "OK"' "$f" || true)))
-    failed=$((failed + $(grep -cE '"result": "(FAIL|TIMEOUT|ERROR|SKIP|UNEXPECTEDPASS)"' "$f" || true)))
-  done
+# The count: each lane's JSON log (meson's --logbase), and the fuzz targets.
+# A lane that produced no log this run (it could not start: the containerd 2
+# instance, a cross build) counts as one failure, named below; so does a fuzz
+# run that reported no target (its build failed). The cross lanes are the ones
+# tools/cross-test.sh runs (both, by default); the containerd 2 lane is
+# tools/e2e-runtime.sh's `meson test -C build --logbase e2e-containerd2`.
+lanes=(build/meson-logs/unit.json build-asan/meson-logs/unit.json
+  build-aarch64/meson-logs/unit.json build-arm/meson-logs/unit.json
+  build/meson-logs/e2e.json build/meson-logs/e2e-containerd2.json)
+passed=0 failed=0 missing=()
+for f in "${lanes[@]}"; do
+  if [ ! -f "$f" ] || [ "$(stat -c %Y "$f")" -lt "$started" ]; then
+    missing+=("$f")
+    continue
+  fi
+  passed=$((passed + $(grep -c '"result": "OK"' "$f" || true)))
+  # A skipped test is a failure (STYLE.md): the suite must not look green by skipping.
+  failed=$((failed + $(grep -cE '"result": "(FAIL|TIMEOUT|ERROR|SKIP|UNEXPECTEDPASS)"' "$f" || true)))
 done
+[ $((fuzz_passed + fuzz_failed)) -gt 0 ] || missing+=("tools/fuzz.sh (no target ran)")
 passed=$((passed + fuzz_passed))
-failed=$((failed + fuzz_failed))
-# A skipped test is a failure (STYLE.md): the suite must not look green by skipping.
+failed=$((failed + fuzz_failed + ${#missing[@]}))
+for m in "${missing[@]}"; do echo "== FAILED: no log from this run: $m"; done
 stamp done
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ] || status=1

@@ -24,7 +24,7 @@ NODE=${API_ENV_NODE:-nanolet-objects}
 KC=${API_ENV_KUBECONFIG:-$(node_kubeconfig "$NODE")}
 IMG=localhost/busybox:1.36
 AUDIT=${NANOLET_TEST_AUDIT_LOG:-}
-trap 'E2E_RC=$?; api_cleanup; e2e_finish; exit $?' EXIT
+e2e_on_exit api_cleanup
 
 fresh_ns "$PODS_NS"
 # pods are refused until the namespace's ServiceAccount exists

@@ -17,7 +17,7 @@ N=${MANY_WATCHES_N:-150}
 PER_POD=50
 IMG=localhost/busybox:1.36
 AUDIT=${NANOLET_TEST_AUDIT_LOG:-}
-trap 'E2E_RC=$?; api_cleanup; e2e_finish; exit $?' EXIT
+e2e_on_exit api_cleanup
 
 fresh_ns "$PODS_NS"
 audit_start=0

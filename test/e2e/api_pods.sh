@@ -23,7 +23,7 @@ IMG=localhost/busybox:1.36
 MARKS=$E2E_TMP/marks
 mkdir -p "$MARKS"
 
-trap 'E2E_RC=$?; api_cleanup; e2e_finish; exit $?' EXIT
+e2e_on_exit api_cleanup
 
 kubectl delete ns "$PODS_NS" --ignore-not-found --wait=true >/dev/null 2>&1
 kubectl create ns "$PODS_NS" >/dev/null

@@ -18,7 +18,13 @@ KC=$(node_kubeconfig "$NODE") || { fail "node credential" "controlplane.sh cert 
 LOG=$E2E_TMP/agent.log
 PB=application/vnd.kubernetes.protobuf
 META=";as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
-trap 'stop_agent; pods_cleanup; kubectl delete node "$NODE" --wait=false >/dev/null 2>&1; kubectl delete lease -n kube-node-lease "$NODE" --ignore-not-found >/dev/null 2>&1; e2e_finish; exit $?' EXIT
+cleanup() {
+  stop_agent
+  pods_cleanup
+  kubectl delete node "$NODE" --wait=false >/dev/null 2>&1
+  kubectl delete lease -n kube-node-lease "$NODE" --ignore-not-found >/dev/null 2>&1
+}
+e2e_on_exit cleanup
 kubectl delete node "$NODE" --ignore-not-found >/dev/null
 kubectl delete lease -n kube-node-lease "$NODE" --ignore-not-found >/dev/null
 

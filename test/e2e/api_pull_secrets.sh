@@ -19,7 +19,7 @@ NODE=${NANOLET_E2E_PULL_NODE:-nanolet-pullsecrets}
 KC=${NANOLET_E2E_PULL_KUBECONFIG:-$("$NANOLET_TEST_CONTROLPLANE" cert "$NODE" "system:node:$NODE" system:nodes)}
 REG=$NANOLET_TEST_REGISTRY
 
-trap 'E2E_RC=$?; api_cleanup; e2e_finish; exit $?' EXIT
+e2e_on_exit api_cleanup
 fresh_ns "$PODS_NS"
 
 # secret NAME PASSWORD: a kubernetes.io/dockerconfigjson secret for the registry.

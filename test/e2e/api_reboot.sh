@@ -19,7 +19,7 @@ N=${NANOLET_E2E_REBOOT_PODS:-10}
 # The endpoint is this script's own containerd, set up below.
 NANOLET_TEST_CRI_ENDPOINT=unset
 . "$(dirname "$0")/pods_lib.sh"
-trap 'E2E_RC=$?; e2e_finish; exit $?' EXIT
+e2e_on_exit
 # The shared control plane first: its scripts must not see the private state dir.
 k8s_env || { fail "control plane" "tools/testenv/controlplane.sh up failed"; exit 1; }
 REBOOT_NODE=${NANOLET_E2E_REBOOT_NODE:-nl-apiscale}
@@ -50,7 +50,7 @@ reboot_cleanup() {
   fi
   private "$TESTENV/teardown.sh" --purge >/dev/null 2>&1
 }
-trap 'E2E_RC=$?; reboot_cleanup; e2e_finish; exit $?' EXIT
+e2e_on_exit reboot_cleanup
 
 # Every container of the namespace's pods is running (N of them).
 all_running() { [ "$(cri ps -o json | jq --arg ns "$PODS_NS" '[.containers[]

@@ -27,7 +27,7 @@ scale_cleanup() {
     echo "--- agent log (last 60 lines) ---"; tail -60 "$E2E_TMP/agent.log"
   fi
 }
-trap 'E2E_RC=$?; scale_cleanup; e2e_finish; exit $?' EXIT
+e2e_on_exit scale_cleanup
 
 kubectl delete ns "$PODS_NS" --ignore-not-found --wait=true >/dev/null 2>&1
 kubectl create ns "$PODS_NS" >/dev/null

@@ -25,7 +25,7 @@ NODE=${NANOLET_E2E_STATUS_NODE:-nl-e2e-status}
 KC=${NANOLET_E2E_STATUS_KUBECONFIG:-$("$NANOLET_TEST_CONTROLPLANE" cert "$NODE" "system:node:$NODE" system:nodes)}
 IMG=localhost/busybox:1.36
 
-trap 'E2E_RC=$?; api_cleanup; e2e_finish; exit $?' EXIT
+e2e_on_exit api_cleanup
 
 kubectl delete ns "$PODS_NS" --ignore-not-found --wait=true >/dev/null 2>&1
 kubectl create ns "$PODS_NS" >/dev/null

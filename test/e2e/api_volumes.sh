@@ -20,7 +20,7 @@ KC=${NANOLET_E2E_VOLUMES_KUBECONFIG:-$("$NANOLET_TEST_CONTROLPLANE" cert "$NODE"
 IMG=localhost/busybox:1.36
 SA_DIR=/var/run/secrets/kubernetes.io/serviceaccount
 
-trap 'E2E_RC=$?; api_cleanup; e2e_finish; exit $?' EXIT
+e2e_on_exit api_cleanup
 
 fresh_ns "$PODS_NS"
 ns_ready() { kubectl get sa default -n "$PODS_NS" >/dev/null 2>&1 &&

@@ -89,7 +89,7 @@ cleanup() {
     for n in "$A" "$B"; do echo "--- $n log (last 30 lines) ---"; tail -30 "$E2E_TMP/$n/agent.log"; done
   fi
 }
-trap 'E2E_RC=$?; cleanup; e2e_finish; exit $?' EXIT
+e2e_on_exit cleanup
 [ -n "$NODE_IP" ] || { fail "node IP" "no non-loopback address (set NANOLET_TEST_NODE_IP)"; exit 1; }
 kubectl delete node "$A" "$B" --ignore-not-found >/dev/null
 fresh_ns "$NS"

@@ -18,7 +18,7 @@ FIXTURE=${CMD_CRI_FIXTURE:-$(dirname "$NANOLET")/../test/e2e/cmd_cri_fixture}
 LOGDIR=$E2E_TMP/logs
 cri() { "$NANOLET" cri "$@"; }
 cleanup() { "$FIXTURE" cleanup >/dev/null 2>&1; rm -rf "$LOGDIR"; }
-trap 'E2E_RC=$?; cleanup; e2e_finish; exit $?' EXIT
+e2e_on_exit cleanup
 OUT=$E2E_TMP/out ERR=$E2E_TMP/err
 run() { "$NANOLET" cri "$@" >"$OUT" 2>"$ERR"; RC=$?; } # sets RC, OUT, ERR
 

@@ -16,7 +16,7 @@ cleanup() {
   kubectl delete csr nanolet-e2e-csr --ignore-not-found >/dev/null
 }
 cleanup
-trap 'E2E_RC=$?; cleanup; e2e_finish; exit $?' EXIT
+e2e_on_exit cleanup
 
 [ "$(realpath "$NANOLET_TEST_KUBECTL")" = "$(realpath "$NANOLET_TEST_K8S_BIN/kubectl")" ] &&
   ok "kubectl is the one built with the control plane" || fail "kubectl" "$NANOLET_TEST_KUBECTL"

@@ -7,7 +7,7 @@
 # Which one the suite runs on: NANOLET_TEST_RUNTIME (tools/e2e-runtime.sh).
 PODS_NS=nanolet-e2e-evented-pleg
 . "$(dirname "$0")/pods_lib.sh"
-trap 'E2E_RC=$?; pods_cleanup; e2e_finish; exit $?' EXIT
+e2e_on_exit pods_cleanup
 IMG=localhost/busybox:1.36
 RUNTIME=${NANOLET_TEST_RUNTIME:-containerd}
 

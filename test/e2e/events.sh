@@ -15,9 +15,13 @@ NODE=${EVENTS_NODE:-nl-events}
 KC=${EVENTS_KUBECONFIG:-$(node_kubeconfig "$NODE")}
 IMG=localhost/busybox:1.36
 LOG=$E2E_TMP/agent.log
-trap 'E2E_RC=$?; kubectl delete node "$NODE" --wait=false >/dev/null 2>&1
+cleanup() {
+  kubectl delete node "$NODE" --wait=false >/dev/null 2>&1
   kubectl delete events -n default --field-selector involvedObject.name="$NODE" >/dev/null 2>&1
-  pods_cleanup; kubectl delete ns "$PODS_NS" --wait=false >/dev/null 2>&1; e2e_finish; exit $?' EXIT
+  pods_cleanup
+  kubectl delete ns "$PODS_NS" --wait=false >/dev/null 2>&1
+}
+e2e_on_exit cleanup
 
 fresh_ns "$PODS_NS"
 kubectl delete node "$NODE" --ignore-not-found >/dev/null

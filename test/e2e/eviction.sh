@@ -32,7 +32,8 @@ evictionHard: $1
 evictionPressureTransitionPeriod: 5s
 EOC
 }
-trap 'E2E_RC=$?; api_cleanup; umount -l "$FS" 2>/dev/null; e2e_finish; exit $?' EXIT
+cleanup() { api_cleanup; umount -l "$FS" 2>/dev/null; }
+e2e_on_exit cleanup
 fresh_ns "$PODS_NS"
 
 # apply NAME QOS SCRIPT

@@ -31,7 +31,7 @@ gc_cleanup() {
   if mountpoint -q "$PRIVATE_DIR/root"; then umount "$PRIVATE_DIR/root"; fi
   return 0
 }
-trap 'E2E_RC=$?; gc_cleanup; e2e_finish; exit $?' EXIT
+e2e_on_exit gc_cleanup
 mkdir -p "$PRIVATE_DIR/root"
 mountpoint -q "$PRIVATE_DIR/root" || mount -t tmpfs -o size=96m nanolet-gc "$PRIVATE_DIR/root" ||
   { fail "tmpfs" "mount failed"; exit 1; }

@@ -31,7 +31,7 @@ cleanup() {
     echo "--- agent log (last 30 lines) ---"; tail -30 "$E2E_TMP/agent.log"
   fi
 }
-trap 'E2E_RC=$?; cleanup; e2e_finish; exit $?' EXIT
+e2e_on_exit cleanup
 
 [ -n "$NODE_IP" ] || { fail "node IP" "no non-loopback address (tools/testenv/node-ip.sh)"; exit 1; }
 mkdir -p "$ROOT" "$CERTS"

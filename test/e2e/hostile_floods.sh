@@ -27,7 +27,7 @@ cleanup() {
   [ -z "${CRI_PID:-}" ] || kill "$CRI_PID" 2>/dev/null
   wait 2>/dev/null
 }
-trap 'E2E_RC=$?; cleanup; e2e_finish; exit $?' EXIT
+e2e_on_exit cleanup
 
 "$FAKE_CRI" --socket "$E2E_TMP/cri.sock" >/dev/null 2>&1 &
 CRI_PID=$!

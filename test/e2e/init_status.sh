@@ -17,7 +17,7 @@ cleanup() {
   [ -z "${CRI_PID:-}" ] || kill "$CRI_PID" 2>/dev/null
   wait 2>/dev/null
 }
-trap 'cleanup; e2e_finish; exit $?' EXIT
+e2e_on_exit cleanup
 
 "$FAKE_CRI" --socket "$E2E_TMP/cri.sock" --image "$IMG" --fault "StartContainer delay 2500" \
   --fault "ListContainers delay 500" \

@@ -20,16 +20,18 @@ cleanup() {
   [ -z "$SOFTLEVEL_MADE" ] || rm -f /run/openrc/softlevel
   remove_pods
 }
-trap 'E2E_RC=$?; cleanup; e2e_finish; exit $?' EXIT
+e2e_on_exit cleanup
 
 # --- install ---------------------------------------------------------------
 install_root -Dinit=sysv,runit,systemd
+missing=
 for f in usr/bin/nanolet etc/nanolet/config.yaml etc/kubernetes/manifests etc/init.d/nanolet \
   etc/default/nanolet etc/logrotate.d/nanolet etc/sv/nanolet/run etc/sv/nanolet/log/run etc/sv/nanolet/control/t \
   usr/lib/systemd/system/nanolet.service usr/share/man/man8/nanolet.8; do
-  [ -e "$ROOT/$f" ] || fail "installed: $f" "missing"
+  [ -e "$ROOT/$f" ] || missing+=" $f"
 done
-ok "installed: binary, config, manifest directory, service files, manual"
+[ -z "$missing" ] && ok "installed: binary, config, manifest directory, service files, manual" ||
+  fail "installed" "missing:$missing"
 size=$(stat -c %s "$BIN")
 [ "$size" -le 1048576 ] && ok "stripped binary is $size bytes (<= 1 MiB)" || fail "binary size" "$size bytes"
 grep -q 'staticPodPath: '"$ROOT"'/etc/kubernetes/manifests' "$ROOT/etc/nanolet/config.yaml" &&

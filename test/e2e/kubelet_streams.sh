@@ -24,7 +24,7 @@ cleanup() {
   kubectl delete node "$NODE" --wait=false >/dev/null 2>&1
   pods_cleanup
 }
-trap 'E2E_RC=$?; cleanup; e2e_finish; exit $?' EXIT
+e2e_on_exit cleanup
 [ -n "$NODE_IP" ] || { fail "node IP" "no non-loopback address (set NANOLET_TEST_NODE_IP)"; exit 1; }
 
 cat >"$E2E_TMP/config.yaml" <<EOF

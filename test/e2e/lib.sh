@@ -65,8 +65,25 @@ fresh_ns() {
   kubectl create ns "$1" >/dev/null
 }
 
-# The script's own exit status counts: each EXIT trap saves it in E2E_RC before
-# its clean-up runs (a clean-up's status must not stand for the script's).
+# The script's own exit status counts: a script that exits non-zero (an abort
+# after some `ok`, `set -e` meeting a failed command, `exit 3`) fails even with
+# no `fail`, and a clean-up's status never stands for the script's.
+# e2e_on_exit [CMD [ARG...]]: the one way a script sets its EXIT trap. At exit
+# it saves the script's status in E2E_RC, runs CMD (its clean-up: a `fail` there
+# counts, its exit status does not; compound clean-ups go in a function), then
+# e2e_finish, whose status is the script's. Called again, the new CMD replaces
+# the old one. Never `trap ... EXIT` by hand: that is how a status gets lost.
+e2e_on_exit() {
+  E2E_CLEANUP=("$@")
+  trap 'e2e__exit $?' EXIT
+}
+e2e__exit() {
+  E2E_RC=$1
+  set +e # a failing command of the clean-up must not cut it (or e2e_finish) short
+  [ ${#E2E_CLEANUP[@]} -eq 0 ] || "${E2E_CLEANUP[@]}"
+  e2e_finish
+  exit $?
+}
 e2e_finish() {
   local rc=${E2E_RC:-$?}
   [ -z "${E2E_K8S_STARTED:-}" ] || "$E2E_CONTROLPLANE" down
@@ -74,4 +91,4 @@ e2e_finish() {
   echo "$E2E_PASSED passed, $E2E_FAILED failed"
   [ "$E2E_FAILED" -eq 0 ] && [ "$rc" -eq 0 ] && [ "$E2E_PASSED" -gt 0 ]
 }
-trap 'E2E_RC=$?; e2e_finish; exit $?' EXIT
+e2e_on_exit

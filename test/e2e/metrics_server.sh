@@ -34,7 +34,7 @@ cleanup() {
     echo "--- metrics-server log (last 20 lines) ---"; tail -20 "$E2E_TMP/ms.log"
   fi
 }
-trap 'cleanup; e2e_finish; exit $?' EXIT
+e2e_on_exit cleanup
 [ -n "$NODE_IP" ] || { fail "node IP" "no non-loopback address (set NANOLET_TEST_NODE_IP)"; exit 1; }
 MS=$("$(dirname "$0")/../../tools/testenv/tool-build.sh" metrics-server) ||
   { fail "metrics-server" "tools/testenv/tool-build.sh metrics-server failed"; exit 1; }

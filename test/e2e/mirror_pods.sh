@@ -13,7 +13,12 @@ NODE=${NANOLET_E2E_NODE:-nl-podstatus}
 KC=${NANOLET_E2E_NODE_KUBECONFIG:-$("$NANOLET_TEST_CONTROLPLANE" cert "$NODE" "system:node:$NODE" system:nodes)}
 IMG=localhost/busybox:1.36
 MIRROR=web-$NODE
-trap 'E2E_RC=$?; kubectl delete namespace "$PODS_NS" --wait=false >/dev/null 2>&1; kubectl delete node "$NODE" --wait=false >/dev/null 2>&1; pods_cleanup; e2e_finish; exit $?' EXIT
+cleanup() {
+  kubectl delete namespace "$PODS_NS" --wait=false >/dev/null 2>&1
+  kubectl delete node "$NODE" --wait=false >/dev/null 2>&1
+  pods_cleanup
+}
+e2e_on_exit cleanup
 
 mirror() { kubectl get pod -n "$PODS_NS" "$MIRROR" -o json 2>/dev/null; }
 mq() { mirror | jq -r "$1" 2>/dev/null; }

@@ -18,7 +18,13 @@ renew_time() { jp lease -n kube-node-lease "$NODE" -o jsonpath='{.spec.renewTime
 renewed_since() { [ "$(renew_time)" \> "$1" ]; }
 node_uid() { jp node "$NODE" -o jsonpath='{.metadata.uid}'; }
 # The apiserver must always be back, whatever happens to this test.
-trap 'E2E_RC=$?; "$NANOLET_TEST_CONTROLPLANE" up >/dev/null 2>&1; pods_cleanup; kubectl delete node "$NODE" --wait=false >/dev/null 2>&1; kubectl delete namespace "$PODS_NS" --wait=false >/dev/null 2>&1; e2e_finish; exit $?' EXIT
+cleanup() {
+  "$NANOLET_TEST_CONTROLPLANE" up >/dev/null 2>&1
+  pods_cleanup
+  kubectl delete node "$NODE" --wait=false >/dev/null 2>&1
+  kubectl delete namespace "$PODS_NS" --wait=false >/dev/null 2>&1
+}
+e2e_on_exit cleanup
 
 kubectl delete node "$NODE" --ignore-not-found >/dev/null
 kubectl delete lease -n kube-node-lease "$NODE" --ignore-not-found >/dev/null

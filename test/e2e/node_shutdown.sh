@@ -78,10 +78,11 @@ grep -q 'stubborn-prestop' "$SHARED/log" && ok "preStop hooks ran" || fail "preS
 no_running() { [ "$(pod_containers "$1-$NODE" | jq '[.[] | select(.state == "CONTAINER_RUNNING")] | length')" = 0 ]; }
 # The hook is done when the last group's period has run out: a slow StopContainer
 # may still be finishing.
+running=
 for p in web stubborn crit; do
-  wait_for 10 no_running "$p" || fail "$p stopped" "$(pod_containers "$p-$NODE" | jq -c '[.[].state]')"
+  wait_for 10 no_running "$p" || running+=" $p: $(pod_containers "$p-$NODE" | jq -c '[.[].state]')"
 done
-ok "every pod's containers are stopped"
+[ -z "$running" ] && ok "every pod's containers are stopped" || fail "pods stopped" "still running:$running"
 expect "status: phase Failed" 10 web .status.phase Failed
 expect "status: reason Terminated" 5 crit .status.reason Terminated
 expect "status: upstream's message" 5 stubborn .status.message "Pod was terminated in response to imminent node shutdown."
@@ -105,7 +106,7 @@ KC=${NANOLET_E2E_SHUTDOWN_KUBECONFIG:-$("$NANOLET_TEST_CONTROLPLANE" cert "$NODE
 # A namespace of this run's own: a shared control plane may still be deleting
 # an earlier run's.
 PODS_NS=shutdown-e2e-$$
-trap 'E2E_RC=$?; api_cleanup; e2e_finish; exit $?' EXIT
+e2e_on_exit api_cleanup
 fresh_ns "$PODS_NS"
 wait_for 30 kubectl get serviceaccount default -n "$PODS_NS" -o name >/dev/null
 kubectl delete node "$NODE" --ignore-not-found >/dev/null

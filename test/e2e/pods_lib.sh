@@ -176,4 +176,4 @@ pods_cleanup() {
     echo "--- agent log (last 40 lines) ---"; tail -40 "$E2E_TMP/agent.log"
   fi
 }
-trap 'E2E_RC=$?; pods_cleanup; e2e_finish; exit $?' EXIT
+e2e_on_exit pods_cleanup

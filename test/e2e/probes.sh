@@ -31,7 +31,7 @@ cleanup() {
     echo "warning: pods of $NS still present" >&2
   kill -TERM "$AGENT_PID" 2>/dev/null && wait "$AGENT_PID"
 }
-trap 'E2E_RC=$?; cleanup; e2e_finish; exit $?' EXIT
+e2e_on_exit cleanup
 
 wait_for 10 healthz_ok "$port" || { fail "agent start" "$(tail -5 "$E2E_TMP/agent.log")"; exit 1; }
 

@@ -32,7 +32,7 @@ cleanup() {
     echo "--- prometheus log (last 20 lines) ---"; tail -20 "$E2E_TMP/prom.log"
   fi
 }
-trap 'cleanup; e2e_finish; exit $?' EXIT
+e2e_on_exit cleanup
 [ -n "$NODE_IP" ] || { fail "node IP" "no non-loopback address (set NANOLET_TEST_NODE_IP)"; exit 1; }
 
 # Two pods: one that burns a little CPU (a 100m limit: a CFS quota), one with

@@ -25,7 +25,12 @@ ENDPOINT=$("$TESTENV/setup.sh" 2>/tmp/nanolet-reboot-setup.log) || {
   "$TESTENV/teardown.sh" --purge >/dev/null 2>&1; exit 1
 }
 . "$(dirname "$0")/install_lib.sh"
-trap 'E2E_RC=$?; "$INIT" stop >/dev/null; remove_pods; "$TESTENV/teardown.sh" --purge 2>/dev/null; e2e_finish; exit $?' EXIT
+cleanup() {
+  "$INIT" stop >/dev/null
+  remove_pods
+  "$TESTENV/teardown.sh" --purge 2>/dev/null
+}
+e2e_on_exit cleanup
 
 install_root -Dinit=sysv
 use_test_runtime

@@ -72,7 +72,7 @@ unmount_root() {
   umount -R "$R/sys" 2>/dev/null
   return 0
 }
-trap 'E2E_RC=$?; unmount_root; e2e_finish; exit $?' EXIT
+e2e_on_exit unmount_root
 mount -t proc proc "$R/proc"
 # The pod and QoS cgroups (cgroupsPerQOS, on by default) live under /sys/fs/cgroup.
 mount --rbind /sys "$R/sys"

@@ -12,8 +12,12 @@ k8s_env || { fail "control plane" "tools/testenv/controlplane.sh up failed"; exi
 NODE=${SVCENV_NODE:-nl-events}
 KC=${SVCENV_KUBECONFIG:-$(node_kubeconfig "$NODE")}
 IMG=localhost/busybox:1.36
-trap 'E2E_RC=$?; kubectl delete node "$NODE" --wait=false >/dev/null 2>&1; pods_cleanup
-  kubectl delete ns "$PODS_NS" --wait=false >/dev/null 2>&1; e2e_finish; exit $?' EXIT
+cleanup() {
+  kubectl delete node "$NODE" --wait=false >/dev/null 2>&1
+  pods_cleanup
+  kubectl delete ns "$PODS_NS" --wait=false >/dev/null 2>&1
+}
+e2e_on_exit cleanup
 
 fresh_ns "$PODS_NS"
 kubectl apply -f - >/dev/null <<EOF2

@@ -37,7 +37,7 @@ cleanup() {
   drop_token
   pods_cleanup
 }
-trap 'E2E_RC=$?; cleanup; e2e_finish; exit $?' EXIT
+e2e_on_exit cleanup
 [ -n "$NODE_IP" ] || { fail "node IP" "no non-loopback address (set NANOLET_TEST_NODE_IP)"; exit 1; }
 kubectl delete node "$NODE" --ignore-not-found >/dev/null
 fresh_ns "$PODS_NS"

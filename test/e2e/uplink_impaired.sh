@@ -83,7 +83,7 @@ uplink_cleanup() {
   cgroup_root_remove "$CGROUP_ROOT"
   cgroup_root_remove "$CGROUP_ROOT-2"
 }
-trap 'E2E_RC=$?; uplink_cleanup; e2e_finish; exit $?' EXIT
+e2e_on_exit uplink_cleanup
 
 "$TOXI" -host 127.0.0.1 -port "$TPORT" -proxy-metrics >"$E2E_TMP/toxiproxy.log" 2>&1 &
 TOXI_PID=$!

@@ -20,7 +20,8 @@ http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])),
     functools.partial(H, directory=sys.argv[2])).serve_forever()
 PY
 HTTP_PID=$!
-trap 'E2E_RC=$?; kill "$HTTP_PID" 2>/dev/null; pods_cleanup; e2e_finish; exit $?' EXIT
+cleanup() { kill "$HTTP_PID" 2>/dev/null; pods_cleanup; }
+e2e_on_exit cleanup
 served() { cat >"$SRV/.tmp" && mv "$SRV/.tmp" "$SRV/pods.yaml"; }
 pod_yaml() { # pod_yaml NAME MESSAGE
   cat <<EOF2

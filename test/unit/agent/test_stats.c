@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "reactor/xalloc.h"
 #include "agent/stats.h"
@@ -54,6 +55,29 @@ static void parsers(void **state) {
   assert_string_equal(s.ifs[1].name, "cni0");
   assert_int_equal(nl_stats_parse_proc_stat(&s, "intr 1\n"), -1);
   assert_int_equal(nl_stats_parse_meminfo(&s, "Cached: 1 kB\n"), -1);
+}
+
+/* nl__stats_slurp: a file past the first 16 KiB whole, NULL for what cannot be
+ * opened or read (a directory opens, and its read fails with EISDIR). */
+static void slurp(void **state) {
+  (void)state;
+  char path[] = "/tmp/nanolet-test-slurp.XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  size_t n = 3 * 16384 + 7;
+  char *want = nl_xmalloc(n + 1);
+  for (size_t i = 0; i < n; i++) want[i] = (char)('a' + i % 26);
+  want[n] = 0;
+  assert_int_equal(write(fd, want, n), (ssize_t)n);
+  close(fd);
+  char *got = nl__stats_slurp(path);
+  assert_non_null(got);
+  assert_string_equal(got, want);
+  free(got);
+  unlink(path);
+  free(want);
+  assert_null(nl__stats_slurp(path));
+  assert_null(nl__stats_slurp("/"));
 }
 
 /* One pod "web" with container "c": cpu core-ns and working set given. */
@@ -551,6 +575,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(cadvisor_metrics),
       cmocka_unit_test(cgroup_v2),
       cmocka_unit_test(parsers),
+      cmocka_unit_test(slurp),
       cmocka_unit_test(summary_json), cmocka_unit_test(names_not_utf8),
       cmocka_unit_test(resource_metrics),
       cmocka_unit_test(pods_from_containers),
