@@ -58,11 +58,13 @@ EOF
   fresh_ns "$PODS_NS"
   start_agent --config "$E2E_TMP/config.yaml" --kubeconfig "$kc" --node-ip "$NODE_IP" "$@"
 }
-stop_agent() { # stop_agent [SIGNAL]: default TERM; waits for the exit
+stop_agent() { # stop_agent [SIGNAL]: default TERM; waits for the exit, returns its status
   [ -n "$AGENT_PID" ] || return 0
   kill -"${1:-TERM}" "$AGENT_PID" 2>/dev/null
   wait "$AGENT_PID" 2>/dev/null
+  local rc=$?
   AGENT_PID=
+  return $rc
 }
 
 cri() { "$NANOLET" cri -r "$NANOLET_TEST_CRI_ENDPOINT" "$@"; }

@@ -59,7 +59,8 @@ sandboxes0=$(ns_sandboxes | jq -c '[.[] | .id] | sort')
 
 # ---- kill -9, one manifest removed while the agent is down, restart ----
 stop_agent KILL
-ok "agent killed with SIGKILL"
+rc=$?
+check "agent killed with SIGKILL (exit status $rc: 128 + 9)" [ "$rc" -eq 137 ]
 unput gone
 sleep 1
 log_mark=$(($(wc -l <"$E2E_TMP/agent.log") + 1))
