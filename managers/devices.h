@@ -44,6 +44,7 @@
 
 #include <uv.h>
 
+#include "agent/model/node.h"
 #include "agent/model/pod.h"
 #include "cri/deviceplugin.pb-c.h"
 #include "cri/grpc_server.h"
@@ -108,10 +109,7 @@ void nl_devices_stop(nl_devices_t *m, nl_devices_done_fn done, void *ctx);
 
 /* ---- node status ---- */
 
-typedef struct nl_devices_count {
-  const char *name; /* valid until the next change of the manager */
-  int64_t capacity, allocatable;
-} nl_devices_count_t;
+typedef nl_node_extended_t nl_devices_count_t; /* name valid until the next change */
 /* Every resource a plugin registered: capacity (all devices; 0 once its
  * grace period is over), allocatable (healthy ones). Returns a new array
  * (free it) of *n entries, sorted by name. */
