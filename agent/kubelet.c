@@ -11,6 +11,7 @@
 #include "agent/kubelet_cgroups.h"
 #include "agent/kubelet_evict.h"
 #include "agent/kubelet_metrics.h"
+#include "agent/kubelet_devices.h"
 #include "agent/kubelet_node.h"
 #include "agent/kubelet_pods.h"
 #include "agent/kubelet_stream.h"
@@ -355,6 +356,8 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
       .tokens = nl_tokens_source(&k->tokens),
       .allocatable = nl__kubelet_allocatable,
       .allocatable_ctx = k,
+      .devices = nl__kubelet_devices_container,
+      .devices_ctx = k,
   };
   if (nl_runtime_init(&k->runtime, loop, &k->cri, &ro, err) < 0) return -1;
   k->runtime_up = true;
@@ -403,6 +406,8 @@ int nl_kubelet_start(nl_kubelet_t *k, nl_err_t **err) {
   k->last_sync_loop_ms = uv_now(k->loop);
   k->started_ns = nl_pleg_realtime_ns(NULL);
   check_runtime(k);
+  /* before the pod sources: admission and containers need the checkpoint */
+  if (nl__kubelet_devices_start(k, err) < 0) return -1;
   nl_cgroups_start(&k->cgroups);
   nl_pleg_start(&k->pleg);
   nl_logrotate_start(&k->logrotate);
@@ -447,6 +452,7 @@ void nl_kubelet_stop(nl_kubelet_t *k, nl_kubelet_done_cb done_cb) {
   nl__kubelet_server_stop(k);
   if (k->file_source_up) nl_file_source_stop(&k->file_source, on_file_source_stopped);
   if (k->url_source_up) nl_url_source_stop(&k->url_source, on_url_source_stopped);
+  nl__kubelet_devices_stop(k); /* before the runtime: it answers what the runtime waits for */
   if (k->pleg_up) nl_pleg_stop(&k->pleg, on_pleg_stopped);
   if (k->runtime_up) nl_runtime_stop(&k->runtime, on_runtime_stopped);
   else nl__kubelet_cgroups_stop(k);

@@ -16,6 +16,7 @@
 #include "managers/logrotate.h"
 #include "cri/conn.h"
 #include "managers/events.h"
+#include "managers/devices.h"
 #include "managers/eviction.h"
 #include "managers/gc.h"
 #include "managers/mirror.h"
@@ -111,6 +112,10 @@ struct nl_kubelet {
   int lock_watch_fd;
   bool lock_watch_up;
   uv_poll_t lock_watch;
+
+  /* Device plugins (kubelet_devices.c). */
+  bool devices_up;
+  nl_devices_t devices;
 
   /* Eviction and garbage collection (kubelet_evict.c): CRI users. */
   bool gc_up, eviction_up;

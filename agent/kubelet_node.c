@@ -19,6 +19,7 @@
 #include "agent/cert_manager.h"
 #include "agent/kserver.h"
 #include "agent/kube/csr.h"
+#include "agent/kubelet_devices.h"
 #include "agent/kubelet_pods.h"
 #include "managers/node_cri.h"
 #include "reactor/log.h"
@@ -28,6 +29,10 @@
 static bool pleg_healthy(void *ctx, int64_t now_ns, nl_err_t **err) {
   nl_kubelet_t *k = container_of((nl_cri_client_t *)ctx, nl_kubelet_t, cri);
   return nl_pleg_healthy(&k->pleg, now_ns, err);
+}
+
+static nl_node_extended_t *extended(void *ctx, size_t *n) {
+  return nl__kubelet_devices_extended(container_of((nl_cri_client_t *)ctx, nl_kubelet_t, cri), n);
 }
 
 static void pressure(void *ctx, bool *memory, bool *disk, bool *pid) {
@@ -279,6 +284,7 @@ int nl__kubelet_node_init(nl_kubelet_t *k, const nl_kubelet_creds_t *cr, nl_err_
       .query_runtime = nl_node_cri_query,
       .pleg_healthy = pleg_healthy,
       .pressure = pressure,
+      .extended = extended,
       .ctx = &k->cri,
   };
   if (nl_node_init(&k->node, k->loop, &o, &d, err) < 0) return -1;

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/kubelet_devices.h"
 #include "agent/kubelet_node.h"
 #include "agent/kubelet_shutdown.h"
 #include "managers/admission.h"
@@ -355,6 +356,8 @@ static bool admit(nl_kubelet_t *k, const nl_pod_t *pod) {
     return reject(k, pod, why, msg);
   /* then the sysctls allowlist (upstream's second admit handler) */
   if (!nl_sysctl_admit(&k->sysctls, pod, &msg)) return reject(k, pod, NL_SYSCTL_FORBIDDEN_REASON, msg);
+  /* then the resource allocator (device plugins' devices), before the predicates */
+  if (!nl__kubelet_devices_admit(k, pod, &why, &msg)) return reject(k, pod, why, msg);
   const nl_pod_t **pods = nl_pod_manager_list(&k->pods, &n);
   for (size_t i = 0; i < n; i++) {
     if (strcmp(pods[i]->metadata.uid, pod->metadata.uid) == 0) continue;
@@ -821,7 +824,19 @@ static void scan_pods_dir(nl_kubelet_t *k) {
   free(dir);
 }
 
+/* upstream GetActivePods for the device manager: known, admitted, not
+ * terminal. */
+bool nl__kubelet_pod_active(void *ctx, const char *uid) {
+  nl_kubelet_t *k = ctx;
+  if (!nl_pod_manager_get(&k->pods, uid)) return false;
+  pod_state_t *ps = nl_map_get(&k->pod_states, uid);
+  if (!ps) return true;
+  if (ps->rejected_reason) return false;
+  return !ps->status || (ps->status->phase != NL_POD_SUCCEEDED && ps->status->phase != NL_POD_FAILED);
+}
+
 void nl__kubelet_pods_housekeeping(nl_kubelet_t *k) {
+  if (k->devices_up) nl_devices_release_inactive(&k->devices);
   /* Nothing is deleted on the strength of a partial view of what is wanted. */
   if (!nl_pod_config_sources_ready(&k->pod_config) || !k->pleg.relists) return;
   size_t n;

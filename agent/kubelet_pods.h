@@ -37,6 +37,8 @@ void nl__kubelet_pods_evict(nl_kubelet_t *k, const nl_pod_t *pod, int64_t grace_
 /* nl_runtime_opts_t.allocatable: the Node's status.allocatable as the API
  * server has it (nothing standalone or before registration). */
 void nl__kubelet_allocatable(void *ctx, nl_runtime_allocatable_t *out);
+/* Whether a pod holds its devices (the device manager's pod_active). */
+bool nl__kubelet_pod_active(void *ctx, const char *uid);
 /* GET /pods. */
 void nl__kubelet_pods_json(void *ctx, nl_buf_t *out);
 

@@ -32,18 +32,25 @@ typedef struct nl_cri_call {
   char *message;       /* final status message, owned */
   int code;
   uint8_t where;
-  bool is_events;
+  bool is_stream;      /* server streaming: on_message per message, on_end once */
+  bool wait_forever;   /* waits for a connection however long it takes */
+  bool cancelled;      /* nl_cri_stream_cancel() while in the done list */
   bool extra_message;  /* a unary call got a second message */
+  nl_cri_stream_msg_cb on_msg;
+  nl_cri_stream_end_cb on_end;
+  size_t queued;       /* messages of this stream awaiting delivery */
   uint64_t started;    /* uv_hrtime() at the call */
   size_t req_len;
   uint8_t req[];       /* the framed request */
 } nl_cri_call_t;
 
-typedef struct event_item {
+/* One received message of a streaming call, awaiting delivery. */
+typedef struct stream_item {
   nl_list_t link;
+  nl_cri_call_t *call;
   ProtobufCMessage *msg;
   nl_pb_arena_t *arena; /* owns msg */
-} event_item_t;
+} stream_item_t;
 
 static void drain(nl_cri_client_t *c);
 static void events_start(nl_cri_client_t *c);
@@ -76,7 +83,7 @@ int nl_cri_parse_endpoint(const char *endpoint, char **path, nl_err_t **err) {
 /* ---- Delivery ------------------------------------------------------------- */
 
 static bool has_deliveries(const nl_cri_client_t *c) {
-  return !nl_list_empty(&c->done) || !nl_list_empty(&c->events.queue);
+  return !nl_list_empty(&c->done) || !nl_list_empty(&c->streamq);
 }
 
 /* The connection takes new calls (READY, not draining). */
@@ -114,15 +121,34 @@ static void complete(nl_cri_call_t *call, int code, const char *message) {
   nl_list_insert_tail(&c->done, &call->link);
 }
 
+/* Drops the undelivered messages of a streaming call. */
+static void drop_items(nl_cri_client_t *c, nl_cri_call_t *call) {
+  nl_list_t *pos, *tmp;
+  nl_list_foreach_safe(pos, tmp, &c->streamq) {
+    stream_item_t *it = nl_list_entry(pos, stream_item_t, link);
+    if (it->call != call) continue;
+    nl_list_remove(&it->link);
+    nl_pb_arena_free(it->arena);
+    free(it);
+  }
+  call->queued = 0;
+}
+
 static void call_free(nl_cri_client_t *c, nl_cri_call_t *call) {
+  if (call->queued) drop_items(c, call);
   resp_free(call);
   free(call->message);
   free(call);
 }
 
-static void deliver_events_end(nl_cri_client_t *c, nl_cri_call_t *call,
-                               const nl_grpc_status_t *st) {
-  if (c->events.call != call) return; /* unwatched meanwhile */
+static void events_on_message(const ProtobufCMessage *msg, void *ctx) {
+  nl_cri_client_t *c = ctx;
+  c->events.got_event = true;
+  if (c->events.wanted && c->events.on_event) c->events.on_event(msg, c->events.ctx);
+}
+
+static void events_on_end(const nl_grpc_status_t *st, void *ctx) {
+  nl_cri_client_t *c = ctx;
   c->events.call = NULL;
   if (!c->events.wanted) return;
   if (c->events.on_end) c->events.on_end(st, c->events.ctx);
@@ -138,22 +164,26 @@ static void drain(nl_cri_client_t *c) {
   if (c->delivering) return;
   c->delivering = true;
   for (;;) {
-    if (!nl_list_empty(&c->events.queue)) {
-      event_item_t *ev = nl_list_entry(c->events.queue.next, event_item_t, link);
-      nl_list_remove(&ev->link);
-      if (c->events.wanted && c->events.on_event) c->events.on_event(ev->msg, c->events.ctx);
-      nl_pb_arena_free(ev->arena);
-      free(ev);
+    if (!nl_list_empty(&c->streamq)) {
+      stream_item_t *it = nl_list_entry(c->streamq.next, stream_item_t, link);
+      nl_list_remove(&it->link);
+      assert(it->call->queued > 0);
+      it->call->queued--;
+      /* The callback may cancel its own stream: it holds no pointer to it after. */
+      it->call->on_msg(it->msg, it->call->ctx);
+      nl_pb_arena_free(it->arena);
+      free(it);
       continue;
     }
     if (nl_list_empty(&c->done)) break;
     nl_cri_call_t *call = nl_list_entry(c->done.next, nl_cri_call_t, link);
     nl_list_remove(&call->link);
     nl_grpc_status_t st = {call->code, call->message ? call->message : ""};
-    if (c->observe && !call->is_events)
+    if (c->observe && !call->is_stream)
       c->observe(c->observe_ctx, call->path, call->code, uv_hrtime() - call->started);
-    if (call->is_events) deliver_events_end(c, call, &st);
-    else call->deliver(&st, call->code == NL_GRPC_OK ? call->resp : NULL, call->fn, call->ctx);
+    if (call->is_stream) {
+      if (!call->cancelled) call->on_end(&st, call->ctx);
+    } else call->deliver(&st, call->code == NL_GRPC_OK ? call->resp : NULL, call->fn, call->ctx);
     call_free(c, call);
   }
   c->delivering = false;
@@ -217,12 +247,20 @@ static void on_stream_message(nl_grpc_stream_t *st, const uint8_t *data, size_t 
              "grpc: failed to unmarshal the received message");
     return;
   }
-  if (call->is_events) {
-    event_item_t *ev = nl_xmalloc(sizeof *ev);
-    ev->msg = m;
-    ev->arena = arena;
-    nl_list_insert_tail(&c->events.queue, &ev->link);
-    c->events.got_event = true;
+  if (call->is_stream) {
+    if (c->opts.max_stream_queue && call->queued >= c->opts.max_stream_queue) {
+      nl_pb_arena_free(arena);
+      nl_grpc_stream_cancel(st);
+      complete(call, NL_GRPC_RESOURCE_EXHAUSTED,
+               "grpc: the server sends messages faster than the client takes them");
+      return;
+    }
+    stream_item_t *it = nl_xmalloc(sizeof *it);
+    it->call = call;
+    it->msg = m;
+    it->arena = arena;
+    call->queued++;
+    nl_list_insert_tail(&c->streamq, &it->link);
     return;
   }
   if (call->resp) {
@@ -245,14 +283,14 @@ static void on_stream_close(nl_grpc_stream_t *st, const nl_grpc_status_t *status
     /* Never seen by the server (GOAWAY, REFUSED_STREAM): retry on a connection. */
     nl_list_remove(&call->link);
     call->where = IN_WAITING;
-    call->wait_until = call->is_events ? UINT64_MAX : uv_now(c->loop) + c->opts.connect_wait_ms;
+    call->wait_until = call->wait_forever ? UINT64_MAX : uv_now(c->loop) + c->opts.connect_wait_ms;
     nl_list_insert_tail(&c->waiting, &call->link);
     arm(c, call_key(c, call));
     return;
   }
   int code = status->code;
   const char *msg = status->message;
-  if (code == NL_GRPC_OK && !call->is_events) {
+  if (code == NL_GRPC_OK && !call->is_stream) {
     if (call->extra_message) {
       code = NL_GRPC_INTERNAL;
       msg = "cardinality violation: expected <EOF> for non server-streaming RPCs, "
@@ -356,21 +394,64 @@ void nl_cri_client_call(nl_cri_client_t *c, const char *path, const ProtobufCMes
   nl_cri__call(c, path, req, resp_desc, timeout_ms, deliver_generic, (nl_cri__fn)cb, ctx);
 }
 
-/* ---- Events ------------------------------------------------------------------ */
+/* ---- Server streaming ------------------------------------------------------- */
+
+static nl_cri_call_t *stream_start(nl_cri_client_t *c, const char *path,
+                                   const ProtobufCMessage *req,
+                                   const ProtobufCMessageDescriptor *msg_desc,
+                                   uint64_t timeout_ms, bool wait_forever,
+                                   nl_cri_stream_msg_cb on_message,
+                                   nl_cri_stream_end_cb on_end, void *ctx) {
+  assert(on_message && on_end);
+  nl_cri_call_t *call = call_new(c, path, req, msg_desc, timeout_ms ? timeout_ms : UINT64_MAX);
+  call->started = uv_hrtime();
+  call->is_stream = true;
+  call->wait_forever = wait_forever;
+  if (wait_forever) call->wait_until = UINT64_MAX;
+  call->on_msg = on_message;
+  call->on_end = on_end;
+  call->ctx = ctx;
+  call_start(c, call);
+  return call;
+}
+
+nl_cri_stream_t *nl_cri_client_stream(nl_cri_client_t *c, const char *path,
+                                      const ProtobufCMessage *req,
+                                      const ProtobufCMessageDescriptor *msg_desc,
+                                      uint64_t timeout_ms, nl_cri_stream_msg_cb on_message,
+                                      nl_cri_stream_end_cb on_end, void *ctx) {
+  return (nl_cri_stream_t *)stream_start(c, path, req, msg_desc, timeout_ms, false, on_message,
+                                         on_end, ctx);
+}
+
+void nl_cri_stream_cancel(nl_cri_stream_t *s) {
+  nl_cri_call_t *call = (nl_cri_call_t *)s;
+  nl_cri_client_t *c = call->client;
+  assert(call->is_stream && !call->cancelled);
+  drop_items(c, call);
+  if (call->where == IN_DONE) {
+    call->cancelled = true; /* drain frees it without a callback */
+    return;
+  }
+  if (call->where == IN_ACTIVE) {
+    nl_grpc_stream_cancel(&call->stream);
+    nl_h2conn_flush(&c->conn);
+  }
+  nl_list_remove(&call->link);
+  call_free(c, call);
+}
+
+/* ---- Events: a server stream restarted after each end --------------------------- */
 
 static void events_start(nl_cri_client_t *c) {
   uv_timer_stop(&c->events_timer);
   if (!c->events.wanted || c->events.call) return;
   if (c->state == NL_CRI_STOPPING || c->state == NL_CRI_STOPPED) return;
   Runtime__V1__GetEventsRequest req = RUNTIME__V1__GET_EVENTS_REQUEST__INIT;
-  nl_cri_call_t *call = call_new(c, PATH_EVENTS, &req.base,
-                                 &runtime__v1__container_event_response__descriptor,
-                                 UINT64_MAX);
-  call->is_events = true;
-  call->wait_until = UINT64_MAX;
-  c->events.call = call;
   c->events.got_event = false;
-  call_start(c, call);
+  c->events.call = stream_start(c, PATH_EVENTS, &req.base,
+                                &runtime__v1__container_event_response__descriptor,
+                                UINT64_MAX, true, events_on_message, events_on_end, c);
 }
 
 void nl_cri_client_watch_events(nl_cri_client_t *c, nl_cri_event_cb on_event,
@@ -388,21 +469,7 @@ void nl_cri_client_unwatch_events(nl_cri_client_t *c) {
   if (c->state != NL_CRI_STOPPED) uv_timer_stop(&c->events_timer);
   nl_cri_call_t *call = c->events.call;
   c->events.call = NULL;
-  if (call && call->where != IN_DONE) {
-    if (call->where == IN_ACTIVE) {
-      nl_grpc_stream_cancel(&call->stream);
-      nl_h2conn_flush(&c->conn);
-    }
-    nl_list_remove(&call->link);
-    call_free(c, call);
-  }
-  /* A call already in the done list is freed by drain (no callback: not ours). */
-  while (!nl_list_empty(&c->events.queue)) {
-    event_item_t *ev = nl_list_entry(c->events.queue.next, event_item_t, link);
-    nl_list_remove(&ev->link);
-    nl_pb_arena_free(ev->arena);
-    free(ev);
-  }
+  if (call) nl_cri_stream_cancel((nl_cri_stream_t *)call);
 }
 
 /* ---- Connection -------------------------------------------------------------- */
@@ -488,7 +555,7 @@ int nl_cri_client_init(nl_cri_client_t *c, uv_loop_t *loop, const char *endpoint
   nl_list_init(&c->waiting);
   nl_list_init(&c->active);
   nl_list_init(&c->done);
-  nl_list_init(&c->events.queue);
+  nl_list_init(&c->streamq);
   c->armed_deadline = UINT64_MAX;
   c->channel = (nl_grpc_channel_t){.max_recv_msg_size = o->max_recv_msg_size};
   uv_timer_init(loop, &c->deadline_timer);

@@ -45,6 +45,8 @@ typedef struct nl_cri_opts {
   uint64_t keepalive_time_ms;   /* PING after this idle time; 0: 30 s */
   uint64_t keepalive_timeout_ms;/* connection dead without ACK; 0: 20 s */
   size_t max_recv_msg_size;     /* 0: 16 MiB */
+  size_t max_stream_queue;      /* a stream with more messages received and not yet
+                                 * delivered ends RESOURCE_EXHAUSTED; 0: no bound */
   nl_grpc_mem_t *mem;           /* allocator for nghttp2/protobuf-c; NULL: malloc */
 } nl_cri_opts_t;
 
@@ -86,6 +88,7 @@ struct nl_cri_client {
   nl_list_t waiting;          /* calls waiting for a connection */
   nl_list_t active;           /* calls with a stream on the session */
   nl_list_t done;             /* finished calls awaiting delivery */
+  nl_list_t streamq;          /* received stream messages awaiting delivery */
   uint64_t armed_deadline;    /* deadline_timer due time, UINT64_MAX when idle */
   bool delivering;
   void (*observe)(void *ctx, const char *path, int code, uint64_t duration_ns);
@@ -96,7 +99,6 @@ struct nl_cri_client {
     nl_cri_events_end_cb on_end;
     void *ctx;
     struct nl_cri_call *call; /* the running stream, or NULL */
-    nl_list_t queue;          /* received events awaiting delivery */
     bool got_event;           /* since the stream (re)started */
     bool wanted;
     nl_backoff_t backoff;
@@ -129,6 +131,26 @@ void nl_cri_client_stop(nl_cri_client_t *c, nl_cri_stop_cb done_cb);
 void nl_cri_client_call(nl_cri_client_t *c, const char *path, const ProtobufCMessage *req,
                         const ProtobufCMessageDescriptor *resp_desc, uint64_t timeout_ms,
                         nl_cri_unary_cb cb, void *ctx);
+
+/* A server-streaming call (the events stream, a device plugin's ListAndWatch).
+ * Each message, decoded as msg_desc, is passed to on_message (borrowed until it
+ * returns), in order, from the loop; then on_end once with the final status
+ * (CANCELLED when the client stops; RESOURCE_EXHAUSTED when opts.max_stream_queue
+ * messages wait undelivered; INTERNAL for a message that does not decode). The
+ * call waits opts.connect_wait_ms for a connection, as unary calls do;
+ * timeout_ms 0 or UINT64_MAX: no deadline. The handle is valid until on_end
+ * runs or until nl_cri_stream_cancel(), after which no callback runs. */
+typedef struct nl_cri_stream nl_cri_stream_t;
+typedef void (*nl_cri_stream_msg_cb)(const ProtobufCMessage *msg, void *ctx);
+typedef void (*nl_cri_stream_end_cb)(const nl_grpc_status_t *status, void *ctx);
+nl_cri_stream_t *nl_cri_client_stream(nl_cri_client_t *c, const char *path,
+                                      const ProtobufCMessage *req,
+                                      const ProtobufCMessageDescriptor *msg_desc,
+                                      uint64_t timeout_ms, nl_cri_stream_msg_cb on_message,
+                                      nl_cri_stream_end_cb on_end, void *ctx);
+/* Ends the stream (RST_STREAM to the server) and drops what it has not
+ * delivered; may be called from its own on_message, not from its on_end. */
+void nl_cri_stream_cancel(nl_cri_stream_t *s);
 
 /* Subscribes to GetContainerEvents (one subscription per client; a second call
  * replaces the callbacks). Events are delivered as they arrive; on_end (may be

@@ -202,6 +202,12 @@ static nl_node_inputs_t inputs(nl_node_t *n, nl_err_t **pleg_err) {
   };
   if (n->deps.pressure)
     n->deps.pressure(n->deps.ctx, &in.memory_pressure, &in.disk_pressure, &in.pid_pressure);
+  if (n->deps.extended) {
+    free(n->extended);
+    n->extended = n->deps.extended(n->deps.ctx, &n->n_extended);
+    in.extended = n->extended;
+    in.n_extended = n->n_extended;
+  }
   if (n->deps.pleg_healthy && !n->deps.pleg_healthy(n->deps.ctx, in.now_ns, pleg_err))
     in.pleg_error = *pleg_err ? nl_err_msg(*pleg_err) : "unhealthy";
   return in;
@@ -228,6 +234,13 @@ static void facts_done(uv_work_t *w, int status) {
 }
 
 /* ---- timers ---- */
+
+void nl_node_status_kick(nl_node_t *n) {
+  if (n->state != NL_NODE_WAIT) return; /* the round under way or the next reads it */
+  uv_timer_stop(&n->timer);
+  set_state(n, NL_NODE_RUNTIME);
+  step(n);
+}
 
 void nl_node_set_shutting_down(nl_node_t *n) {
   n->shutting_down = true;
@@ -629,6 +642,8 @@ void nl_node__closed(nl_node_t *n) {
   free(n->runtime_version);
   free(n->runtime_type);
   free_images(n);
+  free(n->extended);
+  n->extended = NULL;
   json_decref(n->initial);
   json_decref(n->prev);
   free(n->watched);

@@ -89,6 +89,10 @@ typedef struct nl_node_deps {
   void (*pressure)(void *ctx, bool *memory, bool *disk, bool *pid);
   /* PLEG's health (nl_pleg_healthy). NULL: always healthy. */
   bool (*pleg_healthy)(void *ctx, int64_t now_ns, nl_err_t **err);
+  /* The device plugins' resources for capacity and allocatable: a new array
+   * of *n entries (the manager frees the array, not the names, which must
+   * stay valid until the next call). NULL: none. */
+  nl_node_extended_t *(*extended)(void *ctx, size_t *n);
   void *ctx;
   /* Wall clock, ns since the epoch; NULL: the real one. */
   int64_t (*now_ns)(void *ctx);
@@ -176,6 +180,8 @@ struct nl_node {
   char *runtime_type;
   nl_node_image_t *images; /* the last image list, owned (names too) */
   size_t n_images;
+  nl_node_extended_t *extended; /* the last deps.extended answer, owned */
+  size_t n_extended;
   bool images_known;
   /* The Node. */
   json_t *initial;       /* the body last POSTed (for the reconcile) */
@@ -223,6 +229,9 @@ const json_t *nl_node_object(const nl_node_t *n);
 /* Graceful node shutdown has begun: Ready turns False ("node is shutting
  * down") and a status round starts now when the manager is waiting for one. */
 void nl_node_set_shutting_down(nl_node_t *n);
+/* Something in the status changed (a device's health): a status round starts
+ * now when the manager is waiting for one. */
+void nl_node_status_kick(nl_node_t *n);
 /* The Node's uid ("" until known), and whether the last status said Ready. */
 const char *nl_node_uid(const nl_node_t *n);
 bool nl_node_ready(const nl_node_t *n);

@@ -23,6 +23,7 @@
 
 #include "agent/model/pod.h"
 #include "cri/conn.h"
+#include "cri/deviceplugin.pb-c.h"
 #include "managers/cgroups.h"
 #include "managers/images.h"
 #include "managers/objects.h"
@@ -99,6 +100,17 @@ typedef struct nl_runtime_opts {
    * node_cpu_milli and node_memory_bytes. */
   void (*allocatable)(void *ctx, struct nl_runtime_allocatable *out);
   void *allocatable_ctx;
+  /* The device plugins' answers for a container (managers/devices.h,
+   * nl_devices_container): returns false when the container has no devices;
+   * else calls done once (maybe before it returns) with the answers, valid
+   * during done, or with err, which fails the container's config
+   * (CreateContainerConfigError): it never starts without its devices. NULL:
+   * no device manager. */
+  bool (*devices)(void *ctx, const nl_pod_t *pod, const nl_container_t *c,
+                  void (*done)(void *arg, V1beta1__ContainerAllocateResponse *const *resps,
+                               size_t n, const char *err),
+                  void *arg);
+  void *devices_ctx;
 } nl_runtime_opts_t;
 
 /* ---- probe results (liveness/startup) as computePodActions reads them ---- */
@@ -319,6 +331,11 @@ typedef struct nl_container_input {
   const char *etc_hosts_host_path; /* the pod's managed hosts file; NULL: none */
   const char *target_id; /* an ephemeral container's target: the running container
                           * whose process namespace it joins; NULL: none */
+  /* The device plugins' Allocate answers: their envs, mounts, devices,
+   * annotations and CDI devices go first (upstream's GetResources), the
+   * container's own after them. */
+  V1beta1__ContainerAllocateResponse *const *devices;
+  size_t n_devices;
 } nl_container_input_t;
 
 /* generateContainerConfig. Returns 0 and a new config, or -1 with *err (bad env

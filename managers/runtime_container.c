@@ -380,6 +380,66 @@ static int mounts(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
   return 0;
 }
 
+/* ---- devices (the device plugins' Allocate answers) ---- */
+
+/* Prepends n items of size sz to *arr (of *n). */
+static void *prepend(void *arr, size_t *n, const void *items, size_t k, size_t sz) {
+  if (!k) return arr;
+  char *out = nl_xmalloc((*n + k) * sz);
+  memcpy(out, items, k * sz);
+  if (*n) memcpy(out + k * sz, arr, *n * sz);
+  free(arr);
+  *n += k;
+  return out;
+}
+
+static void device_options(const nl_container_input_t *in, Runtime__V1__ContainerConfig *cfg) {
+  size_t ne = 0, nm = 0;
+  for (size_t i = 0; i < in->n_devices; i++) {
+    ne += in->devices[i]->n_envs;
+    nm += in->devices[i]->n_mounts;
+  }
+  Runtime__V1__KeyValue **envs = nl_xcalloc(ne + 1, sizeof *envs);
+  Runtime__V1__Mount **mnts = nl_xcalloc(nm + 1, sizeof *mnts);
+  ne = nm = 0;
+  for (size_t i = 0; i < in->n_devices; i++) {
+    const V1beta1__ContainerAllocateResponse *r = in->devices[i];
+    for (size_t j = 0; j < r->n_envs; j++) {
+      Runtime__V1__KeyValue *kv = NL__NEW(Runtime__V1__KeyValue, RUNTIME__V1__KEY_VALUE__INIT);
+      kv->key = nl__pstr(r->envs[j]->key);
+      kv->value = nl__pstr(r->envs[j]->value);
+      envs[ne++] = kv;
+    }
+    for (size_t j = 0; j < r->n_mounts; j++) {
+      Runtime__V1__Mount *m = NL__NEW(Runtime__V1__Mount, RUNTIME__V1__MOUNT__INIT);
+      m->container_path = nl__pstr(r->mounts[j]->container_path);
+      m->host_path = nl__pstr(r->mounts[j]->host_path);
+      m->readonly = r->mounts[j]->read_only;
+      m->propagation = RUNTIME__V1__MOUNT_PROPAGATION__PROPAGATION_PRIVATE;
+      mnts[nm++] = m;
+    }
+    for (size_t j = 0; j < r->n_devices; j++) {
+      Runtime__V1__Device *d = NL__NEW(Runtime__V1__Device, RUNTIME__V1__DEVICE__INIT);
+      d->container_path = nl__pstr(r->devices[j]->container_path);
+      d->host_path = nl__pstr(r->devices[j]->host_path);
+      d->permissions = nl__pstr(r->devices[j]->permissions);
+      cfg->devices = nl_xrealloc(cfg->devices, (cfg->n_devices + 1) * sizeof *cfg->devices);
+      cfg->devices[cfg->n_devices++] = d;
+    }
+    for (size_t j = 0; j < r->n_cdi_devices; j++) {
+      Runtime__V1__CDIDevice *d = NL__NEW(Runtime__V1__CDIDevice, RUNTIME__V1__CDIDEVICE__INIT);
+      d->name = nl__pstr(r->cdi_devices[j]->name);
+      cfg->cdi_devices =
+          nl_xrealloc(cfg->cdi_devices, (cfg->n_cdi_devices + 1) * sizeof *cfg->cdi_devices);
+      cfg->cdi_devices[cfg->n_cdi_devices++] = d;
+    }
+  }
+  cfg->envs = prepend(cfg->envs, &cfg->n_envs, envs, ne, sizeof *envs);
+  cfg->mounts = prepend(cfg->mounts, &cfg->n_mounts, mnts, nm, sizeof *mnts);
+  free(envs);
+  free(mnts);
+}
+
 /* ---- the config ---- */
 
 char *nl_runtime_backoff_key(const nl_pod_t *pod, const nl_container_t *c) {
@@ -430,7 +490,13 @@ int nl_runtime_build_container_config(const nl_runtime_opts_t *opts, const nl_po
   }
   nl_env_free(env, n_env);
 
+  device_options(in, cfg);
+
   nl__kvs_t labels = {0}, ann = {0};
+  /* the plugins' annotations first: the kubelet's own win (newContainerAnnotations) */
+  for (size_t i = 0; i < in->n_devices; i++)
+    for (size_t j = 0; j < in->devices[i]->n_annotations; j++)
+      nl__kvs_put(&ann, in->devices[i]->annotations[j]->key, in->devices[i]->annotations[j]->value);
   nl__kvs_put(&labels, NL_LABEL_POD_NAME, pod->metadata.name);
   nl__kvs_put(&labels, NL_LABEL_POD_NAMESPACE, pod->metadata.namespace_);
   nl__kvs_put(&labels, NL_LABEL_POD_UID, pod->metadata.uid);

@@ -489,8 +489,11 @@ static void created(const nl_grpc_status_t *st, Runtime__V1__CreateContainerResp
   nl_cri_start_container(op->rt->cri, &req, started, op);
 }
 
-static void create_container(nl_runtime_op_t *op) {
+static void create_with_devices(nl_runtime_op_t *op, V1beta1__ContainerAllocateResponse *const *devs,
+                                size_t n_devs) {
   nl_container_input_t in = {
+      .devices = devs,
+      .n_devices = n_devs,
       .container = op->cur,
       .restart_count = op->cur_restart,
       .image_ref = op->cur_image_ref,
@@ -520,6 +523,35 @@ static void create_container(nl_runtime_op_t *op) {
   op->pending++;
   nl_cri_create_container(op->rt->cri, &req, created, op);
   protobuf_c_message_free_unpacked(&cfg->base, NULL);
+}
+
+/* The device plugins answered (Allocate, PreStartContainer): a container never
+ * starts without its devices. */
+static void devices_done(void *arg, V1beta1__ContainerAllocateResponse *const *resps, size_t n,
+                         const char *err) {
+  nl_runtime_op_t *op = arg;
+  if (!nl__op_resume(op)) return;
+  if (err) {
+    nl__step_fail(cur_step(op), NL_REASON_CREATE_CONTAINER_CONFIG, "%s", err);
+    fail_event(op, err);
+    nl_error("pod %s: container %s: %s", op->desc, op->cur->name, err);
+    if (!op->result.err)
+      nl_err_set(&op->result.err, NL_EINVAL, "pod %s: container %s: %s", op->desc, op->cur->name,
+                 err);
+    container_done(op, false);
+    return;
+  }
+  create_with_devices(op, resps, n);
+}
+
+static void create_container(nl_runtime_op_t *op) {
+  const nl_runtime_opts_t *o = &op->rt->opts;
+  if (o->devices) {
+    op->pending++;
+    if (o->devices(o->devices_ctx, op->pod, op->cur, devices_done, op)) return;
+    op->pending--;
+  }
+  create_with_devices(op, NULL, 0);
 }
 
 /* The container's log directory, restart count from the logs when the runtime

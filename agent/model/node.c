@@ -76,8 +76,8 @@ static json_t *quantity(const resource_t *r, int64_t v) {
   return json_string(nl_quantity_format(&q, s));
 }
 
-static int resources(const nl_node_conf_t *c, const nl_node_facts_t *f, json_t *status,
-                     nl_err_t **err) {
+static int resources(const nl_node_conf_t *c, const nl_node_facts_t *f,
+                     const nl_node_inputs_t *in, json_t *status, nl_err_t **err) {
   resource_t r[8];
   size_t n = 0;
   r[n++] = (resource_t){"cpu", f->cpus * 1000, 0, NL_QUANTITY_DECIMAL_SI};
@@ -105,6 +105,13 @@ static int resources(const nl_node_conf_t *c, const nl_node_facts_t *f, json_t *
   for (size_t i = 0; i < n; i++) {
     json_object_set_new(cap, r[i].name, quantity(&r[i], r[i].cap));
     json_object_set_new(alloc, r[i].name, quantity(&r[i], r[i].alloc));
+  }
+  /* upstream's MachineInfo setter: the device manager's GetCapacity, devices
+   * in capacity and healthy ones in allocatable, with no reservation */
+  for (size_t i = 0; in && i < in->n_extended; i++) {
+    resource_t x = {"", 0, 0, NL_QUANTITY_DECIMAL_SI};
+    json_object_set_new(cap, in->extended[i].name, quantity(&x, in->extended[i].capacity));
+    json_object_set_new(alloc, in->extended[i].name, quantity(&x, in->extended[i].allocatable));
   }
   json_object_set_new(status, "capacity", cap);
   json_object_set_new(status, "allocatable", alloc);
@@ -246,7 +253,7 @@ static json_t *images(const nl_node_conf_t *c, const nl_node_inputs_t *in) {
 json_t *nl_node_status(const nl_node_conf_t *c, const nl_node_facts_t *f,
                        const nl_node_inputs_t *in, const json_t *prev, nl_err_t **err) {
   json_t *s = json_object();
-  if (resources(c, f, s, err) < 0) {
+  if (resources(c, f, in, s, err) < 0) {
     json_decref(s);
     return NULL;
   }

@@ -53,6 +53,13 @@ typedef struct nl_node_cri_cond {
 
 /* The inputs of the Ready condition and the nodeInfo the runtime gives, for one
  * status computation (borrowed). */
+/* An extended resource of the node (a device plugin's: example.com/resource):
+ * its device count in capacity, its healthy ones in allocatable. */
+typedef struct nl_node_extended {
+  const char *name;
+  int64_t capacity, allocatable;
+} nl_node_extended_t;
+
 typedef struct nl_node_inputs {
   int64_t now_ns;             /* wall clock */
   int64_t runtime_sync_ns;    /* last Status that said RuntimeReady; 0 never */
@@ -66,6 +73,8 @@ typedef struct nl_node_inputs {
   bool images_known;          /* false: the list failed, keep what the node has */
   bool memory_pressure, disk_pressure, pid_pressure; /* the eviction manager's */
   bool shutting_down;         /* graceful node shutdown has begun */
+  const nl_node_extended_t *extended; /* device plugins' resources, added to */
+  size_t n_extended;                  /* capacity and allocatable as they are */
 } nl_node_inputs_t;
 
 /* One taint of --register-with-taints. */

@@ -14,6 +14,8 @@
 #       kube-scheduler, e2e.test (`go test -c` of k8s.io/kubernetes/test/e2e),
 #       the ginkgo CLI at the version k8s pins, and the test images' binaries
 #       agnhost and nonewprivs (tools/conformance.sh runs them)
+#   bin=$(tools/testenv/k8s-build.sh sample-device-plugin)  # upstream's sample
+#       device plugin (example.com/resource; test/e2e/devices.sh)
 #
 # Go: `go` from PATH when it is >= 1.26.0, else the official toolchain module
 # golang.org/toolchain@v0.0.1-go1.26.8.linux-ARCH from the Go module proxy,
@@ -49,6 +51,7 @@ declare -A PACKAGES=(
   [ginkgo]=github.com/onsi/ginkgo/v2/ginkgo
   [agnhost]=k8s.io/kubernetes/test/images/agnhost
   [nonewprivs]=k8s.io/kubernetes/test/images/nonewprivs
+  [sample-device-plugin]=k8s.io/kubernetes/test/images/sample-device-plugin
   [e2e.test]=k8s.io/kubernetes/test/e2e
   [etcd]=./etcd
 )

@@ -243,6 +243,64 @@ static void test_resource_defaults(void **state) {
          (const char *const[]){"CPU_LIMIT", "2", "MEM_LIMIT", "64", NULL});
 }
 
+/* The device plugins' Allocate answers go first, the container's own after. */
+static void test_container_devices(void **state) {
+  (void)state;
+  nl_pod_t *pod = pod_from_yaml(
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: nsx, uid: u}\nspec:\n"
+      "  containers: [{name: c, image: b, env: [{name: OWN, value: x}]}]\n");
+  V1beta1__ContainerAllocateResponse r = V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT;
+  V1beta1__ContainerAllocateResponse__EnvsEntry e = V1BETA1__CONTAINER_ALLOCATE_RESPONSE__ENVS_ENTRY__INIT;
+  e.key = "DEV";
+  e.value = "Dev-1";
+  V1beta1__ContainerAllocateResponse__EnvsEntry *es[] = {&e};
+  V1beta1__Mount m = V1BETA1__MOUNT__INIT;
+  m.container_path = "/tmp/Dev-1";
+  m.host_path = "/tmp/Dev-1";
+  m.read_only = true;
+  V1beta1__Mount *ms[] = {&m};
+  V1beta1__DeviceSpec d = V1BETA1__DEVICE_SPEC__INIT;
+  d.container_path = "/dev/ttyUSB0";
+  d.host_path = "/dev/ttyUSB3";
+  d.permissions = "rw";
+  V1beta1__DeviceSpec *ds[] = {&d};
+  V1beta1__ContainerAllocateResponse__AnnotationsEntry a =
+      V1BETA1__CONTAINER_ALLOCATE_RESPONSE__ANNOTATIONS_ENTRY__INIT;
+  a.key = "example.com/dev";
+  a.value = "1";
+  V1beta1__ContainerAllocateResponse__AnnotationsEntry *as[] = {&a};
+  V1beta1__CDIDevice cdi = V1BETA1__CDIDEVICE__INIT;
+  cdi.name = "example.com/class=dev1";
+  V1beta1__CDIDevice *cdis[] = {&cdi};
+  r.envs = es, r.n_envs = 1, r.mounts = ms, r.n_mounts = 1, r.devices = ds, r.n_devices = 1;
+  r.annotations = as, r.n_annotations = 1, r.cdi_devices = cdis, r.n_cdi_devices = 1;
+  V1beta1__ContainerAllocateResponse *rs[] = {&r};
+  nl_runtime_opts_t o = test_opts();
+  nl_container_input_t in = {.container = &pod->spec.containers[0], .devices = rs, .n_devices = 1};
+  Runtime__V1__ContainerConfig *c = NULL;
+  nl_err_t *err = NULL;
+  assert_int_equal(nl_runtime_build_container_config(&o, pod, &in, &c, &err), 0);
+  assert_true(c->n_envs >= 2);
+  assert_string_equal(c->envs[0]->key, "DEV");
+  assert_string_equal(c->envs[0]->value, "Dev-1");
+  assert_string_equal(c->envs[1]->key, "OWN");
+  assert_true(c->n_mounts >= 1);
+  assert_string_equal(c->mounts[0]->container_path, "/tmp/Dev-1");
+  assert_true(c->mounts[0]->readonly);
+  assert_int_equal(c->n_devices, 1);
+  assert_string_equal(c->devices[0]->host_path, "/dev/ttyUSB3");
+  assert_string_equal(c->devices[0]->container_path, "/dev/ttyUSB0");
+  assert_string_equal(c->devices[0]->permissions, "rw");
+  assert_int_equal(c->n_cdi_devices, 1);
+  assert_string_equal(c->cdi_devices[0]->name, "example.com/class=dev1");
+  bool found = false;
+  for (size_t i = 0; i < c->n_annotations; i++)
+    found |= strcmp(c->annotations[i]->key, "example.com/dev") == 0;
+  assert_true(found);
+  protobuf_c_message_free_unpacked(&c->base, NULL);
+  nl_pod_free(pod);
+}
+
 static void test_qos(void **state) {
   (void)state;
   nl_pod_t *g = pod_from_yaml(
@@ -487,6 +545,7 @@ int main(void) {
       cmocka_unit_test(test_expand),        cmocka_unit_test(test_container_config),
       cmocka_unit_test(test_verify_non_root), cmocka_unit_test(test_resource_defaults),
       cmocka_unit_test(test_config_errors), cmocka_unit_test(test_qos),
+      cmocka_unit_test(test_container_devices),
       cmocka_unit_test(test_backoff_key),   cmocka_unit_test(test_etc_hosts_content),
       cmocka_unit_test(test_etc_hosts_mount), cmocka_unit_test(test_restore_pod),
   };

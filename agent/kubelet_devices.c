@@ -1,0 +1,61 @@
+/* The device manager's wiring (agent/kubelet_devices.h). */
+#include "agent/kubelet_devices.h"
+
+#include <stdlib.h>
+
+#include "agent/kubelet_pods.h"
+#include "reactor/log.h"
+#include "reactor/xalloc.h"
+
+static void on_changed(void *ctx) {
+  nl_kubelet_t *k = ctx;
+  if (k->node_up && !k->stopping) nl_node_status_kick(&k->node);
+}
+
+int nl__kubelet_devices_start(nl_kubelet_t *k, nl_err_t **err) {
+  char *dir = nl_xasprintf("%s/device-plugins", k->cfg->root_dir);
+  nl_devices_opts_t o = {
+      .dir = dir,
+      .changed = on_changed,
+      .changed_ctx = k,
+      .pod_active = nl__kubelet_pod_active,
+      .pod_active_ctx = k,
+  };
+  int rc = nl_devices_start(&k->devices, k->loop, &o, err);
+  free(dir);
+  k->devices_up = true; /* stopped in any case */
+  k->pending++;
+  return rc < 0 ? nl_err_wrap(err, "device manager") : 0;
+}
+
+static void on_devices_stopped(nl_devices_t *m, void *ctx) {
+  (void)m;
+  nl__kubelet_release(ctx);
+}
+
+void nl__kubelet_devices_stop(nl_kubelet_t *k) {
+  if (k->devices_up) nl_devices_stop(&k->devices, on_devices_stopped, k);
+}
+
+bool nl__kubelet_devices_container(void *ctx, const nl_pod_t *pod, const nl_container_t *c,
+                                   void (*done)(void *arg,
+                                                V1beta1__ContainerAllocateResponse *const *resps,
+                                                size_t n, const char *err),
+                                   void *arg) {
+  nl_kubelet_t *k = ctx;
+  if (!k->devices_up) return false;
+  return nl_devices_container(&k->devices, pod, c, done, arg);
+}
+
+nl_node_extended_t *nl__kubelet_devices_extended(nl_kubelet_t *k, size_t *n) {
+  *n = 0;
+  if (!k->devices_up || k->devices.state != NL_DEVICES_RUNNING) return NULL;
+  return nl_devices_counts(&k->devices, n);
+}
+
+bool nl__kubelet_devices_admit(nl_kubelet_t *k, const nl_pod_t *pod, const char **reason,
+                               char **msg) {
+  if (!k->devices_up) return true;
+  *reason = NL_DEVICES_ADMIT_REASON;
+  return nl_devices_admit(&k->devices, pod, msg);
+}

@@ -1,0 +1,577 @@
+/* The device manager's pods: admission (which devices a container gets),
+ * Allocate and PreStartContainer before a container is created, and the
+ * checkpoint of both (managers/devices.h). */
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <mbedtls/base64.h>
+
+#include "managers/devices_internal.h"
+#include "reactor/log.h"
+#include "reactor/xalloc.h"
+
+#define PATH_ALLOCATE "/v1beta1.DevicePlugin/Allocate"
+#define PATH_PRE_START "/v1beta1.DevicePlugin/PreStartContainer"
+
+/* ---- assignments ---- */
+
+nl_dev_alloc_t *nl__dev_alloc_find(const nl_devices_t *m, const char *uid, const char *container,
+                                   const char *resource) {
+  for (nl_list_t *p = m->allocs.next; p != &m->allocs; p = p->next) {
+    nl_dev_alloc_t *a = nl_list_entry(p, nl_dev_alloc_t, link);
+    if (strcmp(a->pod_uid, uid) == 0 && strcmp(a->container, container) == 0 &&
+        strcmp(a->resource, resource) == 0)
+      return a;
+  }
+  return NULL;
+}
+
+void nl__dev_alloc_free(nl_dev_alloc_t *a) {
+  for (size_t i = 0; i < a->n_ids; i++) free(a->ids[i]);
+  free(a->ids);
+  free(a->resp);
+  free(a->pod_uid);
+  free(a->container);
+  free(a->resource);
+  free(a);
+}
+
+static nl_dev_alloc_t *alloc_add(nl_devices_t *m, const char *uid, const char *container,
+                                 const char *resource) {
+  nl_dev_alloc_t *a = nl_xcalloc(1, sizeof *a);
+  a->pod_uid = nl_xstrdup(uid);
+  a->container = nl_xstrdup(container);
+  a->resource = nl_xstrdup(resource);
+  nl_list_insert_tail(&m->allocs, &a->link);
+  return a;
+}
+
+static void alloc_push(nl_dev_alloc_t *a, const char *id) {
+  a->ids = nl_xrealloc(a->ids, (a->n_ids + 1) * sizeof *a->ids);
+  a->ids[a->n_ids++] = nl_xstrdup(id);
+}
+
+char *const *nl_devices_assigned(const nl_devices_t *m, const char *pod_uid,
+                                 const char *container, const char *resource, size_t *n) {
+  const nl_dev_alloc_t *a = nl__dev_alloc_find(m, pod_uid, container, resource);
+  *n = a ? a->n_ids : 0;
+  return a ? a->ids : NULL;
+}
+
+static bool in_use(const nl_devices_t *m, const char *resource, const char *id) {
+  for (nl_list_t *p = m->allocs.next; p != &m->allocs; p = p->next) {
+    const nl_dev_alloc_t *a = nl_list_entry(p, nl_dev_alloc_t, link);
+    if (strcmp(a->resource, resource) != 0) continue;
+    for (size_t i = 0; i < a->n_ids; i++)
+      if (strcmp(a->ids[i], id) == 0) return true;
+  }
+  return false;
+}
+
+static void release(nl_devices_t *m, const char *keep_uid) {
+  if (!m->opts.pod_active) return;
+  bool any = false;
+  nl_list_t *pos, *tmp;
+  nl_list_foreach_safe(pos, tmp, &m->allocs) {
+    nl_dev_alloc_t *a = nl_list_entry(pos, nl_dev_alloc_t, link);
+    if (keep_uid && strcmp(a->pod_uid, keep_uid) == 0) continue;
+    if (m->opts.pod_active(m->opts.pod_active_ctx, a->pod_uid)) continue;
+    nl_vlog(2, "device manager: pod %s is gone: its %zu %s devices are free", a->pod_uid,
+            a->n_ids, a->resource);
+    nl_list_remove(&a->link);
+    nl__dev_alloc_free(a);
+    any = true;
+  }
+  if (any) nl__dev_checkpoint_write(m);
+}
+
+void nl_devices_release_inactive(nl_devices_t *m) {
+  if (m->state == NL_DEVICES_RUNNING) release(m, NULL);
+}
+
+/* A resource the device manager answers for (upstream isDevicePluginResource):
+ * a plugin registered it and its grace period is not over, or devices of it
+ * are assigned. */
+static nl_dev_resource_t *plugin_resource(nl_devices_t *m, const char *name) {
+  nl_dev_resource_t *r = nl_map_get(&m->resources, name);
+  if (r && !r->expired) return r;
+  for (nl_list_t *p = m->allocs.next; p != &m->allocs; p = p->next)
+    if (strcmp(nl_list_entry(p, nl_dev_alloc_t, link)->resource, name) == 0)
+      return nl__dev_resource(m, name);
+  return NULL;
+}
+
+typedef struct reuse {
+  char *resource;
+  char **ids;
+  size_t n;
+} reuse_t;
+
+static reuse_t *reuse_of(reuse_t **v, size_t *n, const char *resource) {
+  for (size_t i = 0; i < *n; i++)
+    if (strcmp((*v)[i].resource, resource) == 0) return &(*v)[i];
+  *v = nl_xrealloc(*v, (*n + 1) * sizeof **v);
+  (*v)[*n] = (reuse_t){nl_xstrdup(resource), NULL, 0};
+  return &(*v)[(*n)++];
+}
+
+static void reuse_add(reuse_t *r, char *const *ids, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    size_t j;
+    for (j = 0; j < r->n && strcmp(r->ids[j], ids[i]) != 0; j++) {
+    }
+    if (j < r->n) continue;
+    r->ids = nl_xrealloc(r->ids, (r->n + 1) * sizeof *r->ids);
+    r->ids[r->n++] = nl_xstrdup(ids[i]);
+  }
+}
+
+static void reuse_drop(reuse_t *r, char *const *ids, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j < r->n; j++)
+      if (strcmp(r->ids[j], ids[i]) == 0) {
+        free(r->ids[j]);
+        r->ids[j] = r->ids[--r->n];
+        break;
+      }
+}
+
+/* upstream devicesToAllocate for one container and resource. */
+static char *assign(nl_devices_t *m, const nl_pod_t *pod, const nl_container_t *c,
+                    nl_dev_resource_t *r, int64_t needed, reuse_t *reuse, bool *made) {
+  const char *uid = pod->metadata.uid;
+  nl_dev_alloc_t *a = nl__dev_alloc_find(m, uid, c->name, r->name);
+  if (a) { /* assigned already (a restart of the agent or of the container) */
+    if ((int64_t)a->n_ids != needed)
+      return nl_xasprintf("pod \"%s\" container \"%s\" changed request for resource \"%s\" "
+                          "from %zu to %lld", uid, c->name, r->name, a->n_ids,
+                          (long long)needed);
+    return NULL;
+  }
+  if (!r->devs && !r->ep && !r->ended_at)
+    return nl_xasprintf("cannot allocate unregistered device %s", r->name);
+  a = alloc_add(m, uid, c->name, r->name);
+  *made = true;
+  for (size_t i = 0; i < reuse->n && needed > 0; i++, needed--) alloc_push(a, reuse->ids[i]);
+  if (needed == 0) return NULL;
+  size_t available = 0;
+  for (size_t i = 0; i < r->n_devs; i++)
+    if (r->ep && r->devs[i].healthy && !in_use(m, r->name, r->devs[i].id)) available++;
+  if ((int64_t)available < needed)
+    return nl_xasprintf("requested number of devices unavailable for %s. Requested: %lld, "
+                        "Available: %zu", r->name, (long long)needed, available);
+  for (size_t i = 0; i < r->n_devs && needed > 0; i++) {
+    if (!r->ep || !r->devs[i].healthy || in_use(m, r->name, r->devs[i].id)) continue;
+    alloc_push(a, r->devs[i].id);
+    needed--;
+  }
+  return NULL;
+}
+
+static char *admit_container(nl_devices_t *m, const nl_pod_t *pod, const nl_container_t *c,
+                             bool init, reuse_t **reuse, size_t *n_reuse, bool *made) {
+  const nl_resource_list_t *l = &c->resources.limits;
+  for (size_t i = 0; i < l->n; i++) {
+    nl_dev_resource_t *r = plugin_resource(m, l->items[i].name);
+    int64_t needed = nl_quantity_value(&l->items[i].q);
+    if (!r || needed <= 0) continue;
+    reuse_t *ru = reuse_of(reuse, n_reuse, r->name);
+    char *e = assign(m, pod, c, r, needed, ru, made);
+    if (e) return e;
+    size_t n;
+    char *const *ids = nl_devices_assigned(m, pod->metadata.uid, c->name, r->name, &n);
+    if (init) reuse_add(ru, ids, n);
+    else reuse_drop(ru, ids, n);
+  }
+  return NULL;
+}
+
+bool nl_devices_admit(nl_devices_t *m, const nl_pod_t *pod, char **msg) {
+  *msg = NULL;
+  if (m->state != NL_DEVICES_RUNNING) return true;
+  release(m, pod->metadata.uid);
+  reuse_t *reuse = NULL;
+  size_t n_reuse = 0;
+  bool made = false;
+  char *e = NULL;
+  for (size_t i = 0; !e && i < pod->spec.n_init_containers; i++)
+    e = admit_container(m, pod, &pod->spec.init_containers[i], true, &reuse, &n_reuse, &made);
+  for (size_t i = 0; !e && i < pod->spec.n_containers; i++)
+    e = admit_container(m, pod, &pod->spec.containers[i], false, &reuse, &n_reuse, &made);
+  for (size_t i = 0; i < n_reuse; i++) {
+    for (size_t j = 0; j < reuse[i].n; j++) free(reuse[i].ids[j]);
+    free(reuse[i].ids);
+    free(reuse[i].resource);
+  }
+  free(reuse);
+  if (e) { /* nothing of this admission stays assigned */
+    nl_list_t *pos, *tmp;
+    nl_list_foreach_safe(pos, tmp, &m->allocs) {
+      nl_dev_alloc_t *a = nl_list_entry(pos, nl_dev_alloc_t, link);
+      if (strcmp(a->pod_uid, pod->metadata.uid) != 0 || a->resp) continue;
+      nl_list_remove(&a->link);
+      nl__dev_alloc_free(a);
+    }
+    *msg = nl_xasprintf("Allocate failed due to %s, which is unexpected", e);
+    free(e);
+    return false;
+  }
+  if (made) nl__dev_checkpoint_write(m);
+  return true;
+}
+
+/* ---- a container's Allocate and PreStartContainer ---- */
+
+typedef struct dev_req {
+  nl_list_t link; /* m->requests while its caller waits */
+  nl_devices_t *m;
+  char *uid, *container;
+  char **resources; /* of its assignments, in order */
+  size_t n;
+  int pending;      /* calls in flight */
+  bool prestarted;
+  char *err;
+  nl_devices_container_fn fn; /* NULL once answered */
+  void *ctx;
+} dev_req_t;
+
+typedef struct dev_call {
+  dev_req_t *req;
+  char *resource;
+} dev_call_t;
+
+static void req_next(dev_req_t *q);
+
+/* Keeps the first error: "device plugin for <resource>: <what><detail>". */
+static void req_fail(dev_req_t *q, const char *resource, const char *what, const char *detail) {
+  if (q->err) return;
+  q->err = nl_xasprintf("device plugin for %s: %s%s", resource, what, detail ? detail : "");
+}
+
+static void on_allocate(const nl_grpc_status_t *st, ProtobufCMessage *resp, void *ctx) {
+  dev_call_t *dc = ctx;
+  dev_req_t *q = dc->req;
+  q->pending--;
+  const V1beta1__AllocateResponse *r = (const V1beta1__AllocateResponse *)resp;
+  if (st->code != NL_GRPC_OK) {
+    char *e = nl_grpc_status_format(st);
+    req_fail(q, dc->resource, "Allocate: ", e);
+    free(e);
+  } else if (r->n_container_responses != 1 || !r->container_responses[0]) {
+    req_fail(q, dc->resource, "Allocate: the answer has no container response", NULL);
+  } else if (q->fn) {
+    nl_dev_alloc_t *a = nl__dev_alloc_find(q->m, q->uid, q->container, dc->resource);
+    if (a) {
+      const ProtobufCMessage *cr = &r->container_responses[0]->base;
+      free(a->resp);
+      a->resp_len = protobuf_c_message_get_packed_size(cr);
+      a->resp = nl_xmalloc(a->resp_len + 1);
+      protobuf_c_message_pack(cr, a->resp);
+      nl__dev_checkpoint_write(q->m);
+    }
+  }
+  free(dc->resource);
+  free(dc);
+  req_next(q);
+}
+
+static void on_pre_start(const nl_grpc_status_t *st, ProtobufCMessage *resp, void *ctx) {
+  (void)resp;
+  dev_call_t *dc = ctx;
+  dev_req_t *q = dc->req;
+  q->pending--;
+  if (st->code != NL_GRPC_OK) {
+    char *e = nl_grpc_status_format(st);
+    req_fail(q, dc->resource, "PreStartContainer: ", e);
+    free(e);
+  }
+  free(dc->resource);
+  free(dc);
+  req_next(q);
+}
+
+static void req_free(dev_req_t *q) {
+  for (size_t i = 0; i < q->n; i++) free(q->resources[i]);
+  free(q->resources);
+  free(q->uid);
+  free(q->container);
+  free(q->err);
+  free(q);
+}
+
+/* Answers the caller (once) with the assignments' answers or the error. */
+static void req_answer(dev_req_t *q) {
+  nl_devices_container_fn fn = q->fn;
+  q->fn = NULL;
+  nl_list_remove(&q->link);
+  V1beta1__ContainerAllocateResponse **rs = nl_xcalloc(q->n + 1, sizeof *rs);
+  size_t n = 0;
+  for (size_t i = 0; !q->err && i < q->n; i++) {
+    nl_dev_alloc_t *a = nl__dev_alloc_find(q->m, q->uid, q->container, q->resources[i]);
+    if (!a || !a->resp) {
+      req_fail(q, q->resources[i], "its devices are no longer assigned", NULL);
+      break;
+    }
+    rs[n] = v1beta1__container_allocate_response__unpack(NULL, a->resp_len, a->resp);
+    if (!rs[n]) {
+      req_fail(q, q->resources[i], "its Allocate answer in the checkpoint does not decode", NULL);
+      break;
+    }
+    n++;
+  }
+  fn(q->ctx, rs, q->err ? 0 : n, q->err);
+  for (size_t i = 0; i < n; i++) v1beta1__container_allocate_response__free_unpacked(rs[i], NULL);
+  free(rs);
+}
+
+static void call_on(dev_req_t *q, const char *resource, const char *path,
+                    const ProtobufCMessage *msg, const ProtobufCMessageDescriptor *desc,
+                    nl_cri_unary_cb cb) {
+  nl_dev_resource_t *r = nl_map_get(&q->m->resources, resource);
+  if (!r || !r->ep || r->ep->state != NL_DEV_EP_WATCHING) {
+    req_fail(q, resource, "no plugin is registered for it", NULL);
+    return;
+  }
+  dev_call_t *dc = nl_xcalloc(1, sizeof *dc);
+  dc->req = q;
+  dc->resource = nl_xstrdup(resource);
+  q->pending++;
+  nl_cri_client_call(&r->ep->client, path, msg, desc, 0, cb, dc);
+}
+
+/* The request's steps: Allocate for each assignment without an answer, then
+ * PreStartContainer for each plugin that asked for it, then the answer. */
+static void req_next(dev_req_t *q) {
+  if (q->pending > 0) return;
+  if (!q->fn) { /* answered (the manager stopped) */
+    req_free(q);
+    return;
+  }
+  if (!q->err && !q->prestarted) {
+    q->prestarted = true;
+    for (size_t i = 0; i < q->n && !q->err; i++) {
+      nl_dev_resource_t *r = nl_map_get(&q->m->resources, q->resources[i]);
+      nl_dev_alloc_t *a = nl__dev_alloc_find(q->m, q->uid, q->container, q->resources[i]);
+      if (!r || !r->pre_start_required || !a) continue;
+      V1beta1__PreStartContainerRequest req = V1BETA1__PRE_START_CONTAINER_REQUEST__INIT;
+      req.devices_ids = a->ids;
+      req.n_devices_ids = a->n_ids;
+      call_on(q, q->resources[i], PATH_PRE_START, &req.base,
+              &v1beta1__pre_start_container_response__descriptor, on_pre_start);
+    }
+    if (q->pending > 0) return;
+  }
+  req_answer(q);
+  req_free(q);
+}
+
+bool nl_devices_container(nl_devices_t *m, const nl_pod_t *pod, const nl_container_t *c,
+                          nl_devices_container_fn fn, void *ctx) {
+  dev_req_t *q = NULL;
+  for (nl_list_t *p = m->allocs.next; p != &m->allocs; p = p->next) {
+    nl_dev_alloc_t *a = nl_list_entry(p, nl_dev_alloc_t, link);
+    if (strcmp(a->pod_uid, pod->metadata.uid) != 0 || strcmp(a->container, c->name) != 0)
+      continue;
+    if (!q) {
+      q = nl_xcalloc(1, sizeof *q);
+      q->m = m;
+      q->uid = nl_xstrdup(a->pod_uid);
+      q->container = nl_xstrdup(c->name);
+      q->fn = fn;
+      q->ctx = ctx;
+      nl_list_insert_tail(&m->requests, &q->link);
+    }
+    q->resources = nl_xrealloc(q->resources, (q->n + 1) * sizeof *q->resources);
+    q->resources[q->n++] = nl_xstrdup(a->resource);
+  }
+  if (!q) return false;
+  if (m->state != NL_DEVICES_RUNNING) q->err = nl_xstrdup("the device manager is stopping");
+  for (size_t i = 0; i < q->n && !q->err; i++) {
+    nl_dev_alloc_t *a = nl__dev_alloc_find(m, q->uid, q->container, q->resources[i]);
+    if (a->resp) continue; /* answered before (checkpointed) */
+    V1beta1__ContainerAllocateRequest creq = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT;
+    creq.devices_ids = a->ids;
+    creq.n_devices_ids = a->n_ids;
+    V1beta1__ContainerAllocateRequest *one[] = {&creq};
+    V1beta1__AllocateRequest req = V1BETA1__ALLOCATE_REQUEST__INIT;
+    req.container_requests = one;
+    req.n_container_requests = 1;
+    nl_info("device manager: Allocate %zu %s devices for pod %s/%s container %s", a->n_ids,
+            a->resource, pod->metadata.namespace_, pod->metadata.name, c->name);
+    call_on(q, q->resources[i], PATH_ALLOCATE, &req.base,
+            &v1beta1__allocate_response__descriptor, on_allocate);
+  }
+  req_next(q);
+  return true;
+}
+
+void nl__dev_requests_cancel(nl_devices_t *m) {
+  while (!nl_list_empty(&m->requests)) {
+    dev_req_t *q = nl_list_entry(m->requests.next, dev_req_t, link);
+    nl_list_remove(&q->link);
+    nl_list_init(&q->link);
+    nl_devices_container_fn fn = q->fn;
+    q->fn = NULL;
+    fn(q->ctx, NULL, 0, "the device manager is stopping");
+    /* its calls end CANCELLED as the plugin connections close; the last frees it */
+  }
+}
+
+/* ---- the checkpoint (upstream's kubelet_internal_checkpoint layout) ---- */
+
+static uint32_t fnv32a(const char *s) {
+  uint32_t h = 2166136261u;
+  for (; *s; s++) h = (h ^ (uint8_t)*s) * 16777619u;
+  return h;
+}
+
+static json_t *checkpoint_data(const nl_devices_t *m) {
+  json_t *entries = json_array();
+  for (nl_list_t *p = m->allocs.next; p != &m->allocs; p = p->next) {
+    const nl_dev_alloc_t *a = nl_list_entry(p, nl_dev_alloc_t, link);
+    json_t *ids = json_array();
+    for (size_t i = 0; i < a->n_ids; i++) json_array_append_new(ids, json_string(a->ids[i]));
+    json_t *e = json_pack("{s:s, s:s, s:s, s:{s:o}}", "PodUID", a->pod_uid, "ContainerName",
+                          a->container, "ResourceName", a->resource, "DeviceIDs", "-1", ids);
+    if (a->resp) {
+      size_t olen = 0;
+      mbedtls_base64_encode(NULL, 0, &olen, a->resp, a->resp_len);
+      unsigned char *b = nl_xmalloc(olen + 1);
+      mbedtls_base64_encode(b, olen + 1, &olen, a->resp, a->resp_len);
+      b[olen] = 0;
+      json_object_set_new(e, "AllocResp", json_string((char *)b));
+      free(b);
+    }
+    json_array_append_new(entries, e);
+  }
+  json_t *reg = json_object();
+  nl_map_iter_t it;
+  const char *key;
+  void *v;
+  nl_map_iter_init(&it, &m->resources);
+  while (nl_map_iter_next(&it, &key, &v)) {
+    const nl_dev_resource_t *r = v;
+    if (r->expired) continue;
+    json_t *ids = json_array();
+    for (size_t i = 0; i < r->n_devs; i++) json_array_append_new(ids, json_string(r->devs[i].id));
+    json_object_set_new(reg, r->name, ids);
+  }
+  return json_pack("{s:o, s:o}", "PodDeviceEntries", entries, "RegisteredDevices", reg);
+}
+
+static int write_file(const char *path, const char *data, size_t len) {
+  char *tmp = nl_xasprintf("%s.tmp", path);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  int rc = -1;
+  if (fd >= 0) {
+    size_t off = 0;
+    while (off < len) {
+      ssize_t w = write(fd, data + off, len - off);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) break;
+      off += (size_t)w;
+    }
+    rc = off == len && fsync(fd) == 0 ? 0 : -1;
+    close(fd);
+    if (rc == 0) rc = rename(tmp, path);
+    if (rc < 0) unlink(tmp);
+  }
+  free(tmp);
+  if (rc == 0) { /* the rename survives a power cut */
+    char *dir = nl_xstrdup(path);
+    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      fsync(dfd);
+      close(dfd);
+    }
+    free(dir);
+  }
+  return rc;
+}
+
+void nl__dev_checkpoint_write(nl_devices_t *m) {
+  if (m->state == NL_DEVICES_STOPPED) return;
+  json_t *data = checkpoint_data(m);
+  char *sum_text = json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS);
+  json_t *doc = json_pack("{s:o, s:I}", "Data", data, "Checksum", (json_int_t)fnv32a(sum_text));
+  free(sum_text);
+  char *text = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
+  json_decref(doc);
+  if (write_file(m->checkpoint_path, text, strlen(text)) < 0)
+    nl_error("device manager: write checkpoint %s: %s", m->checkpoint_path, strerror(errno));
+  free(text);
+}
+
+int nl__dev_checkpoint_read(nl_devices_t *m, nl_err_t **err) {
+  json_error_t je;
+  json_t *doc = json_load_file(m->checkpoint_path, 0, &je);
+  if (!doc) {
+    if (access(m->checkpoint_path, F_OK) < 0 && errno == ENOENT) return 0;
+    return nl_err_set(err, NL_EINVAL, "read %s: %s", m->checkpoint_path, je.text);
+  }
+  json_t *data = json_object_get(doc, "Data");
+  json_t *sum = json_object_get(doc, "Checksum");
+  char *text = data ? json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+  bool ok = text && json_is_integer(sum) && (json_int_t)fnv32a(text) == json_integer_value(sum);
+  free(text);
+  if (!ok) {
+    json_decref(doc);
+    return nl_err_set(err, NL_EINVAL, "%s: checksum mismatch or not a device checkpoint",
+                      m->checkpoint_path);
+  }
+  size_t i;
+  json_t *e;
+  json_array_foreach(json_object_get(data, "PodDeviceEntries"), i, e) {
+    const char *uid = json_string_value(json_object_get(e, "PodUID"));
+    const char *cname = json_string_value(json_object_get(e, "ContainerName"));
+    const char *res = json_string_value(json_object_get(e, "ResourceName"));
+    if (!uid || !cname || !res) continue;
+    nl_dev_alloc_t *a = nl__dev_alloc_find(m, uid, cname, res);
+    if (!a) a = alloc_add(m, uid, cname, res);
+    const char *numa;
+    json_t *ids;
+    json_object_foreach(json_object_get(e, "DeviceIDs"), numa, ids) {
+      size_t j;
+      json_t *id;
+      json_array_foreach(ids, j, id) {
+        if (json_is_string(id)) alloc_push(a, json_string_value(id));
+      }
+    }
+    const char *b64 = json_string_value(json_object_get(e, "AllocResp"));
+    if (b64 && *b64) {
+      size_t olen = 0, n = strlen(b64);
+      unsigned char *out = nl_xmalloc(n + 1);
+      if (mbedtls_base64_decode(out, n + 1, &olen, (const unsigned char *)b64, n) == 0) {
+        a->resp = out;
+        a->resp_len = olen;
+      } else {
+        free(out);
+      }
+    }
+  }
+  const char *name;
+  json_t *ids;
+  json_object_foreach(json_object_get(data, "RegisteredDevices"), name, ids) {
+    if (!nl_devices_extended_name(name)) continue;
+    nl_dev_resource_t *r = nl__dev_resource(m, name);
+    size_t j, n = 0;
+    json_t *id;
+    r->devs = nl_xcalloc(json_array_size(ids) + 1, sizeof *r->devs);
+    json_array_foreach(ids, j, id) {
+      if (json_is_string(id) && n < m->opts.max_devices)
+        r->devs[n++] = (nl_dev_t){nl_xstrdup(json_string_value(id)), false};
+    }
+    r->n_devs = n;
+    r->ended_at = uv_now(m->loop) ? uv_now(m->loop) : 1; /* until its plugin registers again */
+  }
+  json_decref(doc);
+  nl_info("device manager: read %s", m->checkpoint_path);
+  return 0;
+}

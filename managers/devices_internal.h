@@ -1,0 +1,75 @@
+/* Internal to managers/devices*.c: the resources, the plugin endpoints and the
+ * assignments that devices.c (registration, ListAndWatch) and
+ * devices_alloc.c (admission, Allocate, the checkpoint) share. */
+#ifndef NL_DEVICES_INTERNAL_H
+#define NL_DEVICES_INTERNAL_H
+
+#include "cri/conn.h"
+#include "managers/devices.h"
+
+typedef struct nl_dev {
+  char *id;
+  bool healthy;
+} nl_dev_t;
+
+/* One plugin endpoint, from its registration to its connection's close:
+ *   DIALING   ListAndWatch sent, no list yet (the client waits for the socket)
+ *   WATCHING  a list received; each new one replaces the resource's devices
+ *   ENDED     the stream ended or was refused: the client is being stopped
+ *   CLOSING   waiting for the client's close callback, which frees it
+ * An endpoint replaced by a new registration of its resource is detached
+ * (res NULL) and ended. */
+typedef enum nl_dev_ep_state {
+  NL_DEV_EP_DIALING,
+  NL_DEV_EP_WATCHING,
+  NL_DEV_EP_ENDED,
+  NL_DEV_EP_CLOSING,
+} nl_dev_ep_state_t;
+
+typedef struct nl_dev_resource nl_dev_resource_t;
+
+typedef struct nl_dev_endpoint {
+  nl_list_t link; /* m->endpoints */
+  nl_devices_t *m;
+  nl_dev_resource_t *res; /* NULL once replaced or the manager stops */
+  nl_dev_ep_state_t state;
+  char *path;
+  nl_cri_client_t client; /* embedded; the endpoint is freed in its stop callback */
+  nl_cri_stream_t *watch; /* ListAndWatch while DIALING or WATCHING */
+} nl_dev_endpoint_t;
+
+struct nl_dev_resource {
+  char *name;
+  nl_dev_endpoint_t *ep; /* the current endpoint; NULL when it ended */
+  nl_dev_t *devs;        /* the last list, in the plugin's order */
+  size_t n_devs;
+  bool pre_start_required, preferred_allocation;
+  uint64_t ended_at;     /* loop ms when its endpoint ended; 0: running */
+  bool expired;          /* grace period over: capacity 0 */
+};
+
+/* Devices of one resource assigned to one container of one pod. */
+typedef struct nl_dev_alloc {
+  nl_list_t link; /* m->allocs */
+  char *pod_uid, *container, *resource;
+  char **ids;
+  size_t n_ids;
+  uint8_t *resp; /* packed ContainerAllocateResponse; NULL until Allocate answered */
+  size_t resp_len;
+} nl_dev_alloc_t;
+
+nl_dev_alloc_t *nl__dev_alloc_find(const nl_devices_t *m, const char *uid, const char *container,
+                                   const char *resource);
+void nl__dev_alloc_free(nl_dev_alloc_t *a);
+/* Writes the checkpoint now (a temporary file, fsync, rename, fsync of the
+ * directory); a failure is logged. */
+void nl__dev_checkpoint_write(nl_devices_t *m);
+/* Reads it into m->allocs (and the registered devices, as unhealthy until
+ * their plugin registers). Returns 0, or -1 with *err. A missing file is 0. */
+int nl__dev_checkpoint_read(nl_devices_t *m, nl_err_t **err);
+/* Fails the container requests in flight (the manager stops). */
+void nl__dev_requests_cancel(nl_devices_t *m);
+/* The resource, created when missing. */
+nl_dev_resource_t *nl__dev_resource(nl_devices_t *m, const char *name);
+
+#endif

@@ -1,0 +1,473 @@
+/* The device manager against a fake device plugin on the project's gRPC server
+ * (cri/grpc_server.h), in one loop: registration (good, bad version, bad
+ * name, a second one replacing the first), ListAndWatch lists and health, too
+ * many devices, a plugin going away and its grace period, admission (upstream's
+ * refusal, init containers' devices reused), Allocate into a container's
+ * answers, and the checkpoint read back by a new manager. Every test ends with
+ * uv_loop_close() == 0. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cri/conn.h"
+#include "managers/devices.h"
+#include "reactor/xalloc.h"
+
+#define RES "example.com/resource"
+
+typedef struct world {
+  uv_loop_t loop;
+  char dir[64], plugin_path[128], kubelet_sock[128];
+  nl_devices_t m;
+  bool m_done;
+  int changes;
+  /* the fake plugin */
+  nl_grpc_server_t plugin;
+  bool plugin_up, plugin_done;
+  nl_grpc_call_t *watch;
+  int allocates, prestarts;
+  /* the registering client */
+  nl_cri_client_t reg;
+  bool reg_up, reg_done;
+  int reg_code;
+  char reg_msg[256];
+  bool reg_answered;
+  /* a container's answers */
+  bool got;
+  char got_err[256];
+  char got_env[64];
+  size_t got_n;
+  uv_timer_t guard;
+  bool timed_out;
+} world_t;
+
+static void on_changed(void *ctx) { ((world_t *)ctx)->changes++; }
+
+/* ---- the fake plugin ---- */
+
+static void send_list(world_t *w, size_t n, const char *const *health) {
+  V1beta1__Device *d = nl_xcalloc(n + 1, sizeof *d);
+  V1beta1__Device **dp = nl_xcalloc(n + 1, sizeof *dp);
+  char ids[n + 1][32];
+  for (size_t i = 0; i < n; i++) {
+    v1beta1__device__init(&d[i]);
+    snprintf(ids[i], sizeof ids[i], "Dev-%zu", i + 1);
+    d[i].id = ids[i];
+    d[i].health = (char *)(health ? health[i] : "Healthy");
+    dp[i] = &d[i];
+  }
+  V1beta1__ListAndWatchResponse l = V1BETA1__LIST_AND_WATCH_RESPONSE__INIT;
+  l.devices = dp;
+  l.n_devices = n;
+  assert_non_null(w->watch);
+  assert_int_equal(nl_grpc_call_send_msg(w->watch, &l.base), 0);
+  free(d);
+  free(dp);
+}
+
+static void h_watch(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_t len) {
+  world_t *w = ctx;
+  w->watch = call;
+  send_list(w, 2, NULL);
+}
+
+static void h_allocate(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_t len) {
+  world_t *w = ctx;
+  w->allocates++;
+  V1beta1__AllocateRequest *r = v1beta1__allocate_request__unpack(NULL, len, req);
+  assert_non_null(r);
+  assert_int_equal(r->n_container_requests, 1);
+  char val[64] = "";
+  for (size_t i = 0; i < r->container_requests[0]->n_devices_ids; i++) {
+    strcat(val, r->container_requests[0]->devices_ids[i]);
+    strcat(val, ",");
+  }
+  V1beta1__ContainerAllocateResponse cr = V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT;
+  V1beta1__ContainerAllocateResponse__EnvsEntry env = V1BETA1__CONTAINER_ALLOCATE_RESPONSE__ENVS_ENTRY__INIT;
+  env.key = "DEVS";
+  env.value = val;
+  V1beta1__ContainerAllocateResponse__EnvsEntry *envs[] = {&env};
+  cr.envs = envs;
+  cr.n_envs = 1;
+  V1beta1__Mount mnt = V1BETA1__MOUNT__INIT;
+  mnt.container_path = "/tmp/Dev-1";
+  mnt.host_path = "/tmp/Dev-1";
+  V1beta1__Mount *mnts[] = {&mnt};
+  cr.mounts = mnts;
+  cr.n_mounts = 1;
+  V1beta1__ContainerAllocateResponse *crs[] = {&cr};
+  V1beta1__AllocateResponse resp = V1BETA1__ALLOCATE_RESPONSE__INIT;
+  resp.container_responses = crs;
+  resp.n_container_responses = 1;
+  nl_grpc_call_reply_msg(call, &resp.base);
+  v1beta1__allocate_request__free_unpacked(r, NULL);
+}
+
+static void h_prestart(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_t len) {
+  world_t *w = ctx;
+  w->prestarts++;
+  V1beta1__PreStartContainerResponse resp = V1BETA1__PRE_START_CONTAINER_RESPONSE__INIT;
+  nl_grpc_call_reply_msg(call, &resp.base);
+}
+
+static void plugin_start(world_t *w, const char *name) {
+  snprintf(w->plugin_path, sizeof w->plugin_path, "%s/%s", w->dir, name);
+  nl_grpc_server_init(&w->plugin, &w->loop, NULL);
+  nl_grpc_server_method(&w->plugin, "/v1beta1.DevicePlugin/ListAndWatch",
+                        NL_GRPC_SERVER_STREAMING, h_watch, w);
+  nl_grpc_server_method(&w->plugin, "/v1beta1.DevicePlugin/Allocate", NL_GRPC_UNARY, h_allocate, w);
+  nl_grpc_server_method(&w->plugin, "/v1beta1.DevicePlugin/PreStartContainer", NL_GRPC_UNARY,
+                        h_prestart, w);
+  nl_err_t *err = NULL;
+  if (nl_grpc_server_listen(&w->plugin, w->plugin_path, &err) < 0) fail_msg("%s", err->msg);
+  w->plugin_up = true;
+}
+
+static void plugin_stopped(nl_grpc_server_t *s, void *ctx) { ((world_t *)ctx)->plugin_done = true; }
+
+static void plugin_stop(world_t *w) {
+  if (w->watch) {
+    nl_grpc_call_finish(w->watch, NL_GRPC_OK, NULL);
+    w->watch = NULL;
+  }
+  w->plugin_done = false;
+  nl_grpc_server_stop(&w->plugin, plugin_stopped, w);
+  w->plugin_up = false;
+}
+
+/* ---- the loop ---- */
+
+static void on_guard(uv_timer_t *t) {
+  world_t *w = t->data;
+  w->timed_out = true;
+  uv_stop(&w->loop);
+}
+
+#define RUN_UNTIL(w, cond)                                                \
+  do {                                                                    \
+    uv_timer_start(&(w)->guard, on_guard, 5000, 0);                       \
+    while (!(cond) && !(w)->timed_out) uv_run(&(w)->loop, UV_RUN_ONCE);   \
+    uv_timer_stop(&(w)->guard);                                           \
+    assert_false((w)->timed_out);                                         \
+  } while (0)
+
+static void manager_start(world_t *w, uint64_t grace_ms, size_t max_devices) {
+  nl_devices_opts_t o = {.dir = w->dir, .grace_ms = grace_ms, .max_devices = max_devices,
+                         .connect_wait_ms = 500, .changed = on_changed, .changed_ctx = w};
+  nl_err_t *err = NULL;
+  if (nl_devices_start(&w->m, &w->loop, &o, &err) < 0) fail_msg("%s", err->msg);
+  w->m_done = false;
+}
+
+static void m_stopped(nl_devices_t *m, void *ctx) { ((world_t *)ctx)->m_done = true; }
+
+static void manager_stop(world_t *w) {
+  nl_devices_stop(&w->m, m_stopped, w);
+  RUN_UNTIL(w, w->m_done);
+}
+
+static world_t *world_new(void) {
+  world_t *w = nl_xcalloc(1, sizeof *w);
+  assert_int_equal(uv_loop_init(&w->loop), 0);
+  strcpy(w->dir, "/tmp/nl-devices-XXXXXX");
+  assert_non_null(mkdtemp(w->dir));
+  snprintf(w->kubelet_sock, sizeof w->kubelet_sock, "%s/kubelet.sock", w->dir);
+  uv_timer_init(&w->loop, &w->guard);
+  w->guard.data = w;
+  return w;
+}
+
+static void reg_stopped(nl_cri_client_t *c) {
+  container_of(c, world_t, reg)->reg_done = true;
+}
+
+static void world_free(world_t *w) {
+  if (w->plugin_up) {
+    plugin_stop(w);
+    RUN_UNTIL(w, w->plugin_done);
+  }
+  if (w->reg_up) {
+    nl_cri_client_stop(&w->reg, reg_stopped);
+    RUN_UNTIL(w, w->reg_done);
+  }
+  uv_close((uv_handle_t *)&w->guard, NULL);
+  uv_run(&w->loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&w->loop), 0);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", w->dir);
+  assert_int_equal(system(cmd), 0);
+  free(w);
+}
+
+/* ---- registration ---- */
+
+static void on_registered(const nl_grpc_status_t *st, ProtobufCMessage *resp, void *ctx) {
+  world_t *w = ctx;
+  w->reg_answered = true;
+  w->reg_code = st->code;
+  snprintf(w->reg_msg, sizeof w->reg_msg, "%s", st->message);
+}
+
+static void do_register(world_t *w, const char *version, const char *name, const char *endpoint,
+                        bool pre_start) {
+  if (!w->reg_up) {
+    nl_err_t *err = NULL;
+    assert_int_equal(nl_cri_client_init(&w->reg, &w->loop, w->kubelet_sock, NULL, &err), 0);
+    w->reg_up = true;
+  }
+  V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
+  o.pre_start_required = pre_start;
+  V1beta1__RegisterRequest r = V1BETA1__REGISTER_REQUEST__INIT;
+  r.version = (char *)version;
+  r.resource_name = (char *)name;
+  r.endpoint = (char *)endpoint;
+  r.options = &o;
+  w->reg_answered = false;
+  nl_cri_client_call(&w->reg, "/v1beta1.Registration/Register", &r.base,
+                     &v1beta1__empty__descriptor, 0, on_registered, w);
+  RUN_UNTIL(w, w->reg_answered);
+}
+
+static bool counts_are(world_t *w, int64_t cap, int64_t alloc) {
+  size_t n;
+  nl_devices_count_t *c = nl_devices_counts(&w->m, &n);
+  bool ok = n == 1 && strcmp(c[0].name, RES) == 0 && c[0].capacity == cap &&
+            c[0].allocatable == alloc;
+  free(c);
+  return ok;
+}
+
+static void test_extended_names(void **state) {
+  assert_true(nl_devices_extended_name("example.com/resource"));
+  assert_true(nl_devices_extended_name("vendor.io/gpu-1"));
+  assert_false(nl_devices_extended_name("cpu"));
+  assert_false(nl_devices_extended_name("resource"));
+  assert_false(nl_devices_extended_name("kubernetes.io/x"));
+  assert_false(nl_devices_extended_name("sub.kubernetes.io/x"));
+  assert_false(nl_devices_extended_name("requests.example.com/x"));
+  assert_false(nl_devices_extended_name("Example.com/x"));
+  assert_false(nl_devices_extended_name("example.com/a/b"));
+  assert_false(nl_devices_extended_name("example.com/-x"));
+  assert_false(nl_devices_extended_name("example.com/"));
+}
+
+static void test_register_and_watch(void **state) {
+  world_t *w = world_new();
+  manager_start(w, 0, 0);
+  plugin_start(w, "dp.sock");
+  do_register(w, "v1alpha", RES, "dp.sock", false);
+  assert_int_equal(w->reg_code, NL_GRPC_UNKNOWN);
+  assert_string_equal(w->reg_msg, "requested API version \"v1alpha\" is not supported by kubelet. "
+                                  "Supported versions are [\"v1beta1\"]");
+  do_register(w, "v1beta1", "resource", "dp.sock", false);
+  assert_string_equal(w->reg_msg, "the ResourceName \"resource\" is invalid");
+  do_register(w, "v1beta1", RES, "../x.sock", false);
+  assert_int_equal(w->reg_code, NL_GRPC_UNKNOWN);
+  assert_int_equal(w->m.registrations, 0);
+
+  do_register(w, "v1beta1", RES, "dp.sock", false);
+  assert_int_equal(w->reg_code, NL_GRPC_OK);
+  RUN_UNTIL(w, counts_are(w, 2, 2));
+  const char *health[] = {"Healthy", "Unhealthy", "Healthy"};
+  int before = w->changes;
+  send_list(w, 3, health);
+  RUN_UNTIL(w, counts_are(w, 3, 2));
+  assert_true(w->changes > before);
+  send_list(w, 1, NULL);
+  RUN_UNTIL(w, counts_are(w, 1, 1));
+
+  /* a second registration replaces the first: its devices stay until the new list */
+  nl_grpc_call_t *old = w->watch;
+  w->watch = NULL;
+  do_register(w, "v1beta1", RES, "dp.sock", false);
+  RUN_UNTIL(w, w->watch != NULL && counts_are(w, 2, 2));
+  RUN_UNTIL(w, !nl_grpc_call_alive(old));
+  nl_grpc_call_finish(old, NL_GRPC_OK, NULL);
+  assert_int_equal(w->m.registrations, 2);
+  manager_stop(w);
+  world_free(w);
+}
+
+static void test_plugin_gone_and_grace(void **state) {
+  world_t *w = world_new();
+  manager_start(w, 300, 0);
+  plugin_start(w, "dp.sock");
+  do_register(w, "v1beta1", RES, "dp.sock", false);
+  RUN_UNTIL(w, counts_are(w, 2, 2));
+  plugin_stop(w);
+  RUN_UNTIL(w, counts_are(w, 2, 0)); /* unhealthy at once */
+  RUN_UNTIL(w, counts_are(w, 0, 0)); /* out of capacity after the grace period */
+  RUN_UNTIL(w, w->plugin_done);
+  /* back: registers again */
+  plugin_start(w, "dp.sock");
+  do_register(w, "v1beta1", RES, "dp.sock", false);
+  RUN_UNTIL(w, counts_are(w, 2, 2));
+  manager_stop(w);
+  world_free(w);
+}
+
+static void test_too_many_devices(void **state) {
+  world_t *w = world_new();
+  manager_start(w, 0, 4);
+  plugin_start(w, "dp.sock");
+  do_register(w, "v1beta1", RES, "dp.sock", false);
+  RUN_UNTIL(w, counts_are(w, 2, 2));
+  send_list(w, 5, NULL);
+  RUN_UNTIL(w, counts_are(w, 2, 0)); /* refused: the stream ends, the old list unhealthy */
+  RUN_UNTIL(w, !nl_grpc_call_alive(w->watch));
+  nl_grpc_call_finish(w->watch, NL_GRPC_OK, NULL);
+  w->watch = NULL;
+  manager_stop(w);
+  world_free(w);
+}
+
+static void test_no_plugin_socket(void **state) {
+  world_t *w = world_new();
+  manager_start(w, 0, 0);
+  do_register(w, "v1beta1", RES, "nothing.sock", false);
+  assert_int_equal(w->reg_code, NL_GRPC_OK);
+  RUN_UNTIL(w, w->changes > 0 && counts_are(w, 0, 0)); /* gave up after connect_wait_ms */
+  manager_stop(w);
+  world_free(w);
+}
+
+/* ---- pods ---- */
+
+static nl_pod_t *pod_of(const char *uid, const char *spec_yaml) {
+  char y[4096];
+  snprintf(y, sizeof y,
+           "apiVersion: v1\nkind: Pod\nmetadata: {name: p-%s, namespace: default, uid: %s}\n%s",
+           uid, uid, spec_yaml);
+  nl_pod_t *pod = NULL;
+  nl_err_t *err = NULL;
+  if (nl_pod_decode(y, strlen(y), "test.yaml", &pod, &err) < 0) fail_msg("%s", nl_err_msg(err));
+  nl_pod_set_defaults(pod);
+  return pod;
+}
+
+#define ONE_CONTAINER(n)                                                                   \
+  "spec:\n  containers:\n  - name: c\n    image: busybox\n    resources: {limits: {" RES \
+  ": " #n "}}\n"
+
+static void on_container(void *ctx, V1beta1__ContainerAllocateResponse *const *resps, size_t n,
+                         const char *err) {
+  world_t *w = ctx;
+  w->got = true;
+  w->got_n = n;
+  snprintf(w->got_err, sizeof w->got_err, "%s", err ? err : "");
+  w->got_env[0] = 0;
+  if (n && resps[0]->n_envs)
+    snprintf(w->got_env, sizeof w->got_env, "%s", resps[0]->envs[0]->value);
+}
+
+static void test_admit_allocate_restore(void **state) {
+  world_t *w = world_new();
+  manager_start(w, 0, 0);
+  plugin_start(w, "dp.sock");
+  do_register(w, "v1beta1", RES, "dp.sock", true);
+  RUN_UNTIL(w, counts_are(w, 2, 2));
+
+  char *msg = NULL;
+  nl_pod_t *big = pod_of("u3", ONE_CONTAINER(3));
+  assert_false(nl_devices_admit(&w->m, big, &msg));
+  assert_string_equal(msg, "Allocate failed due to requested number of devices unavailable for "
+                           "example.com/resource. Requested: 3, Available: 2, which is unexpected");
+  free(msg);
+  /* an unknown extended resource is the cluster's business */
+  nl_pod_t *other = pod_of("u9", "spec:\n  containers:\n  - name: c\n    image: b\n"
+                                 "    resources: {limits: {other.io/thing: 5}}\n");
+  assert_true(nl_devices_admit(&w->m, other, &msg));
+  assert_null(msg);
+
+  /* init containers' devices are reused by the app container */
+  nl_pod_t *one = pod_of("u1", "spec:\n  initContainers:\n  - name: i\n    image: b\n"
+                               "    resources: {limits: {" RES ": 1}}\n"
+                               "  containers:\n  - name: c\n    image: b\n"
+                               "    resources: {limits: {" RES ": 1}}\n");
+  assert_true(nl_devices_admit(&w->m, one, &msg));
+  size_t n1, n2;
+  char *const *i_ids = nl_devices_assigned(&w->m, "u1", "i", RES, &n1);
+  char *const *c_ids = nl_devices_assigned(&w->m, "u1", "c", RES, &n2);
+  assert_int_equal(n1, 1);
+  assert_int_equal(n2, 1);
+  assert_string_equal(i_ids[0], c_ids[0]);
+  /* one device left: a pod asking for 2 is refused, for 1 admitted */
+  nl_pod_t *two = pod_of("u2", ONE_CONTAINER(2));
+  assert_false(nl_devices_admit(&w->m, two, &msg));
+  assert_non_null(strstr(msg, "Requested: 2, Available: 1,"));
+  free(msg);
+  nl_pod_t *again = pod_of("u4", ONE_CONTAINER(1));
+  assert_true(nl_devices_admit(&w->m, again, &msg));
+  assert_true(counts_are(w, 2, 2)); /* allocatable stays the healthy count, as upstream */
+
+  /* Allocate and PreStartContainer before the container starts */
+  assert_true(nl_devices_container(&w->m, one, &one->spec.containers[0], on_container, w));
+  RUN_UNTIL(w, w->got);
+  assert_string_equal(w->got_err, "");
+  assert_int_equal(w->got_n, 1);
+  char want[32];
+  snprintf(want, sizeof want, "%s,", c_ids[0]);
+  assert_string_equal(w->got_env, want);
+  assert_int_equal(w->allocates, 1);
+  assert_int_equal(w->prestarts, 1);
+  /* no devices: nothing to do */
+  assert_false(nl_devices_container(&w->m, other, &other->spec.containers[0], on_container, w));
+
+  /* a new manager reads the checkpoint: same devices, no second Allocate */
+  char keep[32];
+  snprintf(keep, sizeof keep, "%s", c_ids[0]);
+  manager_stop(w);
+  plugin_stop(w);
+  RUN_UNTIL(w, w->plugin_done);
+  struct stat st;
+  char cp[160];
+  snprintf(cp, sizeof cp, "%s/kubelet_internal_checkpoint", w->dir);
+  assert_int_equal(stat(cp, &st), 0);
+  manager_start(w, 0, 0);
+  c_ids = nl_devices_assigned(&w->m, "u1", "c", RES, &n2);
+  assert_int_equal(n2, 1);
+  assert_string_equal(c_ids[0], keep);
+  assert_true(nl_devices_admit(&w->m, one, &msg)); /* re-admitted: the same devices */
+  c_ids = nl_devices_assigned(&w->m, "u1", "c", RES, &n2);
+  assert_string_equal(c_ids[0], keep);
+  w->got = false;
+  w->prestarts = 0;
+  assert_true(nl_devices_container(&w->m, one, &one->spec.containers[0], on_container, w));
+  /* the plugin is gone, but the Allocate answer is in the checkpoint */
+  RUN_UNTIL(w, w->got);
+  assert_string_equal(w->got_err, "");
+  assert_int_equal(w->allocates, 1);
+  /* the app container of u4 never got its Allocate answer: without a plugin it fails */
+  w->got = false;
+  assert_true(nl_devices_container(&w->m, again, &again->spec.containers[0], on_container, w));
+  RUN_UNTIL(w, w->got);
+  assert_string_equal(w->got_err, "device plugin for example.com/resource: no plugin is "
+                                  "registered for it");
+  manager_stop(w);
+  nl_pod_free(big);
+  nl_pod_free(other);
+  nl_pod_free(one);
+  nl_pod_free(two);
+  nl_pod_free(again);
+  world_free(w);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_extended_names),
+      cmocka_unit_test(test_register_and_watch),
+      cmocka_unit_test(test_plugin_gone_and_grace),
+      cmocka_unit_test(test_too_many_devices),
+      cmocka_unit_test(test_no_plugin_socket),
+      cmocka_unit_test(test_admit_allocate_restore),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
