@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "managers/devices_internal.h"
+#include "reactor/fs.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
@@ -382,22 +383,6 @@ static void remove_stale(const char *dir) {
   closedir(d);
 }
 
-static int mkdir_p(const char *dir) {
-  char *p = nl_xstrdup(dir);
-  for (char *s = p + 1; *s; s++) {
-    if (*s != '/') continue;
-    *s = 0;
-    if (mkdir(p, 0755) < 0 && errno != EEXIST) {
-      free(p);
-      return -1;
-    }
-    *s = '/';
-  }
-  int rc = mkdir(p, 0755) < 0 && errno != EEXIST ? -1 : 0;
-  free(p);
-  return rc;
-}
-
 int nl_devices_start(nl_devices_t *m, uv_loop_t *loop, const nl_devices_opts_t *opts,
                      nl_err_t **err) {
   memset(m, 0, sizeof *m);
@@ -426,8 +411,8 @@ int nl_devices_start(nl_devices_t *m, uv_loop_t *loop, const nl_devices_opts_t *
             "up to date: %s", cerr->msg);
     nl_err_free(&cerr);
   }
-  if (mkdir_p(m->opts.dir) < 0)
-    return nl_err_set(err, errno, "device plugins: mkdir %s: %s", m->opts.dir, strerror(errno));
+  int r = nl_mkdir_p(m->opts.dir, 0755);
+  if (r < 0) return nl_err_set(err, -r, "device plugins: mkdir %s: %s", m->opts.dir, strerror(-r));
   remove_stale(m->opts.dir);
   if (nl_grpc_server_listen(&m->server, m->socket_path, err) < 0)
     return nl_err_wrap(err, "device plugin registration");
@@ -452,6 +437,8 @@ static nl_devices_t *closed_one(nl_devices_t *m) {
   if (m->done) m->done(m, m->done_ctx);
   return NULL;
 }
+
+void nl__dev_unref(nl_devices_t *m) { closed_one(m); }
 
 static void server_stopped(nl_grpc_server_t *srv, void *ctx) {
   (void)srv;

@@ -95,6 +95,16 @@ struct nl_devices {
   nl_devices_done_fn done;
   void *done_ctx;
   uint64_t registrations; /* accepted Register calls (tests, metrics) */
+  uint64_t ckpt_want;     /* checkpoint generations asked for */
+  uint64_t ckpt_done;     /* the last one written (or failed) */
+  struct {
+    uv_work_t work;
+    char *text;           /* what the write in flight writes, owned */
+    uint64_t writing;     /* its generation */
+    int err;              /* its errno, 0 */
+    const char *step;
+    bool busy;
+  } ckpt;
 };
 
 /* Reads the checkpoint, removes stale sockets in dir (the checkpoint stays),

@@ -1,17 +1,10 @@
 /* The device manager's pods: admission (which devices a container gets),
- * Allocate and PreStartContainer before a container is created, and the
- * checkpoint of both (managers/devices.h). */
+ * Allocate and PreStartContainer before a container is created, which waits
+ * for the checkpoint to hold the answers (devices_checkpoint.c;
+ * managers/devices.h). */
 #include <assert.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <jansson.h>
-#include <libgen.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
-#include <mbedtls/base64.h>
 
 #include "managers/devices_internal.h"
 #include "reactor/log.h"
@@ -43,7 +36,7 @@ void nl__dev_alloc_free(nl_dev_alloc_t *a) {
   free(a);
 }
 
-static nl_dev_alloc_t *alloc_add(nl_devices_t *m, const char *uid, const char *container,
+nl_dev_alloc_t *nl__dev_alloc_add(nl_devices_t *m, const char *uid, const char *container,
                                  const char *resource) {
   nl_dev_alloc_t *a = nl_xcalloc(1, sizeof *a);
   a->pod_uid = nl_xstrdup(uid);
@@ -53,7 +46,7 @@ static nl_dev_alloc_t *alloc_add(nl_devices_t *m, const char *uid, const char *c
   return a;
 }
 
-static void alloc_push(nl_dev_alloc_t *a, const char *id) {
+void nl__dev_alloc_push(nl_dev_alloc_t *a, const char *id) {
   a->ids = nl_xrealloc(a->ids, (a->n_ids + 1) * sizeof *a->ids);
   a->ids[a->n_ids++] = nl_xstrdup(id);
 }
@@ -157,9 +150,9 @@ static char *assign(nl_devices_t *m, const nl_pod_t *pod, const nl_container_t *
   }
   if (!r->devs && !r->ep && !r->ended_at)
     return nl_xasprintf("cannot allocate unregistered device %s", r->name);
-  a = alloc_add(m, uid, c->name, r->name);
+  a = nl__dev_alloc_add(m, uid, c->name, r->name);
   *made = true;
-  for (size_t i = 0; i < reuse->n && needed > 0; i++, needed--) alloc_push(a, reuse->ids[i]);
+  for (size_t i = 0; i < reuse->n && needed > 0; i++, needed--) nl__dev_alloc_push(a, reuse->ids[i]);
   if (needed == 0) return NULL;
   size_t available = 0;
   for (size_t i = 0; i < r->n_devs; i++)
@@ -169,7 +162,7 @@ static char *assign(nl_devices_t *m, const nl_pod_t *pod, const nl_container_t *
                         "Available: %zu", r->name, (long long)needed, available);
   for (size_t i = 0; i < r->n_devs && needed > 0; i++) {
     if (!r->ep || !r->devs[i].healthy || in_use(m, r->name, r->devs[i].id)) continue;
-    alloc_push(a, r->devs[i].id);
+    nl__dev_alloc_push(a, r->devs[i].id);
     needed--;
   }
   return NULL;
@@ -236,7 +229,9 @@ typedef struct dev_req {
   char **resources; /* of its assignments, in order */
   size_t n;
   int pending;      /* calls in flight */
+  uint64_t ckpt_gen; /* the checkpoint that holds its Allocate answers */
   bool prestarted;
+  bool ckpt_wait;   /* answered once that checkpoint is written */
   char *err;
   nl_devices_container_fn fn; /* NULL once answered */
   void *ctx;
@@ -274,7 +269,7 @@ static void on_allocate(const nl_grpc_status_t *st, ProtobufCMessage *resp, void
       a->resp_len = protobuf_c_message_get_packed_size(cr);
       a->resp = nl_xmalloc(a->resp_len + 1);
       protobuf_c_message_pack(cr, a->resp);
-      nl__dev_checkpoint_write(q->m);
+      q->ckpt_gen = nl__dev_checkpoint_write(q->m);
     }
   }
   free(dc->resource);
@@ -368,8 +363,26 @@ static void req_next(dev_req_t *q) {
     }
     if (q->pending > 0) return;
   }
+  /* As upstream, the container starts only once its devices' Allocate
+   * answers are in the checkpoint: an agent restarted after the start finds
+   * them there, and allocates nothing twice. */
+  if (!q->err && q->ckpt_gen > q->m->ckpt_done) {
+    q->ckpt_wait = true;
+    return;
+  }
   req_answer(q);
   req_free(q);
+}
+
+void nl__dev_requests_checkpointed(nl_devices_t *m, const char *err) {
+  nl_list_t *pos, *tmp;
+  nl_list_foreach_safe(pos, tmp, &m->requests) {
+    dev_req_t *q = nl_list_entry(pos, dev_req_t, link);
+    if (!q->ckpt_wait || q->ckpt_gen > m->ckpt_done) continue;
+    q->ckpt_wait = false;
+    if (err && !q->err) q->err = nl_xasprintf("device manager: %s", err);
+    req_next(q);
+  }
 }
 
 bool nl_devices_container(nl_devices_t *m, const nl_pod_t *pod, const nl_container_t *c,
@@ -420,158 +433,8 @@ void nl__dev_requests_cancel(nl_devices_t *m) {
     nl_devices_container_fn fn = q->fn;
     q->fn = NULL;
     fn(q->ctx, NULL, 0, "the device manager is stopping");
-    /* its calls end CANCELLED as the plugin connections close; the last frees it */
+    /* Its calls end CANCELLED as the plugin connections close, and the last
+     * frees it; one waiting only for the checkpoint has none. */
+    if (q->pending == 0) req_free(q);
   }
-}
-
-/* ---- the checkpoint (upstream's kubelet_internal_checkpoint layout) ---- */
-
-static uint32_t fnv32a(const char *s) {
-  uint32_t h = 2166136261u;
-  for (; *s; s++) h = (h ^ (uint8_t)*s) * 16777619u;
-  return h;
-}
-
-static json_t *checkpoint_data(const nl_devices_t *m) {
-  json_t *entries = json_array();
-  for (nl_list_t *p = m->allocs.next; p != &m->allocs; p = p->next) {
-    const nl_dev_alloc_t *a = nl_list_entry(p, nl_dev_alloc_t, link);
-    json_t *ids = json_array();
-    for (size_t i = 0; i < a->n_ids; i++) json_array_append_new(ids, json_string(a->ids[i]));
-    json_t *e = json_pack("{s:s, s:s, s:s, s:{s:o}}", "PodUID", a->pod_uid, "ContainerName",
-                          a->container, "ResourceName", a->resource, "DeviceIDs", "-1", ids);
-    if (a->resp) {
-      size_t olen = 0;
-      mbedtls_base64_encode(NULL, 0, &olen, a->resp, a->resp_len);
-      unsigned char *b = nl_xmalloc(olen + 1);
-      mbedtls_base64_encode(b, olen + 1, &olen, a->resp, a->resp_len);
-      b[olen] = 0;
-      json_object_set_new(e, "AllocResp", json_string((char *)b));
-      free(b);
-    }
-    json_array_append_new(entries, e);
-  }
-  json_t *reg = json_object();
-  nl_map_iter_t it;
-  const char *key;
-  void *v;
-  nl_map_iter_init(&it, &m->resources);
-  while (nl_map_iter_next(&it, &key, &v)) {
-    const nl_dev_resource_t *r = v;
-    if (r->expired) continue;
-    json_t *ids = json_array();
-    for (size_t i = 0; i < r->n_devs; i++) json_array_append_new(ids, json_string(r->devs[i].id));
-    json_object_set_new(reg, r->name, ids);
-  }
-  return json_pack("{s:o, s:o}", "PodDeviceEntries", entries, "RegisteredDevices", reg);
-}
-
-static int write_file(const char *path, const char *data, size_t len) {
-  char *tmp = nl_xasprintf("%s.tmp", path);
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  int rc = -1;
-  if (fd >= 0) {
-    size_t off = 0;
-    while (off < len) {
-      ssize_t w = write(fd, data + off, len - off);
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) break;
-      off += (size_t)w;
-    }
-    rc = off == len && fsync(fd) == 0 ? 0 : -1;
-    close(fd);
-    if (rc == 0) rc = rename(tmp, path);
-    if (rc < 0) unlink(tmp);
-  }
-  free(tmp);
-  if (rc == 0) { /* the rename survives a power cut */
-    char *dir = nl_xstrdup(path);
-    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-      fsync(dfd);
-      close(dfd);
-    }
-    free(dir);
-  }
-  return rc;
-}
-
-void nl__dev_checkpoint_write(nl_devices_t *m) {
-  if (m->state == NL_DEVICES_STOPPED) return;
-  json_t *data = checkpoint_data(m);
-  char *sum_text = json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS);
-  json_t *doc = json_pack("{s:o, s:I}", "Data", data, "Checksum", (json_int_t)fnv32a(sum_text));
-  free(sum_text);
-  char *text = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
-  json_decref(doc);
-  if (write_file(m->checkpoint_path, text, strlen(text)) < 0)
-    nl_error("device manager: write checkpoint %s: %s", m->checkpoint_path, strerror(errno));
-  free(text);
-}
-
-int nl__dev_checkpoint_read(nl_devices_t *m, nl_err_t **err) {
-  json_error_t je;
-  json_t *doc = json_load_file(m->checkpoint_path, 0, &je);
-  if (!doc) {
-    if (access(m->checkpoint_path, F_OK) < 0 && errno == ENOENT) return 0;
-    return nl_err_set(err, NL_EINVAL, "read %s: %s", m->checkpoint_path, je.text);
-  }
-  json_t *data = json_object_get(doc, "Data");
-  json_t *sum = json_object_get(doc, "Checksum");
-  char *text = data ? json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-  bool ok = text && json_is_integer(sum) && (json_int_t)fnv32a(text) == json_integer_value(sum);
-  free(text);
-  if (!ok) {
-    json_decref(doc);
-    return nl_err_set(err, NL_EINVAL, "%s: checksum mismatch or not a device checkpoint",
-                      m->checkpoint_path);
-  }
-  size_t i;
-  json_t *e;
-  json_array_foreach(json_object_get(data, "PodDeviceEntries"), i, e) {
-    const char *uid = json_string_value(json_object_get(e, "PodUID"));
-    const char *cname = json_string_value(json_object_get(e, "ContainerName"));
-    const char *res = json_string_value(json_object_get(e, "ResourceName"));
-    if (!uid || !cname || !res) continue;
-    nl_dev_alloc_t *a = nl__dev_alloc_find(m, uid, cname, res);
-    if (!a) a = alloc_add(m, uid, cname, res);
-    const char *numa;
-    json_t *ids;
-    json_object_foreach(json_object_get(e, "DeviceIDs"), numa, ids) {
-      size_t j;
-      json_t *id;
-      json_array_foreach(ids, j, id) {
-        if (json_is_string(id)) alloc_push(a, json_string_value(id));
-      }
-    }
-    const char *b64 = json_string_value(json_object_get(e, "AllocResp"));
-    if (b64 && *b64) {
-      size_t olen = 0, n = strlen(b64);
-      unsigned char *out = nl_xmalloc(n + 1);
-      if (mbedtls_base64_decode(out, n + 1, &olen, (const unsigned char *)b64, n) == 0) {
-        a->resp = out;
-        a->resp_len = olen;
-      } else {
-        free(out);
-      }
-    }
-  }
-  const char *name;
-  json_t *ids;
-  json_object_foreach(json_object_get(data, "RegisteredDevices"), name, ids) {
-    if (!nl_devices_extended_name(name)) continue;
-    nl_dev_resource_t *r = nl__dev_resource(m, name);
-    size_t j, n = 0;
-    json_t *id;
-    r->devs = nl_xcalloc(json_array_size(ids) + 1, sizeof *r->devs);
-    json_array_foreach(ids, j, id) {
-      if (json_is_string(id) && n < m->opts.max_devices)
-        r->devs[n++] = (nl_dev_t){nl_xstrdup(json_string_value(id)), false};
-    }
-    r->n_devs = n;
-    r->ended_at = uv_now(m->loop) ? uv_now(m->loop) : 1; /* until its plugin registers again */
-  }
-  json_decref(doc);
-  nl_info("device manager: read %s", m->checkpoint_path);
-  return 0;
 }

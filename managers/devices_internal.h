@@ -61,9 +61,18 @@ typedef struct nl_dev_alloc {
 nl_dev_alloc_t *nl__dev_alloc_find(const nl_devices_t *m, const char *uid, const char *container,
                                    const char *resource);
 void nl__dev_alloc_free(nl_dev_alloc_t *a);
-/* Writes the checkpoint now (a temporary file, fsync, rename, fsync of the
- * directory); a failure is logged. */
-void nl__dev_checkpoint_write(nl_devices_t *m);
+nl_dev_alloc_t *nl__dev_alloc_add(nl_devices_t *m, const char *uid, const char *container,
+                                  const char *resource);
+void nl__dev_alloc_push(nl_dev_alloc_t *a, const char *id);
+/* Asks for the checkpoint to be written with the state as it is now, on the
+ * thread pool (one write at a time; a failure is logged). Returns the
+ * generation that holds this state: written once m->ckpt_done reaches it. */
+uint64_t nl__dev_checkpoint_write(nl_devices_t *m);
+/* A checkpoint write ended (err: why it failed, else NULL): the container
+ * requests waiting for it go on, or fail with err. */
+void nl__dev_requests_checkpointed(nl_devices_t *m, const char *err);
+/* Drops what a checkpoint write held of the manager (devices.c). */
+void nl__dev_unref(nl_devices_t *m);
 /* Reads it into m->allocs (and the registered devices, as unhealthy until
  * their plugin registers). Returns 0, or -1 with *err. A missing file is 0. */
 int nl__dev_checkpoint_read(nl_devices_t *m, nl_err_t **err);

@@ -5,7 +5,6 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 #include "reactor/arena.h"
 #include "reactor/tree.h"
 #include "reactor/digest.h"
+#include "reactor/fs.h"
 #include "reactor/xalloc.h"
 
 #define MAGIC "nanolet-pod-checkpoint v1 sha256:"
@@ -110,52 +110,9 @@ static void job_free(job_t *j) {
   free(j);
 }
 
-static int write_all(int fd, const char *p, size_t n) {
-  while (n) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) return -1;
-    p += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
-#define FAIL(what)      \
-  do {                  \
-    j->err = errno;     \
-    j->step = (what);   \
-    goto out;           \
-  } while (0)
-
 static void write_work(uv_work_t *w) {
   job_t *j = container_of(w, job_t, w);
-  char *tmp = nl_xasprintf("%s.tmp", j->path);
-  char *dir = nl_xstrdup(j->path);
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) FAIL("create");
-  if (write_all(fd, j->data, j->len) < 0 || fsync(fd) < 0) {
-    j->err = errno;
-    j->step = "write";
-    close(fd);
-    unlink(tmp);
-    goto out;
-  }
-  close(fd);
-  if (rename(tmp, j->path) < 0) {
-    j->err = errno;
-    j->step = "rename";
-    unlink(tmp);
-    goto out;
-  }
-  /* the rename itself must survive a power cut */
-  fd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) FAIL("open directory");
-  if (fsync(fd) < 0) j->err = errno, j->step = "fsync directory";
-  close(fd);
-out:
-  free(tmp);
-  free(dir);
+  j->err = nl_fs_replace(j->path, j->data, j->len, &j->step);
 }
 
 static void write_done(uv_work_t *w, int status) {

@@ -42,6 +42,7 @@ typedef struct world {
   bool reg_answered;
   /* a container's answers */
   bool got;
+  bool got_ckpt; /* the checkpoint held an Allocate answer when the container was answered */
   char got_err[256];
   char got_env[64];
   size_t got_n;
@@ -364,6 +365,15 @@ static void on_container(void *ctx, V1beta1__ContainerAllocateResponse *const *r
   w->got_n = n;
   snprintf(w->got_err, sizeof w->got_err, "%s", err ? err : "");
   w->got_env[0] = 0;
+  char cp[160];
+  snprintf(cp, sizeof cp, "%s/kubelet_internal_checkpoint", w->dir);
+  FILE *f = fopen(cp, "r");
+  char text[8192] = "";
+  if (f) {
+    text[fread(text, 1, sizeof text - 1, f)] = 0;
+    fclose(f);
+  }
+  w->got_ckpt = strstr(text, "\"AllocResp\"") != NULL;
   if (n && resps[0]->n_envs)
     snprintf(w->got_env, sizeof w->got_env, "%s", resps[0]->envs[0]->value);
 }
@@ -418,6 +428,7 @@ static void test_admit_allocate_restore(void **state) {
   assert_string_equal(w->got_env, want);
   assert_int_equal(w->allocates, 1);
   assert_int_equal(w->prestarts, 1);
+  assert_true(w->got_ckpt); /* the container starts only once its answer is checkpointed */
   /* no devices: nothing to do */
   assert_false(nl_devices_container(&w->m, other, &other->spec.containers[0], on_container, w));
 
