@@ -26,6 +26,8 @@ RES=example.com/resource
 REAL_NANOLET=$NANOLET
 NS_PID=
 PLUGIN_PID=
+FAKE_PID=
+PTY_PID=
 PLUGIN_LOG=$E2E_TMP/plugin.log
 
 # Clean-up at exit: the pods force-deleted and, when their sandboxes are still
@@ -44,6 +46,8 @@ devices_cleanup() {
   runtime_has_ns && fail "clean-up" "sandboxes left in $PODS_NS: $(ns_sandboxes | jq -c '[.[].metadata.name]')"
   note_stale
   stop_plugin TERM
+  [ -z "$FAKE_PID" ] || { kill "$FAKE_PID" 2>/dev/null; wait "$FAKE_PID" 2>/dev/null; }
+  [ -z "$PTY_PID" ] || { kill "$PTY_PID" 2>/dev/null; wait "$PTY_PID" 2>/dev/null; }
   kubectl delete ns "$PODS_NS" --wait=false >/dev/null 2>&1
   kubectl delete node "$NODE" --ignore-not-found >/dev/null 2>&1
   kubectl delete lease -n kube-node-lease "$NODE" --ignore-not-found >/dev/null 2>&1
@@ -53,6 +57,7 @@ devices_cleanup() {
   if [ -n "${E2E_KEEP:-}" ] || [ "$E2E_FAILED" -gt 0 ]; then
     echo "--- agent log (last 40 lines) ---"; tail -40 "$E2E_TMP/agent.log"
     echo "--- plugin log (last 20 lines) ---"; tail -20 "$PLUGIN_LOG"
+    echo "--- fake plugin log ---"; cat "$E2E_TMP/fake-plugin.log" 2>/dev/null
   fi
 }
 e2e_on_exit devices_cleanup
@@ -193,6 +198,74 @@ check "the plugin started again registered once more" [ "$(registrations)" = $((
 check "after the plugin's restart: the pod keeps its container" \
   kpod_is one '"\(.status.phase) \(.status.containerStatuses[0].containerID) \(.status.containerStatuses[0].restartCount)"' "Running $ID1 0"
 check "after the plugin's restart: nothing allocated again" [ "$(allocates)" = 1 ]
+
+# --- a device a workload uses: a pty through a plugin of the tests' own ----------
+# nanolet-fake-device-plugin (test/fakes) registers nanolet.test/pty and answers
+# Allocate with the host's pty slave as /dev/ttyTEST. The test holds the pty's
+# master: the container says "ping" through the device, the host answers
+# "pong" through the master, the container reads it. The answer has the slave
+# twice: as a DeviceSpec (runc makes the node and the device cgroup allows it)
+# and as a Mount on the same path, because a pty slave opens only through its
+# devpts (a node made with mknod elsewhere gives EIO) and runc keeps a mount
+# it finds where it would make the node.
+FAKE_LOG=$E2E_TMP/fake-plugin.log
+PTY_DIR=$E2E_TMP/pty
+mkdir -p "$PTY_DIR"
+python3 - "$PTY_DIR" <<'PY' &
+import os, select, sys, tty
+d = sys.argv[1]
+m, s = os.openpty()
+tty.setraw(s)  # bytes cross as they are: no echo, no line discipline
+with open(d + "/name.tmp", "w") as f:
+    f.write(os.ttyname(s))
+os.rename(d + "/name.tmp", d + "/name")
+got = b""
+out = open(d + "/read", "ab", buffering=0)
+while True:
+    if select.select([m], [], [], 1)[0]:
+        data = os.read(m, 4096)
+        out.write(data)
+        got += data
+        while b"\n" in got:
+            line, got = got.split(b"\n", 1)
+            if line.startswith(b"ping "):
+                os.write(m, b"pong " + line[5:] + b"\n")
+PY
+PTY_PID=$!
+if wait_for 5 test -s "$PTY_DIR/name"; then
+  PTS=$(cat "$PTY_DIR/name")
+  "$NANOLET_FAKE_DEVICE_PLUGIN" --resource nanolet.test/pty --device "$PTS:/dev/ttyTEST:rw" --mount "$PTS:/dev/ttyTEST" \
+    "$ROOT/device-plugins" >>"$FAKE_LOG" 2>&1 &
+  FAKE_PID=$!
+  pty_res_is() { [ "$(kubectl get node "$NODE" -o json 2>/dev/null | jq -r '"\(.status.capacity["nanolet.test/pty"]) \(.status.allocatable["nanolet.test/pty"])"')" = "1 1" ]; }
+  check "kubectl: the Node shows nanolet.test/pty capacity 1, allocatable 1" wait_for 10 pty_res_is
+  kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: pty, namespace: $PODS_NS}
+spec:
+  nodeName: $NODE
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  restartPolicy: Never
+  containers:
+  - name: c
+    image: $IMG
+    command: [sh, -c, 'exec 3<>/dev/ttyTEST || exit 1; echo "ping \$DEVICE_IDS" >&3; read -r line <&3; echo "got: \$line"; trap "exit 0" TERM; while true; do sleep 0.2; done']
+    resources: {limits: {nanolet.test/pty: "1"}}
+EOF
+  if wait_for 60 kpod_is pty .status.phase Running; then ok "kubectl: the pod asking for nanolet.test/pty is Running"
+  else fail "pty pod" "$(kpod pty | jq -c .status) $(kubectl logs -n "$PODS_NS" pty 2>&1)"; fi
+  check "the container's bytes reach the pty's master on the host" wait_for 10 grep -qx 'ping dev-1' "$PTY_DIR/read"
+  pty_logs() { kubectl logs -n "$PODS_NS" pty 2>/dev/null | grep -qx 'got: pong dev-1'; }
+  check "kubectl logs: the host's answer through the master reached the container" wait_for 10 pty_logs
+  st=$(stat -c '%t:%T' "$PTS")
+  check "kubectl exec: /dev/ttyTEST is the host's $PTS (char device $st)" \
+    test "$(kubectl exec -n "$PODS_NS" pty -- stat -c '%F %t:%T' /dev/ttyTEST 2>&1)" = "character special file $st"
+  check "the plugin was asked to Allocate once for it" [ "$(grep -c '^allocate dev-1$' "$FAKE_LOG")" = 1 ]
+else
+  fail "pty" "python3 did not open a pty pair"
+fi
 
 # --- clean-up ------------------------------------------------------------------------
 kubectl delete pods -n "$PODS_NS" --all --grace-period=0 --force >/dev/null 2>&1
