@@ -131,7 +131,7 @@ EOF
 
 # --- the plugin registers: capacity and allocatable --------------------------
 kubectl delete lease -n kube-node-lease "$NODE" --ignore-not-found >/dev/null 2>&1
-join_agent "$KC" || { fail "agent start" "$(tail -5 "$E2E_TMP/agent.log")"; exit 1; }
+join_agent "$KC" --v 2 || { fail "agent start" "$(tail -5 "$E2E_TMP/agent.log")"; exit 1; }
 check "the node is Ready" wait_for 20 node_ready
 check "without a plugin the Node has no $RES" res_is /
 t0=$(now_ms)
@@ -171,7 +171,7 @@ check "allocatable stays 2 (both devices healthy)" res_is 2/2
 # --- an agent restart ----------------------------------------------------------------
 regs=$(registrations)
 stop_agent TERM
-start_agent --config "$E2E_TMP/config.yaml" --kubeconfig "$KC" --node-ip "$NODE_IP" ||
+start_agent --config "$E2E_TMP/config.yaml" --kubeconfig "$KC" --node-ip "$NODE_IP" --v 2 ||
   { fail "agent restart" "$(tail -5 "$E2E_TMP/agent.log")"; exit 1; }
 # The sample registers again when kubelet.sock is made anew (10 s after it,
 # the stub's retry period).
@@ -189,6 +189,8 @@ check "after the agent's restart: the refused pod stays Failed" kpod_is three .s
 # --- a plugin restart ----------------------------------------------------------------
 stop_plugin KILL
 check "the plugin killed: allocatable 0, capacity still 2 (the grace period)" wait_for 10 res_is 2/0
+check "the agent's log (-v 2) names the lost connection as the plugin's" \
+  grep -q "device plugin $RES ($ROOT/device-plugins/dp\.[0-9]*): connection lost" "$E2E_TMP/agent.log"
 regs=$(registrations)
 t0=$(now_ms)
 start_plugin
