@@ -481,7 +481,8 @@ static nl_cri_client_t *client_of(nl_h2conn_t *conn) {
 static void conn_ready(nl_h2conn_t *conn, bool h2) {
   nl_cri_client_t *c = client_of(conn);
   assert(h2); /* a unix socket without TLS: always HTTP/2 */
-  nl_vlog(4, "CRI connection to %s ready", c->path);
+  if (c->label) nl_vlog(4, "%s: connected", c->label);
+  else nl_vlog(4, "CRI connection to %s ready", c->path);
   submit_waiting(c);
   if (c->events.wanted && !c->events.call && !uv_is_active((uv_handle_t *)&c->events_timer))
     events_start(c);
@@ -497,8 +498,9 @@ static void conn_moved(nl_h2conn_t *conn) {
 
 static void conn_goaway(nl_h2conn_t *conn) {
   nl_cri_client_t *c = client_of(conn);
-  nl_vlog(2, "CRI runtime %s sent GOAWAY (%s)", c->path,
-          nghttp2_http2_strerror(conn->goaway_code));
+  const char *why = nghttp2_http2_strerror(conn->goaway_code);
+  if (c->label) nl_vlog(2, "%s sent GOAWAY (%s)", c->label, why);
+  else nl_vlog(2, "CRI runtime %s sent GOAWAY (%s)", c->path, why);
 }
 
 /* The dial failed, or the connection ended: its open calls fail with
@@ -510,10 +512,12 @@ static void conn_lost(nl_h2conn_t *conn, const nl_err_t *err) {
   if (!conn->connected) {
     c->last_error = nl_xasprintf(
         "connection error: desc = \"transport: Error while dialing: %s\"", err->msg);
-    nl_vlog(2, "CRI runtime %s: %s", c->path, c->last_error);
+    if (c->label) nl_vlog(2, "%s: %s", c->label, c->last_error);
+    else nl_vlog(2, "CRI runtime %s: %s", c->path, c->last_error);
   } else {
     c->last_error = nl_xstrdup(err->msg);
-    nl_vlog(2, "CRI connection to %s lost: %s", c->path, err->msg);
+    if (c->label) nl_vlog(2, "%s: connection lost: %s", c->label, err->msg);
+    else nl_vlog(2, "CRI connection to %s lost: %s", c->path, err->msg);
     if (conn->h2) nl_grpc_fail_streams(conn->h2, err->msg);
   }
   /* Waiting calls now wait for a connection: their keys may be earlier. */
@@ -543,6 +547,8 @@ int nl_cri_client_init(nl_cri_client_t *c, uv_loop_t *loop, const char *endpoint
   c->loop = loop;
   if (opts) c->opts = *opts;
   nl_cri_opts_t *o = &c->opts;
+  if (o->label) c->label = nl_xstrdup(o->label);
+  o->label = c->label;
   if (!o->timeout_ms) o->timeout_ms = NL_CRI_DEFAULT_TIMEOUT_MS;
   if (!o->pull_timeout_ms) o->pull_timeout_ms = NL_CRI_DEFAULT_PULL_TIMEOUT_MS;
   if (!o->connect_wait_ms) o->connect_wait_ms = 5000;
@@ -585,6 +591,9 @@ static void closed_one(nl_cri_client_t *c) {
   drain(c);
   free(c->path);
   c->path = NULL;
+  free(c->label);
+  c->label = NULL;
+  c->opts.label = NULL;
   free(c->last_error);
   c->last_error = NULL;
   if (c->stop_cb) c->stop_cb(c);

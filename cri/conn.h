@@ -48,6 +48,9 @@ typedef struct nl_cri_opts {
   size_t max_stream_queue;      /* a stream with more messages received and not yet
                                  * delivered ends RESOURCE_EXHAUSTED; 0: no bound */
   nl_grpc_mem_t *mem;           /* allocator for nghttp2/protobuf-c; NULL: malloc */
+  const char *label;            /* the peer in log lines (copied), e.g. "device plugin
+                                 * example.com/resource (PATH)"; NULL: the runtime
+                                 * ("CRI runtime PATH", "CRI connection to PATH") */
 } nl_cri_opts_t;
 
 /* The client's life; the connection's is conn.state (reactor/h2conn.h). */
@@ -84,6 +87,7 @@ struct nl_cri_client {
   uv_timer_t events_timer;    /* restart of the events stream */
   int open_handles;           /* closed by stop; done_cb when back to 0 */
   char *last_error;           /* why the last connection attempt failed, owned */
+  char *label;                /* opts.label's copy, owned; NULL for the runtime */
 
   nl_list_t waiting;          /* calls waiting for a connection */
   nl_list_t active;           /* calls with a stream on the session */

@@ -303,8 +303,11 @@ static void ep_start(nl_devices_t *m, nl_dev_resource_t *r, const char *endpoint
       .max_recv_msg_size = m->opts.max_msg,
       .max_stream_queue = 16,
   };
+  char *label = nl_xasprintf("device plugin %s (%s)", r->name, ep->path);
+  co.label = label;
   nl_err_t *err = NULL;
   int rc = nl_cri_client_init(&ep->client, m->loop, ep->path, &co, &err);
+  free(label);
   assert(rc == 0); /* an absolute path always parses */
   (void)rc;
   nl_list_insert_tail(&m->endpoints, &ep->link);
