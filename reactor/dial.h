@@ -23,6 +23,7 @@
 #define NL_REACTOR_DIAL_H
 
 #include <netdb.h>
+#include <sys/un.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
@@ -74,7 +75,8 @@ struct nl_dial {
   nl_err_t *later;   /* a failure found while starting, reported from the timer */
   int live;          /* handles and requests still to come back */
   bool gai_pending, io_open, done, closing;
-  char peer[INET6_ADDRSTRLEN + 8]; /* "ip:port" or the socket path, as Go prints it */
+  /* "[ip]:port", or the socket path (up to sun_path's 108 bytes), as Go prints it */
+  char peer[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
 };
 
 /* Starts dialing. Everything in opts is copied. Errors, a bad option

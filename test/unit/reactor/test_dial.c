@@ -226,6 +226,24 @@ static void unix_missing(void **state) {
   world_end(&w);
 }
 
+/* A path as long as sun_path takes (a device plugin's under a deep root dir)
+ * is named whole in the error. */
+static void unix_long_path_named_whole(void **state) {
+  world_t w;
+  world_init(&w);
+  char path[108];
+  memset(path, 'p', sizeof path - 1);
+  memcpy(path, "/tmp/", 5);
+  path[sizeof path - 1] = 0;
+  dial(&w, &(nl_dial_opts_t){.unix_path = path});
+  assert_int_equal(w.results, 1);
+  assert_int_equal(w.code, ENOENT);
+  char want[256];
+  snprintf(want, sizeof want, "dial unix %s: connect: no such file or directory", path);
+  assert_string_equal(w.msg, want);
+  world_end(&w);
+}
+
 static void tls_with_alpn(void **state) {
   static const char *const srv_alpn[] = {"h2", "http/1.1", NULL};
   static const char *const h2[] = {"h2", NULL};
@@ -300,6 +318,7 @@ int main(void) {
       cmocka_unit_test(bad_address),
       cmocka_unit_test(unix_connects_and_reads),
       cmocka_unit_test(unix_missing),
+      cmocka_unit_test(unix_long_path_named_whole),
       cmocka_unit_test(tls_with_alpn),
       cmocka_unit_test(tls_wrong_name),
       cmocka_unit_test(handshake_deadline),
