@@ -62,6 +62,11 @@ NANOLET_TESTENV_DIR=$PRIV NANOLET_TESTENV_BRIDGE=nl-br9 NANOLET_TESTENV_SUBNET=1
   NANOLET_TESTENV_NO_REGISTRY=1 "$HERE/../testenv/setup.sh" >/dev/null 2>"$TMP/setup.log"
 EP=unix://$PRIV/run/containerd.sock
 [ -S "${EP#unix://}" ] || { echo "no private containerd:"; tail -3 "$TMP/setup.log"; exit 1; }
+# The node IP on the private bridge before its first pod: setup.sh makes the
+# bridge bare, and the CNI plugin gives it this gateway address (the subnet's
+# first) only with a pod, where both agents check their node IP at start.
+ip -4 addr show dev nl-br9 2>/dev/null | grep -q "inet $NODE_IP/" ||
+  ip addr add "$NODE_IP/24" dev nl-br9 || { echo "cannot give nl-br9 the node IP $NODE_IP"; exit 1; }
 
 # conn_bytes: "LOCALADDR SENT RECEIVED SEGS_OUT SEGS_IN HEADER" for each
 # connection of $PID to the apiserver: payload bytes, segments (pure ACKs
