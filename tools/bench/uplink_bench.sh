@@ -88,7 +88,8 @@ conn_bytes() {
 # retransmissions included). Output: `socket cgroupv2` names the sending
 # socket; input: it looks the receiving one up, so on loopback a packet of the
 # agent's is counted once, leaving it. Connections opened or closed in the
-# window are counted like the others. The table has counters and no verdicts;
+# window are counted like the others (but for the last ACK of one the agent
+# closed: TIME_WAIT's socket is no one's). The table has counters and no verdicts;
 # it goes at exit. None of it without nft or a cgroup2 mount: ss's figures
 # alone then.
 CG2=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)
