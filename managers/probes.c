@@ -295,6 +295,15 @@ static bool step(worker_t *w) {
       return true;
   }
   if (w->on_hold) return true;
+  /* Created, not started yet: nothing to judge. The cache shows this while the
+   * pod's sync is between CreateContainer and StartContainer; a Failure set now
+   * would stay under this id (startup gating and initialDelaySeconds keep the
+   * worker from checking, and so from clearing it, after the start) and the
+   * sync after the start would kill a container no probe ever saw fail.
+   * Upstream's workers read the status manager, whose status each sync makes
+   * from a cache newer than the end of the previous sync (so not from the
+   * middle of a start); this worker reads the PLEG cache, relisted any time. */
+  if (c->state == NL_RT_CONTAINER_CREATED) return true;
   if (c->state != NL_RT_CONTAINER_RUNNING) {
     bool never = pod->spec.restart_policy && strcmp(pod->spec.restart_policy, "Never") == 0 &&
                  !(w->spec->restart_policy && strcmp(w->spec->restart_policy, "Always") == 0);

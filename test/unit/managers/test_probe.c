@@ -559,6 +559,7 @@ typedef struct world {
   int changes;
   nl_probe_type_t last_type;
   nl_probe_result_t last;
+  int failures[3]; /* Failure reports per probe type */
   char last_event[256];
   int events;
   bool stopped;
@@ -577,6 +578,7 @@ static void w_changed(void *ctx, const char *uid, const char *c, nl_probe_type_t
   w->changes++;
   w->last_type = t;
   w->last = r;
+  if (r == NL_PROBE_RESULT_FAILURE) w->failures[t]++;
 }
 
 static void w_event(void *ctx, const nl_pod_t *pod, const char *c, const char *type,
@@ -652,6 +654,91 @@ static void wait_checks(world_t *w, uint64_t n) {
   if (w->m.checks_done < n) fail_msg("only %llu checks", (unsigned long long)w->m.checks_done);
   (void)target;
   (void)cur;
+}
+
+/* Runs the loop until n results have been reported (each report comes from a
+ * worker's tick): no sleeping, whatever the machine's load. */
+static void wait_changes(world_t *w, int n) {
+  w->h.timed_out = false;
+  uv_timer_start(&w->h.guard, harness_guard_fired, 5000, 0);
+  while (w->changes < n && !w->h.timed_out) uv_run(&w->h.loop, UV_RUN_ONCE);
+  uv_timer_stop(&w->h.guard);
+  if (w->changes < n) fail_msg("only %d results reported", w->changes);
+}
+
+/* The PLEG cache can show a container created and not yet started: the sync
+ * that starts a pod's containers one after the other runs while a relist
+ * lists them (on containerd 2 about 200 ms from CreateContainer to the end of
+ * StartContainer). A worker that ticks then must not judge the container: a
+ * liveness Failure set for it is kept under its id, and the sync that follows
+ * its start (PLEG's ContainerStarted) kills it at once, before any check of
+ * the running container; startup gating or initialDelaySeconds keep the
+ * worker from checking it and so from clearing that Failure. The ticks are
+ * awaited by their reports, the start is a change of the status source: the
+ * same order every run. */
+static void test_not_started_yet(void **state) {
+  (void)state;
+  static const char *const cases[] = {
+      /* a startup-gated liveness probe (e2e's "slow") */
+      "    startupProbe:\n      httpGet: {path: /s, port: PORT}\n"
+      "      periodSeconds: 1\n      failureThreshold: 30\n"
+      "    livenessProbe:\n      httpGet: {path: /l, port: PORT}\n"
+      "      periodSeconds: 1\n      failureThreshold: 1\n"
+      "    readinessProbe:\n      httpGet: {path: /r, port: PORT}\n"
+      "      periodSeconds: 1\n",
+      /* a liveness probe with an initial delay (e2e's "tcp") */
+      "    livenessProbe:\n      tcpSocket: {port: PORT}\n"
+      "      initialDelaySeconds: 2\n      periodSeconds: 1\n      failureThreshold: 1\n",
+      /* a plain one whose next tick comes after the start (e2e's "reused") */
+      "    livenessProbe:\n      tcpSocket: {port: PORT}\n"
+      "      periodSeconds: 2\n      failureThreshold: 1\n",
+  };
+  static const int workers[] = {3, 1, 1};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    world_t w;
+    world_start(&w);
+    w.web.code_s = w.web.code_l = 500;
+    w.c.state = NL_RT_CONTAINER_CREATED;
+    w.c.started_at = 0; /* as the cache has it before the start */
+    nl_pod_t *pod = probe_pod(w.web.port, cases[i]);
+    nl_probe_status_ctx_t sc = {&w.m, pod};
+    nl_probe_manager_add_pod(&w.m, pod);
+    /* every worker has ticked and taken the instance (its initial result) */
+    wait_changes(&w, workers[i] - (pod->spec.containers[0].startup_probe ? 1 : 0));
+    harness_sleep(&w.h, 100); /* and ticks again: 5 periods */
+    assert_int_equal(w.failures[NL_PROBE_TYPE_LIVENESS], 0);
+    assert_int_equal(w.failures[NL_PROBE_TYPE_STARTUP], 0);
+    assert_int_equal(nl_probe_manager_runtime_result(&w.m, "c1", NL_PROBE_LIVENESS),
+                     NL_PROBE_RESULT_SUCCESS);
+    assert_int_equal(w.m.checks_done, 0); /* nothing probed a container not started */
+    if (pod->spec.containers[0].startup_probe) {
+      assert_int_equal(nl_probe_manager_status_probe(&sc, "c", "c1", true),
+                       NL_STATUS_PROBE_PENDING);
+      assert_int_equal(nl_probe_manager_result(&w.m, "c1", NL_PROBE_TYPE_READINESS),
+                       NL_PROBE_RESULT_FAILURE);
+    }
+    /* the start, as PLEG's next relist writes it: what computePodActions reads
+     * in the sync it triggers is a live container's Success */
+    w.c.state = NL_RT_CONTAINER_RUNNING;
+    w.c.started_at = w.now;
+    assert_int_equal(nl_probe_manager_runtime_result(&w.m, "c1", NL_PROBE_LIVENESS),
+                     NL_PROBE_RESULT_SUCCESS);
+    if (i < 2) { /* gated or delayed: nothing judges the running container yet */
+      harness_sleep(&w.h, 100);
+      assert_int_equal(w.failures[NL_PROBE_TYPE_LIVENESS], 0);
+      assert_int_equal(nl_probe_manager_runtime_result(&w.m, "c1", NL_PROBE_LIVENESS),
+                       NL_PROBE_RESULT_SUCCESS);
+    }
+    /* a container that exited is still a failure (upstream) */
+    w.c.state = NL_RT_CONTAINER_EXITED;
+    w.c.finished_at = w.now;
+    harness_sleep(&w.h, 100);
+    assert_int_equal(nl_probe_manager_runtime_result(&w.m, "c1", NL_PROBE_LIVENESS),
+                     NL_PROBE_RESULT_FAILURE);
+    nl_probe_manager_remove_pod(&w.m, "u1");
+    nl_pod_free(pod);
+    world_finish(&w);
+  }
 }
 
 static void test_readiness_thresholds(void **state) {
@@ -993,6 +1080,7 @@ int main(void) {
       cmocka_unit_test(test_readiness_right_after_startup),
       cmocka_unit_test(test_reconcile_takes_the_latest_version),
       cmocka_unit_test(test_initial_delay_and_errors),
+      cmocka_unit_test(test_not_started_yet),
       cmocka_unit_test(test_hooks),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
