@@ -341,12 +341,12 @@ static bool label_ok(const char *s) {
   return true;
 }
 
-static void h_register(void *ctx, nl_grpc_call_t *call, const uint8_t *data, size_t len) {
-  nl_devices_t *m = ctx;
+int nl__dev_register(nl_devices_t *m, const uint8_t *data, size_t len, char **msg) {
+  *msg = NULL;
   V1beta1__RegisterRequest *r = v1beta1__register_request__unpack(NULL, len, data);
   if (!r) {
-    nl_grpc_call_reply(call, NL_GRPC_INTERNAL, "grpc: error unmarshalling request", NULL, 0);
-    return;
+    *msg = nl_xstrdup("grpc: error unmarshalling request");
+    return NL_GRPC_INTERNAL;
   }
   nl_info("got registration request from device plugin with resource name \"%s\"",
           r->resource_name);
@@ -367,13 +367,10 @@ static void h_register(void *ctx, nl_grpc_call_t *call, const uint8_t *data, siz
   if (bad || m->state != NL_DEVICES_RUNNING) {
     if (bad) nl_warn("bad registration request from device plugin with resource name \"%s\": %s",
                      r->resource_name, bad);
-    nl_grpc_call_reply(call, NL_GRPC_UNKNOWN, bad ? bad : "kubelet is stopping", NULL, 0);
-    free(bad);
+    *msg = bad ? bad : nl_xstrdup("kubelet is stopping");
     v1beta1__register_request__free_unpacked(r, NULL);
-    return;
+    return NL_GRPC_UNKNOWN;
   }
-  V1beta1__Empty empty = V1BETA1__EMPTY__INIT;
-  nl_grpc_call_reply_msg(call, &empty.base);
   m->registrations++;
   nl_dev_resource_t *res = nl__dev_resource(m, r->resource_name);
   res->pre_start_required = r->options && r->options->pre_start_required;
@@ -388,6 +385,19 @@ static void h_register(void *ctx, nl_grpc_call_t *call, const uint8_t *data, siz
   }
   ep_start(m, res, r->endpoint);
   v1beta1__register_request__free_unpacked(r, NULL);
+  return NL_GRPC_OK;
+}
+
+static void h_register(void *ctx, nl_grpc_call_t *call, const uint8_t *data, size_t len) {
+  char *msg;
+  int code = nl__dev_register(ctx, data, len, &msg);
+  if (code == NL_GRPC_OK) {
+    V1beta1__Empty empty = V1BETA1__EMPTY__INIT;
+    nl_grpc_call_reply_msg(call, &empty.base);
+  } else {
+    nl_grpc_call_reply(call, code, msg, NULL, 0);
+  }
+  free(msg);
 }
 
 /* ---- life cycle ---- */
