@@ -17,6 +17,7 @@
 #include "cri/conn.h"
 #include "managers/events.h"
 #include "managers/devices.h"
+#include "managers/podresources.h"
 #include "managers/eviction.h"
 #include "managers/gc.h"
 #include "managers/mirror.h"
@@ -113,9 +114,10 @@ struct nl_kubelet {
   bool lock_watch_up;
   uv_poll_t lock_watch;
 
-  /* Device plugins (kubelet_devices.c). */
-  bool devices_up;
+  /* Device plugins and the pod resources API (kubelet_devices.c). */
+  bool devices_up, podres_up;
   nl_devices_t devices;
+  nl_podres_t podres;
 
   /* Eviction and garbage collection (kubelet_evict.c): CRI users. */
   bool gc_up, eviction_up;

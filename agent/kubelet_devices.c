@@ -20,12 +20,38 @@ int nl__kubelet_devices_start(nl_kubelet_t *k, nl_err_t **err) {
       .changed_ctx = k,
       .pod_active = nl__kubelet_pod_active,
       .pod_active_ctx = k,
+      .metrics = &k->metrics,
   };
   int rc = nl_devices_start(&k->devices, k->loop, &o, err);
   free(dir);
   k->devices_up = true; /* stopped in any case */
   k->pending++;
   return rc < 0 ? nl_err_wrap(err, "device manager") : 0;
+}
+
+int nl__kubelet_podres_start(nl_kubelet_t *k, nl_err_t **err) {
+  char *dir = nl_xasprintf("%s/pod-resources", k->cfg->root_dir);
+  nl_podres_deps_t d = {
+      .pods = &k->pods,
+      .pod_active = nl__kubelet_pod_active,
+      .pod_active_ctx = k,
+      .devices = k->devices_up ? &k->devices : NULL,
+      .metrics = &k->metrics,
+  };
+  int rc = nl_podres_start(&k->podres, k->loop, dir, &d, err);
+  free(dir);
+  k->podres_up = true; /* stopped in any case */
+  k->pending++;
+  return rc;
+}
+
+static void on_podres_stopped(nl_podres_t *p, void *ctx) {
+  (void)p;
+  nl__kubelet_release(ctx);
+}
+
+void nl__kubelet_podres_stop(nl_kubelet_t *k) {
+  if (k->podres_up) nl_podres_stop(&k->podres, on_podres_stopped, k);
 }
 
 static void on_devices_stopped(nl_devices_t *m, void *ctx) {

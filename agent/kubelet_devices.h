@@ -1,6 +1,8 @@
 /* The device manager of the agent (agent/kubelet_devices.c): device plugins
  * register on <root-dir>/device-plugins/kubelet.sock; their resources reach
- * the Node's status, admission and the containers' configs. */
+ * the Node's status, admission and the containers' configs, and the pod
+ * resources API (<root-dir>/pod-resources/kubelet.sock) tells node agents
+ * which pod holds which device. */
 #ifndef NL_KUBELET_DEVICES_H
 #define NL_KUBELET_DEVICES_H
 
@@ -9,6 +11,11 @@
 /* Serves the Registration service. Returns 0, or -1 with *err (the socket
  * cannot be served: upstream's kubelet does not start either). */
 int nl__kubelet_devices_start(nl_kubelet_t *k, nl_err_t **err);
+/* The pod resources API on <root-dir>/pod-resources/kubelet.sock, after the
+ * device manager. Returns 0, or -1 with *err (upstream's kubelet exits too). */
+int nl__kubelet_podres_start(nl_kubelet_t *k, nl_err_t **err);
+/* Before the device manager, whose assignments it reads. */
+void nl__kubelet_podres_stop(nl_kubelet_t *k);
 /* Before the runtime manager: container requests in flight are answered. */
 void nl__kubelet_devices_stop(nl_kubelet_t *k);
 /* The runtime manager's hook (nl_runtime_opts_t.devices). */

@@ -15,6 +15,7 @@
 #include "managers/devices_internal.h"
 #include "reactor/fs.h"
 #include "reactor/log.h"
+#include "reactor/utf8.h"
 #include "reactor/xalloc.h"
 
 #define PATH_REGISTER "/v1beta1.Registration/Register"
@@ -122,6 +123,22 @@ nl_devices_count_t *nl_devices_counts(const nl_devices_t *m, size_t *n) {
   }
   qsort(out, *n, sizeof *out, count_cmp);
   return out;
+}
+
+void nl_devices_foreach_allocatable(const nl_devices_t *m, nl_devices_ids_fn fn, void *ctx) {
+  size_t n;
+  nl_devices_count_t *names = nl_devices_counts(m, &n); /* sorted */
+  for (size_t i = 0; i < n; i++) {
+    const nl_dev_resource_t *r = nl_map_get(&m->resources, names[i].name);
+    if (!r || r->expired || !r->ep) continue;
+    const char **ids = nl_xcalloc(r->n_devs + 1, sizeof *ids);
+    size_t k = 0;
+    for (size_t j = 0; j < r->n_devs; j++)
+      if (r->devs[j].healthy) ids[k++] = r->devs[j].id;
+    if (k) fn(ctx, r->name, ids, k);
+    free(ids);
+  }
+  free(names);
 }
 
 /* ---- the grace period ---- */
@@ -320,15 +337,27 @@ static void ep_start(nl_devices_t *m, nl_dev_resource_t *r, const char *endpoint
 
 /* ---- Registration ---- */
 
-static void h_register(void *ctx, nl_grpc_call_t *call, const uint8_t *data, size_t len) {
-  nl_devices_t *m = ctx;
+static bool label_ok(const char *s) {
+  size_t n = strlen(s);
+  if (n > 253) return false;
+  for (size_t i = 0, k; i < n; i += k)
+    if (!(k = nl_utf8_seq((const unsigned char *)s + i, n - i))) return false;
+  return true;
+}
+
+int nl__dev_register(nl_devices_t *m, const uint8_t *data, size_t len, char **msg) {
+  *msg = NULL;
   V1beta1__RegisterRequest *r = v1beta1__register_request__unpack(NULL, len, data);
   if (!r) {
-    nl_grpc_call_reply(call, NL_GRPC_INTERNAL, "grpc: error unmarshalling request", NULL, 0);
-    return;
+    *msg = nl_xstrdup("grpc: error unmarshalling request");
+    return NL_GRPC_INTERNAL;
   }
   nl_info("got registration request from device plugin with resource name \"%s\"",
           r->resource_name);
+  /* upstream counts every request; a label value must be UTF-8 (client_golang
+   * refuses others) and is bounded here so that a plugin cannot blow up /metrics */
+  if (m->opts.metrics && label_ok(r->resource_name))
+    nl_kmetrics_device_registration(m->opts.metrics, r->resource_name);
   char *bad = NULL;
   if (strcmp(r->version, NL_DEVICES_API_VERSION) != 0)
     bad = nl_xasprintf("requested API version \"%s\" is not supported by kubelet. Supported "
@@ -342,13 +371,10 @@ static void h_register(void *ctx, nl_grpc_call_t *call, const uint8_t *data, siz
   if (bad || m->state != NL_DEVICES_RUNNING) {
     if (bad) nl_warn("bad registration request from device plugin with resource name \"%s\": %s",
                      r->resource_name, bad);
-    nl_grpc_call_reply(call, NL_GRPC_UNKNOWN, bad ? bad : "kubelet is stopping", NULL, 0);
-    free(bad);
+    *msg = bad ? bad : nl_xstrdup("kubelet is stopping");
     v1beta1__register_request__free_unpacked(r, NULL);
-    return;
+    return NL_GRPC_UNKNOWN;
   }
-  V1beta1__Empty empty = V1BETA1__EMPTY__INIT;
-  nl_grpc_call_reply_msg(call, &empty.base);
   m->registrations++;
   nl_dev_resource_t *res = nl__dev_resource(m, r->resource_name);
   res->pre_start_required = r->options && r->options->pre_start_required;
@@ -363,6 +389,19 @@ static void h_register(void *ctx, nl_grpc_call_t *call, const uint8_t *data, siz
   }
   ep_start(m, res, r->endpoint);
   v1beta1__register_request__free_unpacked(r, NULL);
+  return NL_GRPC_OK;
+}
+
+static void h_register(void *ctx, nl_grpc_call_t *call, const uint8_t *data, size_t len) {
+  char *msg;
+  int code = nl__dev_register(ctx, data, len, &msg);
+  if (code == NL_GRPC_OK) {
+    V1beta1__Empty empty = V1BETA1__EMPTY__INIT;
+    nl_grpc_call_reply_msg(call, &empty.base);
+  } else {
+    nl_grpc_call_reply(call, code, msg, NULL, 0);
+  }
+  free(msg);
 }
 
 /* ---- life cycle ---- */

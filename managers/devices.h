@@ -48,6 +48,7 @@
 #include "agent/model/pod.h"
 #include "cri/deviceplugin.pb-c.h"
 #include "cri/grpc_server.h"
+#include "managers/metrics.h"
 #include "reactor/error.h"
 #include "reactor/list.h"
 #include "reactor/map.h"
@@ -75,6 +76,9 @@ typedef struct nl_devices_opts {
    * every pod does. Asked before devices are counted free. */
   bool (*pod_active)(void *ctx, const char *uid);
   void *pod_active_ctx;
+  /* kubelet_device_plugin_registration_total, _alloc_duration_seconds; NULL:
+   * not recorded. */
+  nl_kmetrics_t *metrics;
 } nl_devices_opts_t;
 
 typedef enum nl_devices_state { NL_DEVICES_RUNNING, NL_DEVICES_STOPPING, NL_DEVICES_STOPPED } nl_devices_state_t;
@@ -140,6 +144,20 @@ void nl_devices_release_inactive(nl_devices_t *m);
 /* Device IDs assigned to a container for a resource (borrowed; NULL: none). */
 char *const *nl_devices_assigned(const nl_devices_t *m, const char *pod_uid,
                                  const char *container, const char *resource, size_t *n);
+
+/* ---- the pod resources API (managers/podresources.h) ---- */
+
+/* Called once per resource with its device IDs (borrowed for the call). */
+typedef void (*nl_devices_ids_fn)(void *ctx, const char *resource, const char *const *ids,
+                                  size_t n);
+/* The devices assigned to a container, resource by resource in the order
+ * they were assigned. */
+void nl_devices_foreach_assigned(const nl_devices_t *m, const char *pod_uid,
+                                 const char *container, nl_devices_ids_fn fn, void *ctx);
+/* Upstream's GetAllocatableDevices: the healthy devices of each resource
+ * whose plugin is registered (what the Node's allocatable counts), by resource
+ * name; a resource without any is left out. */
+void nl_devices_foreach_allocatable(const nl_devices_t *m, nl_devices_ids_fn fn, void *ctx);
 
 /* ---- containers ---- */
 

@@ -58,6 +58,15 @@ char *const *nl_devices_assigned(const nl_devices_t *m, const char *pod_uid,
   return a ? a->ids : NULL;
 }
 
+void nl_devices_foreach_assigned(const nl_devices_t *m, const char *pod_uid,
+                                 const char *container, nl_devices_ids_fn fn, void *ctx) {
+  for (nl_list_t *p = m->allocs.next; p != &m->allocs; p = p->next) {
+    const nl_dev_alloc_t *a = nl_list_entry(p, nl_dev_alloc_t, link);
+    if (a->n_ids && strcmp(a->pod_uid, pod_uid) == 0 && strcmp(a->container, container) == 0)
+      fn(ctx, a->resource, (const char *const *)a->ids, a->n_ids);
+  }
+}
+
 static bool in_use(const nl_devices_t *m, const char *resource, const char *id) {
   for (nl_list_t *p = m->allocs.next; p != &m->allocs; p = p->next) {
     const nl_dev_alloc_t *a = nl_list_entry(p, nl_dev_alloc_t, link);
@@ -240,6 +249,7 @@ typedef struct dev_req {
 typedef struct dev_call {
   dev_req_t *req;
   char *resource;
+  uint64_t start_ns; /* kubelet_device_plugin_alloc_duration_seconds */
 } dev_call_t;
 
 static void req_next(dev_req_t *q);
@@ -254,6 +264,9 @@ static void on_allocate(const nl_grpc_status_t *st, ProtobufCMessage *resp, void
   dev_call_t *dc = ctx;
   dev_req_t *q = dc->req;
   q->pending--;
+  if (q->m->opts.metrics)
+    nl_kmetrics_device_alloc(q->m->opts.metrics, dc->resource,
+                             (double)(uv_hrtime() - dc->start_ns) / 1e9);
   const V1beta1__AllocateResponse *r = (const V1beta1__AllocateResponse *)resp;
   if (st->code != NL_GRPC_OK) {
     char *e = nl_grpc_status_format(st);
@@ -337,6 +350,7 @@ static void call_on(dev_req_t *q, const char *resource, const char *path,
   dev_call_t *dc = nl_xcalloc(1, sizeof *dc);
   dc->req = q;
   dc->resource = nl_xstrdup(resource);
+  dc->start_ns = uv_hrtime();
   q->pending++;
   nl_cri_client_call(&r->ep->client, path, msg, desc, 0, cb, dc);
 }

@@ -78,6 +78,10 @@ void nl__dev_unref(nl_devices_t *m);
 int nl__dev_checkpoint_read(nl_devices_t *m, nl_err_t **err);
 /* Fails the container requests in flight (the manager stops). */
 void nl__dev_requests_cancel(nl_devices_t *m);
+/* The Registration service's handler on a request's bytes: NL_GRPC_OK (the
+ * plugin's endpoint is being dialled), or a gRPC code with *msg (allocated)
+ * as the plugin is answered. The fuzz target calls it directly. */
+int nl__dev_register(nl_devices_t *m, const uint8_t *data, size_t len, char **msg);
 /* The resource, created when missing. */
 nl_dev_resource_t *nl__dev_resource(nl_devices_t *m, const char *name);
 

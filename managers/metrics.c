@@ -124,6 +124,39 @@ void nl_kmetrics_init(nl_kmetrics_t *m, const char *node_name) {
                                      "Maximum number of open file descriptors.", NULL);
   nl_metric_set(nl_metric_series(m->proc_start, NULL), process_start_time());
 
+  static const char *const res[] = {"resource_name", NULL},
+                           *const api[] = {"server_api_version", NULL};
+  m->dp_registrations = nl_metrics_counter(
+      r, "kubelet_device_plugin_registration_total",
+      "[ALPHA] Cumulative number of device plugin registrations. Broken down by resource name.",
+      res);
+  m->dp_alloc_duration = nl_metrics_histogram(
+      r, "kubelet_device_plugin_alloc_duration_seconds",
+      "[ALPHA] Duration in seconds to serve a device plugin Allocation request. Broken down by "
+      "resource name.",
+      res, nl_metrics_def_buckets, N(nl_metrics_def_buckets));
+  m->pr_requests_total = nl_metrics_counter(
+      r, "kubelet_pod_resources_endpoint_requests_total",
+      "[ALPHA] Cumulative number of requests to the PodResource endpoint. Broken down by server "
+      "api version.",
+      api);
+  static const struct {
+    const char *suffix, *method;
+  } pr[] = {{"list", "List"},
+            {"get_allocatable", "GetAllocatableResources"},
+            {"get", "Get"}};
+  for (size_t i = 0; i < N(pr); i++) {
+    char name[96], help[256];
+    snprintf(name, sizeof name, "kubelet_pod_resources_endpoint_requests_%s", pr[i].suffix);
+    snprintf(help, sizeof help, "[ALPHA] Number of requests to the PodResource %s endpoint. "
+             "Broken down by server api version.", pr[i].method);
+    m->pr_requests[i] = nl_metrics_counter(r, name, help, api);
+    snprintf(name, sizeof name, "kubelet_pod_resources_endpoint_errors_%s", pr[i].suffix);
+    snprintf(help, sizeof help, "[ALPHA] Number of requests to the PodResource %s endpoint which "
+             "returned error. Broken down by server api version.", pr[i].method);
+    m->pr_errors[i] = nl_metrics_counter(r, name, help, api);
+  }
+
   m->probe_total = nl_metrics_counter(
       &m->probes, "prober_probe_total",
       "[BETA] Cumulative number of a liveness, readiness or startup probe for a container by "
@@ -243,4 +276,19 @@ void nl_kmetrics_set_running(nl_kmetrics_t *m, double pods, const double contain
   nl_metric_set(nl_metric_series(m->running_pods, NULL), pods);
   for (size_t i = 0; i < 4; i++)
     nl_metric_set(nl_metric_series1(m->running_containers, states[i]), containers[i]);
+}
+
+void nl_kmetrics_device_registration(nl_kmetrics_t *m, const char *resource) {
+  nl_metric_inc(nl_metric_series1(m->dp_registrations, resource));
+}
+
+void nl_kmetrics_device_alloc(nl_kmetrics_t *m, const char *resource, double seconds) {
+  nl_metric_observe(nl_metric_series1(m->dp_alloc_duration, resource), seconds);
+}
+
+void nl_kmetrics_podres(nl_kmetrics_t *m, const char *version, nl_kmetrics_podres_t method,
+                        bool failed) {
+  nl_metric_inc(nl_metric_series1(m->pr_requests_total, version));
+  nl_metric_inc(nl_metric_series1(m->pr_requests[method], version));
+  if (failed) nl_metric_inc(nl_metric_series1(m->pr_errors[method], version));
 }

@@ -20,7 +20,11 @@ typedef struct nl_kmetrics {
   nl_metrics_t probes; /* /metrics/probes */
   nl_metric_family_t *running_pods, *running_containers, *pod_start, *pod_worker, *pleg_relist,
       *pleg_interval, *pleg_last_seen, *rt_ops, *rt_errors, *rt_duration, *evictions,
-      *probe_total, *probe_duration, *proc_cpu, *proc_rss, *proc_start, *proc_max_fds;
+      *probe_total, *probe_duration, *proc_cpu, *proc_rss, *proc_start, *proc_max_fds,
+      *dp_registrations, *dp_alloc_duration;
+  /* kubelet_pod_resources_endpoint_{requests_total, requests_<method>,
+   * errors_<method>}, each a vector over server_api_version */
+  nl_metric_family_t *pr_requests_total, *pr_requests[3], *pr_errors[3];
   nl_map_t rt_series; /* gRPC path -> struct rt_series, filled on first use */
   int64_t last_relist_ns; /* wall clock of the last listing relist's start, 0 before */
   /* Runs before each /metrics encoding (after the process figures are read):
@@ -59,6 +63,24 @@ void nl_kmetrics_probe(nl_kmetrics_t *m, const char *type, const char *result,
 /* The probe's worker ended: its series go, as upstream's removes them. */
 void nl_kmetrics_probe_forget(nl_kmetrics_t *m, const char *type, const char *container,
                               const char *pod, const char *ns, const char *uid);
+
+/* A device plugin asked to register resource (upstream counts every request,
+ * accepted or not). */
+void nl_kmetrics_device_registration(nl_kmetrics_t *m, const char *resource);
+/* An Allocate call to the plugin of resource took seconds (also when it
+ * failed, as upstream). */
+void nl_kmetrics_device_alloc(nl_kmetrics_t *m, const char *resource, double seconds);
+
+/* The pod resources API's methods, in the order of their counters. */
+typedef enum nl_kmetrics_podres {
+  NL_KMETRICS_PODRES_LIST,
+  NL_KMETRICS_PODRES_GET_ALLOCATABLE,
+  NL_KMETRICS_PODRES_GET,
+} nl_kmetrics_podres_t;
+/* A pod resources call of version ("v1") reached its method; failed: it
+ * answered an error. */
+void nl_kmetrics_podres(nl_kmetrics_t *m, const char *version, nl_kmetrics_podres_t method,
+                        bool failed);
 
 /* Running pods (a ready sandbox) and containers by state, indexed by the CRI
  * ContainerState (created, running, exited, unknown); the agent sets them

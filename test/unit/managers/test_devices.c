@@ -3,8 +3,9 @@
  * name, a second one replacing the first), ListAndWatch lists and health, too
  * many devices, a plugin going away and its grace period, admission (upstream's
  * refusal, init containers' devices reused), Allocate into a container's
- * answers, and the checkpoint read back by a new manager. Every test ends with
- * uv_loop_close() == 0. */
+ * answers, and the checkpoint read back by a new manager; the pod resources
+ * API on its own socket, called with the project's gRPC client, and the
+ * device plugin metrics. Every test ends with uv_loop_close() == 0. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +20,7 @@
 
 #include "cri/conn.h"
 #include "managers/devices.h"
+#include "managers/podresources.h"
 #include "reactor/xalloc.h"
 
 #define RES "example.com/resource"
@@ -471,6 +473,175 @@ static void test_admit_allocate_restore(void **state) {
   world_free(w);
 }
 
+/* ---- the pod resources API ---- */
+
+typedef struct pr_call {
+  world_t *w;
+  bool done;
+  int code;
+  char msg[256];
+  ProtobufCMessage *resp; /* unpacked again: the client's is freed after the callback */
+} pr_call_t;
+
+static void on_pr(const nl_grpc_status_t *st, ProtobufCMessage *resp, void *ctx) {
+  pr_call_t *c = ctx;
+  c->done = true;
+  c->code = st->code;
+  snprintf(c->msg, sizeof c->msg, "%s", st->message ? st->message : "");
+  if (!resp) return;
+  size_t n = protobuf_c_message_get_packed_size(resp);
+  uint8_t *b = nl_xmalloc(n + 1);
+  protobuf_c_message_pack(resp, b);
+  c->resp = protobuf_c_message_unpack(resp->descriptor, NULL, n, b);
+  free(b);
+}
+
+static void pr_call(world_t *w, nl_cri_client_t *cl, const char *method,
+                    const ProtobufCMessage *req, const ProtobufCMessageDescriptor *d,
+                    pr_call_t *c) {
+  memset(c, 0, sizeof *c);
+  char path[96];
+  snprintf(path, sizeof path, "/v1.PodResourcesLister/%s", method);
+  nl_cri_client_call(cl, path, req, d, 0, on_pr, c);
+  RUN_UNTIL(w, c->done);
+}
+
+static bool only_u1_active(void *ctx, const char *uid) { return strcmp(uid, "u1") == 0; }
+
+static void podres_stopped(nl_podres_t *p, void *ctx) { *(bool *)ctx = true; }
+
+static void client_stopped(nl_cri_client_t *c) { (void)c; }
+
+static void test_pod_resources(void **state) {
+  world_t *w = world_new();
+  nl_kmetrics_t km;
+  nl_kmetrics_init(&km, "node-1");
+  nl_devices_opts_t o = {.dir = w->dir, .connect_wait_ms = 500, .pod_active = only_u1_active,
+                         .metrics = &km};
+  nl_err_t *err = NULL;
+  if (nl_devices_start(&w->m, &w->loop, &o, &err) < 0) fail_msg("%s", err->msg);
+  plugin_start(w, "dp.sock");
+  do_register(w, "v1beta1", RES, "dp.sock", false);
+  do_register(w, "v1", RES, "dp.sock", false); /* counted too, as upstream */
+  RUN_UNTIL(w, counts_are(w, 2, 2));
+  const char *health[] = {"Healthy", "Unhealthy", "Healthy"};
+  send_list(w, 3, health);
+  RUN_UNTIL(w, counts_are(w, 3, 2));
+
+  /* u1: a sidecar and an app container with devices; u2 inactive */
+  nl_pod_t *one = pod_of("u1", "spec:\n  initContainers:\n  - name: side\n    image: b\n"
+                               "    restartPolicy: Always\n"
+                               "  - name: once\n    image: b\n"
+                               "  containers:\n  - name: c\n    image: b\n"
+                               "    resources: {limits: {" RES ": 2}}\n");
+  nl_pod_t *two = pod_of("u2", "spec:\n  containers:\n  - name: c\n    image: b\n");
+  char *msg = NULL;
+  assert_true(nl_devices_admit(&w->m, one, &msg));
+  nl_pod_manager_t pods;
+  nl_pod_manager_init(&pods);
+  nl_pod_manager_set(&pods, one);
+  nl_pod_manager_set(&pods, two);
+
+  char dir[160];
+  snprintf(dir, sizeof dir, "%s/pod-resources", w->dir);
+  nl_podres_t pr;
+  nl_podres_deps_t d = {.pods = &pods, .pod_active = only_u1_active, .devices = &w->m,
+                        .metrics = &km, .qps = 0.001, .burst = 4};
+  if (nl_podres_start(&pr, &w->loop, dir, &d, &err) < 0) fail_msg("%s", err->msg);
+  char sock[200];
+  snprintf(sock, sizeof sock, "%s/kubelet.sock", dir);
+  nl_cri_client_t cl;
+  assert_int_equal(nl_cri_client_init(&cl, &w->loop, sock, NULL, &err), 0);
+
+  pr_call_t c;
+  V1__ListPodResourcesRequest lreq = V1__LIST_POD_RESOURCES_REQUEST__INIT;
+  pr_call(w, &cl, "List", &lreq.base, &v1__list_pod_resources_response__descriptor, &c);
+  assert_int_equal(c.code, NL_GRPC_OK);
+  V1__ListPodResourcesResponse *l = (V1__ListPodResourcesResponse *)c.resp;
+  assert_int_equal(l->n_pod_resources, 1); /* the active pod only */
+  V1__PodResources *p1 = l->pod_resources[0];
+  assert_string_equal(p1->name, "p-u1");
+  assert_string_equal(p1->namespace_, "default");
+  assert_int_equal(p1->n_containers, 2); /* the sidecar, then c; not the plain init container */
+  assert_string_equal(p1->containers[0]->name, "side");
+  assert_int_equal(p1->containers[0]->n_devices, 0);
+  V1__ContainerResources *cr = p1->containers[1];
+  assert_string_equal(cr->name, "c");
+  assert_int_equal(cr->n_devices, 2); /* one entry per device, as upstream */
+  assert_string_equal(cr->devices[0]->resource_name, RES);
+  assert_int_equal(cr->devices[0]->n_device_ids, 1);
+  assert_string_equal(cr->devices[0]->device_ids[0], "Dev-1");
+  assert_string_equal(cr->devices[1]->device_ids[0], "Dev-3");
+  assert_null(cr->devices[0]->topology);
+  assert_int_equal(cr->n_cpu_ids, 0);
+  assert_int_equal(cr->n_memory, 0);
+  protobuf_c_message_free_unpacked(c.resp, NULL);
+
+  V1__AllocatableResourcesRequest areq = V1__ALLOCATABLE_RESOURCES_REQUEST__INIT;
+  pr_call(w, &cl, "GetAllocatableResources", &areq.base,
+          &v1__allocatable_resources_response__descriptor, &c);
+  assert_int_equal(c.code, NL_GRPC_OK);
+  V1__AllocatableResourcesResponse *a = (V1__AllocatableResourcesResponse *)c.resp;
+  assert_int_equal(a->n_devices, 2); /* the healthy ones, allocated or not */
+  assert_string_equal(a->devices[0]->device_ids[0], "Dev-1");
+  assert_string_equal(a->devices[1]->device_ids[0], "Dev-3");
+  protobuf_c_message_free_unpacked(c.resp, NULL);
+
+  V1__GetPodResourcesRequest greq = V1__GET_POD_RESOURCES_REQUEST__INIT;
+  greq.pod_name = "p-u1";
+  greq.pod_namespace = "default";
+  pr_call(w, &cl, "Get", &greq.base, &v1__get_pod_resources_response__descriptor, &c);
+  assert_int_equal(c.code, NL_GRPC_OK);
+  V1__GetPodResourcesResponse *g = (V1__GetPodResourcesResponse *)c.resp;
+  assert_string_equal(g->pod_resources->name, "p-u1");
+  assert_int_equal(g->pod_resources->containers[1]->n_devices, 2);
+  protobuf_c_message_free_unpacked(c.resp, NULL);
+  greq.pod_name = "nope";
+  pr_call(w, &cl, "Get", &greq.base, &v1__get_pod_resources_response__descriptor, &c);
+  assert_int_equal(c.code, NL_GRPC_UNKNOWN);
+  assert_string_equal(c.msg, "pod nope in namespace default not found");
+
+  /* the burst (4) is spent: upstream's rate limit */
+  pr_call(w, &cl, "List", &lreq.base, &v1__list_pod_resources_response__descriptor, &c);
+  assert_int_equal(c.code, NL_GRPC_RESOURCE_EXHAUSTED);
+  assert_string_equal(c.msg, "rejected by rate limit");
+  if (c.resp) protobuf_c_message_free_unpacked(c.resp, NULL);
+
+  /* Allocate is timed */
+  w->got = false;
+  assert_true(nl_devices_container(&w->m, one, &one->spec.containers[0], on_container, w));
+  RUN_UNTIL(w, w->got);
+
+  nl_buf_t out = NL_BUF_INIT;
+  nl_metrics_encode(&km.reg, &out);
+  const char *want[] = {
+      "kubelet_pod_resources_endpoint_requests_total{server_api_version=\"v1\"} 4\n",
+      "kubelet_pod_resources_endpoint_requests_list{server_api_version=\"v1\"} 1\n",
+      "kubelet_pod_resources_endpoint_requests_get_allocatable{server_api_version=\"v1\"} 1\n",
+      "kubelet_pod_resources_endpoint_requests_get{server_api_version=\"v1\"} 2\n",
+      "kubelet_pod_resources_endpoint_errors_get{server_api_version=\"v1\"} 1\n",
+      "kubelet_device_plugin_registration_total{resource_name=\"" RES "\"} 2\n",
+      "kubelet_device_plugin_alloc_duration_seconds_count{resource_name=\"" RES "\"} 1\n",
+      "kubelet_device_plugin_alloc_duration_seconds_bucket{resource_name=\"" RES
+      "\",le=\"10\"} 1\n",
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    if (!strstr(out.data, want[i])) fail_msg("missing %s in:\n%s", want[i], out.data);
+  assert_null(strstr(out.data, "kubelet_pod_resources_endpoint_errors_list{"));
+  nl_buf_free(&out);
+
+  nl_cri_client_stop(&cl, client_stopped);
+  bool pr_done = false;
+  nl_podres_stop(&pr, podres_stopped, &pr_done);
+  RUN_UNTIL(w, pr_done);
+  manager_stop(w);
+  nl_pod_manager_free(&pods);
+  nl_pod_free(one);
+  nl_pod_free(two);
+  nl_kmetrics_free(&km);
+  world_free(w);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_extended_names),
@@ -479,6 +650,7 @@ int main(void) {
       cmocka_unit_test(test_too_many_devices),
       cmocka_unit_test(test_no_plugin_socket),
       cmocka_unit_test(test_admit_allocate_restore),
+      cmocka_unit_test(test_pod_resources),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

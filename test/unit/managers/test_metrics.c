@@ -28,6 +28,11 @@ static void populate(nl_kmetrics_t *m) {
   nl_kmetrics_probe(m, "Readiness", "successful", "web", "web-0", "default", "u-1", 0.002);
   nl_kmetrics_probe(m, "Readiness", "failed", "web", "web-0", "default", "u-1", 1.0);
   nl_kmetrics_probe(m, "Liveness", "successful", "db", "db-0", "edge", "u-2", 0.01);
+  nl_kmetrics_device_registration(m, "example.com/serial");
+  nl_kmetrics_device_alloc(m, "example.com/serial", 0.004);
+  nl_kmetrics_podres(m, "v1", NL_KMETRICS_PODRES_LIST, false);
+  nl_kmetrics_podres(m, "v1", NL_KMETRICS_PODRES_GET_ALLOCATABLE, false);
+  nl_kmetrics_podres(m, "v1", NL_KMETRICS_PODRES_GET, true);
 }
 
 static char *encode(nl_metrics_t *r) {

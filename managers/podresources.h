@@ -1,0 +1,83 @@
+/* The pod resources API (upstream pkg/kubelet/apis/podresources, v1): which
+ * devices the node's pods hold and which the node can hand out, for
+ * monitoring agents on the node (dcgm-exporter, node-feature-discovery).
+ *
+ * Served with cri/grpc_server.h on <root-dir>/pod-resources/kubelet.sock
+ * (cri/podresources.proto, "/v1.PodResourcesLister/<method>"):
+ *   List                     every active pod (upstream's
+ *                            KubeletPodResourcesListUseActivePods, on by
+ *                            default), its restartable init containers then
+ *                            its containers, each with its devices: one
+ *                            ContainerDevices per device, as upstream
+ *   GetAllocatableResources  every healthy device of each registered resource
+ *   Get                      one pod of the pod manager by namespace and name;
+ *                            "pod <name> in namespace <ns> not found" (code
+ *                            Unknown, as upstream's plain error) otherwise
+ * cpu_ids, memory, topology and dynamic_resources stay empty: there is no
+ * CPU, memory, topology or DRA manager. Calls pass a token bucket (upstream's
+ * 100 per second, burst 10; RESOURCE_EXHAUSTED "rejected by rate limit"
+ * beyond) and are counted in kubelet_pod_resources_endpoint_*.
+ *
+ * Everything is answered at once from the device manager's assignments and
+ * the pod manager: a handler holds no call past its return.
+ *
+ * Lifetime: nl_podres_t is embedded in its owner; nl_podres_stop() closes the
+ * server and calls done from its close callback. */
+#ifndef NL_PODRESOURCES_H
+#define NL_PODRESOURCES_H
+
+#include <stdbool.h>
+
+#include <uv.h>
+
+#include "agent/kube/ratelimit.h"
+#include "cri/grpc_server.h"
+#include "cri/podresources.pb-c.h"
+#include "managers/devices.h"
+#include "managers/metrics.h"
+#include "managers/pod_manager.h"
+#include "reactor/error.h"
+
+#define NL_PODRES_SOCKET "kubelet.sock"
+#define NL_PODRES_QPS 100  /* upstream's DefaultQPS */
+#define NL_PODRES_BURST 10 /* upstream's DefaultBurstTokens */
+
+typedef struct nl_podres nl_podres_t;
+typedef void (*nl_podres_done_fn)(nl_podres_t *p, void *ctx);
+
+typedef struct nl_podres_deps {
+  const nl_pod_manager_t *pods; /* the pods the agent knows */
+  /* Whether a pod is active (upstream's GetActivePods); NULL: all are. */
+  bool (*pod_active)(void *ctx, const char *uid);
+  void *pod_active_ctx;
+  nl_devices_t *devices;   /* NULL or not running: no devices anywhere */
+  nl_kmetrics_t *metrics;  /* NULL: not counted */
+  double qps;              /* 0: NL_PODRES_QPS; < 0: no limit */
+  int burst;               /* 0: NL_PODRES_BURST */
+} nl_podres_deps_t;
+
+struct nl_podres {
+  uv_loop_t *loop;
+  nl_podres_deps_t deps;
+  nl_grpc_server_t server;
+  nl_kube_ratelimit_t rl;
+  bool stopping;
+  nl_podres_done_fn done;
+  void *done_ctx;
+};
+
+/* Listens on <dir>/kubelet.sock (dir created when missing, a stale socket
+ * replaced). Returns 0, or -1 with *err; p must be stopped in both cases. */
+int nl_podres_start(nl_podres_t *p, uv_loop_t *loop, const char *dir,
+                    const nl_podres_deps_t *deps, nl_err_t **err);
+/* Closes the server; done (may be NULL) runs from its close callback. */
+void nl_podres_stop(nl_podres_t *p, nl_podres_done_fn done, void *ctx);
+
+/* The answers as the handlers pack them (tests, fuzzing): a new message
+ * whose strings are borrowed from the pods and the device manager (valid
+ * until either changes); free it with nl_podres_msg_free(). */
+V1__ListPodResourcesResponse *nl_podres_list(nl_podres_t *p);
+V1__AllocatableResourcesResponse *nl_podres_allocatable(nl_podres_t *p);
+void nl_podres_msg_free(ProtobufCMessage *msg);
+
+#endif
