@@ -16,10 +16,12 @@
  * Lease: once the Node's uid is known, GET the Lease; 404 -> create it with an
  * owner reference to the Node; then renew it every nodeLeaseDurationSeconds / 4
  * (stretched by up to 4%, as upstream)
- * with a merge PATCH of renewTime on the last resourceVersion (upstream PUTs the
- * whole Lease: nl_node_lease_renewal). A failed renewal is retried 5 times (a
- * 409 re-GETs first), then the Lease is
- * fetched again with back-off 200 ms doubling to 7 s.
+ * with a merge PATCH on the last resourceVersion (upstream PUTs the whole
+ * Lease: nl_node_lease_renewal) or, when only renewTime moves, a JSON patch
+ * that tests holder and duration before it replaces renewTime
+ * (nl_node_lease_renewal_tested). A failed renewal is retried 5 times (a 409,
+ * or the test's 422, re-GETs first), then the Lease is fetched again with
+ * back-off 200 ms doubling to 7 s.
  *
  * Nothing here blocks the loop or waits for the apiserver: requests time out
  * after min(nodeStatusUpdateFrequency, nodeLeaseDurationSeconds), as upstream's
@@ -152,6 +154,7 @@ typedef struct nl_node_lease {
   json_t *base;       /* the last Lease the server returned */
   json_t *sent;       /* the Lease a renewal in flight makes of base */
   bool created;       /* the last ensure created it */
+  bool tested;        /* the renewal in flight is the JSON patch that tests holder and duration */
   int update_tries;
   nl_backoff_t backoff;
   nl_node_faillog_t log;

@@ -2,9 +2,10 @@
 # nanolet joins the real control plane with the node credential, as an operator
 # runs it: the Node shows Ready within seconds with the capacity, allocatable,
 # addresses, nodeInfo, labels and taints it was given; the Lease is renewed every
-# ~10 s; an apiserver outage of 60 s disturbs nothing local and the node is
-# Ready again afterwards; a deleted Node is registered again; and a kubeconfig
-# that cannot work says why.
+# ~10 s, and a holder someone else writes into it is taken back; an apiserver
+# outage of 60 s disturbs nothing local and the node is Ready again afterwards;
+# a deleted Node is registered again; and a kubeconfig that cannot work says
+# why.
 PODS_NS=nanolet-e2e-node-join
 . "$(dirname "$0")/pods_lib.sh"
 k8s_env || { fail "control plane" "tools/testenv/controlplane.sh up failed"; exit 1; }
@@ -94,6 +95,22 @@ if [ -n "$r1" ] && [ "$r2" \> "$r1" ]; then
 else
   fail "lease renewed" "renewTime $r1 -> $r2"
 fi
+# Someone else takes the Lease: the next renewal's test of the holder fails
+# (422), nanolet reads the Lease and writes its own holder back (docs/NODE.md).
+holder() { jp lease -n kube-node-lease "$NODE" -o jsonpath='{.spec.holderIdentity}'; }
+holder_is_node() { [ "$(holder)" = "$NODE" ]; }
+t_taken=$(date +%s%N)
+kubectl patch lease -n kube-node-lease "$NODE" --type merge -p '{"spec":{"holderIdentity":"someone-else"}}' >/dev/null
+if [ "$(holder)" = someone-else ] && wait_for 25 holder_is_node; then
+  ok "a holder someone else wrote is taken back in $((($(date +%s%N) - t_taken) / 1000000)) ms"
+else
+  fail "holder taken back" "holder $(holder); $(grep -i 'lease' "$LOG" | tail -3)"
+fi
+check "the agent says who held the Lease" grep -q "node lease $NODE: held by \"someone-else\"" "$LOG"
+check "the agent says the renewal was refused" grep -q "node lease $NODE: changed by someone else, reading it again" "$LOG"
+r1=$(renew_time)
+check "renewed again after taking it back" wait_for 15 renewed_since "$r1"
+check "still held by the node" holder_is_node
 
 # --- an apiserver outage of 60 s -----------------------------------------------
 wait_for 30 pod_is sleeper .status.phase Running || fail "static pod running" "$(pod sleeper .status.phase)"
