@@ -1,6 +1,7 @@
 /* The node Lease (upstream's component-helpers lease controller as the kubelet
  * runs it): ensure it exists, then renew it every quarter of its duration. */
 #include <assert.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,8 +78,10 @@ static void said_holder(const nl_node_lease_t *l) {
   json_int_t duration = json_integer_value(json_object_get(spec, "leaseDurationSeconds"));
   if (holder && strcmp(holder, n->opts.conf.name) == 0 && duration == n->opts.lease_duration_s)
     return;
-  nl_info("node lease %s: held by \"%s\" for %" JSON_INTEGER_FORMAT " s, taking it back",
-          n->opts.conf.name, holder ? holder : "", duration);
+  nl_info("node lease %s: held by \"%s\" for %" JSON_INTEGER_FORMAT " s; renewing it as \"%s\" "
+          "for %" PRId32 " s",
+          n->opts.conf.name, holder ? holder : "", duration, n->opts.conf.name,
+          n->opts.lease_duration_s);
 }
 
 static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_t *err) {
