@@ -106,7 +106,6 @@ typedef struct nl_node_opts {
   uint64_t update_ms;           /* nodeStatusUpdateFrequency */
   uint64_t report_ms;           /* nodeStatusReportFrequency */
   int32_t lease_duration_s;     /* nodeLeaseDurationSeconds */
-  uint64_t lease_renew_ms;      /* 0: a quarter of the duration (upstream's fraction) */
   /* Back-offs (0: upstream's 100 ms..7 s for registration, 200 ms..7 s for the
    * Lease) and the fast status period before Ready (0: 1 s); tests shorten them. */
   uint64_t register_backoff_ms, lease_backoff_ms, backoff_max_ms, fast_ms;

@@ -24,13 +24,11 @@ static void set_state(nl_node_lease_t *l, nl_node_lease_state_t s) {
   l->state = s;
 }
 
-/* A quarter of the duration (renewIntervalFraction) unless set, jittered
+/* A quarter of the duration (upstream's renewIntervalFraction), jittered
  * from the end of the last renewal as upstream's lease controller runs its
  * sync. */
 static uint64_t renew_ms(nl_node_lease_t *l) {
-  const nl_node_opts_t *o = &l->node->opts;
-  uint64_t ms = o->lease_renew_ms ? o->lease_renew_ms : (uint64_t)o->lease_duration_s * 1000 / 4;
-  return nl_node__jittered(&l->backoff, ms);
+  return nl_node__jittered(&l->backoff, (uint64_t)l->node->opts.lease_duration_s * 1000 / 4);
 }
 
 static void on_timer(uv_timer_t *t) {
