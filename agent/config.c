@@ -1,7 +1,6 @@
 #include "agent/config.h"
 
 #include <errno.h>
-#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <yaml.h>
@@ -314,14 +313,6 @@ static int validate_node(const nl_kubelet_config_t *c, nl_err_t **err) {
                                       "must be greater than 0");
   if (c->node_status_report_frequency <= 0)
     return nl_err_set(err, NL_EINVAL, "nodeStatusReportFrequency must be greater than 0");
-  /* A renewal must land before the Lease lapses, with a second of room. */
-  int64_t lease_ns = (int64_t)c->node_lease_duration_seconds * 1000000000;
-  if (c->node_lease_renew_interval &&
-      (c->node_lease_renew_interval < 1000000000 || c->node_lease_renew_interval > lease_ns - 1000000000))
-    return nl_err_set(err, NL_EINVAL,
-                      "--node-lease-renew-interval must be at least 1s and at most "
-                      "nodeLeaseDurationSeconds (%" PRId32 "s) less 1s",
-                      c->node_lease_duration_seconds);
   if (nl_node_labels_validate((const char *const *)c->node_labels.keys,
                               c->node_labels.first,
                               c->node_labels.n, err) < 0)

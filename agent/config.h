@@ -65,7 +65,6 @@ typedef struct nl_kubelet_config {
   int64_t node_status_update_frequency;
   int64_t node_status_report_frequency;
   int32_t node_lease_duration_seconds;
-  int64_t node_lease_renew_interval; /* ns; 0: a quarter of the duration (nanolet only) */
   nl_config_map_t feature_gates; /* name -> "true"/"false"; only EventedPLEG is known */
   nl_config_map_t eviction_hard;
   nl_config_map_t eviction_soft;

@@ -116,7 +116,6 @@ const nl_config_field_t nl__config_fields[] = {
     I32(NULL, "maximum-dead-containers-per-container", maximum_dead_containers_per_container, INT32_MIN, INT32_MAX, "Dead instances kept per container, <0 no limit (default 1)"),
     I32(NULL, "maximum-dead-containers", maximum_dead_containers, INT32_MIN, INT32_MAX, "Dead containers kept in all, <0 no limit (default -1)"),
     S(NULL, "pid-file", pid_file, "Write the agent's pid to this file (nanolet only)"),
-    D(NULL, "node-lease-renew-interval", node_lease_renew_interval, "How often the node Lease is renewed (nanolet only; default a quarter of nodeLeaseDurationSeconds, as upstream)"),
     B(NULL, "pod-checkpoint", pod_checkpoint, "Checkpoint the API pods and run them at a start without API server (nanolet only; default true)"),
 };
 const size_t nl__config_nfields = sizeof nl__config_fields / sizeof nl__config_fields[0];

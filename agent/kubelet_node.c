@@ -12,7 +12,6 @@
 #include "agent/kubelet_node.h"
 
 #include <assert.h>
-#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -276,7 +275,6 @@ int nl__kubelet_node_init(nl_kubelet_t *k, const nl_kubelet_creds_t *cr, nl_err_
       .update_ms = (uint64_t)(cfg->node_status_update_frequency / 1000000),
       .report_ms = (uint64_t)(cfg->node_status_report_frequency / 1000000),
       .lease_duration_s = cfg->node_lease_duration_seconds,
-      .lease_renew_ms = (uint64_t)(cfg->node_lease_renew_interval / 1000000),
   };
   nl_node_deps_t d = {
       .kube = k->kube,
@@ -321,11 +319,6 @@ static void join(nl_kubelet_t *k) {
   nl_event_ref_t ref = nl_event_node_ref(k->node_name);
   nl_events_record(&k->events, &ref, NL_EVENT_NORMAL, "Starting", "Starting kubelet.");
   nl_info("joining the cluster at %s as node %s", nl_kube_client_server(k->kube), k->node_name);
-  if (k->cfg->node_lease_renew_interval)
-    nl_info("renewing the node Lease every %" PRId64 " ms (--node-lease-renew-interval; upstream "
-            "renews every quarter of nodeLeaseDurationSeconds: %" PRId64 " ms)",
-            k->cfg->node_lease_renew_interval / 1000000,
-            (int64_t)k->cfg->node_lease_duration_seconds * 250);
   if (k->server_certs) nl_certmgr_start(k->server_certs);
   nl_services_start(&k->services);
   nl_node_start(&k->node);

@@ -16,10 +16,12 @@
  * Lease: once the Node's uid is known, GET the Lease; 404 -> create it with an
  * owner reference to the Node; then renew it every nodeLeaseDurationSeconds / 4
  * (stretched by up to 4%, as upstream)
- * with a merge PATCH of renewTime on the last resourceVersion (upstream PUTs the
- * whole Lease: nl_node_lease_renewal). A failed renewal is retried 5 times (a
- * 409 re-GETs first), then the Lease is
- * fetched again with back-off 200 ms doubling to 7 s.
+ * with a merge PATCH on the last resourceVersion (upstream PUTs the whole
+ * Lease: nl_node_lease_renewal) or, when only renewTime moves, a JSON patch
+ * that tests holder and duration before it replaces renewTime
+ * (nl_node_lease_renewal_tested). A failed renewal is retried 5 times (a 409,
+ * or the test's 422, re-GETs first), then the Lease is fetched again with
+ * back-off 200 ms doubling to 7 s.
  *
  * Nothing here blocks the loop or waits for the apiserver: requests time out
  * after min(nodeStatusUpdateFrequency, nodeLeaseDurationSeconds), as upstream's
@@ -108,7 +110,6 @@ typedef struct nl_node_opts {
   uint64_t update_ms;           /* nodeStatusUpdateFrequency */
   uint64_t report_ms;           /* nodeStatusReportFrequency */
   int32_t lease_duration_s;     /* nodeLeaseDurationSeconds */
-  uint64_t lease_renew_ms;      /* 0: a quarter of the duration (upstream's fraction) */
   /* Back-offs (0: upstream's 100 ms..7 s for registration, 200 ms..7 s for the
    * Lease) and the fast status period before Ready (0: 1 s); tests shorten them. */
   uint64_t register_backoff_ms, lease_backoff_ms, backoff_max_ms, fast_ms;
@@ -156,6 +157,7 @@ typedef struct nl_node_lease {
   json_t *base;       /* the last Lease the server returned */
   json_t *sent;       /* the Lease a renewal in flight makes of base */
   bool created;       /* the last ensure created it */
+  bool tested;        /* the renewal in flight is the JSON patch that tests holder and duration */
   int update_tries;
   nl_backoff_t backoff;
   nl_node_faillog_t log;

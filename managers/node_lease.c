@@ -1,6 +1,7 @@
 /* The node Lease (upstream's component-helpers lease controller as the kubelet
  * runs it): ensure it exists, then renew it every quarter of its duration. */
 #include <assert.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,13 +24,11 @@ static void set_state(nl_node_lease_t *l, nl_node_lease_state_t s) {
   l->state = s;
 }
 
-/* A quarter of the duration (renewIntervalFraction) unless set, jittered
+/* A quarter of the duration (upstream's renewIntervalFraction), jittered
  * from the end of the last renewal as upstream's lease controller runs its
  * sync. */
 static uint64_t renew_ms(nl_node_lease_t *l) {
-  const nl_node_opts_t *o = &l->node->opts;
-  uint64_t ms = o->lease_renew_ms ? o->lease_renew_ms : (uint64_t)o->lease_duration_s * 1000 / 4;
-  return nl_node__jittered(&l->backoff, ms);
+  return nl_node__jittered(&l->backoff, (uint64_t)l->node->opts.lease_duration_s * 1000 / 4);
 }
 
 static void on_timer(uv_timer_t *t) {
@@ -68,6 +67,21 @@ static void keep(nl_node_lease_t *l, const nl_kube_response_t *resp) {
   l->base = lease;
 }
 
+/* The Lease as read is someone else's (a holder or duration nanolet did not
+ * write): said once, as the next renewal takes it back. */
+static void said_holder(const nl_node_lease_t *l) {
+  const nl_node_t *n = l->node;
+  const json_t *spec = json_object_get(l->base, "spec");
+  const char *holder = json_string_value(json_object_get(spec, "holderIdentity"));
+  json_int_t duration = json_integer_value(json_object_get(spec, "leaseDurationSeconds"));
+  if (holder && strcmp(holder, n->opts.conf.name) == 0 && duration == n->opts.lease_duration_s)
+    return;
+  nl_info("node lease %s: held by \"%s\" for %" JSON_INTEGER_FORMAT " s; renewing it as \"%s\" "
+          "for %" PRId32 " s",
+          n->opts.conf.name, holder ? holder : "", duration, n->opts.conf.name,
+          n->opts.lease_duration_s);
+}
+
 static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_t *err) {
   nl_node_lease_t *l = ctx;
   nl_node_t *n = l->node;
@@ -92,6 +106,7 @@ static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_
       return;
     }
     keep(l, resp);
+    said_holder(l);
     set_state(l, NL_LEASE_UPDATE);
     break;
   case NL_LEASE_CREATE:
@@ -114,6 +129,19 @@ static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_
       nl_node__ok(&l->log);
       wait_in(l, NL_LEASE_IDLE, renew_ms(l));
       return;
+    }
+    if (code == 422 && l->tested) {
+      /* A test failed: someone else changed the holder or the duration (or
+       * dropped renewTime). Not a failure of the link: read the Lease and
+       * write nanolet's own back, as upstream after its PUT's conflict. */
+      nl_warn("node lease %s: changed by someone else, reading it again: %s", n->opts.conf.name,
+              nl_err_msg(e));
+      if (++l->update_tries >= UPDATE_TRIES) {
+        wait_in(l, NL_LEASE_BACKOFF, nl_backoff_next(&l->backoff));
+        return;
+      }
+      set_state(l, NL_LEASE_GET);
+      break;
     }
     nl_node__fail(&l->log, now, "failed to update lease: %s", nl_err_msg(e));
     if (code == 404) { /* gone (the Node was deleted): create it again */
@@ -141,21 +169,29 @@ static void request(nl_node_lease_t *l, const char *method, const char *path, co
 /* A renewal that only moves renewTime (the Lease holds what nanolet would
  * write otherwise) goes without the resourceVersion and is answered with its
  * status alone: the answer's body would echo the Lease, and it is half of a
- * renewal's bytes (docs/DIFFERENCES.md). Anything else goes on the
- * resourceVersion, answered with the metadata, the next one's condition. */
+ * renewal's bytes (docs/DIFFERENCES.md). It is a JSON patch that tests the
+ * holder and the duration first, so that a Lease someone else took is
+ * refused (422) and read again, as upstream's PUT conflicts. Anything else
+ * goes on the resourceVersion as a merge patch, answered with the metadata,
+ * the next one's condition. */
 static void renew(nl_node_lease_t *l, const char *path) {
   nl_node_t *n = l->node;
   const char *name = n->opts.conf.name;
+  int32_t duration = n->opts.lease_duration_s;
   int64_t now = nl_node__now_ns(n);
   json_decref(l->sent);
-  l->sent = nl_node_lease(name, nl_node_uid(n), n->opts.lease_duration_s, now, l->base);
-  json_t *patch = nl_node_lease_renewal(name, nl_node_uid(n), n->opts.lease_duration_s, now, l->base);
+  l->sent = nl_node_lease(name, nl_node_uid(n), duration, now, l->base);
+  json_t *patch = nl_node_lease_renewal(name, nl_node_uid(n), duration, now, l->base);
   json_t *meta = json_object_get(patch, "metadata"), *spec = json_object_get(patch, "spec");
-  bool only_time = json_object_size(spec) == 1 && json_object_get(spec, "renewTime") &&
-                   json_object_size(meta) == (json_object_get(meta, "resourceVersion") ? 1 : 0);
-  if (only_time) json_object_del(patch, "metadata");
-  request(l, "PATCH", path, "application/merge-patch+json", patch,
-          only_time ? NL_NODE_ANSWER_STATUS : NL_NODE_ANSWER_META);
+  l->tested = json_object_size(spec) == 1 && json_object_get(spec, "renewTime") &&
+              json_object_size(meta) == (json_object_get(meta, "resourceVersion") ? 1 : 0);
+  if (l->tested) {
+    json_decref(patch);
+    request(l, "PATCH", path, "application/json-patch+json",
+            nl_node_lease_renewal_tested(name, duration, now), NL_NODE_ANSWER_STATUS);
+    return;
+  }
+  request(l, "PATCH", path, "application/merge-patch+json", patch, NL_NODE_ANSWER_META);
 }
 
 static void lstep(nl_node_lease_t *l) {

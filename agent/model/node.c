@@ -544,3 +544,12 @@ json_t *nl_node_lease_renewal(const char *node, const char *node_uid, int32_t du
   json_decref(full);
   return json_pack("{s:o,s:o}", "metadata", meta, "spec", spec);
 }
+
+json_t *nl_node_lease_renewal_tested(const char *node, int32_t duration_s, int64_t now_ns) {
+  char t[40];
+  return json_pack("[{s:s,s:s,s:s},{s:s,s:s,s:i},{s:s,s:s,s:s}]",
+                   "op", "test", "path", "/spec/holderIdentity", "value", node,
+                   "op", "test", "path", "/spec/leaseDurationSeconds", "value", (int)duration_s,
+                   "op", "replace", "path", "/spec/renewTime", "value",
+                   nl_node_time(now_ns, true, t, sizeof t));
+}

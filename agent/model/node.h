@@ -180,4 +180,13 @@ json_t *nl_node_lease(const char *node, const char *node_uid, int32_t duration_s
 json_t *nl_node_lease_renewal(const char *node, const char *node_uid, int32_t duration_s,
                               int64_t now_ns, const json_t *base);
 
+/* The renewal that only moves renewTime, for a Lease whose last read holds
+ * what nl_node_lease would write otherwise: a JSON patch (RFC 6902,
+ * application/json-patch+json) without the resourceVersion, whose `test`
+ * operations pin holderIdentity (node) and leaseDurationSeconds before the
+ * `replace` of renewTime, so that the apiserver refuses it (422) when someone
+ * else changed either since; upstream's PUT on the resourceVersion would
+ * conflict (409) then. New reference. */
+json_t *nl_node_lease_renewal_tested(const char *node, int32_t duration_s, int64_t now_ns);
+
 #endif

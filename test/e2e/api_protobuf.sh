@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The node's Lease and Node travel as protobuf, upstream's default contentType:
-# the Lease is created as application/vnd.kubernetes.protobuf, its renewals (a
-# JSON merge patch of renewTime, docs/NODE.md) are answered so, and so are the
+# the Lease is created as application/vnd.kubernetes.protobuf, its first
+# renewal (a JSON merge patch, docs/NODE.md) is answered so, and so are the
 # Node's status patches (strategic merge patches, in JSON, as upstream's), both
 # asking for the answer's metadata only (PartialObjectMetadata); the Lease's
 # managedFields are reset by the first renewal and stay empty; every later
-# renewal and every status patch is answered with its status alone (no body
+# renewal (a JSON patch that tests holder and duration, then replaces
+# renewTime) and every status patch is answered with its status alone (no body
 # crosses the link: docs/KUBE.md, "Status-only answers"); the Lease keeps
 # being renewed and the node Ready. --kube-api-content-type=application/json turns
 # it off. The agent's -v=7 request log (content types and sizes, as client-go
@@ -61,10 +62,11 @@ else
 fi
 want="Accept: $PB, application/json, Content-Type: $PB \\([0-9]+ bytes\\); response Content-Type: $PB \\("
 renewal="Accept: $PB$META, application/json$META, application/json, Content-Type: application/merge-patch\\+json \\([0-9]+ bytes\\); response Content-Type: $PB \\("
-check "every Lease renewal is a JSON merge patch answered in protobuf, metadata only" \
-  bash -c "l=\$(grep -E ' PATCH https://[^ ]*/leases/$NODE: ' '$LOG'); [ \$(grep -cE '$renewal' <<<\"\$l\") -eq \$(wc -l <<<\"\$l\") ]"
-check "every renewal after the first is answered with its status alone (no body)" \
-  bash -c "l=\$(grep -E ' PATCH https://[^ ]*/leases/$NODE: ' '$LOG' | tail -n +2); [ -n \"\$l\" ] && ! grep -vqE '\\(0 bytes\\)\$' <<<\"\$l\""
+tested="Accept: $PB$META, application/json$META, application/json, Content-Type: application/json-patch\\+json \\([0-9]+ bytes\\); response Content-Type: $PB \\(0 bytes\\)\$"
+check "the Lease's first renewal is a JSON merge patch answered in protobuf, metadata only" \
+  bash -c "grep -E ' PATCH https://[^ ]*/leases/$NODE: ' '$LOG' | head -1 | grep -qE '$renewal'"
+check "every later renewal is a JSON patch (test, test, replace) answered with its status alone" \
+  bash -c "l=\$(grep -E ' PATCH https://[^ ]*/leases/$NODE: ' '$LOG' | tail -n +2); [ -n \"\$l\" ] && [ \$(grep -cE '$tested' <<<\"\$l\") -eq \$(wc -l <<<\"\$l\") ]"
 check "the Lease is created as protobuf" \
   bash -c "grep -qE ' POST https://[^ ]*/namespaces/kube-node-lease/leases: $want' '$LOG'"
 check "the Node's status patches are JSON patches answered in protobuf, metadata only" wait_for 15 \
@@ -81,6 +83,8 @@ check "the Lease carries no managedFields after its renewals" \
 check "the agent logs no decoding failure" bash -c "! grep -q 'does not decode' '$LOG'"
 read -r pq pr <<<"$(first_bytes PATCH "/leases/$NODE")"
 echo "# the Lease's first renewal, protobuf: $pq bytes request body, $pr bytes response body ($(renewals) renewals)"
+read -r tq tr <<<"$(reqs PATCH "/leases/$NODE" | sed -n 2p | sed -E 's/.*\(([0-9]+) bytes\); response .*\(([0-9]+) bytes\)$/\1 \2/')"
+echo "# a later renewal (the JSON patch): $tq bytes request body, $tr bytes response body"
 stop_agent
 
 # --- --kube-api-content-type=application/json -----------------------------------

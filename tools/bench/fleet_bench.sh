@@ -9,8 +9,7 @@
 # Environment: BUILD (build), PODS (5), BASE_S (90), SETTLE_S (60), WINDOW_S
 # (300: a node's 5-minute status report falls in it once), RESULTS (a file
 # to append each run's figures to, one JSON line each), NANOLET_FLAGS (more
-# flags for every nanolet, e.g. --node-lease-renew-interval=25s; the tables
-# name them).
+# flags for every nanolet, e.g. --v=4; the tables name them).
 #
 # For each agent in turn: a fresh control plane (tools/testenv/controlplane.sh
 # as k8s-fleet, ports +300, etcd emptied by `down` between agents, down at the

@@ -275,29 +275,24 @@ static void node_registration_fields(void **state) {
   nl_config_free(&c);
 }
 
-/* --node-lease-renew-interval (nanolet only): unset, a quarter of the
- * duration as upstream; set, at least 1 s and room of 1 s before the Lease
- * lapses. */
-static void lease_renew_interval(void **state) {
+/* The Lease's renewal period is upstream's: a quarter of
+ * nodeLeaseDurationSeconds, its one setting (nanolet's own
+ * --node-lease-renew-interval is gone: an unknown flag, as upstream). */
+static void lease_duration_sets_the_period(void **state) {
   nl_kubelet_config_t c;
   nl_err_t *err = NULL;
   bool help, version;
-  assert_int_equal(load(&c, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
-                            "nodeLeaseDurationSeconds: 60\n", &err), 0);
-  assert_int_equal(c.node_lease_renew_interval, 0);
-  char *ok25[] = {"nanolet", "--node-lease-renew-interval", "25s", NULL};
-  assert_int_equal(nl_flags_parse(&c, 3, ok25, &help, &version, &err), 0);
-  assert_int_equal(c.node_lease_renew_interval, 25 * 1000000000LL);
+  assert_int_equal(load(&c, HEADER "nodeLeaseDurationSeconds: 100\n", &err), 0);
+  assert_int_equal(c.node_lease_duration_seconds, 100);
   assert_int_equal(nl_config_validate(&c, &err), 0);
-  static const char *const bad[] = {"59500ms", "60s", "500ms"};
-  for (size_t i = 0; i < 3; i++) {
-    char *argv[] = {"nanolet", "--node-lease-renew-interval", (char *)bad[i], NULL};
-    assert_int_equal(nl_flags_parse(&c, 3, argv, &help, &version, &err), 0);
-    assert_int_equal(nl_config_validate(&c, &err), -1);
-    assert_string_equal(err->msg, "--node-lease-renew-interval must be at least 1s and at most "
-                                  "nodeLeaseDurationSeconds (60s) less 1s");
-    nl_err_free(&err);
-  }
+  char *gone[] = {"nanolet", "--node-lease-renew-interval", "25s", NULL};
+  assert_int_equal(nl_flags_parse(&c, 3, gone, &help, &version, &err), -1);
+  assert_string_equal(err->msg, "unknown flag: --node-lease-renew-interval");
+  nl_err_free(&err);
+  nl_config_free(&c);
+  assert_int_equal(load(&c, HEADER "nodeLeaseDurationSeconds: 0\n", &err), -1);
+  assert_non_null(strstr(err->msg, "nodeLeaseDurationSeconds"));
+  nl_err_free(&err);
   nl_config_free(&c);
 }
 
@@ -311,7 +306,7 @@ int main(void) {
       cmocka_unit_test(bad_flags_are_errors),
       cmocka_unit_test(validation_follows_upstream),
       cmocka_unit_test(node_registration_fields),
-      cmocka_unit_test(lease_renew_interval),
+      cmocka_unit_test(lease_duration_sets_the_period),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

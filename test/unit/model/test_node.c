@@ -442,6 +442,13 @@ static void test_lease_renewal(void **state) {
   json_decref(p);
   json_decref(other);
   json_decref(base);
+  /* Only renewTime moves: a JSON patch that tests holder and duration first. */
+  p = nl_node_lease_renewal_tested("edge-1", 40, NOW);
+  expect_json(p, "[{\"op\":\"test\",\"path\":\"/spec/holderIdentity\",\"value\":\"edge-1\"},"
+                 "{\"op\":\"test\",\"path\":\"/spec/leaseDurationSeconds\",\"value\":40},"
+                 "{\"op\":\"replace\",\"path\":\"/spec/renewTime\","
+                 "\"value\":\"2024-12-03T15:12:44.123456Z\"}]");
+  json_decref(p);
 }
 
 static void test_status_patch(void **state) {
