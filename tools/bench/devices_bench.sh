@@ -121,6 +121,7 @@ ids=$(cri ps -o json | jq -r --arg ns "$NS" '.containers[] | select(.labels["io.
 allocs=$(cat "$TMP"/plugin-*.log | grep -c '^allocate ')
 echo "Allocate calls: $allocs; containers with DEVICE_IDS: $(grep -c . <<<"$ids")"
 [ "$allocs" = "$PODS" ] || { echo "expected $PODS Allocate calls"; exit 1; }
+[ "$(grep -c '^dev-[0-9]*$' <<<"$ids")" = "$PODS" ] || { echo "expected one device in each of $PODS containers: $ids"; exit 1; }
 for r in "${PLUGINS[@]}"; do
   n=$(grep -c '^allocate ' "$TMP/plugin-$r.log")
   u=$(grep '^allocate ' "$TMP/plugin-$r.log" | sort -u | wc -l)
