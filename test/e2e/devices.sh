@@ -16,6 +16,16 @@
 # own (unshare -m, private propagation) where the root dir is bind-mounted over
 # /var/lib/kubelet: the machine's /var/lib/kubelet is never touched. The pods
 # here have no volumes (the agent's tmpfs volumes would stay in that namespace).
+#
+# On containerd 2 (NANOLET_TEST_RUNTIME=containerd2, tools/e2e-runtime.sh) the
+# sample runs with CDI_ENABLED=1: it writes its CDI spec to the machine's
+# /var/run/cdi/example.com.json (where containerd 2 reads specs; the namespace
+# shares the host's /var/run) and answers Allocate with the CDI name
+# example.com/resource=CDI-Dev-N too; the agent passes it in the CRI's
+# cdi_devices and containerd applies the spec's edits: the container has
+# CDI_DEVICE=CDI-Dev-N in its environment and the block device node
+# /tmp/CDI-Dev-N (1:N-1). The spec file is removed at the end (the test
+# refuses to start if one is there already: it is another run's).
 PODS_NS=nanolet-e2e-devices
 . "$(dirname "$0")/pods_lib.sh"
 k8s_env || { fail "control plane" "tools/testenv/controlplane.sh up failed"; exit 1; }
@@ -29,6 +39,8 @@ PLUGIN_PID=
 FAKE_PID=
 PTY_PID=
 PLUGIN_LOG=$E2E_TMP/plugin.log
+CDI= CDI_SPEC=/var/run/cdi/example.com.json CDI_DIR_MADE=
+[ "${NANOLET_TEST_RUNTIME:-containerd}" != containerd2 ] || CDI=1
 
 # Clean-up at exit: the pods force-deleted and, when their sandboxes are still
 # there, removed by the agent (started again if it is not running); then the
@@ -52,6 +64,11 @@ devices_cleanup() {
   kubectl delete node "$NODE" --ignore-not-found >/dev/null 2>&1
   kubectl delete lease -n kube-node-lease "$NODE" --ignore-not-found >/dev/null 2>&1
   [ -z "$NS_PID" ] || { kill "$NS_PID" 2>/dev/null; wait "$NS_PID" 2>/dev/null; }
+  # the sample's CDI spec (it removes it itself only on a clean exit)
+  if [ -n "$CDI" ]; then
+    rm -f "$CDI_SPEC"
+    [ -z "$CDI_DIR_MADE" ] || rmdir "$(dirname "$CDI_SPEC")" 2>/dev/null
+  fi
   # the sample's Allocate makes its fake device files in the host's /tmp
   rm -f /tmp/Dev-1 /tmp/Dev-2
   if [ -n "${E2E_KEEP:-}" ] || [ "$E2E_FAILED" -gt 0 ]; then
@@ -67,6 +84,15 @@ command -v unshare >/dev/null && command -v nsenter >/dev/null ||
 PLUGIN_DIR=$("$(dirname "$0")/../../tools/testenv/k8s-build.sh" sample-device-plugin) ||
   { fail "sample device plugin" "tools/testenv/k8s-build.sh sample-device-plugin failed"; exit 1; }
 PLUGIN_BIN=$PLUGIN_DIR/sample-device-plugin
+if [ -n "$CDI" ]; then
+  # The sample writes its spec without making the directory.
+  if [ -e "$CDI_SPEC" ]; then
+    CDI= # not ours: left alone
+    fail "CDI spec" "$CDI_SPEC is there already (another sample plugin with CDI_ENABLED?)"
+    exit 1
+  fi
+  [ -d "$(dirname "$CDI_SPEC")" ] || { mkdir -p "$(dirname "$CDI_SPEC")" && CDI_DIR_MADE=1; }
+fi
 
 # --- the mount namespace -----------------------------------------------------
 # A process that only holds the namespace; the agent and the plugin enter it
@@ -89,7 +115,7 @@ check "the namespace's /var/lib/kubelet is the agent's root dir, the host's unto
   nsenter -t "$NS_PID" -m -- test "$ROOT" -ef /var/lib/kubelet
 
 start_plugin() {
-  nsenter -t "$NS_PID" -m -- "$PLUGIN_BIN" >>"$PLUGIN_LOG" 2>&1 &
+  nsenter -t "$NS_PID" -m -- env ${CDI:+CDI_ENABLED=1} "$PLUGIN_BIN" >>"$PLUGIN_LOG" 2>&1 &
   PLUGIN_PID=$!
 }
 stop_plugin() {
@@ -155,6 +181,16 @@ check "kubectl exec: the container sees one device file of the plugin's Allocate
 mnt=$(kubectl exec -n "$PODS_NS" one -- cat /proc/self/mountinfo 2>&1 | awk '$5 ~ "^/tmp/Dev-" {print $5}')
 check "kubectl exec: $devs is a mount in the container (the Allocate answer's Mount)" [ "$mnt" = "$devs" ]
 ID1=$(kpod one | jq -r '.status.containerStatuses[0].containerID')
+if [ -n "$CDI" ]; then
+  # containerd 2 applied the CDI spec's edits for the device the pod got.
+  cdi=CDI-${devs#/tmp/}
+  check "CDI: the plugin wrote its spec ($CDI_SPEC) naming $cdi" grep -q "\"$cdi\"" "$CDI_SPEC"
+  check "CDI: kubectl exec: CDI_DEVICE=$cdi in the container's environment (the spec's env edit)" \
+    test "$(kubectl exec -n "$PODS_NS" one -- sh -c 'echo "$CDI_DEVICE"' 2>&1)" = "$cdi"
+  minor=$((${devs#/tmp/Dev-} - 1))
+  check "CDI: kubectl exec: /tmp/$cdi is the spec's block device 1:$minor (its deviceNodes edit)" \
+    test "$(kubectl exec -n "$PODS_NS" one -- stat -c '%F %t:%T' "/tmp/$cdi" 2>&1)" = "block special file 1:$(printf %x "$minor")"
+fi
 
 # --- a pod asking for 3 ----------------------------------------------------------
 devpod three 3
@@ -276,5 +312,10 @@ stop_agent TERM
 stop_plugin TERM
 kubectl delete node "$NODE" >/dev/null 2>&1
 kubectl delete lease -n kube-node-lease "$NODE" >/dev/null 2>&1
+if [ -n "$CDI" ]; then
+  rm -f "$CDI_SPEC"
+  [ -z "$CDI_DIR_MADE" ] || rmdir "$(dirname "$CDI_SPEC")" 2>/dev/null
+  check "clean-up: no CDI spec left in the machine's $(dirname "$CDI_SPEC")" test ! -e "$CDI_SPEC"
+fi
 check "clean-up: no pods, Node or Lease left" \
   test "$(kubectl get pods -n "$PODS_NS" -o name 2>/dev/null)$(kubectl get node "$NODE" -o name 2>/dev/null)$(kubectl get lease -n kube-node-lease "$NODE" -o name 2>/dev/null)" = ""
