@@ -18,7 +18,7 @@ if [ "${1:-}" = --static ]; then
   tools/deb-sources.sh
   # self-contained.ini's options (-Os, LTO, no tests) after the machine's.
   kind=${machine[0]}
-  [ -f $dir/build.ninja ] || meson setup $dir --fatal-meson-warnings "${machine[@]}" \
+  [ -f $dir/build.ninja ] || meson setup $dir --fatal-meson-warnings --prefix=/usr "${machine[@]}" \
     "$kind" tools/self-contained.ini >/dev/null
   ninja -C $dir agent/nanolet
   exit 0
