@@ -7,7 +7,7 @@
 # then SIGTERM; and a join to the test control plane by name, which musl's
 # resolver finds in the root's /etc/hosts (`kubernetes`, one of the
 # apiserver certificate's names, which the machine itself does not resolve):
-# the Node Ready, then SIGTERM.
+# the Node Ready, then SIGTERM. And tools/release.sh's tarball.
 . "$(dirname "$0")/lib.sh"
 : "${NANOLET_TEST_CRI_ENDPOINT:?run tools/testenv/setup.sh and . tools/testenv/env.sh}"
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
@@ -24,6 +24,20 @@ readelf -d "$E2E_TMP/nanolet" 2>&1 | grep -q 'There is no dynamic section' && ok
   fail "dynamic section" "$(readelf -d "$E2E_TMP/nanolet" | head -5)"
 readelf -l "$E2E_TMP/nanolet" | grep -q INTERP && fail "interpreter" "$(readelf -l "$E2E_TMP/nanolet" | grep -A1 INTERP)" ||
   ok "no program interpreter"
+
+# The release tarball: the same binary, stripped, with the manual, the example
+# config and every init system's service files.
+tgz=$("$TOP/tools/release.sh" 2>"$E2E_TMP/release.log") || fail "tools/release.sh" "$(tail -3 "$E2E_TMP/release.log")"
+want="usr/bin/nanolet usr/share/man/man8/nanolet.8 etc/nanolet/config.yaml etc/default/nanolet
+  init/procd/nanolet init/openrc/nanolet init/openrc/nanolet.confd init/sysv/nanolet
+  init/runit/nanolet/run init/systemd/nanolet.service README"
+missing=
+listing=$(tar -tzf "$tgz")
+for f in $want; do grep -qx "nanolet-[^/]*-linux-amd64/$f" <<<"$listing" || missing+=" $f"; done
+[[ $tgz == */nanolet-*-linux-amd64.tar.gz ]] && [ -z "$missing" ] && ok "tools/release.sh: $(basename "$tgz") ($(stat -c %s "$tgz") bytes)" ||
+  fail "release tarball" "$tgz, missing:$missing"
+mkdir -p "$E2E_TMP/rel" && tar -xzf "$tgz" -C "$E2E_TMP/rel"
+cmp -s "$E2E_TMP"/rel/*/usr/bin/nanolet "$E2E_TMP/nanolet" && ok "the tarball's binary is the stripped static one" || fail "tarball binary"
 
 k8s_env || { fail "control plane" "tools/testenv/controlplane.sh up failed"; exit 1; }
 kc=$(node_kubeconfig "$NODE") || { fail "node credential" "$kc"; exit 1; }
