@@ -22,19 +22,10 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include <uv.h>
 
-#include "cri/api.pb-c.h"
-
-/* musl's <stdio.h> defines stdin, stdout and stderr as (stdin), (stdout) and
- * (stderr), so the messages' fields of those names (ExecSyncResponse.stdout,
- * ContainerConfig.stdin, ExecRequest.stderr) could not be reached as r->stdout.
- * The objects keep their names: without the macros, stdout is still stdout. */
-#undef stdin
-#undef stdout
-#undef stderr
+#include "cri/api.h"
 #include "cri/grpc.h"
 #include "reactor/backoff.h"
 #include "reactor/h2conn.h"
