@@ -59,7 +59,9 @@ static int run(nl_kubelet_config_t *cfg, const nl_kubelet_creds_t *creds) {
   /* One malloc arena: the loop does nearly all allocation, and the thread
    * pool's few jobs (file reads, host facts) would otherwise each get an arena
    * of their own, tens of KiB of RSS apiece for a handful of small buffers. */
+#ifdef M_ARENA_MAX /* glibc's; musl's malloc has no arenas */
   mallopt(M_ARENA_MAX, 1);
+#endif
   uv_loop_t loop;
   uv_loop_init(&loop);
   nl_kubelet_t k;

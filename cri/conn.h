@@ -25,7 +25,7 @@
 
 #include <uv.h>
 
-#include "cri/api.pb-c.h"
+#include "cri/api.h"
 #include "cri/grpc.h"
 #include "reactor/backoff.h"
 #include "reactor/h2conn.h"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Unpacks Debian's source packages of the libraries that the self-contained
-# build compiles (meson -Dself_contained=true; docs/INSTALL.md) into
+# build compiles (meson -Dself_contained=true; docs/INSTALL.md), and cmocka for
+# the unit tests of that build and the static one, into
 # ${NANOLET_SRC_DIR:-/var/cache/nanolet-src}/<source package>, with Debian's
 # patches applied, as `apt-get source` does. subprojects/<library>/meson.build
 # builds them from there. Needs the deb-src index and dpkg-dev
@@ -8,7 +9,7 @@
 # kept.
 set -euo pipefail
 dir=${NANOLET_SRC_DIR:-/var/cache/nanolet-src}
-packages=(libuv1 nghttp2 protobuf-c mbedtls libyaml jansson)
+packages=(libuv1 nghttp2 protobuf-c mbedtls libyaml jansson cmocka)
 mkdir -p "$dir"
 cd "$dir"
 for p in "${packages[@]}"; do

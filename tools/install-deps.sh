@@ -6,6 +6,10 @@
 #            libraries (multiarch) for the cross builds (docs/INSTALL.md)
 #   --sources the source-package index and dpkg-dev, for the self-contained
 #            build's libraries (tools/deb-sources.sh); --test implies it
+#   --static musl (musl-tools, musl-dev) for the static build (tools/build.sh
+#            --static), and --sources; with --cross, musl-dev for arm64 and
+#            armhf (their <triplet>-musl-gcc wrappers run the cross compilers);
+#            --test implies it
 set -euo pipefail
 
 build=(meson ninja-build pkg-config gcc libc6-dev libuv1-dev node-llhttp libnghttp2-dev
@@ -19,7 +23,8 @@ build=(meson ninja-build pkg-config gcc libc6-dev libuv1-dev node-llhttp libnght
 # python3-grpcio and python3-protobuf: an independent gRPC client for the
 # gRPC server's test (test/unit/cri/grpc_python_client.py).
 sources=(dpkg-dev)
-test=("${sources[@]}" libcmocka-dev curl jq valgrind procps clang libclang-rt-14-dev util-linux openssl
+static=("${sources[@]}" musl-tools musl-dev)
+test=("${static[@]}" libcmocka-dev curl jq valgrind procps clang libclang-rt-14-dev util-linux openssl
   unzip openrc runit logrotate man-db systemd prometheus docker-registry skopeo apache2-utils ccache
   netcat-openbsd python3-grpcio python3-protobuf)
 cross_arches=(arm64 armhf)
@@ -51,19 +56,25 @@ add_deb_src() {
 
 want=("${build[@]}")
 need_update=0
+with_static=0 with_cross=0
 for arg in "$@"; do
   case $arg in
-  --test) want+=("${test[@]}"); add_deb_src ;;
+  --test) want+=("${test[@]}"); add_deb_src; with_static=1 ;;
   --sources) want+=("${sources[@]}"); add_deb_src ;;
+  --static) want+=("${static[@]}"); add_deb_src; with_static=1 ;;
   --cross)
+    with_cross=1
     want+=("${cross[@]}")
     for a in "${cross_arches[@]}"; do
       dpkg --print-foreign-architectures | grep -qx "$a" || dpkg --add-architecture "$a"
     done
     ;;
-  *) echo "usage: $0 [--test] [--cross] [--sources]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--test] [--cross] [--sources] [--static]" >&2; exit 2 ;;
   esac
 done
+if [ $with_static = 1 ] && [ $with_cross = 1 ]; then
+  for a in "${cross_arches[@]}"; do want+=("musl-dev:$a"); done
+fi
 
 missing=()
 for p in "${want[@]}"; do

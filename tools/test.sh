@@ -45,6 +45,15 @@ tools/build.sh --asan
 
 run meson test -C build --suite unit --print-errorlogs --logbase unit
 run meson test -C build-asan --suite unit --print-errorlogs --logbase unit
+# The unit tests again, compiled with musl and linked -static with the
+# libraries and cmocka from Debian's sources (docs/INSTALL.md, "Static build
+# (musl)"); test/e2e/static.sh runs the static binary itself.
+# (No log when the sources or the set-up fail: the count below names the lane.)
+if tools/deb-sources.sh 2>/dev/null && { [ -f build-static-test/build.ninja ] ||
+  meson setup build-static-test --fatal-meson-warnings --native-file tools/musl.ini \
+    -Dself_contained=true >/dev/null; }; then
+  run meson test -C build-static-test --suite unit --print-errorlogs --logbase unit
+fi
 # The arm64 and armhf builds, their unit tests under qemu-user (tools/cross-test.sh
 # says which).
 run tools/cross-test.sh
@@ -74,7 +83,7 @@ fuzz_failed=$(grep -c '^fuzz: .* FAILED' <<<"$fuzz_out" || true)
 # run that reported no target (its build failed). The cross lanes are the ones
 # tools/cross-test.sh runs (both, by default); the containerd 2 lane is
 # tools/e2e-runtime.sh's `meson test -C build --logbase e2e-containerd2`.
-lanes=(build/meson-logs/unit.json build-asan/meson-logs/unit.json
+lanes=(build/meson-logs/unit.json build-asan/meson-logs/unit.json build-static-test/meson-logs/unit.json
   build-aarch64/meson-logs/unit.json build-arm/meson-logs/unit.json
   build/meson-logs/e2e.json build/meson-logs/e2e-containerd2.json)
 passed=0 failed=0 missing=()

@@ -88,3 +88,10 @@
 #undef MBEDTLS_VERSION_C
 #undef MBEDTLS_VERSION_FEATURES
 #undef MBEDTLS_SELF_TEST
+
+/* Entropy from getrandom(2) (nanolet_entropy.c), whatever the C library:
+ * mbedtls 2.28 calls the getrandom system call only when __GLIBC__ is
+ * defined, and reads /dev/urandom otherwise, which musl builds then need and
+ * a bare root (or a chroot without /dev) does not have. */
+#define MBEDTLS_NO_PLATFORM_ENTROPY
+#define MBEDTLS_ENTROPY_HARDWARE_ALT

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cri/api.pb-c.h"
+#include "cri/api.h"
 #include "reactor/xalloc.h"
 #include "test/fakes/fake_cri_int.h"
 
