@@ -146,7 +146,10 @@ static void on_server_cert(void *ctx, const char *pem, const char *path,
 
 static int client_certs_init(nl_kubelet_t *k, const nl_kubelet_creds_t *cr, nl_err_t **err) {
   const nl_kubelet_config_t *cfg = k->cfg;
-  if (!cfg->rotate_certificates && cr->client_pem) return 0;
+  /* Without rotation, a kubeconfig's own credentials are used as they are:
+   * its certificate, or a token and no certificate at all (upstream's kubelet
+   * has no certificate manager then); only a bootstrap needs one. */
+  if (!cfg->rotate_certificates && (cr->client_pem || !cr->bootstrap.path)) return 0;
   if (cr->bootstrap.path) {
     nl_kube_client_opts_t bo = {.kubeconfig = &cr->bootstrap, .qps = cfg->kube_api_qps,
                                 .burst = cfg->kube_api_burst};

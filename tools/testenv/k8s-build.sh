@@ -16,6 +16,10 @@
 #       agnhost and nonewprivs (tools/conformance.sh runs them)
 #   bin=$(tools/testenv/k8s-build.sh sample-device-plugin)  # upstream's sample
 #       device plugin (example.com/resource; test/e2e/devices.sh)
+#   bin=$(tools/testenv/k8s-build.sh node-suite) # upstream's node validation
+#       suite: e2e_node.test (`go test -c` of k8s.io/kubernetes/test/e2e_node,
+#       which runs its own etcd and apiserver in-process), ginkgo, agnhost and
+#       nonewprivs (tools/node-conformance.sh runs them)
 #
 # Go: `go` from PATH when it is >= 1.26.0, else the official toolchain module
 # golang.org/toolchain@v0.0.1-go1.26.8.linux-ARCH from the Go module proxy,
@@ -53,9 +57,11 @@ declare -A PACKAGES=(
   [nonewprivs]=k8s.io/kubernetes/test/images/nonewprivs
   [sample-device-plugin]=k8s.io/kubernetes/test/images/sample-device-plugin
   [e2e.test]=k8s.io/kubernetes/test/e2e
+  [e2e_node.test]=k8s.io/kubernetes/test/e2e_node
   [etcd]=./etcd
 )
 SUITE=(kube-scheduler ginkgo agnhost nonewprivs e2e.test)
+NODE_SUITE=(ginkgo agnhost nonewprivs e2e_node.test)
 
 targets=(kube-apiserver kube-controller-manager kubectl etcd)
 for arg in "$@"; do
@@ -65,6 +71,7 @@ for arg in "$@"; do
       exit 0
       ;;
     suite) targets+=("${SUITE[@]}") ;;
+    node-suite) targets+=("${NODE_SUITE[@]}") ;;
     *)
       [ -n "${PACKAGES[$arg]:-}" ] || die "unknown binary: $arg (one of: ${!PACKAGES[*]})"
       targets+=("$arg")
