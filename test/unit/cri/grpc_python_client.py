@@ -39,7 +39,9 @@ def main():
     serve = sys.argv[1]
     tmp = tempfile.mkdtemp(prefix="nl-grpc-py-")
     sock = os.path.join(tmp, "plugins", "kubelet.sock")
-    proc = subprocess.Popen([serve, sock])
+    # A cross build's server runs under its emulator (tools/cross-test.sh).
+    wrapper = os.environ.get("MESON_EXE_WRAPPER", "").split()
+    proc = subprocess.Popen(wrapper + [serve, sock])
     try:
         for _ in range(500):
             if os.path.exists(sock):

@@ -81,7 +81,9 @@ def main():
     serve = sys.argv[1]
     tmp = tempfile.mkdtemp(prefix="nl-podres-py-")
     sock = os.path.join(tmp, "pod-resources", "kubelet.sock")
-    proc = subprocess.Popen([serve, tmp])
+    # A cross build's server runs under its emulator (tools/cross-test.sh).
+    wrapper = os.environ.get("MESON_EXE_WRAPPER", "").split()
+    proc = subprocess.Popen(wrapper + [serve, tmp])
     try:
         for _ in range(500):
             if os.path.exists(os.path.join(tmp, "ready")):
