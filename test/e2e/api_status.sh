@@ -133,7 +133,8 @@ expect_api "kubectl debug: the ephemeral container runs (ephemeralContainerStatu
 check "kubectl exec into the ephemeral container" \
   test "$(kubectl exec -n "$PODS_NS" target -c debugger -- echo marco 2>&1)" = marco
 debug_logs() { kubectl logs -n "$PODS_NS" target -c debugger 2>/dev/null | grep -q polo; }
-check "kubectl logs of the ephemeral container" wait_for 10 debug_logs
+# The bound is not the behaviour (the logs are readable): room for a loaded machine.
+check "kubectl logs of the ephemeral container" wait_for 30 debug_logs
 check "it shares the target's process namespace (--target)" \
   bash -c "'$NANOLET_TEST_KUBECTL' exec -n '$PODS_NS' target -c debugger -- ps | grep -q 'sleep 3600'"
 kubectl debug -n "$PODS_NS" target --image="$IMG" --container=once -- true >/dev/null 2>&1
