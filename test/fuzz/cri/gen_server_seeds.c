@@ -1,5 +1,5 @@
 /* Writes seed inputs for fuzz_grpc_server into DIR: what the project's own
- * gRPC client engine (cri/grpc.h) sends for a few shapes of calls on the
+ * gRPC client (cri/grpc.h on the HTTP/2 engine) sends for a few shapes of calls on the
  * target's method table.
  *   fuzz_grpc_server_seeds DIR */
 #include <stdio.h>
@@ -19,7 +19,7 @@ static int to_buf(void *user, const uint8_t *data, size_t len) {
 
 static void on_close(nl_grpc_stream_t *st, const nl_grpc_status_t *status, bool refused) {}
 
-static void call(nl_grpc_session_t *s, nl_grpc_stream_t *st, const char *path, const char *msg,
+static void call(nl_h2_t *s, nl_grpc_stream_t *st, const char *path, const char *msg,
                  size_t len, uint64_t timeout_ms, uint8_t **keep) {
   uint8_t *framed = malloc(5 + len);
   framed[0] = 0;
@@ -29,14 +29,15 @@ static void call(nl_grpc_session_t *s, nl_grpc_stream_t *st, const char *path, c
   framed[4] = (uint8_t)len;
   memcpy(framed + 5, msg, len);
   st->on_close = on_close;
-  if (nl_grpc_session_submit(s, st, path, framed, 5 + len, timeout_ms) != 0) abort();
+  static const nl_grpc_channel_t ch = {0};
+  if (nl_grpc_submit(s, &ch, st, path, framed, 5 + len, timeout_ms) != 0) abort();
   *keep = framed;
 }
 
 static void one(const char *dir, int shape, uint8_t cut) {
   nl_buf_t out = NL_BUF_INIT;
-  nl_grpc_session_cbs_t cbs = {.write = to_buf};
-  nl_grpc_session_t *s = nl_grpc_session_new(NULL, &cbs, &out);
+  nl_h2_cbs_t cbs = {.write = to_buf};
+  nl_h2_t *s = nl_h2_new(&(nl_h2_opts_t){.window = NL_GRPC_WINDOW}, &cbs, &out);
   nl_grpc_stream_t st[8];
   uint8_t *keep[8] = {0};
   memset(st, 0, sizeof st);
@@ -62,14 +63,15 @@ static void one(const char *dir, int shape, uint8_t cut) {
     for (int i = 0; i < 8; i++) call(s, &st[i], i % 2 ? "/x.Y/Echo" : "/x.Y/Later", "m", 1, 0, &keep[i]);
     break;
   }
-  if (nl_grpc_session_flush(s) != 0) abort();
+  if (nl_h2_flush(s) != 0) abort();
   /* The server's SETTINGS acknowledged, and a PING, as a client does. */
   static const uint8_t ack[] = {0, 0, 0, 4, 1, 0, 0, 0, 0};
   static const uint8_t ping[] = {0, 0, 8, 6, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8};
   nl_buf_append(&out, ack, sizeof ack);
   nl_buf_append(&out, ping, sizeof ping);
   fuzz_seed_write(dir, shape, cut, out.data, out.len);
-  nl_grpc_session_free(s, "done");
+  nl_grpc_fail_streams(s, "done");
+  nl_h2_free(s);
   for (int i = 0; i < 8; i++) free(keep[i]);
   nl_buf_free(&out);
 }
