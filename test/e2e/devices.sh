@@ -46,17 +46,7 @@ CDI= CDI_SPEC=/var/run/cdi/example.com.json CDI_DIR_MADE=
 # there, removed by the agent (started again if it is not running); then the
 # plugin, the namespace, the Node and its Lease, the mount namespace.
 devices_cleanup() {
-  kubectl delete pods -n "$PODS_NS" --all --grace-period=0 --force >/dev/null 2>&1
-  if ! runtime_clear; then
-    if [ -z "$AGENT_PID" ] || ! kill -0 "$AGENT_PID" 2>/dev/null; then
-      AGENT_PID=
-      start_agent --kubeconfig "$KC" >/dev/null 2>&1
-    fi
-    wait_for 60 runtime_clear
-  fi
-  stop_agent TERM
-  runtime_has_ns && fail "clean-up" "sandboxes left in $PODS_NS: $(ns_sandboxes | jq -c '[.[].metadata.name]')"
-  note_stale
+  api_pods_clear
   stop_plugin TERM
   [ -z "$FAKE_PID" ] || { kill "$FAKE_PID" 2>/dev/null; wait "$FAKE_PID" 2>/dev/null; }
   [ -z "$PTY_PID" ] || { kill "$PTY_PID" 2>/dev/null; wait "$PTY_PID" 2>/dev/null; }

@@ -140,19 +140,27 @@ EOF
     printf '  %s\n' "$@"; } | kubectl apply -f - >/dev/null
 }
 
-# Clean-up at exit for tests of API pods on node $NODE (credential $KC): the
-# namespace's pods force-deleted; the agent (restarted if it is not running)
-# removes their sandboxes; then the namespace and the Node go.
-api_cleanup() {
+# The namespace's API pods force-deleted and their sandboxes removed by the
+# agent (started again with credential $KC when it is not running and any are
+# left), which then stops; sandboxes still there are a failure.
+api_pods_clear() {
   kubectl delete pods -n "$PODS_NS" --all --grace-period=0 --force >/dev/null 2>&1
-  if [ -z "$AGENT_PID" ] || ! kill -0 "$AGENT_PID" 2>/dev/null; then
-    AGENT_PID=
-    start_agent --kubeconfig "$KC" >/dev/null 2>&1
+  if ! runtime_clear; then
+    if [ -z "$AGENT_PID" ] || ! kill -0 "$AGENT_PID" 2>/dev/null; then
+      AGENT_PID=
+      start_agent --kubeconfig "$KC" >/dev/null 2>&1
+    fi
+    wait_for 60 runtime_clear
   fi
-  wait_for 60 runtime_clear
   stop_agent TERM
   runtime_has_ns && fail "clean-up" "sandboxes left in $PODS_NS: $(ns_sandboxes | jq -c '[.[].metadata.name]')"
   note_stale
+}
+
+# Clean-up at exit for tests of API pods on node $NODE (credential $KC): the
+# pods and their sandboxes (api_pods_clear), then the namespace and the Node.
+api_cleanup() {
+  api_pods_clear
   kubectl delete ns "$PODS_NS" --wait=false >/dev/null 2>&1
   kubectl delete node "$NODE" --wait=false >/dev/null 2>&1
   if [ -n "${E2E_KEEP:-}" ] || [ "$E2E_FAILED" -gt 0 ]; then
