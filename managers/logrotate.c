@@ -81,14 +81,15 @@ int nl_logrotate_files(const char *path, int64_t max_size, int max_files, time_t
 static void step(nl_logrotate_t *r);
 
 static void free_round(nl_logrotate_t *r) {
-  for (size_t i = 0; i < r->n; i++) free(r->ids[i]);
-  free(r->ids);
-  r->ids = NULL;
+  for (size_t i = 0; i < r->n; i++) {
+    free(r->items[i].id);
+    free(r->items[i].path);
+    free(r->items[i].rotated);
+    nl_err_free(&r->items[i].err);
+  }
+  free(r->items);
+  r->items = NULL;
   r->n = r->next = 0;
-  free(r->path);
-  free(r->rotated);
-  r->path = r->rotated = NULL;
-  nl_err_free(&r->work_err);
 }
 
 static void timer_closed(uv_handle_t *h) {
@@ -106,16 +107,7 @@ static bool go_on(nl_logrotate_t *r) {
   return false;
 }
 
-static void next_container(nl_logrotate_t *r) {
-  free(r->path);
-  free(r->rotated);
-  r->path = r->rotated = NULL;
-  r->next++;
-  r->state = r->next < r->n ? NL_LR_STATUS : NL_LR_IDLE;
-  step(r);
-}
-
-static void on_list(const nl_grpc_status_t *st, Runtime__V1__ListContainersResponse *resp,
+static void on_list(const nl_grpc_status_t *st, Runtime__V1__Brief__ListContainersResponse *resp,
                     void *ctx) {
   nl_logrotate_t *r = ctx;
   if (!go_on(r)) return;
@@ -125,19 +117,22 @@ static void on_list(const nl_grpc_status_t *st, Runtime__V1__ListContainersRespo
     step(r);
     return;
   }
-  r->ids = nl_xcalloc(resp->n_containers + 1, sizeof(char *));
+  r->items = nl_xcalloc(resp->n_containers + 1, sizeof(*r->items));
   nl_map_t paths; /* the known paths of the containers still running */
   nl_map_init(&paths);
   for (size_t i = 0; i < resp->n_containers; i++) {
-    const char *id = resp->containers[i]->id;
-    r->ids[r->n++] = nl_xstrdup(id);
-    char *known = nl_map_del(&r->paths, id);
-    if (known) nl_map_put(&paths, id, known);
+    nl_logrotate_item_t *it = &r->items[r->n++];
+    it->id = nl_xstrdup(resp->containers[i]->id);
+    char *known = nl_map_del(&r->paths, it->id);
+    if (known) {
+      it->path = nl_xstrdup(known);
+      nl_map_put(&paths, it->id, known);
+    }
   }
   nl_map_free(&r->paths, free);
   r->paths = paths;
   r->next = 0;
-  r->state = r->n ? NL_LR_STATUS : NL_LR_IDLE;
+  r->state = NL_LR_STATUS;
   step(r);
 }
 
@@ -145,58 +140,68 @@ static void on_status(const nl_grpc_status_t *st, Runtime__V1__ContainerStatusRe
                       void *ctx) {
   nl_logrotate_t *r = ctx;
   if (!go_on(r)) return;
-  if (st->code != NL_GRPC_OK || !resp->status || !*resp->status->log_path ||
-      resp->status->state != RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING) {
-    next_container(r);
-    return;
+  nl_logrotate_item_t *it = &r->items[r->next++];
+  if (st->code == NL_GRPC_OK && resp->status && *resp->status->log_path &&
+      resp->status->state == RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING) {
+    it->path = nl_xstrdup(resp->status->log_path);
+    free(nl_map_put(&r->paths, it->id, nl_xstrdup(it->path)));
   }
-  r->path = nl_xstrdup(resp->status->log_path);
-  free(nl_map_put(&r->paths, r->ids[r->next], nl_xstrdup(r->path)));
-  r->state = NL_LR_FILES;
   step(r);
 }
 
+/* One work item a round for every file, not one a container: a round of an
+ * idle node is then one hand-off to the thread pool instead of one per
+ * running container (110 every 10 s was most of the agent's idle thread
+ * switches). */
 static void files_work(uv_work_t *w) {
   nl_logrotate_t *r = container_of(w, nl_logrotate_t, work);
   if (r->state == NL_LR_UNDO) {
-    if (rename(r->rotated, r->path) < 0)
-      nl_err_set(&r->work_err, errno, "rename %s back to %s: %s", r->rotated, r->path, strerror(errno));
+    nl_logrotate_item_t *it = &r->items[r->next];
+    if (rename(it->rotated, it->path) < 0)
+      nl_err_set(&it->err, errno, "rename %s back to %s: %s", it->rotated, it->path, strerror(errno));
     return;
   }
-  nl_logrotate_files(r->path, r->max_size, r->max_files, time(NULL), &r->rotated, &r->work_err);
+  time_t now = time(NULL);
+  for (size_t i = 0; i < r->n; i++) {
+    nl_logrotate_item_t *it = &r->items[i];
+    if (it->path) nl_logrotate_files(it->path, r->max_size, r->max_files, now, &it->rotated, &it->err);
+  }
 }
 
 static void files_done(uv_work_t *w, int status) {
+  (void)status;
   nl_logrotate_t *r = container_of(w, nl_logrotate_t, work);
   r->work_busy = false;
-  if (r->work_err) {
-    nl_warn("log rotation of container %s: %s", r->ids[r->next], nl_err_msg(r->work_err));
-    nl_err_free(&r->work_err);
-  }
+  for (size_t i = 0; i < r->n; i++)
+    if (r->items[i].err) {
+      nl_warn("log rotation of container %s: %s", r->items[i].id, nl_err_msg(r->items[i].err));
+      nl_err_free(&r->items[i].err);
+    }
   if (!go_on(r)) return;
-  if (r->state == NL_LR_FILES && r->rotated) {
-    r->state = NL_LR_REOPEN;
-    step(r);
-    return;
-  }
-  next_container(r);
+  if (r->state == NL_LR_UNDO) r->next++;
+  else r->next = 0;
+  r->state = NL_LR_REOPEN;
+  step(r);
 }
 
 static void on_reopen(const nl_grpc_status_t *st, Runtime__V1__ReopenContainerLogResponse *resp,
                       void *ctx) {
+  (void)resp;
   nl_logrotate_t *r = ctx;
+  nl_logrotate_item_t *it = &r->items[r->next];
   if (st->code != NL_GRPC_OK) {
     /* As upstream: the runtime still writes to the renamed file; undo. */
-    nl_warn("log rotation of container %s: reopen: %s", r->ids[r->next], st->message);
+    nl_warn("log rotation of container %s: reopen: %s", it->id, st->message);
     if (!go_on(r)) return;
     r->state = NL_LR_UNDO;
     step(r);
     return;
   }
   r->rotations++;
-  nl_vlog(3, "log rotation: %s rotated to %s", r->path, r->rotated);
+  nl_vlog(3, "log rotation: %s rotated to %s", it->path, it->rotated);
   if (!go_on(r)) return;
-  next_container(r);
+  r->next++;
+  step(r);
 }
 
 static void on_tick(uv_timer_t *t) {
@@ -209,6 +214,7 @@ static void step(nl_logrotate_t *r) {
   assert(r->state != NL_LR_STOPPED && !r->stopping);
   switch (r->state) {
   case NL_LR_IDLE:
+    if (r->items) r->rounds++;
     free_round(r);
     uv_timer_start(&r->timer, on_tick, r->period_ms, 0);
     return;
@@ -219,19 +225,18 @@ static void step(nl_logrotate_t *r) {
     sv.state = RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING;
     f.state = &sv;
     q.filter = &f;
-    nl_cri_list_containers(r->cri, &q, on_list, r);
+    nl_cri_list_containers_brief(r->cri, &q, on_list, r);
     return;
   }
-  case NL_LR_STATUS: {
-    const char *known = nl_map_get(&r->paths, r->ids[r->next]);
-    if (known) {
-      r->path = nl_xstrdup(known);
-      r->state = NL_LR_FILES;
+  case NL_LR_STATUS: { /* the log path of each container new since the last round */
+    while (r->next < r->n && r->items[r->next].path) r->next++;
+    if (r->next == r->n) {
+      r->state = r->n ? NL_LR_FILES : NL_LR_IDLE;
       step(r);
       return;
     }
     Runtime__V1__ContainerStatusRequest q = RUNTIME__V1__CONTAINER_STATUS_REQUEST__INIT;
-    q.container_id = r->ids[r->next];
+    q.container_id = r->items[r->next].id;
     nl_cri_container_status(r->cri, &q, on_status, r);
     return;
   }
@@ -240,12 +245,19 @@ static void step(nl_logrotate_t *r) {
     r->work_busy = true;
     if (uv_queue_work(r->loop, &r->work, files_work, files_done) < 0) {
       r->work_busy = false;
-      next_container(r);
+      r->state = NL_LR_IDLE;
+      step(r);
     }
     return;
-  case NL_LR_REOPEN: {
+  case NL_LR_REOPEN: { /* each file the work renamed */
+    while (r->next < r->n && !r->items[r->next].rotated) r->next++;
+    if (r->next == r->n) {
+      r->state = NL_LR_IDLE;
+      step(r);
+      return;
+    }
     Runtime__V1__ReopenContainerLogRequest q = RUNTIME__V1__REOPEN_CONTAINER_LOG_REQUEST__INIT;
-    q.container_id = r->ids[r->next];
+    q.container_id = r->items[r->next].id;
     nl_cri_reopen_container_log(r->cri, &q, on_reopen, r);
     return;
   }

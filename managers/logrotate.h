@@ -7,10 +7,12 @@
  * first, and leftover *.tmp files with them. Upstream also gzips rotated files
  * but the newest; nanolet links no zlib and keeps them as they are.
  *
- * A CRI user: one round at a time, one container at a time, the file work in
- * the thread pool (uv_queue_work). A container's log path is asked for once
- * (ContainerStatus) and kept while it runs: the runtime never changes it, and
- * asking every 10 s was most of an idle node's CRI calls. */
+ * A CRI user: one round at a time. A round lists the running containers (the
+ * brief decoding: ids only are read), asks each new one's log path once
+ * (ContainerStatus; the runtime never changes it, and asking every 10 s was
+ * most of an idle node's CRI calls), does the file work of all of them in one
+ * thread-pool item (uv_queue_work), then asks the runtime to reopen each file
+ * it renamed, one at a time. */
 #ifndef NL_LOGROTATE_H
 #define NL_LOGROTATE_H
 
@@ -24,15 +26,22 @@
 #include "reactor/map.h"
 
 typedef struct nl_logrotate nl_logrotate_t;
+
+/* A running container of the round. */
+typedef struct nl_logrotate_item {
+  char *id, *path;             /* owned; path NULL while unknown */
+  char *rotated;               /* owned: its new name when the work renamed it */
+  nl_err_t *err;               /* the work's */
+} nl_logrotate_item_t;
 typedef void (*nl_logrotate_done_fn)(nl_logrotate_t *r);
 
 typedef enum {
   NL_LR_IDLE,      /* the timer runs */
   NL_LR_LISTING,   /* ListContainers (running) */
-  NL_LR_STATUS,    /* ContainerStatus of ids[next]: its log path */
-  NL_LR_FILES,     /* the thread pool stats, prunes, renames */
-  NL_LR_REOPEN,    /* ReopenContainerLog */
-  NL_LR_UNDO,      /* the thread pool renames back */
+  NL_LR_STATUS,    /* ContainerStatus of items[next], whose log path is unknown */
+  NL_LR_FILES,     /* the thread pool stats, prunes, renames every item's file */
+  NL_LR_REOPEN,    /* ReopenContainerLog of items[next], whose file was renamed */
+  NL_LR_UNDO,      /* the thread pool renames items[next]'s file back */
   NL_LR_STOPPED,
 } nl_logrotate_state_t;
 
@@ -46,13 +55,12 @@ struct nl_logrotate {
   bool stopping, work_busy;
   uv_timer_t timer;
   uv_work_t work;
-  char **ids;                  /* this round's running containers, owned */
+  nl_logrotate_item_t *items;  /* this round's running containers, owned */
   size_t n, next;
-  char *path, *rotated;        /* the current container's log and its new name */
   nl_map_t paths;              /* container id -> its log path, for the last round's */
-  nl_err_t *work_err;
   nl_logrotate_done_fn done_cb;
   uint64_t rotations;          /* for tests and logs */
+  int rounds;                  /* rounds ended, for tests */
 };
 
 /* max_size > 0 bytes, max_files >= 2, period_ms 0: 10 s. */

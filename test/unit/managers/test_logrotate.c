@@ -173,11 +173,32 @@ static void log_path_asked_once(void **state) {
   harness_finish(&t.h);
 }
 
+/* A rotation the runtime cannot follow (ReopenContainerLog fails) is undone:
+ * the runtime still writes to the file under its old name. */
+static void failed_reopen_undone(void **state) {
+  lr_t t;
+  memset(&t, 0, sizeof t);
+  harness_start(&t.h, NULL);
+  run_container(&t);
+  write_file("c.log", 100);
+  nl_err_t *err = NULL;
+  assert_int_equal(fake_cri_apply_line(t.h.fake, "ReopenContainerLog status 2 no log", &err), 0);
+  nl_logrotate_init(&t.r, &t.h.loop, &t.h.client, 50, 5, 20);
+  nl_logrotate_start(&t.r);
+  harness_wait(&t.h, &t.r.rounds, 2, 5000);
+  assert_int_equal(t.r.rotations, 0);
+  assert_string_equal(listing(), "c.log");
+  nl_logrotate_stop(&t.r, on_rotator_stopped);
+  harness_wait(&t.h, &t.stopped, 1, 5000);
+  harness_finish(&t.h);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(small_file_stays, setup, teardown),
       cmocka_unit_test_setup_teardown(rotates_and_prunes, setup, teardown),
       cmocka_unit_test_setup_teardown(log_path_asked_once, setup, teardown),
+      cmocka_unit_test_setup_teardown(failed_reopen_undone, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
