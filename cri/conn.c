@@ -10,7 +10,11 @@
 #include "reactor/xalloc.h"
 
 #define MSG_CLOSING "grpc: the client connection is closing"
-#define PING_ACK_DELAY_MS 10
+/* A second: calls spread over time (an exec probe every 100 ms of a node
+ * with 110 probed pods, the 1 s relist) then meet one grpc-go bandwidth PING
+ * a second, not one each with its WINDOW_UPDATE and an ACK timer's wake-up
+ * (docs/CRI.md, "the runtime's PINGs"). */
+#define PING_ACK_DELAY_MS 1000
 #define PATH_EVENTS "/runtime.v1.RuntimeService/GetContainerEvents"
 
 enum where { IN_WAITING, IN_ACTIVE, IN_DONE };

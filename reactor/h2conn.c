@@ -360,8 +360,9 @@ static void on_ack_timer(uv_timer_t *t) {
 /* grpc-go servers (containerd, CRI-O) send a PING to estimate the bandwidth
  * after each DATA frame they receive while none is outstanding, with a
  * WINDOW_UPDATE before it: acknowledged at once, that is two more frames in
- * and one out per call when calls come one at a time. Acknowledged a few ms
- * later, one PING covers all the calls of that time. */
+ * and one out per call when calls come one at a time, and a wake-up for the
+ * ACK's timer when it waits. Acknowledged later (the owner's delay), one PING
+ * covers all the calls of that time. */
 static void on_peer_ping(void *user) {
   nl_h2conn_t *c = user;
   if (!uv_is_active((uv_handle_t *)&c->ack_timer))
