@@ -12,21 +12,34 @@
 
 #include "reactor/xalloc.h"
 
+/* As Go's os.MkdirAll: a stat first, so that the usual case (the directory is
+ * there: a pod's directories at each of its syncs) is one system call, not a
+ * mkdir of every component from the root; parents only when missing. */
+static int mkdir_p(char *buf, mode_t mode) {
+  struct stat st;
+  if (stat(buf, &st) == 0) return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+  if (errno != ENOENT) return -errno;
+  char *slash = strrchr(buf, '/');
+  if (slash && slash != buf) {
+    *slash = 0;
+    int r = mkdir_p(buf, mode);
+    *slash = '/';
+    if (r < 0) return r;
+  }
+  if (mkdir(buf, mode) == 0) return 0;
+  if (errno != EEXIST) return -errno;
+  /* made meanwhile by someone else, or a dangling link */
+  if (stat(buf, &st) < 0) return -errno;
+  return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+}
+
 int nl_mkdir_p(const char *path, mode_t mode) {
   char buf[PATH_MAX];
   size_t n = strlen(path);
   if (n == 0 || n >= sizeof buf) return -ENAMETOOLONG;
   memcpy(buf, path, n + 1);
-  for (char *p = buf + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = 0;
-    if (mkdir(buf, mode) < 0 && errno != EEXIST) return -errno;
-    *p = '/';
-  }
-  if (mkdir(buf, mode) < 0 && errno != EEXIST) return -errno;
-  struct stat st;
-  if (stat(buf, &st) < 0) return -errno;
-  return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+  while (n > 1 && buf[n - 1] == '/') buf[--n] = 0;
+  return mkdir_p(buf, mode);
 }
 
 static int write_all(int fd, const char *p, size_t n) {
