@@ -9,6 +9,7 @@
 
 #include "managers/metrics.h"
 #include "managers/probe_internal.h"
+#include "reactor/grid.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
@@ -320,8 +321,22 @@ static bool step(worker_t *w) {
   return true;
 }
 
+static uint64_t period_ms(const nl_probe_manager_t *m, const nl_probe_t *p);
+static void tick(uv_timer_t *t);
+
+/* A probe's second is the agent's: its checks are due on the loop's whole
+ * seconds (reactor/grid.h), with every other probe's and the relist, so that
+ * the probes of many pods share the wake-ups and the writes of their calls. A
+ * check is then up to half a second from where upstream's own ticker would
+ * put it; its period stays the period. */
+static void arm(worker_t *w, uint64_t delay) {
+  uint64_t unit = w->m->opts.ms_per_period_second ? w->m->opts.ms_per_period_second : 1000;
+  uv_timer_start(&w->timer, tick, nl_grid_delay(uv_now(w->m->loop), delay, unit), 0);
+}
+
 static void tick(uv_timer_t *t) {
   worker_t *w = container_of(t, worker_t, timer);
+  arm(w, period_ms(w->m, w->probe));
   if (w->state != W_IDLE) return; /* the previous check still runs */
   if (!step(w) && w->state != W_STOPPED) {
     nl_vlog(4, "probe %s/%s %s: container will not restart, worker stops",
@@ -353,7 +368,7 @@ static void add_worker(nl_probe_manager_t *m, ppod_t *pp, const nl_container_t *
   /* upstream: after a (re)start of the agent, spread the first probes over a
    * period so that they do not all run at once */
   if (!m->opts.no_jitter && uv_now(m->loop) - m->started_ms < period) first = rnd(m) % period;
-  uv_timer_start(&w->timer, tick, first, period);
+  arm(w, first);
 }
 
 static void add_container(nl_probe_manager_t *m, ppod_t *pp, const nl_container_t *c) {
@@ -471,7 +486,7 @@ nl_status_probe_t nl_probe_manager_status_probe(void *ctx, const char *name, con
     if (pp) nl_list_foreach_safe(pos, tmp, &pp->workers) {
         worker_t *w = nl_list_entry(pos, worker_t, link);
         if (w->spec == find_spec(pp->pod, name) && w->type == type && w->state == W_IDLE)
-          uv_timer_start(&w->timer, tick, 0, period_ms(sc->m, w->probe));
+          arm(w, 0);
       }
   }
   return r == NL_PROBE_RESULT_FAILURE ? NL_STATUS_PROBE_FAILURE : NL_STATUS_PROBE_PENDING;
