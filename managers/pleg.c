@@ -130,8 +130,6 @@ static void relist_unref(struct nl_pleg__relist *r) {
 
 static void on_relist_timer(uv_timer_t *t);
 
-#define NL_PLEG_GRID_MS 1000 /* the probes' (managers/probes.c) */
-
 static uint64_t period(const nl_pleg_t *p) {
   return p->events_up ? NL_PLEG_EVENTED_RELIST_PERIOD_MS : p->period_ms;
 }
@@ -141,7 +139,7 @@ static uint64_t period(const nl_pleg_t *p) {
 static void schedule(nl_pleg_t *p, uint64_t delay_ms) {
   set_state(p, NL_PLEG_WAITING);
   uv_timer_start(&p->relist_timer, on_relist_timer,
-                 nl_grid_delay(uv_now(p->loop), delay_ms, NL_PLEG_GRID_MS), 0);
+                 nl_grid_delay(uv_now(p->loop), delay_ms, NL_GRID_MS), 0);
 }
 
 /* Ends the run (success or not) and arms the next one. */

@@ -330,7 +330,7 @@ static void tick(uv_timer_t *t);
  * check is then up to half a second from where upstream's own ticker would
  * put it; its period stays the period. */
 static void arm(worker_t *w, uint64_t delay) {
-  uint64_t unit = w->m->opts.ms_per_period_second ? w->m->opts.ms_per_period_second : 1000;
+  uint64_t unit = w->m->opts.ms_per_period_second ? w->m->opts.ms_per_period_second : NL_GRID_MS;
   uv_timer_start(&w->timer, tick, nl_grid_delay(uv_now(w->m->loop), delay, unit), 0);
 }
 

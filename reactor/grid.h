@@ -13,6 +13,9 @@
 
 #include <stdint.h>
 
+/* The agent's grid: its whole seconds. */
+#define NL_GRID_MS 1000
+
 /* now: the loop's time (uv_now), ms. delay 0 (at once), or a grid of 0 or
  * longer than twice the delay, is left as it is. */
 static inline uint64_t nl_grid_delay(uint64_t now, uint64_t delay, uint64_t grid) {

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "reactor/grid.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
@@ -362,11 +363,13 @@ static void on_ack_timer(uv_timer_t *t) {
  * WINDOW_UPDATE before it: acknowledged at once, that is two more frames in
  * and one out per call when calls come one at a time, and a wake-up for the
  * ACK's timer when it waits. Acknowledged later (the owner's delay), one PING
- * covers all the calls of that time. */
+ * covers all the calls of that time; on the grid (reactor/grid.h), the ACK
+ * leaves with the calls of the periodic work due then (the relist). */
 static void on_peer_ping(void *user) {
   nl_h2conn_t *c = user;
   if (!uv_is_active((uv_handle_t *)&c->ack_timer))
-    uv_timer_start(&c->ack_timer, on_ack_timer, c->opts.ping_ack_delay_ms, 0);
+    uv_timer_start(&c->ack_timer, on_ack_timer,
+                   nl_grid_delay(uv_now(c->loop), c->opts.ping_ack_delay_ms, NL_GRID_MS), 0);
 }
 
 static void on_goaway(void *user, uint32_t code, int32_t last) {
