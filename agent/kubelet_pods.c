@@ -472,23 +472,38 @@ void nl__kubelet_pleg_event(const nl_pleg_event_t *ev, void *ctx) {
   nl_pod_workers_sync_now(&k->workers, ev->uid);
 }
 
+typedef struct overdue {
+  nl_kubelet_t *k;
+  char **uids;
+  size_t n;
+} overdue_t;
+
+static void find_overdue(const nl_pod_t *pod, void *ctx) {
+  overdue_t *o = ctx;
+  if (!pod->spec.active_deadline_seconds.set ||
+      nl_pod_workers_is_terminating(&o->k->workers, pod->metadata.uid))
+    return;
+  const pod_state_t *ps = nl_map_get(&o->k->pod_states, pod->metadata.uid);
+  if (!ps || !ps->status || ps->status->phase == NL_POD_SUCCEEDED ||
+      ps->status->phase == NL_POD_FAILED || !past_active_deadline(pod, ps->status->start_time))
+    return;
+  o->uids = nl_xrealloc(o->uids, (o->n + 1) * sizeof *o->uids);
+  o->uids[o->n++] = nl_xstrdup(pod->metadata.uid);
+}
+
 /* The 1 s sync tick: pods whose resync is due, and (upstream's PodSyncLoopHandlers)
- * running pods past their activeDeadlineSeconds, so that they are failed on time. */
+ * running pods past their activeDeadlineSeconds, so that they are failed on time.
+ * The pods are scanned as they are (no sorted copy each second), and synced
+ * after the scan. */
 void nl__kubelet_pods_sync_tick(nl_kubelet_t *k) {
   nl_pod_workers_sync_due(&k->workers);
-  size_t n;
-  const nl_pod_t **pods = nl_pod_manager_list(&k->pods, &n);
-  for (size_t i = 0; i < n; i++) {
-    if (!pods[i]->spec.active_deadline_seconds.set ||
-        nl_pod_workers_is_terminating(&k->workers, pods[i]->metadata.uid))
-      continue;
-    const pod_state_t *ps = nl_map_get(&k->pod_states, pods[i]->metadata.uid);
-    if (!ps || !ps->status || ps->status->phase == NL_POD_SUCCEEDED ||
-        ps->status->phase == NL_POD_FAILED || !past_active_deadline(pods[i], ps->status->start_time))
-      continue;
-    nl_pod_workers_sync_now(&k->workers, pods[i]->metadata.uid);
+  overdue_t o = {.k = k};
+  nl_pod_manager_foreach(&k->pods, find_overdue, &o);
+  for (size_t i = 0; i < o.n; i++) {
+    nl_pod_workers_sync_now(&k->workers, o.uids[i]);
+    free(o.uids[i]);
   }
-  free(pods);
+  free(o.uids);
 }
 
 /* ---- the syncer ---- */
@@ -775,6 +790,10 @@ static bool kill_orphan(const nl_rt_pod_status_t *st, void *ctx) {
   return true;
 }
 
+static bool pod_is_wanted(void *ctx, const char *uid) {
+  return nl_pod_manager_get(&((nl_kubelet_t *)ctx)->pods, uid) != NULL;
+}
+
 static bool pod_is_known(nl_kubelet_t *k, const char *uid) {
   return nl_pod_manager_get(&k->pods, uid) || nl_pod_workers_get(&k->workers, uid) ||
          nl_map_has(&k->orphans, uid) || nl_pleg_get(&k->pleg, uid);
@@ -839,13 +858,7 @@ void nl__kubelet_pods_housekeeping(nl_kubelet_t *k) {
   if (k->devices_up) nl_devices_release_inactive(&k->devices);
   /* Nothing is deleted on the strength of a partial view of what is wanted. */
   if (!nl_pod_config_sources_ready(&k->pod_config) || !k->pleg.relists) return;
-  size_t n;
-  const nl_pod_t **pods = nl_pod_manager_list(&k->pods, &n);
-  const char **uids = nl_xcalloc(n + 1, sizeof *uids);
-  for (size_t i = 0; i < n; i++) uids[i] = pods[i]->metadata.uid;
-  nl_pod_workers_sync_known(&k->workers, uids, n);
-  free(uids);
-  free(pods);
+  nl_pod_workers_sync_known(&k->workers, pod_is_wanted, k);
   scan_pods_dir(k); /* then the orphaned runtime pods and directories */
   /* Forget the state of pods that are gone everywhere. */
   nl_map_iter_t it;

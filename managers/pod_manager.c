@@ -117,6 +117,14 @@ const nl_pod_t **nl_pod_manager_list(const nl_pod_manager_t *m, size_t *n) {
   return index_list(&m->pods, n);
 }
 
+void nl_pod_manager_foreach(const nl_pod_manager_t *m, void (*fn)(const nl_pod_t *pod, void *ctx),
+                            void *ctx) {
+  nl_map_iter_t it;
+  void *v;
+  nl_map_iter_init(&it, &m->pods.by_uid);
+  while (nl_map_iter_next(&it, NULL, &v)) fn(v, ctx);
+}
+
 const nl_pod_t *nl_pod_manager_mirror_get(const nl_pod_manager_t *m, const char *ns,
                                           const char *name) {
   return index_by_name(&m->mirrors, ns, name);

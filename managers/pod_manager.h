@@ -46,6 +46,10 @@ const nl_pod_t *nl_pod_manager_get_by_name(const nl_pod_manager_t *m, const char
 size_t nl_pod_manager_count(const nl_pod_manager_t *m);
 /* The pods in an array the caller frees (not the pods), sorted by namespace/name. */
 const nl_pod_t **nl_pod_manager_list(const nl_pod_manager_t *m, size_t *n);
+/* fn on each pod, in no order, with nothing allocated (the periodic scans);
+ * fn must not change the manager. */
+void nl_pod_manager_foreach(const nl_pod_manager_t *m, void (*fn)(const nl_pod_t *pod, void *ctx),
+                            void *ctx);
 
 /* The mirror pod of the static pod ns/name (upstream GetMirrorPodByPod), with
  * the API's uid, annotations (config.mirror holds the static pod's hash),

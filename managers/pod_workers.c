@@ -213,17 +213,14 @@ out:
   free(t);
 }
 
-void nl_pod_workers_sync_known(nl_pod_workers_t *pw, const char *const *known, size_t n) {
-  nl_map_t set;
-  nl_map_init(&set);
-  for (size_t i = 0; i < n; i++) nl_map_put(&set, known[i], (void *)1);
+void nl_pod_workers_sync_known(nl_pod_workers_t *pw, nl_pod_workers_known_fn known, void *ctx) {
   nl_map_iter_t it;
   const char *uid;
   void *v;
   nl_map_iter_init(&it, &pw->workers);
   while (nl_map_iter_next(&it, &uid, &v)) {
     nl_pod_worker_t *w = v;
-    if (nl_map_has(&set, uid)) continue;
+    if (known(ctx, uid)) continue;
     if (w->finished) {
       nl_vlog(4, "pod worker %s: forgotten", w->uid);
       worker_free(nl_map_del(&pw->workers, uid));
@@ -231,7 +228,6 @@ void nl_pod_workers_sync_known(nl_pod_workers_t *pw, const char *const *known, s
       nl_pod_workers_update(pw, w->pod, NL_SYNC_KILL, -1);
     }
   }
-  nl_map_free(&set, NULL);
 }
 
 const nl_pod_worker_t *nl_pod_workers_get(const nl_pod_workers_t *pw, const char *uid) {

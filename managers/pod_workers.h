@@ -125,9 +125,10 @@ size_t nl_pod_workers_sync_due(nl_pod_workers_t *pw);
  * (phase Succeeded/Failed) and should terminate. Frees the token. */
 void nl_pod_workers_complete(nl_pod_work_t *w, const nl_err_t *err, bool is_terminal);
 
-/* Housekeeping (upstream SyncKnownPods): workers whose uid is not in known[] are
- * killed; finished workers not in known[] are forgotten. */
-void nl_pod_workers_sync_known(nl_pod_workers_t *pw, const char *const *known, size_t n);
+/* Housekeeping (upstream SyncKnownPods): workers whose uid known() denies are
+ * killed; finished ones are forgotten. */
+typedef bool (*nl_pod_workers_known_fn)(void *ctx, const char *uid);
+void nl_pod_workers_sync_known(nl_pod_workers_t *pw, nl_pod_workers_known_fn known, void *ctx);
 
 const nl_pod_worker_t *nl_pod_workers_get(const nl_pod_workers_t *pw, const char *uid);
 /* The grace period chosen for a terminating pod (-1 when none was requested). */

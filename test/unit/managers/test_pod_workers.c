@@ -185,6 +185,11 @@ static void terminal_sync_terminates_and_errors_retry(void **state) {
   nl_pod_free(a);
 }
 
+static bool known_keep(void *ctx, const char *uid) {
+  (void)ctx;
+  return strcmp(uid, "keep") == 0;
+}
+
 static void housekeeping_kills_unknown_and_forgets_finished(void **state) {
   fixture_t *f = *state;
   f->rec.complete_inline = true;
@@ -192,12 +197,11 @@ static void housekeeping_kills_unknown_and_forgets_finished(void **state) {
   nl_pod_workers_update(&f->pw, a, NL_SYNC_CREATE, -1);
   nl_pod_workers_update(&f->pw, b, NL_SYNC_CREATE, -1);
   assert_int_equal(f->rec.n, 2);
-  const char *known[] = {"keep"};
-  nl_pod_workers_sync_known(&f->pw, known, 1);
+  nl_pod_workers_sync_known(&f->pw, known_keep, NULL);
   /* "gone" ran terminating and terminated (inline completions) */
   assert_int_equal(f->rec.n, 4);
   assert_true(nl_pod_workers_get(&f->pw, "gone")->finished);
-  nl_pod_workers_sync_known(&f->pw, known, 1);
+  nl_pod_workers_sync_known(&f->pw, known_keep, NULL);
   assert_null(nl_pod_workers_get(&f->pw, "gone"));
   assert_non_null(nl_pod_workers_get(&f->pw, "keep"));
   nl_pod_free(a), nl_pod_free(b);
