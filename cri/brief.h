@@ -13,6 +13,12 @@
 
 #define NL_CRI_BRIEF_MAX_LABELS 8
 
+/* A fingerprint of a list answer's bytes: a keyed hash of each of its
+ * top-level fields (the items), summed, so that the same items in another
+ * order (containerd lists from Go maps) give the same value; 0 when the bytes
+ * are not framed as protobuf. */
+uint64_t nl_cri_brief_fingerprint(const uint8_t *data, size_t len);
+
 /* Whether desc is one of the two brief list answers. */
 bool nl_cri_brief_is(const ProtobufCMessageDescriptor *desc);
 /* protobuf_c_message_unpack's contract for those two: the message, allocated

@@ -13,6 +13,10 @@ typedef void (*nl_cri__deliver)(const nl_grpc_status_t *st, ProtobufCMessage *re
 void nl_cri__call(nl_cri_client_t *c, const char *path, const ProtobufCMessage *req,
                   const ProtobufCMessageDescriptor *resp_desc, uint64_t timeout_ms,
                   nl_cri__deliver deliver, nl_cri__fn fn, void *ctx);
+/* The same for the brief lists, with their fingerprints (runtime.h). */
+void nl_cri__call_fp(nl_cri_client_t *c, const char *path, const ProtobufCMessage *req,
+                     const ProtobufCMessageDescriptor *resp_desc, uint64_t same, uint64_t *fp,
+                     nl_cri__deliver deliver, nl_cri__fn fn, void *ctx);
 
 /* Per-kind deadline (see enum nl_cri_deadline_kind); 0 means opts.timeout_ms. */
 #define NL_CRI__TIMEOUT_DEFAULT(c, req) 0

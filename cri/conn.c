@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cri/brief.h"
 #include "cri/call.h"
 #include "cri/pbarena.h"
 #include "reactor/log.h"
@@ -40,6 +41,9 @@ typedef struct nl_cri_call {
   bool wait_forever;   /* waits for a connection however long it takes */
   bool cancelled;      /* nl_cri_stream_cancel() while in the done list */
   bool extra_message;  /* a unary call got a second message */
+  bool same;           /* the answer's fingerprint is same_fp: not decoded */
+  uint64_t same_fp;    /* a brief list's last fingerprint (0: none) */
+  uint64_t *fp;        /* where the answer's fingerprint goes, or NULL */
   nl_cri_stream_msg_cb on_msg;
   nl_cri_stream_end_cb on_end;
   size_t queued;       /* messages of this stream awaiting delivery */
@@ -244,6 +248,13 @@ static void on_stream_message(nl_grpc_stream_t *st, const uint8_t *data, size_t 
   nl_cri_call_t *call = container_of(st, nl_cri_call_t, stream);
   nl_cri_client_t *c = call->client;
   nl_pb_arena_t *arena = NULL;
+  if (call->fp && !call->resp && !call->same) {
+    *call->fp = nl_cri_brief_fingerprint(data, len);
+    if (*call->fp && *call->fp == call->same_fp) {
+      call->same = true;
+      return;
+    }
+  }
   ProtobufCMessage *m = nl_pb_arena_unpack(call->resp_desc, c->opts.mem, data, len, &arena);
   if (!m) {
     nl_grpc_stream_cancel(st);
@@ -267,7 +278,7 @@ static void on_stream_message(nl_grpc_stream_t *st, const uint8_t *data, size_t 
     nl_list_insert_tail(&c->streamq, &it->link);
     return;
   }
-  if (call->resp) {
+  if (call->resp || call->same) {
     call->extra_message = true;
     nl_pb_arena_free(arena);
     return;
@@ -299,7 +310,7 @@ static void on_stream_close(nl_grpc_stream_t *st, const nl_grpc_status_t *status
       code = NL_GRPC_INTERNAL;
       msg = "cardinality violation: expected <EOF> for non server-streaming RPCs, "
             "but received another message";
-    } else if (!call->resp) {
+    } else if (!call->resp && !call->same) {
       code = NL_GRPC_INTERNAL;
       msg = "cardinality violation: received no response message from "
             "non-server-streaming RPC";
@@ -376,15 +387,29 @@ static void call_start(nl_cri_client_t *c, nl_cri_call_t *call) {
   kick(c);
 }
 
-void nl_cri__call(nl_cri_client_t *c, const char *path, const ProtobufCMessage *req,
-                  const ProtobufCMessageDescriptor *resp_desc, uint64_t timeout_ms,
-                  nl_cri__deliver deliver, nl_cri__fn fn, void *ctx) {
+static void call_ex(nl_cri_client_t *c, const char *path, const ProtobufCMessage *req,
+                    const ProtobufCMessageDescriptor *resp_desc, uint64_t timeout_ms, uint64_t same,
+                    uint64_t *fp, nl_cri__deliver deliver, nl_cri__fn fn, void *ctx) {
   nl_cri_call_t *call = call_new(c, path, req, resp_desc, timeout_ms);
   call->started = uv_hrtime();
   call->deliver = deliver;
   call->fn = fn;
   call->ctx = ctx;
+  call->same_fp = same;
+  call->fp = fp;
   call_start(c, call);
+}
+
+void nl_cri__call(nl_cri_client_t *c, const char *path, const ProtobufCMessage *req,
+                  const ProtobufCMessageDescriptor *resp_desc, uint64_t timeout_ms,
+                  nl_cri__deliver deliver, nl_cri__fn fn, void *ctx) {
+  call_ex(c, path, req, resp_desc, timeout_ms, 0, NULL, deliver, fn, ctx);
+}
+
+void nl_cri__call_fp(nl_cri_client_t *c, const char *path, const ProtobufCMessage *req,
+                     const ProtobufCMessageDescriptor *resp_desc, uint64_t same, uint64_t *fp,
+                     nl_cri__deliver deliver, nl_cri__fn fn, void *ctx) {
+  call_ex(c, path, req, resp_desc, 0, same, fp, deliver, fn, ctx);
 }
 
 static void deliver_generic(const nl_grpc_status_t *st, ProtobufCMessage *resp, nl_cri__fn fn,

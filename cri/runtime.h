@@ -71,16 +71,23 @@ NL_CRI_RUNTIME_RPCS(NL_CRI__DECLARE_RPC)
 
 /* ListPodSandbox and ListContainers decoded as cri/brief.proto: id, state,
  * createdAt, labels (and a container's sandbox id) only. For callers that list
- * often and read no more (PLEG); the same requests and completion contract. */
+ * often and read no more (PLEG); the same requests and completion contract.
+ * The answer's fingerprint (nl_cri_brief_fingerprint: the same items in any
+ * order, the same value) goes to *fp when fp is not NULL; when it is same
+ * (nonzero), the answer is not decoded and resp is NULL with status OK: it is
+ * the answer whose fingerprint same was. An idle node's relist then costs its
+ * bytes' hash, not their decoding and comparing. */
 typedef void (*nl_cri_list_pod_sandbox_brief_cb)(const nl_grpc_status_t *status,
                                                  Runtime__V1__Brief__ListPodSandboxResponse *resp,
                                                  void *ctx);
 void nl_cri_list_pod_sandbox_brief(nl_cri_client_t *c, const Runtime__V1__ListPodSandboxRequest *req,
+                                   uint64_t same, uint64_t *fp,
                                    nl_cri_list_pod_sandbox_brief_cb cb, void *ctx);
 typedef void (*nl_cri_list_containers_brief_cb)(const nl_grpc_status_t *status,
                                                 Runtime__V1__Brief__ListContainersResponse *resp,
                                                 void *ctx);
 void nl_cri_list_containers_brief(nl_cri_client_t *c, const Runtime__V1__ListContainersRequest *req,
+                                  uint64_t same, uint64_t *fp,
                                   nl_cri_list_containers_brief_cb cb, void *ctx);
 
 #endif

@@ -225,7 +225,7 @@ static void step(nl_logrotate_t *r) {
     sv.state = RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING;
     f.state = &sv;
     q.filter = &f;
-    nl_cri_list_containers_brief(r->cri, &q, on_list, r);
+    nl_cri_list_containers_brief(r->cri, &q, 0, NULL, on_list, r);
     return;
   }
   case NL_LR_STATUS: { /* the log path of each container new since the last round */

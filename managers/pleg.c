@@ -60,6 +60,7 @@ struct nl_pleg__relist {
   uint64_t start_hr;  /* monotonic, for the duration */
   nl_map_t snap;      /* uid -> nl_pleg__pod_t*, filled by the lists that changed */
   uint64_t gen;       /* marks the records' items an unchanged list showed */
+  uint64_t sandboxes_fp, containers_fp; /* the answers' fingerprints */
   bool same_sandboxes, same_containers; /* a list showed the records' current pods */
   int list_pending;
   char *list_error;
@@ -569,7 +570,15 @@ static void list_step(struct nl_pleg__relist *r, const nl_grpc_status_t *st, con
     if (r->list_error) {
       nl_error("GenericPLEG: Unable to retrieve pods: %s", r->list_error);
       relist_done(r->p, r, false);
-    } else if (r->same_sandboxes && r->same_containers) {
+      relist_unref(r);
+      return;
+    }
+    /* The records are, or become, these answers: their fingerprints stand for
+     * them (an answer whose bytes differ in what a relist does not read is the
+     * records' too). */
+    r->p->sandboxes_fp = r->sandboxes_fp;
+    r->p->containers_fp = r->containers_fp;
+    if (r->same_sandboxes && r->same_containers) {
       start_inspection(r, false);
     } else {
       if (r->same_sandboxes) nl_pleg__copy_current(&r->snap, &r->p->records, true);
@@ -585,7 +594,9 @@ static void on_list_sandboxes(const nl_grpc_status_t *st,
                               void *ctx) {
   struct nl_pleg__relist *r = ctx;
   if (r->p && st->code == NL_GRPC_OK) {
-    if (nl_pleg__sandboxes_unchanged(&r->p->records, resp, r->gen)) r->same_sandboxes = true;
+    /* no answer: the one the records hold (its fingerprint) */
+    if (!resp) r->p->lists_same_fp++;
+    if (!resp || nl_pleg__sandboxes_unchanged(&r->p->records, resp, r->gen)) r->same_sandboxes = true;
     else nl_pleg__add_sandboxes(&r->snap, resp);
   }
   list_step(r, st, "ListPodSandbox");
@@ -596,7 +607,9 @@ static void on_list_containers(const nl_grpc_status_t *st,
                                void *ctx) {
   struct nl_pleg__relist *r = ctx;
   if (r->p && st->code == NL_GRPC_OK) {
-    if (nl_pleg__containers_unchanged(&r->p->records, resp, r->gen)) r->same_containers = true;
+    if (!resp) r->p->lists_same_fp++;
+    if (!resp || nl_pleg__containers_unchanged(&r->p->records, resp, r->gen))
+      r->same_containers = true;
     else nl_pleg__add_containers(&r->snap, resp);
   }
   list_step(r, st, "ListContainers");
@@ -617,8 +630,10 @@ static void relist_start(nl_pleg_t *p) {
   Runtime__V1__ListPodSandboxRequest sreq = RUNTIME__V1__LIST_POD_SANDBOX_REQUEST__INIT;
   Runtime__V1__ListContainersRequest creq = RUNTIME__V1__LIST_CONTAINERS_REQUEST__INIT;
   r->refs += 2;
-  nl_cri_list_pod_sandbox_brief(p->cri, &sreq, on_list_sandboxes, r);
-  nl_cri_list_containers_brief(p->cri, &creq, on_list_containers, r);
+  nl_cri_list_pod_sandbox_brief(p->cri, &sreq, p->sandboxes_fp, &r->sandboxes_fp, on_list_sandboxes,
+                                r);
+  nl_cri_list_containers_brief(p->cri, &creq, p->containers_fp, &r->containers_fp,
+                               on_list_containers, r);
 }
 
 static void on_relist_timer(uv_timer_t *t) {

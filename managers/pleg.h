@@ -96,6 +96,8 @@ struct nl_pleg {
   struct nl_pleg__relist *cur; /* the relist in flight, or NULL */
   bool relist_again;           /* a relist was forced while one ran */
   uint64_t list_gen;           /* relists started, for nl_pleg__*_unchanged */
+  uint64_t sandboxes_fp, containers_fp; /* the lists the records hold (cri/runtime.h) */
+  uint64_t lists_same_fp;      /* answers not decoded: their fingerprint was the records' */
   bool events_wanted;          /* nl_pleg_use_events() */
   bool events_up;              /* the event stream works: relist every 5 minutes */
   uint64_t events;             /* container events received */

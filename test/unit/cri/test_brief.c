@@ -158,11 +158,48 @@ static void malformed_answers_are_refused(void **state) {
   nl_pb_arena_free(arena);
 }
 
+/* The same items in another order are the same answer; a changed item, one
+ * more or one less, or bytes that are not protobuf, are not. */
+static void fingerprints(void **state) {
+  (void)state;
+  Runtime__V1__Container c[3] = {RUNTIME__V1__CONTAINER__INIT, RUNTIME__V1__CONTAINER__INIT,
+                                 RUNTIME__V1__CONTAINER__INIT};
+  c[0].id = "a", c[1].id = "b", c[2].id = "c";
+  c[0].state = c[1].state = c[2].state = RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING;
+  Runtime__V1__Container *abc[] = {&c[0], &c[1], &c[2]}, *cab[] = {&c[2], &c[0], &c[1]};
+  Runtime__V1__ListContainersResponse r = RUNTIME__V1__LIST_CONTAINERS_RESPONSE__INIT;
+  size_t len;
+  r.containers = abc, r.n_containers = 3;
+  uint8_t *b = pack(&r.base, &len);
+  uint64_t f_abc = nl_cri_brief_fingerprint(b, len);
+  assert_int_not_equal(f_abc, 0);
+  free(b);
+  r.containers = cab;
+  b = pack(&r.base, &len);
+  assert_true(nl_cri_brief_fingerprint(b, len) == f_abc);
+  b[len - 1] ^= 1; /* the last item's last byte */
+  assert_true(nl_cri_brief_fingerprint(b, len) != f_abc);
+  assert_int_equal(nl_cri_brief_fingerprint(b, len - 1), 0); /* cut short */
+  free(b);
+  c[1].state = RUNTIME__V1__CONTAINER_STATE__CONTAINER_EXITED;
+  b = pack(&r.base, &len);
+  uint64_t f_exited = nl_cri_brief_fingerprint(b, len);
+  assert_true(f_exited != f_abc && f_exited != 0);
+  free(b);
+  r.n_containers = 2;
+  b = pack(&r.base, &len);
+  assert_true(nl_cri_brief_fingerprint(b, len) != f_exited);
+  free(b);
+  /* an empty answer has one too */
+  assert_int_not_equal(nl_cri_brief_fingerprint((const uint8_t *)"", 0), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(sandboxes_as_protobuf_c_reads_them),
       cmocka_unit_test(containers_as_protobuf_c_reads_them),
       cmocka_unit_test(malformed_answers_are_refused),
+      cmocka_unit_test(fingerprints),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

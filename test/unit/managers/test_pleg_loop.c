@@ -86,8 +86,10 @@ static void relists_find_changes(void **state) {
   uint64_t relists = r.pleg.relists;
   int64_t after = t; /* read after the relist began */
   assert_false(nl_pleg_is_newer(&r.pleg, "p1", after));
+  uint64_t same = r.pleg.lists_same_fp;
   harness_wait(&r.h, (const int *)&r.pleg.relists, (int)relists + 3, 5000);
   assert_int_equal(r.started, 2); /* nothing new */
+  assert_true(r.pleg.lists_same_fp >= same + 4); /* the answers were not decoded */
   assert_int_equal(r.died, 0);
   assert_true(nl_pleg_cache_time(&r.pleg, "p1") == t); /* not read again */
   assert_true(nl_pleg_is_newer(&r.pleg, "p1", after)); /* but the cache is newer */
