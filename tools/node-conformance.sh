@@ -61,6 +61,8 @@
 #   NODE_CONFORMANCE_REPORT_DIR  report directory
 #   NODE_CONFORMANCE_TIMEOUT     ginkgo's --timeout (default 3h)
 #   NODE_CONFORMANCE_SKIP        a further skip regular expression
+#   NODE_CONFORMANCE_SERIAL=1    [Serial] specs too (skip [Flaky] only), one
+#                                process unless NODE_CONFORMANCE_PROCS says
 #   NODE_CONFORMANCE_NODE_NAME   the node's name (default: the host name, as
 #                                the upstream kubelet's)
 #   NODE_CONFORMANCE_CGROUP_ROOT nanolet's cgroupRoot (default /, as the
@@ -106,9 +108,17 @@ case ${1:-} in
   '') ;;
   *) FOCUS=$1 ;;
 esac
-SKIP='\[Serial\]'
+# The node is the suite's own, so its [Serial] specs may run too, one process
+# at a time (NODE_CONFORMANCE_SERIAL=1: the feature groups beyond
+# NodeConformance, e.g. 'Feature:DevicePlugin').
+if [ "${NODE_CONFORMANCE_SERIAL:-0}" = 1 ]; then
+  SKIP='\[Flaky\]'
+  PROCS=${NODE_CONFORMANCE_PROCS:-1}
+else
+  SKIP='\[Serial\]'
+  PROCS=${NODE_CONFORMANCE_PROCS:-4}
+fi
 [ -z "${NODE_CONFORMANCE_SKIP:-}" ] || SKIP+="|$NODE_CONFORMANCE_SKIP"
-PROCS=${NODE_CONFORMANCE_PROCS:-4}
 REPORT=${NODE_CONFORMANCE_REPORT_DIR:-$top/build/node-conformance/report}
 TIMEOUT=${NODE_CONFORMANCE_TIMEOUT:-3h}
 NODE=${NODE_CONFORMANCE_NODE_NAME:-$(hostname | tr '[:upper:]' '[:lower:]')}
