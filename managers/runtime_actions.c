@@ -23,12 +23,12 @@ static const char *state_name(nl_rt_container_state_t s) {
   }
 }
 
-static void push_idx(size_t **v, size_t *n, size_t i) {
+void nl__push_idx(size_t **v, size_t *n, size_t i) {
   *v = nl_xrealloc(*v, (*n + 1) * sizeof **v);
   (*v)[(*n)++] = i;
 }
 
-static void to_kill(nl_pod_actions_t *a, const nl_rt_container_t *st, const nl_container_t *spec,
+void nl__to_kill(nl_pod_actions_t *a, const nl_rt_container_t *st, const nl_container_t *spec,
                  bool init, const char *reason, char *message) {
   for (size_t i = 0; i < a->n_to_kill; i++)
     if (strcmp(a->to_kill[i].id, st->id) == 0) { /* a map upstream: last write wins */
@@ -43,8 +43,10 @@ static void to_kill(nl_pod_actions_t *a, const nl_rt_container_t *st, const nl_c
       .message = message, .reason = reason};
 }
 
+/* A container labelled before in-place resize carries the hash of its whole
+ * spec: still the same container while that matches. */
 static bool changed(const nl_container_t *c, const nl_rt_container_t *st) {
-  return nl_container_hash(c) != st->hash;
+  return nl_container_hash(c) != st->hash && nl_container_hash_legacy(c) != st->hash;
 }
 
 static nl_probe_result_t probe(nl_runtime_probe_fn fn, void *ctx, const char *id,
@@ -119,13 +121,13 @@ static bool init_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *s,
     const nl_rt_container_t *st = find(s, c->name);
     bool sidecar = nl__is_restartable_init(c);
     if (!st) {
-      if (prev_init && sidecar) push_idx(&a->init_to_start, &a->n_init_to_start, i);
+      if (prev_init && sidecar) nl__push_idx(&a->init_to_start, &a->n_init_to_start, i);
       continue;
     }
     if (prev_init && !sidecar) continue;
     switch (st->state) {
     case NL_RT_CONTAINER_CREATED:
-      push_idx(&a->init_to_start, &a->n_init_to_start, i);
+      nl__push_idx(&a->init_to_start, &a->n_init_to_start, i);
       break;
     case NL_RT_CONTAINER_RUNNING: {
       if (!sidecar) break;
@@ -133,45 +135,45 @@ static bool init_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *s,
         nl_probe_result_t r = probe(pf, pctx, st->id, NL_PROBE_STARTUP);
         if (r == NL_PROBE_RESULT_NONE) break;
         if (r == NL_PROBE_RESULT_FAILURE) {
-          to_kill(a, st, c, true, REASON_STARTUP,
+          nl__to_kill(a, st, c, true, REASON_STARTUP,
                nl_xasprintf("Init container %s failed startup probe", c->name));
-          push_idx(&a->init_to_start, &a->n_init_to_start, i);
+          nl__push_idx(&a->init_to_start, &a->n_init_to_start, i);
           break;
         }
       }
       if (i == spec->n_init_containers - 1)
         initialized = true;
       else if (!prev_init)
-        push_idx(&a->init_to_start, &a->n_init_to_start, i + 1);
+        nl__push_idx(&a->init_to_start, &a->n_init_to_start, i + 1);
       if (changed(c, st)) {
-        to_kill(a, st, c, true, "", nl_xasprintf("Init container %s definition changed", c->name));
-        push_idx(&a->init_to_start, &a->n_init_to_start, i);
+        nl__to_kill(a, st, c, true, "", nl_xasprintf("Init container %s definition changed", c->name));
+        nl__push_idx(&a->init_to_start, &a->n_init_to_start, i);
         break;
       }
       if (c->liveness_probe) {
         nl_probe_result_t r = probe(pf, pctx, st->id, NL_PROBE_LIVENESS);
         if (r == NL_PROBE_RESULT_FAILURE) {
-          to_kill(a, st, c, true, REASON_LIVENESS,
+          nl__to_kill(a, st, c, true, REASON_LIVENESS,
                nl_xasprintf("Init container %s failed liveness probe", c->name));
-          push_idx(&a->init_to_start, &a->n_init_to_start, i);
+          nl__push_idx(&a->init_to_start, &a->n_init_to_start, i);
         }
       }
       break;
     }
     case NL_RT_CONTAINER_EXITED:
       if (sidecar) {
-        push_idx(&a->init_to_start, &a->n_init_to_start, i);
+        nl__push_idx(&a->init_to_start, &a->n_init_to_start, i);
       } else if (init_failed(st)) {
         if (!restart_on_failure) {
           a->kill_pod = true;
           a->n_init_to_start = 0;
           return false;
         }
-        push_idx(&a->init_to_start, &a->n_init_to_start, i);
+        nl__push_idx(&a->init_to_start, &a->n_init_to_start, i);
       } else if (i == spec->n_init_containers - 1) {
         initialized = true;
       } else {
-        push_idx(&a->init_to_start, &a->n_init_to_start, i + 1);
+        nl__push_idx(&a->init_to_start, &a->n_init_to_start, i + 1);
       }
       break;
     default:
@@ -180,15 +182,15 @@ static bool init_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *s,
         a->n_init_to_start = 0;
         return false;
       }
-      to_kill(a, st, c, true, REASON_UNKNOWN,
+      nl__to_kill(a, st, c, true, REASON_UNKNOWN,
            nl_xasprintf("Init container is in \"%s\" state, try killing it before restart",
                         state_name(st->state)));
-      push_idx(&a->init_to_start, &a->n_init_to_start, i);
+      nl__push_idx(&a->init_to_start, &a->n_init_to_start, i);
       break;
     }
     prev_init = true;
   }
-  if (!prev_init) push_idx(&a->init_to_start, &a->n_init_to_start, 0);
+  if (!prev_init) nl__push_idx(&a->init_to_start, &a->n_init_to_start, 0);
   for (size_t i = 0; i < a->n_init_to_start / 2; i++) { /* back to spec order */
     size_t t = a->init_to_start[i];
     a->init_to_start[i] = a->init_to_start[a->n_init_to_start - 1 - i];
@@ -216,7 +218,7 @@ void nl_runtime_compute_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *s
       const nl_rt_container_t *st = find(s, spec->containers[i].name);
       if (on_failure && st && st->state == NL_RT_CONTAINER_EXITED && st->exit_code == 0)
         continue; /* containerSucceeded */
-      push_idx(&a->to_start, &a->n_to_start, i);
+      nl__push_idx(&a->to_start, &a->n_to_start, i);
     }
     if (a->n_to_start == 0 && any_regular_created(pod, s)) {
       a->create_sandbox = false;
@@ -224,7 +226,7 @@ void nl_runtime_compute_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *s
     }
     if (spec->n_init_containers) {
       a->n_to_start = 0;
-      push_idx(&a->init_to_start, &a->n_init_to_start, 0);
+      nl__push_idx(&a->init_to_start, &a->n_init_to_start, 0);
     }
     return;
   }
@@ -233,10 +235,11 @@ void nl_runtime_compute_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *s
    * are never restarted. */
   for (size_t i = 0; i < spec->n_ephemeral_containers; i++)
     if (!find(s, spec->ephemeral_containers[i].name))
-      push_idx(&a->ephemeral_to_start, &a->n_ephemeral_to_start, i);
+      nl__push_idx(&a->ephemeral_to_start, &a->n_ephemeral_to_start, i);
 
   bool initialized = init_actions(pod, s, pf, pctx, a);
   if (a->kill_pod || !initialized) return;
+  a->initialized = true;
 
   size_t keep = 0;
   for (size_t i = 0; i < spec->n_containers; i++) {
@@ -246,9 +249,9 @@ void nl_runtime_compute_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *s
       if (nl_runtime_should_restart(c, pod, s)) {
         nl_vlog(3, "container %s of pod %s is not in the desired state and shall be started",
                 c->name, pod->metadata.name);
-        push_idx(&a->to_start, &a->n_to_start, i);
+        nl__push_idx(&a->to_start, &a->n_to_start, i);
         if (st && st->state == NL_RT_CONTAINER_UNKNOWN)
-          to_kill(a, st, c, false, REASON_UNKNOWN,
+          nl__to_kill(a, st, c, false, REASON_UNKNOWN,
                nl_xasprintf("Container is in \"%s\" state, try killing it before restart",
                             state_name(st->state)));
       }
@@ -274,9 +277,9 @@ void nl_runtime_compute_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *s
       char *m2 = nl_xasprintf("%s, will be restarted", msg);
       free(msg);
       msg = m2;
-      push_idx(&a->to_start, &a->n_to_start, i);
+      nl__push_idx(&a->to_start, &a->n_to_start, i);
     }
-    to_kill(a, st, c, false, reason, msg);
+    nl__to_kill(a, st, c, false, reason, msg);
   }
   if (keep == 0 && a->n_to_start == 0) {
     a->kill_pod = true;
@@ -295,5 +298,7 @@ void nl_pod_actions_free(nl_pod_actions_t *a) {
     free(a->to_kill[i].message);
   }
   free(a->to_kill);
+  for (size_t i = 0; i < a->n_to_update; i++) free(a->to_update[i].id);
+  free(a->to_update);
   memset(a, 0, sizeof *a);
 }
