@@ -248,10 +248,12 @@ static nl_pod_status_t *generate(nl_kubelet_t *k, const nl_pod_t *pod, pod_state
 
 /* A pod from a file or URL (upstream kubetypes.IsStaticPod: any source but the
  * API server). */
-bool nl__kubelet_pod_is_static(const nl_pod_t *pod) {
+static bool pod_is_static(const nl_pod_t *pod) {
   const char *src = nl_kvlist_get(&pod->metadata.annotations, NL_ANNOTATION_CONFIG_SOURCE);
   return !src || strcmp(src, "api") != 0;
 }
+
+bool nl__kubelet_pod_is_static(const nl_pod_t *pod) { return pod_is_static(pod); }
 
 /* The status manager's view of a pod. finished: its worker has terminated it
  * and no container can run any more (upstream podIsFinished); a deleted pod is
@@ -263,7 +265,7 @@ static void report_status(nl_kubelet_t *k, const nl_pod_t *pod, const nl_pod_sta
       .uid = pod->metadata.uid,
       .namespace_ = pod->metadata.namespace_,
       .name = pod->metadata.name,
-      .is_static = nl__kubelet_pod_is_static(pod),
+      .is_static = pod_is_static(pod),
       .deleting = pod->metadata.deletion_timestamp != NULL,
       .finished = finished,
   };
@@ -401,7 +403,7 @@ static bool admit(nl_kubelet_t *k, const nl_pod_t *pod) {
   /* after a restart, at the resources allocated then (upstream AddPod) */
   nl_pod_t *alloc;
   bool ok = nl_admit_pod(&node, nl__kubelet_resize_pod(k, pod, &alloc), &others,
-                         nl__kubelet_pod_is_static(pod), &r);
+                         pod_is_static(pod), &r);
   nl_pod_free(alloc);
   if (ok && nl__kubelet_shutting_down(k)) { /* upstream's shutdown admit handler */
     nl_admit_result_free(&r);
@@ -440,7 +442,7 @@ void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t 
     switch (op) {
     case NL_POD_ADD:
       nl_pod_manager_set(&k->pods, pod);
-      if (k->node_up && nl__kubelet_pod_is_static(pod)) nl_mirror_manager_set(&k->mirrors, pod);
+      if (k->node_up && pod_is_static(pod)) nl_mirror_manager_set(&k->mirrors, pod);
       if (pod->metadata.deletion_timestamp) { /* deleted while the agent was away */
         nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, -1);
       } else if (admit(k, pod)) {
@@ -455,7 +457,7 @@ void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t 
       break;
     case NL_POD_UPDATE: {
       nl_pod_manager_set(&k->pods, pod);
-      if (k->node_up && nl__kubelet_pod_is_static(pod)) nl_mirror_manager_set(&k->mirrors, pod);
+      if (k->node_up && pod_is_static(pod)) nl_mirror_manager_set(&k->mirrors, pod);
       nl__kubelet_resize_updated(k, pod); /* the workers get the pod as allocated */
       nl_pod_t *hold;
       nl_pod_workers_update(&k->workers, nl__kubelet_resize_pod(k, pod, &hold), NL_SYNC_UPDATE, -1);
@@ -474,7 +476,7 @@ void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t 
       break;
     case NL_POD_REMOVE:
       nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, -1);
-      if (k->node_up && nl__kubelet_pod_is_static(pod)) {
+      if (k->node_up && pod_is_static(pod)) {
         /* a changed manifest is a new pod of the same name: its mirror stays */
         const nl_pod_t *cur = nl_pod_manager_get_by_name(&k->pods, pod->metadata.namespace_,
                                                          pod->metadata.name);

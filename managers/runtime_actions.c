@@ -23,12 +23,12 @@ static const char *state_name(nl_rt_container_state_t s) {
   }
 }
 
-void nl__push_idx(size_t **v, size_t *n, size_t i) {
+static void push_idx(size_t **v, size_t *n, size_t i) {
   *v = nl_xrealloc(*v, (*n + 1) * sizeof **v);
   (*v)[(*n)++] = i;
 }
 
-void nl__to_kill(nl_pod_actions_t *a, const nl_rt_container_t *st, const nl_container_t *spec,
+static void to_kill(nl_pod_actions_t *a, const nl_rt_container_t *st, const nl_container_t *spec,
                  bool init, const char *reason, char *message) {
   for (size_t i = 0; i < a->n_to_kill; i++)
     if (strcmp(a->to_kill[i].id, st->id) == 0) { /* a map upstream: last write wins */
@@ -41,6 +41,13 @@ void nl__to_kill(nl_pod_actions_t *a, const nl_rt_container_t *st, const nl_cont
   a->to_kill[a->n_to_kill++] = (nl_kill_info_t){
       .id = nl_xstrdup(st->id), .name = nl_xstrdup(st->name), .spec = spec, .init = init,
       .message = message, .reason = reason};
+}
+
+void nl__push_idx(size_t **v, size_t *n, size_t i) { push_idx(v, n, i); }
+
+void nl__to_kill(nl_pod_actions_t *a, const nl_rt_container_t *st, const nl_container_t *spec,
+                 bool init, const char *reason, char *message) {
+  to_kill(a, st, spec, init, reason, message);
 }
 
 /* A container labelled before in-place resize carries the hash of its whole
@@ -121,13 +128,13 @@ static bool init_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *s,
     const nl_rt_container_t *st = find(s, c->name);
     bool sidecar = nl__is_restartable_init(c);
     if (!st) {
-      if (prev_init && sidecar) nl__push_idx(&a->init_to_start, &a->n_init_to_start, i);
+      if (prev_init && sidecar) push_idx(&a->init_to_start, &a->n_init_to_start, i);
       continue;
     }
     if (prev_init && !sidecar) continue;
     switch (st->state) {
     case NL_RT_CONTAINER_CREATED:
-      nl__push_idx(&a->init_to_start, &a->n_init_to_start, i);
+      push_idx(&a->init_to_start, &a->n_init_to_start, i);
       break;
     case NL_RT_CONTAINER_RUNNING: {
       if (!sidecar) break;
@@ -135,45 +142,45 @@ static bool init_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *s,
         nl_probe_result_t r = probe(pf, pctx, st->id, NL_PROBE_STARTUP);
         if (r == NL_PROBE_RESULT_NONE) break;
         if (r == NL_PROBE_RESULT_FAILURE) {
-          nl__to_kill(a, st, c, true, REASON_STARTUP,
+          to_kill(a, st, c, true, REASON_STARTUP,
                nl_xasprintf("Init container %s failed startup probe", c->name));
-          nl__push_idx(&a->init_to_start, &a->n_init_to_start, i);
+          push_idx(&a->init_to_start, &a->n_init_to_start, i);
           break;
         }
       }
       if (i == spec->n_init_containers - 1)
         initialized = true;
       else if (!prev_init)
-        nl__push_idx(&a->init_to_start, &a->n_init_to_start, i + 1);
+        push_idx(&a->init_to_start, &a->n_init_to_start, i + 1);
       if (changed(c, st)) {
-        nl__to_kill(a, st, c, true, "", nl_xasprintf("Init container %s definition changed", c->name));
-        nl__push_idx(&a->init_to_start, &a->n_init_to_start, i);
+        to_kill(a, st, c, true, "", nl_xasprintf("Init container %s definition changed", c->name));
+        push_idx(&a->init_to_start, &a->n_init_to_start, i);
         break;
       }
       if (c->liveness_probe) {
         nl_probe_result_t r = probe(pf, pctx, st->id, NL_PROBE_LIVENESS);
         if (r == NL_PROBE_RESULT_FAILURE) {
-          nl__to_kill(a, st, c, true, REASON_LIVENESS,
+          to_kill(a, st, c, true, REASON_LIVENESS,
                nl_xasprintf("Init container %s failed liveness probe", c->name));
-          nl__push_idx(&a->init_to_start, &a->n_init_to_start, i);
+          push_idx(&a->init_to_start, &a->n_init_to_start, i);
         }
       }
       break;
     }
     case NL_RT_CONTAINER_EXITED:
       if (sidecar) {
-        nl__push_idx(&a->init_to_start, &a->n_init_to_start, i);
+        push_idx(&a->init_to_start, &a->n_init_to_start, i);
       } else if (init_failed(st)) {
         if (!restart_on_failure) {
           a->kill_pod = true;
           a->n_init_to_start = 0;
           return false;
         }
-        nl__push_idx(&a->init_to_start, &a->n_init_to_start, i);
+        push_idx(&a->init_to_start, &a->n_init_to_start, i);
       } else if (i == spec->n_init_containers - 1) {
         initialized = true;
       } else {
-        nl__push_idx(&a->init_to_start, &a->n_init_to_start, i + 1);
+        push_idx(&a->init_to_start, &a->n_init_to_start, i + 1);
       }
       break;
     default:
@@ -182,15 +189,15 @@ static bool init_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *s,
         a->n_init_to_start = 0;
         return false;
       }
-      nl__to_kill(a, st, c, true, REASON_UNKNOWN,
+      to_kill(a, st, c, true, REASON_UNKNOWN,
            nl_xasprintf("Init container is in \"%s\" state, try killing it before restart",
                         state_name(st->state)));
-      nl__push_idx(&a->init_to_start, &a->n_init_to_start, i);
+      push_idx(&a->init_to_start, &a->n_init_to_start, i);
       break;
     }
     prev_init = true;
   }
-  if (!prev_init) nl__push_idx(&a->init_to_start, &a->n_init_to_start, 0);
+  if (!prev_init) push_idx(&a->init_to_start, &a->n_init_to_start, 0);
   for (size_t i = 0; i < a->n_init_to_start / 2; i++) { /* back to spec order */
     size_t t = a->init_to_start[i];
     a->init_to_start[i] = a->init_to_start[a->n_init_to_start - 1 - i];
@@ -218,7 +225,7 @@ void nl_runtime_compute_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *s
       const nl_rt_container_t *st = find(s, spec->containers[i].name);
       if (on_failure && st && st->state == NL_RT_CONTAINER_EXITED && st->exit_code == 0)
         continue; /* containerSucceeded */
-      nl__push_idx(&a->to_start, &a->n_to_start, i);
+      push_idx(&a->to_start, &a->n_to_start, i);
     }
     if (a->n_to_start == 0 && any_regular_created(pod, s)) {
       a->create_sandbox = false;
@@ -226,7 +233,7 @@ void nl_runtime_compute_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *s
     }
     if (spec->n_init_containers) {
       a->n_to_start = 0;
-      nl__push_idx(&a->init_to_start, &a->n_init_to_start, 0);
+      push_idx(&a->init_to_start, &a->n_init_to_start, 0);
     }
     return;
   }
@@ -235,7 +242,7 @@ void nl_runtime_compute_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *s
    * are never restarted. */
   for (size_t i = 0; i < spec->n_ephemeral_containers; i++)
     if (!find(s, spec->ephemeral_containers[i].name))
-      nl__push_idx(&a->ephemeral_to_start, &a->n_ephemeral_to_start, i);
+      push_idx(&a->ephemeral_to_start, &a->n_ephemeral_to_start, i);
 
   bool initialized = init_actions(pod, s, pf, pctx, a);
   if (a->kill_pod || !initialized) return;
@@ -249,9 +256,9 @@ void nl_runtime_compute_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *s
       if (nl_runtime_should_restart(c, pod, s)) {
         nl_vlog(3, "container %s of pod %s is not in the desired state and shall be started",
                 c->name, pod->metadata.name);
-        nl__push_idx(&a->to_start, &a->n_to_start, i);
+        push_idx(&a->to_start, &a->n_to_start, i);
         if (st && st->state == NL_RT_CONTAINER_UNKNOWN)
-          nl__to_kill(a, st, c, false, REASON_UNKNOWN,
+          to_kill(a, st, c, false, REASON_UNKNOWN,
                nl_xasprintf("Container is in \"%s\" state, try killing it before restart",
                             state_name(st->state)));
       }
@@ -277,9 +284,9 @@ void nl_runtime_compute_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *s
       char *m2 = nl_xasprintf("%s, will be restarted", msg);
       free(msg);
       msg = m2;
-      nl__push_idx(&a->to_start, &a->n_to_start, i);
+      push_idx(&a->to_start, &a->n_to_start, i);
     }
-    nl__to_kill(a, st, c, false, reason, msg);
+    to_kill(a, st, c, false, reason, msg);
   }
   if (keep == 0 && a->n_to_start == 0) {
     a->kill_pod = true;
