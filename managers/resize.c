@@ -325,12 +325,18 @@ bool nl_resize_known(const nl_resize_t *rs, const char *uid) {
   return false;
 }
 
+/* A container's allocation or actuated resources into *out, if known. */
+static bool lookup(const nl_resize_t *rs, const char *uid, const char *container, bool actuated,
+                   nl_rsz_res_t *out) {
+  const rsz_ctr_t *rc = ctr_find(rs, uid, container);
+  if (!rc || !(actuated ? rc->has_act : rc->has_alloc)) return false;
+  *out = actuated ? rc->act : rc->alloc;
+  return true;
+}
+
 bool nl_resize_allocated(const nl_resize_t *rs, const char *uid, const char *container,
                          nl_rsz_res_t *out) {
-  const rsz_ctr_t *rc = ctr_find(rs, uid, container);
-  if (!rc || !rc->has_alloc) return false;
-  *out = rc->alloc;
-  return true;
+  return lookup(rs, uid, container, false, out);
 }
 
 nl_pod_t *nl_resize_allocated_pod(const nl_resize_t *rs, const nl_pod_t *pod) {
@@ -357,10 +363,7 @@ nl_pod_t *nl_resize_allocated_pod(const nl_resize_t *rs, const nl_pod_t *pod) {
 
 bool nl_resize_actuated(const nl_resize_t *rs, const char *uid, const char *container,
                         nl_rsz_res_t *out) {
-  const rsz_ctr_t *rc = ctr_find(rs, uid, container);
-  if (!rc || !rc->has_act) return false;
-  *out = rc->act;
-  return true;
+  return lookup(rs, uid, container, true, out);
 }
 
 void nl_resize_set_actuated(nl_resize_t *rs, const char *uid, const char *container,
@@ -416,16 +419,23 @@ bool nl_resize_set_pending(nl_resize_t *rs, const char *uid, const char *reason,
   return cond_set(&pod_get(rs, uid)->pending, reason, message, generation, now_ns);
 }
 
-bool nl_resize_clear_pending(nl_resize_t *rs, const char *uid) {
+/* The pod's pending or in-progress condition, NULL when absent. */
+static nl_rsz_cond_t *cond_of(const nl_resize_t *rs, const char *uid, bool pending) {
   nl_rsz_pod_t *rp = nl_map_get(&rs->pods, uid);
-  if (!rp || !rp->pending.reason) return false;
-  cond_clear(&rp->pending);
-  return true;
+  nl_rsz_cond_t *c = rp ? (pending ? &rp->pending : &rp->in_progress) : NULL;
+  return c && c->reason ? c : NULL;
 }
 
+static bool cond_drop(nl_resize_t *rs, const char *uid, bool pending) {
+  nl_rsz_cond_t *c = cond_of(rs, uid, pending);
+  if (c) cond_clear(c);
+  return c != NULL;
+}
+
+bool nl_resize_clear_pending(nl_resize_t *rs, const char *uid) { return cond_drop(rs, uid, true); }
+
 const nl_rsz_cond_t *nl_resize_pending(const nl_resize_t *rs, const char *uid) {
-  const nl_rsz_pod_t *rp = nl_map_get(&rs->pods, uid);
-  return rp && rp->pending.reason ? &rp->pending : NULL;
+  return cond_of(rs, uid, true);
 }
 
 bool nl_resize_set_in_progress(nl_resize_t *rs, const char *uid, const char *reason,
@@ -445,15 +455,11 @@ bool nl_resize_set_in_progress(nl_resize_t *rs, const char *uid, const char *rea
 }
 
 bool nl_resize_clear_in_progress(nl_resize_t *rs, const char *uid) {
-  nl_rsz_pod_t *rp = nl_map_get(&rs->pods, uid);
-  if (!rp || !rp->in_progress.reason) return false;
-  cond_clear(&rp->in_progress);
-  return true;
+  return cond_drop(rs, uid, false);
 }
 
 const nl_rsz_cond_t *nl_resize_in_progress(const nl_resize_t *rs, const char *uid) {
-  const nl_rsz_pod_t *rp = nl_map_get(&rs->pods, uid);
-  return rp && rp->in_progress.reason ? &rp->in_progress : NULL;
+  return cond_of(rs, uid, false);
 }
 
 typedef struct pending_item {

@@ -252,6 +252,20 @@ static void pod_step(nl__resize_run_t *run, const nl_resize_step_t *st) {
   protobuf_c_message_free_unpacked(&req.resources->base, NULL);
 }
 
+/* cur with the amounts of one resource (memory or cpu) as want has them. */
+static nl_rsz_res_t with_resource(nl_rsz_res_t cur, const nl_rsz_res_t *want, bool memory) {
+  unsigned bits = memory ? NL_RSZ_MEM_REQ | NL_RSZ_MEM_LIM : NL_RSZ_CPU_REQ | NL_RSZ_CPU_LIM;
+  if (memory) {
+    cur.mem_req = want->mem_req;
+    cur.mem_lim = want->mem_lim;
+  } else {
+    cur.cpu_req = want->cpu_req;
+    cur.cpu_lim = want->cpu_lim;
+  }
+  cur.set = (cur.set & ~bits) | (want->set & bits);
+  return cur;
+}
+
 static void container_updated(const nl_grpc_status_t *st,
                               Runtime__V1__UpdateContainerResourcesResponse *resp, void *ctx) {
   (void)resp;
@@ -268,17 +282,7 @@ static void container_updated(const nl_grpc_status_t *st,
   }
   /* accepted: what the container runs with now (the runtime's status may lag) */
   nl_rsz_res_t *r = &run->cur_res[step->update];
-  if (step->memory) {
-    r->mem_req = u->want.mem_req;
-    r->mem_lim = u->want.mem_lim;
-    r->set = (r->set & ~(unsigned)(NL_RSZ_MEM_REQ | NL_RSZ_MEM_LIM)) |
-             (u->want.set & (NL_RSZ_MEM_REQ | NL_RSZ_MEM_LIM));
-  } else {
-    r->cpu_req = u->want.cpu_req;
-    r->cpu_lim = u->want.cpu_lim;
-    r->set = (r->set & ~(unsigned)(NL_RSZ_CPU_REQ | NL_RSZ_CPU_LIM)) |
-             (u->want.set & (NL_RSZ_CPU_REQ | NL_RSZ_CPU_LIM));
-  }
+  *r = with_resource(*r, &u->want, step->memory);
   nl_resize_set_actuated(op->rt->opts.resize, op->uid, u->spec->name, r);
   nl_info("pod %s: container %s: %s resized in place", op->desc, u->spec->name,
           step->memory ? "memory" : "cpu");
@@ -289,18 +293,7 @@ static void container_step(nl__resize_run_t *run, const nl_resize_step_t *st) {
   nl_runtime_op_t *op = run->op;
   nl_resize_update_t *u = &op->actions.to_update[st->update];
   /* the resource of this step as allocated, the other as the container runs */
-  nl_rsz_res_t r = run->cur_res[st->update];
-  if (st->memory) {
-    r.mem_req = u->want.mem_req;
-    r.mem_lim = u->want.mem_lim;
-    r.set = (r.set & ~(unsigned)(NL_RSZ_MEM_REQ | NL_RSZ_MEM_LIM)) |
-            (u->want.set & (NL_RSZ_MEM_REQ | NL_RSZ_MEM_LIM));
-  } else {
-    r.cpu_req = u->want.cpu_req;
-    r.cpu_lim = u->want.cpu_lim;
-    r.set = (r.set & ~(unsigned)(NL_RSZ_CPU_REQ | NL_RSZ_CPU_LIM)) |
-            (u->want.set & (NL_RSZ_CPU_REQ | NL_RSZ_CPU_LIM));
-  }
+  nl_rsz_res_t r = with_resource(run->cur_res[st->update], &u->want, st->memory);
   nl_container_t c = *u->spec;
   nl_rsz_reqs_build(&u->spec->resources, &r, &c.resources);
   Runtime__V1__UpdateContainerResourcesRequest req =
