@@ -88,7 +88,8 @@ static bool decide(nl_kubelet_t *k, const nl_pod_t *pod, bool *changed) {
   *changed = nl_resize_set_pending(&k->resize, uid, reason, msg, gen, now_ns());
   if (*changed) {
     nl_info("pod %s/%s: resize %s: %s", ns, name, reason, msg);
-    event(k, pod, NL_EVENT_WARNING, v == NL_RESIZE_INFEASIBLE ? "ResizeInfeasible" : "ResizeDeferred",
+    event(k, pod, NL_EVENT_WARNING,
+          v == NL_RESIZE_INFEASIBLE ? "ResizeInfeasible" : "ResizeDeferred",
           nl_xasprintf("Pod resize %s: %s", reason, msg));
   }
   free(msg);
@@ -157,7 +158,8 @@ void nl__kubelet_resize_synced(nl_kubelet_t *k, const nl_pod_t *pod, const nl_sy
     if (s->action != NL_SYNC_RESIZE_POD || !s->reason) continue;
     if (nl_resize_set_in_progress(&k->resize, pod->metadata.uid, REASON_ERROR, s->message,
                                   pod->metadata.generation, now_ns()))
-      event(k, pod, NL_EVENT_WARNING, "ResizeError", nl_xasprintf("Pod resize error: %s", s->message));
+      event(k, pod, NL_EVENT_WARNING, "ResizeError",
+            nl_xasprintf("Pod resize error: %s", s->message));
   }
 }
 

@@ -13,10 +13,11 @@
 /* ---- the plan ---- */
 
 static bool restart_for(const nl_container_t *c, const char *resource) {
-  for (size_t i = 0; i < c->n_resize_policy; i++)
-    if (c->resize_policy[i].resource_name && strcmp(c->resize_policy[i].resource_name, resource) == 0)
-      return c->resize_policy[i].restart_policy &&
-             strcmp(c->resize_policy[i].restart_policy, "RestartContainer") == 0;
+  for (size_t i = 0; i < c->n_resize_policy; i++) {
+    const nl_resize_policy_t *p = &c->resize_policy[i];
+    if (p->resource_name && strcmp(p->resource_name, resource) == 0)
+      return p->restart_policy && strcmp(p->restart_policy, "RestartContainer") == 0;
+  }
   return false; /* the implicit default is NotRequired */
 }
 
@@ -157,8 +158,9 @@ static void fail(nl__resize_run_t *run, char *msg /* taken */) {
   free(msg);
   nl_error("pod %s: resize: %s", op->desc, s->message);
   if (!op->result.err)
-    nl_err_set(&op->result.err, NL_ERUNTIME, "failed to \"ResizePodInPlace\" for \"%s\" with %s: %s",
-               op->desc, NL_REASON_RESIZE_POD, s->message);
+    nl_err_set(&op->result.err, NL_ERUNTIME,
+               "failed to \"ResizePodInPlace\" for \"%s\" with %s: %s", op->desc,
+               NL_REASON_RESIZE_POD, s->message);
   run->next(op);
 }
 
@@ -226,7 +228,8 @@ static void sandbox_updated(const nl_grpc_status_t *st,
     free(e);
     return;
   }
-  if (unimplemented) nl_vlog(3, "pod %s: UpdatePodSandboxResources: unimplemented; going on", run->op->desc);
+  if (unimplemented)
+    nl_vlog(3, "pod %s: UpdatePodSandboxResources: unimplemented; going on", run->op->desc);
   queue_job(run, true);
 }
 
