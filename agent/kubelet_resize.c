@@ -122,7 +122,7 @@ void nl__kubelet_resize_updated(nl_kubelet_t *k, const nl_pod_t *pod) {
 }
 
 void nl__kubelet_resize_retry(nl_kubelet_t *k) {
-  if (!k->resize_up) return;
+  if (!k->resize_up || k->stopping) return;
   k->resize_retry_ms = uv_now(k->loop);
   size_t n;
   const char **uids = nl_resize_pending_list(&k->resize, &n);
