@@ -81,6 +81,7 @@ static bool decide(nl_kubelet_t *k, const nl_pod_t *pod, bool *changed) {
     nl_resize_set_in_progress(&k->resize, uid, "", NULL, gen, now_ns());
     *changed = true;
     nl_info("pod %s/%s: resize allocated (generation %lld)", ns, name, (long long)gen);
+    if (k->cgroups_up) nl_cgroups_update_qos(&k->cgroups); /* the Burstable class's shares */
     event(k, pod, NL_EVENT_NORMAL, "ResizeStarted", nl_xstrdup("Pod resize started"));
     return true;
   }
