@@ -254,6 +254,14 @@ int nl_cgroups_pod_read(const nl_cgroups_t *cg, const nl_pod_t *pod, nl_cgroup_r
   return rc;
 }
 
+int64_t nl_cgroups_pod_memory_usage(const nl_cgroups_t *cg, const nl_pod_t *pod) {
+  assert(cg->per_qos);
+  char *path = pod_path(cg, nl_runtime_qos_class(pod), pod->metadata.uid);
+  int64_t u = nl_cgroups__memory_usage(cg, path);
+  free(path);
+  return u;
+}
+
 int nl_cgroups_pod_write(const nl_cgroups_t *cg, const nl_pod_t *pod, const nl_cgroup_res_t *r,
                          nl_err_t **err) {
   assert(cg->per_qos);

@@ -142,6 +142,9 @@ int nl_cgroups_pod_ensure_exists(const nl_cgroups_t *cg, const nl_pod_t *pod, nl
  * *err. */
 int nl_cgroups_pod_read(const nl_cgroups_t *cg, const nl_pod_t *pod, nl_cgroup_res_t *out,
                         nl_err_t **err);
+/* Blocking: the pod cgroup's memory usage in bytes (upstream's pod stats),
+ * -1 when unreadable. */
+int64_t nl_cgroups_pod_memory_usage(const nl_cgroups_t *cg, const nl_pod_t *pod);
 int nl_cgroups_pod_write(const nl_cgroups_t *cg, const nl_pod_t *pod, const nl_cgroup_res_t *r,
                          nl_err_t **err);
 /* Blocking (thread pool): kills what still runs in the cgroup of pod uid (in

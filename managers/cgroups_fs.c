@@ -254,6 +254,13 @@ int nl_cgroups__get(const nl_cgroups_t *cg, const char *path, nl_cgroup_res_t *r
   return 0;
 }
 
+int64_t nl_cgroups__memory_usage(const nl_cgroups_t *cg, const char *path) {
+  char v[64];
+  int64_t u = get_one(cg, "memory", path, cg->v2 ? "memory.current" : "memory.usage_in_bytes",
+                      v, sizeof v);
+  return *v ? u : -1;
+}
+
 static int remove_tree(const char *dir, nl_err_t **err) {
   DIR *dp = opendir(dir);
   if (!dp) return errno == ENOENT ? 0 : nl_err_set(err, errno, "open %s: %s", dir, strerror(errno));

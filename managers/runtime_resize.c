@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "managers/runtime_internal.h"
+#include "reactor/buf.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
@@ -137,10 +138,15 @@ struct nl__resize_run {
   nl_resize_step_t *steps;
   size_t n_steps, i;
   nl_rsz_res_t *cur_res;     /* per to_update: what the container runs with */
+  int64_t pod_usage;         /* the pod cgroup's memory usage, -1 unknown */
+  size_t check;              /* the container whose memory usage is being read */
+  nl_buf_t why;              /* the memory limits that cannot go down, "; "-joined */
+  int n_why;
 };
 
 void nl__resize_run_free(nl__resize_run_t *run) {
   if (!run) return;
+  nl_buf_free(&run->why);
   nl_err_free(&run->err);
   free(run->steps);
   free(run->cur_res);
@@ -148,6 +154,7 @@ void nl__resize_run_free(nl__resize_run_t *run) {
 }
 
 static void run_next(nl__resize_run_t *run);
+static void check_memory(nl__resize_run_t *run);
 
 /* upstream: the resize result fails; the containers to start are started all
  * the same, and the next sync retries what is left. */
@@ -167,8 +174,12 @@ static void fail(nl__resize_run_t *run, char *msg /* taken */) {
 static void job(uv_work_t *w) {
   nl__resize_run_t *run = container_of(w, nl__resize_run_t, work);
   const nl_cgroups_t *cg = run->op->rt->opts.cgroups; /* op->pod is immutable meanwhile */
-  if (run->writing) nl_cgroups_pod_write(cg, run->op->pod, &run->steps[run->i - 1].res, &run->err);
-  else nl_cgroups_pod_read(cg, run->op->pod, &run->cur, &run->err);
+  if (run->writing) {
+    nl_cgroups_pod_write(cg, run->op->pod, &run->steps[run->i - 1].res, &run->err);
+  } else {
+    nl_cgroups_pod_read(cg, run->op->pod, &run->cur, &run->err);
+    run->pod_usage = nl_cgroups_pod_memory_usage(cg, run->op->pod);
+  }
 }
 
 static void job_done(uv_work_t *w, int status) {
@@ -188,6 +199,8 @@ static void job_done(uv_work_t *w, int status) {
     run->want = nl_cgroups_pod_res(run->op->pod, o->cgroups->cfs_quota, o->cgroups->pod_pids_limit);
     run->have_pod = true;
     run->steps = nl_runtime_resize_steps(&run->op->actions, &run->cur, &run->want, &run->n_steps);
+    check_memory(run);
+    return;
   }
   run_next(run);
 }
@@ -309,6 +322,79 @@ static void container_step(nl__resize_run_t *run, const nl_resize_step_t *st) {
   protobuf_c_message_free_unpacked(&req.linux->base, NULL);
 }
 
+/* ---- upstream validateMemoryResizeAction: no memory limit goes below what
+ * is in use (the kernel would refuse it, or reclaim and OOM) ---- */
+
+static void why(nl__resize_run_t *run, char *msg /* taken */) {
+  nl_buf_printf(&run->why, "%s%s", run->n_why++ ? ", " : "", msg);
+  free(msg);
+}
+
+/* A limit that is set and goes down, or is added. */
+static bool lowered(int64_t want, int64_t cur) { return want > 0 && (cur <= 0 || want < cur); }
+
+static void check_next(nl__resize_run_t *run);
+
+static void stats_done(const nl_grpc_status_t *st, Runtime__V1__ContainerStatsResponse *resp,
+                       void *ctx) {
+  nl__resize_run_t *run = ctx;
+  if (!nl__op_resume(run->op)) return;
+  const nl_resize_update_t *u = &run->op->actions.to_update[run->check];
+  const Runtime__V1__MemoryUsage *m = st->code == NL_GRPC_OK && resp && resp->stats
+                                          ? resp->stats->memory : NULL;
+  if (!m || !m->usage_bytes)
+    why(run, nl_xasprintf("missing container \"%s\" memory usage", u->spec->name));
+  else if (m->usage_bytes->value >= (uint64_t)u->want.mem_lim)
+    why(run, nl_xasprintf("attempting to set container \"%s\" memory limit (%lld) below current "
+                          "usage (%llu)", u->spec->name, (long long)u->want.mem_lim,
+                          (unsigned long long)m->usage_bytes->value));
+  run->check++;
+  check_next(run);
+}
+
+static void check_next(nl__resize_run_t *run) {
+  const nl_pod_actions_t *a = &run->op->actions;
+  for (; run->check < a->n_to_update; run->check++) {
+    const nl_resize_update_t *u = &a->to_update[run->check];
+    if (!lowered(u->want.mem_lim, u->cur.mem_lim)) continue;
+    Runtime__V1__ContainerStatsRequest req = RUNTIME__V1__CONTAINER_STATS_REQUEST__INIT;
+    req.container_id = u->id;
+    run->op->pending++;
+    nl_cri_container_stats(run->op->rt->cri, &req, stats_done, run);
+    return;
+  }
+  if (run->n_why) {
+    char *list = nl_buf_steal(&run->why);
+    /* one error as it is, several as Go's aggregate prints them */
+    fail(run, nl_xasprintf(run->n_why > 1 ? "cannot decrease memory limits: [%s]"
+                                          : "cannot decrease memory limits: %s", list));
+    free(list);
+    return;
+  }
+  run_next(run);
+}
+
+static void check_memory(nl__resize_run_t *run) {
+  const nl_pod_actions_t *a = &run->op->actions;
+  bool any = false;
+  for (size_t i = 0; i < a->n_to_update; i++)
+    any |= lowered(a->to_update[i].want.mem_lim, a->to_update[i].cur.mem_lim);
+  if (run->have_pod && lowered(run->want.memory, run->cur.memory)) {
+    any = true;
+    if (run->pod_usage < 0)
+      why(run, nl_xstrdup("missing pod memory usage"));
+    else if (run->pod_usage >= run->want.memory)
+      why(run, nl_xasprintf("attempting to set pod memory limit (%lld) below current usage (%lld)",
+                            (long long)run->want.memory, (long long)run->pod_usage));
+  }
+  if (!any) {
+    run_next(run);
+    return;
+  }
+  run->check = 0;
+  check_next(run);
+}
+
 static void run_next(nl__resize_run_t *run) {
   if (run->i == run->n_steps) {
     nl_vlog(3, "pod %s: resize actuated (%zu steps)", run->op->desc, run->n_steps);
@@ -340,5 +426,6 @@ void nl__resize_start(nl_runtime_op_t *op, void (*next)(nl_runtime_op_t *op)) {
     return;
   }
   run->steps = nl_runtime_resize_steps(a, NULL, NULL, &run->n_steps);
-  run_next(run);
+  run->pod_usage = -1;
+  check_memory(run);
 }

@@ -6,7 +6,9 @@
 # the new values are in the container's cgroup files (cpu quota and shares,
 # memory limit; v1 or v2 names) and in status.containerStatuses[].resources and
 # allocatedResources, and no resize condition is left; a container whose
-# resizePolicy says RestartContainer for memory restarts exactly once; a resize
+# resizePolicy says RestartContainer for memory restarts exactly once; a memory
+# limit below the container's usage is PodResizeInProgress/Error, undone by a
+# resize back; a resize
 # that does not fit beside another pod is PodResizePending/Deferred and changes
 # nothing until that pod goes, then it is done; a resize above the node's
 # allocatable is refused by the API server (v1.36's PodResizeValidator: the
@@ -106,6 +108,17 @@ check "c2 is a new container" [ "$(jget rs "$(cs c2).containerID")" != "$cid2" ]
 check_cg "c2 cgroup: memory limit" "$(mem_of rs c2)" $((80 * 1024 * 1024))
 check "c1 untouched by c2's restart" [ "$(jget rs "$(cs c1) | \"\(.restartCount) \(.containerID)\"")" = "0 $cid1" ]
 cid2=$(jget rs "$(cs c2).containerID")
+
+# --- a memory limit below what the container uses: Error, nothing changes ----------
+resize rs '{"spec":{"containers":[{"name":"c1","resources":{"requests":{"memory":"8Ki"},"limits":{"memory":"10Ki"}}}]}}' >/dev/null
+expect_api "a memory limit below the usage: PodResizeInProgress Error" 20 rs \
+  '.status.conditions[] | select(.type == "PodResizeInProgress") | .reason' Error
+check "... saying so" grep -q "memory limit (10240) below current usage" \
+  <<<"$(jget rs '.status.conditions[] | select(.type == "PodResizeInProgress") | .message')"
+check_cg "... and the limit stays" "$(mem_of rs c1)" $((96 * 1024 * 1024))
+resize rs '{"spec":{"containers":[{"name":"c1","resources":{"requests":{"memory":"48Mi"},"limits":{"memory":"96Mi"}}}]}}' >/dev/null
+expect_api "reverted: the condition goes" 20 rs '[.status.conditions[] | select(.type | startswith("PodResize"))] | length' 0
+check "c1 still not restarted" [ "$(jget rs "$(cs c1) | \"\(.restartCount) \(.containerID)\"")" = "0 $cid1" ]
 
 # --- above the node's allocatable: the API server refuses ---------------------------
 out=$(resize rs '{"spec":{"containers":[{"name":"c1","resources":{"requests":{"cpu":"64"},"limits":{"cpu":"64"}}}]}}')
