@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "agent/kubelet_cgroups.h"
+#include "agent/kubelet_resize.h"
 #include "agent/kubelet_evict.h"
 #include "agent/kubelet_metrics.h"
 #include "agent/kubelet_devices.h"
@@ -156,6 +157,7 @@ void nl__kubelet_cri_user_stopped(nl_kubelet_t *k) {
 static void on_runtime_stopped(nl_runtime_t *rt) {
   nl_kubelet_t *k = container_of(rt, nl_kubelet_t, runtime);
   nl__kubelet_cgroups_stop(k); /* the runtime's work on pod cgroups is over */
+  nl__kubelet_resize_stop(k);  /* and its updates of the actuated resources */
   nl__kubelet_cri_user_stopped(k);
 }
 
@@ -330,6 +332,7 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
   nl_agent_server_add_check(&k->server, "pleg", pleg_check, k);
 
   if (nl__kubelet_cgroups_init(k, err) < 0) return -1;
+  if (nl__kubelet_resize_init(k, err) < 0) return -1;
   nl_runtime_opts_t ro = {
       .node_name = node_name,
       .root_dir = cfg->root_dir,
@@ -350,6 +353,7 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
       .service_env = nl_services_env,
       .service_env_ctx = &k->services,
       .cgroups = &k->cgroups,
+      .resize = &k->resize,
       .cpu_cfs_quota = cfg->cpu_cfs_quota,
       .cpu_cfs_quota_set = true,
       /* Its API client is set with the others; standalone, tokens fail. */
@@ -457,7 +461,10 @@ void nl_kubelet_stop(nl_kubelet_t *k, nl_kubelet_done_cb done_cb) {
   nl__kubelet_devices_stop(k); /* before the runtime: it answers what the runtime waits for */
   if (k->pleg_up) nl_pleg_stop(&k->pleg, on_pleg_stopped);
   if (k->runtime_up) nl_runtime_stop(&k->runtime, on_runtime_stopped);
-  else nl__kubelet_cgroups_stop(k);
+  else {
+    nl__kubelet_cgroups_stop(k);
+    nl__kubelet_resize_stop(k);
+  }
   if (k->probes_up) nl_probe_manager_stop(&k->probes, on_probes_stopped);
   nl__kubelet_streams_stop(k);
   nl__kubelet_stats_stop(k);

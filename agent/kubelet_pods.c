@@ -5,6 +5,7 @@
 
 #include "agent/kubelet_devices.h"
 #include "agent/kubelet_node.h"
+#include "agent/kubelet_resize.h"
 #include "agent/kubelet_shutdown.h"
 #include "managers/admission.h"
 #include "managers/status.h"
@@ -241,6 +242,7 @@ static nl_pod_status_t *generate(nl_kubelet_t *k, const nl_pod_t *pod, pod_state
   if (ps->killed_reason && (terminal || st->phase == NL_POD_FAILED))
     nl_pod_status_terminated_by_kubelet(st, ps->status, ps->killed_reason, ps->killed_message,
                                         now_ns());
+  nl__kubelet_resize_status(k, pod, rt, st, now_ns());
   return st;
 }
 
@@ -250,6 +252,8 @@ static bool pod_is_static(const nl_pod_t *pod) {
   const char *src = nl_kvlist_get(&pod->metadata.annotations, NL_ANNOTATION_CONFIG_SOURCE);
   return !src || strcmp(src, "api") != 0;
 }
+
+bool nl__kubelet_pod_is_static(const nl_pod_t *pod) { return pod_is_static(pod); }
 
 /* The status manager's view of a pod. finished: its worker has terminated it
  * and no container can run any more (upstream podIsFinished); a deleted pod is
@@ -319,6 +323,38 @@ void nl__kubelet_allocatable(void *ctx, nl_runtime_allocatable_t *out) {
 
 /* ---- source updates (upstream HandlePodAdditions/Updates/Removes) ---- */
 
+const nl_pod_t **nl__kubelet_pods_admitted(nl_kubelet_t *k, const char *except_uid, size_t *n,
+                                          nl_pod_t ***holds) {
+  size_t all, m = 0;
+  const nl_pod_t **pods = nl_pod_manager_list(&k->pods, &all);
+  *holds = nl_xcalloc(all + 1, sizeof **holds);
+  for (size_t i = 0; i < all; i++) {
+    const char *uid = pods[i]->metadata.uid;
+    if (except_uid && strcmp(uid, except_uid) == 0) continue;
+    pod_state_t *ps = nl_map_get(&k->pod_states, uid);
+    if (ps && ps->rejected_reason) continue;
+    if (nl_pod_workers_is_terminating(&k->workers, uid)) continue;
+    pods[m] = nl__kubelet_resize_pod(k, pods[i], &(*holds)[m]); /* upstream getAllocatedPods */
+    m++;
+  }
+  *n = m;
+  return pods;
+}
+
+void nl__kubelet_pods_admitted_free(const nl_pod_t **pods, nl_pod_t **holds, size_t n) {
+  for (size_t i = 0; i < n; i++) nl_pod_free(holds[i]);
+  free(holds);
+  free(pods);
+}
+
+void nl__kubelet_admit_node(nl_kubelet_t *k, nl_admit_node_t *node) {
+  const json_t *obj = k->node_up ? nl_node_object(&k->node) : NULL;
+  if (obj)
+    nl_admit_node_from_json(node, obj);
+  else
+    nl_admit_node_local(node, k->node_name, k->cfg->max_pods);
+}
+
 /* upstream canAdmitPod with the predicate admit handler (managers/admission.h)
  * against the Node as the API server has it, or, standalone, as the
  * configuration describes it; the other pods are those admitted and not
@@ -348,7 +384,7 @@ static bool reject(nl_kubelet_t *k, const nl_pod_t *pod, const char *reason, cha
 }
 
 static bool admit(nl_kubelet_t *k, const nl_pod_t *pod) {
-  size_t n, active = 0;
+  size_t active = 0;
   /* upstream's eviction admit handler comes before the predicates */
   const char *why;
   char *msg;
@@ -358,23 +394,17 @@ static bool admit(nl_kubelet_t *k, const nl_pod_t *pod) {
   if (!nl_sysctl_admit(&k->sysctls, pod, &msg)) return reject(k, pod, NL_SYSCTL_FORBIDDEN_REASON, msg);
   /* then the resource allocator (device plugins' devices), before the predicates */
   if (!nl__kubelet_devices_admit(k, pod, &why, &msg)) return reject(k, pod, why, msg);
-  const nl_pod_t **pods = nl_pod_manager_list(&k->pods, &n);
-  for (size_t i = 0; i < n; i++) {
-    if (strcmp(pods[i]->metadata.uid, pod->metadata.uid) == 0) continue;
-    pod_state_t *ps = nl_map_get(&k->pod_states, pods[i]->metadata.uid);
-    if (ps && ps->rejected_reason) continue;
-    if (nl_pod_workers_is_terminating(&k->workers, pods[i]->metadata.uid)) continue;
-    pods[active++] = pods[i];
-  }
+  nl_pod_t **holds;
+  const nl_pod_t **pods = nl__kubelet_pods_admitted(k, pod->metadata.uid, &active, &holds);
   nl_admit_node_t node;
-  const json_t *obj = k->node_up ? nl_node_object(&k->node) : NULL;
-  if (obj)
-    nl_admit_node_from_json(&node, obj);
-  else
-    nl_admit_node_local(&node, k->node_name, k->cfg->max_pods);
+  nl__kubelet_admit_node(k, &node);
   nl_admit_pods_t others = {pods, active};
   nl_admit_result_t r = {0};
-  bool ok = nl_admit_pod(&node, pod, &others, pod_is_static(pod), &r);
+  /* after a restart, at the resources allocated then (upstream AddPod) */
+  nl_pod_t *alloc;
+  bool ok = nl_admit_pod(&node, nl__kubelet_resize_pod(k, pod, &alloc), &others,
+                         pod_is_static(pod), &r);
+  nl_pod_free(alloc);
   if (ok && nl__kubelet_shutting_down(k)) { /* upstream's shutdown admit handler */
     nl_admit_result_free(&r);
     r = (nl_admit_result_t){"NodeShutdown",
@@ -382,7 +412,7 @@ static bool admit(nl_kubelet_t *k, const nl_pod_t *pod) {
     ok = false;
   }
   nl_admit_node_free(&node);
-  free(pods);
+  nl__kubelet_pods_admitted_free(pods, holds, active);
   if (ok) return true;
   return reject(k, pod, r.reason, r.message); /* the reason is static */
 }
@@ -418,15 +448,22 @@ void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t 
       } else if (admit(k, pod)) {
         /* upstream updates the QoS cgroups before a new pod's cgroup */
         if (k->cgroups_up) nl_cgroups_update_qos(&k->cgroups);
-        nl_pod_workers_update(&k->workers, pod, NL_SYNC_CREATE, -1);
+        nl__kubelet_resize_admitted(k, pod);
+        nl_pod_t *hold;
+        nl_pod_workers_update(&k->workers, nl__kubelet_resize_pod(k, pod, &hold), NL_SYNC_CREATE, -1);
+        nl_pod_free(hold);
         if (k->probes_up) nl_probe_manager_add_pod(&k->probes, pod);
       }
       break;
-    case NL_POD_UPDATE:
+    case NL_POD_UPDATE: {
       nl_pod_manager_set(&k->pods, pod);
       if (k->node_up && pod_is_static(pod)) nl_mirror_manager_set(&k->mirrors, pod);
-      nl_pod_workers_update(&k->workers, pod, NL_SYNC_UPDATE, -1);
+      nl__kubelet_resize_updated(k, pod); /* the workers get the pod as allocated */
+      nl_pod_t *hold;
+      nl_pod_workers_update(&k->workers, nl__kubelet_resize_pod(k, pod, &hold), NL_SYNC_UPDATE, -1);
+      nl_pod_free(hold);
       break;
+    }
     case NL_POD_DELETE:
       /* upstream: DELETE is an update (graceful deletion). The pod stays wanted
        * (the status manager reports it) until its API object goes: REMOVE. */
@@ -448,12 +485,16 @@ void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t 
       }
       nl_pod_manager_remove(&k->pods, pod->metadata.uid);
       if (k->probes_up) nl_probe_manager_remove_pod(&k->probes, pod->metadata.uid);
+      nl__kubelet_resize_retry(k); /* upstream: pods removed */
       break;
     case NL_POD_RECONCILE: /* the API's status changed: keep the latest */
       if (!nl_pod_manager_get(&k->pods, pod->metadata.uid)) break;
       nl_pod_manager_set(&k->pods, pod);
-      /* ... everywhere: the holders of the previous version let it go */
-      nl_pod_workers_reconcile(&k->workers, pod);
+      /* ... everywhere: the holders of the previous version let it go (the
+       * workers hold the pod as allocated) */
+      nl_pod_t *hold;
+      nl_pod_workers_reconcile(&k->workers, nl__kubelet_resize_pod(k, pod, &hold));
+      nl_pod_free(hold);
       /* a readiness gate's condition changed: Ready is to be regenerated */
       if (nl_pod_status_ready_needs_reconcile(pod))
         nl_pod_workers_sync_now(&k->workers, pod->metadata.uid);
@@ -564,6 +605,7 @@ static void on_synced(const nl_sync_result_t *res, void *ctx) {
   pod_state_t *ps = state_get(k, c->w->uid);
   ps->last_sync_ns = now_ns();
   update_reasons(ps, res);
+  nl__kubelet_resize_synced(k, c->w->pod, res);
   log_result(c->w, "sync", res);
   if (res->cancelled || k->pleg.relists == c->relists) {
     call_finish(c, res->err, !res->cancelled && refresh_status(k, c->w->pod, false));
@@ -725,6 +767,7 @@ static void pod_finished(const char *uid, void *ctx) {
     report_status(k, pod, ps->status, pod->metadata.deletion_timestamp != NULL);
   }
   nl__kubelet_shutdown_pod_finished(k, uid);
+  nl__kubelet_resize_retry(k); /* upstream: a pod terminated */
 }
 
 void nl__kubelet_pods_terminate(nl_kubelet_t *k, const nl_pod_t *pod, int64_t grace_seconds,
@@ -857,7 +900,9 @@ bool nl__kubelet_pod_active(void *ctx, const char *uid) {
 void nl__kubelet_pods_housekeeping(nl_kubelet_t *k) {
   if (k->devices_up) nl_devices_release_inactive(&k->devices);
   /* Nothing is deleted on the strength of a partial view of what is wanted. */
-  if (!nl_pod_config_sources_ready(&k->pod_config) || !k->pleg.relists) return;
+  bool ready = nl_pod_config_sources_ready(&k->pod_config) && k->pleg.relists;
+  nl__kubelet_resize_housekeeping(k, ready);
+  if (!ready) return;
   nl_pod_workers_sync_known(&k->workers, pod_is_wanted, k);
   scan_pods_dir(k); /* then the orphaned runtime pods and directories */
   /* Forget the state of pods that are gone everywhere. */

@@ -7,6 +7,7 @@
 #define NL_KUBELET_PODS_H
 
 #include "agent/kubelet.h"
+#include "managers/admission.h"
 #include "sources/config.h"
 
 /* Sets up the pod state (no handles). */
@@ -36,6 +37,18 @@ void nl__kubelet_pods_evict(nl_kubelet_t *k, const nl_pod_t *pod, int64_t grace_
                             const char *message);
 /* nl_runtime_opts_t.allocatable: the Node's status.allocatable as the API
  * server has it (nothing standalone or before registration). */
+/* The admitted pods that are not terminating, but except_uid (may be NULL),
+ * as allocated (upstream getAllocatedPods): borrowed pods, or copies in
+ * holds[i]; release all with nl__kubelet_pods_admitted_free. */
+const nl_pod_t **nl__kubelet_pods_admitted(nl_kubelet_t *k, const char *except_uid, size_t *n,
+                                          nl_pod_t ***holds);
+void nl__kubelet_pods_admitted_free(const nl_pod_t **pods, nl_pod_t **holds, size_t n);
+/* The Node as admission sees it: the API's, or the configuration's when there
+ * is none yet (free with nl_admit_node_free). */
+void nl__kubelet_admit_node(nl_kubelet_t *k, nl_admit_node_t *node);
+/* A pod from a file or URL (upstream kubetypes.IsStaticPod: any source but
+ * the API server). */
+bool nl__kubelet_pod_is_static(const nl_pod_t *pod);
 void nl__kubelet_allocatable(void *ctx, nl_runtime_allocatable_t *out);
 /* Whether a pod holds its devices (the device manager's pod_active). */
 bool nl__kubelet_pod_active(void *ctx, const char *uid);

@@ -4,7 +4,8 @@
  *   nl_cri_remove_pod_sandbox, nl_cri_pod_sandbox_status, nl_cri_list_pod_sandbox,
  *   nl_cri_create_container, nl_cri_start_container, nl_cri_stop_container,
  *   nl_cri_remove_container, nl_cri_list_containers, nl_cri_container_status,
- *   nl_cri_update_container_resources, nl_cri_reopen_container_log,
+ *   nl_cri_update_container_resources, nl_cri_update_pod_sandbox_resources,
+ *   nl_cri_reopen_container_log,
  *   nl_cri_exec_sync, nl_cri_exec, nl_cri_attach, nl_cri_port_forward,
  *   nl_cri_container_stats, nl_cri_list_container_stats,
  *   nl_cri_pod_sandbox_stats, nl_cri_list_pod_sandbox_stats
@@ -51,6 +52,8 @@
     container_status_response, DEFAULT)                                                         \
   X(update_container_resources, UpdateContainerResources, UpdateContainerResourcesRequest,      \
     UpdateContainerResourcesResponse, update_container_resources_response, DEFAULT)             \
+  X(update_pod_sandbox_resources, UpdatePodSandboxResources, UpdatePodSandboxResourcesRequest,  \
+    UpdatePodSandboxResourcesResponse, update_pod_sandbox_resources_response, DEFAULT)          \
   X(reopen_container_log, ReopenContainerLog, ReopenContainerLogRequest,                        \
     ReopenContainerLogResponse, reopen_container_log_response, DEFAULT)                         \
   X(exec_sync, ExecSync, ExecSyncRequest, ExecSyncResponse, exec_sync_response, EXEC)           \

@@ -245,6 +245,47 @@ int nl_cgroups_pod_ensure(const nl_cgroups_t *cg, const nl_pod_t *pod, nl_err_t 
   return rc;
 }
 
+int nl_cgroups_pod_read(const nl_cgroups_t *cg, const nl_pod_t *pod, nl_cgroup_res_t *out,
+                        nl_err_t **err) {
+  assert(cg->per_qos);
+  char *path = pod_path(cg, nl_runtime_qos_class(pod), pod->metadata.uid);
+  int rc = nl_cgroups__get(cg, path, out, err);
+  free(path);
+  return rc;
+}
+
+int64_t nl_cgroups_pod_memory_usage(const nl_cgroups_t *cg, const nl_pod_t *pod) {
+  assert(cg->per_qos);
+  char *path = pod_path(cg, nl_runtime_qos_class(pod), pod->metadata.uid);
+  int64_t u = nl_cgroups__memory_usage(cg, path);
+  free(path);
+  return u;
+}
+
+int nl_cgroups_pod_write(const nl_cgroups_t *cg, const nl_pod_t *pod, const nl_cgroup_res_t *r,
+                         nl_err_t **err) {
+  assert(cg->per_qos);
+  char *path = pod_path(cg, nl_runtime_qos_class(pod), pod->metadata.uid);
+  int rc = nl_cgroups__set(cg, path, r, err);
+  free(path);
+  return rc;
+}
+
+int nl_cgroups_pod_ensure_exists(const nl_cgroups_t *cg, const nl_pod_t *pod, nl_err_t **err) {
+  if (!cg->per_qos) return 0;
+  char *path = pod_path(cg, nl_runtime_qos_class(pod), pod->metadata.uid);
+  nl_cgroup_res_t r = nl_cgroups_pod_res(pod, cg->cfs_quota, cg->pod_pids_limit);
+  int rc = 0;
+  if (nl_cgroups__exists(cg, path)) {
+    nl_cgroup_res_t pids = {.pids = r.pids};
+    rc = nl_cgroups__set(cg, path, &pids, err);
+  } else {
+    rc = nl_cgroups__create(cg, path, &r, err);
+  }
+  free(path);
+  return rc;
+}
+
 int nl_cgroups_pod_destroy(const nl_cgroups_t *cg, const char *uid, nl_err_t **err) {
   if (!cg->per_qos) return 0;
   assert(uid && *uid);

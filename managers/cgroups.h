@@ -133,6 +133,20 @@ char *nl_cgroups_pod_parent(const nl_cgroups_t *cg, const nl_pod_t *pod);
  * its limits (upstream EnsureExists). No-op without cgroupsPerQOS. Returns 0
  * or -1 with *err. */
 int nl_cgroups_pod_ensure(const nl_cgroups_t *cg, const nl_pod_t *pod, nl_err_t **err);
+/* The same, but an existing cgroup keeps its cpu and memory: an in-place
+ * resize changes them in its own order (managers/runtime_resize.c). */
+int nl_cgroups_pod_ensure_exists(const nl_cgroups_t *cg, const nl_pod_t *pod, nl_err_t **err);
+/* Blocking (thread pool), with cgroupsPerQOS only: the pod cgroup's cpu and
+ * memory as they are (upstream GetPodCgroupConfig; memory 0: no limit), and
+ * writing the non-zero fields of r to it (SetPodCgroupConfig). 0, or -1 with
+ * *err. */
+int nl_cgroups_pod_read(const nl_cgroups_t *cg, const nl_pod_t *pod, nl_cgroup_res_t *out,
+                        nl_err_t **err);
+/* Blocking: the pod cgroup's memory usage in bytes (upstream's pod stats),
+ * -1 when unreadable. */
+int64_t nl_cgroups_pod_memory_usage(const nl_cgroups_t *cg, const nl_pod_t *pod);
+int nl_cgroups_pod_write(const nl_cgroups_t *cg, const nl_pod_t *pod, const nl_cgroup_res_t *r,
+                         nl_err_t **err);
 /* Blocking (thread pool): kills what still runs in the cgroup of pod uid (in
  * whichever QoS class it is) and removes it (upstream Destroy). 0 when it is
  * gone, -1 with *err. */

@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -219,6 +220,47 @@ int nl_cgroups__set(const nl_cgroups_t *cg, const char *path, const nl_cgroup_re
 
 /* Kills what runs in dir and below, then removes the tree, children first
  * (upstream's tryKillingCgroupProcesses and Destroy). */
+static int64_t get_one(const nl_cgroups_t *cg, const char *ctrl, const char *path,
+                       const char *file, char *buf, size_t len) {
+  char *d = dir_of(cg, ctrl, path);
+  read_file(d, file, buf, len);
+  free(d);
+  return strtoll(buf, NULL, 10);
+}
+
+int nl_cgroups__get(const nl_cgroups_t *cg, const char *path, nl_cgroup_res_t *r, nl_err_t **err) {
+  char v[64];
+  memset(r, 0, sizeof *r);
+  if (cg->v2) {
+    /* cpu.weight back to shares, as upstream's CpuWeightToCpuShares */
+    int64_t w = get_one(cg, "cpu", path, "cpu.weight", v, sizeof v);
+    if (w > 0) r->cpu_shares = 2 + ((w - 1) * 262142) / 9999;
+    get_one(cg, "cpu", path, "cpu.max", v, sizeof v);
+    r->cpu_quota = strncmp(v, "max", 3) == 0 ? -1 : strtoll(v, NULL, 10);
+    const char *sp = strchr(v, ' ');
+    r->cpu_period = sp ? strtoll(sp + 1, NULL, 10) : NL_CGROUPS_QUOTA_PERIOD;
+    get_one(cg, "memory", path, "memory.max", v, sizeof v);
+    r->memory = strncmp(v, "max", 3) == 0 ? 0 : strtoll(v, NULL, 10);
+  } else {
+    r->cpu_shares = get_one(cg, "cpu", path, "cpu.shares", v, sizeof v);
+    r->cpu_quota = get_one(cg, "cpu", path, "cpu.cfs_quota_us", v, sizeof v);
+    r->cpu_period = get_one(cg, "cpu", path, "cpu.cfs_period_us", v, sizeof v);
+    r->memory = get_one(cg, "memory", path, "memory.limit_in_bytes", v, sizeof v);
+    /* no limit reads as the largest page-aligned int64 */
+    if (r->memory >= ((int64_t)1 << 62)) r->memory = 0;
+  }
+  if (r->cpu_shares <= 0)
+    return nl_err_set(err, EIO, "read the cpu configuration of cgroup %s", path);
+  return 0;
+}
+
+int64_t nl_cgroups__memory_usage(const nl_cgroups_t *cg, const char *path) {
+  char v[64];
+  int64_t u = get_one(cg, "memory", path, cg->v2 ? "memory.current" : "memory.usage_in_bytes",
+                      v, sizeof v);
+  return *v ? u : -1;
+}
+
 static int remove_tree(const char *dir, nl_err_t **err) {
   DIR *dp = opendir(dir);
   if (!dp) return errno == ENOENT ? 0 : nl_err_set(err, errno, "open %s: %s", dir, strerror(errno));

@@ -20,6 +20,11 @@ int nl_cgroups__create(const nl_cgroups_t *cg, const char *path, const nl_cgroup
 int nl_cgroups__set(const nl_cgroups_t *cg, const char *path, const nl_cgroup_res_t *r,
                     nl_err_t **err);
 /* Kills every process left in the tree and removes it from every hierarchy. */
+/* Reads cpu shares, quota and period and the memory limit of path (memory 0:
+ * no limit; quota -1: none). 0, or -1 with *err when cpu is unreadable. */
+int nl_cgroups__get(const nl_cgroups_t *cg, const char *path, nl_cgroup_res_t *r, nl_err_t **err);
+/* The memory usage of path in bytes, -1 when unreadable. */
+int64_t nl_cgroups__memory_usage(const nl_cgroups_t *cg, const char *path);
 int nl_cgroups__destroy(const nl_cgroups_t *cg, const char *path, nl_err_t **err);
 /* /proc/swaps lists a device. */
 bool nl_cgroups__swap_on(const char *swaps);

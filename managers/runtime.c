@@ -142,6 +142,7 @@ static void op_free(nl_runtime_op_t *op) {
   free(op->desc);
   nl__sync_result_clear(&op->result);
   nl_pod_actions_free(&op->actions);
+  nl__resize_run_free(op->resize_run);
   free(op->sandbox_id);
   for (size_t i = 0; i < op->n_pod_ips; i++) free(op->pod_ips[i]);
   free(op->pod_ips);

@@ -27,6 +27,7 @@
 #include "managers/cgroups.h"
 #include "managers/images.h"
 #include "managers/objects.h"
+#include "managers/resize.h"
 #include "managers/tokens.h"
 #include "managers/runtime_types.h"
 #include "reactor/backoff.h"
@@ -74,6 +75,9 @@ typedef struct nl_runtime_opts {
    * removed with the pod's directories. NULL: the runtime's default parent.
    * Must outlive the runtime manager's stop. */
   const nl_cgroups_t *cgroups;
+  /* In-place resize (managers/resize.h): the actuated resources read and
+   * recorded. NULL: no in-place resize (a changed allocation is left alone). */
+  nl_resize_t *resize;
   /* Back-off overrides for tests (0: the upstream 10 s / 5 min). */
   uint64_t backoff_initial_ms, backoff_max_ms;
   uint64_t image_backoff_initial_ms, image_backoff_max_ms;
@@ -138,6 +142,7 @@ typedef enum {
   NL_SYNC_KILL_POD_SANDBOX,
   NL_SYNC_REMOVE_CONTAINER,
   NL_SYNC_REMOVE_POD_SANDBOX,
+  NL_SYNC_RESIZE_POD, /* upstream ResizePodInPlace: the pod's in-place resize */
 } nl_sync_action_t;
 
 const char *nl_sync_action_name(nl_sync_action_t a); /* "StartContainer", ... */
@@ -152,6 +157,7 @@ const char *nl_sync_action_name(nl_sync_action_t a); /* "StartContainer", ... */
 #define NL_REASON_CONFIG_POD_SANDBOX "ConfigPodSandboxError"
 #define NL_REASON_KILL_POD_SANDBOX "KillPodSandboxError"
 #define NL_REASON_REMOVE_CONTAINER "RemoveContainerError"
+#define NL_REASON_RESIZE_POD "ResizePodInPlaceError"
 #define NL_REASON_PREPARE_VOLUMES "VolumeSetupError" /* nanolet: volumes failed */
 
 typedef struct nl_sync_step {
@@ -261,6 +267,18 @@ typedef struct nl_kill_info {
   const char *reason; /* "" , "LivenessProbe", "StartupProbe", "Unknown" */
 } nl_kill_info_t;
 
+/* A running container whose cpu or memory changes in place (upstream
+ * containerToUpdateInfo): want is the allocation, cur what it runs with;
+ * cpu_dir and mem_dir say whether each grows (1), shrinks (-1) or stays (0),
+ * by its limit when the limit changes, else by its request. */
+typedef struct nl_resize_update {
+  char *id;   /* CRI container id, owned */
+  const nl_container_t *spec;
+  bool init;  /* a sidecar */
+  nl_rsz_res_t want, cur;
+  int cpu_dir, mem_dir;
+} nl_resize_update_t;
+
 typedef struct nl_pod_actions {
   bool kill_pod;
   bool create_sandbox;
@@ -274,6 +292,13 @@ typedef struct nl_pod_actions {
   size_t n_ephemeral_to_start;
   nl_kill_info_t *to_kill;
   size_t n_to_kill;
+  /* in-place resize (runtime_resize.c): containers updated in place, and
+   * whether some container's resources change at all (in place or by the
+   * restart its resizePolicy asks for): the pod cgroup follows then. */
+  nl_resize_update_t *to_update;
+  size_t n_to_update;
+  bool resize;
+  bool initialized; /* the pod has initialized: its regular containers were looked at */
 } nl_pod_actions_t;
 
 /* computePodActions as upstream with SidecarContainers on (restartable init
@@ -282,6 +307,32 @@ void nl_runtime_compute_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *s
                                 nl_runtime_probe_fn probe, void *probe_ctx,
                                 nl_pod_actions_t *out);
 void nl_pod_actions_free(nl_pod_actions_t *a);
+
+/* upstream computePodResizeAction over the running containers computePodActions
+ * keeps (regular ones and sidecars): a container whose allocated cpu or memory
+ * (pod is the pod as allocated) differs from what it was actuated with is
+ * updated in place, or killed and started again (once) when the resizePolicy
+ * of a changed resource says RestartContainer. A container with nothing
+ * actuated on record is taken to run with its allocation. rs NULL: nothing. */
+void nl_runtime_resize_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *status,
+                               const nl_resize_t *rs, nl_pod_actions_t *a);
+
+/* One step of upstream's doPodResizeAction, in its order: the pod cgroup grows
+ * before the containers and shrinks after them, memory first, then cpu (the
+ * quota before the shares when growing, after them when shrinking); within a
+ * resource the containers that shrink go before those that grow. */
+typedef struct nl_resize_step {
+  bool pod;            /* the pod cgroup; else a container */
+  nl_cgroup_res_t res; /* pod: the values to write (0: leave alone) */
+  size_t update;       /* container: the index in to_update */
+  bool memory;         /* container: its memory (else its cpu) */
+} nl_resize_step_t;
+
+/* The steps for a's resize, from the pod cgroup's current values (cur) to the
+ * allocation's (want); both NULL: no pod cgroup (containers only). A new
+ * array (free it); *n set. */
+nl_resize_step_t *nl_runtime_resize_steps(const nl_pod_actions_t *a, const nl_cgroup_res_t *cur,
+                                          const nl_cgroup_res_t *want, size_t *n);
 
 /* kubecontainer.ShouldContainerBeRestarted. */
 bool nl_runtime_should_restart(const nl_container_t *c, const nl_pod_t *pod,

@@ -43,8 +43,17 @@ static void to_kill(nl_pod_actions_t *a, const nl_rt_container_t *st, const nl_c
       .message = message, .reason = reason};
 }
 
+void nl__push_idx(size_t **v, size_t *n, size_t i) { push_idx(v, n, i); }
+
+void nl__to_kill(nl_pod_actions_t *a, const nl_rt_container_t *st, const nl_container_t *spec,
+                 bool init, const char *reason, char *message) {
+  to_kill(a, st, spec, init, reason, message);
+}
+
+/* A container labelled before in-place resize carries the hash of its whole
+ * spec: still the same container while that matches. */
 static bool changed(const nl_container_t *c, const nl_rt_container_t *st) {
-  return nl_container_hash(c) != st->hash;
+  return nl_container_hash(c) != st->hash && nl_container_hash_legacy(c) != st->hash;
 }
 
 static nl_probe_result_t probe(nl_runtime_probe_fn fn, void *ctx, const char *id,
@@ -237,6 +246,7 @@ void nl_runtime_compute_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *s
 
   bool initialized = init_actions(pod, s, pf, pctx, a);
   if (a->kill_pod || !initialized) return;
+  a->initialized = true;
 
   size_t keep = 0;
   for (size_t i = 0; i < spec->n_containers; i++) {
@@ -295,5 +305,7 @@ void nl_pod_actions_free(nl_pod_actions_t *a) {
     free(a->to_kill[i].message);
   }
   free(a->to_kill);
+  for (size_t i = 0; i < a->n_to_update; i++) free(a->to_update[i].id);
+  free(a->to_update);
   memset(a, 0, sizeof *a);
 }

@@ -88,9 +88,9 @@ int64_t nl_runtime_oom_score_adj(const nl_pod_t *pod, const nl_container_t *c,
 
 /* ---- resources ---- */
 
-static Runtime__V1__LinuxContainerResources *resources(const nl_runtime_opts_t *opts,
-                                                       const nl_pod_t *pod,
-                                                       const nl_container_t *c) {
+Runtime__V1__LinuxContainerResources *nl__container_resources(const nl_runtime_opts_t *opts,
+                                                               const nl_pod_t *pod,
+                                                               const nl_container_t *c) {
   Runtime__V1__LinuxContainerResources *r =
       NL__NEW(Runtime__V1__LinuxContainerResources, RUNTIME__V1__LINUX_CONTAINER_RESOURCES__INIT);
   const nl_quantity_t *creq = nl_resource_list_get(&c->resources.requests, "cpu");
@@ -525,7 +525,7 @@ int nl_runtime_build_container_config(const nl_runtime_opts_t *opts, const nl_po
   cfg->stdin_once = c->stdin_once;
   cfg->tty = c->tty;
   cfg->linux = NL__NEW(Runtime__V1__LinuxContainerConfig, RUNTIME__V1__LINUX_CONTAINER_CONFIG__INIT);
-  cfg->linux->resources = resources(opts, pod, c);
+  cfg->linux->resources = nl__container_resources(opts, pod, c);
   cfg->linux->security_context = security(opts, pod, c, in->target_id);
   *out = cfg;
   return 0;

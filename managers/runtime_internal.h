@@ -38,6 +38,13 @@ char **nl__pstrv(char *const *v, size_t n);
     nl__m;                                   \
   })
 
+/* The LinuxContainerResources of c in pod (upstream
+ * generateLinuxContainerResources): CreateContainer's and
+ * UpdateContainerResources'. Free with protobuf_c_message_free_unpacked. */
+Runtime__V1__LinuxContainerResources *nl__container_resources(const nl_runtime_opts_t *opts,
+                                                               const nl_pod_t *pod,
+                                                               const nl_container_t *c);
+
 /* A string list appender. */
 void nl__strv_push(char ***v, size_t *n, const char *s);
 bool nl__strv_has(char *const *v, size_t n, const char *s);
@@ -60,12 +67,21 @@ void nl__sync_result_clear(nl_sync_result_t *r);
 void nl__step_fail(nl_sync_step_t *s, const char *reason, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* computePodActions' lists (runtime_actions.c): appends i to *v; records a
+ * container to kill (the last reason for an id wins, as upstream's map;
+ * message is taken). */
+void nl__push_idx(size_t **v, size_t *n, size_t i);
+void nl__to_kill(nl_pod_actions_t *a, const nl_rt_container_t *st, const nl_container_t *spec,
+                 bool init, const char *reason, char *message);
+
 /* Namespace options for a pod (runtimeutil.NamespacesForPod). */
 Runtime__V1__NamespaceOption *nl__namespaces_for_pod(const nl_pod_t *pod);
 
 /* ---- operations (runtime.c, runtime_sync.c, runtime_kill.c) ---- */
 
 typedef enum { NL__OP_SYNC, NL__OP_KILL, NL__OP_REMOVE } nl__op_kind_t;
+
+typedef struct nl__resize_run nl__resize_run_t; /* runtime_resize.c */
 
 struct nl_runtime_op {
   nl_list_t link;          /* in rt->ops */
@@ -113,6 +129,7 @@ struct nl_runtime_op {
   char *keyring_msg;
   char *cur_id;                /* the container just created (postStart) */
   nl_list_t hooks;             /* lifecycle hooks running (hooks_runtime.c; lazily set up) */
+  nl__resize_run_t *resize_run; /* the in-place resize, once started (owned) */
 };
 
 /* Creates and registers an operation (copies pod and status). */
@@ -139,6 +156,11 @@ int64_t nl__grace_for(const nl_pod_t *pod, const nl_container_t *spec, const cha
 int nl__op_pull_creds(void *ctx, const nl_keyring_t **keyring, char **msg);
 /* Starts the SyncPod state machine of op. */
 void nl__sync_start(nl_runtime_op_t *op);
+/* The in-place resize of op's actions (runtime_resize.c): the pod cgroup and
+ * the containers updated in order, then next(op), which also follows a
+ * failure (recorded as the ResizePodInPlace step). Once per operation. */
+void nl__resize_start(nl_runtime_op_t *op, void (*next)(nl_runtime_op_t *op));
+void nl__resize_run_free(nl__resize_run_t *run);
 /* Starts removing containers/sandboxes of op (kind REMOVE). */
 void nl__remove_start(nl_runtime_op_t *op);
 

@@ -89,6 +89,7 @@ static void after_kill_pod(nl_runtime_op_t *op, bool ok) {
 void nl__sync_start(nl_runtime_op_t *op) {
   nl_runtime_t *rt = op->rt;
   nl_runtime_compute_actions(op->pod, op->status, rt->probe, rt->probe_ctx, &op->actions);
+  nl_runtime_resize_actions(op->pod, op->status, rt->opts.resize, &op->actions);
   nl_pod_actions_t *a = &op->actions;
   nl_vlog(4, "pod %s: actions: kill_pod=%d create_sandbox=%d attempt=%u init=%zu start=%zu kill=%zu",
           op->desc, a->kill_pod, a->create_sandbox, a->attempt, a->n_init_to_start,
@@ -186,8 +187,11 @@ static void prep_work(uv_work_t *w) {
   prep_t *p = container_of(w, prep_t, w);
   nl_runtime_op_t *op = p->op; /* op->pod is immutable while this runs */
   const nl_runtime_opts_t *o = &op->rt->opts;
-  /* upstream makes the pod cgroup before the volumes, in SyncPod */
-  if (o->cgroups && nl_cgroups_pod_ensure(o->cgroups, op->pod, &p->err) < 0) {
+  /* upstream makes the pod cgroup before the volumes, in SyncPod; a resize
+   * changes its cpu and memory later, in its own order */
+  if (o->cgroups &&
+      (op->actions.resize ? nl_cgroups_pod_ensure_exists(o->cgroups, op->pod, &p->err)
+                          : nl_cgroups_pod_ensure(o->cgroups, op->pod, &p->err)) < 0) {
     nl_err_wrap(&p->err, "failed to ensure that the pod: %s cgroups exist and are correctly applied",
                 op->pod->metadata.uid);
     p->cgroup_failed = true;
@@ -481,6 +485,10 @@ static void created(const nl_grpc_status_t *st, Runtime__V1__CreateContainerResp
     return;
   }
   nl__op_event(op, op->pod, op->cur->name, NL_EVENT_NORMAL, "Created", "Container created");
+  if (op->rt->opts.resize && !op->in_ephemeral) { /* upstream setActuatedContainerResources */
+    nl_rsz_res_t r = nl_rsz_res_of(op->cur);
+    nl_resize_set_actuated(op->rt->opts.resize, op->uid, op->cur->name, &r);
+  }
   Runtime__V1__StartContainerRequest req = RUNTIME__V1__START_CONTAINER_REQUEST__INIT;
   free(op->cur_id);
   op->cur_id = nl_xstrdup(resp->container_id);
@@ -904,6 +912,10 @@ static void next_container(nl_runtime_op_t *op) {
   if (op->in_init && op->cursor >= op->actions.n_init_to_start) {
     op->in_init = false;
     op->cursor = 0;
+    if (op->actions.resize && !op->resize_run) { /* upstream's step 8, before step 9 */
+      nl__resize_start(op, next_container);
+      return;
+    }
   }
   if (!op->in_init && op->cursor >= op->actions.n_to_start) {
     nl__op_finish(op);

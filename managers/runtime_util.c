@@ -130,6 +130,7 @@ const char *nl_sync_action_name(nl_sync_action_t a) {
   case NL_SYNC_KILL_POD_SANDBOX: return "KillPodSandbox";
   case NL_SYNC_REMOVE_CONTAINER: return "RemoveContainer";
   case NL_SYNC_REMOVE_POD_SANDBOX: return "RemovePodSandbox";
+  case NL_SYNC_RESIZE_POD: return "ResizePodInPlace";
   }
   return "Unknown";
 }

@@ -49,6 +49,8 @@ static void cstatus_free(nl_container_status_t *c) {
   free(c->image);
   free(c->image_id);
   free(c->container_id);
+  free(c->allocated_json);
+  free(c->resources_json);
   memset(c, 0, sizeof(*c));
 }
 
@@ -60,6 +62,8 @@ static void cstatus_copy(nl_container_status_t *dst, const nl_container_status_t
   dst->image = xdup(src->image);
   dst->image_id = xdup(src->image_id);
   dst->container_id = xdup(src->container_id);
+  dst->allocated_json = xdup(src->allocated_json);
+  dst->resources_json = xdup(src->resources_json);
 }
 
 static char **strv_dup(char *const *v, size_t n) {
@@ -870,6 +874,13 @@ void nl_pod_status_terminated_by_kubelet(nl_pod_status_t *s, const nl_pod_status
   cond(c, "DisruptionTarget", true, "TerminationByKubelet", nl_xstrdup(message));
   const nl_pod_condition_t *o = find_cond(old, "DisruptionTarget");
   c->last_transition_time = o && strcmp(o->status, "True") == 0 ? o->last_transition_time : secs(now_ns);
+}
+
+void nl_pod_status_add_condition(nl_pod_status_t *s, const char *type, const char *status,
+                                 const char *reason, const char *message, int64_t since_s) {
+  s->conditions = nl_xrealloc(s->conditions, (s->n_conditions + 1) * sizeof(*s->conditions));
+  s->conditions[s->n_conditions++] = (nl_pod_condition_t){type, status, xdup(reason), xdup(message),
+                                                          since_s};
 }
 
 /* upstream hasPodInitialized: evidence that a regular container ever started,

@@ -58,6 +58,10 @@ typedef struct nl_container_status { /* v1.ContainerStatus */
   char *image_id;
   char *container_id; /* "containerd://<id>", NULL before the first start */
   int8_t started;     /* -1 unset, 0, 1 */
+  /* In-place resize (managers/resize.h): allocatedResources and resources as
+   * JSON objects, NULL when absent (set by the kubelet after generation). */
+  char *allocated_json;
+  char *resources_json;
 } nl_container_status_t;
 
 typedef struct nl_pod_condition {
@@ -148,6 +152,10 @@ void nl_pod_status_free(nl_pod_status_t *s);
  * whose lastTransitionTime old (may be NULL) keeps. */
 void nl_pod_status_terminated_by_kubelet(nl_pod_status_t *s, const nl_pod_status_t *old,
                                          const char *reason, const char *message, int64_t now_ns);
+/* Appends a condition (type and status static strings; reason and message
+ * copied, may be NULL) with lastTransitionTime since_s. */
+void nl_pod_status_add_condition(nl_pod_status_t *s, const char *type, const char *status,
+                                 const char *reason, const char *message, int64_t since_s);
 /* upstream status manager TerminatePod, at the end of a pod's termination
  * (syncTerminatedPod): containers without a terminated state are marked
  * terminated (ContainerStatusUnknown, exit code 137) once the pod has

@@ -132,6 +132,8 @@ static void cstatus(nl_buf_t *b, const nl_container_status_t *c) {
   bool first = false;
   opt_str(b, "containerID", c->container_id, &first);
   if (c->started >= 0) nl_buf_printf(b, ",\"started\":%s", c->started ? "true" : "false");
+  if (c->allocated_json) nl_buf_printf(b, ",\"allocatedResources\":%s", c->allocated_json);
+  if (c->resources_json) nl_buf_printf(b, ",\"resources\":%s", c->resources_json);
   nl_buf_puts(b, "}");
 }
 

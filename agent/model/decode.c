@@ -498,6 +498,13 @@ static void pod_security_context(dec_t *d, const nl_tnode_t *n, nl_pod_security_
 
 /* ---- containers ---- */
 
+static void resize_policy(dec_t *d, const nl_tnode_t *n, nl_resize_policy_t *r) {
+  FIELDS(n)
+  F("resourceName") r->resource_name = str(d, v);
+  F("restartPolicy") r->restart_policy = str(d, v);
+  END_FIELDS
+}
+
 static void container(dec_t *d, const nl_tnode_t *n, nl_container_t *c) {
   FIELDS(n)
   F("name") c->name = str(d, v);
@@ -509,6 +516,7 @@ static void container(dec_t *d, const nl_tnode_t *n, nl_container_t *c) {
   F("envFrom") SEQ(v, c->env_from, c->n_env_from, env_from);
   F("env") SEQ(v, c->env, c->n_env, env_var);
   F("resources") resources(d, v, &c->resources);
+  F("resizePolicy") SEQ(v, c->resize_policy, c->n_resize_policy, resize_policy);
   F("restartPolicy") c->restart_policy = str(d, v);
   F("volumeMounts") SEQ(v, c->volume_mounts, c->n_volume_mounts, volume_mount);
   F("livenessProbe") OBJ(v, c->liveness_probe, probe);

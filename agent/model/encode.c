@@ -6,11 +6,14 @@
 
 #include "agent/model/internal.h"
 
+enum { HASH_NONE, HASH_NO_RESIZE, HASH_LEGACY };
+
 typedef struct jw {
   nl_buf_t *b;
   bool pretty, full;
   int depth;
   bool first; /* no member written yet at this level */
+  int hash; /* HASH_*: what the container hash leaves out */
 } jw_t;
 
 static void nl_(jw_t *w) {
@@ -345,6 +348,11 @@ static void resources(jw_t *w, const nl_resource_requirements_t *r) {
   reslist(w, "requests", &r->requests);
 }
 
+static void resize_policy(jw_t *w, const nl_resize_policy_t *r) {
+  s_always(w, "resourceName", r->resource_name);
+  s_always(w, "restartPolicy", r->restart_policy);
+}
+
 static void container(jw_t *w, const nl_container_t *c) {
   s_always(w, "name", c->name);
   s_(w, "image", c->image);
@@ -354,9 +362,13 @@ static void container(jw_t *w, const nl_container_t *c) {
   LIST("ports", c->ports, c->n_ports, port);
   LIST("envFrom", c->env_from, c->n_env_from, env_from);
   LIST("env", c->env, c->n_env, env_var);
-  OBJ_BEGIN("resources");
-  resources(w, &c->resources);
-  OBJ_END();
+  if (w->hash != HASH_NO_RESIZE) {
+    OBJ_BEGIN("resources");
+    resources(w, &c->resources);
+    OBJ_END();
+  }
+  /* (before in-place resize, resizePolicy was not decoded at all) */
+  if (w->hash == HASH_NONE) LIST("resizePolicy", c->resize_policy, c->n_resize_policy, resize_policy);
   s_(w, "restartPolicy", c->restart_policy);
   LIST("volumeMounts", c->volume_mounts, c->n_volume_mounts, mount);
   SUB("livenessProbe", c->liveness_probe, probe);
@@ -714,9 +726,9 @@ uint32_t nl_pod_hash(const nl_pod_t *pod) {
   return h;
 }
 
-uint32_t nl_container_hash(const nl_container_t *c) {
+static uint32_t container_hash(const nl_container_t *c, int mode) {
   nl_buf_t b = NL_BUF_INIT;
-  jw_t jw = {&b, false, true, 0, true}, *w = &jw;
+  jw_t jw = {&b, false, true, 0, true, mode}, *w = &jw;
   OBJ_BEGIN(NULL);
   container(w, c);
   OBJ_END();
@@ -724,3 +736,7 @@ uint32_t nl_container_hash(const nl_container_t *c) {
   nl_buf_free(&b);
   return h;
 }
+
+uint32_t nl_container_hash(const nl_container_t *c) { return container_hash(c, HASH_NO_RESIZE); }
+
+uint32_t nl_container_hash_legacy(const nl_container_t *c) { return container_hash(c, HASH_LEGACY); }

@@ -39,6 +39,20 @@ void nl_pod_set_annotation(nl_pod_t *pod, const char *key, const char *value) {
   nl__kvlist_sort(l);
 }
 
+static void copy_reslist(nl_pod_t *pod, nl_resource_list_t *dst, const nl_resource_list_t *src) {
+  nl_resource_t *items = src->n ? nl_arena_alloc(pod->arena, src->n * sizeof *items) : NULL;
+  for (size_t i = 0; i < src->n; i++)
+    items[i] = (nl_resource_t){nl_arena_strdup(pod->arena, src->items[i].name), src->items[i].q};
+  *dst = (nl_resource_list_t){items, src->n};
+}
+
+void nl_pod_set_container_resources(nl_pod_t *pod, nl_container_t *c,
+                                    const nl_resource_requirements_t *r) {
+  assert(pod->arena->refs == 1); /* a shared pod is immutable */
+  copy_reslist(pod, &c->resources.limits, &r->limits);
+  copy_reslist(pod, &c->resources.requests, &r->requests);
+}
+
 bool nl_pod_is_mirror(const nl_pod_t *pod) {
   return nl_kvlist_get(&pod->metadata.annotations, NL_ANNOTATION_CONFIG_MIRROR) != NULL;
 }

@@ -268,6 +268,11 @@ typedef struct nl_pod_security_context {
 
 /* ---- containers ---- */
 
+typedef struct nl_resize_policy { /* ContainerResizePolicy */
+  char *resource_name;  /* "cpu" or "memory" */
+  char *restart_policy; /* "NotRequired" or "RestartContainer" */
+} nl_resize_policy_t;
+
 typedef struct nl_container {
   char *name;
   char *image;
@@ -281,6 +286,8 @@ typedef struct nl_container {
   nl_env_var_t *env;
   size_t n_env;
   nl_resource_requirements_t resources;
+  nl_resize_policy_t *resize_policy;
+  size_t n_resize_policy;
   char *restart_policy; /* init containers only: "Always" makes a sidecar */
   nl_volume_mount_t *volume_mounts;
   size_t n_volume_mounts;
@@ -682,7 +689,17 @@ void nl_container_encode_json(const nl_container_t *c, nl_buf_t *out);
 /* FNV-32a over the canonical JSON encoding: stable across runs and builds; equal
  * for equal pods. Not byte-compatible with Go's DeepHashObject (docs/MODEL.md). */
 uint32_t nl_pod_hash(const nl_pod_t *pod);
-/* Upstream's HashContainer role: changes when the container spec changes. */
+/* Upstream's HashContainer role: changes when the container spec changes,
+ * except its resources and resizePolicy, which change in place (an in-place
+ * resize restarts nothing unless a resizePolicy asks). */
 uint32_t nl_container_hash(const nl_container_t *c);
+/* The hash of the whole container, resources included: what nanolet labelled
+ * containers with before in-place resize, still accepted for containers
+ * created then, so that an upgrade restarts nothing. */
+uint32_t nl_container_hash_legacy(const nl_container_t *c);
+/* The container's resources are replaced by a copy of r (allocated in the
+ * pod's arena); the pod must have one holder (nl_pod_dup's). */
+void nl_pod_set_container_resources(nl_pod_t *pod, nl_container_t *c,
+                                    const nl_resource_requirements_t *r);
 
 #endif

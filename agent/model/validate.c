@@ -406,6 +406,22 @@ static void container(val_t *v, const nl_container_t *c, bool init, names_t *see
   for (size_t i = 0; i < c->n_env_from; i++) KEY("envFrom", IDX(i, env_from(v, &c->env_from[i])));
   for (size_t i = 0; i < c->n_env; i++) KEY("env", IDX(i, env(v, &c->env[i])));
   KEY("resources", resources(v, &c->resources));
+  for (size_t i = 0; i < c->n_resize_policy; i++) {
+    const nl_resize_policy_t *r = &c->resize_policy[i];
+    KEY("resizePolicy", IDX(i, {
+      static const char *const names[] = {"cpu", "memory", NULL};
+      static const char *const policies[] = {"NotRequired", "RestartContainer", NULL};
+      if (empty(r->resource_name)) KEY("resourceName", ERR("required"));
+      else if (!one_of(r->resource_name, names))
+        KEY("resourceName", ERR("must be one of cpu, memory, got %s", r->resource_name));
+      else for (size_t j = 0; j < i; j++)
+        if (eq(c->resize_policy[j].resource_name, r->resource_name))
+          KEY("resourceName", ERR("must be unique, got %s", r->resource_name));
+      if (empty(r->restart_policy)) KEY("restartPolicy", ERR("required"));
+      else if (!one_of(r->restart_policy, policies))
+        KEY("restartPolicy", ERR("must be one of NotRequired, RestartContainer, got %s", r->restart_policy));
+    }));
+  }
   for (size_t i = 0; i < c->n_volume_mounts; i++) {
     const nl_volume_mount_t *m = &c->volume_mounts[i];
     KEY("volumeMounts", IDX(i, {
