@@ -61,12 +61,15 @@ if [ "$JOINED" = 1 ]; then
   # shellcheck disable=SC1090
   . "$(tools/testenv/controlplane.sh up)" || exit 1
   KC=$(tools/testenv/controlplane.sh cert "$NODE" "system:node:$NODE" system:nodes) || exit 1
-  kubectl create ns "$NS" >/dev/null 2>&1
+  # anew: an earlier run's, still terminating, refuses the mirror pods
+  kubectl delete ns "$NS" --ignore-not-found --timeout=120s >/dev/null 2>&1
+  kubectl create ns "$NS" >/dev/null || exit 1
   join=(--kubeconfig "$KC" --node-ip 192.0.2.2)
 else
   join=()
 fi
-mirrors() { kubectl get pods -n "$NS" --no-headers 2>/dev/null | grep -c Running; }
+all_running() { [ "$(running)" = "$PODS" ]; }
+all_mirrored() { [ "$(kubectl get pods -n "$NS" --no-headers 2>/dev/null | grep -c Running)" = "$PODS" ]; }
 until_true() { # SECONDS WHAT CMD...: polls CMD until it succeeds
   local end=$((SECONDS + $1)) what=$2
   shift 2
@@ -76,7 +79,7 @@ until_true() { # SECONDS WHAT CMD...: polls CMD until it succeeds
   done
 }
 measure() { # BINARY -> "rss pss anon" in KiB
-  local log=$TMP/agent.log
+  local log=$TMP/agent.log i
   mkdir -p "$TMP/m" && : >"$log"
   if [ "$JOINED" = 1 ]; then
     for i in $(seq 1 "$PODS"); do
@@ -90,8 +93,8 @@ measure() { # BINARY -> "rss pss anon" in KiB
   PID=$!
   until_true 30 "$1 did not start" grep -q 'container runtime containerd' "$log"
   if [ "$JOINED" = 1 ]; then
-    until_true 300 "$1: not all $PODS pods run" test "$(running)" = "$PODS"
-    until_true 120 "$1: not all $PODS mirror pods Running" test "$(mirrors)" = "$PODS"
+    until_true 300 "$1: not all $PODS pods run" all_running
+    until_true 120 "$1: not all $PODS mirror pods Running" all_mirrored
   fi
   sleep "$SETTLE_S"
   awk '/^Rss:/ {r = $2} /^Pss:/ {p = $2} /^Anonymous:/ {a = $2} END {print r, p, a}' "/proc/$PID/smaps_rollup"
