@@ -156,6 +156,7 @@ struct nl_gc {
   nl_gc_policy_t policy;
   nl_gc_deps_t deps;
   char *pods_dir, *logs_dir; /* owned */
+  char *links_dir;           /* owned: the containers' log links (nl_rt_log_links_dir) */
   uint64_t container_period_ms, image_period_ms;
   nl_gc_state_t state;
   bool stopping, work_busy;
@@ -184,7 +185,7 @@ struct nl_gc {
   size_t n_images;
   nl_gc_done_fn done_cb;
   /* for tests and the bench */
-  uint64_t containers_removed, sandboxes_removed, images_removed, logdirs_removed;
+  uint64_t containers_removed, sandboxes_removed, images_removed, logdirs_removed, links_removed;
   uint64_t last_image_bytes_freed;
   /* the clock (tests): wall ns; NULL the real one */
   int64_t (*now_ns)(void *ctx);
@@ -196,6 +197,11 @@ void nl_gc_init(nl_gc_t *gc, uv_loop_t *loop, nl_cri_client_t *cri, const nl_gc_
                 const nl_gc_deps_t *deps, const char *pods_dir, const char *logs_dir,
                 uint64_t container_period_ms, uint64_t image_period_ms);
 void nl_gc_start(nl_gc_t *gc);
+/* upstream's removal of dead container log symlinks, part of each container
+ * round: a link in links_dir whose log is gone with its container's log
+ * directory (a log being rotated leaves the directory, and its link). Blocking
+ * (the thread pool's); returns how many links went. */
+size_t nl_gc_sweep_log_links(const char *links_dir);
 /* The eviction manager's node-level reclaim: every dead container of deleted
  * or terminated pods and the per-container limits, then every unused image
  * (images=false: containers only). done is called once, from the loop, never
