@@ -89,6 +89,7 @@ int nl__kubelet_pods_init(nl_kubelet_t *k, nl_err_t **err) {
   nl_pod_manager_init(&k->pods);
   nl_map_init(&k->pod_states);
   nl_map_init(&k->orphans);
+  nl_map_init(&k->static_terminating);
   nl_list_init(&k->calls);
   nl_pod_config_init(&k->pod_config, nl__kubelet_pods_update, k);
   nl_pod_workers_init(&k->workers, k->loop, &nl__kubelet_syncer, k,
@@ -111,6 +112,7 @@ void nl__kubelet_pods_free(nl_kubelet_t *k) {
     free(c);
   }
   nl_map_free(&k->orphans, orphan_free);
+  nl_map_free(&k->static_terminating, free);
   nl_map_free(&k->pod_states, state_free);
   nl_pod_manager_free(&k->pods);
   nl_pod_config_free(&k->pod_config);
@@ -387,6 +389,81 @@ static bool admit(nl_kubelet_t *k, const nl_pod_t *pod) {
   return reject(k, pod, r.reason, r.message); /* the reason is static */
 }
 
+/* ---- static pods of one name, one at a time (upstream allowStaticPodStart) ---- */
+
+static char *full_name(const nl_pod_t *pod) {
+  return nl_xasprintf("%s/%s", pod->metadata.namespace_, pod->metadata.name);
+}
+
+/* A static pod waits while another static pod of its name (or its own uid,
+ * removed and added again) is terminating. */
+static bool static_must_wait(nl_kubelet_t *k, const nl_pod_t *pod) {
+  if (!pod_is_static(pod)) return false;
+  char *key = full_name(pod);
+  bool wait = nl_map_has(&k->static_terminating, key);
+  free(key);
+  return wait;
+}
+
+/* Starts an admitted pod's worker. */
+static void start_pod(nl_kubelet_t *k, const nl_pod_t *pod) {
+  if (k->node_up && pod_is_static(pod)) nl_mirror_manager_set(&k->mirrors, pod);
+  /* upstream updates the QoS cgroups before a new pod's cgroup */
+  if (k->cgroups_up) nl_cgroups_update_qos(&k->cgroups);
+  nl_pod_workers_update(&k->workers, pod, NL_SYNC_CREATE, -1);
+  if (k->probes_up) nl_probe_manager_add_pod(&k->probes, pod);
+}
+
+/* A static pod a source no longer wants: killed; its mirror pod goes once it
+ * has terminated and no static pod of its name is wanted (static_finished). */
+static void static_removed(nl_kubelet_t *k, const nl_pod_t *pod) {
+  const nl_pod_worker_t *w = nl_pod_workers_get(&k->workers, pod->metadata.uid);
+  if (!w) return; /* it was waiting: it never ran */
+  nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, -1);
+  if (w->finished) {
+    if (k->node_up && !nl_pod_manager_get_by_name(&k->pods, pod->metadata.namespace_, pod->metadata.name))
+      nl_mirror_manager_remove(&k->mirrors, pod->metadata.namespace_, pod->metadata.name);
+    return;
+  }
+  char *key = full_name(pod);
+  free(nl_map_del(&k->static_terminating, key));
+  nl_map_put(&k->static_terminating, key, nl_xstrdup(pod->metadata.uid));
+  free(key);
+}
+
+/* Returns true when the pod of uid itself starts again. */
+static bool static_finished(nl_kubelet_t *k, const char *uid) {
+  nl_map_iter_t it;
+  const char *key;
+  void *v;
+  char *name = NULL;
+  nl_map_iter_init(&it, &k->static_terminating);
+  while (!name && nl_map_iter_next(&it, &key, &v))
+    if (strcmp(v, uid) == 0) name = nl_xstrdup(key);
+  if (!name) return false;
+  free(nl_map_del(&k->static_terminating, name));
+  char *slash = strchr(name, '/');
+  *slash = 0;
+  bool again = false;
+  const nl_pod_t *next = nl_pod_manager_get_by_name(&k->pods, name, slash + 1);
+  pod_state_t *ps = next ? nl_map_get(&k->pod_states, next->metadata.uid) : NULL;
+  if (!next || !pod_is_static(next) || next->metadata.deletion_timestamp ||
+      (ps && ps->rejected_reason)) {
+    if (k->node_up) nl_mirror_manager_remove(&k->mirrors, name, slash + 1);
+  } else {
+    nl_info("static pod %s/%s (%s) starts: the pod of its name before it has terminated", name,
+            slash + 1, next->metadata.uid);
+    again = strcmp(next->metadata.uid, uid) == 0;
+    if (again) { /* the same uid again (upstream restartRequested): a new life */
+      nl_pod_workers_forget(&k->workers, uid);
+      state_free(nl_map_del(&k->pod_states, uid));
+    }
+    start_pod(k, next);
+  }
+  free(name);
+  return again;
+}
+
 /* upstream handleMirrorPod: a mirror pod never runs; its static pod is synced so
  * that the mirror is checked (recreated when outdated or gone). */
 static void mirror_update(nl_kubelet_t *k, nl_pod_op_t op, const nl_pod_t *mirror) {
@@ -412,18 +489,22 @@ void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t 
     switch (op) {
     case NL_POD_ADD:
       nl_pod_manager_set(&k->pods, pod);
-      if (k->node_up && pod_is_static(pod)) nl_mirror_manager_set(&k->mirrors, pod);
       if (pod->metadata.deletion_timestamp) { /* deleted while the agent was away */
+        if (k->node_up && pod_is_static(pod)) nl_mirror_manager_set(&k->mirrors, pod);
         nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, -1);
+      } else if (static_must_wait(k, pod)) {
+        nl_info("static pod %s/%s (%s) waits for the pod of its name to terminate",
+                pod->metadata.namespace_, pod->metadata.name, pod->metadata.uid);
       } else if (admit(k, pod)) {
-        /* upstream updates the QoS cgroups before a new pod's cgroup */
-        if (k->cgroups_up) nl_cgroups_update_qos(&k->cgroups);
-        nl_pod_workers_update(&k->workers, pod, NL_SYNC_CREATE, -1);
-        if (k->probes_up) nl_probe_manager_add_pod(&k->probes, pod);
+        start_pod(k, pod);
+      } else if (k->node_up && pod_is_static(pod)) {
+        nl_mirror_manager_set(&k->mirrors, pod); /* its rejection is reported there */
       }
       break;
     case NL_POD_UPDATE:
       nl_pod_manager_set(&k->pods, pod);
+      if (pod_is_static(pod) && !nl_pod_workers_get(&k->workers, pod->metadata.uid))
+        break; /* waiting to start */
       if (k->node_up && pod_is_static(pod)) nl_mirror_manager_set(&k->mirrors, pod);
       nl_pod_workers_update(&k->workers, pod, NL_SYNC_UPDATE, -1);
       break;
@@ -438,15 +519,9 @@ void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t 
       nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, -1);
       break;
     case NL_POD_REMOVE:
-      nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, -1);
-      if (k->node_up && pod_is_static(pod)) {
-        /* a changed manifest is a new pod of the same name: its mirror stays */
-        const nl_pod_t *cur = nl_pod_manager_get_by_name(&k->pods, pod->metadata.namespace_,
-                                                         pod->metadata.name);
-        if (!cur || strcmp(cur->metadata.uid, pod->metadata.uid) == 0)
-          nl_mirror_manager_remove(&k->mirrors, pod->metadata.namespace_, pod->metadata.name);
-      }
       nl_pod_manager_remove(&k->pods, pod->metadata.uid);
+      if (pod_is_static(pod)) static_removed(k, pod);
+      else nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, -1);
       if (k->probes_up) nl_probe_manager_remove_pod(&k->probes, pod->metadata.uid);
       break;
     case NL_POD_RECONCILE: /* the API's status changed: keep the latest */
@@ -698,6 +773,8 @@ static void sync_terminated(nl_pod_work_t *w, void *ctx) {
 
 static void pod_finished(const char *uid, void *ctx) {
   nl_kubelet_t *k = ctx;
+  nl__kubelet_shutdown_pod_finished(k, uid);
+  if (static_finished(k, uid)) return;
   /* Its final status (upstream TerminatePod: a terminal phase even for a pod
    * that never ran); a deleted API pod whose containers are gone is then
    * deleted from the API by the status manager. */
@@ -709,7 +786,6 @@ static void pod_finished(const char *uid, void *ctx) {
       nl_pod_status_terminate(ps->status, pod);
     report_status(k, pod, ps->status, pod->metadata.deletion_timestamp != NULL);
   }
-  nl__kubelet_shutdown_pod_finished(k, uid);
 }
 
 void nl__kubelet_pods_terminate(nl_kubelet_t *k, const nl_pod_t *pod, int64_t grace_seconds,
