@@ -756,12 +756,11 @@ static void sync_terminated(nl_pod_work_t *w, void *ctx) {
   if (k->stopping) return;
   const nl_pod_t *wanted = nl_pod_manager_get(&k->pods, w->uid);
   if (wanted && !wanted->metadata.deletion_timestamp) {
-    /* An evicted pod gives its volumes back (upstream's volume manager
-     * unmounts a terminated pod's volumes; an emptyDir's data goes with it),
-     * else the pressure that evicted it would stay. */
-    pod_state_t *ps = nl_map_get(&k->pod_states, w->uid);
-    if (ps && ps->rejected_reason && !strcmp(ps->rejected_reason, "Evicted") &&
-        nl_volumes_release(k->loop, k->cfg->root_dir, w->uid, on_volumes_released, c) == 0) {
+    /* A terminated pod gives its volumes back (upstream's syncTerminatedPod
+     * waits for the volume manager to unmount them; an emptyDir's data goes
+     * with it, a memory-backed one's memory too, and the pressure that evicted
+     * a pod with it). */
+    if (nl_volumes_release(k->loop, k->cfg->root_dir, w->uid, on_volumes_released, c) == 0) {
       k->pending++;
       return;
     }
