@@ -362,6 +362,9 @@ static void sandbox_step(nl_runtime_op_t *op) {
     nl__step_fail(&op->result.steps[op->cur_step_idx],
                   create ? NL_REASON_CREATE_POD_SANDBOX : NL_REASON_CONFIG_POD_SANDBOX, "%s",
                   err->msg);
+    if (create) /* upstream createPodSandbox fails before the runtime is asked */
+      nl__op_event(op, op->pod, NULL, NL_EVENT_WARNING, "FailedCreatePodSandBox",
+                   "Failed to create pod sandbox: %s", err->msg);
     nl__op_fail(op, NL_EINVAL, "pod %s: %s", op->desc, err->msg);
     nl_err_free(&err);
     return;

@@ -457,6 +457,7 @@ typedef struct nl_pod_spec {
   nl_strlist_t image_pull_secrets;              /* the names */
   char *hostname;
   char *subdomain;
+  nl_tristate_t set_hostname_as_fqdn; /* the FQDN as the kernel's hostname */
   char *hostname_override; /* spec.hostnameOverride (HostnameOverride, beta in 1.36) */
   char *scheduler_name; /* defaulted to default-scheduler */
   nl_toleration_t *tolerations;
