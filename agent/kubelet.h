@@ -95,6 +95,7 @@ struct nl_kubelet {
   int cri_users;               /* runtime and pleg still stopping: the CRI
                                 * client is stopped after them */
   nl_sysctl_allowlist_t sysctls; /* safe + allowedUnsafeSysctls (admission) */
+  bool apparmor_host;            /* the kernel has AppArmor enabled (admission) */
   nl_map_t pod_states;         /* uid -> status, reasons, last sync */
   nl_map_t orphans;            /* uid -> housekeeping kill in flight */
   /* "namespace/name" -> uid (owned) of a static pod that a source no longer

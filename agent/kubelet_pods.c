@@ -7,6 +7,7 @@
 #include "agent/kubelet_node.h"
 #include "agent/kubelet_shutdown.h"
 #include "managers/admission.h"
+#include "managers/apparmor.h"
 #include "managers/status.h"
 #include "managers/volumes.h"
 #include "reactor/log.h"
@@ -92,6 +93,7 @@ int nl__kubelet_pods_init(nl_kubelet_t *k, nl_err_t **err) {
   nl_map_init(&k->static_terminating);
   nl_list_init(&k->calls);
   nl_pod_config_init(&k->pod_config, nl__kubelet_pods_update, k);
+  k->apparmor_host = nl_apparmor_host_enabled();
   nl_pod_workers_init(&k->workers, k->loop, &nl__kubelet_syncer, k,
                       (uint64_t)(k->cfg->sync_frequency / 1000000), 10000);
   const nl_config_list_t *u = &k->cfg->allowed_unsafe_sysctls;
@@ -377,6 +379,13 @@ static bool admit(nl_kubelet_t *k, const nl_pod_t *pod) {
   nl_admit_pods_t others = {pods, active};
   nl_admit_result_t r = {0};
   bool ok = nl_admit_pod(&node, pod, &others, pod_is_static(pod), &r);
+  /* then AppArmor (upstream's next handler), for a pod not yet running */
+  const char *phase = pod->status && pod->status->phase ? pod->status->phase : "Pending";
+  if (ok && !strcmp(phase, "Pending") && !nl_apparmor_admit(pod, k->apparmor_host, &msg)) {
+    nl_admit_result_free(&r);
+    r = (nl_admit_result_t){NL_APPARMOR_REASON, msg};
+    ok = false;
+  }
   if (ok && nl__kubelet_shutting_down(k)) { /* upstream's shutdown admit handler */
     nl_admit_result_free(&r);
     r = (nl_admit_result_t){"NodeShutdown",

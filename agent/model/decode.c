@@ -469,6 +469,7 @@ static void security_context(dec_t *d, const nl_tnode_t *n, nl_security_context_
   F("allowPrivilegeEscalation") get_tri(d, v, &s->allow_privilege_escalation);
   F("procMount") s->proc_mount = str(d, v);
   F("seccompProfile") OBJ(v, s->seccomp_profile, seccomp);
+  F("appArmorProfile") OBJ(v, s->app_armor_profile, seccomp);
   END_FIELDS
 }
 
@@ -493,6 +494,7 @@ static void pod_security_context(dec_t *d, const nl_tnode_t *n, nl_pod_security_
   F("sysctls") SEQ(v, s->sysctls, s->n_sysctls, sysctl);
   F("fsGroupChangePolicy") s->fs_group_change_policy = str(d, v);
   F("seccompProfile") OBJ(v, s->seccomp_profile, seccomp);
+  F("appArmorProfile") OBJ(v, s->app_armor_profile, seccomp);
   END_FIELDS
 }
 

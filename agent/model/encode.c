@@ -316,6 +316,7 @@ static void sec_ctx(jw_t *w, const nl_security_context_t *s) {
   t_(w, "allowPrivilegeEscalation", s->allow_privilege_escalation);
   s_(w, "procMount", s->proc_mount);
   SUB("seccompProfile", s->seccomp_profile, seccomp);
+  SUB("appArmorProfile", s->app_armor_profile, seccomp);
 }
 
 static void sysctl(jw_t *w, const nl_kv_t *kv) {
@@ -338,6 +339,7 @@ static void pod_sec_ctx(jw_t *w, const nl_pod_security_context_t *s) {
   LIST("sysctls", s->sysctls, s->n_sysctls, sysctl);
   s_(w, "fsGroupChangePolicy", s->fs_group_change_policy);
   SUB("seccompProfile", s->seccomp_profile, seccomp);
+  SUB("appArmorProfile", s->app_armor_profile, seccomp);
 }
 
 static void resources(jw_t *w, const nl_resource_requirements_t *r) {
