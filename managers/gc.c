@@ -302,14 +302,9 @@ static void on_sandboxes(const nl_grpc_status_t *st, Runtime__V1__ListPodSandbox
   }
   n = nl_gc_select_sandboxes(s, ns, c, nc, pod_state, gc, gc->reclaiming, idx);
   for (size_t i = 0; i < n; i++) add_remove(gc, s[idx[i]].id, 0);
-  /* Log directories of deleted pods, once every source has reported; one
-   * whose pod the runtime still has a sandbox for waits for it. */
-  for (size_t i = 0; i < gc->n_logdirs; i++) {
-    const char *uid = nl_gc_logdir_uid(gc->logdirs[i]);
-    bool keep = !ready || gc->deps.pod_state(gc->deps.ctx, uid) != NL_GC_POD_DELETED;
-    for (size_t j = 0; j < ns && !keep; j++) keep = !strcmp(s[j].uid, uid);
-    if (keep) gc->logdirs[i][0] = 0;
-  }
+  /* Log directories of deleted pods, once every source has reported. */
+  for (size_t i = 0; i < gc->n_logdirs; i++)
+    if (!ready || !nl_gc_logdir_removable(gc->logdirs[i], s, ns, pod_state, gc)) gc->logdirs[i][0] = 0;
   free(s);
   free(idx);
   free(c);

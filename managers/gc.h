@@ -9,7 +9,8 @@
  * maxContainers is met by keeping an equal share per group and, failing that,
  * by removing the oldest. Sandboxes that are not ready and hold no container go
  * too, but the newest one of a pod that still exists. The log directories
- * (<podLogsDir>/<ns>_<name>_<uid>) of deleted pods go last.
+ * (<podLogsDir>/<ns>_<name>_<uid>) of deleted pods go last, and the links to
+ * the logs (nl_gc_sweep_log_links) whose log directory is gone.
  *
  * Images (every 5 minutes, the first round at start): each image seen gets a
  * first-detected time and, while a container (running or not) uses it, a
@@ -22,10 +23,10 @@
  * The eviction manager asks for more (nl_gc_reclaim): all dead containers of
  * terminated pods too, and every unused image.
  *
- * The runtime may be shared with other agents: a pod this agent does not know
- * and that has no directory under its root dir (NL_GC_POD_FOREIGN) is another
- * agent's, and nothing of it is touched (upstream assumes one kubelet per
- * runtime).
+ * The runtime, and podLogsDir, may be shared with other agents: a pod this
+ * agent does not know and that has no directory under its root dir
+ * (NL_GC_POD_FOREIGN) is another agent's, and nothing of it is touched, its
+ * log directory included (upstream assumes one kubelet per node).
  *
  * A CRI user: one round at a time; directory work on the thread pool. */
 #ifndef NL_GC_H
@@ -116,6 +117,11 @@ uint64_t nl_gc_image_bytes_to_free(uint64_t capacity, uint64_t available, int hi
 
 /* "<ns>_<name>_<uid>" -> "<uid>" (borrowed from name), or NULL. */
 const char *nl_gc_logdir_uid(const char *name);
+/* A pod log directory (its name) goes: its pod is deleted (not another
+ * agent's: agents on other runtimes share podLogsDir and read their logs) and
+ * the runtime has no sandbox of it (s, ns). */
+bool nl_gc_logdir_removable(const char *name, const nl_gc_sandbox_t *s, size_t ns,
+                            nl_gc_state_fn state, void *ctx);
 
 /* ---- the collector ---- */
 

@@ -200,6 +200,14 @@ static void test_logdir_uid(void **state) {
   assert_null(nl_gc_logdir_uid("nouid"));
   assert_null(nl_gc_logdir_uid("one_"));
   assert_null(nl_gc_logdir_uid("ns_uid"));
+  /* a deleted pod's directory goes once it has no sandbox; another agent's
+   * (another runtime, the same podLogsDir) and a known pod's stay */
+  nl_gc_sandbox_t s[] = {{"s-1", "d2", 10 * S, 0, false}};
+  assert_true(nl_gc_logdir_removable("ns_web_d1", s, 1, by_prefix, NULL));
+  assert_false(nl_gc_logdir_removable("ns_web_d2", s, 1, by_prefix, NULL));
+  assert_false(nl_gc_logdir_removable("ns_web_f1", s, 1, by_prefix, NULL));
+  assert_false(nl_gc_logdir_removable("ns_web_a1", s, 1, by_prefix, NULL));
+  assert_false(nl_gc_logdir_removable("nouid", s, 1, by_prefix, NULL));
 }
 
 /* upstream's legacy log symlinks: their place and name, and which ones the
