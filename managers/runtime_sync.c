@@ -74,6 +74,7 @@ static void kill_one_stop(nl_runtime_op_t *op, void *ctx, int64_t grace) {
   (void)ctx;
   if (!nl__op_resume(op)) return;
   op->pending++;
+  if (grace < NL_RUNTIME_MIN_GRACE_SECONDS) grace = NL_RUNTIME_MIN_GRACE_SECONDS;
   nl__stop_container(op->rt, op->actions.to_kill[op->cursor].id, grace, stopped_one, op);
 }
 
