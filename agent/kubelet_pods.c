@@ -256,8 +256,8 @@ static bool pod_is_static(const nl_pod_t *pod) {
 }
 
 /* The status manager's view of a pod. finished: its worker has terminated it
- * and no container can run any more (upstream podIsFinished); a deleted pod is
- * then deleted from the API. */
+ * and no container can run any more (upstream podIsFinished): only then is a
+ * terminal phase written, and a deleted pod deleted from the API. */
 static void report_status(nl_kubelet_t *k, const nl_pod_t *pod, const nl_pod_status_t *st,
                           bool finished) {
   if (!k->node_up) return;
@@ -267,7 +267,8 @@ static void report_status(nl_kubelet_t *k, const nl_pod_t *pod, const nl_pod_sta
       .name = pod->metadata.name,
       .is_static = pod_is_static(pod),
       .deleting = pod->metadata.deletion_timestamp != NULL,
-      .finished = finished,
+      /* a pod without a worker (refused at admission) never ran a container */
+      .finished = finished || !nl_pod_workers_get(&k->workers, pod->metadata.uid),
   };
   nl_status_manager_set(&k->statuses, &sp, st);
 }
@@ -792,7 +793,7 @@ static void pod_finished(const char *uid, void *ctx) {
     /* (a pod refused at admission never reaches upstream's pod workers) */
     if (!ps->rejected_reason || !strcmp(ps->rejected_reason, "Evicted"))
       nl_pod_status_terminate(ps->status, pod);
-    report_status(k, pod, ps->status, pod->metadata.deletion_timestamp != NULL);
+    report_status(k, pod, ps->status, true);
   }
 }
 
