@@ -428,16 +428,19 @@ static void start_pod(nl_kubelet_t *k, const nl_pod_t *pod) {
  * has terminated and no static pod of its name is wanted (static_finished). */
 static void static_removed(nl_kubelet_t *k, const nl_pod_t *pod) {
   const nl_pod_worker_t *w = nl_pod_workers_get(&k->workers, pod->metadata.uid);
-  if (!w) return; /* it was waiting: it never ran */
-  nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, -1);
-  if (w->finished) {
-    if (k->node_up && !nl_pod_manager_get_by_name(&k->pods, pod->metadata.namespace_, pod->metadata.name))
-      nl_mirror_manager_remove(&k->mirrors, pod->metadata.namespace_, pod->metadata.name);
+  char *key = full_name(pod);
+  if (w && !w->finished) {
+    nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, -1);
+    free(nl_map_del(&k->static_terminating, key));
+    nl_map_put(&k->static_terminating, key, nl_xstrdup(pod->metadata.uid));
+    free(key);
     return;
   }
-  char *key = full_name(pod);
-  free(nl_map_del(&k->static_terminating, key));
-  nl_map_put(&k->static_terminating, key, nl_xstrdup(pod->metadata.uid));
+  /* Nothing of it runs (finished, refused, or waiting to start): its mirror
+   * pod goes now, unless a pod of its name is wanted or still terminating. */
+  if (k->node_up && !nl_map_has(&k->static_terminating, key) &&
+      !nl_pod_manager_get_by_name(&k->pods, pod->metadata.namespace_, pod->metadata.name))
+    nl_mirror_manager_remove(&k->mirrors, pod->metadata.namespace_, pod->metadata.name);
   free(key);
 }
 

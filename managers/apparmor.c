@@ -27,8 +27,8 @@ static const nl_seccomp_profile_t *from_annotation(const nl_pod_t *pod, const ch
   *tmp = (nl_seccomp_profile_t){0};
   if (strcmp(v, "runtime/default") == 0) tmp->type = "RuntimeDefault";
   else if (strcmp(v, "unconfined") == 0) tmp->type = "Unconfined";
-  else if (strncmp(v, "localhost/", 10) == 0) tmp->type = "Localhost", tmp->localhost_profile = (char *)v + 10;
-  else return NULL; /* upstream: an unknown value is no profile */
+  else if (strncmp(v, "localhost/", 10) == 0 && v[10]) tmp->type = "Localhost", tmp->localhost_profile = (char *)v + 10;
+  else return NULL; /* upstream: an unknown value (or no profile name) is no profile */
   return tmp;
 }
 
