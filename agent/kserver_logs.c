@@ -72,6 +72,8 @@ static void finish(reader_t *r, int status, const char *msg) {
     r->ended = true;
     if (r->streaming) nl_http_resp_end(r->resp);
     else nl_http_resp_send_str(r->resp, status ? status : 200, msg ? msg : "");
+    if (!r->streaming && status >= 400) /* what the API server's client sees as its reason */
+      nl_info("kubelet server: log of container %s: %d %s", r->id, status, msg ? msg : "(no message)");
   }
   if (r->fd >= 0) {
     r->state = L_CLOSE;
@@ -362,6 +364,7 @@ static void step(reader_t *r) {
 /* ---- the handler -------------------------------------------------------- */
 
 static void send_error(nl_http_resp_t *resp, int status, const char *msg) {
+  nl_info("kubelet server: containerLogs: %d %s", status, msg ? msg : "");
   nl_http_resp_send_str(resp, status, msg);
 }
 

@@ -99,8 +99,14 @@ struct nl_kubelet {
   int cri_users;               /* runtime and pleg still stopping: the CRI
                                 * client is stopped after them */
   nl_sysctl_allowlist_t sysctls; /* safe + allowedUnsafeSysctls (admission) */
+  bool apparmor_host;            /* the kernel has AppArmor enabled (admission) */
   nl_map_t pod_states;         /* uid -> status, reasons, last sync */
   nl_map_t orphans;            /* uid -> housekeeping kill in flight */
+  /* "namespace/name" -> uid (owned) of a static pod that a source no longer
+   * wants and whose worker has not finished: a static pod of the same name
+   * waits for it, and its mirror pod stays (upstream allowStaticPodStart,
+   * deleteOrphanedMirrorPods). */
+  nl_map_t static_terminating;
   uv_fs_t pods_dir_scan;       /* <root-dir>/pods, for orphaned pod directories */
   bool pods_dir_scanning;
   nl_list_t calls;             /* syncer calls in flight */

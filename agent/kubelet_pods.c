@@ -8,6 +8,7 @@
 #include "agent/kubelet_resize.h"
 #include "agent/kubelet_shutdown.h"
 #include "managers/admission.h"
+#include "managers/apparmor.h"
 #include "managers/status.h"
 #include "managers/volumes.h"
 #include "reactor/log.h"
@@ -90,8 +91,10 @@ int nl__kubelet_pods_init(nl_kubelet_t *k, nl_err_t **err) {
   nl_pod_manager_init(&k->pods);
   nl_map_init(&k->pod_states);
   nl_map_init(&k->orphans);
+  nl_map_init(&k->static_terminating);
   nl_list_init(&k->calls);
   nl_pod_config_init(&k->pod_config, nl__kubelet_pods_update, k);
+  k->apparmor_host = nl_apparmor_host_enabled();
   nl_pod_workers_init(&k->workers, k->loop, &nl__kubelet_syncer, k,
                       (uint64_t)(k->cfg->sync_frequency / 1000000), 10000);
   const nl_config_list_t *u = &k->cfg->allowed_unsafe_sysctls;
@@ -112,6 +115,7 @@ void nl__kubelet_pods_free(nl_kubelet_t *k) {
     free(c);
   }
   nl_map_free(&k->orphans, orphan_free);
+  nl_map_free(&k->static_terminating, free);
   nl_map_free(&k->pod_states, state_free);
   nl_pod_manager_free(&k->pods);
   nl_pod_config_free(&k->pod_config);
@@ -256,8 +260,8 @@ static bool pod_is_static(const nl_pod_t *pod) {
 bool nl__kubelet_pod_is_static(const nl_pod_t *pod) { return pod_is_static(pod); }
 
 /* The status manager's view of a pod. finished: its worker has terminated it
- * and no container can run any more (upstream podIsFinished); a deleted pod is
- * then deleted from the API. */
+ * and no container can run any more (upstream podIsFinished): only then is a
+ * terminal phase written, and a deleted pod deleted from the API. */
 static void report_status(nl_kubelet_t *k, const nl_pod_t *pod, const nl_pod_status_t *st,
                           bool finished) {
   if (!k->node_up) return;
@@ -267,7 +271,8 @@ static void report_status(nl_kubelet_t *k, const nl_pod_t *pod, const nl_pod_sta
       .name = pod->metadata.name,
       .is_static = pod_is_static(pod),
       .deleting = pod->metadata.deletion_timestamp != NULL,
-      .finished = finished,
+      /* a pod without a worker (refused at admission) never ran a container */
+      .finished = finished || !nl_pod_workers_get(&k->workers, pod->metadata.uid),
   };
   nl_status_manager_set(&k->statuses, &sp, st);
 }
@@ -405,6 +410,13 @@ static bool admit(nl_kubelet_t *k, const nl_pod_t *pod) {
   bool ok = nl_admit_pod(&node, nl__kubelet_resize_pod(k, pod, &alloc), &others,
                          pod_is_static(pod), &r);
   nl_pod_free(alloc);
+  /* then AppArmor (upstream's next handler), for a pod not yet running */
+  const char *phase = pod->status && pod->status->phase ? pod->status->phase : "Pending";
+  if (ok && !strcmp(phase, "Pending") && !nl_apparmor_admit(pod, k->apparmor_host, &msg)) {
+    nl_admit_result_free(&r);
+    r = (nl_admit_result_t){NL_APPARMOR_REASON, msg};
+    ok = false;
+  }
   if (ok && nl__kubelet_shutting_down(k)) { /* upstream's shutdown admit handler */
     nl_admit_result_free(&r);
     r = (nl_admit_result_t){"NodeShutdown",
@@ -415,6 +427,87 @@ static bool admit(nl_kubelet_t *k, const nl_pod_t *pod) {
   nl__kubelet_pods_admitted_free(pods, holds, active);
   if (ok) return true;
   return reject(k, pod, r.reason, r.message); /* the reason is static */
+}
+
+/* ---- static pods of one name, one at a time (upstream allowStaticPodStart) ---- */
+
+static char *full_name(const nl_pod_t *pod) {
+  return nl_xasprintf("%s/%s", pod->metadata.namespace_, pod->metadata.name);
+}
+
+/* A static pod waits while another static pod of its name (or its own uid,
+ * removed and added again) is terminating. */
+static bool static_must_wait(nl_kubelet_t *k, const nl_pod_t *pod) {
+  if (!pod_is_static(pod)) return false;
+  char *key = full_name(pod);
+  bool wait = nl_map_has(&k->static_terminating, key);
+  free(key);
+  return wait;
+}
+
+/* Starts an admitted pod's worker. */
+static void start_pod(nl_kubelet_t *k, const nl_pod_t *pod) {
+  if (k->node_up && pod_is_static(pod)) nl_mirror_manager_set(&k->mirrors, pod);
+  /* upstream updates the QoS cgroups before a new pod's cgroup */
+  if (k->cgroups_up) nl_cgroups_update_qos(&k->cgroups);
+  nl__kubelet_resize_admitted(k, pod);
+  nl_pod_t *hold;
+  nl_pod_workers_update(&k->workers, nl__kubelet_resize_pod(k, pod, &hold), NL_SYNC_CREATE, -1);
+  nl_pod_free(hold);
+  if (k->probes_up) nl_probe_manager_add_pod(&k->probes, pod);
+}
+
+/* A static pod a source no longer wants: killed; its mirror pod goes once it
+ * has terminated and no static pod of its name is wanted (static_finished). */
+static void static_removed(nl_kubelet_t *k, const nl_pod_t *pod) {
+  const nl_pod_worker_t *w = nl_pod_workers_get(&k->workers, pod->metadata.uid);
+  char *key = full_name(pod);
+  if (w && !w->finished) {
+    nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, -1);
+    free(nl_map_del(&k->static_terminating, key));
+    nl_map_put(&k->static_terminating, key, nl_xstrdup(pod->metadata.uid));
+    free(key);
+    return;
+  }
+  /* Nothing of it runs (finished, refused, or waiting to start): its mirror
+   * pod goes now, unless a pod of its name is wanted or still terminating. */
+  if (k->node_up && !nl_map_has(&k->static_terminating, key) &&
+      !nl_pod_manager_get_by_name(&k->pods, pod->metadata.namespace_, pod->metadata.name))
+    nl_mirror_manager_remove(&k->mirrors, pod->metadata.namespace_, pod->metadata.name);
+  free(key);
+}
+
+/* Returns true when the pod of uid itself starts again. */
+static bool static_finished(nl_kubelet_t *k, const char *uid) {
+  nl_map_iter_t it;
+  const char *key;
+  void *v;
+  char *name = NULL;
+  nl_map_iter_init(&it, &k->static_terminating);
+  while (!name && nl_map_iter_next(&it, &key, &v))
+    if (strcmp(v, uid) == 0) name = nl_xstrdup(key);
+  if (!name) return false;
+  free(nl_map_del(&k->static_terminating, name));
+  char *slash = strchr(name, '/');
+  *slash = 0;
+  bool again = false;
+  const nl_pod_t *next = nl_pod_manager_get_by_name(&k->pods, name, slash + 1);
+  pod_state_t *ps = next ? nl_map_get(&k->pod_states, next->metadata.uid) : NULL;
+  if (!next || !pod_is_static(next) || next->metadata.deletion_timestamp ||
+      (ps && ps->rejected_reason)) {
+    if (k->node_up) nl_mirror_manager_remove(&k->mirrors, name, slash + 1);
+  } else {
+    nl_info("static pod %s/%s (%s) starts: the pod of its name before it has terminated", name,
+            slash + 1, next->metadata.uid);
+    again = strcmp(next->metadata.uid, uid) == 0;
+    if (again) { /* the same uid again (upstream restartRequested): a new life */
+      nl_pod_workers_forget(&k->workers, uid);
+      state_free(nl_map_del(&k->pod_states, uid));
+    }
+    start_pod(k, next);
+  }
+  free(name);
+  return again;
 }
 
 /* upstream handleMirrorPod: a mirror pod never runs; its static pod is synced so
@@ -442,21 +535,22 @@ void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t 
     switch (op) {
     case NL_POD_ADD:
       nl_pod_manager_set(&k->pods, pod);
-      if (k->node_up && pod_is_static(pod)) nl_mirror_manager_set(&k->mirrors, pod);
       if (pod->metadata.deletion_timestamp) { /* deleted while the agent was away */
+        if (k->node_up && pod_is_static(pod)) nl_mirror_manager_set(&k->mirrors, pod);
         nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, -1);
+      } else if (static_must_wait(k, pod)) {
+        nl_info("static pod %s/%s (%s) waits for the pod of its name to terminate",
+                pod->metadata.namespace_, pod->metadata.name, pod->metadata.uid);
       } else if (admit(k, pod)) {
-        /* upstream updates the QoS cgroups before a new pod's cgroup */
-        if (k->cgroups_up) nl_cgroups_update_qos(&k->cgroups);
-        nl__kubelet_resize_admitted(k, pod);
-        nl_pod_t *hold;
-        nl_pod_workers_update(&k->workers, nl__kubelet_resize_pod(k, pod, &hold), NL_SYNC_CREATE, -1);
-        nl_pod_free(hold);
-        if (k->probes_up) nl_probe_manager_add_pod(&k->probes, pod);
+        start_pod(k, pod);
+      } else if (k->node_up && pod_is_static(pod)) {
+        nl_mirror_manager_set(&k->mirrors, pod); /* its rejection is reported there */
       }
       break;
     case NL_POD_UPDATE: {
       nl_pod_manager_set(&k->pods, pod);
+      if (pod_is_static(pod) && !nl_pod_workers_get(&k->workers, pod->metadata.uid))
+        break; /* waiting to start */
       if (k->node_up && pod_is_static(pod)) nl_mirror_manager_set(&k->mirrors, pod);
       nl__kubelet_resize_updated(k, pod); /* the workers get the pod as allocated */
       nl_pod_t *hold;
@@ -475,15 +569,9 @@ void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t 
       nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, -1);
       break;
     case NL_POD_REMOVE:
-      nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, -1);
-      if (k->node_up && pod_is_static(pod)) {
-        /* a changed manifest is a new pod of the same name: its mirror stays */
-        const nl_pod_t *cur = nl_pod_manager_get_by_name(&k->pods, pod->metadata.namespace_,
-                                                         pod->metadata.name);
-        if (!cur || strcmp(cur->metadata.uid, pod->metadata.uid) == 0)
-          nl_mirror_manager_remove(&k->mirrors, pod->metadata.namespace_, pod->metadata.name);
-      }
       nl_pod_manager_remove(&k->pods, pod->metadata.uid);
+      if (pod_is_static(pod)) static_removed(k, pod);
+      else nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, -1);
       if (k->probes_up) nl_probe_manager_remove_pod(&k->probes, pod->metadata.uid);
       nl__kubelet_resize_retry(k); /* upstream: pods removed */
       break;
@@ -738,12 +826,11 @@ static void sync_terminated(nl_pod_work_t *w, void *ctx) {
   if (k->stopping) return;
   const nl_pod_t *wanted = nl_pod_manager_get(&k->pods, w->uid);
   if (wanted && !wanted->metadata.deletion_timestamp) {
-    /* An evicted pod gives its volumes back (upstream's volume manager
-     * unmounts a terminated pod's volumes; an emptyDir's data goes with it),
-     * else the pressure that evicted it would stay. */
-    pod_state_t *ps = nl_map_get(&k->pod_states, w->uid);
-    if (ps && ps->rejected_reason && !strcmp(ps->rejected_reason, "Evicted") &&
-        nl_volumes_release(k->loop, k->cfg->root_dir, w->uid, on_volumes_released, c) == 0) {
+    /* A terminated pod gives its volumes back (upstream's syncTerminatedPod
+     * waits for the volume manager to unmount them; an emptyDir's data goes
+     * with it, a memory-backed one's memory too, and the pressure that evicted
+     * a pod with it). */
+    if (nl_volumes_release(k->loop, k->cfg->root_dir, w->uid, on_volumes_released, c) == 0) {
       k->pending++;
       return;
     }
@@ -755,6 +842,9 @@ static void sync_terminated(nl_pod_work_t *w, void *ctx) {
 
 static void pod_finished(const char *uid, void *ctx) {
   nl_kubelet_t *k = ctx;
+  nl__kubelet_shutdown_pod_finished(k, uid);
+  nl__kubelet_resize_retry(k); /* upstream: a pod terminated */
+  if (static_finished(k, uid)) return;
   /* Its final status (upstream TerminatePod: a terminal phase even for a pod
    * that never ran); a deleted API pod whose containers are gone is then
    * deleted from the API by the status manager. */
@@ -764,10 +854,8 @@ static void pod_finished(const char *uid, void *ctx) {
     /* (a pod refused at admission never reaches upstream's pod workers) */
     if (!ps->rejected_reason || !strcmp(ps->rejected_reason, "Evicted"))
       nl_pod_status_terminate(ps->status, pod);
-    report_status(k, pod, ps->status, pod->metadata.deletion_timestamp != NULL);
+    report_status(k, pod, ps->status, true);
   }
-  nl__kubelet_shutdown_pod_finished(k, uid);
-  nl__kubelet_resize_retry(k); /* upstream: a pod terminated */
 }
 
 void nl__kubelet_pods_terminate(nl_kubelet_t *k, const nl_pod_t *pod, int64_t grace_seconds,

@@ -75,7 +75,8 @@ static void timer_closed(uv_handle_t *h) {
   gc->n_images = 0;
   free(gc->pods_dir);
   free(gc->logs_dir);
-  gc->pods_dir = gc->logs_dir = NULL;
+  free(gc->links_dir);
+  gc->pods_dir = gc->logs_dir = gc->links_dir = NULL;
   gc->state = NL_GC_STOPPED;
   /* A reclaim cut short still ends for its caller, which may be waiting to stop. */
   nl_gc_reclaim_fn cb = gc->reclaim_cb;
@@ -164,6 +165,26 @@ static int rm_tree(const char *path) {
   return rmdir(path) ? -1 : rc;
 }
 
+size_t nl_gc_sweep_log_links(const char *links_dir) {
+  size_t removed = 0;
+  DIR *d = opendir(links_dir);
+  for (struct dirent *e; d && (e = readdir(d));) {
+    size_t n = strlen(e->d_name);
+    if (n < 5 || strcmp(e->d_name + n - 4, ".log") != 0) continue;
+    char target[4096];
+    ssize_t t = readlinkat(dirfd(d), e->d_name, target, sizeof target - 1);
+    struct stat st;
+    if (t <= 0 || fstatat(dirfd(d), e->d_name, &st, 0) == 0 || errno != ENOENT) continue;
+    target[t] = 0;
+    char *slash = strrchr(target, '/');
+    if (slash && slash != target) *slash = 0;
+    if (stat(target, &st) == 0 || errno != ENOENT) continue;
+    if (unlinkat(dirfd(d), e->d_name, 0) == 0) removed++;
+  }
+  if (d) closedir(d);
+  return removed;
+}
+
 /* remove_ids[next..] are log directory names here. */
 static void logdirs_work(uv_work_t *w) {
   nl_gc_t *gc = container_of(w, nl_gc_t, work);
@@ -174,6 +195,7 @@ static void logdirs_work(uv_work_t *w) {
     else nl_warn("container GC: remove pod log directory %s: %s", p, strerror(errno));
     free(p);
   }
+  gc->links_removed += nl_gc_sweep_log_links(gc->links_dir);
 }
 
 static void work_done(uv_work_t *w, int status) {
@@ -280,14 +302,9 @@ static void on_sandboxes(const nl_grpc_status_t *st, Runtime__V1__ListPodSandbox
   }
   n = nl_gc_select_sandboxes(s, ns, c, nc, pod_state, gc, gc->reclaiming, idx);
   for (size_t i = 0; i < n; i++) add_remove(gc, s[idx[i]].id, 0);
-  /* Log directories of deleted pods, once every source has reported; one
-   * whose pod the runtime still has a sandbox for waits for it. */
-  for (size_t i = 0; i < gc->n_logdirs; i++) {
-    const char *uid = nl_gc_logdir_uid(gc->logdirs[i]);
-    bool keep = !ready || gc->deps.pod_state(gc->deps.ctx, uid) != NL_GC_POD_DELETED;
-    for (size_t j = 0; j < ns && !keep; j++) keep = !strcmp(s[j].uid, uid);
-    if (keep) gc->logdirs[i][0] = 0;
-  }
+  /* Log directories of deleted pods, once every source has reported. */
+  for (size_t i = 0; i < gc->n_logdirs; i++)
+    if (!ready || !nl_gc_logdir_removable(gc->logdirs[i], s, ns, pod_state, gc)) gc->logdirs[i][0] = 0;
   free(s);
   free(idx);
   free(c);
@@ -611,6 +628,7 @@ void nl_gc_init(nl_gc_t *gc, uv_loop_t *loop, nl_cri_client_t *cri, const nl_gc_
   gc->deps = *deps;
   gc->pods_dir = nl_xstrdup(pods_dir);
   gc->logs_dir = nl_xstrdup(logs_dir);
+  gc->links_dir = nl_rt_log_links_dir(logs_dir);
   gc->container_period_ms = container_period_ms ? container_period_ms : CONTAINER_PERIOD_MS;
   gc->image_period_ms = image_period_ms ? image_period_ms : IMAGE_PERIOD_MS;
   nl_map_init(&gc->pod_dirs);

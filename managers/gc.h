@@ -9,7 +9,8 @@
  * maxContainers is met by keeping an equal share per group and, failing that,
  * by removing the oldest. Sandboxes that are not ready and hold no container go
  * too, but the newest one of a pod that still exists. The log directories
- * (<podLogsDir>/<ns>_<name>_<uid>) of deleted pods go last.
+ * (<podLogsDir>/<ns>_<name>_<uid>) of deleted pods go last, and the links to
+ * the logs (nl_gc_sweep_log_links) whose log directory is gone.
  *
  * Images (every 5 minutes, the first round at start): each image seen gets a
  * first-detected time and, while a container (running or not) uses it, a
@@ -22,10 +23,10 @@
  * The eviction manager asks for more (nl_gc_reclaim): all dead containers of
  * terminated pods too, and every unused image.
  *
- * The runtime may be shared with other agents: a pod this agent does not know
- * and that has no directory under its root dir (NL_GC_POD_FOREIGN) is another
- * agent's, and nothing of it is touched (upstream assumes one kubelet per
- * runtime).
+ * The runtime, and podLogsDir, may be shared with other agents: a pod this
+ * agent does not know and that has no directory under its root dir
+ * (NL_GC_POD_FOREIGN) is another agent's, and nothing of it is touched, its
+ * log directory included (upstream assumes one kubelet per node).
  *
  * A CRI user: one round at a time; directory work on the thread pool. */
 #ifndef NL_GC_H
@@ -116,6 +117,11 @@ uint64_t nl_gc_image_bytes_to_free(uint64_t capacity, uint64_t available, int hi
 
 /* "<ns>_<name>_<uid>" -> "<uid>" (borrowed from name), or NULL. */
 const char *nl_gc_logdir_uid(const char *name);
+/* A pod log directory (its name) goes: its pod is deleted (not another
+ * agent's: agents on other runtimes share podLogsDir and read their logs) and
+ * the runtime has no sandbox of it (s, ns). */
+bool nl_gc_logdir_removable(const char *name, const nl_gc_sandbox_t *s, size_t ns,
+                            nl_gc_state_fn state, void *ctx);
 
 /* ---- the collector ---- */
 
@@ -156,6 +162,7 @@ struct nl_gc {
   nl_gc_policy_t policy;
   nl_gc_deps_t deps;
   char *pods_dir, *logs_dir; /* owned */
+  char *links_dir;           /* owned: the containers' log links (nl_rt_log_links_dir) */
   uint64_t container_period_ms, image_period_ms;
   nl_gc_state_t state;
   bool stopping, work_busy;
@@ -184,7 +191,7 @@ struct nl_gc {
   size_t n_images;
   nl_gc_done_fn done_cb;
   /* for tests and the bench */
-  uint64_t containers_removed, sandboxes_removed, images_removed, logdirs_removed;
+  uint64_t containers_removed, sandboxes_removed, images_removed, logdirs_removed, links_removed;
   uint64_t last_image_bytes_freed;
   /* the clock (tests): wall ns; NULL the real one */
   int64_t (*now_ns)(void *ctx);
@@ -196,6 +203,11 @@ void nl_gc_init(nl_gc_t *gc, uv_loop_t *loop, nl_cri_client_t *cri, const nl_gc_
                 const nl_gc_deps_t *deps, const char *pods_dir, const char *logs_dir,
                 uint64_t container_period_ms, uint64_t image_period_ms);
 void nl_gc_start(nl_gc_t *gc);
+/* upstream's removal of dead container log symlinks, part of each container
+ * round: a link in links_dir whose log is gone with its container's log
+ * directory (a log being rotated leaves the directory, and its link). Blocking
+ * (the thread pool's); returns how many links went. */
+size_t nl_gc_sweep_log_links(const char *links_dir);
 /* The eviction manager's node-level reclaim: every dead container of deleted
  * or terminated pods and the per-container limits, then every unused image
  * (images=false: containers only). done is called once, from the loop, never

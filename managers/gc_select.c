@@ -165,3 +165,12 @@ const char *nl_gc_logdir_uid(const char *name) {
   const char *u = strrchr(name, '_');
   return u && u[1] && strchr(name, '_') != u ? u + 1 : NULL;
 }
+
+bool nl_gc_logdir_removable(const char *name, const nl_gc_sandbox_t *s, size_t ns,
+                            nl_gc_state_fn state, void *ctx) {
+  const char *uid = nl_gc_logdir_uid(name);
+  if (!uid || state(ctx, uid) != NL_GC_POD_DELETED) return false;
+  for (size_t j = 0; j < ns; j++)
+    if (!strcmp(s[j].uid, uid)) return false;
+  return true;
+}

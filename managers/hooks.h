@@ -63,7 +63,8 @@ void nl_hook_cancel(nl_hook_t *h);
 struct nl_runtime_op;
 /* Called with the hook's hold on op->pending: the callee drops it (nl__op_resume,
  * or op->pending-- when it holds another count). grace is what remains of the
- * grace period (upstream: minus the hook's whole seconds, at least 2). */
+ * grace period (upstream: minus the hook's whole seconds), 0 or less when the
+ * hook took all of it; StopContainer then gets NL_RUNTIME_MIN_GRACE_SECONDS. */
 typedef void (*nl__prestop_then)(struct nl_runtime_op *op, void *ctx, int64_t grace);
 /* Runs spec's preStop hook (when it has one and grace > 0) bounded by grace,
  * then calls then(); without a hook then() runs at once. op->pending++ either way.

@@ -44,8 +44,7 @@ static void prestop_done(void *ctx, const char *err) {
                  "PreStopHook failed");
   }
   int64_t elapsed = (int64_t)((uv_now(op->rt->loop) - h->started_ms) / 1000);
-  int64_t grace = h->grace - elapsed;
-  if (grace < NL_RUNTIME_MIN_GRACE_SECONDS) grace = NL_RUNTIME_MIN_GRACE_SECONDS;
+  int64_t grace = h->grace - elapsed; /* may be 0 or less: the callee clamps */
   nl__prestop_then then = h->then;
   void *tctx = h->ctx;
   free(h);

@@ -230,6 +230,13 @@ void nl_pod_workers_sync_known(nl_pod_workers_t *pw, nl_pod_workers_known_fn kno
   }
 }
 
+void nl_pod_workers_forget(nl_pod_workers_t *pw, const char *uid) {
+  nl_pod_worker_t *w = nl_map_get(&pw->workers, uid);
+  if (!w || !w->finished) return;
+  nl_vlog(4, "pod worker %s: forgotten", w->uid);
+  worker_free(nl_map_del(&pw->workers, uid));
+}
+
 const nl_pod_worker_t *nl_pod_workers_get(const nl_pod_workers_t *pw, const char *uid) {
   return nl_map_get(&pw->workers, uid);
 }

@@ -5,7 +5,8 @@
  *   SYNCING --(killed, or its sync reports it terminal)--> TERMINATING
  *           --(containers stopped)--> TERMINATED --(forgotten by housekeeping)
  *
- * and never back: a terminated pod's uid does not run again. The work itself is
+ * and never back: a terminated pod's uid does not run again unless its worker
+ * is forgotten (nl_pod_workers_forget). The work itself is
  * the syncer's (agent/kubelet.c): sync_pod, sync_terminating and sync_terminated
  * each receive a work token and finish by calling nl_pod_workers_complete(),
  * possibly long after, possibly from inside the call.
@@ -129,6 +130,11 @@ void nl_pod_workers_complete(nl_pod_work_t *w, const nl_err_t *err, bool is_term
  * killed; finished ones are forgotten. */
 typedef bool (*nl_pod_workers_known_fn)(void *ctx, const char *uid);
 void nl_pod_workers_sync_known(nl_pod_workers_t *pw, nl_pod_workers_known_fn known, void *ctx);
+
+/* Forgets a finished worker (no-op otherwise), so that its uid can run again
+ * (upstream: a static pod removed and added back with the same uid, once the
+ * first life has terminated). */
+void nl_pod_workers_forget(nl_pod_workers_t *pw, const char *uid);
 
 const nl_pod_worker_t *nl_pod_workers_get(const nl_pod_workers_t *pw, const char *uid);
 /* The grace period chosen for a terminating pod (-1 when none was requested). */

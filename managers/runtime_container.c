@@ -3,6 +3,7 @@
 #include <jansson.h>
 #include <string.h>
 
+#include "managers/apparmor.h"
 #include "managers/runtime_internal.h"
 #include "managers/volumes.h"
 #include "reactor/xalloc.h"
@@ -133,6 +134,25 @@ static const char *const masked_paths[] = {
 static const char *const readonly_paths[] = {"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys",
                                              "/proc/sysrq-trigger"};
 
+/* upstream getAppArmorProfile: none unless asked for (the runtime's default
+ * then applies); a Localhost profile by its name. */
+static Runtime__V1__SecurityProfile *apparmor(const nl_pod_t *pod, const nl_container_t *c) {
+  nl_seccomp_profile_t tmp;
+  const nl_seccomp_profile_t *p = nl_apparmor_profile(pod, c, &tmp);
+  if (!p || !p->type) return NULL;
+  Runtime__V1__SecurityProfile *s =
+      NL__NEW(Runtime__V1__SecurityProfile, RUNTIME__V1__SECURITY_PROFILE__INIT);
+  if (strcmp(p->type, "RuntimeDefault") == 0) {
+    s->profile_type = RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__RuntimeDefault;
+  } else if (strcmp(p->type, "Localhost") == 0) {
+    s->profile_type = RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__Localhost;
+    s->localhost_ref = nl_xstrdup(s0(p->localhost_profile));
+  } else {
+    s->profile_type = RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__Unconfined;
+  }
+  return s;
+}
+
 static Runtime__V1__SecurityProfile *seccomp(const nl_runtime_opts_t *opts,
                                              const nl_seccomp_profile_t *p) {
   Runtime__V1__SecurityProfile *s =
@@ -241,6 +261,7 @@ static Runtime__V1__LinuxContainerSecurityContext *security(const nl_runtime_opt
   }
   s->seccomp = seccomp(opts, cs && cs->seccomp_profile ? cs->seccomp_profile
                                  : ps ? ps->seccomp_profile : NULL);
+  s->apparmor = apparmor(pod, c);
   bool unmasked = cs && cs->proc_mount && strcmp(cs->proc_mount, "Unmasked") == 0;
   if (!unmasked) {
     size_t nm = sizeof masked_paths / sizeof *masked_paths;

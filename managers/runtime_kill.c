@@ -26,6 +26,11 @@ int64_t nl__grace_for(const nl_pod_t *pod, const nl_container_t *spec, const cha
   return g < NL_RUNTIME_MIN_GRACE_SECONDS ? NL_RUNTIME_MIN_GRACE_SECONDS : g;
 }
 
+/* What is left of a grace period after a preStop hook, as StopContainer gets it. */
+static int64_t min_grace(int64_t g) {
+  return g < NL_RUNTIME_MIN_GRACE_SECONDS ? NL_RUNTIME_MIN_GRACE_SECONDS : g;
+}
+
 /* One container or sandbox being stopped in a parallel group. */
 typedef struct item {
   nl_runtime_op_t *op;
@@ -229,7 +234,9 @@ static void prestop_done(nl_runtime_op_t *op, void *ctx, int64_t grace) {
     return;
   }
   struct order_entry *e = order_find(op->kill_order, op->result.steps[it->step].target);
-  if (e && e->rank >= 0 && !order_turn(op->kill_order, e->rank)) {
+  /* upstream waits for its turn only with grace left: a sidecar whose hook
+   * took the whole grace period is stopped at once, with the others */
+  if (e && e->rank >= 0 && grace > 0 && !order_turn(op->kill_order, e->rank)) {
     nl_vlog(3, "pod %s: sidecar %s waits for the containers it serves to stop", op->desc,
             e->name);
     it->grace = grace;
@@ -237,7 +244,7 @@ static void prestop_done(nl_runtime_op_t *op, void *ctx, int64_t grace) {
     e->waiting = it;
     return;
   }
-  stop_container(it, grace);
+  stop_container(it, min_grace(grace));
 }
 
 /* For a pod no source knows: the grace period and the preStop hook from the

@@ -302,6 +302,23 @@ int nl_runtime_build_sandbox_config(const nl_runtime_opts_t *opts, const nl_pod_
   if (!pod->spec.host_network) {
     hostname = nl_runtime_pod_hostname(opts, pod, &domain, err);
     if (!hostname) return -1;
+    /* upstream GetNodenameForKernel: the FQDN, when asked for, must fit the
+     * kernel's 64-byte nodename */
+    if (domain && *domain && pod->spec.set_hostname_as_fqdn == 1) {
+      char *fqdn = nl_xasprintf("%s.%s", hostname, domain);
+      free(hostname);
+      free(domain);
+      if (strlen(fqdn) > 64) {
+        nl_err_set(err, NL_EINVAL,
+                   "failed to construct FQDN from pod hostname and cluster domain, FQDN %s is too "
+                   "long (64 characters is the max, %zu characters requested)",
+                   fqdn, strlen(fqdn));
+        free(fqdn);
+        return -1;
+      }
+      hostname = fqdn;
+      domain = NULL;
+    }
   }
   Runtime__V1__PodSandboxConfig *c =
       NL__NEW(Runtime__V1__PodSandboxConfig, RUNTIME__V1__POD_SANDBOX_CONFIG__INIT);
@@ -312,7 +329,7 @@ int nl_runtime_build_sandbox_config(const nl_runtime_opts_t *opts, const nl_pod_
   c->metadata->attempt = attempt;
   c->hostname = nl__pstr(hostname); /* none for host-network pods (TESTENV trap 2) */
   free(hostname);
-  free(domain); /* setHostnameAsFQDN is not modelled: the short name is used */
+  free(domain);
   char *logdir = nl_runtime_pod_log_dir(opts, pod);
   c->log_directory = nl__pstr(logdir);
   free(logdir);

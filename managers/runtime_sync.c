@@ -74,6 +74,7 @@ static void kill_one_stop(nl_runtime_op_t *op, void *ctx, int64_t grace) {
   (void)ctx;
   if (!nl__op_resume(op)) return;
   op->pending++;
+  if (grace < NL_RUNTIME_MIN_GRACE_SECONDS) grace = NL_RUNTIME_MIN_GRACE_SECONDS;
   nl__stop_container(op->rt, op->actions.to_kill[op->cursor].id, grace, stopped_one, op);
 }
 
@@ -366,6 +367,9 @@ static void sandbox_step(nl_runtime_op_t *op) {
     nl__step_fail(&op->result.steps[op->cur_step_idx],
                   create ? NL_REASON_CREATE_POD_SANDBOX : NL_REASON_CONFIG_POD_SANDBOX, "%s",
                   err->msg);
+    if (create) /* upstream createPodSandbox fails before the runtime is asked */
+      nl__op_event(op, op->pod, NULL, NL_EVENT_WARNING, "FailedCreatePodSandBox",
+                   "Failed to create pod sandbox: %s", err->msg);
     nl__op_fail(op, NL_EINVAL, "pod %s: %s", op->desc, err->msg);
     nl_err_free(&err);
     return;
@@ -443,6 +447,51 @@ static void post_started(nl_runtime_op_t *op, const char *err) {
   nl__stop_container(op->rt, op->cur_id, grace, post_killed, op);
 }
 
+/* upstream startContainer: the container's log is linked from the containers'
+ * log links directory (/var/log/containers) for log shippers, once it has
+ * started. Off the loop; a failure is logged and changes nothing else. */
+typedef struct log_link {
+  uv_work_t w;
+  char *target, *link;
+  int err;
+} log_link_t;
+
+static void log_link_work(uv_work_t *w) {
+  log_link_t *l = container_of(w, log_link_t, w);
+  char *dir = nl_xstrdup(l->link);
+  *strrchr(dir, '/') = 0;
+  int r = nl_mkdir_p(dir, 0755);
+  free(dir);
+  struct stat st;
+  if (r == 0 && stat(l->target, &st) < 0 && errno == ENOENT) r = 0; /* no log file: no link */
+  else if (r == 0 && symlink(l->target, l->link) < 0 && errno != EEXIST) r = -errno;
+  l->err = r;
+}
+
+static void log_link_done(uv_work_t *w, int status) {
+  log_link_t *l = container_of(w, log_link_t, w);
+  if (status == 0 && l->err < 0)
+    nl_error("failed to create legacy symbolic link %s to %s: %s", l->link, l->target, strerror(-l->err));
+  free(l->target);
+  free(l->link);
+  free(l);
+}
+
+static void log_link(nl_runtime_op_t *op) {
+  const nl_runtime_opts_t *o = &op->rt->opts;
+  log_link_t *l = nl_xcalloc(1, sizeof *l);
+  char *dir = nl_runtime_pod_log_dir(o, op->pod);
+  char *rel = nl_runtime_container_log_path(op->cur, op->cur_restart);
+  l->target = nl_xasprintf("%s/%s", dir, rel);
+  free(dir);
+  free(rel);
+  char *links = nl_rt_log_links_dir(o->pod_logs_dir);
+  l->link = nl_rt_log_link_path(links, op->pod->metadata.name, op->pod->metadata.namespace_,
+                                op->cur->name, op->cur_id);
+  free(links);
+  if (uv_queue_work(op->rt->loop, &l->w, log_link_work, log_link_done) < 0) log_link_done(&l->w, -1);
+}
+
 static void started(const nl_grpc_status_t *st, Runtime__V1__StartContainerResponse *r, void *ctx) {
   (void)r;
   nl_runtime_op_t *op = ctx;
@@ -461,6 +510,7 @@ static void started(const nl_grpc_status_t *st, Runtime__V1__StartContainerRespo
   }
   nl_info("pod %s: started container %s", op->desc, op->cur->name);
   nl__op_event(op, op->pod, op->cur->name, NL_EVENT_NORMAL, "Started", "Container started");
+  log_link(op);
   if (op->cur->lifecycle && op->cur->lifecycle->post_start) {
     nl__poststart_run(op, op->cur_id, op->n_pod_ips ? op->pod_ips[0] : NULL, post_started);
     return;

@@ -105,3 +105,21 @@ nl_rt_pod_status_t *nl_rt_pod_status_dup(const nl_rt_pod_status_t *s) {
   }
   return d;
 }
+
+char *nl_rt_log_links_dir(const char *pod_logs_dir) {
+  size_t n = strlen(pod_logs_dir);
+  while (n > 1 && pod_logs_dir[n - 1] == '/') n--;
+  while (n > 0 && pod_logs_dir[n - 1] != '/') n--; /* drop the last element, keep its '/' */
+  return nl_xasprintf("%.*scontainers", (int)n, pod_logs_dir);
+}
+
+#define LOG_LINK_NAME_MAX 255
+
+char *nl_rt_log_link_path(const char *links_dir, const char *pod, const char *namespace_,
+                          const char *container, const char *container_id) {
+  char *name = nl_xasprintf("%s_%s_%s-%s", pod, namespace_, container, container_id);
+  if (strlen(name) > LOG_LINK_NAME_MAX - 4) name[LOG_LINK_NAME_MAX - 4] = 0;
+  char *out = nl_xasprintf("%s/%s.log", links_dir, name);
+  free(name);
+  return out;
+}

@@ -97,4 +97,13 @@ nl_rt_pod_status_t *nl_rt_pod_status_dup(const nl_rt_pod_status_t *s);
 /* The newest container instance named name, or NULL. */
 const nl_rt_container_t *nl_rt_pod_status_find(const nl_rt_pod_status_t *s, const char *name);
 
+/* The directory of the containers' log links (upstream's /var/log/containers,
+ * where log shippers look): "containers" beside podLogsDir, so that the
+ * default /var/log/pods gives upstream's path. A new string. */
+char *nl_rt_log_links_dir(const char *pod_logs_dir);
+/* upstream legacyLogSymlink: <dir>/<pod>_<namespace>_<container>-<id>.log, the
+ * name cut to 255 bytes (ext4's limit) keeping ".log". A new string. */
+char *nl_rt_log_link_path(const char *links_dir, const char *pod, const char *namespace_,
+                          const char *container, const char *container_id);
+
 #endif

@@ -833,10 +833,12 @@ nl_pod_status_t *nl_pod_status_generate(const nl_pod_t *pod, const nl_rt_pod_sta
   containers_ready(pod, s, &s->conditions[3], "ContainersReady");
   cond(&s->conditions[4], "PodScheduled", true, NULL, NULL);
   int64_t now = secs(now_ns);
+  s->observed_generation = pod->metadata.generation;
   for (size_t i = 0; i < s->n_conditions; i++) {
     const nl_pod_condition_t *o = find_cond(old, s->conditions[i].type);
     s->conditions[i].last_transition_time =
         o && strcmp(o->status, s->conditions[i].status) == 0 ? o->last_transition_time : now;
+    s->conditions[i].observed_generation = pod->metadata.generation;
   }
 
   if (host_ip && *host_ip) {
@@ -874,6 +876,7 @@ void nl_pod_status_terminated_by_kubelet(nl_pod_status_t *s, const nl_pod_status
   cond(c, "DisruptionTarget", true, "TerminationByKubelet", nl_xstrdup(message));
   const nl_pod_condition_t *o = find_cond(old, "DisruptionTarget");
   c->last_transition_time = o && strcmp(o->status, "True") == 0 ? o->last_transition_time : secs(now_ns);
+  c->observed_generation = s->observed_generation;
 }
 
 void nl_pod_status_add_condition(nl_pod_status_t *s, const char *type, const char *status,

@@ -70,9 +70,14 @@ typedef struct nl_pod_condition {
   char *reason;
   char *message;
   int64_t last_transition_time; /* s */
+  int64_t observed_generation;  /* the pod's metadata.generation it was computed from; 0: unset */
 } nl_pod_condition_t;
 
 typedef struct nl_pod_status {
+  /* upstream's PodObservedGenerationTracking (on by default since 1.34): the
+   * metadata.generation the status was computed from; 0 (omitted) for a pod
+   * without one, such as a static pod. */
+  int64_t observed_generation;
   nl_pod_phase_t phase;
   nl_pod_condition_t *conditions;
   size_t n_conditions;

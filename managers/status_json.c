@@ -159,7 +159,9 @@ static void ip_list(nl_buf_t *b, const char *key, char *const *ips, size_t n) {
 }
 
 void nl_pod_status_encode_json(const nl_pod_status_t *s, nl_buf_t *b) {
-  nl_buf_puts(b, "{\"phase\":");
+  nl_buf_puts(b, "{");
+  if (s->observed_generation) nl_buf_printf(b, "\"observedGeneration\":%lld,", (long long)s->observed_generation);
+  nl_buf_puts(b, "\"phase\":");
   str(b, nl_pod_phase_name(s->phase));
   if (s->n_conditions) {
     nl_buf_puts(b, ",\"conditions\":[");
@@ -167,6 +169,8 @@ void nl_pod_status_encode_json(const nl_pod_status_t *s, nl_buf_t *b) {
       const nl_pod_condition_t *c = &s->conditions[i];
       nl_buf_puts(b, i ? ",{\"type\":" : "{\"type\":");
       str(b, c->type);
+      if (c->observed_generation)
+        nl_buf_printf(b, ",\"observedGeneration\":%lld", (long long)c->observed_generation);
       nl_buf_puts(b, ",\"status\":");
       str(b, c->status);
       nl_buf_puts(b, ",\"lastProbeTime\":null,\"lastTransitionTime\":");

@@ -233,6 +233,23 @@ static void send_delete(nl_status_entry_t *e) {
   free(text);
 }
 
+
+/* mergePodStatus's delay: a terminal phase is not written while a container
+ * of the pod could still run (its worker has not finished); the API keeps its
+ * phase, reason and message until then, so that whoever waits for the phase
+ * finds the containers stopped (a sidecar's last words in its log, say). */
+static json_t *merge(const nl_status_entry_t *e, const json_t *api, const json_t *want) {
+  json_t *m = nl_status_merge(api, want);
+  if (e->finished || !nl_status_phase_terminal(m) || nl_status_phase_terminal(api)) return m;
+  static const char *const held[] = {"phase", "reason", "message"};
+  for (size_t i = 0; i < 3; i++) {
+    json_t *v = json_object_get(api, held[i]);
+    if (v) json_object_set(m, held[i], v);
+    else json_object_del(m, held[i]);
+  }
+  return m;
+}
+
 static void step(nl_status_entry_t *e) {
   nl_status_manager_t *sm = e->sm;
   if (e->req || e->removed || e->deleted || sm->stopping || !sm->started) return;
@@ -257,7 +274,7 @@ static void step(nl_status_entry_t *e) {
   }
   if (stale) {
     json_t *api = load(e->api), *want = load(e->want);
-    json_t *merged = nl_status_merge(api, want);
+    json_t *merged = merge(e, api, want);
     json_t *patch = nl_status_patch(e->api_uid, api, merged);
     json_decref(merged);
     json_decref(api);
@@ -288,7 +305,7 @@ static void reconcile(nl_status_manager_t *sm) {
     if (e->req || e->deleted || e->acked < e->version || !e->api) continue;
     if (!e->api_checked) { /* neither changed since the last check: the same answer */
       json_t *api = load(e->api), *want = load(e->want);
-      json_t *merged = nl_status_merge(api, want);
+      json_t *merged = merge(e, api, want);
       e->api_same = nl_status_equal(api, merged);
       e->api_checked = true;
       json_decref(merged);

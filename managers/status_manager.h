@@ -63,7 +63,8 @@ typedef struct nl_status_pod {
   const char *namespace_, *name;
   bool is_static;  /* reports through its mirror pod */
   bool deleting;   /* the API object has a deletionTimestamp */
-  bool finished;   /* termination is complete: no container can run any more
+  bool finished;   /* termination is complete: no container can run any more;
+                    * a terminal phase is written only then
                     * (upstream podIsFinished with podDeletionSafety) */
 } nl_status_pod_t;
 

@@ -12,7 +12,7 @@ static const char *const kubelet_conditions[] = {
 
 /* The PodStatus fields generateAPIPodStatus fills; the rest belong to others. */
 static const char *const kubelet_fields[] = {
-    "phase",  "conditions", "message", "reason",    "hostIP",
+    "observedGeneration", "phase",  "conditions", "message", "reason",    "hostIP",
     "hostIPs", "podIP",     "podIPs",  "startTime", "initContainerStatuses",
     "containerStatuses", "qosClass", "ephemeralContainerStatuses",
 };
@@ -88,6 +88,11 @@ json_t *nl_status_merge(const json_t *api, const json_t *ours) {
   else
     json_object_del(out, "conditions");
   json_decref(conds);
+  /* updateStatusInternal: an observedGeneration never goes back (a status
+   * computed from an older copy of the pod). */
+  json_int_t ag = json_integer_value(json_object_get(api, "observedGeneration"));
+  if (ag > json_integer_value(json_object_get(ours, "observedGeneration")))
+    json_object_set_new(out, "observedGeneration", json_integer(ag));
   const char *ap = str(api, "phase"), *op = str(ours, "phase");
   if (phase_terminal(ap) && (!op || strcmp(ap, op) != 0))
     json_object_set_new(out, "phase", json_string(ap));

@@ -26,7 +26,9 @@ bool nl_status_phase_terminal(const json_t *status);
  *    upstream), e.g. DisruptionTarget or a readiness gate's; a DisruptionTarget
  *    of ours (the kubelet terminated the pod) replaces the API's or is added;
  *  - the fields of api the kubelet never sets (nominatedNodeName, resize,
- *    resourceClaimStatuses, observedGeneration, ...): kept as they are;
+ *    resourceClaimStatuses, ...): kept as they are;
+ *  - api's observedGeneration when it is greater than ours (it never goes
+ *    back, as upstream's updateStatusInternal);
  *  - api's phase when it is terminal and ours differs (a terminal phase never
  *    goes back, upstream's "Pod attempted illegal phase transition").
  * api may be NULL (nothing known yet). */

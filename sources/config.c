@@ -160,6 +160,11 @@ static char *semantic_json(const nl_pod_t *p) {
 }
 
 bool nl_pod_config_differ(const nl_pod_t *a, const nl_pod_t *b) {
+  /* The API server bumps metadata.generation on every change of the spec
+   * (and on a graceful deletion); upstream compares the whole spec, of which
+   * the model keeps only what nanolet uses: a new generation is a change, so
+   * that the status reports it (status.observedGeneration). */
+  if (a->metadata.generation != b->metadata.generation) return true;
   char *ja = semantic_json(a), *jb = semantic_json(b);
   bool differ = strcmp(ja, jb) != 0;
   free(ja);

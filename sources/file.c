@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
+#include <unistd.h>
 
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
@@ -36,7 +38,9 @@ int nl_file_source_init(nl_file_source_t *src, uv_loop_t *loop, const char *path
                         uint64_t check_frequency_ms, const char *node_name,
                         nl_file_source_cb cb, void *ctx, nl_err_t **err) {
   memset(src, 0, sizeof *src);
+  src->inotify_fd = -1;
   nl_map_init(&src->force);
+  nl_map_init(&src->gone);
   nl_map_init(&src->files);
   if (!path || !*path) return nl_err_set(err, NL_EINVAL, "file source: staticPodPath is empty");
   if (!node_name || !*node_name) return nl_err_set(err, NL_EINVAL, "file source: node name is empty");
@@ -68,14 +72,8 @@ static void request_scan(nl_file_source_t *src) {
   start_scan(src);
 }
 
-static void on_fs_event(uv_fs_event_t *h, const char *filename, int events, int status) {
-  nl_file_source_t *src = container_of(h, nl_file_source_t, watch);
-  if (status < 0) {
-    nl_warn("file source: watch on %s failed: %s; re-reading", src->watch_dir, uv_strerror(status));
-    src->force_all = true;
-    request_scan(src);
-    return;
-  }
+/* One inotify event: filename NULL for the watched directory itself. */
+static void on_fs_event(nl_file_source_t *src, const char *filename, uint32_t mask) {
   if (filename) {
     if (!src->watch_is_dir) {
       /* watching the parent of a file (or of a path that does not exist yet) */
@@ -88,11 +86,35 @@ static void on_fs_event(uv_fs_event_t *h, const char *filename, int events, int 
     } else {
       nl_map_put(&src->force, filename, NULL);
     }
+    if (mask & (IN_DELETE | IN_MOVED_FROM)) nl_map_put(&src->gone, filename, NULL);
   } else {
     src->force_all = true; /* inotify overflow or the watched directory itself */
   }
-  nl_vlog(5, "file source: event %d for %s in %s", events, filename ? filename : "(none)", src->watch_dir);
+  nl_vlog(5, "file source: event 0x%x for %s in %s", mask, filename ? filename : "(none)", src->watch_dir);
   if (!uv_is_active((uv_handle_t *)&src->settle)) uv_timer_start(&src->settle, on_settled, SETTLE_MS, 0);
+}
+
+static void on_inotify(uv_poll_t *h, int status, int events) {
+  (void)events;
+  nl_file_source_t *src = container_of(h, nl_file_source_t, watch);
+  if (status < 0) {
+    nl_warn("file source: watch on %s failed: %s; re-reading", src->watch_dir, uv_strerror(status));
+    src->force_all = true;
+    request_scan(src);
+    return;
+  }
+  char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+  for (;;) {
+    ssize_t n = read(src->inotify_fd, buf, sizeof buf);
+    if (n <= 0) break; /* EAGAIN: all read */
+    for (char *p = buf; p < buf + n;) {
+      const struct inotify_event *ev = (const struct inotify_event *)p;
+      p += sizeof *ev + ev->len;
+      if (ev->mask & IN_Q_OVERFLOW) on_fs_event(src, NULL, ev->mask);
+      else if (src->watch_dir && ev->wd == src->watch_wd && !(ev->mask & IN_IGNORED))
+        on_fs_event(src, ev->len ? ev->name : NULL, ev->mask);
+    }
+  }
 }
 
 static void on_settled(uv_timer_t *t) {
@@ -101,7 +123,7 @@ static void on_settled(uv_timer_t *t) {
 
 static void watch_stop(nl_file_source_t *src) {
   if (!src->watch_dir) return;
-  uv_fs_event_stop(&src->watch);
+  inotify_rm_watch(src->inotify_fd, src->watch_wd);
   free(src->watch_dir);
   src->watch_dir = NULL;
 }
@@ -113,11 +135,15 @@ static bool watch_set(nl_file_source_t *src, const char *dir, bool is_dir, dev_t
       (!is_dir || (src->watch_dev == dev && src->watch_ino == ino)))
     return false;
   watch_stop(src);
-  int rc = uv_fs_event_start(&src->watch, on_fs_event, dir, 0);
-  if (rc < 0) {
-    nl_vlog(2, "file source: cannot watch %s: %s", dir, uv_strerror(rc));
+  /* the events libuv's fs watch asks for */
+  int wd = inotify_add_watch(src->inotify_fd, dir,
+                             IN_ATTRIB | IN_CREATE | IN_MODIFY | IN_DELETE | IN_DELETE_SELF |
+                                 IN_MOVE_SELF | IN_MOVED_FROM | IN_MOVED_TO);
+  if (wd < 0) {
+    nl_vlog(2, "file source: cannot watch %s: %s", dir, strerror(errno));
     return false;
   }
+  src->watch_wd = wd;
   nl_vlog(1, "file source: watching %s for %s", dir, src->path);
   src->watch_dir = nl_xstrdup(dir);
   src->watch_is_dir = is_dir;
@@ -222,7 +248,8 @@ static int cmp_path(const void *a, const void *b) {
   return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-static void send_snapshot(nl_file_source_t *src) {
+/* skip: paths left out (may be NULL). */
+static void send_snapshot(nl_file_source_t *src, const nl_map_t *skip) {
   size_t n = 0, cap = nl_map_size(&src->files);
   const char **paths = nl_xcalloc(cap ? cap : 1, sizeof *paths);
   nl_map_iter_t it;
@@ -230,7 +257,7 @@ static void send_snapshot(nl_file_source_t *src) {
   void *v;
   nl_map_iter_init(&it, &src->files);
   while (nl_map_iter_next(&it, &k, &v))
-    if (((nl_file_entry_t *)v)->pod) paths[n++] = k;
+    if (((nl_file_entry_t *)v)->pod && !(skip && nl_map_has(skip, k))) paths[n++] = k;
   if (n > 1) qsort(paths, n, sizeof *paths, cmp_path);
   nl_pod_t **pods = nl_xcalloc(n ? n : 1, sizeof *pods);
   for (size_t i = 0; i < n; i++) pods[i] = nl_pod_dup(((nl_file_entry_t *)nl_map_get(&src->files, paths[i]))->pod);
@@ -258,7 +285,14 @@ static void apply_scan(nl_file_source_t *src, nl_file_scan_t *s) {
   }
   if (s->kind == NL_FK_OTHER)
     nl_error("file source: config path %s is not a directory or file", src->path);
+  /* A file deleted and written again since the last scan: its pod goes and
+   * comes back (upstream sees the deletion and the creation one by one). */
+  nl_map_t bounced;
+  nl_map_init(&bounced);
   for (size_t i = 0; i < s->n; i++) {
+    const nl_file_entry_t *e = nl_map_get(&src->files, s->results[i].path);
+    if (e && e->pod && nl_map_has(&s->gone, basename_of(s->results[i].path)))
+      nl_map_put(&bounced, s->results[i].path, NULL);
     changed |= apply_result(src, &s->results[i]);
     nl_map_put(&seen, s->results[i].path, NULL);
   }
@@ -278,7 +312,13 @@ static void apply_scan(nl_file_source_t *src, nl_file_scan_t *s) {
   nl_map_free(&seen, NULL);
   if (s->kind == NL_FK_MISSING && !src->sent_once)
     nl_info("file source: path %s does not exist, ignoring", src->path);
-  if (changed || !src->sent_once) send_snapshot(src);
+  if (nl_map_size(&bounced) && src->sent_once) {
+    nl_vlog(3, "file source: %zu manifests deleted and written again", nl_map_size(&bounced));
+    send_snapshot(src, &bounced);
+    changed = true;
+  }
+  nl_map_free(&bounced, NULL);
+  if (changed || !src->sent_once) send_snapshot(src, NULL);
 }
 
 static void on_scan_done(uv_work_t *req, int status) {
@@ -323,6 +363,8 @@ static void start_scan(nl_file_source_t *src) {
   s->force_all = src->force_all;
   s->force = src->force; /* hand the event names over; start a fresh set */
   nl_map_init(&src->force);
+  s->gone = src->gone;
+  nl_map_init(&src->gone);
   s->known = &src->files;
   s->max_bytes = NL_FILE_SOURCE_MAX_BYTES;
   src->force_all = false;
@@ -341,7 +383,11 @@ static void start_scan(nl_file_source_t *src) {
 int nl_file_source_start(nl_file_source_t *src, nl_err_t **err) {
   if (src->state != NL_FILE_SOURCE_INIT)
     return nl_err_set(err, NL_EINVAL, "file source %s: already started", src->path);
-  uv_fs_event_init(src->loop, &src->watch);
+  src->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (src->inotify_fd < 0)
+    return nl_err_set(err, errno, "file source %s: inotify: %s", src->path, strerror(errno));
+  uv_poll_init(src->loop, &src->watch, src->inotify_fd);
+  uv_poll_start(&src->watch, UV_READABLE, on_inotify);
   uv_timer_init(src->loop, &src->timer);
   uv_timer_init(src->loop, &src->settle);
   src->state = NL_FILE_SOURCE_RUNNING;
@@ -355,6 +401,9 @@ static void finish(nl_file_source_t *src) {
   src->state = NL_FILE_SOURCE_STOPPED;
   nl_map_free(&src->files, entry_free);
   nl_map_free(&src->force, NULL);
+  nl_map_free(&src->gone, NULL);
+  if (src->inotify_fd >= 0) close(src->inotify_fd); /* its poll handle is closed */
+  src->inotify_fd = -1;
   free(src->path);
   free(src->node_name);
   free(src->watch_dir);
@@ -375,7 +424,7 @@ void nl_file_source_stop(nl_file_source_t *src, nl_file_source_done_cb done_cb) 
   }
   if (src->state != NL_FILE_SOURCE_RUNNING) return;
   src->state = NL_FILE_SOURCE_STOPPING;
-  if (src->watch_dir) uv_fs_event_stop(&src->watch);
+  uv_poll_stop(&src->watch);
   src->watch.data = src;
   src->timer.data = src;
   src->settle.data = src;

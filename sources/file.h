@@ -4,11 +4,14 @@
  * changes. The merger (sources/config.h) turns the sets into ADD/UPDATE/... .
  *
  * How changes are seen:
- * - A uv_fs_event (inotify) watch on the directory, or on the parent directory
- *   when the path is one file or does not exist yet (so that an atomic replace,
- *   write-to-temp-then-rename, and a path appearing later are both seen at once).
- *   A scan starts 50 ms after the first event, so that a burst of writes is
- *   usually read once.
+ * - An inotify watch (its descriptor polled on the loop) on the directory, or
+ *   on the parent directory when the path is one file or does not exist yet (so
+ *   that an atomic replace, write-to-temp-then-rename, and a path appearing
+ *   later are both seen at once). A scan starts a few ms after the first
+ *   event, so that a burst of writes is usually read once. A file deleted (or
+ *   moved away) and written again before the scan is reported gone and back,
+ *   as upstream's event-by-event handling does (its pod is removed and added:
+ *   a static pod restarts); an atomic replace is not a deletion.
  * - A full re-read of every file every check_frequency_ms (fileCheckFrequency,
  *   default 20 s) as a safety net; every 1 s while no watch can be set up (the
  *   path and its parent do not exist), as upstream retries its watch.
@@ -64,7 +67,9 @@ struct nl_file_source {
   void (*on_scan)(nl_file_source_t *src, void *ctx);
 
   /* handles (initialised by _start, closed by _stop) */
-  uv_fs_event_t watch;
+  uv_poll_t watch;   /* readable inotify_fd */
+  int inotify_fd;    /* -1 before _start */
+  int watch_wd;      /* the inotify watch of watch_dir */
   uv_timer_t timer;  /* the periodic re-read (or the retry while unwatched) */
   uv_timer_t settle; /* delays an event-driven scan by a few ms (file.c) */
   char *watch_dir;   /* the directory being watched, NULL when none */
@@ -77,6 +82,7 @@ struct nl_file_source {
   bool dirty;               /* something changed while a scan was in flight */
   bool force_all;           /* the next scan re-reads every file */
   nl_map_t force;           /* names from fs events: re-read regardless of stat */
+  nl_map_t gone;            /* names deleted or moved away since the last scan */
   nl_map_t files;           /* full path -> struct nl_file_entry */
   bool sent_once;
 

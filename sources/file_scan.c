@@ -194,6 +194,7 @@ void nl__file_scan_free(nl_file_scan_t *s) {
   }
   free(s->results);
   nl_map_free(&s->force, NULL);
+  nl_map_free(&s->gone, NULL);
   free(s->path);
   free(s);
 }

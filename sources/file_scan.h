@@ -52,6 +52,7 @@ typedef struct nl_file_scan {
   char *path;
   bool force_all;
   nl_map_t force;            /* names (not paths) to re-read; owned by the scan */
+  nl_map_t gone;             /* names deleted or moved away before the scan; owned */
   const nl_map_t *known;     /* the source's files map, read-only */
   size_t max_bytes;
   /* output */

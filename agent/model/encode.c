@@ -319,6 +319,7 @@ static void sec_ctx(jw_t *w, const nl_security_context_t *s) {
   t_(w, "allowPrivilegeEscalation", s->allow_privilege_escalation);
   s_(w, "procMount", s->proc_mount);
   SUB("seccompProfile", s->seccomp_profile, seccomp);
+  SUB("appArmorProfile", s->app_armor_profile, seccomp);
 }
 
 static void sysctl(jw_t *w, const nl_kv_t *kv) {
@@ -341,6 +342,7 @@ static void pod_sec_ctx(jw_t *w, const nl_pod_security_context_t *s) {
   LIST("sysctls", s->sysctls, s->n_sysctls, sysctl);
   s_(w, "fsGroupChangePolicy", s->fs_group_change_policy);
   SUB("seccompProfile", s->seccomp_profile, seccomp);
+  SUB("appArmorProfile", s->app_armor_profile, seccomp);
 }
 
 static void resources(jw_t *w, const nl_resource_requirements_t *r) {
@@ -579,6 +581,7 @@ static void spec(jw_t *w, const nl_pod_spec_t *s) {
   s_(w, "runtimeClassName", s->runtime_class_name);
   t_(w, "enableServiceLinks", s->enable_service_links);
   reslist(w, "overhead", &s->overhead);
+  t_(w, "setHostnameAsFQDN", s->set_hostname_as_fqdn);
   if (s->os_name) {
     OBJ_BEGIN("os");
     s_always(w, "name", s->os_name);

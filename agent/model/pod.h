@@ -250,6 +250,7 @@ typedef struct nl_security_context { /* container */
   nl_tristate_t allow_privilege_escalation;
   char *proc_mount;
   nl_seccomp_profile_t *seccomp_profile;
+  nl_seccomp_profile_t *app_armor_profile; /* the same shape: type, localhostProfile */
 } nl_security_context_t;
 
 typedef struct nl_pod_security_context {
@@ -264,6 +265,7 @@ typedef struct nl_pod_security_context {
   size_t n_sysctls;
   char *fs_group_change_policy;
   nl_seccomp_profile_t *seccomp_profile;
+  nl_seccomp_profile_t *app_armor_profile;
 } nl_pod_security_context_t;
 
 /* ---- containers ---- */
@@ -464,6 +466,7 @@ typedef struct nl_pod_spec {
   nl_strlist_t image_pull_secrets;              /* the names */
   char *hostname;
   char *subdomain;
+  nl_tristate_t set_hostname_as_fqdn; /* the FQDN as the kernel's hostname */
   char *hostname_override; /* spec.hostnameOverride (HostnameOverride, beta in 1.36) */
   char *scheduler_name; /* defaulted to default-scheduler */
   nl_toleration_t *tolerations;

@@ -2,7 +2,8 @@
 # Pods from the API server on the real control plane and containerd: a pod
 # created with kubectl for this node runs; `kubectl delete` runs preStop,
 # honours the grace period and removes the sandbox; a sidecar stops only after
-# the main container (it serves its preStop hook); a force delete stops the
+# the main container (it serves its preStop hook), and sidecars whose preStop
+# hooks outlast the grace period are stopped together; a force delete stops the
 # containers at once; pods deleted while nanolet was stopped (with a
 # deletionTimestamp, or gone from the API) are stopped at its start; with the
 # API server unreachable the checkpointed pods carry on with the same containers,
@@ -121,6 +122,52 @@ if wait_for 20 test -s "$MARKS/side-stopped"; then
   check "the sidecar stops after the main container" grep -qx after "$MARKS/side-stopped"
 else fail "sidecar stop" "the sidecar was never stopped"; fi
 kubectl delete pod -n "$PODS_NS" served --grace-period=0 --force >/dev/null 2>&1
+
+# --- sidecars whose preStop hooks outlast the grace period ---------------------
+# upstream: the hooks run at once and take the whole grace period; then no
+# sidecar waits for its turn: all are stopped together (each SIGKILLed 2 s
+# later, since these ignore SIGTERM).
+kubectl apply -f - >/dev/null <<EOF2
+apiVersion: v1
+kind: Pod
+metadata: {name: hooked, namespace: $PODS_NS}
+spec:
+  nodeName: $NODE
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 3
+  volumes: [{name: marks, hostPath: {path: $MARKS}}]
+  initContainers:
+  - name: side1
+    image: $IMG
+    restartPolicy: Always
+    command: [sh, -c, "trap 'read u x < /proc/uptime; echo \$u > /marks/side1-term; sleep 30' TERM; while true; do sleep 0.2; done"]
+    volumeMounts: [{name: marks, mountPath: /marks}]
+    lifecycle: {preStop: {exec: {command: [sh, -c, "while true; do sleep 1; done"]}}}
+  - name: side2
+    image: $IMG
+    restartPolicy: Always
+    command: [sh, -c, "trap 'read u x < /proc/uptime; echo \$u > /marks/side2-term; sleep 30' TERM; while true; do sleep 0.2; done"]
+    volumeMounts: [{name: marks, mountPath: /marks}]
+    lifecycle: {preStop: {exec: {command: [sh, -c, "while true; do sleep 1; done"]}}}
+  containers:
+  - name: c
+    image: $IMG
+    command: [sh, -c, "while true; do sleep 0.2; done"]
+EOF2
+hooked_running() {
+  [ "$(cri ps -o json | jq --arg ns "$PODS_NS" '[.containers[] | select(.labels["io.kubernetes.pod.name"] == "hooked"
+    and .labels["io.kubernetes.pod.namespace"] == $ns and .labels["io.kubernetes.container.name"] == "c")] | length')" = 1 ]
+}
+wait_for 40 hooked_running || fail "hooked pod" "its main container does not run"
+kubectl delete pod -n "$PODS_NS" hooked --wait=false >/dev/null
+if wait_for 20 test -s "$MARKS/side1-term" -a -s "$MARKS/side2-term"; then
+  # (the host's uptime, in hundredths of a second: busybox's date has no %N)
+  apart=$(awk -v a="$(cat "$MARKS/side1-term")" -v b="$(cat "$MARKS/side2-term")" \
+    'BEGIN { d = (a - b) * 1000; if (d < 0) d = -d; printf "%d", d }')
+  if [ "$apart" -le 1000 ]; then ok "sidecars whose preStop hooks outlast the grace period are stopped together (${apart} ms apart)"
+  else fail "sidecars stopped together" "${apart} ms apart"; fi
+else fail "hooked sidecars" "not both stopped"; fi
+kubectl delete pod -n "$PODS_NS" hooked --grace-period=0 --force >/dev/null 2>&1
 
 # --- force delete ----------------------------------------------------------------
 apply force 60 ignore

@@ -3,11 +3,17 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "managers/gc.h"
+#include "managers/runtime_types.h"
+#include "reactor/xalloc.h"
 
 #define S NL_NS_PER_S_TEST
 #define NL_NS_PER_S_TEST 1000000000LL
@@ -194,6 +200,69 @@ static void test_logdir_uid(void **state) {
   assert_null(nl_gc_logdir_uid("nouid"));
   assert_null(nl_gc_logdir_uid("one_"));
   assert_null(nl_gc_logdir_uid("ns_uid"));
+  /* a deleted pod's directory goes once it has no sandbox; another agent's
+   * (another runtime, the same podLogsDir) and a known pod's stay */
+  nl_gc_sandbox_t s[] = {{"s-1", "d2", 10 * S, 0, false}};
+  assert_true(nl_gc_logdir_removable("ns_web_d1", s, 1, by_prefix, NULL));
+  assert_false(nl_gc_logdir_removable("ns_web_d2", s, 1, by_prefix, NULL));
+  assert_false(nl_gc_logdir_removable("ns_web_f1", s, 1, by_prefix, NULL));
+  assert_false(nl_gc_logdir_removable("ns_web_a1", s, 1, by_prefix, NULL));
+  assert_false(nl_gc_logdir_removable("nouid", s, 1, by_prefix, NULL));
+}
+
+/* upstream's legacy log symlinks: their place and name, and which ones the
+ * container GC removes (those whose container's log directory is gone). */
+static void test_log_links(void **state) {
+  (void)state;
+  char *d = nl_rt_log_links_dir("/var/log/pods");
+  assert_string_equal(d, "/var/log/containers");
+  free(d);
+  d = nl_rt_log_links_dir("/srv/logs/pods/");
+  assert_string_equal(d, "/srv/logs/containers");
+  free(d);
+  char *l = nl_rt_log_link_path("/var/log/containers", "web", "default", "c", "0123abcd");
+  assert_string_equal(l, "/var/log/containers/web_default_c-0123abcd.log");
+  free(l);
+  char longname[300];
+  memset(longname, 'p', sizeof longname - 1);
+  longname[sizeof longname - 1] = 0;
+  l = nl_rt_log_link_path("/x", longname, "ns", "c", "id");
+  assert_int_equal(strlen(strrchr(l, '/') + 1), 255);
+  assert_string_equal(l + strlen(l) - 4, ".log");
+  free(l);
+
+  char tmp[] = "/tmp/nl-gc-links-XXXXXX";
+  assert_non_null(mkdtemp(tmp));
+  char *pods = nl_xasprintf("%s/pods", tmp), *links = nl_rt_log_links_dir(pods);
+  char *cdir = nl_xasprintf("%s/ns_a_u1/c", pods), *log = nl_xasprintf("%s/0.log", cdir);
+  char *rot = nl_xasprintf("%s/ns_a_u1/r", pods);
+  assert_int_equal(mkdir(pods, 0755), 0);
+  assert_int_equal(mkdir(links, 0755), 0);
+  char *pdir = nl_xasprintf("%s/ns_a_u1", pods);
+  assert_int_equal(mkdir(pdir, 0755), 0);
+  free(pdir);
+  assert_int_equal(mkdir(cdir, 0755), 0);
+  assert_int_equal(mkdir(rot, 0755), 0);
+  FILE *f = fopen(log, "w");
+  assert_non_null(f);
+  fclose(f);
+  char *live = nl_xasprintf("%s/a_ns_c-1.log", links), *rotating = nl_xasprintf("%s/a_ns_r-2.log", links),
+       *dead = nl_xasprintf("%s/b_ns_c-3.log", links), *rlog = nl_xasprintf("%s/0.log", rot),
+       *gone = nl_xasprintf("%s/ns_b_u2/c/0.log", pods);
+  assert_int_equal(symlink(log, live), 0);
+  assert_int_equal(symlink(rlog, rotating), 0); /* its directory is there, the file not */
+  assert_int_equal(symlink(gone, dead), 0);
+  assert_int_equal(nl_gc_sweep_log_links(links), 1);
+  struct stat st;
+  assert_int_equal(lstat(live, &st), 0);
+  assert_int_equal(lstat(rotating, &st), 0);
+  assert_int_equal(lstat(dead, &st), -1);
+  assert_int_equal(nl_gc_sweep_log_links("/nonexistent/containers"), 0);
+  char *cmd = nl_xasprintf("rm -rf %s", tmp);
+  assert_int_equal(system(cmd), 0);
+  free(cmd);
+  free(pods), free(links), free(cdir), free(log), free(rot), free(live), free(rotating), free(dead);
+  free(rlog), free(gone);
 }
 
 int main(void) {
@@ -207,6 +276,7 @@ int main(void) {
       cmocka_unit_test(test_images),
       cmocka_unit_test(test_bytes_to_free),
       cmocka_unit_test(test_logdir_uid),
+      cmocka_unit_test(test_log_links),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -207,6 +207,33 @@ static void housekeeping_kills_unknown_and_forgets_finished(void **state) {
   nl_pod_free(a), nl_pod_free(b);
 }
 
+/* A static pod removed and added back with the same uid: its worker, once
+ * finished, is forgotten on purpose and the uid runs again; a worker still at
+ * work is not forgotten. */
+static void forget_lets_a_uid_run_again(void **state) {
+  fixture_t *f = *state;
+  nl_pod_t *a = make_pod("a", "img:1", -1);
+  nl_pod_workers_update(&f->pw, a, NL_SYNC_CREATE, -1);
+  nl_pod_workers_forget(&f->pw, "a"); /* syncing: kept */
+  assert_non_null(nl_pod_workers_get(&f->pw, "a"));
+  f->rec.complete_inline = true;
+  nl_pod_workers_update(&f->pw, a, NL_SYNC_KILL, -1);
+  nl_pod_workers_complete(f->rec.calls[0].w, NULL, false); /* the stale sync */
+  assert_true(nl_pod_workers_get(&f->pw, "a")->finished);
+  nl_pod_workers_update(&f->pw, a, NL_SYNC_CREATE, -1); /* ignored: terminated */
+  int n = f->rec.n;
+  assert_int_equal(n, 3);
+  nl_pod_workers_forget(&f->pw, "a");
+  assert_null(nl_pod_workers_get(&f->pw, "a"));
+  f->rec.complete_inline = false;
+  nl_pod_workers_update(&f->pw, a, NL_SYNC_CREATE, -1);
+  assert_int_equal(f->rec.n, n + 1);
+  assert_int_equal(f->rec.calls[n].kind, NL_POD_SYNCING);
+  assert_int_equal(f->rec.calls[n].type, NL_SYNC_CREATE);
+  nl_pod_workers_complete(f->rec.calls[n].w, NULL, false);
+  nl_pod_free(a);
+}
+
 static void forgotten_worker_with_work_in_flight(void **state) {
   fixture_t *f = *state;
   nl_pod_t *a = make_pod("u5", "img:1", -1);
@@ -308,6 +335,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(shorter_grace_wins, setup, teardown),
       cmocka_unit_test_setup_teardown(terminal_sync_terminates_and_errors_retry, setup, teardown),
       cmocka_unit_test_setup_teardown(housekeeping_kills_unknown_and_forgets_finished, setup, teardown),
+      cmocka_unit_test_setup_teardown(forget_lets_a_uid_run_again, setup, teardown),
       cmocka_unit_test_setup_teardown(forgotten_worker_with_work_in_flight, setup, teardown),
       cmocka_unit_test_setup_teardown(reconcile_takes_the_latest_version, setup, teardown),
   };

@@ -222,6 +222,40 @@ static void test_hostname(void **state) {
   nl_pod_free(pod);
 }
 
+/* setHostnameAsFQDN: the sandbox's hostname is the FQDN when the pod has a
+ * subdomain, the short name without; an FQDN over the kernel's 64 bytes is
+ * upstream's error (its FailedCreatePodSandBox event's message). */
+static void test_hostname_as_fqdn(void **state) {
+  (void)state;
+  nl_runtime_opts_t o = test_opts();
+  nl_host_dns_t hd = {0};
+  Runtime__V1__PodSandboxConfig *c = NULL;
+  nl_err_t *err = NULL;
+  nl_pod_t *pod = pod_from_yaml("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ns, uid: u}\n"
+                                "spec:\n  subdomain: t\n  setHostnameAsFQDN: true\n"
+                                "  containers: [{name: c, image: busybox}]\n");
+  assert_int_equal(nl_runtime_build_sandbox_config(&o, pod, 0, &hd, &c, &err), 0);
+  assert_string_equal(c->hostname, "p.t.ns.svc.cluster.local");
+  protobuf_c_message_free_unpacked(&c->base, NULL);
+  nl_pod_free(pod);
+  pod = pod_from_yaml("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ns, uid: u}\n"
+                      "spec:\n  setHostnameAsFQDN: true\n  containers: [{name: c, image: busybox}]\n");
+  assert_int_equal(nl_runtime_build_sandbox_config(&o, pod, 0, &hd, &c, &err), 0);
+  assert_string_equal(c->hostname, "p");
+  protobuf_c_message_free_unpacked(&c->base, NULL);
+  nl_pod_free(pod);
+  pod = pod_from_yaml("apiVersion: v1\nkind: Pod\nmetadata: {name: hostfqdnveryveryveryverylongforfqdntobemorethan64bytes-1,"
+                      " namespace: ns, uid: u}\nspec:\n  subdomain: t\n  setHostnameAsFQDN: true\n"
+                      "  containers: [{name: c, image: busybox}]\n");
+  assert_int_equal(nl_runtime_build_sandbox_config(&o, pod, 0, &hd, &c, &err), -1);
+  assert_string_equal(err->msg, "failed to construct FQDN from pod hostname and cluster domain, FQDN "
+                                "hostfqdnveryveryveryverylongforfqdntobemorethan64bytes-1.t.ns.svc."
+                                "cluster.local is too long (64 characters is the max, 79 characters "
+                                "requested)");
+  nl_err_free(&err);
+  nl_pod_free(pod);
+}
+
 static void test_sysctl_dots(void **state) {
   (void)state;
   char *s = nl_sysctl_normalize("kernel.shm_rmid_forced");
@@ -236,7 +270,9 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sandbox_config), cmocka_unit_test(test_host_network),
       cmocka_unit_test(test_dns_policies),   cmocka_unit_test(test_resolv_conf),
-      cmocka_unit_test(test_hostname),       cmocka_unit_test(test_sysctl_dots),
+      cmocka_unit_test(test_hostname),
+      cmocka_unit_test(test_hostname_as_fqdn),
+      cmocka_unit_test(test_sysctl_dots),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

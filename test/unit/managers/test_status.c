@@ -736,6 +736,35 @@ static void conditions_and_continuity(void **state) {
   nl_pod_free(pod);
 }
 
+/* upstream's PodObservedGenerationTracking: the status and each condition
+ * carry the metadata.generation they were computed from; a pod without one
+ * (a static pod) has none, and the JSON omits it. */
+static void observed_generation(void **state) {
+  (void)state;
+  nl_pod_t *pod = pod_of("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default, uid: u1,"
+                         " generation: 7}\nspec:\n  containers:\n  - {name: a, image: busybox}\n");
+  nl_pod_status_t *s = nl_pod_status_generate(pod, NULL, NULL, NULL, false, S(T0), NULL, NULL);
+  assert_int_equal(s->observed_generation, 7);
+  for (size_t k = 0; k < s->n_conditions; k++) assert_int_equal(s->conditions[k].observed_generation, 7);
+  nl_pod_status_terminated_by_kubelet(s, NULL, "Evicted", "m", S(T0));
+  assert_int_equal(cond(s, "DisruptionTarget")->observed_generation, 7);
+  nl_buf_t b = NL_BUF_INIT;
+  nl_pod_status_encode_json(s, &b);
+  assert_ptr_equal(strstr(b.data, "{\"observedGeneration\":7,\"phase\":"), b.data);
+  assert_non_null(strstr(b.data, "{\"type\":\"PodScheduled\",\"observedGeneration\":7,\"status\""));
+  nl_pod_status_free(s);
+  nl_pod_free(pod);
+
+  pod = pod2("Always"); /* no generation */
+  s = nl_pod_status_generate(pod, NULL, NULL, NULL, false, S(T0), NULL, NULL);
+  nl_buf_reset(&b);
+  nl_pod_status_encode_json(s, &b);
+  assert_null(strstr(b.data, "observedGeneration"));
+  nl_buf_free(&b);
+  nl_pod_status_free(s);
+  nl_pod_free(pod);
+}
+
 static void ips(void **state) {
   nl_pod_t *pod = pod2("Always");
   nl_rt_pod_status_t *rt = rt_new();
@@ -926,6 +955,7 @@ int main(void) {
       cmocka_unit_test(lost_containers),
       cmocka_unit_test(removed_init_container_counts_as_completed),
       cmocka_unit_test(conditions_and_continuity),
+      cmocka_unit_test(observed_generation),
       cmocka_unit_test(ips),
       cmocka_unit_test(qos_classes),
       cmocka_unit_test(json_encoding),

@@ -152,6 +152,29 @@ static void merge_keeps_what_others_own(void **state) {
   json_decref(api);
 }
 
+/* observedGeneration is the kubelet's: a new one is written (and makes the
+ * status differ), an older one never replaces what the API has. */
+static void observed_generation_is_ours_and_never_goes_back(void **state) {
+  (void)state;
+  json_t *api = J("{\"observedGeneration\":2,\"phase\":\"Running\"}");
+  json_t *ours = J("{\"observedGeneration\":3,\"phase\":\"Running\"}");
+  assert_false(nl_status_equal(api, ours));
+  json_t *m = nl_status_merge(api, ours);
+  json_t *p = nl_status_patch("u", api, m);
+  char *s = nl_status_patch_dump(p);
+  assert_string_equal(s, "{\"metadata\":{\"uid\":\"u\"},\"status\":{\"observedGeneration\":3}}");
+  free(s);
+  json_decref(p);
+  json_decref(m);
+  json_decref(ours);
+  ours = J("{\"observedGeneration\":1,\"phase\":\"Running\"}");
+  m = nl_status_merge(api, ours);
+  assert_null(nl_status_patch("u", api, m));
+  json_decref(m);
+  json_decref(ours);
+  json_decref(api);
+}
+
 /* The kubelet terminated the pod (node shutdown): its DisruptionTarget is
  * written, replacing one the API had. */
 static void merge_writes_our_disruption_target(void **state) {
@@ -243,6 +266,7 @@ int main(void) {
       cmocka_unit_test(new_conditions_in_their_order),
       cmocka_unit_test(merge_keeps_what_others_own),
       cmocka_unit_test(merge_writes_our_disruption_target),
+      cmocka_unit_test(observed_generation_is_ours_and_never_goes_back),
       cmocka_unit_test(terminal_phase_never_goes_back),
       cmocka_unit_test(equality_as_the_kubelet_sees_it),
   };

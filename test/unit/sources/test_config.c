@@ -125,6 +125,12 @@ static void labels_and_annotations(void **state) {
   nl_pod_config_init(&cfg, record, &r);
   nl_pod_config_set(&cfg, "api", arr(1, mkpod("a", "u1", "busybox", "  labels:\n    app: one\n")), 1, NULL);
   expect_lines(&r, 1, "ADD api ns/a");
+  /* a new generation is an update, even of a spec field the model does not
+   * keep: the status reports the generation it was computed from */
+  nl_pod_config_set(&cfg, "api", arr(1, mkpod("a", "u1", "busybox", "  labels:\n    app: one\n  generation: 2\n")),
+                    1, NULL);
+  expect_lines(&r, 1, "UPDATE api ns/a");
+  assert_int_equal(nl_pod_config_get(&cfg, "api", "u1")->metadata.generation, 2);
   /* a label change is an update */
   nl_pod_config_set(&cfg, "api", arr(1, mkpod("a", "u1", "busybox", "  labels:\n    app: two\n")), 1, NULL);
   expect_lines(&r, 1, "UPDATE api ns/a");

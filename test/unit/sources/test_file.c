@@ -218,6 +218,29 @@ static void atomic_rename(void **state) {
   assert_int_equal(f->src.errors, 0);
 }
 
+/* upstream handles inotify events one by one: a manifest deleted and written
+ * again at once, same bytes, is its pod removed and added (the static pod
+ * restarts); the same bytes renamed over it are no change. */
+static void delete_and_write_again(void **state) {
+  fx_t *f = *state;
+  start(f, NULL, 60000);
+  expect(f, 1, "ADD file");
+  put(f, "web.yaml", "web", "busybox");
+  RUN_UNTIL(f, f->n >= 1);
+  expect(f, 1, "ADD file default/web-node1");
+  char *path = p(f, "web.yaml"), *tmp = p(f, ".web.yaml.tmp");
+  assert_int_equal(unlink(path), 0);
+  put(f, "web.yaml", "web", "busybox");
+  RUN_UNTIL(f, f->n >= 2);
+  expect(f, 2, "REMOVE file default/web-node1", "ADD file default/web-node1");
+  put(f, ".web.yaml.tmp", "web", "busybox");
+  assert_int_equal(rename(tmp, path), 0);
+  wait_scans(f, 1);
+  expect(f, 0);
+  free(path);
+  free(tmp);
+}
+
 static void half_written(void **state) {
   fx_t *f = *state;
   start(f, NULL, 60000);
@@ -479,6 +502,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(empty_dir_is_ready, setup, teardown),
       cmocka_unit_test_setup_teardown(create_edit_delete, setup, teardown),
       cmocka_unit_test_setup_teardown(atomic_rename, setup, teardown),
+      cmocka_unit_test_setup_teardown(delete_and_write_again, setup, teardown),
       cmocka_unit_test_setup_teardown(half_written, setup, teardown),
       cmocka_unit_test_setup_teardown(bad_after_good_keeps_pod, setup, teardown),
       cmocka_unit_test_setup_teardown(missing_dir_appears, setup, teardown),
