@@ -107,7 +107,7 @@ static void du(const char *path, int64_t *bytes, int64_t *inodes) {
 static void collect_work(uv_work_t *w) {
   collect_t *c = container_of(w, collect_t, work);
   const nl_kubelet_config_t *cfg = c->k->cfg;
-  nl_node_sample_read(&c->sample, cfg->root_dir, c->image_mount);
+  nl_node_sample_read_part(&c->sample, cfg->root_dir, c->image_mount, false);
   c->memcg_ok = true;
   c->memcg_usage = read_u64(MEMCG "/memory.usage_in_bytes", &c->memcg_ok);
   c->memcg_inactive = memcg_stat("total_inactive_file", &c->memcg_ok);

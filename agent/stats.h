@@ -59,6 +59,11 @@ void nl_stats_parse_net_dev_ifs(nl_stats_if_t *ifs, size_t *n, const char *text)
  * kubelet's root directory (nodefs); image_mount: the runtime's image
  * filesystem mount point, or NULL. */
 void nl_node_sample_read(nl_node_sample_t *s, const char *root_dir, const char *image_mount);
+/* all false: only what the eviction manager reads every 10 s (memory, pids,
+ * file systems), not /proc/stat, /proc/vmstat and /proc/net/dev, whose
+ * reading costs the kernel a walk of every interface (a veth per pod). */
+void nl_node_sample_read_part(nl_node_sample_t *s, const char *root_dir, const char *image_mount,
+                              bool all);
 
 /* Reads a small /proc or cgroup file whole (generated, never on a disk): a
  * new string, NULL when it cannot be read. */

@@ -113,19 +113,24 @@ static void fs_read(nl_stats_fs_t *fs, const char *path) {
   fs->inodes_free = v.f_ffree;
 }
 
-void nl_node_sample_read(nl_node_sample_t *s, const char *root_dir, const char *image_mount) {
+void nl_node_sample_read_part(nl_node_sample_t *s, const char *root_dir, const char *image_mount,
+                              bool all) {
   memset(s, 0, sizeof *s);
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   s->time_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
   char *t;
-  if ((t = nl__stats_slurp("/proc/stat"))) nl_stats_parse_proc_stat(s, t), free(t);
+  if (all && (t = nl__stats_slurp("/proc/stat"))) nl_stats_parse_proc_stat(s, t), free(t);
   if ((t = nl__stats_slurp("/proc/meminfo"))) nl_stats_parse_meminfo(s, t), free(t);
-  if ((t = nl__stats_slurp("/proc/vmstat"))) nl_stats_parse_vmstat(s, t), free(t);
-  if ((t = nl__stats_slurp("/proc/net/dev"))) nl_stats_parse_net_dev(s, t), free(t);
+  if (all && (t = nl__stats_slurp("/proc/vmstat"))) nl_stats_parse_vmstat(s, t), free(t);
+  if (all && (t = nl__stats_slurp("/proc/net/dev"))) nl_stats_parse_net_dev(s, t), free(t);
   if ((t = nl__stats_slurp("/proc/sys/kernel/pid_max"))) s->maxpid = strtoull(t, NULL, 10), free(t);
   struct sysinfo si;
   if (sysinfo(&si) == 0) s->curproc = si.procs;
   fs_read(&s->root_fs, root_dir);
   fs_read(&s->image_fs, image_mount);
+}
+
+void nl_node_sample_read(nl_node_sample_t *s, const char *root_dir, const char *image_mount) {
+  nl_node_sample_read_part(s, root_dir, image_mount, true);
 }
