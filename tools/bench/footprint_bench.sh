@@ -18,9 +18,12 @@
 # eviction manager, log rotation, image and container GC. Only the healthz
 # port is off (another agent may hold 10248).
 #
-# Runtime: CRI_ENDPOINT, else the test containerd (tools/testenv/setup.sh,
-# Debian's 1.6). Quiet machine wanted: the figures are the agent's own CPU,
-# but a loaded machine makes every wake-up dearer; the load average is printed.
+# Runtime: CRI_ENDPOINT, else a containerd of the bench's own (Debian's 1.6:
+# tools/testenv/setup.sh with NANOLET_TESTENV_DIR /var/lib/nanolet-perf-testenv,
+# bridge nl-br7, as tools/bench/kubelet_bench.sh), so that no other agent's
+# pods change the lists this agent relists every second. Quiet machine wanted:
+# the figures are the agent's own CPU, but a loaded machine makes every
+# wake-up dearer; the load average is printed.
 set -uo pipefail
 BUILD=${1:-build}
 WINDOW=${2:-60}
@@ -35,8 +38,13 @@ M=$TMP/manifests
 CG=/nl-footprint-bench
 mkdir -p "$M"
 PID=
-EP=${CRI_ENDPOINT:-$("$here/../testenv/setup.sh" 2>"$TMP/setup.log" | tail -1)} ||
-  { cat "$TMP/setup.log"; exit 1; }
+if [ -n "${CRI_ENDPOINT:-}" ]; then
+  EP=$CRI_ENDPOINT
+else
+  EP=$(NANOLET_TESTENV_DIR=${NANOLET_PERF_TESTENV_DIR:-/var/lib/nanolet-perf-testenv} \
+    NANOLET_TESTENV_BRIDGE=nl-br7 NANOLET_TESTENV_SUBNET=10.97.0.0/22 NANOLET_TESTENV_NO_REGISTRY=1 \
+    "$here/../testenv/setup.sh" 2>"$TMP/setup.log" | tail -1) || { cat "$TMP/setup.log"; exit 1; }
+fi
 
 cri() { "$NANOLET" cri -r "$EP" "$@" 2>/dev/null; }
 sandboxes() { cri pods -o json | jq --arg ns "$NS" '[.items[] | select(.metadata.namespace == $ns)] | length'; }
