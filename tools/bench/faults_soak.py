@@ -690,10 +690,12 @@ def schedule(seed, only=None, n=400):
 
 
 def toxi(method, path, body=None):
+    """toxiproxy's API. Removing a bandwidth toxic waits for the data it holds
+    to drain at its rate: up to 2 minutes."""
     req = urllib.request.Request(E["SOAK_TOXI_API"] + path, method=method,
                                  data=json.dumps(body).encode() if body is not None else None,
                                  headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=5) as r:
+    with urllib.request.urlopen(req, timeout=120) as r:
         r.read()
 
 
@@ -966,11 +968,13 @@ def main():
             log(f"fault {done + 1}: {label_} {json.dumps(e['params'])}"
                 + (f" under {json.dumps(e['ambient']['params'])}" if "ambient" in e else ""))
             faults.current = label_
-            amb_end = None
+            amb_end, amb_until = None, 0
             if "ambient" in e:
                 amb_end = faults.inject(e["ambient"]["kind"], e["ambient"]["params"])
+                amb_until = time.monotonic() + e["ambient"]["params"]["hold_s"]
             faults.held(kind, e["params"])
-            if amb_end:
+            if amb_end:  # held for its own time, or as long as the fault under it
+                time.sleep(max(0, amb_until - time.monotonic()))
                 amb_end()
             faults.last, faults.current = label_, None
             churn.paused.set()
@@ -1062,4 +1066,9 @@ def verdict(ok, what=""):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except Exception as e:  # the soak's own failure, named as such
+        import traceback
+        traceback.print_exc()
+        sys.exit(verdict(False, f"the soak's driver failed: {type(e).__name__}: {e}"))
