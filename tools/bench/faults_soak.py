@@ -779,6 +779,8 @@ class Faults:
             st = os.statvfs(ROOT)
             size = st.f_bavail * st.f_frsize - st.f_blocks * st.f_frsize // 100
             if size > 0:
+                if os.path.isdir(self.inodes) and os.listdir(self.inodes):
+                    os.unlink(os.path.join(self.inodes, "0"))  # (under inodes_full: one for the fill)
                 fd = os.open(self.fill, os.O_CREAT | os.O_WRONLY, 0o600)
                 try:
                     os.posix_fallocate(fd, 0, size)
@@ -900,13 +902,22 @@ class Churn(threading.Thread):
 # --- the run -------------------------------------------------------------------------
 
 def wait_converged(bound_s, what):
+    """Seconds until converged() holds, or None after bound_s (a violation).
+    What it waited for longest is logged when that took 30 s or more."""
     t0 = time.monotonic()
-    why = ""
+    why, waits = "", {}
     while time.monotonic() - t0 < bound_s:
+        t = time.monotonic()
         ok, why = converged()
         if ok:
-            return time.monotonic() - t0
+            took = time.monotonic() - t0
+            if took >= 30:
+                longest = max(waits, key=waits.get)
+                log(f"  (waited longest, {waits[longest]:.0f} s, for: {longest})")
+            return took
         time.sleep(2)
+        key = why.split(":")[0] if why.startswith(("Deployment", "DaemonSet", "soak")) else why
+        waits[key] = waits.get(key, 0) + time.monotonic() - t
     violation(f"{what}: not converged within {bound_s} s: {why}")
     return None
 
