@@ -388,8 +388,6 @@ static bool admit(nl_kubelet_t *k, const nl_pod_t *pod) {
   return reject(k, pod, r.reason, r.message); /* the reason is static */
 }
 
-/* upstream handleMirrorPod: a mirror pod never runs; its static pod is synced so
- * that the mirror is checked (recreated when outdated or gone). */
 /* The status the API has for a pod as its watch delivered it, for the status
  * manager's comparison every sync period (upstream's syncBatch reads the pod
  * manager's copy in needsReconcile): a status another writer changed (the node
@@ -409,6 +407,8 @@ static void observe_status(nl_kubelet_t *k, const nl_pod_t *pod) {
   json_decref(j);
 }
 
+/* upstream handleMirrorPod: a mirror pod never runs; its static pod is synced so
+ * that the mirror is checked (recreated when outdated or gone). */
 static void mirror_update(nl_kubelet_t *k, nl_pod_op_t op, const nl_pod_t *mirror) {
   if (op == NL_POD_REMOVE) nl_pod_manager_remove(&k->pods, mirror->metadata.uid);
   else nl_pod_manager_set(&k->pods, mirror);
