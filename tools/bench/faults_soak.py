@@ -689,6 +689,12 @@ def schedule(seed, only=None, n=400):
     return out
 
 
+def controlplane(*args):
+    with open(os.path.join(RUN, "controlplane.log"), "a") as lg:
+        return subprocess.run([E["SOAK_CONTROLPLANE"], *args], stdout=subprocess.DEVNULL, stderr=lg,
+                              timeout=300).returncode
+
+
 def toxi(method, path, body=None):
     """toxiproxy's API. Removing a bandwidth toxic waits for the data it holds
     to drain at its rate: up to 2 minutes."""
@@ -723,9 +729,7 @@ class Faults:
             violation(f"containerd did not start again (setup.sh status {rc})")
 
     def controlplane(self, *args):
-        with open(os.path.join(RUN, "controlplane.log"), "a") as lg:
-            return subprocess.run([E["SOAK_CONTROLPLANE"], *args], stdout=subprocess.DEVNULL, stderr=lg,
-                                  timeout=300).returncode
+        return controlplane(*args)
 
     # Each fault: inject(kind, params) returns the function that ends it.
     def inject(self, kind, p):
@@ -906,6 +910,7 @@ def wait_converged(bound_s, what):
     What it waited for longest is logged when that took 30 s or more."""
     t0 = time.monotonic()
     why, waits = "", {}
+    next_cp = time.monotonic() + 20
     while time.monotonic() - t0 < bound_s:
         t = time.monotonic()
         ok, why = converged()
@@ -916,6 +921,14 @@ def wait_converged(bound_s, what):
                 log(f"  (waited longest, {waits[longest]:.0f} s, for: {longest})")
             return took
         time.sleep(2)
+        if time.monotonic() >= next_cp:
+            # a component of the control plane that exited (kube-scheduler
+            # after an API server restart: "Scheduler cache is corrupted") is
+            # the test bed's fault, not the node's: started again, and said
+            next_cp = time.monotonic() + 20
+            if controlplane("status") != 0:
+                log("  the control plane is not whole: controlplane.sh up")
+                controlplane("up")
         key = why.split(":")[0] if why.startswith(("Deployment", "DaemonSet", "soak")) else why
         waits[key] = waits.get(key, 0) + time.monotonic() - t
     violation(f"{what}: not converged within {bound_s} s: {why}")

@@ -112,8 +112,8 @@ export SOAK_RUN=$RUN SOAK_ROOT=$ROOT SOAK_CRI=$endpoint SOAK_CGROUP_ROOT=$CGROUP
   SOAK_CONTROLPLANE=$TOP/tools/testenv/controlplane.sh SOAK_SETUP=$TOP/tools/testenv/setup.sh \
   SOAK_CONTAINERD_PID=$PRIVATE_DIR/run/containerd.pid SOAK_PRIVATE_CONTAINERD=$PRIVATE_CONTAINERD \
   SOAK_BRIDGE=$PRIVATE_BRIDGE SOAK_SUBNET=$PRIVATE_SUBNET
-# (in the background: a signal to this script reaches the trap at once)
-# (a copy: the run goes on with the driver it started with)
+# (a copy: the run goes on with the driver it started with; in the
+# background: a signal to this script reaches the trap at once)
 cp "$HERE/faults_soak.py" "$RUN/driver.py"
 /usr/bin/python3 -u "$RUN/driver.py" "$MINUTES" "$SEED" > >(tee "$RUN/soak.log") 2>&1 &
 DRIVER_PID=$!
