@@ -1,5 +1,6 @@
 #include "agent/kubelet_pods.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -510,11 +511,31 @@ static bool static_finished(nl_kubelet_t *k, const char *uid) {
   return again;
 }
 
+/* The status the API has for a pod as its watch delivered it, for the status
+ * manager's comparison every sync period (upstream's syncBatch reads the pod
+ * manager's copy in needsReconcile): a status another writer changed (the node
+ * lifecycle controller's Ready False for every pod of a node it saw go
+ * NotReady) is written back even though ours has not changed. */
+static void observe_status(nl_kubelet_t *k, const nl_pod_t *pod) {
+  if (!k->node_up || !pod->status) return;
+  nl_buf_t b = NL_BUF_INIT;
+  nl_pod_encode_json(pod, &b, NL_POD_JSON_STATUS | NL_POD_JSON_FULL);
+  json_t *j = json_loadb(b.data, b.len, 0, NULL);
+  nl_buf_free(&b);
+  assert(j); /* our own encoding */
+  json_t *st = json_object_get(j, "status");
+  if (st)
+    nl_status_manager_observe(&k->statuses, pod->metadata.namespace_, pod->metadata.name,
+                              pod->metadata.uid, st);
+  json_decref(j);
+}
+
 /* upstream handleMirrorPod: a mirror pod never runs; its static pod is synced so
  * that the mirror is checked (recreated when outdated or gone). */
 static void mirror_update(nl_kubelet_t *k, nl_pod_op_t op, const nl_pod_t *mirror) {
   if (op == NL_POD_REMOVE) nl_pod_manager_remove(&k->pods, mirror->metadata.uid);
   else nl_pod_manager_set(&k->pods, mirror);
+  if (op != NL_POD_REMOVE && op != NL_POD_ADD) observe_status(k, mirror);
   const nl_pod_t *st = nl_pod_manager_get_by_name(&k->pods, mirror->metadata.namespace_,
                                                   mirror->metadata.name);
   if (st) nl_pod_workers_sync_now(&k->workers, st->metadata.uid);
@@ -549,6 +570,7 @@ void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t 
       break;
     case NL_POD_UPDATE: {
       nl_pod_manager_set(&k->pods, pod);
+      observe_status(k, pod);
       if (pod_is_static(pod) && !nl_pod_workers_get(&k->workers, pod->metadata.uid))
         break; /* waiting to start */
       if (k->node_up && pod_is_static(pod)) nl_mirror_manager_set(&k->mirrors, pod);
@@ -566,6 +588,7 @@ void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t 
               (long long)(pod->metadata.deletion_grace_period_seconds.set
                               ? pod->metadata.deletion_grace_period_seconds.v : -1));
       nl_pod_manager_set(&k->pods, pod);
+      observe_status(k, pod);
       nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, -1);
       break;
     case NL_POD_REMOVE:
@@ -578,6 +601,7 @@ void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t 
     case NL_POD_RECONCILE: /* the API's status changed: keep the latest */
       if (!nl_pod_manager_get(&k->pods, pod->metadata.uid)) break;
       nl_pod_manager_set(&k->pods, pod);
+      observe_status(k, pod);
       /* ... everywhere: the holders of the previous version let it go (the
        * workers hold the pod as allocated) */
       nl_pod_t *hold;

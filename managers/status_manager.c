@@ -453,6 +453,45 @@ void nl_status_manager_set(nl_status_manager_t *sm, const nl_status_pod_t *pod,
   step(e);
 }
 
+/* An empty value: what an encoder that writes every field gives for one the
+ * API left out. */
+static bool empty(const json_t *v) {
+  switch (json_typeof(v)) {
+  case JSON_NULL:
+  case JSON_FALSE: return true;
+  case JSON_STRING: return json_string_length(v) == 0;
+  case JSON_INTEGER: return json_integer_value(v) == 0;
+  case JSON_ARRAY: return json_array_size(v) == 0;
+  case JSON_OBJECT: return json_object_size(v) == 0;
+  default: return false;
+  }
+}
+
+/* True when every field of w has the same value in a (lists element by element,
+ * of the same length; an empty field of w matches one a leaves out). w is the
+ * watched status as the pod model re-encodes it: the fields a kubelet reads,
+ * not every field the API has (a volume mount's status, allocated resources),
+ * so "the same" can only mean "the same in those". */
+static bool covers(const json_t *a, const json_t *w) {
+  if (!a) return empty(w);
+  if (json_is_object(w)) {
+    if (!json_is_object(a)) return false;
+    const char *k;
+    json_t *wv;
+    json_object_foreach((json_t *)w, k, wv) {
+      if (!covers(json_object_get(a, k), wv)) return false;
+    }
+    return true;
+  }
+  if (json_is_array(w)) {
+    if (!json_is_array(a) || json_array_size(a) != json_array_size(w)) return false;
+    for (size_t i = 0; i < json_array_size(w); i++)
+      if (!covers(json_array_get(a, i), json_array_get(w, i))) return false;
+    return true;
+  }
+  return json_equal((json_t *)a, (json_t *)w) || (empty(w) && empty(a));
+}
+
 void nl_status_manager_observe(nl_status_manager_t *sm, const char *namespace_,
                                const char *name, const char *api_uid, const json_t *status) {
   nl_map_iter_t it;
@@ -463,6 +502,15 @@ void nl_status_manager_observe(nl_status_manager_t *sm, const char *namespace_,
     if (e->req || !e->api_uid || strcmp(e->api_uid, api_uid) != 0 ||
         strcmp(e->namespace_, namespace_) != 0 || strcmp(e->name, name) != 0)
       continue;
+    /* The watch shows our own writes too: what the last answer said already
+     * (in the fields the watch carries) keeps that whole answer, so that a
+     * status in sync is never patched again for fields the watch leaves out. */
+    if (e->api && status) {
+      json_t *api = load(e->api);
+      bool same = covers(api, status);
+      json_decref(api);
+      if (same) continue;
+    }
     set_api_status(e, status);
   }
 }

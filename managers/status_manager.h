@@ -138,7 +138,10 @@ void nl_status_manager_set(nl_status_manager_t *sm, const nl_status_pod_t *pod,
                            const nl_pod_status_t *status);
 /* The status the API server has for the object with api_uid, e.g. from the pod
  * watch (a mirror pod's for a static pod; status borrowed). The next reconcile
- * resends ours when it differs. Unknown pods are ignored. */
+ * resends ours when it differs. A status whose every field (an empty one
+ * standing for an absent one) is what the API last answered changes nothing:
+ * the watch's pods carry only the fields the pod model keeps. Unknown pods and
+ * pods with a request in flight are ignored. */
 void nl_status_manager_observe(nl_status_manager_t *sm, const char *namespace_,
                                const char *name, const char *api_uid, const json_t *status);
 /* Tries every pod now (e.g. a mirror pod appeared). */

@@ -70,6 +70,14 @@ check "containerStatuses: started, ready, no restarts" \
   [ "$(jq -r '"\(.started) \(.ready) \(.restartCount) \(.state | keys[0])"' <<<"$cs")" = "true true 0 running" ]
 check "kubectl get pods shows 1/1 Running" \
   bash -c "'$NANOLET_TEST_KUBECTL' get pods -n '$PODS_NS' web --no-headers | grep -Eq '^web +1/1 +Running +0 '"
+# Another writer sets Ready False, as the node lifecycle controller does to every
+# pod of a node whose Lease it saw stop (an outage, a clock stepped back): the
+# agent, whose own status has not changed, writes Ready back at its next status
+# sync (every 10 s, upstream's syncBatch and needsReconcile).
+kubectl patch pod -n "$PODS_NS" web --subresource=status --type=strategic -p \
+  '{"status":{"conditions":[{"type":"Ready","status":"False","reason":"NodeNotReady"}]}}' >/dev/null
+check "Ready set False by another writer: the agent writes it back (within 20 s)" \
+  wait_for 20 is web '.status.conditions[] | select(.type == "Ready") | .status' True
 
 # --- readiness gates: Ready only once their conditions are True ---------------------
 mkpod gated "containers: [{name: c, image: $IMG, command: [sleep, '3600']}]" \

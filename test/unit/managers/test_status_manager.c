@@ -266,6 +266,53 @@ static void reconcile_resends_what_the_api_lost(void **state) {
   teardown(f);
 }
 
+/* The pod watch shows what the API has, re-encoded from the pod model: only the
+ * fields a kubelet reads, every one of them (empty ones too). Our own status
+ * seen that way sends nothing, sync period after sync period, though the API's
+ * answer had fields the watch leaves out; the Ready condition that the node
+ * lifecycle controller set False (a node it saw go NotReady) is written back
+ * at the next sync although our status never changed. */
+static void watched_status_of_another_writer_is_undone(void **state) {
+  (void)state;
+  fx_t *f = setup();
+  nl_pod_condition_t ready = {.type = "Ready", .status = "True", .last_transition_time = 1764668400};
+  nl_pod_status_t st = st_of(NL_POD_RUNNING, "10.0.0.1");
+  st.conditions = &ready;
+  st.n_conditions = 1;
+  nl_status_manager_set(&f->sm, &P, &st);
+  fake_respond(req(0), 200, POD_JSON("u1", "{}"));
+  assert_int_equal(fake_nreqs, 2);
+#define READY(s, extra) "{\"type\":\"Ready\",\"status\":\"" s "\",\"lastTransitionTime\":" \
+                        "\"2025-12-02T09:40:00Z\"" extra "}"
+  fake_respond(req(1), 200, POD_JSON("u1", "{\"phase\":\"Running\",\"podIP\":\"10.0.0.1\","
+                                           "\"qosClass\":\"BestEffort\",\"observedGeneration\":1,"
+                                           "\"conditions\":[" READY("True", "") "]}"));
+  json_t *ours = json_loads("{\"phase\":\"Running\",\"podIP\":\"10.0.0.1\",\"qosClass\":\"BestEffort\","
+                            "\"message\":\"\",\"reason\":\"\",\"podIPs\":[],"
+                            "\"conditions\":[" READY("True", ",\"reason\":\"\",\"lastProbeTime\":\"\"") "]}",
+                            0, NULL);
+  assert_non_null(ours);
+  nl_status_manager_observe(&f->sm, "ns", "web", "u1", ours);
+  run_for(f, 450); /* two sync periods */
+  assert_int_equal(fake_nreqs, 2);
+  json_t *lost = json_loads("{\"phase\":\"Running\",\"podIP\":\"10.0.0.1\",\"qosClass\":\"BestEffort\","
+                            "\"conditions\":[" READY("False", ",\"reason\":\"NodeNotReady\"") "]}",
+                            0, NULL);
+  nl_status_manager_observe(&f->sm, "ns", "web", "u1", lost);
+  run_for(f, 250);
+  assert_int_equal(fake_nreqs, 3);
+  assert_req(2, "PATCH", "/api/v1/namespaces/ns/pods/web/status", NULL);
+  json_t *patch = json_loads(req(2)->body, 0, NULL);
+  json_t *c = json_array_get(json_object_get(json_object_get(patch, "status"), "conditions"), 0);
+  assert_string_equal(json_string_value(json_object_get(c, "type")), "Ready");
+  assert_string_equal(json_string_value(json_object_get(c, "status")), "True");
+#undef READY
+  json_decref(patch);
+  json_decref(lost);
+  json_decref(ours);
+  teardown(f);
+}
+
 /* The end of a graceful deletion: the final status, then DELETE with grace 0
  * and the uid as a precondition, once the pod has finished. */
 static void finished_deleted_pod_is_deleted(void **state) {
@@ -321,6 +368,7 @@ int main(void) {
       cmocka_unit_test(static_pods_report_through_their_mirror),
       cmocka_unit_test(recreated_pod_is_left_alone),
       cmocka_unit_test(reconcile_resends_what_the_api_lost),
+      cmocka_unit_test(watched_status_of_another_writer_is_undone),
       cmocka_unit_test(finished_deleted_pod_is_deleted),
       cmocka_unit_test(stop_with_requests_in_flight),
   };
