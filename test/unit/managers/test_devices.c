@@ -35,11 +35,14 @@ typedef struct world {
   nl_grpc_server_t plugin;
   bool plugin_up, plugin_done;
   nl_grpc_call_t *watch;
-  int allocates, prestarts;
+  int allocates, prestarts, options_calls, watch_calls;
+  bool opt_pre_start; /* GetDevicePluginOptions answers */
+  const char *opt_fail; /* set: it fails with this message */
   /* the registering client */
   nl_cri_client_t reg;
   bool reg_up, reg_done;
   int reg_code;
+  int reg_options_calls; /* GetDevicePluginOptions calls when Register was answered */
   char reg_msg[256];
   bool reg_answered;
   /* a container's answers */
@@ -76,8 +79,21 @@ static void send_list(world_t *w, size_t n, const char *const *health) {
   free(dp);
 }
 
+static void h_options(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_t len) {
+  world_t *w = ctx;
+  w->options_calls++;
+  if (w->opt_fail) {
+    nl_grpc_call_reply(call, NL_GRPC_UNKNOWN, w->opt_fail, NULL, 0);
+    return;
+  }
+  V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
+  o.pre_start_required = w->opt_pre_start;
+  nl_grpc_call_reply_msg(call, &o.base);
+}
+
 static void h_watch(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_t len) {
   world_t *w = ctx;
+  w->watch_calls++;
   w->watch = call;
   send_list(w, 2, NULL);
 }
@@ -124,6 +140,8 @@ static void h_prestart(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size
 static void plugin_start(world_t *w, const char *name) {
   snprintf(w->plugin_path, sizeof w->plugin_path, "%s/%s", w->dir, name);
   nl_grpc_server_init(&w->plugin, &w->loop, NULL);
+  nl_grpc_server_method(&w->plugin, "/v1beta1.DevicePlugin/GetDevicePluginOptions", NL_GRPC_UNARY,
+                        h_options, w);
   nl_grpc_server_method(&w->plugin, "/v1beta1.DevicePlugin/ListAndWatch",
                         NL_GRPC_SERVER_STREAMING, h_watch, w);
   nl_grpc_server_method(&w->plugin, "/v1beta1.DevicePlugin/Allocate", NL_GRPC_UNARY, h_allocate, w);
@@ -212,9 +230,12 @@ static void world_free(world_t *w) {
 
 /* ---- registration ---- */
 
+/* The plugin's options come from its GetDevicePluginOptions answer, as
+ * upstream's: the request's own (the same here) are not read. */
 static void on_registered(const nl_grpc_status_t *st, ProtobufCMessage *resp, void *ctx) {
   world_t *w = ctx;
   w->reg_answered = true;
+  w->reg_options_calls = w->options_calls;
   w->reg_code = st->code;
   snprintf(w->reg_msg, sizeof w->reg_msg, "%s", st->message);
 }
@@ -228,6 +249,7 @@ static void do_register(world_t *w, const char *version, const char *name, const
   }
   V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
   o.pre_start_required = pre_start;
+  w->opt_pre_start = pre_start;
   V1beta1__RegisterRequest r = V1BETA1__REGISTER_REQUEST__INIT;
   r.version = (char *)version;
   r.resource_name = (char *)name;
@@ -335,9 +357,52 @@ static void test_too_many_devices(void **state) {
 static void test_no_plugin_socket(void **state) {
   world_t *w = world_new();
   manager_start(w, 0, 0);
-  do_register(w, "v1beta1", RES, "nothing.sock", false);
+  do_register(w, "v1beta1", RES, "nothing.sock", false); /* answered after connect_wait_ms */
+  assert_int_equal(w->reg_code, NL_GRPC_UNKNOWN);
+  assert_non_null(strstr(w->reg_msg, "failed to get device plugin options: rpc error: code = "));
+  size_t n;
+  free(nl_devices_counts(&w->m, &n));
+  assert_int_equal(n, 0); /* never used */
+  assert_int_equal(w->changes, 0);
+  manager_stop(w);
+  world_free(w);
+}
+
+/* upstream's PluginConnected: Register is answered once the plugin answered
+ * GetDevicePluginOptions; when that fails the plugin is refused and not used
+ * (no ListAndWatch, no resource), and a registration in use is undisturbed. */
+static void test_options_first(void **state) {
+  world_t *w = world_new();
+  manager_start(w, 0, 0);
+  plugin_start(w, "dp.sock");
+  w->opt_fail = "GetDevicePluginOptions failed";
+  do_register(w, "v1beta1", RES, "dp.sock", false);
+  assert_int_equal(w->reg_code, NL_GRPC_UNKNOWN);
+  assert_string_equal(w->reg_msg, "failed to get device plugin options: rpc error: code = Unknown "
+                                  "desc = GetDevicePluginOptions failed");
+  for (int i = 0; i < 20; i++) uv_run(&w->loop, UV_RUN_NOWAIT);
+  assert_int_equal(w->options_calls, 1);
+  assert_int_equal(w->watch_calls, 0);
+  size_t n;
+  free(nl_devices_counts(&w->m, &n));
+  assert_int_equal(n, 0);
+  assert_int_equal(w->m.registrations, 0);
+
+  w->opt_fail = NULL;
+  do_register(w, "v1beta1", RES, "dp.sock", false);
   assert_int_equal(w->reg_code, NL_GRPC_OK);
-  RUN_UNTIL(w, w->changes > 0 && counts_are(w, 0, 0)); /* gave up after connect_wait_ms */
+  assert_int_equal(w->reg_options_calls, 2); /* asked before the answer */
+  RUN_UNTIL(w, counts_are(w, 2, 2));
+  assert_int_equal(w->watch_calls, 1);
+
+  /* a failing re-registration leaves the one in use alone */
+  w->opt_fail = "busy";
+  do_register(w, "v1beta1", RES, "dp.sock", false);
+  assert_int_equal(w->reg_code, NL_GRPC_UNKNOWN);
+  for (int i = 0; i < 20; i++) uv_run(&w->loop, UV_RUN_NOWAIT);
+  assert_true(counts_are(w, 2, 2));
+  assert_true(nl_grpc_call_alive(w->watch));
+  assert_int_equal(w->watch_calls, 1);
   manager_stop(w);
   world_free(w);
 }
@@ -649,6 +714,7 @@ int main(void) {
       cmocka_unit_test(test_plugin_gone_and_grace),
       cmocka_unit_test(test_too_many_devices),
       cmocka_unit_test(test_no_plugin_socket),
+      cmocka_unit_test(test_options_first),
       cmocka_unit_test(test_admit_allocate_restore),
       cmocka_unit_test(test_pod_resources),
   };
