@@ -265,6 +265,7 @@ static void ep_on_list(const ProtobufCMessage *msg, void *ctx) {
   bool same = n == r->n_devs;
   for (size_t i = 0; same && i < n; i++)
     same = strcmp(devs[i].id, r->devs[i].id) == 0 && devs[i].healthy == r->devs[i].healthy;
+  nl__dev_health_changed(m, r->name, r->devs, r->n_devs, devs, n);
   devs_free(r->devs, r->n_devs);
   r->devs = devs;
   r->n_devs = n;

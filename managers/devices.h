@@ -49,6 +49,7 @@
 #include "cri/deviceplugin.pb-c.h"
 #include "cri/grpc_server.h"
 #include "managers/metrics.h"
+#include "managers/status.h"
 #include "reactor/error.h"
 #include "reactor/list.h"
 #include "reactor/map.h"
@@ -76,6 +77,10 @@ typedef struct nl_devices_opts {
    * every pod does. Asked before devices are counted free. */
   bool (*pod_active)(void *ctx, const char *uid);
   void *pod_active_ctx;
+  /* The health of a device the pod holds changed: its status should be
+   * generated again (upstream's ResourceHealthStatus updates). NULL: not told. */
+  void (*pod_changed)(void *ctx, const char *uid);
+  void *pod_changed_ctx;
   /* kubelet_device_plugin_registration_total, _alloc_duration_seconds; NULL:
    * not recorded. */
   nl_kmetrics_t *metrics;
@@ -144,6 +149,14 @@ void nl_devices_release_inactive(nl_devices_t *m);
 /* Device IDs assigned to a container for a resource (borrowed; NULL: none). */
 char *const *nl_devices_assigned(const nl_devices_t *m, const char *pod_uid,
                                  const char *container, const char *resource, size_t *n);
+
+/* ---- pod status ---- */
+
+/* upstream's UpdateAllocatedResourcesStatus (ResourceHealthStatus): each
+ * container status of st (regular containers) gets an allocatedResourcesStatus
+ * entry per resource whose devices the container holds, each device
+ * "Healthy" or "Unhealthy" as its plugin last listed it. */
+void nl_devices_resource_status(const nl_devices_t *m, const char *pod_uid, nl_pod_status_t *st);
 
 /* ---- the pod resources API (managers/podresources.h) ---- */
 

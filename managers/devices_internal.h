@@ -99,6 +99,11 @@ void nl__dev_requests_cancel(nl_devices_t *m);
  * it directly. */
 int nl__dev_register(nl_devices_t *m, const uint8_t *data, size_t len, uint64_t timeout_ms,
                      nl_dev_reply_fn reply, void *reply_ctx, char **msg);
+/* A plugin's new list (now) replaces old: the pods holding a device whose
+ * health changed are told (opts.pod_changed), as upstream's device update
+ * channel (devices_health.c). */
+void nl__dev_health_changed(nl_devices_t *m, const char *resource, const nl_dev_t *old,
+                            size_t n_old, const nl_dev_t *now, size_t n_now);
 /* The resource, created when missing. */
 nl_dev_resource_t *nl__dev_resource(nl_devices_t *m, const char *name);
 

@@ -31,6 +31,8 @@ typedef struct world {
   nl_devices_t m;
   bool m_done;
   int changes;
+  int pod_changes; /* opts.pod_changed calls */
+  char pod_changed[64];
   /* the fake plugin */
   nl_grpc_server_t plugin;
   bool plugin_up, plugin_done;
@@ -56,6 +58,12 @@ typedef struct world {
 } world_t;
 
 static void on_changed(void *ctx) { ((world_t *)ctx)->changes++; }
+
+static void on_pod_changed(void *ctx, const char *uid) {
+  world_t *w = ctx;
+  w->pod_changes++;
+  snprintf(w->pod_changed, sizeof w->pod_changed, "%s", uid);
+}
 
 /* ---- the fake plugin ---- */
 
@@ -182,7 +190,8 @@ static void on_guard(uv_timer_t *t) {
 
 static void manager_start(world_t *w, uint64_t grace_ms, size_t max_devices) {
   nl_devices_opts_t o = {.dir = w->dir, .grace_ms = grace_ms, .max_devices = max_devices,
-                         .connect_wait_ms = 500, .changed = on_changed, .changed_ctx = w};
+                         .connect_wait_ms = 500, .changed = on_changed, .changed_ctx = w,
+                         .pod_changed = on_pod_changed, .pod_changed_ctx = w};
   nl_err_t *err = NULL;
   if (nl_devices_start(&w->m, &w->loop, &o, &err) < 0) fail_msg("%s", err->msg);
   w->m_done = false;
@@ -443,6 +452,68 @@ static void on_container(void *ctx, V1beta1__ContainerAllocateResponse *const *r
   w->got_ckpt = strstr(text, "\"AllocResp\"") != NULL;
   if (n && resps[0]->n_envs)
     snprintf(w->got_env, sizeof w->got_env, "%s", resps[0]->envs[0]->value);
+}
+
+/* The container statuses' allocatedResourcesStatus as the API gets it. */
+static char *resource_status_json(world_t *w, const char *uid) {
+  nl_pod_status_t *st = nl_xcalloc(1, sizeof *st);
+  st->n_container_statuses = 2;
+  st->container_statuses = nl_xcalloc(2, sizeof *st->container_statuses);
+  st->container_statuses[0] = (nl_container_status_t){.name = nl_xstrdup("c"), .started = -1};
+  st->container_statuses[1] = (nl_container_status_t){.name = nl_xstrdup("d"), .started = -1};
+  nl_devices_resource_status(&w->m, uid, st);
+  nl_pod_status_t *dup = nl_pod_status_dup(st); /* the copy holds it too */
+  nl_pod_status_free(st);
+  nl_buf_t b = NL_BUF_INIT;
+  nl_pod_status_encode_json(dup, &b);
+  nl_pod_status_free(dup);
+  char *out = nl_buf_steal(&b);
+  char *from = strstr(out, "\"containerStatuses\"");
+  char *r = nl_xstrdup(from ? from : out);
+  free(out);
+  return r;
+}
+
+/* ResourceHealthStatus: each device's health as the plugin lists it, in the
+ * status of the container holding it; the pod is told when it changes. */
+static void test_resource_status(void **state) {
+  world_t *w = world_new();
+  manager_start(w, 0, 0);
+  plugin_start(w, "dp.sock");
+  do_register(w, "v1beta1", RES, "dp.sock", false);
+  RUN_UNTIL(w, counts_are(w, 2, 2));
+  nl_pod_t *pod = pod_of("u1", ONE_CONTAINER(1));
+  char *msg = NULL;
+  assert_true(nl_devices_admit(&w->m, pod, &msg));
+  char *j = resource_status_json(w, "u1");
+  assert_string_equal(j, "\"containerStatuses\":[{\"name\":\"c\",\"state\":{},\"lastState\":{},"
+                         "\"ready\":false,\"restartCount\":0,\"image\":\"\",\"imageID\":\"\","
+                         "\"allocatedResourcesStatus\":[{\"name\":\"" RES "\",\"resources\":"
+                         "[{\"resourceID\":\"Dev-1\",\"health\":\"Healthy\"}]}]},"
+                         "{\"name\":\"d\",\"state\":{},\"lastState\":{},\"ready\":false,"
+                         "\"restartCount\":0,\"image\":\"\",\"imageID\":\"\"}]}");
+  free(j);
+  assert_int_equal(w->pod_changes, 0);
+
+  const char *other_sick[] = {"Healthy", "Unhealthy"}; /* Dev-2: nobody holds it */
+  send_list(w, 2, other_sick);
+  RUN_UNTIL(w, counts_are(w, 2, 1));
+  assert_int_equal(w->pod_changes, 0);
+  const char *sick[] = {"Unhealthy", "Unhealthy"};
+  send_list(w, 2, sick);
+  RUN_UNTIL(w, w->pod_changes == 1);
+  assert_string_equal(w->pod_changed, "u1");
+  j = resource_status_json(w, "u1");
+  assert_non_null(strstr(j, "[{\"resourceID\":\"Dev-1\",\"health\":\"Unhealthy\"}]"));
+  free(j);
+  j = resource_status_json(w, "u2"); /* holds nothing */
+  assert_null(strstr(j, "allocatedResourcesStatus"));
+  free(j);
+  send_list(w, 2, NULL);
+  RUN_UNTIL(w, w->pod_changes == 2);
+  nl_pod_free(pod);
+  manager_stop(w);
+  world_free(w);
 }
 
 static void test_admit_allocate_restore(void **state) {
@@ -715,6 +786,7 @@ int main(void) {
       cmocka_unit_test(test_too_many_devices),
       cmocka_unit_test(test_no_plugin_socket),
       cmocka_unit_test(test_options_first),
+      cmocka_unit_test(test_resource_status),
       cmocka_unit_test(test_admit_allocate_restore),
       cmocka_unit_test(test_pod_resources),
   };
