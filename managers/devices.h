@@ -6,17 +6,19 @@
  * of cri/grpc_server.h; dir is <root-dir>/device-plugins, whose stale socket
  * files are removed at start so that plugins see the kubelet restart and
  * register again. A registration is checked (version "v1beta1", an extended
- * resource name) and answered at once; the plugin's socket <dir>/<endpoint>
- * is then dialled with the project's gRPC client (cri/conn.h) and its
- * ListAndWatch stream read: each message is the resource's whole device list
- * with each device's health. A second registration of a resource replaces the
- * first. When the stream ends (the plugin went away, sent what it may not),
+ * resource name); the plugin's socket <dir>/<endpoint> is then dialled with
+ * the project's gRPC client (cri/conn.h) and, as upstream's PluginConnected,
+ * its GetDevicePluginOptions asked before Register is answered: an error
+ * refuses the registration and the plugin is not used; its answer gives the
+ * plugin's options. Then its ListAndWatch stream is read: each message is the
+ * resource's whole device list with each device's health. A second
+ * registration of a resource replaces the first once it is connected. When the stream ends (the plugin went away, sent what it may not),
  * the resource's devices become unhealthy at once (allocatable 0) and leave
  * capacity after a grace period (upstream's endpointStopGracePeriod, 5 min)
  * unless the plugin registers again.
  *
- * Each plugin endpoint is one state machine (DIALING, WATCHING, ENDED,
- * CLOSING; devices.c's step()). Bounds: a resource has at most max_devices
+ * Each plugin endpoint is one state machine (CONNECTING, DIALING, WATCHING,
+ * ENDED, CLOSING; devices.c's step()). Bounds: a resource has at most max_devices
  * devices and a message at most max_msg bytes; a list over either ends the
  * stream with a log line naming the resource, as does a message that does not
  * decode. Nothing a plugin does blocks the loop.
