@@ -23,7 +23,7 @@ void nl_devices_resource_status(const nl_devices_t *m, const char *pod_uid,
       if (!a->n_ids || strcmp(a->pod_uid, pod_uid) != 0 || strcmp(a->container, c->name) != 0)
         continue;
       const nl_dev_resource_t *r = nl_map_get(&m->resources, a->resource);
-      nl_resource_status_t *rs = nl_container_status_add_resource(c, a->resource);
+      nl_resource_status_t *rs = nl_container_status_resource(c, a->resource);
       for (size_t j = 0; j < a->n_ids; j++)
         nl_resource_status_add(rs, a->ids[j],
                                r ? dev_healthy(r->devs, r->n_devs, a->ids[j]) : true);

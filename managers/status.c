@@ -51,7 +51,14 @@ static void alloc_status_free(nl_resource_status_t *v, size_t n) {
   free(v);
 }
 
-nl_resource_status_t *nl_container_status_add_resource(nl_container_status_t *c, const char *name) {
+nl_resource_status_t *nl_container_status_resource(nl_container_status_t *c, const char *name) {
+  for (size_t i = 0; i < c->n_alloc_status; i++) {
+    nl_resource_status_t *r = &c->alloc_status[i];
+    if (strcmp(r->name, name) != 0) continue;
+    for (size_t j = 0; j < r->n_resources; j++) free(r->resources[j].id);
+    r->n_resources = 0;
+    return r;
+  }
   c->alloc_status = nl_xrealloc(c->alloc_status, (c->n_alloc_status + 1) * sizeof *c->alloc_status);
   nl_resource_status_t *r = &c->alloc_status[c->n_alloc_status++];
   *r = (nl_resource_status_t){.name = nl_xstrdup(name)};
@@ -86,7 +93,7 @@ static void cstatus_copy(nl_container_status_t *dst, const nl_container_status_t
   dst->n_alloc_status = 0;
   for (size_t i = 0; i < src->n_alloc_status; i++) {
     const nl_resource_status_t *r = &src->alloc_status[i];
-    nl_resource_status_t *d = nl_container_status_add_resource(dst, r->name);
+    nl_resource_status_t *d = nl_container_status_resource(dst, r->name);
     for (size_t j = 0; j < r->n_resources; j++)
       nl_resource_status_add(d, r->resources[j].id, r->resources[j].healthy);
   }

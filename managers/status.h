@@ -177,9 +177,10 @@ void nl_pod_status_terminate(nl_pod_status_t *s, const nl_pod_t *pod);
 bool nl_pod_status_ready_needs_reconcile(const nl_pod_t *pod);
 /* A deep copy (caller frees). */
 nl_pod_status_t *nl_pod_status_dup(const nl_pod_status_t *s);
-/* Appends an empty ResourceStatus named name (copied) to c's
- * allocatedResourcesStatus, then a ResourceHealth (id copied) to it. */
-nl_resource_status_t *nl_container_status_add_resource(nl_container_status_t *c, const char *name);
+/* c's allocatedResourcesStatus entry named name, emptied (an old status'
+ * entry is updated, as upstream's), or appended (name copied); then a
+ * ResourceHealth (id copied) appended to it. */
+nl_resource_status_t *nl_container_status_resource(nl_container_status_t *c, const char *name);
 void nl_resource_status_add(nl_resource_status_t *r, const char *id, bool healthy);
 
 /* upstream GetPodQOS over cpu and memory of all containers and init containers. */

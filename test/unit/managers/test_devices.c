@@ -464,6 +464,8 @@ static char *resource_status_json(world_t *w, const char *uid) {
   nl_devices_resource_status(&w->m, uid, st);
   nl_pod_status_t *dup = nl_pod_status_dup(st); /* the copy holds it too */
   nl_pod_status_free(st);
+  /* a terminated container's status is the old one copied: updated, not doubled */
+  nl_devices_resource_status(&w->m, uid, dup);
   nl_buf_t b = NL_BUF_INIT;
   nl_pod_status_encode_json(dup, &b);
   nl_pod_status_free(dup);
