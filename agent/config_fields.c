@@ -49,7 +49,7 @@ const nl_config_field_t nl__config_fields[] = {
     D("nodeStatusUpdateFrequency", "node-status-update-frequency", node_status_update_frequency, "How often node status is computed (default 10s)"),
     D("nodeStatusReportFrequency", NULL, node_status_report_frequency, NULL),
     I32("nodeLeaseDurationSeconds", NULL, node_lease_duration_seconds, 1, INT32_MAX, NULL),
-    {"featureGates", "feature-gates", NL_F_STRMAP, OFF(feature_gates), 0, 0, "Feature gates, e.g. EventedPLEG=true (the only one nanolet knows)"},
+    {"featureGates", "feature-gates", NL_F_STRMAP, OFF(feature_gates), 0, 0, "Feature gates, e.g. EventedPLEG=true (nanolet knows EventedPLEG and ResourceHealthStatus)"},
     {"evictionHard", "eviction-hard", NL_F_STRMAP, OFF(eviction_hard), 0, 0, "Hard eviction thresholds, e.g. memory.available<100Mi"},
     {"evictionSoft", "eviction-soft", NL_F_STRMAP, OFF(eviction_soft), 0, 0, "Soft eviction thresholds, e.g. memory.available<300Mi"},
     {"evictionSoftGracePeriod", "eviction-soft-grace-period", NL_F_STRMAP, OFF(eviction_soft_grace_period), 0, 0, "Grace periods of the soft thresholds, e.g. memory.available=1m30s"},

@@ -196,16 +196,18 @@ static void on_url_pods(nl_pod_t **pods, size_t n, void *ctx) {
   set_pods(ctx, NL_SOURCE_HTTP, pods, n);
 }
 
-static bool gate_on(const nl_kubelet_config_t *cfg, const char *name) {
+/* A gate's value: def unless featureGates sets it. */
+static bool gate_on(const nl_kubelet_config_t *cfg, const char *name, bool def) {
   const nl_config_map_t *m = &cfg->feature_gates;
   for (size_t i = 0; i < m->n; i++)
     if (!strcmp(m->keys[i], name)) return !strcmp(m->first[i], "true");
-  return false;
+  return def;
 }
 
 /* featureGates: each value true or false (an error otherwise, as upstream);
- * nanolet knows EventedPLEG (upstream's, off by default): any other gate is
- * ignored, and said so at start-up. */
+ * nanolet knows EventedPLEG (upstream's, off by default) and
+ * ResourceHealthStatus (beta, on by default): any other gate is ignored, and
+ * said so at start-up. */
 static int feature_gates(const nl_kubelet_config_t *cfg, nl_err_t **err) {
   const nl_config_map_t *m = &cfg->feature_gates;
   for (size_t i = 0; i < m->n; i++) {
@@ -213,7 +215,7 @@ static int feature_gates(const nl_kubelet_config_t *cfg, nl_err_t **err) {
       return nl_err_set(err, NL_EINVAL, "featureGates: invalid value of %s=%s, err: "
                         "strconv.ParseBool: parsing \"%s\": invalid syntax",
                         m->keys[i], m->first[i], m->first[i]);
-    if (strcmp(m->keys[i], "EventedPLEG") != 0)
+    if (strcmp(m->keys[i], "EventedPLEG") != 0 && strcmp(m->keys[i], "ResourceHealthStatus") != 0)
       nl_warn("featureGates: %s is not known to nanolet: ignored", m->keys[i]);
   }
   return 0;
@@ -368,7 +370,8 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
   k->cri_users++;
   if (feature_gates(cfg, err) < 0) return -1;
   nl_pleg_init(&k->pleg, loop, &k->cri, 1000, nl__kubelet_pleg_event, k);
-  if (gate_on(cfg, "EventedPLEG")) nl_pleg_use_events(&k->pleg);
+  if (gate_on(cfg, "EventedPLEG", false)) nl_pleg_use_events(&k->pleg);
+  k->resource_health = gate_on(cfg, "ResourceHealthStatus", true);
   k->pleg.metrics = &k->metrics;
   k->pleg_up = true;
   nl_runtime_set_stop_listener(&k->runtime, pleg_stopping, &k->pleg);

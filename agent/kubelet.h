@@ -126,6 +126,7 @@ struct nl_kubelet {
 
   /* Device plugins and the pod resources API (kubelet_devices.c). */
   bool devices_up, podres_up;
+  bool resource_health; /* featureGates ResourceHealthStatus: device health in pod status */
   nl_devices_t devices;
   nl_podres_t podres;
 

@@ -12,6 +12,17 @@ static void on_changed(void *ctx) {
   if (k->node_up && !k->stopping) nl_node_status_kick(&k->node);
 }
 
+/* A device a pod holds changed health: its status is generated again. */
+static void on_pod_changed(void *ctx, const char *uid) {
+  nl_kubelet_t *k = ctx;
+  if (!k->stopping) nl_pod_workers_sync_now(&k->workers, uid);
+}
+
+void nl__kubelet_devices_status(nl_kubelet_t *k, const nl_pod_t *pod, nl_pod_status_t *st) {
+  if (k->resource_health && k->devices_up && k->devices.state == NL_DEVICES_RUNNING)
+    nl_devices_resource_status(&k->devices, pod->metadata.uid, st);
+}
+
 int nl__kubelet_devices_start(nl_kubelet_t *k, nl_err_t **err) {
   char *dir = nl_xasprintf("%s/device-plugins", k->cfg->root_dir);
   nl_devices_opts_t o = {
@@ -20,6 +31,8 @@ int nl__kubelet_devices_start(nl_kubelet_t *k, nl_err_t **err) {
       .changed_ctx = k,
       .pod_active = nl__kubelet_pod_active,
       .pod_active_ctx = k,
+      .pod_changed = k->resource_health ? on_pod_changed : NULL,
+      .pod_changed_ctx = k,
       .metrics = &k->metrics,
   };
   int rc = nl_devices_start(&k->devices, k->loop, &o, err);

@@ -26,6 +26,9 @@ bool nl__kubelet_devices_container(void *ctx, const nl_pod_t *pod, const nl_cont
                                    void *arg);
 /* The node manager's hook (nl_node_deps_t.extended). */
 nl_node_extended_t *nl__kubelet_devices_extended(nl_kubelet_t *k, size_t *n);
+/* The health of the pod's devices in its container statuses
+ * (allocatedResourcesStatus), when the ResourceHealthStatus gate is on. */
+void nl__kubelet_devices_status(nl_kubelet_t *k, const nl_pod_t *pod, nl_pod_status_t *st);
 /* Admission: true, or false with the reason and an allocated message. */
 bool nl__kubelet_devices_admit(nl_kubelet_t *k, const nl_pod_t *pod, const char **reason,
                                char **msg);

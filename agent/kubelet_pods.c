@@ -226,6 +226,7 @@ static nl_pod_status_t *generate(nl_kubelet_t *k, const nl_pod_t *pod, pod_state
   nl_pod_status_t *st = nl_pod_status_generate(pod, rt, &reasons, ps->status, terminal, now_ns(),
                                                k->cfg->node_ip,
                                                probe_status_opts(k, pod, &pctx, &sopts));
+  nl__kubelet_devices_status(k, pod, st);
   if (ps->rejected_reason) {
     st->phase = NL_POD_FAILED;
     free(st->reason);

@@ -20,6 +20,7 @@
 
 #define PATH_REGISTER "/v1beta1.Registration/Register"
 #define PATH_LIST_AND_WATCH "/v1beta1.DevicePlugin/ListAndWatch"
+#define PATH_OPTIONS "/v1beta1.DevicePlugin/GetDevicePluginOptions"
 #define HEALTHY "Healthy"
 
 static void step(nl_dev_endpoint_t *ep);
@@ -191,7 +192,9 @@ static void ep_client_stopped(nl_cri_client_t *c) {
   nl_dev_endpoint_t *ep = container_of(c, nl_dev_endpoint_t, client);
   nl_devices_t *m = ep->m;
   assert(ep->state == NL_DEV_EP_CLOSING);
+  assert(!ep->reply); /* the options call's end answered it */
   nl_list_remove(&ep->link);
+  free(ep->name);
   free(ep->path);
   free(ep);
   closed_one(m);
@@ -200,7 +203,8 @@ static void ep_client_stopped(nl_cri_client_t *c) {
 /* The endpoint's stream is over: its resource (unless replaced) keeps its
  * devices, unhealthy, for the grace period. */
 static void ep_end(nl_dev_endpoint_t *ep, const char *why) {
-  assert(ep->state == NL_DEV_EP_DIALING || ep->state == NL_DEV_EP_WATCHING);
+  assert(ep->state == NL_DEV_EP_CONNECTING || ep->state == NL_DEV_EP_DIALING ||
+         ep->state == NL_DEV_EP_WATCHING);
   nl_devices_t *m = ep->m;
   if (ep->watch) {
     nl_cri_stream_cancel(ep->watch);
@@ -261,6 +265,7 @@ static void ep_on_list(const ProtobufCMessage *msg, void *ctx) {
   bool same = n == r->n_devs;
   for (size_t i = 0; same && i < n; i++)
     same = strcmp(devs[i].id, r->devs[i].id) == 0 && devs[i].healthy == r->devs[i].healthy;
+  nl__dev_health_changed(m, r->name, r->devs, r->n_devs, devs, n);
   devs_free(r->devs, r->n_devs);
   r->devs = devs;
   r->n_devs = n;
@@ -291,6 +296,7 @@ static void ep_on_end(const nl_grpc_status_t *st, void *ctx) {
 /* The endpoint's one transition function: what each state does next. */
 static void step(nl_dev_endpoint_t *ep) {
   switch (ep->state) {
+  case NL_DEV_EP_CONNECTING: break; /* the options call's answer drives it */
   case NL_DEV_EP_DIALING: {
     assert(!ep->watch);
     V1beta1__Empty req = V1BETA1__EMPTY__INIT;
@@ -308,19 +314,73 @@ static void step(nl_dev_endpoint_t *ep) {
   }
 }
 
-static void ep_start(nl_devices_t *m, nl_dev_resource_t *r, const char *endpoint) {
+/* The plugin answered GetDevicePluginOptions: its endpoint becomes the
+ * resource's (a registration before it is replaced) and ListAndWatch starts. */
+static void ep_attach(nl_dev_endpoint_t *ep, const V1beta1__DevicePluginOptions *o) {
+  nl_devices_t *m = ep->m;
+  m->registrations++;
+  nl_dev_resource_t *r = nl__dev_resource(m, ep->name);
+  r->pre_start_required = o && o->pre_start_required;
+  r->preferred_allocation = o && o->get_preferred_allocation_available;
+  nl_dev_endpoint_t *old = r->ep;
+  if (old) { /* the newest registration wins; the devices stay until its first list */
+    nl_info("device plugin for %s registered again: its endpoint %s replaces %s", r->name,
+            ep->path, old->path);
+    old->res = NULL;
+    r->ep = NULL;
+    ep_end(old, "replaced");
+  }
+  ep->res = r;
+  r->ep = ep;
+  r->ended_at = 0;
+  r->expired = false;
+  ep->state = NL_DEV_EP_DIALING;
+  nl_vlog(2, "device plugin for %s connected", r->name);
+  step(ep);
+}
+
+static void ep_reply(nl_dev_endpoint_t *ep, int code, const char *msg) {
+  nl_dev_reply_fn reply = ep->reply;
+  ep->reply = NULL;
+  if (reply) reply(ep->reply_ctx, code, msg);
+}
+
+/* upstream's PluginConnected: the Register call is answered with the outcome
+ * of GetDevicePluginOptions; a plugin that fails it is not used. */
+static void ep_on_options(const nl_grpc_status_t *st, ProtobufCMessage *resp, void *ctx) {
+  nl_dev_endpoint_t *ep = ctx;
+  if (st->code == NL_GRPC_OK && ep->state == NL_DEV_EP_CONNECTING) {
+    ep_attach(ep, (const V1beta1__DevicePluginOptions *)resp);
+    ep_reply(ep, NL_GRPC_OK, NULL);
+  } else {
+    char *e = nl_grpc_status_format(st);
+    char *why = nl_xasprintf("failed to get device plugin options: %s", e);
+    ep_reply(ep, NL_GRPC_UNKNOWN, ep->m->state == NL_DEVICES_RUNNING ? why : "kubelet is stopping");
+    if (ep->state == NL_DEV_EP_CONNECTING) {
+      nl_error("device plugin for %s at %s: %s: not used", ep->name, ep->path, why);
+      ep_end(ep, why);
+    }
+    free(why);
+    free(e);
+  }
+}
+
+static void ep_connect(nl_devices_t *m, const char *name, const char *endpoint,
+                       uint64_t timeout_ms, nl_dev_reply_fn reply, void *reply_ctx) {
   nl_dev_endpoint_t *ep = nl_xcalloc(1, sizeof *ep);
   ep->m = m;
-  ep->res = r;
+  ep->name = nl_xstrdup(name);
   ep->path = nl_xasprintf("%s/%s", m->opts.dir, endpoint);
-  ep->state = NL_DEV_EP_DIALING;
+  ep->state = NL_DEV_EP_CONNECTING;
+  ep->reply = reply;
+  ep->reply_ctx = reply_ctx;
   nl_cri_opts_t co = {
       .timeout_ms = m->opts.call_timeout_ms,
       .connect_wait_ms = m->opts.connect_wait_ms,
       .max_recv_msg_size = m->opts.max_msg,
       .max_stream_queue = 16,
   };
-  char *label = nl_xasprintf("device plugin %s (%s)", r->name, ep->path);
+  char *label = nl_xasprintf("device plugin %s (%s)", name, ep->path);
   co.label = label;
   nl_err_t *err = NULL;
   int rc = nl_cri_client_init(&ep->client, m->loop, ep->path, &co, &err);
@@ -329,10 +389,10 @@ static void ep_start(nl_devices_t *m, nl_dev_resource_t *r, const char *endpoint
   (void)rc;
   nl_list_insert_tail(&m->endpoints, &ep->link);
   m->open++;
-  r->ep = ep;
-  r->ended_at = 0;
-  r->expired = false;
-  step(ep);
+  if (!timeout_ms || timeout_ms > m->opts.call_timeout_ms) timeout_ms = m->opts.call_timeout_ms;
+  V1beta1__Empty req = V1BETA1__EMPTY__INIT;
+  nl_cri_client_call(&ep->client, PATH_OPTIONS, &req.base,
+                     &v1beta1__device_plugin_options__descriptor, timeout_ms, ep_on_options, ep);
 }
 
 /* ---- Registration ---- */
@@ -345,7 +405,8 @@ static bool label_ok(const char *s) {
   return true;
 }
 
-int nl__dev_register(nl_devices_t *m, const uint8_t *data, size_t len, char **msg) {
+int nl__dev_register(nl_devices_t *m, const uint8_t *data, size_t len, uint64_t timeout_ms,
+                     nl_dev_reply_fn reply, void *reply_ctx, char **msg) {
   *msg = NULL;
   V1beta1__RegisterRequest *r = v1beta1__register_request__unpack(NULL, len, data);
   if (!r) {
@@ -375,32 +436,27 @@ int nl__dev_register(nl_devices_t *m, const uint8_t *data, size_t len, char **ms
     v1beta1__register_request__free_unpacked(r, NULL);
     return NL_GRPC_UNKNOWN;
   }
-  m->registrations++;
-  nl_dev_resource_t *res = nl__dev_resource(m, r->resource_name);
-  res->pre_start_required = r->options && r->options->pre_start_required;
-  res->preferred_allocation = r->options && r->options->get_preferred_allocation_available;
-  nl_dev_endpoint_t *old = res->ep;
-  if (old) { /* the newest registration wins; the devices stay until its first list */
-    nl_info("device plugin for %s registered again: its endpoint %s replaces %s", res->name,
-            r->endpoint, old->path);
-    old->res = NULL;
-    res->ep = NULL;
-    ep_end(old, "replaced");
-  }
-  ep_start(m, res, r->endpoint);
+  ep_connect(m, r->resource_name, r->endpoint, timeout_ms, reply, reply_ctx);
   v1beta1__register_request__free_unpacked(r, NULL);
   return NL_GRPC_OK;
 }
 
-static void h_register(void *ctx, nl_grpc_call_t *call, const uint8_t *data, size_t len) {
-  char *msg;
-  int code = nl__dev_register(ctx, data, len, &msg);
+static void reply_register(void *ctx, int code, const char *msg) {
+  nl_grpc_call_t *call = ctx;
   if (code == NL_GRPC_OK) {
     V1beta1__Empty empty = V1BETA1__EMPTY__INIT;
     nl_grpc_call_reply_msg(call, &empty.base);
   } else {
     nl_grpc_call_reply(call, code, msg, NULL, 0);
   }
+}
+
+static void h_register(void *ctx, nl_grpc_call_t *call, const uint8_t *data, size_t len) {
+  char *msg;
+  uint64_t left = nl_grpc_call_time_left(call);
+  int code = nl__dev_register(ctx, data, len, left == UINT64_MAX ? 0 : left ? left : 1,
+                              reply_register, call, &msg);
+  if (code != NL_GRPC_OK) reply_register(call, code, msg);
   free(msg);
 }
 
@@ -503,7 +559,9 @@ void nl_devices_stop(nl_devices_t *m, nl_devices_done_fn done, void *ctx) {
     nl_dev_endpoint_t *ep = nl_list_entry(pos, nl_dev_endpoint_t, link);
     if (ep->res) ep->res->ep = NULL;
     ep->res = NULL;
-    if (ep->state == NL_DEV_EP_DIALING || ep->state == NL_DEV_EP_WATCHING) ep_end(ep, "stopping");
+    if (ep->state == NL_DEV_EP_CONNECTING || ep->state == NL_DEV_EP_DIALING ||
+        ep->state == NL_DEV_EP_WATCHING)
+      ep_end(ep, "stopping");
   }
   nl_grpc_server_stop(&m->server, server_stopped, m);
   uv_close((uv_handle_t *)&m->grace_timer, timer_closed);

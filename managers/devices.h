@@ -6,17 +6,19 @@
  * of cri/grpc_server.h; dir is <root-dir>/device-plugins, whose stale socket
  * files are removed at start so that plugins see the kubelet restart and
  * register again. A registration is checked (version "v1beta1", an extended
- * resource name) and answered at once; the plugin's socket <dir>/<endpoint>
- * is then dialled with the project's gRPC client (cri/conn.h) and its
- * ListAndWatch stream read: each message is the resource's whole device list
- * with each device's health. A second registration of a resource replaces the
- * first. When the stream ends (the plugin went away, sent what it may not),
+ * resource name); the plugin's socket <dir>/<endpoint> is then dialled with
+ * the project's gRPC client (cri/conn.h) and, as upstream's PluginConnected,
+ * its GetDevicePluginOptions asked before Register is answered: an error
+ * refuses the registration and the plugin is not used; its answer gives the
+ * plugin's options. Then its ListAndWatch stream is read: each message is the
+ * resource's whole device list with each device's health. A second
+ * registration of a resource replaces the first once it is connected. When the stream ends (the plugin went away, sent what it may not),
  * the resource's devices become unhealthy at once (allocatable 0) and leave
  * capacity after a grace period (upstream's endpointStopGracePeriod, 5 min)
  * unless the plugin registers again.
  *
- * Each plugin endpoint is one state machine (DIALING, WATCHING, ENDED,
- * CLOSING; devices.c's step()). Bounds: a resource has at most max_devices
+ * Each plugin endpoint is one state machine (CONNECTING, DIALING, WATCHING,
+ * ENDED, CLOSING; devices.c's step()). Bounds: a resource has at most max_devices
  * devices and a message at most max_msg bytes; a list over either ends the
  * stream with a log line naming the resource, as does a message that does not
  * decode. Nothing a plugin does blocks the loop.
@@ -49,6 +51,7 @@
 #include "cri/deviceplugin.pb-c.h"
 #include "cri/grpc_server.h"
 #include "managers/metrics.h"
+#include "managers/status.h"
 #include "reactor/error.h"
 #include "reactor/list.h"
 #include "reactor/map.h"
@@ -76,6 +79,10 @@ typedef struct nl_devices_opts {
    * every pod does. Asked before devices are counted free. */
   bool (*pod_active)(void *ctx, const char *uid);
   void *pod_active_ctx;
+  /* The health of a device the pod holds changed: its status should be
+   * generated again (upstream's ResourceHealthStatus updates). NULL: not told. */
+  void (*pod_changed)(void *ctx, const char *uid);
+  void *pod_changed_ctx;
   /* kubelet_device_plugin_registration_total, _alloc_duration_seconds; NULL:
    * not recorded. */
   nl_kmetrics_t *metrics;
@@ -144,6 +151,14 @@ void nl_devices_release_inactive(nl_devices_t *m);
 /* Device IDs assigned to a container for a resource (borrowed; NULL: none). */
 char *const *nl_devices_assigned(const nl_devices_t *m, const char *pod_uid,
                                  const char *container, const char *resource, size_t *n);
+
+/* ---- pod status ---- */
+
+/* upstream's UpdateAllocatedResourcesStatus (ResourceHealthStatus): each
+ * container status of st (regular containers) gets an allocatedResourcesStatus
+ * entry per resource whose devices the container holds, each device
+ * "Healthy" or "Unhealthy" as its plugin last listed it. */
+void nl_devices_resource_status(const nl_devices_t *m, const char *pod_uid, nl_pod_status_t *st);
 
 /* ---- the pod resources API (managers/podresources.h) ---- */
 

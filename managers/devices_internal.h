@@ -13,13 +13,18 @@ typedef struct nl_dev {
 } nl_dev_t;
 
 /* One plugin endpoint, from its registration to its connection's close:
- *   DIALING   ListAndWatch sent, no list yet (the client waits for the socket)
+ *   CONNECTING GetDevicePluginOptions asked (the client waits for the socket);
+ *             the plugin's Register call waits for its answer, and the
+ *             resource is not touched until it comes (upstream's
+ *             PluginConnected): an error refuses the registration
+ *   DIALING   ListAndWatch sent, no list yet
  *   WATCHING  a list received; each new one replaces the resource's devices
  *   ENDED     the stream ended or was refused: the client is being stopped
  *   CLOSING   waiting for the client's close callback, which frees it
  * An endpoint replaced by a new registration of its resource is detached
  * (res NULL) and ended. */
 typedef enum nl_dev_ep_state {
+  NL_DEV_EP_CONNECTING,
   NL_DEV_EP_DIALING,
   NL_DEV_EP_WATCHING,
   NL_DEV_EP_ENDED,
@@ -28,12 +33,18 @@ typedef enum nl_dev_ep_state {
 
 typedef struct nl_dev_resource nl_dev_resource_t;
 
+/* Answers the plugin's Register call: NL_GRPC_OK (msg NULL) or an error. */
+typedef void (*nl_dev_reply_fn)(void *ctx, int code, const char *msg);
+
 typedef struct nl_dev_endpoint {
   nl_list_t link; /* m->endpoints */
   nl_devices_t *m;
-  nl_dev_resource_t *res; /* NULL once replaced or the manager stops */
+  nl_dev_resource_t *res; /* NULL while CONNECTING, once replaced or the manager stops */
   nl_dev_ep_state_t state;
+  char *name;             /* the resource registered */
   char *path;
+  nl_dev_reply_fn reply;  /* the Register call, while CONNECTING */
+  void *reply_ctx;
   nl_cri_client_t client; /* embedded; the endpoint is freed in its stop callback */
   nl_cri_stream_t *watch; /* ListAndWatch while DIALING or WATCHING */
 } nl_dev_endpoint_t;
@@ -78,10 +89,21 @@ void nl__dev_unref(nl_devices_t *m);
 int nl__dev_checkpoint_read(nl_devices_t *m, nl_err_t **err);
 /* Fails the container requests in flight (the manager stops). */
 void nl__dev_requests_cancel(nl_devices_t *m);
-/* The Registration service's handler on a request's bytes: NL_GRPC_OK (the
- * plugin's endpoint is being dialled), or a gRPC code with *msg (allocated)
- * as the plugin is answered. The fuzz target calls it directly. */
-int nl__dev_register(nl_devices_t *m, const uint8_t *data, size_t len, char **msg);
+/* The Registration service's handler on a request's bytes. A request refused
+ * at once returns its gRPC code with *msg (allocated). An accepted one returns
+ * NL_GRPC_OK: the plugin's socket is dialled and its GetDevicePluginOptions
+ * asked (within timeout_ms, the Register call's deadline; 0: the call
+ * timeout), and reply(reply_ctx, ...) answers the plugin later, from the loop:
+ * OK once the plugin is in use, or UNKNOWN "failed to get device plugin
+ * options: rpc error: ..." and the plugin is not used. The fuzz target calls
+ * it directly. */
+int nl__dev_register(nl_devices_t *m, const uint8_t *data, size_t len, uint64_t timeout_ms,
+                     nl_dev_reply_fn reply, void *reply_ctx, char **msg);
+/* A plugin's new list (now) replaces old: the pods holding a device whose
+ * health changed are told (opts.pod_changed), as upstream's device update
+ * channel (devices_health.c). */
+void nl__dev_health_changed(nl_devices_t *m, const char *resource, const nl_dev_t *old,
+                            size_t n_old, const nl_dev_t *now, size_t n_now);
 /* The resource, created when missing. */
 nl_dev_resource_t *nl__dev_resource(nl_devices_t *m, const char *name);
 

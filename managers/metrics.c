@@ -289,6 +289,7 @@ void nl_kmetrics_device_alloc(nl_kmetrics_t *m, const char *resource, double sec
 void nl_kmetrics_podres(nl_kmetrics_t *m, const char *version, nl_kmetrics_podres_t method,
                         bool failed) {
   nl_metric_inc(nl_metric_series1(m->pr_requests_total, version));
+  if (method == NL_KMETRICS_PODRES_TOTAL) return;
   nl_metric_inc(nl_metric_series1(m->pr_requests[method], version));
   if (failed) nl_metric_inc(nl_metric_series1(m->pr_errors[method], version));
 }

@@ -76,9 +76,10 @@ typedef enum nl_kmetrics_podres {
   NL_KMETRICS_PODRES_LIST,
   NL_KMETRICS_PODRES_GET_ALLOCATABLE,
   NL_KMETRICS_PODRES_GET,
+  NL_KMETRICS_PODRES_TOTAL, /* only ..._requests_total (upstream's v1alpha1 List) */
 } nl_kmetrics_podres_t;
-/* A pod resources call of version ("v1") reached its method; failed: it
- * answered an error. */
+/* A pod resources call of version ("v1", "v1alpha1") reached its method;
+ * failed: it answered an error. */
 void nl_kmetrics_podres(nl_kmetrics_t *m, const char *version, nl_kmetrics_podres_t method,
                         bool failed);
 

@@ -12,6 +12,10 @@
 #define PATH_LIST "/v1.PodResourcesLister/List"
 #define PATH_ALLOCATABLE "/v1.PodResourcesLister/GetAllocatableResources"
 #define PATH_GET "/v1.PodResourcesLister/Get"
+/* upstream still serves the first version's List on the same socket; its
+ * messages are v1's first fields, with the same numbers, so a v1 answer
+ * without the fields v1 added (never set here) is its answer */
+#define PATH_LIST_V1ALPHA1 "/v1alpha1.PodResourcesLister/List"
 
 /* ---- building the answers ---- */
 
@@ -62,15 +66,16 @@ static V1__ContainerResources *container_of_pod(nl_podres_t *p, const nl_pod_t *
   return cr;
 }
 
-/* upstream: restartable init containers (sidecars), then the containers */
-static V1__PodResources *pod_resources(nl_podres_t *p, const nl_pod_t *pod) {
+/* upstream: restartable init containers (sidecars), then the containers;
+ * v1alpha1: the containers only */
+static V1__PodResources *pod_resources_of(nl_podres_t *p, const nl_pod_t *pod, bool sidecars) {
   V1__PodResources *pr = nl_xmalloc(sizeof *pr);
   v1__pod_resources__init(pr);
   pr->name = pod->metadata.name;
   pr->namespace_ = pod->metadata.namespace_;
   const nl_pod_spec_t *s = &pod->spec;
   pr->containers = nl_xcalloc(s->n_init_containers + s->n_containers + 1, sizeof *pr->containers);
-  for (size_t i = 0; i < s->n_init_containers; i++) {
+  for (size_t i = 0; sidecars && i < s->n_init_containers; i++) {
     const nl_container_t *c = &s->init_containers[i];
     if (c->restart_policy && strcmp(c->restart_policy, "Always") == 0)
       pr->containers[pr->n_containers++] = container_of_pod(p, pod, c);
@@ -78,6 +83,10 @@ static V1__PodResources *pod_resources(nl_podres_t *p, const nl_pod_t *pod) {
   for (size_t i = 0; i < s->n_containers; i++)
     pr->containers[pr->n_containers++] = container_of_pod(p, pod, &s->containers[i]);
   return pr;
+}
+
+static V1__PodResources *pod_resources(nl_podres_t *p, const nl_pod_t *pod) {
+  return pod_resources_of(p, pod, true);
 }
 
 static void pod_resources_free(V1__PodResources *pr) {
@@ -92,6 +101,21 @@ static void pod_resources_free(V1__PodResources *pr) {
 
 static bool active(const nl_podres_t *p, const nl_pod_t *pod) {
   return !p->deps.pod_active || p->deps.pod_active(p->deps.pod_active_ctx, pod->metadata.uid);
+}
+
+/* v1alpha1: every pod of the pod manager, active or not (upstream's
+ * podsProvider.GetPods()), with v1alpha1's fields only. */
+static V1__ListPodResourcesResponse *list_v1alpha1(nl_podres_t *p) {
+  V1__ListPodResourcesResponse *r = nl_xmalloc(sizeof *r);
+  v1__list_pod_resources_response__init(r);
+  if (devices_on(p)) nl_devices_release_inactive(p->deps.devices);
+  size_t n = 0;
+  const nl_pod_t **pods = p->deps.pods ? nl_pod_manager_list(p->deps.pods, &n) : NULL;
+  r->pod_resources = nl_xcalloc(n + 1, sizeof *r->pod_resources);
+  for (size_t i = 0; i < n; i++)
+    r->pod_resources[r->n_pod_resources++] = pod_resources_of(p, pods[i], false);
+  free(pods);
+  return r;
 }
 
 V1__ListPodResourcesResponse *nl_podres_list(nl_podres_t *p) {
@@ -168,6 +192,19 @@ static void h_list(void *ctx, nl_grpc_call_t *call, const uint8_t *data, size_t 
   nl_podres_msg_free(&r->base);
 }
 
+static void h_list_v1alpha1(void *ctx, nl_grpc_call_t *call, const uint8_t *data, size_t len) {
+  nl_podres_t *p = ctx;
+  if (!admitted(p, call)) return;
+  ProtobufCMessage *req = decode(call, &v1__list_pod_resources_request__descriptor, data, len);
+  if (!req) return;
+  protobuf_c_message_free_unpacked(req, NULL);
+  if (p->deps.metrics)
+    nl_kmetrics_podres(p->deps.metrics, "v1alpha1", NL_KMETRICS_PODRES_TOTAL, false);
+  V1__ListPodResourcesResponse *r = list_v1alpha1(p);
+  nl_grpc_call_reply_msg(call, &r->base);
+  nl_podres_msg_free(&r->base);
+}
+
 static void h_allocatable(void *ctx, nl_grpc_call_t *call, const uint8_t *data, size_t len) {
   nl_podres_t *p = ctx;
   if (!admitted(p, call)) return;
@@ -222,6 +259,7 @@ int nl_podres_start(nl_podres_t *p, uv_loop_t *loop, const char *dir,
   nl_grpc_server_method(&p->server, PATH_LIST, NL_GRPC_UNARY, h_list, p);
   nl_grpc_server_method(&p->server, PATH_ALLOCATABLE, NL_GRPC_UNARY, h_allocatable, p);
   nl_grpc_server_method(&p->server, PATH_GET, NL_GRPC_UNARY, h_get, p);
+  nl_grpc_server_method(&p->server, PATH_LIST_V1ALPHA1, NL_GRPC_UNARY, h_list_v1alpha1, p);
   char *path = nl_xasprintf("%s/%s", dir, NL_PODRES_SOCKET);
   int rc = nl_grpc_server_listen(&p->server, path, err);
   if (rc == 0) nl_info("serving the pod resources API on %s", path);

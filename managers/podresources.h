@@ -13,6 +13,11 @@
  *   Get                      one pod of the pod manager by namespace and name;
  *                            "pod <name> in namespace <ns> not found" (code
  *                            Unknown, as upstream's plain error) otherwise
+ * and, as upstream still does, the first version's
+ * "/v1alpha1.PodResourcesLister/List": every pod of the pod manager, active
+ * or not, its containers (no init containers) with their devices; its
+ * messages are v1's first fields, so a v1 answer without v1's additions is
+ * sent (counted in ..._requests_total only, as upstream).
  * cpu_ids, memory, topology and dynamic_resources stay empty: there is no
  * CPU, memory, topology or DRA manager. Calls pass a token bucket (upstream's
  * 100 per second, burst 10; RESOURCE_EXHAUSTED "rejected by rate limit"

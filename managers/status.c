@@ -42,7 +42,36 @@ static void cstate_copy(nl_cstate_t *dst, const nl_cstate_t *src) {
   dst->container_id = xdup(src->container_id);
 }
 
+static void alloc_status_free(nl_resource_status_t *v, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    for (size_t j = 0; j < v[i].n_resources; j++) free(v[i].resources[j].id);
+    free(v[i].resources);
+    free(v[i].name);
+  }
+  free(v);
+}
+
+nl_resource_status_t *nl_container_status_resource(nl_container_status_t *c, const char *name) {
+  for (size_t i = 0; i < c->n_alloc_status; i++) {
+    nl_resource_status_t *r = &c->alloc_status[i];
+    if (strcmp(r->name, name) != 0) continue;
+    for (size_t j = 0; j < r->n_resources; j++) free(r->resources[j].id);
+    r->n_resources = 0;
+    return r;
+  }
+  c->alloc_status = nl_xrealloc(c->alloc_status, (c->n_alloc_status + 1) * sizeof *c->alloc_status);
+  nl_resource_status_t *r = &c->alloc_status[c->n_alloc_status++];
+  *r = (nl_resource_status_t){.name = nl_xstrdup(name)};
+  return r;
+}
+
+void nl_resource_status_add(nl_resource_status_t *r, const char *id, bool healthy) {
+  r->resources = nl_xrealloc(r->resources, (r->n_resources + 1) * sizeof *r->resources);
+  r->resources[r->n_resources++] = (nl_resource_health_t){nl_xstrdup(id), healthy};
+}
+
 static void cstatus_free(nl_container_status_t *c) {
+  alloc_status_free(c->alloc_status, c->n_alloc_status);
   free(c->name);
   cstate_free(&c->state);
   cstate_free(&c->last_state);
@@ -64,6 +93,14 @@ static void cstatus_copy(nl_container_status_t *dst, const nl_container_status_t
   dst->container_id = xdup(src->container_id);
   dst->allocated_json = xdup(src->allocated_json);
   dst->resources_json = xdup(src->resources_json);
+  dst->alloc_status = NULL;
+  dst->n_alloc_status = 0;
+  for (size_t i = 0; i < src->n_alloc_status; i++) {
+    const nl_resource_status_t *r = &src->alloc_status[i];
+    nl_resource_status_t *d = nl_container_status_resource(dst, r->name);
+    for (size_t j = 0; j < r->n_resources; j++)
+      nl_resource_status_add(d, r->resources[j].id, r->resources[j].healthy);
+  }
 }
 
 static char **strv_dup(char *const *v, size_t n) {

@@ -48,6 +48,17 @@ typedef struct nl_cstate { /* v1.ContainerState: one of waiting/running/terminat
   char *container_id; /* terminated: "containerd://<id>", NULL when unknown */
 } nl_cstate_t;
 
+typedef struct nl_resource_health { /* v1.ResourceHealth */
+  char *id;     /* resourceID: a device ID */
+  bool healthy; /* health: "Healthy" or "Unhealthy" */
+} nl_resource_health_t;
+
+typedef struct nl_resource_status { /* v1.ResourceStatus */
+  char *name; /* the resource, e.g. "example.com/resource" */
+  nl_resource_health_t *resources;
+  size_t n_resources;
+} nl_resource_status_t;
+
 typedef struct nl_container_status { /* v1.ContainerStatus */
   char *name;
   nl_cstate_t state;
@@ -62,6 +73,10 @@ typedef struct nl_container_status { /* v1.ContainerStatus */
    * JSON objects, NULL when absent (set by the kubelet after generation). */
   char *allocated_json;
   char *resources_json;
+  /* allocatedResourcesStatus: the health of the container's devices
+   * (ResourceHealthStatus; set by the device manager, nl_devices_resource_status) */
+  nl_resource_status_t *alloc_status;
+  size_t n_alloc_status;
 } nl_container_status_t;
 
 typedef struct nl_pod_condition {
@@ -175,6 +190,11 @@ void nl_pod_status_terminate(nl_pod_status_t *s, const nl_pod_t *pod);
 bool nl_pod_status_ready_needs_reconcile(const nl_pod_t *pod);
 /* A deep copy (caller frees). */
 nl_pod_status_t *nl_pod_status_dup(const nl_pod_status_t *s);
+/* c's allocatedResourcesStatus entry named name, emptied (an old status'
+ * entry is updated, as upstream's), or appended (name copied); then a
+ * ResourceHealth (id copied) appended to it. */
+nl_resource_status_t *nl_container_status_resource(nl_container_status_t *c, const char *name);
+void nl_resource_status_add(nl_resource_status_t *r, const char *id, bool healthy);
 
 /* upstream GetPodQOS over cpu and memory of all containers and init containers. */
 const char *nl_pod_qos_class(const nl_pod_t *pod);

@@ -117,6 +117,25 @@ static void cstate(nl_buf_t *b, const nl_cstate_t *s) {
   nl_buf_puts(b, "}");
 }
 
+/* allocatedResourcesStatus (omitempty; each resources list is always written,
+ * as upstream's, which starts it empty) */
+static void alloc_status(nl_buf_t *b, const nl_resource_status_t *v, size_t n) {
+  if (!n) return;
+  nl_buf_puts(b, ",\"allocatedResourcesStatus\":[");
+  for (size_t i = 0; i < n; i++) {
+    nl_buf_puts(b, i ? ",{\"name\":" : "{\"name\":");
+    str(b, v[i].name);
+    nl_buf_puts(b, ",\"resources\":[");
+    for (size_t j = 0; j < v[i].n_resources; j++) {
+      nl_buf_puts(b, j ? ",{\"resourceID\":" : "{\"resourceID\":");
+      str(b, v[i].resources[j].id);
+      nl_buf_printf(b, ",\"health\":\"%s\"}", v[i].resources[j].healthy ? "Healthy" : "Unhealthy");
+    }
+    nl_buf_puts(b, "]}");
+  }
+  nl_buf_puts(b, "]");
+}
+
 static void cstatus(nl_buf_t *b, const nl_container_status_t *c) {
   nl_buf_puts(b, "{\"name\":");
   str(b, c->name);
@@ -134,6 +153,7 @@ static void cstatus(nl_buf_t *b, const nl_container_status_t *c) {
   if (c->started >= 0) nl_buf_printf(b, ",\"started\":%s", c->started ? "true" : "false");
   if (c->allocated_json) nl_buf_printf(b, ",\"allocatedResources\":%s", c->allocated_json);
   if (c->resources_json) nl_buf_printf(b, ",\"resources\":%s", c->resources_json);
+  alloc_status(b, c->alloc_status, c->n_alloc_status);
   nl_buf_puts(b, "}");
 }
 

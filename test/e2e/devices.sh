@@ -291,6 +291,17 @@ EOF
   check "kubectl exec: /dev/ttyTEST is the host's $PTS (char device $st)" \
     test "$(kubectl exec -n "$PODS_NS" pty -- stat -c '%F %t:%T' /dev/ttyTEST 2>&1)" = "character special file $st"
   check "the plugin was asked to Allocate once for it" [ "$(grep -c '^allocate dev-1$' "$FAKE_LOG")" = 1 ]
+  # ResourceHealthStatus: the device's health in the container's status,
+  # following the plugin's list (SIGUSR1 turns it over)
+  pty_health_is() { [ "$(kpod pty | jq -c '.status.containerStatuses[0].allocatedResourcesStatus')" = "[{\"name\":\"nanolet.test/pty\",\"resources\":[{\"health\":\"$1\",\"resourceID\":\"dev-1\"}]}]" ]; }
+  check "kubectl: the container's allocatedResourcesStatus shows dev-1 Healthy" wait_for 10 pty_health_is Healthy
+  kill -USR1 "$FAKE_PID"
+  check "the plugin's list says dev-1 is Unhealthy: the pod's status says so within 5 s" wait_for 5 pty_health_is Unhealthy
+  pty_sick() { [ "$(kubectl get node "$NODE" -o json 2>/dev/null | jq -r '"\(.status.capacity["nanolet.test/pty"]) \(.status.allocatable["nanolet.test/pty"])"')" = "1 0" ]; }
+  check "kubectl: the Node's nanolet.test/pty allocatable is 0, capacity 1" wait_for 10 pty_sick
+  check "kubectl: the pod keeps running" kpod_is pty .status.phase Running
+  kill -USR1 "$FAKE_PID"
+  check "healthy again: the pod's status says so" wait_for 5 pty_health_is Healthy
 else
   fail "pty" "python3 did not open a pty pair"
 fi

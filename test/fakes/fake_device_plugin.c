@@ -18,7 +18,9 @@
  *
  * What it does goes to stdout, one line each, for the tests to read:
  * "listening PATH", "registered NAME", "register: ERROR", "watch",
- * "watch ended", "allocate ID,ID", "prestart ID". */
+ * "watch ended", "allocate ID,ID", "prestart ID", "health Healthy|Unhealthy".
+ * SIGUSR1 turns every device's health over (Healthy <-> Unhealthy) and sends
+ * the new list. */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -52,10 +54,11 @@ typedef struct plugin {
   nl_grpc_server_t *srv;
   nl_cri_client_t reg;
   bool registering, stopping;
+  bool unhealthy;              /* SIGUSR1 turns it over */
   nl_grpc_call_t *watch;       /* the agent's ListAndWatch */
   nl_grpc_call_t *ended_watch; /* cancelled, answered from the timer */
   uv_timer_t timer;            /* registration retries */
-  uv_signal_t sigterm, sigint;
+  uv_signal_t sigterm, sigint, sigusr1;
 } plugin_t;
 
 static void die(const char *what) {
@@ -97,12 +100,7 @@ static void on_watch_cancel(nl_grpc_call_t *call, void *ctx) {
   if (!p->stopping) uv_timer_start(&p->timer, on_timer, 0, 0);
 }
 
-static void h_watch(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_t len) {
-  plugin_t *p = ctx;
-  if (p->watch) nl_grpc_call_finish(p->watch, NL_GRPC_OK, NULL); /* replaced */
-  p->watch = call;
-  nl_grpc_call_on_cancel(call, on_watch_cancel, p);
-  printf("watch\n");
+static void send_list(plugin_t *p, nl_grpc_call_t *call) {
   V1beta1__Device d[p->count];
   V1beta1__Device *dp[p->count];
   char ids[p->count][16];
@@ -110,13 +108,29 @@ static void h_watch(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_t 
     v1beta1__device__init(&d[i]);
     snprintf(ids[i], sizeof ids[i], "dev-%d", i + 1);
     d[i].id = ids[i];
-    d[i].health = "Healthy";
+    d[i].health = p->unhealthy ? "Unhealthy" : "Healthy";
     dp[i] = &d[i];
   }
   V1beta1__ListAndWatchResponse l = V1BETA1__LIST_AND_WATCH_RESPONSE__INIT;
   l.devices = dp;
   l.n_devices = (size_t)p->count;
   nl_grpc_call_send_msg(call, &l.base);
+}
+
+static void h_watch(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_t len) {
+  plugin_t *p = ctx;
+  if (p->watch) nl_grpc_call_finish(p->watch, NL_GRPC_OK, NULL); /* replaced */
+  p->watch = call;
+  nl_grpc_call_on_cancel(call, on_watch_cancel, p);
+  printf("watch\n");
+  send_list(p, call);
+}
+
+static void on_health(uv_signal_t *s, int signum) {
+  plugin_t *p = s->data;
+  p->unhealthy = !p->unhealthy;
+  printf("health %s\n", p->unhealthy ? "Unhealthy" : "Healthy");
+  if (p->watch) send_list(p, p->watch);
 }
 
 static void h_allocate(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_t len) {
@@ -274,6 +288,7 @@ static void on_signal(uv_signal_t *s, int signum) {
   uv_close((uv_handle_t *)&p->timer, NULL);
   uv_close((uv_handle_t *)&p->sigterm, NULL);
   uv_close((uv_handle_t *)&p->sigint, NULL);
+  uv_close((uv_handle_t *)&p->sigusr1, NULL);
 }
 
 int main(int argc, char **argv) {
@@ -338,6 +353,9 @@ int main(int argc, char **argv) {
   p.sigterm.data = p.sigint.data = &p;
   uv_signal_start(&p.sigterm, on_signal, SIGTERM);
   uv_signal_start(&p.sigint, on_signal, SIGINT);
+  uv_signal_init(p.loop, &p.sigusr1);
+  p.sigusr1.data = &p;
+  uv_signal_start(&p.sigusr1, on_health, SIGUSR1);
   uv_timer_start(&p.timer, on_timer, 0, 0);
   uv_run(p.loop, UV_RUN_DEFAULT);
   return uv_loop_close(p.loop) == 0 ? 0 : 1;

@@ -10,9 +10,8 @@
  *   1  AllocateResponse to the Allocate of a container admitted with one of
  *      the plugin's two devices (the one-response check, the checkpointed
  *      answer unpacked again for the runtime)
- *   2  DevicePluginOptions, sent inside the plugin's RegisterRequest (the
- *      manager never calls GetDevicePluginOptions: options come with the
- *      registration)
+ *   2  DevicePluginOptions, the plugin's GetDevicePluginOptions answer (asked
+ *      before the registration is answered; a list follows when it decodes)
  *   3  PreferredAllocationResponse: the manager never calls
  *      GetPreferredAllocation; the bytes only go through the decoder
  * Checks: no crash, leak or sanitizer report; the container is answered
@@ -39,7 +38,7 @@ typedef struct world {
   int kind;
   const uint8_t *msg;
   size_t len;
-  bool listed, m_done, plugin_done;
+  bool listed, registered, reg_ok, m_done, plugin_done;
   int answers;
   uv_timer_t guard;
   bool expired;
@@ -74,6 +73,23 @@ static void h_allocate(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size
   nl_grpc_call_reply(call, NL_GRPC_OK, NULL, w->msg, w->len);
 }
 
+static void h_options(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_t len) {
+  world_t *w = ctx;
+  if (w->kind == 2) {
+    nl_grpc_call_reply(call, NL_GRPC_OK, NULL, w->msg, w->len);
+    return;
+  }
+  V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
+  nl_grpc_call_reply_msg(call, &o.base);
+}
+
+static void on_registered(void *ctx, int code, const char *msg) {
+  world_t *w = ctx;
+  assert(!w->registered && (code == NL_GRPC_OK ? !msg : msg != NULL));
+  w->registered = true;
+  w->reg_ok = code == NL_GRPC_OK;
+}
+
 static void on_container(void *ctx, V1beta1__ContainerAllocateResponse *const *resps, size_t n,
                          const char *err) {
   world_t *w = ctx;
@@ -94,27 +110,13 @@ static void run_until(world_t *w, const bool *flag) {
 static void m_stopped(nl_devices_t *m, void *ctx) { ((world_t *)ctx)->m_done = true; }
 static void plugin_stopped(nl_grpc_server_t *s, void *ctx) { ((world_t *)ctx)->plugin_done = true; }
 
-/* A RegisterRequest whose options (field 4) are the input's bytes. */
-static uint8_t *register_bytes(const world_t *w, size_t *n) {
+static uint8_t *register_bytes(size_t *n) {
   V1beta1__RegisterRequest r = V1BETA1__REGISTER_REQUEST__INIT;
   r.version = "v1beta1";
   r.endpoint = "p.sock";
   r.resource_name = RES;
-  size_t base = v1beta1__register_request__get_packed_size(&r);
-  size_t len = w->kind == 2 ? w->len : 0;
-  uint8_t *b = malloc(base + len + 16);
-  size_t o = v1beta1__register_request__pack(&r, b);
-  if (w->kind == 2) {
-    b[o++] = 4 << 3 | 2;
-    size_t v = len;
-    do {
-      b[o++] = (uint8_t)(v & 0x7f) | (v > 0x7f ? 0x80 : 0);
-      v >>= 7;
-    } while (v);
-    memcpy(b + o, w->msg, len);
-    o += len;
-  }
-  *n = o;
+  uint8_t *b = malloc(v1beta1__register_request__get_packed_size(&r));
+  *n = v1beta1__register_request__pack(&r, b);
   return b;
 }
 
@@ -143,6 +145,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char path[128];
   snprintf(path, sizeof path, "%s/p.sock", dir);
   nl_grpc_server_init(&w.plugin, &w.loop, NULL);
+  nl_grpc_server_method(&w.plugin, "/v1beta1.DevicePlugin/GetDevicePluginOptions",
+                        NL_GRPC_UNARY, h_options, &w);
   nl_grpc_server_method(&w.plugin, "/v1beta1.DevicePlugin/ListAndWatch",
                         NL_GRPC_SERVER_STREAMING, h_watch, &w);
   nl_grpc_server_method(&w.plugin, "/v1beta1.DevicePlugin/Allocate", NL_GRPC_UNARY, h_allocate,
@@ -150,12 +154,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (nl_grpc_server_listen(&w.plugin, path, &err) < 0) abort();
   /* the registration, through the manager's handler on its bytes */
   size_t rn;
-  uint8_t *rb = register_bytes(&w, &rn);
+  uint8_t *rb = register_bytes(&rn);
   char *msg = NULL;
-  int code = nl__dev_register(&w.m, rb, rn, &msg);
-  free(msg);
+  int code = nl__dev_register(&w.m, rb, rn, 0, on_registered, &w, &msg);
+  assert(code == NL_GRPC_OK && !msg);
   free(rb);
-  if (code == NL_GRPC_OK) run_until(&w, &w.listed);
+  run_until(&w, &w.registered);
+  if (w.reg_ok) run_until(&w, &w.listed);
   for (int i = 0; i < 20; i++) uv_run(&w.loop, UV_RUN_NOWAIT); /* the list is read */
 
   /* what reads the lists: node counts, the pod resources answers */
@@ -189,6 +194,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   nl_grpc_server_stop(&w.plugin, plugin_stopped, &w);
   nl_devices_stop(&w.m, m_stopped, &w);
   while (!w.m_done || !w.plugin_done) uv_run(&w.loop, UV_RUN_ONCE);
+  assert(w.registered); /* answered exactly once, whatever happened */
   uv_close((uv_handle_t *)&w.guard, NULL);
   uv_run(&w.loop, UV_RUN_DEFAULT);
   if (uv_loop_close(&w.loop) != 0) abort();

@@ -4,10 +4,12 @@
  * endpoint, resource name, options) goes through the decoder, the checks
  * (version, extended resource name, endpoint a socket name in the directory),
  * the metrics label guard and, when accepted, the endpoint's state machine
- * (its socket does not answer: the stream ends and the endpoint is freed).
+ * (its socket does not answer: GetDevicePluginOptions fails, the registration
+ * is answered with the error once and the endpoint is freed).
  * The manager is started and stopped for each input in a temporary directory;
  * checks: no crash, leak or sanitizer report, an answer code and a message
- * on refusal, the loop closes cleanly.
+ * on refusal, every registration answered exactly once, the loop closes
+ * cleanly.
  *
  * Input: the request message's bytes. Seeds: corpus/ (gen_seeds.c writes them). */
 #include <assert.h>
@@ -25,6 +27,11 @@ static char dir[64];
 
 static void stopped(nl_devices_t *m, void *ctx) { *(bool *)ctx = true; }
 
+static void answered(void *ctx, int code, const char *msg) {
+  assert(code != NL_GRPC_OK && msg); /* nothing listens on the plugin's socket */
+  ++*(int *)ctx;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!dir[0]) {
     nl_log_set_verbosity(-1);
@@ -41,16 +48,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   nl_err_t *err = NULL;
   if (nl_devices_start(&m, &loop, &o, &err) < 0) abort();
   char *msg = NULL;
-  int code = nl__dev_register(&m, data, size, &msg);
+  int later = 0, accepted = 0; /* answers to come, answers come */
+  int code = nl__dev_register(&m, data, size, 0, answered, &accepted, &msg);
   assert(code == NL_GRPC_OK ? msg == NULL : msg != NULL);
+  later += code == NL_GRPC_OK;
   free(msg);
-  if (size > 0 && code == NL_GRPC_OK) /* the same plugin again: replaces the first */
-    (void)nl__dev_register(&m, data, size, &msg), free(msg);
+  if (size > 0 && code == NL_GRPC_OK) { /* the same plugin again */
+    later += nl__dev_register(&m, data, size, 0, answered, &accepted, &msg) == NL_GRPC_OK;
+    free(msg);
+  }
   uv_run(&loop, UV_RUN_NOWAIT);
   bool done = false;
   nl_devices_stop(&m, stopped, &done);
   while (!done) uv_run(&loop, UV_RUN_ONCE);
   uv_run(&loop, UV_RUN_DEFAULT);
+  if (accepted != later) abort();
   if (uv_loop_close(&loop) != 0) abort();
   nl_kmetrics_free(&km);
   return 0;

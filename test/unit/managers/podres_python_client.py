@@ -106,6 +106,18 @@ def main():
         check("List: no cpu_ids, memory, dynamic_resources",
               all(not c["others"] for c in cs), cs)
 
+        # v1alpha1 (upstream still serves it): every pod of the pod manager,
+        # its containers only, v1alpha1's fields only
+        resp = ch.unary_unary("/v1alpha1.PodResourcesLister/List")(b"", timeout=5)
+        pods = sorted(pod(p) for p in get(resp, 1))
+        check("v1alpha1 List: every pod", [p[:2] for p in pods] == [("gw", "edge"), ("old", "edge")],
+              pods)
+        cs = pods[0][2] if pods else []
+        check("v1alpha1 List: the containers, not the sidecar", [c["name"] for c in cs] == ["c"] and
+              cs[0]["devices"] == [("example.com/serial", ["ttyS0"], False),
+                                   ("example.com/serial", ["ttyS2"], False)] and
+              not cs[0]["others"], cs)
+
         resp = ch.unary_unary("/v1.PodResourcesLister/GetAllocatableResources")(b"", timeout=5)
         check("GetAllocatableResources: the healthy devices",
               devices(resp, 1) == [("example.com/serial", ["ttyS0"], False),

@@ -34,6 +34,13 @@ typedef struct app {
 
 static bool active(void *ctx, const char *uid) { return strcmp(uid, "uid-gw") == 0; }
 
+/* Asked before the registration is answered. */
+static void h_options(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_t len) {
+  (void)ctx, (void)req, (void)len;
+  V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
+  nl_grpc_call_reply_msg(call, &o.base);
+}
+
 static void h_watch(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_t len) {
   app_t *a = ctx;
   a->watch = call;
@@ -130,6 +137,8 @@ int main(int argc, char **argv) {
   }
   char *plugin_sock = nl_xasprintf("%s/serial.sock", dp_dir);
   nl_grpc_server_init(&a.plugin, &a.loop, NULL);
+  nl_grpc_server_method(&a.plugin, "/v1beta1.DevicePlugin/GetDevicePluginOptions", NL_GRPC_UNARY,
+                        h_options, &a);
   nl_grpc_server_method(&a.plugin, "/v1beta1.DevicePlugin/ListAndWatch",
                         NL_GRPC_SERVER_STREAMING, h_watch, &a);
   if (nl_grpc_server_listen(&a.plugin, plugin_sock, &err) < 0) {

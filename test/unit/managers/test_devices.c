@@ -31,15 +31,20 @@ typedef struct world {
   nl_devices_t m;
   bool m_done;
   int changes;
+  int pod_changes; /* opts.pod_changed calls */
+  char pod_changed[64];
   /* the fake plugin */
   nl_grpc_server_t plugin;
   bool plugin_up, plugin_done;
   nl_grpc_call_t *watch;
-  int allocates, prestarts;
+  int allocates, prestarts, options_calls, watch_calls;
+  bool opt_pre_start; /* GetDevicePluginOptions answers */
+  const char *opt_fail; /* set: it fails with this message */
   /* the registering client */
   nl_cri_client_t reg;
   bool reg_up, reg_done;
   int reg_code;
+  int reg_options_calls; /* GetDevicePluginOptions calls when Register was answered */
   char reg_msg[256];
   bool reg_answered;
   /* a container's answers */
@@ -53,6 +58,12 @@ typedef struct world {
 } world_t;
 
 static void on_changed(void *ctx) { ((world_t *)ctx)->changes++; }
+
+static void on_pod_changed(void *ctx, const char *uid) {
+  world_t *w = ctx;
+  w->pod_changes++;
+  snprintf(w->pod_changed, sizeof w->pod_changed, "%s", uid);
+}
 
 /* ---- the fake plugin ---- */
 
@@ -76,8 +87,21 @@ static void send_list(world_t *w, size_t n, const char *const *health) {
   free(dp);
 }
 
+static void h_options(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_t len) {
+  world_t *w = ctx;
+  w->options_calls++;
+  if (w->opt_fail) {
+    nl_grpc_call_reply(call, NL_GRPC_UNKNOWN, w->opt_fail, NULL, 0);
+    return;
+  }
+  V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
+  o.pre_start_required = w->opt_pre_start;
+  nl_grpc_call_reply_msg(call, &o.base);
+}
+
 static void h_watch(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_t len) {
   world_t *w = ctx;
+  w->watch_calls++;
   w->watch = call;
   send_list(w, 2, NULL);
 }
@@ -124,6 +148,8 @@ static void h_prestart(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size
 static void plugin_start(world_t *w, const char *name) {
   snprintf(w->plugin_path, sizeof w->plugin_path, "%s/%s", w->dir, name);
   nl_grpc_server_init(&w->plugin, &w->loop, NULL);
+  nl_grpc_server_method(&w->plugin, "/v1beta1.DevicePlugin/GetDevicePluginOptions", NL_GRPC_UNARY,
+                        h_options, w);
   nl_grpc_server_method(&w->plugin, "/v1beta1.DevicePlugin/ListAndWatch",
                         NL_GRPC_SERVER_STREAMING, h_watch, w);
   nl_grpc_server_method(&w->plugin, "/v1beta1.DevicePlugin/Allocate", NL_GRPC_UNARY, h_allocate, w);
@@ -164,7 +190,8 @@ static void on_guard(uv_timer_t *t) {
 
 static void manager_start(world_t *w, uint64_t grace_ms, size_t max_devices) {
   nl_devices_opts_t o = {.dir = w->dir, .grace_ms = grace_ms, .max_devices = max_devices,
-                         .connect_wait_ms = 500, .changed = on_changed, .changed_ctx = w};
+                         .connect_wait_ms = 500, .changed = on_changed, .changed_ctx = w,
+                         .pod_changed = on_pod_changed, .pod_changed_ctx = w};
   nl_err_t *err = NULL;
   if (nl_devices_start(&w->m, &w->loop, &o, &err) < 0) fail_msg("%s", err->msg);
   w->m_done = false;
@@ -212,9 +239,12 @@ static void world_free(world_t *w) {
 
 /* ---- registration ---- */
 
+/* The plugin's options come from its GetDevicePluginOptions answer, as
+ * upstream's: the request's own (the same here) are not read. */
 static void on_registered(const nl_grpc_status_t *st, ProtobufCMessage *resp, void *ctx) {
   world_t *w = ctx;
   w->reg_answered = true;
+  w->reg_options_calls = w->options_calls;
   w->reg_code = st->code;
   snprintf(w->reg_msg, sizeof w->reg_msg, "%s", st->message);
 }
@@ -228,6 +258,7 @@ static void do_register(world_t *w, const char *version, const char *name, const
   }
   V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
   o.pre_start_required = pre_start;
+  w->opt_pre_start = pre_start;
   V1beta1__RegisterRequest r = V1BETA1__REGISTER_REQUEST__INIT;
   r.version = (char *)version;
   r.resource_name = (char *)name;
@@ -335,9 +366,52 @@ static void test_too_many_devices(void **state) {
 static void test_no_plugin_socket(void **state) {
   world_t *w = world_new();
   manager_start(w, 0, 0);
-  do_register(w, "v1beta1", RES, "nothing.sock", false);
+  do_register(w, "v1beta1", RES, "nothing.sock", false); /* answered after connect_wait_ms */
+  assert_int_equal(w->reg_code, NL_GRPC_UNKNOWN);
+  assert_non_null(strstr(w->reg_msg, "failed to get device plugin options: rpc error: code = "));
+  size_t n;
+  free(nl_devices_counts(&w->m, &n));
+  assert_int_equal(n, 0); /* never used */
+  assert_int_equal(w->changes, 0);
+  manager_stop(w);
+  world_free(w);
+}
+
+/* upstream's PluginConnected: Register is answered once the plugin answered
+ * GetDevicePluginOptions; when that fails the plugin is refused and not used
+ * (no ListAndWatch, no resource), and a registration in use is undisturbed. */
+static void test_options_first(void **state) {
+  world_t *w = world_new();
+  manager_start(w, 0, 0);
+  plugin_start(w, "dp.sock");
+  w->opt_fail = "GetDevicePluginOptions failed";
+  do_register(w, "v1beta1", RES, "dp.sock", false);
+  assert_int_equal(w->reg_code, NL_GRPC_UNKNOWN);
+  assert_string_equal(w->reg_msg, "failed to get device plugin options: rpc error: code = Unknown "
+                                  "desc = GetDevicePluginOptions failed");
+  for (int i = 0; i < 20; i++) uv_run(&w->loop, UV_RUN_NOWAIT);
+  assert_int_equal(w->options_calls, 1);
+  assert_int_equal(w->watch_calls, 0);
+  size_t n;
+  free(nl_devices_counts(&w->m, &n));
+  assert_int_equal(n, 0);
+  assert_int_equal(w->m.registrations, 0);
+
+  w->opt_fail = NULL;
+  do_register(w, "v1beta1", RES, "dp.sock", false);
   assert_int_equal(w->reg_code, NL_GRPC_OK);
-  RUN_UNTIL(w, w->changes > 0 && counts_are(w, 0, 0)); /* gave up after connect_wait_ms */
+  assert_int_equal(w->reg_options_calls, 2); /* asked before the answer */
+  RUN_UNTIL(w, counts_are(w, 2, 2));
+  assert_int_equal(w->watch_calls, 1);
+
+  /* a failing re-registration leaves the one in use alone */
+  w->opt_fail = "busy";
+  do_register(w, "v1beta1", RES, "dp.sock", false);
+  assert_int_equal(w->reg_code, NL_GRPC_UNKNOWN);
+  for (int i = 0; i < 20; i++) uv_run(&w->loop, UV_RUN_NOWAIT);
+  assert_true(counts_are(w, 2, 2));
+  assert_true(nl_grpc_call_alive(w->watch));
+  assert_int_equal(w->watch_calls, 1);
   manager_stop(w);
   world_free(w);
 }
@@ -378,6 +452,70 @@ static void on_container(void *ctx, V1beta1__ContainerAllocateResponse *const *r
   w->got_ckpt = strstr(text, "\"AllocResp\"") != NULL;
   if (n && resps[0]->n_envs)
     snprintf(w->got_env, sizeof w->got_env, "%s", resps[0]->envs[0]->value);
+}
+
+/* The container statuses' allocatedResourcesStatus as the API gets it. */
+static char *resource_status_json(world_t *w, const char *uid) {
+  nl_pod_status_t *st = nl_xcalloc(1, sizeof *st);
+  st->n_container_statuses = 2;
+  st->container_statuses = nl_xcalloc(2, sizeof *st->container_statuses);
+  st->container_statuses[0] = (nl_container_status_t){.name = nl_xstrdup("c"), .started = -1};
+  st->container_statuses[1] = (nl_container_status_t){.name = nl_xstrdup("d"), .started = -1};
+  nl_devices_resource_status(&w->m, uid, st);
+  nl_pod_status_t *dup = nl_pod_status_dup(st); /* the copy holds it too */
+  nl_pod_status_free(st);
+  /* a terminated container's status is the old one copied: updated, not doubled */
+  nl_devices_resource_status(&w->m, uid, dup);
+  nl_buf_t b = NL_BUF_INIT;
+  nl_pod_status_encode_json(dup, &b);
+  nl_pod_status_free(dup);
+  char *out = nl_buf_steal(&b);
+  char *from = strstr(out, "\"containerStatuses\"");
+  char *r = nl_xstrdup(from ? from : out);
+  free(out);
+  return r;
+}
+
+/* ResourceHealthStatus: each device's health as the plugin lists it, in the
+ * status of the container holding it; the pod is told when it changes. */
+static void test_resource_status(void **state) {
+  world_t *w = world_new();
+  manager_start(w, 0, 0);
+  plugin_start(w, "dp.sock");
+  do_register(w, "v1beta1", RES, "dp.sock", false);
+  RUN_UNTIL(w, counts_are(w, 2, 2));
+  nl_pod_t *pod = pod_of("u1", ONE_CONTAINER(1));
+  char *msg = NULL;
+  assert_true(nl_devices_admit(&w->m, pod, &msg));
+  char *j = resource_status_json(w, "u1");
+  assert_string_equal(j, "\"containerStatuses\":[{\"name\":\"c\",\"state\":{},\"lastState\":{},"
+                         "\"ready\":false,\"restartCount\":0,\"image\":\"\",\"imageID\":\"\","
+                         "\"allocatedResourcesStatus\":[{\"name\":\"" RES "\",\"resources\":"
+                         "[{\"resourceID\":\"Dev-1\",\"health\":\"Healthy\"}]}]},"
+                         "{\"name\":\"d\",\"state\":{},\"lastState\":{},\"ready\":false,"
+                         "\"restartCount\":0,\"image\":\"\",\"imageID\":\"\"}]}");
+  free(j);
+  assert_int_equal(w->pod_changes, 0);
+
+  const char *other_sick[] = {"Healthy", "Unhealthy"}; /* Dev-2: nobody holds it */
+  send_list(w, 2, other_sick);
+  RUN_UNTIL(w, counts_are(w, 2, 1));
+  assert_int_equal(w->pod_changes, 0);
+  const char *sick[] = {"Unhealthy", "Unhealthy"};
+  send_list(w, 2, sick);
+  RUN_UNTIL(w, w->pod_changes == 1);
+  assert_string_equal(w->pod_changed, "u1");
+  j = resource_status_json(w, "u1");
+  assert_non_null(strstr(j, "[{\"resourceID\":\"Dev-1\",\"health\":\"Unhealthy\"}]"));
+  free(j);
+  j = resource_status_json(w, "u2"); /* holds nothing */
+  assert_null(strstr(j, "allocatedResourcesStatus"));
+  free(j);
+  send_list(w, 2, NULL);
+  RUN_UNTIL(w, w->pod_changes == 2);
+  nl_pod_free(pod);
+  manager_stop(w);
+  world_free(w);
 }
 
 static void test_admit_allocate_restore(void **state) {
@@ -649,6 +787,8 @@ int main(void) {
       cmocka_unit_test(test_plugin_gone_and_grace),
       cmocka_unit_test(test_too_many_devices),
       cmocka_unit_test(test_no_plugin_socket),
+      cmocka_unit_test(test_options_first),
+      cmocka_unit_test(test_resource_status),
       cmocka_unit_test(test_admit_allocate_restore),
       cmocka_unit_test(test_pod_resources),
   };
