@@ -277,7 +277,9 @@ static void one_container(void **state) {
   /* the emptyDir is on the host, written by the container */
   char *out = nl_xasprintf("%s/pods/%s/volumes/kubernetes.io~empty-dir/scratch/out", root,
                            pod->metadata.uid);
-  for (int i = 0; i < 50 && access(out, F_OK) != 0; i++) sleep_ms(100);
+  /* the shell makes the file, then writes it: wait for the line, not the name */
+  struct stat st;
+  for (int i = 0; i < 50 && (stat(out, &st) != 0 || st.st_size < 6); i++) sleep_ms(100);
   FILE *f = fopen(out, "r");
   assert_non_null(f);
   char line[32] = "";
