@@ -103,22 +103,10 @@ static bool active(const nl_podres_t *p, const nl_pod_t *pod) {
   return !p->deps.pod_active || p->deps.pod_active(p->deps.pod_active_ctx, pod->metadata.uid);
 }
 
-/* v1alpha1: every pod of the pod manager, active or not (upstream's
- * podsProvider.GetPods()), with v1alpha1's fields only. */
-static V1__ListPodResourcesResponse *list_v1alpha1(nl_podres_t *p) {
-  V1__ListPodResourcesResponse *r = nl_xmalloc(sizeof *r);
-  v1__list_pod_resources_response__init(r);
-  if (devices_on(p)) nl_devices_release_inactive(p->deps.devices);
-  size_t n = 0;
-  const nl_pod_t **pods = p->deps.pods ? nl_pod_manager_list(p->deps.pods, &n) : NULL;
-  r->pod_resources = nl_xcalloc(n + 1, sizeof *r->pod_resources);
-  for (size_t i = 0; i < n; i++)
-    r->pod_resources[r->n_pod_resources++] = pod_resources_of(p, pods[i], false);
-  free(pods);
-  return r;
-}
-
-V1__ListPodResourcesResponse *nl_podres_list(nl_podres_t *p) {
+/* List's answer. v1: the active pods (upstream's GetActivePods), sidecars
+ * among their containers. v1alpha1: every pod of the pod manager, active or
+ * not (upstream's podsProvider.GetPods()), with v1alpha1's fields only. */
+static V1__ListPodResourcesResponse *list(nl_podres_t *p, bool v1) {
   V1__ListPodResourcesResponse *r = nl_xmalloc(sizeof *r);
   v1__list_pod_resources_response__init(r);
   /* upstream's UpdateAllocatedDevices: devices of pods gone are freed first */
@@ -127,10 +115,13 @@ V1__ListPodResourcesResponse *nl_podres_list(nl_podres_t *p) {
   const nl_pod_t **pods = p->deps.pods ? nl_pod_manager_list(p->deps.pods, &n) : NULL;
   r->pod_resources = nl_xcalloc(n + 1, sizeof *r->pod_resources);
   for (size_t i = 0; i < n; i++)
-    if (active(p, pods[i])) r->pod_resources[r->n_pod_resources++] = pod_resources(p, pods[i]);
+    if (!v1 || active(p, pods[i]))
+      r->pod_resources[r->n_pod_resources++] = pod_resources_of(p, pods[i], v1);
   free(pods);
   return r;
 }
+
+V1__ListPodResourcesResponse *nl_podres_list(nl_podres_t *p) { return list(p, true); }
 
 V1__AllocatableResourcesResponse *nl_podres_allocatable(nl_podres_t *p) {
   V1__AllocatableResourcesResponse *r = nl_xmalloc(sizeof *r);
@@ -200,7 +191,7 @@ static void h_list_v1alpha1(void *ctx, nl_grpc_call_t *call, const uint8_t *data
   protobuf_c_message_free_unpacked(req, NULL);
   if (p->deps.metrics)
     nl_kmetrics_podres(p->deps.metrics, "v1alpha1", NL_KMETRICS_PODRES_TOTAL, false);
-  V1__ListPodResourcesResponse *r = list_v1alpha1(p);
+  V1__ListPodResourcesResponse *r = list(p, false);
   nl_grpc_call_reply_msg(call, &r->base);
   nl_podres_msg_free(&r->base);
 }
