@@ -7,8 +7,12 @@ not know would be dropped from it).
 
   check_k8s_proto.py PROJECT_PROTO [MODCACHE_DIR]
 
-MODCACHE_DIR defaults to `go env GOMODCACHE`; the versions are those that
-tools/testenv/k8s/go.mod pins (k8s.io/api, k8s.io/apimachinery)."""
+The versions are those that tools/testenv/k8s/go.mod pins (k8s.io/api,
+k8s.io/apimachinery). Without MODCACHE_DIR each module is fetched (or found in
+Go's module cache) with `go mod download`, by the Go that
+tools/testenv/k8s-build.sh builds the control plane with: a fresh machine has
+no module cache until something downloads into it."""
+import json
 import os
 import re
 import subprocess
@@ -57,28 +61,52 @@ def pinned(gomod, module):
     sys.exit(f'check_k8s_proto: {gomod}: no version for {module}')
 
 
+def module_dir(root, module, version):
+    k8s = os.path.join(root, 'tools/testenv/k8s')
+    go = subprocess.run([os.path.join(root, 'tools/testenv/k8s-build.sh'), 'go'],
+                        capture_output=True, text=True)
+    if go.returncode != 0:
+        sys.exit(f'check_k8s_proto: no Go to read upstream with: {go.stderr.strip()}')
+    env = dict(os.environ, GOTOOLCHAIN='local', GOFLAGS='-mod=mod', GOSUMDB='off')
+    r = subprocess.run([go.stdout.strip(), 'mod', 'download', '-json', f'{module}@{version}'],
+                       cwd=k8s, env=env, capture_output=True, text=True)
+    try:
+        info = json.loads(r.stdout)
+    except ValueError:
+        info = {}
+    if r.returncode != 0 or 'Dir' not in info:
+        sys.exit(f'check_k8s_proto: go mod download {module}@{version}: '
+                 f'{info.get("Error") or r.stderr.strip()}')
+    return info['Dir']
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     proto = sys.argv[1]
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
-    cache = sys.argv[2] if len(sys.argv) > 2 else subprocess.run(
-        ['go', 'env', 'GOMODCACHE'], capture_output=True, text=True, check=True).stdout.strip()
+    cache = sys.argv[2] if len(sys.argv) > 2 else None
     gomod = os.path.join(root, 'tools/testenv/k8s/go.mod')
     ours = messages(open(proto).read())
-    errors, seen = [], {}
+    errors, seen, dirs = [], {}, {}
     for name, (marker, fields) in ours.items():
         if not marker:
             errors.append(f'{proto}: message {name}: no "// upstream: FILE" line before it')
             continue
         path, subset = marker
         module = '/'.join(path.split('/')[:2])
-        up_file = os.path.join(cache, f'{module}@{pinned(gomod, module)}', *path.split('/')[2:])
+        version = pinned(gomod, module)
+        if cache:
+            mod_dir = os.path.join(cache, f'{module}@{version}')
+        else:
+            mod_dir = dirs.get(module) or module_dir(root, module, version)
+            dirs[module] = mod_dir
+        up_file = os.path.join(mod_dir, *path.split('/')[2:])
         if up_file not in seen:
             try:
                 seen[up_file] = messages(open(up_file).read())
             except OSError as e:
-                sys.exit(f'check_k8s_proto: {e} (run `go mod download` in tools/testenv/k8s)')
+                sys.exit(f'check_k8s_proto: {e}')
         up = seen[up_file].get(name)
         if up is None:
             errors.append(f'message {name}: not in {up_file}')

@@ -16,6 +16,8 @@
 #       agnhost and nonewprivs (tools/conformance.sh runs them)
 #   bin=$(tools/testenv/k8s-build.sh sample-device-plugin)  # upstream's sample
 #       device plugin (example.com/resource; test/e2e/devices.sh)
+#   go=$(tools/testenv/k8s-build.sh go)          # only the Go it builds with
+#       (tools/check_k8s_proto.py reads upstream's .proto files through it)
 #   bin=$(tools/testenv/k8s-build.sh node-suite) # upstream's node validation
 #       suite: e2e_node.test (`go test -c` of k8s.io/kubernetes/test/e2e_node,
 #       which runs its own etcd and apiserver in-process), ginkgo, agnhost and
@@ -64,8 +66,10 @@ SUITE=(kube-scheduler ginkgo agnhost nonewprivs e2e.test)
 NODE_SUITE=(ginkgo agnhost nonewprivs e2e_node.test)
 
 targets=(kube-apiserver kube-controller-manager kubectl etcd)
+only_go=
 for arg in "$@"; do
   case $arg in
+    go) only_go=1 ;;
     -h | --help)
       sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"
       exit 0
@@ -171,6 +175,10 @@ recipe() {
 # --- build --------------------------------------------------------------------
 
 go_bin=$(find_go)
+if [ -n "$only_go" ]; then
+  echo "$go_bin" >&3
+  exit 0
+fi
 go_version=$("$go_bin" env GOVERSION)
 key=$({ recipe; echo "$go_version"; } | sha256sum | cut -c1-16)
 out=$CACHE/k8s/$key/bin
