@@ -1,5 +1,6 @@
 /* The device manager's pods: admission (which devices a container gets),
- * Allocate and PreStartContainer before a container is created, which waits
+ * GetPreferredAllocation (devices_preferred.c), Allocate and
+ * PreStartContainer before a container is created, which waits
  * for the checkpoint to hold the answers (devices_checkpoint.c;
  * managers/devices.h). */
 #include <assert.h>
@@ -67,7 +68,7 @@ void nl_devices_foreach_assigned(const nl_devices_t *m, const char *pod_uid,
   }
 }
 
-static bool in_use(const nl_devices_t *m, const char *resource, const char *id) {
+bool nl__dev_in_use(const nl_devices_t *m, const char *resource, const char *id) {
   for (nl_list_t *p = m->allocs.next; p != &m->allocs; p = p->next) {
     const nl_dev_alloc_t *a = nl_list_entry(p, nl_dev_alloc_t, link);
     if (strcmp(a->resource, resource) != 0) continue;
@@ -165,12 +166,12 @@ static char *assign(nl_devices_t *m, const nl_pod_t *pod, const nl_container_t *
   if (needed == 0) return NULL;
   size_t available = 0;
   for (size_t i = 0; i < r->n_devs; i++)
-    if (r->ep && r->devs[i].healthy && !in_use(m, r->name, r->devs[i].id)) available++;
+    if (r->ep && r->devs[i].healthy && !nl__dev_in_use(m, r->name, r->devs[i].id)) available++;
   if ((int64_t)available < needed)
     return nl_xasprintf("requested number of devices unavailable for %s. Requested: %lld, "
                         "Available: %zu", r->name, (long long)needed, available);
   for (size_t i = 0; i < r->n_devs && needed > 0; i++) {
-    if (!r->ep || !r->devs[i].healthy || in_use(m, r->name, r->devs[i].id)) continue;
+    if (!r->ep || !r->devs[i].healthy || nl__dev_in_use(m, r->name, r->devs[i].id)) continue;
     nl__dev_alloc_push(a, r->devs[i].id);
     needed--;
   }
@@ -235,6 +236,7 @@ typedef struct dev_req {
   nl_list_t link; /* m->requests while its caller waits */
   nl_devices_t *m;
   char *uid, *container;
+  char *pod;        /* namespace/name, for the log */
   char **resources; /* of its assignments, in order */
   size_t n;
   int pending;      /* calls in flight */
@@ -310,6 +312,7 @@ static void req_free(dev_req_t *q) {
   free(q->resources);
   free(q->uid);
   free(q->container);
+  free(q->pod);
   free(q->err);
   free(q);
 }
@@ -399,6 +402,36 @@ void nl__dev_requests_checkpointed(nl_devices_t *m, const char *err) {
   }
 }
 
+/* Asks the plugin's Allocate for a's devices. */
+static void allocate(dev_req_t *q, const nl_dev_alloc_t *a) {
+  V1beta1__ContainerAllocateRequest creq = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT;
+  creq.devices_ids = a->ids;
+  creq.n_devices_ids = a->n_ids;
+  V1beta1__ContainerAllocateRequest *one[] = {&creq};
+  V1beta1__AllocateRequest req = V1BETA1__ALLOCATE_REQUEST__INIT;
+  req.container_requests = one;
+  req.n_container_requests = 1;
+  nl_info("device manager: Allocate %zu %s devices for pod %s container %s", a->n_ids,
+          a->resource, q->pod, q->container);
+  call_on(q, a->resource, PATH_ALLOCATE, &req.base, &v1beta1__allocate_response__descriptor,
+          on_allocate);
+}
+
+/* The plugin's preference is in (or nanolet's choice stands): Allocate. */
+static void on_preferred(void *ctx) {
+  dev_call_t *dc = ctx;
+  dev_req_t *q = dc->req;
+  q->pending--;
+  if (q->fn && !q->err) {
+    const nl_dev_alloc_t *a = nl__dev_alloc_find(q->m, q->uid, q->container, dc->resource);
+    if (a) allocate(q, a);
+    else req_fail(q, dc->resource, "its devices are no longer assigned", NULL);
+  }
+  free(dc->resource);
+  free(dc);
+  req_next(q);
+}
+
 bool nl_devices_container(nl_devices_t *m, const nl_pod_t *pod, const nl_container_t *c,
                           nl_devices_container_fn fn, void *ctx) {
   dev_req_t *q = NULL;
@@ -420,20 +453,20 @@ bool nl_devices_container(nl_devices_t *m, const nl_pod_t *pod, const nl_contain
   }
   if (!q) return false;
   if (m->state != NL_DEVICES_RUNNING) q->err = nl_xstrdup("the device manager is stopping");
+  q->pod = nl_xasprintf("%s/%s", pod->metadata.namespace_, pod->metadata.name);
   for (size_t i = 0; i < q->n && !q->err; i++) {
     nl_dev_alloc_t *a = nl__dev_alloc_find(m, q->uid, q->container, q->resources[i]);
     if (a->resp) continue; /* answered before (checkpointed) */
-    V1beta1__ContainerAllocateRequest creq = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT;
-    creq.devices_ids = a->ids;
-    creq.n_devices_ids = a->n_ids;
-    V1beta1__ContainerAllocateRequest *one[] = {&creq};
-    V1beta1__AllocateRequest req = V1BETA1__ALLOCATE_REQUEST__INIT;
-    req.container_requests = one;
-    req.n_container_requests = 1;
-    nl_info("device manager: Allocate %zu %s devices for pod %s/%s container %s", a->n_ids,
-            a->resource, pod->metadata.namespace_, pod->metadata.name, c->name);
-    call_on(q, q->resources[i], PATH_ALLOCATE, &req.base,
-            &v1beta1__allocate_response__descriptor, on_allocate);
+    nl_dev_resource_t *r = nl_map_get(&m->resources, a->resource);
+    if (r && r->preferred_allocation && r->ep && r->ep->state == NL_DEV_EP_WATCHING) {
+      dev_call_t *dc = nl_xcalloc(1, sizeof *dc);
+      dc->req = q;
+      dc->resource = nl_xstrdup(a->resource);
+      q->pending++;
+      nl__dev_preferred(m, a, r->ep, on_preferred, dc);
+    } else {
+      allocate(q, a);
+    }
   }
   req_next(q);
   return true;

@@ -107,4 +107,32 @@ void nl__dev_health_changed(nl_devices_t *m, const char *resource, const nl_dev_
 /* The resource, created when missing. */
 nl_dev_resource_t *nl__dev_resource(nl_devices_t *m, const char *name);
 
+/* Whether a device of resource is assigned to any container. */
+bool nl__dev_in_use(const nl_devices_t *m, const char *resource, const char *id);
+
+/* ---- GetPreferredAllocation (devices_preferred.c) ---- */
+
+/* What the plugin is asked for one assignment: the devices it may choose
+ * from (the assignment's own, then the free healthy ones), those it must
+ * keep (shared with a container of the pod already allocated: an init
+ * container's, reused) and how many. */
+typedef struct nl_dev_pref {
+  char **available, **must;
+  size_t n_available, n_must;
+  size_t size;
+} nl_dev_pref_t;
+void nl__dev_pref_init(const nl_devices_t *m, const nl_dev_alloc_t *a, nl_dev_pref_t *p);
+void nl__dev_pref_free(nl_dev_pref_t *p);
+/* NULL when the answer is a valid choice for p (one container response, p's
+ * size, distinct available devices, every one it must keep), else why
+ * (allocated). */
+char *nl__dev_pref_check(const nl_dev_pref_t *p, const V1beta1__PreferredAllocationResponse *r);
+typedef void (*nl_dev_pref_done_fn)(void *ctx);
+/* Asks ep's plugin for a's devices within the call timeout; its valid answer
+ * becomes a's devices (the pod's containers not yet allocated that reused
+ * one a gives up take its replacement), an invalid one or a failure keeps
+ * them and logs why. done(ctx) runs from the loop once the answer is in. */
+void nl__dev_preferred(nl_devices_t *m, nl_dev_alloc_t *a, nl_dev_endpoint_t *ep,
+                       nl_dev_pref_done_fn done, void *ctx);
+
 #endif

@@ -9,7 +9,8 @@
 # UnexpectedAdmissionError and message, the first undisturbed; an agent
 # restart keeps the running container (same ID, no restart) and allocates
 # nothing again; a plugin killed and started again registers again and its
-# devices come back.
+# devices come back; a plugin offering GetPreferredAllocation chooses a pod's
+# device, and an answer that cannot be taken leaves the agent's choice.
 #
 # The sample hard-codes /var/lib/kubelet/device-plugins/kubelet.sock. The agent
 # (with a private --root-dir) and the plugin run in a mount namespace of their
@@ -37,6 +38,7 @@ REAL_NANOLET=$NANOLET
 NS_PID=
 PLUGIN_PID=
 FAKE_PID=
+PICK_PID=
 PTY_PID=
 PLUGIN_LOG=$E2E_TMP/plugin.log
 CDI= CDI_SPEC=/var/run/cdi/example.com.json CDI_DIR_MADE=
@@ -49,6 +51,7 @@ devices_cleanup() {
   api_pods_clear
   stop_plugin TERM
   [ -z "$FAKE_PID" ] || { kill "$FAKE_PID" 2>/dev/null; wait "$FAKE_PID" 2>/dev/null; }
+  [ -z "$PICK_PID" ] || { kill "$PICK_PID" 2>/dev/null; wait "$PICK_PID" 2>/dev/null; }
   [ -z "$PTY_PID" ] || { kill "$PTY_PID" 2>/dev/null; wait "$PTY_PID" 2>/dev/null; }
   kubectl delete ns "$PODS_NS" --wait=false >/dev/null 2>&1
   kubectl delete node "$NODE" --ignore-not-found >/dev/null 2>&1
@@ -65,6 +68,7 @@ devices_cleanup() {
     echo "--- agent log (last 40 lines) ---"; tail -40 "$E2E_TMP/agent.log"
     echo "--- plugin log (last 20 lines) ---"; tail -20 "$PLUGIN_LOG"
     echo "--- fake plugin log ---"; cat "$E2E_TMP/fake-plugin.log" 2>/dev/null
+    echo "--- preferring plugin log ---"; cat "$E2E_TMP/pick-plugin.log" 2>/dev/null
   fi
 }
 e2e_on_exit devices_cleanup
@@ -125,8 +129,8 @@ node_ready() { [ "$(kubectl get node "$NODE" -o jsonpath='{.status.conditions[?(
 kpod() { kubectl get pod -n "$PODS_NS" "$1" -o json 2>/dev/null; }
 kpod_is() { [ "$(kpod "$1" | jq -r "$2")" = "$3" ]; }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
-# devpod NAME COUNT: a pod on this node whose container asks for COUNT devices
-# and sleeps.
+# devpod NAME COUNT [RESOURCE]: a pod on this node whose container asks for
+# COUNT devices of RESOURCE (default $RES), prints "ids $DEVICE_IDS" and sleeps.
 devpod() {
   kubectl apply -f - >/dev/null <<EOF
 apiVersion: v1
@@ -140,8 +144,8 @@ spec:
   containers:
   - name: c
     image: $IMG
-    command: [sh, -c, "trap 'exit 0' TERM; while true; do sleep 0.2; done"]
-    resources: {limits: {$RES: "$2"}}
+    command: [sh, -c, 'echo "ids \$DEVICE_IDS"; trap "exit 0" TERM; while true; do sleep 0.2; done']
+    resources: {limits: {${3:-$RES}: "$2"}}
 EOF
 }
 
@@ -305,6 +309,28 @@ EOF
 else
   fail "pty" "python3 did not open a pty pair"
 fi
+
+# --- GetPreferredAllocation: the plugin chooses -----------------------------------
+# A plugin of the tests' own offering GetPreferredAllocation that always
+# answers dev-3: the first pod gets dev-3 (not dev-1, the agent's own first
+# choice); for the second, dev-3 is taken: the answer is refused, the agent
+# says why and the pod gets the agent's choice.
+PICK_LOG=$E2E_TMP/pick-plugin.log
+"$NANOLET_FAKE_DEVICE_PLUGIN" --resource nanolet.test/pick --count 4 --preferred dev-3 \
+  "$ROOT/device-plugins" >>"$PICK_LOG" 2>&1 &
+PICK_PID=$!
+pick_res_is() { [ "$(kubectl get node "$NODE" -o json 2>/dev/null | jq -r '.status.allocatable["nanolet.test/pick"]')" = 4 ]; }
+check "kubectl: the Node shows nanolet.test/pick allocatable 4" wait_for 10 pick_res_is
+pick_logs() { kubectl logs -n "$PODS_NS" "$1" 2>/dev/null | grep -qx "ids $2"; }
+devpod pick1 1 nanolet.test/pick
+check "kubectl logs: the first pod got dev-3, the plugin's choice" wait_for 60 pick_logs pick1 dev-3
+check "the plugin was asked with every free device, nothing to keep, size 1" \
+  grep -qx 'preferred available=dev-1,dev-2,dev-3,dev-4 must= size=1' "$PICK_LOG"
+devpod pick2 1 nanolet.test/pick
+check "kubectl logs: the second pod got dev-1 (dev-3 is taken)" wait_for 60 pick_logs pick2 dev-1
+check "the agent's log says why it kept its own choice" \
+  grep -q 'GetPreferredAllocation of nanolet.test/pick .*device "dev-3" is not available; keeping nanolet.s choice dev-1' "$E2E_TMP/agent.log"
+kill "$PICK_PID" 2>/dev/null; wait "$PICK_PID" 2>/dev/null; PICK_PID=
 
 # --- clean-up ------------------------------------------------------------------------
 kubectl delete pods -n "$PODS_NS" --all --grace-period=0 --force >/dev/null 2>&1

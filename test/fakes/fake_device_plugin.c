@@ -4,13 +4,15 @@
  *
  *   nanolet-fake-device-plugin [--resource NAME] [--count N]
  *       [--device HOST:CONTAINER[:PERMS]]... [--mount HOST:CONTAINER]...
- *       [--env KEY=VALUE]... DIR
+ *       [--env KEY=VALUE]... [--preferred ID,ID...|hang] DIR
  *
  * serves the DevicePlugin service on DIR/fake-<pid>.sock, registers NAME
  * (default nanolet.test/pty) with the agent on DIR/kubelet.sock, advertises N
  * healthy devices (dev-1 ... dev-N, default 1) and answers each container's
  * Allocate with every --device (a DeviceSpec; PERMS default rw), --mount and
- * --env given, plus DEVICE_IDS=<the ids asked for>. When the agent goes (its
+ * --env given, plus DEVICE_IDS=<the ids asked for>. With --preferred it
+ * offers GetPreferredAllocation and answers it with those IDs, whatever it
+ * is asked (hang: never answers). When the agent goes (its
  * ListAndWatch stream ends) it registers again, every second until answered,
  * making its socket anew if the agent's start removed it (as upstream's stub
  * does when kubelet.sock is made again). SIGTERM or SIGINT: stops, removes
@@ -18,7 +20,8 @@
  *
  * What it does goes to stdout, one line each, for the tests to read:
  * "listening PATH", "registered NAME", "register: ERROR", "watch",
- * "watch ended", "allocate ID,ID", "prestart ID", "health Healthy|Unhealthy".
+ * "watch ended", "allocate ID,ID", "prestart ID", "health Healthy|Unhealthy",
+ * "preferred available=ID,ID must=ID,ID size=N".
  * SIGUSR1 turns every device's health over (Healthy <-> Unhealthy) and sends
  * the new list. */
 #include <errno.h>
@@ -55,6 +58,7 @@ typedef struct plugin {
   nl_cri_client_t reg;
   bool registering, stopping;
   bool unhealthy;              /* SIGUSR1 turns it over */
+  char *preferred;             /* --preferred; NULL: not offered */
   nl_grpc_call_t *watch;       /* the agent's ListAndWatch */
   nl_grpc_call_t *ended_watch; /* cancelled, answered from the timer */
   uv_timer_t timer;            /* registration retries */
@@ -87,7 +91,9 @@ static void parse_spec(spec_t *s, char *arg, bool perms) {
 static void on_timer(uv_timer_t *t);
 
 static void h_options(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_t len) {
+  plugin_t *p = ctx;
   V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
+  o.get_preferred_allocation_available = p->preferred != NULL;
   nl_grpc_call_reply_msg(call, &o.base);
 }
 
@@ -202,8 +208,36 @@ static void h_prestart(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size
   nl_grpc_call_reply_msg(call, &resp.base);
 }
 
+static void print_ids(const char *what, char *const *ids, size_t n) {
+  printf(" %s=", what);
+  for (size_t i = 0; i < n; i++) printf("%s%s", i ? "," : "", ids[i]);
+}
+
 static void h_preferred(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_t len) {
+  plugin_t *p = ctx;
+  V1beta1__PreferredAllocationRequest *r = v1beta1__preferred_allocation_request__unpack(NULL, len, req);
+  for (size_t c = 0; r && c < r->n_container_requests; c++) {
+    const V1beta1__ContainerPreferredAllocationRequest *q = r->container_requests[c];
+    printf("preferred");
+    print_ids("available", q->available_deviceids, q->n_available_deviceids);
+    print_ids("must", q->must_include_deviceids, q->n_must_include_deviceids);
+    printf(" size=%d\n", (int)q->allocation_size);
+  }
+  if (r) v1beta1__preferred_allocation_request__free_unpacked(r, NULL);
+  if (!p->preferred || strcmp(p->preferred, "hang") == 0) return; /* cancelled by the caller */
+  char buf[512], *ids[MAX_SPECS], *save = NULL;
+  size_t n = 0;
+  snprintf(buf, sizeof buf, "%s", p->preferred);
+  for (char *t = strtok_r(buf, ",", &save); t && n < MAX_SPECS; t = strtok_r(NULL, ",", &save))
+    ids[n++] = t;
+  V1beta1__ContainerPreferredAllocationResponse cr =
+      V1BETA1__CONTAINER_PREFERRED_ALLOCATION_RESPONSE__INIT;
+  cr.deviceids = ids;
+  cr.n_deviceids = n;
+  V1beta1__ContainerPreferredAllocationResponse *crs[] = {&cr};
   V1beta1__PreferredAllocationResponse resp = V1BETA1__PREFERRED_ALLOCATION_RESPONSE__INIT;
+  resp.container_responses = crs;
+  resp.n_container_responses = 1;
   nl_grpc_call_reply_msg(call, &resp.base);
 }
 
@@ -297,6 +331,7 @@ int main(int argc, char **argv) {
     {"resource", required_argument, NULL, 'r'}, {"count", required_argument, NULL, 'n'},
     {"device", required_argument, NULL, 'd'},   {"mount", required_argument, NULL, 'm'},
     {"env", required_argument, NULL, 'e'},      {"help", no_argument, NULL, 'h'},
+    {"preferred", required_argument, NULL, 'p'},
     {NULL, 0, NULL, 0},
   };
   int opt;
@@ -324,9 +359,11 @@ int main(int argc, char **argv) {
       p.env_values[p.n_envs++] = eq + 1;
       break;
     }
+    case 'p': p.preferred = optarg; break;
     default:
       fprintf(stderr, "usage: %s [--resource NAME] [--count N] [--device HOST:CONTAINER[:PERMS]]... "
-                      "[--mount HOST:CONTAINER]... [--env KEY=VALUE]... DIR\n", argv[0]);
+                      "[--mount HOST:CONTAINER]... [--env KEY=VALUE]... "
+                      "[--preferred ID,ID...|hang] DIR\n", argv[0]);
       return opt == 'h' ? 0 : 2;
     }
   }

@@ -12,10 +12,12 @@
  *      answer unpacked again for the runtime)
  *   2  DevicePluginOptions, the plugin's GetDevicePluginOptions answer (asked
  *      before the registration is answered; a list follows when it decodes)
- *   3  PreferredAllocationResponse: the manager never calls
- *      GetPreferredAllocation; the bytes only go through the decoder
+ *   3  PreferredAllocationResponse, the GetPreferredAllocation answer of a
+ *      plugin that offers it, for the same container before its Allocate
+ *      (decoded, checked against what was asked, applied or refused)
  * Checks: no crash, leak or sanitizer report; the container is answered
- * exactly once; the loop closes cleanly. Seeds: corpus/. */
+ * exactly once and holds one of the plugin's devices; the loop closes
+ * cleanly. Seeds: corpus-plugin/. */
 #include <assert.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -70,6 +72,20 @@ static void h_watch(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_t 
 
 static void h_allocate(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_t len) {
   world_t *w = ctx;
+  if (w->kind == 1) {
+    nl_grpc_call_reply(call, NL_GRPC_OK, NULL, w->msg, w->len);
+    return;
+  }
+  V1beta1__ContainerAllocateResponse cr = V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT;
+  V1beta1__ContainerAllocateResponse *crs[] = {&cr};
+  V1beta1__AllocateResponse r = V1BETA1__ALLOCATE_RESPONSE__INIT;
+  r.container_responses = crs;
+  r.n_container_responses = 1;
+  nl_grpc_call_reply_msg(call, &r.base);
+}
+
+static void h_preferred(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_t len) {
+  world_t *w = ctx;
   nl_grpc_call_reply(call, NL_GRPC_OK, NULL, w->msg, w->len);
 }
 
@@ -80,6 +96,7 @@ static void h_options(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_
     return;
   }
   V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
+  o.get_preferred_allocation_available = w->kind == 3;
   nl_grpc_call_reply_msg(call, &o.base);
 }
 
@@ -129,12 +146,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!mkdtemp(dir)) abort();
   }
   world_t w = {.kind = data[0] & 3, .msg = data + 1, .len = size - 1};
-  if (w.kind == 3) {
-    V1beta1__PreferredAllocationResponse *r =
-        v1beta1__preferred_allocation_response__unpack(NULL, w.len, w.msg);
-    if (r) v1beta1__preferred_allocation_response__free_unpacked(r, NULL);
-    return 0;
-  }
   uv_loop_init(&w.loop);
   uv_timer_init(&w.loop, &w.guard);
   w.guard.data = &w;
@@ -151,6 +162,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         NL_GRPC_SERVER_STREAMING, h_watch, &w);
   nl_grpc_server_method(&w.plugin, "/v1beta1.DevicePlugin/Allocate", NL_GRPC_UNARY, h_allocate,
                         &w);
+  nl_grpc_server_method(&w.plugin, "/v1beta1.DevicePlugin/GetPreferredAllocation", NL_GRPC_UNARY,
+                        h_preferred, &w);
   if (nl_grpc_server_listen(&w.plugin, path, &err) < 0) abort();
   /* the registration, through the manager's handler on its bytes */
   size_t rn;
@@ -169,7 +182,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   nl_podres_t pr = {.loop = &w.loop, .deps = {.devices = &w.m}};
   nl_podres_msg_free(&nl_podres_allocatable(&pr)->base);
 
-  if (w.kind == 1) {
+  if (w.kind == 1 || w.kind == 3) {
     const char *y = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: d, uid: u}\n"
                     "spec:\n  containers:\n  - name: c\n    image: b\n"
                     "    resources: {limits: {" RES ": 1}}\n";
@@ -185,6 +198,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         (void)nl_devices_container(&w.m, pod, &pod->spec.containers[0], on_container, &w);
         while (w.answers < 2) uv_run(&w.loop, UV_RUN_ONCE);
       }
+      /* whatever the plugin preferred, the container holds one of its devices */
+      size_t n_ids;
+      char *const *ids = nl_devices_assigned(&w.m, "u", "c", RES, &n_ids);
+      assert(n_ids == 1 && (strcmp(ids[0], "d0") == 0 || strcmp(ids[0], "d1") == 0));
     }
     free(amsg);
     nl_pod_free(pod);

@@ -39,6 +39,15 @@ typedef struct world {
   nl_grpc_call_t *watch;
   int allocates, prestarts, options_calls, watch_calls;
   bool opt_pre_start; /* GetDevicePluginOptions answers */
+  bool opt_preferred;
+  size_t n_devs;      /* listed by ListAndWatch; 0: 2 */
+  /* GetPreferredAllocation: what it answers ("hang": nothing), what it was asked */
+  const char *pref_answer;
+  int pref_calls;
+  char pref_available[128], pref_must[128];
+  int pref_size;
+  uint64_t call_timeout_ms;
+  char gone[16]; /* a pod no longer active (opts.pod_active) */
   const char *opt_fail; /* set: it fails with this message */
   /* the registering client */
   nl_cri_client_t reg;
@@ -96,6 +105,7 @@ static void h_options(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_
   }
   V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
   o.pre_start_required = w->opt_pre_start;
+  o.get_preferred_allocation_available = w->opt_preferred;
   nl_grpc_call_reply_msg(call, &o.base);
 }
 
@@ -103,7 +113,7 @@ static void h_watch(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_t 
   world_t *w = ctx;
   w->watch_calls++;
   w->watch = call;
-  send_list(w, 2, NULL);
+  send_list(w, w->n_devs ? w->n_devs : 2, NULL);
 }
 
 static void h_allocate(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_t len) {
@@ -138,6 +148,41 @@ static void h_allocate(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size
   v1beta1__allocate_request__free_unpacked(r, NULL);
 }
 
+static void ids_text(char *dst, size_t size, char *const *ids, size_t n) {
+  dst[0] = 0;
+  for (size_t i = 0; i < n; i++)
+    snprintf(dst + strlen(dst), size - strlen(dst), "%s%s", i ? "," : "", ids[i]);
+}
+
+/* Answers pref_answer (comma-separated IDs) and records the request. */
+static void h_preferred(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_t len) {
+  world_t *w = ctx;
+  w->pref_calls++;
+  V1beta1__PreferredAllocationRequest *r = v1beta1__preferred_allocation_request__unpack(NULL, len, req);
+  assert_non_null(r);
+  assert_int_equal(r->n_container_requests, 1);
+  const V1beta1__ContainerPreferredAllocationRequest *c = r->container_requests[0];
+  ids_text(w->pref_available, sizeof w->pref_available, c->available_deviceids,
+           c->n_available_deviceids);
+  ids_text(w->pref_must, sizeof w->pref_must, c->must_include_deviceids,
+           c->n_must_include_deviceids);
+  w->pref_size = c->allocation_size;
+  v1beta1__preferred_allocation_request__free_unpacked(r, NULL);
+  if (strcmp(w->pref_answer, "hang") == 0) return; /* the server cancels it when it stops */
+  char buf[128], *ids[8], *save = NULL;
+  size_t n = 0;
+  snprintf(buf, sizeof buf, "%s", w->pref_answer);
+  for (char *t = strtok_r(buf, ",", &save); t && n < 8; t = strtok_r(NULL, ",", &save)) ids[n++] = t;
+  V1beta1__ContainerPreferredAllocationResponse cr = V1BETA1__CONTAINER_PREFERRED_ALLOCATION_RESPONSE__INIT;
+  cr.deviceids = ids;
+  cr.n_deviceids = n;
+  V1beta1__ContainerPreferredAllocationResponse *crs[] = {&cr};
+  V1beta1__PreferredAllocationResponse resp = V1BETA1__PREFERRED_ALLOCATION_RESPONSE__INIT;
+  resp.container_responses = crs;
+  resp.n_container_responses = 1;
+  nl_grpc_call_reply_msg(call, &resp.base);
+}
+
 static void h_prestart(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_t len) {
   world_t *w = ctx;
   w->prestarts++;
@@ -155,6 +200,8 @@ static void plugin_start(world_t *w, const char *name) {
   nl_grpc_server_method(&w->plugin, "/v1beta1.DevicePlugin/Allocate", NL_GRPC_UNARY, h_allocate, w);
   nl_grpc_server_method(&w->plugin, "/v1beta1.DevicePlugin/PreStartContainer", NL_GRPC_UNARY,
                         h_prestart, w);
+  nl_grpc_server_method(&w->plugin, "/v1beta1.DevicePlugin/GetPreferredAllocation",
+                        NL_GRPC_UNARY, h_preferred, w);
   nl_err_t *err = NULL;
   if (nl_grpc_server_listen(&w->plugin, w->plugin_path, &err) < 0) fail_msg("%s", err->msg);
   w->plugin_up = true;
@@ -188,10 +235,16 @@ static void on_guard(uv_timer_t *t) {
     assert_false((w)->timed_out);                                         \
   } while (0)
 
+static bool pod_active(void *ctx, const char *uid) {
+  return strcmp(((world_t *)ctx)->gone, uid) != 0;
+}
+
 static void manager_start(world_t *w, uint64_t grace_ms, size_t max_devices) {
   nl_devices_opts_t o = {.dir = w->dir, .grace_ms = grace_ms, .max_devices = max_devices,
-                         .connect_wait_ms = 500, .changed = on_changed, .changed_ctx = w,
-                         .pod_changed = on_pod_changed, .pod_changed_ctx = w};
+                         .connect_wait_ms = 500, .call_timeout_ms = w->call_timeout_ms,
+                         .changed = on_changed, .changed_ctx = w,
+                         .pod_changed = on_pod_changed, .pod_changed_ctx = w,
+                         .pod_active = pod_active, .pod_active_ctx = w};
   nl_err_t *err = NULL;
   if (nl_devices_start(&w->m, &w->loop, &o, &err) < 0) fail_msg("%s", err->msg);
   w->m_done = false;
@@ -568,6 +621,7 @@ static void test_admit_allocate_restore(void **state) {
   assert_string_equal(w->got_env, want);
   assert_int_equal(w->allocates, 1);
   assert_int_equal(w->prestarts, 1);
+  assert_int_equal(w->pref_calls, 0); /* the plugin did not offer GetPreferredAllocation */
   assert_true(w->got_ckpt); /* the container starts only once its answer is checkpointed */
   /* no devices: nothing to do */
   assert_false(nl_devices_container(&w->m, other, &other->spec.containers[0], on_container, w));
@@ -608,6 +662,85 @@ static void test_admit_allocate_restore(void **state) {
   nl_pod_free(one);
   nl_pod_free(two);
   nl_pod_free(again);
+  world_free(w);
+}
+
+/* Starts pod's container c (init when init) and waits for its answer. */
+static void start_container(world_t *w, nl_pod_t *pod, const nl_container_t *c) {
+  w->got = false;
+  assert_true(nl_devices_container(&w->m, pod, c, on_container, w));
+  RUN_UNTIL(w, w->got);
+  assert_string_equal(w->got_err, "");
+}
+
+/* A plugin with GetPreferredAllocationAvailable chooses among the free
+ * devices before Allocate; an invalid answer, or none within the call
+ * timeout, leaves nanolet's choice. */
+static void test_preferred_allocation(void **state) {
+  world_t *w = world_new();
+  w->opt_preferred = true;
+  w->n_devs = 4;
+  w->call_timeout_ms = 300;
+  manager_start(w, 0, 0);
+  plugin_start(w, "dp.sock");
+  do_register(w, "v1beta1", RES, "dp.sock", false);
+  RUN_UNTIL(w, counts_are(w, 4, 4));
+  char *msg = NULL;
+  nl_pod_t *p1 = pod_of("u1", "spec:\n  initContainers:\n  - name: i\n    image: b\n"
+                              "    resources: {limits: {" RES ": 1}}\n"
+                              "  containers:\n  - name: c\n    image: b\n"
+                              "    resources: {limits: {" RES ": 1}}\n");
+  assert_true(nl_devices_admit(&w->m, p1, &msg));
+  size_t n;
+  assert_string_equal(nl_devices_assigned(&w->m, "u1", "c", RES, &n)[0], "Dev-1");
+  assert_int_equal(w->pref_calls, 0); /* asked before Allocate, not at admission */
+
+  /* the init container: its answer taken, and the app container reuses it */
+  w->pref_answer = "Dev-3";
+  start_container(w, p1, &p1->spec.init_containers[0]);
+  assert_int_equal(w->pref_calls, 1);
+  assert_string_equal(w->pref_available, "Dev-1,Dev-2,Dev-3,Dev-4");
+  assert_string_equal(w->pref_must, "");
+  assert_int_equal(w->pref_size, 1);
+  assert_string_equal(w->got_env, "Dev-3,");
+  assert_string_equal(nl_devices_assigned(&w->m, "u1", "c", RES, &n)[0], "Dev-3");
+
+  /* the app container must keep the init container's device: an answer
+   * leaving it out is refused */
+  w->pref_answer = "Dev-4";
+  start_container(w, p1, &p1->spec.containers[0]);
+  assert_int_equal(w->pref_calls, 2);
+  assert_string_equal(w->pref_must, "Dev-3");
+  assert_string_equal(w->got_env, "Dev-3,");
+
+  /* a device in use, too many, an unknown one, one twice, none: nanolet's
+   * choice; each pod is gone when the next is admitted */
+  const char *bad[] = {"Dev-3", "Dev-2,Dev-4", "Dev-9", "Dev-2,Dev-2", ""};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char uid[16];
+    snprintf(uid, sizeof uid, "b%zu", i);
+    nl_pod_t *p = pod_of(uid, ONE_CONTAINER(1));
+    assert_true(nl_devices_admit(&w->m, p, &msg));
+    w->pref_answer = bad[i];
+    start_container(w, p, &p->spec.containers[0]);
+    assert_string_equal(w->pref_available, "Dev-1,Dev-2,Dev-4");
+    assert_string_equal(w->got_env, "Dev-1,");
+    snprintf(w->gone, sizeof w->gone, "%s", uid);
+    nl_pod_free(p);
+  }
+
+  /* a plugin that never answers delays the container by the call timeout only */
+  w->pref_answer = "hang";
+  nl_pod_t *p3 = pod_of("u3", ONE_CONTAINER(2));
+  assert_true(nl_devices_admit(&w->m, p3, &msg));
+  uint64_t t0 = uv_now(&w->loop);
+  start_container(w, p3, &p3->spec.containers[0]);
+  assert_true(uv_now(&w->loop) - t0 < 2000);
+  assert_string_equal(w->got_env, "Dev-1,Dev-2,");
+  assert_int_equal(w->allocates, 8);
+  manager_stop(w);
+  nl_pod_free(p1);
+  nl_pod_free(p3);
   world_free(w);
 }
 
@@ -790,6 +923,7 @@ int main(void) {
       cmocka_unit_test(test_options_first),
       cmocka_unit_test(test_resource_status),
       cmocka_unit_test(test_admit_allocate_restore),
+      cmocka_unit_test(test_preferred_allocation),
       cmocka_unit_test(test_pod_resources),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
