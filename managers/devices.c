@@ -224,6 +224,7 @@ static void ep_end(nl_dev_endpoint_t *ep, const char *why) {
     if (!r->ended_at) r->ended_at = 1;
     arm_grace(m);
     changed(m);
+    if (m->state == NL_DEVICES_RUNNING) nl__dev_checkpoint_write(m); /* its devices leave it */
   }
   step(ep);
 }

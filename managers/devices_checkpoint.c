@@ -48,9 +48,12 @@ static json_t *checkpoint_data(const nl_devices_t *m) {
   nl_map_iter_init(&it, &m->resources);
   while (nl_map_iter_next(&it, &key, &v)) {
     const nl_dev_resource_t *r = v;
-    if (r->expired) continue;
+    /* As upstream, the healthy devices of plugins in use: a plugin gone
+     * when the agent stops has none after its start, until it registers. */
+    if (r->expired || !r->ep) continue;
     json_t *ids = json_array();
-    for (size_t i = 0; i < r->n_devs; i++) json_array_append_new(ids, json_string(r->devs[i].id));
+    for (size_t i = 0; i < r->n_devs; i++)
+      if (r->devs[i].healthy) json_array_append_new(ids, json_string(r->devs[i].id));
     json_object_set_new(reg, r->name, ids);
   }
   return json_pack("{s:o, s:o}", "PodDeviceEntries", entries, "RegisteredDevices", reg);
