@@ -38,6 +38,11 @@
 #     AlwaysAllow (the API server's node proxy presents no client
 #     certificate), the suite's eviction thresholds; InternalIP the CNI
 #     bridge's gateway (the API server's node proxy refuses loopback);
+#     as a service the specs can restart: the suite runs with
+#     tools/testenv/node-shims first in its PATH, whose `sudo` and `systemctl`
+#     answer the specs' `sudo systemctl list-units '*kubelet*'`, `restart`
+#     and `kill` (test/e2e_node/util.go) for a unit kubelet-nanolet that is
+#     this nanolet (started again with the same flags, its log appended);
 #  7. when the specs are done, deletes what is left, stops nanolet, then the
 #     suite's services.
 #
@@ -134,7 +139,7 @@ die() { say "$*"; exit 1; }
 [[ $PROCS =~ ^[1-9][0-9]*$ ]] || die "NODE_CONFORMANCE_PROCS must be a positive number: $PROCS"
 [[ $NODE =~ ^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$ ]] || die "bad node name: $NODE (set NODE_CONFORMANCE_NODE_NAME)"
 
-bin=$(tools/testenv/k8s-build.sh node-suite)
+bin=$(tools/testenv/k8s-build.sh node-suite sample-device-plugin)
 if [ "$MODE" = list ]; then
   "$bin/e2e_node.test" --ginkgo.dry-run --ginkgo.no-color --ginkgo.v --ginkgo.focus="$FOCUS" \
     --ginkgo.skip="$SKIP" --start-services=false --conformance 2>/dev/null |
@@ -207,6 +212,50 @@ rootfs_up() {
   mount --make-rprivate /rootfs/sys
 }
 
+# nanolet as the node's kubelet service. The specs that restart the kubelet
+# (test/e2e_node/util.go) run `sudo systemctl list-units '*kubelet*'`, then
+# `sudo systemctl restart|kill kubelet-<name>`; the suite runs with
+# tools/testenv/node-shims first in its PATH, whose sudo and systemctl answer
+# for the unit kubelet-nanolet through $CTL: `want` asks for nanolet to run,
+# `pid` is the running one. As a systemd unit without Restart=, nanolet
+# exiting (killed, or on its own) leaves it down until asked again.
+CTL=$WORK/agent
+agent_run() {
+  exec "$NANOLET" --kubeconfig "$WORK/kubeconfig" --hostname-override "$NODE" --node-ip "$node_ip" \
+    --root-dir "$ROOT" --cert-dir "$ROOT/pki" --cgroup-root "$CGROUP_ROOT" \
+    --container-runtime-endpoint "$endpoint" \
+    --port 10250 --read-only-port 10255 --healthz-port 10248 \
+    --pod-manifest-path "$WORK/static-pods" --file-check-frequency 10s \
+    --serialize-image-pulls=false --eviction-pressure-transition-period 30s \
+    --eviction-hard 'memory.available<250Mi,nodefs.available<10%,nodefs.inodesFree<5%' \
+    >>"$REPORT/nanolet.log" 2>&1
+}
+agent_service() {
+  local pid starts=0
+  trap 'rm -f "$CTL/want"; [ -z "${pid:-}" ] || kill -TERM "$pid" 2>/dev/null' TERM
+  while [ ! -e "$CTL/quit" ]; do
+    if [ -e "$CTL/want" ]; then
+      starts=$((starts + 1))
+      [ "$starts" -eq 1 ] || echo "node-conformance: nanolet started again ($starts)" >>"$REPORT/nanolet.log"
+      agent_run &
+      pid=$!
+      echo "$pid" >"$CTL/pid"
+      while kill -0 "$pid" 2>/dev/null; do wait "$pid" || true; done
+      rm -f "$CTL/want" "$CTL/pid"
+      pid=
+    else
+      sleep 0.2
+    fi
+  done
+}
+agent_stop() {
+  [ -n "$AGENT_PID" ] || return 0
+  : >"$CTL/quit"
+  kill -TERM "$AGENT_PID" 2>/dev/null
+  wait "$AGENT_PID" 2>/dev/null
+  AGENT_PID=
+}
+
 # Deletes what the specs left, stops nanolet, then the suite's services;
 # idempotent (the run calls it before its summary, the EXIT trap again).
 teardown() {
@@ -226,11 +275,7 @@ teardown() {
     done
     pods_left && say "pods left on the node: $(ls "$ROOT/pods" | tr '\n' ' ')(see nanolet.log)"
   fi
-  if [ -n "$AGENT_PID" ]; then
-    kill -TERM "$AGENT_PID" 2>/dev/null
-    wait "$AGENT_PID" 2>/dev/null
-    AGENT_PID=
-  fi
+  agent_stop
   # --stop-services=false: the services outlive the ginkgo processes until
   # here, so that the clean-up above still has an API server.
   pid=$(services_pid)
@@ -272,7 +317,7 @@ ip -4 addr show dev "$bridge" | grep -q "inet $node_ip/" || ip addr add "$node_i
 # A run cut short may leave pods' volume mounts (tmpfs) under the root dir.
 findmnt -rn -o TARGET | { grep "^$ROOT/" || true; } | sort -r | while read -r m; do umount "$m" || umount -l "$m"; done
 rm -rf --one-file-system "$WORK" "$ROOT"
-mkdir -p "$WORK/static-pods" "$ROOT"
+mkdir -p "$WORK/static-pods" "$ROOT" "$CTL"
 TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 # As the suite's own createKubeconfig (test/e2e_node/services/kubelet.go).
 cat >"$WORK/kubeconfig" <<EOF
@@ -302,7 +347,8 @@ say "running '$FOCUS' without '$SKIP', $PROCS processes; output: $REPORT/e2e.log
 start=$(date +%s)
 (
   cd "$WORK"
-  KUBE_TEST_REPO_LIST=$repo_list exec "$bin/ginkgo" --procs="$PROCS" --timeout="$TIMEOUT" \
+  PATH=$top/tools/testenv/node-shims:$PATH NODE_CONFORMANCE_AGENT_CTL=$CTL \
+    KUBE_TEST_REPO_LIST=$repo_list exec "$bin/ginkgo" --procs="$PROCS" --timeout="$TIMEOUT" \
     --focus="$FOCUS" --skip="$SKIP" --no-color \
     --output-dir="$REPORT" --json-report=report.json \
     "$bin/e2e_node.test" -- \
@@ -323,14 +369,8 @@ done
 curl -ksf --max-time 2 -H "Authorization: Bearer $TOKEN" "$APISERVER/readyz" >/dev/null 2>&1 ||
   die "the suite's API server does not answer after 300 s; see $REPORT/e2e.log"
 say "the suite's API server answers after $(($(date +%s) - start)) s; starting nanolet as node $NODE ($node_ip); log: $REPORT/nanolet.log"
-"$NANOLET" --kubeconfig "$WORK/kubeconfig" --hostname-override "$NODE" --node-ip "$node_ip" \
-  --root-dir "$ROOT" --cert-dir "$ROOT/pki" --cgroup-root "$CGROUP_ROOT" \
-  --container-runtime-endpoint "$endpoint" \
-  --port 10250 --read-only-port 10255 --healthz-port 10248 \
-  --pod-manifest-path "$WORK/static-pods" --file-check-frequency 10s \
-  --serialize-image-pulls=false --eviction-pressure-transition-period 30s \
-  --eviction-hard 'memory.available<250Mi,nodefs.available<10%,nodefs.inodesFree<5%' \
-  9>&- >"$REPORT/nanolet.log" 2>&1 &
+: >"$CTL/want"
+agent_service 9>&- &
 AGENT_PID=$!
 
 set +e
@@ -339,7 +379,7 @@ ginkgo_rc=$?
 SUITE_PID=
 set -e
 elapsed=$(($(date +%s) - start))
-kill -0 "$AGENT_PID" 2>/dev/null || say "nanolet exited during the run: $(tail -3 "$REPORT/nanolet.log")"
+[ -e "$CTL/pid" ] || say "nanolet is not running at the end of the run: $(tail -3 "$REPORT/nanolet.log")"
 set +e
 teardown
 set -e

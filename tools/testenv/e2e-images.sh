@@ -33,6 +33,13 @@
 #   e2e-test-images/glibc-dns-testing:2.0.0  glibc's `hostname` (-f resolves
 #       through nsswitch) and dash
 #   pause:3.10.2                          tools/pause/pause.c
+#   e2e-test-images/sample-device-plugin (the tag of the DaemonSet manifest
+#       test/e2e_node's DevicePlugin specs read) upstream's sample device
+#       plugin on busybox, as its Dockerfile's entrypoint; only when BINDIR
+#       holds sample-device-plugin (k8s-build.sh node-suite
+#       sample-device-plugin). Those specs name the image as the manifest
+#       does, not through KUBE_TEST_REPO_LIST: it is also pulled into the
+#       runtime and tagged with the manifest's name there.
 #
 # Environment: NANOLET_TESTENV_DIR (see setup.sh), NANOLET_TESTENV_E2E_REGISTRY
 # (default 127.0.0.1:15000).
@@ -253,6 +260,31 @@ build_pause() {
   image "$w" "$ADDR/pause" 3.10.2 --config.entrypoint /pause --config.user 65535:65535
 }
 
+# The sample device plugin's image as test/e2e_node's DaemonSet manifest
+# names it (read from the pinned module, so that no registry is named here).
+sample_ref() {
+  local go dir
+  go=$("$here/k8s-build.sh" go) || return 1
+  dir=$(cd "$here/k8s" && "$go" list -m -f '{{.Dir}}' k8s.io/kubernetes) || return 1
+  sed -n 's/^ *- image: *//p' "$dir/test/e2e/testing-manifests/sample-device-plugin/sample-device-plugin.yaml" | head -1
+}
+
+build_sample() { # build_sample TAG
+  local w
+  w=$(new_work sample-device-plugin)
+  busybox_root "$w/rootfs"
+  copy_bin "$w/rootfs" "$BIN/sample-device-plugin" /sampledeviceplugin
+  image "$w" "$E2E/sample-device-plugin" "$1" --config.entrypoint /sampledeviceplugin \
+    --config.entrypoint -alsologtostderr
+}
+
+# The runtime's copy under the manifest's name (pods with IfNotPresent use it).
+import_sample() { # import_sample REF
+  local ours=$E2E/sample-device-plugin:${1##*:}
+  ctr_ -n "$NAMESPACE" images pull --plain-http "$ours" >/dev/null || die "could not pull $ours into the runtime"
+  ctr_ -n "$NAMESPACE" images tag --force "$ours" "$1" >/dev/null || die "could not tag $ours as $1"
+}
+
 write_repo_list() {
   cat <<EOF
 # Written by nanolet tools/testenv/e2e-images.sh: KUBE_TEST_REPO_LIST.
@@ -268,8 +300,14 @@ install_packages "${PACKAGES[@]}"
 BUSYBOX=$("$here/busybox-build.sh")
 registry_up
 
+SAMPLE_REF=
+if [ -x "$BIN/sample-device-plugin" ]; then
+  SAMPLE_REF=$(sample_ref) && [ -n "$SAMPLE_REF" ] || die "no image in the sample device plugin's DaemonSet manifest"
+fi
 # Rebuilt when anything that goes into the images changes.
 key=$({
+  echo "$SAMPLE_REF"
+  [ -z "$SAMPLE_REF" ] || sha256sum "$BIN/sample-device-plugin"
   cat "$0" "$here/../pause/pause.c"
   sha256sum "$BIN/agnhost" "$BIN/nonewprivs" "$BIN"/agnhost-localhost.* "$BUSYBOX"
   dpkg-query -W "${PACKAGES[@]}"
@@ -283,6 +321,8 @@ have_all() {
     curl -fsS --max-time 5 -o /dev/null -H "$ACCEPT" \
       "http://$ADDR/v2/e2e-test-images/${ref%%:*}/manifests/${ref#*:}" || return 1
   done
+  [ -z "$SAMPLE_REF" ] || curl -fsS --max-time 5 -o /dev/null -H "$ACCEPT" \
+    "http://$ADDR/v2/e2e-test-images/sample-device-plugin/manifests/${SAMPLE_REF##*:}" || return 1
   curl -fsS --max-time 5 -o /dev/null -H "$ACCEPT" "http://$ADDR/v2/pause/manifests/3.10.2"
 }
 
@@ -302,6 +342,7 @@ if [ "$(cat "$RDIR/images.key" 2>/dev/null)" != "$key" ] || ! have_all; then
   build_nginx
   build_glibc_dns
   build_pause
+  [ -z "$SAMPLE_REF" ] || build_sample "${SAMPLE_REF##*:}"
   # The runtime's copies of the earlier images are stale: the specs' pods
   # (IfNotPresent) must pull these.
   stale=$(ctr_ -n "$NAMESPACE" images ls -q 2>/dev/null | grep -F "$ADDR/" || true)
@@ -312,5 +353,6 @@ if [ "$(cat "$RDIR/images.key" 2>/dev/null)" != "$key" ] || ! have_all; then
   echo "$key" >"$RDIR/images.key"
   log "e2e images built and pushed in $(($(date +%s) - start)) s"
 fi
+[ -z "$SAMPLE_REF" ] || import_sample "$SAMPLE_REF"
 write_repo_list >"$RDIR/repo-list.yaml"
 echo "$RDIR/repo-list.yaml" >&3
