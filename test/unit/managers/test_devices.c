@@ -383,14 +383,28 @@ static void test_register_and_watch(void **state) {
   world_free(w);
 }
 
+static bool checkpoint_has(world_t *w, const char *text) {
+  char cp[160], buf[8192] = "";
+  snprintf(cp, sizeof cp, "%s/kubelet_internal_checkpoint", w->dir);
+  FILE *f = fopen(cp, "r");
+  if (!f) return false;
+  buf[fread(buf, 1, sizeof buf - 1, f)] = 0;
+  fclose(f);
+  return strstr(buf, text) != NULL;
+}
+
 static void test_plugin_gone_and_grace(void **state) {
   world_t *w = world_new();
   manager_start(w, 300, 0);
   plugin_start(w, "dp.sock");
   do_register(w, "v1beta1", RES, "dp.sock", false);
   RUN_UNTIL(w, counts_are(w, 2, 2));
+  RUN_UNTIL(w, checkpoint_has(w, "\"RegisteredDevices\":{\"" RES "\":[\"Dev-1\",\"Dev-2\"]}"));
   plugin_stop(w);
   RUN_UNTIL(w, counts_are(w, 2, 0)); /* unhealthy at once */
+  /* the checkpoint no longer lists its devices (upstream's healthy ones):
+   * an agent started now would not count them */
+  RUN_UNTIL(w, checkpoint_has(w, "\"RegisteredDevices\":{}"));
   RUN_UNTIL(w, counts_are(w, 0, 0)); /* out of capacity after the grace period */
   RUN_UNTIL(w, w->plugin_done);
   /* back: registers again */
