@@ -4,7 +4,7 @@
  *
  *   nanolet-fake-device-plugin [--resource NAME] [--count N]
  *       [--device HOST:CONTAINER[:PERMS]]... [--mount HOST:CONTAINER]...
- *       [--env KEY=VALUE]... [--preferred ID,ID...|hang] DIR
+ *       [--env KEY=VALUE]... [--preferred ID,ID...] DIR
  *
  * serves the DevicePlugin service on DIR/fake-<pid>.sock, registers NAME
  * (default nanolet.test/pty) with the agent on DIR/kubelet.sock, advertises N
@@ -12,7 +12,7 @@
  * Allocate with every --device (a DeviceSpec; PERMS default rw), --mount and
  * --env given, plus DEVICE_IDS=<the ids asked for>. With --preferred it
  * offers GetPreferredAllocation and answers it with those IDs, whatever it
- * is asked (hang: never answers). When the agent goes (its
+ * is asked. When the agent goes (its
  * ListAndWatch stream ends) it registers again, every second until answered,
  * making its socket anew if the agent's start removed it (as upstream's stub
  * does when kubelet.sock is made again). SIGTERM or SIGINT: stops, removes
@@ -224,10 +224,9 @@ static void h_preferred(void *ctx, nl_grpc_call_t *call, const uint8_t *req, siz
     printf(" size=%d\n", (int)q->allocation_size);
   }
   if (r) v1beta1__preferred_allocation_request__free_unpacked(r, NULL);
-  if (!p->preferred || strcmp(p->preferred, "hang") == 0) return; /* cancelled by the caller */
   char buf[512], *ids[MAX_SPECS], *save = NULL;
   size_t n = 0;
-  snprintf(buf, sizeof buf, "%s", p->preferred);
+  snprintf(buf, sizeof buf, "%s", p->preferred ? p->preferred : "");
   for (char *t = strtok_r(buf, ",", &save); t && n < MAX_SPECS; t = strtok_r(NULL, ",", &save))
     ids[n++] = t;
   V1beta1__ContainerPreferredAllocationResponse cr =
@@ -363,7 +362,7 @@ int main(int argc, char **argv) {
     default:
       fprintf(stderr, "usage: %s [--resource NAME] [--count N] [--device HOST:CONTAINER[:PERMS]]... "
                       "[--mount HOST:CONTAINER]... [--env KEY=VALUE]... "
-                      "[--preferred ID,ID...|hang] DIR\n", argv[0]);
+                      "[--preferred ID,ID...] DIR\n", argv[0]);
       return opt == 'h' ? 0 : 2;
     }
   }

@@ -45,6 +45,7 @@ typedef struct world {
   const char *pref_answer;
   int pref_calls;
   char pref_available[128], pref_must[128];
+  nl_grpc_call_t *pref_hung; /* the call it does not answer */
   int pref_size;
   uint64_t call_timeout_ms;
   char gone[16]; /* a pod no longer active (opts.pod_active) */
@@ -168,7 +169,10 @@ static void h_preferred(void *ctx, nl_grpc_call_t *call, const uint8_t *req, siz
            c->n_must_include_deviceids);
   w->pref_size = c->allocation_size;
   v1beta1__preferred_allocation_request__free_unpacked(r, NULL);
-  if (strcmp(w->pref_answer, "hang") == 0) return; /* the server cancels it when it stops */
+  if (strcmp(w->pref_answer, "hang") == 0) { /* answered by the test once cancelled */
+    w->pref_hung = call;
+    return;
+  }
   char buf[128], *ids[8], *save = NULL;
   size_t n = 0;
   snprintf(buf, sizeof buf, "%s", w->pref_answer);
@@ -750,6 +754,8 @@ static void test_preferred_allocation(void **state) {
   uint64_t t0 = uv_now(&w->loop);
   start_container(w, p3, &p3->spec.containers[0]);
   assert_true(uv_now(&w->loop) - t0 < 2000);
+  assert_non_null(w->pref_hung);
+  nl_grpc_call_reply(w->pref_hung, NL_GRPC_CANCELLED, NULL, NULL, 0); /* frees it */
   assert_string_equal(w->got_env, "Dev-1,Dev-2,");
   assert_int_equal(w->allocates, 8);
   manager_stop(w);
