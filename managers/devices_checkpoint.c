@@ -48,11 +48,11 @@ static json_t *checkpoint_data(const nl_devices_t *m) {
   nl_map_iter_init(&it, &m->resources);
   while (nl_map_iter_next(&it, &key, &v)) {
     const nl_dev_resource_t *r = v;
-    /* As upstream, the healthy devices of plugins in use: a plugin gone
-     * when the agent stops has none after its start, until it registers. */
-    if (r->expired || !r->ep) continue;
+    /* As upstream, the healthy devices of plugins in use (none for a plugin
+     * gone): only the names matter at the next start. */
+    if (r->expired) continue;
     json_t *ids = json_array();
-    for (size_t i = 0; i < r->n_devs; i++)
+    for (size_t i = 0; r->ep && i < r->n_devs; i++)
       if (r->devs[i].healthy) json_array_append_new(ids, json_string(r->devs[i].id));
     json_object_set_new(reg, r->name, ids);
   }
@@ -155,18 +155,14 @@ int nl__dev_checkpoint_read(nl_devices_t *m, nl_err_t **err) {
   }
   const char *name;
   json_t *ids;
+  /* As upstream's since 1.3x, a registered resource starts with no devices,
+   * capacity 0 until its plugin registers again (its grace period runs):
+   * the Node shows that it is a device plugin's, with nothing to give. */
   json_object_foreach(json_object_get(data, "RegisteredDevices"), name, ids) {
+    (void)ids;
     if (!nl_devices_extended_name(name)) continue;
     nl_dev_resource_t *r = nl__dev_resource(m, name);
-    size_t j, n = 0;
-    json_t *id;
-    r->devs = nl_xcalloc(json_array_size(ids) + 1, sizeof *r->devs);
-    json_array_foreach(ids, j, id) {
-      if (json_is_string(id) && n < m->opts.max_devices)
-        r->devs[n++] = (nl_dev_t){nl_xstrdup(json_string_value(id)), false};
-    }
-    r->n_devs = n;
-    r->ended_at = uv_now(m->loop) ? uv_now(m->loop) : 1; /* until its plugin registers again */
+    r->ended_at = uv_now(m->loop) ? uv_now(m->loop) : 1;
   }
   json_decref(doc);
   nl_info("device manager: read %s", m->checkpoint_path);

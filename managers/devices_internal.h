@@ -84,7 +84,7 @@ uint64_t nl__dev_checkpoint_write(nl_devices_t *m);
 void nl__dev_requests_checkpointed(nl_devices_t *m, const char *err);
 /* Drops what a checkpoint write held of the manager (devices.c). */
 void nl__dev_unref(nl_devices_t *m);
-/* Reads it into m->allocs (and the registered devices, as unhealthy until
+/* Reads it into m->allocs (and the registered resources, with no devices until
  * their plugin registers). Returns 0, or -1 with *err. A missing file is 0. */
 int nl__dev_checkpoint_read(nl_devices_t *m, nl_err_t **err);
 /* Fails the container requests in flight (the manager stops). */

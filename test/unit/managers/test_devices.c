@@ -406,9 +406,8 @@ static void test_plugin_gone_and_grace(void **state) {
   RUN_UNTIL(w, checkpoint_has(w, "\"RegisteredDevices\":{\"" RES "\":[\"Dev-1\",\"Dev-2\"]}"));
   plugin_stop(w);
   RUN_UNTIL(w, counts_are(w, 2, 0)); /* unhealthy at once */
-  /* the checkpoint no longer lists its devices (upstream's healthy ones):
-   * an agent started now would not count them */
-  RUN_UNTIL(w, checkpoint_has(w, "\"RegisteredDevices\":{}"));
+  /* the checkpoint no longer lists its devices (upstream's healthy ones) */
+  RUN_UNTIL(w, checkpoint_has(w, "\"RegisteredDevices\":{\"" RES "\":[]}"));
   RUN_UNTIL(w, counts_are(w, 0, 0)); /* out of capacity after the grace period */
   RUN_UNTIL(w, w->plugin_done);
   /* back: registers again */
@@ -655,6 +654,7 @@ static void test_admit_allocate_restore(void **state) {
   snprintf(cp, sizeof cp, "%s/kubelet_internal_checkpoint", w->dir);
   assert_int_equal(stat(cp, &st), 0);
   manager_start(w, 0, 0);
+  assert_true(counts_are(w, 0, 0)); /* known, nothing to give until the plugin registers */
   c_ids = nl_devices_assigned(&w->m, "u1", "c", RES, &n2);
   assert_int_equal(n2, 1);
   assert_string_equal(c_ids[0], keep);
