@@ -314,8 +314,9 @@ ip -4 addr show dev "$bridge" | grep -q "inet $node_ip/" || ip addr add "$node_i
 
 # The suite's working directory (its token file, kubelet.conf.d), the node's
 # kubeconfig and static pod directory; the node's root dir, fresh.
-# A run cut short may leave pods' volume mounts (tmpfs) under the root dir.
-findmnt -rn -o TARGET | { grep "^$ROOT/" || true; } | sort -r | while read -r m; do umount "$m" || umount -l "$m"; done
+# A run cut short may leave pods' volume mounts (tmpfs) under the root dir,
+# and something may have bind-mounted the root dir itself: both go.
+findmnt -rn -o TARGET | { grep -E "^$ROOT(/|$)" || true; } | sort -r | while read -r m; do umount "$m" || umount -l "$m"; done
 rm -rf --one-file-system "$WORK" "$ROOT"
 mkdir -p "$WORK/static-pods" "$ROOT" "$CTL"
 TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
