@@ -42,12 +42,18 @@ int nl__kubelet_devices_start(nl_kubelet_t *k, nl_err_t **err) {
   return rc < 0 ? nl_err_wrap(err, "device manager") : 0;
 }
 
+static bool pods_synced(void *ctx) {
+  nl_kubelet_t *k = ctx;
+  return nl_pod_config_sources_ready(&k->pod_config);
+}
+
 int nl__kubelet_podres_start(nl_kubelet_t *k, nl_err_t **err) {
   char *dir = nl_xasprintf("%s/pod-resources", k->cfg->root_dir);
   nl_podres_deps_t d = {
       .pods = &k->pods,
       .pod_active = nl__kubelet_pod_active,
       .pod_active_ctx = k,
+      .pods_synced = pods_synced,
       .devices = k->devices_up ? &k->devices : NULL,
       .metrics = &k->metrics,
   };

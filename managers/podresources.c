@@ -159,6 +159,16 @@ static bool admitted(nl_podres_t *p, nl_grpc_call_t *call) {
   return false;
 }
 
+/* List and Get answer from the pods the agent knows: until its sources gave
+ * their first lists (just after a start) an answer would leave out running
+ * pods, so the client is told to try again. */
+static bool pods_known(nl_podres_t *p, nl_grpc_call_t *call) {
+  if (!p->deps.pods_synced || p->deps.pods_synced(p->deps.pod_active_ctx)) return true;
+  nl_grpc_call_reply(call, NL_GRPC_UNAVAILABLE, "the kubelet does not know its pods yet", NULL,
+                     0);
+  return false;
+}
+
 static void count(nl_podres_t *p, nl_kmetrics_podres_t method, bool failed) {
   if (p->deps.metrics) nl_kmetrics_podres(p->deps.metrics, API, method, failed);
 }
@@ -174,6 +184,7 @@ static ProtobufCMessage *decode(nl_grpc_call_t *call, const ProtobufCMessageDesc
 static void h_list(void *ctx, nl_grpc_call_t *call, const uint8_t *data, size_t len) {
   nl_podres_t *p = ctx;
   if (!admitted(p, call)) return;
+  if (!pods_known(p, call)) return;
   ProtobufCMessage *req = decode(call, &v1__list_pod_resources_request__descriptor, data, len);
   if (!req) return;
   protobuf_c_message_free_unpacked(req, NULL);
@@ -186,6 +197,7 @@ static void h_list(void *ctx, nl_grpc_call_t *call, const uint8_t *data, size_t 
 static void h_list_v1alpha1(void *ctx, nl_grpc_call_t *call, const uint8_t *data, size_t len) {
   nl_podres_t *p = ctx;
   if (!admitted(p, call)) return;
+  if (!pods_known(p, call)) return;
   ProtobufCMessage *req = decode(call, &v1__list_pod_resources_request__descriptor, data, len);
   if (!req) return;
   protobuf_c_message_free_unpacked(req, NULL);
@@ -211,6 +223,7 @@ static void h_allocatable(void *ctx, nl_grpc_call_t *call, const uint8_t *data, 
 static void h_get(void *ctx, nl_grpc_call_t *call, const uint8_t *data, size_t len) {
   nl_podres_t *p = ctx;
   if (!admitted(p, call)) return;
+  if (!pods_known(p, call)) return;
   V1__GetPodResourcesRequest *req =
       (V1__GetPodResourcesRequest *)decode(call, &v1__get_pod_resources_request__descriptor,
                                            data, len);

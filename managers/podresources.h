@@ -55,6 +55,9 @@ typedef struct nl_podres_deps {
   /* Whether a pod is active (upstream's GetActivePods); NULL: all are. */
   bool (*pod_active)(void *ctx, const char *uid);
   void *pod_active_ctx;
+  /* Whether the pods are known (every source gave its first list; ctx
+   * pod_active_ctx): until then List and Get answer UNAVAILABLE. NULL: known. */
+  bool (*pods_synced)(void *ctx);
   nl_devices_t *devices;   /* NULL or not running: no devices anywhere */
   nl_kmetrics_t *metrics;  /* NULL: not counted */
   double qps;              /* 0: NL_PODRES_QPS; < 0: no limit */

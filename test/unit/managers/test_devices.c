@@ -933,6 +933,49 @@ static void test_pod_resources(void **state) {
   world_free(w);
 }
 
+static bool synced_flag(void *ctx) { return *(bool *)ctx; }
+
+/* Just after a start, before the sources gave their pods, List and Get tell
+ * the client to try again rather than answer without the running pods. */
+static void test_pod_resources_before_sync(void **state) {
+  world_t *w = world_new();
+  bool synced = false;
+  char dir[160];
+  snprintf(dir, sizeof dir, "%s/pod-resources", w->dir);
+  nl_podres_t pr;
+  nl_err_t *err = NULL;
+  nl_podres_deps_t d = {.pod_active_ctx = &synced, .pods_synced = synced_flag, .qps = -1};
+  if (nl_podres_start(&pr, &w->loop, dir, &d, &err) < 0) fail_msg("%s", err->msg);
+  char sock[200];
+  snprintf(sock, sizeof sock, "%s/kubelet.sock", dir);
+  nl_cri_client_t cl;
+  assert_int_equal(nl_cri_client_init(&cl, &w->loop, sock, NULL, &err), 0);
+  pr_call_t c;
+  V1__ListPodResourcesRequest lreq = V1__LIST_POD_RESOURCES_REQUEST__INIT;
+  pr_call(w, &cl, "List", &lreq.base, &v1__list_pod_resources_response__descriptor, &c);
+  assert_int_equal(c.code, NL_GRPC_UNAVAILABLE);
+  assert_string_equal(c.msg, "the kubelet does not know its pods yet");
+  V1__GetPodResourcesRequest greq = V1__GET_POD_RESOURCES_REQUEST__INIT;
+  greq.pod_name = "p";
+  greq.pod_namespace = "default";
+  pr_call(w, &cl, "Get", &greq.base, &v1__get_pod_resources_response__descriptor, &c);
+  assert_int_equal(c.code, NL_GRPC_UNAVAILABLE);
+  V1__AllocatableResourcesRequest areq = V1__ALLOCATABLE_RESOURCES_REQUEST__INIT;
+  pr_call(w, &cl, "GetAllocatableResources", &areq.base,
+          &v1__allocatable_resources_response__descriptor, &c);
+  assert_int_equal(c.code, NL_GRPC_OK); /* does not depend on the pods */
+  if (c.resp) protobuf_c_message_free_unpacked(c.resp, NULL);
+  synced = true;
+  pr_call(w, &cl, "List", &lreq.base, &v1__list_pod_resources_response__descriptor, &c);
+  assert_int_equal(c.code, NL_GRPC_OK);
+  if (c.resp) protobuf_c_message_free_unpacked(c.resp, NULL);
+  nl_cri_client_stop(&cl, client_stopped);
+  bool pr_done = false;
+  nl_podres_stop(&pr, podres_stopped, &pr_done);
+  RUN_UNTIL(w, pr_done);
+  world_free(w);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_extended_names),
@@ -945,6 +988,7 @@ int main(void) {
       cmocka_unit_test(test_admit_allocate_restore),
       cmocka_unit_test(test_preferred_allocation),
       cmocka_unit_test(test_pod_resources),
+      cmocka_unit_test(test_pod_resources_before_sync),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
