@@ -190,7 +190,11 @@ static char *admit_container(nl_devices_t *m, const nl_pod_t *pod, const nl_cont
     if (e) return e;
     size_t n;
     char *const *ids = nl_devices_assigned(m, pod->metadata.uid, c->name, r->name, &n);
-    if (init) reuse_add(ru, ids, n);
+    /* As upstream: a plain init container's devices are free for the
+     * containers after it; a sidecar (restartable init container) keeps its
+     * own while they run, as an app container does. */
+    bool sidecar = init && c->restart_policy && strcmp(c->restart_policy, "Always") == 0;
+    if (init && !sidecar) reuse_add(ru, ids, n);
     else reuse_drop(ru, ids, n);
   }
   return NULL;

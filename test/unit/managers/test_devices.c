@@ -683,6 +683,32 @@ static void test_admit_allocate_restore(void **state) {
   world_free(w);
 }
 
+/* A sidecar (restartable init container) reuses a plain init container's
+ * device, and keeps it: the app container gets another (upstream's
+ * devicesToReuse). */
+static void test_sidecar_devices(void **state) {
+  world_t *w = world_new();
+  manager_start(w, 0, 0);
+  plugin_start(w, "dp.sock");
+  do_register(w, "v1beta1", RES, "dp.sock", false);
+  RUN_UNTIL(w, counts_are(w, 2, 2));
+  nl_pod_t *pod = pod_of("u1", "spec:\n  initContainers:\n  - name: i\n    image: b\n"
+                               "    resources: {limits: {" RES ": 1}}\n"
+                               "  - name: s\n    image: b\n    restartPolicy: Always\n"
+                               "    resources: {limits: {" RES ": 1}}\n"
+                               "  containers:\n  - name: c\n    image: b\n"
+                               "    resources: {limits: {" RES ": 1}}\n");
+  char *msg = NULL;
+  assert_true(nl_devices_admit(&w->m, pod, &msg));
+  size_t n;
+  assert_string_equal(nl_devices_assigned(&w->m, "u1", "i", RES, &n)[0], "Dev-1");
+  assert_string_equal(nl_devices_assigned(&w->m, "u1", "s", RES, &n)[0], "Dev-1");
+  assert_string_equal(nl_devices_assigned(&w->m, "u1", "c", RES, &n)[0], "Dev-2");
+  manager_stop(w);
+  nl_pod_free(pod);
+  world_free(w);
+}
+
 /* Starts pod's container c (init when init) and waits for its answer. */
 static void start_container(world_t *w, nl_pod_t *pod, const nl_container_t *c) {
   w->got = false;
@@ -986,6 +1012,7 @@ int main(void) {
       cmocka_unit_test(test_options_first),
       cmocka_unit_test(test_resource_status),
       cmocka_unit_test(test_admit_allocate_restore),
+      cmocka_unit_test(test_sidecar_devices),
       cmocka_unit_test(test_preferred_allocation),
       cmocka_unit_test(test_pod_resources),
       cmocka_unit_test(test_pod_resources_before_sync),
