@@ -23,6 +23,12 @@ void nl__kubelet_devices_status(nl_kubelet_t *k, const nl_pod_t *pod, nl_pod_sta
     nl_devices_resource_status(&k->devices, pod->metadata.uid, st);
 }
 
+/* Every pod source gave its first list: the pods are known. */
+static bool pods_synced(void *ctx) {
+  nl_kubelet_t *k = ctx;
+  return nl_pod_config_sources_ready(&k->pod_config);
+}
+
 int nl__kubelet_devices_start(nl_kubelet_t *k, nl_err_t **err) {
   char *dir = nl_xasprintf("%s/device-plugins", k->cfg->root_dir);
   nl_devices_opts_t o = {
@@ -31,6 +37,7 @@ int nl__kubelet_devices_start(nl_kubelet_t *k, nl_err_t **err) {
       .changed_ctx = k,
       .pod_active = nl__kubelet_pod_active,
       .pod_active_ctx = k,
+      .sources_ready = pods_synced,
       .pod_changed = k->resource_health ? on_pod_changed : NULL,
       .pod_changed_ctx = k,
       .metrics = &k->metrics,
@@ -40,11 +47,6 @@ int nl__kubelet_devices_start(nl_kubelet_t *k, nl_err_t **err) {
   k->devices_up = true; /* stopped in any case */
   k->pending++;
   return rc < 0 ? nl_err_wrap(err, "device manager") : 0;
-}
-
-static bool pods_synced(void *ctx) {
-  nl_kubelet_t *k = ctx;
-  return nl_pod_config_sources_ready(&k->pod_config);
 }
 
 int nl__kubelet_podres_start(nl_kubelet_t *k, nl_err_t **err) {

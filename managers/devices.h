@@ -79,6 +79,11 @@ typedef struct nl_devices_opts {
    * every pod does. Asked before devices are counted free. */
   bool (*pod_active)(void *ctx, const char *uid);
   void *pod_active_ctx;
+  /* Whether every pod source gave its first list (ctx pod_active_ctx):
+   * until then no pod's devices are freed, as upstream's
+   * UpdateAllocatedDevices (just after a start, a running pod not yet seen
+   * again is not gone). NULL: always. */
+  bool (*sources_ready)(void *ctx);
   /* The health of a device the pod holds changed: its status should be
    * generated again (upstream's ResourceHealthStatus updates). NULL: not told. */
   void (*pod_changed)(void *ctx, const char *uid);

@@ -80,6 +80,7 @@ bool nl__dev_in_use(const nl_devices_t *m, const char *resource, const char *id)
 
 static void release(nl_devices_t *m, const char *keep_uid) {
   if (!m->opts.pod_active) return;
+  if (m->opts.sources_ready && !m->opts.sources_ready(m->opts.pod_active_ctx)) return;
   bool any = false;
   nl_list_t *pos, *tmp;
   nl_list_foreach_safe(pos, tmp, &m->allocs) {

@@ -49,6 +49,7 @@ typedef struct world {
   int pref_size;
   uint64_t call_timeout_ms;
   char gone[16]; /* a pod no longer active (opts.pod_active) */
+  bool unsynced;  /* opts.sources_ready says no */
   const char *opt_fail; /* set: it fails with this message */
   /* the registering client */
   nl_cri_client_t reg;
@@ -243,12 +244,15 @@ static bool pod_active(void *ctx, const char *uid) {
   return strcmp(((world_t *)ctx)->gone, uid) != 0;
 }
 
+static bool sources_ready(void *ctx) { return !((world_t *)ctx)->unsynced; }
+
 static void manager_start(world_t *w, uint64_t grace_ms, size_t max_devices) {
   nl_devices_opts_t o = {.dir = w->dir, .grace_ms = grace_ms, .max_devices = max_devices,
                          .connect_wait_ms = 500, .call_timeout_ms = w->call_timeout_ms,
                          .changed = on_changed, .changed_ctx = w,
                          .pod_changed = on_pod_changed, .pod_changed_ctx = w,
-                         .pod_active = pod_active, .pod_active_ctx = w};
+                         .pod_active = pod_active, .pod_active_ctx = w,
+                         .sources_ready = sources_ready};
   nl_err_t *err = NULL;
   if (nl_devices_start(&w->m, &w->loop, &o, &err) < 0) fail_msg("%s", err->msg);
   w->m_done = false;
@@ -704,7 +708,18 @@ static void test_sidecar_devices(void **state) {
   assert_string_equal(nl_devices_assigned(&w->m, "u1", "i", RES, &n)[0], "Dev-1");
   assert_string_equal(nl_devices_assigned(&w->m, "u1", "s", RES, &n)[0], "Dev-1");
   assert_string_equal(nl_devices_assigned(&w->m, "u1", "c", RES, &n)[0], "Dev-2");
+  /* u1 no longer seen, but the sources have not given their pods yet (just
+   * after a start): its devices stay; once they have, they are free */
+  snprintf(w->gone, sizeof w->gone, "u1");
+  w->unsynced = true;
+  nl_pod_t *other = pod_of("u2", ONE_CONTAINER(1));
+  assert_false(nl_devices_admit(&w->m, other, &msg));
+  free(msg);
+  assert_int_equal(nl_devices_assigned(&w->m, "u1", "c", RES, &n) != NULL, 1);
+  w->unsynced = false;
+  assert_true(nl_devices_admit(&w->m, other, &msg));
   manager_stop(w);
+  nl_pod_free(other);
   nl_pod_free(pod);
   world_free(w);
 }
