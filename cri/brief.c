@@ -302,20 +302,33 @@ static uint64_t fp_key(void) {
   return k;
 }
 
-uint64_t nl_cri_brief_fingerprint(const uint8_t *data, size_t len) {
-  rd_t r = {data, data + len};
-  uint64_t key = fp_key(), sum = 0, n = 0;
+/* The fields of r in any order, each hashed whole; false when r is not framed
+ * as protobuf. */
+static bool fields_hash(rd_t r, uint64_t key, int depth, uint64_t *out) {
+  uint64_t sum = 0, n = 0;
   while (r.p < r.end) {
     const uint8_t *start = r.p;
     uint32_t num;
     unsigned wt;
-    uint64_t v;
+    uint64_t v, h;
     rd_t sub;
-    if (!field(&r, &num, &wt, &v, &sub)) return 0;
-    sum += hash_bytes(start, (size_t)(r.p - start), key); /* the items in any order */
+    if (!field(&r, &num, &wt, &v, &sub)) return false;
+    /* An item's own fields in any order too: containerd 1.6 writes a map's
+     * entries (labels, annotations) in Go's map order, another at each list.
+     * The item's key and length bind them to it. */
+    if (depth == 0 && wt == WT_LEN && fields_hash(sub, key, 1, &h))
+      h += hash_bytes(start, (size_t)(sub.p - start), key);
+    else h = hash_bytes(start, (size_t)(r.p - start), key);
+    sum += depth == 0 ? mix(h) : h;
     n++;
   }
-  uint64_t f = mix(sum ^ mix(n ^ key));
+  *out = mix(sum ^ mix(n ^ key ^ (uint64_t)depth));
+  return true;
+}
+
+uint64_t nl_cri_brief_fingerprint(const uint8_t *data, size_t len) {
+  uint64_t f;
+  if (!fields_hash((rd_t){data, data + len}, fp_key(), 0, &f)) return 0;
   return f ? f : 1;
 }
 

@@ -15,8 +15,10 @@
 
 /* A fingerprint of a list answer's bytes: a keyed hash of each of its
  * top-level fields (the items), summed, so that the same items in another
- * order (containerd lists from Go maps) give the same value; 0 when the bytes
- * are not framed as protobuf. */
+ * order (containerd lists from Go maps) give the same value; each item's hash
+ * is likewise of its fields in any order (containerd 1.6 writes an item's
+ * labels in a new order at each list). 0 when the bytes are not framed as
+ * protobuf. */
 uint64_t nl_cri_brief_fingerprint(const uint8_t *data, size_t len);
 
 /* Whether desc is one of the two brief list answers. */

@@ -194,9 +194,47 @@ static void fingerprints(void **state) {
   assert_int_not_equal(nl_cri_brief_fingerprint((const uint8_t *)"", 0), 0);
 }
 
+/* containerd 1.6 writes an item's labels in Go's map order, a new one at each
+ * list: the same labels in another order are the same item; another label
+ * value, or a value moved to another key, is not. */
+static void fingerprint_of_labels_in_any_order(void **state) {
+  (void)state;
+  Runtime__V1__Container__LabelsEntry l[3] = {RUNTIME__V1__CONTAINER__LABELS_ENTRY__INIT,
+                                              RUNTIME__V1__CONTAINER__LABELS_ENTRY__INIT,
+                                              RUNTIME__V1__CONTAINER__LABELS_ENTRY__INIT};
+  l[0].key = "io.kubernetes.pod.uid", l[0].value = "u1";
+  l[1].key = "io.kubernetes.pod.name", l[1].value = "web";
+  l[2].key = "io.kubernetes.container.name", l[2].value = "main";
+  Runtime__V1__Container__LabelsEntry *order1[] = {&l[0], &l[1], &l[2]};
+  Runtime__V1__Container__LabelsEntry *order2[] = {&l[2], &l[0], &l[1]};
+  Runtime__V1__Container c = RUNTIME__V1__CONTAINER__INIT;
+  c.id = "a";
+  c.labels = order1, c.n_labels = 3;
+  Runtime__V1__Container *one[] = {&c};
+  Runtime__V1__ListContainersResponse r = RUNTIME__V1__LIST_CONTAINERS_RESPONSE__INIT;
+  r.containers = one, r.n_containers = 1;
+  size_t len;
+  uint8_t *b = pack(&r.base, &len);
+  uint64_t f1 = nl_cri_brief_fingerprint(b, len);
+  free(b);
+  c.labels = order2;
+  b = pack(&r.base, &len);
+  assert_true(nl_cri_brief_fingerprint(b, len) == f1);
+  free(b);
+  l[1].value = "db";
+  b = pack(&r.base, &len);
+  assert_true(nl_cri_brief_fingerprint(b, len) != f1);
+  free(b);
+  l[1].value = "main", l[2].value = "web"; /* the two values swapped between keys */
+  b = pack(&r.base, &len);
+  assert_true(nl_cri_brief_fingerprint(b, len) != f1);
+  free(b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(sandboxes_as_protobuf_c_reads_them),
+      cmocka_unit_test(fingerprint_of_labels_in_any_order),
       cmocka_unit_test(containers_as_protobuf_c_reads_them),
       cmocka_unit_test(malformed_answers_are_refused),
       cmocka_unit_test(fingerprints),
