@@ -8,6 +8,7 @@
  * test/fuzz/cri/fuzz_brief.c holds it to that. */
 #include "cri/brief.h"
 
+#include <assert.h>
 #include <limits.h>
 #include <string.h>
 #include <sys/random.h>
@@ -302,33 +303,49 @@ static uint64_t fp_key(void) {
   return k;
 }
 
-/* The fields of r in any order, each hashed whole; false when r is not framed
- * as protobuf. */
-static bool fields_hash(rd_t r, uint64_t key, int depth, uint64_t *out) {
+/* One item: the fields the decoding keeps (id, sandbox id, state, created at,
+ * labels), each hashed whole and summed, so in any order: containerd 1.6
+ * writes an item's labels in Go's map order, a new one at each list. The
+ * rest (metadata, image, annotations: most of the bytes) is skipped unread,
+ * as the decoding skips it. False when the item is not framed as protobuf. */
+static bool item_fp(rd_t r, const layout_t *l, uint64_t key, uint64_t *out) {
   uint64_t sum = 0, n = 0;
   while (r.p < r.end) {
     const uint8_t *start = r.p;
     uint32_t num;
     unsigned wt;
-    uint64_t v, h;
+    uint64_t v;
     rd_t sub;
     if (!field(&r, &num, &wt, &v, &sub)) return false;
-    /* An item's own fields in any order too: containerd 1.6 writes a map's
-     * entries (labels, annotations) in Go's map order, another at each list.
-     * The item's key and length bind them to it. */
-    if (depth == 0 && wt == WT_LEN && fields_hash(sub, key, 1, &h))
-      h += hash_bytes(start, (size_t)(sub.p - start), key);
-    else h = hash_bytes(start, (size_t)(r.p - start), key);
-    sum += depth == 0 ? mix(h) : h;
-    n++;
+    if (num == l->id || (l->sandbox_id && num == l->sandbox_id) || num == l->state ||
+        num == l->created_at || num == l->labels) {
+      sum += hash_bytes(start, (size_t)(r.p - start), key);
+      n++;
+    }
   }
-  *out = mix(sum ^ mix(n ^ key ^ (uint64_t)depth));
+  *out = mix(sum ^ mix(n ^ key));
   return true;
 }
 
-uint64_t nl_cri_brief_fingerprint(const uint8_t *data, size_t len) {
-  uint64_t f;
-  if (!fields_hash((rd_t){data, data + len}, fp_key(), 0, &f)) return 0;
+uint64_t nl_cri_brief_fingerprint(const ProtobufCMessageDescriptor *desc, const uint8_t *data,
+                                  size_t len) {
+  assert(nl_cri_brief_is(desc));
+  const layout_t *l = desc == &runtime__v1__brief__list_pod_sandbox_response__descriptor ? &SANDBOX
+                                                                                          : &CONTAINER;
+  rd_t r = {data, data + len};
+  uint64_t key = fp_key(), sum = 0, n = 0;
+  while (r.p < r.end) {
+    uint32_t num;
+    unsigned wt;
+    uint64_t v, h;
+    rd_t sub;
+    if (!field(&r, &num, &wt, &v, &sub)) return 0;
+    if (num != 1) continue; /* not an item: the decoding skips it too */
+    if (wt != WT_LEN || !item_fp(sub, l, key, &h)) return 0;
+    sum += mix(h); /* the items in any order */
+    n++;
+  }
+  uint64_t f = mix(sum ^ mix(n ^ key));
   return f ? f : 1;
 }
 
