@@ -316,7 +316,15 @@ static bool item_fp(rd_t r, const layout_t *l, uint64_t key, uint64_t *out) {
     unsigned wt;
     uint64_t v;
     rd_t sub;
-    if (!field(&r, &num, &wt, &v, &sub)) return false;
+    /* Most fields are short strings and map entries: a key and a length of
+     * one byte each, walked here without field()'s general case. */
+    if (r.end - r.p >= 2 && r.p[0] < 0x80 && (r.p[0] & 7) == WT_LEN && r.p[0] >= 8 && r.p[1] < 0x80) {
+      if (r.end - r.p - 2 < r.p[1]) return false;
+      num = r.p[0] >> 3;
+      r.p += 2 + r.p[1];
+    } else if (!field(&r, &num, &wt, &v, &sub)) {
+      return false;
+    }
     if (num == l->id || (l->sandbox_id && num == l->sandbox_id) || num == l->state ||
         num == l->created_at || num == l->labels) {
       sum += hash_bytes(start, (size_t)(r.p - start), key);
