@@ -84,13 +84,14 @@ struct nl_grpc_server {
   int lfd;
   char *path;                 /* the socket file, once listening */
   uint8_t *rbuf;              /* one read buffer for every connection */
+  uv_timer_t deadlines;       /* the calls' deadlines, of every connection */
   dev_t sock_dev;             /* the socket file we made: removed at stop */
   ino_t sock_ino;             /* unless another server took the path since */
   nl_list_t methods;
   nl_list_t conns;            /* every connection not yet freed */
   size_t nconns;              /* in conns */
   size_t nlive;               /* those not closing */
-  bool listening, stopping, listener_closed;
+  bool listening, stopping, listener_closed, deadlines_closed;
   nl_grpc_server_done_fn done_cb;
   void *done_ctx;
   uint64_t stats_calls;       /* calls dispatched to a handler (tests, metrics) */
