@@ -2,6 +2,10 @@
  * server side) with cri/grpc.h's status codes: what the device plugin
  * Registration service (/var/lib/kubelet/device-plugins/kubelet.sock) and the
  * pod resources API (/var/lib/kubelet/pod-resources/kubelet.sock) sit on.
+ * Each accepted connection runs on the one HTTP/2 connection driver
+ * (reactor/h2conn.h, nl_h2conn_adopt()): its socket I/O, write batching,
+ * handshake and idle deadlines and close are the driver's; this is the gRPC
+ * layer above it.
  *
  * A method table maps "/pkg.Service/Method" to a handler, unary or server
  * streaming. The handler gets the request message's bytes (5-byte prefix
@@ -23,7 +27,7 @@
  * after its HEADERS is answered CANCELLED; a client that says nothing (no preface and
  * SETTINGS within handshake_timeout_ms, no call for idle_timeout_ms) is
  * closed; a client that does not read stops being read. Writes are
- * send(MSG_NOSIGNAL): a client gone never raises SIGPIPE.
+ * send(MSG_NOSIGNAL) only: a client gone never raises SIGPIPE.
  *
  * Lifetime: nl_grpc_server_t is embedded in its owner. nl_grpc_server_stop()
  * closes the listener (and removes its socket file) and every connection

@@ -113,10 +113,10 @@ static void drop_session(nl_h2conn_t *c) {
   c->h2 = NULL;
 }
 
-/* The connection is lost: the owner hears why and ends its streams, then the
- * session goes and the dialed connection closes. */
 static void last_words(nl_h2conn_t *c);
 
+/* The connection is lost: the owner hears why and ends its streams, then the
+ * session goes and the socket closes (a drained one after the last words). */
 static void lose(nl_h2conn_t *c, why_t why, const nl_err_t *detail, int rc) {
   assert(c->state == NL_H2CONN_DIALING || up(c));
   if (why == WHY_DRAINED) last_words(c);

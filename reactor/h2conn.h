@@ -1,7 +1,7 @@
 /* The one HTTP/2 connection driver: what a connection does around the engine
  * (reactor/h2.h), the same for the CRI client, the API client, the grpc probe
- * and the gRPC server's accepted connections (nl_h2conn_adopt()). It dials through reactor/dial.h (a unix socket
- * or TCP, TLS with ALPN or not), creates the session with the owner's options,
+ * and the gRPC server's accepted connections (nl_h2conn_adopt()). It dials
+ * through reactor/dial.h (a unix socket or TCP, TLS with ALPN or not), creates the session with the owner's options,
  * feeds it what the socket reads, writes what it produces, keeps the
  * connection alive with PINGs, drains it after GOAWAY, closes it when idle,
  * reconnects with back-off, and closes every handle it has. The owner adds
@@ -12,15 +12,19 @@
  * Serving: nl_h2conn_adopt() takes a socket a listener accepted and serves
  * it with a server session: the peer's streams come to the owner through
  * cbs->stream, the client's preface and SETTINGS must come within
- * opts.handshake_ms, and a peer that does not read what it asked for stops
- * being read (opts.write_high).
+ * opts.handshake_ms (then opts.idle_ms runs while no stream is open), a peer
+ * that does not read what it asked for stops being read (opts.write_high),
+ * and nl_h2conn_goaway() parts in good order. The owner keeps its protocol
+ * and its own limits (the gRPC server, cri/grpc_server.h).
  *
  * Writing: what the engine produces leaves in ONE write per loop turn: at the
  * end of the read callback that produced it, or from an idle handle (which
  * runs after timers and before the loop computes its poll timeout) for output
  * produced elsewhere; nl_h2conn_flush() asks for it. Plaintext goes out with
- * send(MSG_NOSIGNAL) while the socket takes it and uv_write for the rest, so a
- * peer that vanished never raises SIGPIPE: a write failing with EPIPE or
+ * send(MSG_NOSIGNAL) while the socket takes it and uv_write for the rest; a
+ * served connection only ever uses send(MSG_NOSIGNAL), again when its poll
+ * handle says the socket has room (uv_write's writev raises SIGPIPE in a
+ * process that does not ignore it). A write failing with EPIPE or
  * ECONNRESET stops the writing and lets the read side end the connection
  * (the peer's last answers and EOF are read first). TLS goes through the
  * dialer's stream (reactor/io.h).
@@ -32,7 +36,7 @@
  *    |               |         ^ |        |
  *    +----adopt----------------+ |        |
  *                    +---------+----------+-> CLOSING (lost: the dialed
- *                                                 |    connection closes)
+ *                                                 |    or served socket closes)
  *               BACKOFF <- (reconnect) -----------+-> IDLE (no reconnect)
  *                  |
  *                  +-> DIALING ...
@@ -41,9 +45,11 @@
  * Errors the owner hears are worded as the Go code the owner stands for
  * (opts.words): grpc-go's transport ("error reading from server: EOF",
  * "keepalive ping failed to receive ACK within timeout") or Go's net/http2
- * ("unexpected EOF", "http2: client connection lost", "write tcp ...").
+ * ("unexpected EOF", "http2: client connection lost", "write tcp ..."); a
+ * served connection's in plain words for the server's log.
  *
- * Handles: the dialer's, three timers and an idle handle, embedded here;
+ * Handles: the dialer's (a served connection: a poll handle on its socket),
+ * three timers and an idle handle, embedded here;
  * nl_h2conn_close() closes them and cbs->closed runs from the last close
  * callback, after which the owner may free the memory. */
 #ifndef NL_REACTOR_H2CONN_H
