@@ -205,9 +205,24 @@ agnhost_tls() {
   mv "$out/agnhost-localhost.key.tmp" "$out/agnhost-localhost.key"
 }
 
+# The kitten image (test/images/kitten: agnhost with html/kitten.jpg and
+# html/data.json at its root; the image volume spec reads them through the
+# volume): its two files, kept beside agnhost for tools/testenv/e2e-images.sh.
+kitten_files() {
+  local src
+  [[ " ${targets[*]} " == *" agnhost "* ]] && [ -x "$out/agnhost" ] || return 0
+  [ -s "$out/kitten-data.json" ] && return 0
+  src=$(cd "$mod" && "$go_bin" list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images/kitten/html
+  cp "$src/kitten.jpg" "$out/kitten.jpg.tmp"
+  cp "$src/data.json" "$out/kitten-data.json.tmp"
+  mv "$out/kitten.jpg.tmp" "$out/kitten.jpg"
+  mv "$out/kitten-data.json.tmp" "$out/kitten-data.json"
+}
+
 find_missing
 if [ ${#missing[@]} -eq 0 ]; then
   agnhost_tls
+  kitten_files
   echo "$out" >&3
   exit 0
 fi
@@ -268,4 +283,5 @@ if [ ${#missing[@]} -gt 0 ]; then
   log "built ${missing[*]} in $(($(date +%s) - start)) s"
 fi
 agnhost_tls
+kitten_files
 echo "$out" >&3
