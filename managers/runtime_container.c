@@ -370,9 +370,7 @@ static Runtime__V1__Mount *image_mount(const nl_runtime_opts_t *opts, const nl_p
   spec->user_specified_image = nl__pstr(iv->reference);
   spec->runtime_handler = nl__pstr(opts->runtime_handler);
   nl__kvs_t ann = {0};
-  for (size_t i = 0; i < pod->metadata.annotations.n; i++)
-    nl__kvs_put(&ann, pod->metadata.annotations.items[i].key,
-                pod->metadata.annotations.items[i].value);
+  nl__kvs_put_all(&ann, &pod->metadata.annotations);
   spec->n_annotations = ann.n;
   spec->annotations = (Runtime__V1__ImageSpec__AnnotationsEntry **)nl__kv_entries(
       &runtime__v1__image_spec__annotations_entry__descriptor, &ann);

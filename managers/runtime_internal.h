@@ -17,6 +17,7 @@ typedef struct nl__kvs {
 
 void nl__kvs_put(nl__kvs_t *m, const char *k, const char *v);
 void nl__kvs_put_take(nl__kvs_t *m, const char *k, char *v); /* takes v */
+void nl__kvs_put_all(nl__kvs_t *m, const nl_kvlist_t *l);  /* each of l, in order */
 const char *nl__kvs_get(const nl__kvs_t *m, const char *k);
 void nl__kvs_free(nl__kvs_t *m);
 
