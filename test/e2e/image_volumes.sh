@@ -29,8 +29,8 @@ kubectl create secret docker-registry -n "$PODS_NS" good --docker-server="https:
   --docker-username="$NANOLET_TEST_REGISTRY_USER" \
   --docker-password="$NANOLET_TEST_REGISTRY_PASSWORD" >/dev/null
 
-# pod NAME REFERENCE SECRETS CONTAINERS...: a pod with image volume "tools".
-pod() {
+# volume_pod NAME REFERENCE SECRETS CONTAINERS...: a pod with image volume "tools".
+volume_pod() {
   local name=$1 ref=$2 secrets=$3
   shift 3
   api_pod "$name" 0 "imagePullSecrets: [$secrets]" \
@@ -60,7 +60,7 @@ version=$(cri version | sed -n 's/^RuntimeVersion: *//p')
 runtime=$(cri version | sed -n 's/^RuntimeName: *//p')
 start_agent --kubeconfig "$KC" --node-ip "$NODE_IP" || exit 1
 
-pod reads "$REG/busybox:latest" "{name: good}" \
+volume_pod reads "$REG/busybox:latest" "{name: good}" \
   "- {name: c, image: $IMG, command: [sleep, \"3600\"], $MOUNTS}"
 
 if [[ $runtime == containerd && ${version#v} == 1.* ]]; then
@@ -97,10 +97,10 @@ mounts=$(cri inspect "$(running_id reads)" 2>/dev/null | jq -c '[.status.mounts[
   ok "the runtime has the CRI mount: image id, imageSubPath etc, read-only" || fail "CRI mount" "$mounts"
 
 # --- failed pulls: the containers that mount the volume wait, the others run ---
-pod nocreds "$REG/busybox:latest" "" \
+volume_pod nocreds "$REG/busybox:latest" "" \
   "- {name: c, image: $IMG, command: [sleep, \"3600\"], $MOUNTS}" \
   "- {name: other, image: $IMG, command: [sleep, \"3600\"]}"
-pod notag "$REG/busybox:no-such-tag" "{name: good}" \
+volume_pod notag "$REG/busybox:no-such-tag" "{name: good}" \
   "- {name: c, image: $IMG, command: [sleep, \"3600\"], $MOUNTS}"
 if wait_for 60 state_is nocreds other running; then
   ok "a container that does not mount the failed volume runs"

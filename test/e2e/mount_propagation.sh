@@ -13,7 +13,7 @@ PODS_NS=nanolet-e2e-propagation
 IMG=localhost/busybox:1.36
 SHARED=$ROOT/propagation
 
-prop_pod() { # prop_pod NAME PROPAGATION PRIVILEGED
+prop_pod() { # prop_pod NAME PROPAGATION PRIVILEGED (mount(8) in the pod needs it)
   put "$1" <<EOF
 apiVersion: v1
 kind: Pod
@@ -49,7 +49,7 @@ prop=$(findmnt -n -o PROPAGATION --target "$ROOT" 2>&1)
 
 prop_pod master Bidirectional true
 prop_pod slave HostToContainer false
-prop_pod private None false
+prop_pod private None true
 for p in master slave private; do
   if wait_for 60 running "$p"; then ok "pod $p runs"
   else fail "pod $p" "$(grep -E "$p" "$E2E_TMP/agent.log" | tail -3)"; fi
