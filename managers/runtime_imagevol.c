@@ -4,7 +4,9 @@
  * once per SyncPod that starts a container, before the first one. A failed
  * pull fails only the containers that mount the volume, with the pull's
  * reason (ErrImagePull, ImagePullBackOff, ErrImageNeverPull) and message, as
- * a container's own image does; the others start. */
+ * a container's own image does; the others start. A runtime known not to
+ * mount images gets no pull: the containers that mount one fail with
+ * CreateContainerConfigError. */
 #include <stdio.h>
 #include <string.h>
 
@@ -15,8 +17,9 @@
 struct nl__image_volume {
   const char *name;      /* borrowed from op->pod */
   const char *reference; /* borrowed from op->pod */
-  char *image_ref;       /* the runtime's image id; NULL: the pull failed */
+  char *image_ref;       /* the runtime's image id; NULL: failed */
   char *reason, *message;
+  bool unsupported;      /* not pulled: the runtime cannot mount it */
 };
 
 void nl__image_volumes_free(nl_runtime_op_t *op) {
@@ -71,6 +74,25 @@ static void pull_next(nl_runtime_op_t *op) {
                    vol->image->pull_policy, nl__op_pull_creds, pulled, op);
 }
 
+/* A runtime that ignores the Mount's image field would start the container
+ * without the volume (or fail on the empty host path): nothing is pulled, and
+ * each container that mounts an image volume fails with why. */
+static void refuse_all(nl_runtime_op_t *op, const char *why) {
+  const nl_pod_spec_t *spec = &op->pod->spec;
+  for (size_t i = 0; i < spec->n_volumes; i++) {
+    const nl_volume_t *vol = &spec->volumes[i];
+    if (!vol->image) continue;
+    op->image_volumes = nl_xrealloc(op->image_volumes,
+                                    (op->n_image_volumes + 1) * sizeof *op->image_volumes);
+    op->image_volumes[op->n_image_volumes++] = (struct nl__image_volume){
+        .name = vol->name,
+        .reference = vol->image->reference,
+        .reason = nl_xstrdup(NL_REASON_CREATE_CONTAINER_CONFIG),
+        .message = nl_xasprintf("image volume \"%s\": %s", vol->name, why),
+        .unsupported = true};
+  }
+}
+
 void nl__image_volumes_pull(nl_runtime_op_t *op, void (*next)(nl_runtime_op_t *op)) {
   nl__image_volumes_free(op);
   op->image_volume_cursor = 0;
@@ -79,6 +101,13 @@ void nl__image_volumes_pull(nl_runtime_op_t *op, void (*next)(nl_runtime_op_t *o
    * pull result, so nanolet pulls only when a container is to start */
   const nl_pod_actions_t *a = &op->actions;
   if (a->n_to_start + a->n_init_to_start + a->n_ephemeral_to_start == 0) {
+    next(op);
+    return;
+  }
+  char *why = nl_runtime_image_volumes_unsupported(op->rt->runtime_name, op->rt->runtime_version);
+  if (why) {
+    refuse_all(op, why);
+    free(why);
     next(op);
     return;
   }
@@ -121,7 +150,10 @@ int nl__image_volumes_for(nl_runtime_op_t *op, nl_sync_step_t *step, nl_image_vo
     const struct nl__image_volume *v = find(op, c->volume_mounts[i].name);
     if (!v) continue;
     if (!v->image_ref) {
-      nl__op_event(op, op->pod, c->name, NL_EVENT_WARNING, "Failed", "Error: %s", v->reason);
+      /* upstream's event: the error's text, a pull error's being its name */
+      nl__op_event(op, op->pod, c->name, NL_EVENT_WARNING, "Failed", "Error: %s",
+                   v->unsupported ? v->message : v->reason);
+      if (v->unsupported) nl_error("pod %s: container %s: %s", op->desc, c->name, v->message);
       failed = v;
       continue;
     }
@@ -131,21 +163,6 @@ int nl__image_volumes_for(nl_runtime_op_t *op, nl_sync_step_t *step, nl_image_vo
   if (failed) {
     free(refs);
     nl__step_fail(step, failed->reason, "%s", failed->message);
-    return -1;
-  }
-  /* A runtime that ignores the Mount's image field would start the container
-   * without the volume (or fail on an empty host path, as containerd 1.6
-   * does): a container never starts with a volume it mounts missing. */
-  char *why = k ? nl_runtime_image_volumes_unsupported(op->rt->runtime_name,
-                                                       op->rt->runtime_version)
-                : NULL;
-  if (why) {
-    nl__step_fail(step, NL_REASON_CREATE_CONTAINER_CONFIG, "image volume \"%s\": %s", refs[0].name,
-                  why);
-    nl__op_event(op, op->pod, c->name, NL_EVENT_WARNING, "Failed", "Error: %s", step->message);
-    nl_error("pod %s: container %s: %s", op->desc, c->name, step->message);
-    free(why);
-    free(refs);
     return -1;
   }
   *out = refs;

@@ -167,7 +167,8 @@ int nl__op_pull_creds(void *ctx, const nl_keyring_t **keyring, char **msg);
  * nl__image_volumes_for resolves those op->cur mounts: 0 with a new array in
  * *out (n in *n, NULL when none), or -1 after failing op->cur's step with
  * the pull's reason and message (upstream toKubeContainerImageVolumes) or,
- * when the runtime cannot mount images, CreateContainerConfigError. */
+ * when the runtime cannot mount images (nothing is pulled then),
+ * CreateContainerConfigError. */
 void nl__image_volumes_pull(nl_runtime_op_t *op, void (*next)(nl_runtime_op_t *op));
 int nl__image_volumes_for(nl_runtime_op_t *op, nl_sync_step_t *step, nl_image_volume_ref_t **out,
                           size_t *n);
