@@ -109,7 +109,7 @@ if wait_for 60 state_is nocreds c ErrImagePull || state_is nocreds c ImagePullBa
   ok "without the pull secret the mounting container waits in $(state nocreds c)"
 else fail "no credentials" "state $(state nocreds c): $(message nocreds c)"; fi
 msg=$(message nocreds c)
-[[ $msg == *401* || $msg == *nauthorized* ]] && ok "its message has the registry's answer: ${msg:0:120}" ||
+[[ $msg == *401* || $msg == *uthoriz* ]] && ok "its message has the registry's answer: ${msg:0:160}" ||
   fail "no credentials message" "$msg"
 if wait_for 60 state_is nocreds c ImagePullBackOff; then ok "then ImagePullBackOff"
 else fail "back-off" "state $(state nocreds c)"; fi
