@@ -115,9 +115,11 @@ ROOT=${CONFORMANCE_ROOT_DIR:-$TESTENV_DIR/$INSTANCE-node}
 case $ROOT in /*) ;; *) die "CONFORMANCE_ROOT_DIR must be absolute: $ROOT" ;; esac
 if [ "$ROOT" = /var/lib/kubelet ]; then
   exec 8>"$TESTENV_DIR/node-conformance.lock"
-  if ! flock -n 8; then
+  # (the waiting flock must not hold this run's own lock, fd 9, if the run is
+  # killed meanwhile)
+  if ! flock -n 8 9>&-; then
     say "waiting for tools/node-conformance.sh (its node's root dir is /var/lib/kubelet too)"
-    flock 8
+    flock 8 9>&-
   fi
 fi
 AGENT_PID=
