@@ -6,6 +6,10 @@
 #include "managers/runtime_internal.h"
 #include "reactor/xalloc.h"
 
+void nl__kvs_put_all(nl__kvs_t *m, const nl_kvlist_t *l) {
+  for (size_t i = 0; i < l->n; i++) nl__kvs_put(m, l->items[i].key, l->items[i].value);
+}
+
 void nl__kvs_put_take(nl__kvs_t *m, const char *k, char *v) {
   for (size_t i = 0; i < m->n; i++)
     if (strcmp(m->items[i].name, k) == 0) {

@@ -630,6 +630,13 @@ static void projection(dec_t *d, const nl_tnode_t *n, nl_volume_projection_t *p)
   END_FIELDS
 }
 
+static void image_src(dec_t *d, const nl_tnode_t *n, nl_image_volume_source_t *im) {
+  FIELDS(n)
+  F("reference") im->reference = str(d, v);
+  F("pullPolicy") im->pull_policy = str(d, v);
+  END_FIELDS
+}
+
 static void projected_src(dec_t *d, const nl_tnode_t *n, nl_projected_source_t *p) {
   FIELDS(n)
   F("sources") SEQ(v, p->sources, p->n_sources, projection);
@@ -641,7 +648,7 @@ static const char *const unsupported_volumes[] = {
     "awsElasticBlockStore", "gcePersistentDisk", "gitRepo", "nfs", "iscsi", "glusterfs",
     "rbd", "flexVolume", "cinder", "cephfs", "flocker", "fc", "azureFile", "azureDisk",
     "vsphereVolume", "quobyte", "photonPersistentDisk", "portworxVolume", "scaleIO",
-    "storageos", "csi", "ephemeral", "image", NULL};
+    "storageos", "csi", "ephemeral", NULL};
 
 static void volume(dec_t *d, const nl_tnode_t *n, nl_volume_t *vol) {
   FIELDS(n)
@@ -653,6 +660,7 @@ static void volume(dec_t *d, const nl_tnode_t *n, nl_volume_t *vol) {
   F("persistentVolumeClaim") OBJ(v, vol->persistent_volume_claim, pvc_src);
   F("downwardAPI") OBJ(v, vol->downward_api, downward_src);
   F("projected") OBJ(v, vol->projected, projected_src);
+  F("image") OBJ(v, vol->image, image_src);
   } else if (v->kind != NL_T_NULL && !vol->unsupported) {
     for (const char *const *u = unsupported_volumes; *u; u++)
       if (strcmp(k, *u) == 0) vol->unsupported = *u;

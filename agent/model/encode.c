@@ -458,6 +458,11 @@ static void projected(jw_t *w, const nl_projected_source_t *p) {
   o32(w, "defaultMode", p->default_mode);
 }
 
+static void image_vol(jw_t *w, const nl_image_volume_source_t *im) {
+  s_(w, "reference", im->reference);
+  s_(w, "pullPolicy", im->pull_policy);
+}
+
 static void volume(jw_t *w, const nl_volume_t *v) {
   s_always(w, "name", v->name);
   SUB("hostPath", v->host_path, host_path);
@@ -467,6 +472,7 @@ static void volume(jw_t *w, const nl_volume_t *v) {
   SUB("downwardAPI", v->downward_api, downward);
   SUB("configMap", v->config_map, config_map);
   SUB("projected", v->projected, projected);
+  SUB("image", v->image, image_vol);
   if (v->unsupported) {
     OBJ_BEGIN(v->unsupported);
     OBJ_END();

@@ -379,6 +379,11 @@ typedef struct nl_projected_source {
   nl_opt_i32_t default_mode;
 } nl_projected_source_t;
 
+typedef struct nl_image_volume_source { /* an OCI image mounted read-only */
+  char *reference;
+  char *pull_policy; /* defaulted from the reference's tag, as a container's */
+} nl_image_volume_source_t;
+
 typedef struct nl_volume { /* exactly one source is set when valid */
   char *name;
   nl_host_path_source_t *host_path;
@@ -388,6 +393,7 @@ typedef struct nl_volume { /* exactly one source is set when valid */
   nl_pvc_source_t *persistent_volume_claim;
   nl_downward_api_source_t *downward_api;
   nl_projected_source_t *projected;
+  nl_image_volume_source_t *image;
   /* The first upstream volume type nanolet does not implement (nfs, csi, ...),
    * or NULL; validation rejects it by name. */
   const char *unsupported;

@@ -515,7 +515,7 @@ static void volume(val_t *v, const nl_volume_t *vol, size_t idx) {
       if (eq(v->pod->spec.volumes[j].name, vol->name)) ERR("duplicate value %s", vol->name);
   });
   int n = !!vol->host_path + !!vol->empty_dir + !!vol->config_map + !!vol->secret +
-          !!vol->persistent_volume_claim + !!vol->downward_api + !!vol->projected;
+          !!vol->persistent_volume_claim + !!vol->downward_api + !!vol->projected + !!vol->image;
   if (vol->unsupported) {
     KEY(vol->unsupported, ERR("volume type not supported by nanolet"));
     return;
@@ -558,6 +558,14 @@ static void volume(val_t *v, const nl_volume_t *vol, size_t idx) {
   if (vol->persistent_volume_claim) KEY("persistentVolumeClaim",
       KEY("claimName", if (empty(vol->persistent_volume_claim->claim_name)) ERR("required")));
   if (vol->downward_api) KEY("downwardAPI", downward(v, vol->downward_api));
+  if (vol->image) KEY("image", { /* validateImageVolumeSource */
+      static const char *const pulls[] = {"Always", "IfNotPresent", "Never", NULL};
+      KEY("reference", if (empty(vol->image->reference)) ERR("required"));
+      if (empty(vol->image->pull_policy)) KEY("pullPolicy", ERR("required"));
+      else if (!one_of(vol->image->pull_policy, pulls))
+        KEY("pullPolicy", ERR("must be one of Always, IfNotPresent, Never, got %s",
+                              vol->image->pull_policy));
+    });
   if (vol->projected) KEY("projected", {
       const nl_projected_source_t *p = vol->projected;
       mode(v, "defaultMode", p->default_mode);

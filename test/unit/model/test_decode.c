@@ -141,7 +141,7 @@ static void every_volume_kind(void **state) {
   nl_pod_t *p = load("volumes.yaml", true);
   char b[NL_QUANTITY_STRLEN];
   nl_volume_t *v = p->spec.volumes;
-  assert_int_equal(p->spec.n_volumes, 8);
+  assert_int_equal(p->spec.n_volumes, 10);
   assert_null(v[0].empty_dir->medium);
   assert_false(v[0].empty_dir->has_size_limit);
   assert_string_equal(v[1].empty_dir->medium, "Memory");
@@ -167,6 +167,10 @@ static void every_volume_kind(void **state) {
   assert_string_equal(d->items[1].resource_field_ref->container_name, "main");
   assert_string_equal(v[7].persistent_volume_claim->claim_name, "data-claim");
   assert_true(v[7].persistent_volume_claim->read_only);
+  assert_string_equal(v[8].image->reference, "example/tools:v1");
+  assert_string_equal(v[8].image->pull_policy, "IfNotPresent"); /* defaulted from the tag */
+  assert_string_equal(v[9].image->pull_policy, "Never");
+  assert_string_equal(p->spec.containers[0].volume_mounts[8].sub_path, "bin");
   assert_string_equal(p->spec.containers[0].volume_mounts[2].mount_propagation, "HostToContainer");
   assert_string_equal(p->spec.containers[0].volume_mounts[4].sub_path, "tls");
   nl_pod_free(p);
