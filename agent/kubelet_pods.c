@@ -290,6 +290,7 @@ static bool refresh_status(nl_kubelet_t *k, const nl_pod_t *pod, bool terminal) 
     nl_event_ref_t ref = nl_event_pod_ref(pod);
     nl_events_record(&k->events, &ref, NL_EVENT_NORMAL, DEADLINE_REASON, DEADLINE_MESSAGE);
   }
+  nl_kmetrics_count_terminations(&k->metrics, ps->status, st);
   nl_pod_status_free(ps->status);
   ps->status = st;
   report_status(k, pod, st, false);
