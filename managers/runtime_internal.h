@@ -52,7 +52,6 @@ bool nl__strv_has(char *const *v, size_t n, const char *s);
 
 /* Pod-level helpers. */
 bool nl__is_restartable_init(const nl_container_t *c);
-bool nl__pod_restart_never(const nl_pod_t *pod);
 bool nl__pod_restart_on_failure(const nl_pod_t *pod); /* shouldRestartOnFailure */
 const char *nl__kv_get(const nl_kvlist_t *l, const char *key);
 /* "<name>_<namespace>(<uid>)" as upstream format.Pod. New string. */

@@ -96,11 +96,9 @@ bool nl__is_restartable_init(const nl_container_t *c) {
   return c->restart_policy && strcmp(c->restart_policy, "Always") == 0;
 }
 
-bool nl__pod_restart_never(const nl_pod_t *pod) {
-  return pod->spec.restart_policy && strcmp(pod->spec.restart_policy, "Never") == 0;
+bool nl__pod_restart_on_failure(const nl_pod_t *pod) {
+  return !pod->spec.restart_policy || strcmp(pod->spec.restart_policy, "Never") != 0;
 }
-
-bool nl__pod_restart_on_failure(const nl_pod_t *pod) { return !nl__pod_restart_never(pod); }
 
 const char *nl__kv_get(const nl_kvlist_t *l, const char *key) {
   for (size_t i = 0; i < l->n; i++)
