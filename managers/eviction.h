@@ -11,6 +11,9 @@
  *            usage above requests;
  *   disk:    the same with the disk usage the signal counts;
  *   pids:    lower priority, then more processes.
+ * Before the thresholds, every round, local storage limits (upstream
+ * localStorageEviction; eviction_local.c): each pod over an emptyDir's
+ * sizeLimit, its ephemeral-storage limit or a container's is evicted at once.
  * Critical pods (static, mirror, priority >= 2000000000) are never evicted. The
  * evicted pod's status says phase Failed, reason Evicted, message "The node was
  * low on resource: memory. Threshold quantity: 100Mi, available: 60Mi. Container

@@ -28,27 +28,17 @@ EOC
 e2e_on_exit api_cleanup
 fresh_ns "$PODS_NS"
 
-# pod NAME VOLUME CONTAINERS_YAML: one pod on this node with volume "scratch"
+# pod NAME VOLUME CONTAINER_LINES...: one pod on this node with volume "scratch"
 pod() {
-  kubectl apply -f - >/dev/null <<EOP
-apiVersion: v1
-kind: Pod
-metadata: {name: $1, namespace: $PODS_NS}
-spec:
-  nodeName: $NODE
-  automountServiceAccountToken: false
-  restartPolicy: OnFailure
-  terminationGracePeriodSeconds: 30
-  volumes: [{name: scratch, $2}]
-  containers:
-$3
-EOP
+  local name=$1 vol=$2
+  shift 2
+  api_pod "$name" 30 "restartPolicy: OnFailure" "volumes: [{name: scratch, $vol}]" containers: "$@"
 }
 # ctr NAME LIMIT SCRIPT: a container with an ephemeral-storage limit ("" none)
 ctr() {
   local res=""
   [ -n "$2" ] && res="resources: {limits: {ephemeral-storage: $2}}"
-  printf '  - {name: %s, image: %s, command: [sh, -c, "%s"], volumeMounts: [{name: scratch, mountPath: /scratch}], %s}\n' \
+  printf -- '- {name: %s, image: %s, command: [sh, -c, "%s"], volumeMounts: [{name: scratch, mountPath: /scratch}], %s}' \
     "$1" "$IMG" "$3" "$res"
 }
 WRITE="sleep 3; dd if=/dev/zero of=FILE bs=1M count=MB; sleep 3600"
@@ -62,8 +52,7 @@ start_agent --kubeconfig "$KC" --config "$CONF" --node-ip "$NODE_IP" --node-stat
 # sizeLimit, one container of two over its own limit (the pod within its total)
 pod layer 'emptyDir: {}' "$(ctr c 5Mi "$(writes /file 10)")"
 pod sized 'emptyDir: {sizeLimit: 5Mi}' "$(ctr c "" "$(writes /scratch/file 10)")"
-pod two 'emptyDir: {}' "$(ctr c1 5Mi "$(writes /file 8)")
-$(ctr c2 100Mi 'sleep 3600')"
+pod two 'emptyDir: {}' "$(ctr c1 5Mi "$(writes /file 8)")" "$(ctr c2 100Mi 'sleep 3600')"
 # within: under the container's limit; a memory emptyDir written past its size
 pod under 'emptyDir: {}' "$(ctr c 20Mi "$(writes /scratch/file 5)")"
 pod memory 'emptyDir: {medium: Memory, sizeLimit: 5Mi}' "$(ctr c "" "$(writes /scratch/file 10)")"
