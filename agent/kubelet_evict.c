@@ -278,7 +278,12 @@ static void on_container_stats(const nl_grpc_status_t *st,
     p->containers = nl_xrealloc(p->containers, (p->n_containers + 1) * sizeof *p->containers);
     p->containers[p->n_containers++] = (nl_ev_container_stats_t){nl_xstrdup(a->metadata->name), mem, rootfs, -1};
   }
-  if (st->code != NL_GRPC_OK) nl_vlog(2, "eviction manager: container stats: %s", st->message);
+  if (st->code != NL_GRPC_OK) {
+    /* no pod figures this round: the pods rank as without stats, and no
+     * local storage limit is judged on volumes alone */
+    nl_vlog(2, "eviction manager: container stats: %s", st->message);
+    nl_ev_stats_free(c->out);
+  }
   run_work(c);
 }
 
