@@ -254,12 +254,14 @@ static nl_ev_pod_stats_t *pod_entry(collect_t *c, const char *uid) {
   return NULL;
 }
 
-/* upstream's summary has the running containers only (removeTerminatedContainers). */
+/* upstream's summary has the running containers only
+ * (removeTerminatedContainers): those the PLEG has seen stop are left out; one
+ * it has not relisted yet is new, hence running. */
 static bool running(nl_kubelet_t *k, const char *uid, const char *id) {
   const nl_rt_pod_status_t *st = k->pleg_up ? nl_pleg_get(&k->pleg, uid) : NULL;
   for (size_t i = 0; st && i < st->n_containers; i++)
     if (!strcmp(st->containers[i].id, id)) return st->containers[i].state == NL_RT_CONTAINER_RUNNING;
-  return false;
+  return true;
 }
 
 static void on_container_stats(const nl_grpc_status_t *st,
