@@ -48,9 +48,11 @@ api_is() { [ "$(api "$1" "$2")" = "$3" ]; }
 
 start_agent --kubeconfig "$KC" --config "$CONF" --node-ip "$NODE_IP" --node-status-update-frequency 2s \
   || { fail "agent start" ""; exit 1; }
-# over: the writable layer (the pod's total, one container), an emptyDir's
-# sizeLimit, one container of two over its own limit (the pod within its total)
+# over: the writable layer (the pod's total, one container), an emptyDir
+# without a sizeLimit (the same), an emptyDir's sizeLimit, one container of two
+# over its own limit (the pod within its total)
 pod layer 'emptyDir: {}' "$(ctr c 5Mi "$(writes /file 10)")"
+pod vol 'emptyDir: {}' "$(ctr c 5Mi "$(writes /scratch/file 10)")"
 pod sized 'emptyDir: {sizeLimit: 5Mi}' "$(ctr c "" "$(writes /scratch/file 10)")"
 pod two 'emptyDir: {}' "$(ctr c1 5Mi "$(writes /file 8)")" "$(ctr c2 100Mi 'sleep 3600')"
 # within: under the container's limit; a memory emptyDir written past its size
@@ -73,16 +75,17 @@ evicted() {
   [ "$ev" = "Warning/$2" ] && ok "  ... one Warning event Evicted with it" || fail "$1 event" "$ev"
 }
 t0=$(date +%s)
-for p in layer sized two under memory; do
+for p in layer vol sized two under memory; do
   wait_for 60 api_is $p '{.status.phase}' Running || fail "$p Running" "$(api $p '{.status}')"
 done
 evicted layer 'Pod ephemeral local storage usage exceeds the total limit of containers 5Mi. '
+evicted vol 'Pod ephemeral local storage usage exceeds the total limit of containers 5Mi. '
 evicted sized 'Usage of EmptyDir volume "scratch" exceeds the limit "5Mi". '
 evicted two 'Container c1 exceeded its local ephemeral storage limit "5Mi". '
 echo "# evictions within $(($(date +%s) - t0)) s of the pods running"
 # the evicted pods' containers are gone and never restarted (restartPolicy OnFailure)
 gone() { [ -z "$(api "$1" '{.status.containerStatuses[*].state.running}')" ]; }
-for p in layer sized two; do
+for p in layer vol sized two; do
   wait_for 30 gone $p && ok "$p: its containers stopped" || fail "$p containers" "$(api $p '{.status.containerStatuses}')"
 done
 # the pods within their limits run on, a few periods after the evictions
@@ -94,9 +97,9 @@ done
 df_mem=$(kubectl exec -n "$PODS_NS" memory -- df -k /scratch 2>/dev/null | awk 'NR == 2 {print $2}')
 [ "$df_mem" = 5120 ] && ok "the memory emptyDir is a tmpfs of its 5Mi" || fail "memory emptyDir size" "$df_mem"
 m=$(curl -fsS "http://127.0.0.1:$RO_PORT/metrics")
-for s in ephemeralpodfs.limit emptydirfs.limit ephemeralcontainerfs.limit; do
-  grep -qx "kubelet_evictions{eviction_signal=\"$s\"} 1" <<<"$m" && ok "kubelet_evictions{eviction_signal=\"$s\"} 1" \
-    || fail "kubelet_evictions $s" "$(grep evictions <<<"$m")"
+for s in ephemeralpodfs.limit:2 emptydirfs.limit:1 ephemeralcontainerfs.limit:1; do
+  grep -qx "kubelet_evictions{eviction_signal=\"${s%:*}\"} ${s#*:}" <<<"$m" \
+    && ok "kubelet_evictions{eviction_signal=\"${s%:*}\"} ${s#*:}" || fail "kubelet_evictions $s" "$(grep evictions <<<"$m")"
 done
 node_cond() { kubectl get node "$NODE" -o jsonpath="{.status.conditions[?(@.type==\"$1\")].status}" 2>/dev/null; }
 [ "$(node_cond DiskPressure)" = False ] && ok "no DiskPressure: the limits are the pods' own" \
