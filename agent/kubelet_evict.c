@@ -294,15 +294,29 @@ static void on_image_fs(const nl_grpc_status_t *st, Runtime__V1__ImageFsInfoResp
   if (st->code == NL_GRPC_OK && resp->n_image_filesystems && resp->image_filesystems[0]->fs_id &&
       *resp->image_filesystems[0]->fs_id->mountpoint)
     c->image_mount = nl_xstrdup(resp->image_filesystems[0]->fs_id->mountpoint);
+  if (!c->dirs) { /* the node's figures alone */
+    run_work(c);
+    return;
+  }
   Runtime__V1__ListContainerStatsRequest q = RUNTIME__V1__LIST_CONTAINER_STATS_REQUEST__INIT;
   nl_cri_list_container_stats(&c->k->cri, &q, on_container_stats, c);
 }
 
-static void ev_collect(void *ctx, nl_ev_stats_t *out, nl_eviction_done_fn done, void *done_ctx) {
+static bool any_limited(nl_kubelet_t *k) {
+  size_t n;
+  const nl_pod_t **pods = nl__kubelet_pods_active(k, &n);
+  bool found = false;
+  for (size_t i = 0; i < n && !found; i++) found = nl_ev_local_storage_limited(pods[i]);
+  free(pods);
+  return found;
+}
+
+static void ev_collect(void *ctx, bool pods, nl_ev_stats_t *out, nl_eviction_done_fn done,
+                       void *done_ctx) {
   collect_t *c = nl_xcalloc(1, sizeof *c);
   *c = (collect_t){.k = ctx, .out = out, .done = done, .done_ctx = done_ctx};
   memset(out, 0, sizeof *out);
-  pod_entries(c);
+  if (pods || any_limited(c->k)) pod_entries(c);
   Runtime__V1__ImageFsInfoRequest q = RUNTIME__V1__IMAGE_FS_INFO_REQUEST__INIT;
   nl_cri_image_fs_info(&c->k->cri, &q, on_image_fs, c);
 }

@@ -238,15 +238,22 @@ static void wait_cleanup(nl_eviction_t *m) {
 }
 
 static void synchronize(nl_eviction_t *m) {
-  m->rounds++;
   bool act[64] = {0};
   observe(m, act);
+  int ti = pick(m, act);
+  m->want_pods = ti >= 0;
+  if (ti >= 0 && !m->stats_pods) {
+    /* a threshold to act on: its ranking needs the pods' figures, which an
+     * idle round leaves out; the same round again, with them */
+    step(m);
+    return;
+  }
+  m->rounds++;
   rearm_memcg(m);
   if (local_storage_eviction(m)) {
     wait_cleanup(m);
     return;
   }
-  int ti = pick(m, act);
   if (ti < 0) {
     idle(m);
     return;
@@ -287,6 +294,7 @@ static void after_reclaim(nl_eviction_t *m) {
 typedef struct collect_call {
   nl_eviction_t *m;
   uint64_t generation;
+  bool pods;
   nl_ev_stats_t stats;
 } collect_call_t;
 
@@ -302,6 +310,7 @@ static void on_collected(void *ctx) {
   assert(cc->generation == m->generation);
   nl_ev_stats_free(&m->stats);
   m->stats = cc->stats;
+  m->stats_pods = cc->pods;
   free(cc);
   if (m->state == NL_EV_COLLECT) synchronize(m);
   else after_reclaim(m);
@@ -330,7 +339,8 @@ static void step(nl_eviction_t *m) {
     collect_call_t *cc = nl_xcalloc(1, sizeof *cc);
     cc->m = m;
     cc->generation = ++m->generation;
-    m->deps.collect(m->deps.ctx, &cc->stats, on_collected, cc);
+    cc->pods = m->want_pods;
+    m->deps.collect(m->deps.ctx, cc->pods, &cc->stats, on_collected, cc);
     return;
   }
   case NL_EV_RECLAIM: {

@@ -185,8 +185,13 @@ typedef void (*nl_eviction_done_fn)(void *done_ctx);
 
 typedef struct nl_eviction_deps {
   /* Fills *out (cleared first; the manager frees it) and calls done once,
-   * from the loop, never from inside the call. */
-  void (*collect)(void *ctx, nl_ev_stats_t *out, nl_eviction_done_fn done, void *done_ctx);
+   * from the loop, never from inside the call. The pods' figures (out->pods)
+   * are wanted only when pods is true (a threshold to act on ranks them) or
+   * when a pod has a local storage limit: without them a round is the node's
+   * figures alone, and the pods' decoding and disk walks are most of an idle
+   * round's work. */
+  void (*collect)(void *ctx, bool pods, nl_ev_stats_t *out, nl_eviction_done_fn done,
+                  void *done_ctx);
   /* The pods that may be evicted (admitted, not terminating); caller frees the
    * array, not the pods. */
   const nl_pod_t **(*active_pods)(void *ctx, size_t *n);
@@ -229,6 +234,8 @@ struct nl_eviction {
   uv_timer_t timer;
   uint64_t generation;           /* of collections: a stale one is dropped */
   nl_ev_stats_t stats;           /* the latest figures */
+  bool want_pods;                /* the next collection with the pods' figures */
+  bool stats_pods;               /* stats were collected with want_pods */
   bool met[64];                  /* thresholds met last round (upstream thresholdsMet) */
   int64_t first_observed[64];    /* per threshold, 0: not met */
   int64_t condition_observed[3]; /* Memory, Disk, PID pressure: last seen met */

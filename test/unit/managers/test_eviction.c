@@ -224,6 +224,7 @@ typedef struct fixture {
   nl_eviction_done_fn done;
   void *done_ctx;
   /* what happened */
+  int collects, collects_with_pods;
   int reclaims, reclaim_images;
   int evictions;
   char evicted[64];
@@ -243,15 +244,21 @@ static void on_defer(uv_timer_t *t) {
   uv_stop(&f->loop); /* round_at looks again before the loop waits */
 }
 
-static void fake_collect(void *ctx, nl_ev_stats_t *out, nl_eviction_done_fn done, void *done_ctx) {
+/* As agent/kubelet_evict.c's: the pods' figures when asked for, or when a pod
+ * has a local storage limit. */
+static void fake_collect(void *ctx, bool pods, nl_ev_stats_t *out, nl_eviction_done_fn done,
+                         void *done_ctx) {
   fixture_t *f = ctx;
   memset(out, 0, sizeof *out);
   out->obs[NL_EV_MEMORY] = (nl_ev_observation_t){true, f->mem_available, f->mem_capacity};
   out->obs[NL_EV_NODEFS] = (nl_ev_observation_t){true, f->disk_available, f->disk_capacity};
   out->obs[NL_EV_IMAGEFS] = out->obs[NL_EV_NODEFS];
   out->memory_inactive_file = 50 * MI;
+  for (size_t i = 0; i < f->n_pods; i++) pods = pods || nl_ev_local_storage_limited(f->pods[i]);
+  f->collects++;
+  f->collects_with_pods += pods;
   out->pods = nl_xcalloc(f->n_pods + 1, sizeof *out->pods);
-  for (size_t i = 0; i < f->n_pods; i++) {
+  for (size_t i = 0; pods && i < f->n_pods; i++) {
     nl_ev_pod_stats_t *p = &out->pods[out->n_pods++];
     *p = pod_stats(f->pods[i]->metadata.uid, (int64_t)(i + 1) * 100 * MI, 1);
     p->containers[0].rootfs = f->rootfs[i];
@@ -369,8 +376,14 @@ static void test_hard_memory(void **state) {
   round_at(f, 0);
   assert_int_equal(f->evictions, 0);
   assert_false(nl_eviction_memory_pressure(&f->m));
+  /* an idle round reads the node's figures only, not the pods' */
+  assert_int_equal(f->collects, 1);
+  assert_int_equal(f->collects_with_pods, 0);
   f->mem_available = 60 * MI;
   round_at(f, 10);
+  /* the threshold met: the round again with the pods' figures, to rank them */
+  assert_int_equal(f->collects, 3);
+  assert_int_equal(f->collects_with_pods, 1);
   assert_int_equal(f->evictions, 1);
   assert_string_equal(f->evicted, "big");
   assert_int_equal(f->evicted_grace, 1);
