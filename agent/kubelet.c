@@ -266,6 +266,7 @@ static void on_version(const nl_grpc_status_t *st, Runtime__V1__VersionResponse 
   }
   free(k->runtime_version);
   k->runtime_version = nl_xasprintf("%s %s", resp->runtime_name, resp->runtime_version);
+  if (k->runtime_up) nl_runtime_set_version(&k->runtime, resp->runtime_name, resp->runtime_version);
   nl_info("container runtime %s (CRI %s) at %s", k->runtime_version, resp->runtime_api_version,
           k->cfg->container_runtime_endpoint);
 }

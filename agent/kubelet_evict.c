@@ -43,8 +43,10 @@ static bool gc_sources_ready(void *ctx) {
 
 /* ---- the figures ---- */
 
+/* What the thread pool measures of one pod, beside its volumes. */
 typedef struct pod_dir {
-  char *uid, *logdir; /* logdir: <podLogsDir>/<ns>_<name>_<uid> */
+  char *logdir;  /* <podLogsDir>/<ns>_<name>_<uid> */
+  bool limited;  /* local storage limits: its log files and etc-hosts too */
 } pod_dir_t;
 
 typedef struct collect {
@@ -86,22 +88,67 @@ static uint64_t memcg_stat(const char *key, bool *ok) {
   return found ? v : 0;
 }
 
-/* Bytes (blocks used) and inodes under path. */
-static void du(const char *path, int64_t *bytes, int64_t *inodes) {
-  DIR *d = opendir(path);
-  if (!d) return;
-  for (struct dirent *e; (e = readdir(d));) {
+/* upstream's du (volume/util/fs DiskUsage): the blocks and inodes of path
+ * and everything under it on the same filesystem, a file with several links
+ * once. */
+typedef struct du {
+  dev_t dev;
+  int64_t bytes, inodes;
+  ino_t *linked; /* files with more than one link, seen */
+  size_t n_linked;
+} du_t;
+
+static bool seen_link(du_t *d, ino_t ino) {
+  for (size_t i = 0; i < d->n_linked; i++)
+    if (d->linked[i] == ino) return true;
+  d->linked = nl_xrealloc(d->linked, (d->n_linked + 1) * sizeof *d->linked);
+  d->linked[d->n_linked++] = ino;
+  return false;
+}
+
+static void du_walk(du_t *d, const char *path, const struct stat *st) {
+  if (st->st_dev != d->dev) return; /* another filesystem mounted here */
+  if (!S_ISDIR(st->st_mode) && st->st_nlink > 1 && seen_link(d, st->st_ino)) return;
+  d->bytes += (int64_t)st->st_blocks * 512;
+  d->inodes++;
+  if (!S_ISDIR(st->st_mode)) return;
+  DIR *dir = opendir(path);
+  if (!dir) return;
+  for (struct dirent *e; (e = readdir(dir));) {
     if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
     char *p = nl_xasprintf("%s/%s", path, e->d_name);
+    struct stat sub;
+    if (lstat(p, &sub) == 0) du_walk(d, p, &sub);
+    free(p);
+  }
+  closedir(dir);
+}
+
+/* Bytes and inodes of path; -1 bytes when it cannot be read. */
+static int64_t du(const char *path, int64_t *inodes) {
+  struct stat st;
+  if (lstat(path, &st) != 0) return -1;
+  du_t d = {.dev = st.st_dev};
+  du_walk(&d, path, &st);
+  free(d.linked);
+  if (inodes) *inodes += d.inodes;
+  return d.bytes;
+}
+
+/* upstream's log figures (hostStatsProvider fileMetricsByDir): the files
+ * right in dir, its subdirectories not. */
+static int64_t files_in(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int64_t bytes = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    char *p = nl_xasprintf("%s/%s", dir, e->d_name);
     struct stat st;
-    if (lstat(p, &st) == 0) {
-      *bytes += (int64_t)st.st_blocks * 512;
-      (*inodes)++;
-      if (S_ISDIR(st.st_mode)) du(p, bytes, inodes);
-    }
+    if (lstat(p, &st) == 0 && !S_ISDIR(st.st_mode)) bytes += (int64_t)st.st_blocks * 512;
     free(p);
   }
   closedir(d);
+  return bytes;
 }
 
 static void collect_work(uv_work_t *w) {
@@ -116,22 +163,29 @@ static void collect_work(uv_work_t *w) {
                  a.st_dev != b.st_dev;
   for (size_t i = 0; i < c->out->n_pods; i++) {
     nl_ev_pod_stats_t *p = &c->out->pods[i];
-    char *vol = nl_xasprintf("%s/pods/%s/volumes/kubernetes.io~empty-dir", cfg->root_dir, p->uid);
-    du(vol, &p->volumes, &p->volume_inodes);
-    free(vol);
+    for (size_t j = 0; j < p->n_vols; j++) {
+      char *vol = nl_xasprintf("%s/pods/%s/volumes/kubernetes.io~empty-dir/%s", cfg->root_dir,
+                               p->uid, p->vols[j].name);
+      p->vols[j].used = du(vol, &p->volume_inodes);
+      if (p->vols[j].used > 0) p->volumes += p->vols[j].used;
+      free(vol);
+    }
     const char *logdir = c->dirs[i].logdir;
-    for (size_t j = 0; logdir && j < p->n_containers; j++) {
+    for (size_t j = 0; j < p->n_containers; j++) {
       char *ld = nl_xasprintf("%s/%s", logdir, p->containers[j].name);
-      int64_t ino = 0;
-      p->containers[j].logs = 0;
-      du(ld, &p->containers[j].logs, &ino);
+      p->containers[j].logs = files_in(ld);
       free(ld);
     }
+    if (!c->dirs[i].limited) continue;
+    p->pod_logs = files_in(logdir);
+    char *hosts = nl_xasprintf("%s/pods/%s/etc-hosts", cfg->root_dir, p->uid);
+    p->etc_hosts = du(hosts, NULL);
+    free(hosts);
   }
 }
 
 static void collect_free(collect_t *c) {
-  for (size_t i = 0; i < c->n_dirs; i++) free(c->dirs[i].uid), free(c->dirs[i].logdir);
+  for (size_t i = 0; i < c->n_dirs; i++) free(c->dirs[i].logdir);
   free(c->dirs);
   free(c->image_mount);
   free(c);
@@ -170,17 +224,44 @@ static void run_work(collect_t *c) {
   if (uv_queue_work(c->k->loop, &c->work, collect_work, collect_done) != 0) collect_done(&c->work, -1);
 }
 
-static nl_ev_pod_stats_t *pod_entry(collect_t *c, const char *uid, const char *ns, const char *name) {
+/* An entry for each pod that may be evicted, with its local volumes, before
+ * the runtime's figures come. */
+static void pod_entries(collect_t *c) {
+  size_t n;
+  const nl_pod_t **pods = nl__kubelet_pods_active(c->k, &n);
   nl_ev_stats_t *o = c->out;
-  for (size_t i = 0; i < o->n_pods; i++)
-    if (!strcmp(o->pods[i].uid, uid)) return &o->pods[i];
-  o->pods = nl_xrealloc(o->pods, (o->n_pods + 1) * sizeof *o->pods);
-  c->dirs = nl_xrealloc(c->dirs, (c->n_dirs + 1) * sizeof *c->dirs);
-  c->dirs[c->n_dirs++] = (pod_dir_t){nl_xstrdup(uid), ns && name ? nl_xasprintf("%s/%s_%s_%s",
-                                     c->k->cfg->pod_logs_dir, ns, name, uid) : NULL};
-  nl_ev_pod_stats_t *p = &o->pods[o->n_pods++];
-  *p = (nl_ev_pod_stats_t){.uid = nl_xstrdup(uid)};
-  return p;
+  o->pods = nl_xcalloc(n + 1, sizeof *o->pods);
+  c->dirs = nl_xcalloc(n + 1, sizeof *c->dirs);
+  for (size_t i = 0; i < n; i++) {
+    const nl_pod_t *pod = pods[i];
+    const nl_object_meta_t *md = &pod->metadata;
+    c->dirs[c->n_dirs++] = (pod_dir_t){nl_xasprintf("%s/%s_%s_%s", c->k->cfg->pod_logs_dir,
+                                                    md->namespace_, md->name, md->uid),
+                                       nl_ev_local_storage_limited(pod)};
+    nl_ev_pod_stats_t *p = &o->pods[o->n_pods++];
+    *p = (nl_ev_pod_stats_t){.uid = nl_xstrdup(md->uid)};
+    p->vols = nl_xcalloc(pod->spec.n_volumes + 1, sizeof *p->vols);
+    for (size_t j = 0; j < pod->spec.n_volumes; j++)
+      if (nl_ev_local_volume(&pod->spec.volumes[j]))
+        p->vols[p->n_vols++] = (nl_ev_volume_stats_t){nl_xstrdup(pod->spec.volumes[j].name), -1};
+  }
+  free(pods);
+}
+
+static nl_ev_pod_stats_t *pod_entry(collect_t *c, const char *uid) {
+  for (size_t i = 0; i < c->out->n_pods; i++)
+    if (!strcmp(c->out->pods[i].uid, uid)) return &c->out->pods[i];
+  return NULL;
+}
+
+/* upstream's summary has the running containers only
+ * (removeTerminatedContainers): those the PLEG has seen stop are left out; one
+ * it has not relisted yet is new, hence running. */
+static bool running(nl_kubelet_t *k, const char *uid, const char *id) {
+  const nl_rt_pod_status_t *st = k->pleg_up ? nl_pleg_get(&k->pleg, uid) : NULL;
+  for (size_t i = 0; st && i < st->n_containers; i++)
+    if (!strcmp(st->containers[i].id, id)) return st->containers[i].state == NL_RT_CONTAINER_RUNNING;
+  return true;
 }
 
 static void on_container_stats(const nl_grpc_status_t *st,
@@ -190,9 +271,8 @@ static void on_container_stats(const nl_grpc_status_t *st,
     const Runtime__V1__ContainerStats *cs = resp->stats[i];
     const Runtime__V1__ContainerAttributes *a = cs->attributes;
     const char *uid = a ? NL_RT_LABEL(a, NL_LABEL_POD_UID) : NULL;
-    if (!uid || !a->metadata) continue;
-    nl_ev_pod_stats_t *p = pod_entry(c, uid, NL_RT_LABEL(a, NL_LABEL_POD_NAMESPACE),
-                                     NL_RT_LABEL(a, NL_LABEL_POD_NAME));
+    nl_ev_pod_stats_t *p = uid && a->metadata && a->id ? pod_entry(c, uid) : NULL;
+    if (!p || !running(c->k, uid, a->id)) continue;
     int64_t mem = cs->memory && cs->memory->working_set_bytes ? (int64_t)cs->memory->working_set_bytes->value : -1;
     int64_t rootfs = cs->writable_layer && cs->writable_layer->used_bytes
                          ? (int64_t)cs->writable_layer->used_bytes->value : -1;
@@ -200,7 +280,12 @@ static void on_container_stats(const nl_grpc_status_t *st,
     p->containers = nl_xrealloc(p->containers, (p->n_containers + 1) * sizeof *p->containers);
     p->containers[p->n_containers++] = (nl_ev_container_stats_t){nl_xstrdup(a->metadata->name), mem, rootfs, -1};
   }
-  if (st->code != NL_GRPC_OK) nl_vlog(2, "eviction manager: container stats: %s", st->message);
+  if (st->code != NL_GRPC_OK) {
+    /* no pod figures this round: the pods rank as without stats, and no
+     * local storage limit is judged on volumes alone */
+    nl_vlog(2, "eviction manager: container stats: %s", st->message);
+    nl_ev_stats_free(c->out);
+  }
   run_work(c);
 }
 
@@ -209,14 +294,29 @@ static void on_image_fs(const nl_grpc_status_t *st, Runtime__V1__ImageFsInfoResp
   if (st->code == NL_GRPC_OK && resp->n_image_filesystems && resp->image_filesystems[0]->fs_id &&
       *resp->image_filesystems[0]->fs_id->mountpoint)
     c->image_mount = nl_xstrdup(resp->image_filesystems[0]->fs_id->mountpoint);
+  if (!c->dirs) { /* the node's figures alone */
+    run_work(c);
+    return;
+  }
   Runtime__V1__ListContainerStatsRequest q = RUNTIME__V1__LIST_CONTAINER_STATS_REQUEST__INIT;
   nl_cri_list_container_stats(&c->k->cri, &q, on_container_stats, c);
 }
 
-static void ev_collect(void *ctx, nl_ev_stats_t *out, nl_eviction_done_fn done, void *done_ctx) {
+static bool any_limited(nl_kubelet_t *k) {
+  size_t n;
+  const nl_pod_t **pods = nl__kubelet_pods_active(k, &n);
+  bool found = false;
+  for (size_t i = 0; i < n && !found; i++) found = nl_ev_local_storage_limited(pods[i]);
+  free(pods);
+  return found;
+}
+
+static void ev_collect(void *ctx, bool pods, nl_ev_stats_t *out, nl_eviction_done_fn done,
+                       void *done_ctx) {
   collect_t *c = nl_xcalloc(1, sizeof *c);
   *c = (collect_t){.k = ctx, .out = out, .done = done, .done_ctx = done_ctx};
   memset(out, 0, sizeof *out);
+  if (pods || any_limited(c->k)) pod_entries(c);
   Runtime__V1__ImageFsInfoRequest q = RUNTIME__V1__IMAGE_FS_INFO_REQUEST__INIT;
   nl_cri_image_fs_info(&c->k->cri, &q, on_image_fs, c);
 }

@@ -290,6 +290,7 @@ static bool refresh_status(nl_kubelet_t *k, const nl_pod_t *pod, bool terminal) 
     nl_event_ref_t ref = nl_event_pod_ref(pod);
     nl_events_record(&k->events, &ref, NL_EVENT_NORMAL, DEADLINE_REASON, DEADLINE_MESSAGE);
   }
+  nl_kmetrics_count_terminations(&k->metrics, ps->status, st);
   nl_pod_status_free(ps->status);
   ps->status = st;
   report_status(k, pod, st, false);
@@ -390,6 +391,22 @@ static bool reject(nl_kubelet_t *k, const nl_pod_t *pod, const char *reason, cha
   return false;
 }
 
+/* RestartAllContainers (upstream's RestartAllContainersOnContainerExits, beta
+ * and on in 1.36) is not done: a rule with it falls back to the container's
+ * restartPolicy, as upstream's does with its gate off. Said once per admitted
+ * pod, in the log and in the pod's events (DIFFERENCES.md). */
+#define RESTART_ALL_REASON "RestartAllContainersIgnored"
+#define RESTART_ALL_MESSAGE                                                          \
+  "nanolet does not do the RestartAllContainers action: a rule with it restarts or " \
+  "leaves only its own container, by the container's restartPolicy"
+
+static void warn_restart_all(nl_kubelet_t *k, const nl_pod_t *pod) {
+  if (!nl_pod_has_restart_all_rule(&pod->spec)) return;
+  nl_warn("pod %s/%s: %s", pod->metadata.namespace_, pod->metadata.name, RESTART_ALL_MESSAGE);
+  nl_event_ref_t ref = nl_event_pod_ref(pod);
+  nl_events_record(&k->events, &ref, NL_EVENT_WARNING, RESTART_ALL_REASON, RESTART_ALL_MESSAGE);
+}
+
 static bool admit(nl_kubelet_t *k, const nl_pod_t *pod) {
   size_t active = 0;
   /* upstream's eviction admit handler comes before the predicates */
@@ -449,6 +466,7 @@ static bool static_must_wait(nl_kubelet_t *k, const nl_pod_t *pod) {
 
 /* Starts an admitted pod's worker. */
 static void start_pod(nl_kubelet_t *k, const nl_pod_t *pod) {
+  warn_restart_all(k, pod);
   if (k->node_up && pod_is_static(pod)) nl_mirror_manager_set(&k->mirrors, pod);
   /* upstream updates the QoS cgroups before a new pod's cgroup */
   if (k->cgroups_up) nl_cgroups_update_qos(&k->cgroups);

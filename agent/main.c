@@ -41,6 +41,16 @@ static int run(nl_kubelet_config_t *cfg, const nl_kubelet_creds_t *creds) {
   }
 
   if (nl_startup_data_dirs(cfg->root_dir, &err) < 0) goto fail;
+  /* As upstream's setupDataDirs: the root directory on a shared mount, so that
+   * Bidirectional and HostToContainer mounts under it propagate. Here, before
+   * the loop runs, as the other start-up file work: two mount calls and one
+   * read of /proc/self/mountinfo, once. Upstream refuses to start when it
+   * fails; nanolet warns (not root, a locked-down host) and runs on: only pods
+   * that ask for propagation fail, with the runtime's message. */
+  if (nl_startup_make_rshared(cfg->root_dir, &err) < 0) {
+    nl_warn("%s: mount propagation under it will not work", nl_err_msg(err));
+    nl_err_free(&err);
+  }
 
   /* 0.0.0.0 and :: mean "choose one" upstream, as does no --node-ip at all. */
   if (!cfg->node_ip || !*cfg->node_ip || strcmp(cfg->node_ip, "0.0.0.0") == 0 ||

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -241,6 +242,85 @@ int nl_startup_check_node_ip(const char *node_ip, nl_err_t **err) {
   }
 out:
   free(copy);
+  return rc;
+}
+
+/* A mountinfo field, its octal escapes (\040 for a space) decoded; false
+ * when it does not fit. */
+static bool unescape_field(const char *s, size_t n, char *out, size_t size) {
+  size_t o = 0;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    if (c == '\\' && i + 3 < n && s[i + 1] >= '0' && s[i + 1] <= '3' &&
+        s[i + 2] >= '0' && s[i + 2] <= '7' && s[i + 3] >= '0' && s[i + 3] <= '7') {
+      c = (char)((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0'));
+      i += 3;
+    }
+    if (o + 1 >= size) return false;
+    out[o++] = c;
+  }
+  out[o] = 0;
+  return true;
+}
+
+/* path is base or below it (mount.PathWithinBase). */
+static bool within(const char *path, const char *base) {
+  size_t n = strlen(base);
+  if (strcmp(base, "/") == 0) return path[0] == '/';
+  return strncmp(path, base, n) == 0 && (path[n] == 0 || path[n] == '/');
+}
+
+bool nl_startup_path_shared(const char *mountinfo, const char *path) {
+  bool shared = false;
+  /* "id parent major:minor root mountpoint options [optional...] - fstype ..." */
+  for (const char *line = mountinfo; line && *line;) {
+    const char *eol = strchr(line, '\n');
+    size_t len = eol ? (size_t)(eol - line) : strlen(line);
+    const char *f = line, *end = line + len;
+    char mp[4096];
+    bool ok = false, sh = false;
+    for (int i = 0; f < end; i++) {
+      const char *sp = memchr(f, ' ', (size_t)(end - f));
+      size_t n = sp ? (size_t)(sp - f) : (size_t)(end - f);
+      if (i == 4) ok = unescape_field(f, n, mp, sizeof mp);
+      if (i >= 6) {
+        if (n == 1 && f[0] == '-') break;
+        if (n > 7 && strncmp(f, "shared:", 7) == 0) sh = true;
+      }
+      f += n + (sp ? 1 : 0);
+    }
+    if (ok && within(path, mp)) shared = sh; /* the last one holding path wins */
+    line = eol ? eol + 1 : NULL;
+  }
+  return shared;
+}
+
+int nl_startup_make_rshared(const char *root_dir, nl_err_t **err) {
+  char *path = realpath(root_dir, NULL);
+  if (!path) return nl_err_set(err, errno, "error configuring root directory %s: %s", root_dir,
+                               strerror(errno));
+  int rc = 0;
+  FILE *f = fopen("/proc/self/mountinfo", "re");
+  char *info = NULL;
+  size_t size = 0;
+  if (!f || getdelim(&info, &size, 0, f) < 0) {
+    int e = errno ? errno : EIO;
+    rc = nl_err_set(err, e, "error configuring root directory %s: read /proc/self/mountinfo: %s",
+                    path, strerror(e));
+  } else if (nl_startup_path_shared(info, path)) {
+    nl_vlog(4, "directory %s is already on a shared mount", path);
+  } else {
+    nl_vlog(2, "bind-mounting %s with shared mount propagation", path);
+    if (mount(path, path, NULL, MS_BIND, NULL) < 0)
+      rc = nl_err_set(err, errno, "error configuring root directory: failed to bind-mount %s: %s",
+                      path, strerror(errno));
+    else if (mount(NULL, path, NULL, MS_SHARED | MS_REC, NULL) < 0)
+      rc = nl_err_set(err, errno, "error configuring root directory: failed to make %s rshared: %s",
+                      path, strerror(errno));
+  }
+  if (f) fclose(f);
+  free(info);
+  free(path);
   return rc;
 }
 

@@ -32,6 +32,19 @@ int nl_startup_write_pid_file(const char *path, nl_err_t **err);
  * the directory. */
 int nl_startup_data_dirs(const char *root_dir, nl_err_t **err);
 
+/* Whether path lies on a shared mount: the last mount of mountinfo (the text of
+ * /proc/self/mountinfo) whose mount point holds path has a "shared:" peer
+ * group among its optional fields (upstream's isShared). path is absolute
+ * and canonical. */
+bool nl_startup_path_shared(const char *mountinfo, const char *path);
+
+/* upstream's MakeRShared of the root directory at start: when it is not on a
+ * shared mount, it is bind-mounted on itself and made rshared, so that the
+ * Bidirectional mounts of pods under it reach the host and the host's mounts
+ * there reach HostToContainer ones. Returns 0 (already shared, or made so),
+ * or -1 with *err. */
+int nl_startup_make_rshared(const char *root_dir, nl_err_t **err);
+
 /* The node's IP when --node-ip does not give one, as upstream's NodeAddress
  * setter: the hostname override if it is an IP, else the first global unicast
  * IPv4 address of the interface holding the default route in route_file

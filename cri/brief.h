@@ -13,11 +13,15 @@
 
 #define NL_CRI_BRIEF_MAX_LABELS 8
 
-/* A fingerprint of a list answer's bytes: a keyed hash of each of its
- * top-level fields (the items), summed, so that the same items in another
- * order (containerd lists from Go maps) give the same value; 0 when the bytes
- * are not framed as protobuf. */
-uint64_t nl_cri_brief_fingerprint(const uint8_t *data, size_t len);
+/* A fingerprint of what the decoding of a brief list answer (desc: one of the
+ * two) keeps: a keyed hash of each item's id, sandbox id, state, creation time
+ * and labels, summed, so that the same items in another order (containerd
+ * lists from Go maps) and the same labels in another order (containerd 1.6
+ * writes them from a Go map) give the same value. What the decoding skips
+ * (metadata, image, annotations) is not read. 0 when the bytes are not framed
+ * as protobuf. */
+uint64_t nl_cri_brief_fingerprint(const ProtobufCMessageDescriptor *desc, const uint8_t *data,
+                                  size_t len);
 
 /* Whether desc is one of the two brief list answers. */
 bool nl_cri_brief_is(const ProtobufCMessageDescriptor *desc);

@@ -249,7 +249,7 @@ static void on_stream_message(nl_grpc_stream_t *st, const uint8_t *data, size_t 
   nl_cri_client_t *c = call->client;
   nl_pb_arena_t *arena = NULL;
   if (call->fp && !call->resp && !call->same) {
-    *call->fp = nl_cri_brief_fingerprint(data, len);
+    *call->fp = nl_cri_brief_fingerprint(call->resp_desc, data, len);
     if (*call->fp && *call->fp == call->same_fp) {
       call->same = true;
       return;

@@ -14,6 +14,7 @@
 #include "reactor/buf.h"
 #include "reactor/fs.h"
 #include "reactor/h2.h"
+#include "reactor/h2conn.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
@@ -28,11 +29,10 @@
 #define DEFAULT_REQUEST_MS 60000
 #define DEFAULT_WINDOW (1u * 1024 * 1024)
 #define RBUF_SIZE 65536
-/* Output queued for the socket over which the engine is not drained and the
- * connection not read: a client that does not read stops being served. */
+/* Output handed to the socket and not yet taken, over which the engine is
+ * not drained and the connection not read: a client that does not read
+ * stops being served (the driver's opts.write_high). */
 #define OUT_HIGH (256 * 1024)
-/* A written-out buffer larger than this is given back. */
-#define OUT_KEEP (64 * 1024)
 #define ACCEPTS_PER_TURN 16
 
 typedef struct method {
@@ -43,30 +43,21 @@ typedef struct method {
   void *ctx;
 } method_t;
 
-/* HANDSHAKE: accepted, the client's preface and SETTINGS not yet in (the
- * handshake deadline runs); OPEN: serving (the idle deadline runs while no
- * call is open); CLOSED: its handles are closing, its memory goes in the
- * last close callback. */
-enum conn_state { C_HANDSHAKE, C_OPEN, C_CLOSED };
-
+/* One accepted connection: the driver (reactor/h2conn.h) does its socket,
+ * session, handshake and idle deadlines, writes and close; this is its gRPC
+ * side. closed: the driver lost it or was told to close (its calls are let
+ * go); its memory goes in the driver's closed callback. */
 typedef struct conn {
   nl_list_t link; /* in srv->conns */
   nl_grpc_server_t *srv;
-  enum conn_state state;
-  int fd;
-  uv_poll_t poll;
-  uv_timer_t timer;
-  int open_handles;
-  int events;     /* what the poll handle waits for */
-  nl_h2_t *h2;    /* NULL once closed */
-  nl_buf_t out;   /* the engine's output not yet written */
+  nl_h2conn_t h2c;
+  bool closed;
   nl_list_t calls;     /* calls whose stream the engine holds */
   nl_list_t ready;     /* of those, the ones whose request is complete */
   nl_list_t cancelled; /* calls let go whose handlers are yet to be told */
-  int busy;            /* inside the engine: no flush, no handler */
-  bool delivering;     /* running handlers: answers flush once, after */
-  bool flush_wanted;
-  uint64_t since; /* accept, or when its last call ended */
+  bool delivering;     /* running handlers */
+  uint64_t since;      /* accept, or when its last call ended */
+  uint64_t due;        /* the earliest deadline of its calls; UINT64_MAX: none */
 } conn_t;
 
 /* HEAD: the request's header fields arrive; BODY: its message; READY: complete,
@@ -98,7 +89,6 @@ struct nl_grpc_call {
 };
 
 static void conn_close(conn_t *c, const char *why);
-static void conn_flush(conn_t *c);
 static void conn_arm(conn_t *c);
 
 /* ---- calls: their lifetime ------------------------------------------------- */
@@ -132,10 +122,8 @@ static void tell_cancel(nl_grpc_call_t *call) {
   call->cancel_cb(call, call->cancel_ctx);
 }
 
-static void conn_kick(conn_t *c) {
-  if (c->busy || c->delivering) c->flush_wanted = true;
-  else conn_flush(c);
-}
+/* The answer leaves with the connection's next write (this loop turn). */
+static void conn_kick(conn_t *c) { nl_h2conn_flush(&c->h2c); }
 
 /* ---- calls: answers ---------------------------------------------------------- */
 
@@ -403,14 +391,10 @@ static const nl_h2_stream_cbs_t call_cbs = {.on_header = on_header,
 
 /* ---- connections -------------------------------------------------------------- */
 
-static int conn_write_cb(void *user, const uint8_t *data, size_t len) {
-  conn_t *c = user;
-  nl_buf_append(&c->out, data, len);
-  return 0;
-}
+static conn_t *conn_of(nl_h2conn_t *h2c) { return container_of(h2c, conn_t, h2c); }
 
-static nl_h2_stream_t *conn_on_stream(void *user) {
-  conn_t *c = user;
+static nl_h2_stream_t *conn_on_stream(nl_h2conn_t *h2c) {
+  conn_t *c = conn_of(h2c);
   nl_grpc_call_t *call = nl_xcalloc(1, sizeof *call);
   call->h2.cbs = &call_cbs;
   call->conn = c;
@@ -421,15 +405,13 @@ static nl_h2_stream_t *conn_on_stream(void *user) {
   return &call->h2;
 }
 
-static const nl_h2_cbs_t conn_h2_cbs = {.write = conn_write_cb, .on_stream = conn_on_stream};
-
 /* Runs the handlers of complete requests, then tells those of calls let go;
- * outside the engine, so that they may answer, start and stop anything. */
+ * outside the engine, so that they may answer, start and stop anything.
+ * Their answers leave together, in the connection's next write. */
 static void conn_deliver(conn_t *c) {
-  assert(c->busy == 0);
   if (c->delivering) return; /* the outer loop goes on */
   c->delivering = true;
-  while (c->state != C_CLOSED && !nl_list_empty(&c->ready)) {
+  while (!c->closed && !nl_list_empty(&c->ready)) {
     nl_grpc_call_t *call = nl_list_entry(c->ready.next, nl_grpc_call_t, qlink);
     nl_list_remove(&call->qlink);
     assert(call->state == CALL_READY);
@@ -448,106 +430,39 @@ static void conn_deliver(conn_t *c) {
     tell_cancel(call);
   }
   c->delivering = false;
-  if (c->flush_wanted) conn_flush(c);
 }
 
-static void on_poll(uv_poll_t *h, int status, int events);
-
-/* Read while the output is under its bound; wait for writability while there
- * is output. */
-static void conn_update_poll(conn_t *c) {
-  if (c->state == C_CLOSED) return;
-  int ev = 0;
-  if (c->out.len < OUT_HIGH) ev |= UV_READABLE;
-  if (c->out.len > 0) ev |= UV_WRITABLE;
-  if (ev == c->events) return;
-  c->events = ev;
-  if (ev) uv_poll_start(&c->poll, ev, on_poll);
-  else uv_poll_stop(&c->poll);
-}
-
-/* Writes what the socket takes now. */
-static void conn_write(conn_t *c) {
-  while (c->out.len > 0) {
-    ssize_t n = send(c->fd, c->out.data, c->out.len, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      nl_buf_consume(&c->out, (size_t)n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    char why[96];
-    snprintf(why, sizeof why, "write: %s", n < 0 ? strerror(errno) : "no progress");
-    conn_close(c, why);
-    return;
-  }
-  if (c->out.len == 0 && c->out.cap > OUT_KEEP) nl_buf_free(&c->out);
-}
-
-/* Drains the engine (unless the socket is behind), writes, and closes a
- * session that has nothing more to say or hear. */
-static void conn_flush(conn_t *c) {
-  c->flush_wanted = false;
-  if (c->state == C_CLOSED) return;
-  if (c->out.len < OUT_HIGH) {
-    c->busy++;
-    int rc = nl_h2_flush(c->h2);
-    c->busy--;
-    if (rc < 0) {
-      conn_close(c, nghttp2_strerror(rc));
-      return;
-    }
-  }
-  conn_write(c);
-  if (c->state == C_CLOSED) return;
-  if (!nl_list_empty(&c->cancelled) || !nl_list_empty(&c->ready)) conn_deliver(c);
-  if (c->state == C_CLOSED) return;
-  if (c->out.len == 0 && !nl_h2_want_io(c->h2)) {
-    conn_close(c, "the session ended");
-    return;
-  }
-  conn_update_poll(c);
-}
-
-static void conn_read(conn_t *c) {
-  nl_grpc_server_t *srv = c->srv;
-  ssize_t n;
-  do n = recv(c->fd, srv->rbuf, RBUF_SIZE, MSG_DONTWAIT);
-  while (n < 0 && errno == EINTR);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-  if (n <= 0) {
-    char why[96];
-    snprintf(why, sizeof why, "read: %s", n == 0 ? "EOF" : strerror(errno));
-    conn_close(c, why);
-    return;
-  }
-  c->busy++;
-  int rc = nl_h2_recv(c->h2, srv->rbuf, (size_t)n);
-  c->busy--;
-  if (rc < 0) {
-    conn_close(c, nghttp2_strerror(rc));
-    return;
-  }
-  if (c->state == C_HANDSHAKE && nl_h2_peer_settled(c->h2)) {
-    c->state = C_OPEN;
-    conn_arm(c);
-  }
+/* The session moved (requests read, answers written, streams closed): the
+ * handlers hear of it, and the deadlines follow the calls. */
+static void conn_moved(nl_h2conn_t *h2c) {
+  conn_t *c = conn_of(h2c);
   conn_deliver(c);
-  conn_flush(c);
-  conn_arm(c); /* calls came and went */
+  conn_arm(c);
 }
 
-static void on_poll(uv_poll_t *h, int status, int events) {
-  conn_t *c = h->data;
-  if (c->state == C_CLOSED) return;
-  if (status < 0) {
-    conn_close(c, uv_strerror(status));
-    return;
-  }
-  if (events & UV_WRITABLE) conn_flush(c);
-  if (c->state != C_CLOSED && (events & UV_READABLE)) conn_read(c);
-  conn_update_poll(c);
+/* No call for idle_timeout_ms: GOAWAY, and the connection closes. */
+static void conn_idle(nl_h2conn_t *h2c) { nl_h2conn_goaway(h2c); }
+
+static void conn_lost(nl_h2conn_t *h2c, const nl_err_t *err) {
+  conn_close(conn_of(h2c), err ? nl_err_msg(err) : "closed after GOAWAY");
 }
+
+static void finish_stop(nl_grpc_server_t *srv);
+
+static void conn_closed(nl_h2conn_t *h2c) {
+  conn_t *c = conn_of(h2c);
+  nl_grpc_server_t *srv = c->srv;
+  nl_list_remove(&c->link);
+  srv->nconns--;
+  free(c);
+  if (srv->stopping) finish_stop(srv);
+}
+
+static const nl_h2conn_cbs_t conn_cbs = {.moved = conn_moved,
+                                         .idle = conn_idle,
+                                         .lost = conn_lost,
+                                         .closed = conn_closed,
+                                         .stream = conn_on_stream};
 
 /* When the call is past its time: the client's deadline, or for a request
  * still arriving, ours. */
@@ -558,51 +473,56 @@ static uint64_t call_due(const nl_grpc_call_t *call) {
   return call->deadline;
 }
 
-/* The next deadline of the connection: its handshake's, its idleness', or
- * the earliest of its calls'. */
-static void on_timer(uv_timer_t *t);
+/* The server's one deadline timer at the earliest call deadline of all its
+ * connections. */
+static void on_deadline(uv_timer_t *t);
 
-static void conn_arm(conn_t *c) {
-  if (c->state == C_CLOSED) return;
-  const nl_grpc_server_opts_t *o = &c->srv->opts;
+static void srv_arm(nl_grpc_server_t *srv) {
+  if (srv->stopping || !srv->listening) return;
   uint64_t due = UINT64_MAX;
-  if (c->state == C_HANDSHAKE) due = c->since + o->handshake_timeout_ms;
-  else if (nl_list_empty(&c->calls)) due = c->since + o->idle_timeout_ms;
-  nl_list_t *pos, *tmp;
-  nl_list_foreach_safe(pos, tmp, &c->calls) {
+  nl_list_t *pos;
+  for (pos = srv->conns.next; pos != &srv->conns; pos = pos->next) {
+    const conn_t *c = nl_list_entry(pos, conn_t, link);
+    if (!c->closed && c->due < due) due = c->due;
+  }
+  if (due == UINT64_MAX) {
+    uv_timer_stop(&srv->deadlines);
+    return;
+  }
+  uint64_t now = uv_now(srv->loop);
+  uv_timer_start(&srv->deadlines, on_deadline, due > now ? due - now : 0, 0);
+}
+
+/* The earliest deadline of the connection's calls. */
+static uint64_t conn_due(const conn_t *c) {
+  uint64_t due = UINT64_MAX;
+  nl_list_t *pos;
+  for (pos = c->calls.next; pos != &c->calls; pos = pos->next) {
     uint64_t d = call_due(nl_list_entry(pos, nl_grpc_call_t, link));
     if (d < due) due = d;
   }
-  if (due == UINT64_MAX) {
-    uv_timer_stop(&c->timer);
-    return;
-  }
-  uint64_t now = uv_now(c->srv->loop);
-  uv_timer_start(&c->timer, on_timer, due > now ? due - now : 0, 0);
+  return due;
 }
 
-static void on_timer(uv_timer_t *t) {
-  conn_t *c = t->data;
+/* Calls came, went or changed: the server's timer follows. */
+static void conn_arm(conn_t *c) {
+  if (c->closed) return;
+  uint64_t due = conn_due(c);
+  if (due == c->due) return;
+  c->due = due;
+  srv_arm(c->srv);
+}
+
+/* The connection's calls past their deadline are answered, their handlers
+ * told after. */
+static void conn_expire(conn_t *c, uint64_t now) {
   const nl_grpc_server_opts_t *o = &c->srv->opts;
-  uint64_t now = uv_now(c->srv->loop);
-  if (c->state == C_HANDSHAKE && now >= c->since + o->handshake_timeout_ms) {
-    conn_close(c, "no HTTP/2 preface and SETTINGS within the handshake timeout");
-    return;
-  }
-  if (c->state == C_OPEN && nl_list_empty(&c->calls) && now >= c->since + o->idle_timeout_ms) {
-    nl_h2_goaway(c->h2, NGHTTP2_NO_ERROR);
-    conn_flush(c);
-    conn_close(c, "idle");
-    return;
-  }
-  /* Past their deadline: answered here; their handlers are told after. */
   nl_list_t *pos, *tmp;
   nl_list_foreach_safe(pos, tmp, &c->calls) {
     nl_grpc_call_t *call = nl_list_entry(pos, nl_grpc_call_t, link);
     uint64_t due = call_due(call);
     if (due > now) continue;
     if (call->state == CALL_READY) nl_list_remove(&call->qlink);
-    c->delivering = true; /* one flush for them all */
     if (due == call->deadline) {
       call_status(call, NL_GRPC_DEADLINE_EXCEEDED, "context deadline exceeded");
     } else {
@@ -611,34 +531,31 @@ static void on_timer(uv_timer_t *t) {
                o->request_timeout_ms);
       call_status(call, NL_GRPC_CANCELLED, why);
     }
-    c->delivering = false;
     if (call->held && call->cancel_cb && !call->cancel_told)
       nl_list_insert_tail(&c->cancelled, &call->qlink);
   }
-  conn_flush(c);
-  conn_arm(c);
+  conn_deliver(c);
 }
 
-static void finish_stop(nl_grpc_server_t *srv);
-
-static void conn_handle_closed(uv_handle_t *h) {
-  conn_t *c = h->data;
-  if (--c->open_handles > 0) return;
-  nl_grpc_server_t *srv = c->srv;
-  close(c->fd);
-  nl_list_remove(&c->link);
-  srv->nconns--;
-  free(c);
-  if (srv->stopping) finish_stop(srv);
+static void on_deadline(uv_timer_t *t) {
+  nl_grpc_server_t *srv = container_of(t, nl_grpc_server_t, deadlines);
+  uint64_t now = uv_now(srv->loop);
+  nl_list_t *pos, *tmp;
+  nl_list_foreach_safe(pos, tmp, &srv->conns) {
+    conn_t *c = nl_list_entry(pos, conn_t, link);
+    if (c->closed || c->due > now) continue;
+    conn_expire(c, now);
+    if (!c->closed) c->due = conn_due(c);
+  }
+  srv_arm(srv);
 }
 
-/* Closes the connection now: its calls are let go (handlers that hold one
- * are told, from here), the session freed, the handles closed. */
+/* Closes the connection: its calls are let go (handlers that hold one are
+ * told, from here), then the driver closes the session and the socket. */
 static void conn_close(conn_t *c, const char *why) {
-  if (c->state == C_CLOSED) return;
-  assert(c->busy == 0);
+  if (c->closed) return;
   nl_vlog(4, "grpc server %s: connection closed: %s", c->srv->path, why);
-  c->state = C_CLOSED;
+  c->closed = true;
   assert(c->srv->nlive > 0);
   c->srv->nlive--;
   while (!nl_list_empty(&c->calls)) {
@@ -646,18 +563,16 @@ static void conn_close(conn_t *c, const char *why) {
     nl_h2_stream_detach(&call->h2);
     call_let_go(c, call);
   }
-  nl_h2_free(c->h2);
-  c->h2 = NULL;
-  nl_buf_free(&c->out);
   while (!nl_list_empty(&c->cancelled)) {
     nl_grpc_call_t *call = nl_list_entry(c->cancelled.next, nl_grpc_call_t, qlink);
     nl_list_remove(&call->qlink);
     tell_cancel(call);
   }
-  uv_timer_stop(&c->timer);
-  uv_close((uv_handle_t *)&c->timer, conn_handle_closed);
-  uv_close((uv_handle_t *)&c->poll, conn_handle_closed);
+  nl_h2conn_close(&c->h2c);
 }
+
+/* Still waiting for the client's preface and SETTINGS. */
+static bool conn_handshaking(const conn_t *c) { return c->h2c.handshaking; }
 
 /* At the bound, closes a connection without calls: the oldest still in its
  * handshake, else the one idle longest. Returns false when every one has a
@@ -667,9 +582,9 @@ static bool evict(nl_grpc_server_t *srv) {
   nl_list_t *pos, *tmp;
   nl_list_foreach_safe(pos, tmp, &srv->conns) {
     conn_t *c = nl_list_entry(pos, conn_t, link);
-    if (c->state == C_CLOSED || !nl_list_empty(&c->calls)) continue;
-    if (!victim || (c->state == C_HANDSHAKE && victim->state != C_HANDSHAKE) ||
-        (c->state == victim->state && c->since < victim->since))
+    if (c->closed || !nl_list_empty(&c->calls)) continue;
+    if (!victim || (conn_handshaking(c) && !conn_handshaking(victim)) ||
+        (conn_handshaking(c) == conn_handshaking(victim) && c->since < victim->since))
       victim = c;
   }
   if (!victim) return false;
@@ -685,36 +600,32 @@ static void conn_new(nl_grpc_server_t *srv, int fd) {
     return;
   }
   conn_t *c = nl_xcalloc(1, sizeof *c);
-  if (uv_poll_init(srv->loop, &c->poll, fd) < 0) {
-    close(fd);
-    free(c);
-    return;
-  }
   c->srv = srv;
-  c->fd = fd;
-  c->poll.data = c;
-  uv_timer_init(srv->loop, &c->timer);
-  c->timer.data = c;
-  c->open_handles = 2;
-  c->state = C_HANDSHAKE;
   c->since = uv_now(srv->loop);
+  c->due = UINT64_MAX;
   nl_list_init(&c->calls);
   nl_list_init(&c->ready);
   nl_list_init(&c->cancelled);
   nl_list_insert_tail(&srv->conns, &c->link);
   srv->nconns++;
   srv->nlive++;
-  nl_h2_opts_t ho = {.window = srv->opts.window,
-                     .mem = srv->opts.mem ? &srv->opts.mem->nghttp2 : NULL,
-                     .max_streams = srv->opts.max_streams,
-                     .max_header_list = srv->opts.max_header_list};
-  c->h2 = nl_h2_server_new(&ho, &conn_h2_cbs, c);
-  if (!c->h2) {
-    conn_close(c, "out of memory");
-    return;
-  }
-  conn_flush(c); /* our SETTINGS */
-  conn_arm(c);
+  const nl_grpc_server_opts_t *o = &srv->opts;
+  nl_h2conn_opts_t ho = {
+      .h2 = {.window = o->window,
+             .mem = o->mem ? &o->mem->nghttp2 : NULL,
+             .max_streams = o->max_streams,
+             .max_header_list = o->max_header_list},
+      .words = NL_H2CONN_WORDS_SERVER,
+      .idle_ms = o->idle_timeout_ms,
+      .handshake_ms = o->handshake_timeout_ms,
+      .write_high = OUT_HIGH,
+      .read_buf = RBUF_SIZE,
+      .read_buf_shared = srv->rbuf,
+  };
+  nl_h2conn_init(&c->h2c, srv->loop, &ho, &conn_cbs);
+  nl_err_t *err = NULL;
+  if (nl_h2conn_adopt(&c->h2c, fd, srv->path, &err) < 0) conn_close(c, nl_err_msg(err));
+  nl_err_free(&err);
 }
 
 static void on_listener(uv_poll_t *h, int status, int events) {
@@ -811,6 +722,8 @@ int nl_grpc_server_listen(nl_grpc_server_t *srv, const char *path, nl_err_t **er
     srv->sock_ino = st.st_ino;
   }
   srv->listener.data = srv;
+  uv_timer_init(srv->loop, &srv->deadlines);
+  srv->deadlines.data = srv;
   srv->lfd = fd;
   srv->path = nl_xstrdup(path);
   srv->rbuf = nl_xmalloc(RBUF_SIZE);
@@ -821,7 +734,7 @@ int nl_grpc_server_listen(nl_grpc_server_t *srv, const char *path, nl_err_t **er
 }
 
 static void finish_stop(nl_grpc_server_t *srv) {
-  if (!srv->listener_closed || srv->nconns > 0) return;
+  if (!srv->listener_closed || !srv->deadlines_closed || srv->nconns > 0) return;
   while (!nl_list_empty(&srv->methods)) {
     method_t *m = nl_list_entry(srv->methods.next, method_t, link);
     nl_list_remove(&m->link);
@@ -829,8 +742,14 @@ static void finish_stop(nl_grpc_server_t *srv) {
     free(m);
   }
   free(nl_steal(&srv->path));
-  free(nl_steal(&srv->rbuf));
+  free(nl_steal(&srv->rbuf)); /* the connections' shared read buffer */
   if (srv->done_cb) srv->done_cb(srv, srv->done_ctx);
+}
+
+static void deadlines_closed(uv_handle_t *h) {
+  nl_grpc_server_t *srv = h->data;
+  srv->deadlines_closed = true;
+  finish_stop(srv);
 }
 
 static void listener_closed(uv_handle_t *h) {
@@ -852,13 +771,14 @@ void nl_grpc_server_stop(nl_grpc_server_t *srv, nl_grpc_server_done_fn done, voi
   nl_list_t *pos, *tmp;
   nl_list_foreach_safe(pos, tmp, &srv->conns) {
     conn_t *c = nl_list_entry(pos, conn_t, link);
-    if (c->state != C_CLOSED) conn_close(c, "server stopping");
+    conn_close(c, "server stopping");
   }
   if (srv->listening) {
     uv_poll_stop(&srv->listener);
     uv_close((uv_handle_t *)&srv->listener, listener_closed);
+    uv_close((uv_handle_t *)&srv->deadlines, deadlines_closed);
   } else {
-    srv->listener_closed = true;
+    srv->listener_closed = srv->deadlines_closed = true;
     finish_stop(srv);
   }
 }

@@ -2,6 +2,10 @@
  * server side) with cri/grpc.h's status codes: what the device plugin
  * Registration service (/var/lib/kubelet/device-plugins/kubelet.sock) and the
  * pod resources API (/var/lib/kubelet/pod-resources/kubelet.sock) sit on.
+ * Each accepted connection runs on the one HTTP/2 connection driver
+ * (reactor/h2conn.h, nl_h2conn_adopt()): its socket I/O, write batching,
+ * handshake and idle deadlines and close are the driver's; this is the gRPC
+ * layer above it.
  *
  * A method table maps "/pkg.Service/Method" to a handler, unary or server
  * streaming. The handler gets the request message's bytes (5-byte prefix
@@ -23,7 +27,7 @@
  * after its HEADERS is answered CANCELLED; a client that says nothing (no preface and
  * SETTINGS within handshake_timeout_ms, no call for idle_timeout_ms) is
  * closed; a client that does not read stops being read. Writes are
- * send(MSG_NOSIGNAL): a client gone never raises SIGPIPE.
+ * send(MSG_NOSIGNAL) only: a client gone never raises SIGPIPE.
  *
  * Lifetime: nl_grpc_server_t is embedded in its owner. nl_grpc_server_stop()
  * closes the listener (and removes its socket file) and every connection
@@ -84,13 +88,14 @@ struct nl_grpc_server {
   int lfd;
   char *path;                 /* the socket file, once listening */
   uint8_t *rbuf;              /* one read buffer for every connection */
+  uv_timer_t deadlines;       /* the calls' deadlines, of every connection */
   dev_t sock_dev;             /* the socket file we made: removed at stop */
   ino_t sock_ino;             /* unless another server took the path since */
   nl_list_t methods;
   nl_list_t conns;            /* every connection not yet freed */
   size_t nconns;              /* in conns */
   size_t nlive;               /* those not closing */
-  bool listening, stopping, listener_closed;
+  bool listening, stopping, listener_closed, deadlines_closed;
   nl_grpc_server_done_fn done_cb;
   void *done_ctx;
   uint64_t stats_calls;       /* calls dispatched to a handler (tests, metrics) */

@@ -38,14 +38,29 @@ static void set_state(nl_eviction_t *m, nl_ev_state_t st) {
   m->state = st;
 }
 
+/* The pods the next round waits for are these (none: forget them). */
+static void clear_evicted(nl_eviction_t *m) {
+  for (size_t i = 0; i < m->n_evicted; i++) free(m->evicted_uids[i]);
+  free(m->evicted_uids);
+  m->evicted_uids = NULL;
+  m->n_evicted = 0;
+}
+
+static void add_evicted(nl_eviction_t *m, const nl_pod_t *pod, const char *signal) {
+  m->evicted_uids = nl_xrealloc(m->evicted_uids, (m->n_evicted + 1) * sizeof *m->evicted_uids);
+  m->evicted_uids[m->n_evicted++] = nl_xstrdup(pod->metadata.uid);
+  m->evictions++;
+  if (m->deps.metrics) nl_kmetrics_eviction(m->deps.metrics, signal);
+  m->last_eviction_ns = now_ns(m);
+}
+
 static void closed_one(nl_eviction_t *m) {
   assert(m->closing > 0);
   if (--m->closing) return;
   nl_ev_stats_free(&m->stats);
   free(m->thresholds);
-  free(m->evicted_uid);
+  clear_evicted(m);
   m->thresholds = NULL;
-  m->evicted_uid = NULL;
   m->state = NL_EV_STOPPED;
   if (m->done_cb) m->done_cb(m->done_ctx);
 }
@@ -169,13 +184,10 @@ static bool evict_one(nl_eviction_t *m, int ti) {
     char *msg = nl_ev_message(t->signal, t, m->stats.obs, pod, c[i].stats);
     nl_info("eviction manager: evicting pod %s/%s: %s", pod->metadata.namespace_,
             pod->metadata.name, msg);
-    free(m->evicted_uid);
-    m->evicted_uid = nl_xstrdup(pod->metadata.uid);
+    clear_evicted(m);
     m->deps.evict(m->deps.ctx, pod, grace, msg);
     free(msg);
-    m->evictions++;
-    if (m->deps.metrics) nl_kmetrics_eviction(m->deps.metrics, nl_ev_signal_name(t->signal));
-    m->last_eviction_ns = now_ns(m);
+    add_evicted(m, pod, nl_ev_signal_name(t->signal));
     done = true;
   }
   if (!done && n) nl_warn("eviction manager: unable to evict any pods from the node");
@@ -192,12 +204,56 @@ static bool reclaims(const nl_eviction_t *m, nl_ev_signal_t s, bool *images) {
   return true;
 }
 
+/* upstream localStorageEviction: every pod over a local storage limit goes at
+ * once (grace 1 s), whatever the node's thresholds; a round that evicts here
+ * does nothing else. Returns how many were evicted. */
+static size_t local_storage_eviction(nl_eviction_t *m) {
+  size_t n;
+  const nl_pod_t **pods = m->deps.active_pods(m->deps.ctx, &n);
+  clear_evicted(m);
+  for (size_t i = 0; i < n; i++) {
+    const nl_pod_t *pod = pods[i];
+    const nl_ev_pod_stats_t *s = pod_stats(m, pod->metadata.uid);
+    char *msg;
+    const char *signal = s ? nl_ev_local_storage_exceeded(pod, s, m->stats.dedicated_imagefs, &msg) : NULL;
+    if (!signal) continue;
+    if (nl_ev_pod_is_critical(pod)) {
+      nl_warn("eviction manager: cannot evict a critical pod %s/%s", pod->metadata.namespace_,
+              pod->metadata.name);
+    } else {
+      nl_info("eviction manager: evicting pod %s/%s: %s", pod->metadata.namespace_, pod->metadata.name, msg);
+      m->deps.evict(m->deps.ctx, pod, IMMEDIATE_GRACE_S, msg);
+      add_evicted(m, pod, signal);
+    }
+    free(msg);
+  }
+  free(pods);
+  return m->n_evicted;
+}
+
+static void wait_cleanup(nl_eviction_t *m) {
+  m->cleanup_checks = 0;
+  set_state(m, NL_EV_CLEANUP);
+  uv_timer_start(&m->timer, on_tick, CLEANUP_CHECK_MS, 0);
+}
+
 static void synchronize(nl_eviction_t *m) {
-  m->rounds++;
   bool act[64] = {0};
   observe(m, act);
-  rearm_memcg(m);
   int ti = pick(m, act);
+  m->want_pods = ti >= 0;
+  if (ti >= 0 && !m->stats_pods) {
+    /* a threshold to act on: its ranking needs the pods' figures, which an
+     * idle round leaves out; the same round again, with them */
+    step(m);
+    return;
+  }
+  m->rounds++;
+  rearm_memcg(m);
+  if (local_storage_eviction(m)) {
+    wait_cleanup(m);
+    return;
+  }
   if (ti < 0) {
     idle(m);
     return;
@@ -210,9 +266,7 @@ static void synchronize(nl_eviction_t *m) {
     return;
   }
   if (evict_one(m, ti)) {
-    m->cleanup_checks = 0;
-    set_state(m, NL_EV_CLEANUP);
-    uv_timer_start(&m->timer, on_tick, CLEANUP_CHECK_MS, 0);
+    wait_cleanup(m);
     return;
   }
   idle(m);
@@ -231,9 +285,7 @@ static void after_reclaim(nl_eviction_t *m) {
     return;
   }
   if (evict_one(m, m->reclaim_threshold)) {
-    m->cleanup_checks = 0;
-    set_state(m, NL_EV_CLEANUP);
-    uv_timer_start(&m->timer, on_tick, CLEANUP_CHECK_MS, 0);
+    wait_cleanup(m);
     return;
   }
   idle(m);
@@ -242,6 +294,7 @@ static void after_reclaim(nl_eviction_t *m) {
 typedef struct collect_call {
   nl_eviction_t *m;
   uint64_t generation;
+  bool pods;
   nl_ev_stats_t stats;
 } collect_call_t;
 
@@ -257,6 +310,7 @@ static void on_collected(void *ctx) {
   assert(cc->generation == m->generation);
   nl_ev_stats_free(&m->stats);
   m->stats = cc->stats;
+  m->stats_pods = cc->pods;
   free(cc);
   if (m->state == NL_EV_COLLECT) synchronize(m);
   else after_reclaim(m);
@@ -269,6 +323,12 @@ static void on_reclaimed(void *ctx) {
   step(m);
 }
 
+static bool all_cleaned_up(nl_eviction_t *m) {
+  for (size_t i = 0; i < m->n_evicted; i++)
+    if (!m->deps.pod_cleaned_up(m->deps.ctx, m->evicted_uids[i])) return false;
+  return true;
+}
+
 static void step(nl_eviction_t *m) {
   assert(m->state != NL_EV_STOPPED && !m->stopping);
   switch (m->state) {
@@ -279,7 +339,8 @@ static void step(nl_eviction_t *m) {
     collect_call_t *cc = nl_xcalloc(1, sizeof *cc);
     cc->m = m;
     cc->generation = ++m->generation;
-    m->deps.collect(m->deps.ctx, &cc->stats, on_collected, cc);
+    cc->pods = m->want_pods;
+    m->deps.collect(m->deps.ctx, cc->pods, &cc->stats, on_collected, cc);
     return;
   }
   case NL_EV_RECLAIM: {
@@ -292,8 +353,8 @@ static void step(nl_eviction_t *m) {
     return;
   }
   case NL_EV_CLEANUP:
-    /* upstream waitForPodsCleanup: the next round waits for the pod, or 30 s */
-    if (m->deps.pod_cleaned_up(m->deps.ctx, m->evicted_uid) || ++m->cleanup_checks >= CLEANUP_CHECKS) {
+    /* upstream waitForPodsCleanup: the next round waits for the pods, or 30 s */
+    if (all_cleaned_up(m) || ++m->cleanup_checks >= CLEANUP_CHECKS) {
       set_state(m, NL_EV_COLLECT);
       step(m);
       return;

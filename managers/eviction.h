@@ -11,6 +11,9 @@
  *            usage above requests;
  *   disk:    the same with the disk usage the signal counts;
  *   pids:    lower priority, then more processes.
+ * Before the thresholds, every round, local storage limits (upstream
+ * localStorageEviction; eviction_local.c): each pod over an emptyDir's
+ * sizeLimit, its ephemeral-storage limit or a container's is evicted at once.
  * Critical pods (static, mirror, priority >= 2000000000) are never evicted. The
  * evicted pod's status says phase Failed, reason Evicted, message "The node was
  * low on resource: memory. Threshold quantity: 100Mi, available: 60Mi. Container
@@ -87,13 +90,19 @@ int64_t nl_ev_quantity(const nl_ev_value_t *v, int64_t capacity);
 bool nl_ev_threshold_met(const nl_ev_threshold_t *t, const nl_ev_observation_t *obs,
                          bool enforce_min_reclaim);
 
-/* What the agent measured of one container and one pod. -1: unknown. */
+/* What the agent measured of one running container and one pod. -1: unknown. */
 typedef struct nl_ev_container_stats {
   char *name;
   int64_t memory;  /* working set */
   int64_t rootfs;  /* writable layer */
   int64_t logs;
 } nl_ev_container_stats_t;
+
+/* One local volume: an emptyDir on the node's disk (not medium Memory). */
+typedef struct nl_ev_volume_stats {
+  char *name;
+  int64_t used; /* bytes; -1: unknown */
+} nl_ev_volume_stats_t;
 
 typedef struct nl_ev_pod_stats {
   char *uid;
@@ -103,6 +112,12 @@ typedef struct nl_ev_pod_stats {
   int64_t procs;
   nl_ev_container_stats_t *containers;
   size_t n_containers;
+  nl_ev_volume_stats_t *vols; /* each local volume */
+  size_t n_vols;
+  /* Measured only for a pod with local storage limits
+   * (nl_ev_local_storage_limited): the files of its log directory itself and
+   * its etc-hosts, which upstream's pod total counts too. 0: none. */
+  int64_t pod_logs, etc_hosts;
 } nl_ev_pod_stats_t;
 
 typedef struct nl_ev_stats {
@@ -132,6 +147,34 @@ char *nl_ev_message(nl_ev_signal_t signal, const nl_ev_threshold_t *t,
                     const nl_ev_observation_t *obs, const nl_pod_t *pod,
                     const nl_ev_pod_stats_t *stats);
 
+/* ---- local storage limits (upstream localStorageEviction) ---- */
+
+/* A local volume: an emptyDir whose medium is not Memory (upstream
+ * IsLocalEphemeralVolume, gitRepo and configMap aside). */
+bool nl_ev_local_volume(const nl_volume_t *v);
+
+/* Whether the pod has anything to check: an emptyDir on disk with a
+ * sizeLimit, or an ephemeral-storage limit (a container's, an init
+ * container's). Pods without pay for no measurement beyond the node's. */
+bool nl_ev_local_storage_limited(const nl_pod_t *pod);
+
+/* The pod's ephemeral storage as upstream's summary counts it: the running
+ * containers' writable layers and logs, the local volumes, the pod's own log
+ * files and its etc-hosts. */
+int64_t nl_ev_pod_ephemeral_usage(const nl_ev_pod_stats_t *s);
+
+/* upstream emptyDirLimitEviction, podEphemeralStorageLimitEviction and
+ * containerEphemeralStorageLimitEviction, in that order: NULL when the pod is
+ * within its limits; else the signal kubelet_evictions counts it under
+ * ("emptydirfs.limit", "ephemeralpodfs.limit", "ephemeralcontainerfs.limit")
+ * with *message set (caller frees): `Usage of EmptyDir volume "data" exceeds
+ * the limit "10Mi". `, `Pod ephemeral local storage usage exceeds the total
+ * limit of containers 10Mi. `, `Container c exceeded its local ephemeral
+ * storage limit "5Mi". `. With a dedicated image filesystem a container's own
+ * figure is its logs alone, as upstream. */
+const char *nl_ev_local_storage_exceeded(const nl_pod_t *pod, const nl_ev_pod_stats_t *s,
+                                         bool dedicated_imagefs, char **message);
+
 /* upstream IsCriticalPod: static, mirror, or priority >= 2000000000. */
 bool nl_ev_pod_is_critical(const nl_pod_t *pod);
 
@@ -142,8 +185,13 @@ typedef void (*nl_eviction_done_fn)(void *done_ctx);
 
 typedef struct nl_eviction_deps {
   /* Fills *out (cleared first; the manager frees it) and calls done once,
-   * from the loop, never from inside the call. */
-  void (*collect)(void *ctx, nl_ev_stats_t *out, nl_eviction_done_fn done, void *done_ctx);
+   * from the loop, never from inside the call. The pods' figures (out->pods)
+   * are wanted only when pods is true (a threshold to act on ranks them) or
+   * when a pod has a local storage limit: without them a round is the node's
+   * figures alone, and the pods' decoding and disk walks are most of an idle
+   * round's work. */
+  void (*collect)(void *ctx, bool pods, nl_ev_stats_t *out, nl_eviction_done_fn done,
+                  void *done_ctx);
   /* The pods that may be evicted (admitted, not terminating); caller frees the
    * array, not the pods. */
   const nl_pod_t **(*active_pods)(void *ctx, size_t *n);
@@ -186,12 +234,15 @@ struct nl_eviction {
   uv_timer_t timer;
   uint64_t generation;           /* of collections: a stale one is dropped */
   nl_ev_stats_t stats;           /* the latest figures */
+  bool want_pods;                /* the next collection with the pods' figures */
+  bool stats_pods;               /* stats were collected with want_pods */
   bool met[64];                  /* thresholds met last round (upstream thresholdsMet) */
   int64_t first_observed[64];    /* per threshold, 0: not met */
   int64_t condition_observed[3]; /* Memory, Disk, PID pressure: last seen met */
   bool pressure[3];              /* reported conditions */
   int reclaim_threshold;         /* index being reclaimed */
-  char *evicted_uid;             /* waited for in CLEANUP */
+  char **evicted_uids;           /* waited for in CLEANUP (local storage evicts several) */
+  size_t n_evicted;
   int cleanup_checks;
   nl_eviction_done_fn done_cb;
   void *done_ctx;

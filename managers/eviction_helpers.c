@@ -143,6 +143,8 @@ void nl_ev_stats_free(nl_ev_stats_t *s) {
     nl_ev_pod_stats_t *p = &s->pods[i];
     for (size_t j = 0; j < p->n_containers; j++) free(p->containers[j].name);
     free(p->containers);
+    for (size_t j = 0; j < p->n_vols; j++) free(p->vols[j].name);
+    free(p->vols);
     free(p->uid);
   }
   free(s->pods);

@@ -245,8 +245,39 @@ static void on_containers(const nl_grpc_status_t *st, Runtime__V1__ListContainer
   gc->containers = runtime__v1__list_containers_response__unpack(NULL, len, buf);
   free(buf);
   assert(gc->containers);
-  set_state(gc, gc->state == NL_GC_IMAGE_USERS ? NL_GC_REMOVE_IMAGES : NL_GC_LIST_SANDBOXES);
+  gc->next = 0;
+  set_state(gc, gc->state == NL_GC_IMAGE_USERS ? NL_GC_IMAGE_MOUNTS : NL_GC_LIST_SANDBOXES);
   step(gc);
+}
+
+/* One ContainerStatus per container, as upstream's detectImages: the
+ * container list does not say which images a container mounts. */
+static void on_container_status(const nl_grpc_status_t *st,
+                                Runtime__V1__ContainerStatusResponse *resp, void *ctx) {
+  nl_gc_t *gc = ctx;
+  if (!go_on(gc)) return;
+  if (st->code == NL_GRPC_OK) {
+    nl_gc_mark_image_mounts(gc->images, gc->n_images, resp->status, now_ns(gc));
+  } else if (st->code != NL_GRPC_NOT_FOUND) { /* upstream stops the round */
+    nl_warn("image GC: container status of %s: %s", gc->containers->containers[gc->next]->id,
+            st->message);
+    round_done(gc);
+    return;
+  }
+  gc->next++;
+  step(gc);
+}
+
+static void image_mounts(nl_gc_t *gc) {
+  if (gc->next >= gc->containers->n_containers) {
+    gc->next = 0;
+    set_state(gc, NL_GC_REMOVE_IMAGES);
+    step(gc);
+    return;
+  }
+  Runtime__V1__ContainerStatusRequest q = RUNTIME__V1__CONTAINER_STATUS_REQUEST__INIT;
+  q.container_id = gc->containers->containers[gc->next]->id;
+  nl_cri_container_status(gc->cri, &q, on_container_status, gc);
 }
 
 /* The runtime's containers that this agent made (they carry the pod uid). */
@@ -585,6 +616,9 @@ static void step(nl_gc_t *gc) {
     nl_cri_list_images(gc->cri, &q, on_images, gc);
     return;
   }
+  case NL_GC_IMAGE_MOUNTS:
+    image_mounts(gc);
+    return;
   case NL_GC_REMOVE_IMAGES: {
     if (gc->next == 0 && !gc->remove_ids) {
       select_images(gc);

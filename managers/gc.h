@@ -101,6 +101,12 @@ typedef struct nl_gc_image {
   bool in_use, pinned;    /* this round */
 } nl_gc_image_t;
 
+/* upstream handleImageVolumes: the images a container mounts as volumes (its
+ * status's mounts with an image) are in use, and used now. Returns how many
+ * of imgs it marked. */
+size_t nl_gc_mark_image_mounts(nl_gc_image_t *imgs, size_t n,
+                               const Runtime__V1__ContainerStatus *status, int64_t now_ns);
+
 /* upstream freeSpace: the indexes (into imgs) to remove to free at least
  * bytes_to_free, least recently used first (ties: first detected first), among
  * images neither in use nor pinned and detected at least min_age ago; with
@@ -152,6 +158,7 @@ typedef enum {
   NL_GC_IMAGE_FS,      /* ImageFsInfo, then statvfs of its mount point */
   NL_GC_LIST_IMAGES,
   NL_GC_IMAGE_USERS,   /* ListContainers: the images in use */
+  NL_GC_IMAGE_MOUNTS,  /* ContainerStatus of each: the images mounted as volumes */
   NL_GC_REMOVE_IMAGES,
   NL_GC_STOPPED,
 } nl_gc_state_t;

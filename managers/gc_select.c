@@ -174,3 +174,19 @@ bool nl_gc_logdir_removable(const char *name, const nl_gc_sandbox_t *s, size_t n
     if (!strcmp(s[j].uid, uid)) return false;
   return true;
 }
+
+size_t nl_gc_mark_image_mounts(nl_gc_image_t *imgs, size_t n,
+                               const Runtime__V1__ContainerStatus *status, int64_t now_ns) {
+  size_t marked = 0;
+  for (size_t i = 0; status && i < status->n_mounts; i++) {
+    const Runtime__V1__ImageSpec *spec = status->mounts[i]->image;
+    if (!spec || !spec->image || !*spec->image) continue;
+    for (size_t j = 0; j < n; j++)
+      if (strcmp(imgs[j].id, spec->image) == 0) {
+        imgs[j].in_use = true;
+        imgs[j].last_used_ns = now_ns;
+        marked++;
+      }
+  }
+  return marked;
+}

@@ -1,5 +1,6 @@
 #include "managers/metrics.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "managers/status.h"
 #include "reactor/xalloc.h"
 
 /* Upstream's podStartupDurationBuckets. */
@@ -66,6 +68,7 @@ void nl_kmetrics_init(nl_kmetrics_t *m, const char *node_name) {
   static const char *const node[] = {"node", NULL}, *const op[] = {"operation_type", NULL},
                            *const state[] = {"container_state", NULL},
                            *const signal[] = {"eviction_signal", NULL},
+                           *const term[] = {"container_type", "exit_code", "reason", NULL},
                            *const probe[] = {"probe_type", "result", "container", "pod",
                                              "namespace", "pod_uid", NULL},
                            *const probe_d[] = {"probe_type", "container", "pod", "namespace",
@@ -114,6 +117,8 @@ void nl_kmetrics_init(nl_kmetrics_t *m, const char *node_name) {
   m->evictions = nl_metrics_counter(r, "kubelet_evictions",
                                     "[ALPHA] Cumulative number of pod evictions by eviction signal",
                                     signal);
+  m->terminated = nl_metrics_counter(r, "kubelet_terminated_containers_total",
+                                     "[ALPHA] Cumulative number of container terminations.", term);
   m->proc_cpu = nl_metrics_counter(r, "process_cpu_seconds_total",
                                    "Total user and system CPU time spent in seconds.", NULL);
   m->proc_rss = nl_metrics_gauge(r, "process_resident_memory_bytes", "Resident memory size in bytes.",
@@ -245,6 +250,41 @@ void nl_kmetrics_pod_worker(nl_kmetrics_t *m, const char *operation, uint64_t du
 
 void nl_kmetrics_eviction(nl_kmetrics_t *m, const char *signal) {
   nl_metric_inc(nl_metric_series1(m->evictions, signal));
+}
+
+void nl_kmetrics_container_terminated(nl_kmetrics_t *m, const char *type, int32_t exit_code,
+                                      const char *reason) {
+  char code[16];
+  snprintf(code, sizeof code, "%" PRId32, exit_code);
+  const char *labels[] = {type, code, reason ? reason : "", NULL};
+  nl_metric_inc(nl_metric_series(m->terminated, labels));
+}
+
+static void count_kind(nl_kmetrics_t *m, const char *type, const nl_container_status_t *old,
+                       size_t n_old, const nl_container_status_t *now, size_t n_now) {
+  for (size_t i = 0; i < n_now; i++) {
+    if (now[i].state.kind != NL_CSTATE_TERMINATED) continue;
+    bool was = false;
+    for (size_t j = 0; j < n_old; j++)
+      if (strcmp(old[j].name, now[i].name) == 0) {
+        was = old[j].state.kind == NL_CSTATE_TERMINATED;
+        break;
+      }
+    if (!was) nl_kmetrics_container_terminated(m, type, now[i].state.exit_code, now[i].state.reason);
+  }
+}
+
+void nl_kmetrics_count_terminations(nl_kmetrics_t *m, const nl_pod_status_t *old,
+                                    const nl_pod_status_t *now) {
+  static const nl_pod_status_t none;
+  if (!old) old = &none;
+  count_kind(m, "init_container", old->init_container_statuses, old->n_init_container_statuses,
+             now->init_container_statuses, now->n_init_container_statuses);
+  count_kind(m, "container", old->container_statuses, old->n_container_statuses,
+             now->container_statuses, now->n_container_statuses);
+  count_kind(m, "ephemeral_container", old->ephemeral_container_statuses,
+             old->n_ephemeral_container_statuses, now->ephemeral_container_statuses,
+             now->n_ephemeral_container_statuses);
 }
 
 void nl_kmetrics_pod_started(nl_kmetrics_t *m, double seconds) {

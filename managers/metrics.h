@@ -15,11 +15,13 @@
 #include "reactor/map.h"
 #include "reactor/metrics.h"
 
+struct nl_pod_status; /* managers/status.h */
+
 typedef struct nl_kmetrics {
   nl_metrics_t reg;    /* /metrics */
   nl_metrics_t probes; /* /metrics/probes */
   nl_metric_family_t *running_pods, *running_containers, *pod_start, *pod_worker, *pleg_relist,
-      *pleg_interval, *pleg_last_seen, *rt_ops, *rt_errors, *rt_duration, *evictions,
+      *pleg_interval, *pleg_last_seen, *rt_ops, *rt_errors, *rt_duration, *evictions, *terminated,
       *probe_total, *probe_duration, *proc_cpu, *proc_rss, *proc_start, *proc_max_fds,
       *dp_registrations, *dp_alloc_duration;
   /* kubelet_pod_resources_endpoint_{requests_total, requests_<method>,
@@ -51,6 +53,17 @@ void nl_kmetrics_pod_worker(nl_kmetrics_t *m, const char *operation, uint64_t du
 
 /* The eviction manager evicted a pod for the signal ("memory.available"). */
 void nl_kmetrics_eviction(nl_kmetrics_t *m, const char *signal);
+
+/* A container was seen terminated for the first time in its pod's status:
+ * type "container", "init_container" or "ephemeral_container", its exit code
+ * and reason (upstream's status manager counts the same transitions). */
+void nl_kmetrics_container_terminated(nl_kmetrics_t *m, const char *type, int32_t exit_code,
+                                      const char *reason);
+
+/* The pod's status went from old (NULL: none yet) to now: each container
+ * terminated in now but not in old (or absent there) counts once. */
+void nl_kmetrics_count_terminations(nl_kmetrics_t *m, const struct nl_pod_status *old,
+                                    const struct nl_pod_status *now);
 
 /* A pod reached Running seconds after the kubelet first saw it. */
 void nl_kmetrics_pod_started(nl_kmetrics_t *m, double seconds);

@@ -18,7 +18,7 @@ static void timer_closed(uv_handle_t *h) {
 }
 
 static void dial_closed(nl_dial_t *d) {
-  nl_check_t *c = container_of(d, nl_check_t, dial);
+  nl_check_t *c = container_of(d, nl_check_net_t, dial)->check;
   nl__check_unref(c);
 }
 
@@ -26,21 +26,33 @@ void nl__check_unref(nl_check_t *c) {
   if (--c->refs > 0) return;
   free(c->pending_out);
   free(c->cmd_str);
-  free(c->addr);
-  free(c->service);
-  free(c->framed);
-  free(c->g_message);
+  if (c->net) {
+    free(c->net->addr);
+    free(c->net->service);
+    free(c->net->framed);
+    free(c->net->g_message);
+    free(c->net);
+  }
   nl_tls_config_unref(c->own_tls);
   free(c);
+}
+
+nl_check_net_t *nl__check_net(nl_check_t *c) {
+  if (!c->net) {
+    c->net = nl_xcalloc(1, sizeof *c->net);
+    c->net->check = c;
+    c->net->health = -1;
+  }
+  return c->net;
 }
 
 /* Closes what the check holds on the loop. The CRI call and the HTTP request
  * keep their references until their callbacks, which see `done`. */
 static void teardown(nl_check_t *c) {
   nl__check_grpc_teardown(c);
-  if (c->dial_open) {
-    c->dial_open = false;
-    nl_dial_close(&c->dial, dial_closed);
+  if (c->net && c->net->dial_open) {
+    c->net->dial_open = false;
+    nl_dial_close(&c->net->dial, dial_closed);
   }
   if (c->http) nl_http_cancel(c->http); /* its callback comes later and unrefs */
   if (!uv_is_closing((uv_handle_t *)&c->timer)) uv_close((uv_handle_t *)&c->timer, timer_closed);
@@ -160,7 +172,6 @@ nl_check_t *nl_check_start(const nl_check_env_t *env, const nl_check_req_t *req,
   c->ctx = ctx;
   c->hook = req->hook;
   c->timeout_ms = req->timeout_ms;
-  c->health = -1;
   c->refs = 1; /* the timer */
   uv_timer_init(env->loop, &c->timer);
   const nl_handler_t *h = req->handler;

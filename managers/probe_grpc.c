@@ -89,42 +89,42 @@ const char *nl_probe_grpc_status_name(int s) {
 static void on_message(nl_grpc_stream_t *st, const uint8_t *data, size_t len) {
   nl_check_t *c = st->user;
   int s;
-  c->health = nl_probe_grpc_decode_response(data, len, &s) < 0 ? -2 : s;
+  c->net->health = nl_probe_grpc_decode_response(data, len, &s) < 0 ? -2 : s;
 }
 
 static void on_close(nl_grpc_stream_t *st, const nl_grpc_status_t *status, bool refused) {
   (void)refused;
   nl_check_t *c = st->user;
-  c->g_closed = true;
-  c->g_code = status->code;
-  free(c->g_message);
-  c->g_message = nl_xstrdup(status->message);
+  c->net->g_closed = true;
+  c->net->g_code = status->code;
+  free(c->net->g_message);
+  c->net->g_message = nl_xstrdup(status->message);
 }
 
 static void report(nl_check_t *c) {
-  if (!c->g_closed || c->done) return;
+  if (!c->net->g_closed || c->done) return;
   char *m;
   nl_check_result_t r = NL_CHECK_FAILURE;
-  if (c->g_code == NL_GRPC_OK && c->health == 1) {
+  if (c->net->g_code == NL_GRPC_OK && c->net->health == 1) {
     r = NL_CHECK_SUCCESS;
     m = nl_xstrdup("service healthy");
-  } else if (c->g_code == NL_GRPC_OK && c->health >= 0) {
+  } else if (c->net->g_code == NL_GRPC_OK && c->net->health >= 0) {
     m = nl_xasprintf("service unhealthy (responded with \"%s\")",
-                     nl_probe_grpc_status_name(c->health));
-  } else if (c->g_code == NL_GRPC_OK) {
-    m = nl_xstrdup(c->health == -2 ? "error: health rpc probe failed: rpc error: code = Internal "
+                     nl_probe_grpc_status_name(c->net->health));
+  } else if (c->net->g_code == NL_GRPC_OK) {
+    m = nl_xstrdup(c->net->health == -2 ? "error: health rpc probe failed: rpc error: code = Internal "
                                      "desc = grpc: failed to unmarshal the received message"
                                    : "error: health rpc probe failed: rpc error: code = Internal "
                                      "desc = no response message");
-  } else if (c->g_code == NL_GRPC_UNIMPLEMENTED) {
+  } else if (c->net->g_code == NL_GRPC_UNIMPLEMENTED) {
     m = nl_xasprintf("error: this server does not implement the grpc health protocol "
                      "(grpc.health.v1.Health): %s",
-                     c->g_message);
-  } else if (c->g_code == NL_GRPC_DEADLINE_EXCEEDED) {
+                     c->net->g_message);
+  } else if (c->net->g_code == NL_GRPC_DEADLINE_EXCEEDED) {
     m = nl_xasprintf("timeout: health rpc did not complete within %llus",
                      (unsigned long long)(c->timeout_ms / 1000));
   } else {
-    nl_grpc_status_t st = {c->g_code, c->g_message};
+    nl_grpc_status_t st = {c->net->g_code, c->net->g_message};
     char *e = nl_grpc_status_format(&st);
     m = nl_xasprintf("error: health rpc probe failed: %s", e);
     free(e);
@@ -135,27 +135,27 @@ static void report(nl_check_t *c) {
 
 #define UNAVAILABLE "error: health rpc probe failed: rpc error: code = Unavailable desc = "
 
-static nl_check_t *check_of(nl_h2conn_t *conn) { return container_of(conn, nl_check_t, conn); }
+static nl_check_t *check_of(nl_h2conn_t *conn) { return container_of(conn, nl_check_net_t, conn)->check; }
 
 static void conn_ready(nl_h2conn_t *conn, bool h2) {
   nl_check_t *c = check_of(conn);
   assert(h2); /* plaintext: always HTTP/2 */
-  c->connected = true;
+  c->net->connected = true;
   size_t len;
-  uint8_t *msg = nl_probe_grpc_encode_request(c->service, &len);
-  c->framed_len = len + 5;
-  c->framed = nl_xmalloc(c->framed_len);
-  c->framed[0] = 0;
-  c->framed[1] = (uint8_t)(len >> 24);
-  c->framed[2] = (uint8_t)(len >> 16);
-  c->framed[3] = (uint8_t)(len >> 8);
-  c->framed[4] = (uint8_t)len;
-  memcpy(c->framed + 5, msg, len);
+  uint8_t *msg = nl_probe_grpc_encode_request(c->net->service, &len);
+  c->net->framed_len = len + 5;
+  c->net->framed = nl_xmalloc(c->net->framed_len);
+  c->net->framed[0] = 0;
+  c->net->framed[1] = (uint8_t)(len >> 24);
+  c->net->framed[2] = (uint8_t)(len >> 16);
+  c->net->framed[3] = (uint8_t)(len >> 8);
+  c->net->framed[4] = (uint8_t)len;
+  memcpy(c->net->framed + 5, msg, len);
   free(msg);
-  c->stream.on_message = on_message;
-  c->stream.on_close = on_close;
-  c->stream.user = c;
-  if (nl_grpc_submit(conn->h2, &c->channel, &c->stream, HEALTH_CHECK, c->framed, c->framed_len,
+  c->net->stream.on_message = on_message;
+  c->net->stream.on_close = on_close;
+  c->net->stream.user = c;
+  if (nl_grpc_submit(conn->h2, &c->net->channel, &c->net->stream, HEALTH_CHECK, c->net->framed, c->net->framed_len,
                      c->timeout_ms) < 0) {
     nl__check_finish(c, NL_CHECK_FAILURE, UNAVAILABLE "cannot start the call");
     return;
@@ -172,13 +172,13 @@ static void conn_lost(nl_h2conn_t *conn, const nl_err_t *err) {
   nl_check_t *c = check_of(conn);
   if (c->done) return;
   if (!conn->connected) {
-    char *m = nl_xasprintf("error: failed to connect service at \"%s\": %s", c->addr, err->msg);
+    char *m = nl_xasprintf("error: failed to connect service at \"%s\": %s", c->net->addr, err->msg);
     nl__check_finish(c, NL_CHECK_FAILURE, m);
     free(m);
     return;
   }
   if (conn->h2) nl_grpc_fail_streams(conn->h2, err->msg);
-  if (!c->g_closed) {
+  if (!c->net->g_closed) {
     char *m = nl_xasprintf(UNAVAILABLE "%s", err->msg);
     nl__check_finish(c, NL_CHECK_FAILURE, m);
     free(m);
@@ -193,22 +193,22 @@ static const nl_h2conn_cbs_t conn_cbs = {.ready = conn_ready, .moved = conn_move
                                          .lost = conn_lost, .closed = conn_closed};
 
 void nl__check_grpc_start(nl_check_t *c, const char *host, int port) {
-  c->channel = (nl_grpc_channel_t){
-      .authority = c->addr,
+  c->net->channel = (nl_grpc_channel_t){
+      .authority = c->net->addr,
       .user_agent = c->env.user_agent ? c->env.user_agent : "kube-probe/1.30"};
   nl_h2conn_opts_t o = {.dial = {.host = host, .port = port},
                         .h2 = {.window = 65535},
                         .words = NL_H2CONN_WORDS_GRPC,
                         .read_buf = 4096};
-  c->conn.data = c;
-  nl_h2conn_init(&c->conn, c->env.loop, &o, &conn_cbs);
-  c->conn_open = true;
+  c->net->conn.data = c;
+  nl_h2conn_init(&c->net->conn, c->env.loop, &o, &conn_cbs);
+  c->net->conn_open = true;
   c->refs++;
-  nl_h2conn_start(&c->conn);
+  nl_h2conn_start(&c->net->conn);
 }
 
 void nl__check_grpc_teardown(nl_check_t *c) {
-  if (!c->conn_open) return;
-  c->conn_open = false;
-  nl_h2conn_close(&c->conn);
+  if (!c->net || !c->net->conn_open) return;
+  c->net->conn_open = false;
+  nl_h2conn_close(&c->net->conn);
 }

@@ -108,31 +108,32 @@ void nl__check_http_start(nl_check_t *c, const nl_check_req_t *req) {
 static void tcp_timeout(uv_timer_t *t) {
   nl_check_t *c = container_of(t, nl_check_t, timer);
   char *m;
-  if (c->service) /* grpc */
-    m = c->connected
+  if (c->net->service) /* grpc */
+    m = c->net->connected
             ? nl_xasprintf("timeout: health rpc did not complete within %llus",
                            (unsigned long long)(c->timeout_ms / 1000))
             : nl_xasprintf("timeout: failed to connect service \"%s\" within %llus: context "
                            "deadline exceeded",
-                           c->addr, (unsigned long long)(c->timeout_ms / 1000));
+                           c->net->addr, (unsigned long long)(c->timeout_ms / 1000));
   else
-    m = nl_xasprintf("dial tcp %s: i/o timeout", c->addr);
+    m = nl_xasprintf("dial tcp %s: i/o timeout", c->net->addr);
   nl__check_finish(c, NL_CHECK_FAILURE, m);
   free(m);
 }
 
 static void dialed(nl_dial_t *d, const nl_err_t *err) {
-  nl_check_t *c = container_of(d, nl_check_t, dial);
+  nl_check_t *c = container_of(d, nl_check_net_t, dial)->check;
   if (c->done) return;
   if (err) {
     nl__check_finish(c, NL_CHECK_FAILURE, err->msg);
     return;
   }
-  c->connected = true;
+  c->net->connected = true;
   nl__check_finish(c, NL_CHECK_SUCCESS, "");
 }
 
 void nl__check_tcp_start(nl_check_t *c, const nl_check_req_t *req, bool grpc) {
+  nl__check_net(c);
   nl_err_t *err = NULL;
   int port;
   const char *host = req->pod_ip;
@@ -142,7 +143,7 @@ void nl__check_tcp_start(nl_check_t *c, const nl_check_req_t *req, bool grpc) {
       nl__check_defer(c, NL_CHECK_ERROR, "invalid port number");
       return;
     }
-    c->service = nl_xstrdup(req->handler->grpc->service ? req->handler->grpc->service : "");
+    c->net->service = nl_xstrdup(req->handler->grpc->service ? req->handler->grpc->service : "");
   } else {
     const nl_tcp_socket_action_t *a = req->handler->tcp_socket;
     port = nl_probe_resolve_port(&a->port, req->container, &err);
@@ -158,12 +159,12 @@ void nl__check_tcp_start(nl_check_t *c, const nl_check_req_t *req, bool grpc) {
     return;
   }
   if (strcmp(host, "localhost") == 0) host = "127.0.0.1";
-  c->addr = nl__probe_join_host_port(host, port);
+  c->net->addr = nl__probe_join_host_port(host, port);
   struct sockaddr_storage sa;
   if (uv_ip4_addr(host, port, (struct sockaddr_in *)&sa) != 0 &&
       uv_ip6_addr(host, port, (struct sockaddr_in6 *)&sa) != 0) {
     /* Probe targets are pod IPs; names are not looked up (docs/PROBES.md). */
-    char *m = nl_xasprintf("dial tcp %s: lookup %s: host names are not supported", c->addr, host);
+    char *m = nl_xasprintf("dial tcp %s: lookup %s: host names are not supported", c->net->addr, host);
     nl__check_defer(c, NL_CHECK_FAILURE, m);
     free(m);
     return;
@@ -171,9 +172,9 @@ void nl__check_tcp_start(nl_check_t *c, const nl_check_req_t *req, bool grpc) {
   if (grpc) {
     nl__check_grpc_start(c, host, port);
   } else {
-    c->dial_open = true;
+    c->net->dial_open = true;
     c->refs++;
-    nl_dial_start(&c->dial, c->env.loop,
+    nl_dial_start(&c->net->dial, c->env.loop,
                   &(nl_dial_opts_t){.host = host, .port = port, .raw = true}, dialed);
   }
   if (req->timeout_ms) uv_timer_start(&c->timer, tcp_timeout, req->timeout_ms, 0);

@@ -8,24 +8,14 @@
 #include "reactor/h2conn.h"
 #include "reactor/http_client.h"
 
-struct nl_check {
-  nl_check_env_t env;
-  nl_check_cb cb;
-  void *ctx;
-  bool hook;
-  bool cancelled; /* the owner is gone: no callback */
-  bool done;      /* the result is decided (delivered, or dropped when cancelled) */
-  int refs;       /* timer + outstanding CRI call / HTTP call / dialer */
-  uv_timer_t timer;
-  uint64_t timeout_ms;
-  /* deferred result (errors found at start) */
-  nl_check_result_t pending_r;
-  char *pending_out;
-  /* exec */
-  char *cmd_str;
-  /* http */
-  nl_http_call_t *http;
-  nl_tls_config_t *own_tls;
+typedef struct nl_check_net nl_check_net_t;
+
+/* What a check that connects holds (tcpSocket, httpGet, grpc): most of a
+ * check's bytes (the dialer, the HTTP/2 connection: 3.3 KiB), allocated only
+ * for those, so that an exec check (an ExecSync) allocates and clears a few
+ * hundred bytes. Freed with the check. */
+struct nl_check_net {
+  nl_check_t *check;
   /* tcp */
   nl_dial_t dial;  /* raw: connecting is all a tcpSocket check does */
   bool dial_open;
@@ -45,6 +35,29 @@ struct nl_check {
   char *g_message;
 };
 
+struct nl_check {
+  nl_check_env_t env;
+  nl_check_cb cb;
+  void *ctx;
+  bool hook;
+  bool cancelled; /* the owner is gone: no callback */
+  bool done;      /* the result is decided (delivered, or dropped when cancelled) */
+  int refs;       /* timer + outstanding CRI call / HTTP call / dialer */
+  uv_timer_t timer;
+  uint64_t timeout_ms;
+  /* deferred result (errors found at start) */
+  nl_check_result_t pending_r;
+  char *pending_out;
+  /* exec */
+  char *cmd_str;
+  /* http */
+  nl_http_call_t *http;
+  nl_tls_config_t *own_tls;
+  nl_check_net_t *net; /* tcp, http and grpc; NULL for exec */
+};
+
+/* The check's nl_check_net_t, made on first use. */
+nl_check_net_t *nl__check_net(nl_check_t *c);
 /* Delivers the result once (unless cancelled) and tears the check down. */
 void nl__check_finish(nl_check_t *c, nl_check_result_t r, const char *output);
 /* Reports msg on the next loop turn (errors found while starting). */

@@ -306,9 +306,9 @@ static bool step(worker_t *w) {
    * middle of a start); this worker reads the PLEG cache, relisted any time. */
   if (c->state == NL_RT_CONTAINER_CREATED) return true;
   if (c->state != NL_RT_CONTAINER_RUNNING) {
-    bool never = pod->spec.restart_policy && strcmp(pod->spec.restart_policy, "Never") == 0 &&
-                 !(w->spec->restart_policy && strcmp(w->spec->restart_policy, "Always") == 0);
-    bool stop = c->state == NL_RT_CONTAINER_EXITED && never;
+    /* a container that will not run again is not probed again */
+    bool stop = c->state == NL_RT_CONTAINER_EXITED &&
+                !nl_container_should_restart(&pod->spec, w->spec, c->exit_code);
     set_result(w, NL_PROBE_RESULT_FAILURE);
     return !stop;
   }

@@ -61,6 +61,13 @@ void nl_runtime_set_stop_listener(nl_runtime_t *rt, nl_runtime_stopping_fn fn, v
   rt->stop_listener_ctx = ctx;
 }
 
+void nl_runtime_set_version(nl_runtime_t *rt, const char *name, const char *version) {
+  free(rt->runtime_name);
+  free(rt->runtime_version);
+  rt->runtime_name = name ? nl_xstrdup(name) : NULL;
+  rt->runtime_version = version ? nl_xstrdup(version) : NULL;
+}
+
 void nl__stop_container(nl_runtime_t *rt, const char *id, int64_t grace,
                         nl_cri_stop_container_cb cb, void *ctx) {
   if (rt->stop_listener) rt->stop_listener(rt->stop_listener_ctx, id);
@@ -87,6 +94,7 @@ static void maybe_stopped(nl_runtime_t *rt) {
   nl_backoff_table_free(&rt->backoff);
   nl_images_free(&rt->images);
   free_opts(&rt->opts);
+  nl_runtime_set_version(rt, NULL, NULL);
   rt->stopping = false;
   nl_runtime_stop_cb cb = rt->stop_cb;
   rt->stop_cb = NULL;
@@ -149,6 +157,7 @@ static void op_free(nl_runtime_op_t *op) {
   nl_host_dns_free(&op->host_dns);
   if (op->sandbox_config) protobuf_c_message_free_unpacked(&op->sandbox_config->base, NULL);
   free(op->cur_image_ref);
+  nl__image_volumes_free(op);
   free(op->cur_term_path);
   free(op->cur_hosts_path);
   free(op->cur_id);

@@ -206,6 +206,7 @@ struct nl_runtime {
   uint64_t (*now_ms)(void *ctx);
   void *now_ctx;
   nl_list_t ops; /* operations in flight */
+  char *runtime_name, *runtime_version; /* the runtime's Version answer; NULL: not yet */
   bool stopping;
   nl_runtime_stop_cb stop_cb;
 };
@@ -216,6 +217,9 @@ int nl_runtime_init(nl_runtime_t *rt, uv_loop_t *loop, nl_cri_client_t *cri,
                     const nl_runtime_opts_t *opts, nl_err_t **err);
 /* Sets the source of liveness/startup results (may be NULL: none). */
 void nl_runtime_set_probe_source(nl_runtime_t *rt, nl_runtime_probe_fn fn, void *ctx);
+/* The runtime's name and version (its Version answer), for what depends on
+ * them (image volumes). Copied. */
+void nl_runtime_set_version(nl_runtime_t *rt, const char *name, const char *version);
 /* fn (may be NULL) hears of each container rt asks the runtime to stop, before
  * the call (the PLEG's nl_pleg_stopping). */
 void nl_runtime_set_stop_listener(nl_runtime_t *rt, nl_runtime_stopping_fn fn, void *ctx);
@@ -370,6 +374,20 @@ int nl_runtime_build_sandbox_config(const nl_runtime_opts_t *opts, const nl_pod_
                                     uint32_t attempt, const nl_host_dns_t *host_dns,
                                     Runtime__V1__PodSandboxConfig **out, nl_err_t **err);
 
+/* A pulled image volume: the volume's name, the runtime's image id and the
+ * reference the pod names (upstream getImageVolumes' ImageSpec). */
+typedef struct nl_image_volume_ref {
+  const char *name;
+  const char *image_ref;
+  const char *reference;
+} nl_image_volume_ref_t;
+
+/* Why runtime (a Version answer: "containerd", "1.6.20") cannot mount image
+ * volumes, as a new string, or NULL when it can or is not known not to:
+ * containerd before 2.1 and CRI-O before 1.31 ignore the CRI Mount's image
+ * field. */
+char *nl_runtime_image_volumes_unsupported(const char *runtime_name, const char *runtime_version);
+
 /* What generateContainerConfig needs besides the pod. */
 typedef struct nl_container_input {
   const nl_container_t *container;
@@ -387,6 +405,10 @@ typedef struct nl_container_input {
    * container's own after them. */
   V1beta1__ContainerAllocateResponse *const *devices;
   size_t n_devices;
+  /* The pod's image volumes the container mounts, pulled (upstream's
+   * ImageVolumes): mounted through the CRI Mount's image field. */
+  const nl_image_volume_ref_t *image_volumes;
+  size_t n_image_volumes;
 } nl_container_input_t;
 
 /* generateContainerConfig. Returns 0 and a new config, or -1 with *err (bad env

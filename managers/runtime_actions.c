@@ -67,11 +67,7 @@ bool nl_runtime_should_restart(const nl_container_t *c, const nl_pod_t *pod,
   if (!st) return true;
   if (st->state == NL_RT_CONTAINER_RUNNING) return false;
   if (st->state == NL_RT_CONTAINER_UNKNOWN || st->state == NL_RT_CONTAINER_CREATED) return true;
-  if (nl__pod_restart_never(pod)) return false;
-  if (pod->spec.restart_policy && strcmp(pod->spec.restart_policy, "OnFailure") == 0 &&
-      st->exit_code == 0)
-    return false;
-  return true;
+  return nl_container_should_restart(&pod->spec, c, st->exit_code);
 }
 
 /* runtimeutil.PodSandboxChanged */
@@ -122,7 +118,6 @@ static bool init_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *s,
       initialized = true;
   }
   bool prev_init = initialized;
-  bool restart_on_failure = nl__pod_restart_on_failure(pod);
   for (size_t i = spec->n_init_containers; i-- > 0;) {
     const nl_container_t *c = &spec->init_containers[i];
     const nl_rt_container_t *st = find(s, c->name);
@@ -171,7 +166,7 @@ static bool init_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *s,
       if (sidecar) {
         push_idx(&a->init_to_start, &a->n_init_to_start, i);
       } else if (init_failed(st)) {
-        if (!restart_on_failure) {
+        if (!nl_runtime_should_restart(c, pod, s)) {
           a->kill_pod = true;
           a->n_init_to_start = 0;
           return false;
@@ -184,7 +179,8 @@ static bool init_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *s,
       }
       break;
     default:
-      if (!sidecar && !restart_on_failure) {
+      /* no exit code for the rules to see: the container's policy alone */
+      if (!sidecar && !nl_container_restarts_when_killed(spec, c)) {
         a->kill_pod = true;
         a->n_init_to_start = 0;
         return false;
@@ -220,10 +216,9 @@ void nl_runtime_compute_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *s
       a->create_sandbox = false;
       return;
     }
-    bool on_failure = spec->restart_policy && strcmp(spec->restart_policy, "OnFailure") == 0;
     for (size_t i = 0; i < spec->n_containers; i++) {
       const nl_rt_container_t *st = find(s, spec->containers[i].name);
-      if (on_failure && st && st->state == NL_RT_CONTAINER_EXITED && st->exit_code == 0)
+      if (nl_container_on_failure_only(spec, &spec->containers[i]) && st && st->state == NL_RT_CONTAINER_EXITED && st->exit_code == 0)
         continue; /* containerSucceeded */
       push_idx(&a->to_start, &a->n_to_start, i);
     }
@@ -264,7 +259,8 @@ void nl_runtime_compute_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *s
       }
       continue;
     }
-    bool restart = nl__pod_restart_on_failure(pod);
+    /* a running container has no exit code for the rules: its policy alone */
+    bool restart = nl_container_restarts_when_killed(spec, c);
     char *msg;
     const char *reason = "";
     if (changed(c, st)) {

@@ -352,35 +352,71 @@ static void push_mount(Runtime__V1__ContainerConfig *cfg, Runtime__V1__Mount *m)
   cfg->mounts[cfg->n_mounts++] = m;
 }
 
+static const nl_image_volume_ref_t *image_volume(const nl_container_input_t *in,
+                                                 const char *name) {
+  for (size_t i = 0; i < in->n_image_volumes; i++)
+    if (strcmp(in->image_volumes[i].name, name) == 0) return &in->image_volumes[i];
+  return NULL;
+}
+
+/* upstream makeMounts for an image volume: no host path; the runtime mounts
+ * the image (its ImageSpec as getImageVolumes made it), subPath inside it,
+ * always read-only (the image plugin's attributes). */
+static Runtime__V1__Mount *image_mount(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
+                                       const nl_image_volume_ref_t *iv, char *sub) {
+  Runtime__V1__Mount *m = NL__NEW(Runtime__V1__Mount, RUNTIME__V1__MOUNT__INIT);
+  Runtime__V1__ImageSpec *spec = NL__NEW(Runtime__V1__ImageSpec, RUNTIME__V1__IMAGE_SPEC__INIT);
+  spec->image = nl__pstr(iv->image_ref);
+  spec->user_specified_image = nl__pstr(iv->reference);
+  spec->runtime_handler = nl__pstr(opts->runtime_handler);
+  nl__kvs_t ann = {0};
+  nl__kvs_put_all(&ann, &pod->metadata.annotations);
+  spec->n_annotations = ann.n;
+  spec->annotations = (Runtime__V1__ImageSpec__AnnotationsEntry **)nl__kv_entries(
+      &runtime__v1__image_spec__annotations_entry__descriptor, &ann);
+  nl__kvs_free(&ann);
+  m->image = spec;
+  m->host_path = nl__pstr(NULL);
+  m->image_sub_path = sub ? sub : nl__pstr(NULL);
+  m->readonly = true;
+  return m;
+}
+
 static int mounts(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
                   const nl_container_input_t *in, const nl_env_t *env, size_t n_env,
                   Runtime__V1__ContainerConfig *cfg, nl_err_t **err) {
   const nl_container_t *c = in->container;
   for (size_t i = 0; i < c->n_volume_mounts; i++) {
     const nl_volume_mount_t *vm = &c->volume_mounts[i];
-    bool api_ro;
-    char *host = nl_volumes_host_path(opts->root_dir, pod, vm->name, &api_ro, err);
-    if (!host) return nl_err_wrap(err, "volumeMounts[%zu]", i);
+    const nl_image_volume_ref_t *iv = image_volume(in, vm->name);
+    bool api_ro = false;
+    char *host = iv ? NULL : nl_volumes_host_path(opts->root_dir, pod, vm->name, &api_ro, err);
+    if (!iv && !host) return nl_err_wrap(err, "volumeMounts[%zu]", i);
     char *sub = NULL;
     if (vm->sub_path && *vm->sub_path)
       sub = nl_xstrdup(vm->sub_path);
     else if (vm->sub_path_expr && *vm->sub_path_expr)
       sub = nl_runtime_expand(vm->sub_path_expr, env, n_env);
-    if (sub) {
-      if (nl_volumes_check_subpath(sub, err) < 0) {
-        free(sub);
-        free(host);
-        return nl_err_wrap(err, "volumeMounts[%zu] (%s)", i, vm->name);
-      }
-      char *j = nl_xasprintf("%s/%s", host, sub);
-      free(host);
+    if (sub && nl_volumes_check_subpath(sub, err) < 0) {
       free(sub);
-      host = j;
+      free(host);
+      return nl_err_wrap(err, "volumeMounts[%zu] (%s)", i, vm->name);
     }
-    Runtime__V1__Mount *m = NL__NEW(Runtime__V1__Mount, RUNTIME__V1__MOUNT__INIT);
+    Runtime__V1__Mount *m;
+    if (iv) {
+      m = image_mount(opts, pod, iv, sub);
+    } else {
+      if (sub) {
+        char *j = nl_xasprintf("%s/%s", host, sub);
+        free(host);
+        free(sub);
+        host = j;
+      }
+      m = NL__NEW(Runtime__V1__Mount, RUNTIME__V1__MOUNT__INIT);
+      m->host_path = host;
+      m->readonly = vm->read_only || api_ro;
+    }
     m->container_path = nl__pstr(vm->mount_path);
-    m->host_path = host;
-    m->readonly = vm->read_only || api_ro;
     m->propagation = propagation(vm->mount_propagation);
     push_mount(cfg, m);
   }

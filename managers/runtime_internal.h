@@ -17,6 +17,7 @@ typedef struct nl__kvs {
 
 void nl__kvs_put(nl__kvs_t *m, const char *k, const char *v);
 void nl__kvs_put_take(nl__kvs_t *m, const char *k, char *v); /* takes v */
+void nl__kvs_put_all(nl__kvs_t *m, const nl_kvlist_t *l);  /* each of l, in order */
 const char *nl__kvs_get(const nl__kvs_t *m, const char *k);
 void nl__kvs_free(nl__kvs_t *m);
 
@@ -51,7 +52,6 @@ bool nl__strv_has(char *const *v, size_t n, const char *s);
 
 /* Pod-level helpers. */
 bool nl__is_restartable_init(const nl_container_t *c);
-bool nl__pod_restart_never(const nl_pod_t *pod);
 bool nl__pod_restart_on_failure(const nl_pod_t *pod); /* shouldRestartOnFailure */
 const char *nl__kv_get(const nl_kvlist_t *l, const char *key);
 /* "<name>_<namespace>(<uid>)" as upstream format.Pod. New string. */
@@ -123,6 +123,12 @@ struct nl_runtime_op {
   char *cur_hosts_path;        /* the pod's etc-hosts when the container mounts it */
   int32_t cur_restart;
   nl_images_req_t img;
+  struct nl__image_volume *image_volumes; /* the pod's, pulled before its containers start */
+  size_t n_image_volumes;
+  size_t image_volume_cursor;          /* into pod->spec.volumes while pulling */
+  void (*image_volumes_next)(nl_runtime_op_t *op);
+  nl_image_volume_ref_t *cur_image_volumes; /* op->cur's, from nl__image_volumes_for */
+  size_t n_cur_image_volumes;
   nl_keyring_t keyring;        /* the pod's pull secrets (runtime_pull.c), read at the first pull */
   bool keyring_built;
   int keyring_rc;              /* as nl_images_creds_fn returns */
@@ -154,6 +160,18 @@ void nl__stop_container(nl_runtime_t *rt, const char *id, int64_t grace,
 int64_t nl__grace_for(const nl_pod_t *pod, const nl_container_t *spec, const char *reason);
 /* The nl_images_creds_fn of a SyncPod (ctx: the op). */
 int nl__op_pull_creds(void *ctx, const nl_keyring_t **keyring, char **msg);
+/* Image volumes (runtime_imagevol.c). nl__image_volumes_pull ensures every
+ * image volume of op's pod exists (upstream getImageVolumes: each pulled with
+ * its pullPolicy and the pod's pull secrets), then calls next(op).
+ * nl__image_volumes_for resolves those op->cur mounts: 0 with a new array in
+ * *out (n in *n, NULL when none), or -1 after failing op->cur's step with
+ * the pull's reason and message (upstream toKubeContainerImageVolumes) or,
+ * when the runtime cannot mount images (nothing is pulled then),
+ * CreateContainerConfigError. */
+void nl__image_volumes_pull(nl_runtime_op_t *op, void (*next)(nl_runtime_op_t *op));
+int nl__image_volumes_for(nl_runtime_op_t *op, nl_sync_step_t *step, nl_image_volume_ref_t **out,
+                          size_t *n);
+void nl__image_volumes_free(nl_runtime_op_t *op);
 /* Starts the SyncPod state machine of op. */
 void nl__sync_start(nl_runtime_op_t *op);
 /* The in-place resize of op's actions (runtime_resize.c): the pod cgroup and

@@ -336,14 +336,11 @@ int nl_runtime_build_sandbox_config(const nl_runtime_opts_t *opts, const nl_pod_
   c->dns_config = nl_runtime_pod_dns(opts, pod, host_dns);
 
   nl__kvs_t labels = {0}, ann = {0};
-  for (size_t i = 0; i < pod->metadata.labels.n; i++)
-    nl__kvs_put(&labels, pod->metadata.labels.items[i].key, pod->metadata.labels.items[i].value);
+  nl__kvs_put_all(&labels, &pod->metadata.labels);
   nl__kvs_put(&labels, NL_LABEL_POD_NAME, pod->metadata.name);
   nl__kvs_put(&labels, NL_LABEL_POD_NAMESPACE, pod->metadata.namespace_);
   nl__kvs_put(&labels, NL_LABEL_POD_UID, pod->metadata.uid);
-  for (size_t i = 0; i < pod->metadata.annotations.n; i++)
-    nl__kvs_put(&ann, pod->metadata.annotations.items[i].key,
-                pod->metadata.annotations.items[i].value);
+  nl__kvs_put_all(&ann, &pod->metadata.annotations);
   c->n_labels = labels.n;
   c->labels = (Runtime__V1__PodSandboxConfig__LabelsEntry **)nl__kv_entries(
       &runtime__v1__pod_sandbox_config__labels_entry__descriptor, &labels);

@@ -306,7 +306,7 @@ static void start_containers(nl_runtime_op_t *op) {
   op->in_ephemeral = op->actions.n_ephemeral_to_start > 0; /* upstream's step 5, then 6 and 7 */
   op->in_init = true;
   op->cursor = 0;
-  next_container(op);
+  nl__image_volumes_pull(op, next_container);
 }
 
 static void sandbox_status_done(const nl_grpc_status_t *st,
@@ -402,6 +402,9 @@ static void container_done(nl_runtime_op_t *op, bool ok) {
   op->cur_hosts_path = NULL;
   free(op->cur_id);
   op->cur_id = NULL;
+  free(op->cur_image_volumes);
+  op->cur_image_volumes = NULL;
+  op->n_cur_image_volumes = 0;
   if (op->in_init && !op->in_ephemeral && !ok && !nl__is_restartable_init(op->cur)) {
     /* An init container failed to start: the pod cannot initialize. */
     nl__op_finish(op);
@@ -560,6 +563,8 @@ static void create_with_devices(nl_runtime_op_t *op, V1beta1__ContainerAllocateR
       .n_pod_ips = op->n_pod_ips,
       .termination_message_host_path = op->cur_term_path,
       .etc_hosts_host_path = op->cur_hosts_path,
+      .image_volumes = op->cur_image_volumes,
+      .n_image_volumes = op->n_cur_image_volumes,
   };
   const char *target = op->cur->target_container_name;
   const nl_rt_container_t *tc = target && *target ? nl_rt_pod_status_find(op->status, target) : NULL;
@@ -942,6 +947,22 @@ static bool in_backoff(nl_runtime_op_t *op, const nl_container_t *c, nl_sync_ste
   return in;
 }
 
+/* upstream start(): after the back-off, the container's image volumes
+ * ("we fail late here to populate ErrImagePull and ImagePullBackOff"), then
+ * its image. */
+static void ensure_image(nl_runtime_op_t *op) {
+  if (nl__image_volumes_for(op, cur_step(op), &op->cur_image_volumes,
+                            &op->n_cur_image_volumes) < 0) {
+    container_done(op, false);
+    return;
+  }
+  op->pending++;
+  char fp[320];
+  nl_event_ref_t ref = nl_event_container_ref(op->pod, op->cur->name, fp, sizeof fp);
+  nl_images_ensure(&op->rt->images, &op->img, &ref, op->desc, op->cur->image,
+                   op->cur->image_pull_policy, nl__op_pull_creds, image_ready, op);
+}
+
 static void next_container(nl_runtime_op_t *op) {
   const nl_pod_spec_t *spec = &op->pod->spec;
   if (op->in_ephemeral && op->cursor >= op->actions.n_ephemeral_to_start) {
@@ -952,11 +973,7 @@ static void next_container(nl_runtime_op_t *op) {
     op->cur = &spec->ephemeral_containers[op->actions.ephemeral_to_start[op->cursor]];
     nl__result_add(&op->result, NL_SYNC_START_CONTAINER, op->cur->name, false);
     op->cur_step_idx = op->result.n_steps - 1;
-    op->pending++;
-    char fp[320];
-    nl_event_ref_t ref = nl_event_container_ref(op->pod, op->cur->name, fp, sizeof fp);
-    nl_images_ensure(&op->rt->images, &op->img, &ref, op->desc, op->cur->image,
-                     op->cur->image_pull_policy, nl__op_pull_creds, image_ready, op);
+    ensure_image(op);
     return;
   }
   if (op->in_init && op->cursor >= op->actions.n_init_to_start) {
@@ -980,9 +997,5 @@ static void next_container(nl_runtime_op_t *op) {
     container_done(op, false);
     return;
   }
-  op->pending++;
-  char fp[320];
-  nl_event_ref_t ref = nl_event_container_ref(op->pod, op->cur->name, fp, sizeof fp);
-  nl_images_ensure(&op->rt->images, &op->img, &ref, op->desc, op->cur->image,
-                   op->cur->image_pull_policy, nl__op_pull_creds, image_ready, op);
+  ensure_image(op);
 }

@@ -6,6 +6,10 @@
 #include "managers/runtime_internal.h"
 #include "reactor/xalloc.h"
 
+void nl__kvs_put_all(nl__kvs_t *m, const nl_kvlist_t *l) {
+  for (size_t i = 0; i < l->n; i++) nl__kvs_put(m, l->items[i].key, l->items[i].value);
+}
+
 void nl__kvs_put_take(nl__kvs_t *m, const char *k, char *v) {
   for (size_t i = 0; i < m->n; i++)
     if (strcmp(m->items[i].name, k) == 0) {
@@ -92,11 +96,9 @@ bool nl__is_restartable_init(const nl_container_t *c) {
   return c->restart_policy && strcmp(c->restart_policy, "Always") == 0;
 }
 
-bool nl__pod_restart_never(const nl_pod_t *pod) {
-  return pod->spec.restart_policy && strcmp(pod->spec.restart_policy, "Never") == 0;
+bool nl__pod_restart_on_failure(const nl_pod_t *pod) {
+  return !pod->spec.restart_policy || strcmp(pod->spec.restart_policy, "Never") != 0;
 }
-
-bool nl__pod_restart_on_failure(const nl_pod_t *pod) { return !nl__pod_restart_never(pod); }
 
 const char *nl__kv_get(const nl_kvlist_t *l, const char *key) {
   for (size_t i = 0; i < l->n; i++)

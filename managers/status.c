@@ -178,18 +178,6 @@ static bool is_static_pod(const nl_pod_t *pod) {
   return src && strcmp(src, "api") != 0;
 }
 
-static const char *restart_policy(const nl_pod_t *pod) {
-  return pod->spec.restart_policy ? pod->spec.restart_policy : "Always";
-}
-
-/* podutil.ContainerShouldRestart without the ContainerRestartRules gate. */
-static bool container_should_restart(const nl_pod_t *pod, const nl_container_t *c, int32_t exit_code) {
-  if (c->restart_policy) return strcmp(c->restart_policy, "Always") == 0;
-  const char *p = restart_policy(pod);
-  if (strcmp(p, "Never") == 0) return false;
-  if (strcmp(p, "OnFailure") == 0) return exit_code != 0;
-  return true;
-}
 
 /* kubecontainer.ShouldContainerBeRestarted. */
 static bool should_be_restarted(const nl_pod_t *pod, const nl_container_t *c,
@@ -199,7 +187,7 @@ static bool should_be_restarted(const nl_pod_t *pod, const nl_container_t *c,
   if (!s) return true;
   if (s->state == NL_RT_CONTAINER_RUNNING) return false;
   if (s->state == NL_RT_CONTAINER_UNKNOWN || s->state == NL_RT_CONTAINER_CREATED) return true;
-  return container_should_restart(pod, c, s->exit_code);
+  return nl_container_should_restart(&pod->spec, c, s->exit_code);
 }
 
 static bool spec_has_container(const nl_pod_t *pod, const char *name) {
@@ -445,7 +433,9 @@ static const nl_container_status_t *find_in(const nl_container_status_t *v, size
 nl_pod_phase_t nl_pod_status_phase(const nl_pod_t *pod, const nl_container_status_t *info, size_t n,
                                    bool pod_is_terminal, bool pod_has_initialized) {
   const nl_pod_spec_t *spec = &pod->spec;
-  int pending_sidecars = 0, pending_init = 0, failed_init = 0;
+  /* ContainerRestartRules: a failed init container, or a stopped one, counts
+   * against the pod only when its own decision is not to run again. */
+  int pending_sidecars = 0, pending_init = 0, failed_init_final = 0;
   for (size_t i = 0; i < spec->n_init_containers; i++) {
     const nl_container_t *c = &spec->init_containers[i];
     if (is_sidecar(c)) continue;
@@ -457,11 +447,14 @@ nl_pod_phase_t nl_pod_status_phase(const nl_pod_t *pod, const nl_container_statu
     switch (s->state.kind) {
     case NL_CSTATE_RUNNING: pending_init++; break;
     case NL_CSTATE_TERMINATED:
-      if (s->state.exit_code != 0) failed_init++;
+      if (s->state.exit_code != 0 && !nl_container_should_restart(spec, c, s->state.exit_code))
+        failed_init_final++;
       break;
     case NL_CSTATE_WAITING:
       if (s->last_state.kind == NL_CSTATE_TERMINATED) {
-        if (s->last_state.exit_code != 0) failed_init++;
+        if (s->last_state.exit_code != 0 &&
+            !nl_container_should_restart(spec, c, s->last_state.exit_code))
+          failed_init_final++;
       } else {
         pending_init++;
       }
@@ -470,7 +463,7 @@ nl_pod_phase_t nl_pod_status_phase(const nl_pod_t *pod, const nl_container_statu
     }
   }
 
-  int unknown = 0, running = 0, waiting = 0, stopped = 0, succeeded = 0;
+  int unknown = 0, running = 0, waiting = 0, stopped = 0, stopped_final = 0, succeeded = 0;
   for (size_t i = 0; i < spec->n_init_containers; i++) {
     const nl_container_t *c = &spec->init_containers[i];
     if (!is_sidecar(c)) continue;
@@ -499,7 +492,8 @@ nl_pod_phase_t nl_pod_status_phase(const nl_pod_t *pod, const nl_container_statu
   }
 
   for (size_t i = 0; i < spec->n_containers; i++) {
-    const nl_container_status_t *s = find_in(info, n, spec->containers[i].name);
+    const nl_container_t *c = &spec->containers[i];
+    const nl_container_status_t *s = find_in(info, n, c->name);
     if (!s) {
       unknown++;
       continue;
@@ -508,28 +502,30 @@ nl_pod_phase_t nl_pod_status_phase(const nl_pod_t *pod, const nl_container_statu
     case NL_CSTATE_RUNNING: running++; break;
     case NL_CSTATE_TERMINATED:
       stopped++;
+      if (!nl_container_should_restart(spec, c, s->state.exit_code)) stopped_final++;
       if (s->state.exit_code == 0) succeeded++;
       break;
     case NL_CSTATE_WAITING:
-      if (s->last_state.kind == NL_CSTATE_TERMINATED) stopped++;
-      else waiting++;
+      if (s->last_state.kind == NL_CSTATE_TERMINATED) {
+        stopped++;
+        if (!nl_container_should_restart(spec, c, s->last_state.exit_code)) stopped_final++;
+      } else {
+        waiting++;
+      }
       break;
     default: unknown++; break;
     }
   }
 
-  const char *policy = restart_policy(pod);
-  if (failed_init > 0 && strcmp(policy, "Never") == 0) return NL_POD_FAILED;
+  if (failed_init_final > 0) return NL_POD_FAILED;
   if (pending_init > 0 || (pending_sidecars > 0 && !pod_has_initialized) || waiting > 0)
     return NL_POD_PENDING;
   if (running > 0 && unknown == 0) return NL_POD_RUNNING;
   if (running == 0 && stopped > 0 && unknown == 0) {
     /* A terminal pod's containers are not restarted whatever the policy. */
     if (pod_is_terminal && !is_static_pod(pod)) return stopped == succeeded ? NL_POD_SUCCEEDED : NL_POD_FAILED;
-    if (strcmp(policy, "Always") == 0) return NL_POD_RUNNING; /* restarting */
-    if (stopped == succeeded) return NL_POD_SUCCEEDED;
-    if (strcmp(policy, "Never") == 0) return NL_POD_FAILED;
-    return NL_POD_RUNNING; /* OnFailure: restarting the failed ones */
+    if (stopped != stopped_final) return NL_POD_RUNNING; /* some are restarting */
+    return stopped == succeeded ? NL_POD_SUCCEEDED : NL_POD_FAILED;
   }
   return NL_POD_PENDING;
 }

@@ -72,8 +72,11 @@ char *nl_volumes_host_path(const char *root_dir, const nl_pod_t *pod, const char
     if (read_only) *read_only = !v->empty_dir;
     return nl_xasprintf("%s/pods/%s/volumes/%s/%s", root_dir, pod->metadata.uid, plugin, name);
   }
-  nl_err_set(err, NL_EINVAL, "volume \"%s\": %s volumes are not supported by nanolet", name,
-             unsupported(v));
+  if (v->image)
+    nl_err_set(err, NL_EINVAL, "image volume \"%s\" was not pulled: it has no host path", name);
+  else
+    nl_err_set(err, NL_EINVAL, "volume \"%s\": %s volumes are not supported by nanolet", name,
+               unsupported(v));
   return NULL;
 }
 
@@ -248,6 +251,8 @@ int nl__volumes_setup_sync(const char *root, const nl_pod_t *pod, nl_api_volumes
       r = check_host_path(v, err);
     else if (v->config_map || v->secret || v->downward_api || v->projected)
       r = setup_api(root, pod, v, api, err);
+    else if (v->image)
+      r = 0; /* pulled by the runtime manager, mounted by the runtime */
     else
       r = nl_err_set(err, NL_EINVAL, "volume \"%s\": %s volumes are not supported by nanolet",
                      v->name, unsupported(v));

@@ -2,8 +2,10 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "reactor/grid.h"
 #include "reactor/log.h"
@@ -35,6 +37,7 @@ typedef enum why {
   WHY_PING,     /* no PING ACK in time */
   WHY_DRAINED,  /* GOAWAY, and the last stream ended */
   WHY_NOMEM,    /* no session */
+  WHY_HANDSHAKE, /* served: no preface and SETTINGS in time */
 } why_t;
 
 /* The detail of an io error without its "read: "/"write: " prefix. */
@@ -44,9 +47,27 @@ static const char *detail_of(const nl_err_t *e) {
   return e->msg;
 }
 
+/* A served connection's end, for the server's log. */
+static nl_err_t *served_error(why_t why, const nl_err_t *detail, int rc) {
+  switch (why) {
+  case WHY_EOF: return nl_err_newf(ECONNRESET, "the client closed the connection");
+  case WHY_READ:
+  case WHY_WRITE: return nl_err_newf(detail->code, "%s", detail->msg);
+  case WHY_ENGINE: return nl_err_newf(EPROTO, "%s", nghttp2_strerror(rc));
+  case WHY_PROTOCOL: return nl_err_newf(EPROTO, "the session ended");
+  case WHY_PING: return nl_err_newf(ETIMEDOUT, "no PING ACK in time");
+  case WHY_DRAINED: return NULL;
+  case WHY_NOMEM: return nl_err_newf(ENOMEM, "out of memory");
+  case WHY_HANDSHAKE:
+    return nl_err_newf(NL_ETIMEOUT, "no HTTP/2 preface and SETTINGS within the handshake timeout");
+  }
+  return NULL;
+}
+
 /* The error for a lost connection in the owner's words; detail is the io's
  * error (borrowed, may be NULL), rc the engine's. */
 static nl_err_t *lost_error(const nl_h2conn_t *c, why_t why, const nl_err_t *detail, int rc) {
+  if (c->opts.words == NL_H2CONN_WORDS_SERVER) return served_error(why, detail, rc);
   bool grpc = c->opts.words == NL_H2CONN_WORDS_GRPC;
   switch (why) {
   case WHY_EOF:
@@ -78,6 +99,8 @@ static nl_err_t *lost_error(const nl_h2conn_t *c, why_t why, const nl_err_t *det
   case WHY_NOMEM:
     return grpc ? nl_err_newf(ENOMEM, "connection error: out of memory")
                 : nl_err_newf(ENOMEM, "http2: out of memory");
+  case WHY_HANDSHAKE:
+    break; /* served connections only */
   }
   return NULL;
 }
@@ -90,10 +113,13 @@ static void drop_session(nl_h2conn_t *c) {
   c->h2 = NULL;
 }
 
+static void last_words(nl_h2conn_t *c);
+
 /* The connection is lost: the owner hears why and ends its streams, then the
- * session goes and the dialed connection closes. */
+ * session goes and the socket closes (a drained one after the last words). */
 static void lose(nl_h2conn_t *c, why_t why, const nl_err_t *detail, int rc) {
   assert(c->state == NL_H2CONN_DIALING || up(c));
+  if (why == WHY_DRAINED) last_words(c);
   nl_err_t *err = lost_error(c, why, detail, rc);
   enter(c, NL_H2CONN_CLOSING);
   c->cbs->lost(c, err);
@@ -128,6 +154,8 @@ static void write_failed(nl_h2conn_t *c, int uverr) {
   nl_err_free(&e);
 }
 
+static void unstall(nl_h2conn_t *c);
+
 static void on_written(uv_write_t *req, int status) {
   nl_h2conn_t *c = container_of(req, nl_h2conn_t, w.req);
   c->w.busy = false;
@@ -137,6 +165,7 @@ static void on_written(uv_write_t *req, int status) {
     return;
   }
   if (up(c)) start_write(c);
+  if (up(c)) unstall(c);
 }
 
 /* Writes what the socket takes now, as uv_try_write but with MSG_NOSIGNAL.
@@ -144,8 +173,8 @@ static void on_written(uv_write_t *req, int status) {
  * error. Only while libuv has no write queued (!w.busy): the bytes stay in
  * order. */
 static int try_send(nl_h2conn_t *c, const char *data, size_t len) {
-  uv_os_fd_t fd;
-  if (uv_fileno((uv_handle_t *)&c->dial.io.tcp, &fd) < 0) return UV_EBADF;
+  uv_os_fd_t fd = c->fd;
+  if (!c->server && uv_fileno((uv_handle_t *)&c->dial.io.tcp, &fd) < 0) return UV_EBADF;
   ssize_t n;
   do n = send(fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
   while (n < 0 && errno == EINTR);
@@ -153,8 +182,11 @@ static int try_send(nl_h2conn_t *c, const char *data, size_t len) {
   return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : uv_translate_sys_error(errno);
 }
 
-/* Plaintext: what the socket takes at once, the rest through uv_write (the
- * buffers swap: the engine's next output collects while one is in flight). */
+static void poll_update(nl_h2conn_t *c);
+
+/* Plaintext: what the socket takes at once; the rest through uv_write (the
+ * buffers swap: the engine's next output collects while one is in flight),
+ * or on a served connection when the poll handle says the socket has room. */
 static void start_write(nl_h2conn_t *c) {
   if (c->w.dead) nl_buf_reset(&c->w.pending);
   if (c->w.busy || c->w.pending.len == 0 || !up(c)) return;
@@ -164,10 +196,12 @@ static void start_write(nl_h2conn_t *c) {
     write_failed(c, n);
     return;
   }
-  if (c->w.pending.len == 0) {
-    wbuf_done(&c->w.pending);
+  if (c->w.pending.len == 0) wbuf_done(&c->w.pending);
+  if (c->server) {
+    poll_update(c);
     return;
   }
+  if (c->w.pending.len == 0) return;
   nl_buf_t t = c->w.inflight;
   c->w.inflight = c->w.pending;
   c->w.pending = t;
@@ -201,6 +235,47 @@ static int session_write(void *user, const uint8_t *data, size_t len) {
   nl_buf_append(&c->w.pending, data, len);
   c->wrote = true;
   return 0;
+}
+
+/* ---- Back-pressure (opts.write_high) ------------------------------------- */
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
+
+static bool behind(const nl_h2conn_t *c) {
+  return c->opts.write_high && c->w.pending.len + c->w.inflight.len >= c->opts.write_high;
+}
+
+/* Reads the peer unless stalled. */
+static void read_follow(nl_h2conn_t *c) {
+  if (c->server) poll_update(c);
+  else if (c->stalled) uv_read_stop((uv_stream_t *)&c->dial.io.tcp);
+  else uv_read_start((uv_stream_t *)&c->dial.io.tcp, on_alloc, on_read);
+}
+
+/* The output is behind: the engine keeps what it has (bounded by what the
+ * owner queues) and the peer is not read until the socket takes what waits. */
+static void stall(nl_h2conn_t *c) {
+  if (c->stalled) return;
+  c->stalled = true;
+  read_follow(c);
+}
+
+/* The socket took part of what waits: read the peer and drain the engine
+ * again. */
+static void unstall(nl_h2conn_t *c) {
+  if (!c->stalled || behind(c)) return;
+  c->stalled = false;
+  read_follow(c);
+  nl_h2conn_flush(c);
+}
+
+/* One last try, without waiting, to write what the engine has for a peer we
+ * part from in good order (a server's GOAWAY): plaintext only. */
+static void last_words(nl_h2conn_t *c) {
+  if (c->dial.io.tls || !c->h2 || c->in_recv || c->w.busy || c->w.dead) return;
+  if (nl_h2_flush(c->h2) < 0) return;
+  if (c->w.pending.len) try_send(c, c->w.pending.data, c->w.pending.len);
 }
 
 static void on_turn(uv_idle_t *h);
@@ -250,7 +325,7 @@ static void check(nl_h2conn_t *c) {
     lose(c, WHY_PROTOCOL, NULL, 0);
     return;
   }
-  if (!c->opts.idle_ms) return;
+  if (!c->opts.idle_ms || c->handshaking) return;
   if (c->state == NL_H2CONN_READY && active == 0) {
     if (!uv_is_active((uv_handle_t *)&c->idle_timer))
       uv_timer_start(&c->idle_timer, on_idle, c->opts.idle_ms, 0);
@@ -265,6 +340,10 @@ static void check(nl_h2conn_t *c) {
 static void flush_now(nl_h2conn_t *c) {
   c->flush_wanted = false;
   if (!up(c)) return;
+  if (behind(c)) {
+    stall(c);
+    return;
+  }
   c->wrote = false;
   int rc = nl_h2_flush(c->h2);
   if (rc < 0) {
@@ -272,6 +351,7 @@ static void flush_now(nl_h2conn_t *c) {
     return;
   }
   write_out(c);
+  if (up(c) && behind(c)) stall(c);
   check(c);
   if (c->wrote && up(c) && c->cbs->moved) c->cbs->moved(c);
 }
@@ -296,6 +376,10 @@ static void feed(nl_h2conn_t *c, const uint8_t *p, size_t n) {
     c->in_read = false;
     lose(c, WHY_ENGINE, NULL, rc);
     return;
+  }
+  if (c->handshaking && nl_h2_peer_settled(c->h2)) {
+    c->handshaking = false;
+    uv_timer_stop(&c->idle_timer);
   }
   nl_h2conn_flush(c); /* replies (PING ACK, WINDOW_UPDATE) */
   check(c);
@@ -326,6 +410,54 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   nl_err_t *e = n == UV_EOF ? NULL : nl_err_newf((int)-n, "read: %s", uv_strerror((int)n));
   ended(c, e);
   nl_err_free(&e);
+}
+
+/* ---- A served connection's socket ------------------------------------------ */
+
+/* Served connections wait on a poll handle, read with recv() and write only
+ * with send(MSG_NOSIGNAL) (a uv_write's writev could raise SIGPIPE in a
+ * process that does not ignore it, when a client vanishes). */
+static void on_poll(uv_poll_t *h, int status, int events);
+
+/* The peer's bytes unless stalled; room to write while output waits. */
+static void poll_update(nl_h2conn_t *c) {
+  if (!up(c)) return;
+  int ev = (c->stalled ? 0 : UV_READABLE) | (c->w.pending.len ? UV_WRITABLE : 0);
+  if (ev == c->poll_events) return;
+  c->poll_events = ev;
+  if (ev) uv_poll_start(&c->poll, ev, on_poll);
+  else uv_poll_stop(&c->poll);
+}
+
+static void served_read(nl_h2conn_t *c) {
+  ssize_t n;
+  do n = recv(c->fd, c->rbuf, c->opts.read_buf, MSG_DONTWAIT);
+  while (n < 0 && errno == EINTR);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+  if (n > 0) {
+    feed(c, c->rbuf, (size_t)n);
+    return;
+  }
+  nl_err_t *e = n == 0 ? NULL : nl_err_newf(errno, "read: %s", strerror(errno));
+  ended(c, e);
+  nl_err_free(&e);
+}
+
+static void on_poll(uv_poll_t *h, int status, int events) {
+  nl_h2conn_t *c = container_of(h, nl_h2conn_t, poll);
+  if (!up(c)) return;
+  if (status < 0) {
+    nl_err_t *e = nl_err_newf(-status, "read: %s", uv_strerror(status));
+    ended(c, e);
+    nl_err_free(&e);
+    return;
+  }
+  if (events & UV_WRITABLE) {
+    start_write(c);
+    if (up(c)) unstall(c);
+  }
+  if (up(c) && !c->stalled && (events & UV_READABLE)) served_read(c);
+  poll_update(c);
 }
 
 static void io_data(nl_io_t *io, const char *p, size_t n) {
@@ -419,6 +551,12 @@ static void on_idle(uv_timer_t *t) {
   if (c->cbs->idle) c->cbs->idle(c);
 }
 
+/* A served connection whose client said nothing (or not HTTP/2) in time. */
+static void on_handshake_timeout(uv_timer_t *t) {
+  nl_h2conn_t *c = container_of(t, nl_h2conn_t, idle_timer);
+  if (up(c) && c->handshaking) lose(c, WHY_HANDSHAKE, NULL, 0);
+}
+
 /* ---- The state machine ----------------------------------------------------- */
 
 static void on_dialed(nl_dial_t *d, const nl_err_t *err) {
@@ -447,6 +585,7 @@ static void on_dialed(nl_dial_t *d, const nl_err_t *err) {
 }
 
 static void dial_closed(nl_dial_t *d);
+static void close_socket(nl_h2conn_t *c);
 
 static void handle_closed(uv_handle_t *h);
 
@@ -457,14 +596,14 @@ static void enter(nl_h2conn_t *c, nl_h2conn_state_t to) {
   c->state = to;
   switch (to) {
   case NL_H2CONN_IDLE:
-    assert(from == NL_H2CONN_CLOSING && !c->dial_open);
+    assert(from == NL_H2CONN_CLOSING && !c->sock_open);
     break;
   case NL_H2CONN_DIALING: {
-    assert((from == NL_H2CONN_IDLE || from == NL_H2CONN_BACKOFF) && !c->dial_open && !c->h2);
+    assert((from == NL_H2CONN_IDLE || from == NL_H2CONN_BACKOFF) && !c->sock_open && !c->h2);
     nl_dial_opts_t o = c->opts.dial;
     o.raw = !o.tls;
     o.io_cbs = o.raw ? NULL : &io_cbs;
-    c->dial_open = true;
+    c->sock_open = true;
     c->live++; /* the dialer, until its close callback */
     c->connected = false;
     c->goaway = false;
@@ -473,13 +612,18 @@ static void enter(nl_h2conn_t *c, nl_h2conn_state_t to) {
     break;
   }
   case NL_H2CONN_READY:
-    assert(from == NL_H2CONN_DIALING && c->h2);
+    assert((from == NL_H2CONN_DIALING || (from == NL_H2CONN_IDLE && c->server)) && c->h2);
     c->connected = true;
     nl_backoff_reset(&c->backoff);
+    c->stalled = false;
     if (!c->dial.io.tls) {
-      if (!c->rbuf) c->rbuf = nl_xmalloc(c->opts.read_buf);
-      uv_read_start((uv_stream_t *)&c->dial.io.tcp, on_alloc, on_read);
+      if (!c->rbuf)
+        c->rbuf = c->opts.read_buf_shared ? c->opts.read_buf_shared : nl_xmalloc(c->opts.read_buf);
+      read_follow(c);
     }
+    c->handshaking = c->server;
+    if (c->server && c->opts.handshake_ms)
+      uv_timer_start(&c->idle_timer, on_handshake_timeout, c->opts.handshake_ms, 0);
     c->rx = false;
     ka_start(c, c->opts.ping_after_ms);
     nl_h2conn_flush(c); /* the preface and SETTINGS */
@@ -496,7 +640,7 @@ static void enter(nl_h2conn_t *c, nl_h2conn_state_t to) {
     uv_timer_stop(&c->ka_timer);
     uv_timer_stop(&c->ack_timer);
     uv_timer_stop(&c->idle_timer);
-    nl_dial_close(&c->dial, dial_closed);
+    close_socket(c);
     break;
   case NL_H2CONN_BACKOFF: {
     assert(from == NL_H2CONN_CLOSING && c->opts.reconnect);
@@ -514,12 +658,12 @@ static void enter(nl_h2conn_t *c, nl_h2conn_state_t to) {
                          (uv_handle_t *)&c->idle_timer, (uv_handle_t *)&c->turn};
     for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) uv_close(hs[i], handle_closed);
     /* The dialer is open unless it is closing (its close callback counts then). */
-    if (c->dial_open && from != NL_H2CONN_CLOSING) nl_dial_close(&c->dial, dial_closed);
+    if (c->sock_open && from != NL_H2CONN_CLOSING) close_socket(c);
     break;
   }
   case NL_H2CONN_STOPPED:
     assert(from == NL_H2CONN_STOPPING && c->live == 0 && !c->h2);
-    free(c->rbuf);
+    if (c->rbuf != c->opts.read_buf_shared) free(c->rbuf);
     c->rbuf = NULL;
     nl_buf_free(&c->w.pending);
     nl_buf_free(&c->w.inflight);
@@ -535,10 +679,9 @@ static void closed_one(nl_h2conn_t *c) {
 
 static void handle_closed(uv_handle_t *h) { closed_one(h->data); }
 
-static void dial_closed(nl_dial_t *d) {
-  nl_h2conn_t *c = container_of(d, nl_h2conn_t, dial);
-  assert(c->dial_open);
-  c->dial_open = false;
+static void socket_closed(nl_h2conn_t *c) {
+  assert(c->sock_open);
+  c->sock_open = false;
   if (c->state == NL_H2CONN_STOPPING) {
     closed_one(c);
     return;
@@ -548,13 +691,30 @@ static void dial_closed(nl_dial_t *d) {
   enter(c, c->opts.reconnect ? NL_H2CONN_BACKOFF : NL_H2CONN_IDLE);
 }
 
+static void dial_closed(nl_dial_t *d) { socket_closed(container_of(d, nl_h2conn_t, dial)); }
+
+static void poll_closed(uv_handle_t *h) {
+  nl_h2conn_t *c = container_of((uv_poll_t *)h, nl_h2conn_t, poll);
+  close(c->fd);
+  c->fd = -1;
+  socket_closed(c);
+}
+
+/* The dialer closes its handles; a served socket's poll handle closes, then
+ * the socket. */
+static void close_socket(nl_h2conn_t *c) {
+  if (c->server) uv_close((uv_handle_t *)&c->poll, poll_closed);
+  else nl_dial_close(&c->dial, dial_closed);
+}
+
 /* ---- Life cycle ------------------------------------------------------------ */
 
 void nl_h2conn_init(nl_h2conn_t *c, uv_loop_t *loop, const nl_h2conn_opts_t *opts,
                     const nl_h2conn_cbs_t *cbs) {
   void *data = c->data;
   memset(c, 0, sizeof *c);
-  assert(cbs && cbs->ready && cbs->lost && cbs->closed);
+  assert(cbs && cbs->lost && cbs->closed);
+  assert(!opts->read_buf_shared || opts->read_buf);
   c->data = data;
   c->loop = loop;
   c->opts = *opts;
@@ -578,6 +738,41 @@ void nl_h2conn_init(nl_h2conn_t *c, uv_loop_t *loop, const nl_h2conn_opts_t *opt
 void nl_h2conn_start(nl_h2conn_t *c) {
   assert(c->state == NL_H2CONN_IDLE);
   enter(c, NL_H2CONN_DIALING);
+}
+
+static nl_h2_stream_t *session_stream(void *user) {
+  nl_h2conn_t *c = user;
+  return c->cbs->stream(c);
+}
+
+int nl_h2conn_adopt(nl_h2conn_t *c, int fd, const char *peer, nl_err_t **err) {
+  assert(c->state == NL_H2CONN_IDLE && !c->sock_open && c->cbs->stream);
+  snprintf(c->dial.peer, sizeof c->dial.peer, "%s", peer);
+  nl_h2_cbs_t hc = {.write = session_write, .ping_ack = on_ping_ack, .goaway = on_goaway,
+                    .ping = c->opts.ping_ack_delay_ms ? on_peer_ping : NULL,
+                    .on_stream = session_stream};
+  c->h2 = nl_h2_server_new(&c->opts.h2, &hc, c);
+  int rc = c->h2 ? uv_poll_init(c->loop, &c->poll, fd) : UV_ENOMEM;
+  if (rc < 0) {
+    close(fd);
+    drop_session(c);
+    return nl_err_set(err, -rc, "serve %s: %s", peer, uv_strerror(rc));
+  }
+  c->server = true;
+  c->fd = fd;
+  c->poll_events = 0;
+  c->sock_open = true;
+  c->live++; /* the poll handle, until its close callback */
+  c->goaway = false;
+  c->w.dead = false;
+  enter(c, NL_H2CONN_READY);
+  return 0;
+}
+
+void nl_h2conn_goaway(nl_h2conn_t *c) {
+  if (c->state != NL_H2CONN_READY) return;
+  nl_h2_goaway(c->h2, NGHTTP2_NO_ERROR);
+  nl_h2conn_drain(c);
 }
 
 void nl_h2conn_close(nl_h2conn_t *c) {

@@ -1,7 +1,7 @@
-/* The one HTTP/2 client connection driver: what a client connection does
- * around the engine (reactor/h2.h), the same for the CRI client, the API
- * client and the grpc probe. It dials through reactor/dial.h (a unix socket
- * or TCP, TLS with ALPN or not), creates the session with the owner's options,
+/* The one HTTP/2 connection driver: what a connection does around the engine
+ * (reactor/h2.h), the same for the CRI client, the API client, the grpc probe
+ * and the gRPC server's accepted connections (nl_h2conn_adopt()). It dials
+ * through reactor/dial.h (a unix socket or TCP, TLS with ALPN or not), creates the session with the owner's options,
  * feeds it what the socket reads, writes what it produces, keeps the
  * connection alive with PINGs, drains it after GOAWAY, closes it when idle,
  * reconnects with back-off, and closes every handle it has. The owner adds
@@ -9,12 +9,22 @@
  * set while the connection is up) and hears of the connection through one
  * small callback table.
  *
+ * Serving: nl_h2conn_adopt() takes a socket a listener accepted and serves
+ * it with a server session: the peer's streams come to the owner through
+ * cbs->stream, the client's preface and SETTINGS must come within
+ * opts.handshake_ms (then opts.idle_ms runs while no stream is open), a peer
+ * that does not read what it asked for stops being read (opts.write_high),
+ * and nl_h2conn_goaway() parts in good order. The owner keeps its protocol
+ * and its own limits (the gRPC server, cri/grpc_server.h).
+ *
  * Writing: what the engine produces leaves in ONE write per loop turn: at the
  * end of the read callback that produced it, or from an idle handle (which
  * runs after timers and before the loop computes its poll timeout) for output
  * produced elsewhere; nl_h2conn_flush() asks for it. Plaintext goes out with
- * send(MSG_NOSIGNAL) while the socket takes it and uv_write for the rest, so a
- * peer that vanished never raises SIGPIPE: a write failing with EPIPE or
+ * send(MSG_NOSIGNAL) while the socket takes it and uv_write for the rest; a
+ * served connection only ever uses send(MSG_NOSIGNAL), again when its poll
+ * handle says the socket has room (uv_write's writev raises SIGPIPE in a
+ * process that does not ignore it). A write failing with EPIPE or
  * ECONNRESET stops the writing and lets the read side end the connection
  * (the peer's last answers and EOF are read first). TLS goes through the
  * dialer's stream (reactor/io.h).
@@ -23,9 +33,10 @@
  * transition in enter() in h2conn.c):
  *
  *   IDLE -start-> DIALING -> READY -> DRAINING (GOAWAY, nl_h2conn_drain)
- *                    |         |          |
+ *    |               |         ^ |        |
+ *    +----adopt----------------+ |        |
  *                    +---------+----------+-> CLOSING (lost: the dialed
- *                                                 |    connection closes)
+ *                                                 |    or served socket closes)
  *               BACKOFF <- (reconnect) -----------+-> IDLE (no reconnect)
  *                  |
  *                  +-> DIALING ...
@@ -34,9 +45,11 @@
  * Errors the owner hears are worded as the Go code the owner stands for
  * (opts.words): grpc-go's transport ("error reading from server: EOF",
  * "keepalive ping failed to receive ACK within timeout") or Go's net/http2
- * ("unexpected EOF", "http2: client connection lost", "write tcp ...").
+ * ("unexpected EOF", "http2: client connection lost", "write tcp ..."); a
+ * served connection's in plain words for the server's log.
  *
- * Handles: the dialer's, three timers and an idle handle, embedded here;
+ * Handles: the dialer's (a served connection: a poll handle on its socket),
+ * three timers and an idle handle, embedded here;
  * nl_h2conn_close() closes them and cbs->closed runs from the last close
  * callback, after which the owner may free the memory. */
 #ifndef NL_REACTOR_H2CONN_H
@@ -70,6 +83,7 @@ typedef enum nl_h2conn_state {
 typedef enum nl_h2conn_words {
   NL_H2CONN_WORDS_HTTP2, /* Go's net/http2 transport (the API client) */
   NL_H2CONN_WORDS_GRPC,  /* grpc-go's transport (the CRI client, the grpc probe) */
+  NL_H2CONN_WORDS_SERVER, /* a served connection: what happened, for the server's log */
 } nl_h2conn_words_t;
 
 typedef struct nl_h2conn_opts {
@@ -101,6 +115,19 @@ typedef struct nl_h2conn_opts {
   uint64_t backoff_initial_ms, backoff_max_ms;
   /* Read buffer for plaintext; 0: 16 KiB. */
   size_t read_buf;
+  /* A read buffer of read_buf bytes (non-zero) the owner shares between its
+   * connections (one loop: a read's bytes are in the engine before the next
+   * read), and frees after the last closed; NULL: each has its own. */
+  uint8_t *read_buf_shared;
+  /* Served connections: the client's preface and SETTINGS within this long
+   * after nl_h2conn_adopt(), else the connection is lost; 0: no limit. The
+   * idle timer runs from then on. */
+  uint64_t handshake_ms;
+  /* Output handed to the socket but not yet taken by it, above which the
+   * engine's output stays in the engine and the peer is not read until the
+   * socket takes it: a peer that does not read stops being served. 0: no
+   * bound (a client's own requests). */
+  size_t write_high;
 } nl_h2conn_opts_t;
 
 /* What the owner hears; runs from the loop, never from inside the call that
@@ -108,7 +135,8 @@ typedef struct nl_h2conn_opts {
 typedef struct nl_h2conn_cbs {
   /* Connected. h2: c->h2 is the session, READY (its preface and SETTINGS are
    * on their way). !h2: TLS agreed on no h2 by ALPN: c->dial.io is the
-   * owner's to use (HTTP/1.1) or to close with nl_h2conn_close(). Required. */
+   * owner's to use (HTTP/1.1) or to close with nl_h2conn_close(). Required
+   * for a connection that dials. */
   void (*ready)(nl_h2conn_t *c, bool h2);
   /* The session moved: it read bytes from the peer (after the engine took
    * them; output the owner causes leaves with the replies), or its output
@@ -133,6 +161,10 @@ typedef struct nl_h2conn_cbs {
   /* After nl_h2conn_close(): every handle is closed; the owner may free c.
    * Required. */
   void (*closed)(nl_h2conn_t *c);
+  /* A served connection: the peer opens a stream; the owner returns its own
+   * (reactor/h2.h's nl_h2_cbs_t.on_stream), or NULL to refuse it. From inside
+   * the engine. Required for nl_h2conn_adopt(). */
+  nl_h2_stream_t *(*stream)(nl_h2conn_t *c);
 } nl_h2conn_cbs_t;
 
 struct nl_h2conn {
@@ -141,6 +173,8 @@ struct nl_h2conn {
   void *data;             /* the owner's */
   nl_h2conn_state_t state;
   bool connected;         /* the current (or last) dial reached READY */
+  bool server;            /* adopted: a server session */
+  bool handshaking;       /* adopted, the client's preface and SETTINGS not yet in */
   uint32_t goaway_code;   /* the peer's GOAWAY, when DRAINING because of it */
   int32_t goaway_last;
   /* private */
@@ -153,6 +187,9 @@ struct nl_h2conn {
   uv_idle_t turn;         /* writes the output (and runs cbs->turn) once per turn */
   nl_backoff_t backoff;
   uint8_t *rbuf;          /* plaintext read buffer, owned */
+  uv_poll_t poll;         /* a served connection's socket (fd, ours) */
+  int fd;
+  int poll_events;        /* what poll waits for */
   struct nl_h2conn_wbuf {
     uv_write_t req;
     nl_buf_t pending;     /* the engine's output not yet handed to the socket */
@@ -161,7 +198,8 @@ struct nl_h2conn {
     bool dead;            /* the peer hung up (EPIPE): wait for its EOF */
   } w;
   int live;               /* handles (and the dialer) to come back when stopping */
-  bool dial_open;         /* the dialer's handles are open (closing included) */
+  bool sock_open;         /* the dialer's handles, or the served socket's poll
+                             handle, are open (closing included) */
   bool goaway;            /* DRAINING because the peer said so */
   bool rx;                /* frames arrived since the last keepalive tick */
   bool ping_outstanding;
@@ -170,6 +208,7 @@ struct nl_h2conn {
   bool in_read;           /* inside the read callback: it writes on its way out */
   bool in_recv;           /* inside nl_h2_recv: the session is freed after it */
   bool wrote;             /* the engine produced output in this flush */
+  bool stalled;           /* opts.write_high reached: not read, the engine not drained */
 };
 
 /* Initializes c (embedded by the owner; found again with container_of) and
@@ -179,6 +218,12 @@ void nl_h2conn_init(nl_h2conn_t *c, uv_loop_t *loop, const nl_h2conn_opts_t *opt
                     const nl_h2conn_cbs_t *cbs);
 /* Dials (from IDLE); cbs->ready or cbs->lost follows, never from inside. */
 void nl_h2conn_start(nl_h2conn_t *c);
+/* Serves fd, a socket accepted from a listener (from IDLE): the driver owns
+ * fd from now on, creates a server session with opts.h2 (its SETTINGS queued)
+ * and enters READY; no cbs->ready follows. peer names the connection in the
+ * log (the listener's path). Returns 0, or -1 with *err (fd could not be
+ * served; it is closed): the owner then closes c as after a loss. */
+int nl_h2conn_adopt(nl_h2conn_t *c, int fd, const char *peer, nl_err_t **err);
 /* Closes everything from any state: the session is freed without telling
  * its streams (the owner has ended them), no other callback than cbs->closed
  * follows, from the last close callback. A no-op when already closing. */
@@ -193,6 +238,11 @@ void nl_h2conn_defer(nl_h2conn_t *c);
  * connection is lost as drained; at once when none is open (cbs->lost then
  * runs from inside). */
 void nl_h2conn_drain(nl_h2conn_t *c);
+
+/* A server's goodbye: GOAWAY(NO_ERROR) naming the last stream the peer
+ * opened, then as nl_h2conn_drain(); a connection drained is lost after one
+ * last try to write what the engine has (the GOAWAY). */
+void nl_h2conn_goaway(nl_h2conn_t *c);
 
 /* READY: the session takes new streams (up to the peer's limit). */
 bool nl_h2conn_ready(const nl_h2conn_t *c);

@@ -40,6 +40,13 @@
 #                           (default conformance)
 #   CONFORMANCE_PORT_OFFSET its control plane's ports, above the shared one's
 #                           (default 100; test/e2e/conformance_subset.sh: 200)
+#   CONFORMANCE_ROOT_DIR    nanolet's --root-dir (default
+#                           $NANOLET_TESTENV_DIR/INSTANCE-node). The Mount
+#                           propagation spec shares /var/lib/kubelet/NAMESPACE
+#                           between its pods and the host: it needs
+#                           /var/lib/kubelet, the kubelet's default, which
+#                           tools/node-conformance.sh's node uses too (such a
+#                           run takes that script's lock)
 #   NANOLET                 the nanolet binary (default: build it in build/)
 #   NANOLET_TEST_RUNTIME    containerd (default: Debian's 1.6, setup.sh) or
 #                           containerd2 (tools/testenv/containerd2.sh, its
@@ -104,7 +111,17 @@ repo_list=$(tools/testenv/e2e-images.sh "$bin" 9>&-)
 
 rm -rf "$REPORT"
 mkdir -p "$REPORT"
-ROOT=$TESTENV_DIR/$INSTANCE-node
+ROOT=${CONFORMANCE_ROOT_DIR:-$TESTENV_DIR/$INSTANCE-node}
+case $ROOT in /*) ;; *) die "CONFORMANCE_ROOT_DIR must be absolute: $ROOT" ;; esac
+if [ "$ROOT" = /var/lib/kubelet ]; then
+  exec 8>"$TESTENV_DIR/node-conformance.lock"
+  # (the waiting flock must not hold this run's own lock, fd 9, if the run is
+  # killed meanwhile)
+  if ! flock -n 8 9>&-; then
+    say "waiting for tools/node-conformance.sh (its node's root dir is /var/lib/kubelet too)"
+    flock 8 9>&-
+  fi
+fi
 AGENT_PID=
 
 cleanup() {
@@ -149,7 +166,7 @@ pods_left() { compgen -G "$ROOT/pods/*" >/dev/null; }
 # A control plane left over by a run that was killed is taken down first: a
 # fresh etcd, so no namespace or pod of an earlier run is waited on.
 tools/testenv/controlplane.sh down >/dev/null 2>&1 || true
-env_file=$(tools/testenv/controlplane.sh up 9>&-)
+env_file=$(tools/testenv/controlplane.sh up 8>&- 9>&-)
 # shellcheck source=/dev/null
 . "$env_file"
 
@@ -167,6 +184,10 @@ ip -4 addr show dev "$bridge" | grep -q "inet $node_ip/" || ip addr add "$node_i
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo $((20000 + RANDOM % 20000)); }
 HEALTHZ_PORT=$(free_port)
 KPORT=$(free_port)
+# nanolet bind-mounts its root dir on itself at start (made rshared, as
+# upstream's kubelet does): an earlier run's mounts there go first.
+awk -v d="$ROOT" '$5 == d || index($5, d "/") == 1 {print $5}' /proc/self/mountinfo | sort -r |
+  while read -r m; do umount -l "$m" 2>/dev/null || true; done
 rm -rf "$ROOT"
 mkdir -p "$ROOT"
 # The node's pods under a cgroup root of its own (cgroupRoot), so that a
@@ -175,7 +196,11 @@ mkdir -p "$ROOT"
 CGROUP_ROOT=/$NODE
 tools/testenv/cgroup-root.sh make "$CGROUP_ROOT"
 say "starting nanolet as node $NODE ($node_ip, port $KPORT); log: $REPORT/nanolet.log"
-"$NANOLET" --kubeconfig "$NANOLET_TEST_NODE_KUBECONFIG" --hostname-override "$NODE" \
+# Under the kubelet's name, as an operator who replaces the kubelet installs
+# it: the Mount propagation spec finds the node agent with `pidof kubelet`.
+mkdir -p "$TESTENV_DIR/$INSTANCE-bin"
+ln -sfn "$(realpath "$NANOLET")" "$TESTENV_DIR/$INSTANCE-bin/kubelet"
+"$TESTENV_DIR/$INSTANCE-bin/kubelet" --kubeconfig "$NANOLET_TEST_NODE_KUBECONFIG" --hostname-override "$NODE" \
   --node-ip "$node_ip" --port "$KPORT" --read-only-port 0 --healthz-port "$HEALTHZ_PORT" \
   --cert-dir "$ROOT/pki" --root-dir "$ROOT" --cgroup-root "$CGROUP_ROOT" \
   --container-runtime-endpoint "$endpoint" >"$REPORT/nanolet.log" 2>&1 &

@@ -64,15 +64,21 @@ stamp "tools/e2e-runtime.sh containerd2 --ci (beside the next)"
 NANOLET_MESON_TEST_ARGS=--no-rebuild tools/e2e-runtime.sh containerd2 --ci \
   >build/meson-logs/e2e-containerd2.out 2>&1 &
 c2_pid=$!
+# Every parser of outside input has a libFuzzer target: build them with clang and
+# run each from its seeds for a short while (tools/fuzz.sh 300 for the long run),
+# beside the e2e runs, which mostly wait, at the lowest priority: it takes the
+# CPU they leave.
+stamp "tools/fuzz.sh (beside the next, niced)"
+nice -n 19 tools/fuzz.sh "${NANOLET_FUZZ_SECONDS:-5}" >build/meson-logs/fuzz.out 2>&1 &
+fuzz_pid=$!
 run meson test -C build --suite e2e --no-suite e2e-c2-ci --print-errorlogs --num-processes 1 \
   --logbase e2e
 stamp "(waiting for containerd 2)"
 wait "$c2_pid" || status=1
 cat build/meson-logs/e2e-containerd2.out
-# Every parser of outside input has a libFuzzer target: build them with clang and
-# run each from its seeds for a short while (tools/fuzz.sh 300 for the long run).
-stamp tools/fuzz.sh
-fuzz_out=$(tools/fuzz.sh "${NANOLET_FUZZ_SECONDS:-5}" 2>&1) || status=1
+stamp "(waiting for tools/fuzz.sh)"
+wait "$fuzz_pid" || status=1
+fuzz_out=$(cat build/meson-logs/fuzz.out)
 echo "$fuzz_out"
 fuzz_passed=$(grep -c '^fuzz: .* clean' <<<"$fuzz_out" || true)
 fuzz_failed=$(grep -c '^fuzz: .* FAILED' <<<"$fuzz_out" || true)

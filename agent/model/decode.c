@@ -507,6 +507,23 @@ static void resize_policy(dec_t *d, const nl_tnode_t *n, nl_resize_policy_t *r) 
   END_FIELDS
 }
 
+static void i32_item(dec_t *d, const nl_tnode_t *v, int32_t *out) { get_i32(d, v, out); }
+
+static void restart_exit_codes(dec_t *d, const nl_tnode_t *n, nl_restart_rule_t *r) {
+  r->has_exit_codes = n->kind != NL_T_NULL;
+  FIELDS(n)
+  F("operator") r->operator_ = str(d, v);
+  F("values") SEQ(v, r->values, r->n_values, i32_item);
+  END_FIELDS
+}
+
+static void restart_rule(dec_t *d, const nl_tnode_t *n, nl_restart_rule_t *r) {
+  FIELDS(n)
+  F("action") r->action = str(d, v);
+  F("exitCodes") restart_exit_codes(d, v, r);
+  END_FIELDS
+}
+
 static void container(dec_t *d, const nl_tnode_t *n, nl_container_t *c) {
   FIELDS(n)
   F("name") c->name = str(d, v);
@@ -520,6 +537,7 @@ static void container(dec_t *d, const nl_tnode_t *n, nl_container_t *c) {
   F("resources") resources(d, v, &c->resources);
   F("resizePolicy") SEQ(v, c->resize_policy, c->n_resize_policy, resize_policy);
   F("restartPolicy") c->restart_policy = str(d, v);
+  F("restartPolicyRules") SEQ(v, c->restart_policy_rules, c->n_restart_policy_rules, restart_rule);
   F("volumeMounts") SEQ(v, c->volume_mounts, c->n_volume_mounts, volume_mount);
   F("livenessProbe") OBJ(v, c->liveness_probe, probe);
   F("readinessProbe") OBJ(v, c->readiness_probe, probe);
@@ -630,6 +648,13 @@ static void projection(dec_t *d, const nl_tnode_t *n, nl_volume_projection_t *p)
   END_FIELDS
 }
 
+static void image_src(dec_t *d, const nl_tnode_t *n, nl_image_volume_source_t *im) {
+  FIELDS(n)
+  F("reference") im->reference = str(d, v);
+  F("pullPolicy") im->pull_policy = str(d, v);
+  END_FIELDS
+}
+
 static void projected_src(dec_t *d, const nl_tnode_t *n, nl_projected_source_t *p) {
   FIELDS(n)
   F("sources") SEQ(v, p->sources, p->n_sources, projection);
@@ -641,7 +666,7 @@ static const char *const unsupported_volumes[] = {
     "awsElasticBlockStore", "gcePersistentDisk", "gitRepo", "nfs", "iscsi", "glusterfs",
     "rbd", "flexVolume", "cinder", "cephfs", "flocker", "fc", "azureFile", "azureDisk",
     "vsphereVolume", "quobyte", "photonPersistentDisk", "portworxVolume", "scaleIO",
-    "storageos", "csi", "ephemeral", "image", NULL};
+    "storageos", "csi", "ephemeral", NULL};
 
 static void volume(dec_t *d, const nl_tnode_t *n, nl_volume_t *vol) {
   FIELDS(n)
@@ -653,6 +678,7 @@ static void volume(dec_t *d, const nl_tnode_t *n, nl_volume_t *vol) {
   F("persistentVolumeClaim") OBJ(v, vol->persistent_volume_claim, pvc_src);
   F("downwardAPI") OBJ(v, vol->downward_api, downward_src);
   F("projected") OBJ(v, vol->projected, projected_src);
+  F("image") OBJ(v, vol->image, image_src);
   } else if (v->kind != NL_T_NULL && !vol->unsupported) {
     for (const char *const *u = unsupported_volumes; *u; u++)
       if (strcmp(k, *u) == 0) vol->unsupported = *u;

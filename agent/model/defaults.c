@@ -90,9 +90,11 @@ static void downward(nl_arena_t *a, nl_downward_api_source_t *d) {
 
 static void volume(nl_arena_t *a, nl_volume_t *v) {
   if (!v->host_path && !v->empty_dir && !v->config_map && !v->secret &&
-      !v->persistent_volume_claim && !v->downward_api && !v->projected && !v->unsupported)
+      !v->persistent_volume_claim && !v->downward_api && !v->projected && !v->image &&
+      !v->unsupported)
     v->empty_dir = nl_arena_alloc(a, sizeof *v->empty_dir); /* SetDefaults_Volume */
   if (v->host_path && !v->host_path->type) v->host_path->type = nl_arena_strdup(a, "");
+  if (v->image) DEF_STR(a, v->image->pull_policy, default_pull_policy(v->image->reference));
   if (v->config_map && !v->config_map->default_mode.set)
     v->config_map->default_mode = (nl_opt_i32_t){true, 0644};
   if (v->secret && !v->secret->default_mode.set)

@@ -355,6 +355,19 @@ static void resize_policy(jw_t *w, const nl_resize_policy_t *r) {
   s_always(w, "restartPolicy", r->restart_policy);
 }
 
+static void restart_rule(jw_t *w, const nl_restart_rule_t *r) {
+  s_always(w, "action", r->action);
+  if (!r->has_exit_codes) return;
+  OBJ_BEGIN("exitCodes");
+  s_always(w, "operator", r->operator_);
+  if (r->n_values || (w->full && r->values)) {
+    ARR_BEGIN("values");
+    for (size_t i = 0; i < r->n_values; i++) i_always(w, NULL, r->values[i]);
+    ARR_END();
+  }
+  OBJ_END();
+}
+
 static void container(jw_t *w, const nl_container_t *c) {
   s_always(w, "name", c->name);
   s_(w, "image", c->image);
@@ -372,6 +385,9 @@ static void container(jw_t *w, const nl_container_t *c) {
   /* (before in-place resize, resizePolicy was not decoded at all) */
   if (w->hash == HASH_NONE) LIST("resizePolicy", c->resize_policy, c->n_resize_policy, resize_policy);
   s_(w, "restartPolicy", c->restart_policy);
+  /* (not in the hash: the rules decide restarts, not what runs) */
+  if (w->hash == HASH_NONE)
+    LIST("restartPolicyRules", c->restart_policy_rules, c->n_restart_policy_rules, restart_rule);
   LIST("volumeMounts", c->volume_mounts, c->n_volume_mounts, mount);
   SUB("livenessProbe", c->liveness_probe, probe);
   SUB("readinessProbe", c->readiness_probe, probe);
@@ -458,6 +474,11 @@ static void projected(jw_t *w, const nl_projected_source_t *p) {
   o32(w, "defaultMode", p->default_mode);
 }
 
+static void image_vol(jw_t *w, const nl_image_volume_source_t *im) {
+  s_(w, "reference", im->reference);
+  s_(w, "pullPolicy", im->pull_policy);
+}
+
 static void volume(jw_t *w, const nl_volume_t *v) {
   s_always(w, "name", v->name);
   SUB("hostPath", v->host_path, host_path);
@@ -467,6 +488,7 @@ static void volume(jw_t *w, const nl_volume_t *v) {
   SUB("downwardAPI", v->downward_api, downward);
   SUB("configMap", v->config_map, config_map);
   SUB("projected", v->projected, projected);
+  SUB("image", v->image, image_vol);
   if (v->unsupported) {
     OBJ_BEGIN(v->unsupported);
     OBJ_END();

@@ -275,6 +275,14 @@ typedef struct nl_resize_policy { /* ContainerResizePolicy */
   char *restart_policy; /* "NotRequired" or "RestartContainer" */
 } nl_resize_policy_t;
 
+typedef struct nl_restart_rule { /* ContainerRestartRule */
+  char *action;                  /* "Restart" or "RestartAllContainers" */
+  bool has_exit_codes;           /* exitCodes given */
+  char *operator_;               /* exitCodes.operator: "In" or "NotIn" */
+  int32_t *values;               /* exitCodes.values */
+  size_t n_values;
+} nl_restart_rule_t;
+
 typedef struct nl_container {
   char *name;
   char *image;
@@ -290,7 +298,9 @@ typedef struct nl_container {
   nl_resource_requirements_t resources;
   nl_resize_policy_t *resize_policy;
   size_t n_resize_policy;
-  char *restart_policy; /* init containers only: "Always" makes a sidecar */
+  char *restart_policy; /* Always, OnFailure or Never; an init container's Always makes a sidecar */
+  nl_restart_rule_t *restart_policy_rules; /* in order; the first match decides */
+  size_t n_restart_policy_rules;
   nl_volume_mount_t *volume_mounts;
   size_t n_volume_mounts;
   nl_probe_t *liveness_probe;
@@ -379,6 +389,11 @@ typedef struct nl_projected_source {
   nl_opt_i32_t default_mode;
 } nl_projected_source_t;
 
+typedef struct nl_image_volume_source { /* an OCI image mounted read-only */
+  char *reference;
+  char *pull_policy; /* defaulted from the reference's tag, as a container's */
+} nl_image_volume_source_t;
+
 typedef struct nl_volume { /* exactly one source is set when valid */
   char *name;
   nl_host_path_source_t *host_path;
@@ -388,6 +403,7 @@ typedef struct nl_volume { /* exactly one source is set when valid */
   nl_pvc_source_t *persistent_volume_claim;
   nl_downward_api_source_t *downward_api;
   nl_projected_source_t *projected;
+  nl_image_volume_source_t *image;
   /* The first upstream volume type nanolet does not implement (nfs, csi, ...),
    * or NULL; validation rejects it by name. */
   const char *unsupported;
@@ -704,5 +720,24 @@ uint32_t nl_container_hash_legacy(const nl_container_t *c);
  * pod's arena); the pod must have one holder (nl_pod_dup's). */
 void nl_pod_set_container_resources(nl_pod_t *pod, nl_container_t *c,
                                     const nl_resource_requirements_t *r);
+
+/* ---- restarts (restart.c; upstream podutil, ContainerRestartRules on) ---- */
+
+/* The first of c's restartPolicyRules that exit_code matches, or NULL. */
+const nl_restart_rule_t *nl_container_restart_rule(const nl_container_t *c, int32_t exit_code);
+/* ContainerShouldRestart: whether c, exited with exit_code, is started again
+ * (its matching rule, else its restartPolicy, else the pod's). */
+bool nl_container_should_restart(const nl_pod_spec_t *spec, const nl_container_t *c,
+                                 int32_t exit_code);
+/* IsContainerRestartable: whether c may ever be started again. */
+bool nl_container_restartable(const nl_pod_spec_t *spec, const nl_container_t *c);
+/* Whether c's effective policy is OnFailure (a container that succeeded
+ * stays done even when its sandbox is re-created). */
+bool nl_container_on_failure_only(const nl_pod_spec_t *spec, const nl_container_t *c);
+/* Whether c, killed while running (probe failure), is started again: its
+ * policy alone, since there is no exit code for the rules to see. */
+bool nl_container_restarts_when_killed(const nl_pod_spec_t *spec, const nl_container_t *c);
+/* Whether any init or regular container has a RestartAllContainers rule. */
+bool nl_pod_has_restart_all_rule(const nl_pod_spec_t *spec);
 
 #endif

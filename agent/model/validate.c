@@ -368,6 +368,37 @@ static bool volume_exists(const val_t *v, const char *name) {
   return false;
 }
 
+/* A container's own restartPolicy and restartPolicyRules (ContainerRestartRules
+ * and RestartAllContainersOnContainerExits, both on by default upstream): the
+ * same checks for init and regular containers. */
+static void restart_policy(val_t *v, const nl_container_t *c) {
+  static const char *const policies[] = {"Always", "OnFailure", "Never", NULL};
+  static const char *const actions[] = {"Restart", "RestartAllContainers", NULL};
+  static const char *const operators[] = {"In", "NotIn", NULL};
+  if (!c->restart_policy) {
+    if (c->n_restart_policy_rules)
+      KEY("restartPolicy", ERR("required: must specify restartPolicy when restart rules are used"));
+  } else if (!one_of(c->restart_policy, policies)) {
+    KEY("restartPolicy", ERR("must be one of Always, OnFailure, Never, got %s", c->restart_policy));
+  }
+  if (c->n_restart_policy_rules > 20)
+    KEY("restartPolicyRules", ERR("must have at most 20 items, got %zu", c->n_restart_policy_rules));
+  for (size_t i = 0; i < c->n_restart_policy_rules; i++) {
+    const nl_restart_rule_t *r = &c->restart_policy_rules[i];
+    KEY("restartPolicyRules", IDX(i, {
+      if (!one_of(r->action, actions))
+        KEY("action", ERR("must be one of Restart, RestartAllContainers, got %s", r->action ? r->action : ""));
+      if (!r->has_exit_codes) KEY("exitCodes", ERR("required"));
+      else {
+        if (!one_of(r->operator_, operators))
+          KEY("exitCodes", KEY("operator", ERR("must be one of In, NotIn, got %s", r->operator_ ? r->operator_ : "")));
+        if (r->n_values > 255)
+          KEY("exitCodes", KEY("values", ERR("must have at most 255 items, got %zu", r->n_values)));
+      }
+    }));
+  }
+}
+
 static void container(val_t *v, const nl_container_t *c, bool init, names_t *seen) {
   KEY("name", {
     if (empty(c->name)) ERR("required");
@@ -443,8 +474,7 @@ static void container(val_t *v, const nl_container_t *c, bool init, names_t *see
     }));
   }
   bool sidecar = init && eq(c->restart_policy, "Always");
-  if (!empty(c->restart_policy) && !sidecar)
-    KEY("restartPolicy", ERR(init ? "must be Always, got %s" : "forbidden in regular containers, got %s", c->restart_policy));
+  restart_policy(v, c);
   bool may_probe = !init || sidecar;
   if (c->liveness_probe) KEY("livenessProbe", may_probe ? probe(v, c->liveness_probe, true) : ERR("may not be set for init containers"));
   if (c->readiness_probe) KEY("readinessProbe", may_probe ? probe(v, c->readiness_probe, false) : ERR("may not be set for init containers"));
@@ -515,7 +545,7 @@ static void volume(val_t *v, const nl_volume_t *vol, size_t idx) {
       if (eq(v->pod->spec.volumes[j].name, vol->name)) ERR("duplicate value %s", vol->name);
   });
   int n = !!vol->host_path + !!vol->empty_dir + !!vol->config_map + !!vol->secret +
-          !!vol->persistent_volume_claim + !!vol->downward_api + !!vol->projected;
+          !!vol->persistent_volume_claim + !!vol->downward_api + !!vol->projected + !!vol->image;
   if (vol->unsupported) {
     KEY(vol->unsupported, ERR("volume type not supported by nanolet"));
     return;
@@ -558,6 +588,14 @@ static void volume(val_t *v, const nl_volume_t *vol, size_t idx) {
   if (vol->persistent_volume_claim) KEY("persistentVolumeClaim",
       KEY("claimName", if (empty(vol->persistent_volume_claim->claim_name)) ERR("required")));
   if (vol->downward_api) KEY("downwardAPI", downward(v, vol->downward_api));
+  if (vol->image) KEY("image", { /* validateImageVolumeSource */
+      static const char *const pulls[] = {"Always", "IfNotPresent", "Never", NULL};
+      KEY("reference", if (empty(vol->image->reference)) ERR("required"));
+      if (empty(vol->image->pull_policy)) KEY("pullPolicy", ERR("required"));
+      else if (!one_of(vol->image->pull_policy, pulls))
+        KEY("pullPolicy", ERR("must be one of Always, IfNotPresent, Never, got %s",
+                              vol->image->pull_policy));
+    });
   if (vol->projected) KEY("projected", {
       const nl_projected_source_t *p = vol->projected;
       mode(v, "defaultMode", p->default_mode);

@@ -145,6 +145,11 @@ if wait_for 90 restarted; then
 else
   fail "crasher restarted" "$(tail -3 "$E2E_TMP/agent.log")"
 fi
+# Its exits counted on /metrics (upstream's status manager counter), the
+# crasher's being the only container that exits 1.
+terminated=$(raw metrics | awk '$1 == "kubelet_terminated_containers_total{container_type=\"container\",exit_code=\"1\",reason=\"Error\"}" { print $2 }')
+check "/metrics: kubelet_terminated_containers_total counts the crasher's exits (exit_code 1, Error): $terminated" \
+  [ "${terminated:-0}" -ge 1 ]
 c=$(code "${cc[@]}" "$url/containerLogs/$PODS_NS/nope/c")
 check "an unknown pod: 404 as upstream" bash -c "[ $c = 404 ] && [ \"\$(cat '$E2E_TMP/body')\" = 'pod \"nope\" does not exist' ]"
 c=$(code "${cc[@]}" "$url/containerLogs/$PODS_NS/logger-$NODE/x")

@@ -84,10 +84,18 @@ e2e__exit() {
   e2e_finish
   exit $?
 }
+# e2e_unmount_under DIR: what is still mounted under DIR, deepest first
+# (lazily): an agent's root dir bind-mounted on itself at its start (made
+# rshared, as upstream's kubelet does), volumes of pods that outlived it.
+e2e_unmount_under() {
+  local m
+  awk -v d="$1/" '$5 == substr(d, 1, length(d) - 1) || index($5, d) == 1 {print $5}' /proc/self/mountinfo |
+    sort -r | while read -r m; do umount -l "$(printf '%b' "$m")" 2>/dev/null || true; done
+}
 e2e_finish() {
   local rc=${E2E_RC:-$?}
   [ -z "${E2E_K8S_STARTED:-}" ] || "$E2E_CONTROLPLANE" down
-  [ -n "${E2E_KEEP:-}" ] || rm -rf --one-file-system "$E2E_TMP"
+  [ -n "${E2E_KEEP:-}" ] || { e2e_unmount_under "$E2E_TMP"; rm -rf --one-file-system "$E2E_TMP"; }
   echo "$E2E_PASSED passed, $E2E_FAILED failed"
   [ "$E2E_FAILED" -eq 0 ] && [ "$rc" -eq 0 ] && [ "$E2E_PASSED" -gt 0 ]
 }

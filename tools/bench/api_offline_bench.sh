@@ -9,6 +9,8 @@
 # its kubeconfig pointing at a closed port). Prints, per round, the time until
 # /pods shows every pod Running and whether any container id changed.
 set -uo pipefail
+# shellcheck source=tools/bench/bench_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/bench_lib.sh"
 BUILD=${1:-build}
 N=${2:-10}
 ROUNDS=${3:-5}
@@ -47,7 +49,7 @@ cleanup() { # the pods go from the API, then nanolet stops and removes them
   stop
   kubectl delete ns "$NS" --wait=false >/dev/null 2>&1
   kubectl delete node "$NODE" --wait=false >/dev/null 2>&1
-  rm -rf "$TMP"
+  bench_rm "$TMP"
 }
 trap cleanup EXIT
 

@@ -17,6 +17,8 @@
 # Node nl-apiscale-bench (BENCH_NODE) with its own credential and namespace (BENCH_NS). PARTS (default
 # "start requests memory update") picks the parts to run.
 set -uo pipefail
+# shellcheck source=tools/bench/bench_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/bench_lib.sh"
 PARTS=${PARTS:-start requests memory update}
 # CALLGRIND=1 (update only): nanolet runs under callgrind, which dumps its
 # instruction counts at the start and end of each kind of events
@@ -72,7 +74,7 @@ cleanup() {
   "$FLOOR" clean "$NS" >/dev/null 2>&1
   kubectl delete ns "$NS" --wait=false >/dev/null 2>&1
   kubectl delete node "$NODE" --wait=false >/dev/null 2>&1
-  rm -rf "$TMP" /var/log/pods/"${NS}"_floor-*
+  bench_rm "$TMP" /var/log/pods/"${NS}"_floor-*
 }
 trap cleanup EXIT
 

@@ -19,6 +19,8 @@
 # nanolet in the same process).
 # Node nanolet-satoken-bench (NODE=...) with its own credential and namespace.
 set -uo pipefail
+# shellcheck source=tools/bench/bench_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/bench_lib.sh"
 BUILD=${1:-build}
 UPDATES=${2:-20}
 PODS=${3:-50}
@@ -50,7 +52,7 @@ cleanup() {
   [ -n "$PID" ] && kill "$PID" && wait "$PID" 2>/dev/null
   kubectl delete ns "$NS" --wait=false >/dev/null 2>&1
   kubectl delete node "$NODE" --wait=false >/dev/null 2>&1
-  rm -rf "$TMP"
+  bench_rm "$TMP"
 }
 trap cleanup EXIT
 

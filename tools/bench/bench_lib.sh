@@ -53,3 +53,12 @@ imageGCLowThresholdPercent: 99
 resolvConf: /etc/resolv.conf
 EOK
 }
+# bench_rm DIR: removes a bench's directory, after what is still mounted under
+# it, deepest first: an agent's root dir is bind-mounted on itself at its
+# start (made rshared, as upstream's kubelet does; docs/VOLUMES.md).
+bench_rm() {
+  local m
+  awk -v d="$1/" '$5 == substr(d, 1, length(d) - 1) || index($5, d) == 1 {print $5}' /proc/self/mountinfo |
+    sort -r | while read -r m; do umount -l "$(printf '%b' "$m")" 2>/dev/null || true; done
+  rm -rf --one-file-system "$1"
+}

@@ -20,6 +20,8 @@
 # mirror pods in the API, a Lease, node status); read SETTLE_S after all of
 # them run and their mirror pods exist. Targets: docs/PERFORMANCE.md.
 set -uo pipefail
+# shellcheck source=tools/bench/bench_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/bench_lib.sh"
 cd "$(dirname "$0")/../.."
 DIRS=("${1:-build}" "${2:-build-sc}" "${3:-build-static}")
 NAMES=(debian self-contained static)
@@ -50,7 +52,7 @@ cleanup() {
     kubectl delete node "$NODE" --ignore-not-found >/dev/null 2>&1
     kubectl delete ns "$NS" --ignore-not-found --wait=false >/dev/null 2>&1
   fi
-  rm -rf "$TMP" /var/log/pods/"${NS}"_*
+  bench_rm "$TMP" /var/log/pods/"${NS}"_*
 }
 trap cleanup EXIT
 for d in "${DIRS[@]}"; do

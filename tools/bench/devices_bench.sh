@@ -69,7 +69,7 @@ cleanup() {
   fi
   local f
   for f in "${FPIDS[@]}"; do kill "$f" 2>/dev/null && wait "$f" 2>/dev/null; done
-  [ -n "${KEEP:-}" ] && echo "kept $TMP" || rm -rf "$TMP"
+  [ -n "${KEEP:-}" ] && echo "kept $TMP" || bench_rm "$TMP"
   rm -rf /var/log/pods/"${NS}"_*
 }
 trap cleanup EXIT

@@ -64,7 +64,7 @@ cleanup() {
     kubectl delete ns "$BENCH_NS" --wait=false >/dev/null 2>&1
     kubectl delete node "$BENCH_NODE" --wait=false >/dev/null 2>&1
   fi
-  rm -rf "$TMP"
+  bench_rm "$TMP"
 }
 trap cleanup EXIT
 

@@ -69,7 +69,7 @@ cleanup() {
   [ -z "$TOXI_PID" ] || { kill "$TOXI_PID" 2>/dev/null; wait "$TOXI_PID" 2>/dev/null; }
   if [ -z "${FAULTS_SOAK_KEEP:-}" ]; then
     instance_down
-    [ "$rc" != 0 ] || [ -n "${FAULTS_SOAK_DIR:-}" ] || rm -rf --one-file-system "$RUN"
+    [ "$rc" != 0 ] || [ -n "${FAULTS_SOAK_DIR:-}" ] || bench_rm "$RUN"
   fi
   [ "$rc" = 0 ] || echo "faults-soak: the run's files are in $RUN"
   exit "$rc"

@@ -92,7 +92,7 @@ stop_agents() {
 cleanup() {
   stop_agents
   nice -n 10 "$CPCTL" down >/dev/null 2>&1
-  rm -rf --one-file-system "$TMP"
+  bench_rm "$TMP"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM

@@ -55,7 +55,7 @@ cleanup() {
     while [ "$(sandboxes)" != 0 ] && [ $SECONDS -lt $end ]; do sleep 1; done
     kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
   fi
-  rm -rf "$TMP" /var/log/pods/"${NS}"_*
+  bench_rm "$TMP" /var/log/pods/"${NS}"_*
 }
 trap cleanup EXIT
 

@@ -46,7 +46,7 @@ cleanup() {
   fi
   private "$TESTENV/teardown.sh" --purge >/dev/null 2>&1
   umount "$DIR/root" 2>/dev/null
-  rm -rf "$TMP"
+  bench_rm "$TMP"
 }
 trap cleanup EXIT
 mountpoint -q "$DIR/root" || mount -t tmpfs -o size=1g nanolet-gc-bench "$DIR/root" || exit 1

@@ -6,6 +6,8 @@
 # test/e2e/hostile_floods.sh. Loopback only; bounded in time (about 2 min).
 #   tools/bench/hostile_bench.sh [BUILD_DIR]    (docs/PERFORMANCE.md, "Hostile clients")
 set -uo pipefail
+# shellcheck source=tools/bench/bench_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/bench_lib.sh"
 cd "$(dirname "$0")/../.."
 BUILD=${1:-build}
 NANOLET=$BUILD/agent/nanolet
@@ -22,7 +24,7 @@ port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0
 cleanup() {
   kill "${AGENT:-}" "${CRI:-}" 2>/dev/null
   wait 2>/dev/null
-  rm -rf "$T"
+  bench_rm "$T"
 }
 trap cleanup EXIT
 

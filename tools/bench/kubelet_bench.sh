@@ -61,7 +61,7 @@ cleanup() {
   [ -n "$PID" ] && stop_agent
   # The kubelet bind-mounts its root directory onto itself (shared propagation).
   umount "$TMP/kubelet" 2>/dev/null
-  rm -rf "$TMP" /var/log/pods/"${NS}"_*
+  bench_rm "$TMP" /var/log/pods/"${NS}"_*
 }
 trap cleanup EXIT
 

@@ -27,7 +27,7 @@ cleanup() {
   rm -f "$M"/*.yaml
   [ -n "$PID" ] && wait_until 60 ns_clear
   [ -n "$PID" ] && kill "$PID" && wait "$PID" 2>/dev/null
-  rm -rf "$TMP"
+  bench_rm "$TMP"
 }
 trap cleanup EXIT
 

@@ -15,6 +15,8 @@
 # answers are cached between scrapes anyway. CPU is nanolet's utime + stime
 # (/proc/PID/stat) over N scrapes, less its idle CPU over the same time.
 set -uo pipefail
+# shellcheck source=tools/bench/bench_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/bench_lib.sh"
 BUILD=${1:-build}
 PODS=${2:-110}
 N=${3:-50}
@@ -37,7 +39,7 @@ cleanup() {
     kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
   fi
   [ -n "$FPID" ] && kill "$FPID" 2>/dev/null && wait "$FPID" 2>/dev/null
-  rm -rf "$TMP" /var/log/pods/"${NS}"_*
+  bench_rm "$TMP" /var/log/pods/"${NS}"_*
   for c in /sys/fs/cgroup/*/nl-metrics-bench /sys/fs/cgroup/unified/nl-metrics-bench; do
     [ -d "$c" ] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null
   done

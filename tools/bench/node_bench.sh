@@ -54,7 +54,7 @@ cleanup() {
   wait_until 120 ns_clear
   stop
   kubectl delete node "$NODE" --wait=false >/dev/null 2>&1
-  rm -rf "$TMP"
+  bench_rm "$TMP"
 }
 trap cleanup EXIT
 # window LABEL JOINED: settles 15 s, then one idle window

@@ -11,6 +11,8 @@
 # divided by 2N. STRATEGY: configMapAndSecretChangeDetectionStrategy (default
 # Watch). Node nanolet-objects-bench with its own credential and namespace.
 set -uo pipefail
+# shellcheck source=tools/bench/bench_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/bench_lib.sh"
 BUILD=${1:-build}
 N=${2:-50}
 STRATEGY=${3:-Watch}
@@ -43,7 +45,7 @@ cleanup() {
   [ -n "$PID" ] && kill "$PID" && wait "$PID" 2>/dev/null
   kubectl delete ns "$NS" --wait=false >/dev/null 2>&1
   kubectl delete node "$NODE" --wait=false >/dev/null 2>&1
-  rm -rf "$TMP"
+  bench_rm "$TMP"
 }
 trap cleanup EXIT
 

@@ -36,7 +36,7 @@ cleanup() {
   [ -n "$PID" ] && wait_until 120 ns_clear
   [ -n "$PID" ] && kill "$PID" && wait "$PID" 2>/dev/null
   "$FLOOR" clean "$NS" >/dev/null 2>&1
-  rm -rf "$TMP" /var/log/pods/"${NS}"_floor-*
+  bench_rm "$TMP" /var/log/pods/"${NS}"_floor-*
 }
 trap cleanup EXIT
 

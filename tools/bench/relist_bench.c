@@ -129,7 +129,8 @@ int main(int argc, char **argv) {
   clock_gettime(CLOCK_MONOTONIC, &t0);
   uint64_t fps = 0;
   for (long r = 0; fp_only && r < rounds; r++)
-    fps += nl_cri_brief_fingerprint(sbuf, slen) ^ nl_cri_brief_fingerprint(cbuf, clen);
+    fps += nl_cri_brief_fingerprint(&runtime__v1__brief__list_pod_sandbox_response__descriptor, sbuf, slen) ^
+           nl_cri_brief_fingerprint(&runtime__v1__brief__list_containers_response__descriptor, cbuf, clen);
   for (long r = 0; !fp_only && r < rounds; r++) {
     nl_pb_arena_t *sa = NULL, *ca = NULL;
     ProtobufCMessage *s = nl_pb_arena_unpack(sd, NULL, sbuf, slen, &sa);

@@ -14,6 +14,8 @@
 # CRI_ENDPOINT names a containerd (e.g. a private one from
 # tools/testenv/setup.sh, as test/e2e/reboot.sh makes).
 set -uo pipefail
+# shellcheck source=tools/bench/bench_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/bench_lib.sh"
 BUILD=${1:-build}
 COUNTS=${2:-0 50 110 250}
 ROUNDS=${3:-20}
@@ -36,7 +38,7 @@ cleanup() {
     kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
   fi
   [ -n "$FPID" ] && kill "$FPID" 2>/dev/null && wait "$FPID" 2>/dev/null
-  rm -rf "$TMP" /var/log/pods/"${NS}"_*
+  bench_rm "$TMP" /var/log/pods/"${NS}"_*
 }
 trap cleanup EXIT
 

@@ -21,6 +21,8 @@
 #   SETTLE_S=10               wait after the last container runs
 #   OUT=/tmp/steady           prefix of the files kept (callgrind output)
 set -uo pipefail
+# shellcheck source=tools/bench/bench_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/bench_lib.sh"
 BUILD=${1:-build}
 PODS=${2:-110}
 WINDOW=${3:-60}
@@ -46,7 +48,7 @@ cleanup() {
   [ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
   [ -n "$FPID" ] && kill "$FPID" 2>/dev/null && wait "$FPID" 2>/dev/null
   [ -n "$LPID" ] && kill "$LPID" 2>/dev/null && wait "$LPID" 2>/dev/null
-  rm -rf "$TMP" /var/log/pods/"${NS}"_*
+  bench_rm "$TMP" /var/log/pods/"${NS}"_*
 }
 trap cleanup EXIT
 

@@ -136,7 +136,7 @@ cleanup() {
   [ -z "${LOGS:-}" ] || cp "$TMP"/*.log "$LOGS"/ 2>/dev/null
   kubectl delete namespace "$NS" --wait=false >/dev/null 2>&1
   umount -R "$TMP/kubelet" 2>/dev/null # the kubelet bind-mounts its root onto itself
-  rm -rf --one-file-system "$TMP"
+  bench_rm "$TMP"
   [ -z "$NFT" ] || nft delete table inet "$NFT"
   local cg
   for cg in "$CG2"/nanolet-uplink-$$-*; do

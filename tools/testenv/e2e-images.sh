@@ -32,6 +32,10 @@
 #   e2e-test-images/nginx:1.15-4          Debian's nginx on busybox
 #   e2e-test-images/glibc-dns-testing:2.0.0  glibc's `hostname` (-f resolves
 #       through nsswitch) and dash
+#   e2e-test-images/kitten:1.8            agnhost:2.63.0 with upstream's
+#       test/images/kitten files (/kitten.jpg, /data.json) and an
+#       /etc/os-release that says it stands in for upstream's Alpine Linux
+#       base (the image volume spec reads both through the volume)
 #   pause:3.10.2                          tools/pause/pause.c
 #   e2e-test-images/sample-device-plugin (the tag of the DaemonSet manifest
 #       test/e2e_node's DevicePlugin specs read) upstream's sample device
@@ -52,7 +56,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 [ $# -eq 1 ] || die "usage: $0 BINDIR (from tools/testenv/k8s-build.sh suite)"
 BIN=$1
-for b in agnhost nonewprivs agnhost-localhost.crt agnhost-localhost.key; do
+for b in agnhost nonewprivs agnhost-localhost.crt agnhost-localhost.key kitten.jpg \
+  kitten-data.json; do
   [ -s "$BIN/$b" ] || die "$BIN/$b is missing: run tools/testenv/k8s-build.sh suite"
 done
 
@@ -196,6 +201,25 @@ build_agnhost() { # build_agnhost TAG
     --config.label "org.nanolet.test.agnhost=$1"
 }
 
+# upstream's kitten is agnhost (Alpine Linux upstream) with two files at its
+# root; ours is our agnhost, whose base is busybox: its os-release says so,
+# naming the base it stands in for.
+build_kitten() {
+  local w r
+  w=$(new_work kitten)
+  r=$w/rootfs
+  busybox_root "$r"
+  cp "$BIN/agnhost" "$r/agnhost"
+  cp "$BIN/kitten.jpg" "$r/kitten.jpg"
+  cp "$BIN/kitten-data.json" "$r/data.json"
+  cat >"$r/etc/os-release" <<'EOF'
+NAME="BusyBox"
+ID=busybox
+PRETTY_NAME="BusyBox (nanolet's test image, standing in for the Alpine Linux base of upstream's kitten image)"
+EOF
+  image "$w" "$E2E/kitten" 1.8 --config.entrypoint /agnhost --config.cmd test-webserver
+}
+
 build_nonewprivs() {
   local w
   w=$(new_work nonewprivs)
@@ -309,7 +333,7 @@ key=$({
   echo "$SAMPLE_REF"
   [ -z "$SAMPLE_REF" ] || sha256sum "$BIN/sample-device-plugin"
   cat "$0" "$here/../pause/pause.c"
-  sha256sum "$BIN/agnhost" "$BIN/nonewprivs" "$BIN"/agnhost-localhost.* "$BUSYBOX"
+  sha256sum "$BIN/agnhost" "$BIN/nonewprivs" "$BIN"/agnhost-localhost.* "$BIN"/kitten* "$BUSYBOX"
   dpkg-query -W "${PACKAGES[@]}"
   apt-cache policy nginx | sed -n 's/^ *Candidate: //p'
 } | sha256sum | cut -c1-16)
@@ -317,7 +341,7 @@ ACCEPT='Accept: application/vnd.oci.image.manifest.v1+json, application/vnd.dock
 have_all() {
   local ref
   for ref in busybox:1.37.0-1 agnhost:2.63.0 agnhost:2.55 nonewprivs:1.4 nonroot:1.5 \
-    nginx:1.15-4 glibc-dns-testing:2.0.0; do
+    nginx:1.15-4 glibc-dns-testing:2.0.0 kitten:1.8; do
     curl -fsS --max-time 5 -o /dev/null -H "$ACCEPT" \
       "http://$ADDR/v2/e2e-test-images/${ref%%:*}/manifests/${ref#*:}" || return 1
   done
@@ -341,6 +365,7 @@ if [ "$(cat "$RDIR/images.key" 2>/dev/null)" != "$key" ] || ! have_all; then
   build_nonroot
   build_nginx
   build_glibc_dns
+  build_kitten
   build_pause
   [ -z "$SAMPLE_REF" ] || build_sample "${SAMPLE_REF##*:}"
   # The runtime's copies of the earlier images are stale: the specs' pods

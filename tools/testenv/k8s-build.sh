@@ -191,23 +191,32 @@ find_missing() {
   done
 }
 
+# module_files DIR FROM:TO...: files of the pinned module's DIR, kept beside
+# agnhost as TO for tools/testenv/e2e-images.sh.
+module_files() {
+  local dir=$1 src f have=1
+  shift
+  [[ " ${targets[*]} " == *" agnhost "* ]] && [ -x "$out/agnhost" ] || return 0
+  for f in "$@"; do [ -s "$out/${f#*:}" ] || have=; done
+  [ -z "$have" ] || return 0
+  src=$(cd "$mod" && "$go_bin" list -m -f '{{.Dir}}' k8s.io/kubernetes)/$dir
+  for f in "$@"; do cp "$src/${f%%:*}" "$out/${f#*:}.tmp"; done
+  for f in "$@"; do mv "$out/${f#*:}.tmp" "$out/${f#*:}"; done
+}
 # agnhost's image serves HTTPS with the key pair its Dockerfile adds
 # (test/images/agnhost/porter/localhost.*; netexec --tls-cert-file
-# /localhost.crt): kept beside the binary for tools/testenv/e2e-images.sh.
-agnhost_tls() {
-  local src
-  [[ " ${targets[*]} " == *" agnhost "* ]] && [ -x "$out/agnhost" ] || return 0
-  [ -s "$out/agnhost-localhost.key" ] && return 0
-  src=$(cd "$mod" && "$go_bin" list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images/agnhost/porter
-  cp "$src/localhost.crt" "$out/agnhost-localhost.crt.tmp"
-  cp "$src/localhost.key" "$out/agnhost-localhost.key.tmp"
-  mv "$out/agnhost-localhost.crt.tmp" "$out/agnhost-localhost.crt"
-  mv "$out/agnhost-localhost.key.tmp" "$out/agnhost-localhost.key"
+# /localhost.crt); the kitten image (test/images/kitten: agnhost with
+# html/kitten.jpg and html/data.json at its root) is what the image volume
+# spec mounts.
+agnhost_files() {
+  module_files test/images/agnhost/porter localhost.crt:agnhost-localhost.crt \
+    localhost.key:agnhost-localhost.key
+  module_files test/images/kitten/html kitten.jpg:kitten.jpg data.json:kitten-data.json
 }
 
 find_missing
 if [ ${#missing[@]} -eq 0 ]; then
-  agnhost_tls
+  agnhost_files
   echo "$out" >&3
   exit 0
 fi
@@ -267,5 +276,5 @@ if [ ${#missing[@]} -gt 0 ]; then
   rmdir "$tmp"
   log "built ${missing[*]} in $(($(date +%s) - start)) s"
 fi
-agnhost_tls
+agnhost_files
 echo "$out" >&3

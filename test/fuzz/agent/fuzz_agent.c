@@ -3,7 +3,8 @@
  * (`nanolet cri logs` and FallbackToLogsOnError termination messages) and the
  * grpc.health.v1 answer of a gRPC probe, and the kubelet server's
  * /containerLogs: its query (PodLogOptions) and the writer over a log file,
- * and the path and query of /exec, /attach and /portForward.
+ * and the path and query of /exec, /attach and /portForward, and
+ * /proc/self/mountinfo (whether the root dir is on a shared mount).
  * Byte 0 picks the parser. */
 #include <fcntl.h>
 #include <stddef.h>
@@ -16,6 +17,7 @@
 #include "agent/crilog.h"
 #include "agent/kserver_stream.h"
 #include "agent/config.h"
+#include "agent/startup.h"
 #include "managers/eviction.h"
 #include "managers/probe.h"
 #include "managers/runtime.h"
@@ -28,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t len = size - 1;
   static int devnull = -1;
   if (devnull < 0) nl_log_set_fd(devnull = open("/dev/null", O_WRONLY)); /* unknown fields warn */
-  switch (data[0] % 8) {
+  switch (data[0] % 9) {
   case 0: {
     nl_kubelet_config_t cfg;
     nl_err_t *err = NULL;
@@ -101,6 +103,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                &msg) == 0)
       nl_stream_params_free(&p);
     free(msg);
+    free(t);
+    break;
+  }
+  case 8: {
+    char *t = strndup(text, len);
+    (void)nl_startup_path_shared(t, "/var/lib/kubelet");
+    (void)nl_startup_path_shared(t, "/");
     free(t);
     break;
   }

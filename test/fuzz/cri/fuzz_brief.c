@@ -39,7 +39,7 @@ static void check(const ProtobufCMessageDescriptor *d, const uint8_t *data, size
   ProtobufCMessage *m = nl_pb_arena_unpack(d, NULL, data, size, &arena);
   ProtobufCMessage *ref = protobuf_c_message_unpack(d, NULL, size, data);
   if (!m != !ref) abort();
-  if (m && !nl_cri_brief_fingerprint(data, size)) abort();
+  if (m && !nl_cri_brief_fingerprint(d, data, size)) abort();
   if (m && d == &runtime__v1__brief__list_containers_response__descriptor) {
     Runtime__V1__Brief__ListContainersResponse *x = (void *)m, *y = (void *)ref;
     if (x->n_containers != y->n_containers) abort();

@@ -1,5 +1,5 @@
-/* agent/startup.c: the node IP chosen when --node-ip is not given, and the
- * check of one that is. */
+/* agent/startup.c: the node IP chosen when --node-ip is not given, the
+ * check of one that is, and which mount holds the root directory. */
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <setjmp.h>
@@ -149,9 +149,33 @@ static void test_node_ip_accepted(void **state) {
   assert_null(err);
 }
 
+/* The mount holding a path is the last one whose mount point holds it; its
+ * "shared:" peer group (not "master:", a slave's) makes it shared. */
+static void test_path_shared(void **state) {
+  (void)state;
+  const char *info =
+      "22 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw\n"
+      "30 22 0:25 / /var/lib rw shared:5 - tmpfs tmpfs rw\n"
+      "31 30 0:26 / /var/lib/private\\040dir rw - tmpfs tmpfs rw\n"
+      "32 30 0:27 / /var/lib/slave rw master:5 - tmpfs tmpfs rw\n"
+      "33 22 8:1 /srv /srv rw shared:7 master:2 - ext4 /dev/sda1 rw\n";
+  assert_false(nl_startup_path_shared(info, "/"));
+  assert_false(nl_startup_path_shared(info, "/var"));
+  assert_true(nl_startup_path_shared(info, "/var/lib"));
+  assert_true(nl_startup_path_shared(info, "/var/lib/kubelet/pods"));
+  assert_false(nl_startup_path_shared(info, "/var/library")); /* not under /var/lib: / holds it */
+  assert_false(nl_startup_path_shared(info, "/var/lib/private dir/x"));
+  assert_true(nl_startup_path_shared(info, "/var/lib/private"));
+  assert_false(nl_startup_path_shared(info, "/var/lib/slave/x"));
+  assert_true(nl_startup_path_shared(info, "/srv/a"));
+  assert_false(nl_startup_path_shared("", "/x"));
+  assert_false(nl_startup_path_shared("garbage\n1 2\n", "/x"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_override_ip),
+      cmocka_unit_test(test_path_shared),
       cmocka_unit_test(test_no_default_route),
       cmocka_unit_test(test_loopback_is_not_a_node_ip),
       cmocka_unit_test(test_default_route_interface),

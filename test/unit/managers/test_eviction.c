@@ -2,7 +2,8 @@
  * parsing with upstream's errors, ranking in upstream's order, and the
  * machine on a loop with a fake clock and fake figures: hard and soft
  * thresholds, the pressure transition period, minimum reclaim, node-level
- * reclaim before evicting, and admission under pressure. */
+ * reclaim before evicting, admission under pressure, and local storage
+ * limits (emptyDir sizeLimit, the pod's and a container's ephemeral-storage). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -217,11 +218,13 @@ typedef struct fixture {
   int64_t disk_after_reclaim; /* what reclaim leaves; <0: unchanged */
   nl_pod_t *pods[3];
   size_t n_pods;
+  int64_t rootfs[3], vol_used[3]; /* each pod's container "c" and its volume "data" */
   /* in flight */
   nl_ev_stats_t *out;
   nl_eviction_done_fn done;
   void *done_ctx;
   /* what happened */
+  int collects, collects_with_pods;
   int reclaims, reclaim_images;
   int evictions;
   char evicted[64];
@@ -241,16 +244,27 @@ static void on_defer(uv_timer_t *t) {
   uv_stop(&f->loop); /* round_at looks again before the loop waits */
 }
 
-static void fake_collect(void *ctx, nl_ev_stats_t *out, nl_eviction_done_fn done, void *done_ctx) {
+/* As agent/kubelet_evict.c's: the pods' figures when asked for, or when a pod
+ * has a local storage limit. */
+static void fake_collect(void *ctx, bool pods, nl_ev_stats_t *out, nl_eviction_done_fn done,
+                         void *done_ctx) {
   fixture_t *f = ctx;
   memset(out, 0, sizeof *out);
   out->obs[NL_EV_MEMORY] = (nl_ev_observation_t){true, f->mem_available, f->mem_capacity};
   out->obs[NL_EV_NODEFS] = (nl_ev_observation_t){true, f->disk_available, f->disk_capacity};
   out->obs[NL_EV_IMAGEFS] = out->obs[NL_EV_NODEFS];
   out->memory_inactive_file = 50 * MI;
+  for (size_t i = 0; i < f->n_pods; i++) pods = pods || nl_ev_local_storage_limited(f->pods[i]);
+  f->collects++;
+  f->collects_with_pods += pods;
   out->pods = nl_xcalloc(f->n_pods + 1, sizeof *out->pods);
-  for (size_t i = 0; i < f->n_pods; i++)
-    out->pods[out->n_pods++] = pod_stats(f->pods[i]->metadata.uid, (int64_t)(i + 1) * 100 * MI, 1);
+  for (size_t i = 0; pods && i < f->n_pods; i++) {
+    nl_ev_pod_stats_t *p = &out->pods[out->n_pods++];
+    *p = pod_stats(f->pods[i]->metadata.uid, (int64_t)(i + 1) * 100 * MI, 1);
+    p->containers[0].rootfs = f->rootfs[i];
+    p->vols = nl_xcalloc(1, sizeof *p->vols);
+    p->vols[p->n_vols++] = (nl_ev_volume_stats_t){nl_xstrdup("data"), f->vol_used[i]};
+  }
   f->done = done;
   f->done_ctx = done_ctx;
   uv_timer_start(&f->defer, on_defer, 0, 0);
@@ -362,8 +376,14 @@ static void test_hard_memory(void **state) {
   round_at(f, 0);
   assert_int_equal(f->evictions, 0);
   assert_false(nl_eviction_memory_pressure(&f->m));
+  /* an idle round reads the node's figures only, not the pods' */
+  assert_int_equal(f->collects, 1);
+  assert_int_equal(f->collects_with_pods, 0);
   f->mem_available = 60 * MI;
   round_at(f, 10);
+  /* the threshold met: the round again with the pods' figures, to rank them */
+  assert_int_equal(f->collects, 3);
+  assert_int_equal(f->collects_with_pods, 1);
   assert_int_equal(f->evictions, 1);
   assert_string_equal(f->evicted, "big");
   assert_int_equal(f->evicted_grace, 1);
@@ -545,6 +565,138 @@ static void test_memory_threshold_notification(void **state) {
   assert_int_equal(system(p), 0);
 }
 
+/* ---- local storage limits ---- */
+
+#define EPHEMERAL(name, l) "{name: " name ", image: i, resources: {limits: {ephemeral-storage: " l "}}}"
+#define EMPTYDIR(medium, size) "  volumes: [{name: data, emptyDir: {medium: \"" medium "\", sizeLimit: " size "}}]\n"
+
+/* A pod's figures: containers c1, c2 (writable layer and logs), volume data. */
+static nl_ev_pod_stats_t local_stats(int64_t c1_rootfs, int64_t c1_logs, int64_t c2_rootfs, int64_t data) {
+  nl_ev_pod_stats_t s = {.uid = nl_xstrdup("u1"), .pod_logs = 0, .etc_hosts = 4096};
+  s.containers = nl_xcalloc(2, sizeof *s.containers);
+  s.containers[s.n_containers++] = (nl_ev_container_stats_t){nl_xstrdup("c1"), 0, c1_rootfs, c1_logs};
+  s.containers[s.n_containers++] = (nl_ev_container_stats_t){nl_xstrdup("c2"), 0, c2_rootfs, 0};
+  s.vols = nl_xcalloc(1, sizeof *s.vols);
+  s.vols[s.n_vols++] = (nl_ev_volume_stats_t){nl_xstrdup("data"), data};
+  return s;
+}
+
+/* What upstream's check of one pod says, "" for nothing; msg gets the message. */
+static const char *check(const char *spec, nl_ev_pod_stats_t s, bool dedicated, char *msg) {
+  nl_pod_t *pod = pod_of("p", "u1", spec);
+  char *m = NULL;
+  const char *sig = nl_ev_local_storage_exceeded(pod, &s, dedicated, &m);
+  snprintf(msg, 256, "%s", m ? m : "");
+  assert_true((sig == NULL) == (m == NULL));
+  free(m);
+  nl_pod_free(pod);
+  nl_ev_pod_stats_t *owned = nl_xcalloc(1, sizeof *owned);
+  *owned = s;
+  free_stats(owned, 1);
+  return sig ? sig : "";
+}
+
+/* upstream emptyDirLimitEviction: a disk emptyDir over its sizeLimit; one in
+ * memory is a tmpfs of that size and never checked. */
+static void test_local_storage_empty_dir(void **state) {
+  (void)state;
+  char msg[256];
+  const char *two = "  containers: [{name: c1, image: i}, {name: c2, image: i}]\n";
+  char spec[512];
+  snprintf(spec, sizeof spec, "%s" EMPTYDIR("", "10Mi"), two);
+  assert_string_equal(check(spec, local_stats(0, 0, 0, 11 * MI), false, msg), "emptydirfs.limit");
+  assert_string_equal(msg, "Usage of EmptyDir volume \"data\" exceeds the limit \"10Mi\". ");
+  assert_string_equal(check(spec, local_stats(0, 0, 0, 10 * MI), false, msg), ""); /* at the limit */
+  assert_string_equal(check(spec, local_stats(0, 0, 0, -1), false, msg), "");     /* not measured */
+  snprintf(spec, sizeof spec, "%s" EMPTYDIR("Memory", "10Mi"), two);
+  assert_string_equal(check(spec, local_stats(0, 0, 0, 11 * MI), false, msg), "");
+  nl_pod_t *pod = pod_of("p", "u1", spec);
+  assert_false(nl_ev_local_storage_limited(pod));
+  assert_false(nl_ev_local_volume(&pod->spec.volumes[0]));
+  nl_pod_free(pod);
+  /* a pod with no limits at all has nothing to check, whatever it uses */
+  pod = pod_of("p", "u1", two);
+  assert_false(nl_ev_local_storage_limited(pod));
+  nl_pod_free(pod);
+  assert_string_equal(check(two, local_stats(900 * MI, 900 * MI, 0, 900 * MI), false, msg), "");
+}
+
+/* upstream podEphemeralStorageLimitEviction: the sum of the containers'
+ * limits against the writable layers, logs, local volumes and etc-hosts. */
+static void test_local_storage_pod_total(void **state) {
+  (void)state;
+  char msg[256];
+  const char *spec = "  containers: [" EPHEMERAL("c1", "5Mi") ", " EPHEMERAL("c2", "5Mi") "]\n"
+                     "  volumes: [{name: data, emptyDir: {}}]\n";
+  nl_pod_t *pod = pod_of("p", "u1", spec);
+  assert_true(nl_ev_local_storage_limited(pod));
+  nl_pod_free(pod);
+  /* 4Mi + 1Mi + 1Mi + 4Mi + etc-hosts 4Ki: over 10Mi, each container within its own */
+  assert_string_equal(check(spec, local_stats(4 * MI, MI, MI, 4 * MI), false, msg), "ephemeralpodfs.limit");
+  assert_string_equal(msg, "Pod ephemeral local storage usage exceeds the total limit of containers 10Mi. ");
+  assert_string_equal(check(spec, local_stats(4 * MI, MI, MI, 4 * MI - 4096), false, msg), "");
+  /* an emptyDir with no sizeLimit counts toward the pod's limit (a single container's too) */
+  const char *one = "  containers: [" EPHEMERAL("c1", "100Mi") "]\n  volumes: [{name: data, emptyDir: {}}]\n";
+  assert_string_equal(check(one, local_stats(0, 0, 0, 101 * MI), false, msg), "ephemeralpodfs.limit");
+  assert_string_equal(msg, "Pod ephemeral local storage usage exceeds the total limit of containers 100Mi. ");
+  assert_string_equal(check(one, local_stats(0, 0, 0, 99 * MI), false, msg), "");
+  /* the writable layer counts toward the pod even on a dedicated image filesystem */
+  assert_string_equal(check(one, local_stats(101 * MI, 0, 0, 0), true, msg), "ephemeralpodfs.limit");
+}
+
+/* upstream containerEphemeralStorageLimitEviction: one container's writable
+ * layer and logs over its own limit (the logs alone with a dedicated image
+ * filesystem). */
+static void test_local_storage_container(void **state) {
+  (void)state;
+  char msg[256];
+  const char *spec = "  containers: [" EPHEMERAL("c1", "5Mi") ", " EPHEMERAL("c2", "1Gi") "]\n";
+  assert_string_equal(check(spec, local_stats(5 * MI, MI, 0, 0), false, msg), "ephemeralcontainerfs.limit");
+  assert_string_equal(msg, "Container c1 exceeded its local ephemeral storage limit \"5Mi\". ");
+  assert_string_equal(check(spec, local_stats(4 * MI, MI, 0, 0), false, msg), "");
+  assert_string_equal(check(spec, local_stats(5 * MI, MI, 0, 0), true, msg), "");
+  assert_string_equal(check(spec, local_stats(0, 6 * MI, 0, 0), true, msg), "ephemeralcontainerfs.limit");
+  /* a container not running has no figures: nothing to hold against it */
+  nl_ev_pod_stats_t s = local_stats(0, 0, 0, 0);
+  s.n_containers = 1; /* c2 only stays in the array, freed below */
+  free(s.containers[1].name);
+  free(s.containers[0].name);
+  s.containers[0] = (nl_ev_container_stats_t){nl_xstrdup("c2"), 0, 900 * MI, 0};
+  assert_string_equal(check(spec, s, false, msg), "");
+}
+
+/* The manager: with no threshold configured, every pod over a limit goes in
+ * the same round with a grace of 1 s, counted by its signal; the others stay. */
+static void test_local_storage_eviction(void **state) {
+  (void)state;
+  fixture_t *f = setup(none, none, none, none, 300 * S);
+  for (size_t i = 0; i < f->n_pods; i++) nl_pod_free(f->pods[i]);
+  f->pods[0] = pod_of("layer", "u1", "  containers: [" EPHEMERAL("c", "5Mi") "]\n");
+  f->pods[1] = pod_of("volume", "u2", "  containers: [{name: c, image: i}]\n" EMPTYDIR("", "10Mi"));
+  f->pods[2] = pod_of("within", "u3", "  containers: [" EPHEMERAL("c", "5Mi") "]\n");
+  f->n_pods = 3;
+  f->rootfs[0] = 4 * MI; /* within 5Mi, and volume "data" within 10Mi */
+  f->vol_used[1] = 10 * MI;
+  f->rootfs[2] = 4 * MI;
+  round_at(f, 0);
+  assert_int_equal(f->evictions, 0);
+  f->rootfs[0] = 6 * MI;
+  f->vol_used[1] = 11 * MI;
+  round_at(f, 10);
+  assert_int_equal(f->evictions, 2);
+  assert_int_equal(f->evicted_grace, 1);
+  assert_string_equal(f->evicted, "volume");
+  assert_string_equal(f->message, "Usage of EmptyDir volume \"data\" exceeds the limit \"10Mi\". ");
+  assert_int_equal(f->m.n_evicted, 2);
+  assert_false(nl_eviction_memory_pressure(&f->m) || nl_eviction_disk_pressure(&f->m));
+  nl_buf_t text = NL_BUF_INIT;
+  nl_metrics_encode(&f->metrics.reg, &text);
+  assert_non_null(strstr(text.data, "\nkubelet_evictions{eviction_signal=\"ephemeralpodfs.limit\"} 1\n"));
+  assert_non_null(strstr(text.data, "\nkubelet_evictions{eviction_signal=\"emptydirfs.limit\"} 1\n"));
+  nl_buf_free(&text);
+  teardown(f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse_quantities_and_percentages),
@@ -560,6 +712,10 @@ int main(void) {
       cmocka_unit_test(test_admission),
       cmocka_unit_test(test_critical_skipped),
       cmocka_unit_test(test_memory_threshold_notification),
+      cmocka_unit_test(test_local_storage_empty_dir),
+      cmocka_unit_test(test_local_storage_pod_total),
+      cmocka_unit_test(test_local_storage_container),
+      cmocka_unit_test(test_local_storage_eviction),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -184,6 +184,35 @@ static void test_images(void **state) {
   assert_int_equal(out[0], 2);
 }
 
+/* An image a container mounts as a volume is in use: however much is to
+ * free, it is not chosen (upstream handleImageVolumes). */
+static void test_image_mounts(void **state) {
+  (void)state;
+  nl_gc_image_t im[] = {
+      {"sha256:app", 100, 0, 10 * S, false, false},
+      {"sha256:data", 100, 0, 10 * S, false, false},
+  };
+  Runtime__V1__ImageSpec spec = RUNTIME__V1__IMAGE_SPEC__INIT;
+  spec.image = "sha256:data";
+  Runtime__V1__Mount vol = RUNTIME__V1__MOUNT__INIT, host = RUNTIME__V1__MOUNT__INIT;
+  vol.image = &spec;
+  host.host_path = "/srv";
+  Runtime__V1__Mount *mounts[] = {&host, &vol};
+  Runtime__V1__ContainerStatus st = RUNTIME__V1__CONTAINER_STATUS__INIT;
+  st.mounts = mounts;
+  st.n_mounts = 2;
+  assert_int_equal(nl_gc_mark_image_mounts(im, 2, &st, 100 * S), 1);
+  assert_true(im[1].in_use);
+  assert_int_equal(im[1].last_used_ns, 100 * S);
+  assert_false(im[0].in_use);
+  size_t out[2];
+  uint64_t freed;
+  size_t n = nl_gc_select_images(im, 2, 100 * S, 0, 0, UINT64_MAX, out, &freed);
+  assert_int_equal(n, 1);
+  assert_int_equal(out[0], 0);
+  assert_int_equal(nl_gc_mark_image_mounts(im, 2, NULL, 0), 0);
+}
+
 static void test_bytes_to_free(void **state) {
   (void)state;
   /* 90 % full, high 85: down to 80 % means 20 available */
@@ -274,6 +303,7 @@ int main(void) {
       cmocka_unit_test(test_max_containers),
       cmocka_unit_test(test_sandboxes),
       cmocka_unit_test(test_images),
+      cmocka_unit_test(test_image_mounts),
       cmocka_unit_test(test_bytes_to_free),
       cmocka_unit_test(test_logdir_uid),
       cmocka_unit_test(test_log_links),

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "managers/metrics.h"
+#include "managers/status.h"
 
 static void populate(nl_kmetrics_t *m) {
   nl_kmetrics_init(m, "edge-1");
@@ -33,6 +34,7 @@ static void populate(nl_kmetrics_t *m) {
   nl_kmetrics_podres(m, "v1", NL_KMETRICS_PODRES_LIST, false);
   nl_kmetrics_podres(m, "v1", NL_KMETRICS_PODRES_GET_ALLOCATABLE, false);
   nl_kmetrics_podres(m, "v1", NL_KMETRICS_PODRES_GET, true);
+  nl_kmetrics_container_terminated(m, "container", 0, "Completed");
 }
 
 static char *encode(nl_metrics_t *r) {
@@ -103,6 +105,51 @@ static void upstream_names_and_labels(void **state) {
   nl_kmetrics_free(&m);
 }
 
+static nl_container_status_t cst(const char *name, nl_cstate_kind_t kind, int32_t code,
+                                 const char *reason) {
+  return (nl_container_status_t){.name = (char *)name,
+                                 .state = {.kind = kind, .exit_code = code, .reason = (char *)reason}};
+}
+
+/* kubelet_terminated_containers_total: each container counted once, when its
+ * status first shows it terminated, by type, exit code and reason. */
+static void terminations_counted_once(void **state) {
+  (void)state;
+  nl_kmetrics_t m;
+  nl_kmetrics_init(&m, "edge-1");
+  char *t = encode(&m.reg);
+  assert_null(strstr(t, "kubelet_terminated_containers_total{")); /* no series before the first */
+  free(t);
+  nl_container_status_t init1[] = {cst("init", NL_CSTATE_TERMINATED, 0, "Completed")};
+  nl_container_status_t app1[] = {cst("app", NL_CSTATE_RUNNING, 0, NULL),
+                                  cst("side", NL_CSTATE_TERMINATED, 42, "Error")};
+  nl_pod_status_t s1 = {.init_container_statuses = init1, .n_init_container_statuses = 1,
+                        .container_statuses = app1, .n_container_statuses = 2};
+  nl_kmetrics_count_terminations(&m, NULL, &s1); /* the first status: both terminated ones */
+  nl_kmetrics_count_terminations(&m, &s1, &s1); /* the same again: nothing new */
+  nl_container_status_t app2[] = {cst("app", NL_CSTATE_TERMINATED, 137, "OOMKilled"),
+                                  cst("side", NL_CSTATE_RUNNING, 0, NULL)};
+  nl_pod_status_t s2 = s1;
+  s2.container_statuses = app2;
+  nl_kmetrics_count_terminations(&m, &s1, &s2); /* app ends; side restarted */
+  nl_container_status_t app3[] = {cst("app", NL_CSTATE_TERMINATED, 137, "OOMKilled"),
+                                  cst("side", NL_CSTATE_TERMINATED, 42, "Error")};
+  nl_pod_status_t s3 = s1;
+  s3.container_statuses = app3;
+  nl_kmetrics_count_terminations(&m, &s2, &s3); /* side ends a second time */
+  t = encode(&m.reg);
+  expect(t, "# HELP kubelet_terminated_containers_total [ALPHA] Cumulative number of container "
+            "terminations.\n# TYPE kubelet_terminated_containers_total counter\n");
+  expect(t, "kubelet_terminated_containers_total{container_type=\"init_container\",exit_code=\"0\","
+            "reason=\"Completed\"} 1\n");
+  expect(t, "kubelet_terminated_containers_total{container_type=\"container\",exit_code=\"42\","
+            "reason=\"Error\"} 2\n");
+  expect(t, "kubelet_terminated_containers_total{container_type=\"container\",exit_code=\"137\","
+            "reason=\"OOMKilled\"} 1\n");
+  free(t);
+  nl_kmetrics_free(&m);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--dump") == 0) {
     nl_kmetrics_t m;
@@ -114,6 +161,7 @@ int main(int argc, char **argv) {
     nl_kmetrics_free(&m);
     return 0;
   }
-  const struct CMUnitTest tests[] = {cmocka_unit_test(upstream_names_and_labels)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(upstream_names_and_labels),
+                                     cmocka_unit_test(terminations_counted_once)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

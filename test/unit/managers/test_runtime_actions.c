@@ -345,12 +345,100 @@ static void test_sidecars(void **state) {
   nl_pod_free(p);
 }
 
+/* ContainerRestartRules: the container's rules, then its policy, then the pod's. */
+static void test_container_restart_rules(void **state) {
+  (void)state;
+  static const struct {
+    const char *pod_policy, *container, *why;
+    int exit_code;
+    bool started;
+  } cases[] = {
+      {"Always", "restartPolicy: Never", "own Never beats the pod's Always", 1, false},
+      {"Always", "restartPolicy: Never", "own Never, exit 0", 0, false},
+      {"Never", "restartPolicy: Always", "own Always beats the pod's Never", 1, true},
+      {"Never", "restartPolicy: OnFailure", "own OnFailure, failed", 3, true},
+      {"Never", "restartPolicy: OnFailure", "own OnFailure, succeeded", 0, false},
+      {"Never", "restartPolicy: Never, restartPolicyRules: [{action: Restart, exitCodes: {operator: In, values: [42]}}]",
+       "rule In [42] matches 42", 42, true},
+      {"Never", "restartPolicy: Never, restartPolicyRules: [{action: Restart, exitCodes: {operator: In, values: [42]}}]",
+       "rule In [42] does not match 1", 1, false},
+      {"Always", "restartPolicy: Never, restartPolicyRules: [{action: Restart, exitCodes: {operator: NotIn, values: [0, 7]}}]",
+       "rule NotIn [0, 7] matches 3", 3, true},
+      {"Always", "restartPolicy: Never, restartPolicyRules: [{action: Restart, exitCodes: {operator: NotIn, values: [0, 7]}}]",
+       "rule NotIn [0, 7] does not match 7", 7, false},
+      {"Never", "restartPolicy: Always, restartPolicyRules: [{action: RestartAllContainers, exitCodes: {operator: In, values: [42]}}]",
+       "RestartAllContainers not done: the container's Always", 42, true},
+      {"Always", "restartPolicy: Never, restartPolicyRules: [{action: RestartAllContainers, exitCodes: {operator: In, values: [42]}}]",
+       "RestartAllContainers not done: the container's Never", 42, false},
+      {"Never", NULL, "no policy of its own: the pod's Never", 42, false},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char *c = cases[i].container ? nl_xasprintf("  - {name: a, image: busybox, %s}\n", cases[i].container)
+                                 : nl_xstrdup(ONE);
+    nl_pod_t *p = mkpod(cases[i].pod_policy, NULL, c);
+    free(c);
+    nl_rt_pod_status_t *s = st_new(NL_RT_SANDBOX_READY, "10.88.0.2");
+    st_add(s, "a", NL_RT_CONTAINER_EXITED, cases[i].exit_code, hash_of(p, "a"));
+    nl_pod_actions_t a;
+    nl_runtime_compute_actions(p, s, NULL, NULL, &a);
+    if (a.n_to_start != (cases[i].started ? 1u : 0u)) fail_msg("case %zu (%s): started %zu", i, cases[i].why, a.n_to_start);
+    assert_int_equal(a.kill_pod, !cases[i].started);
+    assert_int_equal(nl_runtime_should_restart(&p->spec.containers[0], p, s), cases[i].started);
+    nl_pod_actions_free(&a);
+    nl_rt_pod_status_free(s);
+    nl_pod_free(p);
+  }
+}
+
+/* A running container killed by its liveness probe: its own policy decides,
+ * with no exit code for the rules. */
+static void test_container_policy_on_probe_failure(void **state) {
+  (void)state;
+  nl_pod_t *p = mkpod("Always", NULL,
+                      "  - {name: a, image: busybox, restartPolicy: Never}\n  - {name: b, image: busybox}\n");
+  nl_rt_pod_status_t *s = st_new(NL_RT_SANDBOX_READY, "10.88.0.2");
+  st_add(s, "a", NL_RT_CONTAINER_RUNNING, 0, hash_of(p, "a"));
+  st_add(s, "b", NL_RT_CONTAINER_RUNNING, 0, hash_of(p, "b"));
+  nl_pod_actions_t a;
+  nl_runtime_compute_actions(p, s, fail_liveness, NULL, &a);
+  assert_int_equal(a.n_to_kill, 1);
+  assert_int_equal(a.n_to_start, 0); /* a is not started again; b runs on */
+  assert_false(a.kill_pod);
+  assert_string_equal(a.to_kill[0].message, "Container a failed liveness probe");
+  nl_pod_actions_free(&a);
+  nl_rt_pod_status_free(s);
+  nl_pod_free(p);
+}
+
+/* An init container's own policy and rules: restarted under a Never pod on
+ * a matching rule, the pod killed when not. */
+static void test_init_container_rules(void **state) {
+  (void)state;
+  const char *inits = "  initContainers:\n  - {name: i0, image: busybox, restartPolicy: Never, restartPolicyRules: "
+                      "[{action: Restart, exitCodes: {operator: In, values: [42]}}]}\n";
+  for (int code = 1; code <= 42; code += 41) {
+    nl_pod_t *p = mkpod("Never", inits, ONE);
+    nl_rt_pod_status_t *s = st_new(NL_RT_SANDBOX_READY, "10.88.0.2");
+    st_add(s, "i0", NL_RT_CONTAINER_EXITED, code, hash_of(p, "i0"));
+    nl_pod_actions_t a;
+    nl_runtime_compute_actions(p, s, NULL, NULL, &a);
+    assert_int_equal(a.kill_pod, code != 42);
+    assert_int_equal(a.n_init_to_start, code == 42 ? 1 : 0);
+    nl_pod_actions_free(&a);
+    nl_rt_pod_status_free(s);
+    nl_pod_free(p);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_new_pod),          cmocka_unit_test(test_steady_and_changed),
       cmocka_unit_test(test_restart_policies), cmocka_unit_test(test_sandbox_changed),
       cmocka_unit_test(test_probes_and_unknown), cmocka_unit_test(test_init_containers),
       cmocka_unit_test(test_sidecars),         cmocka_unit_test(test_ephemeral_containers),
+      cmocka_unit_test(test_container_restart_rules),
+      cmocka_unit_test(test_container_policy_on_probe_failure),
+      cmocka_unit_test(test_init_container_rules),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

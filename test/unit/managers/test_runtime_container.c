@@ -184,6 +184,86 @@ static void test_config_errors(void **state) {
   nl_pod_free(pod);
 }
 
+/* An image volume's CRI Mount: no host path, the pulled image's id and the
+ * pod's reference, subPath inside the image, read-only whatever the mount
+ * says; a mount of an image volume that was not pulled is a config error. */
+static void test_image_volume_mounts(void **state) {
+  (void)state;
+  nl_runtime_opts_t o = test_opts();
+  nl_pod_t *pod = pod_from_yaml(
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: nsx, uid: u, annotations: {a: b}}\n"
+      "spec:\n  volumes:\n  - name: tools\n    image: {reference: example/tools, pullPolicy: Never}\n"
+      "  - {name: data, emptyDir: {}}\n"
+      "  containers:\n  - name: c\n    image: b\n    volumeMounts:\n"
+      "    - {name: tools, mountPath: /opt/tools, subPath: bin, mountPropagation: HostToContainer}\n"
+      "    - {name: data, mountPath: /data}\n"
+      "    - {name: tools, mountPath: /all, readOnly: false}\n");
+  nl_image_volume_ref_t iv = {"tools", "sha256:feed", "example/tools"};
+  nl_container_input_t in = {.container = &pod->spec.containers[0], .image_volumes = &iv,
+                             .n_image_volumes = 1};
+  Runtime__V1__ContainerConfig *c = NULL;
+  nl_err_t *err = NULL;
+  assert_int_equal(nl_runtime_build_container_config(&o, pod, &in, &c, &err), 0);
+  assert_int_equal(c->n_mounts, 3);
+  Runtime__V1__Mount *m = c->mounts[0];
+  assert_string_equal(m->container_path, "/opt/tools");
+  assert_string_equal(m->host_path, "");
+  assert_non_null(m->image);
+  assert_string_equal(m->image->image, "sha256:feed");
+  assert_string_equal(m->image->user_specified_image, "example/tools");
+  assert_int_equal(m->image->n_annotations, 1);
+  assert_string_equal(m->image->annotations[0]->key, "a");
+  assert_string_equal(m->image_sub_path, "bin");
+  assert_true(m->readonly);
+  assert_int_equal(m->propagation, RUNTIME__V1__MOUNT_PROPAGATION__PROPAGATION_HOST_TO_CONTAINER);
+  assert_null(c->mounts[1]->image);
+  assert_string_equal(c->mounts[1]->host_path,
+                      "/var/lib/kubelet/pods/u/volumes/kubernetes.io~empty-dir/data");
+  assert_string_equal(c->mounts[2]->image_sub_path, "");
+  assert_true(c->mounts[2]->readonly);
+  protobuf_c_message_free_unpacked(&c->base, NULL);
+  /* not pulled: no mount without its image */
+  in.n_image_volumes = 0;
+  assert_int_equal(nl_runtime_build_container_config(&o, pod, &in, &c, &err), -1);
+  assert_non_null(strstr(err->msg, "image volume \"tools\" was not pulled"));
+  nl_err_free(&err);
+  nl_pod_free(pod);
+  /* a subPath leaving the image is refused as any other */
+  pod = pod_from_yaml(
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: nsx, uid: u}\n"
+      "spec:\n  volumes:\n  - name: tools\n    image: {reference: example/tools}\n"
+      "  containers: [{name: c, image: b, volumeMounts: [{name: tools, mountPath: /t, subPath: ../x}]}]\n");
+  in.container = &pod->spec.containers[0];
+  in.n_image_volumes = 1;
+  assert_int_equal(nl_runtime_build_container_config(&o, pod, &in, &c, &err), -1);
+  assert_non_null(strstr(err->msg, "must not contain '..'"));
+  nl_err_free(&err);
+  nl_pod_free(pod);
+}
+
+/* Runtimes that ignore the Mount's image field are known by their version. */
+static void test_image_volume_runtimes(void **state) {
+  (void)state;
+  char *why = nl_runtime_image_volumes_unsupported("containerd", "1.6.20");
+  assert_non_null(why);
+  assert_string_equal(why, "the container runtime containerd 1.6.20 does not mount images "
+                           "(containerd 2.1 or later does)");
+  free(why);
+  why = nl_runtime_image_volumes_unsupported("containerd", "v2.0.5");
+  assert_non_null(why);
+  free(why);
+  why = nl_runtime_image_volumes_unsupported("cri-o", "1.30.2");
+  assert_non_null(why);
+  free(why);
+  assert_null(nl_runtime_image_volumes_unsupported("containerd", "v2.1.0"));
+  assert_null(nl_runtime_image_volumes_unsupported("containerd", "2.4.1"));
+  assert_null(nl_runtime_image_volumes_unsupported("containerd", "3.0.0"));
+  assert_null(nl_runtime_image_volumes_unsupported("cri-o", "1.31.0"));
+  assert_null(nl_runtime_image_volumes_unsupported("other", "0.1"));
+  assert_null(nl_runtime_image_volumes_unsupported("containerd", NULL));
+  assert_null(nl_runtime_image_volumes_unsupported("containerd", "devel"));
+}
+
 static void node_allocatable(void *ctx, nl_runtime_allocatable_t *out) {
   (void)ctx;
   *out = (nl_runtime_allocatable_t){1500, 3LL << 30, 10LL << 30};
@@ -548,6 +628,7 @@ int main(void) {
       cmocka_unit_test(test_container_devices),
       cmocka_unit_test(test_backoff_key),   cmocka_unit_test(test_etc_hosts_content),
       cmocka_unit_test(test_etc_hosts_mount), cmocka_unit_test(test_restore_pod),
+      cmocka_unit_test(test_image_volume_mounts), cmocka_unit_test(test_image_volume_runtimes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

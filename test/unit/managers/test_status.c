@@ -152,6 +152,41 @@ static void phase_rules_regular_containers(void **state) {
   assert_int_equal(phase_with("Always", E, 0, E, 137, true), NL_POD_FAILED);
 }
 
+static void phase_container_restart_rules(void **state) {
+  (void)state;
+  /* an Always pod whose one container may not restart (its own Never): Failed
+   * once it exits 1, Succeeded once it exits 0; no longer Running */
+  nl_pod_t *pod = pod_of("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default, uid: u1}\n"
+                         "spec:\n  restartPolicy: Always\n  containers:\n"
+                         "  - {name: a, image: busybox, restartPolicy: Never, restartPolicyRules: "
+                         "[{action: Restart, exitCodes: {operator: In, values: [42]}}]}\n");
+  nl_container_status_t st = {.name = "a", .state = {.kind = NL_CSTATE_TERMINATED, .exit_code = 1}};
+  assert_int_equal(nl_pod_status_phase(pod, &st, 1, false, true), NL_POD_FAILED);
+  st.state.exit_code = 0;
+  assert_int_equal(nl_pod_status_phase(pod, &st, 1, false, true), NL_POD_SUCCEEDED);
+  /* exit 42 matches the rule: restarting, Running (also while waiting in back-off) */
+  st.state.exit_code = 42;
+  assert_int_equal(nl_pod_status_phase(pod, &st, 1, false, true), NL_POD_RUNNING);
+  nl_container_status_t w = {.name = "a", .state = {.kind = NL_CSTATE_WAITING},
+                             .last_state = {.kind = NL_CSTATE_TERMINATED, .exit_code = 42}};
+  assert_int_equal(nl_pod_status_phase(pod, &w, 1, false, true), NL_POD_RUNNING);
+  nl_pod_free(pod);
+  /* a Never pod whose container's own Always restarts it */
+  pod = pod_of("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default, uid: u1}\n"
+               "spec:\n  restartPolicy: Never\n  containers:\n  - {name: a, image: busybox, restartPolicy: Always}\n");
+  st.state.exit_code = 1;
+  assert_int_equal(nl_pod_status_phase(pod, &st, 1, false, true), NL_POD_RUNNING);
+  nl_pod_free(pod);
+  /* an init container that failed and may not restart fails the Always pod */
+  pod = pod_of("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default, uid: u1}\n"
+               "spec:\n  restartPolicy: Always\n  initContainers:\n  - {name: init, image: busybox, restartPolicy: Never}\n"
+               "  containers:\n  - {name: app, image: busybox}\n");
+  nl_container_status_t v[2] = {{.name = "init", .state = {.kind = NL_CSTATE_TERMINATED, .exit_code = 3}},
+                                {.name = "app", .state = {.kind = NL_CSTATE_WAITING}}};
+  assert_int_equal(nl_pod_status_phase(pod, v, 2, false, false), NL_POD_FAILED);
+  nl_pod_free(pod);
+}
+
 static void phase_rules_static_pods_and_unknown(void **state) {
   /* TODO upstream #116484: static pods get no terminal phase from podIsTerminal */
   nl_pod_t *pod = pod_of("apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  uid: u1\n"
@@ -941,6 +976,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(phase_rules_regular_containers),
       cmocka_unit_test(phase_rules_static_pods_and_unknown),
+      cmocka_unit_test(phase_container_restart_rules),
       cmocka_unit_test(phase_rules_init_containers),
       cmocka_unit_test(terminal_phase_is_kept),
       cmocka_unit_test(terminate_gives_a_terminal_phase),

@@ -141,7 +141,7 @@ static void every_volume_kind(void **state) {
   nl_pod_t *p = load("volumes.yaml", true);
   char b[NL_QUANTITY_STRLEN];
   nl_volume_t *v = p->spec.volumes;
-  assert_int_equal(p->spec.n_volumes, 8);
+  assert_int_equal(p->spec.n_volumes, 10);
   assert_null(v[0].empty_dir->medium);
   assert_false(v[0].empty_dir->has_size_limit);
   assert_string_equal(v[1].empty_dir->medium, "Memory");
@@ -167,6 +167,10 @@ static void every_volume_kind(void **state) {
   assert_string_equal(d->items[1].resource_field_ref->container_name, "main");
   assert_string_equal(v[7].persistent_volume_claim->claim_name, "data-claim");
   assert_true(v[7].persistent_volume_claim->read_only);
+  assert_string_equal(v[8].image->reference, "example/tools:v1");
+  assert_string_equal(v[8].image->pull_policy, "IfNotPresent"); /* defaulted from the tag */
+  assert_string_equal(v[9].image->pull_policy, "Never");
+  assert_string_equal(p->spec.containers[0].volume_mounts[8].sub_path, "bin");
   assert_string_equal(p->spec.containers[0].volume_mounts[2].mount_propagation, "HostToContainer");
   assert_string_equal(p->spec.containers[0].volume_mounts[4].sub_path, "tls");
   nl_pod_free(p);
@@ -202,10 +206,37 @@ static void yaml_and_json_agree(void **state) {
   nl_pod_free(j);
 }
 
+/* A container's restartPolicyRules, in order, through a copy too. */
+static void restart_rules(void **state) {
+  nl_pod_t *p = load("restart-rules.yaml", true);
+  for (int copy = 0; copy < 2; copy++) {
+    nl_pod_t *q = copy ? nl_pod_dup(p) : p;
+    const nl_container_t *c = &q->spec.containers[0];
+    assert_string_equal(c->restart_policy, "Never");
+    assert_int_equal(c->n_restart_policy_rules, 2);
+    assert_string_equal(c->restart_policy_rules[0].action, "Restart");
+    assert_true(c->restart_policy_rules[0].has_exit_codes);
+    assert_string_equal(c->restart_policy_rules[0].operator_, "In");
+    assert_int_equal(c->restart_policy_rules[0].n_values, 2);
+    assert_int_equal(c->restart_policy_rules[0].values[1], 43);
+    assert_string_equal(c->restart_policy_rules[1].operator_, "NotIn");
+    assert_string_equal(q->spec.init_containers[0].restart_policy, "OnFailure");
+    assert_null(q->spec.containers[1].restart_policy);
+    /* the first matching rule decides; RestartAllContainers is not done */
+    assert_true(nl_container_should_restart(&q->spec, c, 43));
+    assert_false(nl_container_should_restart(&q->spec, c, 1));
+    assert_false(nl_container_should_restart(&q->spec, c, 0));
+    assert_true(nl_container_restartable(&q->spec, c));
+    assert_true(nl_pod_has_restart_all_rule(&q->spec));
+    if (copy) nl_pod_free(q);
+  }
+  nl_pod_free(p);
+}
+
 /* Encoding then decoding gives the same pod, for every fixture. */
 static void round_trips(void **state) {
   const char *names[] = {"nginx.yaml", "init-sidecar.yaml", "env-fieldref.yaml", "volumes.yaml",
-                         "resources.yaml"};
+                         "resources.yaml", "restart-rules.yaml"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     nl_pod_t *p = load(names[i], true);
     nl_buf_t a = NL_BUF_INIT, b = NL_BUF_INIT;
@@ -279,7 +310,7 @@ int main(void) {
       cmocka_unit_test(nginx_decodes),      cmocka_unit_test(defaults_apply),
       cmocka_unit_test(init_and_sidecar),   cmocka_unit_test(env_sources),
       cmocka_unit_test(every_volume_kind),  cmocka_unit_test(every_quantity_form),
-      cmocka_unit_test(yaml_and_json_agree), cmocka_unit_test(round_trips),
+      cmocka_unit_test(yaml_and_json_agree), cmocka_unit_test(round_trips), cmocka_unit_test(restart_rules),
       cmocka_unit_test(yaml_scalars),       cmocka_unit_test(lists),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
