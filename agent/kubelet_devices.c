@@ -2,6 +2,7 @@
 #include "agent/kubelet_devices.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "agent/kubelet_pods.h"
 #include "reactor/log.h"
@@ -29,6 +30,21 @@ static bool pods_synced(void *ctx) {
   return nl_pod_config_sources_ready(&k->pod_config);
 }
 
+/* The runtime's view at the PLEG's last relist. Before its first one the
+ * agent knows nothing of the runtime yet: a container it assigned devices
+ * before its start counts as running (an agent restart keeps them, as
+ * before the relist could say). */
+static bool container_running(void *ctx, const char *uid, const char *name) {
+  nl_kubelet_t *k = ctx;
+  if (!k->pleg_up || k->pleg.relists == k->pleg.relist_failures) return true;
+  const nl_rt_pod_status_t *st = nl_pleg_get(&k->pleg, uid);
+  for (size_t i = 0; st && i < st->n_containers; i++)
+    if (st->containers[i].name && !strcmp(st->containers[i].name, name) &&
+        st->containers[i].state == NL_RT_CONTAINER_RUNNING)
+      return true;
+  return false;
+}
+
 int nl__kubelet_devices_start(nl_kubelet_t *k, nl_err_t **err) {
   char *dir = nl_xasprintf("%s/device-plugins", k->cfg->root_dir);
   nl_devices_opts_t o = {
@@ -38,6 +54,7 @@ int nl__kubelet_devices_start(nl_kubelet_t *k, nl_err_t **err) {
       .pod_active = nl__kubelet_pod_active,
       .pod_active_ctx = k,
       .sources_ready = pods_synced,
+      .container_running = container_running,
       .pod_changed = k->resource_health ? on_pod_changed : NULL,
       .pod_changed_ctx = k,
       .metrics = &k->metrics,

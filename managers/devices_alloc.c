@@ -147,6 +147,32 @@ static void reuse_drop(reuse_t *r, char *const *ids, size_t n) {
       }
 }
 
+/* Devices assigned before (the checkpoint's), as upstream's devicesToAllocate
+ * judges them: a container still running while the pod sources are not all
+ * ready is an agent restart, and has its devices; otherwise (a node reboot,
+ * or a pod admitted again) the plugin must be registered and the devices
+ * healthy. */
+static char *reassigned(nl_devices_t *m, const char *uid, const char *container,
+                        const nl_dev_resource_t *r, const nl_dev_alloc_t *a) {
+  bool synced = !m->opts.sources_ready || m->opts.sources_ready(m->opts.pod_active_ctx);
+  if (!synced && m->opts.container_running &&
+      m->opts.container_running(m->opts.pod_active_ctx, uid, container))
+    return NULL;
+  if (!r->ep && !r->ended_at) return nl_xasprintf("cannot allocate unregistered device %s", r->name);
+  size_t healthy = 0;
+  for (size_t i = 0; r->ep && i < r->n_devs; i++) healthy += r->devs[i].healthy;
+  if (!healthy)
+    return nl_xasprintf("no healthy devices present; cannot allocate unhealthy devices %s", r->name);
+  for (size_t i = 0; i < a->n_ids; i++) {
+    size_t j = 0;
+    while (j < r->n_devs && (strcmp(r->devs[j].id, a->ids[i]) != 0 || !r->devs[j].healthy)) j++;
+    if (j == r->n_devs)
+      return nl_xasprintf("previously allocated devices are no longer healthy; cannot allocate "
+                          "unhealthy devices %s", r->name);
+  }
+  return NULL;
+}
+
 /* upstream devicesToAllocate for one container and resource. */
 static char *assign(nl_devices_t *m, const nl_pod_t *pod, const nl_container_t *c,
                     nl_dev_resource_t *r, int64_t needed, reuse_t *reuse, bool *made) {
@@ -157,11 +183,12 @@ static char *assign(nl_devices_t *m, const nl_pod_t *pod, const nl_container_t *
       return nl_xasprintf("pod \"%s\" container \"%s\" changed request for resource \"%s\" "
                           "from %zu to %lld", uid, c->name, r->name, a->n_ids,
                           (long long)needed);
-    return NULL;
+    return reassigned(m, uid, c->name, r, a);
   }
   if (!r->devs && !r->ep && !r->ended_at)
     return nl_xasprintf("cannot allocate unregistered device %s", r->name);
   a = nl__dev_alloc_add(m, uid, c->name, r->name);
+  a->admitting = true;
   *made = true;
   for (size_t i = 0; i < reuse->n && needed > 0; i++, needed--) nl__dev_alloc_push(a, reuse->ids[i]);
   if (needed == 0) return NULL;
@@ -219,14 +246,17 @@ bool nl_devices_admit(nl_devices_t *m, const nl_pod_t *pod, char **msg) {
     free(reuse[i].resource);
   }
   free(reuse);
-  if (e) { /* nothing of this admission stays assigned */
-    nl_list_t *pos, *tmp;
-    nl_list_foreach_safe(pos, tmp, &m->allocs) {
-      nl_dev_alloc_t *a = nl_list_entry(pos, nl_dev_alloc_t, link);
-      if (strcmp(a->pod_uid, pod->metadata.uid) != 0 || a->resp) continue;
-      nl_list_remove(&a->link);
-      nl__dev_alloc_free(a);
-    }
+  /* nothing of a failed admission stays assigned; what was before stays */
+  nl_list_t *pos, *tmp;
+  nl_list_foreach_safe(pos, tmp, &m->allocs) {
+    nl_dev_alloc_t *a = nl_list_entry(pos, nl_dev_alloc_t, link);
+    if (!a->admitting) continue;
+    a->admitting = false;
+    if (!e) continue;
+    nl_list_remove(&a->link);
+    nl__dev_alloc_free(a);
+  }
+  if (e) {
     *msg = nl_xasprintf("Allocate failed due to %s, which is unexpected", e);
     free(e);
     return false;

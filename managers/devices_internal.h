@@ -67,6 +67,7 @@ typedef struct nl_dev_alloc {
   size_t n_ids;
   uint8_t *resp; /* packed ContainerAllocateResponse; NULL until Allocate answered */
   size_t resp_len;
+  bool admitting; /* made by the admission in progress: undone if it fails */
 } nl_dev_alloc_t;
 
 nl_dev_alloc_t *nl__dev_alloc_find(const nl_devices_t *m, const char *uid, const char *container,

@@ -50,6 +50,7 @@ typedef struct world {
   uint64_t call_timeout_ms;
   char gone[16]; /* a pod no longer active (opts.pod_active) */
   bool unsynced;  /* opts.sources_ready says no */
+  bool stopped;   /* opts.container_running says no container runs */
   const char *opt_fail; /* set: it fails with this message */
   /* the registering client */
   nl_cri_client_t reg;
@@ -246,13 +247,18 @@ static bool pod_active(void *ctx, const char *uid) {
 
 static bool sources_ready(void *ctx) { return !((world_t *)ctx)->unsynced; }
 
+static bool container_running(void *ctx, const char *uid, const char *name) {
+  (void)uid, (void)name;
+  return !((world_t *)ctx)->stopped;
+}
+
 static void manager_start(world_t *w, uint64_t grace_ms, size_t max_devices) {
   nl_devices_opts_t o = {.dir = w->dir, .grace_ms = grace_ms, .max_devices = max_devices,
                          .connect_wait_ms = 500, .call_timeout_ms = w->call_timeout_ms,
                          .changed = on_changed, .changed_ctx = w,
                          .pod_changed = on_pod_changed, .pod_changed_ctx = w,
                          .pod_active = pod_active, .pod_active_ctx = w,
-                         .sources_ready = sources_ready};
+                         .sources_ready = sources_ready, .container_running = container_running};
   nl_err_t *err = NULL;
   if (nl_devices_start(&w->m, &w->loop, &o, &err) < 0) fail_msg("%s", err->msg);
   w->m_done = false;
@@ -662,9 +668,21 @@ static void test_admit_allocate_restore(void **state) {
   c_ids = nl_devices_assigned(&w->m, "u1", "c", RES, &n2);
   assert_int_equal(n2, 1);
   assert_string_equal(c_ids[0], keep);
+  /* a node reboot: the pod sources not all ready, its containers not
+   * running, its plugin not registered again yet (the checkpoint's resource
+   * has no healthy device): refused, as upstream */
+  w->unsynced = true;
+  w->stopped = true;
+  assert_false(nl_devices_admit(&w->m, one, &msg));
+  assert_string_equal(msg, "Allocate failed due to no healthy devices present; cannot allocate "
+                           "unhealthy devices example.com/resource, which is unexpected");
+  free(msg);
+  /* an agent restart: its containers run, and keep their devices */
+  w->stopped = false;
   assert_true(nl_devices_admit(&w->m, one, &msg)); /* re-admitted: the same devices */
   c_ids = nl_devices_assigned(&w->m, "u1", "c", RES, &n2);
   assert_string_equal(c_ids[0], keep);
+  w->unsynced = false;
   w->got = false;
   w->prestarts = 0;
   assert_true(nl_devices_container(&w->m, one, &one->spec.containers[0], on_container, w));
