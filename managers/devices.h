@@ -84,11 +84,12 @@ typedef struct nl_devices_opts {
    * UpdateAllocatedDevices (just after a start, a running pod not yet seen
    * again is not gone). NULL: always. */
   bool (*sources_ready)(void *ctx);
-  /* Whether the runtime runs the pod's container (ctx pod_active_ctx): a
-   * container assigned devices before the agent's start and still running
-   * keeps them whatever its plugin's state (an agent restart), one not
-   * running needs its plugin registered and its devices healthy again (a node
-   * reboot), as upstream's devicesToAllocate. NULL: none runs. */
+  /* Whether the runtime runs the pod's container (ctx pod_active_ctx): a pod
+   * admitted again with devices assigned before (the checkpoint's) keeps
+   * them for a running container whatever its plugin's state (an agent
+   * restart); a container not running needs its plugin registered and its
+   * devices healthy again (a node reboot), as upstream's devicesToAllocate.
+   * NULL: none runs. */
   bool (*container_running)(void *ctx, const char *uid, const char *container);
   /* The health of a device the pod holds changed: its status should be
    * generated again (upstream's ResourceHealthStatus updates). NULL: not told. */

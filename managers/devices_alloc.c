@@ -148,15 +148,15 @@ static void reuse_drop(reuse_t *r, char *const *ids, size_t n) {
 }
 
 /* Devices assigned before (the checkpoint's), as upstream's devicesToAllocate
- * judges them: a container still running while the pod sources are not all
- * ready is an agent restart, and has its devices; otherwise (a node reboot,
- * or a pod admitted again) the plugin must be registered and the devices
- * healthy. */
+ * judges them: a container still running is an agent restart, and has its
+ * devices; otherwise (a node reboot) the plugin must be registered and the
+ * devices healthy. Upstream asks "running" only while its sources are not all
+ * seen, which holds during the admission of their first lists (it marks a
+ * source seen after handling its update); the pods admitted again after a
+ * start are those, and a pod is admitted once otherwise. */
 static char *reassigned(nl_devices_t *m, const char *uid, const char *container,
                         const nl_dev_resource_t *r, const nl_dev_alloc_t *a) {
-  bool synced = !m->opts.sources_ready || m->opts.sources_ready(m->opts.pod_active_ctx);
-  if (!synced && m->opts.container_running &&
-      m->opts.container_running(m->opts.pod_active_ctx, uid, container))
+  if (m->opts.container_running && m->opts.container_running(m->opts.pod_active_ctx, uid, container))
     return NULL;
   if (!r->ep && !r->ended_at) return nl_xasprintf("cannot allocate unregistered device %s", r->name);
   size_t healthy = 0;

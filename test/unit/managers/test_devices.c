@@ -668,10 +668,9 @@ static void test_admit_allocate_restore(void **state) {
   c_ids = nl_devices_assigned(&w->m, "u1", "c", RES, &n2);
   assert_int_equal(n2, 1);
   assert_string_equal(c_ids[0], keep);
-  /* a node reboot: the pod sources not all ready, its containers not
-   * running, its plugin not registered again yet (the checkpoint's resource
-   * has no healthy device): refused, as upstream */
-  w->unsynced = true;
+  /* a node reboot: its containers not running, its plugin not registered
+   * again yet (the checkpoint's resource has no healthy device): refused, as
+   * upstream */
   w->stopped = true;
   assert_false(nl_devices_admit(&w->m, one, &msg));
   assert_string_equal(msg, "Allocate failed due to no healthy devices present; cannot allocate "
@@ -682,7 +681,6 @@ static void test_admit_allocate_restore(void **state) {
   assert_true(nl_devices_admit(&w->m, one, &msg)); /* re-admitted: the same devices */
   c_ids = nl_devices_assigned(&w->m, "u1", "c", RES, &n2);
   assert_string_equal(c_ids[0], keep);
-  w->unsynced = false;
   w->got = false;
   w->prestarts = 0;
   assert_true(nl_devices_container(&w->m, one, &one->spec.containers[0], on_container, w));
