@@ -860,6 +860,17 @@ static void podres_stopped(nl_podres_t *p, void *ctx) { *(bool *)ctx = true; }
 
 static void client_stopped(nl_cri_client_t *c) { (void)c; }
 
+/* The pod resources API on the world's directory, and a client of it. */
+static void podres_connect(world_t *w, nl_podres_t *pr, const nl_podres_deps_t *d,
+                           nl_cri_client_t *cl) {
+  char dir[160], sock[200];
+  snprintf(dir, sizeof dir, "%s/pod-resources", w->dir);
+  snprintf(sock, sizeof sock, "%s/kubelet.sock", dir);
+  nl_err_t *err = NULL;
+  if (nl_podres_start(pr, &w->loop, dir, d, &err) < 0) fail_msg("%s", err->msg);
+  assert_int_equal(nl_cri_client_init(cl, &w->loop, sock, NULL, &err), 0);
+}
+
 static void test_pod_resources(void **state) {
   world_t *w = world_new();
   nl_kmetrics_t km;
@@ -890,16 +901,11 @@ static void test_pod_resources(void **state) {
   nl_pod_manager_set(&pods, one);
   nl_pod_manager_set(&pods, two);
 
-  char dir[160];
-  snprintf(dir, sizeof dir, "%s/pod-resources", w->dir);
   nl_podres_t pr;
   nl_podres_deps_t d = {.pods = &pods, .pod_active = only_u1_active, .devices = &w->m,
                         .metrics = &km, .qps = 0.001, .burst = 4};
-  if (nl_podres_start(&pr, &w->loop, dir, &d, &err) < 0) fail_msg("%s", err->msg);
-  char sock[200];
-  snprintf(sock, sizeof sock, "%s/kubelet.sock", dir);
   nl_cri_client_t cl;
-  assert_int_equal(nl_cri_client_init(&cl, &w->loop, sock, NULL, &err), 0);
+  podres_connect(w, &pr, &d, &cl);
 
   pr_call_t c;
   V1__ListPodResourcesRequest lreq = V1__LIST_POD_RESOURCES_REQUEST__INIT;
@@ -997,16 +1003,10 @@ static bool synced_flag(void *ctx) { return *(bool *)ctx; }
 static void test_pod_resources_before_sync(void **state) {
   world_t *w = world_new();
   bool synced = false;
-  char dir[160];
-  snprintf(dir, sizeof dir, "%s/pod-resources", w->dir);
   nl_podres_t pr;
-  nl_err_t *err = NULL;
   nl_podres_deps_t d = {.pod_active_ctx = &synced, .pods_synced = synced_flag, .qps = -1};
-  if (nl_podres_start(&pr, &w->loop, dir, &d, &err) < 0) fail_msg("%s", err->msg);
-  char sock[200];
-  snprintf(sock, sizeof sock, "%s/kubelet.sock", dir);
   nl_cri_client_t cl;
-  assert_int_equal(nl_cri_client_init(&cl, &w->loop, sock, NULL, &err), 0);
+  podres_connect(w, &pr, &d, &cl);
   pr_call_t c;
   V1__ListPodResourcesRequest lreq = V1__LIST_POD_RESOURCES_REQUEST__INIT;
   pr_call(w, &cl, "List", &lreq.base, &v1__list_pod_resources_response__descriptor, &c);
