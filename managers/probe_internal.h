@@ -10,7 +10,7 @@
 
 typedef struct nl_check_net nl_check_net_t;
 
-/* What a check that connects holds (tcpSocket, httpGet, grpc): most of a
+/* What a check that dials itself holds (tcpSocket, grpc): most of a
  * check's bytes (the dialer, the HTTP/2 connection: 3.3 KiB), allocated only
  * for those, so that an exec check (an ExecSync) allocates and clears a few
  * hundred bytes. Freed with the check. */
@@ -53,7 +53,7 @@ struct nl_check {
   /* http */
   nl_http_call_t *http;
   nl_tls_config_t *own_tls;
-  nl_check_net_t *net; /* tcp, http and grpc; NULL for exec */
+  nl_check_net_t *net; /* tcpSocket and grpc; NULL for exec and httpGet */
 };
 
 /* The check's nl_check_net_t, made on first use. */
