@@ -226,9 +226,7 @@ static void run_work(collect_t *c) {
 
 /* An entry for each pod that may be evicted, with its local volumes, before
  * the runtime's figures come. */
-static void pod_entries(collect_t *c) {
-  size_t n;
-  const nl_pod_t **pods = nl__kubelet_pods_active(c->k, &n);
+static void pod_entries(collect_t *c, const nl_pod_t **pods, size_t n) {
   nl_ev_stats_t *o = c->out;
   o->pods = nl_xcalloc(n + 1, sizeof *o->pods);
   c->dirs = nl_xcalloc(n + 1, sizeof *c->dirs);
@@ -245,7 +243,6 @@ static void pod_entries(collect_t *c) {
       if (nl_ev_local_volume(&pod->spec.volumes[j]))
         p->vols[p->n_vols++] = (nl_ev_volume_stats_t){nl_xstrdup(pod->spec.volumes[j].name), -1};
   }
-  free(pods);
 }
 
 static nl_ev_pod_stats_t *pod_entry(collect_t *c, const char *uid) {
@@ -302,21 +299,16 @@ static void on_image_fs(const nl_grpc_status_t *st, Runtime__V1__ImageFsInfoResp
   nl_cri_list_container_stats(&c->k->cri, &q, on_container_stats, c);
 }
 
-static bool any_limited(nl_kubelet_t *k) {
-  size_t n;
-  const nl_pod_t **pods = nl__kubelet_pods_active(k, &n);
-  bool found = false;
-  for (size_t i = 0; i < n && !found; i++) found = nl_ev_local_storage_limited(pods[i]);
-  free(pods);
-  return found;
-}
-
 static void ev_collect(void *ctx, bool pods, nl_ev_stats_t *out, nl_eviction_done_fn done,
                        void *done_ctx) {
   collect_t *c = nl_xcalloc(1, sizeof *c);
   *c = (collect_t){.k = ctx, .out = out, .done = done, .done_ctx = done_ctx};
   memset(out, 0, sizeof *out);
-  if (pods || any_limited(c->k)) pod_entries(c);
+  size_t n;
+  const nl_pod_t **active = nl__kubelet_pods_active(c->k, &n);
+  for (size_t i = 0; i < n && !pods; i++) pods = nl_ev_local_storage_limited(active[i]);
+  if (pods) pod_entries(c, active, n);
+  free(active);
   Runtime__V1__ImageFsInfoRequest q = RUNTIME__V1__IMAGE_FS_INFO_REQUEST__INIT;
   nl_cri_image_fs_info(&c->k->cri, &q, on_image_fs, c);
 }

@@ -208,9 +208,10 @@ static bool reclaims(const nl_eviction_t *m, nl_ev_signal_t s, bool *images) {
  * once (grace 1 s), whatever the node's thresholds; a round that evicts here
  * does nothing else. Returns how many were evicted. */
 static size_t local_storage_eviction(nl_eviction_t *m) {
+  clear_evicted(m);
+  if (!m->stats.n_pods) return 0; /* a round without the pods' figures: no pod has a limit */
   size_t n;
   const nl_pod_t **pods = m->deps.active_pods(m->deps.ctx, &n);
-  clear_evicted(m);
   for (size_t i = 0; i < n; i++) {
     const nl_pod_t *pod = pods[i];
     const nl_ev_pod_stats_t *s = pod_stats(m, pod->metadata.uid);
