@@ -77,6 +77,10 @@
 #                                another agent's /kubepods on a shared machine,
 #                                and those specs fail)
 #   NANOLET                      the nanolet binary (default: build it in build/)
+#   NANOLET_TEST_RUNTIME         containerd (default: Debian's 1.6, setup.sh) or
+#                                containerd2 (tools/testenv/containerd2.sh, its
+#                                bridge and subnet: the runtime with CDI, for
+#                                `can make a CDI device accessible`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
@@ -164,10 +168,21 @@ fi
 
 # The daemons these start (containerd, the registry) outlive the run: they
 # must not keep its lock (fd 9) open.
+# The 1.6 instance runs the registries in any case.
 endpoint=$(tools/testenv/setup.sh 9>&-)
-bridge=${NANOLET_TESTENV_BRIDGE:-nl-br0}
-subnet=${NANOLET_TESTENV_SUBNET:-10.88.0.0/24}
-repo_list=$(tools/testenv/e2e-images.sh "$bin" 9>&-)
+case ${NANOLET_TEST_RUNTIME:-containerd} in
+  containerd)
+    bridge=${NANOLET_TESTENV_BRIDGE:-nl-br0}
+    subnet=${NANOLET_TESTENV_SUBNET:-10.88.0.0/24}
+    ;;
+  containerd2)
+    endpoint=$(tools/testenv/containerd2.sh 9>&-)
+    bridge=${NANOLET_TESTENV_C2_BRIDGE:-nl-br-c2}
+    subnet=${NANOLET_TESTENV_C2_SUBNET:-10.89.0.0/24}
+    ;;
+  *) die "NANOLET_TEST_RUNTIME must be containerd or containerd2: $NANOLET_TEST_RUNTIME" ;;
+esac
+repo_list=$(NANOLET_TESTENV_E2E_IMPORT_SOCK=${endpoint#unix://} tools/testenv/e2e-images.sh "$bin" 9>&-)
 
 for p in "${PORTS[@]}"; do
   [ -z "$(ss -Hltn "sport = :$p")" ] ||

@@ -24,7 +24,10 @@
 # as the e2e tests), FAULTS_SOAK_ONLY=KIND,... (those faults alone, in that
 # order, round after round: to try them one by one), FAULTS_SOAK_DIR (the
 # run's files, kept: the agent's log, soak.log, usage.csv, results.json;
-# default a fresh /tmp/nanolet-faults-soak.XXXXXX, kept on failure).
+# default a fresh /tmp/nanolet-faults-soak.XXXXXX, kept on failure),
+# FAULTS_SOAK_INSTANCE=N (0 to 5, default 0: a run beside another one: its
+# own state dir, bridge, subnet, control plane ports, cgroup root and
+# namespaces, so that two seeds soak at once).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 TOP=$(cd "$HERE/../.." && pwd)
@@ -34,19 +37,25 @@ fail() { echo "faults-soak: FAIL $*"; exit 1; }
 [ "$(id -u)" = 0 ] || fail "must run as root"
 [[ $MINUTES =~ ^[0-9]+$ && $MINUTES -gt 0 ]] || fail "MINUTES must be a positive integer: $MINUTES"
 [[ $SEED =~ ^[0-9]+$ ]] || fail "SEED must be a non-negative integer: $SEED"
+INSTANCE=${FAULTS_SOAK_INSTANCE:-0}
+[[ $INSTANCE =~ ^[0-5]$ ]] || fail "FAULTS_SOAK_INSTANCE must be 0 to 5: $INSTANCE"
+# (instance 0 keeps the names it always had)
+SUFFIX=${INSTANCE#0}
 export NANOLET=${NANOLET:-$TOP/build/agent/nanolet}
 [ -x "$NANOLET" ] || fail "no agent binary at $NANOLET (tools/build.sh)"
 # shellcheck source=tools/bench/bench_lib.sh
 . "$HERE/bench_lib.sh"
 # shellcheck source=test/e2e/private_testenv.sh
 . "$TOP/test/e2e/private_testenv.sh"
-private_testenv /var/lib/nanolet-testenv-soak nl-soak0 10.77.0.0/24 || fail "containerd 2 build"
-export NANOLET_TESTENV_DIR=$PRIVATE_DIR NANOLET_TESTENV_K8S_PORT_OFFSET=500 NANOLET_TESTENV_K8S_SCHEDULER=1
+private_testenv "/var/lib/nanolet-testenv-soak${SUFFIX:+-$SUFFIX}" "nl-soak$INSTANCE" "10.$((77 + INSTANCE)).0.0/24" ||
+  fail "containerd 2 build"
+export NANOLET_TESTENV_DIR=$PRIVATE_DIR NANOLET_TESTENV_K8S_PORT_OFFSET=$((500 + 20 * INSTANCE)) NANOLET_TESTENV_K8S_SCHEDULER=1
 export NANOLET_TEST_NODE_NAME=soak-node
 RUN=${FAULTS_SOAK_DIR:-$(mktemp -d /tmp/nanolet-faults-soak.XXXXXX)}
 mkdir -p "$RUN"
 ROOT=$PRIVATE_DIR/soak-root
-CGROUP_ROOT=/nanolet-soak
+CGROUP_ROOT=/nanolet-soak$SUFFIX
+NS=soak$SUFFIX
 TOXI_PID=
 DRIVER_PID=
 
@@ -58,7 +67,7 @@ instance_down() {
   private "$TOP/tools/testenv/teardown.sh" --purge >/dev/null 2>&1
   awk -v d="$ROOT" '$5 == d || index($5, d "/") == 1 {print $5}' /proc/self/mountinfo | sort -r |
     while read -r m; do umount "$m" 2>/dev/null || umount -l "$m"; done
-  rm -rf /var/log/pods/soak_* /var/log/pods/soak-static_*
+  rm -rf "/var/log/pods/${NS}_"* "/var/log/pods/${NS}-static_"*
   "$TOP/tools/testenv/cgroup-root.sh" remove "$CGROUP_ROOT" >/dev/null 2>&1
 }
 cleanup() {
@@ -111,7 +120,7 @@ export SOAK_RUN=$RUN SOAK_ROOT=$ROOT SOAK_CRI=$endpoint SOAK_CGROUP_ROOT=$CGROUP
   SOAK_NODE_IP=$("$TOP/tools/testenv/node-ip.sh" 2>/dev/null || true) SOAK_FAKETIME_LIB=$FAKETIME_LIB \
   SOAK_CONTROLPLANE=$TOP/tools/testenv/controlplane.sh SOAK_SETUP=$TOP/tools/testenv/setup.sh \
   SOAK_CONTAINERD_PID=$PRIVATE_DIR/run/containerd.pid SOAK_PRIVATE_CONTAINERD=$PRIVATE_CONTAINERD \
-  SOAK_BRIDGE=$PRIVATE_BRIDGE SOAK_SUBNET=$PRIVATE_SUBNET
+  SOAK_BRIDGE=$PRIVATE_BRIDGE SOAK_SUBNET=$PRIVATE_SUBNET SOAK_NS=$NS
 # (a copy: the run goes on with the driver it started with; in the
 # background: a signal to this script reaches the trap at once)
 cp "$HERE/faults_soak.py" "$RUN/driver.py"

@@ -62,6 +62,10 @@ for b in agnhost nonewprivs agnhost-localhost.crt agnhost-localhost.key kitten.j
 done
 
 ADDR=${NANOLET_TESTENV_E2E_REGISTRY:-127.0.0.1:15000}
+# The runtime the pods run on, when not this instance's (containerd 2's for
+# tools/node-conformance.sh): its copies of the images are the ones to keep
+# current.
+IMPORT_SOCK=${NANOLET_TESTENV_E2E_IMPORT_SOCK:-$SOCK}
 RDIR=$DIR/e2e-registry
 RCONFIG=$RDIR/config.yml
 RLOG=$RDIR/registry.log
@@ -302,11 +306,13 @@ build_sample() { # build_sample TAG
     --config.entrypoint -alsologtostderr
 }
 
+ctr_import() { ctr --address "$IMPORT_SOCK" --connect-timeout 3s -n "$NAMESPACE" "$@"; }
+
 # The runtime's copy under the manifest's name (pods with IfNotPresent use it).
 import_sample() { # import_sample REF
   local ours=$E2E/sample-device-plugin:${1##*:}
-  ctr_ -n "$NAMESPACE" images pull --plain-http "$ours" >/dev/null || die "could not pull $ours into the runtime"
-  ctr_ -n "$NAMESPACE" images tag --force "$ours" "$1" >/dev/null || die "could not tag $ours as $1"
+  ctr_import images pull --plain-http "$ours" >/dev/null || die "could not pull $ours into the runtime"
+  ctr_import images tag --force "$ours" "$1" >/dev/null || die "could not tag $ours as $1"
 }
 
 write_repo_list() {
@@ -370,11 +376,13 @@ if [ "$(cat "$RDIR/images.key" 2>/dev/null)" != "$key" ] || ! have_all; then
   [ -z "$SAMPLE_REF" ] || build_sample "${SAMPLE_REF##*:}"
   # The runtime's copies of the earlier images are stale: the specs' pods
   # (IfNotPresent) must pull these.
-  stale=$(ctr_ -n "$NAMESPACE" images ls -q 2>/dev/null | grep -F "$ADDR/" || true)
-  if [ -n "$stale" ]; then
+  for sock in $(printf '%s\n' "$SOCK" "$IMPORT_SOCK" | sort -u); do
+    stale=$(ctr --address "$sock" --connect-timeout 3s -n "$NAMESPACE" images ls -q 2>/dev/null | grep -F "$ADDR/" || true)
+    [ -n "$stale" ] || continue
     # shellcheck disable=SC2086
-    ctr_ -n "$NAMESPACE" images rm $stale >/dev/null || log "could not remove the stale images: $stale"
-  fi
+    ctr --address "$sock" --connect-timeout 3s -n "$NAMESPACE" images rm $stale >/dev/null ||
+      log "could not remove the stale images: $stale"
+  done
   echo "$key" >"$RDIR/images.key"
   log "e2e images built and pushed in $(($(date +%s) - start)) s"
 fi
