@@ -56,7 +56,7 @@ static int syncloop_check(void *ctx, nl_err_t **err) {
 
 static int pleg_check(void *ctx, nl_err_t **err) {
   nl_kubelet_t *k = ctx;
-  return nl_pleg_healthy(&k->pleg, nl_pleg_realtime_ns(NULL), err) ? 0 : -1;
+  return nl_pleg_healthy(&k->pleg, nl_pleg_monotonic_ns(NULL), err) ? 0 : -1;
 }
 
 static void on_sync_tick(uv_timer_t *t) {
@@ -412,7 +412,7 @@ int nl_kubelet_start(nl_kubelet_t *k, nl_err_t **err) {
       (r = uv_signal_start(&k->sigint, on_signal, SIGINT)) < 0)
     return nl_err_set(err, -r, "signal handling: %s", uv_strerror(r));
   k->last_sync_loop_ms = uv_now(k->loop);
-  k->started_ns = nl_pleg_realtime_ns(NULL);
+  k->started_ns = nl_pleg_monotonic_ns(NULL);
   check_runtime(k);
   /* before the pod sources: admission and containers need the checkpoint */
   if (nl__kubelet_devices_start(k, err) < 0) return -1;

@@ -79,7 +79,7 @@ struct nl_kubelet {
   uv_timer_t runtime_retry;
 
   /* Pods (kubelet_pods.c). */
-  int64_t started_ns;          /* wall clock at start: the first syncs wait for a
+  int64_t started_ns;          /* the PLEG clock at start: the first syncs wait for a
                                 * relist after it, so adoption sees the runtime */
   nl_pod_config_t pod_config;  /* the sources, merged */
   bool file_source_up;

@@ -26,8 +26,9 @@
 
 /* The node manager's one context is the CRI client (nl_node_cri_query's). */
 static bool pleg_healthy(void *ctx, int64_t now_ns, nl_err_t **err) {
+  (void)now_ns; /* the node's wall clock; the PLEG keeps its own */
   nl_kubelet_t *k = container_of((nl_cri_client_t *)ctx, nl_kubelet_t, cri);
-  return nl_pleg_healthy(&k->pleg, now_ns, err);
+  return nl_pleg_healthy(&k->pleg, nl_pleg_monotonic_ns(NULL), err);
 }
 
 static nl_node_extended_t *extended(void *ctx, size_t *n) {

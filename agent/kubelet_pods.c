@@ -53,6 +53,8 @@ typedef struct orphan {
 } orphan_t;
 
 static int64_t now_ns(void) { return nl_pleg_realtime_ns(NULL); }
+/* The PLEG cache's clock (monotonic): the sync ordering compares with it. */
+static int64_t cache_now_ns(void) { return nl_pleg_monotonic_ns(NULL); }
 
 static void state_free(void *p) {
   pod_state_t *ps = p;
@@ -734,7 +736,7 @@ static void on_synced(const nl_sync_result_t *res, void *ctx) {
   sync_call_t *c = ctx;
   nl_kubelet_t *k = c->k;
   pod_state_t *ps = state_get(k, c->w->uid);
-  ps->last_sync_ns = now_ns();
+  ps->last_sync_ns = cache_now_ns();
   update_reasons(ps, res);
   nl__kubelet_resize_synced(k, c->w->pod, res);
   log_result(c->w, "sync", res);
@@ -787,7 +789,7 @@ static void on_killed_status(const nl_rt_pod_status_t *st, void *ctx) {
 static void on_killed(const nl_sync_result_t *res, void *ctx) {
   sync_call_t *c = ctx;
   c->op = NULL;
-  state_get(c->k, c->w->uid)->last_sync_ns = now_ns();
+  state_get(c->k, c->w->uid)->last_sync_ns = cache_now_ns();
   log_result(c->w, "kill", res);
   if (!res->cancelled && !res->err) {
     wait_for_status(c, on_killed_status);

@@ -231,8 +231,8 @@ void nl_kmetrics_runtime_op(void *ctx, const char *path, int code, uint64_t dura
   nl_metric_observe(s->duration, (double)duration_ns / 1e9);
 }
 
-void nl_kmetrics_pleg_relist(nl_kmetrics_t *m, int64_t start_ns, uint64_t duration_ns,
-                             bool listed) {
+void nl_kmetrics_pleg_relist(nl_kmetrics_t *m, int64_t start_ns, int64_t start_wall_ns,
+                             uint64_t duration_ns, bool listed) {
   /* as upstream's Relist: the interval since the last relist that listed,
    * the duration always, the last-seen time (whole seconds) when it listed */
   if (m->last_relist_ns)
@@ -241,7 +241,7 @@ void nl_kmetrics_pleg_relist(nl_kmetrics_t *m, int64_t start_ns, uint64_t durati
   nl_metric_observe(nl_metric_series(m->pleg_relist, NULL), (double)duration_ns / 1e9);
   if (!listed) return;
   m->last_relist_ns = start_ns;
-  nl_metric_set(nl_metric_series(m->pleg_last_seen, NULL), (double)(start_ns / 1000000000));
+  nl_metric_set(nl_metric_series(m->pleg_last_seen, NULL), (double)(start_wall_ns / 1000000000));
 }
 
 void nl_kmetrics_pod_worker(nl_kmetrics_t *m, const char *operation, uint64_t duration_ns) {

@@ -43,10 +43,11 @@ void nl_kmetrics_free(nl_kmetrics_t *m);
  * ("list_podsandbox"). Fits nl_cri_client_observe(). */
 void nl_kmetrics_runtime_op(void *m, const char *path, int code, uint64_t duration_ns);
 
-/* A PLEG relist that began at start_ns (wall clock) took duration_ns; listed:
- * its ListPodSandbox and ListContainers succeeded. */
-void nl_kmetrics_pleg_relist(nl_kmetrics_t *m, int64_t start_ns, uint64_t duration_ns,
-                             bool listed);
+/* A PLEG relist that began at start_ns (the PLEG's monotonic clock: the
+ * interval) and start_wall_ns (wall clock: the last-seen time) took
+ * duration_ns; listed: its ListPodSandbox and ListContainers succeeded. */
+void nl_kmetrics_pleg_relist(nl_kmetrics_t *m, int64_t start_ns, int64_t start_wall_ns,
+                             uint64_t duration_ns, bool listed);
 
 /* A pod worker's sync: operation "create", "update", "sync" or "kill". */
 void nl_kmetrics_pod_worker(nl_kmetrics_t *m, const char *operation, uint64_t duration_ns);

@@ -56,7 +56,8 @@ typedef struct inspect { /* one pod whose status is read this relist */
 struct nl_pleg__relist {
   nl_pleg_t *p; /* NULL once the pleg stopped: completions only release */
   int refs;
-  int64_t timestamp;  /* wall clock when the relist began */
+  int64_t timestamp;  /* p->now when the relist began */
+  int64_t wall_start; /* the wall clock then (the last-seen metric) */
   uint64_t start_hr;  /* monotonic, for the duration */
   nl_map_t snap;      /* uid -> nl_pleg__pod_t*, filled by the lists that changed */
   uint64_t gen;       /* marks the records' items an unchanged list showed */
@@ -68,7 +69,15 @@ struct nl_pleg__relist {
   size_t n_pods;
   size_t inspect_pending;
   int64_t inspect_time;
+  int64_t inspect_wall; /* the wall clock then: the runtime's exit times compare with it */
 };
+
+int64_t nl_pleg_monotonic_ns(void *unused) {
+  (void)unused;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 int64_t nl_pleg_realtime_ns(void *unused) {
   (void)unused;
@@ -147,8 +156,8 @@ static void schedule(nl_pleg_t *p, uint64_t delay_ms) {
 static void relist_done(nl_pleg_t *p, struct nl_pleg__relist *r, bool ok) {
   p->relist_duration_ns = (int64_t)(uv_hrtime() - r->start_hr);
   if (p->metrics)
-    nl_kmetrics_pleg_relist(p->metrics, r->timestamp, (uint64_t)p->relist_duration_ns,
-                            p->relist_time == r->timestamp);
+    nl_kmetrics_pleg_relist(p->metrics, r->timestamp, r->wall_start,
+                            (uint64_t)p->relist_duration_ns, p->relist_time == r->timestamp);
   p->relists++;
   if (!ok) p->relist_failures++;
   p->cur = NULL;
@@ -237,10 +246,10 @@ static void name_oom_killed(nl_rt_container_t *c) {
 /* The first container of the pod whose exit reason may still change, after
  * naming OOMKilled those the kernel is known to have OOM-killed (containerd
  * never learns of an OOM kill that comes before its shim watches the cgroup). */
-static nl_rt_container_t *settle(nl_pleg_t *p, inspect_t *in, int64_t now) {
+static nl_rt_container_t *settle(nl_pleg_t *p, inspect_t *in, int64_t wall_now) {
   nl_rt_container_t *c;
   while (in->has_pod &&
-         (c = nl_pleg__unsettled(in->containers, in->n_containers, &p->stopping, now))) {
+         (c = nl_pleg__unsettled(in->containers, in->n_containers, &p->stopping, wall_now))) {
     if (!p->oom_killed || !p->oom_killed(p->oom_ctx, c->id)) return c;
     nl_info("pod %s/%s: container %s: the runtime says %s but the kernel OOM-killed it: "
             "OOMKilled", in->ns ? in->ns : "", in->name ? in->name : "", c->id,
@@ -263,7 +272,7 @@ static void apply(struct nl_pleg__relist *r) {
       continue;
     }
     struct nl_pleg__entry *e = nl_map_get(&p->cache, in->uid);
-    nl_rt_container_t *c = settle(p, in, r->inspect_time);
+    nl_rt_container_t *c = settle(p, in, r->inspect_wall);
     if (c && e) {
       /* As a failed inspection, but the cache's time does not make the old
        * status newer either: no sync acts on it, no status shows "Error". A
@@ -522,6 +531,7 @@ static void start_inspection(struct nl_pleg__relist *r, bool changed) {
   }
   set_state(p, NL_PLEG_INSPECTING);
   r->inspect_time = p->now(p->clock_ctx);
+  r->inspect_wall = nl_pleg_realtime_ns(NULL);
 
   /* Count every call before issuing any (completions never run inside the
    * call functions, but keep the count honest regardless). */
@@ -621,6 +631,7 @@ static void relist_start(nl_pleg_t *p) {
   r->p = p;
   r->refs = 1; /* the pleg's, dropped by relist_done or stop */
   r->timestamp = p->now(p->clock_ctx);
+  r->wall_start = nl_pleg_realtime_ns(NULL);
   r->start_hr = uv_hrtime();
   nl_map_init(&r->snap);
   r->gen = ++p->list_gen;
@@ -651,7 +662,7 @@ int nl_pleg_init(nl_pleg_t *p, uv_loop_t *loop, nl_cri_client_t *cri, uint64_t p
   p->period_ms = period_ms ? period_ms : NL_PLEG_DEFAULT_RELIST_PERIOD_MS;
   p->event_cb = event_cb;
   p->ctx = ctx;
-  p->now = nl_pleg_realtime_ns;
+  p->now = nl_pleg_monotonic_ns;
   p->next_waiter_id = 1;
   nl_map_init(&p->records);
   nl_map_init(&p->cache);

@@ -105,7 +105,7 @@ struct nl_pleg {
   nl_map_t records;   /* uid -> struct nl_pleg__record (old/current pod) */
   nl_map_t cache;     /* uid -> struct nl_pleg__entry (status, modified) */
   nl_map_t reinspect; /* uid -> NL_PLEG__FAILED or NL_PLEG__SETTLING */
-  nl_map_t stopping;  /* container id -> wall-clock seconds: nl_pleg_stopping() */
+  nl_map_t stopping;  /* container id -> clock seconds (now): nl_pleg_stopping() */
   nl_pleg_oom_fn oom_killed;
   void *oom_ctx;
   int64_t cache_time; /* the cache's global timestamp (ns), 0 until a relist */
@@ -113,7 +113,11 @@ struct nl_pleg {
   nl_list_t waiters;  /* struct nl_pleg__waiter */
   uint64_t next_waiter_id;
 
-  /* Clock for timestamps (wall clock, ns since the epoch); tests replace it. */
+  /* The clock of the cache's timestamps, of nl_pleg_when_newer's and of the
+   * health check (ns): monotonic, as Go's time.Now() compares in upstream's
+   * cache, so that a step of the wall clock never makes a status read now
+   * look older than a sync made before the step (which would then wait for
+   * the clock to catch up). Tests replace it. */
   int64_t (*now)(void *clock_ctx);
   void *clock_ctx;
 
@@ -187,7 +191,9 @@ bool nl_pleg_healthy(const nl_pleg_t *p, int64_t now_ns, nl_err_t **err);
  * changed from cb (it is not: relists complete only from the loop). */
 void nl_pleg_foreach(const nl_pleg_t *p, nl_pleg_iter_cb cb, void *ctx);
 
-/* The wall clock in ns since the epoch (the default clock). */
+/* The monotonic clock in ns (the default clock), and the wall clock in ns
+ * since the epoch. */
+int64_t nl_pleg_monotonic_ns(void *unused);
 int64_t nl_pleg_realtime_ns(void *unused);
 
 #endif

@@ -83,7 +83,7 @@ typedef struct nl_rt_pod_status {
   size_t n_sandboxes;
   nl_rt_container_t *containers; /* newest first per name */
   size_t n_containers;
-  int64_t timestamp; /* when this status was read (ns) */
+  int64_t timestamp; /* when this status was read (ns, the PLEG clock: monotonic) */
   /* The pod's IPs (kubecontainer PodStatus.IPs): the newest sandbox's IP and
    * additional IPs while it is ready; kept from the previous status once every
    * sandbox has stopped, so a finished pod still reports its podIP. */

@@ -134,13 +134,13 @@ static void lifecycle(void **state) {
 
   assert_int_equal(nl_pleg_init(&pleg, &loop, &client, 200, on_event, NULL), 0);
   nl_err_t *err = NULL;
-  assert_false(nl_pleg_healthy(&pleg, nl_pleg_realtime_ns(NULL), &err));
+  assert_false(nl_pleg_healthy(&pleg, nl_pleg_monotonic_ns(NULL), &err));
   assert_string_equal(nl_err_msg(err), "pleg has yet to be successful");
   nl_err_free(&err);
   nl_pleg_start(&pleg);
   RUN_UNTIL(pleg.relists > 0, 20, "the first relist");
   assert_int_equal(pleg.relist_failures, 0);
-  assert_true(nl_pleg_healthy(&pleg, nl_pleg_realtime_ns(NULL), NULL));
+  assert_true(nl_pleg_healthy(&pleg, nl_pleg_monotonic_ns(NULL), NULL));
   /* 3 minutes later without a relist: upstream's message */
   assert_false(nl_pleg_healthy(&pleg, pleg.relist_time + INT64_C(181) * 1000000000, &err));
   assert_string_equal(nl_err_msg(err), "pleg was last seen active 3m1s ago; threshold is 3m0s");
@@ -261,7 +261,7 @@ static void lifecycle(void **state) {
    * waiter for fresher status is satisfied by the next relist. */
   size_t before = count_uid(uid); /* other pods on this containerd may change */
   newer_t nw = {0};
-  int64_t t0 = nl_pleg_realtime_ns(NULL);
+  int64_t t0 = nl_pleg_monotonic_ns(NULL);
   nl_pleg_when_newer(&pleg, uid, t0, on_newer, &nw);
   assert_false(nw.called); /* never from inside the call */
   newer_t cancelled = {0};
@@ -356,7 +356,7 @@ static void lifecycle(void **state) {
   assert_int_equal(nl_pleg_cache_time(&pleg, uid), 0);
   /* A pod the runtime does not know: a waiter gets NULL after a relist. */
   newer_t gone = {0};
-  nl_pleg_when_newer(&pleg, uid, nl_pleg_realtime_ns(NULL), on_newer, &gone);
+  nl_pleg_when_newer(&pleg, uid, nl_pleg_monotonic_ns(NULL), on_newer, &gone);
   RUN_UNTIL(gone.called, 10, "when_newer for a gone pod");
   assert_false(gone.had_status);
   assert_int_equal(pleg.relist_failures, 0);

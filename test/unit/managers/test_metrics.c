@@ -19,8 +19,8 @@ static void populate(nl_kmetrics_t *m) {
   nl_kmetrics_runtime_op(m, "/runtime.v1.RuntimeService/ListPodSandbox", 0, 40000000);
   nl_kmetrics_runtime_op(m, "/runtime.v1.RuntimeService/ContainerStatus", 5, 1000000);
   nl_kmetrics_runtime_op(m, "/runtime.v1.ImageService/PullImage", 0, 2500000000u);
-  nl_kmetrics_pleg_relist(m, 1700000000500000000, 2000000, true);
-  nl_kmetrics_pleg_relist(m, 1700000001500000000, 3000000, false);
+  nl_kmetrics_pleg_relist(m, 500000000, 1700000000500000000, 2000000, true);
+  nl_kmetrics_pleg_relist(m, 1500000000, 1700000001500000000, 3000000, false);
   nl_kmetrics_pod_worker(m, "create", 700000000);
   nl_kmetrics_pod_worker(m, "sync", 1000000);
   nl_kmetrics_pod_started(m, 2.5);

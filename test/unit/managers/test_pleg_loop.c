@@ -162,7 +162,7 @@ static void late_oom_reason_is_waited_for(void **state) {
     rec_t r;
     char id[72];
     one_running(&r, evented, id);
-    int64_t killed = nl_pleg_realtime_ns(NULL);
+    int64_t killed = nl_pleg_monotonic_ns(NULL);
     uint64_t t0 = now_ms(&r);
     assert_int_equal(fake_cri_oom_kill(r.h.fake, id, 400), 0);
     harness_sleep(&r.h, 250); /* relists read "Error" meanwhile */
