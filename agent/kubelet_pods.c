@@ -43,6 +43,7 @@ typedef struct sync_call {
   nl_runtime_op_t *op; /* the kill in flight (sync_terminating), for a shorter grace */
   uint64_t relists;    /* the pleg's finished relists when sync_pod's actions began */
   nl_err_t *err;       /* sync_pod's error, kept while its status waits for a relist */
+  bool reset;          /* sync_pod removed the containers for an in-place restart */
 } sync_call_t;
 
 /* A housekeeping kill of a runtime pod that no source wants. */
@@ -393,22 +394,6 @@ static bool reject(nl_kubelet_t *k, const nl_pod_t *pod, const char *reason, cha
   return false;
 }
 
-/* RestartAllContainers (upstream's RestartAllContainersOnContainerExits, beta
- * and on in 1.36) is not done: a rule with it falls back to the container's
- * restartPolicy, as upstream's does with its gate off. Said once per admitted
- * pod, in the log and in the pod's events (DIFFERENCES.md). */
-#define RESTART_ALL_REASON "RestartAllContainersIgnored"
-#define RESTART_ALL_MESSAGE                                                          \
-  "nanolet does not do the RestartAllContainers action: a rule with it restarts or " \
-  "leaves only its own container, by the container's restartPolicy"
-
-static void warn_restart_all(nl_kubelet_t *k, const nl_pod_t *pod) {
-  if (!nl_pod_has_restart_all_rule(&pod->spec)) return;
-  nl_warn("pod %s/%s: %s", pod->metadata.namespace_, pod->metadata.name, RESTART_ALL_MESSAGE);
-  nl_event_ref_t ref = nl_event_pod_ref(pod);
-  nl_events_record(&k->events, &ref, NL_EVENT_WARNING, RESTART_ALL_REASON, RESTART_ALL_MESSAGE);
-}
-
 static bool admit(nl_kubelet_t *k, const nl_pod_t *pod) {
   size_t active = 0;
   /* upstream's eviction admit handler comes before the predicates */
@@ -468,7 +453,6 @@ static bool static_must_wait(nl_kubelet_t *k, const nl_pod_t *pod) {
 
 /* Starts an admitted pod's worker. */
 static void start_pod(nl_kubelet_t *k, const nl_pod_t *pod) {
-  warn_restart_all(k, pod);
   if (k->node_up && pod_is_static(pod)) nl_mirror_manager_set(&k->mirrors, pod);
   /* upstream updates the QoS cgroups before a new pod's cgroup */
   if (k->cgroups_up) nl_cgroups_update_qos(&k->cgroups);
@@ -749,6 +733,25 @@ static void on_synced(const nl_sync_result_t *res, void *ctx) {
   nl_pleg_when_newer(&k->pleg, c->w->uid, ps->last_sync_ns, on_synced_status, c);
 }
 
+static void on_sync_status(const nl_rt_pod_status_t *st, void *ctx);
+
+/* The containers of an in-place restart are gone: the same sync goes on at
+ * once with a view of the runtime without them, where the status says the
+ * restart has begun and the pod starts again (upstream requeues the pod). */
+static void on_reset(const nl_sync_result_t *res, void *ctx) {
+  sync_call_t *c = ctx;
+  nl_kubelet_t *k = c->k;
+  pod_state_t *ps = state_get(k, c->w->uid);
+  ps->last_sync_ns = cache_now_ns();
+  log_result(c->w, "restart all containers of", res);
+  if (res->cancelled || res->err) {
+    call_finish(c, res->err, false);
+    return;
+  }
+  nl_pleg_force_relist(&k->pleg);
+  nl_pleg_when_newer(&k->pleg, c->w->uid, ps->last_sync_ns, on_sync_status, c);
+}
+
 static void on_sync_status(const nl_rt_pod_status_t *st, void *ctx) {
   sync_call_t *c = ctx;
   nl_kubelet_t *k = c->k;
@@ -759,6 +762,21 @@ static void on_sync_status(const nl_rt_pod_status_t *st, void *ctx) {
     return;
   }
   c->relists = k->pleg.relists;
+  pod_state_t *ps = state_get(k, c->w->uid);
+  if (nl_pod_status_restarting_all(ps->status)) {
+    if (c->reset) { /* removed, yet the runtime still shows some: try again later */
+      nl_err_t *err = nl_err_newf(NL_ERUNTIME, "pod %s/%s: containers left after their removal for the in-place restart",
+                                  c->w->pod->metadata.namespace_, c->w->pod->metadata.name);
+      call_finish(c, err, false);
+      nl_err_free(&err);
+      return;
+    }
+    c->reset = true;
+    nl_info("pod %s/%s: a container's exit restarts all its containers in place",
+            c->w->pod->metadata.namespace_, c->w->pod->metadata.name);
+    nl_runtime_reset_pod(&k->runtime, c->w->pod, st, on_reset, c);
+    return;
+  }
   nl_runtime_sync_pod(&k->runtime, c->w->pod, st, on_synced, c);
 }
 

@@ -162,6 +162,7 @@ static void op_free(nl_runtime_op_t *op) {
   free(op->cur_hosts_path);
   free(op->cur_id);
   free(op->kill_order);
+  free(op->reset);
   nl_keyring_free(&op->keyring);
   free(op->keyring_msg);
   free(op);
@@ -228,7 +229,7 @@ static void kick_cb(uv_idle_t *h) {
   if (nl__op_resume(k->op)) k->fn(k->op);
 }
 
-static nl_runtime_op_t *kick(nl_runtime_op_t *op, void (*fn)(nl_runtime_op_t *)) {
+nl_runtime_op_t *nl__op_kick(nl_runtime_op_t *op, void (*fn)(nl_runtime_op_t *)) {
   kick_t *k = nl_xcalloc(1, sizeof *k);
   k->op = op;
   k->fn = fn;
@@ -241,7 +242,7 @@ static nl_runtime_op_t *kick(nl_runtime_op_t *op, void (*fn)(nl_runtime_op_t *))
 nl_runtime_op_t *nl_runtime_sync_pod(nl_runtime_t *rt, const nl_pod_t *pod,
                                      const nl_rt_pod_status_t *status,
                                      nl_runtime_sync_cb cb, void *ctx) {
-  return kick(nl__op_new(rt, NL__OP_SYNC, pod, status, cb, ctx), nl__sync_start);
+  return nl__op_kick(nl__op_new(rt, NL__OP_SYNC, pod, status, cb, ctx), nl__sync_start);
 }
 
 static void kill_done(nl_runtime_op_t *op, bool ok) {
@@ -256,12 +257,12 @@ nl_runtime_op_t *nl_runtime_kill_pod(nl_runtime_t *rt, const nl_pod_t *pod,
                                      nl_runtime_sync_cb cb, void *ctx) {
   nl_runtime_op_t *op = nl__op_new(rt, NL__OP_KILL, pod, status, cb, ctx);
   op->grace_override = grace_seconds;
-  return kick(op, kill_start);
+  return nl__op_kick(op, kill_start);
 }
 
 nl_runtime_op_t *nl_runtime_remove_pod(nl_runtime_t *rt, const nl_rt_pod_status_t *status,
                                        bool remove_dirs, nl_runtime_sync_cb cb, void *ctx) {
   nl_runtime_op_t *op = nl__op_new(rt, NL__OP_REMOVE, NULL, status, cb, ctx);
   op->remove_dirs = remove_dirs;
-  return kick(op, nl__remove_start);
+  return nl__op_kick(op, nl__remove_start);
 }

@@ -237,6 +237,15 @@ nl_runtime_op_t *nl_runtime_sync_pod(nl_runtime_t *rt, const nl_pod_t *pod,
                                      const nl_rt_pod_status_t *status,
                                      nl_runtime_sync_cb cb, void *ctx);
 
+/* The in-place restart of all of pod's containers (upstream's
+ * RestartAllContainers action; runtime_reset.c): removes every instance of its
+ * init and regular containers, stopping without grace those not exited, and
+ * keeps the sandbox and the logs; one NL_SYNC_REMOVE_CONTAINER step each. The
+ * next sync starts the pod again. status may be NULL (nothing to remove). */
+nl_runtime_op_t *nl_runtime_reset_pod(nl_runtime_t *rt, const nl_pod_t *pod,
+                                      const nl_rt_pod_status_t *status, nl_runtime_sync_cb cb,
+                                      void *ctx);
+
 /* KillPod: stops every running container (StopContainer with the grace period;
  * preStop hooks are not run yet) in parallel, then StopPodSandbox on every
  * sandbox. pod may be NULL for a pod no source knows (then the grace period is

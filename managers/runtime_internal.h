@@ -79,7 +79,14 @@ Runtime__V1__NamespaceOption *nl__namespaces_for_pod(const nl_pod_t *pod);
 
 /* ---- operations (runtime.c, runtime_sync.c, runtime_kill.c) ---- */
 
-typedef enum { NL__OP_SYNC, NL__OP_KILL, NL__OP_REMOVE } nl__op_kind_t;
+typedef enum { NL__OP_SYNC, NL__OP_KILL, NL__OP_REMOVE, NL__OP_RESET } nl__op_kind_t;
+
+/* One container of an in-place restart (runtime_reset.c): its index in the
+ * op's status, whether it is an init container, whether to stop it first. */
+typedef struct nl__reset_step {
+  size_t idx;
+  bool init, kill;
+} nl__reset_step_t;
 
 typedef struct nl__resize_run nl__resize_run_t; /* runtime_resize.c */
 
@@ -105,6 +112,9 @@ struct nl_runtime_op {
   int kill_phase;
   void (*after_kill)(nl_runtime_op_t *op, bool ok);
   struct nl__kill_order *kill_order; /* sidecars' turn to stop (runtime_kill.c); owned */
+  /* reset (runtime_reset.c): the containers to remove, in order (owned) */
+  nl__reset_step_t *reset;
+  size_t n_reset;
   /* sync */
   nl_pod_actions_t actions;
   char *sandbox_id;
@@ -141,6 +151,9 @@ struct nl_runtime_op {
 /* Creates and registers an operation (copies pod and status). */
 nl_runtime_op_t *nl__op_new(nl_runtime_t *rt, nl__op_kind_t kind, const nl_pod_t *pod,
                             const nl_rt_pod_status_t *status, nl_runtime_sync_cb cb, void *ctx);
+/* Starts op with fn on the next loop turn (the callback never runs inside
+ * the call that made op); returns op. */
+nl_runtime_op_t *nl__op_kick(nl_runtime_op_t *op, void (*fn)(nl_runtime_op_t *op));
 /* Delivers the result (unless cancelled) once; frees the op when nothing is pending. */
 void nl__op_finish(nl_runtime_op_t *op);
 /* Called at the top of every async completion: pending--, and returns false when

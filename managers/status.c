@@ -1,7 +1,7 @@
 /* v1 PodStatus generation, as upstream's generateAPIPodStatus and its helpers
  * (see status.h for the map). Feature-gated upstream behaviour follows the
- * gates' defaults: PodReadyToStartContainersCondition on; ContainerRestartRules,
- * RestartAllContainersOnContainerExits, ChangeContainerStatusOnKubeletRestart off. */
+ * gates' defaults in 1.36: PodReadyToStartContainersCondition, ContainerRestartRules
+ * and RestartAllContainersOnContainerExits on; ChangeContainerStatusOnKubeletRestart off. */
 #include "managers/status.h"
 
 #include <arpa/inet.h>
@@ -16,6 +16,8 @@
 #define REASON_CONTAINER_CREATING "ContainerCreating"
 #define REASON_POD_INITIALIZING "PodInitializing"
 #define REASON_STATUS_UNKNOWN "ContainerStatusUnknown"
+#define REASON_RESTARTING_ALL "RestartingAllContainers"
+#define MESSAGE_RESTARTING_ALL "The container is removed because RestartAllContainers in place"
 
 static char *xdup(const char *s) { return s ? nl_xstrdup(s) : NULL; }
 static bool empty(const char *s) { return !s || !*s; }
@@ -246,6 +248,7 @@ typedef struct gen {
   const char *scheme;
   bool deleted;
   bool has_init;
+  bool restarting; /* upstream ShouldAllContainersRestart: an in-place restart of all */
   const nl_status_opts_t *opts;
 } gen_t;
 
@@ -284,7 +287,7 @@ static void convert_one(const gen_t *g, const nl_rt_container_t *cs, const nl_co
     if (old && old->state.kind == NL_CSTATE_RUNNING) {
       /* It ran and the runtime lost it: it ran and failed, not "never ran". */
       out->state.kind = NL_CSTATE_TERMINATED;
-      out->state.reason = nl_xstrdup(REASON_STATUS_UNKNOWN);
+      out->state.reason = nl_xstrdup(g->restarting ? REASON_RESTARTING_ALL : REASON_STATUS_UNKNOWN);
       out->state.message = nl_xstrdup("The container could not be located when the pod was terminated");
       out->state.exit_code = 137;
       out->restart_count = old->restart_count + 1;
@@ -293,6 +296,25 @@ static void convert_one(const gen_t *g, const nl_rt_container_t *cs, const nl_co
     }
     break;
   }
+}
+
+/* What the runtime no longer shows of a container an in-place restart of its
+ * pod removed (upstream, RestartAllContainersOnContainerExits): its restart
+ * count never goes down, a new instance counts one more restart than a
+ * terminated old one, and the old one's end stays its last state. */
+static void carry_over(nl_container_status_t *fresh, const nl_rt_container_t *cs,
+                       const nl_container_status_t *old) {
+  if (old->restart_count > fresh->restart_count) fresh->restart_count = old->restart_count;
+  if (cs->state == NL_RT_CONTAINER_RUNNING && old->state.kind == NL_CSTATE_TERMINATED &&
+      old->restart_count >= cs->restart_count)
+    fresh->restart_count = old->restart_count + 1;
+  const nl_cstate_t *last = NULL;
+  bool same = old->container_id && fresh->container_id && !strcmp(old->container_id, fresh->container_id);
+  if (!same && old->state.kind == NL_CSTATE_TERMINATED) last = &old->state;
+  else if (old->last_state.kind == NL_CSTATE_TERMINATED) last = &old->last_state;
+  if (!last) return;
+  cstate_free(&fresh->last_state);
+  cstate_copy(&fresh->last_state, last);
 }
 
 static int cmp_created_desc(const void *a, const void *b) {
@@ -336,10 +358,28 @@ static nl_container_status_t *convert_statuses(const gen_t *g, const nl_containe
   }
 
   /* A container that was running and vanished from the runtime terminated,
-   * even though we do not know how: keep the pod from going back to Pending. */
+   * even though we do not know how: keep the pod from going back to Pending.
+   * One that an in-place restart of the pod removed waits to run again, its
+   * removal its last state. */
   for (size_t i = 0; i < n; i++) {
     if (nl_rt_pod_status_find(rt, containers[i].name)) continue;
     const nl_container_status_t *old = find_status(prev, n_prev, containers[i].name);
+    if (old && g->restarting && old->state.kind != NL_CSTATE_WAITING) {
+      nl_container_status_t *s = &st[i];
+      cstate_free(&s->state);
+      cstate_free(&s->last_state);
+      s->state = (nl_cstate_t){.kind = NL_CSTATE_WAITING,
+                               .reason = nl_xstrdup(REASON_RESTARTING_ALL),
+                               .message = nl_xstrdup(MESSAGE_RESTARTING_ALL)};
+      s->last_state = (nl_cstate_t){.kind = NL_CSTATE_TERMINATED,
+                                    .reason = nl_xstrdup(REASON_RESTARTING_ALL),
+                                    .message = nl_xstrdup(MESSAGE_RESTARTING_ALL),
+                                    .exit_code = 137};
+      s->restart_count = old->restart_count + 1;
+      s->ready = false;
+      s->started = -1;
+      continue;
+    }
     if (!old || old->state.kind == NL_CSTATE_TERMINATED || old->state.kind != NL_CSTATE_RUNNING)
       continue;
     nl_container_status_t *s = &st[i];
@@ -371,6 +411,7 @@ static nl_container_status_t *convert_statuses(const gen_t *g, const nl_containe
     nl_container_status_t fresh;
     convert_one(g, cs, old, &fresh);
     if (cs->state == NL_RT_CONTAINER_RUNNING && old && old->started >= 0) fresh.started = old->started;
+    if (seen[i] == 0 && old) carry_over(&fresh, cs, old);
     if (seen[i] == 0) {
       cstatus_free(&st[i]);
       st[i] = fresh;
@@ -430,6 +471,13 @@ static const nl_container_status_t *find_in(const nl_container_status_t *v, size
   return find_status(v, n, name);
 }
 
+/* Whether a container that ended so runs again: its rules and policies, or
+ * the in-place restart of its pod that removed it. */
+static bool restarts(const nl_pod_spec_t *spec, const nl_container_t *c, const nl_cstate_t *end) {
+  return nl_container_should_restart(spec, c, end->exit_code) ||
+         (end->reason && !strcmp(end->reason, REASON_RESTARTING_ALL));
+}
+
 nl_pod_phase_t nl_pod_status_phase(const nl_pod_t *pod, const nl_container_status_t *info, size_t n,
                                    bool pod_is_terminal, bool pod_has_initialized) {
   const nl_pod_spec_t *spec = &pod->spec;
@@ -447,14 +495,11 @@ nl_pod_phase_t nl_pod_status_phase(const nl_pod_t *pod, const nl_container_statu
     switch (s->state.kind) {
     case NL_CSTATE_RUNNING: pending_init++; break;
     case NL_CSTATE_TERMINATED:
-      if (s->state.exit_code != 0 && !nl_container_should_restart(spec, c, s->state.exit_code))
-        failed_init_final++;
+      if (s->state.exit_code != 0 && !restarts(spec, c, &s->state)) failed_init_final++;
       break;
     case NL_CSTATE_WAITING:
       if (s->last_state.kind == NL_CSTATE_TERMINATED) {
-        if (s->last_state.exit_code != 0 &&
-            !nl_container_should_restart(spec, c, s->last_state.exit_code))
-          failed_init_final++;
+        if (s->last_state.exit_code != 0 && !restarts(spec, c, &s->last_state)) failed_init_final++;
       } else {
         pending_init++;
       }
@@ -502,13 +547,13 @@ nl_pod_phase_t nl_pod_status_phase(const nl_pod_t *pod, const nl_container_statu
     case NL_CSTATE_RUNNING: running++; break;
     case NL_CSTATE_TERMINATED:
       stopped++;
-      if (!nl_container_should_restart(spec, c, s->state.exit_code)) stopped_final++;
+      if (!restarts(spec, c, &s->state)) stopped_final++;
       if (s->state.exit_code == 0) succeeded++;
       break;
     case NL_CSTATE_WAITING:
       if (s->last_state.kind == NL_CSTATE_TERMINATED) {
         stopped++;
-        if (!nl_container_should_restart(spec, c, s->last_state.exit_code)) stopped_final++;
+        if (!restarts(spec, c, &s->last_state)) stopped_final++;
       } else {
         waiting++;
       }
@@ -679,6 +724,15 @@ static void pod_ready(const nl_pod_t *pod, const nl_pod_status_t *s, nl_pod_cond
   cond(out, "Ready", false, "ReadinessGatesNotReady", nl_buf_steal(&b));
 }
 
+static const nl_pod_condition_t *find_cond(const nl_pod_status_t *s, const char *type);
+
+/* A pod once initialized stays so while its init containers run again (an
+ * in-place restart of all: upstream, RestartAllContainersOnContainerExits). */
+static bool was_initialized(const nl_pod_status_t *old) {
+  const nl_pod_condition_t *c = find_cond(old, "Initialized");
+  return c && strcmp(c->status, "True") == 0;
+}
+
 static bool any_regular_started(const nl_pod_t *pod, const nl_pod_status_t *s) {
   for (size_t i = 0; i < pod->spec.n_containers; i++) {
     const nl_container_status_t *cs =
@@ -689,7 +743,8 @@ static bool any_regular_started(const nl_pod_t *pod, const nl_pod_status_t *s) {
   return false;
 }
 
-static void initialized(const nl_pod_t *pod, const nl_pod_status_t *s, nl_pod_condition_t *out) {
+static void initialized(const nl_pod_t *pod, const nl_pod_status_t *s, const nl_pod_status_t *old,
+                        nl_pod_condition_t *out) {
   const char *type = "Initialized";
   size_t n = pod->spec.n_init_containers;
   if (n && s->n_init_container_statuses + s->n_container_statuses == 0) {
@@ -713,7 +768,7 @@ static void initialized(const nl_pod_t *pod, const nl_pod_status_t *s, nl_pod_co
     cond(out, type, true, "PodCompleted", NULL);
   } else if (any_regular_started(pod, s)) {
     cond(out, type, true, NULL, NULL); /* initialized before; sidecars may restart */
-  } else if (nu || ni) {
+  } else if ((nu || ni) && !was_initialized(old)) {
     nl_buf_t b = NL_BUF_INIT;
     names_list(&b, "containers with unknown status", unknown, nu);
     names_list(&b, "containers with incomplete status", incomplete, ni);
@@ -797,6 +852,60 @@ static void limit_messages(nl_pod_status_t *s, const nl_pod_t *pod) {
   }
 }
 
+/* ---- in-place restart of all containers (RestartAllContainers) ---------- */
+
+#define COND_RESTARTING_ALL "AllContainersRestarting"
+
+bool nl_pod_status_restarting_all(const nl_pod_status_t *s) {
+  const nl_pod_condition_t *c = find_cond(s, COND_RESTARTING_ALL);
+  return c && strcmp(c->status, "True") == 0;
+}
+
+/* upstream ShouldAllContainersRestart: the restart has begun, or a container
+ * (as the runtime shows it, or as the status last said) ended with an exit
+ * code whose rule restarts them all. */
+static bool should_all_restart(const nl_pod_t *pod, const nl_rt_pod_status_t *rt,
+                               const nl_pod_status_t *old) {
+  if (!nl_pod_has_restart_all_rule(&pod->spec)) return false;
+  if (nl_pod_status_restarting_all(old)) return true;
+  for (int k = 0; k < 2; k++) {
+    const nl_container_t *v = k ? pod->spec.containers : pod->spec.init_containers;
+    size_t n = k ? pod->spec.n_containers : pod->spec.n_init_containers;
+    for (size_t i = 0; i < n; i++) {
+      const nl_rt_container_t *st = nl_rt_pod_status_find(rt, v[i].name);
+      if (st && st->state == NL_RT_CONTAINER_EXITED && nl_container_restarts_all(&v[i], st->exit_code))
+        return true;
+      const nl_container_status_t *o = old ? find_any(old, v[i].name) : NULL;
+      if (o && o->state.kind == NL_CSTATE_TERMINATED && nl_container_restarts_all(&v[i], o->state.exit_code))
+        return true;
+    }
+  }
+  return false;
+}
+
+/* upstream AllContainersRestartCleanedUp: none of the pod's init or regular
+ * containers is left in the runtime. */
+static bool restart_cleaned_up(const nl_pod_t *pod, const nl_rt_pod_status_t *rt) {
+  for (size_t i = 0; i < pod->spec.n_init_containers; i++)
+    if (nl_rt_pod_status_find(rt, pod->spec.init_containers[i].name)) return false;
+  for (size_t i = 0; i < pod->spec.n_containers; i++)
+    if (nl_rt_pod_status_find(rt, pod->spec.containers[i].name)) return false;
+  return true;
+}
+
+/* upstream GenerateAllContainersRestartingCondition, for a pod with such a rule. */
+static void restarting_all(const gen_t *g, const nl_pod_status_t *s, nl_pod_condition_t *out) {
+  if (s->phase == NL_POD_SUCCEEDED)
+    cond(out, COND_RESTARTING_ALL, false, "PodCompleted", NULL);
+  else if (s->phase == NL_POD_FAILED)
+    cond(out, COND_RESTARTING_ALL, false, "PodFailed", NULL);
+  else if (!g->restarting || restart_cleaned_up(g->pod, g->rt))
+    cond(out, COND_RESTARTING_ALL, false, NULL, NULL);
+  else
+    cond(out, COND_RESTARTING_ALL, true, "RestartAllContainersStarted",
+         nl_xstrdup("container exited with restart policy rule"));
+}
+
 nl_pod_status_t *nl_pod_status_generate(const nl_pod_t *pod, const nl_rt_pod_status_t *rt,
                                         const nl_status_reasons_t *reasons,
                                         const nl_pod_status_t *old, bool pod_is_terminal,
@@ -809,6 +918,7 @@ nl_pod_status_t *nl_pod_status_generate(const nl_pod_t *pod, const nl_rt_pod_sta
       .scheme = opts && opts->runtime_name ? opts->runtime_name : "containerd",
       .deleted = opts && opts->deleted,
       .has_init = pod->spec.n_init_containers > 0,
+      .restarting = should_all_restart(pod, rt, old),
       .opts = opts,
   };
   nl_pod_status_t *s = nl_xcalloc(1, sizeof(*s));
@@ -858,13 +968,15 @@ nl_pod_status_t *nl_pod_status_generate(const nl_pod_t *pod, const nl_rt_pod_sta
           cmp_status_name);
 
   /* Kubelet-owned conditions, in upstream's order. */
-  s->conditions = nl_xcalloc(5, sizeof(*s->conditions));
-  s->n_conditions = 5;
+  bool could_restart_all = nl_pod_has_restart_all_rule(&pod->spec);
+  s->n_conditions = could_restart_all ? 6 : 5;
+  s->conditions = nl_xcalloc(s->n_conditions, sizeof(*s->conditions));
   cond(&s->conditions[0], "PodReadyToStartContainers", !sandbox_changed(pod, rt), NULL, NULL);
-  initialized(pod, s, &s->conditions[1]);
+  initialized(pod, s, old, &s->conditions[1]);
   pod_ready(pod, s, &s->conditions[2]);
   containers_ready(pod, s, &s->conditions[3], "ContainersReady");
   cond(&s->conditions[4], "PodScheduled", true, NULL, NULL);
+  if (could_restart_all) restarting_all(&g, s, &s->conditions[5]);
   int64_t now = secs(now_ns);
   s->observed_generation = pod->metadata.generation;
   for (size_t i = 0; i < s->n_conditions; i++) {

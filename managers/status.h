@@ -166,6 +166,10 @@ nl_pod_status_t *nl_pod_status_generate(const nl_pod_t *pod, const nl_rt_pod_sta
                                         int64_t now_ns, const char *host_ip,
                                         const nl_status_opts_t *opts);
 void nl_pod_status_free(nl_pod_status_t *s);
+/* Whether s (may be NULL) says an in-place restart of all the pod's containers
+ * is under way (its AllContainersRestarting condition is True): the pod's
+ * containers are to be removed before it starts again (nl_runtime_reset_pod). */
+bool nl_pod_status_restarting_all(const nl_pod_status_t *s);
 /* A pod the kubelet terminated itself (upstream TerminatePodOptions): phase
  * Failed with reason and message (copied) unless it Succeeded (then neither),
  * and the DisruptionTarget condition (True, TerminationByKubelet, message),

@@ -5,9 +5,11 @@
 
 #include "reactor/xalloc.h"
 
+/* upstream PodConditionByKubelet, with its 1.36 gates' defaults */
 static const char *const kubelet_conditions[] = {
     "PodScheduled",     "Ready",           "Initialized",         "ContainersReady",
     "PodReadyToStartContainers", "PodResizePending", "PodResizeInProgress",
+    "AllContainersRestarting",
 };
 
 /* The PodStatus fields generateAPIPodStatus fills; the rest belong to others. */

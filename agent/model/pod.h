@@ -729,6 +729,9 @@ const nl_restart_rule_t *nl_container_restart_rule(const nl_container_t *c, int3
  * (its matching rule, else its restartPolicy, else the pod's). */
 bool nl_container_should_restart(const nl_pod_spec_t *spec, const nl_container_t *c,
                                  int32_t exit_code);
+/* Whether c's exit with exit_code restarts the whole pod in place (its
+ * matching rule's action is RestartAllContainers). */
+bool nl_container_restarts_all(const nl_container_t *c, int32_t exit_code);
 /* IsContainerRestartable: whether c may ever be started again. */
 bool nl_container_restartable(const nl_pod_spec_t *spec, const nl_container_t *c);
 /* Whether c's effective policy is OnFailure (a container that succeeded

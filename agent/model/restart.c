@@ -31,13 +31,18 @@ bool nl_container_should_restart(const nl_pod_spec_t *spec, const nl_container_t
                                  int32_t exit_code) {
   if (!c->restart_policy) return pod_policy(spec, exit_code);
   const nl_restart_rule_t *r = nl_container_restart_rule(c, exit_code);
-  /* RestartAllContainers is not done (DIFFERENCES.md): such a rule falls
-   * back to the container's policy, as upstream does with its gate off. */
-  if (r && is(r->action, "Restart")) return true;
+  /* RestartAllContainers (on in 1.36) starts it again too, with the rest of
+   * the pod */
+  if (r && (is(r->action, "Restart") || is(r->action, "RestartAllContainers"))) return true;
   if (is(c->restart_policy, "Always")) return true;
   if (is(c->restart_policy, "OnFailure")) return exit_code != 0;
   if (is(c->restart_policy, "Never")) return false;
   return pod_policy(spec, exit_code);
+}
+
+bool nl_container_restarts_all(const nl_container_t *c, int32_t exit_code) {
+  const nl_restart_rule_t *r = nl_container_restart_rule(c, exit_code);
+  return r && is(r->action, "RestartAllContainers");
 }
 
 bool nl_container_restartable(const nl_pod_spec_t *spec, const nl_container_t *c) {

@@ -6,9 +6,11 @@
 # Failed; its own Always in a Never pod restarts it; a rule Restart on exit
 # code 42 (operator In) restarts it on 42 and not on 1; a NotIn [0] rule
 # restarts on 3 and lets exit 0 end the pod Succeeded; a RestartAllContainers
-# rule, which nanolet does not do, is said so in the pod's events and falls
-# back to the container's policy; kubelet_terminated_containers_total counts
-# the exits on /metrics through the node proxy.
+# rule on exit code 42 restarts the whole Never pod in place (its init
+# container and its other container run again, each counted once, with a last
+# state; the old containers are gone from the runtime, the sandbox and the pod
+# IP stay); kubelet_terminated_containers_total counts the exits on /metrics
+# through the node proxy.
 PODS_NS=nanolet-e2e-restart-rules
 . "$(dirname "$0")/pods_lib.sh"
 k8s_env || { fail "control plane" "tools/testenv/controlplane.sh up failed"; exit 1; }
@@ -56,9 +58,13 @@ rule_pod rule-1 Always ", restartPolicy: Never, $R42" "$(twice 1 -)"
 rule_pod not-in-0 Always \
   ", restartPolicy: Never, restartPolicyRules: [{action: Restart, exitCodes: {operator: NotIn, values: [0]}}]" \
   "$(twice 3 0)"
-rule_pod restart-all Never \
-  ", restartPolicy: Never, restartPolicyRules: [{action: RestartAllContainers, exitCodes: {operator: In, values: [42]}}]" \
-  "$(twice 42 -)"
+api_pod restart-all 1 "restartPolicy: Never" \
+  "volumes: [{name: w, emptyDir: {}}]" \
+  "initContainers:" \
+  "- {name: init, image: $IMG, command: [sh, -c, 'exit 0']}" \
+  "containers:" \
+  "- {name: c, image: $IMG, command: $(twice 42 -), volumeMounts: [{name: w, mountPath: /w}], restartPolicy: Never, restartPolicyRules: [{action: RestartAllContainers, exitCodes: {operator: In, values: [42]}}]}" \
+  "- {name: other, image: $IMG, command: [sleep, '3600']}"
 
 # --- a container's own policy over the pod's --------------------------------------
 expect_api "restartPolicy Never in an Always pod: exit 1 ends the pod Failed" 60 never-in-always .status.phase Failed
@@ -80,14 +86,23 @@ check "  ... one container in the runtime" [ "$(runtime_count rule-1)" = 1 ]
 expect_api "rule Restart NotIn [0]: restarted after exit 3, then exit 0 ends the pod Succeeded" 60 not-in-0 \
   '"\(.status.phase) \(.status.containerStatuses[0].restartCount)"' "Succeeded 1"
 
-# --- RestartAllContainers: said not done, the container's own policy instead --------
-ignored() {
-  kubectl get events -n "$PODS_NS" --field-selector involvedObject.name=restart-all,reason=RestartAllContainersIgnored \
-    -o jsonpath='{.items[0].type}' 2>/dev/null | grep -qx Warning
+# --- RestartAllContainers: the whole pod again, in place -------------------------------
+counts='[(.status.initContainerStatuses + .status.containerStatuses)[] | "\(.name)=\(.restartCount)"] | sort | join(" ")'
+expect_api "RestartAllContainers on exit 42: init, c and other each restarted once" 90 restart-all \
+  "$counts" "c=1 init=1 other=1"
+expect_api "  ... Running, c and other running again" 60 restart-all \
+  '"\(.status.phase) \([.status.containerStatuses[].state | keys[0]] | join(","))"' "Running running,running"
+check "  ... each has a last state (terminated)" [ "$(jget restart-all \
+  '[(.status.initContainerStatuses + .status.containerStatuses)[] | select(.lastState.terminated != null)] | length')" = 3 ]
+check "  ... the AllContainersRestarting condition is False again" \
+  [ "$(jget restart-all '.status.conditions[] | select(.type == "AllContainersRestarting") | .status')" = False ]
+check "  ... the runtime holds one container each (the old ones removed)" [ "$(runtime_count restart-all)" = 3 ]
+check "  ... in the one sandbox" [ "$(ns_sandboxes | jq '[.[] | select(.metadata.name == "restart-all")] | length')" = 1 ]
+killing() {
+  kubectl get events -n "$PODS_NS" --field-selector involvedObject.name=restart-all,reason=Killing \
+    -o jsonpath='{.items[*].message}' 2>/dev/null | grep -q "Stopping container other"
 }
-check "RestartAllContainers: a Warning event RestartAllContainersIgnored on the pod" wait_for 30 ignored
-expect_api "  ... the container's Never applies: exit 42, not restarted, Failed" 60 restart-all \
-  '"\(.status.phase) \(.status.containerStatuses[0].restartCount)"' "Failed 0"
+check "  ... a Killing event for other, which was running" wait_for 10 killing
 
 # --- the termination counter ---------------------------------------------------------
 metric() { # metric EXIT_CODE: the container series' value for reason Error (0 if none)

@@ -367,9 +367,11 @@ static void test_container_restart_rules(void **state) {
       {"Always", "restartPolicy: Never, restartPolicyRules: [{action: Restart, exitCodes: {operator: NotIn, values: [0, 7]}}]",
        "rule NotIn [0, 7] does not match 7", 7, false},
       {"Never", "restartPolicy: Always, restartPolicyRules: [{action: RestartAllContainers, exitCodes: {operator: In, values: [42]}}]",
-       "RestartAllContainers not done: the container's Always", 42, true},
+       "RestartAllContainers on 42, own Always", 42, true},
       {"Always", "restartPolicy: Never, restartPolicyRules: [{action: RestartAllContainers, exitCodes: {operator: In, values: [42]}}]",
-       "RestartAllContainers not done: the container's Never", 42, false},
+       "RestartAllContainers on 42, own Never: runs again with the others", 42, true},
+      {"Always", "restartPolicy: Never, restartPolicyRules: [{action: RestartAllContainers, exitCodes: {operator: In, values: [42]}}]",
+       "RestartAllContainers on 42 does not match 1: own Never", 1, false},
       {"Never", NULL, "no policy of its own: the pod's Never", 42, false},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

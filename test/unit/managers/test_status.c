@@ -187,6 +187,89 @@ static void phase_container_restart_rules(void **state) {
   nl_pod_free(pod);
 }
 
+/* An in-place restart of all containers (RestartAllContainers), step by step
+ * as the runtime shows it: the source container exits 42 (the condition turns
+ * True, the Never pod stays Running), the containers are removed (each waits
+ * with the removal as its last state and one more restart; the condition
+ * False), then they run again (the count and the last state stay). */
+static void restart_all_containers_in_place(void **state) {
+  (void)state;
+  nl_pod_t *pod = pod_of(
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default, uid: u1}\n"
+      "spec:\n  restartPolicy: Never\n  initContainers:\n  - {name: init, image: busybox}\n"
+      "  containers:\n  - {name: src, image: busybox, restartPolicy: Never, restartPolicyRules: "
+      "[{action: RestartAllContainers, exitCodes: {operator: In, values: [42]}}]}\n"
+      "  - {name: app, image: busybox}\n");
+  nl_rt_pod_status_t *rt = rt_new();
+  rt_sandbox(rt, "sb", true, "10.88.0.9");
+  rt_c(rt, "c-src", "src", NL_RT_CONTAINER_EXITED, 42, 0);
+  rt_c(rt, "c-app", "app", NL_RT_CONTAINER_RUNNING, 0, 0);
+  rt_c(rt, "c-init", "init", NL_RT_CONTAINER_EXITED, 0, 0);
+  nl_pod_status_t *s1 = gen(pod, rt, NULL, NULL, false);
+  const nl_pod_condition_t *c = cond(s1, "AllContainersRestarting");
+  assert_string_equal(c->status, "True");
+  assert_string_equal(c->reason, "RestartAllContainersStarted");
+  assert_true(nl_pod_status_restarting_all(s1));
+  assert_int_equal(s1->phase, NL_POD_RUNNING);
+
+  /* removed: only the sandbox is left */
+  nl_rt_pod_status_free(rt);
+  rt = rt_new();
+  rt_sandbox(rt, "sb", true, "10.88.0.9");
+  nl_pod_status_t *s2 = gen(pod, rt, NULL, s1, false);
+  assert_false(nl_pod_status_restarting_all(s2));
+  assert_string_equal(cond(s2, "AllContainersRestarting")->status, "False");
+  assert_string_equal(cond(s2, "Initialized")->status, "True");
+  assert_int_equal(s2->phase, NL_POD_RUNNING);
+  const char *names[] = {"init", "src", "app"};
+  for (size_t i = 0; i < 3; i++) {
+    const nl_container_status_t *x = cs(s2, names[i]);
+    assert_int_equal(x->state.kind, NL_CSTATE_WAITING);
+    assert_string_equal(x->state.reason, "RestartingAllContainers");
+    assert_int_equal(x->last_state.kind, NL_CSTATE_TERMINATED);
+    assert_string_equal(x->last_state.reason, "RestartingAllContainers");
+    assert_int_equal(x->last_state.exit_code, 137);
+    assert_int_equal(x->restart_count, 1);
+  }
+
+  /* started again: the init container from its logs' count (1), the others
+   * running with theirs */
+  nl_rt_pod_status_free(rt);
+  rt = rt_new();
+  rt_sandbox(rt, "sb", true, "10.88.0.9");
+  rt_c(rt, "c-src2", "src", NL_RT_CONTAINER_RUNNING, 0, 0)->restart_count = 1;
+  rt_c(rt, "c-app2", "app", NL_RT_CONTAINER_RUNNING, 0, 0)->restart_count = 1;
+  rt_c(rt, "c-init2", "init", NL_RT_CONTAINER_EXITED, 0, 0)->restart_count = 1;
+  nl_pod_status_t *s3 = gen(pod, rt, NULL, s2, false);
+  assert_false(nl_pod_status_restarting_all(s3));
+  assert_int_equal(s3->phase, NL_POD_RUNNING);
+  for (size_t i = 0; i < 3; i++) {
+    const nl_container_status_t *x = cs(s3, names[i]);
+    assert_int_equal(x->restart_count, 1);
+    assert_int_equal(x->last_state.kind, NL_CSTATE_TERMINATED);
+    assert_string_equal(x->last_state.reason, "RestartingAllContainers");
+  }
+  assert_int_equal(cs(s3, "src")->state.kind, NL_CSTATE_RUNNING);
+  /* and no second restart: a status from this one stays calm */
+  nl_pod_status_t *s4 = gen(pod, rt, NULL, s3, false);
+  assert_false(nl_pod_status_restarting_all(s4));
+  assert_int_equal(cs(s4, "app")->restart_count, 1);
+
+  /* a pod without such a rule has no AllContainersRestarting condition */
+  nl_pod_t *plain = pod2("Always");
+  nl_pod_status_t *s5 = gen(plain, rt, NULL, NULL, false);
+  for (size_t i = 0; i < s5->n_conditions; i++)
+    assert_string_not_equal(s5->conditions[i].type, "AllContainersRestarting");
+  nl_pod_status_free(s5);
+  nl_pod_free(plain);
+  nl_pod_status_free(s4);
+  nl_pod_status_free(s3);
+  nl_pod_status_free(s2);
+  nl_pod_status_free(s1);
+  nl_rt_pod_status_free(rt);
+  nl_pod_free(pod);
+}
+
 static void phase_rules_static_pods_and_unknown(void **state) {
   /* TODO upstream #116484: static pods get no terminal phase from podIsTerminal */
   nl_pod_t *pod = pod_of("apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  uid: u1\n"
@@ -991,6 +1074,7 @@ int main(void) {
       cmocka_unit_test(lost_containers),
       cmocka_unit_test(removed_init_container_counts_as_completed),
       cmocka_unit_test(conditions_and_continuity),
+      cmocka_unit_test(restart_all_containers_in_place),
       cmocka_unit_test(observed_generation),
       cmocka_unit_test(ips),
       cmocka_unit_test(qos_classes),

@@ -251,6 +251,7 @@ static void equality_as_the_kubelet_sees_it(void **state) {
   assert_false(nl_status_equal(a, NULL));
   assert_true(nl_status_equal(NULL, NULL));
   assert_true(nl_status_condition_by_kubelet("PodReadyToStartContainers"));
+  assert_true(nl_status_condition_by_kubelet("AllContainersRestarting"));
   assert_false(nl_status_condition_by_kubelet("DisruptionTarget"));
   json_decref(a);
   json_decref(b);

@@ -222,10 +222,14 @@ static void restart_rules(void **state) {
     assert_string_equal(c->restart_policy_rules[1].operator_, "NotIn");
     assert_string_equal(q->spec.init_containers[0].restart_policy, "OnFailure");
     assert_null(q->spec.containers[1].restart_policy);
-    /* the first matching rule decides; RestartAllContainers is not done */
+    /* the first matching rule decides: Restart for 43; RestartAllContainers
+     * for 1, which starts it again with the others */
     assert_true(nl_container_should_restart(&q->spec, c, 43));
-    assert_false(nl_container_should_restart(&q->spec, c, 1));
+    assert_false(nl_container_restarts_all(c, 43));
+    assert_true(nl_container_should_restart(&q->spec, c, 1));
+    assert_true(nl_container_restarts_all(c, 1));
     assert_false(nl_container_should_restart(&q->spec, c, 0));
+    assert_false(nl_container_restarts_all(c, 0));
     assert_true(nl_container_restartable(&q->spec, c));
     assert_true(nl_pod_has_restart_all_rule(&q->spec));
     if (copy) nl_pod_free(q);
