@@ -160,6 +160,7 @@ static void op_free(nl_runtime_op_t *op) {
   nl__image_volumes_free(op);
   free(op->cur_term_path);
   free(op->cur_hosts_path);
+  nl_env_free(op->cur_file_env, op->n_cur_file_env);
   free(op->cur_id);
   free(op->kill_order);
   free(op->reset);

@@ -418,6 +418,10 @@ typedef struct nl_container_input {
    * ImageVolumes): mounted through the CRI Mount's image field. */
   const nl_image_volume_ref_t *image_volumes;
   size_t n_image_volumes;
+  /* The values of its env[].valueFrom.fileKeyRef, read from their files
+   * (EnvFiles): one per variable found; a variable not listed is not set. */
+  const struct nl_env *file_env;
+  size_t n_file_env;
 } nl_container_input_t;
 
 /* generateContainerConfig. Returns 0 and a new config, or -1 with *err (bad env
@@ -450,6 +454,8 @@ typedef struct nl_env {
  * skipped with an InvalidEnvironmentVariableNames event), then env: values
  * with $(VAR) references to earlier ones (then to service variables), fieldRef,
  * resourceFieldRef, configMapKeyRef and secretKeyRef (through opts->objects),
+ * fileKeyRef (its value from files, n_files, read before: a variable not
+ * there is not set),
  * then the service variables (opts->service_env) the container does not set.
  * An object or key that is missing is skipped when optional, else an error
  * with upstream's text (`couldn't find key k in ConfigMap ns/app`,
@@ -457,7 +463,8 @@ typedef struct nl_env {
  * with nl_env_free), or -1 with *err. */
 int nl_runtime_make_env(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
                         const nl_container_t *c, const char *pod_ip, char *const *pod_ips,
-                        size_t n_pod_ips, nl_env_t **out, size_t *n, nl_err_t **err);
+                        size_t n_pod_ips, const nl_env_t *files, size_t n_files, nl_env_t **out,
+                        size_t *n, nl_err_t **err);
 void nl_env_free(nl_env_t *env, size_t n);
 
 /* The value of a fieldRef (metadata.name, metadata.labels['k'], status.podIP,

@@ -512,8 +512,8 @@ int nl_runtime_build_container_config(const nl_runtime_opts_t *opts, const nl_po
   size_t n_env = 0;
   /* upstream's text as it is (`couldn't find key k in ConfigMap ns/app`): the
    * waiting container's message */
-  if (nl_runtime_make_env(opts, pod, c, in->pod_ip, in->pod_ips, in->n_pod_ips, &env, &n_env,
-                          err) < 0)
+  if (nl_runtime_make_env(opts, pod, c, in->pod_ip, in->pod_ips, in->n_pod_ips, in->file_env,
+                          in->n_file_env, &env, &n_env, err) < 0)
     return -1;
   Runtime__V1__ContainerConfig *cfg =
       NL__NEW(Runtime__V1__ContainerConfig, RUNTIME__V1__CONTAINER_CONFIG__INIT);

@@ -285,7 +285,8 @@ static int key_value(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
 
 int nl_runtime_make_env(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
                         const nl_container_t *c, const char *pod_ip, char *const *pod_ips,
-                        size_t n_pod_ips, nl_env_t **out, size_t *n, nl_err_t **err) {
+                        size_t n_pod_ips, const nl_env_t *files, size_t n_files, nl_env_t **out,
+                        size_t *n, nl_err_t **err) {
   nl__kvs_t env = {0};
   nl_env_t *svc = NULL;
   size_t n_svc = 0;
@@ -318,6 +319,10 @@ int nl_runtime_make_env(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
       int rc = key_value(opts, pod, src, &v, err);
       if (rc < 0) goto fail; /* upstream's message as it is: it is the pod's status */
       if (rc == 0) continue;
+    } else if (src->file_key_ref) {
+      const char *fv = lookup1(files, n_files, e->name, strlen(e->name));
+      if (!fv) continue;
+      v = nl_xstrdup(fv);
     } else {
       continue; /* validation refuses a valueFrom with no source */
     }

@@ -77,6 +77,30 @@ void nl__to_kill(nl_pod_actions_t *a, const nl_rt_container_t *st, const nl_cont
 /* Namespace options for a pod (runtimeutil.NamespacesForPod). */
 Runtime__V1__NamespaceOption *nl__namespaces_for_pod(const nl_pod_t *pod);
 
+/* ---- env files (runtime_envfile.c) ---- */
+
+/* One fileKeyRef of the container being started. */
+typedef struct nl__envfile {
+  char *name;           /* the variable */
+  char *root;           /* the volume's directory */
+  char *path, *key;
+  bool optional;
+  char *value;          /* read: the value; NULL: absent (optional) */
+} nl__envfile_t;
+
+/* On the loop: the container's fileKeyRefs with their volumes' directories
+ * (a new array, NULL when none), or -1 with *err for a volume the pod does not
+ * have. */
+int nl__envfiles_plan(const nl_runtime_opts_t *o, const nl_pod_t *pod, const nl_container_t *c,
+                      nl__envfile_t **out, size_t *n, nl_err_t **err);
+/* On the thread pool: reads each; -1 with *err (upstream's messages) for a
+ * file that cannot be read or parsed, or a required key it lacks. */
+int nl__envfiles_read(nl__envfile_t *v, size_t n, nl_err_t **err);
+/* The values found, moved into a new array (*n_out entries) for
+ * nl_runtime_make_env. */
+nl_env_t *nl__envfiles_values(nl__envfile_t *v, size_t n, size_t *n_out);
+void nl__envfiles_free(nl__envfile_t *v, size_t n);
+
 /* ---- operations (runtime.c, runtime_sync.c, runtime_kill.c) ---- */
 
 typedef enum { NL__OP_SYNC, NL__OP_KILL, NL__OP_REMOVE, NL__OP_RESET } nl__op_kind_t;
@@ -132,6 +156,8 @@ struct nl_runtime_op {
   char *cur_term_path;
   char *cur_hosts_path;        /* the pod's etc-hosts when the container mounts it */
   int32_t cur_restart;
+  nl_env_t *cur_file_env;      /* op->cur's fileKeyRef values, read (runtime_envfile.c) */
+  size_t n_cur_file_env;
   nl_images_req_t img;
   struct nl__image_volume *image_volumes; /* the pod's, pulled before its containers start */
   size_t n_image_volumes;

@@ -400,6 +400,9 @@ static void container_done(nl_runtime_op_t *op, bool ok) {
   op->cur_term_path = NULL;
   free(op->cur_hosts_path);
   op->cur_hosts_path = NULL;
+  nl_env_free(op->cur_file_env, op->n_cur_file_env);
+  op->cur_file_env = NULL;
+  op->n_cur_file_env = 0;
   free(op->cur_id);
   op->cur_id = NULL;
   free(op->cur_image_volumes);
@@ -565,6 +568,8 @@ static void create_with_devices(nl_runtime_op_t *op, V1beta1__ContainerAllocateR
       .etc_hosts_host_path = op->cur_hosts_path,
       .image_volumes = op->cur_image_volumes,
       .n_image_volumes = op->n_cur_image_volumes,
+      .file_env = op->cur_file_env,
+      .n_file_env = op->n_cur_file_env,
   };
   const char *target = op->cur->target_container_name;
   const nl_rt_container_t *tc = target && *target ? nl_rt_pod_status_find(op->status, target) : NULL;
@@ -632,6 +637,8 @@ typedef struct cprep {
   const char *node_hosts;
   char **sub_roots, **sub_paths; /* subPaths of the container's volume mounts */
   size_t n_subs;
+  nl__envfile_t *files; /* its fileKeyRefs (runtime_envfile.c) */
+  size_t n_files;
   nl_err_t *err;
 } cprep_t;
 
@@ -716,6 +723,7 @@ static void cprep_work(uv_work_t *w) {
     if (lstat(full, &st) < 0 && errno == ENOENT) make_subpath(p->sub_roots[i], p->sub_paths[i], &p->err);
     free(full);
   }
+  if (!p->err) nl__envfiles_read(p->files, p->n_files, &p->err);
 }
 
 static void cprep_free(cprep_t *p) {
@@ -731,6 +739,7 @@ static void cprep_free(cprep_t *p) {
   }
   free(p->sub_roots);
   free(p->sub_paths);
+  nl__envfiles_free(p->files, p->n_files);
   free(p);
 }
 
@@ -753,7 +762,7 @@ static void plan_subpaths(nl_runtime_op_t *op, cprep_t *p) {
         nl_err_t *err = NULL;
         env_done = true;
         if (nl_runtime_make_env(o, op->pod, c, op->n_pod_ips ? op->pod_ips[0] : NULL,
-                                op->pod_ips, op->n_pod_ips, &env, &n_env, &err) < 0)
+                                op->pod_ips, op->n_pod_ips, NULL, 0, &env, &n_env, &err) < 0)
           nl_err_free(&err);
       }
       sub = nl_runtime_expand(vm->sub_path_expr, env, n_env);
@@ -819,6 +828,7 @@ static void cprep_done(uv_work_t *w, int status) {
       p->term_path = NULL;
       op->cur_hosts_path = p->hosts_path;
       p->hosts_path = NULL;
+      op->cur_file_env = nl__envfiles_values(p->files, p->n_files, &op->n_cur_file_env);
       create_container(op);
     }
   }
@@ -900,8 +910,10 @@ static void prepare_container(nl_runtime_op_t *op) {
   p->scan = prev == NULL;
   op->cur_restart = prev ? prev->restart_count + 1 : 0;
   nl_err_t *err = NULL;
-  if (plan_hosts(op, p, &err) < 0) {
+  if (plan_hosts(op, p, &err) < 0 ||
+      nl__envfiles_plan(o, op->pod, op->cur, &p->files, &p->n_files, &err) < 0) {
     nl__step_fail(cur_step(op), NL_REASON_CREATE_CONTAINER_CONFIG, "%s", err->msg);
+    fail_event(op, err->msg);
     nl_err_free(&err);
     cprep_free(p);
     container_done(op, false);

@@ -285,12 +285,23 @@ static void key_ref(dec_t *d, const nl_tnode_t *n, nl_key_ref_t *r) {
   END_FIELDS
 }
 
+static void file_key_ref(dec_t *d, const nl_tnode_t *n, nl_file_key_ref_t *r) {
+  r->optional = NL_UNSET;
+  FIELDS(n)
+  F("volumeName") r->volume_name = str(d, v);
+  F("path") r->path = str(d, v);
+  F("key") r->key = str(d, v);
+  F("optional") get_tri(d, v, &r->optional);
+  END_FIELDS
+}
+
 static void env_source(dec_t *d, const nl_tnode_t *n, nl_env_source_t *s) {
   FIELDS(n)
   F("fieldRef") OBJ(v, s->field_ref, field_ref);
   F("resourceFieldRef") OBJ(v, s->resource_field_ref, resource_field_ref);
   F("configMapKeyRef") OBJ(v, s->config_map_key_ref, key_ref);
   F("secretKeyRef") OBJ(v, s->secret_key_ref, key_ref);
+  F("fileKeyRef") OBJ(v, s->file_key_ref, file_key_ref);
   END_FIELDS
 }
 

@@ -198,11 +198,19 @@ static void key_ref(jw_t *w, const nl_key_ref_t *r) {
   t_(w, "optional", r->optional);
 }
 
+static void file_key_ref(jw_t *w, const nl_file_key_ref_t *r) {
+  s_always(w, "volumeName", r->volume_name);
+  s_always(w, "path", r->path);
+  s_always(w, "key", r->key);
+  t_(w, "optional", r->optional);
+}
+
 static void env_source(jw_t *w, const nl_env_source_t *s) {
   SUB("fieldRef", s->field_ref, field_ref);
   SUB("resourceFieldRef", s->resource_field_ref, resource_field_ref);
   SUB("configMapKeyRef", s->config_map_key_ref, key_ref);
   SUB("secretKeyRef", s->secret_key_ref, key_ref);
+  SUB("fileKeyRef", s->file_key_ref, file_key_ref);
 }
 
 static void env_var(jw_t *w, const nl_env_var_t *e) {

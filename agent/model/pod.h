@@ -123,11 +123,19 @@ typedef struct nl_key_ref { /* ConfigMapKeySelector / SecretKeySelector */
   nl_tristate_t optional;
 } nl_key_ref_t;
 
+typedef struct nl_file_key_ref { /* FileKeySelector (EnvFiles) */
+  char *volume_name; /* an emptyDir volume of the pod */
+  char *path;        /* the env file, relative to the volume */
+  char *key;
+  nl_tristate_t optional;
+} nl_file_key_ref_t;
+
 typedef struct nl_env_source { /* EnvVarSource: exactly one is set when valid */
   nl_field_ref_t *field_ref;
   nl_resource_field_ref_t *resource_field_ref;
   nl_key_ref_t *config_map_key_ref;
   nl_key_ref_t *secret_key_ref;
+  nl_file_key_ref_t *file_key_ref;
 } nl_env_source_t;
 
 typedef struct nl_env_var {

@@ -264,6 +264,40 @@ static void key_ref(val_t *v, const nl_key_ref_t *r) {
   });
 }
 
+static const nl_volume_t *volume_named(const val_t *v, const char *name);
+
+/* upstream validateFileKeySelector and validateFileKeyRefVolumes */
+static void file_key_ref(val_t *v, const nl_file_key_ref_t *r) {
+  KEY("key", {
+    if (empty(r->key)) ERR("required");
+    else
+      for (const char *s = r->key; *s; s++)
+        if (*s < 0x20 || *s > 0x7e || *s == '=') {
+          ERR("must consist of printable ASCII characters except '=', got %s", r->key);
+          break;
+        }
+  });
+  KEY("volumeName", {
+    const nl_volume_t *vol = empty(r->volume_name) ? NULL : volume_named(v, r->volume_name);
+    if (empty(r->volume_name)) ERR("required");
+    else if (!vol) ERR("not found: no volume named %s", r->volume_name);
+    else if (!vol->empty_dir) ERR("referenced volume must be of type emptyDir, got %s", r->volume_name);
+  });
+  KEY("path", {
+    if (empty(r->path)) ERR("required");
+    else
+      for (const char *s = r->path; *s;) {
+        const char *e = strchr(s, '/');
+        size_t l = e ? (size_t)(e - s) : strlen(s);
+        if (l == 2 && s[0] == '.' && s[1] == '.') {
+          ERR("must not contain '..', got %s", r->path);
+          break;
+        }
+        s += l + (e ? 1 : 0);
+      }
+  });
+}
+
 static void env(val_t *v, const nl_env_var_t *e) {
   KEY("name", {
     if (empty(e->name)) ERR("required");
@@ -273,14 +307,17 @@ static void env(val_t *v, const nl_env_var_t *e) {
   if (!e->value_from) return;
   KEY("valueFrom", {
     const nl_env_source_t *s = e->value_from;
-    int n = !!s->field_ref + !!s->resource_field_ref + !!s->config_map_key_ref + !!s->secret_key_ref;
+    int n = !!s->field_ref + !!s->resource_field_ref + !!s->config_map_key_ref + !!s->secret_key_ref +
+            !!s->file_key_ref;
     if (!empty(e->value)) ERR("may not be specified when `value` is not empty");
-    if (n == 0) ERR("must specify one of: fieldRef, resourceFieldRef, configMapKeyRef or secretKeyRef");
+    if (n == 0)
+      ERR("must specify one of: fieldRef, resourceFieldRef, configMapKeyRef, secretKeyRef or fileKeyRef");
     else if (n > 1) ERR("may not have more than one field specified at a time");
     else if (s->field_ref) KEY("fieldRef", field_ref(v, s->field_ref, false));
     else if (s->resource_field_ref) KEY("resourceFieldRef", resource_field_ref(v, s->resource_field_ref, false));
     else if (s->config_map_key_ref) KEY("configMapKeyRef", key_ref(v, s->config_map_key_ref));
-    else KEY("secretKeyRef", key_ref(v, s->secret_key_ref));
+    else if (s->secret_key_ref) KEY("secretKeyRef", key_ref(v, s->secret_key_ref));
+    else KEY("fileKeyRef", file_key_ref(v, s->file_key_ref));
   });
 }
 
@@ -362,11 +399,13 @@ typedef struct names { /* container names seen so far, for duplicates */
   size_t n;
 } names_t;
 
-static bool volume_exists(const val_t *v, const char *name) {
+static const nl_volume_t *volume_named(const val_t *v, const char *name) {
   for (size_t i = 0; i < v->pod->spec.n_volumes; i++)
-    if (eq(v->pod->spec.volumes[i].name, name)) return true;
-  return false;
+    if (eq(v->pod->spec.volumes[i].name, name)) return &v->pod->spec.volumes[i];
+  return NULL;
 }
+
+static bool volume_exists(const val_t *v, const char *name) { return volume_named(v, name) != NULL; }
 
 /* A container's own restartPolicy and restartPolicyRules (ContainerRestartRules
  * and RestartAllContainersOnContainerExits, both on by default upstream): the

@@ -11,6 +11,9 @@
 # ConfigMap of the same namespace. Downward API resource values with the API's
 # "0" divisor and the Node's allocatable for unset limits, and the hostname of
 # spec.hostnameOverride; a pod with an unsafe sysctl is rejected at admission.
+# Env files (fileKeyRef): variables read from a file an init container wrote in
+# an emptyDir; a required key the file lacks, or a file not in the format,
+# gives CreateContainerConfigError naming the key or the line.
 # Then, with
 # configMapAndSecretChangeDetectionStrategy: Get in the config file, a Secret
 # still reaches its pod, fetched by a GET of its name.
@@ -202,6 +205,63 @@ else
   tail -n +"$((audit_start + 1))" "$AUDIT" | jq -r --arg u "system:node:$NODE" '
     select(.user.username == $u and .responseStatus.code == 403) | "  refused: \(.requestURI)"' | sort -u
 fi
+
+# --- env files (fileKeyRef, EnvFiles) --------------------------------------------
+# envfile_pod NAME SETUP ENV: an init container runs SETUP (sh) with the emptyDir
+# cfg on /data; the container prints its environment.
+envfile_pod() {
+  bound_pod "$1" <<EOF2
+  enableServiceLinks: false
+  volumes: [{name: cfg, emptyDir: {}}]
+  initContainers:
+  - name: setup
+    image: $IMG
+    volumeMounts: [{name: cfg, mountPath: /data}]
+    command:
+    - sh
+    - -c
+    - |
+      $2
+  containers:
+  - name: c
+    image: $IMG
+    command: [sh, -c, "tr '\\\\0' '\\\\n' </proc/1/environ | sort; sleep 3600"]
+    env: $3
+EOF2
+}
+fk() { echo "{name: $1, valueFrom: {fileKeyRef: {volumeName: cfg, path: ${3:-app/config.env}, key: $2${4:+, optional: $4}}}}"; }
+envfile_pod files "mkdir -p /data/app; echo \"# written by setup\" > /data/app/config.env; echo \"A='one'\" >> /data/app/config.env; echo \"B='two words'\" >> /data/app/config.env" \
+  "[$(fk A A), $(fk BEE B), $(fk O nope app/config.env true)]"
+envfile_pod nokey "echo \"A='one'\" > /data/config.env" "[$(fk X X config.env)]"
+envfile_pod badfile "echo \"A=one\" > /data/config.env" "[$(fk A A config.env)]"
+if wait_for 40 phase_is files Running; then ok "fileKeyRef: a pod whose variables come from a file its init container wrote runs"
+else fail "fileKeyRef pod runs" "phase $(get files '{.status.phase}'): $(get files '{.status.containerStatuses[0].state}')"; fi
+check "  the file's value reaches the container" wait_for 10 logged files "A=one"
+check "  a value with a blank, under another variable name" logged files "BEE=two words"
+check "  an optional key the file lacks is not set" bash -c "! grep -q ' stdout F O=' $LOGS/${PODS_NS}_files_*/c/*.log"
+if wait_for 30 waiting_is nokey CreateContainerConfigError; then
+  ok "fileKeyRef: a required key the file lacks: CreateContainerConfigError"
+else fail "fileKeyRef missing key" "$(get nokey '{.status.containerStatuses[0].state}')"; fi
+msg=$(get nokey '{.status.containerStatuses[0].state.waiting.message}')
+check "  with upstream's message: $msg" \
+  grep -q 'environment variable key "X" not found in file ".*/volumes/kubernetes.io~empty-dir/cfg/config.env"' <<<"$msg"
+if wait_for 30 waiting_is badfile CreateContainerConfigError; then
+  ok "fileKeyRef: a file not in the env file format: CreateContainerConfigError"
+else fail "fileKeyRef bad file" "$(get badfile '{.status.containerStatuses[0].state}')"; fi
+msg=$(get badfile '{.status.containerStatuses[0].state.waiting.message}')
+check "  the message names the file and the line: $msg" \
+  grep -q "couldn't parse env file .*/cfg/config.env for A: line 1: value must be enclosed in single quotes" <<<"$msg"
+if kubectl apply -f - >/dev/null 2>"$E2E_TMP/fk-refused" <<EOF2
+apiVersion: v1
+kind: Pod
+metadata: {name: fk-hostpath, namespace: $PODS_NS}
+spec:
+  nodeName: $NODE
+  volumes: [{name: cfg, hostPath: {path: /tmp}}]
+  containers: [{name: c, image: $IMG, env: [$(fk A A config.env)]}]
+EOF2
+then fail "fileKeyRef on a hostPath volume" "the API server accepted it"
+else check "fileKeyRef on a volume that is no emptyDir: refused by the API server" grep -q "must be of type emptyDir" "$E2E_TMP/fk-refused"; fi
 
 # --- configMapAndSecretChangeDetectionStrategy: Get ---------------------------------
 stop_agent TERM

@@ -177,7 +177,7 @@ static void test_config_errors(void **state) {
   nl_env_t *env;
   size_t n;
   nl_err_t *err = NULL;
-  assert_int_equal(nl_runtime_make_env(&o, pod, &pod->spec.containers[0], NULL, NULL, 0, &env,
+  assert_int_equal(nl_runtime_make_env(&o, pod, &pod->spec.containers[0], NULL, NULL, 0, NULL, 0, &env,
                                        &n, &err), 0);
   assert_int_equal(n, 0);
   nl_env_free(env, n);
@@ -274,7 +274,7 @@ static void env_of(const nl_runtime_opts_t *o, const char *yaml, const char *con
   nl_env_t *env;
   size_t n;
   nl_err_t *err = NULL;
-  if (nl_runtime_make_env(o, pod, &pod->spec.containers[0], NULL, NULL, 0, &env, &n, &err) < 0)
+  if (nl_runtime_make_env(o, pod, &pod->spec.containers[0], NULL, NULL, 0, NULL, 0, &env, &n, &err) < 0)
     fail_msg("make_env: %s", nl_err_msg(err));
   for (size_t i = 0; want[i]; i += 2) {
     const char *v = NULL;

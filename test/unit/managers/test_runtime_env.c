@@ -63,6 +63,10 @@ static void store_free(fake_store_t *s) {
   free(s);
 }
 
+/* The values read from env files (fileKeyRef) for env_of. */
+static const nl_env_t *g_files;
+static size_t g_n_files;
+
 /* "NAME=value\n" lines of the environment, or "error: <message>" */
 static char *env_of(fake_store_t *s, const char *containers) {
   char *yaml = nl_xasprintf("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: nsx, "
@@ -79,7 +83,8 @@ static char *env_of(fake_store_t *s, const char *containers) {
   size_t n = 0;
   nl_err_t *err = NULL;
   char *out;
-  if (nl_runtime_make_env(&o, pod, &pod->spec.containers[0], NULL, NULL, 0, &env, &n, &err) < 0) {
+  if (nl_runtime_make_env(&o, pod, &pod->spec.containers[0], NULL, NULL, 0, g_files, g_n_files, &env,
+                          &n, &err) < 0) {
     out = nl_xasprintf("error: %s", nl_err_msg(err));
     nl_err_free(&err);
   } else {
@@ -98,6 +103,24 @@ static char *env_of(fake_store_t *s, const char *containers) {
     assert_string_equal(got_, want);          \
     free(got_);                               \
   } while (0)
+
+/* fileKeyRef: the values read before (EnvFiles), a later $(VAR) sees them, a
+ * variable not read (an optional key the file lacks) is not set. */
+static void value_from_files(void **state) {
+  (void)state;
+  nl_env_t files[] = {{"A", "one"}, {"B", "two words"}};
+  g_files = files;
+  g_n_files = 2;
+  CHECK(NULL,
+        "{name: c, image: b, env: ["
+        "{name: A, valueFrom: {fileKeyRef: {volumeName: cfg, path: f.env, key: A}}},"
+        "{name: B, valueFrom: {fileKeyRef: {volumeName: cfg, path: f.env, key: BEE}}},"
+        "{name: O, valueFrom: {fileKeyRef: {volumeName: cfg, path: f.env, key: O, optional: true}}},"
+        "{name: AB, value: '$(A)/$(B)'}]}",
+        "A=one\nB=two words\nAB=one/two words\n");
+  g_files = NULL;
+  g_n_files = 0;
+}
 
 static void value_from_keys(void **state) {
   (void)state;
@@ -175,6 +198,7 @@ static void standalone(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(value_from_keys),
+      cmocka_unit_test(value_from_files),
       cmocka_unit_test(env_from_with_prefix),
       cmocka_unit_test(missing_and_optional),
       cmocka_unit_test(standalone),

@@ -228,7 +228,7 @@ static void test_merged_into_the_container_env(void **state) {
   nl_env_t *env;
   size_t n;
   nl_err_t *err = NULL;
-  assert_int_equal(nl_runtime_make_env(&o, pod, &pod->spec.containers[0], NULL, NULL, 0, &env,
+  assert_int_equal(nl_runtime_make_env(&o, pod, &pod->spec.containers[0], NULL, NULL, 0, NULL, 0, &env,
                                        &n, &err), 0);
   char *e = dump(env, n);
   /* the container's own first, in order; $(VAR) sees services; its value wins */
