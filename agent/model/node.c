@@ -277,6 +277,13 @@ json_t *nl_node_status(const nl_node_conf_t *c, const nl_node_facts_t *f,
                                 "kubeletVersion", c->kubelet_version, "kubeProxyVersion", "",
                                 "operatingSystem", "linux", "architecture", nl_node_goarch()));
   if (in->images_known) json_object_set_new(s, "images", images(c, in));
+  /* NodeDeclaredFeatures (beta, on in 1.36): of upstream's features whose
+   * gates are on, those nanolet has. The scheduler places a pod that needs
+   * one (a RestartAllContainers rule) only on a node that declares it. Not
+   * declared: ExtendWebSocketsToKubelet (the kubelet server speaks SPDY),
+   * InPlacePodLevelResourcesVerticalScaling and
+   * InPlacePodVerticalScalingInitContainers (RESIZE.md). */
+  json_object_set_new(s, "declaredFeatures", json_pack("[s]", "RestartAllContainersOnContainerExits"));
   return s;
 }
 
