@@ -868,6 +868,10 @@ static bool should_all_restart(const nl_pod_t *pod, const nl_rt_pod_status_t *rt
                                const nl_pod_status_t *old) {
   if (!nl_pod_has_restart_all_rule(&pod->spec)) return false;
   if (nl_pod_status_restarting_all(old)) return true;
+  /* after an agent restart the API's status is the one before (upstream's
+   * status manager starts from it): a restart it began goes on */
+  const nl_api_condition_t *api = old ? NULL : api_cond(pod, COND_RESTARTING_ALL);
+  if (api && api->status && strcmp(api->status, "True") == 0) return true;
   for (int k = 0; k < 2; k++) {
     const nl_container_t *v = k ? pod->spec.containers : pod->spec.init_containers;
     size_t n = k ? pod->spec.n_containers : pod->spec.n_init_containers;

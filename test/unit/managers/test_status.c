@@ -255,6 +255,18 @@ static void restart_all_containers_in_place(void **state) {
   assert_false(nl_pod_status_restarting_all(s4));
   assert_int_equal(cs(s4, "app")->restart_count, 1);
 
+  /* after an agent restart (no status of its own yet) the API's condition
+   * says a restart is under way: it goes on */
+  nl_pod_t *api = pod_of(
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default, uid: u1}\n"
+      "spec:\n  restartPolicy: Never\n  containers:\n  - {name: src, image: busybox, restartPolicy: Never, "
+      "restartPolicyRules: [{action: RestartAllContainers, exitCodes: {operator: In, values: [42]}}]}\n"
+      "status:\n  conditions:\n  - {type: AllContainersRestarting, status: \"True\"}\n");
+  nl_pod_status_t *s6 = gen(api, rt, NULL, NULL, false);
+  assert_true(nl_pod_status_restarting_all(s6));
+  nl_pod_status_free(s6);
+  nl_pod_free(api);
+
   /* a pod without such a rule has no AllContainersRestarting condition */
   nl_pod_t *plain = pod2("Always");
   nl_pod_status_t *s5 = gen(plain, rt, NULL, NULL, false);
