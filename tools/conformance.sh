@@ -93,19 +93,10 @@ fi
 # The runtime and its CNI bridge and subnet (the node's InternalIP below).
 # The daemons these start (containerd, the registries, the control plane)
 # outlive the run: they must not keep its lock (fd 9) open.
-case ${NANOLET_TEST_RUNTIME:-containerd} in
-  containerd)
-    endpoint=$(tools/testenv/setup.sh 9>&-)
-    bridge=${NANOLET_TESTENV_BRIDGE:-nl-br0}
-    subnet=${NANOLET_TESTENV_SUBNET:-10.88.0.0/24}
-    ;;
-  containerd2)
-    endpoint=$(tools/testenv/containerd2.sh 9>&-)
-    bridge=${NANOLET_TESTENV_C2_BRIDGE:-nl-br-c2}
-    subnet=${NANOLET_TESTENV_C2_SUBNET:-10.89.0.0/24}
-    ;;
-  *) die "NANOLET_TEST_RUNTIME must be containerd or containerd2: $NANOLET_TEST_RUNTIME" ;;
-esac
+# shellcheck source=tools/testenv/runtime.sh
+. tools/testenv/runtime.sh
+testenv_runtime 9>&- || die "the runtime did not start"
+endpoint=$RUNTIME_ENDPOINT bridge=$RUNTIME_BRIDGE subnet=$RUNTIME_SUBNET
 bin=$(tools/testenv/k8s-build.sh suite)
 repo_list=$(tools/testenv/e2e-images.sh "$bin" 9>&-)
 

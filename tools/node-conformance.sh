@@ -168,20 +168,12 @@ fi
 
 # The daemons these start (containerd, the registry) outlive the run: they
 # must not keep its lock (fd 9) open.
-# The 1.6 instance runs the registries in any case.
-endpoint=$(tools/testenv/setup.sh 9>&-)
-case ${NANOLET_TEST_RUNTIME:-containerd} in
-  containerd)
-    bridge=${NANOLET_TESTENV_BRIDGE:-nl-br0}
-    subnet=${NANOLET_TESTENV_SUBNET:-10.88.0.0/24}
-    ;;
-  containerd2)
-    endpoint=$(tools/testenv/containerd2.sh 9>&-)
-    bridge=${NANOLET_TESTENV_C2_BRIDGE:-nl-br-c2}
-    subnet=${NANOLET_TESTENV_C2_SUBNET:-10.89.0.0/24}
-    ;;
-  *) die "NANOLET_TEST_RUNTIME must be containerd or containerd2: $NANOLET_TEST_RUNTIME" ;;
-esac
+# The 1.6 instance runs the registries whatever the runtime.
+tools/testenv/setup.sh 9>&- >/dev/null
+# shellcheck source=tools/testenv/runtime.sh
+. tools/testenv/runtime.sh
+testenv_runtime 9>&- || die "the runtime did not start"
+endpoint=$RUNTIME_ENDPOINT bridge=$RUNTIME_BRIDGE subnet=$RUNTIME_SUBNET
 repo_list=$(NANOLET_TESTENV_E2E_IMPORT_SOCK=${endpoint#unix://} tools/testenv/e2e-images.sh "$bin" 9>&-)
 
 for p in "${PORTS[@]}"; do

@@ -239,18 +239,20 @@ else fail "fileKeyRef pod runs" "phase $(get files '{.status.phase}'): $(get fil
 check "  the file's value reaches the container" wait_for 10 logged files "A=one"
 check "  a value with a blank, under another variable name" logged files "BEE=two words"
 check "  an optional key the file lacks is not set" bash -c "! grep -q ' stdout F O=' $LOGS/${PODS_NS}_files_*/c/*.log"
-if wait_for 30 waiting_is nokey CreateContainerConfigError; then
-  ok "fileKeyRef: a required key the file lacks: CreateContainerConfigError"
-else fail "fileKeyRef missing key" "$(get nokey '{.status.containerStatuses[0].state}')"; fi
-msg=$(get nokey '{.status.containerStatuses[0].state.waiting.message}')
-check "  with upstream's message: $msg" \
-  grep -q 'environment variable key "X" not found in file ".*/volumes/kubernetes.io~empty-dir/cfg/config.env"' <<<"$msg"
-if wait_for 30 waiting_is badfile CreateContainerConfigError; then
-  ok "fileKeyRef: a file not in the env file format: CreateContainerConfigError"
-else fail "fileKeyRef bad file" "$(get badfile '{.status.containerStatuses[0].state}')"; fi
-msg=$(get badfile '{.status.containerStatuses[0].state.waiting.message}')
-check "  the message names the file and the line: $msg" \
-  grep -q "couldn't parse env file .*/cfg/config.env for A: line 1: value must be enclosed in single quotes" <<<"$msg"
+# config_error POD WHAT WHY REGEX: the pod waits in CreateContainerConfigError,
+# its message matching REGEX.
+config_error() {
+  if wait_for 30 waiting_is "$1" CreateContainerConfigError; then
+    ok "fileKeyRef: $2: CreateContainerConfigError"
+  else fail "fileKeyRef: $2" "$(get "$1" '{.status.containerStatuses[0].state}')"; fi
+  local msg
+  msg=$(get "$1" '{.status.containerStatuses[0].state.waiting.message}')
+  check "  $3: $msg" grep -q "$4" <<<"$msg"
+}
+config_error nokey "a required key the file lacks" "with upstream's message" \
+  'environment variable key "X" not found in file ".*/volumes/kubernetes.io~empty-dir/cfg/config.env"'
+config_error badfile "a file not in the env file format" "the message names the file and the line" \
+  "couldn't parse env file .*/cfg/config.env for A: line 1: value must be enclosed in single quotes"
 if kubectl apply -f - >/dev/null 2>"$E2E_TMP/fk-refused" <<EOF2
 apiVersion: v1
 kind: Pod
