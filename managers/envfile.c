@@ -86,6 +86,10 @@ int nl_envfile_find(const char *data, size_t len, const char *key, char **value,
       }
     }
     if (!mine) continue;
+    if (memchr(acc, 0, n)) { /* a C string, and then an environment, cannot hold it */
+      free(acc);
+      return nl_err_set(err, NL_EINVAL, "line %d: the value holds a NUL byte", start);
+    }
     if (n == 0) {
       free(acc);
       return 0;

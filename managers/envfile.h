@@ -20,7 +20,8 @@
  * NAME empty, as a shell would. Returns 1 with *value (new string, never
  * empty), 0 when the key is absent or empty (both mean "not found" to the
  * kubelet, as upstream), or -1 with *err naming the line for a file not in
- * that format (up to the key's line: a format error after it is not seen). */
+ * that format (up to the key's line: a format error after it is not seen)
+ * or for a value holding a NUL byte, which no environment can carry. */
 int nl_envfile_find(const char *data, size_t len, const char *key, char **value, nl_err_t **err);
 
 /* Reads path below the directory root without following any symbolic link

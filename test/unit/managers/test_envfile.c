@@ -68,6 +68,14 @@ static void format_errors(void **state) {
   want_error("A ='x'\n", "A", "line 1: whitespace before '=' is not allowed");
   want_error("A='x' y\n", "A", "line 1: unexpected content after closing quote");
   want_error("\nA='open\nstill\n", "A", "line 2: unclosed single quote");
+  {
+    char *v = NULL;
+    nl_err_t *err = NULL;
+    static const char nul[] = "A='x\0y'\n";
+    assert_int_equal(nl_envfile_find(nul, sizeof nul - 1, "A", &v, &err), -1);
+    assert_non_null(strstr(err->msg, "line 1: the value holds a NUL byte"));
+    nl_err_free(&err);
+  }
   /* a bad line before the key is an error even for another key */
   want_error("A=one\nB='b'\n", "B", "line 1");
   /* and one after it is not read (upstream stops at the key) */
