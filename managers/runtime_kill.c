@@ -164,8 +164,11 @@ static bool kill_item_done(item_t *it, const nl_grpc_status_t *st, const char *r
       int64_t left = w->grace - (int64_t)((now - w->since_ms) / 1000);
       stop_container(w, left < NL_RUNTIME_MIN_GRACE_SECONDS ? NL_RUNTIME_MIN_GRACE_SECONDS : left);
     } else {
+      /* abandoned: never the last that goes on. Given up on as if it had
+       * ended, so that a sidecar waiting for this one is let go too (the
+       * op is freed only once every item has let go of it). */
       nl_grpc_status_t ok = {NL_GRPC_OK, ""};
-      item_done(w, &ok, NULL); /* abandoned: never the last that goes on */
+      kill_item_done(w, &ok, NULL);
     }
   }
   free(ready);

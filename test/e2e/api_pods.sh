@@ -169,6 +169,48 @@ if wait_for 20 test -s "$MARKS/side1-term" -a -s "$MARKS/side2-term"; then
 else fail "hooked sidecars" "not both stopped"; fi
 kubectl delete pod -n "$PODS_NS" hooked --grace-period=0 --force >/dev/null 2>&1
 
+# --- a shorter grace while sidecars wait for their turn ---------------------------
+# The pod is deleted (30 s), its main container ignores SIGTERM, so both
+# sidecars wait for their turn; then it is force-deleted: the first kill is
+# abandoned for a shorter one. When the first kill's stop of the main
+# container returns, its two waiting sidecars are let go, one after the
+# other: nothing of it is left behind, and the agent then stops at once.
+kubectl apply -f - >/dev/null <<EOF2
+apiVersion: v1
+kind: Pod
+metadata: {name: twosides, namespace: $PODS_NS}
+spec:
+  nodeName: $NODE
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 30
+  initContainers:
+  - {name: side1, image: $IMG, restartPolicy: Always, command: [sleep, "3600"]}
+  - {name: side2, image: $IMG, restartPolicy: Always, command: [sleep, "3600"]}
+  containers:
+  - {name: c, image: $IMG, command: [sh, -c, "trap '' TERM; while true; do sleep 0.2; done"]}
+EOF2
+twosides_running() { [ "$(pod_containers twosides | jq '[.[] | select(.state == "CONTAINER_RUNNING")] | length')" = 3 ]; }
+twosides_gone() {
+  ! kubectl get pod -n "$PODS_NS" twosides >/dev/null 2>&1 &&
+    [ "$(pod_containers twosides | jq '[.[] | select(.state == "CONTAINER_RUNNING")] | length')" = 0 ]
+}
+wait_for 40 twosides_running || fail "twosides pod" "its three containers do not run"
+kubectl delete pod -n "$PODS_NS" twosides --wait=false >/dev/null
+sleep 2
+kubectl delete pod -n "$PODS_NS" twosides --grace-period=0 --force >/dev/null 2>&1
+wait_for 30 twosides_gone || fail "twosides force delete" "the pod is still there"
+sleep 1
+kill -TERM "$AGENT_PID"
+if wait_for 10 bash -c "! kill -0 $AGENT_PID 2>/dev/null"; then
+  ok "a kill abandoned while two sidecars waited for their turn: the agent still stops on SIGTERM"
+else
+  fail "agent stop after an abandoned kill" "still running 10 s after SIGTERM"
+  kill -KILL "$AGENT_PID" 2>/dev/null
+fi
+wait "$AGENT_PID" 2>/dev/null
+AGENT_PID=
+start_agent --kubeconfig "$KC" --node-ip "$NODE_IP" || exit 1
+
 # --- force delete ----------------------------------------------------------------
 apply force 60 ignore
 wait_for 30 is_running force
