@@ -363,6 +363,8 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
       .tokens = nl_tokens_source(&k->tokens),
       .allocatable = nl__kubelet_allocatable,
       .allocatable_ctx = k,
+      .supports_rro = nl__kubelet_supports_rro,
+      .supports_rro_ctx = k,
       .devices = nl__kubelet_devices_container,
       .devices_ctx = k,
   };

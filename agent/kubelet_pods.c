@@ -157,7 +157,8 @@ static void update_reasons(pod_state_t *ps, const nl_sync_result_t *res) {
 static const nl_status_opts_t *probe_status_opts(nl_kubelet_t *k, const nl_pod_t *pod,
                                                  nl_probe_status_ctx_t *pctx,
                                                  nl_status_opts_t *o) {
-  *o = (nl_status_opts_t){.deleted = pod->metadata.deletion_timestamp != NULL};
+  *o = (nl_status_opts_t){.deleted = pod->metadata.deletion_timestamp != NULL,
+                          .supports_rro = nl_runtime_supports_rro(&k->runtime.opts)};
   if (!k->probes_up) return o;
   *pctx = (nl_probe_status_ctx_t){&k->probes, pod};
   o->probe = nl_probe_manager_status_probe;
@@ -320,6 +321,11 @@ void nl__kubelet_pods_json(void *ctx, nl_buf_t *out) {
   free(fresh);
   free(sts);
   free(pods);
+}
+
+bool nl__kubelet_supports_rro(void *ctx, const char *handler) {
+  nl_kubelet_t *k = ctx;
+  return k->node_up && nl_node_supports_rro(&k->node, handler);
 }
 
 void nl__kubelet_allocatable(void *ctx, nl_runtime_allocatable_t *out) {

@@ -50,6 +50,9 @@ void nl__kubelet_admit_node(nl_kubelet_t *k, nl_admit_node_t *node);
  * the API server). */
 bool nl__kubelet_pod_is_static(const nl_pod_t *pod);
 void nl__kubelet_allocatable(void *ctx, nl_runtime_allocatable_t *out);
+/* nl_runtime_opts_t's supports_rro: what the node manager's last runtime
+ * Status said of the handler; false without a node manager (standalone). */
+bool nl__kubelet_supports_rro(void *ctx, const char *handler);
 /* Whether a pod holds its devices (the device manager's pod_active). */
 bool nl__kubelet_pod_active(void *ctx, const char *uid);
 /* GET /pods. */

@@ -143,12 +143,32 @@ static void free_images(nl_node_t *n) {
   n->n_images = 0;
 }
 
+static void free_handlers(nl_node_t *n) {
+  for (size_t i = 0; i < n->n_handlers; i++) free((char *)n->handlers[i].name);
+  free(n->handlers);
+  n->handlers = NULL;
+  n->n_handlers = 0;
+}
+
+bool nl_node_supports_rro(const nl_node_t *n, const char *handler) {
+  for (size_t i = 0; i < n->n_handlers; i++)
+    if (strcmp(n->handlers[i].name, handler) == 0) return n->handlers[i].recursive_read_only_mounts;
+  return false;
+}
+
 /* Upstream's updateRuntimeUp: the state holds until the next good Status. */
 static void observe_runtime(nl_node_t *n, const nl_node_runtime_info_t *in) {
   if (in->status_ok) {
     n->status_seen = true;
     set_cond(&n->runtime_ready, &in->runtime_ready);
     set_cond(&n->network_ready, &in->network_ready);
+    free_handlers(n);
+    n->handlers = nl_xcalloc(in->n_handlers ? in->n_handlers : 1, sizeof *n->handlers);
+    for (size_t i = 0; i < in->n_handlers; i++) {
+      n->handlers[i] = in->handlers[i];
+      n->handlers[i].name = nl_xstrdup(in->handlers[i].name);
+    }
+    n->n_handlers = in->n_handlers;
     if (in->runtime_ready.present && in->runtime_ready.status)
       n->runtime_sync_ns = nl_node__now_ns(n);
   }
@@ -198,6 +218,8 @@ static nl_node_inputs_t inputs(nl_node_t *n, nl_err_t **pleg_err) {
       .images = n->images,
       .n_images = n->n_images,
       .images_known = n->images_known,
+      .handlers = n->handlers,
+      .n_handlers = n->n_handlers,
       .shutting_down = n->shutting_down,
   };
   if (n->deps.pressure)
@@ -641,6 +663,7 @@ void nl_node__closed(nl_node_t *n) {
   set_cond(&n->network_ready, &(nl_node_cri_cond_t){0});
   free(n->runtime_version);
   free(n->runtime_type);
+  free_handlers(n);
   free_images(n);
   free(n->extended);
   n->extended = NULL;

@@ -74,6 +74,8 @@ typedef struct nl_node_runtime_info {
   bool images_ok;                 /* ListImages succeeded */
   const nl_node_image_t *images;  /* largest first */
   size_t n_images;
+  const nl_node_runtime_handler_t *handlers; /* Status' runtime_handlers (with status_ok) */
+  size_t n_handlers;
 } nl_node_runtime_info_t;
 
 typedef void (*nl_node_runtime_done)(void *done_ctx, const nl_node_runtime_info_t *info);
@@ -180,6 +182,8 @@ struct nl_node {
   nl_node_cri_cond_t runtime_ready, network_ready; /* owned strings */
   char *runtime_version; /* "containerd://1.6.20", owned */
   char *runtime_type;
+  nl_node_runtime_handler_t *handlers; /* the last Status' handlers, owned (names too) */
+  size_t n_handlers;
   nl_node_image_t *images; /* the last image list, owned (names too) */
   size_t n_images;
   nl_node_extended_t *extended; /* the last deps.extended answer, owned */
@@ -236,6 +240,11 @@ void nl_node_set_shutting_down(nl_node_t *n);
 void nl_node_status_kick(nl_node_t *n);
 /* The Node's uid ("" until known), and whether the last status said Ready. */
 const char *nl_node_uid(const nl_node_t *n);
+/* Whether the runtime's handler of that name ("": the default) supports
+ * recursive read-only mounts, as its last Status said (upstream
+ * runtimeHandlerSupportsRecursiveReadOnlyMounts): false while no Status has
+ * listed handlers, or for a handler it does not list. */
+bool nl_node_supports_rro(const nl_node_t *n, const char *handler);
 bool nl_node_ready(const nl_node_t *n);
 
 const char *nl_node_state_name(nl_node_state_t s);

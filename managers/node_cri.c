@@ -1,5 +1,5 @@
 /* The node manager's view of the runtime over CRI: Status (RuntimeReady,
- * NetworkReady), Version and ListImages, one after the other. */
+ * NetworkReady, the runtime handlers' features), Version and ListImages, one after the other. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +17,8 @@ typedef struct query {
   char *strs[6]; /* owned copies behind info's strings */
   nl_node_image_t *images;
   size_t n_images;
+  nl_node_runtime_handler_t *handlers; /* owned names */
+  size_t n_handlers;
 } query_t;
 
 static const char *keep(query_t *q, int slot, const char *s) {
@@ -27,6 +29,8 @@ static const char *keep(query_t *q, int slot, const char *s) {
 static void finish(query_t *q) {
   q->info.images = q->images;
   q->info.n_images = q->n_images;
+  q->info.handlers = q->handlers;
+  q->info.n_handlers = q->n_handlers;
   q->done(q->done_ctx, &q->info);
   for (size_t i = 0; i < 6; i++) free(q->strs[i]);
   for (size_t i = 0; i < q->n_images; i++) {
@@ -34,6 +38,8 @@ static void finish(query_t *q) {
     free((void *)q->images[i].names);
   }
   free(q->images);
+  for (size_t i = 0; i < q->n_handlers; i++) free((char *)q->handlers[i].name);
+  free(q->handlers);
   free(q);
 }
 
@@ -104,6 +110,15 @@ static void on_status(const nl_grpc_status_t *st, Runtime__V1__StatusResponse *r
       nl_node_cri_cond_t *dst = slot == 0 ? &q->info.runtime_ready : &q->info.network_ready;
       *dst = (nl_node_cri_cond_t){true, c->status, keep(q, slot, c->reason),
                                   keep(q, slot + 1, c->message)};
+    }
+    size_t n = resp->n_runtime_handlers;
+    q->handlers = nl_xcalloc(n ? n : 1, sizeof *q->handlers);
+    for (size_t i = 0; i < n; i++) {
+      const Runtime__V1__RuntimeHandler *h = resp->runtime_handlers[i];
+      const Runtime__V1__RuntimeHandlerFeatures *f = h->features;
+      q->handlers[q->n_handlers++] = (nl_node_runtime_handler_t){
+          nl_xstrdup(h->name ? h->name : ""), f && f->recursive_read_only_mounts,
+          f && f->user_namespaces};
     }
   }
   Runtime__V1__VersionRequest req = RUNTIME__V1__VERSION_REQUEST__INIT;

@@ -115,6 +115,12 @@ typedef struct nl_runtime_opts {
                                size_t n, const char *err),
                   void *arg);
   void *devices_ctx;
+  /* Whether the runtime handler (runtime_handler, "" for NULL) supports
+   * recursive read-only mounts, as the runtime's Status last said (upstream's
+   * runtimeState.runtimeHandlers): a mount's recursiveReadOnly resolves
+   * against it (nl_volume_mount_rro). NULL: not supported. */
+  bool (*supports_rro)(void *ctx, const char *handler);
+  void *supports_rro_ctx;
 } nl_runtime_opts_t;
 
 /* ---- probe results (liveness/startup) as computePodActions reads them ---- */
@@ -424,8 +430,13 @@ typedef struct nl_container_input {
   size_t n_file_env;
 } nl_container_input_t;
 
+/* Whether opts' runtime handler supports recursive read-only mounts
+ * (opts->supports_rro). */
+bool nl_runtime_supports_rro(const nl_runtime_opts_t *opts);
+
 /* generateContainerConfig. Returns 0 and a new config, or -1 with *err (bad env
- * references, subPath outside the volume, unknown volume: upstream's
+ * references, subPath outside the volume, unknown volume, a recursive
+ * read-only mount the runtime cannot make: upstream's
  * CreateContainerConfigError). */
 int nl_runtime_build_container_config(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
                                       const nl_container_input_t *in,

@@ -1,5 +1,6 @@
 /* ContainerConfig (upstream kuberuntime_container.go generateContainerConfig,
  * kuberuntime_container_linux.go, labels.go, security_context.go, qos/). */
+#include <assert.h>
 #include <jansson.h>
 #include <string.h>
 
@@ -382,10 +383,27 @@ static Runtime__V1__Mount *image_mount(const nl_runtime_opts_t *opts, const nl_p
   return m;
 }
 
+bool nl_runtime_supports_rro(const nl_runtime_opts_t *opts) {
+  return opts->supports_rro &&
+         opts->supports_rro(opts->supports_rro_ctx, opts->runtime_handler ? opts->runtime_handler : "");
+}
+
+/* upstream makeMounts' first failure of the kind: its text as it is, the
+ * waiting container's message. */
+static int check_rro(const nl_container_t *c, bool supports, nl_err_t **err) {
+  for (size_t i = 0; i < c->n_volume_mounts; i++) {
+    bool rro;
+    if (nl_volume_mount_rro(&c->volume_mounts[i], supports, &rro, err) < 0)
+      return nl_err_wrap(err, "failed to resolve recursive read-only mode");
+  }
+  return 0;
+}
+
 static int mounts(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
                   const nl_container_input_t *in, const nl_env_t *env, size_t n_env,
                   Runtime__V1__ContainerConfig *cfg, nl_err_t **err) {
   const nl_container_t *c = in->container;
+  bool supports = nl_runtime_supports_rro(opts);
   for (size_t i = 0; i < c->n_volume_mounts; i++) {
     const nl_volume_mount_t *vm = &c->volume_mounts[i];
     const nl_image_volume_ref_t *iv = image_volume(in, vm->name);
@@ -418,6 +436,11 @@ static int mounts(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
     }
     m->container_path = nl__pstr(vm->mount_path);
     m->propagation = propagation(vm->mount_propagation);
+    bool rro = false;
+    int ok = nl_volume_mount_rro(vm, supports, &rro, err);
+    assert(ok == 0); /* check_rro passed */
+    (void)ok;
+    m->recursive_read_only = rro;
     push_mount(cfg, m);
   }
   if (in->termination_message_host_path && c->termination_message_path &&
@@ -515,6 +538,10 @@ int nl_runtime_build_container_config(const nl_runtime_opts_t *opts, const nl_po
   if (nl_runtime_make_env(opts, pod, c, in->pod_ip, in->pod_ips, in->n_pod_ips, in->file_env,
                           in->n_file_env, &env, &n_env, err) < 0)
     return -1;
+  if (check_rro(c, nl_runtime_supports_rro(opts), err) < 0) {
+    nl_env_free(env, n_env);
+    return -1;
+  }
   Runtime__V1__ContainerConfig *cfg =
       NL__NEW(Runtime__V1__ContainerConfig, RUNTIME__V1__CONTAINER_CONFIG__INIT);
   if (mounts(opts, pod, in, env, n_env, cfg, err) < 0) {

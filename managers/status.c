@@ -82,6 +82,7 @@ static void cstatus_free(nl_container_status_t *c) {
   free(c->container_id);
   free(c->allocated_json);
   free(c->resources_json);
+  free(c->volume_mounts_json);
   memset(c, 0, sizeof(*c));
 }
 
@@ -95,6 +96,7 @@ static void cstatus_copy(nl_container_status_t *dst, const nl_container_status_t
   dst->container_id = xdup(src->container_id);
   dst->allocated_json = xdup(src->allocated_json);
   dst->resources_json = xdup(src->resources_json);
+  dst->volume_mounts_json = xdup(src->volume_mounts_json);
   dst->alloc_status = NULL;
   dst->n_alloc_status = 0;
   for (size_t i = 0; i < src->n_alloc_status; i++) {
@@ -330,6 +332,15 @@ static const nl_status_reason_t *find_reason(const gen_t *g, const char *name) {
   return NULL;
 }
 
+/* upstream: made from the spec for a container's first status, then the
+ * old status' as it is (immutable), which the resolution it was created
+ * with stays. */
+static char *volume_mounts(const gen_t *g, const nl_container_t *c,
+                           const nl_container_status_t *old) {
+  if (old && old->volume_mounts_json) return nl_xstrdup(old->volume_mounts_json);
+  return nl_status_volume_mounts_json(c, g->opts && g->opts->supports_rro);
+}
+
 static nl_container_status_t *convert_statuses(const gen_t *g, const nl_container_t *containers,
                                                size_t n, const nl_container_status_t *prev,
                                                size_t n_prev, bool is_init) {
@@ -351,6 +362,7 @@ static nl_container_status_t *convert_statuses(const gen_t *g, const nl_containe
     st[i].started = -1;
     st[i].state.kind = NL_CSTATE_WAITING;
     st[i].state.reason = nl_xstrdup(dflt);
+    st[i].volume_mounts_json = volume_mounts(g, &containers[i], old);
     if (old) {
       st[i].restart_count = old->restart_count;
       cstate_copy(&st[i].last_state, &old->last_state);
@@ -413,6 +425,8 @@ static nl_container_status_t *convert_statuses(const gen_t *g, const nl_containe
     if (cs->state == NL_RT_CONTAINER_RUNNING && old && old->started >= 0) fresh.started = old->started;
     if (seen[i] == 0 && old) carry_over(&fresh, cs, old);
     if (seen[i] == 0) {
+      fresh.volume_mounts_json = st[i].volume_mounts_json;
+      st[i].volume_mounts_json = NULL;
       cstatus_free(&st[i]);
       st[i] = fresh;
     } else {

@@ -77,6 +77,10 @@ typedef struct nl_container_status { /* v1.ContainerStatus */
    * (ResourceHealthStatus; set by the device manager, nl_devices_resource_status) */
   nl_resource_status_t *alloc_status;
   size_t n_alloc_status;
+  /* volumeMounts (upstream's VolumeMountStatus list) as a JSON array, NULL
+   * when the container mounts nothing: made once from the spec and then kept,
+   * as upstream keeps it (immutable), one string that a status copy dups. */
+  char *volume_mounts_json;
 } nl_container_status_t;
 
 typedef struct nl_pod_condition {
@@ -147,6 +151,7 @@ typedef struct nl_status_opts {
   nl_status_probe_fn probe; /* NULL: no probes (started = running, ready = started) */
   void *probe_ctx;
   bool deleted; /* the pod has a deletion timestamp (no restarts, no restart bump) */
+  bool supports_rro; /* the runtime handler supports recursive read-only mounts */
 } nl_status_opts_t;
 
 /* Generates the pod's v1 status.
@@ -214,6 +219,11 @@ void nl_pod_status_encode_json(const nl_pod_status_t *s, nl_buf_t *out);
  * may be NULL: no status field). */
 void nl_pod_list_encode_json(const nl_pod_t *const *pods, const nl_pod_status_t *const *statuses,
                              size_t n, nl_buf_t *out);
+/* A container's volumeMounts status as upstream's convertToAPIContainerStatuses
+ * makes it: name, mountPath, readOnly, and for a read-only mount its
+ * recursiveReadOnly as resolved (Enabled or Disabled; Disabled when it cannot
+ * be resolved). A new JSON array, or NULL when the container mounts nothing. */
+char *nl_status_volume_mounts_json(const nl_container_t *c, bool supports_rro);
 /* RFC 3339 "2024-12-03T15:12:44Z" of a time in seconds into buf (>= 21 bytes). */
 char *nl_status_format_time(int64_t secs, char *buf, size_t len);
 

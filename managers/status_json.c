@@ -136,6 +136,29 @@ static void alloc_status(nl_buf_t *b, const nl_resource_status_t *v, size_t n) {
   nl_buf_puts(b, "]");
 }
 
+char *nl_status_volume_mounts_json(const nl_container_t *c, bool supports_rro) {
+  if (!c->n_volume_mounts) return NULL;
+  nl_buf_t b = {0};
+  nl_buf_puts(&b, "[");
+  for (size_t i = 0; i < c->n_volume_mounts; i++) {
+    const nl_volume_mount_t *m = &c->volume_mounts[i];
+    nl_buf_puts(&b, i ? ",{\"name\":" : "{\"name\":");
+    str(&b, m->name);
+    nl_buf_puts(&b, ",\"mountPath\":");
+    str(&b, m->mount_path);
+    if (m->read_only) {
+      bool rro = false;
+      nl_err_t *err = NULL;
+      if (nl_volume_mount_rro(m, supports_rro, &rro, &err) < 0) nl_err_free(&err);
+      nl_buf_printf(&b, ",\"readOnly\":true,\"recursiveReadOnly\":\"%s\"",
+                    rro ? "Enabled" : "Disabled");
+    }
+    nl_buf_puts(&b, "}");
+  }
+  nl_buf_puts(&b, "]");
+  return nl_buf_steal(&b);
+}
+
 static void cstatus(nl_buf_t *b, const nl_container_status_t *c) {
   nl_buf_puts(b, "{\"name\":");
   str(b, c->name);
@@ -153,6 +176,7 @@ static void cstatus(nl_buf_t *b, const nl_container_status_t *c) {
   if (c->started >= 0) nl_buf_printf(b, ",\"started\":%s", c->started ? "true" : "false");
   if (c->allocated_json) nl_buf_printf(b, ",\"allocatedResources\":%s", c->allocated_json);
   if (c->resources_json) nl_buf_printf(b, ",\"resources\":%s", c->resources_json);
+  if (c->volume_mounts_json) nl_buf_printf(b, ",\"volumeMounts\":%s", c->volume_mounts_json);
   alloc_status(b, c->alloc_status, c->n_alloc_status);
   nl_buf_puts(b, "}");
 }

@@ -349,6 +349,7 @@ static void volume_mount(dec_t *d, const nl_tnode_t *n, nl_volume_mount_t *m) {
   F("subPath") m->sub_path = str(d, v);
   F("subPathExpr") m->sub_path_expr = str(d, v);
   F("mountPropagation") m->mount_propagation = str(d, v);
+  F("recursiveReadOnly") m->recursive_read_only = str(d, v);
   END_FIELDS
 }
 

@@ -241,6 +241,7 @@ static void port(jw_t *w, const nl_container_port_t *p) {
 static void mount(jw_t *w, const nl_volume_mount_t *m) {
   s_always(w, "name", m->name);
   b_(w, "readOnly", m->read_only);
+  s_(w, "recursiveReadOnly", m->recursive_read_only);
   s_always(w, "mountPath", m->mount_path);
   s_(w, "subPath", m->sub_path);
   s_(w, "mountPropagation", m->mount_propagation);

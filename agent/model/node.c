@@ -250,6 +250,19 @@ static json_t *images(const nl_node_conf_t *c, const nl_node_inputs_t *in) {
   return a;
 }
 
+/* upstream's RuntimeHandlers setter: every handler with both features,
+ * false included; none (containerd 1.6 lists none) leaves it out. */
+static json_t *runtime_handlers(const nl_node_inputs_t *in) {
+  json_t *a = json_array();
+  for (size_t i = 0; i < in->n_handlers; i++) {
+    const nl_node_runtime_handler_t *h = &in->handlers[i];
+    json_array_append_new(a, json_pack("{s:s,s:{s:b,s:b}}", "name", h->name, "features",
+                                       "recursiveReadOnlyMounts", h->recursive_read_only_mounts,
+                                       "userNamespaces", h->user_namespaces));
+  }
+  return a;
+}
+
 json_t *nl_node_status(const nl_node_conf_t *c, const nl_node_facts_t *f,
                        const nl_node_inputs_t *in, const json_t *prev, nl_err_t **err) {
   json_t *s = json_object();
@@ -277,6 +290,7 @@ json_t *nl_node_status(const nl_node_conf_t *c, const nl_node_facts_t *f,
                                 "kubeletVersion", c->kubelet_version, "kubeProxyVersion", "",
                                 "operatingSystem", "linux", "architecture", nl_node_goarch()));
   if (in->images_known) json_object_set_new(s, "images", images(c, in));
+  if (in->n_handlers) json_object_set_new(s, "runtimeHandlers", runtime_handlers(in));
   /* NodeDeclaredFeatures (beta, on in 1.36): of upstream's features whose
    * gates are on, those nanolet has. The scheduler places a pod that needs
    * one (a RestartAllContainers rule) only on a node that declares it. Not

@@ -45,6 +45,13 @@ typedef struct nl_node_image {
   int64_t size_bytes;
 } nl_node_image_t;
 
+/* A runtime handler and its features as the CRI Status lists them
+ * (runtime_handlers; the default handler is named ""). */
+typedef struct nl_node_runtime_handler {
+  const char *name;
+  bool recursive_read_only_mounts, user_namespaces;
+} nl_node_runtime_handler_t;
+
 /* A CRI RuntimeCondition as Status returns it. */
 typedef struct nl_node_cri_cond {
   bool present, status;
@@ -75,6 +82,8 @@ typedef struct nl_node_inputs {
   bool shutting_down;         /* graceful node shutdown has begun */
   const nl_node_extended_t *extended; /* device plugins' resources, added to */
   size_t n_extended;                  /* capacity and allocatable as they are */
+  const nl_node_runtime_handler_t *handlers; /* status.runtimeHandlers, as the */
+  size_t n_handlers;                         /* runtime's Status lists them */
 } nl_node_inputs_t;
 
 /* One taint of --register-with-taints. */
@@ -134,7 +143,7 @@ int nl_node_reserved(const nl_node_conf_t *c, const char *resource, int64_t capa
                      int64_t *reserved, nl_err_t **err);
 
 /* The status object ({"capacity","allocatable","conditions","addresses",
- * "daemonEndpoints","nodeInfo","images"}). prev is the Node's current status or
+ * "daemonEndpoints","nodeInfo","images","runtimeHandlers"}). prev is the Node's current status or
  * NULL: conditions keep their lastTransitionTime while their status holds, as
  * the upstream setters do. Returns NULL with *err on a bad reservation. */
 json_t *nl_node_status(const nl_node_conf_t *c, const nl_node_facts_t *f,

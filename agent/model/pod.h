@@ -172,6 +172,7 @@ typedef struct nl_volume_mount {
   char *sub_path;
   char *sub_path_expr;
   char *mount_propagation; /* None, HostToContainer, Bidirectional */
+  char *recursive_read_only; /* Disabled, IfPossible, Enabled; NULL: unset (Disabled) */
 } nl_volume_mount_t;
 
 /* ---- probes and hooks ---- */
@@ -728,6 +729,17 @@ uint32_t nl_container_hash_legacy(const nl_container_t *c);
  * pod's arena); the pod must have one holder (nl_pod_dup's). */
 void nl_pod_set_container_resources(nl_pod_t *pod, nl_container_t *c,
                                     const nl_resource_requirements_t *r);
+
+/* ---- recursive read-only mounts (mounts.c; upstream resolveRecursiveReadOnly) ---- */
+
+/* Whether the mount is to be recursively read-only, given whether the runtime
+ * handler supports it: unset or Disabled: no; IfPossible: when supported;
+ * Enabled: yes, or -1 with *err (upstream's text, `volume "mnt" requested
+ * recursive read-only mode, but it is not supported by the runtime`). A mount
+ * that validation lets through never fails otherwise (read-write, a
+ * propagation other than None, an unknown mode: -1 as upstream's). */
+int nl_volume_mount_rro(const nl_volume_mount_t *m, bool runtime_supports, bool *rro,
+                        nl_err_t **err);
 
 /* ---- restarts (restart.c; upstream podutil, ContainerRestartRules on) ---- */
 

@@ -39,6 +39,19 @@ static bool one_of(const char *s, const char *const *set) {
   return false;
 }
 
+/* upstream validateMountRecursiveReadOnly */
+static void recursive_read_only(val_t *v, const nl_volume_mount_t *m) {
+  const char *r = m->recursive_read_only;
+  if (!r || eq(r, "Disabled")) return;
+  if (!eq(r, "IfPossible") && !eq(r, "Enabled")) {
+    ERR("Unsupported value: \"%s\": supported values: \"Disabled\", \"Enabled\", \"IfPossible\"", r);
+    return;
+  }
+  if (!m->read_only) ERR("Forbidden: may only be specified when readOnly is true");
+  if (m->mount_propagation && !eq(m->mount_propagation, "None"))
+    ERR("Forbidden: may only be specified when mountPropagation is None or not specified");
+}
+
 /* ---- name syntax (k8s.io/apimachinery/pkg/util/validation) ---- */
 
 static bool alnum_lower(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
@@ -511,6 +524,8 @@ static void container(val_t *v, const nl_container_t *c, bool init, names_t *see
       if (!empty(m->mount_propagation) && !one_of(m->mount_propagation, props))
         KEY("mountPropagation", ERR("must be one of None, HostToContainer, Bidirectional, got %s", m->mount_propagation));
     }));
+    /* upstream's path has no index here: `volumeMounts.recursiveReadOnly` */
+    KEY("volumeMounts", KEY("recursiveReadOnly", recursive_read_only(v, m)));
   }
   bool sidecar = init && eq(c->restart_policy, "Always");
   restart_policy(v, c);
