@@ -620,8 +620,66 @@ static void test_restore_pod(void **state) {
   nl_pod_free(p);
 }
 
+static bool rro_support(void *ctx, const char *handler) {
+  assert_string_equal(handler, "");
+  return *(bool *)ctx;
+}
+
+/* recursiveReadOnly as the CRI Mount's recursive_read_only: Enabled and
+ * IfPossible when the default handler supports it, neither Disabled nor
+ * unset; without support IfPossible is a plain read-only mount, and Enabled
+ * fails the container's config with upstream's message as it is. */
+static void test_recursive_read_only_mounts(void **state) {
+  (void)state;
+  nl_pod_t *pod = pod_from_yaml(
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: nsx, uid: u}\n"
+      "spec:\n  volumes: [{name: mnt, emptyDir: {}}]\n"
+      "  containers:\n  - name: c\n    image: b\n    volumeMounts:\n"
+      "    - {name: mnt, mountPath: /rro, readOnly: true, recursiveReadOnly: Enabled}\n"
+      "    - {name: mnt, mountPath: /maybe, readOnly: true, recursiveReadOnly: IfPossible}\n"
+      "    - {name: mnt, mountPath: /no, readOnly: true, recursiveReadOnly: Disabled}\n"
+      "    - {name: mnt, mountPath: /ro, readOnly: true}\n"
+      "    - {name: mnt, mountPath: /rw}\n"
+      "  - name: d\n    image: b\n    volumeMounts:\n"
+      "    - {name: mnt, mountPath: /maybe, readOnly: true, recursiveReadOnly: IfPossible}\n");
+  bool supported = true;
+  nl_runtime_opts_t o = test_opts();
+  o.supports_rro = rro_support;
+  o.supports_rro_ctx = &supported;
+  nl_container_input_t in = {.container = &pod->spec.containers[0]};
+  Runtime__V1__ContainerConfig *c = NULL;
+  nl_err_t *err = NULL;
+  assert_int_equal(nl_runtime_build_container_config(&o, pod, &in, &c, &err), 0);
+  assert_int_equal(c->n_mounts, 5);
+  static const bool rro[] = {true, true, false, false, false};
+  for (size_t i = 0; i < 5; i++) {
+    assert_int_equal(c->mounts[i]->recursive_read_only, rro[i]);
+    assert_int_equal(c->mounts[i]->readonly, i < 4);
+  }
+  protobuf_c_message_free_unpacked(&c->base, NULL);
+
+  supported = false;
+  assert_int_equal(nl_runtime_build_container_config(&o, pod, &in, &c, &err), -1);
+  assert_string_equal(err->msg, "failed to resolve recursive read-only mode: volume \"mnt\" "
+                                "requested recursive read-only mode, but it is not supported by "
+                                "the runtime");
+  nl_err_free(&err);
+  in.container = &pod->spec.containers[1];
+  assert_int_equal(nl_runtime_build_container_config(&o, pod, &in, &c, &err), 0);
+  assert_true(c->mounts[0]->readonly);
+  assert_false(c->mounts[0]->recursive_read_only);
+  protobuf_c_message_free_unpacked(&c->base, NULL);
+  /* no source of support (standalone): not supported */
+  o.supports_rro = NULL;
+  in.container = &pod->spec.containers[0];
+  assert_int_equal(nl_runtime_build_container_config(&o, pod, &in, &c, &err), -1);
+  nl_err_free(&err);
+  nl_pod_free(pod);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_recursive_read_only_mounts),
       cmocka_unit_test(test_expand),        cmocka_unit_test(test_container_config),
       cmocka_unit_test(test_verify_non_root), cmocka_unit_test(test_resource_defaults),
       cmocka_unit_test(test_config_errors), cmocka_unit_test(test_qos),

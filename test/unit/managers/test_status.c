@@ -1038,6 +1038,77 @@ static void json_encoding(void **state) {
   nl_pod_free(pod);
 }
 
+/* volumeMounts as upstream's convertToAPIContainerStatuses: each mount's name,
+ * mountPath and readOnly; a read-only one's recursiveReadOnly as resolved
+ * against the runtime's support (Enabled, IfPossible: Enabled when
+ * supported; Disabled, unset, or Enabled that cannot be: Disabled); none for a
+ * read-write one; no list for a container without mounts. Made once: a later
+ * status keeps it (upstream's "immutable"), a running container's too. */
+static void volume_mounts(void **state) {
+  nl_pod_t *pod = pod_of(
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default, uid: u1}\n"
+      "spec:\n  restartPolicy: Never\n  volumes: [{name: mnt, emptyDir: {}}]\n"
+      "  initContainers:\n  - name: test\n    image: busybox\n    volumeMounts:\n"
+      "    - {name: mnt, mountPath: /mnt-rro, readOnly: true, recursiveReadOnly: Enabled}\n"
+      "    - {name: mnt, mountPath: /mnt-rro-if-possible, readOnly: true, recursiveReadOnly: IfPossible}\n"
+      "    - {name: mnt, mountPath: /mnt-rro-disabled, readOnly: true, recursiveReadOnly: Disabled}\n"
+      "    - {name: mnt, mountPath: /mnt-ro, readOnly: true}\n"
+      "    - {name: mnt, mountPath: /mnt-rw}\n"
+      "  containers:\n  - {name: completion, image: busybox}\n");
+  const char *enabled =
+      "[{\"name\":\"mnt\",\"mountPath\":\"/mnt-rro\",\"readOnly\":true,\"recursiveReadOnly\":\"Enabled\"},"
+      "{\"name\":\"mnt\",\"mountPath\":\"/mnt-rro-if-possible\",\"readOnly\":true,\"recursiveReadOnly\":\"Enabled\"},"
+      "{\"name\":\"mnt\",\"mountPath\":\"/mnt-rro-disabled\",\"readOnly\":true,\"recursiveReadOnly\":\"Disabled\"},"
+      "{\"name\":\"mnt\",\"mountPath\":\"/mnt-ro\",\"readOnly\":true,\"recursiveReadOnly\":\"Disabled\"},"
+      "{\"name\":\"mnt\",\"mountPath\":\"/mnt-rw\"}]";
+  const char *disabled =
+      "[{\"name\":\"mnt\",\"mountPath\":\"/mnt-rro\",\"readOnly\":true,\"recursiveReadOnly\":\"Disabled\"},"
+      "{\"name\":\"mnt\",\"mountPath\":\"/mnt-rro-if-possible\",\"readOnly\":true,\"recursiveReadOnly\":\"Disabled\"},"
+      "{\"name\":\"mnt\",\"mountPath\":\"/mnt-rro-disabled\",\"readOnly\":true,\"recursiveReadOnly\":\"Disabled\"},"
+      "{\"name\":\"mnt\",\"mountPath\":\"/mnt-ro\",\"readOnly\":true,\"recursiveReadOnly\":\"Disabled\"},"
+      "{\"name\":\"mnt\",\"mountPath\":\"/mnt-rw\"}]";
+  nl_status_opts_t yes = {.supports_rro = true}, no = {.supports_rro = false};
+  nl_pod_status_t *s = nl_pod_status_generate(pod, NULL, NULL, NULL, false, S(T0), NULL, &yes);
+  assert_string_equal(cs(s, "test")->volume_mounts_json, enabled);
+  assert_null(cs(s, "completion")->volume_mounts_json);
+  nl_buf_t b = NL_BUF_INIT;
+  nl_pod_status_encode_json(s, &b);
+  char *want = nl_xasprintf("\"imageID\":\"\",\"started\":false,\"volumeMounts\":%s}", enabled);
+  if (!strstr(b.data, want)) fail_msg("%s", b.data);
+  free(want);
+  nl_buf_free(&b);
+
+  nl_pod_status_t *s2 = nl_pod_status_generate(pod, NULL, NULL, NULL, false, S(T0), NULL, &no);
+  assert_string_equal(cs(s2, "test")->volume_mounts_json, disabled);
+  nl_pod_status_free(s2);
+  s2 = nl_pod_status_generate(pod, NULL, NULL, NULL, false, S(T0), NULL, NULL);
+  assert_string_equal(cs(s2, "test")->volume_mounts_json, disabled);
+  nl_pod_status_free(s2);
+
+  /* kept: the container runs, then ends, the support gone meanwhile */
+  nl_rt_pod_status_t *rt = rt_new();
+  rt_sandbox(rt, "sb", true, "10.88.0.2");
+  rt_c(rt, "ct", "test", NL_RT_CONTAINER_RUNNING, 0, 0);
+  s2 = nl_pod_status_generate(pod, rt, NULL, s, false, S(T0 + 1), NULL, &no);
+  assert_int_equal(cs(s2, "test")->state.kind, NL_CSTATE_RUNNING);
+  assert_string_equal(cs(s2, "test")->volume_mounts_json, enabled);
+  nl_rt_pod_status_free(rt);
+  rt = rt_new();
+  rt_sandbox(rt, "sb", true, "10.88.0.2");
+  rt_c(rt, "ct", "test", NL_RT_CONTAINER_EXITED, 0, 0);
+  nl_pod_status_t *s3 = nl_pod_status_generate(pod, rt, NULL, s2, false, S(T0 + 2), NULL, &no);
+  assert_int_equal(cs(s3, "test")->state.kind, NL_CSTATE_TERMINATED);
+  assert_string_equal(cs(s3, "test")->volume_mounts_json, enabled);
+  nl_pod_status_t *d = nl_pod_status_dup(s3);
+  assert_string_equal(cs(d, "test")->volume_mounts_json, enabled);
+  nl_pod_status_free(d);
+  nl_pod_status_free(s3);
+  nl_pod_status_free(s2);
+  nl_rt_pod_status_free(rt);
+  nl_pod_status_free(s);
+  nl_pod_free(pod);
+}
+
 /* The status manager's normalizeStatus: 12 KiB per pod, shared evenly (here
  * an init container and two containers: 4096 bytes each), and JSON that stays
  * valid whatever bytes a container wrote. */
@@ -1091,6 +1162,7 @@ int main(void) {
       cmocka_unit_test(ips),
       cmocka_unit_test(qos_classes),
       cmocka_unit_test(json_encoding),
+      cmocka_unit_test(volume_mounts),
       cmocka_unit_test(termination_messages_are_limited_per_pod),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -117,6 +117,34 @@ static char *ready_message(const nl_node_inputs_t *in, const char **status) {
   return m;
 }
 
+/* status.runtimeHandlers as upstream's setter: each handler the runtime's
+ * Status lists, with both features (false ones too), so that the node e2e
+ * specs' supportsRRO reads the default handler's; none listed (containerd
+ * 1.6): no field. A change of support is a status change. */
+static void test_runtime_handlers(void **state) {
+  nl_node_conf_t c = conf();
+  nl_node_facts_t f = facts();
+  nl_node_inputs_t in = ready_inputs();
+  json_t *none = nl_node_status(&c, &f, &in, NULL, NULL);
+  assert_null(json_object_get(none, "runtimeHandlers"));
+  const nl_node_runtime_handler_t hs[] = {{"", true, false}, {"runc", true, false}};
+  in.handlers = hs;
+  in.n_handlers = 2;
+  json_t *s = nl_node_status(&c, &f, &in, NULL, NULL);
+  expect_json(json_object_get(s, "runtimeHandlers"),
+              "[{\"name\":\"\",\"features\":{\"recursiveReadOnlyMounts\":true,\"userNamespaces\":false}},"
+              "{\"name\":\"runc\",\"features\":{\"recursiveReadOnlyMounts\":true,\"userNamespaces\":false}}]");
+  assert_true(nl_node_status_changed(s, none));
+  assert_false(nl_node_status_changed(s, s));
+  const nl_node_runtime_handler_t off[] = {{"", false, false}, {"runc", true, false}};
+  in.handlers = off;
+  json_t *s2 = nl_node_status(&c, &f, &in, s, NULL);
+  assert_true(nl_node_status_changed(s2, s));
+  json_decref(s2);
+  json_decref(s);
+  json_decref(none);
+}
+
 static void test_initial_node(void **state) {
   nl_node_conf_t c = conf();
   nl_node_facts_t f = facts();
@@ -490,6 +518,7 @@ static void test_status_patch(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_runtime_handlers),
       cmocka_unit_test(test_initial_node),      cmocka_unit_test(test_unschedulable),
       cmocka_unit_test(test_allocatable),       cmocka_unit_test(test_ready_messages),
       cmocka_unit_test(test_conditions_and_change), cmocka_unit_test(test_reconcile),
