@@ -146,8 +146,19 @@ static void emit_status(nl_cmd_cri_ctx_t *x, const nl_grpc_status_t *st,
   nl_cmd_cri__finish(x, 0);
 }
 
+/* As crictl info: the status, the runtime handlers and their features (a
+ * runtime that lists none, such as containerd 1.6, has none), the info map. */
 static void on_info(const nl_grpc_status_t *st, Runtime__V1__StatusResponse *r, void *ctx) {
-  emit_status(ctx, st, r->status ? &r->status->base : NULL, r->n_info, (void **)r->info);
+  nl_cmd_cri_ctx_t *x = ctx;
+  if (failed(x, st)) return;
+  json_t *o = nl_cmd_cri__with_info(nl_cmd_cri__to_json(r->status ? &r->status->base : NULL),
+                                    r->n_info, (void **)r->info);
+  json_t *handlers = json_array();
+  for (size_t i = 0; i < r->n_runtime_handlers; i++)
+    json_array_append_new(handlers, nl_cmd_cri__to_json(&r->runtime_handlers[i]->base));
+  json_object_set_new(o, "runtimeHandlers", handlers);
+  emit_json(x, o);
+  nl_cmd_cri__finish(x, 0);
 }
 
 static void start_info(nl_cmd_cri_ctx_t *x) {
