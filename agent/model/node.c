@@ -291,6 +291,8 @@ json_t *nl_node_status(const nl_node_conf_t *c, const nl_node_facts_t *f,
                                 "operatingSystem", "linux", "architecture", nl_node_goarch()));
   if (in->images_known) json_object_set_new(s, "images", images(c, in));
   if (in->n_handlers) json_object_set_new(s, "runtimeHandlers", runtime_handlers(in));
+  else if (json_array_size(json_object_get(prev, "runtimeHandlers")))
+    json_object_set_new(s, "runtimeHandlers", json_null()); /* the runtime lists none now */
   /* NodeDeclaredFeatures (beta, on in 1.36): of upstream's features whose
    * gates are on, those nanolet has. The scheduler places a pod that needs
    * one (a RestartAllContainers rule) only on a node that declares it. Not

@@ -140,6 +140,18 @@ static void test_runtime_handlers(void **state) {
   in.handlers = off;
   json_t *s2 = nl_node_status(&c, &f, &in, s, NULL);
   assert_true(nl_node_status_changed(s2, s));
+  /* a runtime that lists none any more: the Node's go (null in the patch) */
+  in.n_handlers = 0;
+  json_t *s3 = nl_node_status(&c, &f, &in, s, NULL);
+  assert_true(nl_node_status_changed(s3, s));
+  json_t *patch = nl_node_status_patch(s3, s);
+  assert_true(json_is_null(json_object_get(patch, "runtimeHandlers")));
+  json_decref(patch);
+  json_t *s4 = nl_node_status(&c, &f, &in, none, NULL);
+  assert_null(json_object_get(s4, "runtimeHandlers"));
+  assert_false(nl_node_status_changed(s4, none));
+  json_decref(s4);
+  json_decref(s3);
   json_decref(s2);
   json_decref(s);
   json_decref(none);
