@@ -332,9 +332,9 @@ static const nl_status_reason_t *find_reason(const gen_t *g, const char *name) {
   return NULL;
 }
 
-/* upstream: made from the spec for a container's first status, then the
- * old status' as it is (immutable), which the resolution it was created
- * with stays. */
+/* As upstream: made from the spec at the container's first status, then the
+ * old status' kept as it is (immutable), so that it goes on saying how the
+ * container was created whatever the runtime says later. */
 static char *volume_mounts(const gen_t *g, const nl_container_t *c,
                            const nl_container_status_t *old) {
   if (old && old->volume_mounts_json) return nl_xstrdup(old->volume_mounts_json);
