@@ -41,7 +41,8 @@ node_says_cri() { [ "$(node_handlers)" = "$CRI_HANDLERS" ]; }
 if wait_for 30 node_says_cri; then ok "the Node's runtimeHandlers are the runtime's: $CRI_HANDLERS"
 else fail "runtimeHandlers" "node: $(node_handlers), CRI Status: $CRI_HANDLERS"; fi
 # Reported once: a status round that finds them unchanged patches nothing
-# (checked at the end, two rounds later at least).
+# (checked at the end, two rounds later at least); nor is a finished pod's
+# status, its volumeMounts equal to the API's.
 node_ready() { [ "$(kubectl get node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]; }
 wait_for 30 node_ready
 node_rv() { kubectl get node "$NODE" -o jsonpath='{.metadata.resourceVersion}'; }
@@ -120,6 +121,8 @@ if [ "$SUPPORTED" = true ]; then
 else
   want='[["/mnt-rro-if-possible",true,"Disabled"],["/mnt-rro-disabled",true,"Disabled"],["/mnt-ro",true,"Disabled"],["/mnt-rw",false,"-"]]'
 fi
+pod_rv() { kubectl get pod -n "$PODS_NS" rro -o jsonpath='{.metadata.resourceVersion}'; }
+POD_RV=$(pod_rv)
 got=$(vm_status)
 [ "$got" = "$want" ] && ok "the test container's status volumeMounts: $got" || fail "volumeMounts" "got $got, want $want"
 sa=$(kubectl get pod -n "$PODS_NS" rro -o json | jq -c '[.status.initContainerStatuses[1].volumeMounts[]
@@ -182,7 +185,9 @@ if wait_for 15 refused; then ok "a static pod with recursiveReadOnly on a read-w
 else fail "static pod" "$(grep bad-rro "$E2E_TMP/agent.log" | tail -2)"; fi
 unput bad-rro
 
-# --- the Node was not patched again for the same handlers -----------------------------
+# --- neither the Node nor the finished pod was patched again --------------------------
 [ $((SECONDS - T0)) -lt 22 ] && sleep $((22 - (SECONDS - T0)))
 [ "$(node_rv)" = "$RV0" ] && ok "no Node status patch in $((SECONDS - T0)) s: the handlers compare equal to the Node's" ||
   fail "Node patched" "resourceVersion $RV0 -> $(node_rv): $(kubectl get node "$NODE" -o json | jq -c '.status.runtimeHandlers')"
+[ "$(pod_rv)" = "$POD_RV" ] && ok "the finished pod's status (its volumeMounts) was not patched again" ||
+  fail "pod patched" "resourceVersion $POD_RV -> $(pod_rv)"
