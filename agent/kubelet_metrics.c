@@ -67,10 +67,15 @@ void nl__kubelet_stats_init(nl_kubelet_t *k) {
   k->stats.meta = (nl_stats_meta_t){
       .cgroup_fs = k->cgroups_up ? k->cgroups.fs_root : NULL,
       .cgroup_v2 = k->cgroups_up && k->cgroups.v2,
+      .runtime_endpoint = k->cfg->container_runtime_endpoint,
       .pod = meta_pod,
       .container = meta_container,
       .ctx = k,
   };
+  if (k->cgroups_up && k->cgroups.kubepods)
+    k->stats.pods_cgroup = k->cgroups.systemd ? nl_cgroups_name_systemd(k->cgroups.kubepods)
+                                              : nl_xstrdup(k->cgroups.kubepods);
+  k->stats.meta.pods_cgroup = k->stats.pods_cgroup;
   k->stats_up = true;
   k->cri_users++;
 }

@@ -171,11 +171,78 @@ void nl_stats_cadvisor_metrics(const nl_node_sample_t *node,
 struct nl_stats_meta {
   const char *cgroup_fs; /* the cgroup filesystem; NULL: no cgroups */
   bool cgroup_v2;
+  const char *pods_cgroup;      /* kubepods as the driver names it; NULL: none */
+  const char *runtime_endpoint; /* the CRI endpoint ("unix:///..."); NULL: none */
   void (*pod)(void *ctx, const char *uid, char **cgroup, char **sandbox_id);
   void (*container)(void *ctx, const char *uid, const char *id, char **image,
                     int64_t *created_ns);
   void *ctx;
 };
+
+/* ---- PSI and the system containers (agent/stats_sys.c) ---------------------
+ * /stats/summary's pressure figures (KubeletPSI): the node's from
+ * /proc/pressure, a cgroup's from its cpu/memory/io.pressure in the unified
+ * hierarchy (the v2 mount, or /sys/fs/cgroup/unified on a hybrid v1 host);
+ * and node.systemContainers: kubelet (nanolet's own cgroup), runtime (the
+ * runtime's, its pid from the CRI socket's peer), pods (kubepods) and misc
+ * (without systemd: the root cgroup's own processes). */
+
+typedef struct nl_psi_data {
+  uint64_t total; /* us */
+  double avg10, avg60, avg300;
+} nl_psi_data_t;
+
+typedef struct nl_psi {
+  bool ok;
+  nl_psi_data_t some, full; /* full zero when the file has none (older kernels' cpu) */
+} nl_psi_t;
+
+typedef struct nl_psi3 {
+  nl_psi_t cpu, memory, io;
+} nl_psi3_t;
+
+/* A pressure file's text ("some avg10=.. avg60=.. avg300=.. total=..",
+ * "full ..."): 0, or -1 without a well-formed "some" line. */
+int nl_stats_parse_psi(nl_psi_t *p, const char *text);
+/* The path of hierarchy ctrl ("cpuacct", "memory"; "" the unified one) in a
+ * /proc/<pid>/cgroup text, into out: 0, or -1 when it has none. */
+int nl_stats_parse_proc_cgroup(const char *text, const char *ctrl, char *out, size_t size);
+
+typedef struct nl_sys_ctr {
+  const char *name; /* "kubelet", "runtime", "pods", "misc" */
+  bool cpu, mem;    /* read */
+  int64_t start_s;
+  uint64_t cpu_ns, mem_usage, mem_ws, mem_rss, pgfault, pgmajfault;
+  uint64_t mem_limit; /* 0: none */
+  nl_psi3_t psi;
+} nl_sys_ctr_t;
+
+/* One /stats/summary round beyond the runtime's stats and /proc. */
+typedef struct nl_summary_sys {
+  char *fs_root;      /* owned; NULL: no cgroups to read */
+  bool v2, misc;      /* misc: the host does not run systemd */
+  char *pods_cgroup;  /* owned; NULL: none */
+  char *runtime_sock; /* owned: the CRI socket's path; NULL: none */
+  nl_psi3_t node;
+  nl_sys_ctr_t sys[4];
+  size_t n_sys;
+  nl_psi3_t *pods;  /* owned, parallel to the pods; c->pods' cgroups */
+  nl_psi3_t **ctrs; /* owned, parallel to each pod's containers; NULL: unread */
+  size_t n_pods;
+} nl_summary_sys_t;
+
+/* Reads it all (blocking: the thread pool). c (the pods' and containers'
+ * cgroups) may be NULL. */
+void nl_summary_sys_read(nl_summary_sys_t *x, const nl_cadvisor_t *c,
+                         const Runtime__V1__ListPodSandboxStatsResponse *pods);
+void nl_summary_sys_free(nl_summary_sys_t *x);
+
+/* nl_stats_summary_json with the system containers, PSI and what the kubelet
+ * knows (c: creation times, cgroups); x and c may be NULL. */
+void nl_stats_summary_json_ext(nl_stats_t *st, const char *node_name, const nl_node_sample_t *node,
+                               const Runtime__V1__ListPodSandboxStatsResponse *pods,
+                               const Runtime__V1__ImageFsInfoResponse *img,
+                               const nl_summary_sys_t *x, const nl_cadvisor_t *c, nl_buf_t *out);
 
 /* ---- the handlers --------------------------------------------------------- */
 
@@ -187,6 +254,7 @@ typedef struct nl_stats_server {
   const char *node_name, *root_dir; /* borrowed */
   nl_stats_t stats;
   nl_stats_meta_t meta; /* zero: /metrics/cadvisor without the kubelet's knowledge */
+  char *pods_cgroup;    /* owned: meta.pods_cgroup */
   int inflight; /* requests being answered; stop waits for them */
   bool stopping;
   void (*stop_done)(void *ctx);

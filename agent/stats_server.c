@@ -5,6 +5,7 @@
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agent/stats.h"
 #include "cri/image.h"
@@ -29,7 +30,8 @@ typedef struct query {
   Runtime__V1__ListContainerStatsResponse *ctrs; /* when pods came from it */
   uv_work_t work;
   nl_node_sample_t node;
-  nl_cadvisor_t cadvisor; /* CADVISOR: prepared on the loop, read with the node */
+  nl_cadvisor_t cadvisor; /* CADVISOR, SUMMARY: prepared on the loop, read with the node */
+  nl_summary_sys_t sys;   /* SUMMARY: the same */
 } query_t;
 
 static void step(query_t *q);
@@ -85,10 +87,24 @@ static void on_container_stats(const nl_grpc_status_t *st,
   step(q);
 }
 
+/* What the thread pool needs of the kubelet's configuration, copied. */
+static void sys_prepare(nl_summary_sys_t *x, const nl_stats_meta_t *m) {
+  memset(x, 0, sizeof *x);
+  if (m->cgroup_fs) x->fs_root = nl_xstrdup(m->cgroup_fs);
+  x->v2 = m->cgroup_v2;
+  if (m->pods_cgroup) x->pods_cgroup = nl_xstrdup(m->pods_cgroup);
+  const char *ep = m->runtime_endpoint;
+  if (ep && !strncmp(ep, "unix://", 7)) x->runtime_sock = nl_xstrdup(ep + 7);
+  /* upstream's "misc" is its systemCgroups, set by its node suite when the
+   * host does not run systemd */
+  x->misc = access("/run/systemd/system", F_OK) != 0;
+}
+
 static void node_work(uv_work_t *w) {
   query_t *q = w->data;
   nl_node_sample_read(&q->node, q->s->root_dir, q->image_mount);
-  if (q->kind == CADVISOR) nl_cadvisor_read(&q->cadvisor, q->pods, q->s->root_dir, q->image_mount);
+  if (q->kind != RESOURCE) nl_cadvisor_read(&q->cadvisor, q->pods, q->s->root_dir, q->image_mount);
+  if (q->kind == SUMMARY) nl_summary_sys_read(&q->sys, &q->cadvisor, q->pods);
 }
 
 static void node_done(uv_work_t *w, int status) {
@@ -109,7 +125,10 @@ static void answer(query_t *q) {
     nl_cadvisor_free(&q->cadvisor);
     nl_http_resp_header(q->resp, "Content-Type", NL_METRICS_CONTENT_TYPE);
   } else {
-    nl_stats_summary_json(&s->stats, s->node_name, &q->node, q->pods, q->img, &out);
+    nl_stats_summary_json_ext(&s->stats, s->node_name, &q->node, q->pods, q->img, &q->sys,
+                              &q->cadvisor, &out);
+    nl_summary_sys_free(&q->sys);
+    nl_cadvisor_free(&q->cadvisor);
     nl_http_resp_header(q->resp, "Content-Type", "application/json");
   }
   nl_http_resp_send(q->resp, 200, out.data ? out.data : "", out.len);
@@ -126,6 +145,7 @@ static void answer(query_t *q) {
   assert(s->inflight > 0);
   if (--s->inflight == 0 && s->stopping) {
     nl_stats_free(&s->stats);
+    free(s->pods_cgroup), s->pods_cgroup = NULL;
     if (s->stop_done) s->stop_done(s->stop_ctx);
   }
 }
@@ -148,7 +168,8 @@ static void step(query_t *q) {
     break;
   }
   case Q_NODE:
-    if (q->kind == CADVISOR) nl_cadvisor_prepare(&q->cadvisor, q->pods, &q->s->meta);
+    if (q->kind != RESOURCE) nl_cadvisor_prepare(&q->cadvisor, q->pods, &q->s->meta);
+    if (q->kind == SUMMARY) sys_prepare(&q->sys, &q->s->meta);
     q->work.data = q;
     if (uv_queue_work(q->s->loop, &q->work, node_work, node_done) != 0) {
       q->state = Q_ANSWER;
@@ -208,6 +229,7 @@ void nl_stats_server_stop(nl_stats_server_t *s, void (*done)(void *ctx), void *c
   s->stop_ctx = ctx;
   if (s->inflight == 0) {
     nl_stats_free(&s->stats);
+    free(s->pods_cgroup), s->pods_cgroup = NULL;
     if (done) done(ctx);
   }
 }

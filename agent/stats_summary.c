@@ -119,14 +119,70 @@ static void set_obj(json_t *o, const char *k, json_t *v) {
   if (v) json_object_set_new(o, k, v);
 }
 
+static json_t *psi_data_json(const nl_psi_data_t *d) {
+  json_t *o = json_object();
+  set_u64(o, "total", d->total);
+  json_object_set_new(o, "avg10", json_real(d->avg10));
+  json_object_set_new(o, "avg60", json_real(d->avg60));
+  json_object_set_new(o, "avg300", json_real(d->avg300));
+  return o;
+}
+
+/* "psi" on cpu, memory or io, when its file was read. */
+static json_t *with_psi(json_t *o, const nl_psi_t *p) {
+  if (o && p && p->ok) {
+    json_t *j = json_object();
+    json_object_set_new(j, "full", psi_data_json(&p->full));
+    json_object_set_new(j, "some", psi_data_json(&p->some));
+    json_object_set_new(o, "psi", j);
+  }
+  return o;
+}
+
+static json_t *io_json(int64_t ts, const nl_psi_t *p) {
+  if (!p || !p->ok) return NULL;
+  json_t *o = json_object();
+  json_object_set_new(o, "time", time_json(ts));
+  return with_psi(o, p);
+}
+
+/* cpu, memory and io of a node, pod or container with its pressure. */
+static void set_usage(json_t *o, json_t *cpu, json_t *mem, int64_t ts, const nl_psi3_t *psi) {
+  set_obj(o, "cpu", with_psi(cpu, psi ? &psi->cpu : NULL));
+  set_obj(o, "memory", with_psi(mem, psi ? &psi->memory : NULL));
+  set_obj(o, "io", io_json(ts, psi ? &psi->io : NULL));
+}
+
+static json_t *sys_json(nl_stats_t *st, const nl_node_sample_t *n, const nl_sys_ctr_t *s) {
+  json_t *o = json_object();
+  json_object_set_new(o, "name", json_string(s->name));
+  json_object_set_new(o, "startTime",
+                      time_json((s->start_s ? s->start_s : n->boot_time_s) * 1000000000));
+  char key[32];
+  snprintf(key, sizeof key, "sys/%s", s->name);
+  Runtime__V1__UInt64Value core = {.value = s->cpu_ns};
+  Runtime__V1__CpuUsage cpu = {.timestamp = n->time_ns, .usage_core_nano_seconds = &core};
+  Runtime__V1__UInt64Value avail = {.value = s->mem_limit > s->mem_ws ? s->mem_limit - s->mem_ws : 0},
+                           use = {.value = s->mem_usage}, wsv = {.value = s->mem_ws},
+                           rss = {.value = s->mem_rss}, pf = {.value = s->pgfault},
+                           mpf = {.value = s->pgmajfault};
+  Runtime__V1__MemoryUsage mem = {.timestamp = n->time_ns, .usage_bytes = &use,
+                                  .working_set_bytes = &wsv, .rss_bytes = &rss,
+                                  .page_faults = &pf, .major_page_faults = &mpf};
+  if (s->mem_limit) mem.available_bytes = &avail; /* upstream: only under a limit */
+  set_usage(o, s->cpu ? cpu_json(st, key, &cpu) : NULL, s->mem ? mem_json(&mem) : NULL, n->time_ns,
+            &s->psi);
+  return o;
+}
+
 static json_t *node_json(nl_stats_t *st, const char *node_name, const nl_node_sample_t *n,
-                         const Runtime__V1__ImageFsInfoResponse *img) {
+                         const Runtime__V1__ImageFsInfoResponse *img, const nl_summary_sys_t *sx) {
   json_t *o = json_object();
   json_object_set_new(o, "nodeName", nl_json_str(node_name));
   if (n->boot_time_s) json_object_set_new(o, "startTime", time_json(n->boot_time_s * 1000000000));
   Runtime__V1__UInt64Value core = {.value = n->cpu_ns};
   Runtime__V1__CpuUsage cpu = {.timestamp = n->time_ns, .usage_core_nano_seconds = &core};
-  set_obj(o, "cpu", cpu_json(st, "node", &cpu));
+  json_t *cpu_j = cpu_json(st, "node", &cpu);
   uint64_t usage = n->mem_total - n->mem_free;
   uint64_t ws = usage > n->inactive_file ? usage - n->inactive_file : 0;
   Runtime__V1__UInt64Value avail = {.value = n->mem_total - ws}, use = {.value = usage},
@@ -136,7 +192,12 @@ static json_t *node_json(nl_stats_t *st, const char *node_name, const nl_node_sa
                                   .usage_bytes = &use, .working_set_bytes = &wsv,
                                   .rss_bytes = &rss, .page_faults = &pf,
                                   .major_page_faults = &mpf};
-  set_obj(o, "memory", mem_json(&mem));
+  set_usage(o, cpu_j, mem_json(&mem), n->time_ns, sx ? &sx->node : NULL);
+  if (sx && sx->n_sys) {
+    json_t *sys = json_array();
+    for (size_t i = 0; i < sx->n_sys; i++) json_array_append_new(sys, sys_json(st, n, &sx->sys[i]));
+    json_object_set_new(o, "systemContainers", sys);
+  }
   if (n->n_ifs) {
     const nl_stats_if_t *d = &n->ifs[0]; /* eth0 when there is one, as upstream's default */
     for (size_t i = 0; i < n->n_ifs; i++)
@@ -156,6 +217,11 @@ static json_t *node_json(nl_stats_t *st, const char *node_name, const nl_node_sa
     json_t *rt = json_object();
     json_object_set_new(rt, "imageFs",
                         fs_json(n->time_ns, &n->image_fs, img->image_filesystems[0]));
+    /* upstream: the image filesystem's when the runtime names no other */
+    json_object_set_new(rt, "containerFs",
+                        fs_json(n->time_ns, &n->image_fs,
+                                img->n_container_filesystems ? img->container_filesystems[0]
+                                                             : img->image_filesystems[0]));
     json_object_set_new(o, "runtime", rt);
   }
   json_t *rl = json_object();
@@ -167,19 +233,42 @@ static json_t *node_json(nl_stats_t *st, const char *node_name, const nl_node_sa
 }
 
 static json_t *container_json(nl_stats_t *st, const nl_node_sample_t *n,
-                              const Runtime__V1__ContainerStats *c) {
+                              const Runtime__V1__ContainerStats *c, int64_t created_ns,
+                              const nl_psi3_t *psi) {
   json_t *o = json_object();
   const Runtime__V1__ContainerAttributes *a = c->attributes;
   json_object_set_new(o, "name", nl_json_str(a && a->metadata ? a->metadata->name : ""));
-  set_obj(o, "cpu", cpu_json(st, a ? a->id : "", c->cpu));
-  set_obj(o, "memory", mem_json(c->memory));
+  if (created_ns) json_object_set_new(o, "startTime", time_json(created_ns));
+  set_usage(o, cpu_json(st, a ? a->id : "", c->cpu), mem_json(c->memory),
+            c->cpu ? c->cpu->timestamp : n->time_ns, psi);
   if (c->writable_layer)
     json_object_set_new(o, "rootfs", fs_json(n->time_ns, &n->image_fs, c->writable_layer));
   return o;
 }
 
+static const char *ctr_name(const Runtime__V1__ContainerStats *c) {
+  return c->attributes && c->attributes->metadata ? c->attributes->metadata->name : "";
+}
+
+/* Upstream leaves out the terminated instances of a restarted container: of
+ * those with one name, the running one (the runtime gives it cpu figures), or
+ * the newest. */
+static bool shown(const Runtime__V1__LinuxPodSandboxStats *l, const nl_cadvisor_pod_t *cp, size_t j) {
+  const Runtime__V1__ContainerStats *c = l->containers[j];
+  for (size_t k = 0; k < l->n_containers; k++) {
+    const Runtime__V1__ContainerStats *o = l->containers[k];
+    if (k == j || strcmp(ctr_name(o), ctr_name(c)) != 0) continue;
+    if (!o->cpu != !c->cpu) return c->cpu != NULL;
+    int64_t tj = cp && j < cp->n_ctrs ? cp->ctrs[j].created_ns : 0;
+    int64_t tk = cp && k < cp->n_ctrs ? cp->ctrs[k].created_ns : 0;
+    if (tk > tj || (tk == tj && k > j)) return false;
+  }
+  return true;
+}
+
 static json_t *pod_json(nl_stats_t *st, const nl_node_sample_t *n,
-                        const Runtime__V1__PodSandboxStats *p) {
+                        const Runtime__V1__PodSandboxStats *p, const nl_cadvisor_pod_t *cp,
+                        const nl_psi3_t *psi, nl_psi3_t *const *ctr_psi) {
   const Runtime__V1__PodSandboxAttributes *a = p->attributes;
   const Runtime__V1__PodSandboxMetadata *md = a ? a->metadata : NULL;
   json_t *o = json_object(), *ref = json_object(), *cs = json_array();
@@ -187,18 +276,24 @@ static json_t *pod_json(nl_stats_t *st, const nl_node_sample_t *n,
   json_object_set_new(ref, "namespace", nl_json_str(md ? md->namespace_ : ""));
   json_object_set_new(ref, "uid", nl_json_str(md ? md->uid : ""));
   json_object_set_new(o, "podRef", ref);
+  /* upstream: the sandbox's creation; here its cgroup's */
+  if (cp && cp->cg.created_s) json_object_set_new(o, "startTime", time_json(cp->cg.created_s * 1000000000));
   const Runtime__V1__LinuxPodSandboxStats *l = p->linux;
   for (size_t i = 0; l && i < l->n_containers; i++)
-    json_array_append_new(cs, container_json(st, n, l->containers[i]));
+    if (shown(l, cp, i))
+      json_array_append_new(cs, container_json(st, n, l->containers[i],
+                                               cp && i < cp->n_ctrs ? cp->ctrs[i].created_ns : 0,
+                                               ctr_psi && *ctr_psi ? &(*ctr_psi)[i] : NULL));
   json_object_set_new(o, "containers", cs);
   if (l) {
     char key[160];
     snprintf(key, sizeof key, "pod/%s", md ? md->uid : "");
-    set_obj(o, "cpu", cpu_json(st, key, l->cpu));
-    set_obj(o, "memory", mem_json(l->memory));
+    set_usage(o, cpu_json(st, key, l->cpu), mem_json(l->memory),
+              l->cpu ? l->cpu->timestamp : n->time_ns, psi);
     if (l->network && l->network->default_interface) {
       json_t *net = cri_if_json(l->network->default_interface), *ifs = json_array();
-      json_object_set_new(net, "time", time_json(l->network->timestamp));
+      int64_t ts = l->network->timestamp ? l->network->timestamp : n->time_ns;
+      json_object_set_new(net, "time", time_json(ts));
       for (size_t i = 0; i < l->network->n_interfaces; i++)
         json_array_append_new(ifs, cri_if_json(l->network->interfaces[i]));
       json_object_set_new(net, "interfaces", ifs);
@@ -216,14 +311,24 @@ static json_t *pod_json(nl_stats_t *st, const nl_node_sample_t *n,
 void nl_stats_summary_json(nl_stats_t *st, const char *node_name, const nl_node_sample_t *node,
                            const Runtime__V1__ListPodSandboxStatsResponse *pods,
                            const Runtime__V1__ImageFsInfoResponse *img, nl_buf_t *out) {
+  nl_stats_summary_json_ext(st, node_name, node, pods, img, NULL, NULL, out);
+}
+
+void nl_stats_summary_json_ext(nl_stats_t *st, const char *node_name, const nl_node_sample_t *node,
+                               const Runtime__V1__ListPodSandboxStatsResponse *pods,
+                               const Runtime__V1__ImageFsInfoResponse *img,
+                               const nl_summary_sys_t *x, const nl_cadvisor_t *c, nl_buf_t *out) {
   nl_map_iter_t it;
   const char *k;
   void *v;
   for (nl_map_iter_init(&it, &st->prev); nl_map_iter_next(&it, &k, &v);) ((prev_t *)v)->seen = false;
   json_t *root = json_object(), *arr = json_array();
-  json_object_set_new(root, "node", node_json(st, node_name, node, img));
+  json_object_set_new(root, "node", node_json(st, node_name, node, img, x));
   for (size_t i = 0; pods && i < pods->n_stats; i++)
-    json_array_append_new(arr, pod_json(st, node, pods->stats[i]));
+    json_array_append_new(arr, pod_json(st, node, pods->stats[i],
+                                        c && i < c->n_pods ? &c->pods[i] : NULL,
+                                        x && i < x->n_pods ? &x->pods[i] : NULL,
+                                        x && i < x->n_pods ? &x->ctrs[i] : NULL));
   json_object_set_new(root, "pods", arr);
   char *s = nl_json_xdumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
   nl_buf_puts(out, s);

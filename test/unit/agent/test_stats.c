@@ -57,6 +57,51 @@ static void parsers(void **state) {
   assert_int_equal(nl_stats_parse_meminfo(&s, "Cached: 1 kB\n"), -1);
 }
 
+/* PSI files as the kernel writes them: /proc/pressure/cpu of a kernel
+ * before 5.13 has no "full" line (full reads zero); a file without a
+ * well-formed "some" line is refused. */
+static void psi_parser(void **state) {
+  (void)state;
+  nl_psi_t p;
+  assert_int_equal(nl_stats_parse_psi(&p, "some avg10=73.80 avg60=49.15 avg300=37.70 total=6301042287\n"
+                                          "full avg10=1.50 avg60=0.25 avg300=0.00 total=1234\n"), 0);
+  assert_true(p.ok);
+  assert_true(p.some.avg10 > 73.79 && p.some.avg10 < 73.81);
+  assert_true(p.some.avg300 > 37.69 && p.some.avg300 < 37.71);
+  assert_int_equal(p.some.total, 6301042287ull);
+  assert_true(p.full.avg10 > 1.49 && p.full.avg10 < 1.51);
+  assert_int_equal(p.full.total, 1234);
+  assert_int_equal(nl_stats_parse_psi(&p, "some avg10=0.00 avg60=0.00 avg300=0.00 total=9\n"), 0);
+  assert_int_equal(p.some.total, 9);
+  assert_int_equal(p.full.total, 0);
+  assert_int_equal(nl_stats_parse_psi(&p, "full avg10=0.00 avg60=0.00 avg300=0.00 total=9\n"), -1);
+  assert_false(p.ok);
+  assert_int_equal(nl_stats_parse_psi(&p, "some avg10=x\n"), -1);
+  assert_int_equal(nl_stats_parse_psi(&p, ""), -1);
+}
+
+/* /proc/<pid>/cgroup: a v1 hierarchy by any of its controllers, the unified
+ * one by its empty list; nothing for a controller not mounted. */
+static void proc_cgroup_parser(void **state) {
+  (void)state;
+  const char *hybrid = "9:name=systemd:/\n8:pids:/\n4:memory:/process_api/3291d2\n"
+                       "2:cpu,cpuacct:/kubelet\n0::/kubelet.slice\n";
+  char out[64];
+  assert_int_equal(nl_stats_parse_proc_cgroup(hybrid, "memory", out, sizeof out), 0);
+  assert_string_equal(out, "/process_api/3291d2");
+  assert_int_equal(nl_stats_parse_proc_cgroup(hybrid, "cpuacct", out, sizeof out), 0);
+  assert_string_equal(out, "/kubelet");
+  assert_int_equal(nl_stats_parse_proc_cgroup(hybrid, "cpu", out, sizeof out), 0);
+  assert_string_equal(out, "/kubelet");
+  assert_int_equal(nl_stats_parse_proc_cgroup(hybrid, "", out, sizeof out), 0);
+  assert_string_equal(out, "/kubelet.slice");
+  assert_int_equal(nl_stats_parse_proc_cgroup(hybrid, "blkio", out, sizeof out), -1);
+  assert_int_equal(nl_stats_parse_proc_cgroup("0::/\n", "", out, sizeof out), 0);
+  assert_string_equal(out, "/");
+  assert_int_equal(nl_stats_parse_proc_cgroup("4:memory:/a/very/long/path\n", "memory", out, 8), -1);
+  assert_int_equal(nl_stats_parse_proc_cgroup("garbage", "memory", out, sizeof out), -1);
+}
+
 /* nl__stats_slurp: a file past the first 16 KiB whole, NULL for what cannot be
  * opened or read (a directory opens, and its read fails with EISDIR). */
 static void slurp(void **state) {
@@ -575,6 +620,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(cadvisor_metrics),
       cmocka_unit_test(cgroup_v2),
       cmocka_unit_test(parsers),
+      cmocka_unit_test(psi_parser),
+      cmocka_unit_test(proc_cgroup_parser),
       cmocka_unit_test(slurp),
       cmocka_unit_test(summary_json), cmocka_unit_test(names_not_utf8),
       cmocka_unit_test(resource_metrics),
