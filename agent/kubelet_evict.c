@@ -88,69 +88,6 @@ static uint64_t memcg_stat(const char *key, bool *ok) {
   return found ? v : 0;
 }
 
-/* upstream's du (volume/util/fs DiskUsage): the blocks and inodes of path
- * and everything under it on the same filesystem, a file with several links
- * once. */
-typedef struct du {
-  dev_t dev;
-  int64_t bytes, inodes;
-  ino_t *linked; /* files with more than one link, seen */
-  size_t n_linked;
-} du_t;
-
-static bool seen_link(du_t *d, ino_t ino) {
-  for (size_t i = 0; i < d->n_linked; i++)
-    if (d->linked[i] == ino) return true;
-  d->linked = nl_xrealloc(d->linked, (d->n_linked + 1) * sizeof *d->linked);
-  d->linked[d->n_linked++] = ino;
-  return false;
-}
-
-static void du_walk(du_t *d, const char *path, const struct stat *st) {
-  if (st->st_dev != d->dev) return; /* another filesystem mounted here */
-  if (!S_ISDIR(st->st_mode) && st->st_nlink > 1 && seen_link(d, st->st_ino)) return;
-  d->bytes += (int64_t)st->st_blocks * 512;
-  d->inodes++;
-  if (!S_ISDIR(st->st_mode)) return;
-  DIR *dir = opendir(path);
-  if (!dir) return;
-  for (struct dirent *e; (e = readdir(dir));) {
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-    char *p = nl_xasprintf("%s/%s", path, e->d_name);
-    struct stat sub;
-    if (lstat(p, &sub) == 0) du_walk(d, p, &sub);
-    free(p);
-  }
-  closedir(dir);
-}
-
-/* Bytes and inodes of path; -1 bytes when it cannot be read. */
-static int64_t du(const char *path, int64_t *inodes) {
-  struct stat st;
-  if (lstat(path, &st) != 0) return -1;
-  du_t d = {.dev = st.st_dev};
-  du_walk(&d, path, &st);
-  free(d.linked);
-  if (inodes) *inodes += d.inodes;
-  return d.bytes;
-}
-
-/* upstream's log figures (hostStatsProvider fileMetricsByDir): the files
- * right in dir, its subdirectories not. */
-static int64_t files_in(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return 0;
-  int64_t bytes = 0;
-  for (struct dirent *e; (e = readdir(d));) {
-    char *p = nl_xasprintf("%s/%s", dir, e->d_name);
-    struct stat st;
-    if (lstat(p, &st) == 0 && !S_ISDIR(st.st_mode)) bytes += (int64_t)st.st_blocks * 512;
-    free(p);
-  }
-  closedir(d);
-  return bytes;
-}
-
 static void collect_work(uv_work_t *w) {
   collect_t *c = container_of(w, collect_t, work);
   const nl_kubelet_config_t *cfg = c->k->cfg;
@@ -166,20 +103,20 @@ static void collect_work(uv_work_t *w) {
     for (size_t j = 0; j < p->n_vols; j++) {
       char *vol = nl_xasprintf("%s/pods/%s/volumes/kubernetes.io~empty-dir/%s", cfg->root_dir,
                                p->uid, p->vols[j].name);
-      p->vols[j].used = du(vol, &p->volume_inodes);
+      p->vols[j].used = nl_stats_du(vol, &p->volume_inodes);
       if (p->vols[j].used > 0) p->volumes += p->vols[j].used;
       free(vol);
     }
     const char *logdir = c->dirs[i].logdir;
     for (size_t j = 0; j < p->n_containers; j++) {
       char *ld = nl_xasprintf("%s/%s", logdir, p->containers[j].name);
-      p->containers[j].logs = files_in(ld);
+      p->containers[j].logs = nl_stats_files_in(ld, NULL);
       free(ld);
     }
     if (!c->dirs[i].limited) continue;
-    p->pod_logs = files_in(logdir);
+    p->pod_logs = nl_stats_files_in(logdir, NULL);
     char *hosts = nl_xasprintf("%s/pods/%s/etc-hosts", cfg->root_dir, p->uid);
-    p->etc_hosts = du(hosts, NULL);
+    p->etc_hosts = nl_stats_du(hosts, NULL);
     free(hosts);
   }
 }

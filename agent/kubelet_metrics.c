@@ -68,6 +68,7 @@ void nl__kubelet_stats_init(nl_kubelet_t *k) {
       .cgroup_fs = k->cgroups_up ? k->cgroups.fs_root : NULL,
       .cgroup_v2 = k->cgroups_up && k->cgroups.v2,
       .runtime_endpoint = k->cfg->container_runtime_endpoint,
+      .pod_logs_dir = k->cfg->pod_logs_dir,
       .pod = meta_pod,
       .container = meta_container,
       .ctx = k,

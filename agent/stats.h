@@ -69,6 +69,15 @@ void nl_node_sample_read_part(nl_node_sample_t *s, const char *root_dir, const c
  * new string, NULL when it cannot be read. */
 char *nl__stats_slurp(const char *path);
 
+/* upstream's du: the bytes of path and everything under it on its
+ * filesystem (a file with several links once), its inodes added to *inodes
+ * when not NULL; -1 when path cannot be read. */
+int64_t nl_stats_du(const char *path, int64_t *inodes);
+/* upstream's log figures (the host stats provider's fileMetricsByDir): the
+ * bytes of the files right in dir, not of its subdirectories; the files
+ * counted into *inodes when not NULL. */
+int64_t nl_stats_files_in(const char *dir, int64_t *inodes);
+
 /* The previous CPU samples, keyed by container id, "pod/<uid>" and "node". */
 typedef struct nl_stats {
   nl_map_t prev;
@@ -173,6 +182,7 @@ struct nl_stats_meta {
   bool cgroup_v2;
   const char *pods_cgroup;      /* kubepods as the driver names it; NULL: none */
   const char *runtime_endpoint; /* the CRI endpoint ("unix:///..."); NULL: none */
+  const char *pod_logs_dir;     /* podLogsDir; NULL: no log figures */
   void (*pod)(void *ctx, const char *uid, char **cgroup, char **sandbox_id);
   void (*container)(void *ctx, const char *uid, const char *id, char **image,
                     int64_t *created_ns);
@@ -217,6 +227,24 @@ typedef struct nl_sys_ctr {
   nl_psi3_t psi;
 } nl_sys_ctr_t;
 
+/* A volume under <root>/pods/<uid>/volumes/<plugin>/<name>. */
+typedef struct nl_summary_vol {
+  char *name; /* owned */
+  int64_t used, inodes;
+  nl_stats_fs_t fs; /* its filesystem */
+} nl_summary_vol_t;
+
+/* One pod's figures beyond the runtime's. */
+typedef struct nl_summary_pod {
+  nl_psi3_t psi;
+  nl_psi3_t *ctr_psi;      /* owned, parallel to its containers; NULL: unread */
+  int64_t *log_used, *log_inodes; /* owned, parallel: its log directory; -1: none */
+  bool procs_ok;
+  uint64_t procs; /* the pod cgroup's pids.current */
+  nl_summary_vol_t *vols; /* owned */
+  size_t n_vols;
+} nl_summary_pod_t;
+
 /* One /stats/summary round beyond the runtime's stats and /proc. */
 typedef struct nl_summary_sys {
   char *fs_root;      /* owned; NULL: no cgroups to read */
@@ -226,8 +254,8 @@ typedef struct nl_summary_sys {
   nl_psi3_t node;
   nl_sys_ctr_t sys[4];
   size_t n_sys;
-  nl_psi3_t *pods;  /* owned, parallel to the pods; c->pods' cgroups */
-  nl_psi3_t **ctrs; /* owned, parallel to each pod's containers; NULL: unread */
+  char *root_dir, *logs_dir; /* owned: the kubelet's root and pod log directories */
+  nl_summary_pod_t *pods;     /* owned, parallel to the pods */
   size_t n_pods;
 } nl_summary_sys_t;
 

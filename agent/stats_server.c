@@ -88,7 +88,7 @@ static void on_container_stats(const nl_grpc_status_t *st,
 }
 
 /* What the thread pool needs of the kubelet's configuration, copied. */
-static void sys_prepare(nl_summary_sys_t *x, const nl_stats_meta_t *m) {
+static void sys_prepare(nl_summary_sys_t *x, const nl_stats_meta_t *m, const char *root_dir) {
   memset(x, 0, sizeof *x);
   if (m->cgroup_fs) x->fs_root = nl_xstrdup(m->cgroup_fs);
   x->v2 = m->cgroup_v2;
@@ -98,6 +98,8 @@ static void sys_prepare(nl_summary_sys_t *x, const nl_stats_meta_t *m) {
   /* upstream's "misc" is its systemCgroups, set by its node suite when the
    * host does not run systemd */
   x->misc = access("/run/systemd/system", F_OK) != 0;
+  x->root_dir = nl_xstrdup(root_dir);
+  if (m->pod_logs_dir) x->logs_dir = nl_xstrdup(m->pod_logs_dir);
 }
 
 static void node_work(uv_work_t *w) {
@@ -169,7 +171,7 @@ static void step(query_t *q) {
   }
   case Q_NODE:
     if (q->kind != RESOURCE) nl_cadvisor_prepare(&q->cadvisor, q->pods, &q->s->meta);
-    if (q->kind == SUMMARY) sys_prepare(&q->sys, &q->s->meta);
+    if (q->kind == SUMMARY) sys_prepare(&q->sys, &q->s->meta, q->s->root_dir);
     q->work.data = q;
     if (uv_queue_work(q->s->loop, &q->work, node_work, node_done) != 0) {
       q->state = Q_ANSWER;

@@ -232,9 +232,16 @@ static json_t *node_json(nl_stats_t *st, const char *node_name, const nl_node_sa
   return o;
 }
 
+/* A filesystem's figures with usage measured by du (logs, volumes). */
+static json_t *du_json(int64_t ts, const nl_stats_fs_t *fs, uint64_t used, uint64_t inodes) {
+  Runtime__V1__UInt64Value u = {.value = used}, i = {.value = inodes};
+  Runtime__V1__FilesystemUsage fu = {.timestamp = ts, .used_bytes = &u, .inodes_used = &i};
+  return fs_json(ts, fs, &fu);
+}
+
 static json_t *container_json(nl_stats_t *st, const nl_node_sample_t *n,
                               const Runtime__V1__ContainerStats *c, int64_t created_ns,
-                              const nl_psi3_t *psi) {
+                              const nl_psi3_t *psi, int64_t log_used, int64_t log_inodes) {
   json_t *o = json_object();
   const Runtime__V1__ContainerAttributes *a = c->attributes;
   json_object_set_new(o, "name", nl_json_str(a && a->metadata ? a->metadata->name : ""));
@@ -243,7 +250,15 @@ static json_t *container_json(nl_stats_t *st, const nl_node_sample_t *n,
             c->cpu ? c->cpu->timestamp : n->time_ns, psi);
   if (c->writable_layer)
     json_object_set_new(o, "rootfs", fs_json(n->time_ns, &n->image_fs, c->writable_layer));
+  /* upstream: the log directory's files, on the node's root filesystem */
+  if (log_used >= 0)
+    json_object_set_new(o, "logs", du_json(n->time_ns, &n->root_fs, (uint64_t)log_used,
+                                           (uint64_t)log_inodes));
   return o;
+}
+
+static void add_opt(uint64_t *sum, const Runtime__V1__UInt64Value *v) {
+  if (v) *sum += v->value;
 }
 
 static const char *ctr_name(const Runtime__V1__ContainerStats *c) {
@@ -266,9 +281,47 @@ static bool shown(const Runtime__V1__LinuxPodSandboxStats *l, const nl_cadvisor_
   return true;
 }
 
+/* The pod's memory from its cgroup when the runtime's figures are its
+ * containers' sums (nl_stats_pods_from_containers): upstream reads the
+ * pod cgroup. */
+static json_t *pod_mem_json(const nl_node_sample_t *n, const Runtime__V1__LinuxPodSandboxStats *l,
+                            const nl_cadvisor_pod_t *cp) {
+  if ((l->memory && l->memory->usage_bytes) || !cp || !cp->cg.usage) return mem_json(l->memory);
+  const nl_cgroup_sample_t *g = &cp->cg;
+  uint64_t pf = 0, mpf = 0;
+  for (size_t i = 0; i < l->n_containers; i++)
+    if (l->containers[i]->memory) {
+      add_opt(&pf, l->containers[i]->memory->page_faults);
+      add_opt(&mpf, l->containers[i]->memory->major_page_faults);
+    }
+  Runtime__V1__UInt64Value avail = {.value = g->mem_limit > g->mem_ws ? g->mem_limit - g->mem_ws : 0},
+                           use = {.value = g->mem_usage}, wsv = {.value = g->mem_ws},
+                           rss = {.value = g->mem_rss}, pfv = {.value = pf}, mpfv = {.value = mpf};
+  Runtime__V1__MemoryUsage m = {.timestamp = n->time_ns, .usage_bytes = &use,
+                                .working_set_bytes = &wsv, .rss_bytes = &rss,
+                                .page_faults = &pfv, .major_page_faults = &mpfv};
+  if (g->mem_limit) m.available_bytes = &avail;
+  return mem_json(&m);
+}
+
+static json_t *pod_cpu_json(nl_stats_t *st, const char *key, const nl_node_sample_t *n,
+                            const Runtime__V1__LinuxPodSandboxStats *l, const nl_cadvisor_pod_t *cp) {
+  if ((l->memory && l->memory->usage_bytes) || !cp || !cp->cg.usage) return cpu_json(st, key, l->cpu);
+  Runtime__V1__UInt64Value core = {.value = cp->cg.cpu_ns};
+  Runtime__V1__CpuUsage cpu = {.timestamp = n->time_ns, .usage_core_nano_seconds = &core};
+  return cpu_json(st, key, &cpu);
+}
+
+/* Sums used bytes and inodes of an FsStats into u and i. */
+static void add_used(json_t *fs, uint64_t *u, uint64_t *i) {
+  json_t *a = json_object_get(fs, "usedBytes"), *b = json_object_get(fs, "inodesUsed");
+  if (a) *u += (uint64_t)json_integer_value(a);
+  if (b) *i += (uint64_t)json_integer_value(b);
+}
+
 static json_t *pod_json(nl_stats_t *st, const nl_node_sample_t *n,
                         const Runtime__V1__PodSandboxStats *p, const nl_cadvisor_pod_t *cp,
-                        const nl_psi3_t *psi, nl_psi3_t *const *ctr_psi) {
+                        const nl_summary_pod_t *sp) {
   const Runtime__V1__PodSandboxAttributes *a = p->attributes;
   const Runtime__V1__PodSandboxMetadata *md = a ? a->metadata : NULL;
   json_t *o = json_object(), *ref = json_object(), *cs = json_array();
@@ -279,17 +332,23 @@ static json_t *pod_json(nl_stats_t *st, const nl_node_sample_t *n,
   /* upstream: the sandbox's creation; here its cgroup's */
   if (cp && cp->cg.created_s) json_object_set_new(o, "startTime", time_json(cp->cg.created_s * 1000000000));
   const Runtime__V1__LinuxPodSandboxStats *l = p->linux;
-  for (size_t i = 0; l && i < l->n_containers; i++)
-    if (shown(l, cp, i))
-      json_array_append_new(cs, container_json(st, n, l->containers[i],
-                                               cp && i < cp->n_ctrs ? cp->ctrs[i].created_ns : 0,
-                                               ctr_psi && *ctr_psi ? &(*ctr_psi)[i] : NULL));
+  uint64_t eph_used = 0, eph_inodes = 0; /* upstream's calcEphemeralStorage */
+  for (size_t i = 0; l && i < l->n_containers; i++) {
+    if (!shown(l, cp, i)) continue;
+    json_t *c = container_json(st, n, l->containers[i],
+                               cp && i < cp->n_ctrs ? cp->ctrs[i].created_ns : 0,
+                               sp && sp->ctr_psi ? &sp->ctr_psi[i] : NULL,
+                               sp ? sp->log_used[i] : -1, sp ? sp->log_inodes[i] : 0);
+    add_used(json_object_get(c, "rootfs"), &eph_used, &eph_inodes);
+    add_used(json_object_get(c, "logs"), &eph_used, &eph_inodes);
+    json_array_append_new(cs, c);
+  }
   json_object_set_new(o, "containers", cs);
   if (l) {
     char key[160];
     snprintf(key, sizeof key, "pod/%s", md ? md->uid : "");
-    set_usage(o, cpu_json(st, key, l->cpu), mem_json(l->memory),
-              l->cpu ? l->cpu->timestamp : n->time_ns, psi);
+    set_usage(o, pod_cpu_json(st, key, n, l, cp), pod_mem_json(n, l, cp),
+              l->cpu ? l->cpu->timestamp : n->time_ns, sp ? &sp->psi : NULL);
     if (l->network && l->network->default_interface) {
       json_t *net = cri_if_json(l->network->default_interface), *ifs = json_array();
       int64_t ts = l->network->timestamp ? l->network->timestamp : n->time_ns;
@@ -298,12 +357,41 @@ static json_t *pod_json(nl_stats_t *st, const nl_node_sample_t *n,
         json_array_append_new(ifs, cri_if_json(l->network->interfaces[i]));
       json_object_set_new(net, "interfaces", ifs);
       json_object_set_new(o, "network", net);
+    } else if (cp && cp->net && cp->n_ifs) {
+      /* the sandbox's interfaces as read from its network namespace */
+      const nl_stats_if_t *d = &cp->ifs[0];
+      for (size_t i = 0; i < cp->n_ifs; i++)
+        if (!strcmp(cp->ifs[i].name, "eth0")) d = &cp->ifs[i];
+      json_t *net = if_json(d->name, d->rx, d->rx_errors, d->tx, d->tx_errors), *ifs = json_array();
+      json_object_set_new(net, "time", time_json(n->time_ns));
+      for (size_t i = 0; i < cp->n_ifs; i++) {
+        const nl_stats_if_t *f = &cp->ifs[i];
+        json_array_append_new(ifs, if_json(f->name, f->rx, f->rx_errors, f->tx, f->tx_errors));
+      }
+      json_object_set_new(net, "interfaces", ifs);
+      json_object_set_new(o, "network", net);
     }
-    if (l->process && l->process->process_count) {
-      json_t *ps = json_object();
-      set_u64(ps, "process_count", l->process->process_count->value);
-      json_object_set_new(o, "process_stats", ps);
+  }
+  if (sp && sp->n_vols) {
+    json_t *vols = json_array();
+    for (size_t i = 0; i < sp->n_vols; i++) {
+      const nl_summary_vol_t *v = &sp->vols[i];
+      json_t *vj = du_json(n->time_ns, &v->fs, (uint64_t)v->used, (uint64_t)v->inodes);
+      json_object_set_new(vj, "name", nl_json_str(v->name));
+      eph_used += (uint64_t)v->used, eph_inodes += (uint64_t)v->inodes;
+      json_array_append_new(vols, vj);
     }
+    json_object_set_new(o, "volume", vols);
+  }
+  if (n->root_fs.ok) json_object_set_new(o, "ephemeral-storage", du_json(n->time_ns, &n->root_fs, eph_used, eph_inodes));
+  if (l && l->process && l->process->process_count) {
+    json_t *ps = json_object();
+    set_u64(ps, "process_count", l->process->process_count->value);
+    json_object_set_new(o, "process_stats", ps);
+  } else if (sp && sp->procs_ok) {
+    json_t *ps = json_object();
+    set_u64(ps, "process_count", sp->procs);
+    json_object_set_new(o, "process_stats", ps);
   }
   return o;
 }
@@ -327,8 +415,7 @@ void nl_stats_summary_json_ext(nl_stats_t *st, const char *node_name, const nl_n
   for (size_t i = 0; pods && i < pods->n_stats; i++)
     json_array_append_new(arr, pod_json(st, node, pods->stats[i],
                                         c && i < c->n_pods ? &c->pods[i] : NULL,
-                                        x && i < x->n_pods ? &x->pods[i] : NULL,
-                                        x && i < x->n_pods ? &x->ctrs[i] : NULL));
+                                        x && i < x->n_pods ? &x->pods[i] : NULL));
   json_object_set_new(root, "pods", arr);
   char *s = nl_json_xdumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
   nl_buf_puts(out, s);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -247,6 +248,81 @@ static char *ctr_cgroup_name(const char *pod, const char *id) {
                                                  : nl_xasprintf("%s/%s", pod, id);
 }
 
+static void fs_of(nl_stats_fs_t *fs, const char *path) {
+  struct statvfs v;
+  if (statvfs(path, &v) != 0) return;
+  fs->ok = true;
+  fs->capacity = (uint64_t)v.f_blocks * v.f_frsize;
+  fs->available = (uint64_t)v.f_bavail * v.f_frsize;
+  fs->used = ((uint64_t)v.f_blocks - v.f_bfree) * v.f_frsize;
+  fs->inodes = v.f_files;
+  fs->inodes_free = v.f_ffree;
+}
+
+/* The pod's volumes as the volume manager lays them out. */
+static void volumes(nl_summary_pod_t *p, const char *root_dir, const char *uid) {
+  char *dir = nl_xasprintf("%s/pods/%s/volumes", root_dir, uid);
+  DIR *plugins = opendir(dir);
+  for (struct dirent *e; plugins && (e = readdir(plugins));) {
+    if (e->d_name[0] == '.') continue;
+    char *pdir = nl_xasprintf("%s/%s", dir, e->d_name);
+    DIR *names = opendir(pdir);
+    for (struct dirent *v; names && (v = readdir(names));) {
+      if (v->d_name[0] == '.' || p->n_vols == 64) continue;
+      char *path = nl_xasprintf("%s/%s", pdir, v->d_name);
+      nl_summary_vol_t *vol = NULL;
+      int64_t inodes = 0, used = nl_stats_du(path, &inodes);
+      if (used >= 0) {
+        p->vols = nl_xrealloc(p->vols, (p->n_vols + 1) * sizeof *p->vols);
+        vol = &p->vols[p->n_vols++];
+        *vol = (nl_summary_vol_t){.name = nl_xstrdup(v->d_name), .used = used, .inodes = inodes};
+        fs_of(&vol->fs, path);
+      }
+      free(path);
+    }
+    if (names) closedir(names);
+    free(pdir);
+  }
+  if (plugins) closedir(plugins);
+  free(dir);
+}
+
+static void pod_read(nl_summary_pod_t *p, const nl_summary_sys_t *x, const char *unified,
+                     const nl_cadvisor_pod_t *cp, const Runtime__V1__PodSandboxStats *ps) {
+  const Runtime__V1__PodSandboxMetadata *md = ps->attributes ? ps->attributes->metadata : NULL;
+  const Runtime__V1__LinuxPodSandboxStats *l = ps->linux;
+  size_t n = l ? l->n_containers : 0;
+  if (md && md->uid && x->root_dir) volumes(p, x->root_dir, md->uid);
+  p->log_used = nl_xcalloc(n ? n : 1, sizeof *p->log_used);
+  p->log_inodes = nl_xcalloc(n ? n : 1, sizeof *p->log_inodes);
+  for (size_t j = 0; j < n; j++) {
+    const Runtime__V1__ContainerAttributes *a = l->containers[j]->attributes;
+    p->log_used[j] = -1;
+    if (!x->logs_dir || !md || !a || !a->metadata) continue;
+    /* <podLogsDir>/<namespace>_<name>_<uid>/<container> */
+    char *dir = nl_xasprintf("%s/%s_%s_%s/%s", x->logs_dir, md->namespace_, md->name, md->uid,
+                             a->metadata->name);
+    struct stat st;
+    if (stat(dir, &st) == 0) p->log_used[j] = nl_stats_files_in(dir, &p->log_inodes[j]);
+    free(dir);
+  }
+  if (!cp->cgroup || !x->fs_root) return;
+  char path[1200];
+  uint64_t v;
+  snprintf(path, sizeof path, "%s%s%s/pids.current", x->fs_root, x->v2 ? "" : "/pids", cp->cgroup);
+  if ((p->procs_ok = file_u64(path, &v))) p->procs = v;
+  if (!unified) return;
+  psi_read(&p->psi, unified, cp->cgroup);
+  p->ctr_psi = nl_xcalloc(n ? n : 1, sizeof *p->ctr_psi);
+  for (size_t j = 0; j < n && j < cp->n_ctrs; j++) {
+    const Runtime__V1__ContainerAttributes *a = l->containers[j]->attributes;
+    if (!a || !a->id) continue;
+    char *name = ctr_cgroup_name(cp->cgroup, a->id);
+    psi_read(&p->ctr_psi[j], unified, name);
+    free(name);
+  }
+}
+
 void nl_summary_sys_read(nl_summary_sys_t *x, const nl_cadvisor_t *c,
                          const Runtime__V1__ListPodSandboxStatsResponse *pods) {
   char unified_buf[600];
@@ -259,8 +335,9 @@ void nl_summary_sys_read(nl_summary_sys_t *x, const nl_cadvisor_t *c,
   psi_read(&x->node, NULL, "/");
   size_t n_pods = pods ? pods->n_stats : 0;
   x->pods = nl_xcalloc(n_pods ? n_pods : 1, sizeof *x->pods);
-  x->ctrs = nl_xcalloc(n_pods ? n_pods : 1, sizeof *x->ctrs);
   x->n_pods = n_pods;
+  for (size_t i = 0; c && i < n_pods && i < c->n_pods; i++)
+    pod_read(&x->pods[i], x, unified, &c->pods[i], pods->stats[i]);
   if (!x->fs_root) return;
   nl_sys_ctr_t *s = &x->sys[x->n_sys++];
   s->name = "kubelet";
@@ -281,26 +358,20 @@ void nl_summary_sys_read(nl_summary_sys_t *x, const nl_cadvisor_t *c,
     /* pressure cannot be split: the root's (the node's) */
     psi_read(&s->psi, NULL, "/");
   }
-  for (size_t i = 0; c && unified && i < n_pods && i < c->n_pods; i++) {
-    const nl_cadvisor_pod_t *p = &c->pods[i];
-    if (!p->cgroup) continue;
-    psi_read(&x->pods[i], unified, p->cgroup);
-    const Runtime__V1__LinuxPodSandboxStats *l = pods->stats[i]->linux;
-    x->ctrs[i] = nl_xcalloc(p->n_ctrs ? p->n_ctrs : 1, sizeof **x->ctrs);
-    for (size_t j = 0; l && j < p->n_ctrs && j < l->n_containers; j++) {
-      const Runtime__V1__ContainerAttributes *a = l->containers[j]->attributes;
-      if (!a || !a->id) continue;
-      char *name = ctr_cgroup_name(p->cgroup, a->id);
-      psi_read(&x->ctrs[i][j], unified, name);
-      free(name);
-    }
-  }
 }
 
 void nl_summary_sys_free(nl_summary_sys_t *x) {
-  for (size_t i = 0; x->ctrs && i < x->n_pods; i++) free(x->ctrs[i]);
-  free(x->ctrs);
+  for (size_t i = 0; x->pods && i < x->n_pods; i++) {
+    nl_summary_pod_t *p = &x->pods[i];
+    free(p->ctr_psi);
+    free(p->log_used);
+    free(p->log_inodes);
+    for (size_t j = 0; j < p->n_vols; j++) free(p->vols[j].name);
+    free(p->vols);
+  }
   free(x->pods);
+  free(x->root_dir);
+  free(x->logs_dir);
   free(x->fs_root);
   free(x->pods_cgroup);
   free(x->runtime_sock);

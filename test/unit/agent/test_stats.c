@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "reactor/xalloc.h"
@@ -315,6 +316,90 @@ static void put_file(const char *root, const char *rel, const char *text) {
 }
 
 #define POD_CG "/kubepods/burstable/podu-1"
+
+static const char psi_text[] = "some avg10=1.50 avg60=0.50 avg300=0.10 total=777\n"
+                               "full avg10=0.25 avg60=0.00 avg300=0.00 total=99\n";
+
+/* A hybrid v1 host's cgroup files (cpuacct and memory hierarchies, the
+ * unified one with the pressure files): the system containers "pods"
+ * (kubepods) and "misc" (the root's own processes: its CPU less its
+ * children's, v1's root memory.stat keys without total_), the pods' and
+ * containers' pressure, through the JSON a user reads. */
+static void system_containers(void **state) {
+  (void)state;
+  char root[] = "/tmp/nanolet-test-cgroups.XXXXXX";
+  assert_non_null(mkdtemp(root));
+  put_file(root, "cpuacct/cpuacct.usage", "9000000000\n");
+  put_file(root, "cpuacct/other/cpuacct.usage", "1000000000\n");
+  put_file(root, "cpuacct/kubepods/cpuacct.usage", "3000000000\n");
+  put_file(root, "memory/memory.stat",
+           "cache 1000000\nrss 3000000\ninactive_file 500000\npgfault 2000\npgmajfault 3\n"
+           "total_cache 90000000\ntotal_rss 80000000\ntotal_inactive_file 7000000\n");
+  put_file(root, "memory/kubepods/memory.usage_in_bytes", "50000000\n");
+  put_file(root, "memory/kubepods/memory.limit_in_bytes", "200000000\n");
+  put_file(root, "memory/kubepods/memory.stat",
+           "pgfault 0\npgmajfault 0\ntotal_rss 30000000\ntotal_inactive_file 10000000\n");
+  put_file(root, "pids/kubepods/podu-1/pids.current", "4\n");
+  put_file(root, "unified/kubepods/cpu.pressure", psi_text);
+  put_file(root, "unified/kubepods/memory.pressure", psi_text);
+  put_file(root, "unified/kubepods/io.pressure", psi_text);
+  put_file(root, "unified/kubepods/podu-1/cpu.pressure", psi_text);
+  put_file(root, "unified/kubepods/podu-1/c1/memory.pressure", psi_text);
+
+  nl_stats_t st;
+  nl_stats_init(&st);
+  nl_node_sample_t n = {.time_ns = 1700000100000000000, .cpu_ns = 50000000000,
+                        .boot_time_s = 1700000000};
+  nl_stats_parse_meminfo(&n, meminfo);
+  fixture_pods_t f;
+  fixture(&f, n.time_ns, 2000000000, 1000000000);
+  nl_cadvisor_t c = {0};
+  nl_cadvisor_pod_t cp = {.cgroup = "/kubepods/podu-1", .n_ctrs = 1};
+  nl_cadvisor_ctr_t cc = {0};
+  cp.ctrs = &cc;
+  c.pods = &cp, c.n_pods = 1;
+  nl_summary_sys_t x = {.fs_root = nl_xstrdup(root), .misc = true,
+                        .pods_cgroup = nl_xstrdup("/kubepods")};
+  nl_summary_sys_read(&x, &c, &f.resp);
+  nl_buf_t out = NL_BUF_INIT;
+  nl_stats_summary_json_ext(&st, "edge-1", &n, &f.resp, NULL, &x, &c, &out);
+  json_t *j = json_loads(out.data, 0, NULL);
+  assert_non_null(j);
+  nl_buf_free(&out);
+  json_t *sys = json_object_get(json_object_get(j, "node"), "systemContainers");
+  const char *names[] = {"kubelet", "runtime", "pods", "misc"};
+  assert_int_equal(json_array_size(sys), 4);
+  for (size_t i = 0; i < 4; i++)
+    assert_string_equal(json_string_value(json_object_get(json_array_get(sys, i), "name")), names[i]);
+  /* pods: kubepods' usage, working set = usage - total_inactive_file, its limit */
+  assert_true(u(j, "node.systemContainers.2.cpu.usageCoreNanoSeconds") == 3000000000ull);
+  assert_true(u(j, "node.systemContainers.2.memory.usageBytes") == 50000000);
+  assert_true(u(j, "node.systemContainers.2.memory.workingSetBytes") == 40000000);
+  assert_true(u(j, "node.systemContainers.2.memory.availableBytes") == 160000000);
+  assert_true(u(j, "node.systemContainers.2.memory.rssBytes") == 30000000);
+  assert_true(u(j, "node.systemContainers.2.cpu.psi.some.total") == 777);
+  assert_true(u(j, "node.systemContainers.2.memory.psi.full.total") == 99);
+  assert_true(has(j, "node.systemContainers.2.io.psi.some.avg10"));
+  /* misc: 9 s - 1 s - 3 s of CPU; the root's own rss + cache; no limit */
+  assert_true(u(j, "node.systemContainers.3.cpu.usageCoreNanoSeconds") == 5000000000ull);
+  assert_true(u(j, "node.systemContainers.3.memory.usageBytes") == 4000000);
+  assert_true(u(j, "node.systemContainers.3.memory.workingSetBytes") == 3500000);
+  assert_true(u(j, "node.systemContainers.3.memory.rssBytes") == 3000000);
+  assert_true(u(j, "node.systemContainers.3.memory.pageFaults") == 2000);
+  assert_false(has(j, "node.systemContainers.3.memory.availableBytes"));
+  /* the pod's and its container's pressure from their cgroups; pids.current */
+  assert_true(u(j, "pods.0.cpu.psi.some.total") == 777);
+  assert_false(has(j, "pods.0.memory.psi"));
+  assert_true(u(j, "pods.0.containers.0.memory.psi.full.total") == 99);
+  assert_true(u(j, "pods.0.process_stats.process_count") == 4);
+  json_decref(j);
+  nl_summary_sys_free(&x);
+  nl_stats_free(&st);
+  char *rm = nl_xasprintf("rm -rf %s", root);
+  assert_int_equal(system(rm), 0);
+  free(rm);
+}
+
 
 /* A cgroup v1 tree: the pod's usage and limits, the container's limits. */
 static char *v1_tree(void) {
@@ -622,6 +707,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(parsers),
       cmocka_unit_test(psi_parser),
       cmocka_unit_test(proc_cgroup_parser),
+      cmocka_unit_test(system_containers),
       cmocka_unit_test(slurp),
       cmocka_unit_test(summary_json), cmocka_unit_test(names_not_utf8),
       cmocka_unit_test(resource_metrics),
