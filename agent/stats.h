@@ -251,6 +251,7 @@ typedef struct nl_summary_sys {
   bool v2, misc;      /* misc: the host does not run systemd */
   char *pods_cgroup;  /* owned; NULL: none */
   char *runtime_sock; /* owned: the CRI socket's path; NULL: none */
+  int runtime_pid;    /* in: the last round's (0: none); out: this round's */
   nl_psi3_t node;
   nl_sys_ctr_t sys[4];
   size_t n_sys;
@@ -283,6 +284,7 @@ typedef struct nl_stats_server {
   nl_stats_t stats;
   nl_stats_meta_t meta; /* zero: /metrics/cadvisor without the kubelet's knowledge */
   char *pods_cgroup;    /* owned: meta.pods_cgroup */
+  int runtime_pid;      /* the runtime's, as the last summary found it; 0: not yet */
   int inflight; /* requests being answered; stop waits for them */
   bool stopping;
   void (*stop_done)(void *ctx);

@@ -88,7 +88,8 @@ static void on_container_stats(const nl_grpc_status_t *st,
 }
 
 /* What the thread pool needs of the kubelet's configuration, copied. */
-static void sys_prepare(nl_summary_sys_t *x, const nl_stats_meta_t *m, const char *root_dir) {
+static void sys_prepare(nl_summary_sys_t *x, const nl_stats_meta_t *m, const char *root_dir,
+                        int runtime_pid) {
   memset(x, 0, sizeof *x);
   if (m->cgroup_fs) x->fs_root = nl_xstrdup(m->cgroup_fs);
   x->v2 = m->cgroup_v2;
@@ -99,6 +100,7 @@ static void sys_prepare(nl_summary_sys_t *x, const nl_stats_meta_t *m, const cha
    * host does not run systemd */
   x->misc = access("/run/systemd/system", F_OK) != 0;
   x->root_dir = nl_xstrdup(root_dir);
+  x->runtime_pid = runtime_pid;
   if (m->pod_logs_dir) x->logs_dir = nl_xstrdup(m->pod_logs_dir);
 }
 
@@ -129,6 +131,7 @@ static void answer(query_t *q) {
   } else {
     nl_stats_summary_json_ext(&s->stats, s->node_name, &q->node, q->pods, q->img, &q->sys,
                               &q->cadvisor, &out);
+    if (q->sys.runtime_pid > 0) s->runtime_pid = q->sys.runtime_pid;
     nl_summary_sys_free(&q->sys);
     nl_cadvisor_free(&q->cadvisor);
     nl_http_resp_header(q->resp, "Content-Type", "application/json");
@@ -171,7 +174,7 @@ static void step(query_t *q) {
   }
   case Q_NODE:
     if (q->kind != RESOURCE) nl_cadvisor_prepare(&q->cadvisor, q->pods, &q->s->meta);
-    if (q->kind == SUMMARY) sys_prepare(&q->sys, &q->s->meta, q->s->root_dir);
+    if (q->kind == SUMMARY) sys_prepare(&q->sys, &q->s->meta, q->s->root_dir, q->s->runtime_pid);
     q->work.data = q;
     if (uv_queue_work(q->s->loop, &q->work, node_work, node_done) != 0) {
       q->state = Q_ANSWER;

@@ -227,11 +227,16 @@ static int runtime_pid(const char *sock) {
   return pid;
 }
 
-/* A process's system container: its cgroups as /proc/<pid>/cgroup names them. */
-static void proc_ctr(nl_sys_ctr_t *s, const nl_summary_sys_t *x, const char *unified, int pid) {
-  char path[64], cpu[512], mem[512], u[512];
+static char *proc_cgroup(int pid) {
+  char path[64];
   snprintf(path, sizeof path, pid ? "/proc/%d/cgroup" : "/proc/self/cgroup", pid);
-  char *t = pid < 0 ? NULL : nl__stats_slurp(path);
+  return pid < 0 ? NULL : nl__stats_slurp(path);
+}
+
+/* A process's system container: its cgroups as /proc/<pid>/cgroup names
+ * them (t, that file's text; NULL: none). */
+static void proc_ctr(nl_sys_ctr_t *s, const nl_summary_sys_t *x, const char *unified, char *t) {
+  char cpu[512], mem[512], u[512];
   bool ok = t && (x->v2 ? nl_stats_parse_proc_cgroup(t, "", cpu, sizeof cpu) == 0
                         : nl_stats_parse_proc_cgroup(t, "cpuacct", cpu, sizeof cpu) == 0 &&
                               nl_stats_parse_proc_cgroup(t, "memory", mem, sizeof mem) == 0);
@@ -341,10 +346,14 @@ void nl_summary_sys_read(nl_summary_sys_t *x, const nl_cadvisor_t *c,
   if (!x->fs_root) return;
   nl_sys_ctr_t *s = &x->sys[x->n_sys++];
   s->name = "kubelet";
-  proc_ctr(s, x, unified, 0);
+  proc_ctr(s, x, unified, proc_cgroup(0));
   s = &x->sys[x->n_sys++];
   s->name = "runtime";
-  proc_ctr(s, x, unified, runtime_pid(x->runtime_sock));
+  /* the last round's pid while it lives: a connection per scrape would be
+   * one more for the runtime to log */
+  char *t = x->runtime_pid > 0 ? proc_cgroup(x->runtime_pid) : NULL;
+  if (!t) t = proc_cgroup(x->runtime_pid = runtime_pid(x->runtime_sock));
+  proc_ctr(s, x, unified, t);
   if (x->pods_cgroup) {
     s = &x->sys[x->n_sys++];
     s->name = "pods";

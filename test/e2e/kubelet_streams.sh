@@ -99,6 +99,35 @@ sleep 2
 summary=$(raw stats/summary)
 check "stats/summary: usageNanoCores from two samples" \
   [ "$(jq '.node.cpu.usageNanoCores > 0' <<<"$summary")" = true ]
+# systemContainers: kubelet (nanolet's own cgroup), runtime (containerd's),
+# pods (kubepods) and, on a host without systemd, misc; their cpu and memory
+# from their cgroup files.
+want_sys=kubelet,pods,runtime
+[ -d /run/systemd/system ] || want_sys=kubelet,misc,pods,runtime
+check "stats/summary: the system containers" \
+  [ "$(jq -r '[.node.systemContainers[].name] | sort | join(",")' <<<"$summary")" = "$want_sys" ]
+check "stats/summary: each system container's cpu and memory" \
+  [ "$(jq '[.node.systemContainers[] | .cpu.usageCoreNanoSeconds > 0 and .memory.workingSetBytes > 0] | all' <<<"$summary")" = true ]
+check "stats/summary: kubepods' memory under its limit" \
+  [ "$(jq '.node.systemContainers[] | select(.name == "pods") | .memory.availableBytes > 0' <<<"$summary")" = true ]
+# PSI (KubeletPSI): the node's from /proc/pressure, a pod's and a container's
+# from their cgroups' pressure files (v2, or the unified hierarchy of a hybrid
+# v1 host), with upstream's fields.
+psi_ok='.psi.some.total >= 0 and .psi.some.avg10 >= 0 and .psi.some.avg60 >= 0 and .psi.some.avg300 >= 0 and .psi.full.total >= 0'
+if [ -r /proc/pressure/cpu ]; then
+  check "stats/summary: the node's cpu, memory and io pressure" \
+    [ "$(jq "[.node.cpu, .node.memory, .node.io] | map($psi_ok) | all" <<<"$summary")" = true ]
+fi
+if [ -e /sys/fs/cgroup/cpu.pressure ] || [ -e /sys/fs/cgroup/unified/cpu.pressure ]; then
+  check "stats/summary: the pod's and its containers' pressure" \
+    [ "$(jq --arg ns "$PODS_NS" "[.pods[] | select(.podRef.namespace == \$ns) | (.cpu, .memory, .io, (.containers[] | .cpu, .memory))] | map($psi_ok) | all" <<<"$summary")" = true ]
+fi
+# what the pod and its containers use on disk: the log files, the
+# container's start, the pod's ephemeral storage
+check "stats/summary: the ticking container's log and start time" \
+  [ "$(jq --arg ns "$PODS_NS" '.pods[] | select(.podRef.namespace == $ns) | .containers[] | select(.name == "sh") | .logs.usedBytes > 0 and (.startTime | length) > 0' <<<"$summary")" = true ]
+check "stats/summary: the pod's ephemeral storage counts its logs" \
+  [ "$(jq --arg ns "$PODS_NS" '.pods[] | select(.podRef.namespace == $ns) | .["ephemeral-storage"].usedBytes >= ([.containers[].logs.usedBytes] | add)' <<<"$summary")" = true ]
 resource=$(raw metrics/resource)
 check "/metrics/resource: the pod's working set" \
   grep -q "^pod_memory_working_set_bytes{namespace=\"$PODS_NS\",pod=\"$POD\"} " <<<"$resource"

@@ -4,7 +4,8 @@
  * grpc.health.v1 answer of a gRPC probe, and the kubelet server's
  * /containerLogs: its query (PodLogOptions) and the writer over a log file,
  * and the path and query of /exec, /attach and /portForward, and
- * /proc/self/mountinfo (whether the root dir is on a shared mount).
+ * /proc/self/mountinfo (whether the root dir is on a shared mount), and a
+ * PSI file and /proc/<pid>/cgroup (/stats/summary's system containers).
  * Byte 0 picks the parser. */
 #include <fcntl.h>
 #include <stddef.h>
@@ -18,6 +19,7 @@
 #include "agent/kserver_stream.h"
 #include "agent/config.h"
 #include "agent/startup.h"
+#include "agent/stats.h"
 #include "managers/eviction.h"
 #include "managers/probe.h"
 #include "managers/runtime.h"
@@ -30,7 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t len = size - 1;
   static int devnull = -1;
   if (devnull < 0) nl_log_set_fd(devnull = open("/dev/null", O_WRONLY)); /* unknown fields warn */
-  switch (data[0] % 9) {
+  switch (data[0] % 10) {
   case 0: {
     nl_kubelet_config_t cfg;
     nl_err_t *err = NULL;
@@ -110,6 +112,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *t = strndup(text, len);
     (void)nl_startup_path_shared(t, "/var/lib/kubelet");
     (void)nl_startup_path_shared(t, "/");
+    free(t);
+    break;
+  }
+  case 9: { /* a pressure file and a /proc/<pid>/cgroup (/stats/summary) */
+    char *t = strndup(text, len), out[64];
+    nl_psi_t p;
+    nl_stats_parse_psi(&p, t);
+    (void)nl_stats_parse_proc_cgroup(t, "memory", out, sizeof out);
+    (void)nl_stats_parse_proc_cgroup(t, "", out, sizeof out);
     free(t);
     break;
   }
