@@ -65,6 +65,9 @@ void nl_node_sample_read(nl_node_sample_t *s, const char *root_dir, const char *
 void nl_node_sample_read_part(nl_node_sample_t *s, const char *root_dir, const char *image_mount,
                               bool all);
 
+/* statvfs(2) of path into fs (fs->ok when it answered; path NULL: not). */
+void nl_stats_fs_read(nl_stats_fs_t *fs, const char *path);
+
 /* Reads a small /proc or cgroup file whole (generated, never on a disk): a
  * new string, NULL when it cannot be read. */
 char *nl__stats_slurp(const char *path);

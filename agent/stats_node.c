@@ -102,7 +102,7 @@ char *nl__stats_slurp(const char *path) {
   return nl_steal(&buf);
 }
 
-static void fs_read(nl_stats_fs_t *fs, const char *path) {
+void nl_stats_fs_read(nl_stats_fs_t *fs, const char *path) {
   struct statvfs v;
   if (!path || statvfs(path, &v) != 0) return;
   fs->ok = true;
@@ -127,8 +127,8 @@ void nl_node_sample_read_part(nl_node_sample_t *s, const char *root_dir, const c
   if ((t = nl__stats_slurp("/proc/sys/kernel/pid_max"))) s->maxpid = strtoull(t, NULL, 10), free(t);
   struct sysinfo si;
   if (sysinfo(&si) == 0) s->curproc = si.procs;
-  fs_read(&s->root_fs, root_dir);
-  fs_read(&s->image_fs, image_mount);
+  nl_stats_fs_read(&s->root_fs, root_dir);
+  nl_stats_fs_read(&s->image_fs, image_mount);
 }
 
 void nl_node_sample_read(nl_node_sample_t *s, const char *root_dir, const char *image_mount) {

@@ -8,7 +8,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -253,17 +252,6 @@ static char *ctr_cgroup_name(const char *pod, const char *id) {
                                                  : nl_xasprintf("%s/%s", pod, id);
 }
 
-static void fs_of(nl_stats_fs_t *fs, const char *path) {
-  struct statvfs v;
-  if (statvfs(path, &v) != 0) return;
-  fs->ok = true;
-  fs->capacity = (uint64_t)v.f_blocks * v.f_frsize;
-  fs->available = (uint64_t)v.f_bavail * v.f_frsize;
-  fs->used = ((uint64_t)v.f_blocks - v.f_bfree) * v.f_frsize;
-  fs->inodes = v.f_files;
-  fs->inodes_free = v.f_ffree;
-}
-
 /* The pod's volumes as the volume manager lays them out. */
 static void volumes(nl_summary_pod_t *p, const char *root_dir, const char *uid) {
   char *dir = nl_xasprintf("%s/pods/%s/volumes", root_dir, uid);
@@ -281,7 +269,7 @@ static void volumes(nl_summary_pod_t *p, const char *root_dir, const char *uid) 
         p->vols = nl_xrealloc(p->vols, (p->n_vols + 1) * sizeof *p->vols);
         vol = &p->vols[p->n_vols++];
         *vol = (nl_summary_vol_t){.name = nl_xstrdup(v->d_name), .used = used, .inodes = inodes};
-        fs_of(&vol->fs, path);
+        nl_stats_fs_read(&vol->fs, path);
       }
       free(path);
     }
