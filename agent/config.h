@@ -54,6 +54,7 @@ typedef struct nl_kubelet_config {
   nl_config_list_t enforce_node_allocatable; /* "pods", "system-reserved", ... */
   char *system_reserved_cgroup;
   char *kube_reserved_cgroup;
+  char *kubelet_cgroups;
   nl_config_list_t cluster_dns;
   nl_config_list_t allowed_unsafe_sysctls; /* "kernel.msg*", "net.core.somaxconn", ... */
   char *cluster_domain;

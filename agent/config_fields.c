@@ -37,6 +37,7 @@ const nl_config_field_t nl__config_fields[] = {
     B("cpuCFSQuota", "cpu-cfs-quota", cpu_cfs_quota, "Enforce CPU limits with CFS quota (default true)"),
     {"enforceNodeAllocatable", "enforce-node-allocatable", NL_F_STRLIST, OFF(enforce_node_allocatable), 0, 0, "What enforces node allocatable: none, or pods, system-reserved, kube-reserved (default pods)"},
     S("systemReservedCgroup", "system-reserved-cgroup", system_reserved_cgroup, "The cgroup of the system daemons, for enforceNodeAllocatable system-reserved"),
+    S("kubeletCgroups", "kubelet-cgroups", kubelet_cgroups, "The cgroup nanolet moves itself into at start (created when missing)"),
     S("kubeReservedCgroup", "kube-reserved-cgroup", kube_reserved_cgroup, "The cgroup of the Kubernetes daemons, for enforceNodeAllocatable kube-reserved"),
     {"allowedUnsafeSysctls", "allowed-unsafe-sysctls", NL_F_STRLIST, OFF(allowed_unsafe_sysctls), 0, 0, "Unsafe sysctls or patterns (ending in '*') pods may set, comma separated"},
     {"clusterDNS", "cluster-dns", NL_F_STRLIST, OFF(cluster_dns), 0, 0, "DNS server IPs for pods, comma separated"},

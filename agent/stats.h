@@ -224,6 +224,7 @@ int nl_stats_parse_proc_cgroup(const char *text, const char *ctrl, char *out, si
 typedef struct nl_sys_ctr {
   const char *name; /* "kubelet", "runtime", "pods", "misc" */
   bool cpu, mem;    /* read */
+  int64_t time_ns;  /* when its CPU was read (the rate's clock) */
   int64_t start_s;
   uint64_t cpu_ns, mem_usage, mem_ws, mem_rss, pgfault, pgmajfault;
   uint64_t mem_limit; /* 0: none */

@@ -12,6 +12,8 @@
 typedef struct prev {
   int64_t ts;
   uint64_t core_ns;
+  uint64_t nano; /* the rate computed at ts */
+  bool has_nano;
   bool seen; /* in this round */
 } prev_t;
 
@@ -22,16 +24,21 @@ void nl_stats_free(nl_stats_t *st) { nl_map_free(&st->prev, free); }
  * first sample or when the counter went back (a new container instance). */
 static bool rate(nl_stats_t *st, const char *key, int64_t ts, uint64_t core_ns, uint64_t *out) {
   prev_t *p = nl_map_get(&st->prev, key);
+  if (p && ts == p->ts) { /* the same sample again (a runtime's cache): the same rate */
+    p->seen = true;
+    *out = p->nano;
+    return p->has_nano;
+  }
   bool ok = p && ts > p->ts && core_ns >= p->core_ns;
   if (ok) *out = (uint64_t)((double)(core_ns - p->core_ns) * 1e9 / (double)(ts - p->ts));
   if (!p) {
     p = nl_xcalloc(1, sizeof *p);
     nl_map_put(&st->prev, key, p);
   }
-  if (ts != p->ts) {
-    p->ts = ts;
-    p->core_ns = core_ns;
-  }
+  p->ts = ts;
+  p->core_ns = core_ns;
+  p->nano = ok ? *out : 0;
+  p->has_nano = ok;
   p->seen = true;
   return ok;
 }
@@ -58,11 +65,15 @@ static json_t *cpu_json(nl_stats_t *st, const char *key, const Runtime__V1__CpuU
   json_t *o = json_object();
   json_object_set_new(o, "time", time_json(c->timestamp));
   uint64_t nano;
-  if (c->usage_nano_cores)
+  /* as upstream's CRI stats provider (its default, not PodAndContainerStatsFromCRI):
+   * its own rate from its previous sample; the runtime's figure only without
+   * a counter (the runtime's rate is over the time since any client's request) */
+  if (c->usage_core_nano_seconds) {
+    if (rate(st, key, c->timestamp, c->usage_core_nano_seconds->value, &nano))
+      set_u64(o, "usageNanoCores", nano);
+  } else if (c->usage_nano_cores) {
     set_u64(o, "usageNanoCores", c->usage_nano_cores->value);
-  else if (c->usage_core_nano_seconds &&
-           rate(st, key, c->timestamp, c->usage_core_nano_seconds->value, &nano))
-    set_u64(o, "usageNanoCores", nano);
+  }
   set_opt(o, "usageCoreNanoSeconds", c->usage_core_nano_seconds);
   return o;
 }
@@ -161,7 +172,8 @@ static json_t *sys_json(nl_stats_t *st, const nl_node_sample_t *n, const nl_sys_
   char key[32];
   snprintf(key, sizeof key, "sys/%s", s->name);
   Runtime__V1__UInt64Value core = {.value = s->cpu_ns};
-  Runtime__V1__CpuUsage cpu = {.timestamp = n->time_ns, .usage_core_nano_seconds = &core};
+  Runtime__V1__CpuUsage cpu = {.timestamp = s->time_ns ? s->time_ns : n->time_ns,
+                               .usage_core_nano_seconds = &core};
   Runtime__V1__UInt64Value avail = {.value = s->mem_limit > s->mem_ws ? s->mem_limit - s->mem_ws : 0},
                            use = {.value = s->mem_usage}, wsv = {.value = s->mem_ws},
                            rss = {.value = s->mem_rss}, pf = {.value = s->pgfault},

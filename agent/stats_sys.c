@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/stats.h"
@@ -118,7 +119,14 @@ static int64_t dir_ctime(const char *fs_root, const char *ctrl, const char *name
 
 /* One cgroup: v1 cpu from cpuacct at cpu, memory at mem (upstream's v1 page
  * faults are the cgroup's own: memory.stat's pgfault); v2 both at cpu. */
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 static void ctr_read(nl_sys_ctr_t *s, const char *fs, bool v2, const char *cpu, const char *mem) {
+  s->time_ns = now_ns();
   if (!strcmp(cpu, "/")) cpu = "";
   if (!strcmp(mem, "/")) mem = "";
   uint64_t inactive = 0, v;
@@ -164,6 +172,7 @@ static void misc_read(nl_sys_ctr_t *s, const char *fs, bool v2) {
   static const char *v2keys[] = {"anon", "file", "inactive_file", "pgfault", "pgmajfault"};
   uint64_t m[5] = {0}, cpu = 0, v;
   char dirpath[600], path[1200];
+  s->time_ns = now_ns();
   snprintf(dirpath, sizeof dirpath, "%s%s", fs, v2 ? "" : "/cpuacct");
   if (v2) {
     char *t = slurp_at(fs, "", "", "cpu.stat");

@@ -5,6 +5,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "managers/cgroups_internal.h"
@@ -195,6 +196,11 @@ int nl_cgroups_init(nl_cgroups_t *cg, uv_loop_t *loop, const nl_cgroups_opts_t *
                       "use cgroupDriver cgroupfs",
                       o->systemd_dir ? o->systemd_dir : "/run/systemd/system");
   if (nl_cgroups__detect(cg, err) < 0) return -1;
+  if (o->kubelet_cgroup && *o->kubelet_cgroup) {
+    if (nl_cgroups__join(cg, o->kubelet_cgroup, (int)getpid(), err) < 0)
+      return nl_err_wrap(err, "kubeletCgroups %s", o->kubelet_cgroup);
+    nl_info("moved into kubeletCgroups %s", o->kubelet_cgroup);
+  }
   nl_info("cgroups %s, driver %s, cgroupsPerQOS %s, cgroupRoot %s", cg->v2 ? "v2" : "v1",
           cg->systemd ? "systemd" : "cgroupfs", cg->per_qos ? "true" : "false", cg->root);
   if (!cg->per_qos) return 0;

@@ -85,6 +85,7 @@ typedef struct nl_cgroups_opts {
   nl_cgroups_amounts_t capacity, system_reserved, kube_reserved;
   bool enforce_pods, enforce_system_reserved, enforce_kube_reserved;
   const char *system_reserved_cgroup, *kube_reserved_cgroup;
+  const char *kubelet_cgroup; /* kubeletCgroups: the cgroup the agent moves itself into; NULL: none */
   /* The sum of the cpu requests (millicores) of the Burstable pods that may
    * run, for the QoS update (called on the loop). */
   int64_t (*burstable_cpu)(void *ctx);

@@ -169,6 +169,30 @@ int nl_cgroups__create(const nl_cgroups_t *cg, const char *path, const nl_cgroup
   return nl_cgroups__set(cg, path, r, err);
 }
 
+int nl_cgroups__join(const nl_cgroups_t *cg, const char *path, int pid, nl_err_t **err) {
+  nl_cgroup_res_t none = {0};
+  if (nl_cgroups__create(cg, path, &none, err) < 0) return -1;
+  char v[32];
+  snprintf(v, sizeof v, "%d", pid);
+  for (size_t i = 0; i < (cg->v2 ? 1 : N_V1); i++) {
+    if (!cg->v2 && !has_ctrl(cg, v1_ctrls[i])) continue;
+    char *d = dir_of(cg, v1_ctrls[i], path);
+    int r = write_file(d, "cgroup.procs", v, err);
+    free(d);
+    if (r < 0) return -1;
+  }
+  /* a hybrid host's unified hierarchy (its pressure files) too, when it
+   * takes the process */
+  char *u = nl_xasprintf("%s/unified", cg->fs_root);
+  if (!cg->v2 && is_dir(u)) {
+    char *d = nl_xasprintf("%s%s", u, path);
+    if (mkdir(d, 0755) == 0 || errno == EEXIST) write_file(d, "cgroup.procs", v, NULL);
+    free(d);
+  }
+  free(u);
+  return 0;
+}
+
 static int set_one(const nl_cgroups_t *cg, const char *ctrl, const char *path, const char *file,
                    const char *val, nl_err_t **err) {
   if (!cg->v2 && !has_ctrl(cg, ctrl)) return 0;

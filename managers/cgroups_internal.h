@@ -14,6 +14,9 @@ int nl_cgroups__detect(nl_cgroups_t *cg, nl_err_t **err);
 bool nl_cgroups__exists(const nl_cgroups_t *cg, const char *path);
 /* mkdir -p in each controller (v2: enabling the controllers on the way down),
  * then nl_cgroups__set. Idempotent. */
+/* Creates path (no limits) and moves process pid into it, in every
+ * hierarchy (upstream's ensureProcessInContainerWithOOMScore). */
+int nl_cgroups__join(const nl_cgroups_t *cg, const char *path, int pid, nl_err_t **err);
 int nl_cgroups__create(const nl_cgroups_t *cg, const char *path, const nl_cgroup_res_t *r,
                        nl_err_t **err);
 /* Writes the non-zero fields of r. */

@@ -187,6 +187,11 @@ AGENT_PID=
 SUITE_PID=
 ROOTFS_MARK=$TESTENV_DIR/node-conformance.rootfs
 CGROUP_ROOT=${NODE_CONFORMANCE_CGROUP_ROOT:-/}
+# The suite's own kubelet runs in kubeletCgroups /kubelet, /kubelet.slice
+# under systemd (test/e2e_node/services/kubelet.go); the Summary API spec
+# bounds that cgroup's CPU and memory as the kubelet's own.
+KUBELET_CGROUPS=/kubelet
+[ ! -d /run/systemd/system ] || KUBELET_CGROUPS=/kubelet.slice
 
 # The suite's services process (etcd and the API server, in-process), by the
 # port it listens on; it is a child of the first ginkgo process.
@@ -230,6 +235,7 @@ CTL=$WORK/agent
 agent_run() {
   exec "$NANOLET" --kubeconfig "$WORK/kubeconfig" --hostname-override "$NODE" --node-ip "$node_ip" \
     --root-dir "$ROOT" --cert-dir "$ROOT/pki" --cgroup-root "$CGROUP_ROOT" \
+    --kubelet-cgroups "$KUBELET_CGROUPS" \
     --container-runtime-endpoint "$endpoint" \
     --port 10250 --read-only-port 10255 --healthz-port 10248 \
     --pod-manifest-path "$WORK/static-pods" --file-check-frequency 10s \
@@ -298,6 +304,7 @@ teardown() {
   fi
   rootfs_down
   [ "$CGROUP_ROOT" = / ] || tools/testenv/cgroup-root.sh remove "$CGROUP_ROOT"
+  tools/testenv/cgroup-root.sh remove "$KUBELET_CGROUPS"
 }
 cleanup() {
   local rc=$?

@@ -351,6 +351,35 @@ static void test_start_up_checks(void **state) {
   stop_and_close(&loop, &cg);
 }
 
+/* kubeletCgroups: the agent creates the cgroup in every hierarchy (a hybrid
+ * host's unified one too) and writes its pid to each cgroup.procs; a cgroup
+ * that cannot be made fails the start with its name. */
+static void test_kubelet_cgroups(void **state) {
+  (void)state;
+  v1_tree();
+  dir("unified");
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  nl_cgroups_t cg;
+  nl_err_t *err = NULL;
+  nl_cgroups_opts_t o = opts();
+  o.kubelet_cgroup = "/kubelet";
+  if (nl_cgroups_init(&cg, &loop, &o, &err) < 0) fail_msg("%s", nl_err_msg(err));
+  char pid[32];
+  snprintf(pid, sizeof pid, "%d", (int)getpid());
+  const char *procs[] = {"cpu/kubelet/cgroup.procs", "cpuacct/kubelet/cgroup.procs",
+                         "memory/kubelet/cgroup.procs", "pids/kubelet/cgroup.procs",
+                         "cpuset/kubelet/cgroup.procs", "unified/kubelet/cgroup.procs"};
+  for (size_t i = 0; i < sizeof procs / sizeof *procs; i++) assert_string_equal(get(procs[i]), pid);
+  /* the new cpuset cgroup has its parent's cpus */
+  assert_string_equal(get("cpuset/kubelet/cpuset.cpus"), "0-1");
+  stop_and_close(&loop, &cg);
+  put("memory/blocked", "a file where the directory would go\n");
+  o = opts();
+  o.kubelet_cgroup = "/blocked/kubelet";
+  expect_init_error(&o, "kubeletCgroups /blocked/kubelet");
+}
+
 static void test_without_qos(void **state) {
   (void)state;
   v1_tree();
@@ -383,6 +412,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_systemd, setup, teardown),
       cmocka_unit_test_setup_teardown(test_start_up_checks, setup, teardown),
       cmocka_unit_test_setup_teardown(test_without_qos, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_kubelet_cgroups, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
