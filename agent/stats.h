@@ -3,10 +3,10 @@
  * and filesystem figures and the runtime's ListPodSandboxStats (which carries
  * each pod's containers; ListContainerStats when it fails) and ImageFsInfo.
  *
- * CPU rates: usageNanoCores needs two samples. The runtime's own figure is
- * used when it gives one; otherwise, as upstream's CRI stats provider, the
- * previous sample of the same container, pod or node is kept (nl_stats_t)
- * and the rate is the difference over the time between them. */
+ * CPU rates: usageNanoCores needs two samples. As upstream's CRI stats
+ * provider, the previous sample of the same container, pod or node is kept
+ * (nl_stats_t) and the rate is the difference over the time between them;
+ * the runtime's own figure only when it gives no counter. */
 #ifndef NL_STATS_H
 #define NL_STATS_H
 
