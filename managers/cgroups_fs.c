@@ -177,6 +177,11 @@ int nl_cgroups__join(const nl_cgroups_t *cg, const char *path, int pid, nl_err_t
   for (size_t i = 0; i < (cg->v2 ? 1 : N_V1); i++) {
     if (!cg->v2 && !has_ctrl(cg, v1_ctrls[i])) continue;
     char *d = dir_of(cg, v1_ctrls[i], path);
+    /* v1 charges a page to the cgroup that first touched it: the agent's
+     * memory so far goes with it (anon and mapped file pages), or the
+     * cgroup would show only what it touches after the move */
+    if (!cg->v2 && !strcmp(v1_ctrls[i], "memory"))
+      write_file(d, "memory.move_charge_at_immigrate", "3", NULL);
     int r = write_file(d, "cgroup.procs", v, err);
     free(d);
     if (r < 0) return -1;

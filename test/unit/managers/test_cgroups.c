@@ -371,6 +371,8 @@ static void test_kubelet_cgroups(void **state) {
                          "memory/kubelet/cgroup.procs", "pids/kubelet/cgroup.procs",
                          "cpuset/kubelet/cgroup.procs", "unified/kubelet/cgroup.procs"};
   for (size_t i = 0; i < sizeof procs / sizeof *procs; i++) assert_string_equal(get(procs[i]), pid);
+  /* v1 memory: what the agent holds moves with it */
+  assert_string_equal(get("memory/kubelet/memory.move_charge_at_immigrate"), "3");
   /* the new cpuset cgroup has its parent's cpus */
   assert_string_equal(get("cpuset/kubelet/cpuset.cpus"), "0-1");
   stop_and_close(&loop, &cg);
