@@ -82,7 +82,6 @@ int nl__kubelet_cgroups_init(nl_kubelet_t *k, nl_err_t **err) {
       .enforce_kube_reserved = enforces(cfg, "kube-reserved"),
       .system_reserved_cgroup = cfg->system_reserved_cgroup,
       .kube_reserved_cgroup = cfg->kube_reserved_cgroup,
-      .kubelet_cgroup = cfg->kubelet_cgroups,
       .burstable_cpu = burstable_cpu,
       .ctx = k,
   };

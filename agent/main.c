@@ -14,6 +14,7 @@
 #include "agent/config.h"
 #include "agent/kubelet.h"
 #include "agent/startup.h"
+#include "managers/cgroups.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
@@ -162,6 +163,15 @@ int main(int argc, char **argv) {
     nl_err_free(&err);
     nl_config_free(&cfg);
     return 2;
+  }
+  /* kubeletCgroups before anything else is allocated: cgroup v1 charges a
+   * page to the cgroup that first touched it. */
+  if (cfg.kubelet_cgroups && *cfg.kubelet_cgroups &&
+      nl_cgroups_join_self(NULL, cfg.kubelet_cgroups, &err) < 0) {
+    fprintf(stderr, "Error: %s\n", nl_err_msg(err));
+    nl_err_free(&err);
+    nl_config_free(&cfg);
+    return 1;
   }
   /* A kubeconfig that cannot be used is a configuration error, as upstream. */
   nl_kubelet_creds_t creds = {0};

@@ -173,6 +173,14 @@ static bool systemd_running(const char *dir) {
   return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+int nl_cgroups_join_self(const char *fs_root, const char *path, nl_err_t **err) {
+  nl_cgroups_t cg = {.fs_root = (char *)(fs_root ? fs_root : "/sys/fs/cgroup")};
+  if (nl_cgroups__detect(&cg, err) < 0 || nl_cgroups__join(&cg, path, (int)getpid(), err) < 0)
+    return nl_err_wrap(err, "kubeletCgroups %s", path);
+  nl_info("moved into kubeletCgroups %s", path);
+  return 0;
+}
+
 int nl_cgroups_init(nl_cgroups_t *cg, uv_loop_t *loop, const nl_cgroups_opts_t *o,
                     nl_err_t **err) {
   memset(cg, 0, sizeof *cg);
@@ -196,11 +204,6 @@ int nl_cgroups_init(nl_cgroups_t *cg, uv_loop_t *loop, const nl_cgroups_opts_t *
                       "use cgroupDriver cgroupfs",
                       o->systemd_dir ? o->systemd_dir : "/run/systemd/system");
   if (nl_cgroups__detect(cg, err) < 0) return -1;
-  if (o->kubelet_cgroup && *o->kubelet_cgroup) {
-    if (nl_cgroups__join(cg, o->kubelet_cgroup, (int)getpid(), err) < 0)
-      return nl_err_wrap(err, "kubeletCgroups %s", o->kubelet_cgroup);
-    nl_info("moved into kubeletCgroups %s", o->kubelet_cgroup);
-  }
   nl_info("cgroups %s, driver %s, cgroupsPerQOS %s, cgroupRoot %s", cg->v2 ? "v2" : "v1",
           cg->systemd ? "systemd" : "cgroupfs", cg->per_qos ? "true" : "false", cg->root);
   if (!cg->per_qos) return 0;

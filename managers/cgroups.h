@@ -85,7 +85,6 @@ typedef struct nl_cgroups_opts {
   nl_cgroups_amounts_t capacity, system_reserved, kube_reserved;
   bool enforce_pods, enforce_system_reserved, enforce_kube_reserved;
   const char *system_reserved_cgroup, *kube_reserved_cgroup;
-  const char *kubelet_cgroup; /* kubeletCgroups: the cgroup the agent moves itself into; NULL: none */
   /* The sum of the cpu requests (millicores) of the Burstable pods that may
    * run, for the QoS update (called on the loop). */
   int64_t (*burstable_cpu)(void *ctx);
@@ -121,6 +120,11 @@ int nl_cgroups_init(nl_cgroups_t *cg, uv_loop_t *loop, const nl_cgroups_opts_t *
                     nl_err_t **err);
 /* Starts the periodic QoS update. */
 void nl_cgroups_start(nl_cgroups_t *cg);
+/* kubeletCgroups: creates path (no limits) in every hierarchy under fs_root
+ * (NULL: /sys/fs/cgroup; a hybrid host's unified one too) and moves the
+ * calling process into it. Call first at start: cgroup v1 charges a page to
+ * the cgroup that first touched it. Blocking. */
+int nl_cgroups_join_self(const char *fs_root, const char *path, nl_err_t **err);
 /* Asks for a QoS update soon (a pod was admitted). */
 void nl_cgroups_update_qos(nl_cgroups_t *cg);
 /* Closes the timer, waits for a job in flight, then calls done_cb. */
