@@ -1,5 +1,6 @@
 /* nanolet's entry: subcommands, flags over the config file, the start-up sequence
  * of the upstream kubelet's run(), and the exit status. */
+#include <errno.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
@@ -164,14 +165,22 @@ int main(int argc, char **argv) {
     nl_config_free(&cfg);
     return 2;
   }
-  /* kubeletCgroups before anything else is allocated: cgroup v1 charges a
-   * page to the cgroup that first touched it. */
+  /* kubeletCgroups before anything else. The kernel charges a page to the
+   * memory cgroup that first touched it, and what the start so far touched
+   * (the program's relocated data, its libraries', the configuration) stays
+   * where it was: once moved, nanolet starts over from exec, so that its
+   * cgroup holds all of its memory. */
+  bool moved = false;
   if (cfg.kubelet_cgroups && *cfg.kubelet_cgroups &&
-      nl_cgroups_join_self(NULL, cfg.kubelet_cgroups, &err) < 0) {
+      nl_cgroups_join_self(NULL, cfg.kubelet_cgroups, &moved, &err) < 0) {
     fprintf(stderr, "Error: %s\n", nl_err_msg(err));
     nl_err_free(&err);
     nl_config_free(&cfg);
     return 1;
+  }
+  if (moved) {
+    execv("/proc/self/exe", argv);
+    nl_warn("kubeletCgroups: exec /proc/self/exe again: %s; going on", strerror(errno));
   }
   /* A kubeconfig that cannot be used is a configuration error, as upstream. */
   nl_kubelet_creds_t creds = {0};
