@@ -9,6 +9,8 @@
 #include "reactor/utf8.h"
 #include "reactor/xalloc.h"
 
+#define NL_STATS_RATE_WINDOW_NS 2000000000LL
+
 typedef struct prev {
   int64_t ts;
   uint64_t core_ns;
@@ -24,7 +26,11 @@ void nl_stats_free(nl_stats_t *st) { nl_map_free(&st->prev, free); }
  * first sample or when the counter went back (a new container instance). */
 static bool rate(nl_stats_t *st, const char *key, int64_t ts, uint64_t core_ns, uint64_t *out) {
   prev_t *p = nl_map_get(&st->prev, key);
-  if (p && ts == p->ts) { /* the same sample again (a runtime's cache): the same rate */
+  /* A sample within the window of the last one (the same sample again from a
+   * runtime's cache, or a client asking twice in a row) gives the last rate:
+   * over a fraction of a second the counters' granularity (a tick per CPU)
+   * would make it noise. Upstream's rates too are over its 10 s updates. */
+  if (p && ts >= p->ts && ts - p->ts < NL_STATS_RATE_WINDOW_NS) {
     p->seen = true;
     *out = p->nano;
     return p->has_nano;

@@ -95,7 +95,7 @@ check "stats/summary: the node's working set is plausible" \
   [ "$(jq '.node.memory.workingSetBytes > 10000000 and .node.memory.workingSetBytes < .node.memory.usageBytes + 1' <<<"$summary")" = true ]
 check "stats/summary: the pod and its containers" \
   [ "$(jq -r --arg ns "$PODS_NS" '[.pods[] | select(.podRef.namespace == $ns) | .containers[].name] | sort | join(",")' <<<"$summary")" = sh,web ]
-sleep 2
+sleep 3 # rates are over at least 2 s
 summary=$(raw stats/summary)
 check "stats/summary: usageNanoCores from two samples" \
   [ "$(jq '.node.cpu.usageNanoCores > 0' <<<"$summary")" = true ]

@@ -243,6 +243,16 @@ static void summary_json(void **state) {
   assert_true(u(j, "pods.0.containers.0.cpu.usageNanoCores") == 250000000);
   json_decref(j);
 
+  /* asked again 150 ms later, the container idle meanwhile: the last rates,
+   * not a rate over 150 ms */
+  n.time_ns += 150000000;
+  n.cpu_ns += 300000000;
+  fixture(&f, n.time_ns, 3000000000, 1500000000);
+  j = summary(&st, &n, &f);
+  assert_true(u(j, "node.cpu.usageNanoCores") == 1000000000);
+  assert_true(u(j, "pods.0.containers.0.cpu.usageNanoCores") == 250000000);
+  json_decref(j);
+
   /* the pod is gone: its samples are forgotten, the node's stay */
   n.time_ns += 1000000000;
   j = summary(&st, &n, NULL);
