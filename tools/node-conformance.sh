@@ -227,15 +227,35 @@ rootfs_up() {
 # `pid` is the running one. As a systemd unit without Restart=, nanolet
 # exiting (killed, or on its own) leaves it down until asked again.
 CTL=$WORK/agent
+# The settings the suite may change go in the configuration file it rewrites
+# (test/e2e_node/kubeletconfig: read back from /configz, changed, written
+# whole as `kubelet-config` in its working directory, which for a precompiled
+# suite under ginkgo is the binary's directory; then the kubelet restarted),
+# and that file is nanolet's --config; the rest are flags, which the suite
+# leaves alone. A flag would win over the file (as upstream's), so none of
+# these is a flag.
+KUBELET_CONFIG=$bin/kubelet-config
+write_kubelet_config() {
+  cat >"$KUBELET_CONFIG" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupRoot: $CGROUP_ROOT
+port: 10250
+readOnlyPort: 10255
+healthzPort: 10248
+staticPodPath: $WORK/static-pods
+fileCheckFrequency: 10s
+serializeImagePulls: false
+evictionPressureTransitionPeriod: 30s
+evictionHard: {memory.available: 250Mi, nodefs.available: 10%, nodefs.inodesFree: 5%}
+authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
+authorization: {mode: AlwaysAllow}
+EOF
+}
 agent_run() {
-  exec "$NANOLET" --kubeconfig "$WORK/kubeconfig" --hostname-override "$NODE" --node-ip "$node_ip" \
-    --root-dir "$ROOT" --cert-dir "$ROOT/pki" --cgroup-root "$CGROUP_ROOT" \
-    --container-runtime-endpoint "$endpoint" \
-    --port 10250 --read-only-port 10255 --healthz-port 10248 \
-    --pod-manifest-path "$WORK/static-pods" --file-check-frequency 10s \
-    --serialize-image-pulls=false --eviction-pressure-transition-period 30s \
-    --eviction-hard 'memory.available<250Mi,nodefs.available<10%,nodefs.inodesFree<5%' \
-    >>"$REPORT/nanolet.log" 2>&1
+  exec "$NANOLET" --config "$KUBELET_CONFIG" --kubeconfig "$WORK/kubeconfig" \
+    --hostname-override "$NODE" --node-ip "$node_ip" --root-dir "$ROOT" --cert-dir "$ROOT/pki" \
+    --container-runtime-endpoint "$endpoint" >>"$REPORT/nanolet.log" 2>&1
 }
 agent_service() {
   local pid starts=0
@@ -348,6 +368,7 @@ contexts:
 current-context: local-context
 EOF
 chmod 600 "$WORK/kubeconfig"
+write_kubelet_config
 rootfs_up
 [ "$CGROUP_ROOT" = / ] || tools/testenv/cgroup-root.sh make "$CGROUP_ROOT"
 
