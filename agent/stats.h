@@ -81,6 +81,8 @@ bool nl__stats_key(const char *text, const char *key, uint64_t *out);
 /* the cgroup's directory fd in a hierarchy (ctrl NULL: v2's unified one) or -1;
  * *ctime (if not NULL) its change time */
 int nl__stats_cgroup_dir(const char *fs_root, const char *ctrl, const char *name, int64_t *ctime);
+/* a container's cgroup below its pod's, as containerd names it (a new string) */
+char *nl__stats_ctr_cgroup(const char *pod_cgroup, const char *id);
 
 /* The previous CPU samples, keyed by container id, "pod/<uid>" and "node". */
 typedef struct nl_stats {
