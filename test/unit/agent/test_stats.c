@@ -18,6 +18,7 @@
 #include "reactor/http_client.h"
 #include "reactor/http_server.h"
 #include "test/fakes/fake_cri_harness.h"
+#include "file_tree.h"
 
 static const char proc_stat[] =
     "cpu  100 20 30 4000 50 6 7 8 0 0\ncpu0 50 10 15 2000 25 3 3 4 0 0\n"
@@ -256,19 +257,6 @@ static void resource_metrics(void **state) {
 
 /* ---- /metrics/cadvisor -------------------------------------------------------- */
 
-static void put_file(const char *root, const char *rel, const char *text) {
-  char *path = nl_xasprintf("%s/%s", root, rel);
-  char *dir = nl_xstrdup(path);
-  *strrchr(dir, '/') = 0;
-  char *cmd = nl_xasprintf("mkdir -p '%s'", dir);
-  assert_int_equal(system(cmd), 0);
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
-  free(cmd), free(dir), free(path);
-}
-
 #define POD_CG "/kubepods/burstable/podu-1"
 
 /* A cgroup v1 tree: the pod's usage and limits, the container's limits. */
@@ -299,12 +287,6 @@ static char *v1_tree(void) {
            "7:0 Read 4096\n7:0 Write 0\nTotal 4096\n");
   put_file(root, "blkio" POD_CG "/c1/blkio.throttle.io_serviced", "7:0 Read 1\n7:0 Write 0\nTotal 1\n");
   return root;
-}
-
-static void rm_tree(char *root) {
-  char *cmd = nl_xasprintf("rm -rf '%s'", root);
-  assert_int_equal(system(cmd), 0);
-  free(cmd), free(root);
 }
 
 static void meta_pod(void *ctx, const char *uid, char **cgroup, char **sandbox_id) {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "agent/stats.h"
+#include "file_tree.h"
 #include "reactor/xalloc.h"
 
 static char *fixture(const char *name) {
@@ -107,23 +108,11 @@ static void cpuacct_and_diskstats(void **state) {
   free(t);
 }
 
-static void put_file(const char *root, const char *rel, const char *text) {
-  char *path = nl_xasprintf("%s/%s", root, rel), *dir = nl_xstrdup(path);
-  *strrchr(dir, '/') = 0;
-  char *cmd = nl_xasprintf("mkdir -p '%s'", dir);
-  assert_int_equal(system(cmd), 0);
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
-  free(cmd), free(dir), free(path);
-}
-
 /* A v1 tree read whole: the process figures are this test's own (two more
  * sockets open than before), the rest the fixture files'. */
 static void read_tree(void **state) {
   (void)state;
-  char root[] = "/tmp/nl-cadvisor-more-XXXXXX";
+  char *root = nl_xstrdup("/tmp/nl-cadvisor-more-XXXXXX");
   assert_non_null(mkdtemp(root));
   char *b = fixture("blkio.throttle.io_service_bytes"), *n = fixture("blkio.throttle.io_serviced");
   char *ca = fixture("cpuacct.stat"), *procs = nl_xasprintf("%d\n", (int)getpid());
@@ -189,9 +178,7 @@ static void read_tree(void **state) {
   assert_false(m.procs);
   nl_cgroup_more_free(&m);
   free(u), free(io), free(b), free(n), free(ca), free(procs);
-  char *cmd = nl_xasprintf("rm -rf '%s'", root);
-  assert_int_equal(system(cmd), 0);
-  free(cmd);
+  rm_tree(root);
 }
 
 int main(void) {
