@@ -225,8 +225,9 @@ static void read_v1(nl_cgroup_more_t *m, const char *fs_root, const char *name, 
   if (pids >= 0) close(pids);
 
   int blk = nl__stats_cgroup_dir(fs_root, "blkio", name, NULL);
-  /* the throttle files count every cgroup's I/O whatever the scheduler, on
-   * kernels that account it (since 6.x only on queues with a throttle rule) */
+  /* the throttle files count every cgroup's I/O whatever the scheduler; on
+   * recent kernels only on devices with a throttle rule somewhere (blk-throttle
+   * is set up on a device with its first rule): none, and they say "Total 0" */
   if ((t = nl__stats_read_stat(blk, "blkio.throttle.io_service_bytes"))) {
     nl_cadvisor_parse_blkio(m, t, false);
     free(t);
