@@ -162,6 +162,8 @@ static void devices(nl_buf_t *o, const row_t *r, what_t w, const char *name) {
       }
       continue;
     }
+    /* the root's disk counts from /proc/diskstats: one series a device */
+    if (r->disk && (w == W_READS || w == W_WRITES) && strcmp(d->name, r->fs_dev) == 0) continue;
     const uint64_t *src = w == W_READ_BYTES || w == W_WRITE_BYTES ? d->bytes : d->ios;
     int op = w == W_READ_BYTES || w == W_READS ? NL_IO_READ : NL_IO_WRITE;
     put(o, name, r, "device", d->name, (double)src[op], r->ts_ns);

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "reactor/xalloc.h"
@@ -286,6 +288,14 @@ static char *v1_tree(void) {
   put_file(root, "blkio" POD_CG "/c1/blkio.throttle.io_service_bytes",
            "7:0 Read 4096\n7:0 Write 0\nTotal 4096\n");
   put_file(root, "blkio" POD_CG "/c1/blkio.throttle.io_serviced", "7:0 Read 1\n7:0 Write 0\nTotal 1\n");
+  /* the root cgroup's I/O on the root filesystem's device, which diskstats counts too */
+  struct stat st;
+  assert_int_equal(stat("/", &st), 0);
+  char *io = nl_xasprintf("%u:%u Read 5\n%u:%u Write 6\nTotal 11\n", major(st.st_dev),
+                          minor(st.st_dev), major(st.st_dev), minor(st.st_dev));
+  put_file(root, "blkio/blkio.throttle.io_serviced", io);
+  put_file(root, "blkio/blkio.throttle.io_service_bytes", io);
+  free(io);
   return root;
 }
 
@@ -406,6 +416,21 @@ static void cadvisor_metrics(void **state) {
   };
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
     if (!strstr(text, want[i])) fail_msg("missing %s in\n%s", want[i], text);
+  /* every series once (Prometheus refuses a scrape with a duplicate) */
+  size_t lines = 0;
+  for (const char *p = text; *p; p = strchr(p, '\n') + 1) lines++;
+  char **series = nl_xcalloc(lines, sizeof *series);
+  size_t n = 0;
+  for (const char *p = text; *p; p = strchr(p, '\n') + 1) {
+    const char *end = strchr(p, '}');
+    if (*p == '#' || !end || end > strchr(p, '\n')) continue;
+    series[n++] = nl_xstrndup(p, (size_t)(end - p + 1));
+  }
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = i + 1; j < n; j++)
+      if (strcmp(series[i], series[j]) == 0) fail_msg("twice: %s", series[i]);
+  for (size_t i = 0; i < n; i++) free(series[i]);
+  free(series);
   /* no cgroup.procs, no pids files of the pod: no such series */
   assert_null(strstr(text, "container_processes{" CTR));
   assert_null(strstr(text, "container_threads{" POD));
