@@ -240,6 +240,7 @@ static bool readable(const char *path) { return access(path, R_OK) == 0; }
 static int tls_setup(nl_kserver_t *s, const nl_kserver_opts_t *o, nl_err_t **err) {
   nl_tls_config_opts_t t = {.server = true};
   char *cert = NULL, *key = NULL;
+  bool own = false; /* the self-signed pair in cert-dir: ours to replace */
   int rc = -1;
   if ((o->cert_file && *o->cert_file) || (o->key_file && *o->key_file)) {
     cert = nl_xstrdup(o->cert_file ? o->cert_file : "");
@@ -248,6 +249,7 @@ static int tls_setup(nl_kserver_t *s, const nl_kserver_opts_t *o, nl_err_t **err
     const char *dir = o->cert_dir && *o->cert_dir ? o->cert_dir : "/var/lib/kubelet/pki";
     cert = nl_xasprintf("%s/kubelet.crt", dir);
     key = nl_xasprintf("%s/kubelet.key", dir);
+    own = true;
     if (!readable(cert) || !readable(key)) {
       int r = nl_mkdir_p(dir, 0755); /* as upstream's MkdirAll */
       if (r < 0) {
@@ -286,7 +288,20 @@ static int tls_setup(nl_kserver_t *s, const nl_kserver_opts_t *o, nl_err_t **err
   }
   s->ciphersuites[n] = 0;
   if (n > 0) t.ciphersuites = s->ciphersuites;
-  if (nl_tls_config_new(&s->tls, &t, err) < 0) {
+  int made = nl_tls_config_new(&s->tls, &t, err);
+  if (made < 0 && own) {
+    /* A pair of our own that cannot be used (damaged on disk, or a key
+     * that is not the certificate's): upstream's kubelet stops there; an
+     * unattended node makes a new one, as it did the first. */
+    nl_warn("kubelet server: %s; generating a new self-signed certificate", nl_err_msg(*err));
+    nl_err_free(err);
+    if (nl_kserver_self_signed(cert, key, o->hostname, o->node_ip, err) < 0) {
+      nl_err_wrap(err, "unable to generate self signed cert");
+      goto out;
+    }
+    made = nl_tls_config_new(&s->tls, &t, err);
+  }
+  if (made < 0) {
     nl_err_wrap(err, "kubelet server TLS");
     goto out;
   }

@@ -30,21 +30,37 @@ static void x509_time(time_t t, char out[15]) {
   strftime(out, 15, "%Y%m%d%H%M%S", &tm);
 }
 
+/* Written whole or not at all (a temporary file, fsync, rename): a power cut
+ * leaves the old file or the new one. */
 static int write_file(const char *path, const unsigned char *data, mode_t mode, nl_err_t **err) {
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) return nl_err_set(err, errno, "write %s: %s", path, strerror(errno));
+  char *tmp = nl_xasprintf("%s.tmp", path);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  int e = 0;
+  if (fd < 0) {
+    e = errno;
+    goto fail;
+  }
   size_t len = strlen((const char *)data), off = 0;
   while (off < len) {
     ssize_t n = write(fd, data + off, len - off);
+    if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      int e = errno;
-      close(fd);
-      return nl_err_set(err, e, "write %s: %s", path, strerror(e));
+      e = errno;
+      break;
     }
     off += (size_t)n;
   }
-  close(fd);
-  return 0;
+  if (!e && fsync(fd) < 0) e = errno;
+  if (close(fd) < 0 && !e) e = errno;
+  if (!e && rename(tmp, path) < 0) e = errno;
+  if (!e) {
+    free(tmp);
+    return 0;
+  }
+  unlink(tmp);
+fail:
+  free(tmp);
+  return nl_err_set(err, e, "write %s: %s", path, strerror(e));
 }
 
 int nl_kserver_self_signed(const char *cert_path, const char *key_path, const char *host,
@@ -108,12 +124,18 @@ int nl_kserver_self_signed(const char *cert_path, const char *key_path, const ch
     nl_x509_mbed_err(err, ret, "sign the certificate");
     goto out;
   }
-  if (write_file(cert_path, pem, 0644, err) < 0) goto out;
-  if ((ret = mbedtls_pk_write_key_pem(&key, pem, 8192)) != 0) {
+  /* the key first: a kill between the two leaves a pair that does not
+   * match, which the next start replaces (kserver.c), never a certificate
+   * whose key is lost */
+  unsigned char *key_pem = nl_xmalloc(8192);
+  if ((ret = mbedtls_pk_write_key_pem(&key, key_pem, 8192)) != 0) {
+    free(key_pem);
     nl_x509_mbed_err(err, ret, "encode the key");
     goto out;
   }
-  if (write_file(key_path, pem, 0600, err) < 0) goto out;
+  int wrote = write_file(key_path, key_pem, 0600, err);
+  free(key_pem);
+  if (wrote < 0 || write_file(cert_path, pem, 0644, err) < 0) goto out;
   nl_info("kubelet server: generated a self-signed certificate %s for %s%s%s", cert_path, host,
           ips && *ips ? ", " : "", ips ? ips : "");
   rc = 0;

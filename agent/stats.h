@@ -25,6 +25,8 @@
 typedef struct nl_stats_if {
   char name[32];
   uint64_t rx, rx_errors, tx, tx_errors;
+  bool packets; /* the packet counts known (/proc/net/dev; not the runtime's stats) */
+  uint64_t rx_packets, rx_dropped, tx_packets, tx_dropped;
 } nl_stats_if_t;
 
 typedef struct nl_stats_fs {
@@ -71,6 +73,19 @@ void nl_stats_fs_read(nl_stats_fs_t *fs, const char *path);
 /* Reads a small /proc or cgroup file whole (generated, never on a disk): a
  * new string, NULL when it cannot be read. */
 char *nl__stats_slurp(const char *path);
+
+/* cgroup file helpers (agent/stats_cadvisor.c), for the thread pool: */
+/* a small file's first bytes relative to dfd, NUL-terminated; false when unreadable */
+bool nl__stats_read_small(int dfd, const char *file, char *buf, size_t size);
+/* memory.stat or cpu.stat whole (at most 8 KiB), a new string or NULL */
+char *nl__stats_read_stat(int dfd, const char *file);
+/* the value of key in a "key value" file */
+bool nl__stats_key(const char *text, const char *key, uint64_t *out);
+/* the cgroup's directory fd in a hierarchy (ctrl NULL: v2's unified one) or -1;
+ * *ctime (if not NULL) its change time */
+int nl__stats_cgroup_dir(const char *fs_root, const char *ctrl, const char *name, int64_t *ctime);
+/* a container's cgroup below its pod's, as containerd names it (a new string) */
+char *nl__stats_ctr_cgroup(const char *pod_cgroup, const char *id);
 
 /* upstream's du: the bytes of path and everything under it on its
  * filesystem (a file with several links once), its inodes added to *inodes
@@ -132,16 +147,70 @@ typedef struct nl_cgroup_sample {
 void nl_cgroup_sample_read(nl_cgroup_sample_t *s, const char *fs_root, bool v2,
                            const char *name, bool usage);
 
+/* ---- the rest of cAdvisor's per-cgroup figures (agent/stats_cadvisor_more.c) */
+
+/* blkio operations as the v1 files name them (v2's io.stat: Read, Write, Discard). */
+enum { NL_IO_READ, NL_IO_WRITE, NL_IO_SYNC, NL_IO_ASYNC, NL_IO_DISCARD, NL_IO_TOTAL, NL_IO_OPS };
+extern const char *const nl_io_op_names[NL_IO_OPS];
+#define NL_CADVISOR_MAX_DEVS 16
+
+/* One block device's figures of a cgroup. */
+typedef struct nl_cadvisor_dev {
+  unsigned major, minor;
+  char name[40];  /* "/dev/<name>" from /sys/dev/block, "" when unknown (as cAdvisor) */
+  unsigned has;   /* bit per op seen */
+  uint64_t bytes[NL_IO_OPS], ios[NL_IO_OPS];
+} nl_cadvisor_dev_t;
+
+typedef struct nl_cgroup_more {
+  bool cpu; /* v1 cpuacct.stat, v2 cpu.stat user/system */
+  uint64_t user_ns, system_ns;
+  bool mem; /* memory.stat */
+  uint64_t cache, mapped_file, swap, pgfault, pgmajfault;
+  bool failcnt, max_usage, oom; /* their files read */
+  uint64_t failcnt_v, max_usage_v, oom_kills;
+  bool mem_spec; /* the reservation and swap limit read; 0: none */
+  uint64_t reservation, swap_limit;
+  bool threads; /* pids.current, pids.max (0: none) */
+  uint64_t threads_v, threads_max;
+  bool procs; /* cgroup.procs and each process's fd directory */
+  uint64_t processes, fds, sockets;
+  bool nofile; /* the first process's "Max open files" soft limit; -1: unlimited */
+  int64_t nofile_soft;
+  nl_cadvisor_dev_t *devs; /* owned */
+  size_t n_devs;
+} nl_cgroup_more_t;
+
+/* Parsers (text as read; bounded by NL_CADVISOR_MAX_DEVS devices). */
+/* v1 blkio.throttle.io_service_bytes / io_serviced: "maj:min Op value" lines. */
+void nl_cadvisor_parse_blkio(nl_cgroup_more_t *m, const char *text, bool ios);
+/* v2 io.stat: "maj:min rbytes=.. wbytes=.. rios=.. wios=.. dbytes=.. dios=..". */
+void nl_cadvisor_parse_io_stat(nl_cgroup_more_t *m, const char *text);
+/* /proc/<pid>/limits: the "Max open files" soft limit; -1 unlimited; false if absent. */
+bool nl_cadvisor_parse_nofile(const char *text, int64_t *soft);
+/* v1 cpuacct.stat ("user N\nsystem N" in USER_HZ ticks) into ns; false if either lacks. */
+bool nl_cadvisor_parse_cpuacct_stat(const char *text, long hz, uint64_t *user_ns,
+                                    uint64_t *system_ns);
+/* /proc/diskstats: the 11 figures of the device named name ("vda"); false if absent. */
+bool nl_cadvisor_parse_diskstats(const char *text, const char *name, uint64_t f[11]);
+
+/* Reads them for cgroup name (procs: also its processes). Blocking. */
+void nl_cgroup_more_read(nl_cgroup_more_t *m, const char *fs_root, bool v2, const char *name,
+                         bool procs);
+void nl_cgroup_more_free(nl_cgroup_more_t *m);
+
 typedef struct nl_cadvisor_ctr {
   char *image;        /* owned; the image as the spec named it */
   int64_t created_ns; /* 0: unknown */
   nl_cgroup_sample_t cg; /* its limits */
+  nl_cgroup_more_t more;
 } nl_cadvisor_ctr_t;
 
 typedef struct nl_cadvisor_pod {
   char *cgroup;     /* owned: the pod's cgroup name; NULL: none (no series of its own) */
   char *sandbox_id; /* owned: its ready sandbox; NULL: none */
   nl_cgroup_sample_t cg;
+  nl_cgroup_more_t more;
   bool net;         /* ifs read (the runtime's, or the sandbox's /proc/<pid>/net/dev) */
   nl_stats_if_t ifs[NL_STATS_MAX_IFS];
   size_t n_ifs;
@@ -154,6 +223,9 @@ typedef struct nl_cadvisor {
   char *fs_root; /* owned; NULL: no cgroups to read */
   bool v2;
   nl_cgroup_sample_t root;
+  nl_cgroup_more_t root_more;
+  bool root_disk; /* root_dev's /proc/diskstats figures read */
+  uint64_t root_diskstats[11];
   char boot_id[48], machine_id[48], system_uuid[48];
   long cores;
   char root_dev[128], image_dev[128]; /* the filesystems' devices, as /proc/self/mountinfo names them */

@@ -1,9 +1,7 @@
-/* /metrics/cadvisor: the series upstream's kubelet serves from its embedded
- * cAdvisor (google/cadvisor metrics/prometheus.go, with the kubelet's labels
- * container, id, image, name, namespace, pod), from the figures the Summary
- * API already has (the runtime's container stats, the node's /proc figures)
- * and the cgroup files of the pods and the root. */
-#include <assert.h>
+/* /metrics/cadvisor's figures beyond the Summary API's (the runtime's
+ * container stats, the node's /proc figures): the cgroup files of the root,
+ * the pods and the containers, the sandboxes' interfaces, the machine's ids
+ * and the filesystems' devices. The text: stats_cadvisor_text.c. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +12,6 @@
 #include <unistd.h>
 
 #include "agent/stats.h"
-#include "reactor/metrics.h"
 #include "reactor/xalloc.h"
 
 /* ---- reading (thread pool) ------------------------------------------------- */
@@ -23,7 +20,7 @@
  * is long, and its walk was a third of a scrape's CPU with 110 pods. */
 
 /* A small file's first bytes, NUL-terminated; false when it cannot be read. */
-static bool read_small(int dfd, const char *file, char *buf, size_t size) {
+bool nl__stats_read_small(int dfd, const char *file, char *buf, size_t size) {
   int fd = dfd == -1 ? -1 : openat(dfd, file, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   ssize_t n = read(fd, buf, size - 1);
@@ -35,21 +32,21 @@ static bool read_small(int dfd, const char *file, char *buf, size_t size) {
 
 static bool read_u64(int dfd, const char *file, uint64_t *out) {
   char buf[64];
-  if (!read_small(dfd, file, buf, sizeof buf)) return false;
+  if (!nl__stats_read_small(dfd, file, buf, sizeof buf)) return false;
   *out = strtoull(buf, NULL, 10);
   return true;
 }
 
 /* memory.stat or cpu.stat whole (a few KiB); NULL when it cannot be read. */
-static char *read_stat(int dfd, const char *file) {
+char *nl__stats_read_stat(int dfd, const char *file) {
   char *buf = nl_xmalloc(8192);
-  if (read_small(dfd, file, buf, 8192)) return buf;
+  if (nl__stats_read_small(dfd, file, buf, 8192)) return buf;
   free(buf);
   return NULL;
 }
 
 /* The value of key in a "key value" file (memory.stat, cpu.stat). */
-static bool stat_key(const char *text, const char *key, uint64_t *out) {
+bool nl__stats_key(const char *text, const char *key, uint64_t *out) {
   size_t n = strlen(key);
   for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
     if (strncmp(p, key, n) == 0 && p[n] == ' ') {
@@ -61,7 +58,7 @@ static bool stat_key(const char *text, const char *key, uint64_t *out) {
 
 /* The cgroup's directory in a hierarchy (ctrl NULL: v2's unified one), or -1;
  * *ctime its change time when it opens. */
-static int open_dir(const char *fs_root, const char *ctrl, const char *name, int64_t *ctime) {
+int nl__stats_cgroup_dir(const char *fs_root, const char *ctrl, const char *name, int64_t *ctime) {
   char path[512];
   if (ctrl)
     snprintf(path, sizeof path, "%s/%s%s", fs_root, ctrl, name);
@@ -81,24 +78,24 @@ static void close_dir(int fd) {
 static uint64_t limit(uint64_t v) { return v > (1ull << 62) ? 0 : v; }
 
 static void read_v1(nl_cgroup_sample_t *s, const char *fs_root, const char *name, bool usage) {
-  int mem = open_dir(fs_root, "memory", name, &s->created_s);
-  int cpu = mem < 0 ? -1 : open_dir(fs_root, "cpu", name, NULL);
+  int mem = nl__stats_cgroup_dir(fs_root, "memory", name, &s->created_s);
+  int cpu = mem < 0 ? -1 : nl__stats_cgroup_dir(fs_root, "cpu", name, NULL);
   uint64_t v;
   char buf[64];
   bool ok = read_u64(cpu, "cpu.shares", &s->cpu_shares);
   ok |= read_u64(cpu, "cpu.cfs_period_us", &s->cpu_period);
-  if (read_small(cpu, "cpu.cfs_quota_us", buf, sizeof buf) && buf[0] != '-')
+  if (nl__stats_read_small(cpu, "cpu.cfs_quota_us", buf, sizeof buf) && buf[0] != '-')
     s->cpu_quota = strtoull(buf, NULL, 10);
   if (read_u64(mem, "memory.limit_in_bytes", &v)) s->mem_limit = limit(v), ok = true;
   s->spec = ok;
   if (usage && mem >= 0) {
-    int acct = open_dir(fs_root, "cpuacct", name, NULL);
-    char *ms = read_stat(mem, "memory.stat");
+    int acct = nl__stats_cgroup_dir(fs_root, "cpuacct", name, NULL);
+    char *ms = nl__stats_read_stat(mem, "memory.stat");
     uint64_t inactive = 0;
     s->usage = read_u64(acct, "cpuacct.usage", &s->cpu_ns) &&
                read_u64(mem, "memory.usage_in_bytes", &s->mem_usage) && ms &&
-               stat_key(ms, "total_inactive_file", &inactive) &&
-               stat_key(ms, "total_rss", &s->mem_rss);
+               nl__stats_key(ms, "total_inactive_file", &inactive) &&
+               nl__stats_key(ms, "total_rss", &s->mem_rss);
     s->mem_ws = s->mem_usage > inactive ? s->mem_usage - inactive : 0;
     free(ms);
     close_dir(acct);
@@ -108,10 +105,10 @@ static void read_v1(nl_cgroup_sample_t *s, const char *fs_root, const char *name
 }
 
 static void read_v2(nl_cgroup_sample_t *s, const char *fs_root, const char *name, bool usage) {
-  int dir = open_dir(fs_root, NULL, name, &s->created_s);
+  int dir = nl__stats_cgroup_dir(fs_root, NULL, name, &s->created_s);
   char buf[64];
   uint64_t v;
-  if (read_small(dir, "cpu.max", buf, sizeof buf)) {
+  if (nl__stats_read_small(dir, "cpu.max", buf, sizeof buf)) {
     s->spec = true;
     char *sp = strchr(buf, ' ');
     if (buf[0] != 'm') s->cpu_quota = strtoull(buf, NULL, 10);
@@ -119,16 +116,16 @@ static void read_v2(nl_cgroup_sample_t *s, const char *fs_root, const char *name
   }
   /* cAdvisor's weight to shares: 2 + (weight - 1) * 262142 / 9999 */
   if (read_u64(dir, "cpu.weight", &v) && v) s->cpu_shares = 2 + (v - 1) * 262142 / 9999;
-  if (read_small(dir, "memory.max", buf, sizeof buf)) {
+  if (nl__stats_read_small(dir, "memory.max", buf, sizeof buf)) {
     s->spec = true;
     s->mem_limit = buf[0] == 'm' ? 0 : limit(strtoull(buf, NULL, 10));
   }
   if (usage && dir >= 0) {
-    char *cs = read_stat(dir, "cpu.stat"), *ms = read_stat(dir, "memory.stat");
+    char *cs = nl__stats_read_stat(dir, "cpu.stat"), *ms = nl__stats_read_stat(dir, "memory.stat");
     uint64_t usec = 0, inactive = 0;
-    s->usage = cs && stat_key(cs, "usage_usec", &usec) &&
+    s->usage = cs && nl__stats_key(cs, "usage_usec", &usec) &&
                read_u64(dir, "memory.current", &s->mem_usage) && ms &&
-               stat_key(ms, "inactive_file", &inactive) && stat_key(ms, "anon", &s->mem_rss);
+               nl__stats_key(ms, "inactive_file", &inactive) && nl__stats_key(ms, "anon", &s->mem_rss);
     s->cpu_ns = usec * 1000;
     s->mem_ws = s->mem_usage > inactive ? s->mem_usage - inactive : 0;
     free(cs);
@@ -149,7 +146,7 @@ void nl_cgroup_sample_read(nl_cgroup_sample_t *s, const char *fs_root, bool v2,
 
 /* A container's cgroup below its pod's, as containerd names it: the id with
  * cgroupfs, "cri-containerd-<id>.scope" under a systemd slice. */
-static char *ctr_cgroup(const char *pod_cgroup, const char *id) {
+char *nl__stats_ctr_cgroup(const char *pod_cgroup, const char *id) {
   size_t n = strlen(pod_cgroup);
   bool slice = n > 6 && strcmp(pod_cgroup + n - 6, ".slice") == 0;
   return slice ? nl_xasprintf("%s/cri-containerd-%s.scope", pod_cgroup, id)
@@ -159,10 +156,10 @@ static char *ctr_cgroup(const char *pod_cgroup, const char *id) {
 /* The sandbox's interfaces from its first process's network namespace (what
  * cAdvisor reads), when the runtime's stats have none. */
 static void sandbox_net(nl_cadvisor_pod_t *p, const char *fs_root, bool v2) {
-  char *name = ctr_cgroup(p->cgroup, p->sandbox_id), path[512], buf[32];
-  int dir = open_dir(fs_root, v2 ? NULL : "cpu", name, NULL);
+  char *name = nl__stats_ctr_cgroup(p->cgroup, p->sandbox_id), path[512], buf[32];
+  int dir = nl__stats_cgroup_dir(fs_root, v2 ? NULL : "cpu", name, NULL);
   free(name);
-  bool ok = read_small(dir, "cgroup.procs", buf, sizeof buf);
+  bool ok = nl__stats_read_small(dir, "cgroup.procs", buf, sizeof buf);
   close_dir(dir);
   if (!ok) return;
   long pid = strtol(buf, NULL, 10);
@@ -176,7 +173,7 @@ static void sandbox_net(nl_cadvisor_pod_t *p, const char *fs_root, bool v2) {
 }
 
 static void first_line(const char *path, char *out, size_t size) {
-  if (!read_small(AT_FDCWD, path, out, size)) {
+  if (!nl__stats_read_small(AT_FDCWD, path, out, size)) {
     out[0] = 0;
     return;
   }
@@ -210,19 +207,28 @@ void nl_cadvisor_read(nl_cadvisor_t *c, const Runtime__V1__ListPodSandboxStatsRe
   device_of(mi, root_dir, c->root_dev, sizeof c->root_dev);
   device_of(mi, image_mount, c->image_dev, sizeof c->image_dev);
   free(mi);
+  /* the root's filesystem I/O, as cAdvisor's root container has it */
+  const char *disk = strrchr(c->root_dev, '/');
+  char *ds = disk ? nl__stats_slurp("/proc/diskstats") : NULL;
+  if (ds) c->root_disk = nl_cadvisor_parse_diskstats(ds, disk + 1, c->root_diskstats);
+  free(ds);
   if (!c->fs_root) return;
   nl_cgroup_sample_read(&c->root, c->fs_root, c->v2, "/", false);
+  nl_cgroup_more_read(&c->root_more, c->fs_root, c->v2, "/", false);
   for (size_t i = 0; i < c->n_pods; i++) {
     nl_cadvisor_pod_t *p = &c->pods[i];
     if (!p->cgroup) continue;
     nl_cgroup_sample_read(&p->cg, c->fs_root, c->v2, p->cgroup, true);
-    if (!p->net && p->sandbox_id) sandbox_net(p, c->fs_root, c->v2);
+    nl_cgroup_more_read(&p->more, c->fs_root, c->v2, p->cgroup, true);
+    /* what cAdvisor reads (with the packet counts), else the runtime's figures */
+    if (p->sandbox_id) sandbox_net(p, c->fs_root, c->v2);
     const Runtime__V1__LinuxPodSandboxStats *l = pods->stats[i]->linux;
     for (size_t j = 0; j < p->n_ctrs; j++) {
       const Runtime__V1__ContainerStats *cs = l->containers[j];
       if (!cs->attributes || !cs->attributes->id) continue;
-      char *name = ctr_cgroup(p->cgroup, cs->attributes->id);
+      char *name = nl__stats_ctr_cgroup(p->cgroup, cs->attributes->id);
       nl_cgroup_sample_read(&p->ctrs[j].cg, c->fs_root, c->v2, name, false);
+      nl_cgroup_more_read(&p->ctrs[j].more, c->fs_root, c->v2, name, true);
       free(name);
     }
   }
@@ -271,273 +277,17 @@ void nl_cadvisor_prepare(nl_cadvisor_t *c, const Runtime__V1__ListPodSandboxStat
 void nl_cadvisor_free(nl_cadvisor_t *c) {
   for (size_t i = 0; i < c->n_pods; i++) {
     nl_cadvisor_pod_t *p = &c->pods[i];
-    for (size_t j = 0; j < p->n_ctrs; j++) free(p->ctrs[j].image);
+    for (size_t j = 0; j < p->n_ctrs; j++) {
+      free(p->ctrs[j].image);
+      nl_cgroup_more_free(&p->ctrs[j].more);
+    }
+    nl_cgroup_more_free(&p->more);
     free(p->ctrs);
     free(p->cgroup);
     free(p->sandbox_id);
   }
   free(c->pods);
   free(c->fs_root);
+  nl_cgroup_more_free(&c->root_more);
   memset(c, 0, sizeof *c);
-}
-
-/* ---- the text ---------------------------------------------------------------- */
-
-/* One cgroup as cAdvisor lists it, with what is known of it. */
-typedef struct row {
-  const char *container, *image, *name, *namespace_, *pod;
-  char *id;  /* owned */
-  char *lab; /* owned: the base labels, formatted (format_labels) */
-  size_t lab_len, lab_a, lab_b;
-  int64_t ts_ns;
-  bool net_only; /* a sandbox: cAdvisor's containerd handler gives it the network */
-  bool cpu, mem, rss, usage, fs;
-  double cpu_s, ws, rss_b, usage_b, fs_b;
-  const char *fs_dev;
-  const nl_stats_if_t *ifs;
-  size_t n_ifs;
-  const nl_cgroup_sample_t *spec; /* NULL: unknown */
-  double start_s;                 /* 0: unknown */
-} row_t;
-
-typedef struct rows {
-  row_t *v;
-  size_t n, cap;
-} rows_t;
-
-static row_t *add(rows_t *r) {
-  if (r->n == r->cap) r->v = nl_xrealloc(r->v, (r->cap = r->cap ? r->cap * 2 : 64) * sizeof *r->v);
-  row_t *x = &r->v[r->n++];
-  memset(x, 0, sizeof *x);
-  x->container = x->image = x->name = x->namespace_ = x->pod = "";
-  return x;
-}
-
-/* The base labels of r in client_golang's order (sorted), formatted once:
- * `container=..` | `,id=..,image=..` | `,name=..,namespace=..,pod=..`, with
- * the ends of the first two parts, where an extra label may go. */
-static void format_labels(row_t *r) {
-  nl_buf_t b = NL_BUF_INIT;
-  nl_buf_puts(&b, "container=\"");
-  nl_metrics_format_label(&b, r->container);
-  r->lab_a = b.len + 1;
-  nl_buf_puts(&b, "\",id=\"");
-  nl_metrics_format_label(&b, r->id);
-  nl_buf_puts(&b, "\",image=\"");
-  nl_metrics_format_label(&b, r->image);
-  r->lab_b = b.len + 1;
-  nl_buf_puts(&b, "\",name=\"");
-  nl_metrics_format_label(&b, r->name);
-  nl_buf_puts(&b, "\",namespace=\"");
-  nl_metrics_format_label(&b, r->namespace_);
-  nl_buf_puts(&b, "\",pod=\"");
-  nl_metrics_format_label(&b, r->pod);
-  nl_buf_puts(&b, "\"");
-  r->lab = b.data;
-  r->lab_len = b.len;
-}
-
-/* {labels}, the extra one (xn, sorted among them) in its place. */
-static void labels(nl_buf_t *o, const row_t *r, const char *xn, const char *xv) {
-  nl_buf_puts(o, "{");
-  if (!xn) {
-    nl_buf_append(o, r->lab, r->lab_len);
-  } else {
-    size_t at = strcmp(xn, "id") < 0 ? r->lab_a : strcmp(xn, "name") < 0 ? r->lab_b : r->lab_len;
-    nl_buf_append(o, r->lab, at);
-    nl_buf_printf(o, ",%s=\"", xn);
-    nl_metrics_format_label(o, xv);
-    nl_buf_puts(o, "\"");
-    nl_buf_append(o, r->lab + at, r->lab_len - at);
-  }
-  nl_buf_puts(o, "}");
-}
-
-/* name{labels} v [ts]; ts_ns 0: no timestamp (cAdvisor's spec series have none). */
-static void put(nl_buf_t *o, const char *name, const row_t *r, const char *xn, const char *xv,
-                double v, int64_t ts_ns) {
-  nl_buf_puts(o, name);
-  labels(o, r, xn, xv);
-  nl_buf_puts(o, " ");
-  nl_metrics_format_float(o, v);
-  if (ts_ns) nl_buf_printf(o, " %lld", (long long)(ts_ns / 1000000));
-  nl_buf_puts(o, "\n");
-}
-
-/* What a family shows of a cgroup. */
-typedef enum {
-  W_CPU, W_FS, W_LAST, W_RSS, W_USAGE, W_WS,  /* usage, with the sample's time */
-  W_RX, W_RXE, W_TX, W_TXE,                   /* per interface */
-  W_PERIOD, W_QUOTA, W_SHARES, W_MEM, W_START, /* spec, without a time */
-  W_SCRAPE, W_CORES, W_MEMORY,                /* one series each */
-} what_t;
-
-/* The series of one family for every cgroup that has the figure. */
-static void series(nl_buf_t *o, const rows_t *rs, what_t w, const char *name, int64_t now_ns) {
-  for (size_t i = 0; i < rs->n; i++) {
-    const row_t *r = &rs->v[i];
-    const nl_cgroup_sample_t *s = r->spec && r->spec->spec ? r->spec : NULL;
-    switch (w) {
-    case W_LAST: put(o, name, r, NULL, NULL, (double)(now_ns / 1000000000), now_ns); break;
-    case W_CPU: if (r->cpu && !r->net_only) put(o, name, r, "cpu", "total", r->cpu_s, r->ts_ns); break;
-    case W_FS: if (r->fs && !r->net_only) put(o, name, r, "device", r->fs_dev, r->fs_b, r->ts_ns); break;
-    case W_RSS: if (r->rss && !r->net_only) put(o, name, r, NULL, NULL, r->rss_b, r->ts_ns); break;
-    case W_USAGE: if (r->usage && !r->net_only) put(o, name, r, NULL, NULL, r->usage_b, r->ts_ns); break;
-    case W_WS: if (r->mem && !r->net_only) put(o, name, r, NULL, NULL, r->ws, r->ts_ns); break;
-    case W_RX: case W_RXE: case W_TX: case W_TXE:
-      for (size_t j = 0; j < r->n_ifs; j++) {
-        const nl_stats_if_t *x = &r->ifs[j];
-        uint64_t v = w == W_RX ? x->rx : w == W_RXE ? x->rx_errors : w == W_TX ? x->tx : x->tx_errors;
-        put(o, name, r, "interface", x->name, (double)v, r->ts_ns);
-      }
-      break;
-    case W_PERIOD: if (s) put(o, name, r, NULL, NULL, (double)s->cpu_period, 0); break;
-    case W_QUOTA: if (s && s->cpu_quota) put(o, name, r, NULL, NULL, (double)s->cpu_quota, 0); break;
-    case W_SHARES: if (s) put(o, name, r, NULL, NULL, (double)s->cpu_shares, 0); break;
-    case W_MEM: if (s) put(o, name, r, NULL, NULL, (double)s->mem_limit, 0); break;
-    case W_START: if (r->start_s) put(o, name, r, NULL, NULL, r->start_s, 0); break;
-    case W_SCRAPE: case W_CORES: case W_MEMORY: assert(0 && "not per cgroup"); break;
-    }
-  }
-}
-
-/* cAdvisor's families (metrics/prometheus.go, prometheus_machine.go) that the
- * kubelet serves, in client_golang's order (by name). */
-static const struct {
-  const char *name, *type, *help;
-  what_t what;
-} families[] = {
-    {"container_cpu_usage_seconds_total", "counter", "Cumulative cpu time consumed in seconds.", W_CPU},
-    {"container_fs_usage_bytes", "gauge", "Number of bytes that are consumed by the container on this filesystem.", W_FS},
-    {"container_last_seen", "gauge", "Last time a container was seen by the exporter", W_LAST},
-    {"container_memory_rss", "gauge", "Size of RSS in bytes.", W_RSS},
-    {"container_memory_usage_bytes", "gauge", "Current memory usage in bytes, including all memory regardless of when it was accessed", W_USAGE},
-    {"container_memory_working_set_bytes", "gauge", "Current working set in bytes.", W_WS},
-    {"container_network_receive_bytes_total", "counter", "Cumulative count of bytes received", W_RX},
-    {"container_network_receive_errors_total", "counter", "Cumulative count of errors encountered while receiving", W_RXE},
-    {"container_network_transmit_bytes_total", "counter", "Cumulative count of bytes transmitted", W_TX},
-    {"container_network_transmit_errors_total", "counter", "Cumulative count of errors encountered while transmitting", W_TXE},
-    {"container_scrape_error", "gauge", "1 if there was an error while getting container metrics, 0 otherwise", W_SCRAPE},
-    {"container_spec_cpu_period", "gauge", "CPU period of the container.", W_PERIOD},
-    {"container_spec_cpu_quota", "gauge", "CPU quota of the container.", W_QUOTA},
-    {"container_spec_cpu_shares", "gauge", "CPU share of the container.", W_SHARES},
-    {"container_spec_memory_limit_bytes", "gauge", "Memory limit for the container.", W_MEM},
-    {"container_start_time_seconds", "gauge", "Start time of the container since unix epoch in seconds.", W_START},
-    {"machine_cpu_cores", "gauge", "Number of logical CPU cores.", W_CORES},
-    {"machine_memory_bytes", "gauge", "Amount of memory installed on the machine.", W_MEMORY},
-};
-
-static void from_cgroup(row_t *r, const nl_cgroup_sample_t *s) {
-  r->spec = s;
-  if (s->created_s) r->start_s = (double)s->created_s;
-  if (!s->usage) return;
-  r->cpu = r->mem = r->rss = r->usage = true;
-  r->cpu_s = (double)s->cpu_ns / 1e9;
-  r->ws = (double)s->mem_ws, r->rss_b = (double)s->mem_rss, r->usage_b = (double)s->mem_usage;
-}
-
-static void build(rows_t *rs, const nl_node_sample_t *n,
-                  const Runtime__V1__ListPodSandboxStatsResponse *pods, const nl_cadvisor_t *c) {
-  /* the root cgroup: the node's figures, as cAdvisor's root container */
-  row_t *r = add(rs);
-  r->id = nl_xstrdup("/");
-  r->ts_ns = n->time_ns;
-  r->cpu = r->mem = r->rss = r->usage = true;
-  r->cpu_s = (double)n->cpu_ns / 1e9;
-  uint64_t usage = n->mem_total - n->mem_free;
-  r->usage_b = (double)usage;
-  r->ws = (double)(usage > n->inactive_file ? usage - n->inactive_file : 0);
-  r->rss_b = (double)n->anon;
-  r->ifs = n->ifs, r->n_ifs = n->n_ifs;
-  if (n->root_fs.ok) r->fs = true, r->fs_b = (double)n->root_fs.used;
-  r->fs_dev = c && c->root_dev[0] ? c->root_dev : "";
-  if (c && c->fs_root) r->spec = &c->root;
-  r->start_s = (double)n->boot_time_s;
-  for (size_t i = 0; pods && i < pods->n_stats; i++) {
-    const Runtime__V1__PodSandboxStats *ps = pods->stats[i];
-    const Runtime__V1__PodSandboxMetadata *md = ps->attributes ? ps->attributes->metadata : NULL;
-    const Runtime__V1__LinuxPodSandboxStats *l = ps->linux;
-    const nl_cadvisor_pod_t *p = c && i < c->n_pods ? &c->pods[i] : NULL;
-    if (!md || !l) continue;
-    const char *pod_cg = p && p->cgroup ? p->cgroup : "";
-    if (p && p->cgroup) {
-      r = add(rs);
-      r->id = nl_xstrdup(p->cgroup);
-      r->pod = md->name, r->namespace_ = md->namespace_;
-      r->ts_ns = n->time_ns;
-      from_cgroup(r, &p->cg);
-    }
-    if (p && p->sandbox_id && p->net) {
-      r = add(rs);
-      r->id = ctr_cgroup(pod_cg, p->sandbox_id);
-      r->name = p->sandbox_id;
-      r->pod = md->name, r->namespace_ = md->namespace_;
-      r->ts_ns = n->time_ns;
-      r->net_only = true;
-      r->ifs = p->ifs, r->n_ifs = p->n_ifs;
-    }
-    for (size_t j = 0; j < l->n_containers; j++) {
-      const Runtime__V1__ContainerStats *cs = l->containers[j];
-      const Runtime__V1__ContainerAttributes *a = cs->attributes;
-      if (!a || !a->id) continue;
-      const nl_cadvisor_ctr_t *x = p && j < p->n_ctrs ? &p->ctrs[j] : NULL;
-      r = add(rs);
-      r->id = ctr_cgroup(pod_cg, a->id);
-      r->name = a->id;
-      r->container = a->metadata && a->metadata->name ? a->metadata->name : "";
-      r->pod = md->name, r->namespace_ = md->namespace_;
-      r->image = x && x->image ? x->image : "";
-      r->ts_ns = n->time_ns;
-      if (x && x->cg.spec) r->spec = &x->cg;
-      if (x && x->created_ns) r->start_s = (double)(x->created_ns / 1000000000);
-      const Runtime__V1__CpuUsage *cpu = cs->cpu;
-      const Runtime__V1__MemoryUsage *mem = cs->memory;
-      if (cpu && cpu->usage_core_nano_seconds) {
-        r->cpu = true, r->cpu_s = (double)cpu->usage_core_nano_seconds->value / 1e9;
-        if (cpu->timestamp) r->ts_ns = cpu->timestamp;
-      }
-      if (mem && mem->working_set_bytes) r->mem = true, r->ws = (double)mem->working_set_bytes->value;
-      if (mem && mem->rss_bytes) r->rss = true, r->rss_b = (double)mem->rss_bytes->value;
-      if (mem && mem->usage_bytes) r->usage = true, r->usage_b = (double)mem->usage_bytes->value;
-      if (cs->writable_layer && cs->writable_layer->used_bytes) {
-        r->fs = true, r->fs_b = (double)cs->writable_layer->used_bytes->value;
-        r->fs_dev = c && c->image_dev[0] ? c->image_dev : "";
-      }
-    }
-  }
-}
-
-/* cAdvisor's machine series carry the machine's ids. */
-static void machine(nl_buf_t *o, const char *name, const nl_cadvisor_t *c, double v) {
-  nl_buf_printf(o, "%s{boot_id=\"", name);
-  nl_metrics_format_label(o, c ? c->boot_id : "");
-  nl_buf_puts(o, "\",machine_id=\"");
-  nl_metrics_format_label(o, c ? c->machine_id : "");
-  nl_buf_puts(o, "\",system_uuid=\"");
-  nl_metrics_format_label(o, c ? c->system_uuid : "");
-  nl_buf_puts(o, "\"} ");
-  nl_metrics_format_float(o, v);
-  nl_buf_puts(o, "\n");
-}
-
-void nl_stats_cadvisor_metrics(const nl_node_sample_t *n,
-                               const Runtime__V1__ListPodSandboxStatsResponse *pods,
-                               const nl_cadvisor_t *c, bool scrape_error, nl_buf_t *o) {
-  rows_t rs = {0};
-  build(&rs, n, pods, c);
-  for (size_t i = 0; i < rs.n; i++) format_labels(&rs.v[i]);
-  for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) {
-    const char *name = families[i].name;
-    nl_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, families[i].help, name, families[i].type);
-    if (families[i].what == W_SCRAPE)
-      nl_buf_printf(o, "%s %d\n", name, scrape_error);
-    else if (families[i].what == W_CORES)
-      machine(o, name, c, c && c->cores > 0 ? (double)c->cores : 0);
-    else if (families[i].what == W_MEMORY)
-      machine(o, name, c, (double)n->mem_total);
-    else
-      series(o, &rs, families[i].what, name, n->time_ns);
-  }
-  for (size_t i = 0; i < rs.n; i++) free(rs.v[i].id), free(rs.v[i].lab);
-  free(rs.v);
 }

@@ -70,15 +70,19 @@ void nl_stats_parse_net_dev_ifs(nl_stats_if_t *ifs, size_t *n_ifs, const char *t
     if (len == 0 || len >= sizeof ifs[0].name || strncmp(name, "lo", 2) == 0 ||
         strncmp(name, "veth", 4) == 0 || strncmp(name, "docker", 6) == 0)
       continue;
-    /* rx: bytes packets errs drop fifo frame compressed multicast; tx: bytes packets errs */
-    unsigned long long f[11];
-    if (sscanf(colon + 1, "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &f[0], &f[1],
-               &f[2], &f[3], &f[4], &f[5], &f[6], &f[7], &f[8], &f[9], &f[10]) != 11)
+    /* rx: bytes packets errs drop fifo frame compressed multicast; tx: bytes packets errs drop */
+    unsigned long long f[12];
+    if (sscanf(colon + 1, "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &f[0],
+               &f[1], &f[2], &f[3], &f[4], &f[5], &f[6], &f[7], &f[8], &f[9], &f[10],
+               &f[11]) != 12)
       continue;
     nl_stats_if_t *i = &ifs[(*n_ifs)++];
+    memset(i, 0, sizeof *i);
     memcpy(i->name, name, len);
     i->name[len] = 0;
     i->rx = f[0], i->rx_errors = f[2], i->tx = f[8], i->tx_errors = f[10];
+    i->packets = true;
+    i->rx_packets = f[1], i->rx_dropped = f[3], i->tx_packets = f[9], i->tx_dropped = f[11];
   }
 }
 

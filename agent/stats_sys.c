@@ -255,12 +255,6 @@ static void proc_ctr(nl_sys_ctr_t *s, const nl_summary_sys_t *x, const char *uni
   free(t);
 }
 
-static char *ctr_cgroup_name(const char *pod, const char *id) {
-  size_t n = strlen(pod);
-  return n > 6 && !strcmp(pod + n - 6, ".slice") ? nl_xasprintf("%s/cri-containerd-%s.scope", pod, id)
-                                                 : nl_xasprintf("%s/%s", pod, id);
-}
-
 /* The pod's volumes as the volume manager lays them out. */
 static void volumes(nl_summary_pod_t *p, const char *root_dir, const char *uid) {
   char *dir = nl_xasprintf("%s/pods/%s/volumes", root_dir, uid);
@@ -319,7 +313,7 @@ static void pod_read(nl_summary_pod_t *p, const nl_summary_sys_t *x, const char 
   for (size_t j = 0; j < n && j < cp->n_ctrs; j++) {
     const Runtime__V1__ContainerAttributes *a = l->containers[j]->attributes;
     if (!a || !a->id) continue;
-    char *name = ctr_cgroup_name(cp->cgroup, a->id);
+    char *name = nl__stats_ctr_cgroup(cp->cgroup, a->id);
     psi_read(&p->ctr_psi[j], unified, name);
     free(name);
   }

@@ -275,3 +275,16 @@ wait "$FLOOD_PID" 2>/dev/null
 FLOOD_PID=
 stop_agent TERM
 check "the agent stops cleanly with log readers and flood gone" [ "$(grep -c 'loop closed with handles' "$E2E_TMP/agent.log")" = 0 ]
+
+# --- its self-signed certificate damaged while it was down ------------------------
+# (as a power cut in the middle of a write would, or a disk error): the agent
+# makes a new one and serves, where upstream's kubelet would not start.
+head -c 300 /dev/urandom >"$ROOT/pki/kubelet.crt"
+start_agent --config "$E2E_TMP/config.yaml" --kubeconfig "$KC" --node-ip "$NODE_IP" ||
+  fail "agent start with a damaged certificate" "$(tail -5 "$E2E_TMP/agent.log")"
+check "a damaged self-signed certificate: the agent says so and makes a new one" \
+  grep -q "generating a new self-signed certificate" "$E2E_TMP/agent.log"
+check "  ... which names the node, and serves TLS" bash -c "openssl x509 -in '$ROOT/pki/kubelet.crt' -noout -ext subjectAltName |
+  grep -q 'DNS:$NODE' && [ \"\$(curl -sk -o /dev/null -w '%{http_code}' https://127.0.0.1:$KPORT/healthz)\" = 401 ]"
+check "  ... and no temporary file is left in the cert dir" bash -c "! ls '$ROOT/pki' | grep -q '\.tmp\$'"
+stop_agent TERM

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 
 MINUTES = int(sys.argv[1])
@@ -697,12 +698,22 @@ def controlplane(*args):
 
 def toxi(method, path, body=None):
     """toxiproxy's API. Removing a bandwidth toxic waits for the data it holds
-    to drain at its rate: up to 2 minutes."""
-    req = urllib.request.Request(E["SOAK_TOXI_API"] + path, method=method,
-                                 data=json.dumps(body).encode() if body is not None else None,
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=120) as r:
-        r.read()
+    to drain at its rate: up to 2 minutes. A toxic that cannot hand what it
+    holds on within toxiproxy's 5 s (to a slow toxic after it) is answered 503
+    and stays: asked again, for 2 minutes."""
+    deadline = time.monotonic() + 120
+    while True:
+        req = urllib.request.Request(E["SOAK_TOXI_API"] + path, method=method,
+                                     data=json.dumps(body).encode() if body is not None else None,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=120) as r:
+                r.read()
+            return
+        except urllib.error.HTTPError as e:
+            if e.code != 503 or time.monotonic() > deadline:
+                raise
+            time.sleep(1)
 
 
 class Faults:
@@ -773,8 +784,9 @@ class Faults:
                                                         "attributes": {"latency": p["latency_ms"], "jitter": p["jitter_ms"]}})
                 toxi("POST", "/proxies/uplink/toxics", {"name": f"bw_{s}", "type": "bandwidth", "stream": s,
                                                         "attributes": {"rate": p["rate_kBps"]}})
+            # the bandwidth toxics first: the latency ones drain into them
             return lambda: [toxi("DELETE", f"/proxies/uplink/toxics/{t}_{s}")
-                            for t in ("lat", "bw") for s in ("upstream", "downstream")]
+                            for t in ("bw", "lat") for s in ("upstream", "downstream")]
         if kind == "uplink_reset":
             toxi("POST", "/proxies/uplink/toxics", {"name": "reset", "type": "reset_peer", "stream": "downstream",
                                                     "attributes": {"timeout": p["after_ms"]}})

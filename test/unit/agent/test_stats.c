@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "reactor/xalloc.h"
@@ -19,6 +20,7 @@
 #include "reactor/http_client.h"
 #include "reactor/http_server.h"
 #include "test/fakes/fake_cri_harness.h"
+#include "file_tree.h"
 
 static const char proc_stat[] =
     "cpu  100 20 30 4000 50 6 7 8 0 0\ncpu0 50 10 15 2000 25 3 3 4 0 0\n"
@@ -312,19 +314,6 @@ static void resource_metrics(void **state) {
 
 /* ---- /metrics/cadvisor -------------------------------------------------------- */
 
-static void put_file(const char *root, const char *rel, const char *text) {
-  char *path = nl_xasprintf("%s/%s", root, rel);
-  char *dir = nl_xstrdup(path);
-  *strrchr(dir, '/') = 0;
-  char *cmd = nl_xasprintf("mkdir -p '%s'", dir);
-  assert_int_equal(system(cmd), 0);
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
-  free(cmd), free(dir), free(path);
-}
-
 #define POD_CG "/kubepods/burstable/podu-1"
 
 static const char psi_text[] = "some avg10=1.50 avg60=0.50 avg300=0.10 total=777\n"
@@ -427,13 +416,26 @@ static char *v1_tree(void) {
   put_file(root, "cpu" POD_CG "/c1/cpu.cfs_quota_us", "50000\n");
   put_file(root, "cpu" POD_CG "/c1/cpu.cfs_period_us", "100000\n");
   put_file(root, "memory" POD_CG "/c1/memory.limit_in_bytes", "67108864\n");
+  /* the rest of cAdvisor's figures of the container (stats_cadvisor_more.c) */
+  put_file(root, "cpuacct" POD_CG "/c1/cpuacct.stat", "user 0\nsystem 0\n");
+  put_file(root, "memory" POD_CG "/c1/memory.stat",
+           "pgfault 300\npgmajfault 4\ntotal_cache 4096\ntotal_mapped_file 8192\ntotal_swap 0\n");
+  put_file(root, "memory" POD_CG "/c1/memory.failcnt", "0\n");
+  put_file(root, "memory" POD_CG "/c1/memory.soft_limit_in_bytes", "9223372036854771712\n");
+  put_file(root, "pids" POD_CG "/c1/pids.current", "2\n");
+  put_file(root, "pids" POD_CG "/c1/pids.max", "max\n");
+  put_file(root, "blkio" POD_CG "/c1/blkio.throttle.io_service_bytes",
+           "7:0 Read 4096\n7:0 Write 0\nTotal 4096\n");
+  put_file(root, "blkio" POD_CG "/c1/blkio.throttle.io_serviced", "7:0 Read 1\n7:0 Write 0\nTotal 1\n");
+  /* the root cgroup's I/O on the root filesystem's device, which diskstats counts too */
+  struct stat st;
+  assert_int_equal(stat("/", &st), 0);
+  char *io = nl_xasprintf("%u:%u Read 5\n%u:%u Write 6\nTotal 11\n", major(st.st_dev),
+                          minor(st.st_dev), major(st.st_dev), minor(st.st_dev));
+  put_file(root, "blkio/blkio.throttle.io_serviced", io);
+  put_file(root, "blkio/blkio.throttle.io_service_bytes", io);
+  free(io);
   return root;
-}
-
-static void rm_tree(char *root) {
-  char *cmd = nl_xasprintf("rm -rf '%s'", root);
-  assert_int_equal(system(cmd), 0);
-  free(cmd), free(root);
 }
 
 static void meta_pod(void *ctx, const char *uid, char **cgroup, char **sandbox_id) {
@@ -526,11 +528,51 @@ static void cadvisor_metrics(void **state) {
       "container_start_time_seconds{" ROOT "} 1.7e+09\n",
       "container_last_seen{" CTR "} 1.7000001e+09 1700000100000\n",
       "container_scrape_error 0\n",
+      /* cgroup files: extra labels in their sorted places, usage with the time, spec without */
+      "container_cpu_user_seconds_total{" CTR "} 0 1700000100000\n",
+      "container_memory_cache{" CTR "} 4096 1700000100000\n",
+      "container_memory_mapped_file{" CTR "} 8192 1700000100000\n",
+      "container_memory_swap{" CTR "} 0 1700000100000\n",
+      "container_memory_failcnt{" CTR "} 0 1700000100000\n",
+      "container_memory_failures_total{container=\"c\",failure_type=\"pgmajfault\",id=\"" POD_CG
+      "/c1\",image=\"localhost/busybox:1.36\",name=\"c1\",namespace=\"edge\",pod=\"web\","
+      "scope=\"hierarchy\"} 4 1700000100000\n",
+      "container_spec_memory_reservation_limit_bytes{" CTR "} 0\n",
+      "container_threads{" CTR "} 2 1700000100000\n",
+      "container_threads_max{" CTR "} 0 1700000100000\n",
+      /* the device named after /sys/dev/block (loop0 where it exists) */
+      "container_blkio_device_usage_total{container=\"c\",device=\"",
+      ",major=\"7\",minor=\"0\",name=\"c1\",namespace=\"edge\",operation=\"Read\",pod=\"web\"} 4096 "
+      "1700000100000\n",
+      "container_fs_reads_bytes_total{container=\"c\",device=\"",
+      "container_fs_reads_total{container=\"c\",device=\"",
+      "container_fs_writes_total{container=\"c\",device=\"",
+      /* the root's filesystem from statfs(2) */
+      "container_fs_inodes_free{container=\"\",device=\"",
+      "container_fs_limit_bytes{container=\"\",device=\"",
       "machine_cpu_cores{boot_id=\"b-1\",machine_id=\"m-1\",system_uuid=\"s-1\"} 2\n",
       "machine_memory_bytes{boot_id=\"b-1\",machine_id=\"m-1\",system_uuid=\"s-1\"} 2.048e+09\n",
   };
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
     if (!strstr(text, want[i])) fail_msg("missing %s in\n%s", want[i], text);
+  /* every series once (Prometheus refuses a scrape with a duplicate) */
+  size_t lines = 0;
+  for (const char *p = text; *p; p = strchr(p, '\n') + 1) lines++;
+  char **series = nl_xcalloc(lines, sizeof *series);
+  size_t n = 0;
+  for (const char *p = text; *p; p = strchr(p, '\n') + 1) {
+    const char *end = strchr(p, '}');
+    if (*p == '#' || !end || end > strchr(p, '\n')) continue;
+    series[n++] = nl_xstrndup(p, (size_t)(end - p + 1));
+  }
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = i + 1; j < n; j++)
+      if (strcmp(series[i], series[j]) == 0) fail_msg("twice: %s", series[i]);
+  for (size_t i = 0; i < n; i++) free(series[i]);
+  free(series);
+  /* no cgroup.procs, no pids files of the pod: no such series */
+  assert_null(strstr(text, "container_processes{" CTR));
+  assert_null(strstr(text, "container_threads{" POD));
   /* the pod's quota is none: no series; the sandbox has the network only */
   assert_null(strstr(text, "container_spec_cpu_quota{" POD));
   assert_null(strstr(text, "container_memory_working_set_bytes{container=\"\",id=\"" POD_CG "/sb1"));
