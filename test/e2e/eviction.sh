@@ -23,13 +23,16 @@ mount -t tmpfs -o size=64m nanolet-evict "$FS" || { fail "tmpfs" "mount failed";
 ROOT=$FS/root
 LOGS=$FS/logs
 CONF=$E2E_TMP/kubelet.yaml
-write_conf() { # write_conf EVICTION_HARD_YAML
+# The transition period holds a condition after its signal clears. The disk
+# phase needs it long enough to apply and check the late pod once the hog's
+# volume is gone (5 s lost that race under load).
+write_conf() { # write_conf EVICTION_HARD_YAML TRANSITION
   cat >"$CONF" <<EOC
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 podLogsDir: $LOGS
 evictionHard: $1
-evictionPressureTransitionPeriod: 5s
+evictionPressureTransitionPeriod: $2
 EOC
 }
 cleanup() { api_cleanup; umount -l "$FS" 2>/dev/null; }
@@ -63,7 +66,7 @@ node_cond() { kubectl get node "$NODE" -o jsonpath="{.status.conditions[?(@.type
 node_cond_is() { [ "$(node_cond "$1")" = "$2" ]; }
 
 # ---- disk pressure: nodefs.available < 40% of the 64 MiB tmpfs ----
-write_conf '{nodefs.available: "40%", memory.available: "1Mi"}'
+write_conf '{nodefs.available: "40%", memory.available: "1Mi"}' 30s
 start_agent --kubeconfig "$KC" --config "$CONF" --node-status-update-frequency 2s \
   || { fail "agent start" ""; exit 1; }
 apply guard Guaranteed 'sleep 3600'
@@ -95,7 +98,7 @@ if wait_for 15 api_is late '{.status.reason}' Evicted; then
 else
   fail "late pod rejected" "$(api late '{.status}')"
 fi
-wait_for 30 node_cond_is DiskPressure False && ok "DiskPressure clears once the volume is released" \
+wait_for 60 node_cond_is DiskPressure False && ok "DiskPressure clears once the volume is released" \
   || fail "DiskPressure clears" "$(node_cond DiskPressure); df: $(df -h "$FS" | tail -1)"
 api_is guard '{.status.phase}' Running && [ "$(api guard '{.status.containerStatuses[0].restartCount}')" = 0 ] \
   && ok "Guaranteed pod untouched" || fail "guard" "$(api guard '{.status}')"
@@ -108,7 +111,7 @@ total=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) * 1024))
 usage=$(cat /sys/fs/cgroup/memory/memory.usage_in_bytes)
 inactive=$(awk '$1 == "total_inactive_file" {print $2}' /sys/fs/cgroup/memory/memory.stat)
 avail=$(((total - usage + inactive) / 1048576))
-write_conf "{memory.available: \"$((avail - 100))Mi\"}"
+write_conf "{memory.available: \"$((avail - 100))Mi\"}" 5s
 start_agent --kubeconfig "$KC" --config "$CONF" --node-status-update-frequency 2s \
   || { fail "agent start" ""; exit 1; }
 apply eater BestEffort 'sleep 1; head -c 200m /dev/zero | tail; sleep 3600'
