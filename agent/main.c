@@ -15,6 +15,7 @@
 #include "agent/config.h"
 #include "agent/kubelet.h"
 #include "agent/startup.h"
+#include "agent/stats.h"
 #include "managers/cgroups.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
@@ -168,19 +169,26 @@ int main(int argc, char **argv) {
   /* kubeletCgroups before anything else. The kernel charges a page to the
    * memory cgroup that first touched it, and what the start so far touched
    * (the program's relocated data, its libraries', the configuration) stays
-   * where it was: once moved, nanolet starts over from exec, so that its
-   * cgroup holds all of its memory. */
-  bool moved = false;
-  if (cfg.kubelet_cgroups && *cfg.kubelet_cgroups &&
-      nl_cgroups_join_self(NULL, cfg.kubelet_cgroups, &moved, &err) < 0) {
-    fprintf(stderr, "Error: %s\n", nl_err_msg(err));
-    nl_err_free(&err);
-    nl_config_free(&cfg);
-    return 1;
-  }
-  if (moved) {
-    execv("/proc/self/exe", argv);
-    nl_warn("kubeletCgroups: exec /proc/self/exe again: %s; going on", strerror(errno));
+   * where it was: when the move changed its cgroups, nanolet starts over from
+   * exec, so that its cgroup holds all of its memory. The second start finds
+   * itself in place and goes on (no loop, also where a hierarchy is missing). */
+  if (cfg.kubelet_cgroups && *cfg.kubelet_cgroups) {
+    char *before = nl__stats_slurp("/proc/self/cgroup");
+    if (nl_cgroups_join_self(NULL, cfg.kubelet_cgroups, &err) < 0) {
+      fprintf(stderr, "Error: %s\n", nl_err_msg(err));
+      nl_err_free(&err);
+      free(before);
+      nl_config_free(&cfg);
+      return 1;
+    }
+    char *after = nl__stats_slurp("/proc/self/cgroup");
+    bool moved = before && after && strcmp(before, after) != 0;
+    free(before);
+    free(after);
+    if (moved) {
+      execv("/proc/self/exe", argv);
+      nl_warn("kubeletCgroups: exec /proc/self/exe again: %s; going on", strerror(errno));
+    }
   }
   /* A kubeconfig that cannot be used is a configuration error, as upstream. */
   nl_kubelet_creds_t creds = {0};

@@ -4,7 +4,6 @@
  * qos_container_manager_linux.go, pod_container_manager_linux.go). */
 #include <assert.h>
 #include <errno.h>
-#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/stat.h>
@@ -174,29 +173,9 @@ static bool systemd_running(const char *dir) {
   return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* Whether /proc/self/cgroup puts the process in path: v1's memory
- * hierarchy, or v2's. */
-static bool in_cgroup(bool v2, const char *path) {
-  FILE *f = fopen("/proc/self/cgroup", "re");
-  char line[1024];
-  bool in = false;
-  while (f && fgets(line, sizeof line, f)) {
-    line[strcspn(line, "\n")] = 0;
-    const char *c = strchr(line, ':');
-    const char *p = c ? strchr(c + 1, ':') : NULL;
-    if (!p) continue;
-    bool ours = v2 ? p == c + 1 : (size_t)(p - c - 1) == 6 && !strncmp(c + 1, "memory", 6);
-    if (ours) in = !strcmp(p + 1, path);
-  }
-  if (f) fclose(f);
-  return in;
-}
-
-int nl_cgroups_join_self(const char *fs_root, const char *path, bool *moved, nl_err_t **err) {
+int nl_cgroups_join_self(const char *fs_root, const char *path, nl_err_t **err) {
   nl_cgroups_t cg = {.fs_root = (char *)(fs_root ? fs_root : "/sys/fs/cgroup")};
-  if (nl_cgroups__detect(&cg, err) < 0) return nl_err_wrap(err, "kubeletCgroups %s", path);
-  *moved = !in_cgroup(cg.v2, path);
-  if (nl_cgroups__join(&cg, path, (int)getpid(), err) < 0)
+  if (nl_cgroups__detect(&cg, err) < 0 || nl_cgroups__join(&cg, path, (int)getpid(), err) < 0)
     return nl_err_wrap(err, "kubeletCgroups %s", path);
   nl_info("in kubeletCgroups %s", path);
   return 0;

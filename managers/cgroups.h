@@ -122,9 +122,8 @@ int nl_cgroups_init(nl_cgroups_t *cg, uv_loop_t *loop, const nl_cgroups_opts_t *
 void nl_cgroups_start(nl_cgroups_t *cg);
 /* kubeletCgroups: creates path (no limits) in every hierarchy under fs_root
  * (NULL: /sys/fs/cgroup; a hybrid host's unified one too) and moves the
- * calling process into it; *moved: it was elsewhere (its memory hierarchy's
- * path, as /proc/self/cgroup says). Blocking. */
-int nl_cgroups_join_self(const char *fs_root, const char *path, bool *moved, nl_err_t **err);
+ * calling process into it. Blocking. */
+int nl_cgroups_join_self(const char *fs_root, const char *path, nl_err_t **err);
 /* Asks for a QoS update soon (a pod was admitted). */
 void nl_cgroups_update_qos(nl_cgroups_t *cg);
 /* Closes the timer, waits for a job in flight, then calls done_cb. */

@@ -3,8 +3,9 @@
 # a Guaranteed, a Burstable and a BestEffort pod land in kubepods, burstable and
 # besteffort with their limits, read from the cgroup files; node allocatable is
 # enforced on kubepods; a pod over its memory limit is OOMKilled and says so;
-# the hierarchy survives an agent restart with no container restarted; a
-# removed pod's cgroup goes.
+# the hierarchy survives an agent restart with no container restarted; the
+# restarted agent, given kubeletCgroups, moves into it with all its memory
+# (one exec, no loop); a removed pod's cgroup goes.
 PODS_NS=nanolet-e2e-cgroups
 . "$(dirname "$0")/pods_lib.sh"
 IMG=localhost/busybox:1.36
@@ -96,7 +97,11 @@ expect "... and has failed" 5 hog .status.phase Failed
 # ---- restart: nothing restarts, the hierarchy is still there ----
 before=$(cri ps -o json | jq -r --arg ns "$PODS_NS" '[.containers[] | select(.labels["io.kubernetes.pod.namespace"] == $ns) | .id] | sort | join(",")')
 stop_agent TERM
-start_agent --kube-reserved memory=$RESERVED --pod-max-pids 256 || fail "agent restart" ""
+# the restarted agent also moves itself into kubeletCgroups
+KC_CG=/nanolet-e2e-kubelet
+kc_remove() { pods_cleanup; for h in "$CG"/*/; do rmdir "$h${KC_CG#/}" 2>/dev/null; done; true; }
+e2e_on_exit kc_remove
+start_agent --kube-reserved memory=$RESERVED --pod-max-pids 256 --kubelet-cgroups $KC_CG || fail "agent restart" ""
 sleep 4 # a relist, a few syncs and a housekeeping pass
 after=$(cri ps -o json | jq -r --arg ns "$PODS_NS" '[.containers[] | select(.labels["io.kubernetes.pod.namespace"] == $ns) | .id] | sort | join(",")')
 [ -n "$before" ] && [ "$before" = "$after" ] && ok "no container restarted across an agent restart" \
@@ -106,6 +111,18 @@ for p in "$G" "$B" "$E"; do
   [ -d "$CG/cpu$p" ] && [ -d "$CG/memory$p" ] && ok "pod cgroup $p kept" || fail "pod cgroup $p" "gone"
 done
 check_cg "limits kept after restart" memory "$G" memory.limit_in_bytes $((64 * 1024 * 1024))
+for c in memory cpu pids; do
+  grep -Eq "^[0-9]+:([a-z_]+,)*$c(,[a-z_]+)*:$KC_CG\$" /proc/$AGENT_PID/cgroup \
+    && ok "kubeletCgroups: the agent is in $c:$KC_CG" || fail "kubeletCgroups $c" "$(cat /proc/$AGENT_PID/cgroup)"
+done
+# it started over by exec after the move: its whole memory is charged there
+# (the anonymous memory it touched before the move would otherwise stay behind)
+kc_rss=$(awk '$1 == "total_rss" {print $2}' "$CG/memory$KC_CG/memory.stat" 2>/dev/null)
+anon=$(($(awk '/^RssAnon:/ {print $2}' /proc/$AGENT_PID/status) * 1024))
+[ "${kc_rss:-0}" -ge $((anon * 9 / 10)) ] && ok "kubeletCgroups holds the agent's memory (rss $kc_rss of its $anon anonymous bytes)" \
+  || fail "kubeletCgroups memory" "cgroup rss $kc_rss, the agent's RssAnon $anon"
+[ "$(grep -c "in kubeletCgroups $KC_CG" "$E2E_TMP/agent.log")" = 2 ] && ok "kubeletCgroups: one exec, no loop" \
+  || fail "kubeletCgroups starts" "$(grep -c "in kubeletCgroups" "$E2E_TMP/agent.log") starts logged"
 
 # ---- a removed pod's cgroup goes ----
 unput besteffort
