@@ -43,6 +43,9 @@ STATIC_PODS = 5
 T0 = time.monotonic()
 # The one pod whose container is meant to restart (CrashLoopBackOff).
 CRASHER = "crasher"
+# The agent's event client: upstream's defaults (eventRecordQPS, eventBurst),
+# which the soak's configuration leaves as they are.
+EVENT_QPS, EVENT_BURST = 50, 100
 
 
 def now():
@@ -569,6 +572,10 @@ class Checker(threading.Thread):
         self.restarts = []  # (t, what, fault in progress or last)
         self.samples = 0
         self.started_at = now()
+        self.event_counts = {}  # event uid -> count seen (one write per create or count bump)
+        self.event_writes = 0
+        self.event_last = None  # (t, agent starts) of the last events sample
+        self.event_peak = (0, 0.0)  # most writes between two samples, over how many seconds
 
     def run(self):
         next_usage = 0
@@ -580,6 +587,7 @@ class Checker(threading.Thread):
                 if u:
                     self.usage.append((t, u[0], u[1], t - self.agent.last_start))
                 next_usage = t + 10
+                self.events()
             rt = runtime_view()
             if rt is None:
                 continue
@@ -625,6 +633,33 @@ class Checker(threading.Thread):
             if t - since > allowed + 3:  # (+3: the sampling period)
                 violation(f"static pod {name} missing for {t - since:.0f} s (the agent was down {allowed - 5:.0f} s of it)")
                 self.static_missing[name] = t
+
+    def events(self):
+        """The agent's Event writes since the last sample (the API's events of
+        source.host NODE, each create or count bump one write) against its
+        token bucket: at most EVENT_BURST plus EVENT_QPS a second, and a fresh
+        burst for each agent start between the two samples."""
+        evs = kget("events", "-A")
+        if evs is None:  # the API is away: the next sample counts these writes
+            return
+        t, starts = now(), self.agent.starts
+        n = 0
+        for e in evs.get("items", []):
+            if (e.get("source") or {}).get("host") != NODE:
+                continue
+            uid, c = e["metadata"]["uid"], e.get("count") or 1
+            n += max(0, c - self.event_counts.get(uid, 0))
+            self.event_counts[uid] = max(c, self.event_counts.get(uid, 0))
+        self.event_writes += n
+        if self.event_last:
+            dt = t - self.event_last[0]
+            bursts = 1 + starts - self.event_last[1]
+            if n > self.event_peak[0]:
+                self.event_peak = (n, dt)
+            if n > EVENT_BURST * bursts + EVENT_QPS * dt:
+                violation(f"{n} event writes in {dt:.0f} s, over the rate limit "
+                          f"({EVENT_QPS}/s, burst {EVENT_BURST})")
+        self.event_last = (t, starts)
 
     def restart(self, what):
         f = self.faults.current or self.faults.last
@@ -1078,6 +1113,10 @@ def finish(agent, checker, churn, conv):
         print(f"faults-soak: {len(checker.restarts)} restarts not asked for; the agent started "
               f"{agent.starts} times; {churn.actions} churn actions; {checker.samples} runtime samples")
         results["restarts"] = checker.restarts
+        n, dt = checker.event_peak
+        print(f"faults-soak: {checker.event_writes} event writes; at most {n} between two samples "
+              f"({dt:.0f} s apart; the limit {EVENT_QPS}/s, burst {EVENT_BURST})")
+        results.update(event_writes=checker.event_writes, event_peak=[n, dt])
     agent.kill(signal.SIGTERM)
     # a sanitizer build's reports (ASan aborts, UBSan may go on), leaks at the exit included
     with open(agent.log_path, errors="replace") as f:
