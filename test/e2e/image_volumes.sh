@@ -118,7 +118,11 @@ if wait_for 60 state_is notag c ErrImagePull || state_is notag c ImagePullBackOf
 else fail "missing tag" "state $(state notag c): $(message notag c)"; fi
 [[ $(message notag c) == *"not found"* ]] && ok "its message says not found" ||
   fail "missing tag message" "$(message notag c)"
-kubectl get events -n "$PODS_NS" --field-selector involvedObject.name=nocreds,reason=Failed \
-  --no-headers 2>/dev/null | grep -q "Error: ErrImagePull" &&
+# (the event is written after the status: wait for it)
+nocreds_event() {
+  [[ $(kubectl get events -n "$PODS_NS" --field-selector involvedObject.name=nocreds,reason=Failed \
+    --no-headers 2>/dev/null) == *"Error: ErrImagePull"* ]]
+}
+wait_for 30 nocreds_event &&
   ok "a Failed event 'Error: ErrImagePull' on the container" ||
   fail "event" "$(kubectl get events -n "$PODS_NS" --no-headers 2>&1 | tail -5)"
