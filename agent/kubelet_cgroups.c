@@ -54,9 +54,9 @@ static int64_t burstable_cpu(void *ctx) {
   const nl_pod_t **pods = nl_pod_manager_list(&k->pods, &n);
   int64_t sum = 0;
   for (size_t i = 0; i < n; i++)
-    if (!strcmp(nl_runtime_qos_class(pods[i]), "Burstable") && !nl__kubelet_pod_finished(k, pods[i])) {
+    if (!strcmp(nl_pod_qos_class(pods[i]), "Burstable") && !nl__kubelet_pod_finished(k, pods[i])) {
       nl_pod_t *alloc; /* the requests allocated (a resize may be pending) */
-      sum += nl_admit_pod_request(nl__kubelet_resize_pod(k, pods[i], &alloc), "cpu");
+      sum += nl_pod_request(nl__kubelet_resize_pod(k, pods[i], &alloc), "cpu");
       nl_pod_free(alloc);
     }
   free(pods);

@@ -110,59 +110,13 @@ static bool predicate_failed(nl_admit_result_t *out, const char *name, const cha
 
 /* ---- resources ---- */
 
-/* One container's amount of resource in its requests or limits; *all is
- * cleared when it has none. */
-static int64_t amount_of(const nl_container_t *c, const char *resource, bool milli, bool limits,
-                         bool *all) {
-  const nl_quantity_t *q =
-      nl_resource_list_get(limits ? &c->resources.limits : &c->resources.requests, resource);
-  int64_t v = !q ? 0 : milli ? nl_quantity_milli_value(q) : nl_quantity_value(q);
-  if (v == 0) *all = false;
-  return v;
-}
-
-static int64_t pod_amount(const nl_pod_t *pod, const char *resource, bool limits, bool *all) {
-  bool milli = strcmp(resource, "cpu") == 0;
-  const nl_pod_spec_t *s = &pod->spec;
-  int64_t sum = 0, sidecars = 0, init_max = 0;
-  *all = true;
-  for (size_t i = 0; i < s->n_containers; i++)
-    sum += amount_of(&s->containers[i], resource, milli, limits, all);
-  for (size_t i = 0; i < s->n_init_containers; i++) {
-    const nl_container_t *c = &s->init_containers[i];
-    bool sidecar = c->restart_policy && strcmp(c->restart_policy, "Always") == 0;
-    bool ignored;
-    /* upstream's "limits declared" looks at what runs beside the pod's life */
-    int64_t r = amount_of(c, resource, milli, limits, sidecar ? all : &ignored);
-    if (sidecar) {
-      sidecars += r; /* a sidecar runs on beside what follows it */
-      if (sidecars > init_max) init_max = sidecars;
-    } else if (sidecars + r > init_max) {
-      init_max = sidecars + r;
-    }
-  }
-  int64_t total = sum + sidecars > init_max ? sum + sidecars : init_max;
-  const nl_quantity_t *o = nl_resource_list_get(&s->overhead, resource);
-  if (o) total += milli ? nl_quantity_milli_value(o) : nl_quantity_value(o);
-  return total;
-}
-
-int64_t nl_admit_pod_request(const nl_pod_t *pod, const char *resource) {
-  bool all;
-  return pod_amount(pod, resource, false, &all);
-}
-
-int64_t nl_admit_pod_limit(const nl_pod_t *pod, const char *resource, bool *all) {
-  return pod_amount(pod, resource, true, all);
-}
-
 static bool fits_one(const char *resource, int64_t capacity, const nl_pod_t *pod,
                      const nl_admit_pods_t *others, nl_admit_result_t *out) {
   if (capacity < 0) return true;
-  int64_t req = nl_admit_pod_request(pod, resource);
+  int64_t req = nl_pod_request(pod, resource);
   if (req <= 0) return true;
   int64_t used = 0;
-  for (size_t i = 0; i < others->n; i++) used += nl_admit_pod_request(others->items[i], resource);
+  for (size_t i = 0; i < others->n; i++) used += nl_pod_request(others->items[i], resource);
   if (req <= capacity - used) return true;
   static const char *const reasons[][2] = {
       {"cpu", "OutOfcpu"}, {"memory", "OutOfmemory"}, {"ephemeral-storage", "OutOfephemeral-storage"}};

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "agent/model/pod.h"
+#include "agent/model/podres.h"
 
 /* What admission needs of the Node. Owned strings; free with nl_admit_node_free. */
 typedef struct nl_admit_taint {
@@ -68,13 +69,6 @@ void nl_admit_result_free(nl_admit_result_t *r);
 
 /* ---- the predicates (true: passes) ---- */
 
-/* The pod's requests as the scheduler sums them (resource helpers
- * PodRequests): max(containers + sidecars, each init container + the sidecars
- * before it) + overhead; cpu in millicores, others in units. */
-int64_t nl_admit_pod_request(const nl_pod_t *pod, const char *resource);
-/* The same sum over the limits (PodLimits); *all says whether every container
- * and sidecar declares a non-zero limit of resource. */
-int64_t nl_admit_pod_limit(const nl_pod_t *pod, const char *resource, bool *all);
 /* noderesources Fits: pods, cpu, memory, ephemeral-storage, the first that does
  * not fit. */
 bool nl_admit_fits(const nl_admit_node_t *node, const nl_pod_t *pod, const nl_admit_pods_t *others,

@@ -241,12 +241,12 @@ void nl_cgroups_stop(nl_cgroups_t *cg, nl_cgroups_done_cb done_cb) {
 
 char *nl_cgroups_pod_parent(const nl_cgroups_t *cg, const nl_pod_t *pod) {
   if (!cg->per_qos) return strcmp(cg->root, "/") ? fs_path(cg, cg->root) : nl_xstrdup("");
-  return pod_path(cg, nl_runtime_qos_class(pod), pod->metadata.uid);
+  return pod_path(cg, nl_pod_qos_class(pod), pod->metadata.uid);
 }
 
 int nl_cgroups_pod_ensure(const nl_cgroups_t *cg, const nl_pod_t *pod, nl_err_t **err) {
   if (!cg->per_qos) return 0;
-  char *path = pod_path(cg, nl_runtime_qos_class(pod), pod->metadata.uid);
+  char *path = pod_path(cg, nl_pod_qos_class(pod), pod->metadata.uid);
   nl_cgroup_res_t r = nl_cgroups_pod_res(pod, cg->cfs_quota, cg->pod_pids_limit);
   int rc = nl_cgroups__exists(cg, path) ? nl_cgroups__set(cg, path, &r, err)
                                         : nl_cgroups__create(cg, path, &r, err);
@@ -257,7 +257,7 @@ int nl_cgroups_pod_ensure(const nl_cgroups_t *cg, const nl_pod_t *pod, nl_err_t 
 int nl_cgroups_pod_read(const nl_cgroups_t *cg, const nl_pod_t *pod, nl_cgroup_res_t *out,
                         nl_err_t **err) {
   assert(cg->per_qos);
-  char *path = pod_path(cg, nl_runtime_qos_class(pod), pod->metadata.uid);
+  char *path = pod_path(cg, nl_pod_qos_class(pod), pod->metadata.uid);
   int rc = nl_cgroups__get(cg, path, out, err);
   free(path);
   return rc;
@@ -265,7 +265,7 @@ int nl_cgroups_pod_read(const nl_cgroups_t *cg, const nl_pod_t *pod, nl_cgroup_r
 
 int64_t nl_cgroups_pod_memory_usage(const nl_cgroups_t *cg, const nl_pod_t *pod) {
   assert(cg->per_qos);
-  char *path = pod_path(cg, nl_runtime_qos_class(pod), pod->metadata.uid);
+  char *path = pod_path(cg, nl_pod_qos_class(pod), pod->metadata.uid);
   int64_t u = nl_cgroups__memory_usage(cg, path);
   free(path);
   return u;
@@ -274,7 +274,7 @@ int64_t nl_cgroups_pod_memory_usage(const nl_cgroups_t *cg, const nl_pod_t *pod)
 int nl_cgroups_pod_write(const nl_cgroups_t *cg, const nl_pod_t *pod, const nl_cgroup_res_t *r,
                          nl_err_t **err) {
   assert(cg->per_qos);
-  char *path = pod_path(cg, nl_runtime_qos_class(pod), pod->metadata.uid);
+  char *path = pod_path(cg, nl_pod_qos_class(pod), pod->metadata.uid);
   int rc = nl_cgroups__set(cg, path, r, err);
   free(path);
   return rc;
@@ -282,7 +282,7 @@ int nl_cgroups_pod_write(const nl_cgroups_t *cg, const nl_pod_t *pod, const nl_c
 
 int nl_cgroups_pod_ensure_exists(const nl_cgroups_t *cg, const nl_pod_t *pod, nl_err_t **err) {
   if (!cg->per_qos) return 0;
-  char *path = pod_path(cg, nl_runtime_qos_class(pod), pod->metadata.uid);
+  char *path = pod_path(cg, nl_pod_qos_class(pod), pod->metadata.uid);
   nl_cgroup_res_t r = nl_cgroups_pod_res(pod, cg->cfs_quota, cg->pod_pids_limit);
   int rc = 0;
   if (nl_cgroups__exists(cg, path)) {

@@ -31,12 +31,12 @@ int64_t nl_cgroups_shares_to_weight(int64_t shares) {
 
 nl_cgroup_res_t nl_cgroups_pod_res(const nl_pod_t *pod, bool cfs_quota, int64_t pids_limit) {
   bool cpu_all, mem_all;
-  int64_t cpu_lim = nl_admit_pod_limit(pod, "cpu", &cpu_all);
-  int64_t mem_lim = nl_admit_pod_limit(pod, "memory", &mem_all);
-  int64_t shares = nl_cgroups_milli_to_shares(nl_admit_pod_request(pod, "cpu"));
+  int64_t cpu_lim = nl_pod_limit(pod, "cpu", &cpu_all);
+  int64_t mem_lim = nl_pod_limit(pod, "memory", &mem_all);
+  int64_t shares = nl_cgroups_milli_to_shares(nl_pod_request(pod, "cpu"));
   int64_t quota = cfs_quota ? nl_cgroups_milli_to_quota(cpu_lim, NL_CGROUPS_QUOTA_PERIOD) : -1;
   nl_cgroup_res_t r = {0};
-  const char *qos = nl_runtime_qos_class(pod);
+  const char *qos = nl_pod_qos_class(pod);
   if (strcmp(qos, "Guaranteed") == 0) {
     r = (nl_cgroup_res_t){shares, quota, NL_CGROUPS_QUOTA_PERIOD, mem_lim, 0};
   } else if (strcmp(qos, "Burstable") == 0) {

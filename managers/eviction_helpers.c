@@ -181,8 +181,8 @@ typedef struct rank_ctx {
 static int32_t priority(const nl_pod_t *p) { return p->spec.priority.set ? p->spec.priority.v : 0; }
 
 static int64_t request(const nl_pod_t *p, nl_ev_signal_t s) {
-  if (s == NL_EV_MEMORY) return nl_admit_pod_request(p, "memory");
-  if (is_disk(s) && !is_inodes(s)) return nl_admit_pod_request(p, "ephemeral-storage");
+  if (s == NL_EV_MEMORY) return nl_pod_request(p, "memory");
+  if (is_disk(s) && !is_inodes(s)) return nl_pod_request(p, "ephemeral-storage");
   return 0;
 }
 

@@ -82,7 +82,7 @@ static const char *pod_exceeded(const nl_pod_t *pod, const nl_ev_pod_stats_t *s,
   if (!first) return NULL;
   bool all;
   /* the sum keeps the first one's format, as upstream's Quantity.Add */
-  nl_quantity_t limit = {nl_admit_pod_limit(pod, EPHEMERAL, &all), 0, first->format};
+  nl_quantity_t limit = {nl_pod_limit(pod, EPHEMERAL, &all), 0, first->format};
   if (nl_ev_pod_ephemeral_usage(s) <= limit.value) return NULL;
   char q[NL_QUANTITY_STRLEN];
   *message = nl_xasprintf("Pod ephemeral local storage usage exceeds the total limit of containers %s. ",

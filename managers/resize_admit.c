@@ -12,7 +12,7 @@
 /* "cpu, requested: 3000, capacity: 2000" for each resource over allocatable
  * (upstream's wording before the apiserver took this check over). */
 static char *over_allocatable(const nl_admit_node_t *node, const nl_pod_t *pod) {
-  int64_t cpu = nl_admit_pod_request(pod, "cpu"), mem = nl_admit_pod_request(pod, "memory");
+  int64_t cpu = nl_pod_request(pod, "cpu"), mem = nl_pod_request(pod, "memory");
   char cpu_msg[96] = "", mem_msg[96] = "";
   if (node->cpu_milli >= 0 && cpu > node->cpu_milli)
     snprintf(cpu_msg, sizeof cpu_msg, "cpu, requested: %lld, capacity: %lld", (long long)cpu,

@@ -22,6 +22,7 @@
 #include <uv.h>
 
 #include "agent/model/pod.h"
+#include "agent/model/podres.h"
 #include "cri/conn.h"
 #include "cri/deviceplugin.pb-c.h"
 #include "managers/cgroups.h"
@@ -494,8 +495,6 @@ int nl_runtime_resource_value(const nl_runtime_opts_t *opts, const nl_pod_t *pod
  * a new string. */
 char *nl_runtime_expand(const char *in, const nl_env_t *env, size_t n);
 
-/* The pod's QoS class ("Guaranteed", "Burstable", "BestEffort"), v1qos.GetPodQOS. */
-const char *nl_runtime_qos_class(const nl_pod_t *pod);
 /* qos.GetContainerOOMScoreAdjust. */
 int64_t nl_runtime_oom_score_adj(const nl_pod_t *pod, const nl_container_t *c,
                                  int64_t memory_capacity);

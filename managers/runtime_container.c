@@ -14,56 +14,6 @@
 
 static const char *s0(const char *s) { return s ? s : ""; }
 
-/* ---- QoS ---- */
-
-static bool qos_resource(const char *n) {
-  return strcmp(n, "cpu") == 0 || strcmp(n, "memory") == 0;
-}
-
-typedef struct { nl_quantity_t cpu, mem; bool has_cpu, has_mem; } sums_t;
-
-static void add(sums_t *s, const char *name, const nl_quantity_t *q) {
-  /* Sums in milli units; quantities here are far from overflow. */
-  bool cpu = strcmp(name, "cpu") == 0;
-  nl_quantity_t *t = cpu ? &s->cpu : &s->mem;
-  bool *has = cpu ? &s->has_cpu : &s->has_mem;
-  int64_t v = nl_quantity_milli_value(q);
-  if (!*has) *t = (nl_quantity_t){0, -3, NL_QUANTITY_DECIMAL_SI};
-  t->value += v;
-  *has = true;
-}
-
-static void qos_scan(const nl_container_t *cs, size_t n, sums_t *req, sums_t *lim, bool *guar) {
-  for (size_t i = 0; i < n; i++) {
-    const nl_resource_requirements_t *r = &cs[i].resources;
-    for (size_t j = 0; j < r->requests.n; j++)
-      if (qos_resource(r->requests.items[j].name) && !nl_quantity_is_zero(&r->requests.items[j].q))
-        add(req, r->requests.items[j].name, &r->requests.items[j].q);
-    bool lc = false, lm = false;
-    for (size_t j = 0; j < r->limits.n; j++)
-      if (qos_resource(r->limits.items[j].name) && !nl_quantity_is_zero(&r->limits.items[j].q)) {
-        add(lim, r->limits.items[j].name, &r->limits.items[j].q);
-        if (strcmp(r->limits.items[j].name, "cpu") == 0) lc = true;
-        else lm = true;
-      }
-    if (!lc || !lm) *guar = false;
-  }
-}
-
-const char *nl_runtime_qos_class(const nl_pod_t *pod) {
-  sums_t req = {0}, lim = {0};
-  bool guar = true;
-  qos_scan(pod->spec.init_containers, pod->spec.n_init_containers, &req, &lim, &guar);
-  qos_scan(pod->spec.containers, pod->spec.n_containers, &req, &lim, &guar);
-  if (!req.has_cpu && !req.has_mem && !lim.has_cpu && !lim.has_mem) return "BestEffort";
-  if (guar) {
-    if (req.has_cpu && (!lim.has_cpu || nl_quantity_cmp(&req.cpu, &lim.cpu) != 0)) guar = false;
-    if (req.has_mem && (!lim.has_mem || nl_quantity_cmp(&req.mem, &lim.mem) != 0)) guar = false;
-  }
-  int nreq = req.has_cpu + req.has_mem, nlim = lim.has_cpu + lim.has_mem;
-  return guar && nreq == nlim ? "Guaranteed" : "Burstable";
-}
-
 static bool node_critical(const nl_pod_t *pod) {
   const char *src = nl__kv_get(&pod->metadata.annotations, NL_ANNOTATION_CONFIG_SOURCE);
   bool critical = (src && strcmp(src, "api") != 0) ||
@@ -76,11 +26,19 @@ static bool node_critical(const nl_pod_t *pod) {
 int64_t nl_runtime_oom_score_adj(const nl_pod_t *pod, const nl_container_t *c,
                                  int64_t memory_capacity) {
   if (node_critical(pod)) return GUARANTEED_OOM_SCORE_ADJ;
-  const char *q = nl_runtime_qos_class(pod);
+  const char *q = nl_pod_qos_class(pod);
   if (strcmp(q, "Guaranteed") == 0) return GUARANTEED_OOM_SCORE_ADJ;
   if (strcmp(q, "BestEffort") == 0) return BESTEFFORT_OOM_SCORE_ADJ;
   const nl_quantity_t *mr = nl_resource_list_get(&c->resources.requests, "memory");
   int64_t req = mr ? nl_quantity_value(mr) : 0;
+  const nl_quantity_t *pm = nl_pod_level_request(pod, "memory");
+  if (nl_pod_level_requests_set(pod) && pm && !nl_quantity_is_zero(pm)) {
+    /* the pod's memory request beyond its containers' is shared out evenly */
+    bool all;
+    size_t n = pod->spec.n_containers + pod->spec.n_init_containers;
+    int64_t rest = nl_quantity_value(pm) - nl_pod_containers_amount(pod, "memory", false, &all);
+    req += n ? rest / (int64_t)n : 0;
+  }
   if (memory_capacity <= 0) memory_capacity = 1;
   int64_t adj = 1000 - (1000 * req) / memory_capacity;
   if (adj < 1000 + GUARANTEED_OOM_SCORE_ADJ) return 1000 + GUARANTEED_OOM_SCORE_ADJ;
@@ -90,14 +48,24 @@ int64_t nl_runtime_oom_score_adj(const nl_pod_t *pod, const nl_container_t *c,
 
 /* ---- resources ---- */
 
+/* upstream getCPULimit/getMemoryLimit: a container without a limit of its own
+ * is bounded by the pod-level one. */
+static const nl_quantity_t *limit_of(const nl_pod_t *pod, const nl_container_t *c,
+                                     const char *resource) {
+  const nl_quantity_t *q = nl_resource_list_get(&c->resources.limits, resource);
+  if ((!q || nl_quantity_is_zero(q)) && nl_pod_level_set(pod))
+    return nl_pod_level_limit(pod, resource);
+  return q;
+}
+
 Runtime__V1__LinuxContainerResources *nl__container_resources(const nl_runtime_opts_t *opts,
                                                                const nl_pod_t *pod,
                                                                const nl_container_t *c) {
   Runtime__V1__LinuxContainerResources *r =
       NL__NEW(Runtime__V1__LinuxContainerResources, RUNTIME__V1__LINUX_CONTAINER_RESOURCES__INIT);
   const nl_quantity_t *creq = nl_resource_list_get(&c->resources.requests, "cpu");
-  const nl_quantity_t *clim = nl_resource_list_get(&c->resources.limits, "cpu");
-  const nl_quantity_t *mlim = nl_resource_list_get(&c->resources.limits, "memory");
+  const nl_quantity_t *clim = limit_of(pod, c, "cpu");
+  const nl_quantity_t *mlim = limit_of(pod, c, "memory");
   int64_t lim_milli = clim ? nl_quantity_milli_value(clim) : 0;
   /* A missing request defaults to the limit, as the API server would. */
   r->cpu_shares = nl_cgroups_milli_to_shares(creq ? nl_quantity_milli_value(creq) : lim_milli);

@@ -196,7 +196,13 @@ int nl_runtime_resource_value(const nl_runtime_opts_t *opts, const nl_pod_t *pod
   if (q && !nl_quantity_is_zero(q))
     v = is_cpu ? nl_quantity_milli_value(q) : nl_quantity_value(q);
   else if (limits && strncmp(name, "hugepages-", 10) != 0) {
+    /* upstream defaultPodLimitsForDownwardAPI (1.34+): the pod-level limit
+     * stands in for the container's before the node's allocatable does */
     int64_t d = node_default(opts, name);
+    const nl_quantity_t *pl =
+        strcmp(name, "ephemeral-storage") != 0 ? nl_pod_level_limit(pod, name) : NULL;
+    if (pl && !nl_quantity_is_zero(pl) && d >= 0)
+      d = is_cpu ? nl_quantity_milli_value(pl) : nl_quantity_value(pl);
     v = d > 0 ? d : 0;
   }
   int64_t dv = is_cpu ? nl_quantity_milli_value(div) : nl_quantity_value(div);

@@ -254,6 +254,23 @@ static Runtime__V1__Int64Value *i64(int64_t v) {
   return x;
 }
 
+/* upstream calculateSandboxResources and convertOverheadToLinuxResources:
+ * what the pod as a whole asks for (its pod-level resources where set), and
+ * its overhead as requests equal to limits; for the runtime's information. */
+static Runtime__V1__LinuxContainerResources *sandbox_resources(const nl_runtime_opts_t *opts,
+                                                               int64_t cpu_req, int64_t cpu_lim,
+                                                               int64_t mem_lim) {
+  Runtime__V1__LinuxContainerResources *r =
+      NL__NEW(Runtime__V1__LinuxContainerResources, RUNTIME__V1__LINUX_CONTAINER_RESOURCES__INIT);
+  r->cpu_shares = nl_cgroups_milli_to_shares(cpu_req > 0 ? cpu_req : cpu_lim);
+  if (mem_lim != 0) r->memory_limit_in_bytes = mem_lim;
+  if (opts->cpu_cfs_quota) {
+    r->cpu_period = NL_CGROUPS_QUOTA_PERIOD;
+    r->cpu_quota = nl_cgroups_milli_to_quota(cpu_lim, NL_CGROUPS_QUOTA_PERIOD);
+  }
+  return r;
+}
+
 static Runtime__V1__LinuxPodSandboxConfig *linux_config(const nl_runtime_opts_t *opts,
                                                         const nl_pod_t *pod) {
   Runtime__V1__LinuxPodSandboxConfig *lc =
@@ -263,6 +280,18 @@ static Runtime__V1__LinuxPodSandboxConfig *linux_config(const nl_runtime_opts_t 
   lc->security_context = sc;
   /* "": the runtime's default cgroup parent */
   lc->cgroup_parent = opts->cgroups ? nl_cgroups_pod_parent(opts->cgroups, pod) : nl__pstr(NULL);
+  lc->resources = sandbox_resources(opts, nl_pod_amount(pod, "cpu", false, false, NULL),
+                                    nl_pod_amount(pod, "cpu", true, false, NULL),
+                                    nl_pod_amount(pod, "memory", true, false, NULL));
+  if (pod->spec.overhead.n) {
+    const nl_quantity_t *oc = nl_resource_list_get(&pod->spec.overhead, "cpu");
+    const nl_quantity_t *om = nl_resource_list_get(&pod->spec.overhead, "memory");
+    int64_t cpu = oc ? nl_quantity_milli_value(oc) : 0;
+    lc->overhead = sandbox_resources(opts, cpu, cpu, om ? nl_quantity_value(om) : 0);
+  } else {
+    lc->overhead = NL__NEW(Runtime__V1__LinuxContainerResources,
+                           RUNTIME__V1__LINUX_CONTAINER_RESOURCES__INIT);
+  }
   sc->privileged = privileged(pod->spec.containers, pod->spec.n_containers) ||
                    privileged(pod->spec.init_containers, pod->spec.n_init_containers);
   /* Upstream forces runtime/default on the sandbox (issue #84623). */

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "agent/model/pod.h"
+#include "agent/model/podres.h"
 #include "managers/runtime_types.h"
 #include "reactor/buf.h"
 
@@ -205,8 +206,6 @@ nl_pod_status_t *nl_pod_status_dup(const nl_pod_status_t *s);
 nl_resource_status_t *nl_container_status_resource(nl_container_status_t *c, const char *name);
 void nl_resource_status_add(nl_resource_status_t *r, const char *id, bool healthy);
 
-/* upstream GetPodQOS over cpu and memory of all containers and init containers. */
-const char *nl_pod_qos_class(const nl_pod_t *pod);
 /* getPhase, exported for tests: statuses are init + regular container statuses. */
 nl_pod_phase_t nl_pod_status_phase(const nl_pod_t *pod, const nl_container_status_t *statuses,
                                    size_t n, bool pod_is_terminal, bool pod_has_initialized);

@@ -822,6 +822,7 @@ static void pod_spec(dec_t *d, const nl_tnode_t *n, nl_pod_spec_t *s) {
   F("runtimeClassName") s->runtime_class_name = str(d, v);
   F("enableServiceLinks") get_tri(d, v, &s->enable_service_links);
   F("overhead") resource_list(d, v, &s->overhead);
+  F("resources") OBJ(v, s->resources, resources);
   F("affinity") if (v->kind == NL_T_MAP) affinity(d, v, s);
   F("os") if (v->kind == NL_T_MAP) pod_os(d, v, s);
   END_FIELDS

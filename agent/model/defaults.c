@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "agent/model/internal.h"
+#include "agent/model/podres.h"
 
 #define DEF_STR(a, field, value) \
   do {                           \
@@ -115,6 +116,63 @@ static void volume(nl_arena_t *a, nl_volume_t *v) {
   }
 }
 
+/* Adds name = q to l (arena-allocated), keeping it sorted. */
+static void list_add(nl_arena_t *a, nl_resource_list_t *l, const char *name, nl_quantity_t q) {
+  nl_resource_t *items = nl_arena_alloc(a, (l->n + 1) * sizeof *items);
+  if (l->n) memcpy(items, l->items, l->n * sizeof *items);
+  items[l->n++] = (nl_resource_t){nl_arena_strdup(a, name), q};
+  l->items = items;
+  nl__resource_list_sort(l);
+}
+
+/* The names some container of the pod has in its requests or limits. */
+static void container_names(const nl_pod_spec_t *s, bool limits, const char **names, size_t *n,
+                            size_t cap) {
+  *n = 0;
+  for (size_t k = 0; k < s->n_containers + s->n_init_containers; k++) {
+    const nl_container_t *c = k < s->n_containers ? &s->containers[k]
+                                                  : &s->init_containers[k - s->n_containers];
+    const nl_resource_list_t *l = limits ? &c->resources.limits : &c->resources.requests;
+    for (size_t i = 0; i < l->n; i++) {
+      size_t j = 0;
+      while (j < *n && strcmp(names[j], l->items[i].name) != 0) j++;
+      if (j == *n && *n < cap) names[(*n)++] = l->items[i].name;
+    }
+  }
+}
+
+/* upstream defaultHugePagePodLimits then defaultPodRequests, after the
+ * containers' defaults: pod-level hugepage limits default to the containers'
+ * sum, pod-level requests to the containers' sum (cpu, memory) or else to the
+ * pod-level limit. Only for a pod that has some pod-level resources. */
+static void pod_resources(nl_arena_t *a, nl_pod_t *pod) {
+  nl_resource_requirements_t *r = pod->spec.resources;
+  if (!r || (!r->limits.n && !r->requests.n)) return;
+  const char *names[64];
+  size_t n;
+  bool all;
+  container_names(&pod->spec, true, names, &n, 64);
+  for (size_t i = 0; i < n; i++)
+    if (strncmp(names[i], "hugepages-", 10) == 0 && !nl_resource_list_get(&r->requests, names[i]) &&
+        !nl_resource_list_get(&r->limits, names[i]))
+      list_add(a, &r->limits, names[i],
+               (nl_quantity_t){nl_pod_containers_amount(pod, names[i], true, &all), 0,
+                               NL_QUANTITY_BINARY_SI});
+  if (!r->limits.n) return;
+  container_names(&pod->spec, false, names, &n, 64);
+  for (size_t i = 0; i < n; i++) {
+    bool cpu = strcmp(names[i], "cpu") == 0;
+    if ((cpu || strcmp(names[i], "memory") == 0) && !nl_resource_list_get(&r->requests, names[i]))
+      list_add(a, &r->requests, names[i],
+               (nl_quantity_t){nl_pod_containers_amount(pod, names[i], false, &all),
+                               cpu ? -3 : 0, cpu ? NL_QUANTITY_DECIMAL_SI : NL_QUANTITY_BINARY_SI});
+  }
+  for (size_t i = 0; i < r->limits.n; i++)
+    if (nl_pod_level_resource(r->limits.items[i].name) &&
+        !nl_resource_list_get(&r->requests, r->limits.items[i].name))
+      list_add(a, &r->requests, r->limits.items[i].name, r->limits.items[i].q);
+}
+
 void nl_pod_set_defaults(nl_pod_t *pod) {
   nl_arena_t *a = pod->arena;
   assert(a->refs == 1); /* a shared pod is immutable */
@@ -133,4 +191,5 @@ void nl_pod_set_defaults(nl_pod_t *pod) {
   for (size_t i = 0; i < s->n_ephemeral_containers; i++)
     container(a, &s->ephemeral_containers[i], s->host_network);
   for (size_t i = 0; i < s->n_volumes; i++) volume(a, &s->volumes[i]);
+  pod_resources(a, pod);
 }

@@ -612,6 +612,7 @@ static void spec(jw_t *w, const nl_pod_spec_t *s) {
   s_(w, "runtimeClassName", s->runtime_class_name);
   t_(w, "enableServiceLinks", s->enable_service_links);
   reslist(w, "overhead", &s->overhead);
+  SUB("resources", s->resources, resources);
   t_(w, "setHostnameAsFQDN", s->set_hostname_as_fqdn);
   if (s->os_name) {
     OBJ_BEGIN("os");

@@ -505,6 +505,10 @@ typedef struct nl_pod_spec {
   char *runtime_class_name;
   nl_tristate_t enable_service_links; /* defaulted to true */
   nl_resource_list_t overhead;
+  /* spec.resources (PodLevelResources): the pod's own requests and limits of
+   * cpu, memory and hugepages-*, bounding its containers together; NULL when
+   * absent. agent/model/podres.h reads them. */
+  nl_resource_requirements_t *resources;
   /* Of affinity, what a node checks at admission: the required node affinity
    * (preferred terms and pod (anti-)affinity are the scheduler's and dropped). */
   nl_node_selector_t *required_node_affinity;

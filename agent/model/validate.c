@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "agent/model/internal.h"
+#include "agent/model/podres.h"
 
 typedef struct val {
   nl__errs_t e;
@@ -226,6 +227,74 @@ static void resources(val_t *v, const nl_resource_requirements_t *r) {
             nl_quantity_format(lim, b), nl_quantity_format(&req->q, a));
         nl__path_pop(&v->e, m);
       });
+    }
+  }
+}
+
+/* upstream validatePodResources: spec.resources names only what a pod cgroup
+ * can bound, and neither the containers' sum of requests nor one container's
+ * limit may exceed the pod's. */
+static void pod_resources(val_t *v, const nl_pod_spec_t *s) {
+  const nl_resource_requirements_t *r = s->resources;
+  if (eq(s->os_name, "windows")) {
+    ERR("Forbidden: may not be set for a windows pod");
+    return;
+  }
+  resources(v, r);
+  static const char *const lists[2] = {"limits", "requests"};
+  for (int k = 0; k < 2; k++) {
+    const nl_resource_list_t *l = k ? &r->requests : &r->limits;
+    for (size_t i = 0; i < l->n; i++)
+      if (!nl_pod_level_resource(l->items[i].name))
+        KEY(lists[k], {
+          size_t m = nl__path_map(&v->e, l->items[i].name);
+          ERR("Unsupported value: \"%s\": supported values: \"cpu\", \"hugepages-\", "
+              "\"memory\"", l->items[i].name);
+          nl__path_pop(&v->e, m);
+        });
+  }
+  nl_pod_t probe = {.spec = *s};
+  char a[NL_QUANTITY_STRLEN], b[NL_QUANTITY_STRLEN];
+  for (size_t i = 0; i < r->requests.n; i++) {
+    const nl_resource_t *req = &r->requests.items[i];
+    bool all;
+    int64_t sum = nl_pod_containers_amount(&probe, req->name, false, &all);
+    bool milli = strcmp(req->name, "cpu") == 0;
+    int64_t want = milli ? nl_quantity_milli_value(&req->q) : nl_quantity_value(&req->q);
+    nl_quantity_t agg = {sum, milli ? -3 : 0, req->q.format};
+    if (sum > want)
+      KEY("requests", {
+        size_t m = nl__path_map(&v->e, req->name);
+        ERR("must be greater than or equal to aggregate container requests of %s, got %s",
+            nl_quantity_format(&agg, a), nl_quantity_format(&req->q, b));
+        nl__path_pop(&v->e, m);
+      });
+  }
+  for (size_t i = 0; i < r->limits.n; i++) {
+    const nl_resource_t *lim = &r->limits.items[i];
+    if (strncmp(lim->name, "hugepages-", 10) != 0) continue;
+    bool all;
+    int64_t sum = nl_pod_containers_amount(&probe, lim->name, true, &all);
+    nl_quantity_t agg = {sum, 0, lim->q.format};
+    if (sum > nl_quantity_value(&lim->q))
+      KEY("limits", {
+        size_t m = nl__path_map(&v->e, lim->name);
+        ERR("must be greater than or equal to aggregate container limits of %s, got %s",
+            nl_quantity_format(&agg, a), nl_quantity_format(&lim->q, b));
+        nl__path_pop(&v->e, m);
+      });
+  }
+  for (size_t c = 0; c < s->n_containers; c++) {
+    const nl_resource_list_t *cl = &s->containers[c].resources.limits;
+    for (size_t i = 0; i < cl->n; i++) {
+      const nl_quantity_t *pl = nl_resource_list_get(&r->limits, cl->items[i].name);
+      if (pl && nl_quantity_cmp(&cl->items[i].q, pl) > 0)
+        KEY("containers", IDX(c, {
+          size_t m = nl__path_map(&v->e, cl->items[i].name);
+          KEY("limits", ERR("must be less than or equal to pod limits of %s, got %s",
+                            nl_quantity_format(pl, a), nl_quantity_format(&cl->items[i].q, b)));
+          nl__path_pop(&v->e, m);
+        }));
     }
   }
 }
@@ -794,6 +863,7 @@ static void spec(val_t *v, const nl_pod_spec_t *s) {
         if (empty(p->sysctls[i].key)) KEY("sysctls", IDX(i, KEY("name", ERR("required"))));
     });
   KEY("overhead", resource_list(v, &s->overhead));
+  if (s->resources) KEY("resources", pod_resources(v, s));
 }
 
 int nl_pod_validate(const nl_pod_t *pod, const char *origin, nl_err_t **err) {

@@ -81,9 +81,9 @@ static void requests_sum_as_the_scheduler_does(void **state) {
       "  containers:\n  - {name: a, image: b, resources: {requests: {cpu: 200m, memory: 64Mi}}}\n"
       "  - {name: c, image: b, resources: {limits: {cpu: 300m}}}\n");
   /* max(200m + 300m + 100m sidecar, 100m + 2) + 10m overhead */
-  assert_int_equal(nl_admit_pod_request(p, "cpu"), 2110);
-  assert_int_equal(nl_admit_pod_request(p, "memory"), 64 << 20);
-  assert_int_equal(nl_admit_pod_request(p, "ephemeral-storage"), 0);
+  assert_int_equal(nl_pod_request(p, "cpu"), 2110);
+  assert_int_equal(nl_pod_request(p, "memory"), 64 << 20);
+  assert_int_equal(nl_pod_request(p, "ephemeral-storage"), 0);
   nl_pod_free(p);
 }
 

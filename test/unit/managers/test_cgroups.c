@@ -164,6 +164,19 @@ static void test_pod_res(void **state) {
   r = nl_cgroups_pod_res(e, true, 0);
   assert_int_equal(r.cpu_shares, 2);
   assert_int_equal(r.memory, 0);
+  /* pod-level resources bound the pod cgroup though its containers have none
+   * (upstream ResourceConfigForPod with PodLevelResources) */
+  nl_pod_t *pl = pod_from_yaml(
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: pl, namespace: ns, uid: 77-88}\nspec:\n"
+      "  resources: {requests: {cpu: 100m}, limits: {cpu: 300m, memory: 64Mi}}\n"
+      "  containers:\n  - {name: a, image: b}\n  - {name: c, image: b, resources: {limits: "
+      "{memory: 16Mi}}}\n");
+  r = nl_cgroups_pod_res(pl, true, 0);
+  assert_int_equal(r.cpu_shares, 102);
+  assert_int_equal(r.cpu_quota, 30000);
+  assert_int_equal(r.cpu_period, 100000);
+  assert_int_equal(r.memory, 64 << 20);
+  nl_pod_free(pl);
   nl_pod_free(g);
   nl_pod_free(b);
   nl_pod_free(e);

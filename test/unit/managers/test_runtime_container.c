@@ -386,18 +386,18 @@ static void test_qos(void **state) {
   nl_pod_t *g = pod_from_yaml(
       "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: nsx, uid: u}\nspec:\n"
       "  containers: [{name: c, image: b, resources: {limits: {cpu: '1', memory: 1Gi}}}]\n");
-  assert_string_equal(nl_runtime_qos_class(g), "Guaranteed");
+  assert_string_equal(nl_pod_qos_class(g), "Guaranteed");
   assert_int_equal(nl_runtime_oom_score_adj(g, &g->spec.containers[0], 4LL << 30), -997);
   nl_pod_t *be = pod_from_yaml(
       "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: nsx, uid: u}\nspec:\n"
       "  containers: [{name: c, image: b}]\n");
-  assert_string_equal(nl_runtime_qos_class(be), "BestEffort");
+  assert_string_equal(nl_pod_qos_class(be), "BestEffort");
   assert_int_equal(nl_runtime_oom_score_adj(be, &be->spec.containers[0], 4LL << 30), 1000);
   nl_pod_t *b = pod_from_yaml(
       "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: nsx, uid: u}\nspec:\n"
       "  containers:\n  - {name: c, image: b, resources: {requests: {cpu: 100m}}}\n"
       "  - {name: d, image: b, resources: {requests: {memory: 4Gi}}}\n");
-  assert_string_equal(nl_runtime_qos_class(b), "Burstable");
+  assert_string_equal(nl_pod_qos_class(b), "Burstable");
   assert_int_equal(nl_runtime_oom_score_adj(b, &b->spec.containers[0], 4LL << 30), 999);
   assert_int_equal(nl_runtime_oom_score_adj(b, &b->spec.containers[1], 4LL << 30), 3);
   /* BestEffort container: cpu shares 2, no quota */
@@ -418,6 +418,66 @@ static void test_qos(void **state) {
   nl_pod_free(g);
   nl_pod_free(be);
   nl_pod_free(b);
+}
+
+/* Pod-level resources (upstream getCPULimit/getMemoryLimit and the OOM score's
+ * pod-level share): a container without a limit of its own gets the pod's; the
+ * pod's memory request beyond its containers' is shared out for the score. */
+static void test_pod_level_container_resources(void **state) {
+  (void)state;
+  nl_pod_t *p = pod_from_yaml(
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: nsx, uid: u}\nspec:\n"
+      "  resources: {requests: {cpu: 200m, memory: 1Gi}, limits: {cpu: 400m, memory: 2Gi}}\n"
+      "  containers:\n  - {name: a, image: b}\n"
+      "  - {name: c, image: b, resources: {requests: {cpu: 100m, memory: 512Mi}, limits: {cpu: "
+      "100m, memory: 512Mi}}}\n");
+  assert_string_equal(nl_pod_qos_class(p), "Burstable");
+  nl_runtime_opts_t o = test_opts(); /* 4Gi of memory */
+  nl_container_input_t in = {.container = &p->spec.containers[0]};
+  Runtime__V1__ContainerConfig *c = NULL;
+  assert_int_equal(nl_runtime_build_container_config(&o, p, &in, &c, NULL), 0);
+  Runtime__V1__LinuxContainerResources *r = c->linux->resources;
+  assert_int_equal(r->memory_limit_in_bytes, 2LL << 30);
+  assert_int_equal(r->cpu_quota, 40000);
+  assert_int_equal(r->cpu_shares, 409); /* no request: from the limit, as upstream */
+  /* (1Gi - 512Mi) / 2 = 256Mi each: 1000 - 1000*256Mi/4Gi = 938 */
+  assert_int_equal(r->oom_score_adj, 938);
+  protobuf_c_message_free_unpacked(&c->base, NULL);
+  in.container = &p->spec.containers[1];
+  assert_int_equal(nl_runtime_build_container_config(&o, p, &in, &c, NULL), 0);
+  r = c->linux->resources;
+  assert_int_equal(r->memory_limit_in_bytes, 512LL << 20); /* its own wins */
+  assert_int_equal(r->cpu_quota, 10000);
+  /* 1000 - 1000*(512Mi+256Mi)/4Gi = 813 */
+  assert_int_equal(r->oom_score_adj, 813);
+  protobuf_c_message_free_unpacked(&c->base, NULL);
+  nl_pod_free(p);
+}
+
+/* The downward API's limits.cpu/memory fall back to the pod-level limit before
+ * the node's allocatable (defaultPodLimitsForDownwardAPI, 1.34+). */
+static void test_pod_level_downward(void **state) {
+  (void)state;
+  nl_runtime_opts_t o = test_opts();
+  o.allocatable = node_allocatable;
+  env_of(&o,
+         "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: nsx, uid: u}\nspec:\n"
+         "  resources: {limits: {cpu: 1250m, memory: 64Mi}}\n"
+         "  containers:\n  - name: c\n    image: b\n    env:\n"
+         "    - {name: CPU_LIMIT, valueFrom: {resourceFieldRef: {resource: limits.cpu, divisor: 1m}}}\n"
+         "    - {name: MEM_LIMIT, valueFrom: {resourceFieldRef: {resource: limits.memory}}}\n"
+         "    - {name: EPH_LIMIT, valueFrom: {resourceFieldRef: {resource: limits.ephemeral-storage, divisor: 1Gi}}}\n",
+         (const char *const[]){"CPU_LIMIT", "1250", "MEM_LIMIT", "67108864", "EPH_LIMIT", "10",
+                               NULL});
+  /* only memory at pod level: cpu still the node's */
+  env_of(&o,
+         "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: nsx, uid: u}\nspec:\n"
+         "  resources: {limits: {memory: 64Mi}}\n"
+         "  containers:\n  - name: c\n    image: b\n"
+         "    resources: {limits: {memory: 32Mi}}\n    env:\n"
+         "    - {name: CPU_LIMIT, valueFrom: {resourceFieldRef: {resource: limits.cpu, divisor: 1m}}}\n"
+         "    - {name: MEM_LIMIT, valueFrom: {resourceFieldRef: {resource: limits.memory}}}\n",
+         (const char *const[]){"CPU_LIMIT", "1500", "MEM_LIMIT", "33554432", NULL});
 }
 
 static void test_backoff_key(void **state) {
@@ -684,6 +744,8 @@ int main(void) {
       cmocka_unit_test(test_verify_non_root), cmocka_unit_test(test_resource_defaults),
       cmocka_unit_test(test_config_errors), cmocka_unit_test(test_qos),
       cmocka_unit_test(test_container_devices),
+      cmocka_unit_test(test_pod_level_container_resources),
+      cmocka_unit_test(test_pod_level_downward),
       cmocka_unit_test(test_backoff_key),   cmocka_unit_test(test_etc_hosts_content),
       cmocka_unit_test(test_etc_hosts_mount), cmocka_unit_test(test_restore_pod),
       cmocka_unit_test(test_image_volume_mounts), cmocka_unit_test(test_image_volume_runtimes),

@@ -67,6 +67,32 @@ static void test_sandbox_config(void **state) {
   nl_pod_free(pod);
 }
 
+/* The sandbox config carries the pod's resources as a whole (upstream
+ * calculateSandboxResources: pod-level where set, no overhead) and its overhead. */
+static void test_sandbox_resources(void **state) {
+  (void)state;
+  nl_pod_t *pod = pod_from_yaml(
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ns, uid: u}\nspec:\n"
+      "  overhead: {cpu: 10m, memory: 8Mi}\n"
+      "  resources: {requests: {cpu: 250m}, limits: {cpu: 500m, memory: 64Mi}}\n"
+      "  containers: [{name: c, image: b}]\n");
+  nl_runtime_opts_t o = test_opts();
+  nl_host_dns_t host = {0};
+  Runtime__V1__PodSandboxConfig *c = NULL;
+  assert_int_equal(nl_runtime_build_sandbox_config(&o, pod, 0, &host, &c, NULL), 0);
+  Runtime__V1__LinuxContainerResources *r = c->linux->resources;
+  assert_non_null(r);
+  assert_int_equal(r->cpu_shares, 256);
+  assert_int_equal(r->cpu_quota, 50000);
+  assert_int_equal(r->cpu_period, 100000);
+  assert_int_equal(r->memory_limit_in_bytes, 64 << 20);
+  assert_int_equal(c->linux->overhead->cpu_shares, 10);
+  assert_int_equal(c->linux->overhead->cpu_quota, 1000);
+  assert_int_equal(c->linux->overhead->memory_limit_in_bytes, 8 << 20);
+  protobuf_c_message_free_unpacked(&c->base, NULL);
+  nl_pod_free(pod);
+}
+
 static void test_host_network(void **state) {
   (void)state;
   nl_pod_t *pod = pod_from_yaml(
@@ -269,6 +295,7 @@ static void test_sysctl_dots(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sandbox_config), cmocka_unit_test(test_host_network),
+      cmocka_unit_test(test_sandbox_resources),
       cmocka_unit_test(test_dns_policies),   cmocka_unit_test(test_resolv_conf),
       cmocka_unit_test(test_hostname),
       cmocka_unit_test(test_hostname_as_fqdn),
