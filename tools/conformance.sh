@@ -35,6 +35,11 @@
 #   CONFORMANCE_REPORT_DIR  report directory (default build/conformance/report)
 #   CONFORMANCE_TIMEOUT     ginkgo's --timeout for the whole run (default 3h)
 #   CONFORMANCE_SKIP        a further skip regular expression
+#   CONFORMANCE_BASE_SKIP   replaces the skip of [Serial], [Disruptive],
+#                           [Flaky] and [Feature:*] specs, for a run of one
+#                           feature's specs on this dedicated cluster (e.g.
+#                           '\[Disruptive\]|\[Flaky\]' for the [Serial]
+#                           [Feature:PodLevelResources] ones)
 #   CONFORMANCE_INSTANCE    runs with different names run at the same time:
 #                           control plane k8s-NAME, node nanolet-NAME
 #                           (default conformance)
@@ -56,7 +61,7 @@ cd "$(dirname "$0")/.."
 top=$(pwd)
 
 FOCUS=${1:-'\[NodeConformance\]'}
-SKIP='\[Serial\]|\[Disruptive\]|\[Flaky\]|\[Feature:'
+SKIP=${CONFORMANCE_BASE_SKIP:-'\[Serial\]|\[Disruptive\]|\[Flaky\]|\[Feature:'}
 [ -z "${CONFORMANCE_SKIP:-}" ] || SKIP+="|$CONFORMANCE_SKIP"
 PROCS=${CONFORMANCE_PROCS:-4}
 REPORT=${CONFORMANCE_REPORT_DIR:-$top/build/conformance/report}
