@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Pod-level resources (spec.resources, PodLevelResources) end to end, on the
+# real containerd (cgroup v1, cgroupfs) and the test control plane, as a user
+# sees them: pods created with kubectl whose spec.resources bound containers
+# that have no limits of their own get a pod cgroup with the pod-level memory
+# limit, cfs quota and shares (read from the cgroup files), the QoS class
+# upstream gives them (Guaranteed from pod-level limits alone, Burstable with
+# requests only), the pod-level limit in a container's downward API
+# limits.cpu/memory, and an OOM kill when the pod goes over its pod-level
+# memory; a pod whose pod-level cpu request exceeds the node is rejected
+# (OutOfcpu) though its containers ask for nothing; a static pod's
+# spec.resources do the same.
+PODS_NS=nanolet-e2e-plr
+. "$(dirname "$0")/pods_lib.sh"
+k8s_env || { fail "control plane" "tools/testenv/controlplane.sh up failed"; exit 1; }
+NODE=${NANOLET_TEST_PLR_NODE:-nl-plr}
+KC=$(node_kubeconfig "$NODE")
+IMG=localhost/busybox:1.36
+CG=${NANOLET_TEST_CGROUP_FS:-/sys/fs/cgroup}
+[ -d "$CG/cpu" ] && [ -d "$CG/memory" ] || { fail "cgroup v1" "cpu and memory are needed under $CG"; exit 1; }
+MI=$((1024 * 1024))
+
+e2e_on_exit api_cleanup
+
+get() { kubectl get pod -n "$PODS_NS" "$1" -o json 2>/dev/null; }
+jget() { get "$1" | jq -r "$2" 2>/dev/null; }
+is() { [ "$(jget "$1" "$2")" = "$3" ]; }
+expect_api() { # expect_api NAME SECONDS POD JQ VALUE
+  if wait_for "$2" is "$3" "$4" "$5"; then ok "$1"; else fail "$1" "$4 = $(jget "$3" "$4"), want $5"; fi
+}
+cgfile() { cat "$CG/$1$2/$3" 2>/dev/null; }
+check_cg() { # check_cg NAME CONTROLLER PATH FILE WANT
+  local got; got=$(cgfile "$2" "$3" "$4")
+  [ "$got" = "$5" ] && ok "$1 ($3/$4 = $5)" || fail "$1" "$CG/$2$3/$4 = '$got', want $5"
+}
+# The pod cgroup of an API pod: kubepods[/burstable|/besteffort]/pod<uid>.
+podcg() { # podcg POD QOS-DIR
+  echo "$KUBEPODS${2:+/$2}/pod$(jget "$1" .metadata.uid)"
+}
+# The container's cgroup below it (cgroupfs: <pod cgroup>/<container id>).
+ctrcg() { # ctrcg POD QOS-DIR CONTAINER
+  local cid; cid=$(jget "$1" ".status.containerStatuses[] | select(.name == \"$3\") | .containerID")
+  echo "$(podcg "$1" "$2")/${cid#containerd://}"
+}
+SLEEP='trap "exit 0" TERM; while :; do sleep 1; done'
+
+join_agent "$KC" || { fail "agent start" ""; exit 1; }
+node_ready() { [ "$(kubectl get node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]; }
+wait_for 20 node_ready || fail "node Ready" "$NODE is not Ready"
+
+# ---- pod-level limits only: Guaranteed, the pod cgroup bounded ----
+api_pod plg 1 "resources: {limits: {cpu: 200m, memory: 64Mi}}" \
+  "containers:" \
+  "- name: app" \
+  "  image: $IMG" \
+  "  command: [sh, -c, 'echo CPU=\$CPU_LIMIT MEM=\$MEM_LIMIT; $SLEEP']" \
+  "  env:" \
+  "  - {name: CPU_LIMIT, valueFrom: {resourceFieldRef: {resource: limits.cpu, divisor: 1m}}}" \
+  "  - {name: MEM_LIMIT, valueFrom: {resourceFieldRef: {resource: limits.memory}}}" \
+  "- name: side" \
+  "  image: $IMG" \
+  "  command: [sh, -c, '$SLEEP']"
+# ---- pod-level requests and a memory limit: Burstable ----
+api_pod plb 1 "resources: {requests: {cpu: 100m, memory: 32Mi}, limits: {memory: 128Mi}}" \
+  "containers:" \
+  "- name: app" \
+  "  image: $IMG" \
+  "  command: [sh, -c, '$SLEEP']" \
+  "  resources: {requests: {cpu: 50m}}"
+expect_api "pod-level limits only: Running" 40 plg .status.phase Running
+expect_api "pod-level requests: Running" 40 plb .status.phase Running
+check "the API server defaulted pod-level requests from the limits" \
+  [ "$(jget plg '.spec.resources.requests | "\(.cpu) \(.memory)"')" = "200m 64Mi" ]
+expect_api "pod-level limits only: QoS Guaranteed" 5 plg .status.qosClass Guaranteed
+expect_api "pod-level requests, a memory limit: QoS Burstable" 5 plb .status.qosClass Burstable
+
+G=$(podcg plg "")
+B=$(podcg plb burstable)
+check_cg "Guaranteed pod cgroup: memory limit from spec.resources" memory "$G" memory.limit_in_bytes $((64 * MI))
+check_cg "Guaranteed pod cgroup: cfs quota from spec.resources" cpu "$G" cpu.cfs_quota_us 20000
+check_cg "Guaranteed pod cgroup: shares from the pod-level request" cpu "$G" cpu.shares 204
+check_cg "a container without limits is bounded by the pod's memory" memory "$(ctrcg plg "" app)" \
+  memory.limit_in_bytes $((64 * MI))
+check_cg "... and the pod's cpu" cpu "$(ctrcg plg "" side)" cpu.cfs_quota_us 20000
+check_cg "Burstable pod cgroup: memory limit from spec.resources" memory "$B" memory.limit_in_bytes $((128 * MI))
+check_cg "Burstable pod cgroup: no cpu limit anywhere, no quota" cpu "$B" cpu.cfs_quota_us -1
+check_cg "Burstable pod cgroup: shares from the pod-level request (100m), not the container's" \
+  cpu "$B" cpu.shares 102
+logs_say() { kubectl logs -n "$PODS_NS" plg -c app 2>/dev/null | grep -qx "$1"; }
+wait_for 10 logs_say "CPU=200 MEM=$((64 * MI))" \
+  && ok "downward API limits.cpu/memory fall back to the pod-level limits" \
+  || fail "downward API" "logs: $(kubectl logs -n "$PODS_NS" plg -c app 2>&1 | head -2)"
+
+# ---- over the pod-level memory: OOMKilled ----
+# the hog's container has no limit of its own: the pod's 32Mi bounds it
+api_pod ploom 1 "restartPolicy: Never" "resources: {limits: {memory: 32Mi}}" \
+  "containers:" \
+  "- name: hog" \
+  "  image: $IMG" \
+  "  command: [sh, -c, 'sleep 1; exec dd if=/dev/zero of=/dev/null bs=64M count=1']"
+expect_api "a pod over its pod-level memory limit is OOMKilled" 40 ploom \
+  '.status.containerStatuses[0].state.terminated.reason' OOMKilled
+
+# ---- admission counts the pod-level request ----
+api_pod plbig 1 "resources: {requests: {cpu: '$(($(nproc) * 100))'}}" \
+  "containers:" \
+  "- name: app" \
+  "  image: $IMG" \
+  "  command: [sh, -c, '$SLEEP']"
+expect_api "a pod-level cpu request beyond the node is rejected: OutOfcpu" 20 plbig .status.reason OutOfcpu
+expect_api "... and Failed" 5 plbig .status.phase Failed
+
+# ---- a static pod's spec.resources ----
+put plstatic <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: plstatic, namespace: $PODS_NS}
+spec:
+  terminationGracePeriodSeconds: 1
+  resources: {limits: {cpu: 100m, memory: 48Mi}}
+  containers:
+  - name: main
+    image: $IMG
+    command: [sh, -c, '$SLEEP']
+EOF
+expect "static pod with pod-level limits Running" 40 plstatic .status.phase Running
+expect "static pod: QoS Guaranteed from its pod-level limits" 5 plstatic .status.qosClass Guaranteed
+S=$KUBEPODS/pod$(uid_of plstatic)
+check_cg "static pod cgroup: memory limit from spec.resources" memory "$S" memory.limit_in_bytes $((48 * MI))
+check_cg "static pod cgroup: cfs quota from spec.resources" cpu "$S" cpu.cfs_quota_us 10000
+unput plstatic
