@@ -176,6 +176,22 @@ static void quantities(nl_buf_t *b, const nl_resource_list_t *l) {
   nl_buf_puts(b, "}");
 }
 
+/* {"limits":{...},"requests":{...}}, each when not empty (owned). */
+static char *requirements_json(const nl_resource_requirements_t *r) {
+  nl_buf_t b = NL_BUF_INIT;
+  nl_buf_puts(&b, "{");
+  if (r->limits.n) {
+    nl_buf_puts(&b, "\"limits\":");
+    quantities(&b, &r->limits);
+  }
+  if (r->requests.n) {
+    nl_buf_puts(&b, r->limits.n ? ",\"requests\":" : "\"requests\":");
+    quantities(&b, &r->requests);
+  }
+  nl_buf_puts(&b, "}");
+  return nl_buf_steal(&b);
+}
+
 /* upstream convertContainerStatusResources, with the actuated state standing
  * in for the runtime's report: the allocation, whose cpu and memory are what
  * a running container was last given. */
@@ -205,25 +221,19 @@ static void container_resources(nl_kubelet_t *k, const nl_pod_t *pod, nl_contain
     free(cs->allocated_json);
     cs->allocated_json = nl_buf_steal(&b);
   }
-  nl_buf_puts(&b, "{");
-  if (res.limits.n) {
-    nl_buf_puts(&b, "\"limits\":");
-    quantities(&b, &res.limits);
-  }
-  if (res.requests.n) {
-    nl_buf_puts(&b, res.limits.n ? ",\"requests\":" : "\"requests\":");
-    quantities(&b, &res.requests);
-  }
-  nl_buf_puts(&b, "}");
   free(cs->resources_json);
-  cs->resources_json = nl_buf_steal(&b);
+  cs->resources_json = requirements_json(&res);
   nl_rsz_reqs_free(&allocated);
   nl_rsz_reqs_free(&res);
 }
 
 /* upstream IsPodResizeInProgress: a running resizable container whose
- * actuated cpu or memory differs from its allocation. */
+ * actuated cpu or memory differs from its allocation (with the pod-level
+ * limits where it has none), or pod-level resources whose pod cgroup has not
+ * been given their allocation yet. */
 static bool in_progress(nl_kubelet_t *k, const nl_pod_t *pod, const nl_rt_pod_status_t *rt) {
+  nl_rsz_res_t pl = {0};
+  bool has_pl = nl_resize_pod_allocated(&k->resize, pod->metadata.uid, &pl);
   for (int init = 0; init < 2; init++) {
     size_t n = init ? pod->spec.n_init_containers : pod->spec.n_containers;
     for (size_t i = 0; i < n; i++) {
@@ -234,10 +244,13 @@ static bool in_progress(nl_kubelet_t *k, const nl_pod_t *pod, const nl_rt_pod_st
           !nl_resize_allocated(&k->resize, pod->metadata.uid, c->name, &alloc) ||
           !nl_resize_actuated(&k->resize, pod->metadata.uid, c->name, &act))
         continue;
-      if (!nl_rsz_res_equal(&alloc, &act)) return true;
+      nl_rsz_res_t eff = nl_rsz_effective(alloc, &pl);
+      if (!nl_rsz_res_equal(&eff, &act)) return true;
     }
   }
-  return false;
+  nl_rsz_res_t act;
+  return has_pl && nl_resize_pod_actuated(&k->resize, pod->metadata.uid, &act) &&
+         !nl_rsz_res_equal(&pl, &act);
 }
 
 static void add_cond(nl_pod_status_t *st, const char *type, const nl_rsz_cond_t *c) {
@@ -245,9 +258,67 @@ static void add_cond(nl_pod_status_t *st, const char *type, const nl_rsz_cond_t 
                                      c->message, c->since_ns / 1000000000);
 }
 
+/* upstream's pod status with InPlacePodLevelResourcesVerticalScaling:
+ * allocatedResources, the requests of the pod as allocated (PodRequests); and
+ * for a pod with pod-level resources, resources: their allocation, with the
+ * cpu and memory amounts last applied to the pod cgroup while it runs (upstream
+ * reads them back from the cgroup files). */
+static void pod_resources(nl_kubelet_t *k, const nl_pod_t *pod, nl_pod_status_t *st) {
+  nl_pod_t *hold;
+  const nl_pod_t *a = nl__kubelet_resize_pod(k, pod, &hold);
+  /* every resource the containers, the pod level or the overhead request */
+  const nl_resource_list_t *lists[64];
+  size_t nl = 0;
+  for (size_t i = 0; i < a->spec.n_containers && nl < 60; i++)
+    lists[nl++] = &a->spec.containers[i].resources.requests;
+  for (size_t i = 0; i < a->spec.n_init_containers && nl < 60; i++)
+    lists[nl++] = &a->spec.init_containers[i].resources.requests;
+  if (a->spec.resources) lists[nl++] = &a->spec.resources->requests;
+  lists[nl++] = &a->spec.overhead;
+  nl_buf_t b = NL_BUF_INIT;
+  nl_buf_puts(&b, "{");
+  int n = 0;
+  for (size_t l = 0; l < nl; l++)
+    for (size_t i = 0; i < lists[l]->n; i++) {
+      const char *name = lists[l]->items[i].name;
+      bool seen = false;
+      for (size_t m = 0; m < l && !seen; m++) seen = nl_resource_list_get(lists[m], name) != NULL;
+      if (seen) continue;
+      bool cpu = strcmp(name, "cpu") == 0;
+      bool bin = strcmp(name, "memory") == 0 || strcmp(name, "ephemeral-storage") == 0 ||
+                 strncmp(name, "hugepages-", 10) == 0;
+      nl_quantity_t q = {nl_pod_request(a, name), cpu ? -3 : 0,
+                         bin ? NL_QUANTITY_BINARY_SI : NL_QUANTITY_DECIMAL_SI};
+      char t[NL_QUANTITY_STRLEN];
+      nl_buf_printf(&b, "%s\"%s\":\"%s\"", n++ ? "," : "", name, nl_quantity_format(&q, t));
+    }
+  nl_buf_puts(&b, "}");
+  free(st->allocated_json);
+  st->allocated_json = n ? nl_buf_steal(&b) : NULL;
+  nl_buf_free(&b);
+  free(st->resources_json);
+  st->resources_json = NULL;
+  nl_rsz_res_t alloc, act;
+  if (a->spec.resources && nl_resize_pod_allocated(&k->resize, pod->metadata.uid, &alloc)) {
+    nl_rsz_res_t shown = alloc;
+    if (st->phase == NL_POD_RUNNING && nl_resize_pod_actuated(&k->resize, pod->metadata.uid, &act)) {
+      if (alloc.set & NL_RSZ_CPU_REQ) shown.cpu_req = act.cpu_req;
+      if (alloc.set & NL_RSZ_CPU_LIM) shown.cpu_lim = act.cpu_lim;
+      if (alloc.set & NL_RSZ_MEM_REQ) shown.mem_req = act.mem_req;
+      if (alloc.set & NL_RSZ_MEM_LIM) shown.mem_lim = act.mem_lim;
+    }
+    nl_resource_requirements_t res;
+    nl_rsz_reqs_build(a->spec.resources, &shown, &res);
+    st->resources_json = requirements_json(&res);
+    nl_rsz_reqs_free(&res);
+  }
+  nl_pod_free(hold);
+}
+
 void nl__kubelet_resize_status(nl_kubelet_t *k, const nl_pod_t *pod, const nl_rt_pod_status_t *rt,
                                nl_pod_status_t *st, int64_t now) {
   if (!k->resize_up || !nl_resize_known(&k->resize, pod->metadata.uid)) return;
+  pod_resources(k, pod, st);
   for (size_t i = 0; i < st->n_init_container_statuses; i++)
     container_resources(k, pod, &st->init_container_statuses[i]);
   for (size_t i = 0; i < st->n_container_statuses; i++)

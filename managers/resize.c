@@ -14,6 +14,9 @@
 #include "reactor/xalloc.h"
 
 #define CHECKPOINT_NAME "pod_resources_state"
+/* The pod-level resources' entry beside the containers': no container can
+ * have this name (a DNS-1123 label has no '.'). */
+#define POD_LEVEL_KEY "spec.resources"
 
 typedef struct rsz_ctr {
   char *name;
@@ -24,6 +27,7 @@ typedef struct rsz_ctr {
 struct nl_rsz_pod {
   rsz_ctr_t *c;
   size_t n;
+  rsz_ctr_t level; /* the pod-level resources (spec.resources), name NULL */
   nl_rsz_cond_t pending, in_progress;
 };
 
@@ -37,13 +41,28 @@ static int64_t milli_of(const nl_resource_list_t *l, const char *name, unsigned 
   return strcmp(name, "cpu") == 0 ? nl_quantity_milli_value(q) : nl_quantity_value(q);
 }
 
-nl_rsz_res_t nl_rsz_res_of(const nl_container_t *c) {
+nl_rsz_res_t nl_rsz_reqs_res(const nl_resource_requirements_t *res) {
   nl_rsz_res_t r = {0};
-  r.cpu_req = milli_of(&c->resources.requests, "cpu", NL_RSZ_CPU_REQ, &r.set);
-  r.cpu_lim = milli_of(&c->resources.limits, "cpu", NL_RSZ_CPU_LIM, &r.set);
-  r.mem_req = milli_of(&c->resources.requests, "memory", NL_RSZ_MEM_REQ, &r.set);
-  r.mem_lim = milli_of(&c->resources.limits, "memory", NL_RSZ_MEM_LIM, &r.set);
+  if (!res) return r;
+  r.cpu_req = milli_of(&res->requests, "cpu", NL_RSZ_CPU_REQ, &r.set);
+  r.cpu_lim = milli_of(&res->limits, "cpu", NL_RSZ_CPU_LIM, &r.set);
+  r.mem_req = milli_of(&res->requests, "memory", NL_RSZ_MEM_REQ, &r.set);
+  r.mem_lim = milli_of(&res->limits, "memory", NL_RSZ_MEM_LIM, &r.set);
   return r;
+}
+
+nl_rsz_res_t nl_rsz_res_of(const nl_container_t *c) { return nl_rsz_reqs_res(&c->resources); }
+
+nl_rsz_res_t nl_rsz_effective(nl_rsz_res_t c, const nl_rsz_res_t *pod) {
+  if (!c.cpu_lim && pod->cpu_lim) {
+    c.cpu_lim = pod->cpu_lim;
+    c.set |= NL_RSZ_CPU_LIM;
+  }
+  if (!c.mem_lim && pod->mem_lim) {
+    c.mem_lim = pod->mem_lim;
+    c.set |= NL_RSZ_MEM_LIM;
+  }
+  return c;
 }
 
 bool nl_rsz_res_equal(const nl_rsz_res_t *a, const nl_rsz_res_t *b) {
@@ -196,6 +215,12 @@ static json_t *checkpoint_data(const nl_resize_t *rs) {
       if (rp->c[i].has_act) json_object_set_new(c, "actuated", res_json(&rp->c[i].act));
       json_object_set_new(ctrs, rp->c[i].name, c);
     }
+    if (rp->level.has_alloc || rp->level.has_act) {
+      json_t *c = json_object();
+      if (rp->level.has_alloc) json_object_set_new(c, "allocated", res_json(&rp->level.alloc));
+      if (rp->level.has_act) json_object_set_new(c, "actuated", res_json(&rp->level.act));
+      json_object_set_new(ctrs, POD_LEVEL_KEY, c);
+    }
     json_object_set_new(pods, uid, ctrs);
   }
   return json_pack("{s:i, s:o}", "version", 1, "pods", pods);
@@ -271,7 +296,7 @@ static void read_checkpoint(nl_resize_t *rs) {
   json_object_foreach(json_object_get(data, "pods"), uid, ctrs) {
     nl_rsz_pod_t *rp = pod_get(rs, uid);
     json_object_foreach(ctrs, name, c) {
-      rsz_ctr_t *rc = ctr_get(rp, name);
+      rsz_ctr_t *rc = strcmp(name, POD_LEVEL_KEY) == 0 ? &rp->level : ctr_get(rp, name);
       rc->has_alloc = res_from_json(json_object_get(c, "allocated"), &rc->alloc);
       rc->has_act = res_from_json(json_object_get(c, "actuated"), &rc->act);
     }
@@ -314,6 +339,15 @@ void nl_resize_allocate(nl_resize_t *rs, const nl_pod_t *pod) {
       any = true;
     }
   }
+  if (pod->spec.resources) {
+    nl_rsz_res_t r = nl_rsz_reqs_res(pod->spec.resources);
+    if (!rp->level.has_alloc || !nl_rsz_res_equal(&rp->level.alloc, &r) ||
+        rp->level.alloc.set != r.set) {
+      rp->level.alloc = r;
+      rp->level.has_alloc = true;
+      any = true;
+    }
+  }
   if (any) changed(rs);
 }
 
@@ -322,7 +356,7 @@ bool nl_resize_known(const nl_resize_t *rs, const char *uid) {
   if (!rp) return false;
   for (size_t i = 0; i < rp->n; i++)
     if (rp->c[i].has_alloc) return true;
-  return false;
+  return rp->level.has_alloc;
 }
 
 /* A container's allocation or actuated resources into *out, if known. */
@@ -358,7 +392,42 @@ nl_pod_t *nl_resize_allocated_pod(const nl_resize_t *rs, const nl_pod_t *pod) {
       nl_rsz_reqs_free(&r);
     }
   }
+  nl_rsz_res_t a;
+  if (pod->spec.resources && nl_resize_pod_allocated(rs, pod->metadata.uid, &a)) {
+    nl_rsz_res_t s = nl_rsz_reqs_res(pod->spec.resources);
+    if (!nl_rsz_res_equal(&a, &s) || a.set != s.set) {
+      if (!copy) copy = nl_pod_dup(pod);
+      nl_resource_requirements_t r;
+      nl_rsz_reqs_build(pod->spec.resources, &a, &r);
+      nl_pod_set_pod_resources(copy, &r);
+      nl_rsz_reqs_free(&r);
+    }
+  }
   return copy;
+}
+
+/* The pod-level record's allocation or actuated resources, if known. */
+static bool pod_lookup(const nl_resize_t *rs, const char *uid, bool actuated, nl_rsz_res_t *out) {
+  const nl_rsz_pod_t *rp = nl_map_get(&rs->pods, uid);
+  if (!rp || !(actuated ? rp->level.has_act : rp->level.has_alloc)) return false;
+  *out = actuated ? rp->level.act : rp->level.alloc;
+  return true;
+}
+
+bool nl_resize_pod_allocated(const nl_resize_t *rs, const char *uid, nl_rsz_res_t *out) {
+  return pod_lookup(rs, uid, false, out);
+}
+
+bool nl_resize_pod_actuated(const nl_resize_t *rs, const char *uid, nl_rsz_res_t *out) {
+  return pod_lookup(rs, uid, true, out);
+}
+
+void nl_resize_set_pod_actuated(nl_resize_t *rs, const char *uid, const nl_rsz_res_t *res) {
+  rsz_ctr_t *l = &pod_get(rs, uid)->level;
+  if (l->has_act && nl_rsz_res_equal(&l->act, res) && l->act.set == res->set) return;
+  l->act = *res;
+  l->has_act = true;
+  changed(rs);
 }
 
 bool nl_resize_actuated(const nl_resize_t *rs, const char *uid, const char *container,

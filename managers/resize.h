@@ -6,8 +6,10 @@
  * restart of the agent.
  *
  * Only cpu and memory change in place, of regular containers and sidecars
- * (restartable init containers); everything else of a pod's resources is
- * immutable (the API server says so) and is read from the spec.
+ * (restartable init containers) and of the pod-level spec.resources;
+ * everything else of a pod's resources is immutable (the API server says so)
+ * and is read from the spec. A container's actuated record holds what it runs
+ * with: its own limits, or the pod-level ones where it has none.
  *
  * The decisions (resize_admit.c) and the action plan (runtime_resize.c) are
  * pure functions; this module holds state on the loop and writes the
@@ -36,6 +38,11 @@ typedef struct nl_rsz_res {
 
 /* A container's cpu and memory from its spec. */
 nl_rsz_res_t nl_rsz_res_of(const nl_container_t *c);
+/* The same of resource requirements (the pod-level spec.resources; NULL: none). */
+nl_rsz_res_t nl_rsz_reqs_res(const nl_resource_requirements_t *r);
+/* What a container runs with under pod-level resources (upstream GetLimits):
+ * its own amounts, and the pod-level limit where it has none. */
+nl_rsz_res_t nl_rsz_effective(nl_rsz_res_t c, const nl_rsz_res_t *pod);
 /* Same amounts (set bits aside: upstream compares values, absent being 0). */
 bool nl_rsz_res_equal(const nl_rsz_res_t *a, const nl_rsz_res_t *b);
 /* Upstream IsResizableContainer: regular containers and sidecars. */
@@ -98,13 +105,14 @@ int nl_resize_init(nl_resize_t *rs, uv_loop_t *loop, const char *root_dir, nl_er
  * the state. */
 void nl_resize_stop(nl_resize_t *rs, void (*done_cb)(nl_resize_t *rs));
 
-/* The allocation of pod's resizable containers becomes what its spec says
- * (upstream SetAllocatedResources), checkpointed. */
+/* The allocation of pod's resizable containers, and of its pod-level
+ * resources (InPlacePodLevelResourcesVerticalScaling), becomes what its spec
+ * says (upstream SetAllocatedResources), checkpointed. */
 void nl_resize_allocate(nl_resize_t *rs, const nl_pod_t *pod);
 /* Whether the pod has an allocation at all (admitted before). */
 bool nl_resize_known(const nl_resize_t *rs, const char *uid);
-/* upstream UpdatePodFromAllocation: a copy of pod whose containers have the
- * allocated cpu and memory (one holder: free with nl_pod_free), or NULL when
+/* upstream UpdatePodFromAllocation: a copy of pod whose containers and
+ * spec.resources have the allocated cpu and memory (one holder: free with nl_pod_free), or NULL when
  * pod already has them (or has no allocation). */
 nl_pod_t *nl_resize_allocated_pod(const nl_resize_t *rs, const nl_pod_t *pod);
 /* The allocation of a container: false when there is none. */
@@ -117,6 +125,12 @@ bool nl_resize_actuated(const nl_resize_t *rs, const char *uid, const char *cont
 /* Records what the container now runs with, checkpointed. */
 void nl_resize_set_actuated(nl_resize_t *rs, const char *uid, const char *container,
                             const nl_rsz_res_t *res);
+/* The pod-level allocation, and what was last applied to the pod cgroup for
+ * it; false when the pod has none (no spec.resources, or not known). */
+bool nl_resize_pod_allocated(const nl_resize_t *rs, const char *uid, nl_rsz_res_t *out);
+bool nl_resize_pod_actuated(const nl_resize_t *rs, const char *uid, nl_rsz_res_t *out);
+/* Records what the pod cgroup now has for the pod-level resources, checkpointed. */
+void nl_resize_set_pod_actuated(nl_resize_t *rs, const char *uid, const nl_rsz_res_t *res);
 /* Forgets a pod (it is gone), checkpointed. */
 void nl_resize_forget(nl_resize_t *rs, const char *uid);
 /* Forgets every pod for which keep(ctx, uid) is false (housekeeping). */

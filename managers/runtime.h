@@ -318,6 +318,7 @@ typedef struct nl_pod_actions {
   nl_resize_update_t *to_update;
   size_t n_to_update;
   bool resize;
+  bool resize_pod_level; /* the pod-level resources change (recorded once actuated) */
   bool initialized; /* the pod has initialized: its regular containers were looked at */
 } nl_pod_actions_t;
 
@@ -333,7 +334,10 @@ void nl_pod_actions_free(nl_pod_actions_t *a);
  * (pod is the pod as allocated) differs from what it was actuated with is
  * updated in place, or killed and started again (once) when the resizePolicy
  * of a changed resource says RestartContainer. A container with nothing
- * actuated on record is taken to run with its allocation. rs NULL: nothing. */
+ * actuated on record is taken to run with its allocation. A container without
+ * limits of its own runs with the pod-level ones: a change of those resizes it
+ * too. A change of the pod-level resources alone resizes the pod cgroup. rs
+ * NULL: nothing. */
 void nl_runtime_resize_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *status,
                                const nl_resize_t *rs, nl_pod_actions_t *a);
 

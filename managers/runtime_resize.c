@@ -39,7 +39,8 @@ static void one(const nl_pod_t *pod, const nl_container_t *c, size_t idx, bool i
                 const nl_rt_pod_status_t *s, const nl_resize_t *rs, nl_pod_actions_t *a) {
   const nl_rt_container_t *st = nl_rt_pod_status_find(s, c->name);
   if (!st || st->state != NL_RT_CONTAINER_RUNNING || being_killed(a, st->id)) return;
-  nl_rsz_res_t want = nl_rsz_res_of(c), cur;
+  nl_rsz_res_t pl = nl_rsz_reqs_res(pod->spec.resources);
+  nl_rsz_res_t want = nl_rsz_effective(nl_rsz_res_of(c), &pl), cur;
   if (!nl_resize_actuated(rs, pod->metadata.uid, c->name, &cur) || nl_rsz_res_equal(&want, &cur))
     return;
   bool mem = want.mem_lim != cur.mem_lim || want.mem_req != cur.mem_req;
@@ -72,6 +73,12 @@ void nl_runtime_resize_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *s,
       one(pod, &pod->spec.init_containers[i], i, true, s, rs, a);
   for (size_t i = 0; i < pod->spec.n_containers; i++)
     one(pod, &pod->spec.containers[i], i, false, s, rs, a);
+  /* computePodLevelResourcesResizeAction: the allocation against what the pod
+   * cgroup was last given (nothing on record: taken as applied) */
+  nl_rsz_res_t want = nl_rsz_reqs_res(pod->spec.resources), cur;
+  if (pod->spec.resources && nl_resize_pod_actuated(rs, pod->metadata.uid, &cur) &&
+      !nl_rsz_res_equal(&want, &cur))
+    a->resize = a->resize_pod_level = true;
 }
 
 static void push(nl_resize_step_t **v, size_t *n, nl_resize_step_t st) {
@@ -397,6 +404,11 @@ static void check_memory(nl__resize_run_t *run) {
 
 static void run_next(nl__resize_run_t *run) {
   if (run->i == run->n_steps) {
+    nl_runtime_op_t *op = run->op;
+    if (op->actions.resize_pod_level) { /* every step done: the pod-level resources too */
+      nl_rsz_res_t r = nl_rsz_reqs_res(op->pod->spec.resources);
+      nl_resize_set_pod_actuated(op->rt->opts.resize, op->uid, &r);
+    }
     nl_vlog(3, "pod %s: resize actuated (%zu steps)", run->op->desc, run->n_steps);
     run->next(run->op);
     return;

@@ -346,6 +346,10 @@ static void ran_sandbox(const nl_grpc_status_t *st, Runtime__V1__RunPodSandboxRe
   }
   op->sandbox_id = nl_xstrdup(resp->pod_sandbox_id);
   nl_vlog(4, "pod %s: created sandbox %s", op->desc, op->sandbox_id);
+  if (op->rt->opts.resize && op->pod->spec.resources) { /* UpdateActuatedPodLevelResources */
+    nl_rsz_res_t r = nl_rsz_reqs_res(op->pod->spec.resources);
+    nl_resize_set_pod_actuated(op->rt->opts.resize, op->uid, &r);
+  }
   Runtime__V1__PodSandboxStatusRequest req = RUNTIME__V1__POD_SANDBOX_STATUS_REQUEST__INIT;
   req.pod_sandbox_id = op->sandbox_id;
   op->pending++;
@@ -542,7 +546,9 @@ static void created(const nl_grpc_status_t *st, Runtime__V1__CreateContainerResp
   }
   nl__op_event(op, op->pod, op->cur->name, NL_EVENT_NORMAL, "Created", "Container created");
   if (op->rt->opts.resize && !op->in_ephemeral) { /* upstream setActuatedContainerResources */
-    nl_rsz_res_t r = nl_rsz_res_of(op->cur);
+    /* with the pod-level limits it runs with where it has none of its own */
+    nl_rsz_res_t pl = nl_rsz_reqs_res(op->pod->spec.resources);
+    nl_rsz_res_t r = nl_rsz_effective(nl_rsz_res_of(op->cur), &pl);
     nl_resize_set_actuated(op->rt->opts.resize, op->uid, op->cur->name, &r);
   }
   Runtime__V1__StartContainerRequest req = RUNTIME__V1__START_CONTAINER_REQUEST__INIT;

@@ -140,6 +140,8 @@ void nl_pod_status_free(nl_pod_status_t *s) {
   for (size_t i = 0; i < s->n_ephemeral_container_statuses; i++)
     cstatus_free(&s->ephemeral_container_statuses[i]);
   free(s->ephemeral_container_statuses);
+  free(s->allocated_json);
+  free(s->resources_json);
   free(s);
 }
 
@@ -168,6 +170,8 @@ nl_pod_status_t *nl_pod_status_dup(const nl_pod_status_t *s) {
   d->container_statuses = cstatuses_dup(s->container_statuses, s->n_container_statuses);
   d->ephemeral_container_statuses =
       cstatuses_dup(s->ephemeral_container_statuses, s->n_ephemeral_container_statuses);
+  d->allocated_json = xdup(s->allocated_json);
+  d->resources_json = xdup(s->resources_json);
   return d;
 }
 

@@ -117,6 +117,11 @@ typedef struct nl_pod_status {
   nl_container_status_t *ephemeral_container_statuses; /* spec order */
   size_t n_ephemeral_container_statuses;
   const char *qos_class; /* static: "Guaranteed", "Burstable", "BestEffort" */
+  /* In-place resize of pod-level resources (managers/resize.h): the pod's
+   * allocatedResources and resources as JSON objects, NULL when absent (set
+   * by the kubelet after generation). */
+  char *allocated_json;
+  char *resources_json;
 } nl_pod_status_t;
 
 /* Why a container is waiting, from the latest SyncPod (upstream's reasonCache:

@@ -242,6 +242,8 @@ void nl_pod_status_encode_json(const nl_pod_status_t *s, nl_buf_t *b) {
   opt_str(b, "qosClass", s->qos_class, &first);
   cstatuses(b, "ephemeralContainerStatuses", s->ephemeral_container_statuses,
             s->n_ephemeral_container_statuses);
+  if (s->resources_json) nl_buf_printf(b, ",\"resources\":%s", s->resources_json);
+  if (s->allocated_json) nl_buf_printf(b, ",\"allocatedResources\":%s", s->allocated_json);
   nl_buf_puts(b, "}");
 }
 

@@ -12,11 +12,13 @@ static const char *const kubelet_conditions[] = {
     "AllContainersRestarting",
 };
 
-/* The PodStatus fields generateAPIPodStatus fills; the rest belong to others. */
+/* The PodStatus fields generateAPIPodStatus fills; the rest belong to others.
+ * (resources and allocatedResources: InPlacePodLevelResourcesVerticalScaling.) */
 static const char *const kubelet_fields[] = {
     "observedGeneration", "phase",  "conditions", "message", "reason",    "hostIP",
     "hostIPs", "podIP",     "podIPs",  "startTime", "initContainerStatuses",
-    "containerStatuses", "qosClass", "ephemeralContainerStatuses",
+    "containerStatuses", "qosClass", "ephemeralContainerStatuses", "resources",
+    "allocatedResources",
 };
 
 /* PodStatus lists with patchStrategy merge, and their patchMergeKey. */

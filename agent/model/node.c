@@ -294,12 +294,16 @@ json_t *nl_node_status(const nl_node_conf_t *c, const nl_node_facts_t *f,
   else if (json_array_size(json_object_get(prev, "runtimeHandlers")))
     json_object_set_new(s, "runtimeHandlers", json_null()); /* the runtime lists none now */
   /* NodeDeclaredFeatures (beta, on in 1.36): of upstream's features whose
-   * gates are on, those nanolet has. The scheduler places a pod that needs
-   * one (a RestartAllContainers rule) only on a node that declares it. Not
-   * declared: ExtendWebSocketsToKubelet (the kubelet server speaks SPDY),
-   * InPlacePodLevelResourcesVerticalScaling and
+   * gates are on, those nanolet has, sorted as upstream lists them. The
+   * scheduler places a pod that needs one (a RestartAllContainers rule) only
+   * on a node that declares it, and the API server accepts a resize of
+   * spec.resources only for a pod on a node that declares
+   * InPlacePodLevelResourcesVerticalScaling. Not declared:
+   * ExtendWebSocketsToKubelet (the kubelet server speaks SPDY) and
    * InPlacePodVerticalScalingInitContainers (RESIZE.md). */
-  json_object_set_new(s, "declaredFeatures", json_pack("[s]", "RestartAllContainersOnContainerExits"));
+  json_object_set_new(s, "declaredFeatures",
+                      json_pack("[s, s]", "InPlacePodLevelResourcesVerticalScaling",
+                                "RestartAllContainersOnContainerExits"));
   return s;
 }
 

@@ -53,6 +53,13 @@ void nl_pod_set_container_resources(nl_pod_t *pod, nl_container_t *c,
   copy_reslist(pod, &c->resources.requests, &r->requests);
 }
 
+void nl_pod_set_pod_resources(nl_pod_t *pod, const nl_resource_requirements_t *r) {
+  assert(pod->arena->refs == 1);
+  if (!pod->spec.resources) pod->spec.resources = nl_arena_alloc(pod->arena, sizeof *r);
+  copy_reslist(pod, &pod->spec.resources->limits, &r->limits);
+  copy_reslist(pod, &pod->spec.resources->requests, &r->requests);
+}
+
 bool nl_pod_is_mirror(const nl_pod_t *pod) {
   return nl_kvlist_get(&pod->metadata.annotations, NL_ANNOTATION_CONFIG_MIRROR) != NULL;
 }

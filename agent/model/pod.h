@@ -733,6 +733,8 @@ uint32_t nl_container_hash_legacy(const nl_container_t *c);
  * pod's arena); the pod must have one holder (nl_pod_dup's). */
 void nl_pod_set_container_resources(nl_pod_t *pod, nl_container_t *c,
                                     const nl_resource_requirements_t *r);
+/* The same for the pod-level spec.resources (created when absent). */
+void nl_pod_set_pod_resources(nl_pod_t *pod, const nl_resource_requirements_t *r);
 
 /* ---- recursive read-only mounts (mounts.c; upstream resolveRecursiveReadOnly) ---- */
 

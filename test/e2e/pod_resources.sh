@@ -8,8 +8,11 @@
 # requests only), the pod-level limit in a container's downward API
 # limits.cpu/memory, and an OOM kill when the pod goes over its pod-level
 # memory; a pod whose pod-level cpu request exceeds the node is rejected
-# (OutOfcpu) though its containers ask for nothing; a static pod's
-# spec.resources do the same.
+# (OutOfcpu) though its containers ask for nothing; `kubectl patch
+# --subresource resize` of spec.resources changes the pod cgroup and the
+# containers that run with the pod-level limits in place (no restart), with
+# status.resources and allocatedResources; a static pod's spec.resources do
+# the same as an API pod's.
 PODS_NS=nanolet-e2e-plr
 . "$(dirname "$0")/pods_lib.sh"
 k8s_env || { fail "control plane" "tools/testenv/controlplane.sh up failed"; exit 1; }
@@ -109,6 +112,42 @@ api_pod plbig 1 "resources: {requests: {cpu: '$(($(nproc) * 100))'}}" \
   "  command: [sh, -c, '$SLEEP']"
 expect_api "a pod-level cpu request beyond the node is rejected: OutOfcpu" 20 plbig .status.reason OutOfcpu
 expect_api "... and Failed" 5 plbig .status.phase Failed
+
+# ---- in-place resize of pod-level resources (InPlacePodLevelResourcesVerticalScaling) ----
+check "the node declares InPlacePodLevelResourcesVerticalScaling" \
+  bash -c "kubectl get node '$NODE' -o json | jq -e '.status.declaredFeatures | index(\"InPlacePodLevelResourcesVerticalScaling\")' >/dev/null"
+api_pod plr 1 "resources: {requests: {cpu: 100m, memory: 64Mi}, limits: {cpu: 200m, memory: 128Mi}}" \
+  "containers:" \
+  "- name: app" \
+  "  image: $IMG" \
+  "  command: [sh, -c, '$SLEEP']"
+expect_api "resizable pod Running" 40 plr .status.phase Running
+R=$(podcg plr burstable)
+expect_api "status.allocatedResources: the pod-level requests" 10 plr \
+  '.status.allocatedResources | "\(.cpu) \(.memory)"' "100m 64Mi"
+check_cg "before the resize: pod cfs quota" cpu "$R" cpu.cfs_quota_us 20000
+cid=$(jget plr '.status.containerStatuses[0].containerID')
+out=$(kubectl patch pod -n "$PODS_NS" plr --subresource resize --type merge \
+  -p '{"spec":{"resources":{"requests":{"cpu":"150m","memory":"64Mi"},"limits":{"cpu":"300m","memory":"192Mi"}}}}' 2>&1) \
+  && ok "kubectl patch --subresource resize of spec.resources accepted" || fail "resize patch" "$out"
+expect_api "status.resources: the new pod-level limits, as applied" 30 plr \
+  '.status.resources.limits | "\(.cpu) \(.memory)"' "300m 192Mi"
+expect_api "no resize condition left" 20 plr \
+  '[.status.conditions[] | select(.type | startswith("PodResize"))] | length' 0
+expect_api "status.allocatedResources follow" 5 plr '.status.allocatedResources.cpu' 150m
+check_cg "pod cgroup: cfs quota from the new pod-level limit" cpu "$R" cpu.cfs_quota_us 30000
+check_cg "pod cgroup: shares from the new pod-level request" cpu "$R" cpu.shares 153
+check_cg "pod cgroup: memory limit from the new pod-level limit" memory "$R" memory.limit_in_bytes $((192 * MI))
+check_cg "the container without limits follows the pod's memory" memory "$(ctrcg plr burstable app)" \
+  memory.limit_in_bytes $((192 * MI))
+check_cg "... and its cpu" cpu "$(ctrcg plr burstable app)" cpu.cfs_quota_us 30000
+check "resized in place: the same container, no restart" \
+  [ "$(jget plr '.status.containerStatuses[0] | "\(.containerID) \(.restartCount)"')" = "$cid 0" ]
+resize_completed() {
+  kubectl get events -n "$PODS_NS" --field-selector involvedObject.name=plr,reason=ResizeCompleted \
+    -o name 2>/dev/null | grep -q .
+}
+wait_for 10 resize_completed && ok "a ResizeCompleted event" || fail "ResizeCompleted event" "none"
 
 # ---- a static pod's spec.resources ----
 put plstatic <<EOF

@@ -257,6 +257,134 @@ static void test_allocated_pod_and_checkpoint(void **state) {
   fx_done(&f);
 }
 
+/* A pod with pod-level resources POD and containers c1 (cpu limit 100m of its
+ * own) and c2 (no limits: the pod's bound it), both NotRequired. */
+static nl_pod_t *mkplr(const char *pod_res) {
+  char *y = nl_xasprintf(
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ns, uid: u}\n"
+      "spec:\n  resources: %s\n  containers:\n"
+      "  - {name: c1, image: busybox, resources: {limits: {cpu: 100m}}}\n"
+      "  - {name: c2, image: busybox}\n", pod_res);
+  nl_pod_t *p = pod_from_yaml(y);
+  free(y);
+  return p;
+}
+
+/* InPlacePodLevelResourcesVerticalScaling: spec.resources is allocated, kept
+ * across a restart and substituted in the allocated pod; its change resizes
+ * the pod cgroup and the containers that run with the pod-level limits, and
+ * admission and the QoS check read the pod-level amounts. */
+static void test_pod_level(void **state) {
+  (void)state;
+  fixture_t f;
+  fx_init(&f);
+  nl_pod_t *old = mkplr("{requests: {cpu: 200m, memory: 64Mi}, limits: {cpu: 400m, memory: 128Mi}}");
+  nl_pod_t *now = mkplr("{requests: {cpu: 300m, memory: 64Mi}, limits: {cpu: 600m, memory: 256Mi}}");
+  nl_resize_allocate(&f.rs, old);
+  nl_rsz_res_t r;
+  assert_true(nl_resize_pod_allocated(&f.rs, "u", &r));
+  assert_int_equal(r.cpu_lim, 400);
+  /* what runs: c2 with the pod's limits, c1 with its own cpu limit */
+  nl_rsz_res_t pl = nl_rsz_reqs_res(old->spec.resources);
+  nl_resize_set_pod_actuated(&f.rs, "u", &pl);
+  for (size_t i = 0; i < 2; i++) {
+    nl_rsz_res_t e = nl_rsz_effective(nl_rsz_res_of(&old->spec.containers[i]), &pl);
+    nl_resize_set_actuated(&f.rs, "u", old->spec.containers[i].name, &e);
+  }
+  assert_true(nl_resize_actuated(&f.rs, "u", "c2", &r));
+  assert_int_equal(r.cpu_lim, 400);
+  assert_int_equal(r.mem_lim, 128 << 20);
+  assert_true(nl_resize_actuated(&f.rs, "u", "c1", &r));
+  assert_int_equal(r.cpu_lim, 100);
+  /* not allocated yet: the allocated pod has the old pod-level amounts */
+  nl_pod_t *a = nl_resize_allocated_pod(&f.rs, now);
+  assert_non_null(a);
+  assert_int_equal(nl_pod_limit(a, "memory", NULL), 128 << 20);
+  assert_int_equal(nl_pod_request(a, "cpu"), 200);
+  /* the decision reads the pod-level requests: 300m does not fit beside 1800m */
+  nl_admit_node_t n = node(2000, 4LL << 30);
+  nl_pod_t *other = mkpod("o", "{requests: {cpu: 1800m}}", "{}");
+  const nl_pod_t *others[] = {other};
+  nl_admit_pods_t op = {others, 1};
+  char *msg = NULL;
+  assert_int_equal(nl_resize_admit(&n, now, a, &op, false, &msg), NL_RESIZE_DEFERRED);
+  free(msg);
+  op.n = 0;
+  assert_int_equal(nl_resize_admit(&n, now, a, &op, false, &msg), NL_RESIZE_FITS);
+  nl_pod_free(other);
+  nl_pod_free(a);
+  nl_resize_allocate(&f.rs, now);
+  assert_null(nl_resize_allocated_pod(&f.rs, now));
+  /* the plan: c2 (no limits of its own) follows the pod's; c1 keeps its cpu
+   * limit and follows the pod's memory */
+  nl_rt_pod_status_t *s = running("u");
+  nl_pod_actions_t act;
+  actions(now, s, &f.rs, &act);
+  assert_true(act.resize);
+  assert_true(act.resize_pod_level);
+  assert_int_equal(act.n_to_update, 2);
+  assert_string_equal(act.to_update[0].id, "id-c1");
+  assert_int_equal(act.to_update[0].want.cpu_lim, 100);
+  assert_int_equal(act.to_update[0].want.mem_lim, 256 << 20);
+  assert_int_equal(act.to_update[0].cpu_dir, 0);
+  assert_int_equal(act.to_update[0].mem_dir, 1);
+  assert_string_equal(act.to_update[1].id, "id-c2");
+  assert_int_equal(act.to_update[1].want.cpu_lim, 600);
+  assert_int_equal(act.to_update[1].want.mem_lim, 256 << 20);
+  assert_int_equal(act.to_update[1].cpu_dir, 1);
+  assert_int_equal(act.to_update[1].mem_dir, 1);
+  /* the pod cgroup grows first, for memory and for cpu */
+  nl_cgroup_res_t cur = nl_cgroups_pod_res(old, true, 0), want = nl_cgroups_pod_res(now, true, 0);
+  assert_int_equal(want.memory, 256 << 20);
+  assert_int_equal(want.cpu_quota, 60000);
+  assert_int_equal(want.cpu_shares, 307);
+  size_t ns;
+  nl_resize_step_t *st = nl_runtime_resize_steps(&act, &cur, &want, &ns);
+  assert_int_equal(ns, 6);
+  assert_true(st[0].pod);
+  assert_int_equal(st[0].res.memory, 256 << 20);
+  assert_false(st[1].pod); /* c1's and c2's memory */
+  assert_true(st[1].memory);
+  assert_false(st[2].pod);
+  assert_true(st[3].pod);
+  assert_int_equal(st[3].res.cpu_quota, 60000);
+  assert_true(st[4].pod);
+  assert_int_equal(st[4].res.cpu_shares, 307);
+  assert_false(st[5].pod); /* c2's cpu */
+  assert_false(st[5].memory);
+  assert_int_equal(st[5].update, 1);
+  free(st);
+  nl_pod_actions_free(&act);
+  /* only the pod-level requests change: the pod cgroup alone */
+  nl_pod_t *req = mkplr("{requests: {cpu: 500m, memory: 64Mi}, limits: {cpu: 600m, memory: 256Mi}}");
+  nl_resize_allocate(&f.rs, req);
+  pl = nl_rsz_reqs_res(now->spec.resources);
+  nl_resize_set_pod_actuated(&f.rs, "u", &pl);
+  for (size_t i = 0; i < 2; i++) {
+    nl_rsz_res_t e = nl_rsz_effective(nl_rsz_res_of(&now->spec.containers[i]), &pl);
+    nl_resize_set_actuated(&f.rs, "u", now->spec.containers[i].name, &e);
+  }
+  actions(req, s, &f.rs, &act);
+  assert_true(act.resize_pod_level);
+  assert_int_equal(act.n_to_update, 0);
+  nl_pod_actions_free(&act);
+  fx_stop(&f);
+  /* the pod-level allocation and actuated record survive a restart */
+  assert_int_equal(nl_resize_init(&f.rs, &f.loop, f.dir, NULL), 0);
+  assert_true(nl_resize_pod_allocated(&f.rs, "u", &r));
+  assert_int_equal(r.cpu_req, 500);
+  assert_true(nl_resize_pod_actuated(&f.rs, "u", &r));
+  assert_int_equal(r.cpu_req, 300);
+  assert_true(nl_resize_allocated(&f.rs, "u", "c1", &r));
+  assert_int_equal(r.cpu_lim, 100);
+  fx_stop(&f);
+  nl_rt_pod_status_free(s);
+  nl_pod_free(req);
+  nl_pod_free(now);
+  nl_pod_free(old);
+  fx_done(&f);
+}
+
 static void test_conditions(void **state) {
   (void)state;
   fixture_t f;
@@ -330,6 +458,7 @@ int main(void) {
       cmocka_unit_test(test_plan),
       cmocka_unit_test(test_allocated_pod_and_checkpoint),
       cmocka_unit_test(test_conditions),
+      cmocka_unit_test(test_pod_level),
       cmocka_unit_test(test_model),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -80,8 +80,8 @@ static const char node_golden[] =
     "inerRuntimeVersion\":\"containerd://1.6.20\",\"kubeletVersion\":\"v1.36.3+nanolet.0.1.0\",\"kube"
     "ProxyVersion\":\"\",\"operatingSystem\":\"linux\",\"architecture\":\"@ARCH@\"},\"images\":[{\"names\":["
     "\"localhost/nginx@sha256:aa\",\"localhost/nginx:1.25\"],\"sizeBytes\":70000000"
-    "},{\"names\":[\"localhost/pause:3.9\"],\"sizeBytes\":300000}],\"declaredFeatures\":[\"RestartAllC"
-    "ontainersOnContainerExits\"]}}";
+    "},{\"names\":[\"localhost/pause:3.9\"],\"sizeBytes\":300000}],\"declaredFeatures\":[\"InPlacePod"
+    "LevelResourcesVerticalScaling\",\"RestartAllContainersOnContainerExits\"]}}";
 
 static char *dump(const json_t *j) { return json_dumps(j, JSON_COMPACT); }
 
