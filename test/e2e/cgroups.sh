@@ -28,12 +28,6 @@ spec:
 $2
 EOF
 }
-# cgfile CONTROLLER PATH FILE: the value of a cgroup file ("" when absent)
-cgfile() { cat "$CG/$1$2/$3" 2>/dev/null; }
-check_cg() { # check_cg NAME CONTROLLER PATH FILE WANT
-  local got; got=$(cgfile "$2" "$3" "$4")
-  [ "$got" = "$5" ] && ok "$1 ($3/$4 = $5)" || fail "$1" "$CG/$2$3/$4 = '$got', want $5"
-}
 
 RESERVED=$((64 * 1024 * 1024))
 start_agent --kube-reserved memory=$RESERVED --pod-max-pids 256 || { fail "agent start" ""; exit 1; }

@@ -25,17 +25,6 @@ MI=$((1024 * 1024))
 
 e2e_on_exit api_cleanup
 
-get() { kubectl get pod -n "$PODS_NS" "$1" -o json 2>/dev/null; }
-jget() { get "$1" | jq -r "$2" 2>/dev/null; }
-is() { [ "$(jget "$1" "$2")" = "$3" ]; }
-expect_api() { # expect_api NAME SECONDS POD JQ VALUE
-  if wait_for "$2" is "$3" "$4" "$5"; then ok "$1"; else fail "$1" "$4 = $(jget "$3" "$4"), want $5"; fi
-}
-cgfile() { cat "$CG/$1$2/$3" 2>/dev/null; }
-check_cg() { # check_cg NAME CONTROLLER PATH FILE WANT
-  local got; got=$(cgfile "$2" "$3" "$4")
-  [ "$got" = "$5" ] && ok "$1 ($3/$4 = $5)" || fail "$1" "$CG/$2$3/$4 = '$got', want $5"
-}
 # The pod cgroup of an API pod: kubepods[/burstable|/besteffort]/pod<uid>.
 podcg() { # podcg POD QOS-DIR
   echo "$KUBEPODS${2:+/$2}/pod$(jget "$1" .metadata.uid)"
@@ -48,7 +37,6 @@ ctrcg() { # ctrcg POD QOS-DIR CONTAINER
 SLEEP='trap "exit 0" TERM; while :; do sleep 1; done'
 
 join_agent "$KC" || { fail "agent start" ""; exit 1; }
-node_ready() { [ "$(kubectl get node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]; }
 wait_for 20 node_ready || fail "node Ready" "$NODE is not Ready"
 
 # ---- pod-level limits only: Guaranteed, the pod cgroup bounded ----

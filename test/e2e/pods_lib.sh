@@ -143,6 +143,23 @@ EOF
 # The namespace's API pods force-deleted and their sandboxes removed by the
 # agent (started again with credential $KC when it is not running and any are
 # left), which then stops; sandboxes still there are a failure.
+# jget POD JQ: JQ over API pod POD of $PODS_NS ("" when it is absent).
+# expect_api NAME SECONDS POD JQ VALUE: waits for the value, then ok/fail.
+jget() { kubectl get pod -n "$PODS_NS" "$1" -o json 2>/dev/null | jq -r "$2" 2>/dev/null; }
+jget_is() { [ "$(jget "$1" "$2")" = "$3" ]; }
+expect_api() {
+  if wait_for "$2" jget_is "$3" "$4" "$5"; then ok "$1"; else fail "$1" "$4 = $(jget "$3" "$4"), want $5"; fi
+}
+# cgfile CONTROLLER PATH FILE: a cgroup v1 file under $CG ("" when absent);
+# check_cg NAME CONTROLLER PATH FILE WANT: ok when it holds WANT.
+cgfile() { cat "$CG/$1$2/$3" 2>/dev/null; }
+check_cg() {
+  local got; got=$(cgfile "$2" "$3" "$4")
+  [ "$got" = "$5" ] && ok "$1 ($3/$4 = $5)" || fail "$1" "$CG/$2$3/$4 = '$got', want $5"
+}
+# node_ready: node $NODE is Ready in the API.
+node_ready() { [ "$(kubectl get node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]; }
+
 api_pods_clear() {
   kubectl delete pods -n "$PODS_NS" --all --grace-period=0 --force >/dev/null 2>&1
   if ! runtime_clear; then

@@ -24,12 +24,6 @@ CG=${NANOLET_TEST_CGROUP_FS:-/sys/fs/cgroup}
 
 e2e_on_exit api_cleanup
 
-get() { kubectl get pod -n "$PODS_NS" "$1" -o json 2>/dev/null; }
-jget() { get "$1" | jq -r "$2" 2>/dev/null; }
-is() { [ "$(jget "$1" "$2")" = "$3" ]; }
-expect_api() { # expect_api NAME SECONDS POD JQ VALUE
-  if wait_for "$2" is "$3" "$4" "$5"; then ok "$1"; else fail "$1" "$4 = $(jget "$3" "$4"), want $5"; fi
-}
 cs() { echo ".status.containerStatuses[] | select(.name == \"$1\")"; }
 resize() { # resize POD PATCH: the resize subresource, as a user patches it
   kubectl patch pod -n "$PODS_NS" "$1" --subresource resize --type strategic -p "$2" 2>&1
@@ -58,7 +52,6 @@ check_cg() { # check_cg NAME GOT WANT
 }
 
 join_agent "$KC" || { fail "agent start" ""; exit 1; }
-node_ready() { [ "$(kubectl get node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]; }
 wait_for 20 node_ready || fail "node Ready" "$NODE is not Ready"
 
 api_pod rs 1 "containers:" \

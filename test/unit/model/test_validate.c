@@ -101,7 +101,8 @@ static void divisor_zero(void **state) {
 
 static void valid_fixtures_validate(void **state) {
   const char *names[] = {"nginx.yaml", "nginx.json", "init-sidecar.yaml", "env-fieldref.yaml",
-                         "volumes.yaml", "resources.yaml", "restart-rules.yaml"};
+                         "volumes.yaml", "resources.yaml", "restart-rules.yaml",
+                         "pod-resources.yaml"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     size_t len = 0;
     char *data = fixture_read(names[i], &len);
