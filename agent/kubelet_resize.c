@@ -258,6 +258,19 @@ static void add_cond(nl_pod_status_t *st, const char *type, const nl_rsz_cond_t 
                                      c->message, c->since_ns / 1000000000);
 }
 
+/* The i-th list of requests of a pod: its containers', its init containers',
+ * its pod-level ones and its overhead; NULL past the last. */
+static const nl_resource_list_t *request_list(const nl_pod_t *pod, size_t i) {
+  static const nl_resource_list_t none;
+  const nl_pod_spec_t *s = &pod->spec;
+  if (i < s->n_containers) return &s->containers[i].resources.requests;
+  i -= s->n_containers;
+  if (i < s->n_init_containers) return &s->init_containers[i].resources.requests;
+  i -= s->n_init_containers;
+  if (i == 0) return s->resources ? &s->resources->requests : &none;
+  return i == 1 ? &s->overhead : NULL;
+}
+
 /* upstream's pod status with InPlacePodLevelResourcesVerticalScaling:
  * allocatedResources, the requests of the pod as allocated (PodRequests); and
  * for a pod with pod-level resources, resources: their allocation, with the
@@ -266,23 +279,16 @@ static void add_cond(nl_pod_status_t *st, const char *type, const nl_rsz_cond_t 
 static void pod_resources(nl_kubelet_t *k, const nl_pod_t *pod, nl_pod_status_t *st) {
   nl_pod_t *hold;
   const nl_pod_t *a = nl__kubelet_resize_pod(k, pod, &hold);
-  /* every resource the containers, the pod level or the overhead request */
-  const nl_resource_list_t *lists[64];
-  size_t nl = 0;
-  for (size_t i = 0; i < a->spec.n_containers && nl < 60; i++)
-    lists[nl++] = &a->spec.containers[i].resources.requests;
-  for (size_t i = 0; i < a->spec.n_init_containers && nl < 60; i++)
-    lists[nl++] = &a->spec.init_containers[i].resources.requests;
-  if (a->spec.resources) lists[nl++] = &a->spec.resources->requests;
-  lists[nl++] = &a->spec.overhead;
   nl_buf_t b = NL_BUF_INIT;
   nl_buf_puts(&b, "{");
   int n = 0;
-  for (size_t l = 0; l < nl; l++)
-    for (size_t i = 0; i < lists[l]->n; i++) {
-      const char *name = lists[l]->items[i].name;
+  const nl_resource_list_t *l;
+  for (size_t li = 0; (l = request_list(a, li)); li++)
+    for (size_t i = 0; i < l->n; i++) {
+      const char *name = l->items[i].name;
       bool seen = false;
-      for (size_t m = 0; m < l && !seen; m++) seen = nl_resource_list_get(lists[m], name) != NULL;
+      for (size_t m = 0; m < li && !seen; m++)
+        seen = nl_resource_list_get(request_list(a, m), name) != NULL;
       if (seen) continue;
       bool cpu = strcmp(name, "cpu") == 0;
       bool bin = strcmp(name, "memory") == 0 || strcmp(name, "ephemeral-storage") == 0 ||
