@@ -245,7 +245,15 @@ static void equality_as_the_kubelet_sees_it(void **state) {
   json_object_set_new(ready, "message", json_string("containers with unready status: [c]"));
   assert_false(nl_status_equal(a, b));
   json_object_del(ready, "message");
-  /* and so does any field the kubelet sets */
+  /* and so does any field the kubelet sets: the pod-level resources a
+   * resize of spec.resources changes too (InPlacePodLevelResourcesVerticalScaling) */
+  json_object_set_new(a, "allocatedResources", J("{\"cpu\":\"100m\"}"));
+  assert_false(nl_status_equal(a, b));
+  json_object_set_new(b, "allocatedResources", J("{\"cpu\":\"100m\"}"));
+  json_object_set_new(b, "resources", J("{\"limits\":{\"cpu\":\"300m\"}}"));
+  assert_false(nl_status_equal(a, b));
+  json_object_del(b, "resources");
+  assert_true(nl_status_equal(a, b));
   json_object_set_new(b, "podIP", json_string("10.88.0.8"));
   assert_false(nl_status_equal(a, b));
   assert_false(nl_status_equal(a, NULL));
