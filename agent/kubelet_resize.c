@@ -295,6 +295,10 @@ static void pod_resources(nl_kubelet_t *k, const nl_pod_t *pod, nl_pod_status_t 
                  strncmp(name, "hugepages-", 10) == 0;
       nl_quantity_t q = {nl_pod_request(a, name), cpu ? -3 : 0,
                          bin ? NL_QUANTITY_BINARY_SI : NL_QUANTITY_DECIMAL_SI};
+      /* a pod-level request stands as written (PodRequests copies it: a
+       * memory request of "10m" stays 10m, not a rounded byte) */
+      const nl_quantity_t *pl = nl_pod_level_request(a, name);
+      if (pl && !nl_resource_list_get(&a->spec.overhead, name)) q = *pl;
       char t[NL_QUANTITY_STRLEN];
       nl_buf_printf(&b, "%s\"%s\":\"%s\"", n++ ? "," : "", name, nl_quantity_format(&q, t));
     }
