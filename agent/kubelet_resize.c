@@ -311,7 +311,8 @@ static void pod_resources(nl_kubelet_t *k, const nl_pod_t *pod, nl_pod_status_t 
   nl_rsz_res_t alloc, act;
   if (a->spec.resources && nl_resize_pod_allocated(&k->resize, pod->metadata.uid, &alloc)) {
     nl_rsz_res_t shown = alloc;
-    if (st->phase == NL_POD_RUNNING && nl_resize_pod_actuated(&k->resize, pod->metadata.uid, &act)) {
+    if (st->phase == NL_POD_RUNNING &&
+        nl_resize_pod_actuated(&k->resize, pod->metadata.uid, &act)) {
       if (alloc.set & NL_RSZ_CPU_REQ) shown.cpu_req = act.cpu_req;
       if (alloc.set & NL_RSZ_CPU_LIM) shown.cpu_lim = act.cpu_lim;
       if (alloc.set & NL_RSZ_MEM_REQ) shown.mem_req = act.mem_req;

@@ -112,8 +112,8 @@ void nl_resize_allocate(nl_resize_t *rs, const nl_pod_t *pod);
 /* Whether the pod has an allocation at all (admitted before). */
 bool nl_resize_known(const nl_resize_t *rs, const char *uid);
 /* upstream UpdatePodFromAllocation: a copy of pod whose containers and
- * spec.resources have the allocated cpu and memory (one holder: free with nl_pod_free), or NULL when
- * pod already has them (or has no allocation). */
+ * spec.resources have the allocated cpu and memory (one holder: free with
+ * nl_pod_free), or NULL when pod already has them (or has no allocation). */
 nl_pod_t *nl_resize_allocated_pod(const nl_resize_t *rs, const nl_pod_t *pod);
 /* The allocation of a container: false when there is none. */
 bool nl_resize_allocated(const nl_resize_t *rs, const char *uid, const char *container,

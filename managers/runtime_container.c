@@ -58,6 +58,23 @@ static const nl_quantity_t *limit_of(const nl_pod_t *pod, const nl_container_t *
   return q;
 }
 
+/* Appends res to r's hugepage limits when it is a hugepages-<size> one. */
+static void hugepage_limit(Runtime__V1__LinuxContainerResources *r, const nl_resource_t *res) {
+  if (strncmp(res->name, "hugepages-", 10) != 0) return;
+  Runtime__V1__HugepageLimit *h =
+      NL__NEW(Runtime__V1__HugepageLimit, RUNTIME__V1__HUGEPAGE_LIMIT__INIT);
+  /* "hugepages-2Mi" -> "2MB", as upstream's HugePageUnitSizeFromByteSize */
+  const char *sz = res->name + 10;
+  size_t n = strlen(sz);
+  if (n > 2 && sz[n - 1] == 'i')
+    h->page_size = nl_xasprintf("%.*s%cB", (int)(n - 2), sz, sz[n - 2]);
+  else
+    h->page_size = nl_xstrdup(sz);
+  h->limit = (uint64_t)nl_quantity_value(&res->q);
+  r->hugepage_limits = nl_xrealloc(r->hugepage_limits, (r->n_hugepage_limits + 1) * sizeof(void *));
+  r->hugepage_limits[r->n_hugepage_limits++] = h;
+}
+
 Runtime__V1__LinuxContainerResources *nl__container_resources(const nl_runtime_opts_t *opts,
                                                                const nl_pod_t *pod,
                                                                const nl_container_t *c) {
@@ -75,22 +92,14 @@ Runtime__V1__LinuxContainerResources *nl__container_resources(const nl_runtime_o
     r->cpu_quota = nl_cgroups_milli_to_quota(lim_milli, NL_CGROUPS_QUOTA_PERIOD);
   }
   r->oom_score_adj = nl_runtime_oom_score_adj(pod, c, opts->node_memory_bytes);
-  for (size_t i = 0; i < c->resources.limits.n; i++) {
-    const nl_resource_t *res = &c->resources.limits.items[i];
-    if (strncmp(res->name, "hugepages-", 10) != 0) continue;
-    Runtime__V1__HugepageLimit *h =
-        NL__NEW(Runtime__V1__HugepageLimit, RUNTIME__V1__HUGEPAGE_LIMIT__INIT);
-    /* "hugepages-2Mi" -> "2MB", as upstream's HugePageUnitSizeFromByteSize */
-    const char *sz = res->name + 10;
-    size_t n = strlen(sz);
-    if (n > 2 && sz[n - 1] == 'i')
-      h->page_size = nl_xasprintf("%.*s%cB", (int)(n - 2), sz, sz[n - 2]);
-    else
-      h->page_size = nl_xstrdup(sz);
-    h->limit = (uint64_t)nl_quantity_value(&res->q);
-    r->hugepage_limits = nl_xrealloc(r->hugepage_limits, (r->n_hugepage_limits + 1) * sizeof(void *));
-    r->hugepage_limits[r->n_hugepage_limits++] = h;
-  }
+  for (size_t i = 0; i < c->resources.limits.n; i++)
+    hugepage_limit(r, &c->resources.limits.items[i]);
+  /* GetHugepageLimitsFromResources: a pod-level hugepages limit bounds a
+   * container that has none of that size (its own wins) */
+  const nl_resource_list_t *pl = nl_pod_level_set(pod) ? &pod->spec.resources->limits : NULL;
+  for (size_t i = 0; pl && i < pl->n; i++)
+    if (!nl_resource_list_get(&c->resources.limits, pl->items[i].name))
+      hugepage_limit(r, &pl->items[i]);
   return r;
 }
 

@@ -452,6 +452,21 @@ static void test_pod_level_container_resources(void **state) {
   assert_int_equal(r->oom_score_adj, 813);
   protobuf_c_message_free_unpacked(&c->base, NULL);
   nl_pod_free(p);
+  /* pod-level hugepages bound a container without its own of that size */
+  p = pod_from_yaml(
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: nsx, uid: u}\nspec:\n"
+      "  resources: {limits: {memory: 1Gi, hugepages-2Mi: 8Mi, hugepages-1Gi: 2Gi}}\n"
+      "  containers:\n  - {name: a, image: b, resources: {limits: {hugepages-1Gi: 1Gi}}}\n");
+  in.container = &p->spec.containers[0];
+  assert_int_equal(nl_runtime_build_container_config(&o, p, &in, &c, NULL), 0);
+  r = c->linux->resources;
+  assert_int_equal(r->n_hugepage_limits, 2);
+  assert_string_equal(r->hugepage_limits[0]->page_size, "1GB");
+  assert_int_equal(r->hugepage_limits[0]->limit, 1LL << 30);
+  assert_string_equal(r->hugepage_limits[1]->page_size, "2MB");
+  assert_int_equal(r->hugepage_limits[1]->limit, 8LL << 20);
+  protobuf_c_message_free_unpacked(&c->base, NULL);
+  nl_pod_free(p);
 }
 
 /* The downward API's limits.cpu/memory fall back to the pod-level limit before
