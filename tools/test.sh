@@ -37,9 +37,11 @@ else
   echo "== the test control plane is not up: tools/testenv/controlplane.sh up failed"
   status=1
 fi
-# Upstream's node e2e suite (e2e_conformance_subset): built once per machine
-# and cached beside the control plane, before the tests' time limits start.
+# Upstream's e2e suite (e2e_conformance_subset) and node validation suite
+# with the sample device plugin (e2e_node_subset): built once per machine and
+# cached beside the control plane, before the tests' time limits start.
 run tools/testenv/k8s-build.sh suite >/dev/null
+run tools/testenv/k8s-build.sh node-suite sample-device-plugin >/dev/null
 stamp tools/build.sh --asan
 tools/build.sh --asan
 
