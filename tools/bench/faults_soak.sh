@@ -109,7 +109,7 @@ TPORT=$(free_port)
 LPORT=$(free_port)
 "$TOXI" -host 127.0.0.1 -port "$TPORT" >"$RUN/toxiproxy.log" 2>&1 &
 TOXI_PID=$!
-wait_until 10 curl -fsS -o /dev/null "http://127.0.0.1:$TPORT/version" || fail "toxiproxy start"
+wait_until 10 curl -fsS -o /dev/null "http://127.0.0.1:$TPORT/version" 2>/dev/null || fail "toxiproxy start"
 curl -fsS -o /dev/null -X POST "http://127.0.0.1:$TPORT/proxies" -H 'Content-Type: application/json' \
   -d "{\"name\": \"uplink\", \"listen\": \"127.0.0.1:$LPORT\", \"upstream\": \"127.0.0.1:${NANOLET_TEST_APISERVER##*:}\", \"enabled\": true}" ||
   fail "toxiproxy proxy"
