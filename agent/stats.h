@@ -51,7 +51,8 @@ typedef struct nl_node_sample {
  * returns 0, or -1 when the text lacks what it needs. */
 int nl_stats_parse_proc_stat(nl_node_sample_t *s, const char *text);
 int nl_stats_parse_meminfo(nl_node_sample_t *s, const char *text);
-void nl_stats_parse_vmstat(nl_node_sample_t *s, const char *text);
+/* pgfault and pgmajfault of memory.stat or /proc/vmstat (one format). */
+void nl_stats_parse_faults(nl_node_sample_t *s, const char *text);
 /* Interfaces other than lo, in file order, at most NL_STATS_MAX_IFS. */
 void nl_stats_parse_net_dev(nl_node_sample_t *s, const char *text);
 /* The same into ifs[NL_STATS_MAX_IFS], *n set to how many. */
@@ -62,7 +63,7 @@ void nl_stats_parse_net_dev_ifs(nl_stats_if_t *ifs, size_t *n, const char *text)
  * filesystem mount point, or NULL. */
 void nl_node_sample_read(nl_node_sample_t *s, const char *root_dir, const char *image_mount);
 /* all false: only what the eviction manager reads every 10 s (memory, pids,
- * file systems), not /proc/stat, /proc/vmstat and /proc/net/dev, whose
+ * file systems), not /proc/stat, memory.stat and /proc/net/dev, whose
  * reading costs the kernel a walk of every interface (a veth per pod). */
 void nl_node_sample_read_part(nl_node_sample_t *s, const char *root_dir, const char *image_mount,
                               bool all);

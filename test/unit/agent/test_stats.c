@@ -48,7 +48,7 @@ static void parsers(void **state) {
   assert_int_equal(nl_stats_parse_meminfo(&s, meminfo), 0);
   assert_true(s.mem_total == 2000000ull * 1024 && s.mem_free == 500000ull * 1024);
   assert_true(s.inactive_file == 300000ull * 1024 && s.anon == 400000ull * 1024);
-  nl_stats_parse_vmstat(&s, vmstat);
+  nl_stats_parse_faults(&s, vmstat);
   assert_true(s.pgfault == 777 && s.pgmajfault == 5);
   nl_stats_parse_net_dev(&s, net_dev);
   assert_int_equal(s.n_ifs, 2);
