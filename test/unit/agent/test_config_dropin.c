@@ -257,6 +257,23 @@ static void by_priority_excludes_the_grace_period(void **state) {
   nl_config_free(&c);
 }
 
+/* /configz in upstream's v1beta1 types, so that upstream's decoder (the node
+ * suite's) reads it: gates as booleans, taints as objects. */
+static void configz_has_upstream_types(void **state) {
+  (void)state;
+  nl_kubelet_config_t c;
+  nl_config_defaults(&c);
+  const char *y = HEAD "featureGates: {A: true, B: false}\n"
+                       "registerWithTaints: [{key: k, value: v, effect: NoSchedule}, {key: j, effect: NoExecute}]\n";
+  assert_int_equal(nl_config_load_bytes(&c, "k.yaml", y, strlen(y), NULL), 0);
+  json_t *kc = configz(&c);
+  assert_json(kc, "featureGates", "{\"A\":true,\"B\":false}");
+  assert_json(kc, "registerWithTaints", "[{\"key\":\"k\",\"value\":\"v\",\"effect\":\"NoSchedule\"},"
+                                        "{\"key\":\"j\",\"effect\":\"NoExecute\"}]");
+  json_decref(kc);
+  nl_config_free(&c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(upstream_spec_drop_ins_merge),
@@ -265,6 +282,7 @@ int main(void) {
       cmocka_unit_test(bad_drop_ins_name_the_file_and_field),
       cmocka_unit_test(missing_directory_is_an_error),
       cmocka_unit_test(by_priority_excludes_the_grace_period),
+      cmocka_unit_test(configz_has_upstream_types),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
