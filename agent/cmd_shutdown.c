@@ -24,10 +24,7 @@ static int64_t mono_ms(void) {
 static int load(nl_kubelet_config_t *cfg, int argc, char **argv) {
   nl_err_t *err = NULL;
   bool help = false, version = false;
-  nl_config_defaults(cfg);
-  const char *path = nl_flags_find_config(argc, argv);
-  if (!path) nl_config_legacy_defaults(cfg);
-  if ((path && nl_config_load_file(cfg, path, &err) < 0) ||
+  if (nl_config_read(cfg, argc, argv, &err) < 0 ||
       nl_flags_parse(cfg, argc, argv, &help, &version, &err) < 0 ||
       nl_config_validate(cfg, &err) < 0) {
     fprintf(stderr, "nanolet shutdown-hook: %s\n", nl_err_msg(err));

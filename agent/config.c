@@ -31,6 +31,8 @@ void nl_config_defaults(nl_kubelet_config_t *c) {
   c->cgroup_driver = nl_xstrdup("cgroupfs");
   c->cgroups_per_qos = true;
   c->cpu_cfs_quota = true;
+  c->cpu_cfs_quota_period = SEC / 10;
+  c->cpu_manager_reconcile_period = 10 * SEC;
   nl__strlist_add(&c->enforce_node_allocatable, "pods");
   c->resolv_conf = nl_xstrdup("/etc/resolv.conf");
   c->serialize_image_pulls = true;
@@ -99,9 +101,11 @@ void nl_config_free(nl_kubelet_config_t *c) {
       break;
     case NL_F_STRLIST:
     case NL_F_TAINTS:
+    case NL_F_PRIORITIES:
       nl__strlist_free(p);
       break;
     case NL_F_STRMAP:
+    case NL_F_BOOLMAP:
     case NL_F_STRLISTMAP:
       nl__strmap_free(p);
       break;
@@ -132,10 +136,91 @@ static bool is_null(yaml_node_t *n) {
          strcmp(s, "NULL") == 0;
 }
 
+/* A drop-in's null: the field goes back to its default, as upstream's merge
+ * patch deletes it and defaulting fills it again. */
+static void reset_field(nl_kubelet_config_t *c, const nl_config_field_t *f) {
+  nl_kubelet_config_t def;
+  nl_config_defaults(&def);
+  nl__config_field_copy(c, &def, f);
+  nl_config_free(&def);
+  c->set_by[f - nl__config_fields] = NL_CONFIG_UNSET;
+}
+
+/* shutdownGracePeriodByPodPriority: [{priority, shutdownGracePeriodSeconds}]. */
+static int set_priorities(nl_config_list_t *l, yaml_document_t *doc, yaml_node_t *v,
+                          nl_err_t **err) {
+  if (v->type != YAML_SEQUENCE_NODE)
+    return nl_err_set(err, NL_EINVAL, "must be a list of {priority, shutdownGracePeriodSeconds}");
+  nl__strlist_free(l);
+  int idx = 0;
+  for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top;
+       it++, idx++) {
+    yaml_node_t *e = yaml_document_get_node(doc, *it);
+    if (!e || e->type != YAML_MAPPING_NODE)
+      return nl_err_set(err, NL_EINVAL, "[%d]: must be {priority, shutdownGracePeriodSeconds}", idx);
+    long long prio = 0, secs = 0;
+    for (yaml_node_pair_t *pr = e->data.mapping.pairs.start; pr < e->data.mapping.pairs.top; pr++) {
+      const char *k = scalar(yaml_document_get_node(doc, pr->key));
+      const char *s = scalar(yaml_document_get_node(doc, pr->value));
+      bool is_prio = k && !strcmp(k, "priority");
+      if (!k || (!is_prio && strcmp(k, "shutdownGracePeriodSeconds"))) continue;
+      char *end;
+      errno = 0;
+      long long n = s ? strtoll(s, &end, 10) : 0;
+      if (!s || !*s || *end || errno || (is_prio && (n < INT32_MIN || n > INT32_MAX)))
+        return nl_err_set(err, NL_EINVAL, "[%d].%s: invalid integer \"%s\"", idx, k, s ? s : "");
+      *(is_prio ? &prio : &secs) = n;
+    }
+    char *spec = nl_xasprintf("%lld=%lld", prio, secs);
+    nl__strlist_add(l, spec);
+    free(spec);
+  }
+  return 0;
+}
+
+/* A mapping into a map field; a drop-in's (merge) adds to the map key by key
+ * and deletes the keys it sets to null, a --config file's replaces it. */
+static int set_map(nl_config_map_t *m, yaml_document_t *doc, const nl_config_field_t *f,
+                   yaml_node_t *v, bool merge, nl_err_t **err) {
+  if (v->type != YAML_MAPPING_NODE) return nl_err_set(err, NL_EINVAL, "must be a mapping");
+  if (!merge) nl__strmap_free(m);
+  for (yaml_node_pair_t *pr = v->data.mapping.pairs.start; pr < v->data.mapping.pairs.top; pr++) {
+    const char *k = scalar(yaml_document_get_node(doc, pr->key));
+    yaml_node_t *vn = yaml_document_get_node(doc, pr->value);
+    if (!k) return nl_err_set(err, NL_EINVAL, "keys must be strings");
+    if (merge && is_null(vn)) {
+      nl__strmap_del(m, k);
+      continue;
+    }
+    if (f->type != NL_F_STRLISTMAP) {
+      const char *s = scalar(vn);
+      if (!s) return nl_err_set(err, NL_EINVAL, "%s: must be a string", k);
+      if (f->type == NL_F_BOOLMAP && !(s = nl__config_bool_text(s)))
+        return nl__config_gate_error(k, scalar(vn), err);
+      nl__strmap_add(m, k, s, 1);
+      continue;
+    }
+    if (!vn || vn->type != YAML_SEQUENCE_NODE)
+      return nl_err_set(err, NL_EINVAL, "%s: must be a list of strings", k);
+    nl__strmap_add(m, k, NULL, 1);
+    for (yaml_node_item_t *it = vn->data.sequence.items.start; it < vn->data.sequence.items.top;
+         it++) {
+      const char *s = scalar(yaml_document_get_node(doc, *it));
+      if (!s) return nl_err_set(err, NL_EINVAL, "%s: must be a list of strings", k);
+      nl__strmap_add(m, k, s, 0);
+    }
+  }
+  return 0;
+}
+
 static int set_field(nl_kubelet_config_t *c, yaml_document_t *doc, const nl_config_field_t *f,
-                     yaml_node_t *v, nl_err_t **err) {
+                     yaml_node_t *v, bool merge, nl_err_t **err) {
   void *p = (char *)c + f->offset;
-  if (is_null(v)) return 0;
+  if (is_null(v)) {
+    if (merge) reset_field(c, f);
+    return 0;
+  }
+  c->set_by[f - nl__config_fields] = NL_CONFIG_FILE;
   switch (f->type) {
   case NL_F_STRLIST: {
     if (v->type != YAML_SEQUENCE_NODE) return nl_err_set(err, NL_EINVAL, "must be a list of strings");
@@ -172,32 +257,10 @@ static int set_field(nl_kubelet_config_t *c, yaml_document_t *doc, const nl_conf
     }
     return 0;
   }
+  case NL_F_PRIORITIES: return set_priorities(p, doc, v, err);
   case NL_F_STRMAP:
-  case NL_F_STRLISTMAP: {
-    if (v->type != YAML_MAPPING_NODE) return nl_err_set(err, NL_EINVAL, "must be a mapping");
-    nl__strmap_free(p);
-    for (yaml_node_pair_t *pr = v->data.mapping.pairs.start; pr < v->data.mapping.pairs.top; pr++) {
-      const char *k = scalar(yaml_document_get_node(doc, pr->key));
-      yaml_node_t *vn = yaml_document_get_node(doc, pr->value);
-      if (!k) return nl_err_set(err, NL_EINVAL, "keys must be strings");
-      if (f->type == NL_F_STRMAP) {
-        const char *s = scalar(vn);
-        if (!s) return nl_err_set(err, NL_EINVAL, "%s: must be a string", k);
-        nl__strmap_add(p, k, s, 1);
-        continue;
-      }
-      if (!vn || vn->type != YAML_SEQUENCE_NODE)
-        return nl_err_set(err, NL_EINVAL, "%s: must be a list of strings", k);
-      nl__strmap_add(p, k, NULL, 1);
-      for (yaml_node_item_t *it = vn->data.sequence.items.start; it < vn->data.sequence.items.top;
-           it++) {
-        const char *s = scalar(yaml_document_get_node(doc, *it));
-        if (!s) return nl_err_set(err, NL_EINVAL, "%s: must be a list of strings", k);
-        nl__strmap_add(p, k, s, 0);
-      }
-    }
-    return 0;
-  }
+  case NL_F_BOOLMAP:
+  case NL_F_STRLISTMAP: return set_map(p, doc, f, v, merge, err);
   default: {
     const char *s = scalar(v);
     if (!s) return nl_err_set(err, NL_EINVAL, "must be a scalar");
@@ -215,10 +278,19 @@ static bool has_fields_under(const char *prefix) {
   return false;
 }
 
+/* A drop-in's null for a whole struct (authentication: null): all its fields
+ * back to their defaults. */
+static void reset_fields_under(nl_kubelet_config_t *c, const char *prefix) {
+  size_t n = strlen(prefix);
+  for (size_t i = 0; i < nl__config_nfields; i++)
+    if (nl__config_fields[i].name && strncmp(nl__config_fields[i].name, prefix, n) == 0)
+      reset_field(c, &nl__config_fields[i]);
+}
+
 /* The fields of a mapping; nested structs (authentication.x509...) are named
  * by their path in the field table. */
 static int load_mapping(nl_kubelet_config_t *c, const char *name, yaml_document_t *doc,
-                        yaml_node_t *map, const char *prefix, nl_err_t **err) {
+                        yaml_node_t *map, const char *prefix, bool merge, nl_err_t **err) {
   for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
        pr++) {
     const char *k = scalar(yaml_document_get_node(doc, pr->key));
@@ -228,13 +300,14 @@ static int load_mapping(nl_kubelet_config_t *c, const char *name, yaml_document_
     const nl_config_field_t *f = field_by_name(path);
     int rc = 0;
     if (f) {
-      rc = set_field(c, doc, f, v, err);
+      rc = set_field(c, doc, f, v, merge, err);
       if (rc < 0) nl_err_wrap(err, "%s: %s", name, path);
-      else if (!is_null(v)) c->set_by[f - nl__config_fields] = NL_CONFIG_FILE;
     } else {
       char *sub = nl_xasprintf("%s.", path);
       if (v && v->type == YAML_MAPPING_NODE && has_fields_under(sub))
-        rc = load_mapping(c, name, doc, v, sub, err);
+        rc = load_mapping(c, name, doc, v, sub, merge, err);
+      else if (merge && is_null(v) && has_fields_under(sub))
+        reset_fields_under(c, sub);
       else if (!is_null(v) || !has_fields_under(sub))
         nl_warn("%s: unknown field \"%s\" ignored", name, path);
       free(sub);
@@ -245,8 +318,8 @@ static int load_mapping(nl_kubelet_config_t *c, const char *name, yaml_document_
   return 0;
 }
 
-int nl_config_load_bytes(nl_kubelet_config_t *c, const char *name, const char *data, size_t len,
-                         nl_err_t **err) {
+int nl__config_load_bytes(nl_kubelet_config_t *c, const char *name, const char *data, size_t len,
+                          bool merge, nl_err_t **err) {
   yaml_parser_t parser;
   yaml_document_t doc;
   int rc = -1;
@@ -281,14 +354,19 @@ int nl_config_load_bytes(nl_kubelet_config_t *c, const char *name, const char *d
                kind ? kind : "");
     goto out;
   }
-  rc = load_mapping(c, name, &doc, root, "", err);
+  rc = load_mapping(c, name, &doc, root, "", merge, err);
 out:
   yaml_document_delete(&doc);
   yaml_parser_delete(&parser);
   return rc;
 }
 
-int nl_config_load_file(nl_kubelet_config_t *c, const char *path, nl_err_t **err) {
+int nl_config_load_bytes(nl_kubelet_config_t *c, const char *name, const char *data, size_t len,
+                         nl_err_t **err) {
+  return nl__config_load_bytes(c, name, data, len, false, err);
+}
+
+int nl__config_load_path(nl_kubelet_config_t *c, const char *path, bool dropin, nl_err_t **err) {
   /* Read once at start-up, before the loop runs: nothing else is waiting. */
   FILE *f = fopen(path, "rb");
   if (!f) return nl_err_set(err, errno, "failed to read kubelet config file \"%s\": %s", path,
@@ -301,9 +379,13 @@ int nl_config_load_file(nl_kubelet_config_t *c, const char *path, nl_err_t **err
     len += n;
   } while (n > 0 && len < (1u << 20));
   fclose(f);
-  int rc = nl_config_load_bytes(c, path, data ? data : "", len, err);
+  int rc = nl__config_load_bytes(c, path, data ? data : "", len, dropin, err);
   free(data);
   return rc;
+}
+
+int nl_config_load_file(nl_kubelet_config_t *c, const char *path, nl_err_t **err) {
+  return nl__config_load_path(c, path, false, err);
 }
 
 /* What node registration and status need, checked at start as upstream does. */
@@ -411,6 +493,11 @@ int nl_config_validate(const nl_kubelet_config_t *c, nl_err_t **err) {
   if (c->static_pod_path && c->static_pod_path[0] && c->static_pod_path[0] != '/')
     return nl_err_set(err, NL_EINVAL, "staticPodPath: must be an absolute path, got \"%s\"",
                       c->static_pod_path);
+  if (c->shutdown_grace_period_by_pod_priority.n &&
+      (c->shutdown_grace_period || c->shutdown_grace_period_critical_pods))
+    return nl_err_set(err, NL_EINVAL, "invalid configuration: Cannot specify both "
+                                      "shutdownGracePeriodByPodPriority and shutdownGracePeriod at "
+                                      "the same time");
   if (c->shutdown_grace_period_critical_pods > c->shutdown_grace_period)
     return nl_err_set(err, NL_EINVAL,
                       "shutdownGracePeriodCriticalPods must be <= shutdownGracePeriod");

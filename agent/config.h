@@ -51,6 +51,8 @@ typedef struct nl_kubelet_config {
   char *cgroup_root;
   bool cgroups_per_qos;
   bool cpu_cfs_quota;
+  int64_t cpu_cfs_quota_period;
+  int64_t cpu_manager_reconcile_period;
   nl_config_list_t enforce_node_allocatable; /* "pods", "system-reserved", ... */
   char *system_reserved_cgroup;
   char *kube_reserved_cgroup;
@@ -80,6 +82,7 @@ typedef struct nl_kubelet_config {
   int64_t image_maximum_gc_age; /* 0: none */
   int64_t shutdown_grace_period;
   int64_t shutdown_grace_period_critical_pods;
+  nl_config_list_t shutdown_grace_period_by_pod_priority; /* "priority=seconds" each */
   int64_t streaming_connection_idle_timeout;
   int32_t oom_score_adj; /* --oom-score-adj; upstream keeps it in the config too */
   bool fail_swap_on;
@@ -119,6 +122,7 @@ typedef struct nl_kubelet_config {
 
   /* Flags that upstream keeps outside the file. */
   char *config_file;
+  char *config_dir; /* --config-dir: drop-ins over the file (agent/config_dropin.c) */
   char *kubeconfig;
   char *bootstrap_kubeconfig;
   char *hostname_override;
@@ -159,6 +163,21 @@ int nl_config_load_bytes(nl_kubelet_config_t *cfg, const char *name, const char 
                          size_t len, nl_err_t **err);
 int nl_config_load_file(nl_kubelet_config_t *cfg, const char *path, nl_err_t **err);
 
+/* Merges the drop-ins of dir into cfg: every *.conf file under it (and its
+ * subdirectories), in lexical order of their paths, each a KubeletConfiguration
+ * that overrides what came before as upstream's JSON merge patch does: a field
+ * set replaces the earlier value, maps merge key by key (a key set to null
+ * goes), lists are replaced whole, nested structs merge field by field, null
+ * resets a field to its default. Other files are skipped and logged. Returns 0,
+ * or -1 with *err naming the directory, the file and the field. */
+int nl_config_load_dir(nl_kubelet_config_t *cfg, const char *dir, nl_err_t **err);
+
+/* What the agent starts from before its flags: defaults, the --config file,
+ * then the --config-dir drop-ins, as upstream reads them (argv is only searched
+ * for those two flags; nl_flags_parse applies all flags afterwards, so flags
+ * win). Returns 0, or -1 with *err naming the file and field. */
+int nl_config_read(nl_kubelet_config_t *cfg, int argc, char **argv, nl_err_t **err);
+
 /* Checks cross-field rules as upstream's ValidateKubeletConfiguration. */
 int nl_config_validate(const nl_kubelet_config_t *cfg, nl_err_t **err);
 
@@ -172,9 +191,10 @@ int nl_config_check_ignored(const nl_kubelet_config_t *cfg, nl_err_t **err);
 char *nl_config_to_json(const nl_kubelet_config_t *cfg);
 
 /* Command line. nl_flags_parse applies flags to cfg (so flags override the file:
- * call it after loading --config, which nl_flags_find_config finds first).
+ * call it after nl_config_read, which finds --config and --config-dir with
+ * nl_flags_find, the value of a flag or NULL).
  * Sets *want_help / *want_version. Returns 0 or -1 with *err naming the flag. */
-const char *nl_flags_find_config(int argc, char **argv);
+const char *nl_flags_find(int argc, char **argv, const char *flag);
 int nl_flags_parse(nl_kubelet_config_t *cfg, int argc, char **argv, bool *want_help,
                    bool *want_version, nl_err_t **err);
 void nl_flags_usage(FILE *out);

@@ -35,6 +35,8 @@ const nl_config_field_t nl__config_fields[] = {
     S("cgroupRoot", "cgroup-root", cgroup_root, "Root cgroup for pods"),
     B("cgroupsPerQOS", "cgroups-per-qos", cgroups_per_qos, "Create the QoS cgroup hierarchy (default true)"),
     B("cpuCFSQuota", "cpu-cfs-quota", cpu_cfs_quota, "Enforce CPU limits with CFS quota (default true)"),
+    D("cpuCFSQuotaPeriod", "cpu-cfs-quota-period", cpu_cfs_quota_period, "CFS quota period of CPU limits (default 100ms)"),
+    D("cpuManagerReconcilePeriod", "cpu-manager-reconcile-period", cpu_manager_reconcile_period, "Period of the CPU manager's reconciliation (default 10s)"),
     {"enforceNodeAllocatable", "enforce-node-allocatable", NL_F_STRLIST, OFF(enforce_node_allocatable), 0, 0, "What enforces node allocatable: none, or pods, system-reserved, kube-reserved (default pods)"},
     S("systemReservedCgroup", "system-reserved-cgroup", system_reserved_cgroup, "The cgroup of the system daemons, for enforceNodeAllocatable system-reserved"),
     S("kubeletCgroups", "kubelet-cgroups", kubelet_cgroups, "The cgroup nanolet moves itself into at start (created when missing)"),
@@ -50,7 +52,7 @@ const nl_config_field_t nl__config_fields[] = {
     D("nodeStatusUpdateFrequency", "node-status-update-frequency", node_status_update_frequency, "How often node status is computed (default 10s)"),
     D("nodeStatusReportFrequency", NULL, node_status_report_frequency, NULL),
     I32("nodeLeaseDurationSeconds", NULL, node_lease_duration_seconds, 1, INT32_MAX, NULL),
-    {"featureGates", "feature-gates", NL_F_STRMAP, OFF(feature_gates), 0, 0, "Feature gates, e.g. EventedPLEG=true (nanolet knows EventedPLEG and ResourceHealthStatus)"},
+    {"featureGates", "feature-gates", NL_F_BOOLMAP, OFF(feature_gates), 0, 0, "Feature gates, e.g. EventedPLEG=true (nanolet knows EventedPLEG and ResourceHealthStatus)"},
     {"evictionHard", "eviction-hard", NL_F_STRMAP, OFF(eviction_hard), 0, 0, "Hard eviction thresholds, e.g. memory.available<100Mi"},
     {"evictionSoft", "eviction-soft", NL_F_STRMAP, OFF(eviction_soft), 0, 0, "Soft eviction thresholds, e.g. memory.available<300Mi"},
     {"evictionSoftGracePeriod", "eviction-soft-grace-period", NL_F_STRMAP, OFF(eviction_soft_grace_period), 0, 0, "Grace periods of the soft thresholds, e.g. memory.available=1m30s"},
@@ -64,6 +66,7 @@ const nl_config_field_t nl__config_fields[] = {
     D("imageMaximumGCAge", NULL, image_maximum_gc_age, NULL),
     D("shutdownGracePeriod", NULL, shutdown_grace_period, NULL),
     D("shutdownGracePeriodCriticalPods", NULL, shutdown_grace_period_critical_pods, NULL),
+    {"shutdownGracePeriodByPodPriority", NULL, NL_F_PRIORITIES, OFF(shutdown_grace_period_by_pod_priority), 0, 0, NULL},
     D("streamingConnectionIdleTimeout", "streaming-connection-idle-timeout", streaming_connection_idle_timeout, "Idle timeout of streaming connections (default 4h)"),
     I32("oomScoreAdj", "oom-score-adj", oom_score_adj, -1000, 1000, "The oom_score_adj of the agent, -1000..1000 (default -999)"),
     B("failSwapOn", "fail-swap-on", fail_swap_on, "Fail to start when swap is on (default true)"),
@@ -101,6 +104,7 @@ const nl_config_field_t nl__config_fields[] = {
     {"systemReserved", "system-reserved", NL_F_STRMAP, OFF(system_reserved), 0, 0, "Resources reserved for the system, e.g. cpu=100m,memory=256Mi"},
     /* Flags upstream keeps outside the configuration file. */
     S(NULL, "config", config_file, "The KubeletConfiguration file; flags override it"),
+    S(NULL, "config-dir", config_dir, "Directory of drop-in KubeletConfiguration files ('*.conf', its subdirectories too), merged over --config in lexical order; flags override them"),
     S(NULL, "kubeconfig", kubeconfig, "kubeconfig of the API server; standalone mode when absent"),
     S(NULL, "bootstrap-kubeconfig", bootstrap_kubeconfig, "kubeconfig used to get a client certificate (TLS bootstrap) when --kubeconfig has no valid one"),
     S(NULL, "hostname-override", hostname_override, "Use this name as the node name instead of the hostname"),
@@ -153,6 +157,19 @@ void nl__strmap_add(nl_config_map_t *m, const char *key, const char *value, int 
   m->first[i] = m->values[i].n ? m->values[i].v[0] : "";
 }
 
+void nl__strmap_del(nl_config_map_t *m, const char *key) {
+  for (size_t i = 0; i < m->n; i++) {
+    if (strcmp(m->keys[i], key) != 0) continue;
+    free(m->keys[i]);
+    nl__strlist_free(&m->values[i]);
+    m->n--;
+    memmove(&m->keys[i], &m->keys[i + 1], (m->n - i) * sizeof *m->keys);
+    memmove(&m->values[i], &m->values[i + 1], (m->n - i) * sizeof *m->values);
+    memmove(&m->first[i], &m->first[i + 1], (m->n - i) * sizeof *m->first);
+    return;
+  }
+}
+
 void nl__strmap_free(nl_config_map_t *m) {
   for (size_t i = 0; i < m->n; i++) {
     free(m->keys[i]);
@@ -176,6 +193,17 @@ static int parse_bool(const char *s, bool *out) {
     if (strcmp(s, no[i]) == 0) return *out = false, 0;
   }
   return -1;
+}
+
+const char *nl__config_bool_text(const char *s) {
+  bool b;
+  return parse_bool(s, &b) < 0 ? NULL : b ? "true" : "false";
+}
+
+int nl__config_gate_error(const char *key, const char *value, nl_err_t **err) {
+  return nl_err_set(err, NL_EINVAL,
+                    "invalid value of %s=%s, err: strconv.ParseBool: parsing \"%s\": invalid syntax",
+                    key, value, value);
 }
 
 static int parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out, nl_err_t **err) {
@@ -229,13 +257,17 @@ int nl__config_set_scalar(nl_kubelet_config_t *cfg, const nl_config_field_t *f, 
     free(dup);
     return 0;
   }
+  case NL_F_PRIORITIES: break; /* file only */
   case NL_F_STRMAP:
+  case NL_F_BOOLMAP:
   case NL_F_STRLISTMAP: {
     nl_config_map_t *m = (nl_config_map_t *)p;
-    char sep = f->type == NL_F_STRMAP ? '=' : ':';
+    char sep = f->type == NL_F_STRLISTMAP ? ':' : '=';
     /* evictionHard is written "memory.available<100Mi" on the command line. */
     if (f->offset == OFF(eviction_hard) || f->offset == OFF(eviction_soft)) sep = '<';
-    nl__strmap_free(m);
+    /* --feature-gates adds to the file's gates, as upstream's flag precedence
+     * puts back the gates the flag does not name; other maps are replaced. */
+    if (f->type != NL_F_BOOLMAP) nl__strmap_free(m);
     char *dup = nl_xstrdup(s), *save = NULL;
     int rc = 0;
     for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
@@ -245,11 +277,53 @@ int nl__config_set_scalar(nl_kubelet_config_t *cfg, const nl_config_field_t *f, 
         break;
       }
       *eq = '\0';
-      nl__strmap_add(m, t, eq + 1, f->type == NL_F_STRMAP);
+      const char *val = eq + 1;
+      if (f->type == NL_F_BOOLMAP && !(val = nl__config_bool_text(val))) {
+        rc = nl__config_gate_error(t, eq + 1, err);
+        break;
+      }
+      nl__strmap_add(m, t, val, f->type != NL_F_STRLISTMAP);
     }
     free(dup);
     return rc;
   }
   }
   return nl_err_set(err, NL_EINVAL, "unsupported field type");
+}
+
+void nl__config_field_copy(nl_kubelet_config_t *dst, const nl_kubelet_config_t *src,
+                           const nl_config_field_t *f) {
+  void *d = (char *)dst + f->offset;
+  const void *s = (const char *)src + f->offset;
+  switch (f->type) {
+  case NL_F_STRING: {
+    const char *v = *(char *const *)s;
+    free(*(char **)d);
+    *(char **)d = v ? nl_xstrdup(v) : NULL;
+    return;
+  }
+  case NL_F_BOOL: *(bool *)d = *(const bool *)s; return;
+  case NL_F_INT32: *(int32_t *)d = *(const int32_t *)s; return;
+  case NL_F_INT64:
+  case NL_F_DURATION: *(int64_t *)d = *(const int64_t *)s; return;
+  case NL_F_STRLIST:
+  case NL_F_TAINTS:
+  case NL_F_PRIORITIES: {
+    const nl_config_list_t *l = s;
+    nl__strlist_free(d);
+    for (size_t i = 0; i < l->n; i++) nl__strlist_add(d, l->v[i]);
+    return;
+  }
+  case NL_F_STRMAP:
+  case NL_F_BOOLMAP:
+  case NL_F_STRLISTMAP: {
+    const nl_config_map_t *m = s;
+    nl__strmap_free(d);
+    for (size_t i = 0; i < m->n; i++) {
+      nl__strmap_add(d, m->keys[i], NULL, 1);
+      for (size_t j = 0; j < m->values[i].n; j++) nl__strmap_add(d, m->keys[i], m->values[i].v[j], 0);
+    }
+    return;
+  }
+  }
 }

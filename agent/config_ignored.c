@@ -25,6 +25,9 @@ const nl_config_ignored_t nl__config_ignored[] = {
     {"makeIPTablesUtilChains"},
     {"registryPullQPS"},
     {"registryBurst"},
+    {"cpuCFSQuotaPeriod", .note = "CPU limits always use the 100ms period"},
+    {"cpuManagerReconcilePeriod"},
+    {"shutdownGracePeriodByPodPriority"},
     {NULL},
 };
 

@@ -26,12 +26,13 @@ static const char *flag_name(const char *arg, size_t *len, const char **value) {
   return name;
 }
 
-const char *nl_flags_find_config(int argc, char **argv) {
+const char *nl_flags_find(int argc, char **argv, const char *flag) {
+  size_t want = strlen(flag);
   for (int i = 1; i < argc; i++) {
     size_t len;
     const char *value;
     const char *name = flag_name(argv[i], &len, &value);
-    if (!name || len != 6 || strncmp(name, "config", 6) != 0) continue;
+    if (!name || len != want || strncmp(name, flag, want) != 0) continue;
     if (value) return value;
     return i + 1 < argc ? argv[i + 1] : NULL;
   }
@@ -101,6 +102,8 @@ void nl_flags_usage(FILE *out) {
     case NL_F_STRLIST: arg = " strings"; break;
     case NL_F_TAINTS: arg = " []Taint"; break;
     case NL_F_STRMAP: arg = " mapStringString"; break;
+    case NL_F_BOOLMAP: arg = " mapStringBool"; break;
+    case NL_F_PRIORITIES: break; /* file only */
     case NL_F_STRLISTMAP: arg = " colonSeparatedMultimapStringString"; break;
     case NL_F_BOOL: break;
     }

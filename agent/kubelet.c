@@ -204,21 +204,15 @@ static bool gate_on(const nl_kubelet_config_t *cfg, const char *name, bool def) 
   return def;
 }
 
-/* featureGates: each value true or false (an error otherwise, as upstream);
+/* featureGates (each value true or false, which the config parser checks):
  * nanolet knows EventedPLEG (upstream's, off by default) and
  * ResourceHealthStatus (beta, on by default): any other gate is ignored, and
  * said so at start-up. */
-static int feature_gates(const nl_kubelet_config_t *cfg, nl_err_t **err) {
+static void feature_gates(const nl_kubelet_config_t *cfg) {
   const nl_config_map_t *m = &cfg->feature_gates;
-  for (size_t i = 0; i < m->n; i++) {
-    if (strcmp(m->first[i], "true") != 0 && strcmp(m->first[i], "false") != 0)
-      return nl_err_set(err, NL_EINVAL, "featureGates: invalid value of %s=%s, err: "
-                        "strconv.ParseBool: parsing \"%s\": invalid syntax",
-                        m->keys[i], m->first[i], m->first[i]);
+  for (size_t i = 0; i < m->n; i++)
     if (strcmp(m->keys[i], "EventedPLEG") != 0 && strcmp(m->keys[i], "ResourceHealthStatus") != 0)
       nl_warn("featureGates: %s is not known to nanolet: ignored", m->keys[i]);
-  }
-  return 0;
 }
 
 /* staticPodURLHeader (map[string][]string): one header per value. */
@@ -371,7 +365,7 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
   if (nl_runtime_init(&k->runtime, loop, &k->cri, &ro, err) < 0) return -1;
   k->runtime_up = true;
   k->cri_users++;
-  if (feature_gates(cfg, err) < 0) return -1;
+  feature_gates(cfg);
   nl_pleg_init(&k->pleg, loop, &k->cri, 1000, nl__kubelet_pleg_event, k);
   if (gate_on(cfg, "EventedPLEG", false)) nl_pleg_use_events(&k->pleg);
   k->resource_health = gate_on(cfg, "ResourceHealthStatus", true);

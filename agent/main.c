@@ -122,10 +122,7 @@ int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "shutdown-hook") == 0)
     return nl_cmd_shutdown_hook(argc - 1, argv + 1);
 
-  nl_config_defaults(&cfg);
-  const char *config_path = nl_flags_find_config(argc, argv);
-  if (!config_path) nl_config_legacy_defaults(&cfg);
-  if (config_path && nl_config_load_file(&cfg, config_path, &err) < 0) {
+  if (nl_config_read(&cfg, argc, argv, &err) < 0) {
     fprintf(stderr, "Error: %s\n", nl_err_msg(err));
     nl_err_free(&err);
     nl_config_free(&cfg);

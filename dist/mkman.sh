@@ -11,7 +11,9 @@ help=$1 version=$2 sysconfdir=$3 manifestdir=$4 out=$5
   printf '.SH DESCRIPTION\n'
   sed -n '1p' "$help" | sed 's/\\/\\\\/g'
   printf '.PP\nSettings come from the upstream kubelet'"'"'s KubeletConfiguration file given\n'
-  printf 'with \\fB\\-\\-config\\fR; flags override it.\n'
+  printf 'with \\fB\\-\\-config\\fR, then the drop-ins (\\fI*.conf\\fR, in lexical order) of\n'
+  printf '\\fB\\-\\-config\\-dir\\fR, which override it: maps key by key, lists whole.\n'
+  printf 'Flags override both.\n'
   printf '.SH OPTIONS\n'
   # "  -v, --v int32     Log verbosity": the flag in bold, its type in italics.
   # A type is one lowercase word (or []Word) followed by two spaces, or by one

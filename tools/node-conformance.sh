@@ -36,7 +36,9 @@
 #     staticPodPath from /configz), ports 10250, 10255 (read-only: the specs
 #     read /metrics there), 10248 (healthz), anonymous requests with
 #     AlwaysAllow (the API server's node proxy presents no client
-#     certificate), the suite's eviction thresholds; InternalIP the CNI
+#     certificate), the suite's eviction thresholds, --config-dir the suite's
+#     drop-in directory (kubelet.conf.d beside e2e_node.test, which the
+#     Feature:KubeletConfigDropInDir spec writes); InternalIP the CNI
 #     bridge's gateway (the API server's node proxy refuses loopback);
 #     as a service the specs can restart: the suite runs with
 #     tools/testenv/node-shims first in its PATH, whose `sudo` and `systemctl`
@@ -269,7 +271,14 @@ CTL=$WORK/agent
 # leaves alone. A flag would win over the file (as upstream's), so none of
 # these is a flag.
 KUBELET_CONFIG=$bin/kubelet-config
+# The drop-in directory (framework.TestContext.KubeletConfigDropinDir): without
+# --config-dir, the suite makes kubelet.conf.d in its working directory, the
+# binary's, as upstream's kubelet set-up gives the kubelet; emptied of the
+# drop-ins a run cut short left.
+KUBELET_CONFIG_DIR=$bin/kubelet.conf.d
 write_kubelet_config() {
+  mkdir -p "$KUBELET_CONFIG_DIR"
+  rm -f "$KUBELET_CONFIG_DIR"/*.conf
   cat >"$KUBELET_CONFIG" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -288,7 +297,7 @@ authorization: {mode: AlwaysAllow}
 EOF
 }
 agent_run() {
-  exec "$NANOLET" --config "$KUBELET_CONFIG" --kubeconfig "$WORK/kubeconfig" \
+  exec "$NANOLET" --config "$KUBELET_CONFIG" --config-dir "$KUBELET_CONFIG_DIR" --kubeconfig "$WORK/kubeconfig" \
     --hostname-override "$NODE" --node-ip "$node_ip" --root-dir "$ROOT" --cert-dir "$ROOT/pki" \
     --container-runtime-endpoint "$endpoint" >>"$REPORT/nanolet.log" 2>&1
 }

@@ -18,6 +18,7 @@
 #include "agent/crilog.h"
 #include "agent/kserver_stream.h"
 #include "agent/config.h"
+#include "agent/config_fields.h"
 #include "agent/startup.h"
 #include "agent/stats.h"
 #include "managers/eviction.h"
@@ -46,6 +47,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       size_t n;
       if (nl_ev_parse_thresholds(e[0], e[1], e[2], e[3], &t, &n, &err) == 0) free(t);
     }
+    nl_err_free(&err);
+    /* The same text as a --config-dir drop-in over the result (maps merged,
+     * nulls back to defaults), then /configz. */
+    if (nl__config_load_bytes(&cfg, "fuzz.conf", text, len, true, &err) == 0)
+      free(nl_config_to_json(&cfg));
     nl_err_free(&err);
     nl_config_free(&cfg);
     break;

@@ -128,7 +128,7 @@ static void flags_override_the_file(void **state) {
                   "-v=4", "--runonce", "--node-labels", "a=b,c=d", "--hostname-override", "Edge-1",
                   "--fail-swap-on=false", NULL};
   int argc = (int)(sizeof argv / sizeof argv[0]) - 1;
-  assert_string_equal(nl_flags_find_config(argc, argv), "/x.yaml");
+  assert_string_equal(nl_flags_find(argc, argv, "config"), "/x.yaml");
   assert_int_equal(nl_flags_parse(&c, argc, argv, &help, &version, &err), 0);
   assert_false(help || version);
   assert_int_equal(c.sync_frequency, 3 * NL_NS_PER_S);
