@@ -98,11 +98,10 @@ static int by_distance(group_t *g, needs_t need, nl_err_t **err) {
  * their chosen ones) go. */
 static needs_t after(const needs_t *need, const group_t *a, bool a_all, const group_t *b,
                      bool b_all) {
-  const nl_pod_t **tmp = nl_xcalloc(a->n + b->n + 1, sizeof *tmp);
-  size_t m = 0;
   const nl_pod_t *const *pa = a_all ? a->pods : a->chosen;
   const nl_pod_t *const *pb = b_all ? b->pods : b->chosen;
-  size_t na = a_all ? a->n : a->n_chosen, nb = b_all ? b->n : b->n_chosen;
+  size_t na = a_all ? a->n : a->n_chosen, nb = b_all ? b->n : b->n_chosen, m = 0;
+  const nl_pod_t **tmp = nl_xcalloc(na + nb + 1, sizeof *tmp);
   for (size_t i = 0; i < na; i++) tmp[m++] = pa[i];
   for (size_t i = 0; i < nb; i++) tmp[m++] = pb[i];
   needs_t out = subtract(need, tmp, m);

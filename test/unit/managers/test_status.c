@@ -398,6 +398,15 @@ static void terminated_by_kubelet_keeps_the_reason_with_failed(void **state) {
     assert_string_equal(c->reason, "TerminationByKubelet");
     assert_string_equal(c->message, msg);
     nl_pod_status_free(s);
+    /* preemption: the condition says more than the message */
+    s = gen(pod, rt, NULL, NULL, true);
+    nl_pod_status_terminated_by_kubelet(s, NULL, "Preempting", "Preempted in order to admit critical pod",
+                                        "Pod was preempted by Kubelet to accommodate a critical pod.",
+                                        S(T0 + 100));
+    if (exit_b) assert_string_equal(s->message, "Preempted in order to admit critical pod");
+    assert_string_equal(cond(s, "DisruptionTarget")->message,
+                        "Pod was preempted by Kubelet to accommodate a critical pod.");
+    nl_pod_status_free(s);
     nl_rt_pod_status_free(rt);
     nl_pod_free(pod);
   }
