@@ -930,9 +930,11 @@ static void sync_terminated(nl_pod_work_t *w, void *ctx) {
 static void pod_finished(const char *uid, void *ctx) {
   nl_kubelet_t *k = ctx;
   nl__kubelet_shutdown_pod_finished(k, uid);
-  nl__kubelet_preempt_pod_finished(k, start_pod); /* those that waited for it */
   nl__kubelet_resize_retry(k); /* upstream: a pod terminated */
-  if (static_finished(k, uid)) return;
+  if (static_finished(k, uid)) {
+    nl__kubelet_preempt_pod_finished(k, start_pod);
+    return;
+  }
   /* Its final status (upstream TerminatePod: a terminal phase even for a pod
    * that never ran); a deleted API pod whose containers are gone is then
    * deleted from the API by the status manager. */
@@ -944,6 +946,8 @@ static void pod_finished(const char *uid, void *ctx) {
       nl_pod_status_terminate(ps->status, pod);
     report_status(k, pod, ps->status, true);
   }
+  /* the critical pods that waited for it start after its final status */
+  nl__kubelet_preempt_pod_finished(k, start_pod);
 }
 
 void nl__kubelet_pods_terminate(nl_kubelet_t *k, const nl_pod_t *pod, int64_t grace_seconds,
