@@ -107,6 +107,9 @@ struct nl_kubelet {
    * waits for it, and its mirror pod stays (upstream allowStaticPodStart,
    * deleteOrphanedMirrorPods). */
   nl_map_t static_terminating;
+  /* uid -> the pods (uids) a critical pod preempted: it starts once they
+   * have finished (kubelet_preempt.c) */
+  nl_map_t preempt_waits;
   uv_fs_t pods_dir_scan;       /* <root-dir>/pods, for orphaned pod directories */
   bool pods_dir_scanning;
   nl_list_t calls;             /* syncer calls in flight */

@@ -6,6 +6,7 @@
 
 #include "agent/kubelet_devices.h"
 #include "agent/kubelet_node.h"
+#include "agent/kubelet_preempt.h"
 #include "agent/kubelet_resize.h"
 #include "agent/kubelet_shutdown.h"
 #include "managers/admission.h"
@@ -31,8 +32,9 @@ typedef struct pod_state {
   char *rejected_reason; /* admission said no, or the pod was evicted: it never
                          * runs (again) */
   char *rejected_message;
-  char *killed_reason;   /* killed by the kubelet itself (node shutdown): the */
-  char *killed_message;  /* terminal status says why (TerminatePodOptions) */
+  char *killed_reason;   /* killed by the kubelet itself (node shutdown, */
+  char *killed_message;  /* preemption): the terminal status says why */
+  char *killed_condition; /* (TerminatePodOptions); NULL: the message */
 } pod_state_t;
 
 /* A syncer call in flight: waiting for fresh runtime status, then a runtime op. */
@@ -71,6 +73,7 @@ static void state_free(void *p) {
   free(ps->rejected_message);
   free(ps->killed_reason);
   free(ps->killed_message);
+  free(ps->killed_condition);
   free(ps);
 }
 
@@ -96,6 +99,7 @@ int nl__kubelet_pods_init(nl_kubelet_t *k, nl_err_t **err) {
   nl_map_init(&k->pod_states);
   nl_map_init(&k->orphans);
   nl_map_init(&k->static_terminating);
+  nl_map_init(&k->preempt_waits);
   nl_list_init(&k->calls);
   nl_pod_config_init(&k->pod_config, nl__kubelet_pods_update, k);
   k->apparmor_host = nl_apparmor_host_enabled();
@@ -120,6 +124,7 @@ void nl__kubelet_pods_free(nl_kubelet_t *k) {
   }
   nl_map_free(&k->orphans, orphan_free);
   nl_map_free(&k->static_terminating, free);
+  nl__kubelet_preempt_free(k);
   nl_map_free(&k->pod_states, state_free);
   nl_pod_manager_free(&k->pods);
   nl_pod_config_free(&k->pod_config);
@@ -251,7 +256,7 @@ static nl_pod_status_t *generate(nl_kubelet_t *k, const nl_pod_t *pod, pod_state
   /* Once its containers have stopped (upstream sends no terminal phase before). */
   if (ps->killed_reason && (terminal || st->phase == NL_POD_FAILED))
     nl_pod_status_terminated_by_kubelet(st, ps->status, ps->killed_reason, ps->killed_message,
-                                        now_ns());
+                                        ps->killed_condition, now_ns());
   nl__kubelet_resize_status(k, pod, rt, st, now_ns());
   return st;
 }
@@ -419,9 +424,20 @@ static bool admit(nl_kubelet_t *k, const nl_pod_t *pod) {
   nl_admit_result_t r = {0};
   /* after a restart, at the resources allocated then (upstream AddPod) */
   nl_pod_t *alloc;
-  bool ok = nl_admit_pod(&node, nl__kubelet_resize_pod(k, pod, &alloc), &others,
-                         pod_is_static(pod), &r);
+  nl_preempt_need_t need[NL_ADMIT_RESOURCES];
+  size_t n_need;
+  bool ok = nl_admit_pod_critical(&node, nl__kubelet_resize_pod(k, pod, &alloc), &others,
+                                  pod_is_static(pod), need, &n_need, &r);
   nl_pod_free(alloc);
+  nl_err_t *err = NULL;
+  if (ok && n_need && nl__kubelet_preempt(k, pod, &others, need, n_need, &err) < 0) {
+    r = (nl_admit_result_t){"UnexpectedAdmissionError",
+                            nl_xasprintf("Unexpected error while attempting to recover from "
+                                         "admission failure: %s",
+                                         nl_err_msg(err))};
+    nl_err_free(&err);
+    ok = false;
+  }
   /* then AppArmor (upstream's next handler), for a pod not yet running */
   const char *phase = pod->status && pod->status->phase ? pod->status->phase : "Pending";
   if (ok && !strcmp(phase, "Pending") && !nl_apparmor_admit(pod, k->apparmor_host, &msg)) {
@@ -438,6 +454,7 @@ static bool admit(nl_kubelet_t *k, const nl_pod_t *pod) {
   nl_admit_node_free(&node);
   nl__kubelet_pods_admitted_free(pods, holds, active);
   if (ok) return true;
+  nl__kubelet_preempt_forget(k, pod->metadata.uid); /* refused after preempting, as upstream */
   return reject(k, pod, r.reason, r.message); /* the reason is static */
 }
 
@@ -574,7 +591,7 @@ void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t 
         nl_info("static pod %s/%s (%s) waits for the pod of its name to terminate",
                 pod->metadata.namespace_, pod->metadata.name, pod->metadata.uid);
       } else if (admit(k, pod)) {
-        start_pod(k, pod);
+        if (!nl__kubelet_preempt_waiting(k, pod->metadata.uid)) start_pod(k, pod);
       } else if (k->node_up && pod_is_static(pod)) {
         nl_mirror_manager_set(&k->mirrors, pod); /* its rejection is reported there */
       }
@@ -582,7 +599,8 @@ void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t 
     case NL_POD_UPDATE: {
       nl_pod_manager_set(&k->pods, pod);
       observe_status(k, pod);
-      if (pod_is_static(pod) && !nl_pod_workers_get(&k->workers, pod->metadata.uid))
+      if ((pod_is_static(pod) || nl__kubelet_preempt_waiting(k, pod->metadata.uid)) &&
+          !nl_pod_workers_get(&k->workers, pod->metadata.uid))
         break; /* waiting to start */
       if (k->node_up && pod_is_static(pod)) nl_mirror_manager_set(&k->mirrors, pod);
       nl__kubelet_resize_updated(k, pod); /* the workers get the pod as allocated */
@@ -913,7 +931,10 @@ static void pod_finished(const char *uid, void *ctx) {
   nl_kubelet_t *k = ctx;
   nl__kubelet_shutdown_pod_finished(k, uid);
   nl__kubelet_resize_retry(k); /* upstream: a pod terminated */
-  if (static_finished(k, uid)) return;
+  if (static_finished(k, uid)) {
+    nl__kubelet_preempt_pod_finished(k, start_pod);
+    return;
+  }
   /* Its final status (upstream TerminatePod: a terminal phase even for a pod
    * that never ran); a deleted API pod whose containers are gone is then
    * deleted from the API by the status manager. */
@@ -925,15 +946,19 @@ static void pod_finished(const char *uid, void *ctx) {
       nl_pod_status_terminate(ps->status, pod);
     report_status(k, pod, ps->status, true);
   }
+  /* the critical pods that waited for it start after its final status */
+  nl__kubelet_preempt_pod_finished(k, start_pod);
 }
 
 void nl__kubelet_pods_terminate(nl_kubelet_t *k, const nl_pod_t *pod, int64_t grace_seconds,
-                                const char *reason, const char *message) {
+                                const char *reason, const char *message, const char *condition) {
   pod_state_t *ps = state_get(k, pod->metadata.uid);
   free(ps->killed_reason);
   free(ps->killed_message);
+  free(ps->killed_condition);
   ps->killed_reason = nl_xstrdup(reason);
   ps->killed_message = nl_xstrdup(message);
+  ps->killed_condition = condition ? nl_xstrdup(condition) : NULL;
   nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, grace_seconds);
 }
 

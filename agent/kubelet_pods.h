@@ -73,9 +73,10 @@ extern const nl_pod_syncer_t nl__kubelet_syncer;
 /* upstream TerminatePodAbnormally: kills the pod (its worker's grace period
  * becomes at most grace_seconds) and, once its containers have stopped, reports
  * it Failed (unless it Succeeded) with reason and message (copied) and the
- * DisruptionTarget condition. The pod never runs again. */
+ * DisruptionTarget condition (its message condition, or message when NULL).
+ * The pod never runs again. */
 void nl__kubelet_pods_terminate(nl_kubelet_t *k, const nl_pod_t *pod, int64_t grace_seconds,
-                                const char *reason, const char *message);
+                                const char *reason, const char *message, const char *condition);
 
 /* Drops one of the kubelet's pending stop counts (kubelet.c). */
 void nl__kubelet_release(nl_kubelet_t *k);

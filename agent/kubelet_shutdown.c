@@ -143,7 +143,7 @@ static void kill_pod(void *ctx, const nl_shutdown_pod_t *sp, int64_t grace_s) {
     nl_shutdown_pod_done(&s->engine, sp->uid, uv_now(k->loop));
     return;
   }
-  nl__kubelet_pods_terminate(k, pod, grace_s, NODE_SHUTDOWN_REASON, NODE_SHUTDOWN_MESSAGE);
+  nl__kubelet_pods_terminate(k, pod, grace_s, NODE_SHUTDOWN_REASON, NODE_SHUTDOWN_MESSAGE, NULL);
 }
 
 bool nl__kubelet_shutting_down(const nl_kubelet_t *k) {

@@ -6,6 +6,7 @@
 
 #include "agent/model/node.h"
 #include "agent/model/quantity.h"
+#include "managers/eviction.h"
 #include "reactor/xalloc.h"
 
 #define GOOS "linux"
@@ -110,14 +111,21 @@ static bool predicate_failed(nl_admit_result_t *out, const char *name, const cha
 
 /* ---- resources ---- */
 
+/* What the pod lacks of resource, requested - (capacity - used) (upstream
+ * InsufficientResourceError.GetInsufficientAmount), 0 when it fits. */
+static int64_t lacks(const char *resource, int64_t capacity, const nl_pod_t *pod,
+                     const nl_admit_pods_t *others, int64_t *req, int64_t *used) {
+  *req = nl_pod_request(pod, resource);
+  *used = 0;
+  if (capacity < 0 || *req <= 0) return 0;
+  for (size_t i = 0; i < others->n; i++) *used += nl_pod_request(others->items[i], resource);
+  return *req <= capacity - *used ? 0 : *req - (capacity - *used);
+}
+
 static bool fits_one(const char *resource, int64_t capacity, const nl_pod_t *pod,
                      const nl_admit_pods_t *others, nl_admit_result_t *out) {
-  if (capacity < 0) return true;
-  int64_t req = nl_pod_request(pod, resource);
-  if (req <= 0) return true;
-  int64_t used = 0;
-  for (size_t i = 0; i < others->n; i++) used += nl_pod_request(others->items[i], resource);
-  if (req <= capacity - used) return true;
+  int64_t req, used;
+  if (!lacks(resource, capacity, pod, others, &req, &used)) return true;
   static const char *const reasons[][2] = {
       {"cpu", "OutOfcpu"}, {"memory", "OutOfmemory"}, {"ephemeral-storage", "OutOfephemeral-storage"}};
   const char *reason = "OutOf";
@@ -129,9 +137,13 @@ static bool fits_one(const char *resource, int64_t capacity, const nl_pod_t *pod
                              resource, (long long)req, (long long)used, (long long)capacity));
 }
 
+static bool pods_fit(const nl_admit_node_t *node, const nl_admit_pods_t *others) {
+  return node->pods < 0 || (int64_t)others->n + 1 <= node->pods;
+}
+
 bool nl_admit_fits(const nl_admit_node_t *node, const nl_pod_t *pod, const nl_admit_pods_t *others,
                    nl_admit_result_t *out) {
-  if (node->pods >= 0 && (int64_t)others->n + 1 > node->pods)
+  if (!pods_fit(node, others))
     return reject(out, "OutOfpods",
                   nl_xasprintf("Node didn't have enough resource: pods, requested: 1, used: %zu, "
                                "capacity: %lld",
@@ -139,6 +151,23 @@ bool nl_admit_fits(const nl_admit_node_t *node, const nl_pod_t *pod, const nl_ad
   return fits_one("cpu", node->cpu_milli, pod, others, out) &&
          fits_one("memory", node->memory, pod, others, out) &&
          fits_one("ephemeral-storage", node->ephemeral_storage, pod, others, out);
+}
+
+size_t nl_admit_lacks(const nl_admit_node_t *node, const nl_pod_t *pod,
+                      const nl_admit_pods_t *others, nl_preempt_need_t need[NL_ADMIT_RESOURCES]) {
+  size_t n = 0;
+  if (!pods_fit(node, others))
+    need[n++] = (nl_preempt_need_t){"pods", 1 - (node->pods - (int64_t)others->n)};
+  const struct {
+    const char *name;
+    int64_t capacity;
+  } res[] = {{"cpu", node->cpu_milli}, {"memory", node->memory},
+             {"ephemeral-storage", node->ephemeral_storage}};
+  for (size_t i = 0; i < sizeof res / sizeof res[0]; i++) {
+    int64_t req, used, q = lacks(res[i].name, res[i].capacity, pod, others, &req, &used);
+    if (q > 0) need[n++] = (nl_preempt_need_t){res[i].name, q};
+  }
+  return n;
 }
 
 /* ---- node affinity ---- */
@@ -264,17 +293,9 @@ bool nl_admit_taints(const nl_admit_node_t *node, const nl_pod_t *pod) {
 
 /* ---- the handler ---- */
 
-bool nl_admit_pod(const nl_admit_node_t *node, const nl_pod_t *pod, const nl_admit_pods_t *others,
-                  bool is_static, nl_admit_result_t *out) {
-  const char *os = nl_kvlist_get(&pod->metadata.labels, "kubernetes.io/os");
-  if (os && strcmp(os, GOOS) != 0)
-    return reject(out, "PodOSSelectorNodeLabelDoesNotMatch",
-                  nl_xstrdup("Failed to admit pod as the `kubernetes.io/os` label doesn't match "
-                             "node label"));
-  if (pod->spec.os_name && strcmp(pod->spec.os_name, GOOS) != 0)
-    return reject(out, "PodOSNotSupported",
-                  nl_xstrdup("Failed to admit pod as the OS field doesn't match node OS"));
-  if (!nl_admit_fits(node, pod, others, out)) return false;
+/* The predicates after the resources: those preemption cannot help. */
+static bool not_resources(const nl_admit_node_t *node, const nl_pod_t *pod,
+                          const nl_admit_pods_t *others, bool is_static, nl_admit_result_t *out) {
   if (!nl_admit_node_affinity(node, pod))
     return predicate_failed(out, "NodeAffinity",
                             "node(s) didn't match Pod's node affinity/selector");
@@ -286,5 +307,33 @@ bool nl_admit_pod(const nl_admit_node_t *node, const nl_pod_t *pod, const nl_adm
   if (!is_static && !nl_admit_taints(node, pod))
     return predicate_failed(out, "TaintToleration",
                             "node(s) had taints that the pod didn't tolerate");
+  return true;
+}
+
+bool nl_admit_pod(const nl_admit_node_t *node, const nl_pod_t *pod, const nl_admit_pods_t *others,
+                  bool is_static, nl_admit_result_t *out) {
+  const char *os = nl_kvlist_get(&pod->metadata.labels, "kubernetes.io/os");
+  if (os && strcmp(os, GOOS) != 0)
+    return reject(out, "PodOSSelectorNodeLabelDoesNotMatch",
+                  nl_xstrdup("Failed to admit pod as the `kubernetes.io/os` label doesn't match "
+                             "node label"));
+  if (pod->spec.os_name && strcmp(pod->spec.os_name, GOOS) != 0)
+    return reject(out, "PodOSNotSupported",
+                  nl_xstrdup("Failed to admit pod as the OS field doesn't match node OS"));
+  return nl_admit_fits(node, pod, others, out) &&
+         not_resources(node, pod, others, is_static, out);
+}
+
+bool nl_admit_pod_critical(const nl_admit_node_t *node, const nl_pod_t *pod,
+                           const nl_admit_pods_t *others, bool is_static,
+                           nl_preempt_need_t need[NL_ADMIT_RESOURCES], size_t *n_need,
+                           nl_admit_result_t *out) {
+  *n_need = 0;
+  if (nl_admit_pod(node, pod, others, is_static, out)) return true;
+  /* only the resources' reasons start so (the OS checks come before them) */
+  if (!nl_ev_pod_is_critical(pod) || strncmp(out->reason, "OutOf", 5) != 0) return false;
+  nl_admit_result_free(out);
+  if (!not_resources(node, pod, others, is_static, out)) return false;
+  *n_need = nl_admit_lacks(node, pod, others, need);
   return true;
 }

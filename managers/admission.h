@@ -18,6 +18,7 @@
 
 #include "agent/model/pod.h"
 #include "agent/model/podres.h"
+#include "managers/preemption.h"
 
 /* What admission needs of the Node. Owned strings; free with nl_admit_node_free. */
 typedef struct nl_admit_taint {
@@ -67,12 +68,33 @@ bool nl_admit_pod(const nl_admit_node_t *node, const nl_pod_t *pod, const nl_adm
                   bool is_static, nl_admit_result_t *out);
 void nl_admit_result_free(nl_admit_result_t *r);
 
+/* The resources admission counts: pods, cpu, memory, ephemeral-storage. */
+#define NL_ADMIT_RESOURCES 4
+
+/* upstream's predicate admit handler with the CriticalPodAdmissionHandler as
+ * its failure handler: as nl_admit_pod, but a critical pod
+ * (nl_ev_pod_is_critical) refused only for want of resources is admitted, with
+ * what it lacks in need[0..*n_need) (nl_admit_lacks), which preemption is to
+ * free (managers/preemption.h); one refused for another reason too gets the
+ * first such reason (the resources' go: preemption would not help). *n_need
+ * is 0 when nothing is to be freed. */
+bool nl_admit_pod_critical(const nl_admit_node_t *node, const nl_pod_t *pod,
+                           const nl_admit_pods_t *others, bool is_static,
+                           nl_preempt_need_t need[NL_ADMIT_RESOURCES], size_t *n_need,
+                           nl_admit_result_t *out);
+
 /* ---- the predicates (true: passes) ---- */
 
 /* noderesources Fits: pods, cpu, memory, ephemeral-storage, the first that does
  * not fit. */
 bool nl_admit_fits(const nl_admit_node_t *node, const nl_pod_t *pod, const nl_admit_pods_t *others,
                    nl_admit_result_t *out);
+/* Every resource the pod does not fit, in that order, with what it lacks:
+ * requested - (capacity - used) (upstream
+ * InsufficientResourceError.GetInsufficientAmount). Returns how many (0: it
+ * fits). */
+size_t nl_admit_lacks(const nl_admit_node_t *node, const nl_pod_t *pod,
+                      const nl_admit_pods_t *others, nl_preempt_need_t need[NL_ADMIT_RESOURCES]);
 /* nodeSelector and the required node affinity against the Node's labels (and
  * metadata.name for matchFields). */
 bool nl_admit_node_affinity(const nl_admit_node_t *node, const nl_pod_t *pod);

@@ -68,6 +68,7 @@ void nl_kmetrics_init(nl_kmetrics_t *m, const char *node_name) {
   static const char *const node[] = {"node", NULL}, *const op[] = {"operation_type", NULL},
                            *const state[] = {"container_state", NULL},
                            *const signal[] = {"eviction_signal", NULL},
+                           *const psignal[] = {"preemption_signal", NULL},
                            *const term[] = {"container_type", "exit_code", "reason", NULL},
                            *const probe[] = {"probe_type", "result", "container", "pod",
                                              "namespace", "pod_uid", NULL},
@@ -117,6 +118,9 @@ void nl_kmetrics_init(nl_kmetrics_t *m, const char *node_name) {
   m->evictions = nl_metrics_counter(r, "kubelet_evictions",
                                     "[ALPHA] Cumulative number of pod evictions by eviction signal",
                                     signal);
+  m->preemptions = nl_metrics_counter(
+      r, "kubelet_preemptions", "[ALPHA] Cumulative number of pod preemptions by preemption resource",
+      psignal);
   m->terminated = nl_metrics_counter(r, "kubelet_terminated_containers_total",
                                      "[ALPHA] Cumulative number of container terminations.", term);
   m->proc_cpu = nl_metrics_counter(r, "process_cpu_seconds_total",
@@ -250,6 +254,10 @@ void nl_kmetrics_pod_worker(nl_kmetrics_t *m, const char *operation, uint64_t du
 
 void nl_kmetrics_eviction(nl_kmetrics_t *m, const char *signal) {
   nl_metric_inc(nl_metric_series1(m->evictions, signal));
+}
+
+void nl_kmetrics_preemption(nl_kmetrics_t *m, const char *resource) {
+  nl_metric_inc(nl_metric_series1(m->preemptions, resource));
 }
 
 void nl_kmetrics_container_terminated(nl_kmetrics_t *m, const char *type, int32_t exit_code,

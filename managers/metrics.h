@@ -21,7 +21,7 @@ typedef struct nl_kmetrics {
   nl_metrics_t reg;    /* /metrics */
   nl_metrics_t probes; /* /metrics/probes */
   nl_metric_family_t *running_pods, *running_containers, *pod_start, *pod_worker, *pleg_relist,
-      *pleg_interval, *pleg_last_seen, *rt_ops, *rt_errors, *rt_duration, *evictions, *terminated,
+      *pleg_interval, *pleg_last_seen, *rt_ops, *rt_errors, *rt_duration, *evictions, *preemptions, *terminated,
       *probe_total, *probe_duration, *proc_cpu, *proc_rss, *proc_start, *proc_max_fds,
       *dp_registrations, *dp_alloc_duration;
   /* kubelet_pod_resources_endpoint_{requests_total, requests_<method>,
@@ -54,6 +54,10 @@ void nl_kmetrics_pod_worker(nl_kmetrics_t *m, const char *operation, uint64_t du
 
 /* The eviction manager evicted a pod for the signal ("memory.available"). */
 void nl_kmetrics_eviction(nl_kmetrics_t *m, const char *signal);
+
+/* A pod was preempted to admit a critical pod, for the resource it lacked
+ * first ("cpu"). */
+void nl_kmetrics_preemption(nl_kmetrics_t *m, const char *resource);
 
 /* A container was seen terminated for the first time in its pod's status:
  * type "container", "init_container" or "ephemeral_container", its exit code

@@ -1025,7 +1025,8 @@ nl_pod_status_t *nl_pod_status_generate(const nl_pod_t *pod, const nl_rt_pod_sta
 }
 
 void nl_pod_status_terminated_by_kubelet(nl_pod_status_t *s, const nl_pod_status_t *old,
-                                         const char *reason, const char *message, int64_t now_ns) {
+                                         const char *reason, const char *message,
+                                         const char *cond_message, int64_t now_ns) {
   /* upstream sets Failed, the reason and the message before the kill; the
    * status after it keeps them only while the phase stays Failed (the reason
    * belongs to the phase): containers that all exited 0 on SIGTERM make the
@@ -1040,7 +1041,8 @@ void nl_pod_status_terminated_by_kubelet(nl_pod_status_t *s, const nl_pod_status
   if (find_cond(s, "DisruptionTarget")) return;
   s->conditions = nl_xrealloc(s->conditions, (s->n_conditions + 1) * sizeof(*s->conditions));
   nl_pod_condition_t *c = &s->conditions[s->n_conditions++];
-  cond(c, "DisruptionTarget", true, "TerminationByKubelet", nl_xstrdup(message));
+  cond(c, "DisruptionTarget", true, "TerminationByKubelet",
+       nl_xstrdup(cond_message ? cond_message : message));
   const nl_pod_condition_t *o = find_cond(old, "DisruptionTarget");
   c->last_transition_time = o && strcmp(o->status, "True") == 0 ? o->last_transition_time : secs(now_ns);
   c->observed_generation = s->observed_generation;

@@ -183,10 +183,11 @@ void nl_pod_status_free(nl_pod_status_t *s);
 bool nl_pod_status_restarting_all(const nl_pod_status_t *s);
 /* A pod the kubelet terminated itself (upstream TerminatePodOptions): phase
  * Failed with reason and message (copied) unless it Succeeded (then neither),
- * and the DisruptionTarget condition (True, TerminationByKubelet, message),
- * whose lastTransitionTime old (may be NULL) keeps. */
+ * and the DisruptionTarget condition (True, TerminationByKubelet, cond_message,
+ * or message when NULL), whose lastTransitionTime old (may be NULL) keeps. */
 void nl_pod_status_terminated_by_kubelet(nl_pod_status_t *s, const nl_pod_status_t *old,
-                                         const char *reason, const char *message, int64_t now_ns);
+                                         const char *reason, const char *message,
+                                         const char *cond_message, int64_t now_ns);
 /* Appends a condition (type and status static strings; reason and message
  * copied, may be NULL) with lastTransitionTime since_s. */
 void nl_pod_status_add_condition(nl_pod_status_t *s, const char *type, const char *status,

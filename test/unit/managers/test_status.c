@@ -383,7 +383,7 @@ static void terminated_by_kubelet_keeps_the_reason_with_failed(void **state) {
     rt_c(rt, "ca", "a", NL_RT_CONTAINER_EXITED, 0, 0);
     rt_c(rt, "cb", "b", NL_RT_CONTAINER_EXITED, exit_b, 0);
     nl_pod_status_t *s = gen(pod, rt, NULL, NULL, true);
-    nl_pod_status_terminated_by_kubelet(s, NULL, "Terminated", msg, S(T0 + 100));
+    nl_pod_status_terminated_by_kubelet(s, NULL, "Terminated", msg, NULL, S(T0 + 100));
     if (exit_b == 0) {
       assert_int_equal(s->phase, NL_POD_SUCCEEDED);
       assert_null(s->reason);
@@ -397,6 +397,15 @@ static void terminated_by_kubelet_keeps_the_reason_with_failed(void **state) {
     assert_string_equal(c->status, "True");
     assert_string_equal(c->reason, "TerminationByKubelet");
     assert_string_equal(c->message, msg);
+    nl_pod_status_free(s);
+    /* preemption: the condition says more than the message */
+    s = gen(pod, rt, NULL, NULL, true);
+    nl_pod_status_terminated_by_kubelet(s, NULL, "Preempting", "Preempted in order to admit critical pod",
+                                        "Pod was preempted by Kubelet to accommodate a critical pod.",
+                                        S(T0 + 100));
+    if (exit_b) assert_string_equal(s->message, "Preempted in order to admit critical pod");
+    assert_string_equal(cond(s, "DisruptionTarget")->message,
+                        "Pod was preempted by Kubelet to accommodate a critical pod.");
     nl_pod_status_free(s);
     nl_rt_pod_status_free(rt);
     nl_pod_free(pod);
@@ -876,7 +885,7 @@ static void observed_generation(void **state) {
   nl_pod_status_t *s = nl_pod_status_generate(pod, NULL, NULL, NULL, false, S(T0), NULL, NULL);
   assert_int_equal(s->observed_generation, 7);
   for (size_t k = 0; k < s->n_conditions; k++) assert_int_equal(s->conditions[k].observed_generation, 7);
-  nl_pod_status_terminated_by_kubelet(s, NULL, "Evicted", "m", S(T0));
+  nl_pod_status_terminated_by_kubelet(s, NULL, "Evicted", "m", NULL, S(T0));
   assert_int_equal(cond(s, "DisruptionTarget")->observed_generation, 7);
   nl_buf_t b = NL_BUF_INIT;
   nl_pod_status_encode_json(s, &b);
