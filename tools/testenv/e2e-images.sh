@@ -252,6 +252,9 @@ build_nginx() {
   dpkg-deb -x "$deb" "$w/deb/x"
   copy_bin "$r" "$w/deb/x/usr/sbin/nginx" /usr/sbin/nginx
   mkdir -p "$r/etc/nginx" "$r/var/log/nginx" "$r/var/lib/nginx" "$r/run" "$r/usr/share/nginx/html"
+  # As in upstream's image (a Debian root): /var/run is /run, so nginx's pid
+  # file is /var/run/nginx.pid too, which the host PID namespace spec reads.
+  ln -s /run "$r/var/run"
   cat >"$r/etc/nginx/nginx.conf" <<'EOF'
 user nobody nogroup;
 worker_processes 1;
