@@ -699,33 +699,8 @@ static void swap_and_start_time(void **state) {
   rm_tree(root);
 }
 
-/* nl_cgroup_swap_read as cAdvisor: v2's "max" is no limit; v1 without swap
- * accounting (no memsw file) a limit of 0; no cgroup: nothing read. */
-static void swap_read(void **state) {
-  (void)state;
-  char *root = nl_xstrdup("/tmp/nl-swap-XXXXXX");
-  assert_non_null(mkdtemp(root));
-  put_file(root, "kubepods/pod1/memory.max", "max\n");
-  put_file(root, "kubepods/pod1/memory.swap.current", "12288\n");
-  put_file(root, "kubepods/pod1/memory.swap.max", "max\n");
-  put_file(root, "kubepods/pod1/c1/memory.max", "83886080\n");
-  put_file(root, "kubepods/pod1/c1/memory.swap.current", "4096\n");
-  put_file(root, "kubepods/pod1/c1/memory.swap.max", "1048576\n");
-  put_file(root, "memory/kubepods/pod2/memory.stat", "total_swap 7\n");
-  nl_cgroup_swap_t s;
-  nl_cgroup_swap_read(&s, root, true, "/kubepods/pod1");
-  assert_true(s.ok && s.usage == 12288 && !s.limited);
-  nl_cgroup_swap_read(&s, root, true, "/kubepods/pod1/c1");
-  assert_true(s.ok && s.usage == 4096 && s.limited && s.limit == 1048576);
-  nl_cgroup_swap_read(&s, root, false, "/kubepods/pod2");
-  assert_true(s.ok && s.usage == 7 && s.limited && s.limit == 0);
-  nl_cgroup_swap_read(&s, root, true, "/kubepods/gone");
-  assert_false(s.ok);
-  rm_tree(root);
-}
-
 /* cgroup v2: cpu.stat, memory.current and memory.stat's inactive_file and
- * anon, memory.max, cpu.max and cpu.weight. */
+ * anon, memory.max, cpu.max and cpu.weight; the swap files (and v1's). */
 static void cgroup_v2(void **state) {
   (void)state;
   char *root = nl_xstrdup("/tmp/nl-cadvisor-XXXXXX");
@@ -736,6 +711,17 @@ static void cgroup_v2(void **state) {
   put_file(root, "kubepods/pod1/memory.max", "max\n");
   put_file(root, "kubepods/pod1/cpu.max", "25000 100000\n");
   put_file(root, "kubepods/pod1/cpu.weight", "4\n");
+  /* the swap files (v1's in its memory hierarchy) */
+  static const char *const swap_files[][2] = {
+      {"kubepods/pod1/memory.swap.current", "12288\n"},
+      {"kubepods/pod1/memory.swap.max", "max\n"},
+      {"kubepods/pod1/c1/memory.max", "83886080\n"},
+      {"kubepods/pod1/c1/memory.swap.current", "4096\n"},
+      {"kubepods/pod1/c1/memory.swap.max", "1048576\n"},
+      {"memory/kubepods/pod2/memory.stat", "swap 1\ntotal_swap 7\n"},
+  };
+  for (size_t i = 0; i < sizeof swap_files / sizeof swap_files[0]; i++)
+    put_file(root, swap_files[i][0], swap_files[i][1]);
   nl_cgroup_sample_t s;
   nl_cgroup_sample_read(&s, root, true, "/kubepods/pod1", true);
   assert_true(s.usage && s.spec);
@@ -745,6 +731,18 @@ static void cgroup_v2(void **state) {
   assert_int_equal(s.cpu_shares, 2 + 3 * 262142 / 9999);
   nl_cgroup_sample_read(&s, root, true, "/kubepods/gone", true);
   assert_false(s.usage || s.spec);
+
+  /* swap as cAdvisor reads it: "max" is no limit; v1 without swap accounting
+   * (no memsw file) a limit of 0; no cgroup: nothing read */
+  nl_cgroup_swap_t sw;
+  nl_cgroup_swap_read(&sw, root, true, "/kubepods/pod1");
+  assert_true(sw.ok && sw.usage == 12288 && !sw.limited);
+  nl_cgroup_swap_read(&sw, root, true, "/kubepods/pod1/c1");
+  assert_true(sw.ok && sw.usage == 4096 && sw.limited && sw.limit == 1048576);
+  nl_cgroup_swap_read(&sw, root, false, "/kubepods/pod2");
+  assert_true(sw.ok && sw.usage == 7 && sw.limited && sw.limit == 0);
+  nl_cgroup_swap_read(&sw, root, true, "/kubepods/gone");
+  assert_false(sw.ok);
   rm_tree(root);
 }
 
@@ -896,7 +894,6 @@ int main(int argc, char **argv) {
       cmocka_unit_test(cadvisor_metrics),
       cmocka_unit_test(cgroup_v2),
       cmocka_unit_test(swap_and_start_time),
-      cmocka_unit_test(swap_read),
       cmocka_unit_test(parsers),
       cmocka_unit_test(psi_parser),
       cmocka_unit_test(proc_cgroup_parser),
