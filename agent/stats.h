@@ -38,7 +38,8 @@ typedef struct nl_stats_fs {
 typedef struct nl_node_sample {
   int64_t time_ns;      /* wall clock */
   int64_t boot_time_s;  /* btime */
-  uint64_t cpu_ns;      /* busy time of all CPUs (/proc/stat), ns */
+  uint64_t cpu_ns;      /* busy time of all CPUs (root cpuacct, else /proc/stat), ns */
+  uint32_t ncpu;        /* CPUs online */
   uint64_t mem_total, mem_free, inactive_file, anon; /* bytes */
   bool swap; /* SwapTotal and SwapFree read */
   uint64_t swap_total, swap_free; /* bytes */

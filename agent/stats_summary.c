@@ -246,6 +246,11 @@ static json_t *node_json(nl_stats_t *st, const char *node_name, const nl_node_sa
   Runtime__V1__UInt64Value core = {.value = n->cpu_ns};
   Runtime__V1__CpuUsage cpu = {.timestamp = n->time_ns, .usage_core_nano_seconds = &core};
   json_t *cpu_j = cpu_json(st, "node", &cpu);
+  /* Two readings a few microseconds off their timestamps can put a node busy
+   * on every CPU a hair above them; no node uses more than it has. */
+  json_t *nano = json_object_get(cpu_j, "usageNanoCores");
+  if (nano && n->ncpu && (uint64_t)json_integer_value(nano) > (uint64_t)n->ncpu * 1000000000)
+    json_integer_set(nano, (json_int_t)n->ncpu * 1000000000);
   uint64_t usage = n->mem_total - n->mem_free;
   uint64_t ws = usage > n->inactive_file ? usage - n->inactive_file : 0;
   Runtime__V1__UInt64Value avail = {.value = n->mem_total - ws}, use = {.value = usage},
