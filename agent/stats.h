@@ -41,6 +41,8 @@ typedef struct nl_node_sample {
   uint64_t cpu_ns;      /* busy time of all CPUs (root cpuacct, else /proc/stat), ns */
   uint32_t ncpu;        /* CPUs online */
   uint64_t mem_total, mem_free, inactive_file, anon; /* bytes */
+  bool swap; /* SwapTotal and SwapFree read */
+  uint64_t swap_total, swap_free; /* bytes */
   uint64_t pgfault, pgmajfault;
   nl_stats_if_t ifs[NL_STATS_MAX_IFS];
   size_t n_ifs;
@@ -114,10 +116,13 @@ void nl_stats_summary_json(nl_stats_t *st, const char *node_name, const nl_node_
 
 /* The same figures in /metrics/resource's Prometheus text (upstream's
  * resource metrics: node_, pod_ and container_ cpu_usage_seconds_total,
- * memory_working_set_bytes, container_start_time_seconds, scrape_error). */
+ * memory_working_set_bytes and swap_usage_bytes, container_swap_limit_bytes,
+ * container_start_time_seconds, resource_scrape_error). c (the containers'
+ * creation times and the cgroups' swap, parallel to pods) may be NULL. */
+typedef struct nl_cadvisor nl_cadvisor_t;
 void nl_stats_resource_metrics(const nl_node_sample_t *node,
                                const Runtime__V1__ListPodSandboxStatsResponse *pods,
-                               bool scrape_error, nl_buf_t *out);
+                               const nl_cadvisor_t *c, bool scrape_error, nl_buf_t *out);
 
 /* Pods grouped from ListContainerStats by the kubelet's pod labels, for a
  * runtime whose ListPodSandboxStats fails (containerd 1.6 does when a sandbox
@@ -143,6 +148,19 @@ typedef struct nl_cgroup_sample {
   uint64_t cpu_period, cpu_shares;
   int64_t created_s;          /* the directory's change time */
 } nl_cgroup_sample_t;
+
+/* A cgroup's swap as cAdvisor reports it: v1 memory.stat's total_swap (the
+ * hierarchy's, use_hierarchy being always on) and memory.memsw.limit_in_bytes;
+ * v2 memory.swap.current and memory.swap.max. */
+typedef struct nl_cgroup_swap {
+  bool ok;        /* the memory cgroup's figures read */
+  uint64_t usage; /* 0 without swap accounting, as cAdvisor */
+  bool limited;   /* a limit at or below 2^62 (an absent file: 0, as cAdvisor) */
+  uint64_t limit;
+} nl_cgroup_swap_t;
+
+/* Reads the swap of cgroup name. Blocking. */
+void nl_cgroup_swap_read(nl_cgroup_swap_t *s, const char *fs_root, bool v2, const char *name);
 
 /* Reads the cgroup name ("/kubepods/burstable/pod<uid>", "/" for the root)
  * under fs_root: the limits, and the usage too when usage is set. Blocking. */
@@ -206,6 +224,7 @@ typedef struct nl_cadvisor_ctr {
   int64_t created_ns; /* 0: unknown */
   nl_cgroup_sample_t cg; /* its limits */
   nl_cgroup_more_t more;
+  nl_cgroup_swap_t swap;
 } nl_cadvisor_ctr_t;
 
 typedef struct nl_cadvisor_pod {
@@ -213,6 +232,7 @@ typedef struct nl_cadvisor_pod {
   char *sandbox_id; /* owned: its ready sandbox; NULL: none */
   nl_cgroup_sample_t cg;
   nl_cgroup_more_t more;
+  nl_cgroup_swap_t swap;
   bool net;         /* ifs read (the runtime's, or the sandbox's /proc/<pid>/net/dev) */
   nl_stats_if_t ifs[NL_STATS_MAX_IFS];
   size_t n_ifs;
@@ -244,6 +264,9 @@ void nl_cadvisor_prepare(nl_cadvisor_t *c, const Runtime__V1__ListPodSandboxStat
  * machine's ids and the filesystems' devices. Blocking: the thread pool. */
 void nl_cadvisor_read(nl_cadvisor_t *c, const Runtime__V1__ListPodSandboxStatsResponse *pods,
                       const char *root_dir, const char *image_mount);
+/* Only the pods' and containers' swap (what /metrics/resource needs of the
+ * cgroups). Blocking. */
+void nl_cadvisor_read_swap(nl_cadvisor_t *c, const Runtime__V1__ListPodSandboxStatsResponse *pods);
 void nl_cadvisor_free(nl_cadvisor_t *c);
 
 /* The text. pods and c->pods parallel; c may be NULL (only what the runtime gave). */

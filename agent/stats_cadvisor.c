@@ -197,6 +197,22 @@ static void device_of(const char *mountinfo, const char *path, char *out, size_t
   }
 }
 
+void nl_cadvisor_read_swap(nl_cadvisor_t *c, const Runtime__V1__ListPodSandboxStatsResponse *pods) {
+  for (size_t i = 0; c->fs_root && i < c->n_pods; i++) {
+    nl_cadvisor_pod_t *p = &c->pods[i];
+    if (!p->cgroup) continue;
+    nl_cgroup_swap_read(&p->swap, c->fs_root, c->v2, p->cgroup);
+    const Runtime__V1__LinuxPodSandboxStats *l = pods->stats[i]->linux;
+    for (size_t j = 0; j < p->n_ctrs; j++) {
+      const Runtime__V1__ContainerStats *cs = l->containers[j];
+      if (!cs->attributes || !cs->attributes->id) continue;
+      char *name = nl__stats_ctr_cgroup(p->cgroup, cs->attributes->id);
+      nl_cgroup_swap_read(&p->ctrs[j].swap, c->fs_root, c->v2, name);
+      free(name);
+    }
+  }
+}
+
 void nl_cadvisor_read(nl_cadvisor_t *c, const Runtime__V1__ListPodSandboxStatsResponse *pods,
                       const char *root_dir, const char *image_mount) {
   first_line("/proc/sys/kernel/random/boot_id", c->boot_id, sizeof c->boot_id);
@@ -213,6 +229,7 @@ void nl_cadvisor_read(nl_cadvisor_t *c, const Runtime__V1__ListPodSandboxStatsRe
   if (ds) c->root_disk = nl_cadvisor_parse_diskstats(ds, disk + 1, c->root_diskstats);
   free(ds);
   if (!c->fs_root) return;
+  nl_cadvisor_read_swap(c, pods);
   nl_cgroup_sample_read(&c->root, c->fs_root, c->v2, "/", false);
   nl_cgroup_more_read(&c->root_more, c->fs_root, c->v2, "/", false);
   for (size_t i = 0; i < c->n_pods; i++) {

@@ -295,3 +295,35 @@ void nl_cgroup_more_free(nl_cgroup_more_t *m) {
   free(m->devs);
   memset(m, 0, sizeof *m);
 }
+
+/* A swap limit as cAdvisor reads it: "max" or above 2^62 is none; an absent
+ * file (v1 without swap accounting) a limit of 0. */
+static void swap_limit(nl_cgroup_swap_t *s, int dfd, const char *file) {
+  char buf[64];
+  uint64_t v = 0;
+  if (nl__stats_read_small(dfd, file, buf, sizeof buf))
+    v = buf[0] == 'm' ? UINT64_MAX : strtoull(buf, NULL, 10);
+  s->limited = v <= (1ull << 62);
+  s->limit = s->limited ? v : 0;
+}
+
+void nl_cgroup_swap_read(nl_cgroup_swap_t *s, const char *fs_root, bool v2, const char *name) {
+  memset(s, 0, sizeof *s);
+  if (strcmp(name, "/") == 0) name = "";
+  int dir = nl__stats_cgroup_dir(fs_root, v2 ? NULL : "memory", name, NULL);
+  if (dir < 0) return;
+  if (v2) {
+    /* cAdvisor's memory cgroup is one with memory.max (not the root) */
+    char buf[64];
+    s->ok = nl__stats_read_small(dir, "memory.max", buf, sizeof buf);
+    read_num(dir, "memory.swap.current", &s->usage);
+    swap_limit(s, dir, "memory.swap.max");
+  } else {
+    char *t = nl__stats_read_stat(dir, "memory.stat");
+    s->ok = t != NULL;
+    if (t) nl__stats_key(t, "total_swap", &s->usage);
+    free(t);
+    swap_limit(s, dir, "memory.memsw.limit_in_bytes");
+  }
+  close(dir);
+}

@@ -44,6 +44,11 @@ int nl_stats_parse_meminfo(nl_node_sample_t *s, const char *text) {
   s->mem_free = meminfo_kb(text, "MemFree", &fr);
   s->inactive_file = meminfo_kb(text, "Inactive(file)", &other);
   s->anon = meminfo_kb(text, "AnonPages", &other);
+  /* the node's swap (cAdvisor's machine swap capacity; used = total - free) */
+  bool st = false, sf = false;
+  s->swap_total = meminfo_kb(text, "SwapTotal", &st);
+  s->swap_free = meminfo_kb(text, "SwapFree", &sf);
+  s->swap = st && sf;
   return total && fr ? 0 : -1;
 }
 

@@ -30,7 +30,7 @@ typedef struct query {
   Runtime__V1__ListContainerStatsResponse *ctrs; /* when pods came from it */
   uv_work_t work;
   nl_node_sample_t node;
-  nl_cadvisor_t cadvisor; /* CADVISOR, SUMMARY: prepared on the loop, read with the node */
+  nl_cadvisor_t cadvisor; /* prepared on the loop, read with the node (RESOURCE: the swap only) */
   nl_summary_sys_t sys;   /* SUMMARY: the same */
 } query_t;
 
@@ -107,7 +107,10 @@ static void sys_prepare(nl_summary_sys_t *x, const nl_stats_meta_t *m, const cha
 static void node_work(uv_work_t *w) {
   query_t *q = w->data;
   nl_node_sample_read(&q->node, q->s->root_dir, q->image_mount);
-  if (q->kind != RESOURCE) nl_cadvisor_read(&q->cadvisor, q->pods, q->s->root_dir, q->image_mount);
+  if (q->kind != RESOURCE)
+    nl_cadvisor_read(&q->cadvisor, q->pods, q->s->root_dir, q->image_mount);
+  else
+    nl_cadvisor_read_swap(&q->cadvisor, q->pods);
   if (q->kind == SUMMARY) nl_summary_sys_read(&q->sys, &q->cadvisor, q->pods);
 }
 
@@ -122,7 +125,8 @@ static void answer(query_t *q) {
   nl_stats_server_t *s = q->s;
   nl_buf_t out = NL_BUF_INIT;
   if (q->kind == RESOURCE) {
-    nl_stats_resource_metrics(&q->node, q->pods, q->error, &out);
+    nl_stats_resource_metrics(&q->node, q->pods, &q->cadvisor, q->error, &out);
+    nl_cadvisor_free(&q->cadvisor);
     nl_http_resp_header(q->resp, "Content-Type", NL_METRICS_CONTENT_TYPE);
   } else if (q->kind == CADVISOR) {
     nl_stats_cadvisor_metrics(&q->node, q->pods, &q->cadvisor, q->error, &out);
@@ -173,7 +177,8 @@ static void step(query_t *q) {
     break;
   }
   case Q_NODE:
-    if (q->kind != RESOURCE) nl_cadvisor_prepare(&q->cadvisor, q->pods, &q->s->meta);
+    /* resource too: the containers' creation times and cgroups (their swap) */
+    nl_cadvisor_prepare(&q->cadvisor, q->pods, &q->s->meta);
     if (q->kind == SUMMARY) sys_prepare(&q->sys, &q->s->meta, q->s->root_dir, q->s->runtime_pid);
     q->work.data = q;
     if (uv_queue_work(q->s->loop, &q->work, node_work, node_done) != 0) {

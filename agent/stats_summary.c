@@ -97,6 +97,51 @@ static json_t *mem_json(const Runtime__V1__MemoryUsage *m) {
   return o;
 }
 
+/* A node's, pod's or container's swap as upstream's summary has it. */
+typedef struct swap {
+  bool ok;
+  int64_t ts;
+  bool has_usage, has_avail;
+  uint64_t usage, avail;
+} swap_t;
+
+/* cAdvisor's: the usage, and what the limit leaves when there is one. */
+static swap_t cgroup_swap(const nl_cgroup_swap_t *g, int64_t ts) {
+  swap_t s = {.ok = true, .ts = ts, .has_usage = true, .usage = g->usage};
+  if (g->limited) s.has_avail = true, s.avail = g->limit > g->usage ? g->limit - g->usage : 0;
+  return s;
+}
+
+/* Upstream's CRI stats provider: the container's cgroup (cAdvisor) when it
+ * has one, else the runtime's figures, else zeros at the time of asking. */
+static swap_t ctr_swap(const Runtime__V1__ContainerStats *c, const nl_cadvisor_ctr_t *cc,
+                       int64_t now) {
+  if (cc && cc->swap.ok) return cgroup_swap(&cc->swap, now);
+  const Runtime__V1__SwapUsage *r = c->swap;
+  if (!r) return (swap_t){.ok = true, .ts = now, .has_usage = true, .has_avail = true};
+  return (swap_t){.ok = true, .ts = r->timestamp ? r->timestamp : now,
+                  .has_usage = r->swap_usage_bytes != NULL, .has_avail = r->swap_available_bytes != NULL,
+                  .usage = r->swap_usage_bytes ? r->swap_usage_bytes->value : 0,
+                  .avail = r->swap_available_bytes ? r->swap_available_bytes->value : 0};
+}
+
+/* The node's: /proc/meminfo (cAdvisor's machine swap capacity is its limit). */
+static swap_t node_swap(const nl_node_sample_t *n) {
+  if (!n->swap) return (swap_t){0};
+  uint64_t used = n->swap_total > n->swap_free ? n->swap_total - n->swap_free : 0;
+  return (swap_t){.ok = true, .ts = n->time_ns, .has_usage = true, .has_avail = true,
+                  .usage = used, .avail = n->swap_total - used};
+}
+
+static json_t *swap_json(swap_t s) {
+  if (!s.ok) return NULL;
+  json_t *o = json_object();
+  json_object_set_new(o, "time", time_json(s.ts));
+  if (s.has_avail) json_object_set_new(o, "swapAvailableBytes", json_integer((json_int_t)s.avail));
+  if (s.has_usage) json_object_set_new(o, "swapUsageBytes", json_integer((json_int_t)s.usage));
+  return o;
+}
+
 static json_t *if_json(const char *name, uint64_t rx, uint64_t rxe, uint64_t tx, uint64_t txe) {
   json_t *o = json_object();
   json_object_set_new(o, "name", nl_json_str(name));
@@ -252,6 +297,7 @@ static json_t *node_json(nl_stats_t *st, const char *node_name, const nl_node_sa
   set_u64(rl, "maxpid", n->maxpid);
   set_u64(rl, "curproc", n->curproc);
   json_object_set_new(o, "rlimit", rl);
+  set_obj(o, "swap", swap_json(node_swap(n)));
   return o;
 }
 
@@ -263,12 +309,12 @@ static json_t *du_json(int64_t ts, const nl_stats_fs_t *fs, uint64_t used, uint6
 }
 
 static json_t *container_json(nl_stats_t *st, const nl_node_sample_t *n,
-                              const Runtime__V1__ContainerStats *c, int64_t created_ns,
+                              const Runtime__V1__ContainerStats *c, const nl_cadvisor_ctr_t *cc,
                               const nl_psi3_t *psi, int64_t log_used, int64_t log_inodes) {
   json_t *o = json_object();
   const Runtime__V1__ContainerAttributes *a = c->attributes;
   json_object_set_new(o, "name", nl_json_str(a && a->metadata ? a->metadata->name : ""));
-  if (created_ns) json_object_set_new(o, "startTime", time_json(created_ns));
+  if (cc && cc->created_ns) json_object_set_new(o, "startTime", time_json(cc->created_ns));
   set_usage(o, cpu_json(st, a ? a->id : "", c->cpu), mem_json(c->memory),
             c->cpu ? c->cpu->timestamp : n->time_ns, psi);
   if (c->writable_layer)
@@ -277,6 +323,7 @@ static json_t *container_json(nl_stats_t *st, const nl_node_sample_t *n,
   if (log_used >= 0)
     json_object_set_new(o, "logs", du_json(n->time_ns, &n->root_fs, (uint64_t)log_used,
                                            (uint64_t)log_inodes));
+  set_obj(o, "swap", swap_json(ctr_swap(c, cc, n->time_ns)));
   return o;
 }
 
@@ -302,6 +349,23 @@ static bool shown(const Runtime__V1__LinuxPodSandboxStats *l, const nl_cadvisor_
     if (tk > tj || (tk == tj && k > j)) return false;
   }
   return true;
+}
+
+static const nl_cadvisor_ctr_t *ctr_of(const nl_cadvisor_pod_t *cp, size_t j) {
+  return cp && j < cp->n_ctrs ? &cp->ctrs[j] : NULL;
+}
+
+/* Upstream: the pod cgroup's (cAdvisor), else the sum of its containers'. */
+static swap_t pod_swap(const Runtime__V1__LinuxPodSandboxStats *l, const nl_cadvisor_pod_t *cp,
+                       int64_t now) {
+  if (cp && cp->swap.ok) return cgroup_swap(&cp->swap, now);
+  swap_t sum = {.ts = now, .has_usage = true, .has_avail = true};
+  for (size_t j = 0; l && j < l->n_containers; j++) {
+    if (!shown(l, cp, j)) continue;
+    swap_t c = ctr_swap(l->containers[j], ctr_of(cp, j), now);
+    sum.ok = true, sum.ts = c.ts, sum.usage += c.usage, sum.avail += c.avail;
+  }
+  return sum;
 }
 
 /* The pod's memory from its cgroup when the runtime's figures are its
@@ -358,8 +422,7 @@ static json_t *pod_json(nl_stats_t *st, const nl_node_sample_t *n,
   uint64_t eph_used = 0, eph_inodes = 0; /* upstream's calcEphemeralStorage */
   for (size_t i = 0; l && i < l->n_containers; i++) {
     if (!shown(l, cp, i)) continue;
-    json_t *c = container_json(st, n, l->containers[i],
-                               cp && i < cp->n_ctrs ? cp->ctrs[i].created_ns : 0,
+    json_t *c = container_json(st, n, l->containers[i], ctr_of(cp, i),
                                sp && sp->ctr_psi ? &sp->ctr_psi[i] : NULL,
                                sp ? sp->log_used[i] : -1, sp ? sp->log_inodes[i] : 0);
     add_used(json_object_get(c, "rootfs"), &eph_used, &eph_inodes);
@@ -416,6 +479,7 @@ static json_t *pod_json(nl_stats_t *st, const nl_node_sample_t *n,
     set_u64(ps, "process_count", sp->procs);
     json_object_set_new(o, "process_stats", ps);
   }
+  if (l) set_obj(o, "swap", swap_json(pod_swap(l, cp, n->time_ns)));
   return o;
 }
 
@@ -451,72 +515,105 @@ void nl_stats_summary_json_ext(nl_stats_t *st, const char *node_name, const nl_n
 
 /* ---- /metrics/resource ------------------------------------------------------ */
 
-static void family(nl_buf_t *o, const char *name, const char *type, const char *help) {
-  nl_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+/* The families in the order of upstream's exposition (by name), with its help
+ * and stability. */
+typedef enum {
+  C_CPU, C_MEM, C_START, C_SWAP_LIMIT, C_SWAP, N_CPU, N_MEM, N_SWAP, P_CPU, P_MEM, P_SWAP, N_FAMILIES
+} family_t;
+
+static const struct {
+  const char *name, *type, *help;
+} families[N_FAMILIES] = {
+    {"container_cpu_usage_seconds_total", "counter",
+     "[STABLE] Cumulative cpu time consumed by the container in core-seconds"},
+    {"container_memory_working_set_bytes", "gauge",
+     "[STABLE] Current working set of the container in bytes"},
+    {"container_start_time_seconds", "gauge",
+     "[STABLE] Start time of the container since unix epoch in seconds"},
+    {"container_swap_limit_bytes", "gauge",
+     "[ALPHA] Current amount of the container swap limit in bytes. Reported only on non-windows systems"},
+    {"container_swap_usage_bytes", "gauge",
+     "[ALPHA] Current amount of the container swap usage in bytes. Reported only on non-windows systems"},
+    {"node_cpu_usage_seconds_total", "counter",
+     "[STABLE] Cumulative cpu time consumed by the node in core-seconds"},
+    {"node_memory_working_set_bytes", "gauge", "[STABLE] Current working set of the node in bytes"},
+    {"node_swap_usage_bytes", "gauge",
+     "[ALPHA] Current swap usage of the node in bytes. Reported only on non-windows systems"},
+    {"pod_cpu_usage_seconds_total", "counter",
+     "[STABLE] Cumulative cpu time consumed by the pod in core-seconds"},
+    {"pod_memory_working_set_bytes", "gauge", "[STABLE] Current working set of the pod in bytes"},
+    {"pod_swap_usage_bytes", "gauge",
+     "[ALPHA] Current amount of the pod swap usage in bytes. Reported only on non-windows systems"},
+};
+
+/* A sample into its family's buffer; ts_ns 0: none (upstream's start time). */
+static void sample(nl_buf_t *f, family_t w, const char *labels, double v, int64_t ts_ns) {
+  nl_buf_printf(&f[w], "%s%s ", families[w].name, labels);
+  nl_metrics_format_float(&f[w], v);
+  if (ts_ns) nl_buf_printf(&f[w], " %lld", (long long)(ts_ns / 1000000)); /* ms */
+  nl_buf_puts(&f[w], "\n");
 }
 
-static void sample(nl_buf_t *o, const char *name, const char *labels, double v, int64_t ts_ns) {
-  nl_buf_printf(o, "%s%s ", name, labels);
-  nl_metrics_format_float(o, v);
-  nl_buf_printf(o, " %lld\n", (long long)(ts_ns / 1000000)); /* explicit timestamp, ms */
+static void cpu_mem(nl_buf_t *f, family_t cpu_w, family_t mem_w, const char *labels,
+                    const Runtime__V1__CpuUsage *cpu, const Runtime__V1__MemoryUsage *mem) {
+  if (cpu && cpu->usage_core_nano_seconds)
+    sample(f, cpu_w, labels, (double)cpu->usage_core_nano_seconds->value / 1e9, cpu->timestamp);
+  if (mem && mem->working_set_bytes)
+    sample(f, mem_w, labels, (double)mem->working_set_bytes->value, mem->timestamp);
 }
 
-typedef enum { CPU, MEM } what_t;
-
-static void containers(nl_buf_t *o, const Runtime__V1__ListPodSandboxStatsResponse *pods,
-                       what_t w, const char *name, bool pod_level) {
-  for (size_t i = 0; pods && i < pods->n_stats; i++) {
-    const Runtime__V1__PodSandboxStats *p = pods->stats[i];
-    const Runtime__V1__PodSandboxMetadata *md = p->attributes ? p->attributes->metadata : NULL;
-    const Runtime__V1__LinuxPodSandboxStats *l = p->linux;
-    if (!md || !l) continue;
-    for (size_t j = 0; j < (pod_level ? 1 : l->n_containers); j++) {
-      const Runtime__V1__CpuUsage *cpu = pod_level ? l->cpu : l->containers[j]->cpu;
-      const Runtime__V1__MemoryUsage *mem = pod_level ? l->memory : l->containers[j]->memory;
-      char *labels;
-      if (pod_level) {
-        labels = nl_xasprintf("{namespace=\"%s\",pod=\"%s\"}", md->namespace_, md->name);
-      } else {
-        const Runtime__V1__ContainerAttributes *a = l->containers[j]->attributes;
-        labels = nl_xasprintf("{container=\"%s\",namespace=\"%s\",pod=\"%s\"}",
-                              a && a->metadata ? a->metadata->name : "", md->namespace_, md->name);
-      }
-      if (w == CPU && cpu && cpu->usage_core_nano_seconds)
-        sample(o, name, labels, (double)cpu->usage_core_nano_seconds->value / 1e9, cpu->timestamp);
-      if (w == MEM && mem && mem->working_set_bytes)
-        sample(o, name, labels, (double)mem->working_set_bytes->value, mem->timestamp);
-      free(labels);
-    }
+/* A pod's containers (upstream's: not the terminated instances of a
+ * restarted one), then the pod. */
+static void pod_samples(nl_buf_t *f, const nl_node_sample_t *n, const Runtime__V1__PodSandboxStats *p,
+                        const nl_cadvisor_pod_t *cp) {
+  const Runtime__V1__PodSandboxMetadata *md = p->attributes ? p->attributes->metadata : NULL;
+  const Runtime__V1__LinuxPodSandboxStats *l = p->linux;
+  if (!md || !l) return;
+  for (size_t j = 0; j < l->n_containers; j++) {
+    if (!shown(l, cp, j)) continue;
+    const Runtime__V1__ContainerStats *c = l->containers[j];
+    const nl_cadvisor_ctr_t *cc = ctr_of(cp, j);
+    char *labels = nl_xasprintf("{container=\"%s\",namespace=\"%s\",pod=\"%s\"}", ctr_name(c),
+                                md->namespace_, md->name);
+    if (cc && cc->created_ns > 0) sample(f, C_START, labels, (double)cc->created_ns / 1e9, 0);
+    cpu_mem(f, C_CPU, C_MEM, labels, c->cpu, c->memory);
+    swap_t sw = ctr_swap(c, cc, n->time_ns);
+    if (sw.has_usage) sample(f, C_SWAP, labels, (double)sw.usage, sw.ts);
+    /* upstream: the limit is what is left plus what is used */
+    if (sw.has_avail) sample(f, C_SWAP_LIMIT, labels, (double)(sw.avail + sw.usage), sw.ts);
+    free(labels);
   }
+  char *labels = nl_xasprintf("{namespace=\"%s\",pod=\"%s\"}", md->namespace_, md->name);
+  cpu_mem(f, P_CPU, P_MEM, labels, l->cpu, l->memory);
+  swap_t sw = pod_swap(l, cp, n->time_ns);
+  if (sw.ok && sw.has_usage) sample(f, P_SWAP, labels, (double)sw.usage, sw.ts);
+  free(labels);
 }
 
 void nl_stats_resource_metrics(const nl_node_sample_t *n,
                                const Runtime__V1__ListPodSandboxStatsResponse *pods,
-                               bool scrape_error, nl_buf_t *o) {
-  family(o, "container_cpu_usage_seconds_total", "counter",
-         "[STABLE] Cumulative cpu time consumed by the container in core-seconds");
-  containers(o, pods, CPU, "container_cpu_usage_seconds_total", false);
-  family(o, "container_memory_working_set_bytes", "gauge",
-         "[STABLE] Current working set of the container in bytes");
-  containers(o, pods, MEM, "container_memory_working_set_bytes", false);
-  family(o, "node_cpu_usage_seconds_total", "counter",
-         "[STABLE] Cumulative cpu time consumed by the node in core-seconds");
-  sample(o, "node_cpu_usage_seconds_total", "", (double)n->cpu_ns / 1e9, n->time_ns);
-  family(o, "node_memory_working_set_bytes", "gauge",
-         "[STABLE] Current working set of the node in bytes");
+                               const nl_cadvisor_t *c, bool scrape_error, nl_buf_t *o) {
+  nl_buf_t f[N_FAMILIES];
+  for (size_t i = 0; i < N_FAMILIES; i++) f[i] = (nl_buf_t)NL_BUF_INIT;
+  sample(f, N_CPU, "", (double)n->cpu_ns / 1e9, n->time_ns);
   uint64_t usage = n->mem_total - n->mem_free;
-  sample(o, "node_memory_working_set_bytes", "",
-         (double)(usage > n->inactive_file ? usage - n->inactive_file : 0), n->time_ns);
-  family(o, "pod_cpu_usage_seconds_total", "counter",
-         "[STABLE] Cumulative cpu time consumed by the pod in core-seconds");
-  containers(o, pods, CPU, "pod_cpu_usage_seconds_total", true);
-  family(o, "pod_memory_working_set_bytes", "gauge",
-         "[STABLE] Current working set of the pod in bytes");
-  containers(o, pods, MEM, "pod_memory_working_set_bytes", true);
-  family(o, "resource_scrape_error", "gauge",
-         "[STABLE] 1 if there was an error while getting container metrics, 0 otherwise");
-  nl_buf_printf(o, "resource_scrape_error %d\n", scrape_error);
-  family(o, "scrape_error", "gauge",
-         "[ALPHA] 1 if there was an error while getting container metrics, 0 otherwise");
-  nl_buf_printf(o, "scrape_error %d\n", scrape_error);
+  sample(f, N_MEM, "", (double)(usage > n->inactive_file ? usage - n->inactive_file : 0), n->time_ns);
+  swap_t ns = node_swap(n);
+  if (ns.ok) sample(f, N_SWAP, "", (double)ns.usage, ns.ts);
+  for (size_t i = 0; pods && i < pods->n_stats; i++)
+    pod_samples(f, n, pods->stats[i], c && i < c->n_pods ? &c->pods[i] : NULL);
+  /* as the Go client's registry: a family without samples is not shown */
+  for (size_t i = 0; i < N_FAMILIES; i++) {
+    if (f[i].len) {
+      nl_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", families[i].name, families[i].help,
+                    families[i].name, families[i].type);
+      nl_buf_append(o, f[i].data, f[i].len);
+    }
+    nl_buf_free(&f[i]);
+  }
+  /* scrape_error, deprecated in 1.29, is hidden by upstream since */
+  nl_buf_printf(o, "# HELP resource_scrape_error [STABLE] 1 if there was an error while getting "
+                   "container metrics, 0 otherwise\n# TYPE resource_scrape_error gauge\n"
+                   "resource_scrape_error %d\n",
+                scrape_error);
 }

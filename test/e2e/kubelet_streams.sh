@@ -131,7 +131,39 @@ check "stats/summary: the pod's ephemeral storage counts its logs" \
 resource=$(raw metrics/resource)
 check "/metrics/resource: the pod's working set" \
   grep -q "^pod_memory_working_set_bytes{namespace=\"$PODS_NS\",pod=\"$POD\"} " <<<"$resource"
-check "/metrics/resource: no scrape error" grep -q '^scrape_error 0$' <<<"$resource"
+check "/metrics/resource: no scrape error" grep -q '^resource_scrape_error 0$' <<<"$resource"
+check "/metrics/resource: no deprecated scrape_error (hidden since 1.29)" \
+  bash -c '! grep -q "^scrape_error" <<<"$1"' _ "$resource"
+check "/metrics/resource: the families in upstream's order (by name)" \
+  sort -c <<<"$(awk '/^# TYPE/ {print $3}' <<<"$resource")"
+# the containers' start time: the summary's startTime (to the second), and no
+# timestamp (upstream's)
+start_ok() {
+  local line want
+  line=$(grep "^container_start_time_seconds{container=\"sh\",namespace=\"$PODS_NS\",pod=\"$POD\"} " <<<"$resource")
+  want=$(jq -r --arg ns "$PODS_NS" '.pods[] | select(.podRef.namespace == $ns) | .containers[] | select(.name == "sh") | .startTime | fromdate' <<<"$summary")
+  [ -n "$want" ] && [ "$(awk '{print NF}' <<<"$line")" = 2 ] &&
+    [ "$(awk '{printf "%d", $2}' <<<"$line")" = "$want" ] || { echo "got: $line; want $want"; return 1; }
+}
+check "/metrics/resource: the container's start time is the summary's" start_ok
+# swap: the node's as /proc/meminfo says (SwapTotal - SwapFree, within 64 MiB:
+# it moves), the pod's and each container's from their cgroups
+node_swap_ok() {
+  local got want
+  got=$(awk '/^node_swap_usage_bytes / {printf "%d", $2}' <<<"$resource")
+  want=$(awk '/^SwapTotal:/ {t = $2} /^SwapFree:/ {f = $2} END {printf "%d", (t - f) * 1024}' /proc/meminfo)
+  [ -n "$got" ] && [ $((got - want)) -le 67108864 ] && [ $((want - got)) -le 67108864 ] ||
+    { echo "got $got, /proc/meminfo $want"; return 1; }
+}
+check "/metrics/resource: the node's swap usage" node_swap_ok
+for c in sh web; do
+  check "/metrics/resource: container $c's swap usage" \
+    grep -Eq "^container_swap_usage_bytes\{container=\"$c\",namespace=\"$PODS_NS\",pod=\"$POD\"\} [0-9.e+]+ [0-9]+$" <<<"$resource"
+done
+check "/metrics/resource: the pod's swap usage" \
+  grep -Eq "^pod_swap_usage_bytes\{namespace=\"$PODS_NS\",pod=\"$POD\"\} [0-9.e+]+ [0-9]+$" <<<"$resource"
+check "stats/summary: the node's, the pod's and its containers' swap" \
+  [ "$(jq --arg ns "$PODS_NS" '[.node.swap, (.pods[] | select(.podRef.namespace == $ns) | .swap, .containers[].swap) | .swapUsageBytes >= 0 and (.time | length) > 0] | (length == 4 and all)' <<<"$summary")" = true ]
 metrics=$(raw metrics)
 check "/metrics passes promtool check metrics" promtool check metrics <<<"$metrics"
 check "/metrics: kubelet_node_name" grep -q "^kubelet_node_name{node=\"$NODE\"} 1$" <<<"$metrics"

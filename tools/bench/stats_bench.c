@@ -131,7 +131,7 @@ static void bench_summary(int pods) {
   t0 = cpu_s();
   for (int i = 0; i < n; i++) {
     out.len = 0;
-    nl_stats_resource_metrics(&node, &resp, false, &out);
+    nl_stats_resource_metrics(&node, &resp, NULL, false, &out);
   }
   printf("%-16s %d pods: %zu bytes, %.1f us CPU per build\n", "/metrics/resource", pods, out.len,
          (cpu_s() - t0) / n * 1e6);

@@ -27,7 +27,8 @@ static const char proc_stat[] =
     "intr 1 2 3\nctxt 99\nbtime 1700000000\nprocesses 1234\n";
 static const char meminfo[] = "MemTotal:        2000000 kB\nMemFree:          500000 kB\n"
                               "MemAvailable:    1200000 kB\nInactive(file):   300000 kB\n"
-                              "AnonPages:        400000 kB\n";
+                              "AnonPages:        400000 kB\nSwapTotal:       1000000 kB\n"
+                              "SwapFree:         750000 kB\n";
 static const char vmstat[] = "nr_free_pages 1\npgfault 777\npgmajfault 5\n";
 static const char net_dev[] =
     "Inter-|   Receive                                                |  Transmit\n"
@@ -293,8 +294,15 @@ static void resource_metrics(void **state) {
   fixture_pods_t f;
   fixture(&f, n.time_ns, 2000000000, 1000000000);
   nl_buf_t out = NL_BUF_INIT;
-  nl_stats_resource_metrics(&n, &f.resp, false, &out);
+  /* a restarted container's exited instance: not shown (upstream's summary) */
+  Runtime__V1__ContainerStats old = f.cs;
+  old.cpu = NULL, old.memory = NULL;
+  Runtime__V1__ContainerStats *two[] = {&old, &f.cs};
+  f.linux.containers = two, f.linux.n_containers = 2;
+  nl_stats_resource_metrics(&n, &f.resp, NULL, false, &out);
   const char *want[] = {
+      "# HELP container_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the "
+      "container in core-seconds\n# TYPE container_cpu_usage_seconds_total counter\n"
       "container_cpu_usage_seconds_total{container=\"c\",namespace=\"edge\",pod=\"web\"} 1 "
       "1700000100000\n",
       "container_memory_working_set_bytes{container=\"c\",namespace=\"edge\",pod=\"web\"} "
@@ -304,11 +312,38 @@ static void resource_metrics(void **state) {
       "pod_cpu_usage_seconds_total{namespace=\"edge\",pod=\"web\"} 2 1700000100000\n",
       "pod_memory_working_set_bytes{namespace=\"edge\",pod=\"web\"} 5.24288e+06 1700000100000\n",
       "# TYPE node_cpu_usage_seconds_total counter\n",
-      "resource_scrape_error 0\n",
-      "scrape_error 0\n",
+      /* the node's swap from /proc/meminfo: SwapTotal - SwapFree */
+      "# HELP node_swap_usage_bytes [ALPHA] Current swap usage of the node in bytes. Reported only "
+      "on non-windows systems\n# TYPE node_swap_usage_bytes gauge\nnode_swap_usage_bytes 2.56e+08 "
+      "1700000100000\n",
+      /* no cgroups, no figures from the runtime: zeros, as upstream */
+      "container_swap_usage_bytes{container=\"c\",namespace=\"edge\",pod=\"web\"} 0 1700000100000\n",
+      "container_swap_limit_bytes{container=\"c\",namespace=\"edge\",pod=\"web\"} 0 1700000100000\n",
+      "pod_swap_usage_bytes{namespace=\"edge\",pod=\"web\"} 0 1700000100000\n",
+      "\nresource_scrape_error 0\n",
   };
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
     if (!strstr(out.data, want[i])) fail_msg("missing %s in\n%s", want[i], out.data);
+  /* upstream hides the deprecated scrape_error; no start time unknown */
+  assert_null(strstr(out.data, "\nscrape_error"));
+  assert_null(strstr(out.data, "container_start_time_seconds"));
+  /* every series once, the families in upstream's order (by name) */
+  const char *order[] = {"container_cpu_usage_seconds_total", "container_memory_working_set_bytes",
+                         "container_swap_limit_bytes", "container_swap_usage_bytes",
+                         "node_cpu_usage_seconds_total", "node_memory_working_set_bytes",
+                         "node_swap_usage_bytes", "pod_cpu_usage_seconds_total",
+                         "pod_memory_working_set_bytes", "pod_swap_usage_bytes",
+                         "resource_scrape_error"};
+  const char *at = out.data;
+  for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+    char *h = nl_xasprintf("# HELP %s ", order[i]), *x = nl_xasprintf("\n%s{container=\"c\"", order[i]);
+    const char *next = strstr(at, h);
+    if (!next) fail_msg("%s not after the previous family in\n%s", order[i], out.data);
+    at = next + 1;
+    const char *first = strstr(out.data, x);
+    if (first) assert_null(strstr(first + 1, x));
+    free(h), free(x);
+  }
   nl_buf_free(&out);
 }
 
@@ -585,8 +620,87 @@ static void cadvisor_metrics(void **state) {
   rm_tree(root);
 }
 
+/* Swap from the pods' and containers' cgroups (v1: memory.stat's total_swap,
+ * memory.memsw.limit_in_bytes) in /metrics/resource and /stats/summary, and the
+ * containers' start time; the runtime's swap figures where no cgroup is read. */
+static void swap_and_start_time(void **state) {
+  (void)state;
+  char *root = v1_tree();
+  put_file(root, "memory" POD_CG "/memory.stat",
+           "swap 1\ntotal_swap 1048576\ntotal_rss 3145728\ntotal_inactive_file 2097152\n");
+  put_file(root, "memory" POD_CG "/memory.memsw.limit_in_bytes", "9223372036854771712\n");
+  put_file(root, "memory" POD_CG "/c1/memory.stat", "swap 65536\ntotal_swap 65536\n");
+  put_file(root, "memory" POD_CG "/c1/memory.memsw.limit_in_bytes", "100663296\n");
+  nl_node_sample_t n = {.time_ns = 1700000100000000000, .cpu_ns = 12500000000};
+  nl_stats_parse_meminfo(&n, meminfo);
+  fixture_pods_t f;
+  fixture(&f, n.time_ns, 2000000000, 1000000000);
+  nl_stats_meta_t m = {.cgroup_fs = root, .pod = meta_pod, .container = meta_container};
+  nl_cadvisor_t c;
+  nl_cadvisor_prepare(&c, &f.resp, &m);
+  nl_cadvisor_read_swap(&c, &f.resp);
+  nl_buf_t out = NL_BUF_INIT;
+  nl_stats_resource_metrics(&n, &f.resp, &c, false, &out);
+#define LBL "{container=\"c\",namespace=\"edge\",pod=\"web\"}"
+  const char *want[] = {
+      /* upstream's start time has no timestamp */
+      "# HELP container_start_time_seconds [STABLE] Start time of the container since unix epoch "
+      "in seconds\n# TYPE container_start_time_seconds gauge\n"
+      "container_start_time_seconds" LBL " 1.70000005e+09\n",
+      "# HELP container_swap_limit_bytes [ALPHA] Current amount of the container swap limit in "
+      "bytes. Reported only on non-windows systems\n",
+      "container_swap_limit_bytes" LBL " 1.00663296e+08 1700000100000\n",
+      "# HELP container_swap_usage_bytes [ALPHA] Current amount of the container swap usage in "
+      "bytes. Reported only on non-windows systems\n",
+      "container_swap_usage_bytes" LBL " 65536 1700000100000\n",
+      "# HELP pod_swap_usage_bytes [ALPHA] Current amount of the pod swap usage in bytes. Reported "
+      "only on non-windows systems\n",
+      "pod_swap_usage_bytes{namespace=\"edge\",pod=\"web\"} 1.048576e+06 1700000100000\n",
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    if (!strstr(out.data, want[i])) fail_msg("missing %s in\n%s", want[i], out.data);
+  nl_buf_free(&out);
+
+  /* the summary: the pod's limit is none (no swapAvailableBytes), the
+   * container's leaves limit - usage; the node's from /proc/meminfo */
+  nl_stats_t st;
+  nl_stats_init(&st);
+  nl_stats_summary_json_ext(&st, "edge-1", &n, &f.resp, NULL, NULL, &c, &out);
+  json_t *j = json_loads(out.data, 0, NULL);
+  assert_non_null(j);
+  assert_true(u(j, "node.swap.swapUsageBytes") == 256000000);
+  assert_true(u(j, "node.swap.swapAvailableBytes") == 768000000);
+  assert_true(has(j, "node.swap.time"));
+  assert_true(u(j, "pods.0.swap.swapUsageBytes") == 1048576);
+  assert_false(has(j, "pods.0.swap.swapAvailableBytes"));
+  assert_true(u(j, "pods.0.containers.0.swap.swapUsageBytes") == 65536);
+  assert_true(u(j, "pods.0.containers.0.swap.swapAvailableBytes") == 100663296 - 65536);
+  json_decref(j);
+  nl_buf_free(&out);
+  nl_cadvisor_free(&c);
+
+  /* no cgroups: the runtime's figures; the pod's the sum of its containers' */
+  Runtime__V1__UInt64Value su = {.value = 4096}, sa = {.value = 8192};
+  Runtime__V1__SwapUsage sw = {.timestamp = n.time_ns - 1000000000, .swap_usage_bytes = &su,
+                               .swap_available_bytes = &sa};
+  f.cs.swap = &sw;
+  nl_stats_resource_metrics(&n, &f.resp, NULL, false, &out);
+  assert_non_null(strstr(out.data, "container_swap_usage_bytes" LBL " 4096 1700000099000\n"));
+  assert_non_null(strstr(out.data, "container_swap_limit_bytes" LBL " 12288 1700000099000\n"));
+  assert_non_null(strstr(out.data, "pod_swap_usage_bytes{namespace=\"edge\",pod=\"web\"} 4096 "));
+#undef LBL
+  nl_buf_free(&out);
+  nl_stats_summary_json_ext(&st, "edge-1", &n, &f.resp, NULL, NULL, NULL, &out);
+  j = json_loads(out.data, 0, NULL);
+  assert_true(u(j, "pods.0.swap.swapAvailableBytes") == 8192);
+  json_decref(j);
+  nl_buf_free(&out);
+  nl_stats_free(&st);
+  rm_tree(root);
+}
+
 /* cgroup v2: cpu.stat, memory.current and memory.stat's inactive_file and
- * anon, memory.max, cpu.max and cpu.weight. */
+ * anon, memory.max, cpu.max and cpu.weight; the swap files (and v1's). */
 static void cgroup_v2(void **state) {
   (void)state;
   char *root = nl_xstrdup("/tmp/nl-cadvisor-XXXXXX");
@@ -597,6 +711,17 @@ static void cgroup_v2(void **state) {
   put_file(root, "kubepods/pod1/memory.max", "max\n");
   put_file(root, "kubepods/pod1/cpu.max", "25000 100000\n");
   put_file(root, "kubepods/pod1/cpu.weight", "4\n");
+  /* the swap files (v1's in its memory hierarchy) */
+  static const char *const swap_files[][2] = {
+      {"kubepods/pod1/memory.swap.current", "12288\n"},
+      {"kubepods/pod1/memory.swap.max", "max\n"},
+      {"kubepods/pod1/c1/memory.max", "83886080\n"},
+      {"kubepods/pod1/c1/memory.swap.current", "4096\n"},
+      {"kubepods/pod1/c1/memory.swap.max", "1048576\n"},
+      {"memory/kubepods/pod2/memory.stat", "swap 1\ntotal_swap 7\n"},
+  };
+  for (size_t i = 0; i < sizeof swap_files / sizeof swap_files[0]; i++)
+    put_file(root, swap_files[i][0], swap_files[i][1]);
   nl_cgroup_sample_t s;
   nl_cgroup_sample_read(&s, root, true, "/kubepods/pod1", true);
   assert_true(s.usage && s.spec);
@@ -606,6 +731,18 @@ static void cgroup_v2(void **state) {
   assert_int_equal(s.cpu_shares, 2 + 3 * 262142 / 9999);
   nl_cgroup_sample_read(&s, root, true, "/kubepods/gone", true);
   assert_false(s.usage || s.spec);
+
+  /* swap as cAdvisor reads it: "max" is no limit; v1 without swap accounting
+   * (no memsw file) a limit of 0; no cgroup: nothing read */
+  nl_cgroup_swap_t sw;
+  nl_cgroup_swap_read(&sw, root, true, "/kubepods/pod1");
+  assert_true(sw.ok && sw.usage == 12288 && !sw.limited);
+  nl_cgroup_swap_read(&sw, root, true, "/kubepods/pod1/c1");
+  assert_true(sw.ok && sw.usage == 4096 && sw.limited && sw.limit == 1048576);
+  nl_cgroup_swap_read(&sw, root, false, "/kubepods/pod2");
+  assert_true(sw.ok && sw.usage == 7 && sw.limited && sw.limit == 0);
+  nl_cgroup_swap_read(&sw, root, true, "/kubepods/gone");
+  assert_false(sw.ok);
   rm_tree(root);
 }
 
@@ -727,13 +864,13 @@ static void through_the_server(void **state) {
   assert_int_equal(s.status, 200);
   assert_non_null(strstr(s.body, "pod_memory_working_set_bytes{namespace=\"default\",pod=\"web\"} "
                                  "8.388608e+06 "));
-  assert_non_null(strstr(s.body, "\nscrape_error 0\n"));
+  assert_non_null(strstr(s.body, "\nresource_scrape_error 0\n"));
 
   /* the runtime fails: the node's figures still come, scrape_error says so */
   fake_cri_fault_t fault = {.kind = FAKE_CRI_STATUS, .code = 14, .message = "down"};
   fake_cri_set_fault(s.h.fake, "ListPodSandboxStats", &fault);
   get(&s, "/metrics/resource");
-  assert_non_null(strstr(s.body, "\nscrape_error 1\n"));
+  assert_non_null(strstr(s.body, "\nresource_scrape_error 1\n"));
   assert_non_null(strstr(s.body, "\nnode_cpu_usage_seconds_total "));
 
   nl_stats_server_stop(&s.stats, stats_done, &s.stats_stopped);
@@ -756,6 +893,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(cadvisor_metrics),
       cmocka_unit_test(cgroup_v2),
+      cmocka_unit_test(swap_and_start_time),
       cmocka_unit_test(parsers),
       cmocka_unit_test(psi_parser),
       cmocka_unit_test(proc_cgroup_parser),
