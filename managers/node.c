@@ -169,6 +169,7 @@ static void observe_runtime(nl_node_t *n, const nl_node_runtime_info_t *in) {
       n->handlers[i].name = nl_xstrdup(in->handlers[i].name);
     }
     n->n_handlers = in->n_handlers;
+    n->features = in->features;
     if (in->runtime_ready.present && in->runtime_ready.status)
       n->runtime_sync_ns = nl_node__now_ns(n);
   }
@@ -220,6 +221,7 @@ static nl_node_inputs_t inputs(nl_node_t *n, nl_err_t **pleg_err) {
       .images_known = n->images_known,
       .handlers = n->handlers,
       .n_handlers = n->n_handlers,
+      .features = n->features,
       .shutting_down = n->shutting_down,
   };
   if (n->deps.pressure)
