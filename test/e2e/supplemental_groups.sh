@@ -96,7 +96,7 @@ sgp_pod merge Merge
 sgp_pod strict Strict
 phase() { kubectl get pod -n "$PODS_NS" "$1" -o jsonpath='{.status.phase}' 2>/dev/null; }
 running() { [ "$(phase "$1")" = Running ]; }
-user_of() { kubectl get pod -n "$PODS_NS" "$1" -o json | jq -c '.status.containerStatuses[0].user // "none"'; }
+user_of() { kubectl get pod -n "$PODS_NS" "$1" -o json | jq -cS '.status.containerStatuses[0].user // "none"'; }
 expect_groups() { # expect_groups POD GROUPS...
   local pod=$1 want
   shift
@@ -113,7 +113,7 @@ expect_groups() { # expect_groups POD GROUPS...
   if [ "$SUPPORTED" = true ]; then
     local groups
     groups=$(printf '%s\n' "$@" | jq -sc .)
-    [ "$user" = "{\"linux\":{\"uid\":1000,\"gid\":1000,\"supplementalGroups\":$groups}}" ] &&
+    [ "$user" = "{\"linux\":{\"gid\":1000,\"supplementalGroups\":$groups,\"uid\":1000}}" ] &&
       ok "$pod: its status' user is the runtime's: $user" || fail "$pod user" "$user"
   else
     [ "$user" = '"none"' ] && ok "$pod: no user in its status (the runtime reports none)" ||
