@@ -147,7 +147,8 @@ static void emit_status(nl_cmd_cri_ctx_t *x, const nl_grpc_status_t *st,
 }
 
 /* As crictl info: the status, the runtime handlers and their features (a
- * runtime that lists none, such as containerd 1.6, has none), the info map. */
+ * runtime that lists none, such as containerd 1.6, has none), the runtime's
+ * features (none from 1.6 either), the info map. */
 static void on_info(const nl_grpc_status_t *st, Runtime__V1__StatusResponse *r, void *ctx) {
   nl_cmd_cri_ctx_t *x = ctx;
   if (failed(x, st)) return;
@@ -157,6 +158,7 @@ static void on_info(const nl_grpc_status_t *st, Runtime__V1__StatusResponse *r, 
   for (size_t i = 0; i < r->n_runtime_handlers; i++)
     json_array_append_new(handlers, nl_cmd_cri__to_json(&r->runtime_handlers[i]->base));
   json_object_set_new(o, "runtimeHandlers", handlers);
+  if (r->features) json_object_set_new(o, "features", nl_cmd_cri__to_json(&r->features->base));
   emit_json(x, o);
   nl_cmd_cri__finish(x, 0);
 }

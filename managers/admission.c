@@ -55,6 +55,9 @@ void nl_admit_node_from_json(nl_admit_node_t *out, const json_t *node) {
   out->memory = alloc_of(alloc, "memory", false);
   out->ephemeral_storage = alloc_of(alloc, "ephemeral-storage", false);
   out->pods = alloc_of(alloc, "pods", false);
+  const json_t *feat = json_object_get(json_object_get(node, "status"), "features");
+  out->supplemental_groups_policy =
+      json_is_true(json_object_get(feat, "supplementalGroupsPolicy"));
 }
 
 void nl_admit_node_local(nl_admit_node_t *out, const char *name, int64_t max_pods) {
@@ -320,6 +323,13 @@ bool nl_admit_pod(const nl_admit_node_t *node, const nl_pod_t *pod, const nl_adm
   if (pod->spec.os_name && strcmp(pod->spec.os_name, GOOS) != 0)
     return reject(out, "PodOSNotSupported",
                   nl_xstrdup("Failed to admit pod as the OS field doesn't match node OS"));
+  /* Strict the runtime does not honour would give the container the image's
+   * groups regardless: refused (a pod without the field, or Merge, is fine) */
+  const nl_pod_security_context_t *psc = pod->spec.security_context;
+  if (psc && psc->supplemental_groups_policy &&
+      strcmp(psc->supplemental_groups_policy, "Strict") == 0 && !node->supplemental_groups_policy)
+    return reject(out, "SupplementalGroupsPolicyNotSupported",
+                  nl_xstrdup("SupplementalGroupsPolicy=Strict is not supported in this node"));
   return nl_admit_fits(node, pod, others, out) &&
          not_resources(node, pod, others, is_static, out);
 }

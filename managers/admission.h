@@ -34,10 +34,13 @@ typedef struct nl_admit_node {
   /* status.allocatable; -1 when the Node does not say (then nothing is checked
    * against that resource). cpu in millicores. */
   int64_t cpu_milli, memory, ephemeral_storage, pods;
+  /* status.features.supplementalGroupsPolicy; false when the Node does not
+   * say (the runtime reports no features, as containerd 1.6) */
+  bool supplemental_groups_policy;
 } nl_admit_node_t;
 
 /* From a v1 Node object (metadata.name and labels, spec.taints,
- * status.allocatable). Bad or missing fields leave their defaults (no labels, no
+ * status.allocatable, status.features). Bad or missing fields leave their defaults (no labels, no
  * taints, -1). */
 void nl_admit_node_from_json(nl_admit_node_t *out, const json_t *node);
 /* A Node known only from the configuration (standalone, or before the first
@@ -60,7 +63,9 @@ typedef struct nl_admit_pods {
   size_t n;
 } nl_admit_pods_t;
 
-/* upstream predicateAdmitHandler.Admit: the OS label and field first, then the
+/* upstream predicateAdmitHandler.Admit: the OS label and field first, then
+ * supplementalGroupsPolicy Strict on a node whose runtime cannot honour it
+ * ("SupplementalGroupsPolicyNotSupported"), then the
  * general filters in upstream's order, the first failure being the reason;
  * taints are not checked for static pods. Returns true when admitted; false
  * with *out filled otherwise. */

@@ -169,6 +169,7 @@ static void observe_runtime(nl_node_t *n, const nl_node_runtime_info_t *in) {
       n->handlers[i].name = nl_xstrdup(in->handlers[i].name);
     }
     n->n_handlers = in->n_handlers;
+    n->features = in->features;
     if (in->runtime_ready.present && in->runtime_ready.status)
       n->runtime_sync_ns = nl_node__now_ns(n);
   }
@@ -220,6 +221,7 @@ static nl_node_inputs_t inputs(nl_node_t *n, nl_err_t **pleg_err) {
       .images_known = n->images_known,
       .handlers = n->handlers,
       .n_handlers = n->n_handlers,
+      .features = n->features,
       .shutting_down = n->shutting_down,
   };
   if (n->deps.pressure)
@@ -289,13 +291,14 @@ void nl_node__link_back(nl_node_t *n) {
 }
 
 /* What is kept of the Node between rounds (nl_node_object: admission reads its
- * name, labels, taints and allocatable): the rest (images, conditions, nodeInfo)
+ * name, labels, taints, allocatable and features): the rest (images, conditions, nodeInfo)
  * is read again at the next round, and holding it would only cost memory. */
 static json_t *slim_node(const json_t *node) {
   const json_t *md = json_object_get(node, "metadata");
   json_t *slim = json_pack("{s:{},s:{},s:{}}", "metadata", "spec", "status");
   const char *keys[][2] = {{"metadata", "name"}, {"metadata", "labels"}, {"metadata", "uid"},
-                           {"spec", "taints"}, {"status", "allocatable"}};
+                           {"spec", "taints"}, {"status", "allocatable"},
+                           {"status", "features"}};
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
     json_t *v = json_object_get(i < 3 ? md : json_object_get(node, keys[i][0]), keys[i][1]);
     if (v) json_object_set(json_object_get(slim, keys[i][0]), keys[i][1], v);
@@ -516,6 +519,11 @@ static void status_round(nl_node_t *n) {
   char *path = node_path(n, "/status");
   request(n, "PATCH", path, "application/strategic-merge-patch+json",
           json_pack("{s:o}", "status", nl_node_status_patch(status, prev)));
+  /* Admission reads the runtime's features from the Node (nl_node_object):
+   * those written now, not the ones the next round reads back, 10 s on (a
+   * Strict pod right after the first status would be rejected). */
+  json_t *features = json_object_get(status, "features");
+  if (features && json_is_object(prev)) json_object_set((json_t *)prev, "features", features);
   json_decref(status);
   free(path);
 }

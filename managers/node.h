@@ -76,6 +76,7 @@ typedef struct nl_node_runtime_info {
   size_t n_images;
   const nl_node_runtime_handler_t *handlers; /* Status' runtime_handlers (with status_ok) */
   size_t n_handlers;
+  nl_node_runtime_features_t features; /* Status' features (with status_ok) */
 } nl_node_runtime_info_t;
 
 typedef void (*nl_node_runtime_done)(void *done_ctx, const nl_node_runtime_info_t *info);
@@ -184,6 +185,7 @@ struct nl_node {
   char *runtime_type;
   nl_node_runtime_handler_t *handlers; /* the last Status' handlers, owned (names too) */
   size_t n_handlers;
+  nl_node_runtime_features_t features; /* the last Status' features */
   nl_node_image_t *images; /* the last image list, owned (names too) */
   size_t n_images;
   nl_node_extended_t *extended; /* the last deps.extended answer, owned */

@@ -1,5 +1,6 @@
 /* The node manager's view of the runtime over CRI: Status (RuntimeReady,
- * NetworkReady, the runtime handlers' features), Version and ListImages, one after the other. */
+ * NetworkReady, the runtime handlers' features, the runtime's features),
+ * Version and ListImages, one after the other. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -120,6 +121,9 @@ static void on_status(const nl_grpc_status_t *st, Runtime__V1__StatusResponse *r
           nl_xstrdup(h->name ? h->name : ""), f && f->recursive_read_only_mounts,
           f && f->user_namespaces};
     }
+    if (resp->features)
+      q->info.features = (nl_node_runtime_features_t){
+          true, resp->features->supplemental_groups_policy};
   }
   Runtime__V1__VersionRequest req = RUNTIME__V1__VERSION_REQUEST__INIT;
   nl_cri_version(q->cri, &req, on_version, q);

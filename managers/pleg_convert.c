@@ -310,6 +310,22 @@ int nl_pleg__convert_sandbox(const Runtime__V1__PodSandboxStatus *s, nl_rt_sandb
   return 0;
 }
 
+/* upstream toKubeContainerUser: no user from the runtime (containerd 1.6) is
+ * no user in the status; a user without its linux part is an empty one. */
+static void convert_user(const Runtime__V1__ContainerUser *u, nl_rt_user_t *out) {
+  if (!u) return;
+  out->present = true;
+  if (!u->linux) return;
+  out->linux = true;
+  out->uid = u->linux->uid;
+  out->gid = u->linux->gid;
+  out->n_groups = u->linux->n_supplemental_groups;
+  if (out->n_groups) {
+    out->groups = nl_xcalloc(out->n_groups, sizeof *out->groups);
+    memcpy(out->groups, u->linux->supplemental_groups, out->n_groups * sizeof *out->groups);
+  }
+}
+
 int nl_pleg__convert_container(const Runtime__V1__ContainerStatus *s, const char *sandbox_id,
                                nl_rt_container_t *out, nl_err_t **err) {
   memset(out, 0, sizeof(*out));
@@ -332,6 +348,7 @@ int nl_pleg__convert_container(const Runtime__V1__ContainerStatus *s, const char
   out->log_path = dup_or_null(s->log_path);
   out->sandbox_id = dup_or_null(sandbox_id);
   out->created_at = s->created_at;
+  convert_user(s->user, &out->user);
   switch (s->state) {
   case RUNTIME__V1__CONTAINER_STATE__CONTAINER_CREATED: out->state = NL_RT_CONTAINER_CREATED; break;
   case RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING: out->state = NL_RT_CONTAINER_RUNNING; break;

@@ -216,13 +216,8 @@ static Runtime__V1__LinuxContainerSecurityContext *security(const nl_runtime_opt
     s->selinux_options->type = nl__pstr(se->type);
     s->selinux_options->level = nl__pstr(se->level);
   }
-  if (ps) {
-    size_t ng = ps->n_supplemental_groups + (ps->fs_group.set ? 1 : 0);
-    if (ng) s->supplemental_groups = nl_xcalloc(ng, sizeof(int64_t));
-    if (ps->fs_group.set) s->supplemental_groups[s->n_supplemental_groups++] = ps->fs_group.v;
-    for (size_t i = 0; i < ps->n_supplemental_groups; i++)
-      s->supplemental_groups[s->n_supplemental_groups++] = ps->supplemental_groups[i];
-  }
+  nl__pod_groups(ps, &s->supplemental_groups, &s->n_supplemental_groups,
+                 &s->supplemental_groups_policy);
   if (cs) {
     s->privileged = cs->privileged == 1;
     s->readonly_rootfs = cs->read_only_root_filesystem == 1;

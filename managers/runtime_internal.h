@@ -77,6 +77,12 @@ void nl__to_kill(nl_pod_actions_t *a, const nl_rt_container_t *st, const nl_cont
 /* Namespace options for a pod (runtimeutil.NamespacesForPod). */
 Runtime__V1__NamespaceOption *nl__namespaces_for_pod(const nl_pod_t *pod);
 
+/* The pod's groups for a sandbox's or a container's security context: fsGroup
+ * then supplementalGroups (a new array in *groups, NULL when none), and
+ * supplementalGroupsPolicy (Merge when unset). psc may be NULL. */
+void nl__pod_groups(const nl_pod_security_context_t *psc, int64_t **groups, size_t *n,
+                    Runtime__V1__SupplementalGroupsPolicy *policy);
+
 /* ---- env files (runtime_envfile.c) ---- */
 
 /* One fileKeyRef of the container being started. */

@@ -308,13 +308,8 @@ static Runtime__V1__LinuxPodSandboxConfig *linux_config(const nl_runtime_opts_t 
     }
     if (psc->run_as_user.set) sc->run_as_user = i64(psc->run_as_user.v);
     if (psc->run_as_group.set) sc->run_as_group = i64(psc->run_as_group.v);
-    size_t ng = psc->n_supplemental_groups + (psc->fs_group.set ? 1 : 0);
-    if (ng) {
-      sc->supplemental_groups = nl_xcalloc(ng, sizeof(int64_t));
-      if (psc->fs_group.set) sc->supplemental_groups[sc->n_supplemental_groups++] = psc->fs_group.v;
-      for (size_t i = 0; i < psc->n_supplemental_groups; i++)
-        sc->supplemental_groups[sc->n_supplemental_groups++] = psc->supplemental_groups[i];
-    }
+    nl__pod_groups(psc, &sc->supplemental_groups, &sc->n_supplemental_groups,
+                   &sc->supplemental_groups_policy);
     sc->selinux_options = selinux(psc->se_linux_options);
   }
   lc->n_sysctls = sysctls.n;

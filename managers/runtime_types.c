@@ -41,6 +41,7 @@ void nl_rt_pod_status_free(nl_rt_pod_status_t *s) {
     free(c->log_path);
     free(c->termination_message_path);
     free(c->sandbox_id);
+    nl_rt_user_free(&c->user);
   }
   free(s->sandboxes);
   free(s->containers);
@@ -102,8 +103,23 @@ nl_rt_pod_status_t *nl_rt_pod_status_dup(const nl_rt_pod_status_t *s) {
     b->log_path = dup0(a->log_path);
     b->termination_message_path = dup0(a->termination_message_path);
     b->sandbox_id = dup0(a->sandbox_id);
+    nl_rt_user_copy(&b->user, &a->user);
   }
   return d;
+}
+
+void nl_rt_user_copy(nl_rt_user_t *dst, const nl_rt_user_t *src) {
+  *dst = *src;
+  dst->groups = NULL;
+  if (src->n_groups) {
+    dst->groups = nl_xcalloc(src->n_groups, sizeof *dst->groups);
+    memcpy(dst->groups, src->groups, src->n_groups * sizeof *dst->groups);
+  }
+}
+
+void nl_rt_user_free(nl_rt_user_t *u) {
+  free(u->groups);
+  memset(u, 0, sizeof *u);
 }
 
 char *nl_rt_log_links_dir(const char *pod_logs_dir) {

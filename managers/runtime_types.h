@@ -42,6 +42,21 @@ typedef enum {
   NL_RT_CONTAINER_UNKNOWN = 3,
 } nl_rt_container_state_t;
 
+/* The user a container's process runs as, as the runtime reports it
+ * (ContainerStatus.user; upstream's ContainerUser): the uid, the primary gid and
+ * every group of the process, those the image's /etc/group gives included
+ * (SupplementalGroupsPolicy Merge) or not (Strict). The v1 status' user. */
+typedef struct nl_rt_user {
+  bool present; /* the runtime reported a user (containerd 1.6 does not) */
+  bool linux;   /* ... with its linux part */
+  int64_t uid, gid;
+  int64_t *groups; /* supplementalGroups, in the runtime's order */
+  size_t n_groups;
+} nl_rt_user_t;
+
+void nl_rt_user_copy(nl_rt_user_t *dst, const nl_rt_user_t *src);
+void nl_rt_user_free(nl_rt_user_t *u);
+
 typedef struct nl_rt_container {
   char *id;   /* CRI container id */
   char *name; /* the io.kubernetes.container.name label */
@@ -57,6 +72,7 @@ typedef struct nl_rt_container {
   char *log_path;
   char *termination_message_path;
   char *sandbox_id; /* the pod sandbox it runs in (from ListContainers) */
+  nl_rt_user_t user;
 } nl_rt_container_t;
 
 typedef enum {

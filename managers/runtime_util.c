@@ -205,6 +205,23 @@ void nl_sync_result_free(nl_sync_result_t *r) {
 
 /* ---- namespaces ---- */
 
+void nl__pod_groups(const nl_pod_security_context_t *psc, int64_t **groups, size_t *n,
+                    Runtime__V1__SupplementalGroupsPolicy *policy) {
+  *groups = NULL;
+  *n = 0;
+  *policy = RUNTIME__V1__SUPPLEMENTAL_GROUPS_POLICY__Merge;
+  if (!psc) return;
+  size_t ng = psc->n_supplemental_groups + (psc->fs_group.set ? 1 : 0);
+  if (ng) *groups = nl_xcalloc(ng, sizeof(int64_t));
+  if (psc->fs_group.set) (*groups)[(*n)++] = psc->fs_group.v;
+  for (size_t i = 0; i < psc->n_supplemental_groups; i++)
+    (*groups)[(*n)++] = psc->supplemental_groups[i];
+  /* Strict: the runtime adds none of the groups the image's /etc/group gives
+   * the user (validation admits only Merge and Strict) */
+  if (psc->supplemental_groups_policy && strcmp(psc->supplemental_groups_policy, "Strict") == 0)
+    *policy = RUNTIME__V1__SUPPLEMENTAL_GROUPS_POLICY__Strict;
+}
+
 Runtime__V1__NamespaceOption *nl__namespaces_for_pod(const nl_pod_t *pod) {
   Runtime__V1__NamespaceOption *ns =
       NL__NEW(Runtime__V1__NamespaceOption, RUNTIME__V1__NAMESPACE_OPTION__INIT);

@@ -83,6 +83,7 @@ static void cstatus_free(nl_container_status_t *c) {
   free(c->allocated_json);
   free(c->resources_json);
   free(c->volume_mounts_json);
+  nl_rt_user_free(&c->user);
   memset(c, 0, sizeof(*c));
 }
 
@@ -97,6 +98,7 @@ static void cstatus_copy(nl_container_status_t *dst, const nl_container_status_t
   dst->allocated_json = xdup(src->allocated_json);
   dst->resources_json = xdup(src->resources_json);
   dst->volume_mounts_json = xdup(src->volume_mounts_json);
+  nl_rt_user_copy(&dst->user, &src->user);
   dst->alloc_status = NULL;
   dst->n_alloc_status = 0;
   for (size_t i = 0; i < src->n_alloc_status; i++) {
@@ -272,6 +274,7 @@ static void convert_one(const gen_t *g, const nl_rt_container_t *cs, const nl_co
   /* The digested image ref is the public imageID, historically. */
   out->image_id = nl_xstrdup(cs->image_ref ? cs->image_ref : "");
   out->container_id = container_id(g, cs->id);
+  nl_rt_user_copy(&out->user, &cs->user);
   switch (cs->state) {
   case NL_RT_CONTAINER_RUNNING:
     out->state.kind = NL_CSTATE_RUNNING;

@@ -82,6 +82,9 @@ typedef struct nl_container_status { /* v1.ContainerStatus */
    * when the container mounts nothing: made once from the spec and then kept,
    * as upstream keeps it (immutable), one string that a status copy dups. */
   char *volume_mounts_json;
+  /* user: the process' uid, gid and groups as the runtime reports them (absent
+   * when it does not, as containerd 1.6) */
+  nl_rt_user_t user;
 } nl_container_status_t;
 
 typedef struct nl_pod_condition {

@@ -159,6 +159,23 @@ char *nl_status_volume_mounts_json(const nl_container_t *c, bool supports_rro) {
   return nl_buf_steal(&b);
 }
 
+/* user (omitempty): {"linux":{"uid","gid","supplementalGroups" (omitempty)}} */
+static void user(nl_buf_t *b, const nl_rt_user_t *u) {
+  if (!u->present) return;
+  nl_buf_puts(b, ",\"user\":{");
+  if (u->linux) {
+    nl_buf_printf(b, "\"linux\":{\"uid\":%lld,\"gid\":%lld", (long long)u->uid, (long long)u->gid);
+    if (u->n_groups) {
+      nl_buf_puts(b, ",\"supplementalGroups\":[");
+      for (size_t i = 0; i < u->n_groups; i++)
+        nl_buf_printf(b, "%s%lld", i ? "," : "", (long long)u->groups[i]);
+      nl_buf_puts(b, "]");
+    }
+    nl_buf_puts(b, "}");
+  }
+  nl_buf_puts(b, "}");
+}
+
 static void cstatus(nl_buf_t *b, const nl_container_status_t *c) {
   nl_buf_puts(b, "{\"name\":");
   str(b, c->name);
@@ -178,6 +195,7 @@ static void cstatus(nl_buf_t *b, const nl_container_status_t *c) {
   if (c->resources_json) nl_buf_printf(b, ",\"resources\":%s", c->resources_json);
   if (c->volume_mounts_json) nl_buf_printf(b, ",\"volumeMounts\":%s", c->volume_mounts_json);
   alloc_status(b, c->alloc_status, c->n_alloc_status);
+  user(b, &c->user);
   nl_buf_puts(b, "}");
 }
 

@@ -505,6 +505,7 @@ static void pod_security_context(dec_t *d, const nl_tnode_t *n, nl_pod_security_
   F("fsGroup") opt_i64(d, v, &s->fs_group);
   F("sysctls") SEQ(v, s->sysctls, s->n_sysctls, sysctl);
   F("fsGroupChangePolicy") s->fs_group_change_policy = str(d, v);
+  F("supplementalGroupsPolicy") s->supplemental_groups_policy = str(d, v);
   F("seccompProfile") OBJ(v, s->seccomp_profile, seccomp);
   F("appArmorProfile") OBJ(v, s->app_armor_profile, seccomp);
   END_FIELDS

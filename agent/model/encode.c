@@ -350,6 +350,7 @@ static void pod_sec_ctx(jw_t *w, const nl_pod_security_context_t *s) {
   o64(w, "fsGroup", s->fs_group);
   LIST("sysctls", s->sysctls, s->n_sysctls, sysctl);
   s_(w, "fsGroupChangePolicy", s->fs_group_change_policy);
+  s_(w, "supplementalGroupsPolicy", s->supplemental_groups_policy);
   SUB("seccompProfile", s->seccomp_profile, seccomp);
   SUB("appArmorProfile", s->app_armor_profile, seccomp);
 }

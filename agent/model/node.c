@@ -293,6 +293,12 @@ json_t *nl_node_status(const nl_node_conf_t *c, const nl_node_facts_t *f,
   if (in->n_handlers) json_object_set_new(s, "runtimeHandlers", runtime_handlers(in));
   else if (json_array_size(json_object_get(prev, "runtimeHandlers")))
     json_object_set_new(s, "runtimeHandlers", json_null()); /* the runtime lists none now */
+  /* upstream's NodeFeatures setter: what the runtime's Status says, or
+   * nothing (the Node keeps what it had) when it says nothing. Admission
+   * rejects a pod with supplementalGroupsPolicy Strict unless it is true. */
+  if (in->features.known)
+    json_object_set_new(s, "features", json_pack("{s:b}", "supplementalGroupsPolicy",
+                                                 in->features.supplemental_groups_policy));
   /* NodeDeclaredFeatures (beta, on in 1.36): of upstream's features whose
    * gates are on, those nanolet has, sorted as upstream lists them. The
    * scheduler places a pod that needs one (a RestartAllContainers rule) only

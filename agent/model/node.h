@@ -52,6 +52,14 @@ typedef struct nl_node_runtime_handler {
   bool recursive_read_only_mounts, user_namespaces;
 } nl_node_runtime_handler_t;
 
+/* The runtime's features as the CRI Status reports them (features; upstream's
+ * RuntimeFeatures), known only when the runtime sends them (containerd 1.6
+ * does not). */
+typedef struct nl_node_runtime_features {
+  bool known;
+  bool supplemental_groups_policy; /* it honours SupplementalGroupsPolicy Strict */
+} nl_node_runtime_features_t;
+
 /* A CRI RuntimeCondition as Status returns it. */
 typedef struct nl_node_cri_cond {
   bool present, status;
@@ -84,6 +92,7 @@ typedef struct nl_node_inputs {
   size_t n_extended;                  /* capacity and allocatable as they are */
   const nl_node_runtime_handler_t *handlers; /* status.runtimeHandlers, as the */
   size_t n_handlers;                         /* runtime's Status lists them */
+  nl_node_runtime_features_t features;       /* status.features */
 } nl_node_inputs_t;
 
 /* One taint of --register-with-taints. */

@@ -273,6 +273,7 @@ typedef struct nl_pod_security_context {
   nl_kv_t *sysctls; /* name/value, in order */
   size_t n_sysctls;
   char *fs_group_change_policy;
+  char *supplemental_groups_policy; /* "Merge" (NULL: the same) or "Strict" */
   nl_seccomp_profile_t *seccomp_profile;
   nl_seccomp_profile_t *app_armor_profile;
 } nl_pod_security_context_t;

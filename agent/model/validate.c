@@ -859,6 +859,12 @@ static void spec(val_t *v, const nl_pod_spec_t *s) {
       for (size_t i = 0; i < p->n_supplemental_groups; i++)
         if (p->supplemental_groups[i] < 0 || p->supplemental_groups[i] > 2147483647)
           KEY("supplementalGroups", IDX(i, ERR("must be between 0 and 2147483647, got %lld", (long long)p->supplemental_groups[i])));
+      /* the API server's validation; kept for pods that never passed it
+       * (static pods, --pod-manifest) */
+      const char *sgp = p->supplemental_groups_policy;
+      if (sgp && !eq(sgp, "Merge") && !eq(sgp, "Strict"))
+        KEY("supplementalGroupsPolicy",
+            ERR("Unsupported value: \"%s\": supported values: \"Merge\", \"Strict\"", sgp));
       for (size_t i = 0; i < p->n_sysctls; i++)
         if (empty(p->sysctls[i].key)) KEY("sysctls", IDX(i, KEY("name", ERR("required"))));
     });

@@ -266,6 +266,58 @@ static void os_and_node_name(void **state) {
   nl_admit_node_free(&n);
 }
 
+/* upstream's rejectPodAdmissionBasedOnSupplementalGroupsPolicy: only Strict,
+ * only on a node whose status.features does not say the runtime supports it
+ * (absent, as with containerd 1.6, or false). */
+static void supplemental_groups_policy(void **state) {
+  (void)state;
+  static const char *const nodes[] = {
+      "{\"metadata\":{\"name\":\"n1\"}}",
+      "{\"metadata\":{\"name\":\"n1\"},\"status\":{\"features\":{}}}",
+      "{\"metadata\":{\"name\":\"n1\"},\"status\":{\"features\":"
+      "{\"supplementalGroupsPolicy\":false}}}",
+      "{\"metadata\":{\"name\":\"n1\"},\"status\":{\"features\":"
+      "{\"supplementalGroupsPolicy\":true}}}",
+  };
+  static const char *const policies[] = {NULL, "Merge", "Strict"};
+  for (size_t i = 0; i < 4; i++) {
+    json_t *j = json_loads(nodes[i], 0, NULL);
+    assert_non_null(j);
+    nl_admit_node_t n;
+    nl_admit_node_from_json(&n, j);
+    json_decref(j);
+    assert_int_equal(n.supplemental_groups_policy, i == 3);
+    for (size_t k = 0; k < 3; k++) {
+      char y[512], msg[256];
+      snprintf(y, sizeof y,
+               "spec:\n  securityContext: {runAsUser: 1000, supplementalGroups: [60000]%s%s}\n"
+               "  containers: [{name: a, image: b}]\n",
+               policies[k] ? ", supplementalGroupsPolicy: " : "", policies[k] ? policies[k] : "");
+      nl_pod_t *p = pod_of(y);
+      const char *reason = admit(&n, p, NULL, 0, false, msg, sizeof msg);
+      if (k == 2 && i != 3) {
+        assert_non_null(reason);
+        assert_string_equal(reason, "SupplementalGroupsPolicyNotSupported");
+        assert_string_equal(msg, "SupplementalGroupsPolicy=Strict is not supported in this node");
+      } else {
+        assert_null(reason);
+      }
+      nl_pod_free(p);
+    }
+    nl_admit_node_free(&n);
+  }
+  /* a node known only from the configuration says nothing: Strict is refused */
+  nl_admit_node_t n;
+  nl_admit_node_local(&n, "n1", 110);
+  char msg[256];
+  nl_pod_t *p = pod_of("spec:\n  securityContext: {supplementalGroupsPolicy: Strict}\n"
+                       "  containers: [{name: a, image: b}]\n");
+  assert_string_equal(admit(&n, p, NULL, 0, true, msg, sizeof msg),
+                      "SupplementalGroupsPolicyNotSupported");
+  nl_pod_free(p);
+  nl_admit_node_free(&n);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(node_from_the_api),
@@ -276,6 +328,7 @@ int main(void) {
       cmocka_unit_test(host_ports_conflict),
       cmocka_unit_test(taints_and_tolerations),
       cmocka_unit_test(os_and_node_name),
+      cmocka_unit_test(supplemental_groups_policy),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

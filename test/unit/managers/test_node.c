@@ -32,6 +32,8 @@ static struct {
   nl_node_runtime_done rt_done;
   void *rt_ctx;
   bool runtime_ready;
+  bool features_sgp; /* the runtime's Status features: supplementalGroupsPolicy (else none) */
+  bool create_drops_status;
 } fk;
 
 /* ---- the tiny apiserver ---- */
@@ -145,6 +147,9 @@ static void serve(nl_kube_req_t *r) {
       status = 409;
     } else {
       *obj = json_incref(body);
+      /* as the apiserver, which drops a Node's status on create: the status
+       * patch writes it (most tests keep it, to see no patch while unchanged) */
+      if (!lease && fk.create_drops_status) json_object_set_new(*obj, "status", json_object());
       json_object_set_new(json_object_get(*obj, "metadata"), "uid",
                           json_string(lease ? "lease-uid" : "node-uid-1"));
       status = 201;
@@ -205,7 +210,8 @@ static void deliver_runtime(void) {
   nl_node_runtime_info_t info = {
       .status_ok = true, .runtime_ready = {true, fk.runtime_ready, "", ""},
       .network_ready = {true, true, "", ""}, .runtime_name = "containerd",
-      .runtime_version = "1.6.20", .images_ok = true, .images = img, .n_images = 1};
+      .runtime_version = "1.6.20", .images_ok = true, .images = img, .n_images = 1,
+      .features = {fk.features_sgp, fk.features_sgp}};
   nl_node_runtime_done d = fk.rt_done;
   fk.rt_done = NULL;
   d(fk.rt_ctx, &info);
@@ -586,6 +592,25 @@ static void test_register_409_reconciles(void **state) {
   assert_non_null(strstr(r->body, "\"conditions\""));
 }
 
+/* The runtime's features reach the Node that admission reads (a Strict pod
+ * is admitted only where status.features.supplementalGroupsPolicy is true)
+ * with the status patch that writes them, and stay there between rounds. */
+static void test_features_for_admission(void **state) {
+  fk.auto_answer = true;
+  fk.features_sgp = true;
+  fk.create_drops_status = true;
+  nl_node_start(&node);
+  nl_kube_req_t *r = run_until("PATCH", "/api/v1/nodes/n1/status", 500);
+  assert_non_null(r);
+  assert_non_null(strstr(r->body, "\"features\":{\"supplementalGroupsPolicy\":true}"));
+  const json_t *f = json_object_get(json_object_get(nl_node_object(&node), "status"), "features");
+  assert_true(json_is_true(json_object_get(f, "supplementalGroupsPolicy")));
+  serve(r);
+  run_until(NULL, NULL, 300); /* rounds from the watch, the Node slimmed between them */
+  f = json_object_get(json_object_get(nl_node_object(&node), "status"), "features");
+  assert_true(json_is_true(json_object_get(f, "supplementalGroupsPolicy")));
+}
+
 static void test_register_backoff(void **state) {
   nl_node_start(&node);
   nl_kube_req_t *r = run_until("POST", "/api/v1/nodes", 2000);
@@ -861,6 +886,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_link_back_reports_at_once, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lease_period_from_duration, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stop_mid_request, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_features_for_admission, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stop_while_runtime_asked, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

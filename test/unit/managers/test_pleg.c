@@ -410,6 +410,53 @@ static void free_containers(nl_rt_container_t *c, size_t n) {
   nl_rt_pod_status_free(tmp);
 }
 
+/* upstream toKubeContainerUser: the runtime's user, when it reports one
+ * (containerd 2), is the status' user; none (containerd 1.6) leaves it out. */
+static void container_user_conversion(void **state) {
+  (void)state;
+  fake_cs_t f;
+  nl_err_t *err = NULL;
+  nl_rt_container_t *c = nl_xcalloc(1, sizeof(*c));
+  mk_cs(&f, "cid1", RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING);
+  assert_int_equal(nl_pleg__convert_container(&f.s, NULL, c, &err), 0);
+  assert_false(c->user.present);
+  free_containers(c, 1);
+
+  int64_t groups[] = {1000, 50000, 60000};
+  Runtime__V1__LinuxContainerUser lu = RUNTIME__V1__LINUX_CONTAINER_USER__INIT;
+  lu.uid = 1000;
+  lu.gid = 1001;
+  lu.supplemental_groups = groups;
+  lu.n_supplemental_groups = 3;
+  Runtime__V1__ContainerUser u = RUNTIME__V1__CONTAINER_USER__INIT;
+  u.linux = &lu;
+  f.s.user = &u;
+  c = nl_xcalloc(1, sizeof(*c));
+  assert_int_equal(nl_pleg__convert_container(&f.s, NULL, c, &err), 0);
+  assert_true(c->user.present);
+  assert_true(c->user.linux);
+  assert_int_equal(c->user.uid, 1000);
+  assert_int_equal(c->user.gid, 1001);
+  assert_int_equal(c->user.n_groups, 3);
+  assert_int_equal(c->user.groups[1], 50000);
+  assert_int_equal(c->user.groups[2], 60000);
+  /* the copy a status keeps is its own */
+  nl_rt_pod_status_t src = {.containers = c, .n_containers = 1};
+  nl_rt_pod_status_t *dup = nl_rt_pod_status_dup(&src);
+  assert_ptr_not_equal(dup->containers[0].user.groups, c->user.groups);
+  assert_int_equal(dup->containers[0].user.groups[2], 60000);
+  nl_rt_pod_status_free(dup);
+  free_containers(c, 1);
+
+  u.linux = NULL; /* a user without its linux part: an empty one */
+  c = nl_xcalloc(1, sizeof(*c));
+  assert_int_equal(nl_pleg__convert_container(&f.s, NULL, c, &err), 0);
+  assert_true(c->user.present);
+  assert_false(c->user.linux);
+  assert_int_equal(c->user.n_groups, 0);
+  free_containers(c, 1);
+}
+
 static void container_status_conversion(void **state) {
   (void)state;
   fake_cs_t f;
@@ -724,6 +771,7 @@ int main(void) {
       cmocka_unit_test(relist_diffs_give_lifecycle_events),
       cmocka_unit_test(hash_annotation_is_hex),
       cmocka_unit_test(container_status_conversion),
+      cmocka_unit_test(container_user_conversion),
       cmocka_unit_test(termination_message_source),
       cmocka_unit_test(sandbox_status_conversion),
       cmocka_unit_test(pod_status_sorts_and_keeps_ips),

@@ -292,6 +292,52 @@ static void test_sysctl_dots(void **state) {
   free(s);
 }
 
+/* supplementalGroupsPolicy goes to the runtime in both the sandbox's and every
+ * container's security context, with fsGroup and supplementalGroups; unset is
+ * Merge (the runtime adds the groups the image's /etc/group gives the user). */
+static void test_supplemental_groups_policy(void **state) {
+  (void)state;
+  static const struct {
+    const char *field;
+    Runtime__V1__SupplementalGroupsPolicy want;
+  } cases[] = {
+      {"", RUNTIME__V1__SUPPLEMENTAL_GROUPS_POLICY__Merge},
+      {", supplementalGroupsPolicy: Merge", RUNTIME__V1__SUPPLEMENTAL_GROUPS_POLICY__Merge},
+      {", supplementalGroupsPolicy: Strict", RUNTIME__V1__SUPPLEMENTAL_GROUPS_POLICY__Strict},
+  };
+  nl_runtime_opts_t o = test_opts();
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char y[512];
+    snprintf(y, sizeof y,
+             "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ns, uid: u}\nspec:\n"
+             "  securityContext: {runAsUser: 1000, fsGroup: 70000, supplementalGroups: [60000]%s}\n"
+             "  containers: [{name: c, image: b}]\n",
+             cases[i].field);
+    nl_pod_t *pod = pod_from_yaml(y);
+    Runtime__V1__PodSandboxConfig *sb = NULL;
+    nl_err_t *err = NULL;
+    nl_host_dns_t host = {0};
+    assert_int_equal(nl_runtime_build_sandbox_config(&o, pod, 0, &host, &sb, &err), 0);
+    const Runtime__V1__LinuxSandboxSecurityContext *ssc = sb->linux->security_context;
+    assert_int_equal(ssc->supplemental_groups_policy, cases[i].want);
+    assert_int_equal(ssc->n_supplemental_groups, 2);
+    assert_int_equal(ssc->supplemental_groups[0], 70000);
+    assert_int_equal(ssc->supplemental_groups[1], 60000);
+    nl_container_input_t in = {.container = &pod->spec.containers[0]};
+    Runtime__V1__ContainerConfig *c = NULL;
+    assert_int_equal(nl_runtime_build_container_config(&o, pod, &in, &c, &err), 0);
+    const Runtime__V1__LinuxContainerSecurityContext *csc = c->linux->security_context;
+    assert_int_equal(csc->supplemental_groups_policy, cases[i].want);
+    assert_int_equal(csc->n_supplemental_groups, 2);
+    assert_int_equal(csc->supplemental_groups[0], 70000);
+    assert_int_equal(csc->supplemental_groups[1], 60000);
+    assert_int_equal(csc->run_as_user->value, 1000);
+    protobuf_c_message_free_unpacked(&c->base, NULL);
+    protobuf_c_message_free_unpacked(&sb->base, NULL);
+    nl_pod_free(pod);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sandbox_config), cmocka_unit_test(test_host_network),
@@ -300,6 +346,7 @@ int main(void) {
       cmocka_unit_test(test_hostname),
       cmocka_unit_test(test_hostname_as_fqdn),
       cmocka_unit_test(test_sysctl_dots),
+      cmocka_unit_test(test_supplemental_groups_policy),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

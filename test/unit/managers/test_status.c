@@ -10,6 +10,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include <jansson.h>
+
 #include "managers/status.h"
 #include "reactor/xalloc.h"
 
@@ -1047,6 +1049,41 @@ static void json_encoding(void **state) {
   nl_pod_free(pod);
 }
 
+/* user as upstream's convertContainerStatusUser: the runtime's user of the
+ * container's current instance, uid, gid and every group; left out when the
+ * runtime reports none (containerd 1.6); kept by a copy of the status. */
+static void container_user(void **state) {
+  (void)state;
+  nl_pod_t *pod = pod2("Always");
+  nl_rt_pod_status_t *rt = rt_new();
+  rt_sandbox(rt, "sb", true, "10.88.0.2");
+  rt_c(rt, "cb", "b", NL_RT_CONTAINER_RUNNING, 0, 0);
+  rt_c(rt, "ca", "a", NL_RT_CONTAINER_RUNNING, 0, 0);
+  int64_t groups[] = {1000, 60000};
+  nl_rt_user_t u = {.present = true, .linux = true, .uid = 1000, .gid = 1000,
+                    .groups = groups, .n_groups = 2};
+  nl_rt_user_copy(&rt->containers[0].user, &u); /* b's */
+  nl_pod_status_t *s = gen(pod, rt, NULL, NULL, false);
+  nl_pod_status_t *d = nl_pod_status_dup(s);
+  nl_pod_status_free(s);
+  nl_buf_t out = NL_BUF_INIT;
+  nl_pod_status_encode_json(d, &out);
+  json_t *j = json_loads(out.data, 0, NULL);
+  assert_non_null(j);
+  json_t *st = json_object_get(j, "containerStatuses");
+  json_t *ja = json_array_get(st, 0), *jb = json_array_get(st, 1);
+  assert_string_equal(json_string_value(json_object_get(ja, "name")), "a");
+  assert_null(json_object_get(ja, "user"));
+  char *got = json_dumps(json_object_get(jb, "user"), JSON_COMPACT);
+  assert_string_equal(got, "{\"linux\":{\"uid\":1000,\"gid\":1000,\"supplementalGroups\":[1000,60000]}}");
+  free(got);
+  json_decref(j);
+  nl_buf_free(&out);
+  nl_pod_status_free(d);
+  nl_rt_pod_status_free(rt);
+  nl_pod_free(pod);
+}
+
 /* volumeMounts as upstream's convertToAPIContainerStatuses: each mount's name,
  * mountPath and readOnly; a read-only one's recursiveReadOnly as resolved
  * against the runtime's support (Enabled, IfPossible: Enabled when
@@ -1172,6 +1209,7 @@ int main(void) {
       cmocka_unit_test(qos_classes),
       cmocka_unit_test(json_encoding),
       cmocka_unit_test(volume_mounts),
+      cmocka_unit_test(container_user),
       cmocka_unit_test(termination_messages_are_limited_per_pod),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

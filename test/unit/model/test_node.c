@@ -157,6 +157,31 @@ static void test_runtime_handlers(void **state) {
   json_decref(none);
 }
 
+/* status.features as upstream's NodeFeatures setter: the runtime's Status
+ * features when it sends them (containerd 2: supplementalGroupsPolicy true),
+ * nothing when it does not (containerd 1.6); a change is a status change. */
+static void test_runtime_features(void **state) {
+  nl_node_conf_t c = conf();
+  nl_node_facts_t f = facts();
+  nl_node_inputs_t in = ready_inputs();
+  json_t *none = nl_node_status(&c, &f, &in, NULL, NULL);
+  assert_null(json_object_get(none, "features"));
+  in.features = (nl_node_runtime_features_t){.known = true, .supplemental_groups_policy = true};
+  json_t *yes = nl_node_status(&c, &f, &in, none, NULL);
+  expect_json(json_object_get(yes, "features"), "{\"supplementalGroupsPolicy\":true}");
+  assert_true(nl_node_status_changed(yes, none));
+  in.features.supplemental_groups_policy = false;
+  json_t *no = nl_node_status(&c, &f, &in, yes, NULL);
+  expect_json(json_object_get(no, "features"), "{\"supplementalGroupsPolicy\":false}");
+  assert_true(nl_node_status_changed(no, yes));
+  json_t *patch = nl_node_status_patch(no, yes);
+  expect_json(json_object_get(patch, "features"), "{\"supplementalGroupsPolicy\":false}");
+  json_decref(patch);
+  json_decref(no);
+  json_decref(yes);
+  json_decref(none);
+}
+
 static void test_initial_node(void **state) {
   nl_node_conf_t c = conf();
   nl_node_facts_t f = facts();
@@ -531,6 +556,7 @@ static void test_status_patch(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_runtime_handlers),
+      cmocka_unit_test(test_runtime_features),
       cmocka_unit_test(test_initial_node),      cmocka_unit_test(test_unschedulable),
       cmocka_unit_test(test_allocatable),       cmocka_unit_test(test_ready_messages),
       cmocka_unit_test(test_conditions_and_change), cmocka_unit_test(test_reconcile),
