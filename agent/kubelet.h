@@ -27,6 +27,7 @@
 #include "agent/kserver_stream.h"
 #include "agent/stats.h"
 #include "managers/metrics.h"
+#include "managers/runtimeclass.h"
 #include "managers/services.h"
 #include "managers/pleg.h"
 #include "managers/pod_manager.h"
@@ -152,6 +153,9 @@ struct nl_kubelet {
   nl_services_t services;
   bool tokens_up;
   nl_tokens_t tokens; /* projected service-account tokens */
+  /* RuntimeClasses for the pods' runtime handlers (kubelet_node.c): joined only. */
+  bool runtimeclasses_up;
+  nl_runtimeclasses_t runtimeclasses;
 
   /* The cluster (kubelet_node.c); none of it when standalone. */
   nl_kube_client_t *kube;    /* owned */

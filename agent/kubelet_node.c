@@ -230,6 +230,12 @@ int nl__kubelet_node_init(nl_kubelet_t *k, const nl_kubelet_creds_t *cr, nl_err_
   if (nl_services_init(&k->services, k->loop, k->kube, err) < 0) return -1;
   k->services_up = true;
   k->pending++;
+  /* upstream makes its RuntimeClass manager only with an API client */
+  if (nl_runtimeclasses_init(&k->runtimeclasses, k->loop, k->kube, err) < 0) return -1;
+  k->runtimeclasses_up = true;
+  k->pending++;
+  k->runtime.opts.runtime_class = nl_runtimeclasses_lookup;
+  k->runtime.opts.runtime_class_ctx = &k->runtimeclasses;
   if (objects_init(k, err) < 0) return -1;
   char *checkpoint =
       cfg->pod_checkpoint ? nl_xasprintf("%s/%s", cfg->root_dir, NL_API_SOURCE_CHECKPOINT_FILE) : NULL;
@@ -325,6 +331,7 @@ static void join(nl_kubelet_t *k) {
   nl_info("joining the cluster at %s as node %s", nl_kube_client_server(k->kube), k->node_name);
   if (k->server_certs) nl_certmgr_start(k->server_certs);
   nl_services_start(&k->services);
+  nl_runtimeclasses_start(&k->runtimeclasses);
   nl_node_start(&k->node);
   nl_api_source_start(k->api_source);
   nl_status_manager_start(&k->statuses);
@@ -366,6 +373,12 @@ static void on_tokens_stopped(void *ctx) {
 
 static void on_services_stopped(nl_services_t *s) {
   nl_kubelet_t *k = container_of(s, nl_kubelet_t, services);
+  kube_user_stopped(k);
+  nl__kubelet_release(k);
+}
+
+static void on_runtimeclasses_stopped(nl_runtimeclasses_t *rc) {
+  nl_kubelet_t *k = container_of(rc, nl_kubelet_t, runtimeclasses);
   kube_user_stopped(k);
   nl__kubelet_release(k);
 }
@@ -433,6 +446,12 @@ void nl__kubelet_node_stop(nl_kubelet_t *k) {
   if (k->services_up) {
     k->kube_users++;
     nl_services_stop(&k->services, on_services_stopped);
+  }
+  if (k->runtimeclasses_up) {
+    /* syncs from here on find no class (the cache is emptied): a pod naming
+     * one is not given the default handler instead */
+    k->kube_users++;
+    nl_runtimeclasses_stop(&k->runtimeclasses, on_runtimeclasses_stopped);
   }
   if (k->tokens_up) {
     /* syncs from here on get no tokens, as standalone */

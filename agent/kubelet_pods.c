@@ -163,7 +163,7 @@ static const nl_status_opts_t *probe_status_opts(nl_kubelet_t *k, const nl_pod_t
                                                  nl_probe_status_ctx_t *pctx,
                                                  nl_status_opts_t *o) {
   *o = (nl_status_opts_t){.deleted = pod->metadata.deletion_timestamp != NULL,
-                          .supports_rro = nl_runtime_supports_rro(&k->runtime.opts)};
+                          .supports_rro = nl_runtime_supports_rro(&k->runtime.opts, pod)};
   if (!k->probes_up) return o;
   *pctx = (nl_probe_status_ctx_t){&k->probes, pod};
   o->probe = nl_probe_manager_status_probe;

@@ -30,7 +30,6 @@ int nl_runtime_init(nl_runtime_t *rt, uv_loop_t *loop, nl_cri_client_t *cri,
   rt->opts.cluster_domain = dup0(opts->cluster_domain);
   rt->opts.resolv_conf = dup0(opts->resolv_conf ? opts->resolv_conf : "/etc/resolv.conf");
   rt->opts.node_ip = dup0(opts->node_ip);
-  rt->opts.runtime_handler = dup0(opts->runtime_handler);
   rt->opts.cluster_dns = opts->n_cluster_dns ? nl_xcalloc(opts->n_cluster_dns, sizeof(char *)) : NULL;
   for (size_t i = 0; i < opts->n_cluster_dns; i++)
     rt->opts.cluster_dns[i] = nl_xstrdup(opts->cluster_dns[i]);
@@ -84,7 +83,6 @@ static void free_opts(nl_runtime_opts_t *o) {
   free((char *)o->cluster_domain);
   free((char *)o->resolv_conf);
   free((char *)o->node_ip);
-  free((char *)o->runtime_handler);
   for (size_t i = 0; i < o->n_cluster_dns; i++) free(o->cluster_dns[i]);
   free(o->cluster_dns);
 }

@@ -71,7 +71,13 @@ typedef struct nl_runtime_opts {
   bool cpu_cfs_quota;          /* cpuCFSQuota; true upstream (set by init when
                                 * cpu_cfs_quota_set is false) */
   bool cpu_cfs_quota_set;
-  const char *runtime_handler; /* RunPodSandboxRequest.runtime_handler; NULL: "" */
+  /* A pod's runtime handler from its spec.runtimeClassName (upstream's
+   * RuntimeClass manager, managers/runtimeclass.h: nl_runtimeclasses_lookup):
+   * 0 with *handler, or -1 with *err (a class not found), which fails the
+   * sandbox's creation. NULL: no manager (standalone, as upstream): every pod
+   * gets the default handler "". */
+  int (*runtime_class)(void *ctx, const char *class_name, const char **handler, nl_err_t **err);
+  void *runtime_class_ctx;
   /* The pod cgroups: the sandbox's cgroup parent, made before the sandbox and
    * removed with the pod's directories. NULL: the runtime's default parent.
    * Must outlive the runtime manager's stop. */
@@ -116,7 +122,7 @@ typedef struct nl_runtime_opts {
                                size_t n, const char *err),
                   void *arg);
   void *devices_ctx;
-  /* Whether the runtime handler (runtime_handler, "" for NULL) supports
+  /* Whether the runtime handler (the pod's, nl_runtime_pod_handler) supports
    * recursive read-only mounts, as the runtime's Status last said (upstream's
    * runtimeState.runtimeHandlers): a mount's recursiveReadOnly resolves
    * against it (nl_volume_mount_rro). NULL: not supported. */
@@ -435,9 +441,15 @@ typedef struct nl_container_input {
   size_t n_file_env;
 } nl_container_input_t;
 
-/* Whether opts' runtime handler supports recursive read-only mounts
- * (opts->supports_rro). */
-bool nl_runtime_supports_rro(const nl_runtime_opts_t *opts);
+/* The runtime handler of pod's RuntimeClass (opts->runtime_class; "" without
+ * one): 0 with *handler, or -1 with *err. */
+int nl_runtime_pod_handler(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
+                           const char **handler, nl_err_t **err);
+
+/* Whether pod's runtime handler supports recursive read-only mounts
+ * (opts->supports_rro; upstream runtimeClassSupportsRecursiveReadOnlyMounts:
+ * false when the class cannot be looked up). */
+bool nl_runtime_supports_rro(const nl_runtime_opts_t *opts, const nl_pod_t *pod);
 
 /* generateContainerConfig. Returns 0 and a new config, or -1 with *err (bad env
  * references, subPath outside the volume, unknown volume, a recursive

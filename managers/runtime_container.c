@@ -7,6 +7,7 @@
 #include "managers/apparmor.h"
 #include "managers/runtime_internal.h"
 #include "managers/volumes.h"
+#include "reactor/log.h"
 #include "reactor/xalloc.h"
 
 #define GUARANTEED_OOM_SCORE_ADJ (-997)
@@ -341,7 +342,9 @@ static Runtime__V1__Mount *image_mount(const nl_runtime_opts_t *opts, const nl_p
   Runtime__V1__ImageSpec *spec = NL__NEW(Runtime__V1__ImageSpec, RUNTIME__V1__IMAGE_SPEC__INIT);
   spec->image = nl__pstr(iv->image_ref);
   spec->user_specified_image = nl__pstr(iv->reference);
-  spec->runtime_handler = nl__pstr(opts->runtime_handler);
+  /* upstream passes the pod's handler here only with the alpha gate
+   * RuntimeClassInImageCriAPI (off by default): the default handler */
+  spec->runtime_handler = nl__pstr(NULL);
   nl__kvs_t ann = {0};
   nl__kvs_put_all(&ann, &pod->metadata.annotations);
   spec->n_annotations = ann.n;
@@ -355,9 +358,25 @@ static Runtime__V1__Mount *image_mount(const nl_runtime_opts_t *opts, const nl_p
   return m;
 }
 
-bool nl_runtime_supports_rro(const nl_runtime_opts_t *opts) {
-  return opts->supports_rro &&
-         opts->supports_rro(opts->supports_rro_ctx, opts->runtime_handler ? opts->runtime_handler : "");
+int nl_runtime_pod_handler(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
+                           const char **handler, nl_err_t **err) {
+  *handler = "";
+  if (!opts->runtime_class) return 0;
+  return opts->runtime_class(opts->runtime_class_ctx, pod->spec.runtime_class_name, handler, err);
+}
+
+bool nl_runtime_supports_rro(const nl_runtime_opts_t *opts, const nl_pod_t *pod) {
+  if (!opts->supports_rro) return false;
+  const char *handler;
+  nl_err_t *err = NULL;
+  if (nl_runtime_pod_handler(opts, pod, &handler, &err) < 0) {
+    nl_vlog(2, "pod %s/%s: failed to look up the runtime handler: %s",
+            pod->metadata.namespace_ ? pod->metadata.namespace_ : "", pod->metadata.name,
+            nl_err_msg(err));
+    nl_err_free(&err);
+    return false;
+  }
+  return opts->supports_rro(opts->supports_rro_ctx, handler);
 }
 
 /* upstream makeMounts' first failure of the kind: its text as it is, the
@@ -375,7 +394,7 @@ static int mounts(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
                   const nl_container_input_t *in, const nl_env_t *env, size_t n_env,
                   Runtime__V1__ContainerConfig *cfg, nl_err_t **err) {
   const nl_container_t *c = in->container;
-  bool supports = nl_runtime_supports_rro(opts);
+  bool supports = nl_runtime_supports_rro(opts, pod);
   for (size_t i = 0; i < c->n_volume_mounts; i++) {
     const nl_volume_mount_t *vm = &c->volume_mounts[i];
     const nl_image_volume_ref_t *iv = image_volume(in, vm->name);
@@ -510,7 +529,7 @@ int nl_runtime_build_container_config(const nl_runtime_opts_t *opts, const nl_po
   if (nl_runtime_make_env(opts, pod, c, in->pod_ip, in->pod_ips, in->n_pod_ips, in->file_env,
                           in->n_file_env, &env, &n_env, err) < 0)
     return -1;
-  if (check_rro(c, nl_runtime_supports_rro(opts), err) < 0) {
+  if (check_rro(c, nl_runtime_supports_rro(opts, pod), err) < 0) {
     nl_env_free(env, n_env);
     return -1;
   }

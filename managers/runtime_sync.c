@@ -366,7 +366,11 @@ static void sandbox_step(nl_runtime_op_t *op) {
                    false);
   }
   op->cur_step_idx = op->result.n_steps - 1;
-  if (nl_runtime_build_sandbox_config(&op->rt->opts, op->pod, op->actions.attempt, &op->host_dns,
+  /* upstream looks the pod's RuntimeClass up in its sandbox config (its
+   * namespaces) and again for RunPodSandbox: a class not found fails both */
+  const char *handler;
+  if (nl_runtime_pod_handler(&op->rt->opts, op->pod, &handler, &err) < 0 ||
+      nl_runtime_build_sandbox_config(&op->rt->opts, op->pod, op->actions.attempt, &op->host_dns,
                                       &op->sandbox_config, &err) < 0) {
     nl__step_fail(&op->result.steps[op->cur_step_idx],
                   create ? NL_REASON_CREATE_POD_SANDBOX : NL_REASON_CONFIG_POD_SANDBOX, "%s",
@@ -383,9 +387,10 @@ static void sandbox_step(nl_runtime_op_t *op) {
     return;
   }
   nl_info("pod %s: creating sandbox (attempt %u)", op->desc, op->actions.attempt);
+  if (*handler) nl_vlog(2, "pod %s: running pod with runtime handler %s", op->desc, handler);
   Runtime__V1__RunPodSandboxRequest req = RUNTIME__V1__RUN_POD_SANDBOX_REQUEST__INIT;
   req.config = op->sandbox_config;
-  req.runtime_handler = (char *)(op->rt->opts.runtime_handler ? op->rt->opts.runtime_handler : "");
+  req.runtime_handler = (char *)handler; /* packed by the call, before the cache can change */
   op->pending++;
   nl_cri_run_pod_sandbox(op->rt->cri, &req, ran_sandbox, op);
 }

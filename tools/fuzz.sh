@@ -52,6 +52,7 @@ declare -A seeds=(
   [fuzz_pb]=test/fuzz/kube/corpus/pb
   [fuzz_checkpoint]=test/fixtures/api
   [fuzz_service]=test/fuzz/kube/corpus/service
+  [fuzz_runtimeclass]=test/fuzz/kube/corpus/runtimeclass
   [fuzz_objects]=test/fuzz/kube/corpus/objects
   [fuzz_tokens]=test/fuzz/kube/corpus/tokens
 )
@@ -79,6 +80,7 @@ declare -A bins=(
   [fuzz_watch]=build-fuzz/test/fuzz/kube/fuzz_watch
   [fuzz_watch_pb]=build-fuzz/test/fuzz/kube/fuzz_watch_pb
   [fuzz_service]=build-fuzz/test/fuzz/kube/fuzz_service
+  [fuzz_runtimeclass]=build-fuzz/test/fuzz/kube/fuzz_runtimeclass
   [fuzz_pb]=build-fuzz/test/fuzz/kube/fuzz_pb
   [fuzz_objects]=build-fuzz/test/fuzz/kube/fuzz_objects
   [fuzz_tokens]=build-fuzz/test/fuzz/kube/fuzz_tokens
