@@ -91,7 +91,7 @@ static uint64_t memcg_stat(const char *key, bool *ok) {
 static void collect_work(uv_work_t *w) {
   collect_t *c = container_of(w, collect_t, work);
   const nl_kubelet_config_t *cfg = c->k->cfg;
-  nl_node_sample_read_part(&c->sample, cfg->root_dir, c->image_mount, false);
+  nl_node_sample_read_light(&c->sample, cfg->root_dir, c->image_mount);
   c->memcg_ok = true;
   c->memcg_usage = read_u64(MEMCG "/memory.usage_in_bytes", &c->memcg_ok);
   c->memcg_inactive = memcg_stat("total_inactive_file", &c->memcg_ok);

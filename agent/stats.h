@@ -63,13 +63,15 @@ void nl_stats_parse_net_dev_ifs(nl_stats_if_t *ifs, size_t *n, const char *text)
 
 /* Reads everything (blocking: call on the thread pool). root_dir: the
  * kubelet's root directory (nodefs); image_mount: the runtime's image
- * filesystem mount point, or NULL. */
-void nl_node_sample_read(nl_node_sample_t *s, const char *root_dir, const char *image_mount);
-/* all false: only what the eviction manager reads every 10 s (memory, pids,
- * file systems), not /proc/stat, memory.stat and /proc/net/dev, whose
- * reading costs the kernel a walk of every interface (a veth per pod). */
-void nl_node_sample_read_part(nl_node_sample_t *s, const char *root_dir, const char *image_mount,
-                              bool all);
+ * filesystem mount point, or NULL; cgroup_fs: the cgroup filesystem, whose
+ * root gives the CPU time and page faults (NULL: /proc's). */
+void nl_node_sample_read(nl_node_sample_t *s, const char *root_dir, const char *image_mount,
+                         const char *cgroup_fs, bool cgroup_v2);
+/* Only what the eviction manager reads every 10 s (memory, pids, file
+ * systems), not /proc/stat, the cgroups and /proc/net/dev, whose reading
+ * costs the kernel a walk of every interface (a veth per pod). */
+void nl_node_sample_read_light(nl_node_sample_t *s, const char *root_dir,
+                               const char *image_mount);
 
 /* statvfs(2) of path into fs (fs->ok when it answered; path NULL: not). */
 void nl_stats_fs_read(nl_stats_fs_t *fs, const char *path);
@@ -327,6 +329,13 @@ typedef struct nl_sys_ctr {
   uint64_t mem_limit; /* 0: none */
   nl_psi3_t psi;
 } nl_sys_ctr_t;
+
+/* One cgroup under the cgroup filesystem fs (blocking): v1 cpu from cpuacct
+ * at cpu, memory at mem (upstream's v1 page faults are the cgroup's own:
+ * memory.stat's pgfault); v2 both at cpu. "/" is the root, cadvisor's root
+ * container. Leaves psi and name alone. */
+void nl_stats_cgroup_read(nl_sys_ctr_t *s, const char *fs, bool v2, const char *cpu,
+                          const char *mem);
 
 /* A volume under <root>/pods/<uid>/volumes/<plugin>/<name>. */
 typedef struct nl_summary_vol {

@@ -122,37 +122,15 @@ void nl_stats_fs_read(nl_stats_fs_t *fs, const char *path) {
   fs->inodes_free = v.f_ffree;
 }
 
-void nl_node_sample_read_part(nl_node_sample_t *s, const char *root_dir, const char *image_mount,
-                              bool all) {
+static void sample_base(nl_node_sample_t *s, const char *root_dir, const char *image_mount) {
   memset(s, 0, sizeof *s);
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   s->time_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-  char *t;
-  if (all && (t = nl__stats_slurp("/proc/stat"))) nl_stats_parse_proc_stat(s, t), free(t);
-  /* The busy time as cadvisor's root container has it, the root cpuacct
-   * cgroup's nanoseconds: /proc/stat counts ticks (10 ms a CPU), which over
-   * a rate's 2 s window put a saturated node 1 % above its CPUs. */
-  if (all && (t = nl__stats_slurp("/sys/fs/cgroup/cpuacct/cpuacct.usage"))) {
-    s->cpu_ns = strtoull(t, NULL, 10), free(t);
-  } else if (all && (t = nl__stats_slurp("/sys/fs/cgroup/cpu.stat"))) { /* cgroup v2 */
-    const char *u = strncmp(t, "usage_usec ", 11) == 0 ? t : strstr(t, "\nusage_usec ");
-    if (u) s->cpu_ns = strtoull(u + (*u == '\n') + 11, NULL, 10) * 1000;
-    free(t);
-  }
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   s->ncpu = ncpu > 0 ? (uint32_t)ncpu : 1;
+  char *t;
   if ((t = nl__stats_slurp("/proc/meminfo"))) nl_stats_parse_meminfo(s, t), free(t);
-  /* The node's page faults as upstream's summary gives them: cadvisor's root
-   * container, the root memory cgroup's memory.stat `pgfault` (on cgroup v1
-   * the root's own, not total_pgfault: the machine-wide count passes the
-   * suite's bound of 1e9 on a machine up for a day); /proc/vmstat only where
-   * no root memory.stat can be read. */
-  if (all && ((t = nl__stats_slurp("/sys/fs/cgroup/memory/memory.stat")) ||
-              (t = nl__stats_slurp("/sys/fs/cgroup/memory.stat")) ||
-              (t = nl__stats_slurp("/proc/vmstat"))))
-    nl_stats_parse_faults(s, t), free(t);
-  if (all && (t = nl__stats_slurp("/proc/net/dev"))) nl_stats_parse_net_dev(s, t), free(t);
   if ((t = nl__stats_slurp("/proc/sys/kernel/pid_max"))) s->maxpid = strtoull(t, NULL, 10), free(t);
   struct sysinfo si;
   if (sysinfo(&si) == 0) s->curproc = si.procs;
@@ -160,6 +138,28 @@ void nl_node_sample_read_part(nl_node_sample_t *s, const char *root_dir, const c
   nl_stats_fs_read(&s->image_fs, image_mount);
 }
 
-void nl_node_sample_read(nl_node_sample_t *s, const char *root_dir, const char *image_mount) {
-  nl_node_sample_read_part(s, root_dir, image_mount, true);
+void nl_node_sample_read_light(nl_node_sample_t *s, const char *root_dir,
+                               const char *image_mount) {
+  sample_base(s, root_dir, image_mount);
+}
+
+void nl_node_sample_read(nl_node_sample_t *s, const char *root_dir, const char *image_mount,
+                         const char *cgroup_fs, bool cgroup_v2) {
+  sample_base(s, root_dir, image_mount);
+  char *t;
+  if ((t = nl__stats_slurp("/proc/stat"))) nl_stats_parse_proc_stat(s, t), free(t);
+  /* The busy time and page faults as cadvisor's root container has them:
+   * /proc/stat counts ticks (10 ms a CPU), which over a rate's 2 s window put
+   * a saturated node 1 % above its CPUs; /proc/vmstat's faults are the
+   * machine's since boot (on cgroup v1 the root's own pgfault, not
+   * total_pgfault), past the suite's bound of 1e9 on a machine up a day. */
+  nl_sys_ctr_t root = {0};
+  if (cgroup_fs) nl_stats_cgroup_read(&root, cgroup_fs, cgroup_v2, "/", "/");
+  if (root.cpu) s->cpu_ns = root.cpu_ns;
+  if (root.pgfault) {
+    s->pgfault = root.pgfault, s->pgmajfault = root.pgmajfault;
+  } else if ((t = nl__stats_slurp("/proc/vmstat"))) {
+    nl_stats_parse_faults(s, t), free(t);
+  }
+  if ((t = nl__stats_slurp("/proc/net/dev"))) nl_stats_parse_net_dev(s, t), free(t);
 }

@@ -106,7 +106,8 @@ static void sys_prepare(nl_summary_sys_t *x, const nl_stats_meta_t *m, const cha
 
 static void node_work(uv_work_t *w) {
   query_t *q = w->data;
-  nl_node_sample_read(&q->node, q->s->root_dir, q->image_mount);
+  nl_node_sample_read(&q->node, q->s->root_dir, q->image_mount, q->cadvisor.fs_root,
+                      q->cadvisor.v2);
   if (q->kind != RESOURCE)
     nl_cadvisor_read(&q->cadvisor, q->pods, q->s->root_dir, q->image_mount);
   else

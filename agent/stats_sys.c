@@ -117,15 +117,14 @@ static int64_t dir_ctime(const char *fs_root, const char *ctrl, const char *name
   return stat(path, &st) == 0 ? st.st_ctime : 0;
 }
 
-/* One cgroup: v1 cpu from cpuacct at cpu, memory at mem (upstream's v1 page
- * faults are the cgroup's own: memory.stat's pgfault); v2 both at cpu. */
 static int64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void ctr_read(nl_sys_ctr_t *s, const char *fs, bool v2, const char *cpu, const char *mem) {
+void nl_stats_cgroup_read(nl_sys_ctr_t *s, const char *fs, bool v2, const char *cpu,
+                          const char *mem) {
   s->time_ns = now_ns();
   if (!strcmp(cpu, "/")) cpu = "";
   if (!strcmp(mem, "/")) mem = "";
@@ -249,7 +248,7 @@ static void proc_ctr(nl_sys_ctr_t *s, const nl_summary_sys_t *x, const char *uni
                         : nl_stats_parse_proc_cgroup(t, "cpuacct", cpu, sizeof cpu) == 0 &&
                               nl_stats_parse_proc_cgroup(t, "memory", mem, sizeof mem) == 0);
   if (ok) {
-    ctr_read(s, x->fs_root, x->v2, cpu, x->v2 ? cpu : mem);
+    nl_stats_cgroup_read(s, x->fs_root, x->v2, cpu, x->v2 ? cpu : mem);
     psi_read(&s->psi, unified, nl_stats_parse_proc_cgroup(t, "", u, sizeof u) == 0 ? u : "/");
   }
   free(t);
@@ -348,7 +347,7 @@ void nl_summary_sys_read(nl_summary_sys_t *x, const nl_cadvisor_t *c,
   if (x->pods_cgroup) {
     s = &x->sys[x->n_sys++];
     s->name = "pods";
-    ctr_read(s, x->fs_root, x->v2, x->pods_cgroup, x->pods_cgroup);
+    nl_stats_cgroup_read(s, x->fs_root, x->v2, x->pods_cgroup, x->pods_cgroup);
     psi_read(&s->psi, unified, x->pods_cgroup);
   }
   if (x->misc) {
