@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "agent/kubelet_devices.h"
+#include "agent/kubelet_dra.h"
 #include "agent/kubelet_node.h"
 #include "agent/kubelet_preempt.h"
 #include "agent/kubelet_resize.h"
@@ -1081,6 +1082,7 @@ bool nl__kubelet_pod_active(void *ctx, const char *uid) {
 
 void nl__kubelet_pods_housekeeping(nl_kubelet_t *k) {
   if (k->devices_up) nl_devices_release_inactive(&k->devices);
+  nl__kubelet_dra_housekeeping(k);
   /* Nothing is deleted on the strength of a partial view of what is wanted. */
   bool ready = nl_pod_config_sources_ready(&k->pod_config) && k->pleg.relists;
   nl__kubelet_resize_housekeeping(k, ready);
