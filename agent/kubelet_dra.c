@@ -1,11 +1,13 @@
 /* The DRA manager's and the plugin manager's wiring (agent/kubelet_dra.h). */
 #include "agent/kubelet_dra.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agent/kubelet_devices.h"
 #include "agent/kubelet_pods.h"
+#include "reactor/fs.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
@@ -27,6 +29,11 @@ static bool sources_ready(void *ctx) {
 }
 
 int nl__kubelet_dra_start(nl_kubelet_t *k, nl_err_t **err) {
+  /* upstream's setupDataDirs: where kubelet plugins put their sockets */
+  char *plugins = nl_xasprintf("%s/plugins", k->cfg->root_dir);
+  if (nl_mkdir_p(plugins, 0750) < 0)
+    nl_warn("DRA: create %s: %s", plugins, strerror(errno));
+  free(plugins);
   char *state = nl_xasprintf("%s/%s", k->cfg->root_dir, NL_DRA_STATE_FILE);
   nl_dra_opts_t o = {
       .state_path = state,

@@ -170,7 +170,9 @@ static int h_register(void *ctx, const char *name, const char *endpoint, char *c
   p->m = m;
   p->driver = nl_xstrdup(name);
   p->endpoint = nl_xstrdup(endpoint);
-  p->prefix = strcmp(svc, NL_DRA_SERVICE_V1) == 0 ? PREFIX_V1 : PREFIX_V1BETA1;
+  bool v1 = strcmp(svc, NL_DRA_SERVICE_V1) == 0;
+  p->path_prepare = v1 ? PREFIX_V1 "NodePrepareResources" : PREFIX_V1BETA1 "NodePrepareResources";
+  p->path_unprepare = v1 ? PREFIX_V1 "NodeUnprepareResources" : PREFIX_V1BETA1 "NodeUnprepareResources";
   nl_cri_opts_t co = {
       .timeout_ms = m->opts.call_timeout_ms,
       .max_recv_msg_size = m->opts.max_msg,
@@ -521,11 +523,7 @@ static void call_prepare(prep_t *p) {
   p->pending++;
   nl_vlog(2, "DRA driver %s: NodePrepareResources of %zu claims for pod %s/%s", driver, k,
           p->pod_ns, p->pod_name);
-  /* the path must outlive the call: static strings per version */
-  nl_cri_client_call(&pl->client,
-                     pl->prefix == (const char *)PREFIX_V1 ? PREFIX_V1 "NodePrepareResources"
-                                                           : PREFIX_V1BETA1 "NodePrepareResources",
-                     &req.base,
+  nl_cri_client_call(&pl->client, pl->path_prepare, &req.base,
                      &k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_response__descriptor,
                      0, on_prepared, p);
   free(cl);
@@ -736,10 +734,7 @@ static void unprepare(nl_dra_t *m, nl_dra_claim_t *c) {
     req.n_claims = 1;
     c->unpreparing++;
     m->open++;
-    nl_cri_client_call(&pl->client,
-                       pl->prefix == (const char *)PREFIX_V1 ? PREFIX_V1 "NodeUnprepareResources"
-                                                             : PREFIX_V1BETA1 "NodeUnprepareResources",
-                       &req.base,
+    nl_cri_client_call(&pl->client, pl->path_unprepare, &req.base,
                        &k8s__io__kubelet__pkg__apis__dra__v1__node_unprepare_resources_response__descriptor,
                        0, on_unprepared, u);
   }

@@ -13,7 +13,8 @@ typedef struct nl_dra_plugin {
   nl_dra_t *m;
   char *driver;
   char *endpoint;
-  const char *prefix;   /* "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/" or v1beta1's */
+  const char *path_prepare;   /* the chosen service's methods (static strings) */
+  const char *path_unprepare;
   nl_cri_client_t client;
   bool closing;
 } nl_dra_plugin_t;

@@ -99,16 +99,16 @@ static void close_client(sock_t *s) {
     nl_cri_client_stop(&s->client, client_stopped);
 }
 
-static void deregister(sock_t *s) {
+static void deregister(sock_t *s, const char *why) {
   if (!s->h) return;
-  nl_info("plugin %s at %s: its registration socket is gone: deregistered", s->name, s->path);
+  nl_info("plugin %s at %s: %s: deregistered", s->name, s->path, why);
   s->h->deregister(s->h->ctx, s->name, s->endpoint);
   s->h = NULL;
 }
 
 /* The socket left the directory (or was made again): its plugin goes. */
 static void sock_gone(sock_t *s) {
-  deregister(s);
+  deregister(s, "its registration socket is gone");
   s->state = PS_CLOSING;
   step(s);
 }
@@ -122,6 +122,7 @@ static void arm_retry(sock_t *s) {
 }
 
 static void fail(sock_t *s, const char *why) {
+  s->m->attempts++;
   arm_retry(s);
   nl_error("plugin registration at %s: %s (tried again in %llu ms)", s->path, why,
            (unsigned long long)s->backoff_ms);
@@ -137,17 +138,19 @@ static void on_notified(const nl_grpc_status_t *st, ProtobufCMessage *resp, void
     /* upstream: a plugin that cannot be told is not kept */
     char *e = nl_grpc_status_format(st);
     char *why = nl_xasprintf("NotifyRegistrationStatus: %s", e);
-    deregister(s);
+    deregister(s, "it could not be told it is registered");
     fail(s, why);
     free(why);
     free(e);
     return;
   }
+  s->m->attempts++;
   if (!s->h) { /* refused, and told so */
     s->state = PS_FAILED;
     step(s);
     return;
   }
+  nl_vlog(2, "plugin %s at %s: told it is registered (NotifyRegistrationStatus)", s->name, s->path);
   s->backoff_ms = 0;
   s->state = PS_REGISTERED;
   step(s);

@@ -81,6 +81,7 @@ struct nl_plugins {
   nl_plugins_done_fn done;
   void *done_ctx;
   uint64_t scans;         /* finished scans (tests) */
+  uint64_t attempts;      /* registrations that ended: registered, refused or failed (tests) */
 };
 
 /* Makes the directory and starts scanning it (the first scan at once).
