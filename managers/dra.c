@@ -133,14 +133,38 @@ static int h_validate(void *ctx, const char *name, const char *endpoint, char *c
   return 0;
 }
 
+/* upstream's get: the newest plugin of the driver whose connection is up,
+ * else the newest one. */
 static nl_dra_plugin_t *plugin_get(const nl_dra_t *m, const char *driver) {
-  nl_dra_plugin_t *found = NULL; /* the newest one, as upstream's */
+  nl_dra_plugin_t *newest = NULL, *connected = NULL;
   nl_list_t *pos, *tmp;
   nl_list_foreach_safe(pos, tmp, &((nl_dra_t *)m)->plugins) {
     nl_dra_plugin_t *p = nl_list_entry(pos, nl_dra_plugin_t, link);
-    if (!p->closing && strcmp(p->driver, driver) == 0) found = p;
+    if (p->closing || strcmp(p->driver, driver) != 0) continue;
+    newest = p;
+    if (nl_cri_client_ready(&p->client)) connected = p;
   }
-  return found;
+  return connected ? connected : newest;
+}
+
+/* upstream's sync on a connection's change, here on the housekeeping tick: a
+ * driver none of whose plugins is connected has its ResourceSlices deleted
+ * after the grace period unless one connects again (a plugin that died
+ * without removing its registration socket). */
+static void sync_drivers(nl_dra_t *m) {
+  nl_list_t *pos, *tmp;
+  nl_list_foreach_safe(pos, tmp, &m->plugins) {
+    nl_dra_plugin_t *p = nl_list_entry(pos, nl_dra_plugin_t, link);
+    if (p->closing) continue;
+    nl_dra_plugin_t *best = plugin_get(m, p->driver);
+    if (best != p) continue; /* one decision per driver */
+    if (nl_cri_client_ready(&p->client)) {
+      p->was_connected = true;
+      nl__dra_wipe_cancel(m, p->driver);
+    } else if (p->was_connected) {
+      nl__dra_wipe_schedule(m, p->driver, m->opts.wipe_delay_ms);
+    }
+  }
 }
 
 static int h_register(void *ctx, const char *name, const char *endpoint, char *const *versions,
@@ -743,7 +767,9 @@ static void unprepare(nl_dra_t *m, nl_dra_claim_t *c) {
 
 void nl_dra_housekeeping(nl_dra_t *m) {
   const nl_dra_opts_t *o = &m->opts;
-  if (m->state != NL_DRA_RUNNING || (o->sources_ready && !o->sources_ready(o->ctx))) return;
+  if (m->state != NL_DRA_RUNNING) return;
+  sync_drivers(m);
+  if (o->sources_ready && !o->sources_ready(o->ctx)) return;
   nl_list_t *pos, *tmp;
   nl_list_foreach_safe(pos, tmp, &m->claims) {
     nl_dra_claim_t *c = nl_list_entry(pos, nl_dra_claim_t, link);

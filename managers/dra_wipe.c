@@ -40,8 +40,8 @@ void nl__dra_wipe_schedule(nl_dra_t *m, const char *driver, uint64_t delay_ms) {
   d->due = uv_now(m->loop) + delay_ms;
   nl_list_insert_tail(&m->drivers, &d->link);
   if (*driver)
-    nl_info("DRA driver %s has no plugin: its ResourceSlices on this node are deleted in %llu s "
-            "unless one registers", driver, (unsigned long long)(delay_ms / 1000));
+    nl_info("DRA driver %s has no plugin connected: its ResourceSlices on this node are deleted "
+            "in %llu s unless one connects", driver, (unsigned long long)(delay_ms / 1000));
   arm(m);
 }
 
