@@ -90,6 +90,12 @@ void nl__kubelet_dra_housekeeping(nl_kubelet_t *k) {
   if (k->dra_up && !k->stopping) nl_dra_housekeeping(&k->dra);
 }
 
+bool nl__kubelet_dra_unprepare(nl_kubelet_t *k, const char *uid, void (*done)(void *ctx),
+                               void *ctx) {
+  if (!k->dra_up || k->stopping) return false;
+  return nl_dra_unprepare_pod(&k->dra, uid, done, ctx);
+}
+
 /* ---- the containers' devices: the device plugins' and the claims' ---- */
 
 typedef struct cdev {

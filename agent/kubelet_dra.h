@@ -23,5 +23,10 @@ bool nl__kubelet_container_devices(void *ctx, const nl_pod_t *pod, const nl_cont
                                                 size_t n, const char *err),
                                    void *arg);
 void nl__kubelet_dra_housekeeping(nl_kubelet_t *k);
+/* The pod's containers are stopped: its claims are unprepared now, before its
+ * final status (upstream's syncTerminatingPod). Returns true when done will
+ * run (once the drivers answered), false when there was nothing to do. */
+bool nl__kubelet_dra_unprepare(nl_kubelet_t *k, const char *uid, void (*done)(void *ctx),
+                               void *ctx);
 
 #endif

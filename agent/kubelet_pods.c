@@ -829,12 +829,23 @@ static void on_killed_status(const nl_rt_pod_status_t *st, void *ctx) {
  * the view before the kill: a container that exited on SIGTERM is terminated
  * with its own exit code, not "could not be located" (137), which is what the
  * containers still running in that view would get. */
+/* The pod's DRA claims were unprepared (or that failed and was logged:
+ * housekeeping tries again); its final status follows. */
+static void on_unprepared(void *ctx) {
+  sync_call_t *c = ctx;
+  if (c->k->stopping) return; /* the call is freed with the others */
+  wait_for_status(c, on_killed_status);
+}
+
 static void on_killed(const nl_sync_result_t *res, void *ctx) {
   sync_call_t *c = ctx;
   c->op = NULL;
   state_get(c->k, c->w->uid)->last_sync_ns = cache_now_ns();
   log_result(c->w, "kill", res);
   if (!res->cancelled && !res->err) {
+    /* upstream: resources are unprepared after every container stopped and
+     * before the pod's status changes on the API server */
+    if (nl__kubelet_dra_unprepare(c->k, c->w->uid, on_unprepared, c)) return;
     wait_for_status(c, on_killed_status);
     return;
   }

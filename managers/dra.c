@@ -672,10 +672,18 @@ fail:
 
 /* ---- unpreparation ---- */
 
+/* nl_dra_unprepare_pod's caller, told once its calls are all answered. */
+typedef struct waiter {
+  void (*done)(void *ctx);
+  void *ctx;
+  int pending;
+} waiter_t;
+
 typedef struct unprep {
   nl_dra_t *m;
   nl_dra_claim_t *c;
   char *driver;
+  waiter_t *w; /* NULL: housekeeping's */
 } unprep_t;
 
 static void unprep_end(nl_dra_t *m, nl_dra_claim_t *c) {
@@ -725,12 +733,17 @@ static void on_unprepared(const nl_grpc_status_t *st, ProtobufCMessage *resp, vo
   }
   c->unpreparing--;
   unprep_end(m, c);
+  waiter_t *w = u->w;
   free(u->driver);
   free(u);
+  if (w && --w->pending == 0) {
+    w->done(w->ctx);
+    free(w);
+  }
   nl__dra_release(m);
 }
 
-static void unprepare(nl_dra_t *m, nl_dra_claim_t *c) {
+static void unprepare(nl_dra_t *m, nl_dra_claim_t *c, waiter_t *w) {
   if (!c->prepared || !c->n_drivers) { /* never reached a driver */
     unprep_end(m, c);
     return;
@@ -747,6 +760,8 @@ static void unprepare(nl_dra_t *m, nl_dra_claim_t *c) {
     u->m = m;
     u->c = c;
     u->driver = nl_xstrdup(c->drivers[i]);
+    u->w = w;
+    if (w) w->pending++;
     nl_dra_pb_claim_t cl, *clp = &cl;
     k8s__io__kubelet__pkg__apis__dra__v1__claim__init(&cl);
     cl.namespace_ = c->ns;
@@ -793,9 +808,33 @@ void nl_dra_housekeeping(nl_dra_t *m) {
       c->pods[i] = c->pods[--c->n_pods];
       changed = true;
     }
-    if (c->n_pods == 0) unprepare(m, c);
+    if (c->n_pods == 0) unprepare(m, c, NULL);
     else if (changed) nl__dra_checkpoint_write(m);
   }
+}
+
+bool nl_dra_unprepare_pod(nl_dra_t *m, const char *uid, void (*done)(void *ctx), void *ctx) {
+  if (m->state != NL_DRA_RUNNING) return false;
+  waiter_t *w = nl_xcalloc(1, sizeof *w);
+  w->done = done;
+  w->ctx = ctx;
+  bool changed = false;
+  nl_list_t *pos, *tmp;
+  nl_list_foreach_safe(pos, tmp, &m->claims) {
+    nl_dra_claim_t *c = nl_list_entry(pos, nl_dra_claim_t, link);
+    size_t i;
+    for (i = 0; i < c->n_pods && strcmp(c->pods[i], uid) != 0; i++) {
+    }
+    if (i == c->n_pods || c->unpreparing) continue;
+    free(c->pods[i]);
+    c->pods[i] = c->pods[--c->n_pods];
+    changed = true;
+    if (c->n_pods == 0) unprepare(m, c, w); /* may free c */
+  }
+  if (changed) nl__dra_checkpoint_write(m);
+  if (w->pending) return true;
+  free(w);
+  return false;
 }
 
 /* ---- life ---- */

@@ -136,6 +136,13 @@ int nl_dra_container_cdi(const nl_dra_t *m, const nl_pod_t *pod, const nl_contai
 
 /* Unprepares the claims no active or running pod uses any more. */
 void nl_dra_housekeeping(nl_dra_t *m);
+/* upstream's UnprepareResources in the pod's termination, once its containers
+ * are stopped: the pod no longer uses its claims, and those no other pod uses
+ * are unprepared by their drivers. Returns true when driver calls were made:
+ * done runs once they are all answered (never before this returns; a failure
+ * is logged and tried again by housekeeping); false when there was nothing to
+ * call (done does not run). */
+bool nl_dra_unprepare_pod(nl_dra_t *m, const char *uid, void (*done)(void *ctx), void *ctx);
 
 /* Tests: whether the claim (namespace, name) is known and prepared. */
 bool nl_dra_claim_prepared(const nl_dra_t *m, const char *ns, const char *name);

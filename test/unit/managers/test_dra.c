@@ -8,8 +8,8 @@
  * call; allocated and reserved: NodePrepareResources with the claim, the CDI
  * IDs per container and request; a driver's error names the driver and the
  * claim; a template's claim not made yet), the checkpoint read by a new
- * manager (nothing prepared twice), and housekeeping's NodeUnprepareResources
- * once the pod is gone. Every test ends with uv_loop_close() == 0. */
+ * manager (nothing prepared twice), and NodeUnprepareResources in the pod's
+ * termination and by housekeeping once the pod is gone. Every test ends with uv_loop_close() == 0. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -519,6 +519,27 @@ static void test_template(void **state) {
   world_free(w);
 }
 
+static void on_unprepared_pod(void *ctx) { ((world_t *)ctx)->prepared = true; }
+
+/* The pod's termination unprepares its claims before its final status. */
+static void test_unprepare_pod(void **state) {
+  (void)state;
+  world_t *w = registered(V1);
+  nl_pod_t *p = pod(DIRECT, NULL);
+  w->claim_json = RESERVED;
+  prepare(w, p);
+  assert_string_equal(w->prep_err, "");
+  assert_false(nl_dra_unprepare_pod(&w->m, "another-pod", on_unprepared_pod, w));
+  w->prepared = false;
+  assert_true(nl_dra_unprepare_pod(&w->m, POD_UID, on_unprepared_pod, w));
+  assert_false(w->prepared); /* never from inside */
+  RUN_UNTIL(w, w->prepared);
+  assert_int_equal(w->unprepares, 1);
+  assert_int_equal(nl_dra_claims(&w->m), 0);
+  nl_pod_free(p);
+  world_free(w);
+}
+
 static void test_services(void **state) {
   (void)state;
   char *msg = NULL;
@@ -537,6 +558,7 @@ int main(void) {
       cmocka_unit_test(test_prepare_unprepare),
       cmocka_unit_test(test_v1beta1_and_driver_error),
       cmocka_unit_test(test_template),
+      cmocka_unit_test(test_unprepare_pod),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
