@@ -348,7 +348,10 @@ static void finish(nreq_t *r) {
     r->ended = true;
     if (r->streaming) nl_http_resp_end(r->resp);
     else nl_http_resp_send_str(r->resp, r->status ? r->status : 200, r->msg ? r->msg : "");
-    if (r->status >= 400) nl_info("kubelet server: logs: %d %s", r->status, r->msg ? r->msg : "");
+    if (r->status >= 400) { /* the message without its newline */
+      const char *m = r->msg ? r->msg : "";
+      nl_info("kubelet server: logs: %d %.*s", r->status, (int)strcspn(m, "\n"), m);
+    }
   }
   r->closing = true;
   queue(r);

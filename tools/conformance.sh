@@ -213,9 +213,13 @@ tools/testenv/cgroup-root.sh make "$CGROUP_ROOT"
 NLOG=/var/log/nanolet-$INSTANCE.log
 : >"$NLOG"
 # As upstream's clusters that run the NodeLogQuery specs: the query is on.
+# The file's authentication and authorization are the flags' defaults, which
+# this node has always run with (a file alone would default to webhooks).
 CONFIG=$TESTENV_DIR/$INSTANCE-config.yaml
 printf '%s\n' 'apiVersion: kubelet.config.k8s.io/v1beta1' 'kind: KubeletConfiguration' \
-  'enableSystemLogQuery: true' >"$CONFIG"
+  'enableSystemLogQuery: true' \
+  'authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}' \
+  'authorization: {mode: AlwaysAllow}' >"$CONFIG"
 say "starting nanolet as node $NODE ($node_ip, port $KPORT); log: $NLOG"
 # Under the kubelet's name, as an operator who replaces the kubelet installs
 # it: the Mount propagation spec finds the node agent with `pidof kubelet`.

@@ -17,10 +17,10 @@ NODE=${NANOLET_TEST_NODELOGS_NODE:-nl-nodelogs}
 KC=$(node_kubeconfig "$NODE")
 LINK=/var/log/nanolet-e2e-nodelogs-$$.link
 cleanup() {
-  stop_agent
   kubectl delete node "$NODE" --wait=false >/dev/null 2>&1
+  pods_cleanup # (it may start the agent again, to remove what is left)
+  stop_agent
   rm -f "$AGENT_LOG" "$LINK"
-  pods_cleanup
 }
 e2e_on_exit cleanup
 [ -n "$NODE_IP" ] || { fail "node IP" "no non-loopback address (set NANOLET_TEST_NODE_IP)"; exit 1; }
@@ -79,6 +79,12 @@ check "?query=/../etc/passwd: refused" bash -c "! kubectl get --raw '/api/v1/nod
 check "/logs/%2E%2E/etc/passwd: refused" bash -c "! kubectl get --raw '/api/v1/nodes/$NODE/proxy/logs/%2E%2E/etc/passwd' 2>&1 | grep -q root:"
 check "a link to /etc/passwd: refused" bash -c "! kubectl get --raw '/api/v1/nodes/$NODE/proxy/logs/$(basename "$LINK")' 2>&1 | grep -q root:"
 check "a link to /etc/passwd by query: refused" bash -c "! kubectl get --raw '/api/v1/nodes/$NODE/proxy/logs/?query=/$(basename "$LINK")' 2>&1 | grep -q root:"
+# ... for the reasons the agent gives (its log), not by chance.
+check "the agent refused \"..\" in a query" \
+  grep -qF 'logs: 406 query: Invalid value: []string{"/../etc/passwd"}: Permission denied' "$AGENT_LOG"
+check "the agent refused the link in a query" \
+  grep -qF "logs: 406 query: Invalid value: []string{\"/$(basename "$LINK")\"}: Too many levels of symbolic links" "$AGENT_LOG"
+check "the agent refused the link by path" grep -qF 'logs: 403 403 Forbidden' "$AGENT_LOG"
 
 # Bad queries: kubectl fails, with upstream's message.
 check "?query (empty): an error" bash -c "! kubectl get --raw '/api/v1/nodes/$NODE/proxy/logs/?query' >/dev/null 2>&1"
