@@ -112,7 +112,8 @@ static void list_dir(nreq_t *r, int fd) {
   closedir(d);
   qsort(names, n, sizeof(*names), cmp_names);
   r->html = true;
-  nl_buf_puts(&r->out, "<!doctype html>\n<meta name=\"viewport\" content=\"width=device-width\">\n<pre>\n");
+  nl_buf_puts(&r->out, "<!doctype html>\n"
+                       "<meta name=\"viewport\" content=\"width=device-width\">\n<pre>\n");
   for (size_t i = 0; i < n; i++) {
     nl_buf_t href = NL_BUF_INIT, text = NL_BUF_INIT;
     for (const unsigned char *c = (const unsigned char *)names[i]; *c; c++) {

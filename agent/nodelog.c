@@ -299,21 +299,14 @@ int nl_nodelog_open_beneath(int dirfd, const char *rel) {
 
 /* ---- line times ---------------------------------------------------------- */
 
-static int digits(const char *s, int n) {
-  int v = 0;
-  for (int i = 0; i < n; i++) {
-    if (s[i] < '0' || s[i] > '9') return -1;
-    v = v * 10 + (s[i] - '0');
-  }
-  return v;
-}
 
 /* "I1203 09:00:41.123456": klog's header, local time without a year. */
 static bool klog_time(const char *s, size_t len, int64_t now_ns, int64_t *ns) {
   if (len < 21 || !strchr("IWEF", s[0]) || s[5] != ' ' || s[8] != ':' || s[11] != ':' || s[14] != '.')
     return false;
-  int mo = digits(s + 1, 2), d = digits(s + 3, 2), h = digits(s + 6, 2), mi = digits(s + 9, 2),
-      se = digits(s + 12, 2), us = digits(s + 15, 6);
+  int mo = nl_crilog_digits(s + 1, 2), d = nl_crilog_digits(s + 3, 2),
+      h = nl_crilog_digits(s + 6, 2), mi = nl_crilog_digits(s + 9, 2),
+      se = nl_crilog_digits(s + 12, 2), us = nl_crilog_digits(s + 15, 6);
   if (mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 || se < 0 ||
       se > 60 || us < 0)
     return false;

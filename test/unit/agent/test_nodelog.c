@@ -277,7 +277,8 @@ static void server(void **state) {
   snprintf(logdir, sizeof logdir, "%s/log", root);
   /* A long log: 3000 numbered lines, a klog header on each. */
   nl_buf_t big = NL_BUF_INIT;
-  for (int i = 1; i <= 3000; i++) nl_buf_printf(&big, "I1203 09:%02d:%02d.000000 1 c.c:1] line %d\n", i / 60 % 60, i % 60, i);
+  for (int i = 1; i <= 3000; i++)
+    nl_buf_printf(&big, "I1203 09:%02d:%02d.000000 1 c.c:1] line %d\n", i / 60 % 60, i % 60, i);
   put_file(root, "log/containerd.log", big.data);
   const struct {
     bool query;
@@ -298,7 +299,8 @@ static void server(void **state) {
       {true, "/logs/?query=kubelet&query=svc", 200,
        "I1203 09:00:00.000000 1 a.go:1] kubelet one\nsvc's\n", NULL},
       {true, "/logs/?query=/svc/svc.log", 200, "svc's\n", NULL},
-      {true, "/logs/?query=/../secret", 406, "query: Invalid value: []string{\"/../secret\"}: Permission denied\n",
+      {true, "/logs/?query=/../secret", 406,
+       "query: Invalid value: []string{\"/../secret\"}: Permission denied\n",
        NULL},
       {true, "/logs/?query=/link", 406, NULL, "Too many levels of symbolic links"},
       {true, "/logs/?query=/nope.log", 406, NULL, "No such file or directory"},
@@ -318,7 +320,8 @@ static void server(void **state) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     world_t w;
     get(logdir, cases[i].query, cases[i].target, &w);
-    if (w.status != cases[i].status) fail_msg("%s: %d, want %d: %s", cases[i].target, w.status, cases[i].status, w.body.data);
+    if (w.status != cases[i].status)
+      fail_msg("%s: %d, want %d: %s", cases[i].target, w.status, cases[i].status, w.body.data);
     if (cases[i].body && strcmp(w.body.data, cases[i].body))
       fail_msg("%s: body %s, want %s", cases[i].target, w.body.data, cases[i].body);
     if (cases[i].contains && !strstr(w.body.data, cases[i].contains))
