@@ -558,8 +558,6 @@ static void observe_status(nl_kubelet_t *k, const nl_pod_t *pod) {
   json_decref(j);
 }
 
-/* upstream handleMirrorPod: a mirror pod never runs; its static pod is synced so
- * that the mirror is checked (recreated when outdated or gone). */
 /* A deletion that comes after the pod's worker finished (its containers all
  * exited before the delete, and the API did not have the terminal phase yet,
  * or it would have deleted the object at once): no worker reports the pod any
@@ -573,6 +571,8 @@ static void deletion_after_finish(nl_kubelet_t *k, const nl_pod_t *pod) {
   report_status(k, pod, ps->status, true);
 }
 
+/* upstream handleMirrorPod: a mirror pod never runs; its static pod is synced so
+ * that the mirror is checked (recreated when outdated or gone). */
 static void mirror_update(nl_kubelet_t *k, nl_pod_op_t op, const nl_pod_t *mirror) {
   if (op == NL_POD_REMOVE) nl_pod_manager_remove(&k->pods, mirror->metadata.uid);
   else nl_pod_manager_set(&k->pods, mirror);
