@@ -57,6 +57,7 @@ void nl_config_defaults(nl_kubelet_config_t *c) {
   c->fail_swap_on = true;
   c->enable_server = true;
   c->enable_debugging_handlers = true;
+  c->enable_system_log_handler = true;
   c->hairpin_mode = nl_xstrdup("promiscuous-bridge");
   c->config_map_and_secret_change_detection_strategy = nl_xstrdup("Watch");
   c->pod_logs_dir = nl_xstrdup("/var/log/pods");
@@ -473,6 +474,9 @@ int nl_config_validate(const nl_kubelet_config_t *c, nl_err_t **err) {
     return nl_err_set(err, NL_EINVAL, "cgroupDriver: must be cgroupfs or systemd, got \"%s\"",
                       c->cgroup_driver);
   if (validate_allocatable(c, err) < 0) return -1;
+  if (c->enable_system_log_query && !c->enable_system_log_handler)
+    return nl_err_set(err, NL_EINVAL, "invalid configuration: enableSystemLogHandler is required for "
+                                      "enableSystemLogQuery");
   /* client-go knows these two serializers; any other fails each request there. */
   if (c->content_type && strcmp(c->content_type, "application/json") &&
       strcmp(c->content_type, "application/vnd.kubernetes.protobuf"))

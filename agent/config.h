@@ -88,6 +88,8 @@ typedef struct nl_kubelet_config {
   bool fail_swap_on;
   bool enable_server;
   bool enable_debugging_handlers;
+  bool enable_system_log_handler; /* /logs/ (with enableDebuggingHandlers) */
+  bool enable_system_log_query;   /* /logs/?query= (with enableSystemLogHandler) */
   char *hairpin_mode;
   char *config_map_and_secret_change_detection_strategy; /* "Watch", "Get" or "Cache" */
   char *tls_cert_file;

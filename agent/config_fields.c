@@ -72,6 +72,8 @@ const nl_config_field_t nl__config_fields[] = {
     B("failSwapOn", "fail-swap-on", fail_swap_on, "Fail to start when swap is on (default true)"),
     B("enableServer", "enable-server", enable_server, "Serve the kubelet API (default true)"),
     B("enableDebuggingHandlers", "enable-debugging-handlers", enable_debugging_handlers, "Serve logs and exec endpoints (default true)"),
+    B("enableSystemLogHandler", NULL, enable_system_log_handler, NULL),
+    B("enableSystemLogQuery", NULL, enable_system_log_query, NULL),
     S("hairpinMode", "hairpin-mode", hairpin_mode, "promiscuous-bridge, hairpin-veth or none"),
     S("tlsCertFile", "tls-cert-file", tls_cert_file, "x509 certificate for the kubelet server"),
     S("tlsPrivateKeyFile", "tls-private-key-file", tls_private_key_file, "x509 private key matching --tls-cert-file"),

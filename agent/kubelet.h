@@ -12,6 +12,7 @@
 #include "agent/kube/kubeconfig.h"
 #include "agent/kubelet_certs.h"
 #include "agent/kserver_logs.h"
+#include "agent/kserver_nodelog.h"
 #include "agent/server.h"
 #include "managers/logrotate.h"
 #include "cri/conn.h"
@@ -67,6 +68,7 @@ struct nl_kubelet {
   nl_agent_server_t server;   /* the local /healthz listener */
   struct nl_kserver *kserver; /* the kubelet server on port 10250, or NULL; owned */
   nl_kserver_logs_t logs;     /* its /containerLogs handler's context */
+  nl_kserver_nodelog_t nodelog; /* its /logs/ handler's context */
   bool cri_up;
   nl_cri_client_t cri;
   char *runtime_version; /* "containerd 1.6.20" once the runtime answered */

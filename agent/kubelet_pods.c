@@ -558,6 +558,19 @@ static void observe_status(nl_kubelet_t *k, const nl_pod_t *pod) {
   json_decref(j);
 }
 
+/* A deletion that comes after the pod's worker finished (its containers all
+ * exited before the delete, and the API did not have the terminal phase yet,
+ * or it would have deleted the object at once): no worker reports the pod any
+ * more, so the status manager learns of the deletion here, and deletes the
+ * object once the terminal phase is written (upstream's status manager reads
+ * the deletion from the pod manager at each sync). */
+static void deletion_after_finish(nl_kubelet_t *k, const nl_pod_t *pod) {
+  const nl_pod_worker_t *w = nl_pod_workers_get(&k->workers, pod->metadata.uid);
+  pod_state_t *ps = nl_map_get(&k->pod_states, pod->metadata.uid);
+  if (!pod->metadata.deletion_timestamp || !w || !w->finished || !ps || !ps->status) return;
+  report_status(k, pod, ps->status, true);
+}
+
 /* upstream handleMirrorPod: a mirror pod never runs; its static pod is synced so
  * that the mirror is checked (recreated when outdated or gone). */
 static void mirror_update(nl_kubelet_t *k, nl_pod_op_t op, const nl_pod_t *mirror) {
@@ -607,6 +620,7 @@ void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t 
       nl_pod_t *hold;
       nl_pod_workers_update(&k->workers, nl__kubelet_resize_pod(k, pod, &hold), NL_SYNC_UPDATE, -1);
       nl_pod_free(hold);
+      deletion_after_finish(k, pod);
       break;
     }
     case NL_POD_DELETE:
@@ -619,6 +633,7 @@ void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t 
       nl_pod_manager_set(&k->pods, pod);
       observe_status(k, pod);
       nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, -1);
+      deletion_after_finish(k, pod);
       break;
     case NL_POD_REMOVE:
       nl_pod_manager_remove(&k->pods, pod->metadata.uid);
