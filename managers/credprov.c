@@ -224,8 +224,8 @@ static void run_finish(run_t *r) {
     else snprintf(status, sizeof status, "exit status %lld", (long long)r->status);
     nl_warn("credential provider %s: error execing credential provider plugin %s for image %s: %s: %s",
             p->name, p->name, r->image, status, r->stderr_buf.data);
-  } else if (nl_credprov_response_parse(&resp, p->api_version, r->stdout_buf.data, r->stdout_buf.len,
-                                        &err) < 0) {
+  } else if (nl_credprov_response_parse(&resp, p->api_version, r->stdout_buf.data ? r->stdout_buf.data : "",
+                                        r->stdout_buf.len, &err) < 0) {
     nl_warn("credential provider %s: image %s: %s", p->name, r->image, nl_err_msg(err));
     nl_err_free(&err);
   } else {
@@ -381,7 +381,7 @@ static run_t *run_start(nl_credprov_t *cp, size_t i, const char *repo) {
   }
   r->open++;
   r->start_ms = uv_now(cp->loop);
-  uv_timer_start(&r->timer, on_timer, NL_CREDPROV_TIMEOUT_MS, 0);
+  uv_timer_start(&r->timer, on_timer, cp->timeout_ms ? cp->timeout_ms : NL_CREDPROV_TIMEOUT_MS, 0);
   uv_read_start((uv_stream_t *)&r->out, on_alloc, on_read);
   uv_read_start((uv_stream_t *)&r->err, on_alloc, on_read);
   r->request = nl_credprov_request_json(p->api_version, repo);

@@ -115,6 +115,7 @@ typedef struct nl_credprov {
   void *observe_ctx;
   uint64_t (*now_ms)(void *ctx); /* the cache's clock (ms); NULL: uv_now */
   void *now_ctx;
+  uint64_t timeout_ms;   /* a run's limit; 0: NL_CREDPROV_TIMEOUT_MS (tests set less) */
   uint64_t runs_started; /* for tests */
 } nl_credprov_t;
 
