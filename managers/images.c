@@ -50,6 +50,19 @@ static void creds_free(nl_keyring_cred_t *c, size_t n) {
   free(c);
 }
 
+/* Copies of the credentials k has for image (NULL, *n 0: none). */
+static nl_keyring_cred_t *creds_copy(const nl_keyring_t *k, const char *image, size_t *n) {
+  const nl_keyring_cred_t **c;
+  *n = nl_keyring_lookup(k, image, &c);
+  nl_keyring_cred_t *out = *n ? nl_xcalloc(*n, sizeof *out) : NULL;
+  for (size_t i = 0; i < *n; i++) {
+    out[i].username = nl_xstrdup(c[i]->username);
+    out[i].password = nl_xstrdup(c[i]->password);
+  }
+  free(c);
+  return out;
+}
+
 static void job_free(job_t *j) {
   free(j->image);
   free(j->requested);
@@ -282,14 +295,7 @@ static bool take_creds(job_t *j) {
     nl_info("pod %s: not pulling image \"%s\" yet: %s", j->pod_desc, j->requested, msg);
     complete(j, NULL, NL_IMAGE_ERR_PULL, msg);
   } else if (k) {
-    const nl_keyring_cred_t **c;
-    j->n_auth = nl_keyring_lookup(k, j->image, &c);
-    j->auth = j->n_auth ? nl_xcalloc(j->n_auth, sizeof *j->auth) : NULL;
-    for (size_t i = 0; i < j->n_auth; i++) {
-      j->auth[i].username = nl_xstrdup(c[i]->username);
-      j->auth[i].password = nl_xstrdup(c[i]->password);
-    }
-    free(c);
+    j->auth = creds_copy(k, j->image, &j->n_auth);
   }
   free(msg);
   if (rc == 0 && j->n_prov) { /* the pull secrets' first, as upstream's union keyring */
@@ -329,14 +335,7 @@ static void provider_creds(const nl_keyring_t *k, void *ctx) {
     job_free(j);
     return;
   }
-  const nl_keyring_cred_t **c = NULL;
-  j->n_prov = k ? nl_keyring_lookup(k, j->image, &c) : 0;
-  j->prov = j->n_prov ? nl_xcalloc(j->n_prov, sizeof *j->prov) : NULL;
-  for (size_t i = 0; i < j->n_prov; i++) {
-    j->prov[i].username = nl_xstrdup(c[i]->username);
-    j->prov[i].password = nl_xstrdup(c[i]->password);
-  }
-  free(c);
+  if (k) j->prov = creds_copy(k, j->image, &j->n_prov);
   queue_pull(j);
 }
 
