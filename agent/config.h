@@ -134,6 +134,8 @@ typedef struct nl_kubelet_config {
   char *root_dir;
   char *cert_dir;
   char *lock_file;
+  char *image_credential_provider_config;  /* a file or a directory (managers/credprov.h) */
+  char *image_credential_provider_bin_dir;
   bool exit_on_lock_contention;
   bool runonce;
   int verbosity;

@@ -116,6 +116,8 @@ const nl_config_field_t nl__config_fields[] = {
     S(NULL, "root-dir", root_dir, "Directory for kubelet files (default /var/lib/kubelet)"),
     S(NULL, "cert-dir", cert_dir, "Where the TLS certificates and keys are kept (default /var/lib/kubelet/pki)"),
     S(NULL, "lock-file", lock_file, "File the agent locks so that only one runs"),
+    S(NULL, "image-credential-provider-config", image_credential_provider_config, "The CredentialProviderConfig file, or a directory of them (*.json, *.yaml, *.yml), of the image credential provider plugins"),
+    S(NULL, "image-credential-provider-bin-dir", image_credential_provider_bin_dir, "The directory of the image credential provider plugins' executables"),
     B(NULL, "exit-on-lock-contention", exit_on_lock_contention, "Exit when another process wants the lock file"),
     B(NULL, "runonce", runonce, "Run the static pods once, then exit"),
     I32(NULL, "v", verbosity, 0, 10, "Log verbosity"),

@@ -12,6 +12,7 @@
 #include "agent/kubelet_resize.h"
 #include "agent/kubelet_evict.h"
 #include "agent/kubelet_metrics.h"
+#include "agent/kubelet_credprov.h"
 #include "agent/kubelet_devices.h"
 #include "agent/kubelet_node.h"
 #include "agent/kubelet_pods.h"
@@ -330,6 +331,7 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
 
   if (nl__kubelet_cgroups_init(k, err) < 0) return -1;
   if (nl__kubelet_resize_init(k, err) < 0) return -1;
+  if (nl__kubelet_credprov_init(k, err) < 0) return -1;
   nl_runtime_opts_t ro = {
       .node_name = node_name,
       .root_dir = cfg->root_dir,
@@ -351,6 +353,7 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
       .service_env_ctx = &k->services,
       .cgroups = &k->cgroups,
       .resize = &k->resize,
+      .credprov = k->credprov_up ? &k->credprov : NULL,
       .cpu_cfs_quota = cfg->cpu_cfs_quota,
       .cpu_cfs_quota_set = true,
       /* Its API client is set with the others; standalone, tokens fail. */
@@ -459,6 +462,7 @@ void nl_kubelet_stop(nl_kubelet_t *k, nl_kubelet_done_cb done_cb) {
   if (k->url_source_up) nl_url_source_stop(&k->url_source, on_url_source_stopped);
   nl__kubelet_podres_stop(k); /* before the device manager it reads */
   nl__kubelet_devices_stop(k); /* before the runtime: it answers what the runtime waits for */
+  nl__kubelet_credprov_stop(k); /* before the runtime: its pulls wait for the plugins */
   if (k->pleg_up) nl_pleg_stop(&k->pleg, on_pleg_stopped);
   if (k->runtime_up) nl_runtime_stop(&k->runtime, on_runtime_stopped);
   else {

@@ -93,6 +93,8 @@ struct nl_kubelet {
   nl_pod_workers_t workers;
   bool cgroups_up;
   nl_cgroups_t cgroups;        /* the container manager; outlives the runtime manager */
+  bool credprov_up;
+  nl_credprov_t credprov;       /* image credential provider plugins (kubelet_credprov.c) */
   bool resize_up;
   nl_resize_t resize;          /* in-place resize (kubelet_resize.c); outlives the runtime */
   uint64_t resize_retry_ms;    /* loop time of the last retry of pending resizes */

@@ -45,6 +45,7 @@ int nl_runtime_init(nl_runtime_t *rt, uv_loop_t *loop, nl_cri_client_t *cri,
                  opts->max_parallel_image_pulls, opts->image_backoff_initial_ms,
                  opts->image_backoff_max_ms);
   rt->images.events = opts->events;
+  rt->images.credprov = opts->credprov;
   rt->now_ms = nl__wall_ms;
   nl_list_init(&rt->ops);
   return 0;

@@ -85,6 +85,9 @@ typedef struct nl_runtime_opts {
   /* In-place resize (managers/resize.h): the actuated resources read and
    * recorded. NULL: no in-place resize (a changed allocation is left alone). */
   nl_resize_t *resize;
+  /* The image credential provider plugins (managers/credprov.h); NULL: none.
+   * Closed before the runtime manager stops. */
+  nl_credprov_t *credprov;
   /* Back-off overrides for tests (0: the upstream 10 s / 5 min). */
   uint64_t backoff_initial_ms, backoff_max_ms;
   uint64_t image_backoff_initial_ms, image_backoff_max_ms;
