@@ -13,7 +13,8 @@
  * image by one provider share one run (upstream's singleflight). What a plugin
  * writes is outside input: its stdout is read up to NL_CREDPROV_MAX_OUTPUT and
  * parsed strictly; a failure is an error of that provider for that pull, never
- * of the agent. */
+ * of the agent. The process must ignore SIGPIPE (main.c does): a plugin may exit
+ * before it reads its request. */
 #ifndef NL_CREDPROV_H
 #define NL_CREDPROV_H
 
