@@ -300,7 +300,7 @@ typedef struct nl_kill_info {
 typedef struct nl_resize_update {
   char *id;   /* CRI container id, owned */
   const nl_container_t *spec;
-  bool init;  /* a sidecar */
+  bool init;  /* an init container */
   nl_rsz_res_t want, cur;
   int cpu_dir, mem_dir;
 } nl_resize_update_t;
@@ -312,6 +312,11 @@ typedef struct nl_pod_actions {
   uint32_t attempt;
   size_t *init_to_start;
   size_t n_init_to_start;
+  /* the running init containers computeInitContainerActions keeps as they are,
+   * whose resources computePodResizeAction looks at: sidecars, and, while the
+   * pod initializes, the init container that runs */
+  size_t *init_to_resize;
+  size_t n_init_to_resize;
   size_t *to_start;
   size_t n_to_start;
   size_t *ephemeral_to_start; /* never started yet: started once, never again */
