@@ -56,7 +56,6 @@ static void one(const nl_pod_t *pod, const nl_container_t *c, size_t idx, bool i
   a->to_update[a->n_to_update++] = (nl_resize_update_t){
       .id = nl_xstrdup(st->id),
       .spec = c,
-      .init = init,
       .want = want,
       .cur = cur,
       .cpu_dir = dir(want.cpu_lim, cur.cpu_lim, want.cpu_req, cur.cpu_req),

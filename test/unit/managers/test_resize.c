@@ -333,7 +333,6 @@ static void test_init_containers(void **state) {
   assert_true(a.resize);
   assert_int_equal(a.n_to_update, 1);
   assert_string_equal(a.to_update[0].id, "id-i1");
-  assert_true(a.to_update[0].init);
   assert_int_equal(a.to_update[0].cpu_dir, 1);
   assert_int_equal(a.to_update[0].want.cpu_lim, 400);
   assert_int_equal(a.n_to_kill + a.n_to_start + a.n_init_to_start, 0);
