@@ -303,7 +303,6 @@ typedef struct nl_kill_info {
 typedef struct nl_resize_update {
   char *id;   /* CRI container id, owned */
   const nl_container_t *spec;
-  bool init;  /* a sidecar */
   nl_rsz_res_t want, cur;
   int cpu_dir, mem_dir;
 } nl_resize_update_t;
@@ -315,6 +314,11 @@ typedef struct nl_pod_actions {
   uint32_t attempt;
   size_t *init_to_start;
   size_t n_init_to_start;
+  /* the running init containers computeInitContainerActions keeps as they are,
+   * whose resources computePodResizeAction looks at: sidecars, and, while the
+   * pod initializes, the init container that runs */
+  size_t *init_to_resize;
+  size_t n_init_to_resize;
   size_t *to_start;
   size_t n_to_start;
   size_t *ephemeral_to_start; /* never started yet: started once, never again */
@@ -339,7 +343,9 @@ void nl_runtime_compute_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *s
 void nl_pod_actions_free(nl_pod_actions_t *a);
 
 /* upstream computePodResizeAction over the running containers computePodActions
- * keeps (regular ones and sidecars): a container whose allocated cpu or memory
+ * keeps (the init container that runs while the pod initializes, the sidecars
+ * once their startup and liveness probes allow, the regular containers once
+ * the pod has initialized): a container whose allocated cpu or memory
  * (pod is the pod as allocated) differs from what it was actuated with is
  * updated in place, or killed and started again (once) when the resizePolicy
  * of a changed resource says RestartContainer. A container with nothing
