@@ -1141,6 +1141,13 @@ const nl_pod_t **nl__kubelet_pods_active(nl_kubelet_t *k, size_t *n) {
 void nl__kubelet_pods_evict(nl_kubelet_t *k, const nl_pod_t *pod, int64_t grace_seconds,
                             const char *message) {
   fail_pod(k, pod, "Evicted", nl_xstrdup(message));
+  /* upstream's evictPod status function: the DisruptionTarget condition
+   * (TerminationByKubelet, the eviction message) beside Failed/Evicted */
+  pod_state_t *ps = state_get(k, pod->metadata.uid);
+  free(ps->killed_reason);
+  free(ps->killed_message);
+  ps->killed_reason = nl_xstrdup("Evicted");
+  ps->killed_message = nl_xstrdup(message);
   nl_event_ref_t ref = nl_event_pod_ref(pod);
   nl_events_record(&k->events, &ref, NL_EVENT_WARNING, "Evicted", message);
   refresh_status(k, pod, true);

@@ -78,6 +78,9 @@ if wait_for 40 api_is hog '{.status.reason}' Evicted; then
   msg=$(api hog '{.status.message}')
   [[ $msg =~ ^"The node was low on resource: ephemeral-storage. Threshold quantity: "[0-9]+[KMG]?i?", available: "[0-9]+[KMG]?i?". " ]] \
     && ok "  ... upstream's message ($msg)" || fail "eviction message" "$msg"
+  cond=$(api hog '{.status.conditions[?(@.type=="DisruptionTarget")].status}/{.status.conditions[?(@.type=="DisruptionTarget")].reason}')
+  [ "$cond" = True/TerminationByKubelet ] && ok "  ... condition DisruptionTarget True, TerminationByKubelet" \
+    || fail "DisruptionTarget" "$cond"
 else
   fail "hog evicted" "$(api hog '{.status}')"
 fi
