@@ -31,6 +31,18 @@ typedef struct world {
   bool stopped;
 } world_t;
 
+/* The wall clock the manager reads: the real one plus clock_step (seconds),
+ * so that a test can step it as NTP would; libuv's timers run on the
+ * monotonic clock, which this leaves alone. */
+static time_t clock_step;
+time_t time(time_t *t) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  time_t v = ts.tv_sec + clock_step;
+  if (t) *t = v;
+  return v;
+}
+
 static int dummy; /* the fake ignores the client */
 #define CLIENT ((nl_kube_client_t *)&dummy)
 
@@ -83,6 +95,7 @@ static world_t *world_new(const char *pem, bool rotate, uint64_t wait_ms) {
       .wait_timeout_ms = wait_ms,
       .backoff_initial_ms = 20,
       .backoff_max_ms = 40,
+      .recheck_ms = 20,
   };
   nl_err_t *err = NULL;
   assert_int_equal(nl_certmgr_new(&w->m, &w->loop, CLIENT, NULL, &o, on_cert, w, &err), 0);
@@ -273,6 +286,31 @@ static void valid_certificate_waits(void **state) {
   free(key2);
 }
 
+/* The deadline is computed with the wall clock 10 minutes behind (a start, or
+ * a rotation, while NTP has yet to correct it); once the clock reads past the
+ * deadline the rotation starts within a recheck, not 10 minutes after it
+ * (with a short-lived certificate: after its expiry). */
+static void clock_step_does_not_hold_the_rotation(void **state) {
+  (void)state;
+  char *key = NULL;
+  time_t now = time(NULL);
+  /* the deadline: 70-90 % into 3610 s, 2517 to 3239 s from now */
+  char *cert = test_ca_pair("system:node:n1", now - 10, now + 3600, &key);
+  clock_step = -600;
+  world_t *w = world_new(cert, true, 0);
+  nl_certmgr_start(w->m);
+  uv_run(&w->loop, UV_RUN_NOWAIT);
+  assert_int_equal(nl_certmgr_state(w->m), NL_CERTMGR_WAITING);
+  assert_int_equal(fake_nreqs, 0);
+  clock_step = 3300; /* past any deadline, before the expiry */
+  want_reqs = 1;
+  assert_true(run_until(w, has_reqs));
+  clock_step = 0;
+  world_free(w);
+  free(cert);
+  free(key);
+}
+
 /* An expired certificate is not valid, and is replaced at once. */
 static void expired_certificate(void **state) {
   (void)state;
@@ -295,6 +333,7 @@ int main(void) {
       cmocka_unit_test(wait_times_out),
       cmocka_unit_test(request_fails),
       cmocka_unit_test(valid_certificate_waits),
+      cmocka_unit_test(clock_step_does_not_hold_the_rotation),
       cmocka_unit_test(expired_certificate),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
