@@ -22,11 +22,13 @@
 #define WAIT_TIMEOUT_MS (15 * 60 * 1000) /* client-go's certificateWaitTimeout */
 #define BACKOFF_INITIAL_MS 2000
 #define BACKOFF_MAX_MS 32000 /* then client-go polls every 32 s */
-/* The rotation deadline is a time on the wall clock; the timer runs on the
- * monotonic one. Waiting in steps of at most this long, each against the wall
- * clock again, keeps a step of the clock (NTP correcting it, a gateway that
- * booted without a real-time clock) from holding the rotation back by as much
- * as the step: by the certificate's expiry, with a short-lived one. */
+/* The rotation deadline is a time on the wall clock, and the wait for it is
+ * measured on the monotonic one too: the rotation starts when either says the
+ * deadline has come. A wall clock that was wrong when the deadline was
+ * computed (NTP yet to correct a gateway's clock) would hold the monotonic
+ * wait back by as much as its error, with a short-lived certificate past its
+ * expiry; one that goes wrong during the wait would hold back the wall clock's
+ * reading. The wall clock is read again at least this often. */
 #define RECHECK_MS 60000
 
 struct nl_certmgr {
@@ -51,6 +53,7 @@ struct nl_certmgr {
   bool have_cert;
   nl_x509_info_t info; /* of the certificate in use */
   double deadline;     /* the rotation deadline (wall clock, seconds) while WAITING */
+  uint64_t due;        /* the same as a time of the loop (monotonic, ms) */
 
   /* One attempt; the worker thread owns these while a work item runs. */
   char *key_pem, *csr_pem, *csr_name, *cert_pem, *path, *pair_pem;
@@ -396,15 +399,20 @@ static void rotation_deadline(nl_certmgr_t *m) {
           utc(m->info.not_after, exp), utc((time_t)m->deadline, dl));
 }
 
-/* Rotates when the deadline has come, else waits for it, at most recheck_ms. */
-static void rotate_at_deadline(nl_certmgr_t *m) {
-  double wait = m->deadline - (double)time(NULL);
-  if (wait <= 0) {
+/* Rotates when the deadline has come by the wall clock or by the loop's,
+ * else waits for it, at most recheck_ms. say: the deadline is new (the wait
+ * said once, as upstream says it once). */
+static void rotate_at_deadline(nl_certmgr_t *m, bool say) {
+  double wall = m->deadline - (double)time(NULL);
+  uint64_t now = uv_now(m->loop);
+  if (say) m->due = now + (wall > 0 ? (uint64_t)(wall * 1000) : 0);
+  if (wall <= 0 || now >= m->due) {
     rotate_now(m);
     return;
   }
-  uint64_t ms = (uint64_t)(wait * 1000);
-  nl_vlog(2, "%s: Waiting %" PRIu64 " ms for next certificate rotation", m->signer, ms);
+  uint64_t ms = (uint64_t)(wall * 1000);
+  if (say) nl_vlog(2, "%s: Waiting %" PRIu64 " ms for next certificate rotation", m->signer, ms);
+  if (m->due - now < ms) ms = m->due - now;
   timer_in(m, ms < m->recheck_ms ? ms : m->recheck_ms);
 }
 
@@ -417,7 +425,7 @@ static void step(nl_certmgr_t *m) {
     }
     if (m->rotate) rotation_deadline(m);
     else m->deadline = 0;
-    rotate_at_deadline(m);
+    rotate_at_deadline(m, true);
     return;
   }
   case NL_CERTMGR_IDLE:
@@ -449,7 +457,7 @@ static void on_timer(uv_timer_t *t) {
     rotate_now(m);
     return;
   case NL_CERTMGR_WAITING:
-    rotate_at_deadline(m);
+    rotate_at_deadline(m, false);
     return;
   default:
     return;

@@ -311,6 +311,27 @@ static void clock_step_does_not_hold_the_rotation(void **state) {
   free(key);
 }
 
+/* The other way round: the deadline computed with the right clock, which is
+ * then set back 10 minutes during the wait; the rotation still starts at the
+ * deadline (the loop's clock says it has come), not after the wall clock's
+ * error is corrected. */
+static void clock_set_back_during_the_wait(void **state) {
+  (void)state;
+  char *key = NULL;
+  time_t now = time(NULL);
+  /* the deadline: 70-90 % into 5 s, 1.5 to 3.5 s from now */
+  char *cert = test_ca_pair("system:node:n1", now - 1, now + 4, &key);
+  world_t *w = world_new(cert, true, 0);
+  nl_certmgr_start(w->m);
+  clock_step = -600;
+  want_reqs = 1;
+  assert_true(run_until(w, has_reqs));
+  clock_step = 0;
+  world_free(w);
+  free(cert);
+  free(key);
+}
+
 /* An expired certificate is not valid, and is replaced at once. */
 static void expired_certificate(void **state) {
   (void)state;
@@ -334,6 +355,7 @@ int main(void) {
       cmocka_unit_test(request_fails),
       cmocka_unit_test(valid_certificate_waits),
       cmocka_unit_test(clock_step_does_not_hold_the_rotation),
+      cmocka_unit_test(clock_set_back_during_the_wait),
       cmocka_unit_test(expired_certificate),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
