@@ -115,6 +115,23 @@ def violation(what):
     log(f"VIOLATION: {what}")
 
 
+class SoakThread(threading.Thread):
+    """A thread of the soak (the checker, the churn client) whose failure
+    fails the run: a checker that died would otherwise leave the run to go on
+    and pass unchecked."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+
+    def run(self):
+        try:
+            self.loop()
+        except Exception as e:
+            import traceback
+            traceback.print_exc()
+            violation(f"the soak's {type(self).__name__.lower()} failed: {type(e).__name__}: {e}")
+
+
 # --- the agent -----------------------------------------------------------------
 
 class Agent:
@@ -674,14 +691,14 @@ def converged():
 
 # --- the invariant checker ---------------------------------------------------------
 
-class Checker(threading.Thread):
+class Checker(SoakThread):
     """Samples the runtime every 3 s: no two ready sandboxes for one pod uid,
     no container or sandbox of a pod replaced (restarted) but the crasher's,
     the static pods present (never missing longer than the agent's downtime
     plus 5 s), the agent alive; and its RSS and fds every 10 s."""
 
     def __init__(self, agent, faults):
-        super().__init__(daemon=True)
+        super().__init__()
         self.agent = agent
         self.faults = faults
         self.stop = threading.Event()
@@ -697,7 +714,7 @@ class Checker(threading.Thread):
         self.event_last = None  # (t, agent starts) of the last events sample
         self.event_peak = (0, 0.0)  # most writes between two samples, over how many seconds
 
-    def run(self):
+    def loop(self):
         next_usage = 0
         while not self.stop.wait(3):
             self.agent.check_alive()
@@ -1027,13 +1044,13 @@ def corrupt(path, how):
 
 # --- the churn client ------------------------------------------------------------
 
-class Churn(threading.Thread):
+class Churn(SoakThread):
     """A user of the cluster: every 5-20 s one of scale, roll out, delete a
     pod, recreate the preStop pod, change the ConfigMap. Paused while a
     fault's convergence is measured."""
 
     def __init__(self, seed):
-        super().__init__(daemon=True)
+        super().__init__()
         self.rng = random.Random(seed * 7919 + 1)
         self.stop = threading.Event()
         self.paused = threading.Event()
@@ -1041,7 +1058,7 @@ class Churn(threading.Thread):
         self.rev = 0
         self.actions = 0
 
-    def run(self):
+    def loop(self):
         while not self.stop.wait(self.rng.uniform(5, 20)):
             if self.paused.is_set():
                 continue
