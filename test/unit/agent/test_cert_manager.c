@@ -286,23 +286,21 @@ static void valid_certificate_waits(void **state) {
   free(key2);
 }
 
-/* The deadline is computed with the wall clock 10 minutes behind (a start, or
- * a rotation, while NTP has yet to correct it); once the clock reads past the
- * deadline the rotation starts within a recheck, not 10 minutes after it
- * (with a short-lived certificate: after its expiry). */
-static void clock_step_does_not_hold_the_rotation(void **state) {
-  (void)state;
+/* A certificate valid from now+from to now+to seconds; the wall clock
+ * stepped by at_start when the manager starts, then by later: it waits, and
+ * then starts a rotation (a CSR) within the 10 s of run_until. */
+static void rotates_across_a_step(time_t from, time_t to, time_t at_start, time_t later) {
   char *key = NULL;
+  clock_step = 0; /* (after a failed test too) */
   time_t now = time(NULL);
-  /* the deadline: 70-90 % into 3610 s, 2517 to 3239 s from now */
-  char *cert = test_ca_pair("system:node:n1", now - 10, now + 3600, &key);
-  clock_step = -600;
+  char *cert = test_ca_pair("system:node:n1", now + from, now + to, &key);
+  clock_step = at_start;
   world_t *w = world_new(cert, true, 0);
   nl_certmgr_start(w->m);
   uv_run(&w->loop, UV_RUN_NOWAIT);
   assert_int_equal(nl_certmgr_state(w->m), NL_CERTMGR_WAITING);
   assert_int_equal(fake_nreqs, 0);
-  clock_step = 3300; /* past any deadline, before the expiry */
+  clock_step = later;
   want_reqs = 1;
   assert_true(run_until(w, has_reqs));
   clock_step = 0;
@@ -311,25 +309,25 @@ static void clock_step_does_not_hold_the_rotation(void **state) {
   free(key);
 }
 
+/* The deadline is computed with the wall clock 10 minutes behind (a start, or
+ * a rotation, while NTP has yet to correct it); once the clock reads past the
+ * deadline the rotation starts within a recheck, not 10 minutes after it
+ * (with a short-lived certificate: after its expiry). */
+static void clock_step_does_not_hold_the_rotation(void **state) {
+  (void)state;
+  /* the deadline: 70-90 % into 3610 s, 2517 to 3239 s from now; then the
+   * clock past any deadline, before the expiry */
+  rotates_across_a_step(-10, 3600, -600, 3300);
+}
+
 /* The other way round: the deadline computed with the right clock, which is
  * then set back 10 minutes during the wait; the rotation still starts at the
  * deadline (the loop's clock says it has come), not after the wall clock's
  * error is corrected. */
 static void clock_set_back_during_the_wait(void **state) {
   (void)state;
-  char *key = NULL;
-  time_t now = time(NULL);
   /* the deadline: 70-90 % into 5 s, 1.5 to 3.5 s from now */
-  char *cert = test_ca_pair("system:node:n1", now - 1, now + 4, &key);
-  world_t *w = world_new(cert, true, 0);
-  nl_certmgr_start(w->m);
-  clock_step = -600;
-  want_reqs = 1;
-  assert_true(run_until(w, has_reqs));
-  clock_step = 0;
-  world_free(w);
-  free(cert);
-  free(key);
+  rotates_across_a_step(-1, 4, 0, -600);
 }
 
 /* An expired certificate is not valid, and is replaced at once. */
