@@ -254,8 +254,9 @@ static const nl_pod_t **ev_active_pods(void *ctx, size_t *n) {
   return nl__kubelet_pods_active(ctx, n);
 }
 
-static void ev_evict(void *ctx, const nl_pod_t *pod, int64_t grace, const char *message) {
-  nl__kubelet_pods_evict(ctx, pod, grace, message);
+static void ev_evict(void *ctx, const nl_pod_t *pod, int64_t grace, const char *message,
+                     const nl_kvlist_t *annotations, bool condition) {
+  nl__kubelet_pods_evict(ctx, pod, grace, message, annotations, condition);
 }
 
 static bool ev_cleaned_up(void *ctx, const char *uid) {

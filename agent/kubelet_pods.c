@@ -965,8 +965,9 @@ static void pod_finished(const char *uid, void *ctx) {
   nl__kubelet_preempt_pod_finished(k, start_pod);
 }
 
-void nl__kubelet_pods_terminate(nl_kubelet_t *k, const nl_pod_t *pod, int64_t grace_seconds,
-                                const char *reason, const char *message, const char *condition) {
+/* The kubelet kills the pod itself: its status says why, with DisruptionTarget. */
+static void mark_killed(nl_kubelet_t *k, const nl_pod_t *pod, const char *reason,
+                        const char *message, const char *condition) {
   pod_state_t *ps = state_get(k, pod->metadata.uid);
   free(ps->killed_reason);
   free(ps->killed_message);
@@ -974,6 +975,11 @@ void nl__kubelet_pods_terminate(nl_kubelet_t *k, const nl_pod_t *pod, int64_t gr
   ps->killed_reason = nl_xstrdup(reason);
   ps->killed_message = nl_xstrdup(message);
   ps->killed_condition = condition ? nl_xstrdup(condition) : NULL;
+}
+
+void nl__kubelet_pods_terminate(nl_kubelet_t *k, const nl_pod_t *pod, int64_t grace_seconds,
+                                const char *reason, const char *message, const char *condition) {
+  mark_killed(k, pod, reason, message, condition);
   nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, grace_seconds);
 }
 
@@ -1139,17 +1145,13 @@ const nl_pod_t **nl__kubelet_pods_active(nl_kubelet_t *k, size_t *n) {
 }
 
 void nl__kubelet_pods_evict(nl_kubelet_t *k, const nl_pod_t *pod, int64_t grace_seconds,
-                            const char *message) {
+                            const char *message, const nl_kvlist_t *annotations,
+                            bool condition) {
   fail_pod(k, pod, "Evicted", nl_xstrdup(message));
-  /* upstream's evictPod status function: the DisruptionTarget condition
-   * (TerminationByKubelet, the eviction message) beside Failed/Evicted */
-  pod_state_t *ps = state_get(k, pod->metadata.uid);
-  free(ps->killed_reason);
-  free(ps->killed_message);
-  ps->killed_reason = nl_xstrdup("Evicted");
-  ps->killed_message = nl_xstrdup(message);
+  if (condition) mark_killed(k, pod, "Evicted", message, NULL); /* DisruptionTarget */
   nl_event_ref_t ref = nl_event_pod_ref(pod);
-  nl_events_record(&k->events, &ref, NL_EVENT_WARNING, "Evicted", message);
+  nl_events_record_annotated(&k->events, &ref, annotations, NL_EVENT_WARNING, "Evicted",
+                             message);
   refresh_status(k, pod, true);
   nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, grace_seconds);
 }

@@ -181,12 +181,14 @@ static bool evict_one(nl_eviction_t *m, int ti) {
           pod->spec.termination_grace_period_seconds.v < grace)
         grace = pod->spec.termination_grace_period_seconds.v;
     }
-    char *msg = nl_ev_message(t->signal, t, m->stats.obs, pod, c[i].stats);
+    nl_kvlist_t annotations;
+    char *msg = nl_ev_message(t->signal, t, m->stats.obs, pod, c[i].stats, &annotations);
     nl_info("eviction manager: evicting pod %s/%s: %s", pod->metadata.namespace_,
             pod->metadata.name, msg);
     clear_evicted(m);
-    m->deps.evict(m->deps.ctx, pod, grace, msg);
+    m->deps.evict(m->deps.ctx, pod, grace, msg, &annotations, true);
     free(msg);
+    nl_ev_annotations_free(&annotations);
     add_evicted(m, pod, nl_ev_signal_name(t->signal));
     done = true;
   }
@@ -223,7 +225,7 @@ static size_t local_storage_eviction(nl_eviction_t *m) {
               pod->metadata.name);
     } else {
       nl_info("eviction manager: evicting pod %s/%s: %s", pod->metadata.namespace_, pod->metadata.name, msg);
-      m->deps.evict(m->deps.ctx, pod, IMMEDIATE_GRACE_S, msg);
+      m->deps.evict(m->deps.ctx, pod, IMMEDIATE_GRACE_S, msg, NULL, false);
       add_evicted(m, pod, signal);
     }
     free(msg);

@@ -1,5 +1,5 @@
 /* The eviction manager's pure parts (upstream pkg/kubelet/eviction/helpers.go):
- * thresholds, ranking, messages. */
+ * thresholds, ranking. (The messages: eviction_message.c.) */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -212,50 +212,6 @@ static int rank_cmp(const void *a, const void *b, void *ctx) {
 void nl_ev_rank(nl_ev_signal_t signal, bool dedicated_imagefs, nl_ev_candidate_t *c, size_t n) {
   rank_ctx_t r = {signal, dedicated_imagefs};
   qsort_r(c, n, sizeof *c, rank_cmp, &r);
-}
-
-/* ---- messages ---- */
-
-static const char *resource_of(nl_ev_signal_t s) {
-  return s == NL_EV_MEMORY ? "memory" : s == NL_EV_PID ? "pids" : is_inodes(s) ? "inodes" : "ephemeral-storage";
-}
-
-static char *fmt_bytes(int64_t v, bool binary, char out[NL_QUANTITY_STRLEN]) {
-  nl_quantity_t q = {v, 0, binary ? NL_QUANTITY_BINARY_SI : NL_QUANTITY_DECIMAL_SI};
-  return nl_quantity_format(&q, out);
-}
-
-char *nl_ev_message(nl_ev_signal_t signal, const nl_ev_threshold_t *t,
-                    const nl_ev_observation_t *obs, const nl_pod_t *pod,
-                    const nl_ev_pod_stats_t *stats) {
-  nl_buf_t b = {0};
-  const char *res = resource_of(signal);
-  bool binary = !is_inodes(signal) && signal != NL_EV_PID;
-  nl_buf_printf(&b, "The node was low on resource: %s. ", res);
-  if (t && obs[signal].ok) {
-    char q[NL_QUANTITY_STRLEN], a[NL_QUANTITY_STRLEN];
-    nl_buf_printf(&b, "Threshold quantity: %s, available: %s. ",
-                  fmt_bytes(nl_ev_quantity(&t->value, obs[signal].capacity), binary, q),
-                  fmt_bytes(obs[signal].available, binary, a));
-  }
-  /* the containers over their requests, for memory and ephemeral storage */
-  for (size_t i = 0; stats && binary && i < stats->n_containers; i++) {
-    const nl_ev_container_stats_t *cs = &stats->containers[i];
-    for (size_t j = 0; j < pod->spec.n_containers; j++) {
-      const nl_container_t *c = &pod->spec.containers[j];
-      if (strcmp(c->name, cs->name) != 0) continue;
-      int64_t usage = signal == NL_EV_MEMORY ? cs->memory
-                      : cs->rootfs >= 0 && cs->logs >= 0 ? cs->rootfs + cs->logs : -1;
-      const nl_quantity_t *rq = nl_resource_list_get(&c->resources.requests, res);
-      nl_quantity_t zero = {0, 0, NL_QUANTITY_DECIMAL_SI};
-      if (!rq) rq = &zero;
-      if (usage < 0 || usage <= nl_quantity_value(rq)) continue;
-      char u[NL_QUANTITY_STRLEN], r[NL_QUANTITY_STRLEN];
-      nl_buf_printf(&b, "Container %s was using %s, request is %s, has larger consumption of %s. ",
-                    c->name, fmt_bytes(usage, true, u), nl_quantity_format(rq, r), res);
-    }
-  }
-  return nl_buf_steal(&b);
 }
 
 bool nl_ev_pod_is_critical(const nl_pod_t *pod) {

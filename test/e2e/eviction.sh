@@ -2,11 +2,15 @@
 # The eviction manager on the real containerd and control plane, with a small
 # tmpfs as nodefs (the root dir and the pod log dir on it) and short periods
 # from the configuration file. Disk pressure: a BestEffort API pod filling its
-# emptyDir is evicted (Failed, Evicted, upstream's message, an Evicted event),
+# emptyDir is evicted (Failed, Evicted, upstream's message, the DisruptionTarget
+# condition, one Evicted event annotated starved_resource=ephemeral-storage),
 # the Node shows DiskPressure, a BestEffort pod created meanwhile is rejected,
 # a Guaranteed pod beside them is untouched, and the pressure clears once the
 # volume is gone. Memory pressure: a memory.available threshold just below
-# what the node has forces the eviction of the BestEffort pod using memory.
+# what the node has forces the eviction of the BestEffort pod using memory,
+# its Evicted event annotated as upstream's e2e_node specs read it
+# (starved_resource memory, offending_containers c, and c's usage as a
+# quantity over its request of 0).
 # Static pods are critical and never evicted (upstream), hence API pods. Node
 # and credential: NANOLET_E2E_EVICT_NODE / NANOLET_E2E_EVICT_KUBECONFIG
 # (default nanolet-eviction, minted by the control plane script); namespace:
@@ -64,6 +68,15 @@ api() { kubectl get pod -n "$PODS_NS" "$1" -o jsonpath="$2" 2>/dev/null; }
 api_is() { [ "$(api "$1" "$2")" = "$3" ]; }
 node_cond() { kubectl get node "$NODE" -o jsonpath="{.status.conditions[?(@.type==\"$1\")].status}" 2>/dev/null; }
 node_cond_is() { [ "$(node_cond "$1")" = "$2" ]; }
+# The pod's Evicted events as the API server has them (kubectl get events -o json).
+evicted_events() {
+  kubectl get events -n "$PODS_NS" --field-selector "reason=Evicted,involvedObject.name=$1" -o json 2>/dev/null
+}
+has_evicted_event() { [ "$(evicted_events "$1" | jq '.items | length')" -ge 1 ]; }
+# annotation POD KEY: the key's value on the pod's Evicted event, "<none>" when absent
+annotation() { evicted_events "$1" | jq -r --arg k "$2" '.items[0].metadata.annotations[$k] // "<none>"'; }
+# The pod's DisruptionTarget condition: "status reason"
+disruption() { api "$1" '{.status.conditions[?(@.type=="DisruptionTarget")].status} {.status.conditions[?(@.type=="DisruptionTarget")].reason}'; }
 
 # ---- disk pressure: nodefs.available < 40% of the 64 MiB tmpfs ----
 write_conf '{nodefs.available: "40%", memory.available: "1Mi"}' 30s
@@ -78,15 +91,20 @@ if wait_for 40 api_is hog '{.status.reason}' Evicted; then
   msg=$(api hog '{.status.message}')
   [[ $msg =~ ^"The node was low on resource: ephemeral-storage. Threshold quantity: "[0-9]+[KMG]?i?", available: "[0-9]+[KMG]?i?". " ]] \
     && ok "  ... upstream's message ($msg)" || fail "eviction message" "$msg"
-  cond=$(api hog '{.status.conditions[?(@.type=="DisruptionTarget")].status}/{.status.conditions[?(@.type=="DisruptionTarget")].reason}')
-  [ "$cond" = True/TerminationByKubelet ] && ok "  ... condition DisruptionTarget True, TerminationByKubelet" \
-    || fail "DisruptionTarget" "$cond"
 else
   fail "hog evicted" "$(api hog '{.status}')"
 fi
 wait_for 15 node_cond_is DiskPressure True && ok "Node has DiskPressure" || fail "DiskPressure" "$(node_cond DiskPressure)"
-kubectl get events -n "$PODS_NS" --field-selector reason=Evicted -o name 2>/dev/null | grep -q . \
-  && ok "an Evicted event" || fail "Evicted event" "$(kubectl get events -n "$PODS_NS" 2>&1 | tail -5)"
+[ "$(disruption hog)" = "True TerminationByKubelet" ] && ok "  ... condition DisruptionTarget (TerminationByKubelet)" \
+  || fail "hog DisruptionTarget" "$(api hog '{.status.conditions}')"
+if wait_for 10 has_evicted_event hog; then
+  n=$(evicted_events hog | jq '.items | length')
+  [ "$n" = 1 ] && ok "one Evicted event" || fail "Evicted events" "$n: $(evicted_events hog | jq -c '.items[].message')"
+  [ "$(annotation hog starved_resource)" = ephemeral-storage ] && ok "  ... annotated starved_resource=ephemeral-storage" \
+    || fail "disk starved_resource" "$(evicted_events hog | jq -c '.items[0].metadata')"
+else
+  fail "Evicted event" "$(kubectl get events -n "$PODS_NS" 2>&1 | tail -5)"
+fi
 # (read whole: grep -q would end curl by SIGPIPE, a failure under pipefail)
 evictions_is() {
   local m
@@ -125,6 +143,25 @@ if wait_for 75 api_is eater '{.status.reason}' Evicted; then
   msg=$(api eater '{.status.message}')
   [[ $msg =~ ^"The node was low on resource: memory. Threshold quantity: ".*"Container c was using ".*"request is 0, has larger consumption of memory. "$ ]] \
     && ok "memory eviction with upstream's message ($msg)" || fail "memory message" "$msg"
+  [ "$(disruption eater)" = "True TerminationByKubelet" ] && ok "  ... condition DisruptionTarget (TerminationByKubelet)" \
+    || fail "eater DisruptionTarget" "$(api eater '{.status.conditions}')"
+  if wait_for 10 has_evicted_event eater; then
+    meta=$(evicted_events eater | jq -c '[(.items | length), .items[0].metadata.annotations]')
+    [ "$(annotation eater starved_resource)" = memory ] && ok "  ... event annotated starved_resource=memory" \
+      || fail "memory starved_resource" "$meta"
+    [ "$(annotation eater offending_containers)" = c ] && ok "  ... offending_containers=c" \
+      || fail "offending_containers" "$meta"
+    # c's usage: one quantity as upstream prints a binary one, over its request of 0
+    usage=$(annotation eater offending_containers_usage)
+    [[ $usage =~ ^[1-9][0-9]*(Ki|Mi|Gi)?$ ]] && ok "  ... offending_containers_usage=$usage" \
+      || fail "offending_containers_usage" "$meta"
+    # the message names the same usage
+    [[ $msg == *"Container c was using $usage, request is 0"* ]] && ok "  ... the usage the message gives" \
+      || fail "usage in message" "$usage vs $msg"
+    [ "$(evicted_events eater | jq '.items | length')" = 1 ] && ok "  ... one Evicted event" || fail "memory Evicted events" "$meta"
+  else
+    fail "memory Evicted event" "$(kubectl get events -n "$PODS_NS" 2>&1 | tail -5)"
+  fi
 else
   fail "eater evicted" "$(api eater '{.status}'); $(grep -i evict "$E2E_TMP/agent.log" | tail -3)"
 fi

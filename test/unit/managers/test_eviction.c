@@ -230,6 +230,8 @@ typedef struct fixture {
   char evicted[64];
   int64_t evicted_grace;
   char message[512];
+  char annotations[256]; /* "k=v;" each */
+  bool condition;        /* DisruptionTarget asked for */
   bool stopped;
   nl_kmetrics_t metrics;
 } fixture_t;
@@ -278,12 +280,18 @@ static const nl_pod_t **fake_active(void *ctx, size_t *n) {
   return p;
 }
 
-static void fake_evict(void *ctx, const nl_pod_t *pod, int64_t grace, const char *message) {
+static void fake_evict(void *ctx, const nl_pod_t *pod, int64_t grace, const char *message,
+                       const nl_kvlist_t *annotations, bool condition) {
   fixture_t *f = ctx;
   f->evictions++;
   snprintf(f->evicted, sizeof f->evicted, "%s", pod->metadata.name);
   snprintf(f->message, sizeof f->message, "%s", message);
   f->evicted_grace = grace;
+  f->condition = condition;
+  f->annotations[0] = 0;
+  for (size_t i = 0; annotations && i < annotations->n; i++)
+    snprintf(f->annotations + strlen(f->annotations), sizeof f->annotations - strlen(f->annotations),
+             "%s=%s;", annotations->items[i].key, annotations->items[i].value);
 }
 
 static bool fake_cleaned_up(void *ctx, const char *uid) {
@@ -390,6 +398,9 @@ static void test_hard_memory(void **state) {
   assert_string_equal(f->message, "The node was low on resource: memory. Threshold quantity: 100Mi, "
                                   "available: 60Mi. Container c was using 200Mi, request is 0, has "
                                   "larger consumption of memory. ");
+  assert_string_equal(f->annotations, "offending_containers=c;offending_containers_usage=200Mi;"
+                                      "starved_resource=memory;");
+  assert_true(f->condition);
   assert_true(nl_eviction_memory_pressure(&f->m));
   assert_false(nl_eviction_disk_pressure(&f->m));
   assert_int_equal(f->reclaims, 0); /* memory has no node-level reclaim */
@@ -456,6 +467,8 @@ static void test_disk_reclaim_then_evict(void **state) {
   assert_int_equal(f->evictions, 1);
   const char *want = "The node was low on resource: ephemeral-storage. ";
   assert_memory_equal(f->message, want, strlen(want));
+  assert_non_null(strstr(f->annotations, "starved_resource=ephemeral-storage;"));
+  assert_true(f->condition);
   teardown(f);
 }
 
@@ -687,6 +700,10 @@ static void test_local_storage_eviction(void **state) {
   assert_int_equal(f->evicted_grace, 1);
   assert_string_equal(f->evicted, "volume");
   assert_string_equal(f->message, "Usage of EmptyDir volume \"data\" exceeds the limit \"10Mi\". ");
+  /* upstream: a local storage limit's eviction has no annotations and no
+   * DisruptionTarget condition */
+  assert_string_equal(f->annotations, "");
+  assert_false(f->condition);
   assert_int_equal(f->m.n_evicted, 2);
   assert_false(nl_eviction_memory_pressure(&f->m) || nl_eviction_disk_pressure(&f->m));
   nl_buf_t text = NL_BUF_INIT;
