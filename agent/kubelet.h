@@ -92,6 +92,7 @@ struct nl_kubelet {
   nl_pod_manager_t pods;       /* what the sources want */
   nl_pod_workers_t workers;
   bool cgroups_up;
+  bool evict_alloc_memory; /* an allocatableMemory.available threshold: the pods cgroup is read */
   nl_cgroups_t cgroups;        /* the container manager; outlives the runtime manager */
   bool credprov_up;
   nl_credprov_t credprov;       /* image credential provider plugins (kubelet_credprov.c) */

@@ -46,10 +46,14 @@ typedef enum {
   NL_EV_IMAGEFS,       /* imagefs.available */
   NL_EV_IMAGEFS_INODES,/* imagefs.inodesFree */
   NL_EV_PID,           /* pid.available */
+  NL_EV_ALLOC_MEMORY,  /* allocatableMemory.available: the pods cgroup's */
   NL_EV_NSIGNALS,
 } nl_ev_signal_t;
 
 const char *nl_ev_signal_name(nl_ev_signal_t s);
+/* memory.available and allocatableMemory.available: one node condition
+ * (MemoryPressure), one ranking, one resource. */
+static inline bool nl_ev_is_memory(nl_ev_signal_t s) { return s == NL_EV_MEMORY || s == NL_EV_ALLOC_MEMORY; }
 
 /* A quantity, or a fraction (float32, as upstream) of the capacity. */
 typedef struct nl_ev_value {
@@ -75,9 +79,13 @@ typedef struct nl_ev_config_map {
   size_t n;
 } nl_ev_config_map_t;
 
+/* enforce_pods (enforceNodeAllocatable has "pods"): each hard memory.available
+ * threshold is copied as an allocatableMemory.available one, as upstream's
+ * addAllocatableThresholds. */
 int nl_ev_parse_thresholds(nl_ev_config_map_t hard, nl_ev_config_map_t soft,
                            nl_ev_config_map_t grace, nl_ev_config_map_t min_reclaim,
-                           nl_ev_threshold_t **out, size_t *n, nl_err_t **err);
+                           bool enforce_pods, nl_ev_threshold_t **out, size_t *n,
+                           nl_err_t **err);
 
 typedef struct nl_ev_observation {
   bool ok;

@@ -15,6 +15,7 @@
 static const char *const signal_names[NL_EV_NSIGNALS] = {
     "memory.available",  "nodefs.available",   "nodefs.inodesFree",
     "imagefs.available", "imagefs.inodesFree", "pid.available",
+    "allocatableMemory.available",
 };
 
 const char *nl_ev_signal_name(nl_ev_signal_t s) { return signal_names[s]; }
@@ -22,8 +23,7 @@ const char *nl_ev_signal_name(nl_ev_signal_t s) { return signal_names[s]; }
 static int signal_of(const char *name, nl_ev_signal_t *out, nl_err_t **err) {
   for (int i = 0; i < NL_EV_NSIGNALS; i++)
     if (!strcmp(name, signal_names[i])) return *out = (nl_ev_signal_t)i, 0;
-  /* upstream also knows allocatableMemory.available and containerfs.*, which
-   * nanolet does not observe */
+  /* upstream also knows containerfs.*, which nanolet does not observe */
   return nl_err_set(err, NL_EINVAL, "unsupported eviction signal %s", name);
 }
 
@@ -98,7 +98,8 @@ static int parse_set(const char *what, nl_ev_config_map_t m, bool hard, nl_ev_co
 
 int nl_ev_parse_thresholds(nl_ev_config_map_t hard, nl_ev_config_map_t soft,
                            nl_ev_config_map_t grace, nl_ev_config_map_t min_reclaim,
-                           nl_ev_threshold_t **out, size_t *n, nl_err_t **err) {
+                           bool enforce_pods, nl_ev_threshold_t **out, size_t *n,
+                           nl_err_t **err) {
   *out = NULL;
   *n = 0;
   nl_ev_signal_t s = NL_EV_MEMORY;
@@ -116,6 +117,13 @@ int nl_ev_parse_thresholds(nl_ev_config_map_t hard, nl_ev_config_map_t soft,
     for (size_t k = 0; k < *n; k++)
       if ((*out)[k].signal == s) (*out)[k].min_reclaim = v;
   }
+  size_t parsed = *n;
+  for (size_t k = 0; enforce_pods && k < parsed; k++)
+    if ((*out)[k].signal == NL_EV_MEMORY && (*out)[k].hard) {
+      nl_ev_threshold_t t = (*out)[k];
+      t.signal = NL_EV_ALLOC_MEMORY;
+      add(out, n, &t);
+    }
   return 0;
 fail:
   free(*out);
@@ -153,14 +161,14 @@ void nl_ev_stats_free(nl_ev_stats_t *s) {
 
 /* ---- ranking ---- */
 
-static bool is_disk(nl_ev_signal_t s) { return s != NL_EV_MEMORY && s != NL_EV_PID; }
+static bool is_disk(nl_ev_signal_t s) { return !nl_ev_is_memory(s) && s != NL_EV_PID; }
 static bool is_inodes(nl_ev_signal_t s) { return s == NL_EV_NODEFS_INODES || s == NL_EV_IMAGEFS_INODES; }
 
 /* upstream podDiskUsage with the fs stats the signal measures: with a
  * dedicated image filesystem, nodefs counts local volumes and logs and imagefs
  * the writable layers; on one filesystem all of them. */
 int64_t nl_ev_pod_usage(nl_ev_signal_t signal, bool dedicated_imagefs, const nl_ev_pod_stats_t *s) {
-  if (signal == NL_EV_MEMORY) return s->memory;
+  if (nl_ev_is_memory(signal)) return s->memory;
   if (signal == NL_EV_PID) return s->procs;
   bool image = signal == NL_EV_IMAGEFS || signal == NL_EV_IMAGEFS_INODES;
   bool rootfs = !dedicated_imagefs || image, rest = !dedicated_imagefs || !image;
@@ -181,7 +189,7 @@ typedef struct rank_ctx {
 static int32_t priority(const nl_pod_t *p) { return p->spec.priority.set ? p->spec.priority.v : 0; }
 
 static int64_t request(const nl_pod_t *p, nl_ev_signal_t s) {
-  if (s == NL_EV_MEMORY) return nl_pod_request(p, "memory");
+  if (nl_ev_is_memory(s)) return nl_pod_request(p, "memory");
   if (is_disk(s) && !is_inodes(s)) return nl_pod_request(p, "ephemeral-storage");
   return 0;
 }

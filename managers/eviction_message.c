@@ -12,7 +12,8 @@
 /* upstream signalToResource */
 static const char *resource_of(nl_ev_signal_t s) {
   switch (s) {
-  case NL_EV_MEMORY: return "memory";
+  case NL_EV_MEMORY:
+  case NL_EV_ALLOC_MEMORY: return "memory";
   case NL_EV_PID: return "pids";
   case NL_EV_NODEFS_INODES:
   case NL_EV_IMAGEFS_INODES: return "inodes";

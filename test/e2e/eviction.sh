@@ -39,7 +39,11 @@ evictionHard: $1
 evictionPressureTransitionPeriod: $2
 EOC
 }
-cleanup() { api_cleanup; umount -l "$FS" 2>/dev/null; }
+cleanup() {
+  api_cleanup
+  umount -l "$FS" 2>/dev/null
+  [ -z "${ALLOC_ROOT:-}" ] || cgroup_root_remove "$ALLOC_ROOT"
+}
 e2e_on_exit cleanup
 fresh_ns "$PODS_NS"
 
@@ -171,3 +175,45 @@ evictions_is memory.available 1 && ok "kubelet_evictions{eviction_signal=\"memor
   || fail "kubelet_evictions (memory)" "$(curl -sS "http://127.0.0.1:$RO_PORT/metrics" | grep evictions)"
 api_is guard '{.status.phase}' Running && ok "Guaranteed pod still untouched" || fail "guard after memory" "$(api guard '{.status}')"
 kubectl delete pod -n "$PODS_NS" eater --grace-period=0 --force >/dev/null 2>&1
+stop_agent TERM
+
+# ---- allocatable memory: the pods cgroup short while the node is not ----
+# enforceNodeAllocatable "pods" (the default) gives the hard memory.available
+# threshold an allocatableMemory.available twin, as upstream: kubeReserved
+# leaves the pods 300 MiB, and a pod whose processes take 10 MiB more each
+# second (each a tail that holds what it read) passes the 100 MiB threshold
+# ten seconds before the limit. The agent has a cgroup root of its own: the
+# 300 MiB limit is on its kubepods alone.
+write_conf '{memory.available: "100Mi"}' 5s
+echo "kubeReserved: {memory: \"$((total / 1048576 - 300))Mi\"}" >>"$CONF"
+ALLOC_ROOT=/nanolet-e2e-evict-alloc
+cgroup_root_make "$ALLOC_ROOT"
+start_agent --kubeconfig "$KC" --config "$CONF" --node-status-update-frequency 2s --cgroup-root "$ALLOC_ROOT" \
+  || { fail "agent start" ""; exit 1; }
+kubectl apply -f - >/dev/null <<EOP
+apiVersion: v1
+kind: Pod
+metadata: {name: filler, namespace: $PODS_NS}
+spec:
+  nodeName: $NODE
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: c
+    image: $IMG
+    command: [sh, -c, "sleep 2; i=0; while [ \$i -lt 40 ]; do { head -c 10m /dev/zero; sleep 3600; } | tail & i=\$((i+1)); sleep 1; done; sleep 3600"]
+EOP
+if wait_for 90 api_is filler '{.status.reason}' Evicted; then
+  msg=$(api filler '{.status.message}')
+  [[ $msg =~ ^"The node was low on resource: memory. Threshold quantity: 100Mi, available: " ]] \
+    && ok "the pods cgroup short of memory: evicted for memory ($msg)" || fail "allocatable message" "$msg"
+else
+  fail "filler evicted" "$(api filler '{.status.phase}'); kubepods: limit $(cat /sys/fs/cgroup/memory$ALLOC_ROOT/kubepods/memory.limit_in_bytes), usage $(cat /sys/fs/cgroup/memory$ALLOC_ROOT/kubepods/memory.usage_in_bytes); $(grep -i evict "$E2E_TMP/agent.log" | tail -3)"
+fi
+evictions_is allocatableMemory.available 1 && ok "kubelet_evictions{eviction_signal=\"allocatableMemory.available\"} 1" \
+  || fail "kubelet_evictions (allocatable)" "$(curl -sS "http://127.0.0.1:$RO_PORT/metrics" | grep evictions)"
+grep -q "threshold allocatableMemory.available hard met" "$E2E_TMP/agent.log" \
+  && ok "the agent log names allocatableMemory.available" || fail "allocatable log" "$(grep -i threshold "$E2E_TMP/agent.log" | tail -3)"
+kubectl delete pod -n "$PODS_NS" filler --grace-period=0 --force >/dev/null 2>&1
+api_pods_clear
+cgroup_root_remove "$ALLOC_ROOT"

@@ -47,7 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       for (int i = 0; i < 4; i++) e[i] = (nl_ev_config_map_t){(const char *const *)m[i]->keys, m[i]->first, m[i]->n};
       nl_ev_threshold_t *t = NULL;
       size_t n;
-      if (nl_ev_parse_thresholds(e[0], e[1], e[2], e[3], &t, &n, &err) == 0) free(t);
+      if (nl_ev_parse_thresholds(e[0], e[1], e[2], e[3], (data[0] & 1) != 0, &t, &n, &err) == 0) free(t);
     }
     nl_err_free(&err);
     /* The same text as a --config-dir drop-in over the result (maps merged,

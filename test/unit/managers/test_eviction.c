@@ -30,12 +30,14 @@ static nl_ev_config_map_t kv(const char *const *keys, const char *const *values,
 static const nl_ev_config_map_t none = {NULL, NULL, 0};
 
 /* Returns the count of thresholds, or -1 with the error's message in msg. */
+static bool enforce_pods; /* enforceNodeAllocatable has "pods" */
+
 static int parse(nl_ev_config_map_t hard, nl_ev_config_map_t soft, nl_ev_config_map_t grace,
                  nl_ev_config_map_t reclaim, nl_ev_threshold_t **t, char *msg) {
   size_t n;
   nl_err_t *err = NULL;
   *msg = 0;
-  if (nl_ev_parse_thresholds(hard, soft, grace, reclaim, t, &n, &err) < 0) {
+  if (nl_ev_parse_thresholds(hard, soft, grace, reclaim, enforce_pods, t, &n, &err) < 0) {
     snprintf(msg, 256, "%s", nl_err_msg(err));
     nl_err_free(&err);
     assert_null(*t);
@@ -215,6 +217,7 @@ typedef struct fixture {
   int64_t now;
   /* what collect reports */
   int64_t mem_available, mem_capacity, disk_available, disk_capacity;
+  int64_t alloc_available, alloc_capacity; /* the pods cgroup's; capacity 0: not observed */
   int64_t disk_after_reclaim; /* what reclaim leaves; <0: unchanged */
   nl_pod_t *pods[3];
   size_t n_pods;
@@ -253,6 +256,8 @@ static void fake_collect(void *ctx, bool pods, nl_ev_stats_t *out, nl_eviction_d
   fixture_t *f = ctx;
   memset(out, 0, sizeof *out);
   out->obs[NL_EV_MEMORY] = (nl_ev_observation_t){true, f->mem_available, f->mem_capacity};
+  if (f->alloc_capacity)
+    out->obs[NL_EV_ALLOC_MEMORY] = (nl_ev_observation_t){true, f->alloc_available, f->alloc_capacity};
   out->obs[NL_EV_NODEFS] = (nl_ev_observation_t){true, f->disk_available, f->disk_capacity};
   out->obs[NL_EV_IMAGEFS] = out->obs[NL_EV_NODEFS];
   out->memory_inactive_file = 50 * MI;
@@ -407,6 +412,44 @@ static void test_hard_memory(void **state) {
   nl_buf_t text = NL_BUF_INIT;
   nl_metrics_encode(&f->metrics.reg, &text);
   assert_non_null(strstr(text.data, "\nkubelet_evictions{eviction_signal=\"memory.available\"} 1\n"));
+  nl_buf_free(&text);
+  teardown(f);
+}
+
+/* enforceNodeAllocatable "pods": each hard memory.available threshold has an
+ * allocatableMemory.available copy (not the soft ones), as upstream's
+ * addAllocatableThresholds; the pods cgroup's memory running short evicts for
+ * memory with MemoryPressure while the node has plenty. */
+static void test_allocatable_memory(void **state) {
+  (void)state;
+  const char *sk[] = {"memory.available"}, *sv[] = {"300Mi"}, *gv[] = {"1m"};
+  nl_ev_threshold_t *t;
+  char msg[256];
+  enforce_pods = true;
+  assert_int_equal(parse(kv(mem_k, v100, 1), kv(sk, sv, 1), kv(sk, gv, 1), kv(mem_k, v50, 1), &t, msg), 3);
+  assert_int_equal(t[2].signal, NL_EV_ALLOC_MEMORY);
+  assert_true(t[2].hard);
+  assert_int_equal(nl_ev_quantity(&t[2].value, 0), 100 * MI);
+  assert_int_equal(nl_ev_quantity(&t[2].min_reclaim, 0), 50 * MI);
+  assert_string_equal(nl_ev_signal_name(t[2].signal), "allocatableMemory.available");
+  free(t);
+  fixture_t *f = setup(kv(mem_k, v100, 1), none, none, none, 300 * S);
+  enforce_pods = false;
+  f->alloc_capacity = 500 * MI;
+  f->alloc_available = 400 * MI;
+  round_at(f, 0);
+  assert_int_equal(f->evictions, 0);
+  f->alloc_available = 80 * MI; /* the node has 800Mi free */
+  round_at(f, 10);
+  assert_int_equal(f->evictions, 1);
+  assert_string_equal(f->evicted, "big");
+  assert_string_equal(f->message, "The node was low on resource: memory. Threshold quantity: 100Mi, "
+                                  "available: 80Mi. Container c was using 200Mi, request is 0, has "
+                                  "larger consumption of memory. ");
+  assert_true(nl_eviction_memory_pressure(&f->m));
+  nl_buf_t text = NL_BUF_INIT;
+  nl_metrics_encode(&f->metrics.reg, &text);
+  assert_non_null(strstr(text.data, "\nkubelet_evictions{eviction_signal=\"allocatableMemory.available\"} 1\n"));
   nl_buf_free(&text);
   teardown(f);
 }
@@ -722,6 +765,7 @@ int main(void) {
       cmocka_unit_test(test_rank_pids),
       cmocka_unit_test(test_rank_disk),
       cmocka_unit_test(test_hard_memory),
+      cmocka_unit_test(test_allocatable_memory),
       cmocka_unit_test(test_soft_grace_period),
       cmocka_unit_test(test_transition_period),
       cmocka_unit_test(test_disk_reclaim_then_evict),
