@@ -34,6 +34,7 @@
 #include "managers/pod_workers.h"
 #include "managers/probe.h"
 #include "managers/resize.h"
+#include "managers/userns.h"
 #include "managers/runtime.h"
 #include "managers/status_manager.h"
 #include "managers/sysctl.h"
@@ -93,6 +94,8 @@ struct nl_kubelet {
   nl_cgroups_t cgroups;        /* the container manager; outlives the runtime manager */
   bool resize_up;
   nl_resize_t resize;          /* in-place resize (kubelet_resize.c); outlives the runtime */
+  bool userns_up;
+  nl_userns_t userns;          /* pod user namespaces (kubelet_userns.c); outlives the runtime */
   uint64_t resize_retry_ms;    /* loop time of the last retry of pending resizes */
   bool runtime_up, pleg_up;
   nl_runtime_t runtime;

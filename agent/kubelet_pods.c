@@ -1,4 +1,5 @@
 #include "agent/kubelet_pods.h"
+#include "agent/kubelet_userns.h"
 
 #include <assert.h>
 #include <stdlib.h>
@@ -747,6 +748,7 @@ static void on_synced(const nl_sync_result_t *res, void *ctx) {
   ps->last_sync_ns = cache_now_ns();
   update_reasons(ps, res);
   nl__kubelet_resize_synced(k, c->w->pod, res);
+  nl__kubelet_userns_synced(k, c->w->pod, res);
   log_result(c->w, "sync", res);
   if (res->cancelled || k->pleg.relists == c->relists) {
     call_finish(c, res->err, !res->cancelled && refresh_status(k, c->w->pod, false));
@@ -911,6 +913,9 @@ static void sync_terminated(nl_pod_work_t *w, void *ctx) {
   nl_kubelet_t *k = ctx;
   sync_call_t *c = call_new(k, w);
   if (k->stopping) return;
+  /* upstream syncTerminatedPod: its containers are stopped, its user
+   * namespace's ids can go to another pod */
+  nl__kubelet_userns_release(k, w->uid);
   const nl_pod_t *wanted = nl_pod_manager_get(&k->pods, w->uid);
   if (wanted && !wanted->metadata.deletion_timestamp) {
     /* A terminated pod gives its volumes back (upstream's syncTerminatedPod
@@ -1038,6 +1043,7 @@ static void on_pods_dir_scanned(uv_fs_t *req) {
     if (ent.type == UV_DIRENT_DIR) nl_map_put(&dirs, ent.name, (void *)1);
   uv_fs_req_cleanup(req);
   if (!k->stopping) {
+    nl__kubelet_userns_cleanup(k, &dirs, pod_is_known);
     /* Runtime pods first: an orphan being killed keeps its directory. */
     nl_pleg_foreach(&k->pleg, kill_orphan, &(orphan_scan_t){k, &dirs});
     nl_map_iter_t it;

@@ -123,6 +123,18 @@ void nl_kmetrics_init(nl_kmetrics_t *m, const char *node_name) {
       psignal);
   m->terminated = nl_metrics_counter(r, "kubelet_terminated_containers_total",
                                      "[ALPHA] Cumulative number of container terminations.", term);
+  m->userns_started = nl_metrics_counter(
+      r, "kubelet_started_user_namespaced_pods_total",
+      "[ALPHA] Cumulative number of pods with user namespaces started. This metric will only be "
+      "collected on Linux.",
+      NULL);
+  m->userns_errors = nl_metrics_counter(
+      r, "kubelet_started_user_namespaced_pods_errors_total",
+      "[ALPHA] Cumulative number of errors when starting pods with user namespaces. This metric "
+      "will only be collected on Linux.",
+      NULL);
+  nl_metric_series(m->userns_started, NULL); /* 0 from the start, as upstream's */
+  nl_metric_series(m->userns_errors, NULL);
   m->proc_cpu = nl_metrics_counter(r, "process_cpu_seconds_total",
                                    "Total user and system CPU time spent in seconds.", NULL);
   m->proc_rss = nl_metrics_gauge(r, "process_resident_memory_bytes", "Resident memory size in bytes.",
@@ -254,6 +266,11 @@ void nl_kmetrics_pod_worker(nl_kmetrics_t *m, const char *operation, uint64_t du
 
 void nl_kmetrics_eviction(nl_kmetrics_t *m, const char *signal) {
   nl_metric_inc(nl_metric_series1(m->evictions, signal));
+}
+
+void nl_kmetrics_userns_pod_started(nl_kmetrics_t *m, bool failed) {
+  nl_metric_inc(nl_metric_series(m->userns_started, NULL));
+  if (failed) nl_metric_inc(nl_metric_series(m->userns_errors, NULL));
 }
 
 void nl_kmetrics_preemption(nl_kmetrics_t *m, const char *resource) {
