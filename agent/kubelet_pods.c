@@ -1043,7 +1043,6 @@ static void on_pods_dir_scanned(uv_fs_t *req) {
     if (ent.type == UV_DIRENT_DIR) nl_map_put(&dirs, ent.name, (void *)1);
   uv_fs_req_cleanup(req);
   if (!k->stopping) {
-    nl__kubelet_userns_cleanup(k, &dirs, pod_is_known);
     /* Runtime pods first: an orphan being killed keeps its directory. */
     nl_pleg_foreach(&k->pleg, kill_orphan, &(orphan_scan_t){k, &dirs});
     nl_map_iter_t it;
@@ -1093,6 +1092,7 @@ void nl__kubelet_pods_housekeeping(nl_kubelet_t *k) {
   if (!ready) return;
   nl_pod_workers_sync_known(&k->workers, pod_is_wanted, k);
   scan_pods_dir(k); /* then the orphaned runtime pods and directories */
+  nl__kubelet_userns_cleanup(k, pod_is_known);
   /* Forget the state of pods that are gone everywhere. */
   nl_map_iter_t it;
   const char *uid;

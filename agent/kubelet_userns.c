@@ -216,8 +216,7 @@ void nl__kubelet_userns_release(nl_kubelet_t *k, const char *uid) {
   free(path);
 }
 
-void nl__kubelet_userns_cleanup(nl_kubelet_t *k, const nl_map_t *dirs,
-                                bool (*is_known)(nl_kubelet_t *k, const char *uid)) {
+void nl__kubelet_userns_cleanup(nl_kubelet_t *k, bool (*is_known)(nl_kubelet_t *k, const char *uid)) {
   if (!k->userns_up || !nl_userns_count(&k->userns)) return;
   size_t n = 0;
   char **gone = NULL;
@@ -225,7 +224,10 @@ void nl__kubelet_userns_cleanup(nl_kubelet_t *k, const nl_map_t *dirs,
   const char *uid;
   nl_map_iter_init(&it, &k->userns.pods);
   while (nl_map_iter_next(&it, &uid, NULL)) {
-    if (nl_map_has(dirs, uid) && is_known(k, uid)) continue;
+    /* upstream also frees a known pod's slot when its directory is missing;
+     * here a new pod's slot is taken on the loop before the thread pool
+     * makes its directory, which a scan may not have seen yet */
+    if (is_known(k, uid)) continue;
     gone = nl_xrealloc(gone, (n + 1) * sizeof *gone);
     gone[n++] = nl_xstrdup(uid);
   }

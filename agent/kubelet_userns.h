@@ -27,8 +27,8 @@ void nl__kubelet_userns_synced(nl_kubelet_t *k, const nl_pod_t *pod, const nl_sy
 void nl__kubelet_userns_release(nl_kubelet_t *k, const char *uid);
 
 /* Housekeeping (upstream CleanupOrphanedPodUsernsAllocations): the slots of
- * pods neither known (is_known) nor with a directory among dirs go back. */
-void nl__kubelet_userns_cleanup(nl_kubelet_t *k, const nl_map_t *dirs,
-                                bool (*is_known)(nl_kubelet_t *k, const char *uid));
+ * pods no longer known (is_known: wanted, worked on or in the runtime) go
+ * back; housekeeping removes their directories. */
+void nl__kubelet_userns_cleanup(nl_kubelet_t *k, bool (*is_known)(nl_kubelet_t *k, const char *uid));
 
 #endif
