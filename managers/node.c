@@ -157,6 +157,7 @@ bool nl_node_supports_rro(const nl_node_t *n, const char *handler) {
 }
 
 int nl_node_supports_userns(const nl_node_t *n, const char *handler) {
+  if (!n->status_seen) return -2;
   if (!n->n_handlers) return 0;
   for (size_t i = 0; i < n->n_handlers; i++)
     if (strcmp(n->handlers[i].name, handler) == 0) return n->handlers[i].user_namespaces;

@@ -135,7 +135,8 @@ typedef struct nl_runtime_opts {
   /* Whether the runtime handler supports user namespaces, as the runtime's
    * Status last said (upstream HandlerSupportsUserNamespaces): 1 yes, 0 no
    * (or the runtime lists no handlers: containerd 1.6), -1 a handler the
-   * runtime does not list. NULL: not supported. */
+   * runtime does not list, -2 not known yet (no Status has answered since
+   * the start: upstream syncs no pod before). NULL: not supported. */
   int (*supports_userns)(void *ctx, const char *handler);
   void *supports_userns_ctx;
 } nl_runtime_opts_t;

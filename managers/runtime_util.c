@@ -244,6 +244,14 @@ int nl__userns_check_handler(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
   if (nl_runtime_pod_handler(opts, pod, &handler, err) < 0) return -1;
   int s = opts->supports_userns ? opts->supports_userns(opts->supports_userns_ctx, handler) : 0;
   if (s == 1) return 0;
+  /* A pod with a slot already (read back at start) ran in its user namespace
+   * before this start; it is not refused while the runtime's first Status is
+   * awaited, a new one waits for it (the sync is retried). */
+  uint32_t host_id;
+  if (s == -2 && opts->userns && nl_userns_get(opts->userns, pod->metadata.uid, &host_id)) return 0;
+  if (s == -2)
+    return nl_err_set(err, NL_ERUNTIME,
+                      "can't set `spec.hostUsers: false` yet: the runtime's handlers are not known");
   char *msg = *handler ? nl_xasprintf("can't set `spec.hostUsers: false`, RuntimeClass handler \"%s\" "
                                       "does not support user namespaces",
                                       handler)

@@ -337,6 +337,17 @@ static void test_configs(void **state) {
   assert_string_equal(err->msg, "can't set `spec.hostUsers: false`, runtime does not support user "
                                 "namespaces: the handler \"\" is not known");
   nl_err_free(&err);
+  /* no Status yet (the agent just started): a pod with its slot read back
+   * goes on in it, a new one waits */
+  handler_support = -2;
+  assert_int_equal(nl_runtime_build_sandbox_config(&o, pod, 0, &host, &sc, &err), 0);
+  check_pod_mode(sc->linux->security_context->namespace_options->userns_options, h);
+  protobuf_c_message_free_unpacked(&sc->base, NULL);
+  assert_true(nl_userns_release(&m, "u-1"));
+  assert_int_equal(nl_runtime_build_sandbox_config(&o, pod, 0, &host, &sc, &err), -1);
+  assert_string_equal(err->msg,
+                      "can't set `spec.hostUsers: false` yet: the runtime's handlers are not known");
+  nl_err_free(&err);
   o.supports_userns = NULL; /* no node manager (standalone): not supported either */
   assert_int_equal(nl_runtime_build_sandbox_config(&o, pod, 0, &host, &sc, &err), -1);
   nl_err_free(&err);
