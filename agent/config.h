@@ -47,6 +47,7 @@ typedef struct nl_kubelet_config {
   int64_t runtime_request_timeout;
   int32_t max_pods;
   int64_t pod_pids_limit;
+  int64_t userns_ids_per_pod; /* userNamespaces.idsPerPod (default 65536) */
   char *cgroup_driver;
   char *cgroup_root;
   bool cgroups_per_qos;

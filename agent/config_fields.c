@@ -31,6 +31,7 @@ const nl_config_field_t nl__config_fields[] = {
     D("runtimeRequestTimeout", "runtime-request-timeout", runtime_request_timeout, "Timeout of runtime requests but long ones (default 2m)"),
     I32("maxPods", "max-pods", max_pods, 0, 1000000, "Number of pods that can run on this node (default 110)"),
     I64("podPidsLimit", "pod-max-pids", pod_pids_limit, -1, INT64_MAX, "Max number of processes per pod, -1 unlimited (default -1)"),
+    I64("userNamespaces.idsPerPod", NULL, userns_ids_per_pod, INT64_MIN, INT64_MAX, NULL),
     S("cgroupDriver", "cgroup-driver", cgroup_driver, "cgroupfs or systemd (default cgroupfs)"),
     S("cgroupRoot", "cgroup-root", cgroup_root, "Root cgroup for pods"),
     B("cgroupsPerQOS", "cgroups-per-qos", cgroups_per_qos, "Create the QoS cgroup hierarchy (default true)"),

@@ -10,6 +10,7 @@
 
 #include "agent/kubelet_cgroups.h"
 #include "agent/kubelet_resize.h"
+#include "agent/kubelet_userns.h"
 #include "agent/kubelet_evict.h"
 #include "agent/kubelet_metrics.h"
 #include "agent/kubelet_credprov.h"
@@ -28,6 +29,7 @@ void nl__kubelet_release(nl_kubelet_t *k) {
   if (--k->pending > 0) return;
   k->stopping = 2;
   nl__kubelet_pods_free(k);
+  nl__kubelet_userns_free(k);
   nl_kmetrics_free(&k->metrics);
   free(k->runtime_version);
   k->runtime_version = NULL;
@@ -332,6 +334,7 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
   if (nl__kubelet_cgroups_init(k, err) < 0) return -1;
   if (nl__kubelet_resize_init(k, err) < 0) return -1;
   if (nl__kubelet_credprov_init(k, err) < 0) return -1;
+  if (nl__kubelet_userns_init(k, err) < 0) return -1;
   nl_runtime_opts_t ro = {
       .node_name = node_name,
       .root_dir = cfg->root_dir,
@@ -362,6 +365,9 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
       .allocatable_ctx = k,
       .supports_rro = nl__kubelet_supports_rro,
       .supports_rro_ctx = k,
+      .userns = &k->userns,
+      .supports_userns = nl__kubelet_supports_userns,
+      .supports_userns_ctx = k,
       .devices = nl__kubelet_devices_container,
       .devices_ctx = k,
   };

@@ -35,6 +35,7 @@
 #include "managers/pod_workers.h"
 #include "managers/probe.h"
 #include "managers/resize.h"
+#include "managers/userns.h"
 #include "managers/runtime.h"
 #include "managers/status_manager.h"
 #include "managers/sysctl.h"
@@ -98,6 +99,8 @@ struct nl_kubelet {
   nl_credprov_t credprov;       /* image credential provider plugins (kubelet_credprov.c) */
   bool resize_up;
   nl_resize_t resize;          /* in-place resize (kubelet_resize.c); outlives the runtime */
+  bool userns_up;
+  nl_userns_t userns;          /* pod user namespaces (kubelet_userns.c); outlives the runtime */
   uint64_t resize_retry_ms;    /* loop time of the last retry of pending resizes */
   bool runtime_up, pleg_up;
   nl_runtime_t runtime;

@@ -1,4 +1,5 @@
 #include "agent/kubelet_pods.h"
+#include "agent/kubelet_userns.h"
 
 #include <assert.h>
 #include <stdlib.h>
@@ -762,6 +763,7 @@ static void on_synced(const nl_sync_result_t *res, void *ctx) {
   ps->last_sync_ns = cache_now_ns();
   update_reasons(ps, res);
   nl__kubelet_resize_synced(k, c->w->pod, res);
+  nl__kubelet_userns_synced(k, c->w->pod, res);
   log_result(c->w, "sync", res);
   if (res->cancelled || k->pleg.relists == c->relists) {
     call_finish(c, res->err, !res->cancelled && refresh_status(k, c->w->pod, false));
@@ -926,6 +928,9 @@ static void sync_terminated(nl_pod_work_t *w, void *ctx) {
   nl_kubelet_t *k = ctx;
   sync_call_t *c = call_new(k, w);
   if (k->stopping) return;
+  /* upstream syncTerminatedPod: its containers are stopped, its user
+   * namespace's ids can go to another pod */
+  nl__kubelet_userns_release(k, w->uid);
   const nl_pod_t *wanted = nl_pod_manager_get(&k->pods, w->uid);
   if (wanted && !wanted->metadata.deletion_timestamp) {
     /* A terminated pod gives its volumes back (upstream's syncTerminatedPod
@@ -1108,6 +1113,7 @@ void nl__kubelet_pods_housekeeping(nl_kubelet_t *k) {
   if (!ready) return;
   nl_pod_workers_sync_known(&k->workers, pod_is_wanted, k);
   scan_pods_dir(k); /* then the orphaned runtime pods and directories */
+  nl__kubelet_userns_cleanup(k, pod_is_known);
   /* Forget the state of pods that are gone everywhere. */
   nl_map_iter_t it;
   const char *uid;

@@ -135,6 +135,18 @@ void nl_kmetrics_init(nl_kmetrics_t *m, const char *node_name) {
       r, "kubelet_credential_provider_config_info",
       "[ALPHA] Information about the last applied credential provider configuration with hash as label",
       hash);
+  m->userns_started = nl_metrics_counter(
+      r, "kubelet_started_user_namespaced_pods_total",
+      "[ALPHA] Cumulative number of pods with user namespaces started. This metric will only be "
+      "collected on Linux.",
+      NULL);
+  m->userns_errors = nl_metrics_counter(
+      r, "kubelet_started_user_namespaced_pods_errors_total",
+      "[ALPHA] Cumulative number of errors when starting pods with user namespaces. This metric "
+      "will only be collected on Linux.",
+      NULL);
+  nl_metric_series(m->userns_started, NULL); /* 0 from the start, as upstream's */
+  nl_metric_series(m->userns_errors, NULL);
   m->proc_cpu = nl_metrics_counter(r, "process_cpu_seconds_total",
                                    "Total user and system CPU time spent in seconds.", NULL);
   m->proc_rss = nl_metrics_gauge(r, "process_resident_memory_bytes", "Resident memory size in bytes.",
@@ -276,6 +288,11 @@ void nl_kmetrics_credprov_run(void *ctx, const char *plugin, double seconds, boo
 
 void nl_kmetrics_credprov_config(nl_kmetrics_t *m, const char *hash) {
   nl_metric_set(nl_metric_series1(m->cp_config, hash), 1);
+}
+
+void nl_kmetrics_userns_pod_started(nl_kmetrics_t *m, bool failed) {
+  nl_metric_inc(nl_metric_series(m->userns_started, NULL));
+  if (failed) nl_metric_inc(nl_metric_series(m->userns_errors, NULL));
 }
 
 void nl_kmetrics_preemption(nl_kmetrics_t *m, const char *resource) {

@@ -154,6 +154,7 @@ static void op_free(nl_runtime_op_t *op) {
   for (size_t i = 0; i < op->n_pod_ips; i++) free(op->pod_ips[i]);
   free(op->pod_ips);
   nl_host_dns_free(&op->host_dns);
+  nl_err_free(&op->userns_err);
   if (op->sandbox_config) protobuf_c_message_free_unpacked(&op->sandbox_config->base, NULL);
   free(op->cur_image_ref);
   nl__image_volumes_free(op);

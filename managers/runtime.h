@@ -131,6 +131,17 @@ typedef struct nl_runtime_opts {
    * against it (nl_volume_mount_rro). NULL: not supported. */
   bool (*supports_rro)(void *ctx, const char *handler);
   void *supports_rro_ctx;
+  /* Pod user namespaces (managers/userns.h), the agent's: a pod with
+   * `hostUsers: false` gets its slot there before its sandbox. NULL: none, and
+   * such a pod is refused. */
+  struct nl_userns *userns;
+  /* Whether the runtime handler supports user namespaces, as the runtime's
+   * Status last said (upstream HandlerSupportsUserNamespaces): 1 yes, 0 no
+   * (or the runtime lists no handlers: containerd 1.6), -1 a handler the
+   * runtime does not list, -2 not known yet (no Status has answered since
+   * the start: upstream syncs no pod before). NULL: not supported. */
+  int (*supports_userns)(void *ctx, const char *handler);
+  void *supports_userns_ctx;
 } nl_runtime_opts_t;
 
 /* ---- probe results (liveness/startup) as computePodActions reads them ---- */

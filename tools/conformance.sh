@@ -13,6 +13,9 @@
 # What it does, as root, on a fresh Debian 12 machine too:
 #  1. builds nanolet (build/, meson + ninja) unless NANOLET names a binary;
 #  2. the private containerd (tools/testenv/setup.sh);
+#     and the `kubelet` user's subordinate ids with getsubids
+#     (tools/testenv/subids.sh): the user namespace specs read the node's range
+#     with getsubids on the host, and nanolet reads the same at start;
 #  3. kube-scheduler, e2e.test, ginkgo, agnhost and nonewprivs from the pinned
 #     module (tools/testenv/k8s-build.sh suite, cached like the control plane);
 #  4. the specs' images, pushed to a local registry (tools/testenv/e2e-images.sh)
@@ -106,6 +109,7 @@ fi
 . tools/testenv/runtime.sh
 testenv_runtime 9>&- || die "the runtime did not start"
 endpoint=$RUNTIME_ENDPOINT bridge=$RUNTIME_BRIDGE subnet=$RUNTIME_SUBNET
+tools/testenv/subids.sh 9>&- >/dev/null || die "the kubelet user's subordinate ids could not be set up"
 bin=$(tools/testenv/k8s-build.sh suite)
 repo_list=$(tools/testenv/e2e-images.sh "$bin" 9>&-)
 
