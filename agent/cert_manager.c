@@ -22,6 +22,14 @@
 #define WAIT_TIMEOUT_MS (15 * 60 * 1000) /* client-go's certificateWaitTimeout */
 #define BACKOFF_INITIAL_MS 2000
 #define BACKOFF_MAX_MS 32000 /* then client-go polls every 32 s */
+/* The rotation deadline is a time on the wall clock, and the wait for it is
+ * measured on the monotonic one too: the rotation starts when either says the
+ * deadline has come. A wall clock that was wrong when the deadline was
+ * computed (NTP yet to correct a gateway's clock) would hold the monotonic
+ * wait back by as much as its error, with a short-lived certificate past its
+ * expiry; one that goes wrong during the wait would hold back the wall clock's
+ * reading. The wall clock is read again at least this often. */
+#define RECHECK_MS 60000
 
 struct nl_certmgr {
   uv_loop_t *loop;
@@ -29,7 +37,7 @@ struct nl_certmgr {
   char *signer, **usages, *cn, *org, *dns, *ips, *dir, *prefix, *kubeconfig;
   nl_kubeconfig_t boot; /* the cluster for the kubeconfig; only cluster fields */
   bool rotate;
-  uint64_t wait_timeout_ms;
+  uint64_t wait_timeout_ms, recheck_ms;
   nl_kube_client_t *client, *bootstrap;
   nl_certmgr_cert_fn on_cert;
   void *ctx;
@@ -44,6 +52,8 @@ struct nl_certmgr {
 
   bool have_cert;
   nl_x509_info_t info; /* of the certificate in use */
+  double deadline;     /* the rotation deadline (wall clock, seconds) while WAITING */
+  uint64_t due;        /* the same as a time of the loop (monotonic, ms) */
 
   /* One attempt; the worker thread owns these while a work item runs. */
   char *key_pem, *csr_pem, *csr_name, *cert_pem, *path, *pair_pem;
@@ -372,21 +382,38 @@ static void rotate_now(nl_certmgr_t *m) {
   uv_queue_work(m->loop, &m->work, keygen_work, keygen_done);
 }
 
-static uint64_t rotation_delay_ms(nl_certmgr_t *m) {
-  if (!m->have_cert) return 0;
+/* Sets m->deadline: now when the certificate is missing or of another name,
+ * else client-go's jitteryDuration, 70 % to 90 % into its validity. */
+static void rotation_deadline(nl_certmgr_t *m) {
+  m->deadline = 0;
+  if (!m->have_cert) return;
   if (strcmp(m->info.cn, m->cn) != 0) {
     nl_info("%s: Current certificate CN (%s) does not match requested CN (%s)", m->signer,
             m->info.cn, m->cn);
-    return 0;
+    return;
   }
   double total = difftime(m->info.not_after, m->info.not_before);
-  /* client-go's jitteryDuration: 70 % to 90 % of the validity */
-  double at = (double)m->info.not_before + total * (0.7 + 0.2 * nl_backoff_random(&m->backoff));
-  double wait = at - (double)time(NULL);
+  m->deadline = (double)m->info.not_before + total * (0.7 + 0.2 * nl_backoff_random(&m->backoff));
   char exp[32], dl[32];
   nl_info("%s: Certificate expiration is %s, rotation deadline is %s", m->signer,
-          utc(m->info.not_after, exp), utc((time_t)at, dl));
-  return wait > 0 ? (uint64_t)(wait * 1000) : 0;
+          utc(m->info.not_after, exp), utc((time_t)m->deadline, dl));
+}
+
+/* Rotates when the deadline has come by the wall clock or by the loop's,
+ * else waits for it, at most recheck_ms. say: the deadline is new (the wait
+ * said once, as upstream says it once). */
+static void rotate_at_deadline(nl_certmgr_t *m, bool say) {
+  double wall = m->deadline - (double)time(NULL);
+  uint64_t now = uv_now(m->loop);
+  if (say) m->due = now + (wall > 0 ? (uint64_t)(wall * 1000) : 0);
+  if (wall <= 0 || now >= m->due) {
+    rotate_now(m);
+    return;
+  }
+  uint64_t ms = (uint64_t)(wall * 1000);
+  if (say) nl_vlog(2, "%s: Waiting %" PRIu64 " ms for next certificate rotation", m->signer, ms);
+  if (m->due - now < ms) ms = m->due - now;
+  timer_in(m, ms < m->recheck_ms ? ms : m->recheck_ms);
 }
 
 static void step(nl_certmgr_t *m) {
@@ -396,13 +423,9 @@ static void step(nl_certmgr_t *m) {
       set_state(m, NL_CERTMGR_DONE);
       return;
     }
-    uint64_t ms = m->rotate ? rotation_delay_ms(m) : 0;
-    if (ms > 0) {
-      nl_vlog(2, "%s: Waiting %" PRIu64 " ms for next certificate rotation", m->signer, ms);
-      timer_in(m, ms);
-      return;
-    }
-    rotate_now(m);
+    if (m->rotate) rotation_deadline(m);
+    else m->deadline = 0;
+    rotate_at_deadline(m, true);
     return;
   }
   case NL_CERTMGR_IDLE:
@@ -431,8 +454,10 @@ static void on_timer(uv_timer_t *t) {
     return;
   }
   case NL_CERTMGR_BACKOFF: /* a retry: the last attempt was due already */
-  case NL_CERTMGR_WAITING:
     rotate_now(m);
+    return;
+  case NL_CERTMGR_WAITING:
+    rotate_at_deadline(m, false);
     return;
   default:
     return;
@@ -477,6 +502,7 @@ int nl_certmgr_new(nl_certmgr_t **out, uv_loop_t *loop, nl_kube_client_t *client
   }
   m->rotate = o->rotate;
   m->wait_timeout_ms = o->wait_timeout_ms ? o->wait_timeout_ms : WAIT_TIMEOUT_MS;
+  m->recheck_ms = o->recheck_ms ? o->recheck_ms : RECHECK_MS;
   nl_backoff_init(&m->backoff, o->backoff_initial_ms ? o->backoff_initial_ms : BACKOFF_INITIAL_MS,
                   o->backoff_max_ms ? o->backoff_max_ms : BACKOFF_MAX_MS, 0.1);
   m->have_cert = o->pem != NULL;

@@ -3,7 +3,9 @@
  * to the API server, the kubelet server's serving certificate).
  *
  * When there is no valid certificate, and again at a jittered point between 70 %
- * and 90 % of the current one's validity, it makes a new EC P-256 key and CSR
+ * and 90 % of the current one's validity (the wall clock read again at least
+ * once a minute while it waits, so that a step of the clock does not hold the
+ * rotation back), it makes a new EC P-256 key and CSR
  * (on the thread pool), creates a CertificateSigningRequest for its signer,
  * watches it until it is issued (15 minutes at most), stores the pair in
  * certDir (agent/cert_store.h) and hands it to its owner. A failed attempt
@@ -58,6 +60,7 @@ typedef struct nl_certmgr_opts {
   uint64_t wait_timeout_ms;    /* for the CSR to be issued; 0: 15 min */
   uint64_t backoff_initial_ms; /* 0: 2 s */
   uint64_t backoff_max_ms;     /* 0: 32 s */
+  uint64_t recheck_ms;         /* the wall clock read again while waiting; 0: 60 s */
 } nl_certmgr_opts_t;
 
 /* client: the API client (its certificate may be the one rotated); bootstrap:

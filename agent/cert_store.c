@@ -21,30 +21,12 @@ char *nl_cert_store_current_path(const char *dir, const char *prefix) {
   return nl_xasprintf("%s/%s-current.pem", dir, prefix);
 }
 
-/* Writes path with a then b, synced, so that a rename or a
- * link made next never points at a torn file after a power cut. */
-static int write_all(const char *path, const char *a, const char *b, mode_t mode,
-                     nl_err_t **err) {
-  int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_TRUNC, mode);
-  if (fd < 0) return nl_err_set(err, errno, "write %s: %s", path, strerror(errno));
-  const char *parts[] = {a, b};
-  for (int i = 0; i < 2; i++) {
-    size_t len = parts[i] ? strlen(parts[i]) : 0, off = 0;
-    while (off < len) {
-      ssize_t n = write(fd, parts[i] + off, len - off);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) goto fail;
-      off += (size_t)n;
-    }
-  }
-  if (fsync(fd) < 0) goto fail;
-  close(fd);
+/* nl_fs_replace's failure as the store's error, naming the file. */
+static int replace(const char *path, const char *text, nl_err_t **err) {
+  const char *step = NULL;
+  int e = nl_fs_replace(path, text, strlen(text), &step);
+  if (e) return nl_err_set(err, e, "write %s: %s: %s", path, step, strerror(e));
   return 0;
-fail:;
-  int e = errno;
-  close(fd);
-  unlink(path);
-  return nl_err_set(err, e, "write %s: %s", path, strerror(e));
 }
 
 int nl_cert_store_update(const char *dir, const char *prefix, const char *cert_pem,
@@ -57,14 +39,15 @@ int nl_cert_store_update(const char *dir, const char *prefix, const char *cert_p
   char ts[32];
   strftime(ts, sizeof ts, "%Y-%m-%d-%H-%M-%S", &tm);
   char *file = nl_xasprintf("%s/%s-%s.pem", dir, prefix, ts);
-  /* Two pairs within a second: the later one wins, as upstream's WriteFile. */
-  size_t klen = strlen(key_pem);
-  char *key_nl = klen && key_pem[klen - 1] != '\n' ? nl_xasprintf("%s\n", key_pem) : NULL;
+  /* Written whole or not at all (nl_fs_replace: a temporary file, fsync,
+   * rename), so that a kill or a power cut never leaves a torn pair where the
+   * link points: two pairs within a second share a name, and the later one
+   * wins, as upstream's WriteFile, without truncating the one in use. */
   size_t clen = strlen(cert_pem);
-  char *cert_nl = clen && cert_pem[clen - 1] != '\n' ? nl_xasprintf("%s\n", cert_pem) : NULL;
-  int rc = write_all(file, cert_nl ? cert_nl : cert_pem, key_nl ? key_nl : key_pem, 0600, err);
-  free(key_nl);
-  free(cert_nl);
+  char *pair = nl_xasprintf("%s%s%s%s", cert_pem, clen && cert_pem[clen - 1] != '\n' ? "\n" : "",
+                            key_pem, *key_pem && key_pem[strlen(key_pem) - 1] != '\n' ? "\n" : "");
+  int rc = replace(file, pair, err);
+  free(pair);
   if (rc < 0) {
     free(file);
     return -1;
@@ -161,13 +144,11 @@ int nl_cert_store_write_kubeconfig(const char *path, const nl_kubeconfig_t *boot
     if (r < 0) rc = nl_err_set(err, -r, "mkdir %s: %s", dir, strerror(-r));
   }
   free(dir);
-  char *tmp = nl_xasprintf("%s.tmp", path);
-  if (rc == 0) rc = write_all(tmp, text, "\n", 0600, err);
-  if (rc == 0 && rename(tmp, path) < 0) {
-    rc = nl_err_set(err, errno, "rename %s to %s: %s", tmp, path, strerror(errno));
-    unlink(tmp);
+  if (rc == 0) {
+    char *yaml = nl_xasprintf("%s\n", text);
+    rc = replace(path, yaml, err);
+    free(yaml);
   }
-  free(tmp);
   free(text);
   return rc;
 }

@@ -1,9 +1,10 @@
 /* The certificate store of client-go's util/certificate (agent/cert_store.c):
  * each pair is one PEM file <dir>/<prefix>-<2006-01-02-15-04-05>.pem holding
- * the certificate and then the key (mode 0600), and <dir>/<prefix>-current.pem
- * is a symlink to the pair in use, swapped atomically (a new
- * <prefix>-updated.pem link renamed over it). Old pairs stay on disk, as
- * upstream keeps them. Prefixes: "kubelet-client", "kubelet-server".
+ * the certificate and then the key (mode 0600), written whole or not at all
+ * (a temporary file, fsync, rename), and <dir>/<prefix>-current.pem is a
+ * symlink to the pair in use, swapped atomically (a new <prefix>-updated.pem
+ * link renamed over it): a kill or a power cut leaves the link on the old pair
+ * or the new one, each whole. Old pairs stay on disk, as upstream keeps them. Prefixes: "kubelet-client", "kubelet-server".
  *
  * The functions are synchronous file I/O: start-up, or a uv_queue_work thread. */
 #ifndef NL_CERT_STORE_H

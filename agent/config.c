@@ -28,6 +28,7 @@ void nl_config_defaults(nl_kubelet_config_t *c) {
   c->runtime_request_timeout = 120 * SEC;
   c->max_pods = 110;
   c->pod_pids_limit = -1;
+  c->userns_ids_per_pod = 65536;
   c->cgroup_driver = nl_xstrdup("cgroupfs");
   c->cgroups_per_qos = true;
   c->cpu_cfs_quota = true;
@@ -57,6 +58,7 @@ void nl_config_defaults(nl_kubelet_config_t *c) {
   c->fail_swap_on = true;
   c->enable_server = true;
   c->enable_debugging_handlers = true;
+  c->enable_system_log_handler = true;
   c->hairpin_mode = nl_xstrdup("promiscuous-bridge");
   c->config_map_and_secret_change_detection_strategy = nl_xstrdup("Watch");
   c->pod_logs_dir = nl_xstrdup("/var/log/pods");
@@ -473,6 +475,9 @@ int nl_config_validate(const nl_kubelet_config_t *c, nl_err_t **err) {
     return nl_err_set(err, NL_EINVAL, "cgroupDriver: must be cgroupfs or systemd, got \"%s\"",
                       c->cgroup_driver);
   if (validate_allocatable(c, err) < 0) return -1;
+  if (c->enable_system_log_query && !c->enable_system_log_handler)
+    return nl_err_set(err, NL_EINVAL, "invalid configuration: enableSystemLogHandler is required for "
+                                      "enableSystemLogQuery");
   /* client-go knows these two serializers; any other fails each request there. */
   if (c->content_type && strcmp(c->content_type, "application/json") &&
       strcmp(c->content_type, "application/vnd.kubernetes.protobuf"))
@@ -511,6 +516,16 @@ int nl_config_validate(const nl_kubelet_config_t *c, nl_err_t **err) {
   if (c->container_log_max_size && nl_quantity_value(&q) <= 0)
     return nl_err_set(err, NL_EINVAL, "containerLogMaxSize: must be greater than 0, got \"%s\"",
                       c->container_log_max_size);
+  /* upstream validation_linux.go */
+  if (c->userns_ids_per_pod < 65536)
+    return nl_err_set(err, NL_EINVAL,
+                      "invalid configuration: userNamespaces.idsPerPod must not be less than 65536");
+  if (c->userns_ids_per_pod % 65536 != 0)
+    return nl_err_set(err, NL_EINVAL,
+                      "invalid configuration: userNamespaces.idsPerPod must be a multiple of 65536");
+  if (c->userns_ids_per_pod > UINT32_MAX)
+    return nl_err_set(err, NL_EINVAL,
+                      "invalid configuration: userNamespaces.idsPerPod must not be more than 4294967295");
   if (c->authz_mode && strcmp(c->authz_mode, "AlwaysAllow") && strcmp(c->authz_mode, "Webhook"))
     return nl_err_set(err, NL_EINVAL,
                       "authorization.mode: must be AlwaysAllow or Webhook, got \"%s\"",

@@ -47,6 +47,7 @@ typedef struct nl_kubelet_config {
   int64_t runtime_request_timeout;
   int32_t max_pods;
   int64_t pod_pids_limit;
+  int64_t userns_ids_per_pod; /* userNamespaces.idsPerPod (default 65536) */
   char *cgroup_driver;
   char *cgroup_root;
   bool cgroups_per_qos;
@@ -88,6 +89,8 @@ typedef struct nl_kubelet_config {
   bool fail_swap_on;
   bool enable_server;
   bool enable_debugging_handlers;
+  bool enable_system_log_handler; /* /logs/ (with enableDebuggingHandlers) */
+  bool enable_system_log_query;   /* /logs/?query= (with enableSystemLogHandler) */
   char *hairpin_mode;
   char *config_map_and_secret_change_detection_strategy; /* "Watch", "Get" or "Cache" */
   char *tls_cert_file;
@@ -132,6 +135,8 @@ typedef struct nl_kubelet_config {
   char *root_dir;
   char *cert_dir;
   char *lock_file;
+  char *image_credential_provider_config;  /* a file or a directory (managers/credprov.h) */
+  char *image_credential_provider_bin_dir;
   bool exit_on_lock_contention;
   bool runonce;
   int verbosity;

@@ -28,7 +28,7 @@ static int parse_int(const char *s, int64_t *out) {
   return 0;
 }
 
-static int digits(const char *s, int n) {
+int nl_crilog_digits(const char *s, int n) {
   int v = 0;
   for (int i = 0; i < n; i++) {
     if (s[i] < '0' || s[i] > '9') return -1;
@@ -42,8 +42,9 @@ bool nl_crilog_parse_time(const char *s, size_t len, int64_t *ns) {
       s[16] != ':')
     return false;
   struct tm tm = {0};
-  int y = digits(s, 4), mo = digits(s + 5, 2), d = digits(s + 8, 2), h = digits(s + 11, 2),
-      mi = digits(s + 14, 2), se = digits(s + 17, 2);
+  int y = nl_crilog_digits(s, 4), mo = nl_crilog_digits(s + 5, 2), d = nl_crilog_digits(s + 8, 2),
+      h = nl_crilog_digits(s + 11, 2), mi = nl_crilog_digits(s + 14, 2),
+      se = nl_crilog_digits(s + 17, 2);
   if (y < 0 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 ||
       se < 0 || se > 60)
     return false;
@@ -71,7 +72,7 @@ bool nl_crilog_parse_time(const char *s, size_t len, int64_t *ns) {
   if (i < len && (s[i] == 'Z' || s[i] == 'z')) {
     i++;
   } else if (i + 6 <= len && (s[i] == '+' || s[i] == '-') && s[i + 3] == ':') {
-    int oh = digits(s + i + 1, 2), om = digits(s + i + 4, 2);
+    int oh = nl_crilog_digits(s + i + 1, 2), om = nl_crilog_digits(s + i + 4, 2);
     if (oh < 0 || om < 0) return false;
     off = (oh * 3600 + om * 60) * (s[i] == '-' ? -1 : 1);
     i += 6;

@@ -25,6 +25,10 @@ typedef struct nl_crilog_opts {
  * invalid (tailLines < 0, limitBytes < 1, sinceSeconds < 1, both since*). */
 int nl_crilog_opts_parse(const char *query, int64_t now_ns, nl_crilog_opts_t *o);
 
+/* The n decimal digits at s as a number; -1 when one is not a digit (the
+ * time parsers' fields). */
+int nl_crilog_digits(const char *s, int n);
+
 /* RFC 3339 with optional fraction and offset ("2024-05-01T10:00:00.5+02:00")
  * to ns since the epoch. Returns false when s is not one. */
 bool nl_crilog_parse_time(const char *s, size_t len, int64_t *ns);

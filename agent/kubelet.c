@@ -10,8 +10,10 @@
 
 #include "agent/kubelet_cgroups.h"
 #include "agent/kubelet_resize.h"
+#include "agent/kubelet_userns.h"
 #include "agent/kubelet_evict.h"
 #include "agent/kubelet_metrics.h"
+#include "agent/kubelet_credprov.h"
 #include "agent/kubelet_devices.h"
 #include "agent/kubelet_dra.h"
 #include "agent/kubelet_node.h"
@@ -28,6 +30,7 @@ void nl__kubelet_release(nl_kubelet_t *k) {
   if (--k->pending > 0) return;
   k->stopping = 2;
   nl__kubelet_pods_free(k);
+  nl__kubelet_userns_free(k);
   nl_kmetrics_free(&k->metrics);
   free(k->runtime_version);
   k->runtime_version = NULL;
@@ -331,6 +334,8 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
 
   if (nl__kubelet_cgroups_init(k, err) < 0) return -1;
   if (nl__kubelet_resize_init(k, err) < 0) return -1;
+  if (nl__kubelet_credprov_init(k, err) < 0) return -1;
+  if (nl__kubelet_userns_init(k, err) < 0) return -1;
   nl_runtime_opts_t ro = {
       .node_name = node_name,
       .root_dir = cfg->root_dir,
@@ -352,6 +357,7 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
       .service_env_ctx = &k->services,
       .cgroups = &k->cgroups,
       .resize = &k->resize,
+      .credprov = k->credprov_up ? &k->credprov : NULL,
       .cpu_cfs_quota = cfg->cpu_cfs_quota,
       .cpu_cfs_quota_set = true,
       /* Its API client is set with the others; standalone, tokens fail. */
@@ -360,6 +366,9 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
       .allocatable_ctx = k,
       .supports_rro = nl__kubelet_supports_rro,
       .supports_rro_ctx = k,
+      .userns = &k->userns,
+      .supports_userns = nl__kubelet_supports_userns,
+      .supports_userns_ctx = k,
       .devices = nl__kubelet_container_devices,
       .devices_ctx = k,
       .dra_prepare = nl__kubelet_dra_prepare,
@@ -464,6 +473,7 @@ void nl_kubelet_stop(nl_kubelet_t *k, nl_kubelet_done_cb done_cb) {
   nl__kubelet_podres_stop(k); /* before the device manager it reads */
   nl__kubelet_devices_stop(k); /* before the runtime: it answers what the runtime waits for */
   nl__kubelet_dra_stop(k);     /* the same */
+  nl__kubelet_credprov_stop(k); /* before the runtime: its pulls wait for the plugins */
   if (k->pleg_up) nl_pleg_stop(&k->pleg, on_pleg_stopped);
   if (k->runtime_up) nl_runtime_stop(&k->runtime, on_runtime_stopped);
   else {

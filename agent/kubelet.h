@@ -12,6 +12,7 @@
 #include "agent/kube/kubeconfig.h"
 #include "agent/kubelet_certs.h"
 #include "agent/kserver_logs.h"
+#include "agent/kserver_nodelog.h"
 #include "agent/server.h"
 #include "managers/logrotate.h"
 #include "cri/conn.h"
@@ -36,6 +37,7 @@
 #include "managers/pod_workers.h"
 #include "managers/probe.h"
 #include "managers/resize.h"
+#include "managers/userns.h"
 #include "managers/runtime.h"
 #include "managers/status_manager.h"
 #include "managers/sysctl.h"
@@ -69,6 +71,7 @@ struct nl_kubelet {
   nl_agent_server_t server;   /* the local /healthz listener */
   struct nl_kserver *kserver; /* the kubelet server on port 10250, or NULL; owned */
   nl_kserver_logs_t logs;     /* its /containerLogs handler's context */
+  nl_kserver_nodelog_t nodelog; /* its /logs/ handler's context */
   bool cri_up;
   nl_cri_client_t cri;
   char *runtime_version; /* "containerd 1.6.20" once the runtime answered */
@@ -92,9 +95,14 @@ struct nl_kubelet {
   nl_pod_manager_t pods;       /* what the sources want */
   nl_pod_workers_t workers;
   bool cgroups_up;
+  bool evict_alloc_memory; /* an allocatableMemory.available threshold: the pods cgroup is read */
   nl_cgroups_t cgroups;        /* the container manager; outlives the runtime manager */
+  bool credprov_up;
+  nl_credprov_t credprov;       /* image credential provider plugins (kubelet_credprov.c) */
   bool resize_up;
   nl_resize_t resize;          /* in-place resize (kubelet_resize.c); outlives the runtime */
+  bool userns_up;
+  nl_userns_t userns;          /* pod user namespaces (kubelet_userns.c); outlives the runtime */
   uint64_t resize_retry_ms;    /* loop time of the last retry of pending resizes */
   bool runtime_up, pleg_up;
   nl_runtime_t runtime;

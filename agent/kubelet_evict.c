@@ -61,6 +61,11 @@ typedef struct collect {
   nl_node_sample_t sample;
   uint64_t memcg_usage, memcg_inactive;
   bool memcg_ok, dedicated;
+  /* the pods cgroup (allocatableMemory.available), when the thresholds have
+   * that signal: its filesystem and name (owned), what was read */
+  char *pods_fs, *pods_cgroup;
+  bool pods_v2;
+  nl_sys_ctr_t pods;
 } collect_t;
 
 static uint64_t read_u64(const char *path, bool *ok) {
@@ -98,6 +103,7 @@ static void collect_work(uv_work_t *w) {
   struct stat a, b;
   c->dedicated = c->image_mount && stat(cfg->root_dir, &a) == 0 && stat(c->image_mount, &b) == 0 &&
                  a.st_dev != b.st_dev;
+  if (c->pods_cgroup) nl_stats_cgroup_read(&c->pods, c->pods_fs, c->pods_v2, c->pods_cgroup, c->pods_cgroup);
   for (size_t i = 0; i < c->out->n_pods; i++) {
     nl_ev_pod_stats_t *p = &c->out->pods[i];
     for (size_t j = 0; j < p->n_vols; j++) {
@@ -125,6 +131,8 @@ static void collect_free(collect_t *c) {
   for (size_t i = 0; i < c->n_dirs; i++) free(c->dirs[i].logdir);
   free(c->dirs);
   free(c->image_mount);
+  free(c->pods_fs);
+  free(c->pods_cgroup);
   free(c);
 }
 
@@ -149,6 +157,11 @@ static void collect_done(uv_work_t *w, int status) {
   }
   if (s->maxpid)
     o->obs[NL_EV_PID] = (nl_ev_observation_t){true, (int64_t)s->maxpid - (int64_t)s->curproc, (int64_t)s->maxpid};
+  /* upstream: the pods system container's memory, available = its limit (node
+   * allocatable, when enforced) - its working set; no limit, no signal */
+  if (c->pods.mem && c->pods.mem_limit)
+    o->obs[NL_EV_ALLOC_MEMORY] = (nl_ev_observation_t){
+        true, (int64_t)c->pods.mem_limit - (int64_t)c->pods.mem_ws, (int64_t)c->pods.mem_limit};
   o->dedicated_imagefs = c->dedicated;
   if (c->memcg_ok && c->memcg_usage > c->memcg_inactive) o->memory_inactive_file = (int64_t)c->memcg_inactive;
   nl_eviction_done_fn done = c->done;
@@ -241,6 +254,12 @@ static void ev_collect(void *ctx, bool pods, nl_ev_stats_t *out, nl_eviction_don
   collect_t *c = nl_xcalloc(1, sizeof *c);
   *c = (collect_t){.k = ctx, .out = out, .done = done, .done_ctx = done_ctx};
   memset(out, 0, sizeof *out);
+  nl_kubelet_t *k = c->k;
+  if (k->evict_alloc_memory && k->cgroups_up && k->cgroups.kubepods) {
+    c->pods_fs = nl_xstrdup(k->cgroups.fs_root ? k->cgroups.fs_root : "/sys/fs/cgroup");
+    c->pods_cgroup = nl_xstrdup(k->cgroups.kubepods);
+    c->pods_v2 = k->cgroups.v2;
+  }
   size_t n;
   const nl_pod_t **active = nl__kubelet_pods_active(c->k, &n);
   for (size_t i = 0; i < n && !pods; i++) pods = nl_ev_local_storage_limited(active[i]);
@@ -254,8 +273,9 @@ static const nl_pod_t **ev_active_pods(void *ctx, size_t *n) {
   return nl__kubelet_pods_active(ctx, n);
 }
 
-static void ev_evict(void *ctx, const nl_pod_t *pod, int64_t grace, const char *message) {
-  nl__kubelet_pods_evict(ctx, pod, grace, message);
+static void ev_evict(void *ctx, const nl_pod_t *pod, int64_t grace, const char *message,
+                     const nl_kvlist_t *annotations, bool condition) {
+  nl__kubelet_pods_evict(ctx, pod, grace, message, annotations, condition);
 }
 
 static bool ev_cleaned_up(void *ctx, const char *uid) {
@@ -292,10 +312,14 @@ int nl__kubelet_evict_init(nl_kubelet_t *k, nl_err_t **err) {
   const nl_kubelet_config_t *cfg = k->cfg;
   nl_ev_threshold_t *t;
   size_t n;
+  bool enforce_pods = false;
+  for (size_t i = 0; i < cfg->enforce_node_allocatable.n; i++)
+    enforce_pods |= !strcmp(cfg->enforce_node_allocatable.v[i], "pods");
   if (nl_ev_parse_thresholds(cmap(&cfg->eviction_hard), cmap(&cfg->eviction_soft),
                              cmap(&cfg->eviction_soft_grace_period),
-                             cmap(&cfg->eviction_minimum_reclaim), &t, &n, err) < 0)
+                             cmap(&cfg->eviction_minimum_reclaim), enforce_pods, &t, &n, err) < 0)
     return -1;
+  for (size_t i = 0; i < n; i++) k->evict_alloc_memory |= t[i].signal == NL_EV_ALLOC_MEMORY;
   if (n > 64) {
     free(t);
     return nl_err_set(err, NL_EINVAL, "too many eviction thresholds (%zu)", n);

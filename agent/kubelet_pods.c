@@ -1,4 +1,5 @@
 #include "agent/kubelet_pods.h"
+#include "agent/kubelet_userns.h"
 
 #include <assert.h>
 #include <stdlib.h>
@@ -559,6 +560,19 @@ static void observe_status(nl_kubelet_t *k, const nl_pod_t *pod) {
   json_decref(j);
 }
 
+/* A deletion that comes after the pod's worker finished (its containers all
+ * exited before the delete, and the API did not have the terminal phase yet,
+ * or it would have deleted the object at once): no worker reports the pod any
+ * more, so the status manager learns of the deletion here, and deletes the
+ * object once the terminal phase is written (upstream's status manager reads
+ * the deletion from the pod manager at each sync). */
+static void deletion_after_finish(nl_kubelet_t *k, const nl_pod_t *pod) {
+  const nl_pod_worker_t *w = nl_pod_workers_get(&k->workers, pod->metadata.uid);
+  pod_state_t *ps = nl_map_get(&k->pod_states, pod->metadata.uid);
+  if (!pod->metadata.deletion_timestamp || !w || !w->finished || !ps || !ps->status) return;
+  report_status(k, pod, ps->status, true);
+}
+
 /* upstream handleMirrorPod: a mirror pod never runs; its static pod is synced so
  * that the mirror is checked (recreated when outdated or gone). */
 static void mirror_update(nl_kubelet_t *k, nl_pod_op_t op, const nl_pod_t *mirror) {
@@ -608,6 +622,7 @@ void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t 
       nl_pod_t *hold;
       nl_pod_workers_update(&k->workers, nl__kubelet_resize_pod(k, pod, &hold), NL_SYNC_UPDATE, -1);
       nl_pod_free(hold);
+      deletion_after_finish(k, pod);
       break;
     }
     case NL_POD_DELETE:
@@ -620,6 +635,7 @@ void nl__kubelet_pods_update(nl_pod_op_t op, const char *source, const nl_pod_t 
       nl_pod_manager_set(&k->pods, pod);
       observe_status(k, pod);
       nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, -1);
+      deletion_after_finish(k, pod);
       break;
     case NL_POD_REMOVE:
       nl_pod_manager_remove(&k->pods, pod->metadata.uid);
@@ -748,6 +764,7 @@ static void on_synced(const nl_sync_result_t *res, void *ctx) {
   ps->last_sync_ns = cache_now_ns();
   update_reasons(ps, res);
   nl__kubelet_resize_synced(k, c->w->pod, res);
+  nl__kubelet_userns_synced(k, c->w->pod, res);
   log_result(c->w, "sync", res);
   if (res->cancelled || k->pleg.relists == c->relists) {
     call_finish(c, res->err, !res->cancelled && refresh_status(k, c->w->pod, false));
@@ -923,6 +940,9 @@ static void sync_terminated(nl_pod_work_t *w, void *ctx) {
   nl_kubelet_t *k = ctx;
   sync_call_t *c = call_new(k, w);
   if (k->stopping) return;
+  /* upstream syncTerminatedPod: its containers are stopped, its user
+   * namespace's ids can go to another pod */
+  nl__kubelet_userns_release(k, w->uid);
   const nl_pod_t *wanted = nl_pod_manager_get(&k->pods, w->uid);
   if (wanted && !wanted->metadata.deletion_timestamp) {
     /* A terminated pod gives its volumes back (upstream's syncTerminatedPod
@@ -962,8 +982,9 @@ static void pod_finished(const char *uid, void *ctx) {
   nl__kubelet_preempt_pod_finished(k, start_pod);
 }
 
-void nl__kubelet_pods_terminate(nl_kubelet_t *k, const nl_pod_t *pod, int64_t grace_seconds,
-                                const char *reason, const char *message, const char *condition) {
+/* The kubelet kills the pod itself: its status says why, with DisruptionTarget. */
+static void mark_killed(nl_kubelet_t *k, const nl_pod_t *pod, const char *reason,
+                        const char *message, const char *condition) {
   pod_state_t *ps = state_get(k, pod->metadata.uid);
   free(ps->killed_reason);
   free(ps->killed_message);
@@ -971,6 +992,11 @@ void nl__kubelet_pods_terminate(nl_kubelet_t *k, const nl_pod_t *pod, int64_t gr
   ps->killed_reason = nl_xstrdup(reason);
   ps->killed_message = nl_xstrdup(message);
   ps->killed_condition = condition ? nl_xstrdup(condition) : NULL;
+}
+
+void nl__kubelet_pods_terminate(nl_kubelet_t *k, const nl_pod_t *pod, int64_t grace_seconds,
+                                const char *reason, const char *message, const char *condition) {
+  mark_killed(k, pod, reason, message, condition);
   nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, grace_seconds);
 }
 
@@ -1100,6 +1126,7 @@ void nl__kubelet_pods_housekeeping(nl_kubelet_t *k) {
   if (!ready) return;
   nl_pod_workers_sync_known(&k->workers, pod_is_wanted, k);
   scan_pods_dir(k); /* then the orphaned runtime pods and directories */
+  nl__kubelet_userns_cleanup(k, pod_is_known);
   /* Forget the state of pods that are gone everywhere. */
   nl_map_iter_t it;
   const char *uid;
@@ -1137,10 +1164,13 @@ const nl_pod_t **nl__kubelet_pods_active(nl_kubelet_t *k, size_t *n) {
 }
 
 void nl__kubelet_pods_evict(nl_kubelet_t *k, const nl_pod_t *pod, int64_t grace_seconds,
-                            const char *message) {
+                            const char *message, const nl_kvlist_t *annotations,
+                            bool condition) {
   fail_pod(k, pod, "Evicted", nl_xstrdup(message));
+  if (condition) mark_killed(k, pod, "Evicted", message, NULL); /* DisruptionTarget */
   nl_event_ref_t ref = nl_event_pod_ref(pod);
-  nl_events_record(&k->events, &ref, NL_EVENT_WARNING, "Evicted", message);
+  nl_events_record_annotated(&k->events, &ref, annotations, NL_EVENT_WARNING, "Evicted",
+                             message);
   refresh_status(k, pod, true);
   nl_pod_workers_update(&k->workers, pod, NL_SYNC_KILL, grace_seconds);
 }

@@ -31,10 +31,13 @@ size_t nl__kubelet_pods_not_running(nl_kubelet_t *k, size_t *total);
 /* The pods the eviction manager may evict (admitted, not terminating); the
  * caller frees the array. */
 const nl_pod_t **nl__kubelet_pods_active(nl_kubelet_t *k, size_t *n);
-/* upstream evictPod: the pod is Failed with reason Evicted and the message, an
- * Evicted event is recorded, and the pod is killed with the grace period. */
+/* upstream evictPod: the pod is Failed with reason Evicted and the message
+ * (and the DisruptionTarget condition with it when condition), an Evicted
+ * event is recorded with annotations (may be NULL), and the pod is killed with
+ * the grace period. */
 void nl__kubelet_pods_evict(nl_kubelet_t *k, const nl_pod_t *pod, int64_t grace_seconds,
-                            const char *message);
+                            const char *message, const nl_kvlist_t *annotations,
+                            bool condition);
 /* nl_runtime_opts_t.allocatable: the Node's status.allocatable as the API
  * server has it (nothing standalone or before registration). */
 /* The admitted pods that are not terminating, but except_uid (may be NULL),

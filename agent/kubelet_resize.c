@@ -196,16 +196,14 @@ static char *requirements_json(const nl_resource_requirements_t *r) {
  * in for the runtime's report: the allocation, whose cpu and memory are what
  * a running container was last given. */
 static void container_resources(nl_kubelet_t *k, const nl_pod_t *pod, nl_container_status_t *cs) {
-  bool init;
-  const nl_container_t *c = nl_rsz_find(pod, cs->name, &init);
+  const nl_container_t *c = nl_rsz_find(pod, cs->name);
   if (!c || !cs->container_id) return; /* no runtime container: upstream sets neither */
   nl_rsz_res_t alloc = nl_rsz_res_of(c), act;
-  bool resizable = nl_rsz_resizable(c, init);
-  if (resizable) nl_resize_allocated(&k->resize, pod->metadata.uid, c->name, &alloc);
+  nl_resize_allocated(&k->resize, pod->metadata.uid, c->name, &alloc);
   nl_resource_requirements_t allocated;
   nl_rsz_reqs_build(&c->resources, &alloc, &allocated);
   nl_rsz_res_t shown = alloc;
-  if (resizable && cs->state.kind == NL_CSTATE_RUNNING &&
+  if (cs->state.kind == NL_CSTATE_RUNNING &&
       nl_resize_actuated(&k->resize, pod->metadata.uid, c->name, &act)) {
     /* the amounts the allocation names, as they are applied */
     if (alloc.set & NL_RSZ_CPU_REQ) shown.cpu_req = act.cpu_req;
@@ -227,7 +225,7 @@ static void container_resources(nl_kubelet_t *k, const nl_pod_t *pod, nl_contain
   nl_rsz_reqs_free(&res);
 }
 
-/* upstream IsPodResizeInProgress: a running resizable container whose
+/* upstream IsPodResizeInProgress: a running container whose
  * actuated cpu or memory differs from its allocation (with the pod-level
  * limits where it has none), or pod-level resources whose pod cgroup has not
  * been given their allocation yet. */
@@ -240,7 +238,7 @@ static bool in_progress(nl_kubelet_t *k, const nl_pod_t *pod, const nl_rt_pod_st
       const nl_container_t *c = init ? &pod->spec.init_containers[i] : &pod->spec.containers[i];
       const nl_rt_container_t *st = rt ? nl_rt_pod_status_find(rt, c->name) : NULL;
       nl_rsz_res_t alloc, act;
-      if (!nl_rsz_resizable(c, init) || !st || st->state != NL_RT_CONTAINER_RUNNING ||
+      if (!st || st->state != NL_RT_CONTAINER_RUNNING ||
           !nl_resize_allocated(&k->resize, pod->metadata.uid, c->name, &alloc) ||
           !nl_resize_actuated(&k->resize, pod->metadata.uid, c->name, &act))
         continue;

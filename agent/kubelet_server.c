@@ -71,6 +71,13 @@ static void runningpods(void *ctx, const nl_http_req_t *req, const nl_kserver_us
   free(out);
 }
 
+/* enableSystemLogHandler false: upstream answers /logs/ this way. */
+static void logs_disabled(void *ctx, const nl_http_req_t *req, const nl_kserver_user_t *user,
+                          nl_http_resp_t *resp) {
+  (void)ctx, (void)req, (void)user;
+  nl_http_resp_send_str(resp, 405, "logs endpoint is disabled.\n");
+}
+
 static void configz(void *ctx, const nl_http_req_t *req, const nl_kserver_user_t *user,
                     nl_http_resp_t *resp) {
   nl_kubelet_t *k = ctx;
@@ -200,6 +207,11 @@ int nl__kubelet_server_init(nl_kubelet_t *k, nl_err_t **err) {
                                   .lookup_ctx = k};
     const nl_kserver_route_t logs = {"GET", "/containerLogs/", nl_kserver_logs_handler, &k->logs};
     nl_kserver_route(k->kserver, &logs, 1);
+    k->nodelog = (nl_kserver_nodelog_t){.loop = k->loop, .query = c->enable_system_log_query};
+    const nl_kserver_route_t nodelog = {
+        "GET", "/logs/", c->enable_system_log_handler ? nl_kserver_nodelog_handler : logs_disabled,
+        &k->nodelog};
+    nl_kserver_route(k->kserver, &nodelog, 1);
   }
   return 0;
 }

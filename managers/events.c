@@ -67,7 +67,7 @@ void nl_events_init(nl_events_t *e, uv_loop_t *loop, nl_kube_client_t *kube,
 }
 
 nl_event_sink_t nl_events_sink(nl_events_t *e) {
-  return (nl_event_sink_t){.fn = nl_events_record, .ctx = e};
+  return (nl_event_sink_t){.fn = nl_events_record_annotated, .ctx = e};
 }
 
 /* Drops are counted always and logged at a bounded rate. */
@@ -85,6 +85,12 @@ static void note_drop(nl_events_t *e, size_t n) {
 
 void nl_events_record(void *ctx, const nl_event_ref_t *obj, const char *type, const char *reason,
                       const char *message) {
+  nl_events_record_annotated(ctx, obj, NULL, type, reason, message);
+}
+
+void nl_events_record_annotated(void *ctx, const nl_event_ref_t *obj,
+                                const nl_kvlist_t *annotations, const char *type,
+                                const char *reason, const char *message) {
   nl_events_t *e = ctx;
   nl_event_log(obj, type, reason, message);
   e->recorded++;
@@ -94,7 +100,7 @@ void nl_events_record(void *ctx, const nl_event_ref_t *obj, const char *type, co
     return;
   }
   item_t *it = nl_xcalloc(1, sizeof *it);
-  nl_event_make(&it->ev, obj, type, reason, message, now_ns(e));
+  nl_event_make(&it->ev, obj, annotations, type, reason, message, now_ns(e));
   nl_list_insert_tail(&e->queue, &it->link);
   e->n_queued++;
   if (e->state == NL_EVENTS_IDLE) {

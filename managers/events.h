@@ -19,6 +19,12 @@
  *    random part of 10 s), 12 tries in all; an answer that refuses it drops it,
  *    as upstream's recordToSink.
  *
+ * Annotations (upstream AnnotatedEventf, e.g. the eviction manager's
+ * starved_resource) go into the Event's metadata.annotations when it is
+ * created; as upstream's correlator, they are not part of any cache key, a
+ * repeat's PATCH leaves them as the first event set them, and an aggregated
+ * ("combined from similar events") event has none.
+ *
  * Ownership: strings passed in are copied; nl_event_t owns its strings. */
 #ifndef NL_MANAGERS_EVENTS_H
 #define NL_MANAGERS_EVENTS_H
@@ -45,7 +51,9 @@ typedef struct nl_event_ref {
 
 /* ---- the sink managers record through ---- */
 
-typedef void (*nl_event_record_fn)(void *ctx, const nl_event_ref_t *obj, const char *type,
+/* annotations may be NULL (none). */
+typedef void (*nl_event_record_fn)(void *ctx, const nl_event_ref_t *obj,
+                                   const nl_kvlist_t *annotations, const char *type,
                                    const char *reason, const char *message);
 typedef struct nl_event_sink {
   nl_event_record_fn fn; /* NULL: the event is only logged at -v=3 */
@@ -58,6 +66,12 @@ void nl_event_record(const nl_event_sink_t *s, const nl_event_ref_t *obj, const 
 void nl_event_vrecord(const nl_event_sink_t *s, const nl_event_ref_t *obj, const char *type,
                       const char *reason, const char *fmt, va_list ap)
     __attribute__((format(printf, 5, 0)));
+/* The same with annotations (upstream AnnotatedEventf); annotations may be
+ * NULL. */
+void nl_event_annotated_record(const nl_event_sink_t *s, const nl_event_ref_t *obj,
+                               const nl_kvlist_t *annotations, const char *type,
+                               const char *reason, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
 
 /* The reference of a pod (kind Pod, apiVersion v1). Borrows from pod. */
 nl_event_ref_t nl_event_pod_ref(const nl_pod_t *pod);
@@ -86,16 +100,20 @@ typedef struct nl_event {
   char *name, *namespace_;  /* metadata */
   char *kind, *obj_namespace, *obj_name, *uid, *api_version, *resource_version, *field_path;
   char *type, *reason, *message;
+  nl_kv_t *annotations; /* metadata.annotations, sorted by key */
+  size_t n_annotations;
   int64_t first_ns, last_ns;
   int32_t count;
 } nl_event_t;
 
 /* A new event (count 1, both timestamps now), named "<object>.<now in hex ns>"
- * in the object's namespace ("default" for cluster-scoped objects), as
- * upstream's makeEvent. */
-void nl_event_make(nl_event_t *ev, const nl_event_ref_t *obj, const char *type,
-                   const char *reason, const char *message, int64_t now_ns);
+ * in the object's namespace ("default" for cluster-scoped objects), with a
+ * copy of annotations (may be NULL), as upstream's makeEvent. */
+void nl_event_make(nl_event_t *ev, const nl_event_ref_t *obj, const nl_kvlist_t *annotations,
+                   const char *type, const char *reason, const char *message, int64_t now_ns);
 void nl_event_free(nl_event_t *ev);
+/* Frees and clears its annotations. */
+void nl_event_drop_annotations(nl_event_t *ev);
 /* The Event's JSON (a POST body); source and reporting fields from component
  * and host. Caller frees. */
 char *nl_event_json(const nl_event_t *ev, const char *component, const char *host);
@@ -199,7 +217,11 @@ void nl_events_init(nl_events_t *e, uv_loop_t *loop, nl_kube_client_t *kube,
                     const nl_events_opts_t *opts);
 /* The sink for managers' opts. */
 nl_event_sink_t nl_events_sink(nl_events_t *e);
-/* Records one event (the sink's function). */
+/* Records one event (the sink's function); annotations may be NULL. */
+void nl_events_record_annotated(void *ctx, const nl_event_ref_t *obj,
+                                const nl_kvlist_t *annotations, const char *type,
+                                const char *reason, const char *message);
+/* The same without annotations. */
 void nl_events_record(void *ctx, const nl_event_ref_t *obj, const char *type, const char *reason,
                       const char *message);
 /* Sends what is queued for at most flush_ms, then drops the rest (counted and

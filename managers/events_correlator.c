@@ -174,6 +174,7 @@ static ckey_t aggregate(nl_event_correlator_t *c, nl_event_t *ev, int64_t now_ns
   ev->name = nl_xasprintf("%s.%llx", s(ev->obj_name), (unsigned long long)now_ns);
   ev->first_ns = ev->last_ns = now_ns;
   ev->count = 1;
+  nl_event_drop_annotations(ev); /* upstream's aggregate event is made without them */
   return akey;
 }
 

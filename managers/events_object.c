@@ -12,12 +12,30 @@
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
-void nl_event_vrecord(const nl_event_sink_t *s, const nl_event_ref_t *obj, const char *type,
-                      const char *reason, const char *fmt, va_list ap) {
+static void vrecord(const nl_event_sink_t *s, const nl_event_ref_t *obj,
+                    const nl_kvlist_t *annotations, const char *type, const char *reason,
+                    const char *fmt, va_list ap) __attribute__((format(printf, 6, 0)));
+static void vrecord(const nl_event_sink_t *s, const nl_event_ref_t *obj,
+                    const nl_kvlist_t *annotations, const char *type, const char *reason,
+                    const char *fmt, va_list ap) {
   char msg[1024]; /* longer messages are cut: events.k8s.io's note limit is 1 KiB */
   vsnprintf(msg, sizeof msg, fmt, ap);
-  if (s && s->fn) s->fn(s->ctx, obj, type, reason, msg);
+  if (s && s->fn) s->fn(s->ctx, obj, annotations, type, reason, msg);
   else nl_event_log(obj, type, reason, msg);
+}
+
+void nl_event_vrecord(const nl_event_sink_t *s, const nl_event_ref_t *obj, const char *type,
+                      const char *reason, const char *fmt, va_list ap) {
+  vrecord(s, obj, NULL, type, reason, fmt, ap);
+}
+
+void nl_event_annotated_record(const nl_event_sink_t *s, const nl_event_ref_t *obj,
+                               const nl_kvlist_t *annotations, const char *type,
+                               const char *reason, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vrecord(s, obj, annotations, type, reason, fmt, ap);
+  va_end(ap);
 }
 
 void nl_event_record(const nl_event_sink_t *s, const nl_event_ref_t *obj, const char *type,
@@ -93,8 +111,8 @@ void nl_event_log(const nl_event_ref_t *o, const char *type, const char *reason,
 
 static char *dup0(const char *s) { return s && *s ? nl_xstrdup(s) : NULL; }
 
-void nl_event_make(nl_event_t *ev, const nl_event_ref_t *o, const char *type, const char *reason,
-                   const char *message, int64_t now_ns) {
+void nl_event_make(nl_event_t *ev, const nl_event_ref_t *o, const nl_kvlist_t *annotations,
+                   const char *type, const char *reason, const char *message, int64_t now_ns) {
   *ev = (nl_event_t){
       .name = nl_xasprintf("%s.%" PRIx64, or_empty(o->name), (uint64_t)now_ns),
       .namespace_ = nl_xstrdup(o->namespace_ && *o->namespace_ ? o->namespace_ : "default"),
@@ -112,6 +130,23 @@ void nl_event_make(nl_event_t *ev, const nl_event_ref_t *o, const char *type, co
       .last_ns = now_ns,
       .count = 1,
   };
+  size_t n = annotations ? annotations->n : 0;
+  if (!n) return;
+  ev->annotations = nl_xcalloc(n, sizeof *ev->annotations);
+  for (size_t i = 0; i < n; i++)
+    ev->annotations[i] = (nl_kv_t){nl_xstrdup(annotations->items[i].key),
+                                   nl_xstrdup(annotations->items[i].value)};
+  ev->n_annotations = n;
+}
+
+void nl_event_drop_annotations(nl_event_t *ev) {
+  for (size_t i = 0; i < ev->n_annotations; i++) {
+    free(ev->annotations[i].key);
+    free(ev->annotations[i].value);
+  }
+  free(ev->annotations);
+  ev->annotations = NULL;
+  ev->n_annotations = 0;
 }
 
 void nl_event_free(nl_event_t *ev) {
@@ -122,6 +157,7 @@ void nl_event_free(nl_event_t *ev) {
     free(*s[i]);
     *s[i] = NULL;
   }
+  nl_event_drop_annotations(ev);
 }
 
 static void set_opt(json_t *o, const char *key, const char *v) {
@@ -137,6 +173,12 @@ char *nl_event_json(const nl_event_t *ev, const char *component, const char *hos
   json_t *meta = json_object(), *obj = json_object(), *src = json_object();
   set_opt(meta, "name", ev->name);
   set_opt(meta, "namespace", ev->namespace_);
+  if (ev->n_annotations) {
+    json_t *a = json_object();
+    for (size_t i = 0; i < ev->n_annotations; i++)
+      json_object_set_new(a, ev->annotations[i].key, json_string(ev->annotations[i].value));
+    json_object_set_new(meta, "annotations", a);
+  }
   set_opt(obj, "kind", ev->kind);
   set_opt(obj, "namespace", ev->obj_namespace);
   set_opt(obj, "name", ev->obj_name);

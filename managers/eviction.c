@@ -30,7 +30,7 @@ static int64_t now_ns(nl_eviction_t *m) {
 }
 
 static int cond_of(nl_ev_signal_t s) {
-  return s == NL_EV_MEMORY ? COND_MEMORY : s == NL_EV_PID ? COND_PID : COND_DISK;
+  return nl_ev_is_memory(s) ? COND_MEMORY : s == NL_EV_PID ? COND_PID : COND_DISK;
 }
 
 static void set_state(nl_eviction_t *m, nl_ev_state_t st) {
@@ -146,7 +146,7 @@ static int pick(const nl_eviction_t *m, const bool *act) {
   int found = -1;
   for (size_t i = 0; i < m->n_thresholds; i++) {
     if (!act[i]) continue;
-    if (m->thresholds[i].signal == NL_EV_MEMORY) return (int)i;
+    if (nl_ev_is_memory(m->thresholds[i].signal)) return (int)i;
     if (found < 0) found = (int)i;
   }
   return found;
@@ -181,12 +181,14 @@ static bool evict_one(nl_eviction_t *m, int ti) {
           pod->spec.termination_grace_period_seconds.v < grace)
         grace = pod->spec.termination_grace_period_seconds.v;
     }
-    char *msg = nl_ev_message(t->signal, t, m->stats.obs, pod, c[i].stats);
+    nl_kvlist_t annotations;
+    char *msg = nl_ev_message(t->signal, t, m->stats.obs, pod, c[i].stats, &annotations);
     nl_info("eviction manager: evicting pod %s/%s: %s", pod->metadata.namespace_,
             pod->metadata.name, msg);
     clear_evicted(m);
-    m->deps.evict(m->deps.ctx, pod, grace, msg);
+    m->deps.evict(m->deps.ctx, pod, grace, msg, &annotations, true);
     free(msg);
+    nl_ev_annotations_free(&annotations);
     add_evicted(m, pod, nl_ev_signal_name(t->signal));
     done = true;
   }
@@ -199,7 +201,7 @@ static bool evict_one(nl_eviction_t *m, int ti) {
 /* upstream signalToNodeReclaimFuncs: disk signals reclaim dead containers,
  * and images when the images share the filesystem or are what is short. */
 static bool reclaims(const nl_eviction_t *m, nl_ev_signal_t s, bool *images) {
-  if (s == NL_EV_MEMORY || s == NL_EV_PID || !m->deps.reclaim) return false;
+  if (nl_ev_is_memory(s) || s == NL_EV_PID || !m->deps.reclaim) return false;
   *images = !m->stats.dedicated_imagefs || s == NL_EV_IMAGEFS || s == NL_EV_IMAGEFS_INODES;
   return true;
 }
@@ -223,7 +225,7 @@ static size_t local_storage_eviction(nl_eviction_t *m) {
               pod->metadata.name);
     } else {
       nl_info("eviction manager: evicting pod %s/%s: %s", pod->metadata.namespace_, pod->metadata.name, msg);
-      m->deps.evict(m->deps.ctx, pod, IMMEDIATE_GRACE_S, msg);
+      m->deps.evict(m->deps.ctx, pod, IMMEDIATE_GRACE_S, msg, NULL, false);
       add_evicted(m, pod, signal);
     }
     free(msg);

@@ -46,10 +46,14 @@ typedef enum {
   NL_EV_IMAGEFS,       /* imagefs.available */
   NL_EV_IMAGEFS_INODES,/* imagefs.inodesFree */
   NL_EV_PID,           /* pid.available */
+  NL_EV_ALLOC_MEMORY,  /* allocatableMemory.available: the pods cgroup's */
   NL_EV_NSIGNALS,
 } nl_ev_signal_t;
 
 const char *nl_ev_signal_name(nl_ev_signal_t s);
+/* memory.available and allocatableMemory.available: one node condition
+ * (MemoryPressure), one ranking, one resource. */
+static inline bool nl_ev_is_memory(nl_ev_signal_t s) { return s == NL_EV_MEMORY || s == NL_EV_ALLOC_MEMORY; }
 
 /* A quantity, or a fraction (float32, as upstream) of the capacity. */
 typedef struct nl_ev_value {
@@ -75,9 +79,13 @@ typedef struct nl_ev_config_map {
   size_t n;
 } nl_ev_config_map_t;
 
+/* enforce_pods (enforceNodeAllocatable has "pods"): each hard memory.available
+ * threshold is copied as an allocatableMemory.available one, as upstream's
+ * addAllocatableThresholds. */
 int nl_ev_parse_thresholds(nl_ev_config_map_t hard, nl_ev_config_map_t soft,
                            nl_ev_config_map_t grace, nl_ev_config_map_t min_reclaim,
-                           nl_ev_threshold_t **out, size_t *n, nl_err_t **err);
+                           bool enforce_pods, nl_ev_threshold_t **out, size_t *n,
+                           nl_err_t **err);
 
 typedef struct nl_ev_observation {
   bool ok;
@@ -142,10 +150,21 @@ void nl_ev_rank(nl_ev_signal_t signal, bool dedicated_imagefs, nl_ev_candidate_t
 /* The pod's usage of what the signal measures: bytes, inodes or processes. */
 int64_t nl_ev_pod_usage(nl_ev_signal_t signal, bool dedicated_imagefs, const nl_ev_pod_stats_t *s);
 
-/* upstream evictionMessage. Caller frees. */
+/* upstream evictionMessage (eviction_message.c): the message (caller frees)
+ * and, in *annotations (sorted by key; nl_ev_annotations_free), the Evicted
+ * event's: starved_resource (the signal's resource: memory,
+ * ephemeral-storage, inodes, pids), offending_containers and
+ * offending_containers_usage (the regular and init containers using more of
+ * it than they request, comma-joined in the order of the figures, the usages
+ * as quantities such as "123Mi": the working set for memory, the writable
+ * layer and logs for ephemeral storage; empty strings when none), and for
+ * memory, with a pod-level memory request (PodLevelResources), offending_pod
+ * and offending_pod_usage. Without the pod's figures (stats NULL), no
+ * annotations at all, as upstream. */
 char *nl_ev_message(nl_ev_signal_t signal, const nl_ev_threshold_t *t,
                     const nl_ev_observation_t *obs, const nl_pod_t *pod,
-                    const nl_ev_pod_stats_t *stats);
+                    const nl_ev_pod_stats_t *stats, nl_kvlist_t *annotations);
+void nl_ev_annotations_free(nl_kvlist_t *a);
 
 /* ---- local storage limits (upstream localStorageEviction) ---- */
 
@@ -196,8 +215,11 @@ typedef struct nl_eviction_deps {
    * array, not the pods. */
   const nl_pod_t **(*active_pods)(void *ctx, size_t *n);
   /* Kills the pod with the grace period and marks it Failed/Evicted with the
-   * message; records the Evicted event. */
-  void (*evict)(void *ctx, const nl_pod_t *pod, int64_t grace_seconds, const char *message);
+   * message, and with the DisruptionTarget condition when condition (a
+   * threshold's eviction; upstream gives none to a local storage limit's);
+   * records the Evicted event with annotations (may be NULL). */
+  void (*evict)(void *ctx, const nl_pod_t *pod, int64_t grace_seconds, const char *message,
+                const nl_kvlist_t *annotations, bool condition);
   /* The evicted pod's containers are all gone. */
   bool (*pod_cleaned_up)(void *ctx, const char *uid);
   /* Node-level reclaim: dead containers, and unused images when images; calls

@@ -1,5 +1,5 @@
 /* The eviction manager's pure parts (upstream pkg/kubelet/eviction/helpers.go):
- * thresholds, ranking, messages. */
+ * thresholds, ranking. (The messages: eviction_message.c.) */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +15,7 @@
 static const char *const signal_names[NL_EV_NSIGNALS] = {
     "memory.available",  "nodefs.available",   "nodefs.inodesFree",
     "imagefs.available", "imagefs.inodesFree", "pid.available",
+    "allocatableMemory.available",
 };
 
 const char *nl_ev_signal_name(nl_ev_signal_t s) { return signal_names[s]; }
@@ -22,8 +23,7 @@ const char *nl_ev_signal_name(nl_ev_signal_t s) { return signal_names[s]; }
 static int signal_of(const char *name, nl_ev_signal_t *out, nl_err_t **err) {
   for (int i = 0; i < NL_EV_NSIGNALS; i++)
     if (!strcmp(name, signal_names[i])) return *out = (nl_ev_signal_t)i, 0;
-  /* upstream also knows allocatableMemory.available and containerfs.*, which
-   * nanolet does not observe */
+  /* upstream also knows containerfs.*, which nanolet does not observe */
   return nl_err_set(err, NL_EINVAL, "unsupported eviction signal %s", name);
 }
 
@@ -98,7 +98,8 @@ static int parse_set(const char *what, nl_ev_config_map_t m, bool hard, nl_ev_co
 
 int nl_ev_parse_thresholds(nl_ev_config_map_t hard, nl_ev_config_map_t soft,
                            nl_ev_config_map_t grace, nl_ev_config_map_t min_reclaim,
-                           nl_ev_threshold_t **out, size_t *n, nl_err_t **err) {
+                           bool enforce_pods, nl_ev_threshold_t **out, size_t *n,
+                           nl_err_t **err) {
   *out = NULL;
   *n = 0;
   nl_ev_signal_t s = NL_EV_MEMORY;
@@ -116,6 +117,13 @@ int nl_ev_parse_thresholds(nl_ev_config_map_t hard, nl_ev_config_map_t soft,
     for (size_t k = 0; k < *n; k++)
       if ((*out)[k].signal == s) (*out)[k].min_reclaim = v;
   }
+  size_t parsed = *n;
+  for (size_t k = 0; enforce_pods && k < parsed; k++)
+    if ((*out)[k].signal == NL_EV_MEMORY && (*out)[k].hard) {
+      nl_ev_threshold_t t = (*out)[k];
+      t.signal = NL_EV_ALLOC_MEMORY;
+      add(out, n, &t);
+    }
   return 0;
 fail:
   free(*out);
@@ -153,14 +161,14 @@ void nl_ev_stats_free(nl_ev_stats_t *s) {
 
 /* ---- ranking ---- */
 
-static bool is_disk(nl_ev_signal_t s) { return s != NL_EV_MEMORY && s != NL_EV_PID; }
+static bool is_disk(nl_ev_signal_t s) { return !nl_ev_is_memory(s) && s != NL_EV_PID; }
 static bool is_inodes(nl_ev_signal_t s) { return s == NL_EV_NODEFS_INODES || s == NL_EV_IMAGEFS_INODES; }
 
 /* upstream podDiskUsage with the fs stats the signal measures: with a
  * dedicated image filesystem, nodefs counts local volumes and logs and imagefs
  * the writable layers; on one filesystem all of them. */
 int64_t nl_ev_pod_usage(nl_ev_signal_t signal, bool dedicated_imagefs, const nl_ev_pod_stats_t *s) {
-  if (signal == NL_EV_MEMORY) return s->memory;
+  if (nl_ev_is_memory(signal)) return s->memory;
   if (signal == NL_EV_PID) return s->procs;
   bool image = signal == NL_EV_IMAGEFS || signal == NL_EV_IMAGEFS_INODES;
   bool rootfs = !dedicated_imagefs || image, rest = !dedicated_imagefs || !image;
@@ -181,7 +189,7 @@ typedef struct rank_ctx {
 static int32_t priority(const nl_pod_t *p) { return p->spec.priority.set ? p->spec.priority.v : 0; }
 
 static int64_t request(const nl_pod_t *p, nl_ev_signal_t s) {
-  if (s == NL_EV_MEMORY) return nl_pod_request(p, "memory");
+  if (nl_ev_is_memory(s)) return nl_pod_request(p, "memory");
   if (is_disk(s) && !is_inodes(s)) return nl_pod_request(p, "ephemeral-storage");
   return 0;
 }
@@ -212,50 +220,6 @@ static int rank_cmp(const void *a, const void *b, void *ctx) {
 void nl_ev_rank(nl_ev_signal_t signal, bool dedicated_imagefs, nl_ev_candidate_t *c, size_t n) {
   rank_ctx_t r = {signal, dedicated_imagefs};
   qsort_r(c, n, sizeof *c, rank_cmp, &r);
-}
-
-/* ---- messages ---- */
-
-static const char *resource_of(nl_ev_signal_t s) {
-  return s == NL_EV_MEMORY ? "memory" : s == NL_EV_PID ? "pids" : is_inodes(s) ? "inodes" : "ephemeral-storage";
-}
-
-static char *fmt_bytes(int64_t v, bool binary, char out[NL_QUANTITY_STRLEN]) {
-  nl_quantity_t q = {v, 0, binary ? NL_QUANTITY_BINARY_SI : NL_QUANTITY_DECIMAL_SI};
-  return nl_quantity_format(&q, out);
-}
-
-char *nl_ev_message(nl_ev_signal_t signal, const nl_ev_threshold_t *t,
-                    const nl_ev_observation_t *obs, const nl_pod_t *pod,
-                    const nl_ev_pod_stats_t *stats) {
-  nl_buf_t b = {0};
-  const char *res = resource_of(signal);
-  bool binary = !is_inodes(signal) && signal != NL_EV_PID;
-  nl_buf_printf(&b, "The node was low on resource: %s. ", res);
-  if (t && obs[signal].ok) {
-    char q[NL_QUANTITY_STRLEN], a[NL_QUANTITY_STRLEN];
-    nl_buf_printf(&b, "Threshold quantity: %s, available: %s. ",
-                  fmt_bytes(nl_ev_quantity(&t->value, obs[signal].capacity), binary, q),
-                  fmt_bytes(obs[signal].available, binary, a));
-  }
-  /* the containers over their requests, for memory and ephemeral storage */
-  for (size_t i = 0; stats && binary && i < stats->n_containers; i++) {
-    const nl_ev_container_stats_t *cs = &stats->containers[i];
-    for (size_t j = 0; j < pod->spec.n_containers; j++) {
-      const nl_container_t *c = &pod->spec.containers[j];
-      if (strcmp(c->name, cs->name) != 0) continue;
-      int64_t usage = signal == NL_EV_MEMORY ? cs->memory
-                      : cs->rootfs >= 0 && cs->logs >= 0 ? cs->rootfs + cs->logs : -1;
-      const nl_quantity_t *rq = nl_resource_list_get(&c->resources.requests, res);
-      nl_quantity_t zero = {0, 0, NL_QUANTITY_DECIMAL_SI};
-      if (!rq) rq = &zero;
-      if (usage < 0 || usage <= nl_quantity_value(rq)) continue;
-      char u[NL_QUANTITY_STRLEN], r[NL_QUANTITY_STRLEN];
-      nl_buf_printf(&b, "Container %s was using %s, request is %s, has larger consumption of %s. ",
-                    c->name, fmt_bytes(usage, true, u), nl_quantity_format(rq, r), res);
-    }
-  }
-  return nl_buf_steal(&b);
 }
 
 bool nl_ev_pod_is_critical(const nl_pod_t *pod) {

@@ -34,11 +34,34 @@ typedef struct nl_images_job {
   nl_images_creds_fn creds;
   nl_keyring_cred_t *auth; /* copies of the credentials matching the image */
   size_t n_auth, tried;
+  nl_keyring_cred_t *prov; /* the credential providers' for the image, tried last */
+  size_t n_prov;
   char **errs; /* the distinct errors of the credentials tried */
   size_t n_errs;
   nl_images_cb cb;
   void *ctx;
 } job_t;
+
+static void creds_free(nl_keyring_cred_t *c, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    free(c[i].username);
+    free(c[i].password);
+  }
+  free(c);
+}
+
+/* Copies of the credentials k has for image (NULL, *n 0: none). */
+static nl_keyring_cred_t *creds_copy(const nl_keyring_t *k, const char *image, size_t *n) {
+  const nl_keyring_cred_t **c;
+  *n = nl_keyring_lookup(k, image, &c);
+  nl_keyring_cred_t *out = *n ? nl_xcalloc(*n, sizeof *out) : NULL;
+  for (size_t i = 0; i < *n; i++) {
+    out[i].username = nl_xstrdup(c[i]->username);
+    out[i].password = nl_xstrdup(c[i]->password);
+  }
+  free(c);
+  return out;
+}
 
 static void job_free(job_t *j) {
   free(j->image);
@@ -46,11 +69,8 @@ static void job_free(job_t *j) {
   free(j->backoff_key);
   free(j->pod_desc);
   free(j->image_ref);
-  for (size_t i = 0; i < j->n_auth; i++) {
-    free(j->auth[i].username);
-    free(j->auth[i].password);
-  }
-  free(j->auth);
+  creds_free(j->auth, j->n_auth);
+  creds_free(j->prov, j->n_prov);
   for (size_t i = 0; i < j->n_errs; i++) free(j->errs[i]);
   free(j->errs);
   nl_event_ref_free(&j->ref);
@@ -275,16 +295,17 @@ static bool take_creds(job_t *j) {
     nl_info("pod %s: not pulling image \"%s\" yet: %s", j->pod_desc, j->requested, msg);
     complete(j, NULL, NL_IMAGE_ERR_PULL, msg);
   } else if (k) {
-    const nl_keyring_cred_t **c;
-    j->n_auth = nl_keyring_lookup(k, j->image, &c);
-    j->auth = j->n_auth ? nl_xcalloc(j->n_auth, sizeof *j->auth) : NULL;
-    for (size_t i = 0; i < j->n_auth; i++) {
-      j->auth[i].username = nl_xstrdup(c[i]->username);
-      j->auth[i].password = nl_xstrdup(c[i]->password);
-    }
-    free(c);
+    j->auth = creds_copy(k, j->image, &j->n_auth);
   }
   free(msg);
+  if (rc == 0 && j->n_prov) { /* the pull secrets' first, as upstream's union keyring */
+    j->auth = nl_xrealloc(j->auth, (j->n_auth + j->n_prov) * sizeof *j->auth);
+    memcpy(j->auth + j->n_auth, j->prov, j->n_prov * sizeof *j->prov);
+    j->n_auth += j->n_prov;
+    free(j->prov);
+    j->prov = NULL;
+    j->n_prov = 0;
+  }
   return rc == 0;
 }
 
@@ -293,9 +314,29 @@ static void start_pull(job_t *j) {
   if (!take_creds(j)) return;
   im->running++;
   nl_info("pod %s: pulling image \"%s\"%s", j->pod_desc, j->requested,
-          j->n_auth ? " with credentials from its pull secrets" : "");
+          j->n_auth ? " with credentials from its pull secrets or the credential providers" : "");
   j->pull_ms = uv_now(im->loop);
   send_pull(j);
+}
+
+static void queue_pull(job_t *j) {
+  nl_images_t *im = j->im;
+  event(j, NL_EVENT_NORMAL, "Pulling", "Pulling image \"%s\"", j->requested);
+  j->start_ms = uv_now(im->loop);
+  j->queued = true;
+  nl_list_insert_tail(&im->queue, &j->link);
+  next_in_queue(im);
+}
+
+/* The credential providers answered (k NULL: nothing); the pull goes on. */
+static void provider_creds(const nl_keyring_t *k, void *ctx) {
+  job_t *j = ctx;
+  if (!j->req) { /* cancelled while the plugins ran */
+    job_free(j);
+    return;
+  }
+  if (k) j->prov = creds_copy(k, j->image, &j->n_prov);
+  queue_pull(j);
 }
 
 static void status_done(const nl_grpc_status_t *st, Runtime__V1__ImageStatusResponse *resp,
@@ -340,11 +381,11 @@ static void status_done(const nl_grpc_status_t *st, Runtime__V1__ImageStatusResp
     free(m);
     return;
   }
-  event(j, NL_EVENT_NORMAL, "Pulling", "Pulling image \"%s\"", j->requested);
-  j->start_ms = uv_now(im->loop);
-  j->queued = true;
-  nl_list_insert_tail(&im->queue, &j->link);
-  next_in_queue(im);
+  if (nl_credprov_wants(im->credprov, j->image)) {
+    nl_credprov_lookup(im->credprov, j->image, provider_creds, j);
+    return;
+  }
+  queue_pull(j);
 }
 
 static void timer_closed(uv_handle_t *h) { job_free(container_of((uv_timer_t *)h, job_t, timer)); }

@@ -13,6 +13,7 @@
 #include <uv.h>
 
 #include "cri/conn.h"
+#include "managers/credprov.h"
 #include "managers/events.h"
 #include "managers/keyring.h"
 #include "reactor/backoff.h"
@@ -39,6 +40,10 @@ typedef struct nl_images {
   void *now_ctx;
   uint64_t stats_pulls; /* PullImage calls made */
   nl_event_sink_t events; /* Pulling, Pulled, Failed, BackOff, ...; fn NULL: logged */
+  /* The credential provider plugins (NULL: none), asked before a pull as
+   * upstream's node keyring is: their credentials are tried after those of
+   * the pod's pull secrets. Must outlive every job (close it first). */
+  nl_credprov_t *credprov;
 } nl_images_t;
 
 struct nl_images_job;

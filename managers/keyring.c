@@ -214,6 +214,22 @@ int nl_keyring_add(nl_keyring_t *k, const char *data, size_t len, bool config_js
   return 0;
 }
 
+int nl_keyring_add_cred(nl_keyring_t *k, const char *registry, const char *username,
+                        const char *password) {
+  char *key = registry_key(registry);
+  if (!key) return -1;
+  size_t seq = 0;
+  for (size_t i = 0; i < k->n; i++)
+    if (k->entries[i].seq >= seq) seq = k->entries[i].seq + 1;
+  k->entries = nl_xrealloc(k->entries, (k->n + 1) * sizeof *k->entries);
+  k->entries[k->n++] = (struct nl_keyring_entry){
+      .key = key,
+      .cred = {.username = nl_xstrdup(username), .password = nl_xstrdup(password)},
+      .seq = seq};
+  qsort(k->entries, k->n, sizeof *k->entries, entry_cmp);
+  return 0;
+}
+
 char *nl_keyring_repo(const char *image) {
   if (!image || !*image) return NULL;
   size_t end = strcspn(image, "@");
@@ -273,8 +289,7 @@ static size_t count_parts(const char *h) {
   return n;
 }
 
-/* URLsMatchStr(glob, target). */
-static bool urls_match(const char *glob, const char *target) {
+bool nl_keyring_urls_match(const char *glob, const char *target) {
   url_t g, t;
   url_split(glob, &g);
   url_split(target, &t);
@@ -314,7 +329,7 @@ size_t nl_keyring_lookup(const nl_keyring_t *k, const char *image,
   const nl_keyring_cred_t **v = nl_xcalloc(k->n, sizeof *v);
   size_t n = 0;
   for (size_t i = 0; i < k->n; i++)
-    if (urls_match(k->entries[i].key, repo)) v[n++] = &k->entries[i].cred;
+    if (nl_keyring_urls_match(k->entries[i].key, repo)) v[n++] = &k->entries[i].cred;
   if (!n && default_registry(repo))
     for (size_t i = 0; i < k->n; i++)
       if (!strcmp(k->entries[i].key, DEFAULT_REGISTRY_KEY)) v[n++] = &k->entries[i].cred;

@@ -48,6 +48,16 @@ void nl_keyring_free(nl_keyring_t *k);
 int nl_keyring_add(nl_keyring_t *k, const char *data, size_t len, bool config_json,
                    nl_err_t **err);
 
+/* Adds one credential under registry (a docker config's registry: a URL with
+ * or without scheme, globs allowed in the host), as nl_keyring_add adds each
+ * entry. -1 when registry is not a valid URL (nothing added). */
+int nl_keyring_add_cred(nl_keyring_t *k, const char *registry, const char *username,
+                        const char *password);
+
+/* URLsMatchStr(glob, target): the matching rule of nl_keyring_lookup, for the
+ * credential providers' matchImages. */
+bool nl_keyring_urls_match(const char *glob, const char *target);
+
 /* The repository an image pulls from, as upstream's ParseImageName normalises
  * it for the lookup: no tag or digest, "docker.io/library/" added to short
  * names ("busybox" -> "docker.io/library/busybox"). A new string, or NULL when

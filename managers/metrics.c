@@ -123,6 +123,30 @@ void nl_kmetrics_init(nl_kmetrics_t *m, const char *node_name) {
       psignal);
   m->terminated = nl_metrics_counter(r, "kubelet_terminated_containers_total",
                                      "[ALPHA] Cumulative number of container terminations.", term);
+  static const char *const plugin[] = {"plugin_name", NULL};
+  static const char *const hash[] = {"hash", NULL};
+  m->cp_errors = nl_metrics_counter(r, "kubelet_credential_provider_plugin_errors_total",
+                                    "[ALPHA] Number of errors from credential provider plugin", plugin);
+  m->cp_duration = nl_metrics_histogram(
+      r, "kubelet_credential_provider_plugin_duration",
+      "[ALPHA] Duration of execution in seconds for credential provider plugin", plugin,
+      nl_metrics_def_buckets, 11);
+  m->cp_config = nl_metrics_gauge(
+      r, "kubelet_credential_provider_config_info",
+      "[ALPHA] Information about the last applied credential provider configuration with hash as label",
+      hash);
+  m->userns_started = nl_metrics_counter(
+      r, "kubelet_started_user_namespaced_pods_total",
+      "[ALPHA] Cumulative number of pods with user namespaces started. This metric will only be "
+      "collected on Linux.",
+      NULL);
+  m->userns_errors = nl_metrics_counter(
+      r, "kubelet_started_user_namespaced_pods_errors_total",
+      "[ALPHA] Cumulative number of errors when starting pods with user namespaces. This metric "
+      "will only be collected on Linux.",
+      NULL);
+  nl_metric_series(m->userns_started, NULL); /* 0 from the start, as upstream's */
+  nl_metric_series(m->userns_errors, NULL);
   m->proc_cpu = nl_metrics_counter(r, "process_cpu_seconds_total",
                                    "Total user and system CPU time spent in seconds.", NULL);
   m->proc_rss = nl_metrics_gauge(r, "process_resident_memory_bytes", "Resident memory size in bytes.",
@@ -254,6 +278,21 @@ void nl_kmetrics_pod_worker(nl_kmetrics_t *m, const char *operation, uint64_t du
 
 void nl_kmetrics_eviction(nl_kmetrics_t *m, const char *signal) {
   nl_metric_inc(nl_metric_series1(m->evictions, signal));
+}
+
+void nl_kmetrics_credprov_run(void *ctx, const char *plugin, double seconds, bool failed) {
+  nl_kmetrics_t *m = ctx;
+  nl_metric_observe(nl_metric_series1(m->cp_duration, plugin), seconds);
+  if (failed) nl_metric_inc(nl_metric_series1(m->cp_errors, plugin));
+}
+
+void nl_kmetrics_credprov_config(nl_kmetrics_t *m, const char *hash) {
+  nl_metric_set(nl_metric_series1(m->cp_config, hash), 1);
+}
+
+void nl_kmetrics_userns_pod_started(nl_kmetrics_t *m, bool failed) {
+  nl_metric_inc(nl_metric_series(m->userns_started, NULL));
+  if (failed) nl_metric_inc(nl_metric_series(m->userns_errors, NULL));
 }
 
 void nl_kmetrics_preemption(nl_kmetrics_t *m, const char *resource) {

@@ -23,7 +23,8 @@ typedef struct nl_kmetrics {
   nl_metric_family_t *running_pods, *running_containers, *pod_start, *pod_worker, *pleg_relist,
       *pleg_interval, *pleg_last_seen, *rt_ops, *rt_errors, *rt_duration, *evictions, *preemptions, *terminated,
       *probe_total, *probe_duration, *proc_cpu, *proc_rss, *proc_start, *proc_max_fds,
-      *dp_registrations, *dp_alloc_duration;
+      *dp_registrations, *dp_alloc_duration, *cp_errors, *cp_duration, *cp_config,
+      *userns_started, *userns_errors;
   /* kubelet_pod_resources_endpoint_{requests_total, requests_<method>,
    * errors_<method>}, each a vector over server_api_version */
   nl_metric_family_t *pr_requests_total, *pr_requests[3], *pr_errors[3];
@@ -69,6 +70,14 @@ void nl_kmetrics_container_terminated(nl_kmetrics_t *m, const char *type, int32_
  * terminated in now but not in old (or absent there) counts once. */
 void nl_kmetrics_count_terminations(nl_kmetrics_t *m, const struct nl_pod_status *old,
                                     const struct nl_pod_status *now);
+
+/* A credential provider plugin ran for seconds (failed: it gave no answer). */
+void nl_kmetrics_credprov_run(void *m, const char *plugin, double seconds, bool failed);
+/* The credential provider configuration's hash ("sha256:<hex>"). */
+void nl_kmetrics_credprov_config(nl_kmetrics_t *m, const char *hash);
+/* The sandbox of a pod with `hostUsers: false` was made, or tried (upstream
+ * SyncPod): failed when a step of that sync failed. */
+void nl_kmetrics_userns_pod_started(nl_kmetrics_t *m, bool failed);
 
 /* A pod reached Running seconds after the kubelet first saw it. */
 void nl_kmetrics_pod_started(nl_kmetrics_t *m, double seconds);

@@ -156,6 +156,14 @@ bool nl_node_supports_rro(const nl_node_t *n, const char *handler) {
   return false;
 }
 
+int nl_node_supports_userns(const nl_node_t *n, const char *handler) {
+  if (!n->status_seen) return -2;
+  if (!n->n_handlers) return 0;
+  for (size_t i = 0; i < n->n_handlers; i++)
+    if (strcmp(n->handlers[i].name, handler) == 0) return n->handlers[i].user_namespaces;
+  return -1;
+}
+
 /* Upstream's updateRuntimeUp: the state holds until the next good Status. */
 static void observe_runtime(nl_node_t *n, const nl_node_runtime_info_t *in) {
   if (in->status_ok) {

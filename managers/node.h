@@ -247,6 +247,11 @@ const char *nl_node_uid(const nl_node_t *n);
  * runtimeHandlerSupportsRecursiveReadOnlyMounts): false while no Status has
  * listed handlers, or for a handler it does not list. */
 bool nl_node_supports_rro(const nl_node_t *n, const char *handler);
+/* Whether the runtime handler supports user namespaces (upstream
+ * HandlerSupportsUserNamespaces): 1 yes; 0 no, or the runtime lists no
+ * handlers (containerd 1.6); -1 the runtime lists others but not it; -2 no
+ * Status has answered yet. */
+int nl_node_supports_userns(const nl_node_t *n, const char *handler);
 bool nl_node_ready(const nl_node_t *n);
 
 const char *nl_node_state_name(nl_node_state_t s);

@@ -70,21 +70,11 @@ bool nl_rsz_res_equal(const nl_rsz_res_t *a, const nl_rsz_res_t *b) {
          a->mem_lim == b->mem_lim;
 }
 
-bool nl_rsz_resizable(const nl_container_t *c, bool init) {
-  return !init || (c->restart_policy && strcmp(c->restart_policy, "Always") == 0);
-}
-
-nl_container_t *nl_rsz_find(const nl_pod_t *pod, const char *name, bool *init) {
+nl_container_t *nl_rsz_find(const nl_pod_t *pod, const char *name) {
   for (size_t i = 0; i < pod->spec.n_containers; i++)
-    if (strcmp(pod->spec.containers[i].name, name) == 0) {
-      if (init) *init = false;
-      return &pod->spec.containers[i];
-    }
+    if (strcmp(pod->spec.containers[i].name, name) == 0) return &pod->spec.containers[i];
   for (size_t i = 0; i < pod->spec.n_init_containers; i++)
-    if (strcmp(pod->spec.init_containers[i].name, name) == 0) {
-      if (init) *init = true;
-      return &pod->spec.init_containers[i];
-    }
+    if (strcmp(pod->spec.init_containers[i].name, name) == 0) return &pod->spec.init_containers[i];
   return NULL;
 }
 
@@ -330,7 +320,6 @@ void nl_resize_allocate(nl_resize_t *rs, const nl_pod_t *pod) {
     size_t n = init ? pod->spec.n_init_containers : pod->spec.n_containers;
     const nl_container_t *cs = init ? pod->spec.init_containers : pod->spec.containers;
     for (size_t i = 0; i < n; i++) {
-      if (!nl_rsz_resizable(&cs[i], init)) continue;
       rsz_ctr_t *rc = ctr_get(rp, cs[i].name);
       nl_rsz_res_t r = nl_rsz_res_of(&cs[i]);
       if (rc->has_alloc && nl_rsz_res_equal(&rc->alloc, &r) && rc->alloc.set == r.set) continue;
@@ -380,8 +369,7 @@ nl_pod_t *nl_resize_allocated_pod(const nl_resize_t *rs, const nl_pod_t *pod) {
     for (size_t i = 0; i < n; i++) {
       const nl_container_t *c = init ? &pod->spec.init_containers[i] : &pod->spec.containers[i];
       nl_rsz_res_t a;
-      if (!nl_rsz_resizable(c, init) || !nl_resize_allocated(rs, pod->metadata.uid, c->name, &a))
-        continue;
+      if (!nl_resize_allocated(rs, pod->metadata.uid, c->name, &a)) continue;
       nl_rsz_res_t s = nl_rsz_res_of(c);
       if (nl_rsz_res_equal(&a, &s) && a.set == s.set) continue;
       if (!copy) copy = nl_pod_dup(pod);

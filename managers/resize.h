@@ -5,8 +5,10 @@
  * PodResizeInProgress), and the checkpoint that keeps the first two across a
  * restart of the agent.
  *
- * Only cpu and memory change in place, of regular containers and sidecars
- * (restartable init containers) and of the pod-level spec.resources;
+ * Only cpu and memory change in place, of every container but the ephemeral
+ * ones (regular containers, sidecars and, upstream's
+ * InPlacePodVerticalScalingInitContainers, the other init containers: upstream
+ * IsResizableContainer) and of the pod-level spec.resources;
  * everything else of a pod's resources is immutable (the API server says so)
  * and is read from the spec. A container's actuated record holds what it runs
  * with: its own limits, or the pod-level ones where it has none.
@@ -45,10 +47,8 @@ nl_rsz_res_t nl_rsz_reqs_res(const nl_resource_requirements_t *r);
 nl_rsz_res_t nl_rsz_effective(nl_rsz_res_t c, const nl_rsz_res_t *pod);
 /* Same amounts (set bits aside: upstream compares values, absent being 0). */
 bool nl_rsz_res_equal(const nl_rsz_res_t *a, const nl_rsz_res_t *b);
-/* Upstream IsResizableContainer: regular containers and sidecars. */
-bool nl_rsz_resizable(const nl_container_t *c, bool init);
-/* The container named name of pod (regular or init), or NULL; *init says which. */
-nl_container_t *nl_rsz_find(const nl_pod_t *pod, const char *name, bool *init);
+/* The container named name of pod (regular or init), or NULL. */
+nl_container_t *nl_rsz_find(const nl_pod_t *pod, const char *name);
 /* A copy of r with cpu and memory as res has them (other resources kept),
  * into lists the caller frees with nl_rsz_reqs_free; quantities the spec
  * had with the same amount are kept as written. */

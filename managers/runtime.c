@@ -45,6 +45,7 @@ int nl_runtime_init(nl_runtime_t *rt, uv_loop_t *loop, nl_cri_client_t *cri,
                  opts->max_parallel_image_pulls, opts->image_backoff_initial_ms,
                  opts->image_backoff_max_ms);
   rt->images.events = opts->events;
+  rt->images.credprov = opts->credprov;
   rt->now_ms = nl__wall_ms;
   nl_list_init(&rt->ops);
   return 0;
@@ -153,6 +154,7 @@ static void op_free(nl_runtime_op_t *op) {
   for (size_t i = 0; i < op->n_pod_ips; i++) free(op->pod_ips[i]);
   free(op->pod_ips);
   nl_host_dns_free(&op->host_dns);
+  nl_err_free(&op->userns_err);
   if (op->sandbox_config) protobuf_c_message_free_unpacked(&op->sandbox_config->base, NULL);
   free(op->cur_image_ref);
   nl__image_volumes_free(op);

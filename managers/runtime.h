@@ -85,6 +85,9 @@ typedef struct nl_runtime_opts {
   /* In-place resize (managers/resize.h): the actuated resources read and
    * recorded. NULL: no in-place resize (a changed allocation is left alone). */
   nl_resize_t *resize;
+  /* The image credential provider plugins (managers/credprov.h); NULL: none.
+   * Closed before the runtime manager stops. */
+  nl_credprov_t *credprov;
   /* Back-off overrides for tests (0: the upstream 10 s / 5 min). */
   uint64_t backoff_initial_ms, backoff_max_ms;
   uint64_t image_backoff_initial_ms, image_backoff_max_ms;
@@ -136,6 +139,17 @@ typedef struct nl_runtime_opts {
    * against it (nl_volume_mount_rro). NULL: not supported. */
   bool (*supports_rro)(void *ctx, const char *handler);
   void *supports_rro_ctx;
+  /* Pod user namespaces (managers/userns.h), the agent's: a pod with
+   * `hostUsers: false` gets its slot there before its sandbox. NULL: none, and
+   * such a pod is refused. */
+  struct nl_userns *userns;
+  /* Whether the runtime handler supports user namespaces, as the runtime's
+   * Status last said (upstream HandlerSupportsUserNamespaces): 1 yes, 0 no
+   * (or the runtime lists no handlers: containerd 1.6), -1 a handler the
+   * runtime does not list, -2 not known yet (no Status has answered since
+   * the start: upstream syncs no pod before). NULL: not supported. */
+  int (*supports_userns)(void *ctx, const char *handler);
+  void *supports_userns_ctx;
 } nl_runtime_opts_t;
 
 /* ---- probe results (liveness/startup) as computePodActions reads them ---- */
@@ -308,7 +322,6 @@ typedef struct nl_kill_info {
 typedef struct nl_resize_update {
   char *id;   /* CRI container id, owned */
   const nl_container_t *spec;
-  bool init;  /* a sidecar */
   nl_rsz_res_t want, cur;
   int cpu_dir, mem_dir;
 } nl_resize_update_t;
@@ -320,6 +333,11 @@ typedef struct nl_pod_actions {
   uint32_t attempt;
   size_t *init_to_start;
   size_t n_init_to_start;
+  /* the running init containers computeInitContainerActions keeps as they are,
+   * whose resources computePodResizeAction looks at: sidecars, and, while the
+   * pod initializes, the init container that runs */
+  size_t *init_to_resize;
+  size_t n_init_to_resize;
   size_t *to_start;
   size_t n_to_start;
   size_t *ephemeral_to_start; /* never started yet: started once, never again */
@@ -344,7 +362,9 @@ void nl_runtime_compute_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *s
 void nl_pod_actions_free(nl_pod_actions_t *a);
 
 /* upstream computePodResizeAction over the running containers computePodActions
- * keeps (regular ones and sidecars): a container whose allocated cpu or memory
+ * keeps (the init container that runs while the pod initializes, the sidecars
+ * once their startup and liveness probes allow, the regular containers once
+ * the pod has initialized): a container whose allocated cpu or memory
  * (pod is the pod as allocated) differs from what it was actuated with is
  * updated in place, or killed and started again (once) when the resizePolicy
  * of a changed resource says RestartContainer. A container with nothing

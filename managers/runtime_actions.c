@@ -132,7 +132,10 @@ static bool init_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *s,
       push_idx(&a->init_to_start, &a->n_init_to_start, i);
       break;
     case NL_RT_CONTAINER_RUNNING: {
-      if (!sidecar) break;
+      if (!sidecar) { /* InPlacePodVerticalScalingInitContainers: kept running, resizable */
+        push_idx(&a->init_to_resize, &a->n_init_to_resize, i);
+        break;
+      }
       if (c->startup_probe) {
         nl_probe_result_t r = probe(pf, pctx, st->id, NL_PROBE_STARTUP);
         if (r == NL_PROBE_RESULT_NONE) break;
@@ -154,12 +157,15 @@ static bool init_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *s,
       }
       if (c->liveness_probe) {
         nl_probe_result_t r = probe(pf, pctx, st->id, NL_PROBE_LIVENESS);
+        if (r == NL_PROBE_RESULT_NONE) break; /* not probed yet: no resize either */
         if (r == NL_PROBE_RESULT_FAILURE) {
           to_kill(a, st, c, true, REASON_LIVENESS,
                nl_xasprintf("Init container %s failed liveness probe", c->name));
           push_idx(&a->init_to_start, &a->n_init_to_start, i);
+          break;
         }
       }
+      push_idx(&a->init_to_resize, &a->n_init_to_resize, i); /* upstream's resize check */
       break;
     }
     case NL_RT_CONTAINER_EXITED:
@@ -293,6 +299,7 @@ void nl_runtime_compute_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *s
 void nl_pod_actions_free(nl_pod_actions_t *a) {
   free(a->sandbox_id);
   free(a->init_to_start);
+  free(a->init_to_resize);
   free(a->to_start);
   free(a->ephemeral_to_start);
   for (size_t i = 0; i < a->n_to_kill; i++) {

@@ -451,6 +451,30 @@ static int mounts(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
   return 0;
 }
 
+/* upstream applyPlatformSpecificContainerConfig: in a user namespace every
+ * mount is idmapped with the pod's mappings, so that what the agent wrote as
+ * root (volumes, /etc/hosts, the termination log) is root's inside. */
+static Runtime__V1__IDMapping **copy_mappings(Runtime__V1__IDMapping *const *v, size_t n) {
+  Runtime__V1__IDMapping **out = nl_xcalloc(n ? n : 1, sizeof *out);
+  for (size_t i = 0; i < n; i++) {
+    out[i] = NL__NEW(Runtime__V1__IDMapping, RUNTIME__V1__IDMAPPING__INIT);
+    out[i]->host_id = v[i]->host_id;
+    out[i]->container_id = v[i]->container_id;
+    out[i]->length = v[i]->length;
+  }
+  return out;
+}
+
+static void idmap_mounts(Runtime__V1__ContainerConfig *cfg, const Runtime__V1__UserNamespace *u) {
+  for (size_t i = 0; i < cfg->n_mounts; i++) {
+    Runtime__V1__Mount *m = cfg->mounts[i];
+    m->n_uidmappings = u->n_uids;
+    m->uidmappings = copy_mappings(u->uids, u->n_uids);
+    m->n_gidmappings = u->n_gids;
+    m->gidmappings = copy_mappings(u->gids, u->n_gids);
+  }
+}
+
 /* ---- devices (the device plugins' Allocate answers) ---- */
 
 /* Prepends n items of size sz to *arr (of *n). */
@@ -529,13 +553,16 @@ int nl_runtime_build_container_config(const nl_runtime_opts_t *opts, const nl_po
   if (nl_runtime_make_env(opts, pod, c, in->pod_ip, in->pod_ips, in->n_pod_ips, in->file_env,
                           in->n_file_env, &env, &n_env, err) < 0)
     return -1;
-  if (check_rro(c, nl_runtime_supports_rro(opts, pod), err) < 0) {
+  Runtime__V1__UserNamespace *userns = NULL;
+  if (check_rro(c, nl_runtime_supports_rro(opts, pod), err) < 0 ||
+      nl__userns_for_pod(opts, pod, &userns, err) < 0) {
     nl_env_free(env, n_env);
     return -1;
   }
   Runtime__V1__ContainerConfig *cfg =
       NL__NEW(Runtime__V1__ContainerConfig, RUNTIME__V1__CONTAINER_CONFIG__INIT);
   if (mounts(opts, pod, in, env, n_env, cfg, err) < 0) {
+    protobuf_c_message_free_unpacked(&userns->base, NULL);
     protobuf_c_message_free_unpacked(&cfg->base, NULL);
     nl_env_free(env, n_env);
     return nl_err_wrap(err, "container %s", c->name);
@@ -602,6 +629,9 @@ int nl_runtime_build_container_config(const nl_runtime_opts_t *opts, const nl_po
   cfg->linux = NL__NEW(Runtime__V1__LinuxContainerConfig, RUNTIME__V1__LINUX_CONTAINER_CONFIG__INIT);
   cfg->linux->resources = nl__container_resources(opts, pod, c);
   cfg->linux->security_context = security(opts, pod, c, in->target_id);
+  cfg->linux->security_context->namespace_options->userns_options = userns;
+  if (userns->mode == RUNTIME__V1__NAMESPACE_MODE__POD)
+    idmap_mounts(cfg, userns);
   *out = cfg;
   return 0;
 }

@@ -76,6 +76,15 @@ void nl__to_kill(nl_pod_actions_t *a, const nl_rt_container_t *st, const nl_cont
 
 /* Namespace options for a pod (runtimeutil.NamespacesForPod). */
 Runtime__V1__NamespaceOption *nl__namespaces_for_pod(const nl_pod_t *pod);
+/* The pod's user namespace for its sandbox and containers (upstream
+ * GetOrCreateUserNamespaceMappings after its allocation): NODE unless
+ * hostUsers is false; then POD with the slot opts->userns holds for it, or an
+ * error when the pod's runtime handler does not support user namespaces (in
+ * upstream's words) or the pod has no slot. */
+int nl__userns_for_pod(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
+                       Runtime__V1__UserNamespace **out, nl_err_t **err);
+/* The handler check alone: 0 when the pod may have a user namespace. */
+int nl__userns_check_handler(const nl_runtime_opts_t *opts, const nl_pod_t *pod, nl_err_t **err);
 
 /* The pod's groups for a sandbox's or a container's security context: fsGroup
  * then supplementalGroups (a new array in *groups, NULL when none), and
@@ -152,6 +161,7 @@ struct nl_runtime_op {
   size_t n_pod_ips;
   nl_host_dns_t host_dns;
   Runtime__V1__PodSandboxConfig *sandbox_config;
+  nl_err_t *userns_err;         /* the pod's user namespace could not be had (runtime_sync.c) */
   size_t cursor;               /* index into the list being worked on */
   bool in_init;                /* starting init containers */
   bool in_ephemeral;           /* starting ephemeral containers (before the init ones) */

@@ -56,7 +56,6 @@ static void one(const nl_pod_t *pod, const nl_container_t *c, size_t idx, bool i
   a->to_update[a->n_to_update++] = (nl_resize_update_t){
       .id = nl_xstrdup(st->id),
       .spec = c,
-      .init = init,
       .want = want,
       .cur = cur,
       .cpu_dir = dir(want.cpu_lim, cur.cpu_lim, want.cpu_req, cur.cpu_req),
@@ -66,11 +65,15 @@ static void one(const nl_pod_t *pod, const nl_container_t *c, size_t idx, bool i
 void nl_runtime_resize_actions(const nl_pod_t *pod, const nl_rt_pod_status_t *s,
                                const nl_resize_t *rs, nl_pod_actions_t *a) {
   /* computePodActions computes resizes only for the containers it keeps
-   * running in a pod that has initialized */
-  if (!rs || !s || a->kill_pod || a->create_sandbox || !a->initialized) return;
-  for (size_t i = 0; i < pod->spec.n_init_containers; i++)
-    if (nl_rsz_resizable(&pod->spec.init_containers[i], true))
-      one(pod, &pod->spec.init_containers[i], i, true, s, rs, a);
+   * running: the init containers computeInitContainerActions keeps (the one
+   * that runs while the pod initializes, and the sidecars), and the regular
+   * ones once the pod has initialized */
+  if (!rs || !s || a->kill_pod || a->create_sandbox) return;
+  for (size_t k = 0; k < a->n_init_to_resize; k++) {
+    size_t i = a->init_to_resize[k];
+    one(pod, &pod->spec.init_containers[i], i, true, s, rs, a);
+  }
+  if (!a->initialized) return;
   for (size_t i = 0; i < pod->spec.n_containers; i++)
     one(pod, &pod->spec.containers[i], i, false, s, rs, a);
   /* computePodLevelResourcesResizeAction: the allocation against what the pod

@@ -344,6 +344,12 @@ int nl_runtime_build_sandbox_config(const nl_runtime_opts_t *opts, const nl_pod_
       domain = NULL;
     }
   }
+  Runtime__V1__UserNamespace *userns;
+  if (nl__userns_for_pod(opts, pod, &userns, err) < 0) {
+    free(hostname);
+    free(domain);
+    return -1;
+  }
   Runtime__V1__PodSandboxConfig *c =
       NL__NEW(Runtime__V1__PodSandboxConfig, RUNTIME__V1__POD_SANDBOX_CONFIG__INIT);
   c->metadata = NL__NEW(Runtime__V1__PodSandboxMetadata, RUNTIME__V1__POD_SANDBOX_METADATA__INIT);
@@ -399,6 +405,7 @@ int nl_runtime_build_sandbox_config(const nl_runtime_opts_t *opts, const nl_pod_
     }
   }
   c->linux = linux_config(opts, pod);
+  c->linux->security_context->namespace_options->userns_options = userns;
   *out = c;
   return 0;
 }

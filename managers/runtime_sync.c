@@ -14,6 +14,7 @@
 #include "cri/runtime.h"
 #include "managers/hooks.h"
 #include "managers/runtime_internal.h"
+#include "managers/userns.h"
 #include "managers/volumes_api.h"
 #include "reactor/fs.h"
 #include "reactor/duration.h"
@@ -183,12 +184,27 @@ typedef struct prep {
   char *resolv; /* contents, or NULL */
   size_t resolv_len;
   bool cgroup_failed; /* err is about the pod cgroup, not the volumes */
+  char *userns;       /* a new user namespace allocation to persist in the pod's directory */
+  nl_err_t *userns_err;
 } prep_t;
 
 static void prep_work(uv_work_t *w) {
   prep_t *p = container_of(w, prep_t, w);
   nl_runtime_op_t *op = p->op; /* op->pod is immutable while this runs */
   const nl_runtime_opts_t *o = &op->rt->opts;
+  if (p->userns) {
+    /* upstream writeMappingsToFile: atomic and durable before the runtime
+     * hears of the mappings */
+    char *dir = nl_runtime_pod_dir(o, op->pod->metadata.uid);
+    char *path = nl_xasprintf("%s/%s", dir, NL_USERNS_FILE);
+    const char *step = NULL;
+    int e = nl_mkdir_p(dir, 0750);
+    if (e < 0) e = -e, step = "create pod directory";
+    if (!e) e = nl_fs_replace(path, p->userns, strlen(p->userns), &step);
+    if (e) nl_err_set(&p->userns_err, e, "create user namespace: %s %s: %s", step, path, strerror(e));
+    free(path);
+    free(dir);
+  }
   /* upstream makes the pod cgroup before the volumes, in SyncPod; a resize
    * changes its cpu and memory later, in its own order */
   if (o->cgroups &&
@@ -222,6 +238,8 @@ static void prep_work(uv_work_t *w) {
 static void prep_free(prep_t *p) {
   nl_api_volumes_free(&p->api);
   nl_err_free(&p->err);
+  nl_err_free(&p->userns_err);
+  free(p->userns);
   free(p->resolv);
   free(p);
 }
@@ -230,7 +248,15 @@ static void prep_done(uv_work_t *w, int status) {
   prep_t *p = container_of(w, prep_t, w);
   nl_runtime_op_t *op = p->op;
   if (status < 0 && !p->err) nl_err_set(&p->err, -status, "%s", uv_strerror(status));
+  /* not persisted: the slot goes back (upstream createUserNs), and the
+   * sandbox is not made */
+  if (p->userns_err) nl_userns_release(op->rt->opts.userns, op->pod->metadata.uid);
   if (nl__op_resume(op)) {
+    if (p->userns_err) {
+      nl_err_free(&op->userns_err);
+      op->userns_err = p->userns_err;
+      p->userns_err = NULL;
+    }
     if (p->resolv) nl_runtime_parse_resolv_conf(p->resolv, p->resolv_len, &op->host_dns);
     if (p->err && p->cgroup_failed) {
       nl_error("pod %s: %s", op->desc, p->err->msg);
@@ -277,6 +303,33 @@ static void dra_step(nl_runtime_op_t *op) {
   sandbox_step(op);
 }
 
+/* upstream GetOrCreateUserNamespaceMappings' allocation, before the sandbox
+ * and the containers' configs read it: a pod with `hostUsers: false` whose
+ * runtime handler supports user namespaces gets its slot (a new one is
+ * written to the pod's directory by prep_work); the refusals are the
+ * configs' (nl__userns_for_pod). */
+static void userns_allocate(nl_runtime_op_t *op, prep_t *p) {
+  nl_userns_t *m = op->rt->opts.userns;
+  nl_err_t *err = NULL;
+  if (op->pod->spec.host_users != 0 || !m || nl__userns_check_handler(&op->rt->opts, op->pod, &err) < 0) {
+    nl_err_free(&err);
+    return;
+  }
+  uint32_t host_id;
+  bool fresh;
+  if (nl_userns_allocate(m, op->pod->metadata.uid, &host_id, &fresh, &err) < 0) {
+    nl_err_wrap(&err, "create user namespace");
+    nl_err_free(&op->userns_err);
+    op->userns_err = err;
+    return;
+  }
+  if (fresh) {
+    nl_info("pod %s: user namespace: host ids %u-%u", op->desc, host_id,
+            (uint32_t)(host_id + m->ids_per_pod - 1));
+    p->userns = nl_userns_file_format(host_id, m->ids_per_pod);
+  }
+}
+
 static void prepare_volumes(nl_runtime_op_t *op) {
   prep_t *p = nl_xcalloc(1, sizeof *p);
   p->op = op;
@@ -287,10 +340,12 @@ static void prepare_volumes(nl_runtime_op_t *op) {
     prep_free(p);
     return;
   }
+  userns_allocate(op, p);
   op->pending++;
   int r = uv_queue_work(op->rt->loop, &p->w, prep_work, prep_done);
   if (r < 0) {
     op->pending--;
+    if (p->userns) nl_userns_release(op->rt->opts.userns, op->pod->metadata.uid);
     prep_free(p);
     nl__op_fail(op, -r, "pod %s: queue work: %s", op->desc, uv_strerror(r));
   }
@@ -395,7 +450,8 @@ static void sandbox_step(nl_runtime_op_t *op) {
   /* upstream looks the pod's RuntimeClass up in its sandbox config (its
    * namespaces) and again for RunPodSandbox: a class not found fails both */
   const char *handler;
-  if (nl_runtime_pod_handler(&op->rt->opts, op->pod, &handler, &err) < 0 ||
+  if (op->userns_err) err = nl_err_newf(op->userns_err->code, "%s", op->userns_err->msg);
+  if (err || nl_runtime_pod_handler(&op->rt->opts, op->pod, &handler, &err) < 0 ||
       nl_runtime_build_sandbox_config(&op->rt->opts, op->pod, op->actions.attempt, &op->host_dns,
                                       &op->sandbox_config, &err) < 0) {
     nl__step_fail(&op->result.steps[op->cur_step_idx],

@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "managers/runtime_internal.h"
+#include "managers/userns.h"
 #include "reactor/xalloc.h"
 
 void nl__kvs_put_all(nl__kvs_t *m, const nl_kvlist_t *l) {
@@ -236,6 +237,69 @@ Runtime__V1__NamespaceOption *nl__namespaces_for_pod(const nl_pod_t *pod) {
   else
     ns->pid = RUNTIME__V1__NAMESPACE_MODE__CONTAINER;
   return ns;
+}
+
+int nl__userns_check_handler(const nl_runtime_opts_t *opts, const nl_pod_t *pod, nl_err_t **err) {
+  const char *handler;
+  if (nl_runtime_pod_handler(opts, pod, &handler, err) < 0) return -1;
+  int s = opts->supports_userns ? opts->supports_userns(opts->supports_userns_ctx, handler) : 0;
+  if (s == 1) return 0;
+  /* A pod with a slot already (read back at start) ran in its user namespace
+   * before this start; it is not refused while the runtime's first Status is
+   * awaited, a new one waits for it (the sync is retried). */
+  uint32_t host_id;
+  if (s == -2 && opts->userns && nl_userns_get(opts->userns, pod->metadata.uid, &host_id)) return 0;
+  if (s == -2)
+    return nl_err_set(err, NL_ERUNTIME,
+                      "can't set `spec.hostUsers: false` yet: the runtime's handlers are not known");
+  char *msg = *handler ? nl_xasprintf("can't set `spec.hostUsers: false`, RuntimeClass handler \"%s\" "
+                                      "does not support user namespaces",
+                                      handler)
+                       : nl_xstrdup("can't set `spec.hostUsers: false`, runtime does not support "
+                                    "user namespaces");
+  if (s < 0)
+    nl_err_set(err, NL_EINVAL, "%s: the handler \"%s\" is not known", msg, handler);
+  else
+    nl_err_set(err, NL_EINVAL, "%s", msg);
+  free(msg);
+  return -1;
+}
+
+static Runtime__V1__IDMapping **id_mappings(uint32_t host_id, uint32_t length) {
+  Runtime__V1__IDMapping **v = nl_xcalloc(1, sizeof *v);
+  v[0] = NL__NEW(Runtime__V1__IDMapping, RUNTIME__V1__IDMAPPING__INIT);
+  v[0]->host_id = host_id;
+  v[0]->container_id = 0;
+  v[0]->length = length;
+  return v;
+}
+
+int nl__userns_for_pod(const nl_runtime_opts_t *opts, const nl_pod_t *pod,
+                       Runtime__V1__UserNamespace **out, nl_err_t **err) {
+  Runtime__V1__UserNamespace *u =
+      NL__NEW(Runtime__V1__UserNamespace, RUNTIME__V1__USER_NAMESPACE__INIT);
+  u->mode = RUNTIME__V1__NAMESPACE_MODE__NODE;
+  if (pod->spec.host_users != 0) {
+    *out = u;
+    return 0;
+  }
+  uint32_t host_id;
+  if (nl__userns_check_handler(opts, pod, err) < 0) {
+    free(u);
+    return -1;
+  }
+  if (!opts->userns || !nl_userns_get(opts->userns, pod->metadata.uid, &host_id)) {
+    free(u);
+    return nl_err_set(err, NL_ERUNTIME, "user namespace: pod %s has no user namespace allocation",
+                      pod->metadata.uid);
+  }
+  uint32_t len = opts->userns->ids_per_pod;
+  u->mode = RUNTIME__V1__NAMESPACE_MODE__POD;
+  u->n_uids = u->n_gids = 1;
+  u->uids = id_mappings(host_id, len);
+  u->gids = id_mappings(host_id, len);
+  *out = u;
+  return 0;
 }
 
 uint64_t nl__wall_ms(void *ctx) {

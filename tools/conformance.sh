@@ -13,6 +13,9 @@
 # What it does, as root, on a fresh Debian 12 machine too:
 #  1. builds nanolet (build/, meson + ninja) unless NANOLET names a binary;
 #  2. the private containerd (tools/testenv/setup.sh);
+#     and the `kubelet` user's subordinate ids with getsubids
+#     (tools/testenv/subids.sh): the user namespace specs read the node's range
+#     with getsubids on the host, and nanolet reads the same at start;
 #  3. kube-scheduler, e2e.test, ginkgo, agnhost and nonewprivs from the pinned
 #     module (tools/testenv/k8s-build.sh suite, cached like the control plane);
 #  4. the specs' images, pushed to a local registry (tools/testenv/e2e-images.sh)
@@ -29,7 +32,9 @@
 #     takes the control plane down.
 #
 # The report directory keeps junit_01.xml and report.json (ginkgo's), the
-# ginkgo output (e2e.log), nanolet.log and summary.txt.
+# ginkgo output (e2e.log), nanolet.log and summary.txt. While it runs, nanolet
+# logs to /var/log/nanolet-INSTANCE.log (where the node log query finds it),
+# copied to the report's nanolet.log at the end.
 #
 # Environment:
 #   CONFORMANCE_PROCS       parallel ginkgo processes (default 4; more than ~6
@@ -104,6 +109,7 @@ fi
 . tools/testenv/runtime.sh
 testenv_runtime 9>&- || die "the runtime did not start"
 endpoint=$RUNTIME_ENDPOINT bridge=$RUNTIME_BRIDGE subnet=$RUNTIME_SUBNET
+tools/testenv/subids.sh 9>&- >/dev/null || die "the kubelet user's subordinate ids could not be set up"
 bin=$(tools/testenv/k8s-build.sh suite)
 repo_list=$(tools/testenv/e2e-images.sh "$bin" 9>&-)
 
@@ -120,7 +126,7 @@ if [ "$ROOT" = /var/lib/kubelet ]; then
     flock 8 9>&-
   fi
 fi
-AGENT_PID=
+AGENT_PID= NLOG=
 
 cleanup() {
   local rc=$? ns
@@ -149,6 +155,7 @@ cleanup() {
     kill -TERM "$AGENT_PID" 2>/dev/null
     wait "$AGENT_PID" 2>/dev/null
   fi
+  [ -z "${NLOG:-}" ] || cp "$NLOG" "$REPORT/nanolet.log"
   [ -n "${CONFORMANCE_KEEP:-}" ] || tools/testenv/controlplane.sh down >/dev/null 2>&1 || true
   # The QoS cgroups nanolet leaves; a pod's that is still busy stays.
   [ -z "${CGROUP_ROOT:-}" ] || tools/testenv/cgroup-root.sh remove "$CGROUP_ROOT"
@@ -203,22 +210,36 @@ mkdir -p "$ROOT"
 # never set each other's kubepods.
 CGROUP_ROOT=/$NODE
 tools/testenv/cgroup-root.sh make "$CGROUP_ROOT"
-say "starting nanolet as node $NODE ($node_ip, port $KPORT); log: $REPORT/nanolet.log"
+# nanolet's log where an init script puts it (dist/: /var/log/nanolet.log),
+# one per instance so that runs at once keep theirs apart: the node log query
+# (/logs/?query=kubelet, the NodeLogQuery specs) finds it as nanolet's own log,
+# its standard error under /var/log. The report gets a copy at the end.
+NLOG=/var/log/nanolet-$INSTANCE.log
+: >"$NLOG"
+# As upstream's clusters that run the NodeLogQuery specs: the query is on.
+# The file's authentication and authorization are the flags' defaults, which
+# this node has always run with (a file alone would default to webhooks).
+CONFIG=$TESTENV_DIR/$INSTANCE-config.yaml
+printf '%s\n' 'apiVersion: kubelet.config.k8s.io/v1beta1' 'kind: KubeletConfiguration' \
+  'enableSystemLogQuery: true' \
+  'authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}' \
+  'authorization: {mode: AlwaysAllow}' >"$CONFIG"
+say "starting nanolet as node $NODE ($node_ip, port $KPORT); log: $NLOG"
 # Under the kubelet's name, as an operator who replaces the kubelet installs
 # it: the Mount propagation spec finds the node agent with `pidof kubelet`.
 mkdir -p "$TESTENV_DIR/$INSTANCE-bin"
 ln -sfn "$(realpath "$NANOLET")" "$TESTENV_DIR/$INSTANCE-bin/kubelet"
-"$TESTENV_DIR/$INSTANCE-bin/kubelet" --kubeconfig "$NANOLET_TEST_NODE_KUBECONFIG" --hostname-override "$NODE" \
+"$TESTENV_DIR/$INSTANCE-bin/kubelet" --config "$CONFIG" --kubeconfig "$NANOLET_TEST_NODE_KUBECONFIG" --hostname-override "$NODE" \
   --node-ip "$node_ip" --port "$KPORT" --read-only-port 0 --healthz-port "$HEALTHZ_PORT" \
   --cert-dir "$ROOT/pki" --root-dir "$ROOT" --cgroup-root "$CGROUP_ROOT" \
-  --container-runtime-endpoint "$endpoint" >"$REPORT/nanolet.log" 2>&1 &
+  --container-runtime-endpoint "$endpoint" >"$NLOG" 2>&1 &
 AGENT_PID=$!
 node_ready() {
   [ "$("$bin/kubectl" get node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
 }
 for _ in $(seq 60); do
   node_ready && break
-  kill -0 "$AGENT_PID" 2>/dev/null || die "nanolet exited: $(tail -5 "$REPORT/nanolet.log")"
+  kill -0 "$AGENT_PID" 2>/dev/null || die "nanolet exited: $(tail -5 "$NLOG")"
   sleep 1
 done
 node_ready || die "node $NODE is not Ready after 60 s"

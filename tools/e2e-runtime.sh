@@ -20,12 +20,13 @@ cd "$(dirname "$0")/.."
 
 # The CI subset: the CRI layer's tests, the agent's pods, probes, logs, exec,
 # attach and port-forward through the apiserver, and what only containerd 2
-# serves (its container events: EventedPLEG; image volumes, which 1.6 refuses);
+# serves (its container events: EventedPLEG; image volumes, which 1.6 refuses;
+# pods in user namespaces, which 1.6 cannot run);
 # and the tests of meson's suite
 # e2e-c2-ci, long and mostly waiting, which tools/test.sh runs here only, beside
 # its 1.6 run.
 CI_TESTS=(cri_client_test runtime_e2e_test pleg_e2e e2e_pods_run e2e_probes e2e_kubelet_streams
-  e2e_kserver e2e_evented_pleg e2e_image_volumes)
+  e2e_kserver e2e_evented_pleg e2e_image_volumes e2e_user_namespaces)
 
 usage() { sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0" >&2; exit 2; }
 [ $# -ge 1 ] || usage

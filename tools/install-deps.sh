@@ -22,12 +22,16 @@ build=(meson ninja-build pkg-config gcc libc6-dev libuv1-dev node-llhttp libnght
 # the conformance suite's agnhost image (tools/testenv/e2e-images.sh);
 # python3-grpcio and python3-protobuf: an independent gRPC client for the
 # gRPC server's test (test/unit/cri/grpc_python_client.py); faketime: the
-# faults soak steps the agent's clock alone (tools/bench/faults_soak.sh).
+# faults soak steps the agent's clock alone (tools/bench/faults_soak.sh);
+# uidmap: getsubids, which reads the user namespaces' range of the `kubelet`
+# user (tools/testenv/subids.sh) for the agent and upstream's specs;
+# libseccomp-dev: the runc of the containerd 2 instance, built from its module
+# (tools/testenv/tool-build.sh runc).
 sources=(dpkg-dev)
 static=("${sources[@]}" musl-tools musl-dev)
 test=("${static[@]}" libcmocka-dev curl jq valgrind procps clang libclang-rt-14-dev util-linux openssl
   unzip openrc runit logrotate man-db systemd prometheus docker-registry skopeo apache2-utils ccache
-  netcat-openbsd python3-grpcio python3-protobuf faketime)
+  netcat-openbsd python3-grpcio python3-protobuf faketime uidmap libseccomp-dev)
 cross_arches=(arm64 armhf)
 # The cross C libraries (-cross, in /usr/<triplet>) rather than libc6-dev:<arch>,
 # which must match the native linux-libc-dev version exactly.

@@ -15,6 +15,9 @@
 # What it does, as root, on a fresh Debian 12 machine too:
 #  1. builds nanolet (build/, meson + ninja) unless NANOLET names a binary;
 #  2. the private containerd (tools/testenv/setup.sh);
+#     and the `kubelet` user's subordinate ids with getsubids
+#     (tools/testenv/subids.sh): the user namespace specs read the node's range
+#     with getsubids on the host, and nanolet reads the same at start;
 #  3. e2e_node.test, ginkgo, agnhost and nonewprivs from the pinned module
 #     (tools/testenv/k8s-build.sh node-suite, cached like the control plane);
 #  4. the specs' images, pushed to a local registry (tools/testenv/e2e-images.sh)
@@ -205,6 +208,7 @@ tools/testenv/setup.sh 9>&- >/dev/null
 . tools/testenv/runtime.sh
 testenv_runtime 9>&- || die "the runtime did not start"
 endpoint=$RUNTIME_ENDPOINT bridge=$RUNTIME_BRIDGE subnet=$RUNTIME_SUBNET
+tools/testenv/subids.sh 9>&- >/dev/null || die "the kubelet user's subordinate ids could not be set up"
 repo_list=$(NANOLET_TESTENV_E2E_IMPORT_SOCK=${endpoint#unix://} tools/testenv/e2e-images.sh "$bin" 9>&-)
 
 for p in "${PORTS[@]}"; do

@@ -804,7 +804,7 @@ static void readiness_gate(dec_t *d, const nl_tnode_t *n, char **type) {
 
 static void pod_spec(dec_t *d, const nl_tnode_t *n, nl_pod_spec_t *s) {
   s->automount_service_account_token = s->share_process_namespace = s->enable_service_links =
-      s->set_hostname_as_fqdn = NL_UNSET;
+      s->set_hostname_as_fqdn = s->host_users = NL_UNSET;
   FIELDS(n)
   F("volumes") SEQ(v, s->volumes, s->n_volumes, volume);
   F("initContainers") SEQ(v, s->init_containers, s->n_init_containers, container);
@@ -823,6 +823,7 @@ static void pod_spec(dec_t *d, const nl_tnode_t *n, nl_pod_spec_t *s) {
   F("hostPID") get_bool(d, v, &s->host_pid);
   F("hostIPC") get_bool(d, v, &s->host_ipc);
   F("shareProcessNamespace") get_tri(d, v, &s->share_process_namespace);
+  F("hostUsers") get_tri(d, v, &s->host_users);
   F("setHostnameAsFQDN") get_tri(d, v, &s->set_hostname_as_fqdn);
   F("securityContext") OBJ(v, s->security_context, pod_security_context);
   F("imagePullSecrets") SEQ(v, s->image_pull_secrets.items, s->image_pull_secrets.n, pull_secret);
@@ -857,7 +858,8 @@ nl_pod_t *nl__pod_new(void) {
   nl_pod_t *pod = nl_arena_alloc(a, sizeof *pod);
   pod->arena = a;
   pod->spec.automount_service_account_token = pod->spec.share_process_namespace =
-      pod->spec.enable_service_links = pod->spec.set_hostname_as_fqdn = NL_UNSET;
+      pod->spec.enable_service_links = pod->spec.set_hostname_as_fqdn = pod->spec.host_users =
+          NL_UNSET;
   return pod;
 }
 

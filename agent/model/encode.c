@@ -608,6 +608,7 @@ static void spec(jw_t *w, const nl_pod_spec_t *s) {
   b_(w, "hostPID", s->host_pid);
   b_(w, "hostIPC", s->host_ipc);
   t_(w, "shareProcessNamespace", s->share_process_namespace);
+  t_(w, "hostUsers", s->host_users);
   SUB("securityContext", s->security_context, pod_sec_ctx);
   LIST("imagePullSecrets", s->image_pull_secrets.items, s->image_pull_secrets.n, pull_secret);
   s_(w, "hostname", s->hostname);

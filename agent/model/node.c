@@ -303,12 +303,13 @@ json_t *nl_node_status(const nl_node_conf_t *c, const nl_node_facts_t *f,
    * gates are on, those nanolet has, sorted as upstream lists them. The
    * scheduler places a pod that needs one (a RestartAllContainers rule) only
    * on a node that declares it, and the API server accepts a resize of
-   * spec.resources only for a pod on a node that declares
-   * InPlacePodLevelResourcesVerticalScaling. Not declared:
-   * ExtendWebSocketsToKubelet (the kubelet server speaks SPDY) and
-   * InPlacePodVerticalScalingInitContainers (RESIZE.md). */
+   * spec.resources, or of a non-sidecar init container's resources, only for
+   * a pod on a node that declares InPlacePodLevelResourcesVerticalScaling, or
+   * InPlacePodVerticalScalingInitContainers (RESIZE.md). Not declared:
+   * ExtendWebSocketsToKubelet (the kubelet server speaks SPDY). */
   json_object_set_new(s, "declaredFeatures",
-                      json_pack("[s, s]", "InPlacePodLevelResourcesVerticalScaling",
+                      json_pack("[s, s, s]", "InPlacePodLevelResourcesVerticalScaling",
+                                "InPlacePodVerticalScalingInitContainers",
                                 "RestartAllContainersOnContainerExits"));
   return s;
 }

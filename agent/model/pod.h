@@ -503,6 +503,9 @@ typedef struct nl_pod_spec {
   bool host_pid;
   bool host_ipc;
   nl_tristate_t share_process_namespace;
+  /* spec.hostUsers: false asks for a user namespace of the pod's own
+   * (managers/userns.h); unset and true share the node's users */
+  nl_tristate_t host_users;
   nl_pod_security_context_t *security_context; /* defaulted to an empty one */
   nl_strlist_t image_pull_secrets;              /* the names */
   char *hostname;

@@ -850,6 +850,13 @@ static void spec(val_t *v, const nl_pod_spec_t *s) {
     }));
   if (s->share_process_namespace == 1 && s->host_pid)
     KEY("shareProcessNamespace", ERR("ShareProcessNamespace and HostPID cannot both be enabled"));
+  /* upstream validateHostUsers (UserNamespacesHostNetworkSupport off), its
+   * field names as they are; volumeDevices are not decoded here */
+  if (s->host_users == 0) {
+    if (s->host_network) KEY("hostNetwork", ERR("Forbidden: when `hostUsers` is false"));
+    if (s->host_pid) KEY("HostPID", ERR("Forbidden: when `hostUsers` is false"));
+    if (s->host_ipc) KEY("HostIPC", ERR("Forbidden: when `hostUsers` is false"));
+  }
   if (s->security_context) KEY("securityContext", {
       const nl_pod_security_context_t *p = s->security_context;
       if (p->run_as_user.set && (p->run_as_user.v < 0 || p->run_as_user.v > 2147483647))

@@ -11,7 +11,9 @@
 # API object gone (nanolet deletes it once the containers are); pods without a
 # running container (an image that cannot be pulled, a crash-looping init
 # container, containers that all exited) deleted with the default grace period
-# go within seconds, and so when deleted while nanolet was stopped; a force delete;
+# go within seconds, and so when deleted while nanolet was stopped, and so when
+# deleted after their worker finished but before the API had their terminal
+# phase; a force delete;
 # a crash-looping pod shows CrashLoopBackOff and its restart count; a pod that
 # does not fit is rejected with OutOfmemory; a pod that does not tolerate the
 # node's NoExecute taint is refused and never runs. The node name and kubeconfig come from
@@ -25,7 +27,12 @@ NODE=${NANOLET_E2E_STATUS_NODE:-nl-e2e-status}
 KC=${NANOLET_E2E_STATUS_KUBECONFIG:-$("$NANOLET_TEST_CONTROLPLANE" cert "$NODE" "system:node:$NODE" system:nodes)}
 IMG=localhost/busybox:1.36
 
-e2e_on_exit api_cleanup
+status_cleanup() {
+  kubectl delete validatingadmissionpolicybinding nanolet-e2e-hold-phase --ignore-not-found >/dev/null 2>&1
+  kubectl delete validatingadmissionpolicy nanolet-e2e-hold-phase --ignore-not-found >/dev/null 2>&1
+  api_cleanup
+}
+e2e_on_exit status_cleanup
 
 kubectl delete ns "$PODS_NS" --ignore-not-found --wait=true >/dev/null 2>&1
 kubectl create ns "$PODS_NS" >/dev/null
@@ -208,6 +215,62 @@ stop_agent TERM
 kubectl delete pod -n "$PODS_NS" noimg2 initcrash2 exited2 novol2 --wait=false >/dev/null
 start_agent --kubeconfig "$KC" --node-ip "$NODE_IP" || { fail "agent restart" "it did not start"; exit 1; }
 idle_pods_delete_gone 2 "while nanolet was stopped"
+
+# A pod whose containers all exited, deleted before the API had its terminal
+# phase (the API then deletes gracefully, not at once), after its worker had
+# finished: nanolet still deletes the object once the phase is written. The
+# race (Pods Extended "should never report success for a pending container"
+# under load) made certain here: a ValidatingAdmissionPolicy holds the phase
+# Failed out of the API until the delete is in, then lets it through.
+HOLD=nanolet-e2e-hold-phase
+kubectl apply -f - >/dev/null <<EOF2
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: $HOLD}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [UPDATE], resources: [pods/status]}]
+  validations:
+  - expression: "!has(object.metadata.labels) || !('$HOLD' in object.metadata.labels) || object.status.phase != 'Failed'"
+    message: the terminal phase is held back
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: $HOLD}
+spec:
+  policyName: $HOLD
+  validationActions: [Deny]
+  matchResources: {namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: $PODS_NS}}}
+EOF2
+sleep 2 # the policy reaches the API server's admission
+kubectl apply -f - >/dev/null <<EOF2
+apiVersion: v1
+kind: Pod
+metadata: {name: held, namespace: $PODS_NS, labels: {$HOLD: "true"}}
+spec:
+  nodeName: $NODE
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 30
+  automountServiceAccountToken: false
+  containers: [{name: c, image: $IMG, command: [sh, -c, 'exit 1']}]
+EOF2
+held_sandbox_stopped() { # its containers ran and its worker stopped the sandbox
+  cri pods -o json | jq -e --arg ns "$PODS_NS" '[.items[] | select(.metadata.name == "held" and
+    .metadata.namespace == $ns and .state == "SANDBOX_NOTREADY")] | length == 1' >/dev/null
+}
+if wait_for 30 held_sandbox_stopped; then ok "held: its container exited and its sandbox is stopped"
+else fail "held" "the sandbox is not stopped: $(cri pods -o json | jq -c '[.items[] | select(.metadata.name == "held") | .state]')"; fi
+sleep 1 # the worker's last step
+check "held: the API has no terminal phase (the policy holds it)" bash -c "[ \"\$(kubectl get pod -n '$PODS_NS' held -o jsonpath='{.status.phase}')\" != Failed ]"
+kubectl delete pod -n "$PODS_NS" held --wait=false >/dev/null
+check "held: the API deletes it gracefully (a deletionTimestamp, the object stays)" \
+  bash -c "kubectl get pod -n '$PODS_NS' held -o jsonpath='{.metadata.deletionTimestamp}' | grep -q ."
+sleep 1 # nanolet sees the delete
+kubectl delete validatingadmissionpolicybinding "$HOLD" >/dev/null
+kubectl delete validatingadmissionpolicy "$HOLD" >/dev/null
+if wait_for 30 gone held; then ok "held: deleted after its worker finished, the object goes once its phase is written"
+else fail "held" "still there: $(jget held '"\(.metadata.deletionTimestamp) \(.status.phase)"')"; fi
 
 # --- crash loop ------------------------------------------------------------------------
 mkpod crash "containers: [{name: c, image: $IMG, command: [sh, -c, 'exit 1']}]"

@@ -5,14 +5,16 @@
 : "${NANOLET_TEST_K8S_CA:?call k8s_env first}"
 CA_DIR=$(dirname "$NANOLET_TEST_K8S_CA")
 
-# bootstrap_token FILE: a bootstrap token Secret (kube-system/bootstrap-token-<id>,
-# valid for an hour; the token-cleaner removes it then) and a kubeconfig that
-# uses it, written to FILE. Sets TOKEN_ID.
+# bootstrap_token FILE [SERVER] [VALIDITY]: a bootstrap token Secret
+# (kube-system/bootstrap-token-<id>, valid for VALIDITY, `date -d` words,
+# default an hour; the token-cleaner removes it then) and a kubeconfig that
+# uses it (the API server SERVER, default the test one), written to FILE. Sets
+# TOKEN_ID.
 bootstrap_token() {
   TOKEN_ID=$(tr -dc 'a-z0-9' </dev/urandom | head -c 6)
   local secret expires
   secret=$(tr -dc 'a-z0-9' </dev/urandom | head -c 16)
-  expires=$(date -u -d '+1 hour' +%Y-%m-%dT%H:%M:%SZ)
+  expires=$(date -u -d "+${3:-1 hour}" +%Y-%m-%dT%H:%M:%SZ)
   kubectl create secret generic -n kube-system "bootstrap-token-$TOKEN_ID" \
     --type bootstrap.kubernetes.io/token --from-literal=token-id="$TOKEN_ID" \
     --from-literal=token-secret="$secret" --from-literal=usage-bootstrap-authentication=true \

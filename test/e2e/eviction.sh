@@ -2,11 +2,15 @@
 # The eviction manager on the real containerd and control plane, with a small
 # tmpfs as nodefs (the root dir and the pod log dir on it) and short periods
 # from the configuration file. Disk pressure: a BestEffort API pod filling its
-# emptyDir is evicted (Failed, Evicted, upstream's message, an Evicted event),
+# emptyDir is evicted (Failed, Evicted, upstream's message, the DisruptionTarget
+# condition, one Evicted event annotated starved_resource=ephemeral-storage),
 # the Node shows DiskPressure, a BestEffort pod created meanwhile is rejected,
 # a Guaranteed pod beside them is untouched, and the pressure clears once the
 # volume is gone. Memory pressure: a memory.available threshold just below
-# what the node has forces the eviction of the BestEffort pod using memory.
+# what the node has forces the eviction of the BestEffort pod using memory,
+# its Evicted event annotated as upstream's e2e_node specs read it
+# (starved_resource memory, offending_containers c, and c's usage as a
+# quantity over its request of 0).
 # Static pods are critical and never evicted (upstream), hence API pods. Node
 # and credential: NANOLET_E2E_EVICT_NODE / NANOLET_E2E_EVICT_KUBECONFIG
 # (default nanolet-eviction, minted by the control plane script); namespace:
@@ -35,7 +39,11 @@ evictionHard: $1
 evictionPressureTransitionPeriod: $2
 EOC
 }
-cleanup() { api_cleanup; umount -l "$FS" 2>/dev/null; }
+cleanup() {
+  api_cleanup
+  umount -l "$FS" 2>/dev/null
+  [ -z "${ALLOC_ROOT:-}" ] || cgroup_root_remove "$ALLOC_ROOT"
+}
 e2e_on_exit cleanup
 fresh_ns "$PODS_NS"
 
@@ -64,6 +72,15 @@ api() { kubectl get pod -n "$PODS_NS" "$1" -o jsonpath="$2" 2>/dev/null; }
 api_is() { [ "$(api "$1" "$2")" = "$3" ]; }
 node_cond() { kubectl get node "$NODE" -o jsonpath="{.status.conditions[?(@.type==\"$1\")].status}" 2>/dev/null; }
 node_cond_is() { [ "$(node_cond "$1")" = "$2" ]; }
+# The pod's Evicted events as the API server has them (kubectl get events -o json).
+evicted_events() {
+  kubectl get events -n "$PODS_NS" --field-selector "reason=Evicted,involvedObject.name=$1" -o json 2>/dev/null
+}
+has_evicted_event() { [ "$(evicted_events "$1" | jq '.items | length')" -ge 1 ]; }
+# annotation POD KEY: the key's value on the pod's Evicted event, "<none>" when absent
+annotation() { evicted_events "$1" | jq -r --arg k "$2" '.items[0].metadata.annotations[$k] // "<none>"'; }
+# The pod's DisruptionTarget condition: "status reason"
+disruption() { api "$1" '{.status.conditions[?(@.type=="DisruptionTarget")].status} {.status.conditions[?(@.type=="DisruptionTarget")].reason}'; }
 
 # ---- disk pressure: nodefs.available < 40% of the 64 MiB tmpfs ----
 write_conf '{nodefs.available: "40%", memory.available: "1Mi"}' 30s
@@ -82,8 +99,16 @@ else
   fail "hog evicted" "$(api hog '{.status}')"
 fi
 wait_for 15 node_cond_is DiskPressure True && ok "Node has DiskPressure" || fail "DiskPressure" "$(node_cond DiskPressure)"
-kubectl get events -n "$PODS_NS" --field-selector reason=Evicted -o name 2>/dev/null | grep -q . \
-  && ok "an Evicted event" || fail "Evicted event" "$(kubectl get events -n "$PODS_NS" 2>&1 | tail -5)"
+[ "$(disruption hog)" = "True TerminationByKubelet" ] && ok "  ... condition DisruptionTarget (TerminationByKubelet)" \
+  || fail "hog DisruptionTarget" "$(api hog '{.status.conditions}')"
+if wait_for 10 has_evicted_event hog; then
+  n=$(evicted_events hog | jq '.items | length')
+  [ "$n" = 1 ] && ok "one Evicted event" || fail "Evicted events" "$n: $(evicted_events hog | jq -c '.items[].message')"
+  [ "$(annotation hog starved_resource)" = ephemeral-storage ] && ok "  ... annotated starved_resource=ephemeral-storage" \
+    || fail "disk starved_resource" "$(evicted_events hog | jq -c '.items[0].metadata')"
+else
+  fail "Evicted event" "$(kubectl get events -n "$PODS_NS" 2>&1 | tail -5)"
+fi
 # (read whole: grep -q would end curl by SIGPIPE, a failure under pipefail)
 evictions_is() {
   local m
@@ -122,6 +147,25 @@ if wait_for 75 api_is eater '{.status.reason}' Evicted; then
   msg=$(api eater '{.status.message}')
   [[ $msg =~ ^"The node was low on resource: memory. Threshold quantity: ".*"Container c was using ".*"request is 0, has larger consumption of memory. "$ ]] \
     && ok "memory eviction with upstream's message ($msg)" || fail "memory message" "$msg"
+  [ "$(disruption eater)" = "True TerminationByKubelet" ] && ok "  ... condition DisruptionTarget (TerminationByKubelet)" \
+    || fail "eater DisruptionTarget" "$(api eater '{.status.conditions}')"
+  if wait_for 10 has_evicted_event eater; then
+    meta=$(evicted_events eater | jq -c '[(.items | length), .items[0].metadata.annotations]')
+    [ "$(annotation eater starved_resource)" = memory ] && ok "  ... event annotated starved_resource=memory" \
+      || fail "memory starved_resource" "$meta"
+    [ "$(annotation eater offending_containers)" = c ] && ok "  ... offending_containers=c" \
+      || fail "offending_containers" "$meta"
+    # c's usage: one quantity as upstream prints a binary one, over its request of 0
+    usage=$(annotation eater offending_containers_usage)
+    [[ $usage =~ ^[1-9][0-9]*(Ki|Mi|Gi)?$ ]] && ok "  ... offending_containers_usage=$usage" \
+      || fail "offending_containers_usage" "$meta"
+    # the message names the same usage
+    [[ $msg == *"Container c was using $usage, request is 0"* ]] && ok "  ... the usage the message gives" \
+      || fail "usage in message" "$usage vs $msg"
+    [ "$(evicted_events eater | jq '.items | length')" = 1 ] && ok "  ... one Evicted event" || fail "memory Evicted events" "$meta"
+  else
+    fail "memory Evicted event" "$(kubectl get events -n "$PODS_NS" 2>&1 | tail -5)"
+  fi
 else
   fail "eater evicted" "$(api eater '{.status}'); $(grep -i evict "$E2E_TMP/agent.log" | tail -3)"
 fi
@@ -131,3 +175,45 @@ evictions_is memory.available 1 && ok "kubelet_evictions{eviction_signal=\"memor
   || fail "kubelet_evictions (memory)" "$(curl -sS "http://127.0.0.1:$RO_PORT/metrics" | grep evictions)"
 api_is guard '{.status.phase}' Running && ok "Guaranteed pod still untouched" || fail "guard after memory" "$(api guard '{.status}')"
 kubectl delete pod -n "$PODS_NS" eater --grace-period=0 --force >/dev/null 2>&1
+stop_agent TERM
+
+# ---- allocatable memory: the pods cgroup short while the node is not ----
+# enforceNodeAllocatable "pods" (the default) gives the hard memory.available
+# threshold an allocatableMemory.available twin, as upstream: kubeReserved
+# leaves the pods 300 MiB, and a pod whose processes take 10 MiB more each
+# second (each a tail that holds what it read) passes the 100 MiB threshold
+# ten seconds before the limit. The agent has a cgroup root of its own: the
+# 300 MiB limit is on its kubepods alone.
+write_conf '{memory.available: "100Mi"}' 5s
+echo "kubeReserved: {memory: \"$((total / 1048576 - 300))Mi\"}" >>"$CONF"
+ALLOC_ROOT=/nanolet-e2e-evict-alloc
+cgroup_root_make "$ALLOC_ROOT"
+start_agent --kubeconfig "$KC" --config "$CONF" --node-status-update-frequency 2s --cgroup-root "$ALLOC_ROOT" \
+  || { fail "agent start" ""; exit 1; }
+kubectl apply -f - >/dev/null <<EOP
+apiVersion: v1
+kind: Pod
+metadata: {name: filler, namespace: $PODS_NS}
+spec:
+  nodeName: $NODE
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: c
+    image: $IMG
+    command: [sh, -c, "sleep 2; i=0; while [ \$i -lt 40 ]; do { head -c 10m /dev/zero; sleep 3600; } | tail & i=\$((i+1)); sleep 1; done; sleep 3600"]
+EOP
+if wait_for 90 api_is filler '{.status.reason}' Evicted; then
+  msg=$(api filler '{.status.message}')
+  [[ $msg =~ ^"The node was low on resource: memory. Threshold quantity: 100Mi, available: " ]] \
+    && ok "the pods cgroup short of memory: evicted for memory ($msg)" || fail "allocatable message" "$msg"
+else
+  fail "filler evicted" "$(api filler '{.status.phase}'); kubepods: limit $(cat /sys/fs/cgroup/memory$ALLOC_ROOT/kubepods/memory.limit_in_bytes), usage $(cat /sys/fs/cgroup/memory$ALLOC_ROOT/kubepods/memory.usage_in_bytes); $(grep -i evict "$E2E_TMP/agent.log" | tail -3)"
+fi
+evictions_is allocatableMemory.available 1 && ok "kubelet_evictions{eviction_signal=\"allocatableMemory.available\"} 1" \
+  || fail "kubelet_evictions (allocatable)" "$(curl -sS "http://127.0.0.1:$RO_PORT/metrics" | grep evictions)"
+grep -q "threshold allocatableMemory.available hard met" "$E2E_TMP/agent.log" \
+  && ok "the agent log names allocatableMemory.available" || fail "allocatable log" "$(grep -i threshold "$E2E_TMP/agent.log" | tail -3)"
+kubectl delete pod -n "$PODS_NS" filler --grace-period=0 --force >/dev/null 2>&1
+api_pods_clear
+cgroup_root_remove "$ALLOC_ROOT"

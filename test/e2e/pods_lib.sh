@@ -12,6 +12,8 @@ ROOT=$E2E_TMP/root
 LOGS=/var/log/pods
 AGENT_PID=
 PORT=
+# Where start_agent sends the agent's output (a script may set it first).
+AGENT_LOG=${AGENT_LOG:-$E2E_TMP/agent.log}
 mkdir -p "$MANIFESTS"
 
 # start_agent [EXTRA FLAGS...]: nanolet in the background, waits for /healthz.
@@ -22,9 +24,9 @@ start_agent() {
   "$NANOLET" --healthz-port "$PORT" $SERVER_FLAGS --pod-manifest-path "$MANIFESTS" \
     --container-runtime-endpoint "$NANOLET_TEST_CRI_ENDPOINT" --root-dir "$ROOT" \
     --hostname-override "$NODE" --file-check-frequency 1s $CGROUP_ROOT_FLAG "$@" \
-    >>"$E2E_TMP/agent.log" 2>&1 &
+    >>"$AGENT_LOG" 2>&1 &
   AGENT_PID=$!
-  wait_for 10 healthz_ok "$PORT" || { echo "agent did not start:"; tail -20 "$E2E_TMP/agent.log"; return 1; }
+  wait_for 10 healthz_ok "$PORT" || { echo "agent did not start:"; tail -20 "$AGENT_LOG"; return 1; }
 }
 # An agent's pods under a cgroup root of their own (--cgroup-root ROOT, as
 # tools/conformance.sh), so that the agents of tests that run at the same time
@@ -181,7 +183,7 @@ api_cleanup() {
   kubectl delete ns "$PODS_NS" --wait=false >/dev/null 2>&1
   kubectl delete node "$NODE" --wait=false >/dev/null 2>&1
   if [ -n "${E2E_KEEP:-}" ] || [ "$E2E_FAILED" -gt 0 ]; then
-    echo "--- agent log (last 60 lines) ---"; tail -60 "$E2E_TMP/agent.log"
+    echo "--- agent log (last 60 lines) ---"; tail -60 "$AGENT_LOG"
   fi
 }
 
@@ -200,7 +202,7 @@ pods_cleanup() {
   fi
   note_stale
   if [ -n "${E2E_KEEP:-}" ] || [ "$E2E_FAILED" -gt 0 ]; then
-    echo "--- agent log (last 40 lines) ---"; tail -40 "$E2E_TMP/agent.log"
+    echo "--- agent log (last 40 lines) ---"; tail -40 "$AGENT_LOG"
   fi
 }
 e2e_on_exit pods_cleanup

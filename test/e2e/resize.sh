@@ -13,7 +13,11 @@
 # nothing until that pod goes, then it is done; a resize above the node's
 # allocatable is refused by the API server (v1.36's PodResizeValidator: the
 # kubelet never sees it); an agent restart keeps the resized values, restarts
-# nothing and writes nothing again.
+# nothing and writes nothing again. A running (non-sidecar) init container is
+# resized the same way (InPlacePodVerticalScalingInitContainers, which the
+# Node declares): its cgroup, the pod cgroup and initContainerStatuses change,
+# nothing restarts; once it has completed, a resize changes its allocation
+# alone.
 PODS_NS=nanolet-e2e-resize
 . "$(dirname "$0")/pods_lib.sh"
 k8s_env || { fail "control plane" "tools/testenv/controlplane.sh up failed"; exit 1; }
@@ -24,7 +28,8 @@ CG=${NANOLET_TEST_CGROUP_FS:-/sys/fs/cgroup}
 
 e2e_on_exit api_cleanup
 
-cs() { echo ".status.containerStatuses[] | select(.name == \"$1\")"; }
+# a container's status, regular or init
+cs() { echo "((.status.containerStatuses // []) + (.status.initContainerStatuses // []))[] | select(.name == \"$1\")"; }
 resize() { # resize POD PATCH: the resize subresource, as a user patches it
   kubectl patch pod -n "$PODS_NS" "$1" --subresource resize --type strategic -p "$2" 2>&1
 }
@@ -101,6 +106,56 @@ check "c2 is a new container" [ "$(jget rs "$(cs c2).containerID")" != "$cid2" ]
 check_cg "c2 cgroup: memory limit" "$(mem_of rs c2)" $((80 * 1024 * 1024))
 check "c1 untouched by c2's restart" [ "$(jget rs "$(cs c1) | \"\(.restartCount) \(.containerID)\"")" = "0 $cid1" ]
 cid2=$(jget rs "$(cs c2).containerID")
+
+# --- a running init container: in place, no restart -------------------------------
+check "the Node declares InPlacePodVerticalScalingInitContainers" bash -c "'$NANOLET_TEST_KUBECTL' get node '$NODE' \
+  -o json | jq -e '.status.declaredFeatures | index(\"InPlacePodVerticalScalingInitContainers\")' >/dev/null"
+api_pod ri 1 "initContainers:" \
+  "- name: i1" \
+  "  image: $IMG" \
+  "  command: [sh, -c, 'trap \"exit 1\" TERM; while [ ! -e /tmp/done ]; do sleep 1; done']" \
+  "  resources: {requests: {cpu: 100m, memory: 32Mi}, limits: {cpu: 200m, memory: 64Mi}}" \
+  "containers:" \
+  "- name: c" \
+  "  image: $IMG" \
+  "  command: [sh, -c, 'trap \"exit 0\" TERM; while :; do sleep 1; done']" \
+  "  resources: {requests: {cpu: 50m, memory: 16Mi}, limits: {cpu: 100m, memory: 32Mi}}"
+expect_api "init container i1 running" 40 ri "$(cs i1).state | keys[0]" running
+expect_api "i1 reports its resources" 10 ri "$(cs i1).resources.limits.cpu" 200m
+check_cg "i1 cgroup before: cpu quota" "$(quota_of ri i1)" 20000
+ri_uid=$(jget ri .metadata.uid) icid=$(jget ri "$(cs i1).containerID")
+ri_pod=$(cgdir cpu "$KUBEPODS/burstable/pod$ri_uid")
+check_cg "pod cgroup before: cpu quota is the init container's (the larger)" "$(quota_in "$ri_pod")" 20000
+out=$(resize ri '{"spec":{"initContainers":[{"name":"i1","resources":{"requests":{"cpu":"150m","memory":"48Mi"},"limits":{"cpu":"300m","memory":"96Mi"}}}]}}')
+check "kubectl patch --subresource resize of an init container accepted" grep -q "patched" <<<"$out"
+expect_api "i1 status.resources: the new limits" 30 ri "$(cs i1).resources.limits | \"\(.cpu) \(.memory)\"" "300m 96Mi"
+expect_api "i1 status.resources: the new requests" 5 ri "$(cs i1).resources.requests | \"\(.cpu) \(.memory)\"" "150m 48Mi"
+expect_api "i1 allocatedResources" 5 ri "$(cs i1).allocatedResources | \"\(.cpu) \(.memory)\"" "150m 48Mi"
+expect_api "no resize condition left" 10 ri '[.status.conditions[] | select(.type | startswith("PodResize"))] | length' 0
+check "i1 not restarted (restartCount 0, same container, still running)" \
+  [ "$(jget ri "$(cs i1) | \"\(.restartCount) \(.containerID) \(.state | keys[0])\"")" = "0 $icid running" ]
+check_cg "i1 cgroup: cpu quota" "$(quota_of ri i1)" 30000
+check_cg "i1 cgroup: cpu shares" "$(shares_of ri i1)" "$(shares 150)"
+check_cg "i1 cgroup: memory limit" "$(mem_of ri i1)" $((96 * 1024 * 1024))
+check_cg "pod cgroup: cpu quota follows the init container" "$(quota_in "$ri_pod")" 30000
+resize ri '{"spec":{"initContainers":[{"name":"i1","resources":{"requests":{"cpu":"100m","memory":"32Mi"},"limits":{"cpu":"120m","memory":"40Mi"}}}]}}' >/dev/null
+expect_api "i1 shrunk: status.resources" 30 ri "$(cs i1).resources.limits | \"\(.cpu) \(.memory)\"" "120m 40Mi"
+check_cg "i1 cgroup: cpu quota shrunk" "$(quota_of ri i1)" 12000
+check_cg "i1 cgroup: memory limit shrunk" "$(mem_of ri i1)" $((40 * 1024 * 1024))
+check_cg "pod cgroup: cpu quota shrunk with it" "$(quota_in "$ri_pod")" 12000
+check "i1 still the same running container" \
+  [ "$(jget ri "$(cs i1) | \"\(.restartCount) \(.containerID) \(.state | keys[0])\"")" = "0 $icid running" ]
+# completed: its allocation (and so its status) changes, nothing runs again
+kubectl exec -n "$PODS_NS" ri -c i1 -- touch /tmp/done
+expect_api "i1 completed, c runs" 40 ri "\"\($(cs i1) | .state | keys[0]) \($(cs c) | .state | keys[0])\"" "terminated running"
+ccid=$(jget ri "$(cs c).containerID")
+out=$(resize ri '{"spec":{"initContainers":[{"name":"i1","resources":{"limits":{"cpu":"140m"}}}]}}')
+check "a completed init container's resize accepted" grep -q "patched" <<<"$out"
+expect_api "completed i1: status.resources is its new allocation" 30 ri "$(cs i1).resources.limits.cpu" 140m
+expect_api "... no resize condition left" 10 ri '[.status.conditions[] | select(.type | startswith("PodResize"))] | length' 0
+check "... nothing ran again (i1 terminated, not restarted; c the same)" \
+  [ "$(jget ri "\"\($(cs i1) | \"\(.restartCount) \(.state | keys[0])\") \($(cs c).containerID)\"")" = "0 terminated $ccid" ]
+kubectl delete pod -n "$PODS_NS" ri --grace-period=1 >/dev/null
 
 # --- a memory limit below what the container uses: Error, nothing changes ----------
 resize rs '{"spec":{"containers":[{"name":"c1","resources":{"requests":{"memory":"8Ki"},"limits":{"memory":"10Ki"}}}]}}' >/dev/null

@@ -115,6 +115,23 @@ def violation(what):
     log(f"VIOLATION: {what}")
 
 
+class SoakThread(threading.Thread):
+    """A thread of the soak (the checker, the churn client) whose failure
+    fails the run: a checker that died would otherwise leave the run to go on
+    and pass unchecked."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+
+    def run(self):
+        try:
+            self.loop()
+        except Exception as e:
+            import traceback
+            traceback.print_exc()
+            violation(f"the soak's {type(self).__name__.lower()} failed: {type(e).__name__}: {e}")
+
+
 # --- the agent -----------------------------------------------------------------
 
 class Agent:
@@ -139,6 +156,7 @@ kind: KubeletConfiguration
 authentication:
   x509: {{clientCAFile: {E['NANOLET_TEST_K8S_CA']}}}
 staticPodPath: {self.manifests}
+rotateCertificates: true
 fileCheckFrequency: 5s
 evictionHard:
   memory.available: 100Mi
@@ -172,6 +190,7 @@ evictionHard:
             "ASAN_OPTIONS": "verify_asan_link_order=0:" + E.get("ASAN_OPTIONS", ""),
         })
         args = [NANOLET, "--config", self.config, "--kubeconfig", E["SOAK_NODE_KUBECONFIG"],
+                "--bootstrap-kubeconfig", E["SOAK_BOOTSTRAP_KUBECONFIG"],
                 "--hostname-override", NODE, "--root-dir", ROOT, "--cert-dir", os.path.join(ROOT, "pki"),
                 "--container-runtime-endpoint", CRI, "--cgroup-root", E["SOAK_CGROUP_ROOT"],
                 "--healthz-port", str(self.healthz), "--port", str(self.port),
@@ -259,18 +278,130 @@ def tail(path, n):
 
 # --- the state files: never torn -----------------------------------------------
 
+CLIENT_CURRENT = "pki/kubelet-client-current.pem"
+CLIENT_PAIR = "pki/kubelet-client-"  # then <time>.pem: each client pair the agent was issued
+
+
 def state_files():
     """The files the agent writes with replace-by-rename, that a kill must
-    leave whole: the pod checkpoint, the device checkpoint, the serving
-    certificate and key."""
+    leave whole and that state_corrupt damages: the pod checkpoint, the device
+    checkpoint, the serving certificate and key, and the client certificate in
+    use (kubelet-client-current.pem, a link to its pair: damaged, the pair it
+    points at is)."""
     out = []
     for rel in ("api-pods.checkpoint", "device-plugins/kubelet_internal_checkpoint"):
         if os.path.isfile(os.path.join(ROOT, rel)):
             out.append(rel)
     pki = os.path.join(ROOT, "pki")
     if os.path.isdir(pki):
-        out += sorted("pki/" + f for f in os.listdir(pki) if f.endswith((".crt", ".key", ".pem")))
+        out += sorted("pki/" + f for f in os.listdir(pki) if f.endswith((".crt", ".key", ".pem"))
+                      and not ("pki/" + f).startswith(CLIENT_PAIR))
+        if os.path.exists(os.path.join(ROOT, CLIENT_CURRENT)):
+            out.append(CLIENT_CURRENT)
     return out
+
+
+def pair_serial(path):
+    """(serial, None) when path holds a certificate for the node and the key
+    of that certificate, else (None, what is wrong)."""
+    rc, out = sh(["openssl", "x509", "-noout", "-serial", "-subject", "-pubkey", "-in", path])
+    if rc != 0:
+        return None, "openssl x509 cannot read a certificate in it"
+    serial = next((line.split("=", 1)[1] for line in out.splitlines() if line.startswith("serial=")), None)
+    if f"system:node:{NODE}" not in out:
+        return None, "not a certificate of the node"
+    pub = out[out.find("-----BEGIN PUBLIC KEY-----"):].strip()
+    rc, kpub = sh(["openssl", "pkey", "-pubout", "-in", path])
+    if rc != 0:
+        return None, "openssl pkey cannot read a key in it"
+    if kpub.strip() != pub:
+        return None, "its key is not the certificate's"
+    return serial, None
+
+
+class ClientCert:
+    """The rotating client credential: the pair kubelet-client-current.pem
+    points at, looked at every 3 s and after every kill. Each distinct serial
+    is recorded (the first is the bootstrap's, each other one a rotation).
+    After a kill the pair in use must be whole (a certificate of the node and
+    its key) and be the last one seen or a new one that the cluster CA signed
+    and that is valid; every other pair must be whole too, and the kubeconfig
+    the bootstrap wrote must read back. Pairs the soak damaged itself
+    (state_corrupt) are left out."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.seen = []  # (t, serial, file) of each distinct certificate, in order
+        self.last = None  # (file, inode, mtime, size) of the last pair read whole
+        self.damaged = set()
+        self.kills = []  # t of each agent kill
+
+    def damage(self, path):
+        with self.lock:
+            self.damaged.add(os.path.realpath(path))
+
+    def look(self, after=None):
+        link = os.path.join(ROOT, CLIENT_CURRENT)
+        with self.lock:
+            try:
+                target = os.path.realpath(link, strict=True)
+                st = os.stat(target)
+            except OSError as e:
+                if after and self.seen:
+                    violation(f"{CLIENT_CURRENT} after {after}: {e}")
+                return
+            key = (target, st.st_ino, st.st_mtime_ns, st.st_size)
+            if (after is None and key == self.last) or target in self.damaged:
+                return
+            serial, why = pair_serial(target)
+            if why:
+                if after:
+                    violation(f"{CLIENT_CURRENT} -> {os.path.basename(target)} is torn after {after}: {why}")
+                return
+            self.last = key
+            serials = [x[1] for x in self.seen]
+            if serials and serial == serials[-1]:
+                return
+            if serial in serials:
+                violation(f"{CLIENT_CURRENT} went back to an earlier certificate (serial {serial})"
+                          + (f" after {after}" if after else ""))
+                return
+            rc, out = sh(["openssl", "verify", "-CAfile", E["NANOLET_TEST_K8S_CA"], target])
+            if rc != 0:
+                violation(f"{CLIENT_CURRENT} -> {os.path.basename(target)}: a new certificate that "
+                          f"the cluster CA does not vouch for now: {out.strip()[-200:]}")
+                return
+            self.seen.append((now(), serial, os.path.basename(target)))
+            log(f"  client certificate {len(self.seen)}: serial {serial} ({os.path.basename(target)})")
+
+    def check_pairs(self, after):
+        pki = os.path.join(ROOT, "pki")
+        names = sorted(f for f in os.listdir(pki) if ("pki/" + f).startswith(CLIENT_PAIR)
+                       and f.endswith(".pem") and "pki/" + f != CLIENT_CURRENT)
+        for f in names:
+            path = os.path.join(pki, f)
+            if os.path.islink(path) or os.path.realpath(path) in self.damaged:
+                continue
+            _, why = pair_serial(path)
+            if why:
+                violation(f"pki/{f} is torn after {after}: {why}")
+        try:
+            with open(E["SOAK_NODE_KUBECONFIG"]) as fh:
+                kc = json.load(fh)  # (the agent writes it as JSON)
+            user = kc["users"][0]["user"]
+            if user.get("client-certificate") != os.path.join(ROOT, CLIENT_CURRENT):
+                violation(f"the kubeconfig after {after}: its user is {user}, not {CLIENT_CURRENT}")
+        except (OSError, ValueError, KeyError, IndexError) as e:
+            violation(f"the kubeconfig the bootstrap wrote is torn after {after}: {type(e).__name__}: {e}")
+
+    def summary(self):
+        """(rotations, kills within 30 s of one, the closest kill to one in s or None)."""
+        changes = [t for t, _, _ in self.seen[1:]]
+        gaps = [min(abs(k - t) for t in changes) for k in self.kills] if changes else []
+        return len(changes), sum(1 for g in gaps if g <= 30), (min(gaps) if gaps else None)
+
+
+CLIENT = ClientCert()
 
 
 def whole(rel):
@@ -305,10 +436,16 @@ def whole(rel):
 
 
 def check_whole(after):
+    """After a kill: every state file whole, the client credential too."""
+    CLIENT.kills.append(now())
     for rel in state_files():
+        if rel == CLIENT_CURRENT:
+            continue
         why = whole(rel)
         if why:
             violation(f"{rel} is torn after {after}: {why}")
+    CLIENT.look(after)
+    CLIENT.check_pairs(after)
 
 
 # --- the load --------------------------------------------------------------------
@@ -554,14 +691,14 @@ def converged():
 
 # --- the invariant checker ---------------------------------------------------------
 
-class Checker(threading.Thread):
+class Checker(SoakThread):
     """Samples the runtime every 3 s: no two ready sandboxes for one pod uid,
     no container or sandbox of a pod replaced (restarted) but the crasher's,
     the static pods present (never missing longer than the agent's downtime
     plus 5 s), the agent alive; and its RSS and fds every 10 s."""
 
     def __init__(self, agent, faults):
-        super().__init__(daemon=True)
+        super().__init__()
         self.agent = agent
         self.faults = faults
         self.stop = threading.Event()
@@ -577,7 +714,7 @@ class Checker(threading.Thread):
         self.event_last = None  # (t, agent starts) of the last events sample
         self.event_peak = (0, 0.0)  # most writes between two samples, over how many seconds
 
-    def run(self):
+    def loop(self):
         next_usage = 0
         while not self.stop.wait(3):
             self.agent.check_alive()
@@ -588,6 +725,7 @@ class Checker(threading.Thread):
                     self.usage.append((t, u[0], u[1], t - self.agent.last_start))
                 next_usage = t + 10
                 self.events()
+            CLIENT.look()
             rt = runtime_view()
             if rt is None:
                 continue
@@ -861,6 +999,8 @@ class Faults:
             files = state_files()
             rel = files[int(p["pick"] * len(files))] if files else None
             if rel:
+                if rel == CLIENT_CURRENT:
+                    CLIENT.damage(os.path.join(ROOT, rel))
                 corrupt(os.path.join(ROOT, rel), p["how"])
                 log(f"  {rel}: {p['how']}")
             time.sleep(p["down_s"])
@@ -904,13 +1044,13 @@ def corrupt(path, how):
 
 # --- the churn client ------------------------------------------------------------
 
-class Churn(threading.Thread):
+class Churn(SoakThread):
     """A user of the cluster: every 5-20 s one of scale, roll out, delete a
     pod, recreate the preStop pod, change the ConfigMap. Paused while a
     fault's convergence is measured."""
 
     def __init__(self, seed):
-        super().__init__(daemon=True)
+        super().__init__()
         self.rng = random.Random(seed * 7919 + 1)
         self.stop = threading.Event()
         self.paused = threading.Event()
@@ -918,7 +1058,7 @@ class Churn(threading.Thread):
         self.rev = 0
         self.actions = 0
 
-    def run(self):
+    def loop(self):
         while not self.stop.wait(self.rng.uniform(5, 20)):
             if self.paused.is_set():
                 continue
@@ -1117,6 +1257,13 @@ def finish(agent, checker, churn, conv):
         print(f"faults-soak: {checker.event_writes} event writes; at most {n} between two samples "
               f"({dt:.0f} s apart; the limit {EVENT_QPS}/s, burst {EVENT_BURST})")
         results.update(event_writes=checker.event_writes, event_peak=[n, dt])
+    CLIENT.look()
+    rotations, near, closest = CLIENT.summary()
+    print(f"faults-soak: client certificates: {len(CLIENT.seen)} seen (distinct serials), {rotations} rotations; "
+          f"{len(CLIENT.kills)} agent kills checked, {near} of them within 30 s of a rotation"
+          + (f" (the closest {closest:.0f} s)" if closest is not None else ""))
+    results.update(client_certificates=[{"t": round(t, 1), "serial": sr, "file": f} for t, sr, f in CLIENT.seen],
+                   rotations=rotations, kills_checked=len(CLIENT.kills), kills_near_rotation=near)
     agent.kill(signal.SIGTERM)
     # a sanitizer build's reports (ASan aborts, UBSan may go on), leaks at the exit included
     with open(agent.log_path, errors="replace") as f:

@@ -27,7 +27,8 @@
 # default a fresh /tmp/nanolet-faults-soak.XXXXXX, kept on failure),
 # FAULTS_SOAK_INSTANCE=N (0 to 5, default 0: a run beside another one: its
 # own state dir, bridge, subnet, control plane ports, cgroup root and
-# namespaces, so that two seeds soak at once).
+# namespaces, so that two seeds soak at once), FAULTS_SOAK_SIGNING_DURATION
+# (how long the node's client certificates are signed for; default 6m).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 TOP=$(cd "$HERE/../.." && pwd)
@@ -51,6 +52,12 @@ private_testenv "/var/lib/nanolet-testenv-soak${SUFFIX:+-$SUFFIX}" "nl-soak$INST
   fail "containerd 2 build"
 export NANOLET_TESTENV_DIR=$PRIVATE_DIR NANOLET_TESTENV_K8S_PORT_OFFSET=$((500 + 20 * INSTANCE)) NANOLET_TESTENV_K8S_SCHEDULER=1
 export NANOLET_TEST_NODE_NAME=soak-node
+# The node's client certificates: signed for 6 minutes (kube-controller-manager
+# backdates them 5 minutes, so that is 11 minutes of validity, and the agent
+# rotates 70-90 % into it: every 3-5 minutes), so that a 30-minute run sees
+# several rotations and agent kills land near them.
+SIGNING=${FAULTS_SOAK_SIGNING_DURATION:-6m}
+export NANOLET_TESTENV_K8S_SIGNING_DURATION=$SIGNING
 RUN=${FAULTS_SOAK_DIR:-$(mktemp -d /tmp/nanolet-faults-soak.XXXXXX)}
 mkdir -p "$RUN"
 ROOT=$PRIVATE_DIR/soak-root
@@ -94,8 +101,6 @@ env_file=$("$TOP/tools/testenv/controlplane.sh" up 2>"$RUN/controlplane.log") ||
   fail "private control plane: $(tail -3 "$RUN/controlplane.log")"
 # shellcheck source=/dev/null
 . "$env_file"
-node_kc=$("$TOP/tools/testenv/controlplane.sh" cert soak-node system:node:soak-node system:nodes 2>>"$RUN/controlplane.log") ||
-  fail "node credential"
 TOXI=$("$TOP/tools/testenv/tool-build.sh" toxiproxy 2>"$RUN/toxiproxy-build.log") || fail "toxiproxy build"
 command -v faketime >/dev/null || fail "faketime missing (tools/install-deps.sh --test)"
 FAKETIME_LIB=$(dpkg -L libfaketime 2>/dev/null | grep -m1 '/libfaketime\.so\.1$') || fail "libfaketime missing"
@@ -113,10 +118,20 @@ wait_until 10 curl -fsS -o /dev/null "http://127.0.0.1:$TPORT/version" 2>/dev/nu
 curl -fsS -o /dev/null -X POST "http://127.0.0.1:$TPORT/proxies" -H 'Content-Type: application/json' \
   -d "{\"name\": \"uplink\", \"listen\": \"127.0.0.1:$LPORT\", \"upstream\": \"127.0.0.1:${NANOLET_TEST_APISERVER##*:}\", \"enabled\": true}" ||
   fail "toxiproxy proxy"
-sed "s#^\( *server:\).*#\1 https://127.0.0.1:$LPORT#" "$node_kc" >"$RUN/node.kubeconfig"
+# The node joins as a gateway does: a bootstrap token, then client
+# certificates through CSRs that kube-controller-manager approves, signs (for
+# SIGNING) and the agent rotates (the token: test/e2e/certs_lib.sh, as the TLS
+# bootstrap tests make it).
+kubectl() { "$NANOLET_TEST_KUBECTL" "$@"; }
+# shellcheck source=test/e2e/certs_lib.sh
+. "$TOP/test/e2e/certs_lib.sh"
+rm -f "$RUN/node.kubeconfig"
+bootstrap_token "$RUN/bootstrap.kubeconfig" "https://127.0.0.1:$LPORT" "$((MINUTES + 60)) minutes" ||
+  fail "bootstrap token"
 
 export SOAK_RUN=$RUN SOAK_ROOT=$ROOT SOAK_CRI=$endpoint SOAK_CGROUP_ROOT=$CGROUP_ROOT \
   SOAK_TOXI_API=http://127.0.0.1:$TPORT SOAK_NODE_KUBECONFIG=$RUN/node.kubeconfig \
+  SOAK_BOOTSTRAP_KUBECONFIG=$RUN/bootstrap.kubeconfig \
   SOAK_NODE_IP=$("$TOP/tools/testenv/node-ip.sh" 2>/dev/null || true) SOAK_FAKETIME_LIB=$FAKETIME_LIB \
   SOAK_CONTROLPLANE=$TOP/tools/testenv/controlplane.sh SOAK_SETUP=$TOP/tools/testenv/setup.sh \
   SOAK_CONTAINERD_PID=$PRIVATE_DIR/run/containerd.pid SOAK_PRIVATE_CONTAINERD=$PRIVATE_CONTAINERD \

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A second private containerd, version 2 (tools/testenv/tool-build.sh
-# containerd2: v2.4.2 from its Go module), beside Debian's 1.6 from setup.sh:
+# containerd2: v2.4.2 from its Go module, with runc 1.4 from its module:
+# tool-build.sh runc), beside Debian's 1.6 from setup.sh:
 # its own state directory, bridge and subnet, no registry of its own (it
 # pulls from the shared one), the same configuration file (containerd 2
 # migrates version 2 in memory).
@@ -10,6 +11,10 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bin=$("$here/tool-build.sh" containerd2)
 export NANOLET_TESTENV_CONTAINERD=$bin
+# runc from its module too: Debian 12's 1.1 has no idmapped mounts, without
+# which containerd 2 says its handlers do not support user namespaces.
+NANOLET_TESTENV_RUNC=$("$here/tool-build.sh" runc)
+export NANOLET_TESTENV_RUNC
 export NANOLET_TESTENV_DIR=${NANOLET_TESTENV_C2_DIR:-/var/lib/nanolet-testenv-c2}
 export NANOLET_TESTENV_BRIDGE=${NANOLET_TESTENV_C2_BRIDGE:-nl-br-c2}
 export NANOLET_TESTENV_SUBNET=${NANOLET_TESTENV_C2_SUBNET:-10.89.0.0/24}

@@ -38,6 +38,10 @@
 #                             its own NANOLET_TESTENV_DIR or NAME)
 #   NANOLET_TESTENV_K8S_SCHEDULER=1  run kube-scheduler too (not in the shared
 #                             one: other tests' pods without a node stay Pending)
+#   NANOLET_TESTENV_K8S_SIGNING_DURATION  kube-controller-manager's
+#                             --cluster-signing-duration (e.g. 6m: client
+#                             certificates that rotate within minutes; default
+#                             its own, a year)
 #   NANOLET_TESTENV_K8S_AUDIT_NODES=1  the audit log records every request of a
 #                             node (group system:nodes), not only its reads of
 #                             ConfigMaps, Secrets, tokens and CSRs (benches)
@@ -72,6 +76,7 @@ SERVICE_IP=10.0.0.1
 COMPONENTS=(etcd kube-apiserver kube-controller-manager)
 SCHEDULER=${NANOLET_TESTENV_K8S_SCHEDULER:-0}
 AUDIT_NODES=${NANOLET_TESTENV_K8S_AUDIT_NODES:-0}
+SIGNING_DURATION=${NANOLET_TESTENV_K8S_SIGNING_DURATION:-}
 [ "$SCHEDULER" = 1 ] && COMPONENTS+=(kube-scheduler)
 
 # --- processes ------------------------------------------------------------------
@@ -287,6 +292,7 @@ cmd_up() {
     --leader-elect=false \
     --controllers='*,bootstrap-signer-controller,token-cleaner-controller' \
     --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
+    ${SIGNING_DURATION:+--cluster-signing-duration="$SIGNING_DURATION"} \
     --root-ca-file="$PKI/ca.crt" \
     --service-account-private-key-file="$PKI/sa.key" \
     --use-service-account-credentials \

@@ -32,6 +32,9 @@
 #   e2e-test-images/nginx:1.15-4          Debian's nginx on busybox
 #   e2e-test-images/glibc-dns-testing:2.0.0  glibc's `hostname` (-f resolves
 #       through nsswitch) and dash
+#   e2e-test-images/ipc-utils:1.4         busybox with Debian's util-linux
+#       ipcs, ipcmk and ipcrm, as upstream's is Alpine with util-linux (the
+#       host IPC specs read `ipcs -m` in it)
 #   e2e-test-images/kitten:1.8            agnhost:2.63.0 with upstream's
 #       test/images/kitten files (/kitten.jpg, /data.json) and an
 #       /etc/os-release that says it stands in for upstream's Alpine Linux
@@ -81,7 +84,7 @@ PATH_ENV="PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Debian packages whose binaries go into the images: installed for their
 # libraries; nginx only unpacked (installing it starts a web server on :80).
 PACKAGES=(umoci skopeo docker-registry curl netcat-openbsd bash dash hostname
-  libpcre2-8-0 libssl3 zlib1g libcrypt1 socat)
+  util-linux libpcre2-8-0 libssl3 zlib1g libcrypt1 socat)
 
 
 # --- the registry ------------------------------------------------------------------
@@ -289,6 +292,18 @@ build_glibc_dns() {
   image "$w" "$E2E/glibc-dns-testing" 2.0.0 --config.cmd sh
 }
 
+build_ipc_utils() {
+  local w r b
+  w=$(new_work ipc-utils)
+  r=$w/rootfs
+  busybox_root "$r"
+  for b in ipcs ipcmk ipcrm; do
+    rm -f "$r/bin/$b"
+    copy_bin "$r" "/usr/bin/$b"
+  done
+  image "$w" "$E2E/ipc-utils" 1.4 --config.cmd sh
+}
+
 build_pause() {
   local w
   w=$(new_work pause)
@@ -378,7 +393,7 @@ ACCEPT='Accept: application/vnd.oci.image.manifest.v1+json, application/vnd.dock
 have_all() {
   local ref
   for ref in busybox:1.37.0-1 agnhost:2.63.0 agnhost:2.55 nonewprivs:1.4 nonroot:1.5 \
-    nginx:1.15-4 glibc-dns-testing:2.0.0 kitten:1.8; do
+    nginx:1.15-4 glibc-dns-testing:2.0.0 kitten:1.8 ipc-utils:1.4; do
     curl -fsS --max-time 5 -o /dev/null -H "$ACCEPT" \
       "http://$ADDR/v2/e2e-test-images/${ref%%:*}/manifests/${ref#*:}" || return 1
   done
@@ -404,6 +419,7 @@ if [ "$(cat "$RDIR/images.key" 2>/dev/null)" != "$key" ] || ! have_all; then
   build_nginx
   build_glibc_dns
   build_kitten
+  build_ipc_utils
   build_pause
   build_hostpathplugin "$HOSTPATH_TAG"
   [ -z "$SAMPLE_REF" ] || build_sample "${SAMPLE_REF##*:}"

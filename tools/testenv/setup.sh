@@ -22,6 +22,8 @@
 #   NANOLET_TESTENV_CONTAINERD   another containerd binary than Debian's: a
 #                                second instance on containerd 2, e.g.
 #                                tools/testenv/containerd2.sh
+#   NANOLET_TESTENV_RUNC         another runc binary than Debian's (the CRI
+#                                runtime's BinaryName): containerd2.sh's
 set -euo pipefail
 
 # Keep stdout for the final endpoint line only: anything a tool prints goes
@@ -146,7 +148,7 @@ disabled_plugins = [
         runtime_type = "io.containerd.runc.v2"
 
         [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-          BinaryName = "runc"
+          BinaryName = "${NANOLET_TESTENV_RUNC:-runc}"
           # cgroupfs: the test machine need not run systemd.
           SystemdCgroup = false
           # runc's default root is under /run/containerd, shared with a

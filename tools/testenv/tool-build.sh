@@ -10,6 +10,10 @@
 #                   cmd/containerd-shim-runc-v2 (beside it)
 #   toxiproxy       github.com/Shopify/toxiproxy/v2 cmd/server, the impairment
 #                   proxy of the uplink tests (driven through its HTTP API)
+#   runc            github.com/opencontainers/runc, with cgo (its nsenter) and
+#                   libseccomp (libseccomp-dev): containerd 2's runc
+#                   (tools/testenv/containerd2.sh), whose idmapped mounts
+#                   (1.2 and later; Debian 12 has 1.1) user namespaces need
 #
 # The only stdout line is the (first) binary's path:
 #   ms=$(tools/testenv/tool-build.sh metrics-server)
@@ -38,13 +42,14 @@ case $name in
     tags=no_btrfs,no_devmapper,no_zfs
     ;;
   toxiproxy) pkgs=(github.com/Shopify/toxiproxy/v2/cmd/server) tags= ;;
-  *) die "usage: $0 metrics-server|containerd2|toxiproxy" ;;
+  runc) pkgs=(github.com/opencontainers/runc) tags=seccomp cgo=1 ;;
+  *) die "usage: $0 metrics-server|containerd2|toxiproxy|runc" ;;
 esac
 mod=$here/$name
 build_flags=(-trimpath)
 [ -z "$tags" ] || build_flags+=(-tags "$tags")
 build_flags+=(-ldflags "-s -w")
-export CGO_ENABLED=0 GOTOOLCHAIN=local GOSUMDB=off GOFLAGS=-mod=readonly
+export CGO_ENABLED=${cgo:-0} GOTOOLCHAIN=local GOSUMDB=off GOFLAGS=-mod=readonly
 
 need=$(sed -n 's/^go //p' "$mod/go.mod")
 go_ok() { # go_ok GO: GO runs and is at least the module's go version

@@ -5,8 +5,9 @@
  * /containerLogs: its query (PodLogOptions) and the writer over a log file,
  * and the path and query of /exec, /attach and /portForward, and
  * /proc/self/mountinfo (whether the root dir is on a shared mount), and a
- * PSI file and /proc/<pid>/cgroup (/stats/summary's system containers).
- * Byte 0 picks the parser. */
+ * PSI file and /proc/<pid>/cgroup (/stats/summary's system containers), and
+ * the node log query of /logs/ (its query string, then log lines through its
+ * filter). Byte 0 picks the parser. */
 #include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -17,6 +18,7 @@
 #include "agent/cmd_cri_fmt.h"
 #include "agent/crilog.h"
 #include "agent/kserver_stream.h"
+#include "agent/nodelog.h"
 #include "agent/config.h"
 #include "agent/config_fields.h"
 #include "agent/startup.h"
@@ -33,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t len = size - 1;
   static int devnull = -1;
   if (devnull < 0) nl_log_set_fd(devnull = open("/dev/null", O_WRONLY)); /* unknown fields warn */
-  switch (data[0] % 10) {
+  switch (data[0] % 11) {
   case 0: {
     nl_kubelet_config_t cfg;
     nl_err_t *err = NULL;
@@ -45,7 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       for (int i = 0; i < 4; i++) e[i] = (nl_ev_config_map_t){(const char *const *)m[i]->keys, m[i]->first, m[i]->n};
       nl_ev_threshold_t *t = NULL;
       size_t n;
-      if (nl_ev_parse_thresholds(e[0], e[1], e[2], e[3], &t, &n, &err) == 0) free(t);
+      if (nl_ev_parse_thresholds(e[0], e[1], e[2], e[3], (data[0] & 1) != 0, &t, &n, &err) == 0) free(t);
     }
     nl_err_free(&err);
     /* The same text as a --config-dir drop-in over the result (maps merged,
@@ -128,6 +130,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     (void)nl_stats_parse_proc_cgroup(t, "memory", out, sizeof out);
     (void)nl_stats_parse_proc_cgroup(t, "", out, sizeof out);
     free(t);
+    break;
+  }
+  case 10: { /* /logs/: the query string up to the first newline, then log lines */
+    const char *nl = memchr(text, '\n', len);
+    size_t qlen = nl ? (size_t)(nl - text) : len;
+    char *q = strndup(text, qlen), *msg = NULL;
+    nl_nodelog_query_t nq;
+    if (nl_nodelog_query_parse(q, &nq, &msg) == 0) {
+      char *cand[NL_NODELOG_MAX_CANDIDATES];
+      for (size_t i = 0; i < nq.n_services; i++) {
+        size_t n = nl_nodelog_candidates(nq.services[i], "nanolet.log", cand);
+        for (size_t j = 0; j < n; j++) free(cand[j]);
+      }
+      nl_nodelog_filter_t f;
+      nl_nodelog_filter_init(&f, &nq, 1700000000000000000LL, 1690000000000000000LL);
+      const char *p = nl ? nl + 1 : text + len, *end = text + len;
+      while (p < end) {
+        const char *e = memchr(p, '\n', (size_t)(end - p));
+        size_t n = e ? (size_t)(e - p) : (size_t)(end - p);
+        (void)nl_nodelog_filter_line(&f, p, n);
+        p += n + 1;
+      }
+      nl_nodelog_query_free(&nq);
+    }
+    free(msg);
+    free(q);
     break;
   }
   }

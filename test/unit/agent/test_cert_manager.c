@@ -31,6 +31,18 @@ typedef struct world {
   bool stopped;
 } world_t;
 
+/* The wall clock the manager reads: the real one plus clock_step (seconds),
+ * so that a test can step it as NTP would; libuv's timers run on the
+ * monotonic clock, which this leaves alone. */
+static time_t clock_step;
+time_t time(time_t *t) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  time_t v = ts.tv_sec + clock_step;
+  if (t) *t = v;
+  return v;
+}
+
 static int dummy; /* the fake ignores the client */
 #define CLIENT ((nl_kube_client_t *)&dummy)
 
@@ -83,6 +95,7 @@ static world_t *world_new(const char *pem, bool rotate, uint64_t wait_ms) {
       .wait_timeout_ms = wait_ms,
       .backoff_initial_ms = 20,
       .backoff_max_ms = 40,
+      .recheck_ms = 20,
   };
   nl_err_t *err = NULL;
   assert_int_equal(nl_certmgr_new(&w->m, &w->loop, CLIENT, NULL, &o, on_cert, w, &err), 0);
@@ -273,6 +286,50 @@ static void valid_certificate_waits(void **state) {
   free(key2);
 }
 
+/* A certificate valid from now+from to now+to seconds; the wall clock
+ * stepped by at_start when the manager starts, then by later: it waits, and
+ * then starts a rotation (a CSR) within the 10 s of run_until. */
+static void rotates_across_a_step(time_t from, time_t to, time_t at_start, time_t later) {
+  char *key = NULL;
+  clock_step = 0; /* (after a failed test too) */
+  time_t now = time(NULL);
+  char *cert = test_ca_pair("system:node:n1", now + from, now + to, &key);
+  clock_step = at_start;
+  world_t *w = world_new(cert, true, 0);
+  nl_certmgr_start(w->m);
+  uv_run(&w->loop, UV_RUN_NOWAIT);
+  assert_int_equal(nl_certmgr_state(w->m), NL_CERTMGR_WAITING);
+  assert_int_equal(fake_nreqs, 0);
+  clock_step = later;
+  want_reqs = 1;
+  assert_true(run_until(w, has_reqs));
+  clock_step = 0;
+  world_free(w);
+  free(cert);
+  free(key);
+}
+
+/* The deadline is computed with the wall clock 10 minutes behind (a start, or
+ * a rotation, while NTP has yet to correct it); once the clock reads past the
+ * deadline the rotation starts within a recheck, not 10 minutes after it
+ * (with a short-lived certificate: after its expiry). */
+static void clock_step_does_not_hold_the_rotation(void **state) {
+  (void)state;
+  /* the deadline: 70-90 % into 3610 s, 2517 to 3239 s from now; then the
+   * clock past any deadline, before the expiry */
+  rotates_across_a_step(-10, 3600, -600, 3300);
+}
+
+/* The other way round: the deadline computed with the right clock, which is
+ * then set back 10 minutes during the wait; the rotation still starts at the
+ * deadline (the loop's clock says it has come), not after the wall clock's
+ * error is corrected. */
+static void clock_set_back_during_the_wait(void **state) {
+  (void)state;
+  /* the deadline: 70-90 % into 5 s, 1.5 to 3.5 s from now */
+  rotates_across_a_step(-1, 4, 0, -600);
+}
+
 /* An expired certificate is not valid, and is replaced at once. */
 static void expired_certificate(void **state) {
   (void)state;
@@ -295,6 +352,8 @@ int main(void) {
       cmocka_unit_test(wait_times_out),
       cmocka_unit_test(request_fails),
       cmocka_unit_test(valid_certificate_waits),
+      cmocka_unit_test(clock_step_does_not_hold_the_rotation),
+      cmocka_unit_test(clock_set_back_during_the_wait),
       cmocka_unit_test(expired_certificate),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -74,6 +76,45 @@ static void update_swaps_the_link(void **state) {
   free(link);
 }
 
+/* A pair whose write fails part-way (here a file size limit, as a full disk
+ * or a kill would) leaves the link on the old pair, whole, even when the new
+ * pair has the same name (two pairs within a second): it is never truncated
+ * in place. */
+static void failed_write_leaves_the_old_pair(void **state) {
+  (void)state;
+  char *p1 = NULL, *p2 = NULL, *link = nl_cert_store_current_path(dir, "kubelet-client");
+  nl_err_t *err = NULL;
+  assert_int_equal(nl_cert_store_update(dir, "kubelet-client", "CERT1\n", "KEY1\n", 1700000000, &p1, &err), 0);
+  struct rlimit old, small = {.rlim_cur = 8, .rlim_max = RLIM_INFINITY};
+  assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+  small.rlim_max = old.rlim_max;
+  void (*xfsz)(int) = signal(SIGXFSZ, SIG_IGN);
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+  int rc = nl_cert_store_update(dir, "kubelet-client", "A-LONGER-CERT2\n", "KEY2\n", 1700000000, &p2, &err);
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+  signal(SIGXFSZ, xfsz);
+  assert_int_equal(rc, -1);
+  assert_null(p2);
+  assert_non_null(strstr(err->msg, "kubelet-client-2023-11-14-22-13-20.pem"));
+  nl_err_free(&err);
+  char *text = slurp(link);
+  assert_string_equal(text, "CERT1\nKEY1\n");
+  free(text);
+  char *tmp = NULL;
+  assert_true(asprintf(&tmp, "%s.tmp", p1) > 0);
+  assert_int_equal(access(tmp, F_OK), -1); /* nothing left behind */
+  /* and the same name written again replaces the pair whole */
+  assert_int_equal(nl_cert_store_update(dir, "kubelet-client", "CERT3\n", "KEY3\n", 1700000000, &p2, &err), 0);
+  assert_string_equal(p2, p1);
+  text = slurp(link);
+  assert_string_equal(text, "CERT3\nKEY3\n");
+  free(text);
+  free(tmp);
+  free(p1);
+  free(p2);
+  free(link);
+}
+
 static void errors_name_the_file(void **state) {
   (void)state;
   char *pem = NULL, *path = NULL, *missing = NULL;
@@ -134,6 +175,7 @@ static void kubeconfig_round_trip(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(update_swaps_the_link, setup, teardown),
+      cmocka_unit_test_setup_teardown(failed_write_leaves_the_old_pair, setup, teardown),
       cmocka_unit_test_setup_teardown(errors_name_the_file, setup, teardown),
       cmocka_unit_test_setup_teardown(kubeconfig_round_trip, setup, teardown),
   };

@@ -231,6 +231,36 @@ static void validation_follows_upstream(void **state) {
   nl_config_free(&c);
 }
 
+/* userNamespaces.idsPerPod: upstream's default and validation_linux.go */
+static void user_namespaces_ids_per_pod(void **state) {
+  nl_kubelet_config_t c;
+  nl_err_t *err = NULL;
+  nl_config_defaults(&c);
+  assert_int_equal(c.userns_ids_per_pod, 65536);
+  nl_config_free(&c);
+  assert_int_equal(load(&c, HEADER "userNamespaces:\n  idsPerPod: 131072\n", &err), 0);
+  assert_int_equal(c.userns_ids_per_pod, 131072);
+  assert_int_equal(nl_config_validate(&c, &err), 0);
+  nl_config_free(&c);
+  struct {
+    const char *v, *want;
+  } bad[] = {
+      {"0", "userNamespaces.idsPerPod must not be less than 65536"},
+      {"65535", "userNamespaces.idsPerPod must not be less than 65536"},
+      {"100000", "userNamespaces.idsPerPod must be a multiple of 65536"},
+      {"4294967296", "userNamespaces.idsPerPod must not be more than 4294967295"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    char yaml[128];
+    snprintf(yaml, sizeof yaml, HEADER "userNamespaces:\n  idsPerPod: %s\n", bad[i].v);
+    assert_int_equal(load(&c, yaml, &err), 0);
+    assert_int_equal(nl_config_validate(&c, &err), -1);
+    if (!strstr(err->msg, bad[i].want)) fail_msg("%s: want %s, got %s", bad[i].v, bad[i].want, err->msg);
+    nl_err_free(&err);
+    nl_config_free(&c);
+  }
+}
+
 static void node_registration_fields(void **state) {
   nl_kubelet_config_t c;
   nl_err_t *err = NULL;
@@ -305,6 +335,7 @@ int main(void) {
       cmocka_unit_test(flags_override_the_file),
       cmocka_unit_test(bad_flags_are_errors),
       cmocka_unit_test(validation_follows_upstream),
+      cmocka_unit_test(user_namespaces_ids_per_pod),
       cmocka_unit_test(node_registration_fields),
       cmocka_unit_test(lease_duration_sets_the_period),
   };

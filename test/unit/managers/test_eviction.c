@@ -30,12 +30,14 @@ static nl_ev_config_map_t kv(const char *const *keys, const char *const *values,
 static const nl_ev_config_map_t none = {NULL, NULL, 0};
 
 /* Returns the count of thresholds, or -1 with the error's message in msg. */
+static bool enforce_pods; /* enforceNodeAllocatable has "pods" */
+
 static int parse(nl_ev_config_map_t hard, nl_ev_config_map_t soft, nl_ev_config_map_t grace,
                  nl_ev_config_map_t reclaim, nl_ev_threshold_t **t, char *msg) {
   size_t n;
   nl_err_t *err = NULL;
   *msg = 0;
-  if (nl_ev_parse_thresholds(hard, soft, grace, reclaim, t, &n, &err) < 0) {
+  if (nl_ev_parse_thresholds(hard, soft, grace, reclaim, enforce_pods, t, &n, &err) < 0) {
     snprintf(msg, 256, "%s", nl_err_msg(err));
     nl_err_free(&err);
     assert_null(*t);
@@ -215,6 +217,7 @@ typedef struct fixture {
   int64_t now;
   /* what collect reports */
   int64_t mem_available, mem_capacity, disk_available, disk_capacity;
+  int64_t alloc_available, alloc_capacity; /* the pods cgroup's; capacity 0: not observed */
   int64_t disk_after_reclaim; /* what reclaim leaves; <0: unchanged */
   nl_pod_t *pods[3];
   size_t n_pods;
@@ -230,6 +233,8 @@ typedef struct fixture {
   char evicted[64];
   int64_t evicted_grace;
   char message[512];
+  char annotations[256]; /* "k=v;" each */
+  bool condition;        /* DisruptionTarget asked for */
   bool stopped;
   nl_kmetrics_t metrics;
 } fixture_t;
@@ -251,6 +256,8 @@ static void fake_collect(void *ctx, bool pods, nl_ev_stats_t *out, nl_eviction_d
   fixture_t *f = ctx;
   memset(out, 0, sizeof *out);
   out->obs[NL_EV_MEMORY] = (nl_ev_observation_t){true, f->mem_available, f->mem_capacity};
+  if (f->alloc_capacity)
+    out->obs[NL_EV_ALLOC_MEMORY] = (nl_ev_observation_t){true, f->alloc_available, f->alloc_capacity};
   out->obs[NL_EV_NODEFS] = (nl_ev_observation_t){true, f->disk_available, f->disk_capacity};
   out->obs[NL_EV_IMAGEFS] = out->obs[NL_EV_NODEFS];
   out->memory_inactive_file = 50 * MI;
@@ -278,12 +285,18 @@ static const nl_pod_t **fake_active(void *ctx, size_t *n) {
   return p;
 }
 
-static void fake_evict(void *ctx, const nl_pod_t *pod, int64_t grace, const char *message) {
+static void fake_evict(void *ctx, const nl_pod_t *pod, int64_t grace, const char *message,
+                       const nl_kvlist_t *annotations, bool condition) {
   fixture_t *f = ctx;
   f->evictions++;
   snprintf(f->evicted, sizeof f->evicted, "%s", pod->metadata.name);
   snprintf(f->message, sizeof f->message, "%s", message);
   f->evicted_grace = grace;
+  f->condition = condition;
+  f->annotations[0] = 0;
+  for (size_t i = 0; annotations && i < annotations->n; i++)
+    snprintf(f->annotations + strlen(f->annotations), sizeof f->annotations - strlen(f->annotations),
+             "%s=%s;", annotations->items[i].key, annotations->items[i].value);
 }
 
 static bool fake_cleaned_up(void *ctx, const char *uid) {
@@ -390,12 +403,53 @@ static void test_hard_memory(void **state) {
   assert_string_equal(f->message, "The node was low on resource: memory. Threshold quantity: 100Mi, "
                                   "available: 60Mi. Container c was using 200Mi, request is 0, has "
                                   "larger consumption of memory. ");
+  assert_string_equal(f->annotations, "offending_containers=c;offending_containers_usage=200Mi;"
+                                      "starved_resource=memory;");
+  assert_true(f->condition);
   assert_true(nl_eviction_memory_pressure(&f->m));
   assert_false(nl_eviction_disk_pressure(&f->m));
   assert_int_equal(f->reclaims, 0); /* memory has no node-level reclaim */
   nl_buf_t text = NL_BUF_INIT;
   nl_metrics_encode(&f->metrics.reg, &text);
   assert_non_null(strstr(text.data, "\nkubelet_evictions{eviction_signal=\"memory.available\"} 1\n"));
+  nl_buf_free(&text);
+  teardown(f);
+}
+
+/* enforceNodeAllocatable "pods": each hard memory.available threshold has an
+ * allocatableMemory.available copy (not the soft ones), as upstream's
+ * addAllocatableThresholds; the pods cgroup's memory running short evicts for
+ * memory with MemoryPressure while the node has plenty. */
+static void test_allocatable_memory(void **state) {
+  (void)state;
+  const char *sk[] = {"memory.available"}, *sv[] = {"300Mi"}, *gv[] = {"1m"};
+  nl_ev_threshold_t *t;
+  char msg[256];
+  enforce_pods = true;
+  assert_int_equal(parse(kv(mem_k, v100, 1), kv(sk, sv, 1), kv(sk, gv, 1), kv(mem_k, v50, 1), &t, msg), 3);
+  assert_int_equal(t[2].signal, NL_EV_ALLOC_MEMORY);
+  assert_true(t[2].hard);
+  assert_int_equal(nl_ev_quantity(&t[2].value, 0), 100 * MI);
+  assert_int_equal(nl_ev_quantity(&t[2].min_reclaim, 0), 50 * MI);
+  assert_string_equal(nl_ev_signal_name(t[2].signal), "allocatableMemory.available");
+  free(t);
+  fixture_t *f = setup(kv(mem_k, v100, 1), none, none, none, 300 * S);
+  enforce_pods = false;
+  f->alloc_capacity = 500 * MI;
+  f->alloc_available = 400 * MI;
+  round_at(f, 0);
+  assert_int_equal(f->evictions, 0);
+  f->alloc_available = 80 * MI; /* the node has 800Mi free */
+  round_at(f, 10);
+  assert_int_equal(f->evictions, 1);
+  assert_string_equal(f->evicted, "big");
+  assert_string_equal(f->message, "The node was low on resource: memory. Threshold quantity: 100Mi, "
+                                  "available: 80Mi. Container c was using 200Mi, request is 0, has "
+                                  "larger consumption of memory. ");
+  assert_true(nl_eviction_memory_pressure(&f->m));
+  nl_buf_t text = NL_BUF_INIT;
+  nl_metrics_encode(&f->metrics.reg, &text);
+  assert_non_null(strstr(text.data, "\nkubelet_evictions{eviction_signal=\"allocatableMemory.available\"} 1\n"));
   nl_buf_free(&text);
   teardown(f);
 }
@@ -456,6 +510,8 @@ static void test_disk_reclaim_then_evict(void **state) {
   assert_int_equal(f->evictions, 1);
   const char *want = "The node was low on resource: ephemeral-storage. ";
   assert_memory_equal(f->message, want, strlen(want));
+  assert_non_null(strstr(f->annotations, "starved_resource=ephemeral-storage;"));
+  assert_true(f->condition);
   teardown(f);
 }
 
@@ -687,6 +743,10 @@ static void test_local_storage_eviction(void **state) {
   assert_int_equal(f->evicted_grace, 1);
   assert_string_equal(f->evicted, "volume");
   assert_string_equal(f->message, "Usage of EmptyDir volume \"data\" exceeds the limit \"10Mi\". ");
+  /* upstream: a local storage limit's eviction has no annotations and no
+   * DisruptionTarget condition */
+  assert_string_equal(f->annotations, "");
+  assert_false(f->condition);
   assert_int_equal(f->m.n_evicted, 2);
   assert_false(nl_eviction_memory_pressure(&f->m) || nl_eviction_disk_pressure(&f->m));
   nl_buf_t text = NL_BUF_INIT;
@@ -705,6 +765,7 @@ int main(void) {
       cmocka_unit_test(test_rank_pids),
       cmocka_unit_test(test_rank_disk),
       cmocka_unit_test(test_hard_memory),
+      cmocka_unit_test(test_allocatable_memory),
       cmocka_unit_test(test_soft_grace_period),
       cmocka_unit_test(test_transition_period),
       cmocka_unit_test(test_disk_reclaim_then_evict),

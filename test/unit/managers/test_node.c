@@ -307,8 +307,9 @@ static nl_node_opts_t opts(void) {
 static char events[64][96];
 static size_t n_events;
 
-static void record_event(void *ctx, const nl_event_ref_t *obj, const char *type,
-                         const char *reason, const char *message) {
+static void record_event(void *ctx, const nl_event_ref_t *obj, const nl_kvlist_t *annotations,
+                         const char *type, const char *reason, const char *message) {
+  assert_null(annotations);
   assert_string_equal(obj->kind, "Node");
   assert_string_equal(obj->uid, "n1");
   if (n_events < 64) snprintf(events[n_events++], sizeof events[0], "%s %s: %s", type, reason, message);

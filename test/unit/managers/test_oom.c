@@ -141,8 +141,9 @@ typedef struct seen {
   char reason[32], message[160], object[64];
 } seen_t;
 
-static void on_event(void *ctx, const nl_event_ref_t *obj, const char *type, const char *reason,
-                     const char *message) {
+static void on_event(void *ctx, const nl_event_ref_t *obj, const nl_kvlist_t *annotations,
+                     const char *type, const char *reason, const char *message) {
+  (void)annotations;
   seen_t *s = ctx;
   s->events++;
   snprintf(s->reason, sizeof s->reason, "%s", reason);

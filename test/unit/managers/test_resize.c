@@ -257,6 +257,122 @@ static void test_allocated_pod_and_checkpoint(void **state) {
   fx_done(&f);
 }
 
+/* A pod with a sidecar s1 (a liveness probe), an init container i1 and a
+ * regular container c1 (SMALL); s1's resources are S1, i1's I1. */
+static nl_pod_t *mkinit(const char *s1, const char *i1) {
+  char *y = nl_xasprintf(
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ns, uid: u}\n"
+      "spec:\n  initContainers:\n"
+      "  - {name: s1, image: busybox, restartPolicy: Always, resources: %s,\n"
+      "     livenessProbe: {exec: {command: [\"true\"]}}}\n"
+      "  - {name: i1, image: busybox, resources: %s}\n"
+      "  containers:\n"
+      "  - {name: c1, image: busybox, resources: " SMALL "}\n", s1, i1);
+  nl_pod_t *p = pod_from_yaml(y);
+  free(y);
+  return p;
+}
+
+static nl_rt_pod_status_t *with(const nl_pod_t *pod, const char *const *names,
+                                const nl_rt_container_state_t *states, size_t n) {
+  nl_rt_pod_status_t *s = running("u");
+  for (size_t i = 0; i < s->n_containers; i++) {
+    free(s->containers[i].id);
+    free(s->containers[i].name);
+  }
+  s->containers = nl_xrealloc(s->containers, n * sizeof *s->containers);
+  s->n_containers = n;
+  for (size_t i = 0; i < n; i++) {
+    const nl_container_t *c = nl_rsz_find(pod, names[i]);
+    s->containers[i] = (nl_rt_container_t){.id = nl_xasprintf("id-%s", names[i]),
+                                           .name = nl_xstrdup(names[i]),
+                                           .state = states[i],
+                                           .hash = nl_container_hash(c)};
+  }
+  return s;
+}
+
+static nl_probe_result_t live(void *ctx, const char *id, nl_probe_kind_t k) {
+  (void)id;
+  return k == NL_PROBE_LIVENESS ? *(nl_probe_result_t *)ctx : NL_PROBE_RESULT_NONE;
+}
+
+/* InPlacePodVerticalScalingInitContainers: an init container is allocated as
+ * the others are; while it runs (the pod initializing) it is resized in place;
+ * once it has completed, only its allocation changes. A sidecar is resized
+ * once its liveness probe has a result that is not a failure (upstream). */
+static void test_init_containers(void **state) {
+  (void)state;
+  fixture_t f;
+  fx_init(&f);
+  nl_pod_t *old = mkinit(SMALL, SMALL), *now = mkinit(SMALL, BIG);
+  nl_resize_allocate(&f.rs, old);
+  nl_rsz_res_t r;
+  assert_true(nl_resize_allocated(&f.rs, "u", "i1", &r));
+  assert_int_equal(r.cpu_lim, 200);
+  nl_pod_t *ap = nl_resize_allocated_pod(&f.rs, now); /* not allocated yet: the old amounts */
+  assert_non_null(ap);
+  assert_int_equal(nl_rsz_res_of(&ap->spec.init_containers[1]).cpu_lim, 200);
+  nl_pod_free(ap);
+  nl_resize_allocate(&f.rs, now);
+  assert_true(nl_resize_allocated(&f.rs, "u", "i1", &r));
+  assert_int_equal(r.cpu_lim, 400);
+  const char *names[] = {"s1", "i1", "c1"};
+  for (size_t i = 0; i < 3; i++) {
+    nl_rsz_res_t o = nl_rsz_res_of(i < 2 ? &old->spec.init_containers[i] : &old->spec.containers[0]);
+    nl_resize_set_actuated(&f.rs, "u", names[i], &o);
+  }
+  /* i1 runs, c1 is not there yet: i1 is updated in place, nothing restarts */
+  nl_rt_container_state_t st1[] = {NL_RT_CONTAINER_RUNNING, NL_RT_CONTAINER_RUNNING};
+  nl_rt_pod_status_t *s = with(now, names, st1, 2);
+  nl_pod_actions_t a;
+  nl_probe_result_t ok = NL_PROBE_RESULT_SUCCESS;
+  nl_runtime_compute_actions(now, s, live, &ok, &a);
+  nl_runtime_resize_actions(now, s, &f.rs, &a);
+  assert_false(a.initialized);
+  assert_true(a.resize);
+  assert_int_equal(a.n_to_update, 1);
+  assert_string_equal(a.to_update[0].id, "id-i1");
+  assert_int_equal(a.to_update[0].cpu_dir, 1);
+  assert_int_equal(a.to_update[0].want.cpu_lim, 400);
+  assert_int_equal(a.n_to_kill + a.n_to_start + a.n_init_to_start, 0);
+  nl_pod_actions_free(&a);
+  /* the sidecar's resize waits for its liveness probe's first result */
+  nl_pod_t *side = mkinit(BIG, BIG);
+  nl_probe_result_t none = NL_PROBE_RESULT_NONE;
+  nl_runtime_compute_actions(side, s, live, &none, &a);
+  nl_runtime_resize_actions(side, s, &f.rs, &a);
+  assert_int_equal(a.n_to_update, 1); /* i1 alone */
+  assert_string_equal(a.to_update[0].id, "id-i1");
+  nl_pod_actions_free(&a);
+  nl_runtime_compute_actions(side, s, live, &ok, &a);
+  nl_runtime_resize_actions(side, s, &f.rs, &a);
+  assert_int_equal(a.n_to_update, 2); /* both */
+  nl_pod_actions_free(&a);
+  nl_pod_free(side);
+  nl_rt_pod_status_free(s);
+  /* i1 has completed and c1 runs: nothing to actuate for i1 */
+  nl_rt_container_state_t st2[] = {NL_RT_CONTAINER_RUNNING, NL_RT_CONTAINER_EXITED,
+                                   NL_RT_CONTAINER_RUNNING};
+  s = with(now, names, st2, 3);
+  nl_runtime_compute_actions(now, s, live, &ok, &a);
+  nl_runtime_resize_actions(now, s, &f.rs, &a);
+  assert_true(a.initialized);
+  assert_false(a.resize);
+  assert_int_equal(a.n_to_update + a.n_to_kill + a.n_to_start + a.n_init_to_start, 0);
+  nl_pod_actions_free(&a);
+  nl_rt_pod_status_free(s);
+  /* across a restart the init container's allocation comes back */
+  fx_stop(&f);
+  assert_int_equal(nl_resize_init(&f.rs, &f.loop, f.dir, NULL), 0);
+  assert_true(nl_resize_allocated(&f.rs, "u", "i1", &r));
+  assert_int_equal(r.cpu_lim, 400);
+  fx_stop(&f);
+  nl_pod_free(now);
+  nl_pod_free(old);
+  fx_done(&f);
+}
+
 /* A pod with pod-level resources POD and containers c1 (cpu limit 100m of its
  * own) and c2 (no limits: the pod's bound it), both NotRequired. */
 static nl_pod_t *mkplr(const char *pod_res) {
@@ -456,6 +572,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_admit),
       cmocka_unit_test(test_plan),
+      cmocka_unit_test(test_init_containers),
       cmocka_unit_test(test_allocated_pod_and_checkpoint),
       cmocka_unit_test(test_conditions),
       cmocka_unit_test(test_pod_level),

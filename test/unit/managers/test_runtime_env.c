@@ -34,8 +34,9 @@ static int fake_lookup(void *ctx, nl_object_kind_t kind, const char *ns, const c
   return 0;
 }
 
-static void fake_event(void *ctx, const nl_event_ref_t *obj, const char *type, const char *reason,
-                       const char *message) {
+static void fake_event(void *ctx, const nl_event_ref_t *obj, const nl_kvlist_t *annotations,
+                       const char *type, const char *reason, const char *message) {
+  (void)annotations;
   fake_store_t *s = ctx;
   snprintf(s->events + strlen(s->events), sizeof s->events - strlen(s->events), "%s %s %s: %s\n",
            obj->name, type, reason, message);

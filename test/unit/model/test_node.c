@@ -81,7 +81,8 @@ static const char node_golden[] =
     "ProxyVersion\":\"\",\"operatingSystem\":\"linux\",\"architecture\":\"@ARCH@\"},\"images\":[{\"names\":["
     "\"localhost/nginx@sha256:aa\",\"localhost/nginx:1.25\"],\"sizeBytes\":70000000"
     "},{\"names\":[\"localhost/pause:3.9\"],\"sizeBytes\":300000}],\"declaredFeatures\":[\"InPlacePod"
-    "LevelResourcesVerticalScaling\",\"RestartAllContainersOnContainerExits\"]}}";
+    "LevelResourcesVerticalScaling\",\"InPlacePodVerticalScalingInitContainers\",\"RestartAllCon"
+    "tainersOnContainerExits\"]}}";
 
 static char *dump(const json_t *j) { return json_dumps(j, JSON_COMPACT); }
 
