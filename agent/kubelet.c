@@ -15,6 +15,7 @@
 #include "agent/kubelet_metrics.h"
 #include "agent/kubelet_credprov.h"
 #include "agent/kubelet_devices.h"
+#include "agent/kubelet_dra.h"
 #include "agent/kubelet_node.h"
 #include "agent/kubelet_pods.h"
 #include "agent/kubelet_stream.h"
@@ -368,8 +369,10 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
       .userns = &k->userns,
       .supports_userns = nl__kubelet_supports_userns,
       .supports_userns_ctx = k,
-      .devices = nl__kubelet_devices_container,
+      .devices = nl__kubelet_container_devices,
       .devices_ctx = k,
+      .dra_prepare = nl__kubelet_dra_prepare,
+      .dra_ctx = k,
   };
   if (nl_runtime_init(&k->runtime, loop, &k->cri, &ro, err) < 0) return -1;
   k->runtime_up = true;
@@ -422,6 +425,7 @@ int nl_kubelet_start(nl_kubelet_t *k, nl_err_t **err) {
   /* before the pod sources: admission and containers need the checkpoint */
   if (nl__kubelet_devices_start(k, err) < 0) return -1;
   if (nl__kubelet_podres_start(k, err) < 0) return -1;
+  if (nl__kubelet_dra_start(k, err) < 0) return -1;
   nl_cgroups_start(&k->cgroups);
   nl_pleg_start(&k->pleg);
   nl_logrotate_start(&k->logrotate);
@@ -468,6 +472,7 @@ void nl_kubelet_stop(nl_kubelet_t *k, nl_kubelet_done_cb done_cb) {
   if (k->url_source_up) nl_url_source_stop(&k->url_source, on_url_source_stopped);
   nl__kubelet_podres_stop(k); /* before the device manager it reads */
   nl__kubelet_devices_stop(k); /* before the runtime: it answers what the runtime waits for */
+  nl__kubelet_dra_stop(k);     /* the same */
   nl__kubelet_credprov_stop(k); /* before the runtime: its pulls wait for the plugins */
   if (k->pleg_up) nl_pleg_stop(&k->pleg, on_pleg_stopped);
   if (k->runtime_up) nl_runtime_stop(&k->runtime, on_runtime_stopped);

@@ -18,6 +18,8 @@
 #include "cri/conn.h"
 #include "managers/events.h"
 #include "managers/devices.h"
+#include "managers/dra.h"
+#include "managers/plugins.h"
 #include "managers/podresources.h"
 #include "managers/eviction.h"
 #include "managers/gc.h"
@@ -141,6 +143,12 @@ struct nl_kubelet {
   bool resource_health; /* featureGates ResourceHealthStatus: device health in pod status */
   nl_devices_t devices;
   nl_podres_t podres;
+
+  /* Dynamic Resource Allocation: the plugin manager and the DRA manager
+   * (kubelet_dra.c). */
+  bool plugins_up, dra_up;
+  nl_plugins_t plugins;
+  nl_dra_t dra;
 
   /* Eviction and garbage collection (kubelet_evict.c): CRI users. */
   bool gc_up, eviction_up;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "agent/kubelet_devices.h"
+#include "agent/kubelet_dra.h"
 #include "agent/kubelet_node.h"
 #include "agent/kubelet_preempt.h"
 #include "agent/kubelet_resize.h"
@@ -845,12 +846,23 @@ static void on_killed_status(const nl_rt_pod_status_t *st, void *ctx) {
  * the view before the kill: a container that exited on SIGTERM is terminated
  * with its own exit code, not "could not be located" (137), which is what the
  * containers still running in that view would get. */
+/* The pod's DRA claims were unprepared (or that failed and was logged:
+ * housekeeping tries again); its final status follows. */
+static void on_unprepared(void *ctx) {
+  sync_call_t *c = ctx;
+  if (c->k->stopping) return; /* the call is freed with the others */
+  wait_for_status(c, on_killed_status);
+}
+
 static void on_killed(const nl_sync_result_t *res, void *ctx) {
   sync_call_t *c = ctx;
   c->op = NULL;
   state_get(c->k, c->w->uid)->last_sync_ns = cache_now_ns();
   log_result(c->w, "kill", res);
   if (!res->cancelled && !res->err) {
+    /* upstream: resources are unprepared after every container stopped and
+     * before the pod's status changes on the API server */
+    if (nl__kubelet_dra_unprepare(c->k, c->w->uid, on_unprepared, c)) return;
     wait_for_status(c, on_killed_status);
     return;
   }
@@ -1107,6 +1119,7 @@ bool nl__kubelet_pod_active(void *ctx, const char *uid) {
 
 void nl__kubelet_pods_housekeeping(nl_kubelet_t *k) {
   if (k->devices_up) nl_devices_release_inactive(&k->devices);
+  nl__kubelet_dra_housekeeping(k);
   /* Nothing is deleted on the strength of a partial view of what is wanted. */
   bool ready = nl_pod_config_sources_ready(&k->pod_config) && k->pleg.relists;
   nl__kubelet_resize_housekeeping(k, ready);

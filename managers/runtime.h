@@ -125,6 +125,14 @@ typedef struct nl_runtime_opts {
                                size_t n, const char *err),
                   void *arg);
   void *devices_ctx;
+  /* Dynamic Resource Allocation (managers/dra.h, nl_dra_prepare): before a
+   * sandbox is made, the pod's claims are prepared; returns false when the pod
+   * has none, else calls done once (maybe before it returns) with err NULL or
+   * why the pod cannot start (event FailedPrepareDynamicResources; the sync
+   * fails and is retried). NULL: no DRA manager. */
+  bool (*dra_prepare)(void *ctx, const nl_pod_t *pod, void (*done)(void *arg, const char *err),
+                      void *arg);
+  void *dra_ctx;
   /* Whether the runtime handler (the pod's, nl_runtime_pod_handler) supports
    * recursive read-only mounts, as the runtime's Status last said (upstream's
    * runtimeState.runtimeHandlers): a mount's recursiveReadOnly resolves

@@ -24,6 +24,7 @@
 static void prune(nl_runtime_op_t *op);
 static void prepare(nl_runtime_op_t *op);
 static void sandbox_step(nl_runtime_op_t *op);
+static void dra_step(nl_runtime_op_t *op);
 static void next_container(nl_runtime_op_t *op);
 
 /* ---- step 2/3: kill ---- */
@@ -271,10 +272,35 @@ static void prep_done(uv_work_t *w, int status) {
                   p->err->msg);
     } else {
       if (p->api.changed) nl_vlog(4, "pod %s: volume content written", op->desc);
-      sandbox_step(op);
+      dra_step(op);
     }
   }
   prep_free(p);
+}
+
+/* upstream's PrepareDynamicResources, before a new sandbox: the pod's DRA
+ * claims prepared by their drivers. */
+static void dra_done(void *arg, const char *err) {
+  nl_runtime_op_t *op = arg;
+  if (!nl__op_resume(op)) return;
+  if (err) {
+    nl_error("pod %s: %s", op->desc, err);
+    nl__op_event(op, op->pod, NULL, NL_EVENT_WARNING, "FailedPrepareDynamicResources",
+                 "Failed to prepare dynamic resources: %s", err);
+    nl__op_fail(op, NL_EINVAL, "pod %s: %s", op->desc, err);
+    return;
+  }
+  sandbox_step(op);
+}
+
+static void dra_step(nl_runtime_op_t *op) {
+  const nl_runtime_opts_t *o = &op->rt->opts;
+  if (op->actions.create_sandbox && o->dra_prepare) {
+    op->pending++;
+    if (o->dra_prepare(o->dra_ctx, op->pod, dra_done, op)) return;
+    op->pending--;
+  }
+  sandbox_step(op);
 }
 
 /* upstream GetOrCreateUserNamespaceMappings' allocation, before the sandbox

@@ -252,7 +252,7 @@ KUBE_TEST_REPO_LIST=$repo_list nice -n 5 "$bin/ginkgo" --procs="$PROCS" --timeou
   --output-dir="$REPORT" --json-report=report.json \
   "$bin/e2e.test" -- \
   --kubeconfig="$KUBECONFIG" --provider=skeleton --report-dir="$REPORT" \
-  --e2e-output-dir="$REPORT" --repo-root="$top" >"$REPORT/e2e.log" 2>&1
+  --e2e-output-dir="$REPORT" --repo-root="$top" --kubelet-root-dir="$ROOT" >"$REPORT/e2e.log" 2>&1
 ginkgo_rc=$?
 set -e
 elapsed=$(($(date +%s) - start))

@@ -353,10 +353,26 @@ static void volume_mount(dec_t *d, const nl_tnode_t *n, nl_volume_mount_t *m) {
   END_FIELDS
 }
 
+static void claim_ref(dec_t *d, const nl_tnode_t *n, nl_resource_claim_ref_t *c) {
+  FIELDS(n)
+  F("name") c->name = str(d, v);
+  F("request") c->request = str(d, v);
+  END_FIELDS
+}
+
 static void resources(dec_t *d, const nl_tnode_t *n, nl_resource_requirements_t *r) {
   FIELDS(n)
   F("limits") resource_list(d, v, &r->limits);
   F("requests") resource_list(d, v, &r->requests);
+  F("claims") SEQ(v, r->claims, r->n_claims, claim_ref);
+  END_FIELDS
+}
+
+static void pod_claim(dec_t *d, const nl_tnode_t *n, nl_pod_resource_claim_t *c) {
+  FIELDS(n)
+  F("name") c->name = str(d, v);
+  F("resourceClaimName") c->resource_claim_name = str(d, v);
+  F("resourceClaimTemplateName") c->resource_claim_template_name = str(d, v);
   END_FIELDS
 }
 
@@ -827,6 +843,7 @@ static void pod_spec(dec_t *d, const nl_tnode_t *n, nl_pod_spec_t *s) {
   F("resources") OBJ(v, s->resources, resources);
   F("affinity") if (v->kind == NL_T_MAP) affinity(d, v, s);
   F("os") if (v->kind == NL_T_MAP) pod_os(d, v, s);
+  F("resourceClaims") SEQ(v, s->resource_claims, s->n_resource_claims, pod_claim);
   END_FIELDS
 }
 
@@ -935,6 +952,13 @@ static void ip_list(dec_t *d, const nl_tnode_t *v, nl_strlist_t *out) {
   SEQ(v, out->items, out->n, ip_item);
 }
 
+static void claim_status(dec_t *d, const nl_tnode_t *n, struct nl_pod_claim_status *c) {
+  FIELDS(n)
+  F("name") c->name = str(d, v);
+  F("resourceClaimName") c->resource_claim_name = str(d, v);
+  END_FIELDS
+}
+
 static void pod_status(dec_t *d, const nl_tnode_t *n, nl_api_pod_status_t *s) {
   FIELDS(n)
   F("phase") s->phase = str(d, v);
@@ -951,6 +975,8 @@ static void pod_status(dec_t *d, const nl_tnode_t *n, nl_api_pod_status_t *s) {
       SEQ(v, s->init_container_statuses, s->n_init_container_statuses, cstatus);
   F("containerStatuses") SEQ(v, s->container_statuses, s->n_container_statuses, cstatus);
   F("qosClass") s->qos_class = str(d, v);
+  F("resourceClaimStatuses")
+      SEQ(v, s->resource_claim_statuses, s->n_resource_claim_statuses, claim_status);
   END_FIELDS
 }
 

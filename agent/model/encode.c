@@ -355,9 +355,26 @@ static void pod_sec_ctx(jw_t *w, const nl_pod_security_context_t *s) {
   SUB("appArmorProfile", s->app_armor_profile, seccomp);
 }
 
+static void claim_ref(jw_t *w, const nl_resource_claim_ref_t *c) {
+  s_always(w, "name", c->name);
+  s_(w, "request", c->request);
+}
+
 static void resources(jw_t *w, const nl_resource_requirements_t *r) {
   reslist(w, "limits", &r->limits);
   reslist(w, "requests", &r->requests);
+  LIST("claims", r->claims, r->n_claims, claim_ref);
+}
+
+static void pod_claim(jw_t *w, const nl_pod_resource_claim_t *c) {
+  s_always(w, "name", c->name);
+  s_(w, "resourceClaimName", c->resource_claim_name);
+  s_(w, "resourceClaimTemplateName", c->resource_claim_template_name);
+}
+
+static void claim_status(jw_t *w, const struct nl_pod_claim_status *c) {
+  s_always(w, "name", c->name);
+  s_(w, "resourceClaimName", c->resource_claim_name);
 }
 
 static void resize_policy(jw_t *w, const nl_resize_policy_t *r) {
@@ -621,6 +638,7 @@ static void spec(jw_t *w, const nl_pod_spec_t *s) {
     s_always(w, "name", s->os_name);
     OBJ_END();
   }
+  LIST("resourceClaims", s->resource_claims, s->n_resource_claims, pod_claim);
 }
 
 static void metadata(jw_t *w, const nl_object_meta_t *m) {
@@ -716,6 +734,8 @@ static void status(jw_t *w, const nl_api_pod_status_t *s) {
        cstatus);
   LIST("containerStatuses", s->container_statuses, s->n_container_statuses, cstatus);
   s_(w, "qosClass", s->qos_class);
+  LIST("resourceClaimStatuses", s->resource_claim_statuses, s->n_resource_claim_statuses,
+       claim_status);
 }
 
 void nl__pod_encode(const nl_pod_t *pod, nl_buf_t *out, bool pretty, bool full, bool with_status) {

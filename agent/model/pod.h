@@ -68,9 +68,18 @@ typedef struct nl_resource_list { /* sorted by name */
   size_t n;
 } nl_resource_list_t;
 
+typedef struct nl_resource_claim_ref { /* ResourceClaim: resources.claims[] (DRA) */
+  char *name;    /* a spec.resourceClaims entry of the pod */
+  char *request; /* one request of that claim; NULL: all of them */
+} nl_resource_claim_ref_t;
+
 typedef struct nl_resource_requirements {
   nl_resource_list_t limits;
   nl_resource_list_t requests;
+  /* the DRA claims the container uses (managers/dra.h); kept as they are by
+   * nl_pod_set_container_resources() */
+  nl_resource_claim_ref_t *claims;
+  size_t n_claims;
 } nl_resource_requirements_t;
 
 /* ---- metadata ---- */
@@ -466,6 +475,12 @@ typedef struct nl_dns_config {
   size_t n_options;
 } nl_dns_config_t;
 
+typedef struct nl_pod_resource_claim { /* PodResourceClaim (DRA) */
+  char *name;
+  char *resource_claim_name;          /* NULL unless set */
+  char *resource_claim_template_name; /* NULL unless set */
+} nl_pod_resource_claim_t;
+
 typedef struct nl_pod_spec {
   nl_volume_t *volumes;
   size_t n_volumes;
@@ -517,6 +532,9 @@ typedef struct nl_pod_spec {
    * (preferred terms and pod (anti-)affinity are the scheduler's and dropped). */
   nl_node_selector_t *required_node_affinity;
   char *os_name; /* spec.os.name; NULL when unset */
+  /* spec.resourceClaims: the DRA claims the pod's containers may use */
+  nl_pod_resource_claim_t *resource_claims;
+  size_t n_resource_claims;
 } nl_pod_spec_t;
 
 /* ---- status, as the API server has it ---- */
@@ -588,6 +606,13 @@ typedef struct nl_api_pod_status {
   nl_api_container_status_t *container_statuses;
   size_t n_container_statuses;
   char *qos_class;
+  /* status.resourceClaimStatuses: the claim generated for each of the pod's
+   * claims made from a template (resource_claim_name NULL: none needed) */
+  struct nl_pod_claim_status {
+    char *name;
+    char *resource_claim_name;
+  } *resource_claim_statuses;
+  size_t n_resource_claim_statuses;
 } nl_api_pod_status_t;
 
 struct nl_arena; /* private */

@@ -40,6 +40,12 @@
 #       /etc/os-release that says it stands in for upstream's Alpine Linux
 #       base (the image volume spec reads both through the volume)
 #   pause:3.10.2                          tools/pause/pause.c
+#   sig-storage/hostpathplugin:v1.17.1    the DRA specs' proxy pods: busybox
+#       with Debian's socat and tools/testenv/hostpathplugin/hostpathplugin,
+#       a stand-in for the real plugin's proxy mode (its Go module,
+#       github.com/kubernetes-csi/csi-driver-host-path, is refused by the
+#       module proxy here); the tag is the highest the pinned module's
+#       test/e2e/testing-manifests/storage-csi name, which the specs pick
 #   e2e-test-images/sample-device-plugin (the tag of the DaemonSet manifest
 #       test/e2e_node's DevicePlugin specs read) upstream's sample device
 #       plugin on busybox, as its Dockerfile's entrypoint; only when BINDIR
@@ -78,7 +84,7 @@ PATH_ENV="PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Debian packages whose binaries go into the images: installed for their
 # libraries; nginx only unpacked (installing it starts a web server on :80).
 PACKAGES=(umoci skopeo docker-registry curl netcat-openbsd bash dash hostname
-  util-linux libpcre2-8-0 libssl3 zlib1g libcrypt1)
+  util-linux libpcre2-8-0 libssl3 zlib1g libcrypt1 socat)
 
 
 # --- the registry ------------------------------------------------------------------
@@ -324,6 +330,24 @@ build_sample() { # build_sample TAG
     --config.entrypoint -alsologtostderr
 }
 
+hostpath_tag() { # the highest hostpathplugin tag of the storage-csi manifests
+  local go dir
+  go=$("$here/k8s-build.sh" go) || return 1
+  dir=$(cd "$here/k8s" && "$go" list -m -f '{{.Dir}}' k8s.io/kubernetes) || return 1
+  grep -rhoE 'sig-storage/hostpathplugin:v[0-9.]+' "$dir/test/e2e/testing-manifests/storage-csi" |
+    sed 's/.*://' | sort -V | tail -1
+}
+
+build_hostpathplugin() { # build_hostpathplugin TAG
+  local w
+  w=$(new_work hostpathplugin)
+  busybox_root "$w/rootfs"
+  copy_bin "$w/rootfs" /usr/bin/socat
+  cp "$here/hostpathplugin/hostpathplugin" "$w/rootfs/hostpathplugin"
+  chmod 755 "$w/rootfs/hostpathplugin"
+  image "$w" "$ADDR/sig-storage/hostpathplugin" "$1" --config.entrypoint /hostpathplugin
+}
+
 ctr_import() { ctr --address "$IMPORT_SOCK" --connect-timeout 3s -n "$NAMESPACE" "$@"; }
 
 # The runtime's copy under the manifest's name (pods with IfNotPresent use it).
@@ -338,6 +362,7 @@ write_repo_list() {
 # Written by nanolet tools/testenv/e2e-images.sh: KUBE_TEST_REPO_LIST.
 promoterE2eRegistry: $E2E
 gcRegistry: $ADDR
+sigStorageRegistry: $ADDR/sig-storage
 EOF
 }
 
@@ -352,8 +377,11 @@ SAMPLE_REF=
 if [ -x "$BIN/sample-device-plugin" ]; then
   SAMPLE_REF=$(sample_ref) && [ -n "$SAMPLE_REF" ] || die "no image in the sample device plugin's DaemonSet manifest"
 fi
+HOSTPATH_TAG=$(hostpath_tag) && [ -n "$HOSTPATH_TAG" ] || die "no hostpathplugin image in the storage-csi manifests"
 # Rebuilt when anything that goes into the images changes.
 key=$({
+  echo "$HOSTPATH_TAG"
+  cat "$here/hostpathplugin/hostpathplugin"
   echo "$SAMPLE_REF"
   [ -z "$SAMPLE_REF" ] || sha256sum "$BIN/sample-device-plugin"
   cat "$0" "$here/../pause/pause.c"
@@ -371,6 +399,7 @@ have_all() {
   done
   [ -z "$SAMPLE_REF" ] || curl -fsS --max-time 5 -o /dev/null -H "$ACCEPT" \
     "http://$ADDR/v2/e2e-test-images/sample-device-plugin/manifests/${SAMPLE_REF##*:}" || return 1
+  curl -fsS --max-time 5 -o /dev/null -H "$ACCEPT" "http://$ADDR/v2/sig-storage/hostpathplugin/manifests/$HOSTPATH_TAG" || return 1
   curl -fsS --max-time 5 -o /dev/null -H "$ACCEPT" "http://$ADDR/v2/pause/manifests/3.10.2"
 }
 
@@ -392,6 +421,7 @@ if [ "$(cat "$RDIR/images.key" 2>/dev/null)" != "$key" ] || ! have_all; then
   build_kitten
   build_ipc_utils
   build_pause
+  build_hostpathplugin "$HOSTPATH_TAG"
   [ -z "$SAMPLE_REF" ] || build_sample "${SAMPLE_REF##*:}"
   # The runtime's copies of the earlier images are stale: the specs' pods
   # (IfNotPresent) must pull these.

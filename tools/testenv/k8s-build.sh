@@ -16,6 +16,8 @@
 #       agnhost and nonewprivs (tools/conformance.sh runs them)
 #   bin=$(tools/testenv/k8s-build.sh sample-device-plugin)  # upstream's sample
 #       device plugin (example.com/resource; test/e2e/devices.sh)
+#   bin=$(tools/testenv/k8s-build.sh test-driver)  # upstream's DRA test driver
+#       (test/e2e/dra/test-driver; its kubelet-plugin command: test/e2e/dra.sh)
 #   go=$(tools/testenv/k8s-build.sh go)          # only the Go it builds with
 #       (tools/check_k8s_proto.py reads upstream's .proto files through it)
 #   bin=$(tools/testenv/k8s-build.sh node-suite) # upstream's node validation
@@ -58,6 +60,7 @@ declare -A PACKAGES=(
   [agnhost]=k8s.io/kubernetes/test/images/agnhost
   [nonewprivs]=k8s.io/kubernetes/test/images/nonewprivs
   [sample-device-plugin]=k8s.io/kubernetes/test/images/sample-device-plugin
+  [test-driver]=k8s.io/kubernetes/test/e2e/dra/test-driver
   [e2e.test]=k8s.io/kubernetes/test/e2e
   [e2e_node.test]=k8s.io/kubernetes/test/e2e_node
   [etcd]=./etcd

@@ -1,0 +1,564 @@
+/* The plugin manager and the DRA manager against a fake DRA kubelet plugin in
+ * one loop: its registration socket (pluginregistration v1 on the project's
+ * gRPC server, cri/grpc_server.h) in a scanned directory and its DRA service
+ * (v1 or v1beta1) on another socket; ResourceClaims come from a fake reader
+ * (opts.get_claim). Registration (accepted and told so; an unknown type and
+ * unsupported versions refused with upstream's words; the socket removed
+ * deregisters), preparation (a claim not reserved: upstream's message and no
+ * call; allocated and reserved: NodePrepareResources with the claim, the CDI
+ * IDs per container and request; a driver's error names the driver and the
+ * claim; a template's claim not made yet), the checkpoint read by a new
+ * manager (nothing prepared twice), and NodeUnprepareResources in the pod's
+ * termination and by housekeeping once the pod is gone. Every test ends with uv_loop_close() == 0. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cri/grpc_server.h"
+#include "managers/dra.h"
+#include "managers/plugins.h"
+#include "reactor/xalloc.h"
+
+#define DRIVER "gpu.example.com"
+#define POD_UID "pod-uid-1"
+#define CLAIM_UID "claim-uid-1"
+#define V1 "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/"
+#define V1BETA1 "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/"
+
+typedef struct world {
+  uv_loop_t loop;
+  char dir[64], reg_dir[96], reg_sock[128], dra_sock[128], state[128];
+  uv_timer_t guard;
+  bool timed_out;
+  /* the fake plugin */
+  nl_grpc_server_t reg, dra;
+  bool reg_up, dra_up, reg_done, dra_done;
+  const char *type;           /* GetInfo's answers */
+  const char *versions[2];
+  size_t n_versions;
+  int infos, notifies;
+  bool notified_ok;
+  char notified_err[512];
+  int prepares, unprepares;
+  char prepare_path[128], prepared_uid[64];
+  const char *prepare_error;  /* a claim's error in the answer */
+  /* the managers */
+  nl_plugins_t pm;
+  nl_dra_t m;
+  bool pm_up, m_up, pm_done, m_done;
+  const char *claim_json;     /* what the fake reader answers */
+  int claim_status;
+  bool pod_gone;
+  /* a preparation's answer */
+  bool prepared;
+  char prep_err[512];
+} world_t;
+
+/* ---- the loop ---- */
+
+static void on_guard(uv_timer_t *t) {
+  world_t *w = t->data;
+  w->timed_out = true;
+  uv_stop(&w->loop);
+}
+
+#define RUN_UNTIL(w, cond)                                                \
+  do {                                                                    \
+    uv_timer_start(&(w)->guard, on_guard, 5000, 0);                       \
+    while (!(cond) && !(w)->timed_out) uv_run(&(w)->loop, UV_RUN_ONCE);   \
+    uv_timer_stop(&(w)->guard);                                           \
+    assert_false((w)->timed_out);                                         \
+  } while (0)
+
+/* ---- the fake plugin ---- */
+
+static void h_info(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_t len) {
+  (void)req, (void)len;
+  world_t *w = ctx;
+  w->infos++;
+  Pluginregistration__PluginInfo pi = PLUGINREGISTRATION__PLUGIN_INFO__INIT;
+  pi.type = (char *)w->type;
+  pi.name = DRIVER;
+  pi.endpoint = w->dra_sock;
+  pi.supported_versions = (char **)w->versions;
+  pi.n_supported_versions = w->n_versions;
+  nl_grpc_call_reply_msg(call, &pi.base);
+}
+
+static void h_notify(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_t len) {
+  world_t *w = ctx;
+  Pluginregistration__RegistrationStatus *st =
+      pluginregistration__registration_status__unpack(NULL, len, req);
+  assert_non_null(st);
+  w->notifies++;
+  w->notified_ok = st->plugin_registered;
+  snprintf(w->notified_err, sizeof w->notified_err, "%s", st->error);
+  pluginregistration__registration_status__free_unpacked(st, NULL);
+  Pluginregistration__RegistrationStatusResponse r = PLUGINREGISTRATION__REGISTRATION_STATUS_RESPONSE__INIT;
+  nl_grpc_call_reply_msg(call, &r.base);
+}
+
+static void h_prepare(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_t len) {
+  world_t *w = ctx;
+  w->prepares++;
+  snprintf(w->prepare_path, sizeof w->prepare_path, "%s", nl_grpc_call_path(call));
+  K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourcesRequest *r =
+      k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_request__unpack(NULL, len, req);
+  assert_non_null(r);
+  assert_int_equal(r->n_claims, 1);
+  snprintf(w->prepared_uid, sizeof w->prepared_uid, "%s", r->claims[0]->uid);
+  assert_string_equal(r->claims[0]->name, "gpu");
+  assert_string_equal(r->claims[0]->namespace_, "ns");
+  /* two devices: one per request, each with its CDI ID */
+  K8s__Io__Kubelet__Pkg__Apis__Dra__V1__Device d[2];
+  K8s__Io__Kubelet__Pkg__Apis__Dra__V1__Device *dp[2] = {&d[0], &d[1]};
+  char *req0[] = {"req-0"}, *req1[] = {"req-1"};
+  char *cdi0[] = {"example.com/gpu=g0"}, *cdi1[] = {"example.com/gpu=g1"};
+  for (int i = 0; i < 2; i++) {
+    k8s__io__kubelet__pkg__apis__dra__v1__device__init(&d[i]);
+    d[i].pool_name = "node";
+    d[i].device_name = i ? "g1" : "g0";
+    d[i].request_names = i ? req1 : req0;
+    d[i].n_request_names = 1;
+    d[i].cdi_device_ids = i ? cdi1 : cdi0;
+    d[i].n_cdi_device_ids = 1;
+  }
+  K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourceResponse cr =
+      K8S__IO__KUBELET__PKG__APIS__DRA__V1__NODE_PREPARE_RESOURCE_RESPONSE__INIT;
+  if (w->prepare_error) cr.error = (char *)w->prepare_error;
+  else {
+    cr.devices = dp;
+    cr.n_devices = 2;
+  }
+  K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourcesResponse__ClaimsEntry e =
+      K8S__IO__KUBELET__PKG__APIS__DRA__V1__NODE_PREPARE_RESOURCES_RESPONSE__CLAIMS_ENTRY__INIT;
+  e.key = r->claims[0]->uid;
+  e.value = &cr;
+  K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourcesResponse__ClaimsEntry *ep[] = {&e};
+  K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourcesResponse resp =
+      K8S__IO__KUBELET__PKG__APIS__DRA__V1__NODE_PREPARE_RESOURCES_RESPONSE__INIT;
+  resp.claims = ep;
+  resp.n_claims = 1;
+  nl_grpc_call_reply_msg(call, &resp.base);
+  k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_request__free_unpacked(r, NULL);
+}
+
+static void h_unprepare(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_t len) {
+  world_t *w = ctx;
+  w->unprepares++;
+  K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodeUnprepareResourcesRequest *r =
+      k8s__io__kubelet__pkg__apis__dra__v1__node_unprepare_resources_request__unpack(NULL, len, req);
+  assert_non_null(r);
+  assert_int_equal(r->n_claims, 1);
+  K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodeUnprepareResourceResponse cr =
+      K8S__IO__KUBELET__PKG__APIS__DRA__V1__NODE_UNPREPARE_RESOURCE_RESPONSE__INIT;
+  K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodeUnprepareResourcesResponse__ClaimsEntry e =
+      K8S__IO__KUBELET__PKG__APIS__DRA__V1__NODE_UNPREPARE_RESOURCES_RESPONSE__CLAIMS_ENTRY__INIT;
+  e.key = r->claims[0]->uid;
+  e.value = &cr;
+  K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodeUnprepareResourcesResponse__ClaimsEntry *ep[] = {&e};
+  K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodeUnprepareResourcesResponse resp =
+      K8S__IO__KUBELET__PKG__APIS__DRA__V1__NODE_UNPREPARE_RESOURCES_RESPONSE__INIT;
+  resp.claims = ep;
+  resp.n_claims = 1;
+  nl_grpc_call_reply_msg(call, &resp.base);
+  k8s__io__kubelet__pkg__apis__dra__v1__node_unprepare_resources_request__free_unpacked(r, NULL);
+}
+
+static void serve_dra(world_t *w, const char *prefix) {
+  nl_grpc_server_init(&w->dra, &w->loop, NULL);
+  char p1[128], p2[128];
+  snprintf(p1, sizeof p1, "%sNodePrepareResources", prefix);
+  snprintf(p2, sizeof p2, "%sNodeUnprepareResources", prefix);
+  nl_grpc_server_method(&w->dra, p1, NL_GRPC_UNARY, h_prepare, w);
+  nl_grpc_server_method(&w->dra, p2, NL_GRPC_UNARY, h_unprepare, w);
+  nl_err_t *err = NULL;
+  if (nl_grpc_server_listen(&w->dra, w->dra_sock, &err) < 0) fail_msg("%s", err->msg);
+  w->dra_up = true;
+}
+
+static void serve_reg(world_t *w) {
+  nl_grpc_server_init(&w->reg, &w->loop, NULL);
+  nl_grpc_server_method(&w->reg, "/pluginregistration.Registration/GetInfo", NL_GRPC_UNARY,
+                        h_info, w);
+  nl_grpc_server_method(&w->reg, "/pluginregistration.Registration/NotifyRegistrationStatus",
+                        NL_GRPC_UNARY, h_notify, w);
+  nl_err_t *err = NULL;
+  if (nl_grpc_server_listen(&w->reg, w->reg_sock, &err) < 0) fail_msg("%s", err->msg);
+  w->reg_up = true;
+  w->reg_done = false;
+}
+
+static void reg_stopped(nl_grpc_server_t *s, void *ctx) {
+  (void)s;
+  ((world_t *)ctx)->reg_done = true;
+}
+static void dra_stopped(nl_grpc_server_t *s, void *ctx) {
+  (void)s;
+  ((world_t *)ctx)->dra_done = true;
+}
+
+static void stop_reg(world_t *w) { /* the server removes its socket */
+  if (!w->reg_up) return;
+  nl_grpc_server_stop(&w->reg, reg_stopped, w);
+  RUN_UNTIL(w, w->reg_done);
+  w->reg_up = false;
+}
+
+/* ---- the managers ---- */
+
+static void get_claim(void *ctx, const char *ns, const char *name, nl_dra_claim_cb cb, void *arg) {
+  world_t *w = ctx;
+  assert_string_equal(ns, "ns");
+  if (!w->claim_json) {
+    char body[256];
+    snprintf(body, sizeof body, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
+             "\"message\":\"resourceclaims.resource.k8s.io \\\"%s\\\" not found\",\"reason\":"
+             "\"NotFound\",\"code\":404}", name);
+    cb(arg, 404, body, strlen(body), NULL);
+    return;
+  }
+  cb(arg, w->claim_status ? w->claim_status : 200, w->claim_json, strlen(w->claim_json), NULL);
+}
+
+static bool pod_active(void *ctx, const char *uid) {
+  world_t *w = ctx;
+  return !(w->pod_gone && strcmp(uid, POD_UID) == 0);
+}
+static bool pod_running(void *ctx, const char *uid) { return pod_active(ctx, uid); }
+
+static void m_start(world_t *w) {
+  nl_dra_opts_t o = {.state_path = w->state, .get_claim = get_claim, .get_claim_ctx = w,
+                     .pod_active = pod_active, .pod_running = pod_running, .ctx = w};
+  nl_err_t *err = NULL;
+  assert_int_equal(nl_dra_start(&w->m, &w->loop, &o, &err), 0);
+  w->m_up = true;
+  w->m_done = false;
+  nl_plugins_opts_t po = {.dir = w->reg_dir, .scan_ms = 20, .handlers = &w->m.handler,
+                          .n_handlers = 1, .call_timeout_ms = 2000};
+  assert_int_equal(nl_plugins_start(&w->pm, &w->loop, &po, &err), 0);
+  w->pm_up = true;
+  w->pm_done = false;
+}
+
+static void pm_stopped(nl_plugins_t *m, void *ctx) {
+  (void)m;
+  ((world_t *)ctx)->pm_done = true;
+}
+static void m_stopped(nl_dra_t *m, void *ctx) {
+  (void)m;
+  ((world_t *)ctx)->m_done = true;
+}
+
+static void m_stop(world_t *w) {
+  nl_plugins_stop(&w->pm, pm_stopped, w);
+  nl_dra_stop(&w->m, m_stopped, w);
+  RUN_UNTIL(w, w->pm_done && w->m_done);
+  w->pm_up = w->m_up = false;
+}
+
+static world_t *world_new(void) {
+  world_t *w = nl_xcalloc(1, sizeof *w);
+  assert_int_equal(uv_loop_init(&w->loop), 0);
+  strcpy(w->dir, "/tmp/nl-dra-XXXXXX");
+  assert_non_null(mkdtemp(w->dir));
+  snprintf(w->reg_dir, sizeof w->reg_dir, "%s/plugins_registry", w->dir);
+  snprintf(w->reg_sock, sizeof w->reg_sock, "%s/" DRIVER "-reg.sock", w->reg_dir);
+  snprintf(w->dra_sock, sizeof w->dra_sock, "%s/dra.sock", w->dir);
+  snprintf(w->state, sizeof w->state, "%s/dra_manager_state", w->dir);
+  w->type = NL_DRA_PLUGIN_TYPE;
+  w->versions[0] = NL_DRA_SERVICE_V1;
+  w->versions[1] = NL_DRA_SERVICE_V1BETA1;
+  w->n_versions = 2;
+  uv_timer_init(&w->loop, &w->guard);
+  w->guard.data = w;
+  return w;
+}
+
+static void world_free(world_t *w) {
+  if (w->pm_up) m_stop(w);
+  stop_reg(w);
+  if (w->dra_up) {
+    nl_grpc_server_stop(&w->dra, dra_stopped, w);
+    RUN_UNTIL(w, w->dra_done);
+  }
+  uv_close((uv_handle_t *)&w->guard, NULL);
+  uv_run(&w->loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&w->loop), 0);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", w->dir);
+  assert_int_equal(system(cmd), 0);
+  free(w);
+}
+
+/* The manager started and the plugin registered (told so). */
+static world_t *registered(const char *prefix) {
+  world_t *w = world_new();
+  serve_dra(w, prefix);
+  m_start(w);
+  serve_reg(w);
+  RUN_UNTIL(w, w->notifies == 1);
+  assert_true(w->notified_ok);
+  assert_string_equal(w->notified_err, "");
+  assert_int_equal(nl_plugins_registered(&w->pm), 1);
+  return w;
+}
+
+/* ---- pods and claims ---- */
+
+static nl_pod_t *pod(const char *claims, const char *status) {
+  char json[2048];
+  snprintf(json, sizeof json,
+           "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\","
+           "\"uid\":\"" POD_UID "\"},\"spec\":{\"resourceClaims\":%s,\"containers\":["
+           "{\"name\":\"both\",\"image\":\"i\",\"resources\":{\"claims\":[{\"name\":\"gpu\"}]}},"
+           "{\"name\":\"one\",\"image\":\"i\",\"resources\":{\"claims\":[{\"name\":\"gpu\","
+           "\"request\":\"req-1\"}]}},"
+           "{\"name\":\"none\",\"image\":\"i\"}]}%s%s}",
+           claims, status ? ",\"status\":" : "", status ? status : "");
+  nl_pod_t *p = NULL;
+  nl_err_t *err = NULL;
+  if (nl_pod_decode(json, strlen(json), NULL, &p, &err) < 0) fail_msg("%s", err->msg);
+  return p;
+}
+
+#define DIRECT "[{\"name\":\"gpu\",\"resourceClaimName\":\"gpu\"}]"
+#define RESERVED "{\"metadata\":{\"name\":\"gpu\",\"namespace\":\"ns\",\"uid\":\"" CLAIM_UID "\"}," \
+  "\"status\":{\"allocation\":{\"devices\":{\"results\":[{\"request\":\"req-0\",\"driver\":\"" \
+  DRIVER "\",\"pool\":\"node\",\"device\":\"g0\"},{\"request\":\"req-1\",\"driver\":\"" DRIVER \
+  "\",\"pool\":\"node\",\"device\":\"g1\"}]}},\"reservedFor\":[{\"resource\":\"pods\"," \
+  "\"name\":\"p\",\"uid\":\"" POD_UID "\"}]}}"
+
+static void on_prepared(void *ctx, const char *err) {
+  world_t *w = ctx;
+  w->prepared = true;
+  snprintf(w->prep_err, sizeof w->prep_err, "%s", err ? err : "");
+}
+
+static void prepare(world_t *w, const nl_pod_t *p) {
+  w->prepared = false;
+  nl_dra_prepare(&w->m, p, on_prepared, w);
+  RUN_UNTIL(w, w->prepared);
+}
+
+static char *cdi_of(world_t *w, const nl_pod_t *p, size_t ci) {
+  char **ids = NULL, *err = NULL;
+  size_t n = 0;
+  static char out[256];
+  if (nl_dra_container_cdi(&w->m, p, &p->spec.containers[ci], &ids, &n, &err) < 0) {
+    snprintf(out, sizeof out, "error: %s", err);
+    free(err);
+    return out;
+  }
+  out[0] = 0;
+  for (size_t i = 0; i < n; i++) {
+    strcat(out, i ? "," : "");
+    strcat(out, ids[i]);
+    free(ids[i]);
+  }
+  free(ids);
+  return out;
+}
+
+/* ---- tests ---- */
+
+static void test_register_and_remove(void **state) {
+  (void)state;
+  world_t *w = registered(V1);
+  assert_int_equal(w->infos, 1);
+  /* the socket goes: the plugin is deregistered, a claim's driver is unknown */
+  stop_reg(w);
+  RUN_UNTIL(w, nl_plugins_registered(&w->pm) == 0);
+  nl_pod_t *p = pod(DIRECT, NULL);
+  w->claim_json = RESERVED;
+  prepare(w, p);
+  assert_string_equal(w->prep_err, "prepare dynamic resources: ResourceClaim gpu: DRA driver "
+                      DRIVER " is not registered");
+  assert_int_equal(w->prepares, 0);
+  nl_pod_free(p);
+  world_free(w);
+}
+
+static void test_refused(void **state) {
+  (void)state;
+  world_t *w = world_new();
+  w->type = "CSIPlugin";
+  m_start(w);
+  serve_reg(w);
+  RUN_UNTIL(w, w->notifies == 1);
+  assert_false(w->notified_ok);
+  char want[512];
+  snprintf(want, sizeof want, "RegisterPlugin error -- no handler registered for plugin type: "
+           "CSIPlugin at socket %s", w->reg_sock);
+  assert_string_equal(w->notified_err, want);
+  assert_int_equal(nl_plugins_registered(&w->pm), 0);
+  /* tried again after the back-off (1 s) while the socket stays */
+  w->type = NL_DRA_PLUGIN_TYPE;
+  w->versions[0] = "v2.DRAPlugin";
+  w->n_versions = 1;
+  RUN_UNTIL(w, w->notifies == 2);
+  assert_false(w->notified_ok);
+  snprintf(want, sizeof want, "RegisterPlugin error -- plugin validation failed with err: invalid "
+           "supported gRPC versions of DRA driver plugin " DRIVER " at endpoint %s: none of "
+           "services supported by the plugin ([\"v2.DRAPlugin\"]) are supported by the kubelet "
+           "([\"v1.DRAPlugin\" \"v1beta1.DRAPlugin\"])", w->dra_sock);
+  assert_string_equal(w->notified_err, want);
+  assert_int_equal(nl_plugins_registered(&w->pm), 0);
+  world_free(w);
+}
+
+static void test_prepare_unprepare(void **state) {
+  (void)state;
+  world_t *w = registered(V1);
+  nl_pod_t *p = pod(DIRECT, NULL);
+  /* not reserved for the pod: upstream's message, no call */
+  w->claim_json = "{\"metadata\":{\"name\":\"gpu\",\"namespace\":\"ns\",\"uid\":\"" CLAIM_UID "\"},"
+                  "\"status\":{}}";
+  prepare(w, p);
+  assert_string_equal(w->prep_err, "prepare dynamic resources: pod p (" POD_UID ") is not "
+                      "allowed to use ResourceClaim gpu (" CLAIM_UID ")");
+  assert_int_equal(w->prepares, 0);
+  assert_int_equal(nl_dra_claims(&w->m), 0);
+  /* gone from the API */
+  w->claim_json = NULL;
+  prepare(w, p);
+  assert_string_equal(w->prep_err, "prepare dynamic resources: fetch ResourceClaim gpu: "
+                      "resourceclaims.resource.k8s.io \"gpu\" not found");
+  /* allocated and reserved: prepared, the CDI IDs by container and request */
+  w->claim_json = RESERVED;
+  prepare(w, p);
+  assert_string_equal(w->prep_err, "");
+  assert_int_equal(w->prepares, 1);
+  assert_string_equal(w->prepare_path, V1 "NodePrepareResources");
+  assert_string_equal(w->prepared_uid, CLAIM_UID);
+  assert_true(nl_dra_claim_prepared(&w->m, "ns", "gpu"));
+  assert_string_equal(cdi_of(w, p, 0), "example.com/gpu=g0,example.com/gpu=g1");
+  assert_string_equal(cdi_of(w, p, 1), "example.com/gpu=g1");
+  assert_string_equal(cdi_of(w, p, 2), "");
+  /* prepared once: a second sync asks nothing */
+  prepare(w, p);
+  assert_string_equal(w->prep_err, "");
+  assert_int_equal(w->prepares, 1);
+  /* an agent restart: the checkpoint has it, nothing is prepared again */
+  m_stop(w);
+  stop_reg(w);
+  w->notifies = 0;
+  m_start(w);
+  serve_reg(w);
+  RUN_UNTIL(w, w->notifies == 1);
+  assert_true(nl_dra_claim_prepared(&w->m, "ns", "gpu"));
+  assert_string_equal(cdi_of(w, p, 1), "example.com/gpu=g1");
+  prepare(w, p);
+  assert_string_equal(w->prep_err, "");
+  assert_int_equal(w->prepares, 1);
+  /* the pod in use: housekeeping keeps the claim; gone: unprepared, forgotten */
+  nl_dra_housekeeping(&w->m);
+  for (int i = 0; i < 10; i++) uv_run(&w->loop, UV_RUN_NOWAIT);
+  assert_int_equal(w->unprepares, 0);
+  w->pod_gone = true;
+  nl_dra_housekeeping(&w->m);
+  RUN_UNTIL(w, nl_dra_claims(&w->m) == 0);
+  assert_int_equal(w->unprepares, 1);
+  assert_string_equal(cdi_of(w, p, 1), "error: unable to get claim info for claim gpu in "
+                      "namespace ns");
+  nl_pod_free(p);
+  world_free(w);
+}
+
+static void test_v1beta1_and_driver_error(void **state) {
+  (void)state;
+  world_t *w = world_new();
+  w->versions[0] = NL_DRA_SERVICE_V1BETA1;
+  w->n_versions = 1;
+  serve_dra(w, V1BETA1);
+  m_start(w);
+  serve_reg(w);
+  RUN_UNTIL(w, w->notifies == 1);
+  assert_true(w->notified_ok);
+  nl_pod_t *p = pod(DIRECT, NULL);
+  w->claim_json = RESERVED;
+  w->prepare_error = "no such GPU";
+  prepare(w, p);
+  assert_string_equal(w->prepare_path, V1BETA1 "NodePrepareResources");
+  assert_string_equal(w->prep_err, "prepare dynamic resources: DRA driver " DRIVER
+                      ": NodePrepareResources failed for ResourceClaim gpu: no such GPU");
+  assert_false(nl_dra_claim_prepared(&w->m, "ns", "gpu"));
+  /* the pod goes: the claim was never prepared, nothing to unprepare */
+  w->pod_gone = true;
+  nl_dra_housekeeping(&w->m);
+  RUN_UNTIL(w, nl_dra_claims(&w->m) == 0);
+  assert_int_equal(w->unprepares, 0);
+  nl_pod_free(p);
+  world_free(w);
+}
+
+static void test_template(void **state) {
+  (void)state;
+  world_t *w = registered(V1);
+  /* the claim not made yet */
+  nl_pod_t *p = pod("[{\"name\":\"gpu\",\"resourceClaimTemplateName\":\"t\"}]", NULL);
+  prepare(w, p);
+  assert_string_equal(w->prep_err, "prepare dynamic resources: pod \"ns/p\": ResourceClaim not "
+                      "created yet");
+  nl_pod_free(p);
+  /* made, named gpu-abc by the status, but not owned by the pod */
+  p = pod("[{\"name\":\"gpu\",\"resourceClaimTemplateName\":\"t\"}]",
+          "{\"resourceClaimStatuses\":[{\"name\":\"gpu\",\"resourceClaimName\":\"gpu-abc\"}]}");
+  w->claim_json = RESERVED;
+  prepare(w, p);
+  assert_string_equal(w->prep_err, "prepare dynamic resources: ResourceClaim ns/gpu-abc was not "
+                      "created for Pod ns/p (Pod is not owner)");
+  nl_pod_free(p);
+  world_free(w);
+}
+
+static void on_unprepared_pod(void *ctx) { ((world_t *)ctx)->prepared = true; }
+
+/* The pod's termination unprepares its claims before its final status. */
+static void test_unprepare_pod(void **state) {
+  (void)state;
+  world_t *w = registered(V1);
+  nl_pod_t *p = pod(DIRECT, NULL);
+  w->claim_json = RESERVED;
+  prepare(w, p);
+  assert_string_equal(w->prep_err, "");
+  assert_false(nl_dra_unprepare_pod(&w->m, "another-pod", on_unprepared_pod, w));
+  w->prepared = false;
+  assert_true(nl_dra_unprepare_pod(&w->m, POD_UID, on_unprepared_pod, w));
+  assert_false(w->prepared); /* never from inside */
+  RUN_UNTIL(w, w->prepared);
+  assert_int_equal(w->unprepares, 1);
+  assert_int_equal(nl_dra_claims(&w->m), 0);
+  nl_pod_free(p);
+  world_free(w);
+}
+
+static void test_services(void **state) {
+  (void)state;
+  char *msg = NULL;
+  char *both[] = {"v1beta1.DRAPlugin", "v1.DRAPlugin"};
+  assert_string_equal(nl_dra_pick_service(both, 2, &msg), NL_DRA_SERVICE_V1BETA1); /* plugin's order */
+  assert_null(nl_dra_pick_service(NULL, 0, &msg));
+  assert_string_equal(msg, "empty list of supported gRPC services (aka supported versions)");
+  free(msg);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_services),
+      cmocka_unit_test(test_register_and_remove),
+      cmocka_unit_test(test_refused),
+      cmocka_unit_test(test_prepare_unprepare),
+      cmocka_unit_test(test_v1beta1_and_driver_error),
+      cmocka_unit_test(test_template),
+      cmocka_unit_test(test_unprepare_pod),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
