@@ -22,6 +22,7 @@
 #include "managers/devices.h"
 #include "managers/podresources.h"
 #include "reactor/xalloc.h"
+#include "test/unit/managers/run_until.h"
 
 #define RES "example.com/resource"
 
@@ -227,19 +228,7 @@ static void plugin_stop(world_t *w) {
 
 /* ---- the loop ---- */
 
-static void on_guard(uv_timer_t *t) {
-  world_t *w = t->data;
-  w->timed_out = true;
-  uv_stop(&w->loop);
-}
-
-#define RUN_UNTIL(w, cond)                                                \
-  do {                                                                    \
-    uv_timer_start(&(w)->guard, on_guard, 5000, 0);                       \
-    while (!(cond) && !(w)->timed_out) uv_run(&(w)->loop, UV_RUN_ONCE);   \
-    uv_timer_stop(&(w)->guard);                                           \
-    assert_false((w)->timed_out);                                         \
-  } while (0)
+RUN_UNTIL_GUARD(world_t)
 
 static bool pod_active(void *ctx, const char *uid) {
   return strcmp(((world_t *)ctx)->gone, uid) != 0;

@@ -25,6 +25,7 @@
 #include "managers/dra.h"
 #include "managers/plugins.h"
 #include "reactor/xalloc.h"
+#include "test/unit/managers/run_until.h"
 
 #define DRIVER "gpu.example.com"
 #define POD_UID "pod-uid-1"
@@ -63,19 +64,7 @@ typedef struct world {
 
 /* ---- the loop ---- */
 
-static void on_guard(uv_timer_t *t) {
-  world_t *w = t->data;
-  w->timed_out = true;
-  uv_stop(&w->loop);
-}
-
-#define RUN_UNTIL(w, cond)                                                \
-  do {                                                                    \
-    uv_timer_start(&(w)->guard, on_guard, 5000, 0);                       \
-    while (!(cond) && !(w)->timed_out) uv_run(&(w)->loop, UV_RUN_ONCE);   \
-    uv_timer_stop(&(w)->guard);                                           \
-    assert_false((w)->timed_out);                                         \
-  } while (0)
+RUN_UNTIL_GUARD(world_t)
 
 /* ---- the fake plugin ---- */
 
