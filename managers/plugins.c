@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "reactor/fs.h"
+#include "reactor/grid.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
 
@@ -343,6 +344,13 @@ static void reconcile(nl_plugins_t *m, const scan_t *sc) {
   }
 }
 
+/* The next scan, on the agent's grid (reactor/grid.h): it shares the wake-up
+ * of the relist and the probes of that second. */
+static void arm(nl_plugins_t *m) {
+  uv_timer_start(&m->timer, scan_start, nl_grid_delay(uv_now(m->loop), m->opts.scan_ms, NL_GRID_MS),
+                 0);
+}
+
 static void scan_done(uv_work_t *w, int status) {
   scan_t *sc = container_of(w, scan_t, w);
   nl_plugins_t *m = sc->m;
@@ -353,7 +361,7 @@ static void scan_done(uv_work_t *w, int status) {
     else if (!sc->err || sc->err == ENOENT)
       reconcile(m, sc);
     m->scans++;
-    uv_timer_start(&m->timer, scan_start, m->opts.scan_ms, 0);
+    arm(m);
   }
   scan_free(sc);
   closed_one(m);
@@ -373,7 +381,7 @@ static void scan_start(uv_timer_t *t) {
     m->open--;
     scan_free(sc);
     nl_warn("plugin registration: queue scan: %s", uv_strerror(r));
-    uv_timer_start(&m->timer, scan_start, m->opts.scan_ms, 0);
+    arm(m);
   }
 }
 

@@ -2,8 +2,8 @@
  * (DRA drivers) announce themselves with a socket in <root-dir>/plugins_registry
  * that serves the registration API (cri/pluginregistration.proto).
  *
- * The directory is scanned on the thread pool every scan_ms (upstream's
- * reconciler runs every second; its fsnotify watch only fills the desired
+ * The directory is scanned on the thread pool every scan_ms, on the agent's
+ * grid (upstream's reconciler runs every second; its fsnotify watch only fills the desired
  * state it reads): a socket file not seen before is dialled with the
  * project's gRPC client (cri/conn.h) and asked GetInfo; its type picks a
  * handler (a type no handler takes is refused: "RegisterPlugin error -- no
