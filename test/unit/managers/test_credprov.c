@@ -280,6 +280,16 @@ static void test_failures(void **state) {
     assert_string_equal(f.users[0], "-");
     teardown_cp(&f);
   }
+  /* the executable gone after start: the spawn fails, no credentials */
+  setup_cp(&f, "gone", "exit 0", "reg.io");
+  char *path = nl_xasprintf("%s/gone", f.dir);
+  unlink(path);
+  free(path);
+  nl_credprov_lookup(&f.cp, "reg.io/app", answered, &f);
+  uv_run(&f.loop, UV_RUN_DEFAULT);
+  assert_int_equal(f.answers, 1);
+  assert_string_equal(f.users[0], "-");
+  teardown_cp(&f);
   /* closed while a plugin runs: answered without credentials, then closed */
   setup_cp(&f, "slow", "exec sleep 30", "reg.io");
   nl_credprov_lookup(&f.cp, "reg.io/app", answered, &f);
