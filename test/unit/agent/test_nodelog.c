@@ -302,7 +302,8 @@ static void server(void **state) {
       {true, "/logs/?query=/../secret", 406,
        "query: Invalid value: []string{\"/../secret\"}: Permission denied\n",
        NULL},
-      {true, "/logs/?query=/link", 406, NULL, "Too many levels of symbolic links"},
+      /* the link refused for what it is (ELOOP: its text is the libc's) */
+      {true, "/logs/?query=/link", 406, NULL, "query: Invalid value: []string{\"/link\"}: "},
       {true, "/logs/?query=/nope.log", 406, NULL, "No such file or directory"},
       {true, "/logs/?query=a%2Fb&tailLines=1", 406, NULL, "cannot specify file with options"},
       {true, "/logs/?query=", 400, "query: Invalid value: []string{\"\"}: may not be empty\n", NULL},
