@@ -125,11 +125,16 @@ static int h_validate(void *ctx, const char *name, const char *endpoint, char *c
     *msg = nl_xstrdup("DRA driver name is empty");
     return -1;
   }
-  if (endpoint[0] != '/') {
+  /* as the client will dial it: "/x://y" is absolute and still refused there */
+  char *path = NULL;
+  nl_err_t *err = NULL;
+  if (endpoint[0] != '/' || nl_cri_parse_endpoint(endpoint, &path, &err) < 0) {
     *msg = nl_xasprintf("endpoint %s of DRA driver plugin %s is not an absolute path", endpoint,
                         name);
+    nl_err_free(&err);
     return -1;
   }
+  free(path);
   return 0;
 }
 

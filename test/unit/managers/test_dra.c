@@ -400,6 +400,14 @@ static void test_refused(void **state) {
            "([\"v1.DRAPlugin\" \"v1beta1.DRAPlugin\"])", w->dra_sock);
   assert_string_equal(w->notified_err, want);
   assert_int_equal(nl_plugins_registered(&w->pm), 0);
+  /* an endpoint the client could not dial, absolute as it looks: refused */
+  w->versions[0] = "v1.DRAPlugin";
+  snprintf(w->dra_sock, sizeof w->dra_sock, "/x://y");
+  RUN_UNTIL(w, w->notifies == 3);
+  assert_false(w->notified_ok);
+  assert_non_null(strstr(w->notified_err, "endpoint /x://y of DRA driver plugin " DRIVER
+                                          " is not an absolute path"));
+  assert_int_equal(nl_plugins_registered(&w->pm), 0);
   world_free(w);
 }
 
