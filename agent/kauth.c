@@ -105,7 +105,7 @@ static void cached_free(void *p) {
 static void cache_key(const nl_kauth_t *a, const char *what, char out[65]) {
   unsigned char mac[32];
   nl_hmac_sha256(a->hmac_key, sizeof(a->hmac_key), what, strlen(what), mac);
-  for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", mac[i]);
+  nl_hex(mac, sizeof mac, out);
 }
 
 static cached_t *cache_get(nl_kauth_t *a, nl_kauth_cache_t *m, const char *what) {

@@ -2,9 +2,8 @@
  * start-up, metrics, and the stop. */
 #include "agent/kubelet_credprov.h"
 
-#include <stdio.h>
-
 #include "agent/kubelet_pods.h"
+#include "reactor/digest.h"
 #include "reactor/log.h"
 
 int nl__kubelet_credprov_init(nl_kubelet_t *k, nl_err_t **err) {
@@ -23,7 +22,7 @@ int nl__kubelet_credprov_init(nl_kubelet_t *k, nl_err_t **err) {
   k->credprov.observe = nl_kmetrics_credprov_run;
   k->credprov.observe_ctx = &k->metrics;
   char hash[7 + 64 + 1] = "sha256:";
-  for (int i = 0; i < 32; i++) snprintf(hash + 7 + 2 * i, 3, "%02x", k->credprov.config.hash[i]);
+  nl_hex(k->credprov.config.hash, sizeof k->credprov.config.hash, hash + 7);
   nl_kmetrics_credprov_config(&k->metrics, hash);
   for (size_t i = 0; i < k->credprov.config.n; i++)
     nl_info("image credential provider %s registered (%s)", k->credprov.config.providers[i].name,

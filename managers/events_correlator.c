@@ -100,7 +100,7 @@ static ckey_t key_of(char *join) {
   digest(join, d);
   free(join);
   ckey_t k;
-  for (int i = 0; i < DIGEST; i++) snprintf(k.hex + 2 * i, 3, "%02x", d[i]);
+  nl_hex(d, DIGEST, k.hex);
   return k;
 }
 

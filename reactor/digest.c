@@ -14,6 +14,16 @@ void nl_sha256(const void *data, size_t len, unsigned char out[32]) {
 #endif
 }
 
+void nl_hex(const void *in, size_t n, char *out) {
+  static const char digits[] = "0123456789abcdef";
+  const unsigned char *p = in;
+  for (size_t i = 0; i < n; i++) {
+    out[2 * i] = digits[p[i] >> 4];
+    out[2 * i + 1] = digits[p[i] & 15];
+  }
+  out[2 * n] = '\0';
+}
+
 void nl_hmac_sha256(const unsigned char *key, size_t key_len, const void *data, size_t len,
                     unsigned char out[32]) {
   /* Fails only on a bad argument (an md_info mbedtls does not have). */

@@ -23,7 +23,7 @@
 static void sha256_hex(const char *data, size_t len, char out[65]) {
   unsigned char sum[32];
   nl_sha256(data, len, sum);
-  for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", sum[i]);
+  nl_hex(sum, sizeof sum, out);
 }
 
 void nl_pod_checkpoint_encode(const nl_kube_raw_t *items, size_t n, nl_buf_t *out) {

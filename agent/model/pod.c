@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "agent/model/internal.h"
+#include "reactor/digest.h"
 #include "reactor/xalloc.h"
 
 const char *nl_kvlist_get(const nl_kvlist_t *l, const char *key) {
@@ -110,7 +111,7 @@ void nl_pod_static_uid(const nl_pod_t *pod, const nl_static_source_t *src, char 
 #endif
   mbedtls_md5_free(&ctx);
   nl_buf_free(&b);
-  for (int i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", sum[i]);
+  nl_hex(sum, sizeof sum, out);
 }
 
 void nl_pod_apply_static(nl_pod_t *pod, const nl_static_source_t *src) {
