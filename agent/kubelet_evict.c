@@ -7,7 +7,6 @@
 #include "agent/kubelet_evict.h"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,8 +58,8 @@ typedef struct collect {
   pod_dir_t *dirs;
   size_t n_dirs;
   nl_node_sample_t sample;
-  uint64_t memcg_usage, memcg_inactive;
-  bool memcg_ok, dedicated;
+  nl_sys_ctr_t root; /* the root memory cgroup (memory.available) */
+  bool dedicated;
   /* the pods cgroup (allocatableMemory.available), when the thresholds have
    * that signal: its filesystem and name (owned), what was read */
   char *pods_fs, *pods_cgroup;
@@ -68,38 +67,13 @@ typedef struct collect {
   nl_sys_ctr_t pods;
 } collect_t;
 
-static uint64_t read_u64(const char *path, bool *ok) {
-  char buf[64] = "";
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-  if (fd >= 0) close(fd);
-  if (n <= 0) return *ok = false, 0;
-  buf[n] = 0;
-  return strtoull(buf, NULL, 10);
-}
-
-static uint64_t memcg_stat(const char *key, bool *ok) {
-  FILE *f = fopen(MEMCG "/memory.stat", "re");
-  char name[64];
-  unsigned long long v;
-  bool found = false;
-  while (f && fscanf(f, "%63s %llu", name, &v) == 2)
-    if (!strcmp(name, key)) {
-      found = true;
-      break;
-    }
-  if (f) fclose(f);
-  if (!found) *ok = false;
-  return found ? v : 0;
-}
-
 static void collect_work(uv_work_t *w) {
   collect_t *c = container_of(w, collect_t, work);
   const nl_kubelet_config_t *cfg = c->k->cfg;
   nl_node_sample_read_light(&c->sample, cfg->root_dir, c->image_mount);
-  c->memcg_ok = true;
-  c->memcg_usage = read_u64(MEMCG "/memory.usage_in_bytes", &c->memcg_ok);
-  c->memcg_inactive = memcg_stat("total_inactive_file", &c->memcg_ok);
+  /* cgroup v1's root memory cgroup, which the threshold notification watches
+   * too (MEMCG); elsewhere /proc/meminfo below */
+  nl_stats_cgroup_read(&c->root, "/sys/fs/cgroup", false, "/", "/");
   struct stat a, b;
   c->dedicated = c->image_mount && stat(cfg->root_dir, &a) == 0 && stat(c->image_mount, &b) == 0 &&
                  a.st_dev != b.st_dev;
@@ -143,8 +117,8 @@ static void collect_done(uv_work_t *w, int status) {
   const nl_node_sample_t *s = &c->sample;
   /* upstream: memory.available = capacity - the root cgroup's working set
    * (usage - inactive file); without the memory cgroup, from /proc/meminfo */
-  uint64_t ws = c->memcg_ok && c->memcg_usage > c->memcg_inactive ? c->memcg_usage - c->memcg_inactive
-                : s->mem_total - s->mem_free - s->inactive_file;
+  bool memcg = c->root.mem && c->root.mem_ws > 0;
+  uint64_t ws = memcg ? c->root.mem_ws : s->mem_total - s->mem_free - s->inactive_file;
   if (s->mem_total) o->obs[NL_EV_MEMORY] = (nl_ev_observation_t){true, (int64_t)s->mem_total - (int64_t)ws, (int64_t)s->mem_total};
   if (s->root_fs.ok) {
     o->obs[NL_EV_NODEFS] = (nl_ev_observation_t){true, (int64_t)s->root_fs.available, (int64_t)s->root_fs.capacity};
@@ -163,7 +137,7 @@ static void collect_done(uv_work_t *w, int status) {
     o->obs[NL_EV_ALLOC_MEMORY] = (nl_ev_observation_t){
         true, (int64_t)c->pods.mem_limit - (int64_t)c->pods.mem_ws, (int64_t)c->pods.mem_limit};
   o->dedicated_imagefs = c->dedicated;
-  if (c->memcg_ok && c->memcg_usage > c->memcg_inactive) o->memory_inactive_file = (int64_t)c->memcg_inactive;
+  if (memcg) o->memory_inactive_file = (int64_t)(c->root.mem_usage - c->root.mem_ws);
   nl_eviction_done_fn done = c->done;
   void *done_ctx = c->done_ctx;
   collect_free(c);
