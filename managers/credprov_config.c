@@ -130,7 +130,9 @@ static int provider_decode(nl_credprov_provider_t *p, const nl_tnode_t *n, size_
   v = nl_tree_get(n, "defaultCacheDuration");
   if (!v || v->kind == NL_T_NULL)
     return nl_err_set(err, NL_EINVAL, "providers[%zu].defaultCacheDuration: Required value", i);
-  if (!is_str(v) || nl_duration_parse(v->s, &p->default_cache_ns, err) < 0)
+  if (!is_str(v))
+    return nl_err_set(err, NL_EINVAL, "providers[%zu].defaultCacheDuration: must be a duration string", i);
+  if (nl_duration_parse(v->s, &p->default_cache_ns, err) < 0)
     return nl_err_wrap(err, "providers[%zu].defaultCacheDuration", i), -1;
   if (p->default_cache_ns < 0)
     return nl_err_set(err, NL_EINVAL, "providers[%zu].defaultCacheDuration: Invalid value: \"%s\": must be greater than or equal to 0", i, v->s);

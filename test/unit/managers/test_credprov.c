@@ -84,6 +84,8 @@ static void test_config_refused(void **state) {
                  "providers[0].defaultCacheDuration: Required value");
   config_refused("- {name: a, apiVersion: credentialprovider.kubelet.k8s.io/v1, matchImages: [a.io], defaultCacheDuration: -1m}\n",
                  "must be greater than or equal to 0");
+  config_refused("- {name: a, apiVersion: credentialprovider.kubelet.k8s.io/v1, matchImages: [a.io], defaultCacheDuration: {m: 1}}\n",
+                 "providers[0].defaultCacheDuration: must be a duration string");
   config_refused("- {name: a, apiVersion: v9, matchImages: [a.io], defaultCacheDuration: 1m}\n",
                  "providers[0].apiVersion: Unsupported value: \"v9\"");
   config_refused("- {name: a, matchImages: [a.io], defaultCacheDuration: 1m}\n", "providers[0].apiVersion: Required value");
