@@ -581,6 +581,7 @@ int nl_cri_client_init(nl_cri_client_t *c, uv_loop_t *loop, const char *endpoint
   if (!o->timeout_ms) o->timeout_ms = NL_CRI_DEFAULT_TIMEOUT_MS;
   if (!o->pull_timeout_ms) o->pull_timeout_ms = NL_CRI_DEFAULT_PULL_TIMEOUT_MS;
   if (!o->connect_wait_ms) o->connect_wait_ms = 5000;
+  if (!o->handshake_timeout_ms) o->handshake_timeout_ms = 20000;
   if (!o->backoff_initial_ms) o->backoff_initial_ms = 1000;
   if (!o->backoff_max_ms) o->backoff_max_ms = 30000;
   if (!o->keepalive_time_ms) o->keepalive_time_ms = 6 * 60 * 1000;
@@ -604,6 +605,7 @@ int nl_cri_client_init(nl_cri_client_t *c, uv_loop_t *loop, const char *endpoint
       .ping_only_active = true, /* grpc-go servers count pings on idle connections as abuse */
       .ping_ack_delay_ms = PING_ACK_DELAY_MS,
       .reconnect = true,
+      .handshake_ms = o->handshake_timeout_ms,
       .backoff_initial_ms = o->backoff_initial_ms,
       .backoff_max_ms = o->backoff_max_ms,
   };

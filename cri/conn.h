@@ -40,6 +40,10 @@ typedef struct nl_cri_opts {
   uint64_t timeout_ms;          /* per-call deadline; 0: 2 minutes */
   uint64_t pull_timeout_ms;     /* PullImage deadline; 0: 30 minutes */
   uint64_t connect_wait_ms;     /* how long a call waits for a connection; 0: 5 s */
+  uint64_t handshake_timeout_ms;/* the server's SETTINGS within this long of the
+                                 * socket's connect, else the connection is dialed
+                                 * again and its calls fail UNAVAILABLE; 0: 20 s
+                                 * (grpc-go's minimum connect timeout) */
   uint64_t backoff_initial_ms;  /* reconnect back-off; 0: 1 s (grpc-go) */
   uint64_t backoff_max_ms;      /* 0: 30 s */
   uint64_t keepalive_time_ms;   /* PING after this idle time; 0: 30 s */

@@ -37,7 +37,7 @@ typedef enum why {
   WHY_PING,     /* no PING ACK in time */
   WHY_DRAINED,  /* GOAWAY, and the last stream ended */
   WHY_NOMEM,    /* no session */
-  WHY_HANDSHAKE, /* served: no preface and SETTINGS in time */
+  WHY_HANDSHAKE, /* no preface (served) or SETTINGS from the peer in time */
 } why_t;
 
 /* The detail of an io error without its "read: "/"write: " prefix. */
@@ -100,7 +100,8 @@ static nl_err_t *lost_error(const nl_h2conn_t *c, why_t why, const nl_err_t *det
     return grpc ? nl_err_newf(ENOMEM, "connection error: out of memory")
                 : nl_err_newf(ENOMEM, "http2: out of memory");
   case WHY_HANDSHAKE:
-    break; /* served connections only */
+    return grpc ? nl_err_newf(NL_ETIMEOUT, "connection error: timed out waiting for server handshake")
+                : nl_err_newf(NL_ETIMEOUT, "http2: no SETTINGS from the server within the handshake timeout");
   }
   return NULL;
 }
@@ -551,7 +552,11 @@ static void on_idle(uv_timer_t *t) {
   if (c->cbs->idle) c->cbs->idle(c);
 }
 
-/* A served connection whose client said nothing (or not HTTP/2) in time. */
+/* A served connection whose client said nothing (or not HTTP/2) in time, or
+ * a dialed one whose server sent no SETTINGS: a socket can connect with
+ * nothing serving behind it (a proxy that pairs it with its far side later, a
+ * process stopped between accept and serve), and calls on it would wait for
+ * their deadlines, one after another, on the same dead connection. */
 static void on_handshake_timeout(uv_timer_t *t) {
   nl_h2conn_t *c = container_of(t, nl_h2conn_t, idle_timer);
   if (up(c) && c->handshaking) lose(c, WHY_HANDSHAKE, NULL, 0);
@@ -621,8 +626,8 @@ static void enter(nl_h2conn_t *c, nl_h2conn_state_t to) {
         c->rbuf = c->opts.read_buf_shared ? c->opts.read_buf_shared : nl_xmalloc(c->opts.read_buf);
       read_follow(c);
     }
-    c->handshaking = c->server;
-    if (c->server && c->opts.handshake_ms)
+    c->handshaking = c->server || c->opts.handshake_ms;
+    if (c->opts.handshake_ms)
       uv_timer_start(&c->idle_timer, on_handshake_timeout, c->opts.handshake_ms, 0);
     c->rx = false;
     ka_start(c, c->opts.ping_after_ms);

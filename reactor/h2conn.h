@@ -120,8 +120,11 @@ typedef struct nl_h2conn_opts {
    * read), and frees after the last closed; NULL: each has its own. */
   uint8_t *read_buf_shared;
   /* Served connections: the client's preface and SETTINGS within this long
-   * after nl_h2conn_adopt(), else the connection is lost; 0: no limit. The
-   * idle timer runs from then on. */
+   * after nl_h2conn_adopt(); dialed ones: the server's SETTINGS within this
+   * long after the socket connects (grpc-go's server handshake). Else the
+   * connection is lost (and dialed again when reconnect is set); 0: no limit.
+   * The idle timer runs from then on. A dialed connection is READY, and its
+   * owner submits, before the SETTINGS come: this only bounds the wait. */
   uint64_t handshake_ms;
   /* Output handed to the socket but not yet taken by it, above which the
    * engine's output stays in the engine and the peer is not read until the
@@ -174,7 +177,7 @@ struct nl_h2conn {
   nl_h2conn_state_t state;
   bool connected;         /* the current (or last) dial reached READY */
   bool server;            /* adopted: a server session */
-  bool handshaking;       /* adopted, the client's preface and SETTINGS not yet in */
+  bool handshaking;       /* the peer's SETTINGS (and a client's preface) not yet in */
   uint32_t goaway_code;   /* the peer's GOAWAY, when DRAINING because of it */
   int32_t goaway_last;
   /* private */

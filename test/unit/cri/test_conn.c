@@ -15,7 +15,9 @@
 #include "cri/runtime.h"
 #include "reactor/buf.h"
 
-enum mode { ANSWER, HANG, CLOSE_ONCE };
+/* SILENT_ONCE: the first connection is accepted and never served (as a proxy
+ * that holds it until its far side comes), the next ones answer. */
+enum mode { ANSWER, HANG, CLOSE_ONCE, SILENT_ONCE };
 
 typedef struct srv_conn {
   uv_pipe_t pipe;
@@ -32,6 +34,7 @@ typedef struct server {
   int rsts;
   int accepted;
   srv_conn_t *conn;
+  srv_conn_t *silent;  /* SILENT_ONCE's first connection */
   bool bdp_pings;      /* PING with each answer while none is outstanding, as grpc-go */
   bool ping_out;
   int pings, ping_acks, bad_acks;
@@ -136,6 +139,12 @@ static void on_conn(uv_stream_t *l, int status) {
   uv_pipe_init(&loop, &c->pipe, 0);
   c->pipe.data = c;
   assert_int_equal(uv_accept(l, (uv_stream_t *)&c->pipe), 0);
+  srv->accepted++;
+  if (srv->mode == SILENT_ONCE) {
+    srv->mode = ANSWER;
+    srv->silent = c;
+    return;
+  }
   nghttp2_session_callbacks *cb;
   nghttp2_session_callbacks_new(&cb);
   nghttp2_session_callbacks_set_on_frame_recv_callback(cb, srv_frame);
@@ -147,7 +156,6 @@ static void on_conn(uv_stream_t *l, int status) {
   nghttp2_session_callbacks_del(cb);
   nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, NULL, 0);
   srv->conn = c;
-  srv->accepted++;
   uv_read_start((uv_stream_t *)&c->pipe, srv_alloc, srv_on_read);
   conn_flush(c);
 }
@@ -170,6 +178,7 @@ static void server_start(server_t *srv, enum mode mode) {
 
 static void server_stop(server_t *srv) {
   if (srv->conn) conn_close(srv->conn);
+  if (srv->silent) uv_close((uv_handle_t *)&srv->silent->pipe, conn_closed);
   uv_close((uv_handle_t *)&srv->listener, NULL);
   unlink(srv->path);
 }
@@ -288,6 +297,30 @@ static void reconnects_after_loss(void **state) {
   finish(&c, &srv);
 }
 
+/* A socket that connects and is never served: the call fails UNAVAILABLE at
+ * the handshake timeout, not at its deadline, and the next call goes on a new
+ * connection. Before, every call waited for its deadline on the same one. */
+static void silent_server_is_dialed_again(void **state) {
+  server_t srv;
+  server_start(&srv, SILENT_ONCE);
+  nl_cri_client_t c;
+  nl_cri_opts_t o = {.timeout_ms = 10000, .handshake_timeout_ms = 50};
+  assert_int_equal(nl_cri_client_init(&c, &loop, srv.path, &o, NULL), 0);
+  res_t r = {0};
+  uint64_t t0 = uv_now(&loop);
+  version(&c, &r);
+  run_until(&r.calls, 1);
+  assert_int_equal(r.code, NL_GRPC_UNAVAILABLE);
+  assert_string_equal(r.msg, "connection error: timed out waiting for server handshake");
+  assert_true(uv_now(&loop) - t0 >= 50 && uv_now(&loop) - t0 < 5000);
+  res_t r2 = {0};
+  version(&c, &r2);
+  run_until(&r2.calls, 1);
+  assert_int_equal(r2.code, NL_GRPC_OK);
+  assert_int_equal(srv.accepted, 2);
+  finish(&c, &srv);
+}
+
 static void stop_cancels_pending(void **state) {
   server_t srv;
   server_start(&srv, HANG);
@@ -360,6 +393,7 @@ int main(void) {
       cmocka_unit_test_setup(deadline_fires, setup),
       cmocka_unit_test_setup(no_server_waits_then_unavailable, setup),
       cmocka_unit_test_setup(reconnects_after_loss, setup),
+      cmocka_unit_test_setup(silent_server_is_dialed_again, setup),
       cmocka_unit_test_setup(stop_cancels_pending, setup),
       cmocka_unit_test_setup(server_pings_are_acknowledged, setup),
       cmocka_unit_test(endpoints),
