@@ -116,6 +116,8 @@ static int on_stream_close(nghttp2_session *h2, int32_t id, uint32_t error_code,
 
 static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame, void *user) {
   nl_h2_t *s = user;
+  if (frame->hd.type == NGHTTP2_SETTINGS && !(frame->hd.flags & NGHTTP2_FLAG_ACK))
+    s->peer_settled = true;
   switch (frame->hd.type) {
   case NGHTTP2_DATA:
     if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) break;
@@ -421,8 +423,6 @@ static int srv_header(nghttp2_session *h2, const nghttp2_frame *frame, const uin
 
 static int srv_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame, void *user) {
   nl_h2_t *s = user;
-  if (frame->hd.type == NGHTTP2_SETTINGS && !(frame->hd.flags & NGHTTP2_FLAG_ACK))
-    s->peer_settled = true;
   int rv = on_frame_recv(h2, frame, user);
   if (rv) return rv;
   if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&

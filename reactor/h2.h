@@ -213,8 +213,8 @@ bool nl_h2_want_io(const nl_h2_t *s);
  * required; PINGs, GOAWAY, resets and the allocator hook as for a client.
  * opts may be NULL. Returns NULL only when the allocator fails. */
 nl_h2_t *nl_h2_server_new(const nl_h2_opts_t *opts, const nl_h2_cbs_t *cbs, void *user);
-/* True once the peer's first SETTINGS arrived (after its preface): a client
- * that connected and said nothing has not. */
+/* True once the peer's first SETTINGS arrived (a client's after its preface):
+ * a peer that connected and said nothing has not. */
 bool nl_h2_peer_settled(const nl_h2_t *s);
 
 /* Answers the request on server stream st with the header block nva (":status"

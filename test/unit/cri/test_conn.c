@@ -297,6 +297,8 @@ static void reconnects_after_loss(void **state) {
   finish(&c, &srv);
 }
 
+static void count_fire(uv_timer_t *t) { ++*(int *)t->data; }
+
 /* A socket that connects and is never served: the call fails UNAVAILABLE at
  * the handshake timeout, not at its deadline, and the next call goes on a new
  * connection. Before, every call waited for its deadline on the same one. */
@@ -317,6 +319,19 @@ static void silent_server_is_dialed_again(void **state) {
   version(&c, &r2);
   run_until(&r2.calls, 1);
   assert_int_equal(r2.code, NL_GRPC_OK);
+  assert_int_equal(srv.accepted, 2);
+  /* a served connection outlives the handshake timeout many times over */
+  uv_timer_t t;
+  int fired = 0;
+  uv_timer_init(&loop, &t);
+  t.data = &fired;
+  uv_timer_start(&t, count_fire, 300, 0);
+  run_until(&fired, 1);
+  uv_close((uv_handle_t *)&t, NULL);
+  res_t r3 = {0};
+  version(&c, &r3);
+  run_until(&r3.calls, 1);
+  assert_int_equal(r3.code, NL_GRPC_OK);
   assert_int_equal(srv.accepted, 2);
   finish(&c, &srv);
 }
