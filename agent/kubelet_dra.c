@@ -142,7 +142,9 @@ bool nl__kubelet_container_devices(void *ctx, const nl_pod_t *pod, const nl_cont
                                                 size_t n, const char *err),
                                    void *arg) {
   nl_kubelet_t *k = ctx;
-  if (!c->resources.n_claims || !k->dra_up)
+  /* a container with no claims may still have the scheduler's claim's
+   * devices (extended resources backed by DRA) */
+  if (!k->dra_up || (!c->resources.n_claims && !nl_dra_pod_has_claims(pod)))
     return nl__kubelet_devices_container(ctx, pod, c, done, arg);
   char **ids = NULL, *err = NULL;
   size_t n = 0;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/model/podres.h"
 #include "managers/devices_internal.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
@@ -212,7 +213,7 @@ static char *admit_container(nl_devices_t *m, const nl_pod_t *pod, const nl_cont
   for (size_t i = 0; i < l->n; i++) {
     nl_dev_resource_t *r = plugin_resource(m, l->items[i].name);
     int64_t needed = nl_quantity_value(&l->items[i].q);
-    if (!r || needed <= 0) continue;
+    if (!r || needed <= 0 || nl_pod_dra_extended(pod, c->name, r->name)) continue;
     reuse_t *ru = reuse_of(reuse, n_reuse, r->name);
     char *e = assign(m, pod, c, r, needed, ru, made);
     if (e) return e;

@@ -597,7 +597,16 @@ void nl__dra_checkpoint_written(nl_dra_t *m) {
   }
 }
 
-bool nl_dra_pod_has_claims(const nl_pod_t *pod) { return pod->spec.n_resource_claims > 0; }
+/* The claim the scheduler made for the pod's extended resources backed by
+ * DRA (DRAExtendedResource), or NULL. */
+static const struct nl_pod_ext_claim_status *ext_claim(const nl_pod_t *pod) {
+  const struct nl_pod_ext_claim_status *x = pod->status ? pod->status->extended_resource_claim_status : NULL;
+  return x && x->resource_claim_name && *x->resource_claim_name ? x : NULL;
+}
+
+bool nl_dra_pod_has_claims(const nl_pod_t *pod) {
+  return pod->spec.n_resource_claims > 0 || ext_claim(pod);
+}
 
 void nl_dra_prepare(nl_dra_t *m, const nl_pod_t *pod, nl_dra_prepare_fn fn, void *ctx) {
   prep_t *p = nl_xcalloc(1, sizeof *p);
@@ -607,7 +616,7 @@ void nl_dra_prepare(nl_dra_t *m, const nl_pod_t *pod, nl_dra_prepare_fn fn, void
   p->uid = nl_xstrdup(pod->metadata.uid ? pod->metadata.uid : "");
   p->pod_name = nl_xstrdup(pod->metadata.name ? pod->metadata.name : "");
   p->pod_ns = nl_xstrdup(pod->metadata.namespace_ ? pod->metadata.namespace_ : "");
-  p->claims = nl_xcalloc(pod->spec.n_resource_claims + 1, sizeof *p->claims);
+  p->claims = nl_xcalloc(pod->spec.n_resource_claims + 2, sizeof *p->claims);
   nl_list_insert_tail(&m->preps, &p->link);
   m->open++;
   if (m->state != NL_DRA_RUNNING) {
@@ -626,10 +635,35 @@ void nl_dra_prepare(nl_dra_t *m, const nl_pod_t *pod, nl_dra_prepare_fn fn, void
     p->claims[p->n].name = nl_xstrdup(ref.name);
     p->claims[p->n++].owned = ref.owned;
   }
+  /* named by the scheduler: not checked for an owner, as a claim by name */
+  const struct nl_pod_ext_claim_status *x = ext_claim(pod);
+  if (x) p->claims[p->n++].name = nl_xstrdup(x->resource_claim_name);
   prep_next(p);
 }
 
 /* ---- containers ---- */
+
+static void add_cdi(const nl_dra_claim_t *c, const char *request, char ***ids, size_t *n) {
+  for (size_t d = 0; d < c->n_devs; d++) {
+    const nl_dra_device_t *dv = &c->devs[d];
+    bool match = !request || !*request;
+    for (size_t q = 0; !match && q < dv->n_requests; q++) {
+      size_t len = strlen(request); /* a subrequest: "<request>/<sub>" */
+      match = !strcmp(dv->requests[q], request) ||
+              (!strncmp(dv->requests[q], request, len) && dv->requests[q][len] == '/');
+    }
+    for (size_t q = 0; match && q < dv->n_cdi; q++) nl__dra_strv_add(ids, n, dv->cdi[q]);
+  }
+}
+
+/* Whether the container requests a non-zero amount of the resource. */
+static bool requests(const nl_container_t *ctr, const char *resource) {
+  const nl_resource_list_t *l = &ctr->resources.requests;
+  for (size_t i = 0; i < l->n; i++)
+    if (!strcmp(l->items[i].name, resource)) return !nl_quantity_is_zero(&l->items[i].q);
+  return false;
+}
+
 
 int nl_dra_container_cdi(const nl_dra_t *m, const nl_pod_t *pod, const nl_container_t *ctr,
                          char ***ids, size_t *n, char **err) {
@@ -656,16 +690,23 @@ int nl_dra_container_cdi(const nl_dra_t *m, const nl_pod_t *pod, const nl_contai
       *err = nl_xasprintf("unable to get claim info for claim %s in namespace %s", ref.name, ns);
       goto fail;
     }
-    for (size_t d = 0; d < c->n_devs; d++) {
-      const nl_dra_device_t *dv = &c->devs[d];
-      bool match = !cr->request || !*cr->request;
-      for (size_t q = 0; !match && q < dv->n_requests; q++) {
-        size_t len = strlen(cr->request); /* a subrequest: "<request>/<sub>" */
-        match = !strcmp(dv->requests[q], cr->request) ||
-                (!strncmp(dv->requests[q], cr->request, len) && dv->requests[q][len] == '/');
-      }
-      for (size_t q = 0; match && q < dv->n_cdi; q++) nl__dra_strv_add(ids, n, dv->cdi[q]);
+    add_cdi(c, cr->request, ids, n);
+  }
+  /* the requests the scheduler's claim holds for this container's extended
+   * resources (only those it asks for: a request of 0 has none) */
+  const struct nl_pod_ext_claim_status *x = ext_claim(pod);
+  for (size_t i = 0; x && i < x->n_request_mappings; i++) {
+    const struct nl_pod_ext_mapping *rm = &x->request_mappings[i];
+    if (!rm->container_name || strcmp(rm->container_name, ctr->name) || !rm->resource_name ||
+        !rm->request_name || !*rm->request_name || !requests(ctr, rm->resource_name))
+      continue;
+    const nl_dra_claim_t *c = nl__dra_claim_find(m, ns, x->resource_claim_name);
+    if (!c || !c->prepared) {
+      *err = nl_xasprintf("internal error: unable to get claim info for ResourceClaim %s in namespace %s",
+                          x->resource_claim_name, ns);
+      goto fail;
     }
+    add_cdi(c, rm->request_name, ids, n);
   }
   return 0;
 fail:

@@ -117,7 +117,8 @@ struct nl_dra {
 int nl_dra_start(nl_dra_t *m, uv_loop_t *loop, const nl_dra_opts_t *opts, nl_err_t **err);
 void nl_dra_stop(nl_dra_t *m, nl_dra_done_fn done, void *ctx);
 
-/* Whether the pod has claims to prepare (spec.resourceClaims). */
+/* Whether the pod has claims to prepare (spec.resourceClaims, or the claim the
+ * scheduler made for its extended resources backed by DRA). */
 bool nl_dra_pod_has_claims(const nl_pod_t *pod);
 
 /* upstream's PrepareResources: every claim of the pod read, checked and
@@ -127,7 +128,8 @@ bool nl_dra_pod_has_claims(const nl_pod_t *pod);
 typedef void (*nl_dra_prepare_fn)(void *ctx, const char *err);
 void nl_dra_prepare(nl_dra_t *m, const nl_pod_t *pod, nl_dra_prepare_fn fn, void *ctx);
 
-/* The CDI device IDs of the claims (and requests) the container names, from
+/* The CDI device IDs of the claims (and requests) the container names, and of
+ * the scheduler's claim's requests mapped to its extended resources, from
  * prepared claims. Returns 0 with a new array (*ids, *n; free each and it; NULL
  * and 0 when none), or -1 with *err (allocated) when a claim it names is not
  * prepared. */

@@ -952,6 +952,21 @@ static void ip_list(dec_t *d, const nl_tnode_t *v, nl_strlist_t *out) {
   SEQ(v, out->items, out->n, ip_item);
 }
 
+static void ext_mapping(dec_t *d, const nl_tnode_t *n, struct nl_pod_ext_mapping *m) {
+  FIELDS(n)
+  F("containerName") m->container_name = str(d, v);
+  F("resourceName") m->resource_name = str(d, v);
+  F("requestName") m->request_name = str(d, v);
+  END_FIELDS
+}
+
+static void ext_claim_status(dec_t *d, const nl_tnode_t *n, struct nl_pod_ext_claim_status *c) {
+  FIELDS(n)
+  F("resourceClaimName") c->resource_claim_name = str(d, v);
+  F("requestMappings") SEQ(v, c->request_mappings, c->n_request_mappings, ext_mapping);
+  END_FIELDS
+}
+
 static void claim_status(dec_t *d, const nl_tnode_t *n, struct nl_pod_claim_status *c) {
   FIELDS(n)
   F("name") c->name = str(d, v);
@@ -977,6 +992,8 @@ static void pod_status(dec_t *d, const nl_tnode_t *n, nl_api_pod_status_t *s) {
   F("qosClass") s->qos_class = str(d, v);
   F("resourceClaimStatuses")
       SEQ(v, s->resource_claim_statuses, s->n_resource_claim_statuses, claim_status);
+  F("extendedResourceClaimStatus")
+      OBJ(v, s->extended_resource_claim_status, ext_claim_status);
   END_FIELDS
 }
 

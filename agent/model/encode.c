@@ -377,6 +377,17 @@ static void claim_status(jw_t *w, const struct nl_pod_claim_status *c) {
   s_(w, "resourceClaimName", c->resource_claim_name);
 }
 
+static void ext_mapping(jw_t *w, const struct nl_pod_ext_mapping *m) {
+  s_always(w, "containerName", m->container_name);
+  s_always(w, "resourceName", m->resource_name);
+  s_always(w, "requestName", m->request_name);
+}
+
+static void ext_claim_status(jw_t *w, const struct nl_pod_ext_claim_status *c) {
+  LIST("requestMappings", c->request_mappings, c->n_request_mappings, ext_mapping);
+  s_always(w, "resourceClaimName", c->resource_claim_name);
+}
+
 static void resize_policy(jw_t *w, const nl_resize_policy_t *r) {
   s_always(w, "resourceName", r->resource_name);
   s_always(w, "restartPolicy", r->restart_policy);
@@ -736,6 +747,7 @@ static void status(jw_t *w, const nl_api_pod_status_t *s) {
   s_(w, "qosClass", s->qos_class);
   LIST("resourceClaimStatuses", s->resource_claim_statuses, s->n_resource_claim_statuses,
        claim_status);
+  SUB("extendedResourceClaimStatus", s->extended_resource_claim_status, ext_claim_status);
 }
 
 void nl__pod_encode(const nl_pod_t *pod, nl_buf_t *out, bool pretty, bool full, bool with_status) {

@@ -613,6 +613,16 @@ typedef struct nl_api_pod_status {
     char *resource_claim_name;
   } *resource_claim_statuses;
   size_t n_resource_claim_statuses;
+  /* status.extendedResourceClaimStatus: the claim the scheduler made for the
+   * containers' extended resources backed by DRA, and which of its requests
+   * serves which container's resource (NULL: none) */
+  struct nl_pod_ext_claim_status {
+    char *resource_claim_name;
+    struct nl_pod_ext_mapping {
+      char *container_name, *resource_name, *request_name;
+    } *request_mappings;
+    size_t n_request_mappings;
+  } *extended_resource_claim_status;
 } nl_api_pod_status_t;
 
 struct nl_arena; /* private */

@@ -134,3 +134,14 @@ const char *nl_pod_qos_class(const nl_pod_t *pod) {
     if (s.has_req[k] && (!s.has_lim[k] || s.lim[k] != s.req[k])) guaranteed = false;
   return guaranteed && nreq == nlim ? "Guaranteed" : "Burstable";
 }
+
+bool nl_pod_dra_extended(const nl_pod_t *pod, const char *container, const char *resource) {
+  const struct nl_pod_ext_claim_status *x = pod->status ? pod->status->extended_resource_claim_status : NULL;
+  for (size_t i = 0; x && i < x->n_request_mappings; i++) {
+    const struct nl_pod_ext_mapping *rm = &x->request_mappings[i];
+    if (rm->container_name && rm->resource_name && !strcmp(rm->container_name, container) &&
+        !strcmp(rm->resource_name, resource))
+      return true;
+  }
+  return false;
+}

@@ -43,6 +43,11 @@ static inline int64_t nl_pod_limit(const nl_pod_t *pod, const char *resource, bo
   return nl_pod_amount(pod, resource, true, true, all);
 }
 
+/* Whether the container's extended resource is served by the claim the
+ * scheduler made for the pod (status.extendedResourceClaimStatus maps it to a
+ * request: DRAExtendedResource): then no device plugin allocates it. */
+bool nl_pod_dra_extended(const nl_pod_t *pod, const char *container, const char *resource);
+
 /* "Guaranteed", "Burstable" or "BestEffort" (ComputePodQOS): from spec.resources
  * when the pod has it, else from its containers' and init containers'. */
 const char *nl_pod_qos_class(const nl_pod_t *pod);

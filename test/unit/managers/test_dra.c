@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/model/podres.h"
 #include "cri/grpc_server.h"
 #include "managers/dra.h"
 #include "managers/plugins.h"
@@ -516,6 +517,48 @@ static void test_template(void **state) {
   world_free(w);
 }
 
+/* The claim the scheduler made for extended resources backed by DRA
+ * (status.extendedResourceClaimStatus): prepared with the pod's, and each
+ * container gets the devices of the requests mapped to the resources it asks
+ * for; a device plugin does not allocate them. */
+static void test_extended_resources(void **state) {
+  (void)state;
+  world_t *w = registered(V1);
+  const char *json =
+      "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\","
+      "\"uid\":\"" POD_UID "\"},\"spec\":{\"containers\":["
+      "{\"name\":\"a\",\"image\":\"i\",\"resources\":{\"requests\":{\"example.com/gpu\":\"1\"}}},"
+      "{\"name\":\"b\",\"image\":\"i\",\"resources\":{\"requests\":{"
+      "\"deviceclass.resource.kubernetes.io/gpu\":\"1\",\"example.com/gpu\":\"0\"}}},"
+      "{\"name\":\"c\",\"image\":\"i\"}]},"
+      "\"status\":{\"extendedResourceClaimStatus\":{\"resourceClaimName\":\"gpu\",\"requestMappings\":["
+      "{\"containerName\":\"a\",\"resourceName\":\"example.com/gpu\",\"requestName\":\"req-0\"},"
+      "{\"containerName\":\"b\",\"resourceName\":\"deviceclass.resource.kubernetes.io/gpu\","
+      "\"requestName\":\"req-1\"},"
+      "{\"containerName\":\"b\",\"resourceName\":\"example.com/gpu\",\"requestName\":\"req-0\"}]}}}";
+  nl_pod_t *p = NULL;
+  nl_err_t *err = NULL;
+  if (nl_pod_decode(json, strlen(json), NULL, &p, &err) < 0) fail_msg("%s", err->msg);
+  assert_true(nl_dra_pod_has_claims(p));
+  assert_true(nl_pod_dra_extended(p, "a", "example.com/gpu"));
+  assert_false(nl_pod_dra_extended(p, "c", "example.com/gpu"));
+  w->claim_json = RESERVED;
+  prepare(w, p);
+  assert_string_equal(w->prep_err, "");
+  assert_int_equal(w->prepares, 1);
+  assert_string_equal(w->prepared_uid, CLAIM_UID);
+  assert_string_equal(cdi_of(w, p, 0), "example.com/gpu=g0");
+  assert_string_equal(cdi_of(w, p, 1), "example.com/gpu=g1"); /* not req-0: it asks for 0 */
+  assert_string_equal(cdi_of(w, p, 2), "");
+  /* the pod's termination unprepares it */
+  w->pod_gone = true;
+  nl_dra_housekeeping(&w->m);
+  RUN_UNTIL(w, nl_dra_claims(&w->m) == 0);
+  assert_int_equal(w->unprepares, 1);
+  nl_pod_free(p);
+  world_free(w);
+}
+
 static void on_unprepared_pod(void *ctx) { ((world_t *)ctx)->prepared = true; }
 
 /* The pod's termination unprepares its claims before its final status. */
@@ -555,6 +598,7 @@ int main(void) {
       cmocka_unit_test(test_prepare_unprepare),
       cmocka_unit_test(test_v1beta1_and_driver_error),
       cmocka_unit_test(test_template),
+      cmocka_unit_test(test_extended_resources),
       cmocka_unit_test(test_unprepare_pod),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
