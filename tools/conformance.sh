@@ -52,8 +52,11 @@
 #                           (default conformance)
 #   CONFORMANCE_PORT_OFFSET its control plane's ports, above the shared one's
 #                           (default 100; test/e2e/conformance_subset.sh: 200)
-#   CONFORMANCE_ROOT_DIR    nanolet's --root-dir (default
-#                           $NANOLET_TESTENV_DIR/INSTANCE-node). The Mount
+#   CONFORMANCE_ROOT_DIR    nanolet's --root-dir (default /var/lib/nl-INSTANCE:
+#                           short, as upstream's /var/lib/kubelet, because a
+#                           unix socket's path holds at most 107 bytes and the
+#                           DRA specs' rolling-update plugins put a pod UID in
+#                           their registration sockets' names). The Mount
 #                           propagation spec shares /var/lib/kubelet/NAMESPACE
 #                           between its pods and the host: it needs
 #                           /var/lib/kubelet, the kubelet's default, which
@@ -115,7 +118,7 @@ repo_list=$(tools/testenv/e2e-images.sh "$bin" 9>&-)
 
 rm -rf "$REPORT"
 mkdir -p "$REPORT"
-ROOT=${CONFORMANCE_ROOT_DIR:-$TESTENV_DIR/$INSTANCE-node}
+ROOT=${CONFORMANCE_ROOT_DIR:-/var/lib/nl-$INSTANCE}
 case $ROOT in /*) ;; *) die "CONFORMANCE_ROOT_DIR must be absolute: $ROOT" ;; esac
 if [ "$ROOT" = /var/lib/kubelet ]; then
   exec 8>"$TESTENV_DIR/node-conformance.lock"

@@ -256,6 +256,9 @@ cmd_up() {
     --unsafe-no-fsync
   # --endpoint-reconciler-type=none: Endpoints may not hold a loopback
   # address, so the reconciler of the `kubernetes` Service could only fail.
+  # The beta resource.k8s.io versions are served beside v1, as upstream's DRA
+  # jobs serve them: the DRA specs "with v1beta1 API" and "with v1beta2 API"
+  # make their claims through them.
   start_component kube-apiserver apiserver_ready -- "$bin/kube-apiserver" \
     --bind-address=127.0.0.1 --advertise-address=127.0.0.1 \
     --secure-port=$APISERVER_PORT \
@@ -282,7 +285,8 @@ cmd_up() {
     --kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname \
     --audit-policy-file="$CP/audit-policy.yaml" \
     --audit-log-path="$CP/audit.log" --audit-log-maxsize=20 --audit-log-maxbackup=1 \
-    --endpoint-reconciler-type=none
+    --endpoint-reconciler-type=none \
+    --runtime-config=resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true
   # All default controllers, plus the two that TLS bootstrap needs.
   start_component kube-controller-manager kcm_ready -- "$bin/kube-controller-manager" \
     --kubeconfig="$CP/kcm.kubeconfig" \
