@@ -63,6 +63,7 @@ typedef struct nl_kubelet_config {
   char *cluster_domain;
   char *resolv_conf;
   bool serialize_image_pulls;
+  bool seccomp_default; /* seccompDefault */
   int32_t max_parallel_image_pulls; /* 0: unset */
   char *container_log_max_size;
   int32_t container_log_max_files;

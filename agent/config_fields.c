@@ -46,6 +46,7 @@ const nl_config_field_t nl__config_fields[] = {
     {"clusterDNS", "cluster-dns", NL_F_STRLIST, OFF(cluster_dns), 0, 0, "DNS server IPs for pods, comma separated"},
     S("clusterDomain", "cluster-domain", cluster_domain, "Domain of the cluster"),
     S("resolvConf", "resolv-conf", resolv_conf, "Resolver configuration file for pods (default /etc/resolv.conf)"),
+    B("seccompDefault", "seccomp-default", seccomp_default, "Use the runtime's default seccomp profile (RuntimeDefault) for containers that name none (default false)"),
     B("serializeImagePulls", "serialize-image-pulls", serialize_image_pulls, "Pull images one at a time (default true)"),
     I32("maxParallelImagePulls", "max-parallel-image-pulls", max_parallel_image_pulls, 0, 1000000, "Max image pulls in parallel"),
     S("containerLogMaxSize", "container-log-max-size", container_log_max_size, "Max size of a container log before rotation (default 10Mi)"),

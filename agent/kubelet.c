@@ -345,6 +345,7 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
       .cluster_domain = cfg->cluster_domain,
       .resolv_conf = cfg->resolv_conf,
       .serialize_image_pulls = cfg->serialize_image_pulls,
+      .seccomp_default = cfg->seccomp_default,
       .max_parallel_image_pulls = cfg->max_parallel_image_pulls,
       .max_dead_per_container = cfg->maximum_dead_containers_per_container,
       .runtime_request_timeout_ms = (uint64_t)(cfg->runtime_request_timeout / 1000000),

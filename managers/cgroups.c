@@ -3,11 +3,14 @@
  * container_manager_linux.go, node_container_manager_linux.go,
  * qos_container_manager_linux.go, pod_container_manager_linux.go). */
 #include <assert.h>
+#include <dirent.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/stat.h>
 
+#include "agent/model/podres.h"
 #include "managers/cgroups_internal.h"
 #include "managers/runtime.h"
 #include "reactor/log.h"
@@ -181,6 +184,28 @@ int nl_cgroups_join_self(const char *fs_root, const char *path, nl_err_t **err) 
   return 0;
 }
 
+/* libcontainer's HugePageSizes: the directories hugepages-<N>kB, named for
+ * the controller as HugePageUnitSizeFromByteSize does ("2MB", "1GB"). */
+static void page_sizes(nl_cgroups_t *cg, const char *dir) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  while (d && (e = readdir(d)) && cg->n_page_sizes < NL_CGROUPS_MAX_PAGE_SIZES) {
+    long long kb;
+    if (sscanf(e->d_name, "hugepages-%lldkB", &kb) != 1 || kb <= 0) continue;
+    static const char *const units[] = {"KB", "MB", "GB", "TB", "PB"};
+    size_t u = 0;
+    long long n = kb;
+    while (n >= 1024 && n % 1024 == 0 && u + 1 < sizeof units / sizeof *units) {
+      n /= 1024;
+      u++;
+    }
+    struct nl_cgroups_page_size *p = &cg->page_sizes[cg->n_page_sizes++];
+    p->bytes = (int64_t)kb * 1024;
+    snprintf(p->name, sizeof p->name, "%lld%s", n, units[u]);
+  }
+  if (d) closedir(d);
+}
+
 int nl_cgroups_init(nl_cgroups_t *cg, uv_loop_t *loop, const nl_cgroups_opts_t *o,
                     nl_err_t **err) {
   memset(cg, 0, sizeof *cg);
@@ -204,6 +229,8 @@ int nl_cgroups_init(nl_cgroups_t *cg, uv_loop_t *loop, const nl_cgroups_opts_t *
                       "use cgroupDriver cgroupfs",
                       o->systemd_dir ? o->systemd_dir : "/run/systemd/system");
   if (nl_cgroups__detect(cg, err) < 0) return -1;
+  if (nl_cgroups__hugetlb(cg))
+    page_sizes(cg, o->hugepages_dir ? o->hugepages_dir : "/sys/kernel/mm/hugepages");
   nl_info("cgroups %s, driver %s, cgroupsPerQOS %s, cgroupRoot %s", cg->v2 ? "v2" : "v1",
           cg->systemd ? "systemd" : "cgroupfs", cg->per_qos ? "true" : "false", cg->root);
   if (!cg->per_qos) return 0;
@@ -244,10 +271,24 @@ char *nl_cgroups_pod_parent(const nl_cgroups_t *cg, const nl_pod_t *pod) {
   return pod_path(cg, nl_pod_qos_class(pod), pod->metadata.uid);
 }
 
+/* ResourceConfigForPod's HugePageLimit with maybeSetHugetlb: each page size
+ * the pod's request of it, 0 for one it does not ask for. */
+static void pod_hugetlb(const nl_cgroups_t *cg, const nl_pod_t *pod, nl_cgroup_res_t *r) {
+  for (size_t i = 0; i < cg->n_page_sizes; i++) {
+    char q[NL_QUANTITY_STRLEN], name[48];
+    nl_quantity_t size = {cg->page_sizes[i].bytes, 0, NL_QUANTITY_BINARY_SI};
+    snprintf(name, sizeof name, "hugepages-%s", nl_quantity_format(&size, q));
+    int64_t v = nl_pod_request(pod, name);
+    r->hugetlb[i] = v > 0 ? v : 0;
+  }
+  r->n_hugetlb = cg->n_page_sizes;
+}
+
 int nl_cgroups_pod_ensure(const nl_cgroups_t *cg, const nl_pod_t *pod, nl_err_t **err) {
   if (!cg->per_qos) return 0;
   char *path = pod_path(cg, nl_pod_qos_class(pod), pod->metadata.uid);
   nl_cgroup_res_t r = nl_cgroups_pod_res(pod, cg->cfs_quota, cg->pod_pids_limit);
+  pod_hugetlb(cg, pod, &r);
   int rc = nl_cgroups__exists(cg, path) ? nl_cgroups__set(cg, path, &r, err)
                                         : nl_cgroups__create(cg, path, &r, err);
   free(path);
@@ -284,6 +325,7 @@ int nl_cgroups_pod_ensure_exists(const nl_cgroups_t *cg, const nl_pod_t *pod, nl
   if (!cg->per_qos) return 0;
   char *path = pod_path(cg, nl_pod_qos_class(pod), pod->metadata.uid);
   nl_cgroup_res_t r = nl_cgroups_pod_res(pod, cg->cfs_quota, cg->pod_pids_limit);
+  pod_hugetlb(cg, pod, &r);
   int rc = 0;
   if (nl_cgroups__exists(cg, path)) {
     nl_cgroup_res_t pids = {.pids = r.pids};

@@ -28,6 +28,7 @@
 #define NL_CGROUPS_QUOTA_PERIOD 100000 /* us: 100 ms */
 #define NL_CGROUPS_MIN_QUOTA 1000
 #define NL_CGROUPS_QOS_PERIOD_MS (60 * 1000) /* periodicQOSCgroupUpdateInterval */
+#define NL_CGROUPS_MAX_PAGE_SIZES 4 /* huge page sizes a node has */
 
 /* cpu.shares from millicores (MilliCPUToShares): 0 -> 2, clamped to 2..262144. */
 int64_t nl_cgroups_milli_to_shares(int64_t milli);
@@ -43,6 +44,10 @@ typedef struct nl_cgroup_res {
   int64_t cpu_period;
   int64_t memory;     /* bytes */
   int64_t pids;       /* -1: max */
+  /* hugetlb limits in bytes, one for each of the manager's page sizes
+   * (nl_cgroups_t.page_sizes, in its order); n_hugetlb 0: leave alone. */
+  int64_t hugetlb[NL_CGROUPS_MAX_PAGE_SIZES];
+  size_t n_hugetlb;
 } nl_cgroup_res_t;
 
 /* upstream ResourceConfigForPod: shares from the pod's cpu requests, a quota
@@ -74,6 +79,7 @@ typedef struct nl_cgroups_opts {
   const char *fs_root;     /* the cgroup filesystem; NULL: /sys/fs/cgroup */
   const char *swaps;       /* NULL: /proc/swaps */
   const char *systemd_dir; /* NULL: /run/systemd/system (present when systemd runs) */
+  const char *hugepages_dir; /* NULL: /sys/kernel/mm/hugepages */
   bool systemd;            /* cgroupDriver: systemd */
   const char *cgroup_root; /* cgroupRoot; NULL or "" : "/" */
   bool per_qos;            /* cgroupsPerQOS */
@@ -98,6 +104,13 @@ struct nl_cgroups {
   uv_loop_t *loop;
   bool systemd, per_qos, cfs_quota, v2;
   int64_t pod_pids_limit;
+  /* The node's huge page sizes, when the hugetlb controller is there (none
+   * otherwise): bytes, and the controller's name for it ("2MB"). */
+  struct nl_cgroups_page_size {
+    int64_t bytes;
+    char name[24];
+  } page_sizes[NL_CGROUPS_MAX_PAGE_SIZES];
+  size_t n_page_sizes;
   char *fs_root;  /* owned */
   char *root;     /* cgroupRoot as a name, owned */
   char *kubepods; /* root + "/kubepods", owned; NULL without cgroupsPerQOS */
@@ -134,8 +147,10 @@ void nl_cgroups_stop(nl_cgroups_t *cg, nl_cgroups_done_cb done_cb);
  * "" for the runtime's default. New string. */
 char *nl_cgroups_pod_parent(const nl_cgroups_t *cg, const nl_pod_t *pod);
 /* Blocking (thread pool): creates the pod's cgroup if missing, else updates
- * its limits (upstream EnsureExists). No-op without cgroupsPerQOS. Returns 0
- * or -1 with *err. */
+ * its limits (upstream EnsureExists): those of nl_cgroups_pod_res, and the
+ * hugetlb limit of each page size, the pod's hugepages-<size> request (0 for a
+ * size it does not ask for). No-op without cgroupsPerQOS. Returns 0 or -1
+ * with *err. */
 int nl_cgroups_pod_ensure(const nl_cgroups_t *cg, const nl_pod_t *pod, nl_err_t **err);
 /* The same, but an existing cgroup keeps its cpu and memory: an in-place
  * resize changes them in its own order (managers/runtime_resize.c). */

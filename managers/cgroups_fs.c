@@ -93,6 +93,16 @@ int nl_cgroups__detect(nl_cgroups_t *cg, nl_err_t **err) {
   return 0;
 }
 
+bool nl_cgroups__hugetlb(const nl_cgroups_t *cg) {
+  if (!cg->v2) return has_ctrl(cg, "hugetlb");
+  char have[512];
+  read_file(cg->fs_root, "cgroup.controllers", have, sizeof have);
+  char *padded = nl_xasprintf(" %s ", have);
+  bool ok = strstr(padded, " hugetlb ") != NULL;
+  free(padded);
+  return ok;
+}
+
 bool nl_cgroups__exists(const nl_cgroups_t *cg, const char *path) {
   for (size_t i = 0; i < (cg->v2 ? 1 : N_V1); i++) {
     if (!cg->v2 && !has_ctrl(cg, v1_ctrls[i])) continue;
@@ -243,6 +253,13 @@ int nl_cgroups__set(const nl_cgroups_t *cg, const char *path, const nl_cgroup_re
     else
       snprintf(v, sizeof v, "max");
     rc |= set_one(cg, "pids", path, "pids.max", v, err);
+  }
+  for (size_t i = 0; i < r->n_hugetlb; i++) {
+    char file[48];
+    snprintf(file, sizeof file, "hugetlb.%s.%s", cg->page_sizes[i].name,
+             cg->v2 ? "max" : "limit_in_bytes");
+    snprintf(v, sizeof v, "%" PRId64, r->hugetlb[i]);
+    rc |= set_one(cg, "hugetlb", path, file, v, err);
   }
   return rc ? -1 : 0;
 }

@@ -10,6 +10,9 @@
 /* Sets cg->v2 from what is under cg->fs_root; -1 with *err when the cpu or
  * memory controller is missing. */
 int nl_cgroups__detect(nl_cgroups_t *cg, nl_err_t **err);
+/* The hugetlb controller is there: its v1 hierarchy, or v2's cgroup.controllers
+ * lists it. */
+bool nl_cgroups__hugetlb(const nl_cgroups_t *cg);
 /* In every controller the manager uses (v1), or in the unified tree. */
 bool nl_cgroups__exists(const nl_cgroups_t *cg, const char *path);
 /* mkdir -p in each controller (v2: enabling the controllers on the way down),

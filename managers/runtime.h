@@ -71,6 +71,9 @@ typedef struct nl_runtime_opts {
   bool cpu_cfs_quota;          /* cpuCFSQuota; true upstream (set by init when
                                 * cpu_cfs_quota_set is false) */
   bool cpu_cfs_quota_set;
+  /* seccompDefault: RuntimeDefault for a container whose security context
+   * and pod's name no seccomp profile (false: Unconfined, upstream's default) */
+  bool seccomp_default;
   /* A pod's runtime handler from its spec.runtimeClassName (upstream's
    * RuntimeClass manager, managers/runtimeclass.h: nl_runtimeclasses_lookup):
    * 0 with *handler, or -1 with *err (a class not found), which fails the

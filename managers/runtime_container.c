@@ -132,15 +132,19 @@ static Runtime__V1__SecurityProfile *apparmor(const nl_pod_t *pod, const nl_cont
   return s;
 }
 
+/* The container's profile, else its pod's (the caller picks); with neither,
+ * the runtime's default under seccompDefault, else Unconfined. */
 static Runtime__V1__SecurityProfile *seccomp(const nl_runtime_opts_t *opts,
                                              const nl_seccomp_profile_t *p) {
   Runtime__V1__SecurityProfile *s =
       NL__NEW(Runtime__V1__SecurityProfile, RUNTIME__V1__SECURITY_PROFILE__INIT);
-  s->profile_type = RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__Unconfined; /* seccompDefault off */
-  if (!p || !p->type) return s;
-  if (strcmp(p->type, "RuntimeDefault") == 0)
+  s->profile_type = RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__Unconfined;
+  if (!p || !p->type) {
+    if (opts->seccomp_default)
+      s->profile_type = RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__RuntimeDefault;
+  } else if (strcmp(p->type, "RuntimeDefault") == 0) {
     s->profile_type = RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__RuntimeDefault;
-  else if (strcmp(p->type, "Localhost") == 0) {
+  } else if (strcmp(p->type, "Localhost") == 0) {
     s->profile_type = RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__Localhost;
     s->localhost_ref = nl_xasprintf("%s/seccomp/%s", opts->root_dir, s0(p->localhost_profile));
   }

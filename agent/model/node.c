@@ -498,6 +498,27 @@ static const char *const default_labels[] = {
     "node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type", "kubernetes.io/os",
     "kubernetes.io/arch", "beta.kubernetes.io/os", "beta.kubernetes.io/arch"};
 
+/* reconcileHugePageResource's removal: a huge page size in the Node's capacity
+ * that the node no longer has leaves capacity and allocatable (null in the
+ * patch: a strategic merge keeps map keys it does not name). The sizes it has
+ * go with the status patch that follows. NULL when none is stale. */
+static json_t *stale_hugepages(const json_t *initial, const json_t *existing) {
+  const json_t *have = json_object_get(json_object_get(initial, "status"), "capacity");
+  const json_t *was = json_object_get(json_object_get(existing, "status"), "capacity");
+  json_t *gone = json_object();
+  const char *k;
+  json_t *v;
+  json_object_foreach((json_t *)was, k, v) {
+    if (strncmp(k, "hugepages-", 10) == 0 && !json_object_get(have, k))
+      json_object_set_new(gone, k, json_null());
+  }
+  if (!json_object_size(gone)) {
+    json_decref(gone);
+    return NULL;
+  }
+  return json_pack("{s:o,s:o}", "capacity", json_deep_copy(gone), "allocatable", gone);
+}
+
 json_t *nl_node_reconcile(const json_t *initial, const json_t *existing) {
   const json_t *im = json_object_get(initial, "metadata");
   const json_t *em = json_object_get(existing, "metadata");
@@ -518,17 +539,17 @@ json_t *nl_node_reconcile(const json_t *initial, const json_t *existing) {
     json_object_set_new(annotations, cmad, json_string(want));
   else if (!want && have)
     json_object_set_new(annotations, cmad, json_null());
-  if (!json_object_size(labels) && !json_object_size(annotations)) {
-    json_decref(labels);
-    json_decref(annotations);
-    return NULL;
-  }
-  json_t *meta = json_object();
-  if (json_object_size(labels)) json_object_set_new(meta, "labels", labels);
-  else json_decref(labels);
-  if (json_object_size(annotations)) json_object_set_new(meta, "annotations", annotations);
-  else json_decref(annotations);
-  return json_pack("{s:o}", "metadata", meta);
+  json_t *meta = json_object(), *patch = json_object(), *status = stale_hugepages(initial, existing);
+  if (json_object_size(labels)) json_object_set(meta, "labels", labels);
+  if (json_object_size(annotations)) json_object_set(meta, "annotations", annotations);
+  json_decref(labels);
+  json_decref(annotations);
+  if (json_object_size(meta)) json_object_set(patch, "metadata", meta);
+  json_decref(meta);
+  if (status) json_object_set_new(patch, "status", status);
+  if (json_object_size(patch)) return patch;
+  json_decref(patch);
+  return NULL;
 }
 
 /* ---- the Lease ---- */

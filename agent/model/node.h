@@ -174,9 +174,10 @@ bool nl_node_status_changed(const json_t *status, const json_t *prev);
  * list is the bulk of a status and goes only when it changed. New reference. */
 json_t *nl_node_status_patch(const json_t *status, const json_t *prev);
 
-/* The metadata patch that reconciles an existing Node with the initial one
+/* The patch that reconciles an existing Node with the initial one
  * (tryRegisterWithAPIServer: default labels, the controller-managed
- * attach-detach annotation), or NULL when it needs none. */
+ * attach-detach annotation, huge page sizes the node no longer has removed
+ * from capacity and allocatable), or NULL when it needs none. */
 json_t *nl_node_reconcile(const json_t *initial, const json_t *existing);
 
 /* The node Lease (coordination.k8s.io/v1) to create, or, with base (the last

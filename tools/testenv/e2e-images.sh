@@ -39,6 +39,9 @@
 #       test/images/kitten files (/kitten.jpg, /data.json) and an
 #       /etc/os-release that says it stands in for upstream's Alpine Linux
 #       base (the image volume spec reads both through the volume)
+#   e2e-test-images/perl:5.26             busybox with Debian's /usr/bin/perl
+#       (perl-base, no modules): the LSCIQuotaMonitoring specs' pods write
+#       and unlink a file with core perl only
 #   pause:3.10.2                          tools/pause/pause.c
 #   sig-storage/hostpathplugin:v1.17.1    the DRA specs' proxy pods: busybox
 #       with Debian's socat and tools/testenv/hostpathplugin/hostpathplugin,
@@ -84,7 +87,7 @@ PATH_ENV="PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Debian packages whose binaries go into the images: installed for their
 # libraries; nginx only unpacked (installing it starts a web server on :80).
 PACKAGES=(umoci skopeo docker-registry curl netcat-openbsd bash dash hostname
-  util-linux libpcre2-8-0 libssl3 zlib1g libcrypt1 socat)
+  util-linux libpcre2-8-0 libssl3 zlib1g libcrypt1 socat perl-base)
 
 
 # --- the registry ------------------------------------------------------------------
@@ -304,6 +307,15 @@ build_ipc_utils() {
   image "$w" "$E2E/ipc-utils" 1.4 --config.cmd sh
 }
 
+build_perl() {
+  local w r
+  w=$(new_work perl)
+  r=$w/rootfs
+  busybox_root "$r"
+  copy_bin "$r" /usr/bin/perl
+  image "$w" "$E2E/perl" 5.26 --config.cmd perl
+}
+
 build_pause() {
   local w
   w=$(new_work pause)
@@ -393,7 +405,7 @@ ACCEPT='Accept: application/vnd.oci.image.manifest.v1+json, application/vnd.dock
 have_all() {
   local ref
   for ref in busybox:1.37.0-1 agnhost:2.63.0 agnhost:2.55 nonewprivs:1.4 nonroot:1.5 \
-    nginx:1.15-4 glibc-dns-testing:2.0.0 kitten:1.8 ipc-utils:1.4; do
+    nginx:1.15-4 glibc-dns-testing:2.0.0 kitten:1.8 ipc-utils:1.4 perl:5.26; do
     curl -fsS --max-time 5 -o /dev/null -H "$ACCEPT" \
       "http://$ADDR/v2/e2e-test-images/${ref%%:*}/manifests/${ref#*:}" || return 1
   done
@@ -420,6 +432,7 @@ if [ "$(cat "$RDIR/images.key" 2>/dev/null)" != "$key" ] || ! have_all; then
   build_glibc_dns
   build_kitten
   build_ipc_utils
+  build_perl
   build_pause
   build_hostpathplugin "$HOSTPATH_TAG"
   [ -z "$SAMPLE_REF" ] || build_sample "${SAMPLE_REF##*:}"

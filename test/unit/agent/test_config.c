@@ -31,6 +31,7 @@ static void defaults_match_upstream(void **state) {
   assert_string_equal(c.root_dir, "/var/lib/kubelet");
   assert_string_equal(c.container_runtime_endpoint, "unix:///run/containerd/containerd.sock");
   assert_true(c.serialize_image_pulls);
+  assert_false(c.seccomp_default);
   assert_int_equal(c.eviction_hard.n, 4);
   assert_int_equal(c.image_gc_high_threshold_percent, 85);
   assert_int_equal(c.image_gc_low_threshold_percent, 80);
@@ -52,6 +53,7 @@ static void file_fields_are_read(void **state) {
       "healthzPort: 0\n"
       "maxPods: 20\n"
       "serializeImagePulls: false\n"
+      "seccompDefault: true\n"
       "clusterDNS: [10.96.0.10, 10.96.0.11]\n"
       "staticPodURLHeader:\n  X-Token: [a, b]\n"
       "evictionHard:\n  memory.available: 50Mi\n"
@@ -64,6 +66,7 @@ static void file_fields_are_read(void **state) {
   assert_int_equal(c.healthz_port, 0);
   assert_int_equal(c.max_pods, 20);
   assert_false(c.serialize_image_pulls);
+  assert_true(c.seccomp_default);
   assert_int_equal(c.cluster_dns.n, 2);
   assert_string_equal(c.cluster_dns.v[1], "10.96.0.11");
   assert_int_equal(c.static_pod_url_header.n, 1);

@@ -251,6 +251,46 @@ static void test_v1_hierarchy_and_pods(void **state) {
   nl_pod_free(b);
 }
 
+/* A pod's hugetlb limits (the hugetlb controller and two page sizes): each
+ * size the pod's request of it, 0 for a size it does not ask for; without the
+ * controller, nothing is written. */
+#define HUGE                                                                              \
+  "apiVersion: v1\nkind: Pod\nmetadata: {name: h, namespace: ns, uid: 77-99}\nspec:\n"  \
+  "  containers:\n  - {name: a, image: b, resources: {limits: {cpu: 100m, memory: 64Mi, " \
+  "hugepages-2Mi: 6Mi}}}\n"
+static void test_hugetlb(void **state) {
+  (void)state;
+  v1_tree();
+  dir("hp");
+  dir("hp/hugepages-2048kB");
+  dir("hp/hugepages-1048576kB");
+  char hp[96];
+  snprintf(hp, sizeof hp, "%s/hp", root);
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  nl_cgroups_t cg;
+  nl_err_t *err = NULL;
+  nl_cgroups_opts_t o = opts();
+  o.hugepages_dir = hp;
+  /* no hugetlb hierarchy: the limits go nowhere */
+  assert_int_equal(nl_cgroups_init(&cg, &loop, &o, &err), 0);
+  nl_pod_t *h = pod_from_yaml(HUGE);
+  assert_int_equal(nl_cgroups_pod_ensure(&cg, h, &err), 0);
+  assert_false(exists("hugetlb"));
+  assert_string_equal(get("memory/kubepods/pod77-99/memory.limit_in_bytes"), "67108864");
+  assert_int_equal(nl_cgroups_pod_destroy(&cg, "77-99", &err), 0);
+  stop_and_close(&loop, &cg);
+
+  dir("hugetlb");
+  uv_loop_init(&loop);
+  assert_int_equal(nl_cgroups_init(&cg, &loop, &o, &err), 0);
+  assert_int_equal(nl_cgroups_pod_ensure(&cg, h, &err), 0);
+  assert_string_equal(get("hugetlb/kubepods/pod77-99/hugetlb.2MB.limit_in_bytes"), "6291456");
+  assert_string_equal(get("hugetlb/kubepods/pod77-99/hugetlb.1GB.limit_in_bytes"), "0");
+  stop_and_close(&loop, &cg);
+  nl_pod_free(h);
+}
+
 static void test_v2(void **state) {
   (void)state;
   put("cgroup.controllers", "cpuset cpu io memory pids\n");
@@ -418,6 +458,7 @@ int main(void) {
       cmocka_unit_test(test_pod_res),
       cmocka_unit_test_setup_teardown(test_v1_hierarchy_and_pods, setup, teardown),
       cmocka_unit_test_setup_teardown(test_v2, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_hugetlb, setup, teardown),
       cmocka_unit_test_setup_teardown(test_systemd, setup, teardown),
       cmocka_unit_test_setup_teardown(test_start_up_checks, setup, teardown),
       cmocka_unit_test_setup_teardown(test_without_qos, setup, teardown),

@@ -495,6 +495,34 @@ static void test_pod_level_downward(void **state) {
          (const char *const[]){"CPU_LIMIT", "1500", "MEM_LIMIT", "33554432", NULL});
 }
 
+/* seccompDefault: a container that names no seccomp profile, nor its pod,
+ * gets the runtime's default; one that names Unconfined keeps it. */
+static void test_seccomp_default(void **state) {
+  (void)state;
+  nl_pod_t *pod = pod_from_yaml(
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ns, uid: u}\nspec:\n"
+      "  containers:\n  - {name: none, image: b}\n"
+      "  - {name: unconfined, image: b, securityContext: {seccompProfile: {type: Unconfined}}}\n");
+  static const int want_off[] = {RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__Unconfined,
+                                 RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__Unconfined};
+  static const int want_on[] = {RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__RuntimeDefault,
+                                RUNTIME__V1__SECURITY_PROFILE__PROFILE_TYPE__Unconfined};
+  for (int on = 0; on < 2; on++) {
+    nl_runtime_opts_t o = test_opts();
+    o.seccomp_default = on;
+    for (size_t i = 0; i < 2; i++) {
+      nl_container_input_t in = {.container = &pod->spec.containers[i]};
+      Runtime__V1__ContainerConfig *c = NULL;
+      nl_err_t *err = NULL;
+      assert_int_equal(nl_runtime_build_container_config(&o, pod, &in, &c, &err), 0);
+      assert_int_equal(c->linux->security_context->seccomp->profile_type,
+                       on ? want_on[i] : want_off[i]);
+      protobuf_c_message_free_unpacked(&c->base, NULL);
+    }
+  }
+  nl_pod_free(pod);
+}
+
 static void test_backoff_key(void **state) {
   (void)state;
   nl_pod_t *p = pod_from_yaml("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: nsx, uid: u}\n"
@@ -761,7 +789,7 @@ int main(void) {
       cmocka_unit_test(test_container_devices),
       cmocka_unit_test(test_pod_level_container_resources),
       cmocka_unit_test(test_pod_level_downward),
-      cmocka_unit_test(test_backoff_key),   cmocka_unit_test(test_etc_hosts_content),
+      cmocka_unit_test(test_seccomp_default), cmocka_unit_test(test_backoff_key),   cmocka_unit_test(test_etc_hosts_content),
       cmocka_unit_test(test_etc_hosts_mount), cmocka_unit_test(test_restore_pod),
       cmocka_unit_test(test_image_volume_mounts), cmocka_unit_test(test_image_volume_runtimes),
   };

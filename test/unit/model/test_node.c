@@ -407,6 +407,17 @@ static void test_reconcile(void **state) {
   expect_json(p, "{\"metadata\":{\"annotations\":{\"volumes.kubernetes.io/"
                  "controller-managed-attach-detach\":null}}}");
   json_decref(p);
+  /* A huge page size the node no longer has (hugepages-3Mi, patched in by
+   * hand) leaves capacity and allocatable; the sizes it has stay. */
+  json_t *stale = json_deep_copy(initial);
+  json_t *st = json_object_get(stale, "status");
+  json_object_set_new(json_object_get(st, "capacity"), "hugepages-3Mi", json_string("9Mi"));
+  json_object_set_new(json_object_get(st, "allocatable"), "hugepages-3Mi", json_string("9Mi"));
+  p = nl_node_reconcile(initial, stale);
+  expect_json(p, "{\"status\":{\"capacity\":{\"hugepages-3Mi\":null},"
+                 "\"allocatable\":{\"hugepages-3Mi\":null}}}");
+  json_decref(p);
+  json_decref(stale);
   json_decref(initial);
   json_decref(initial2);
   json_decref(same);
