@@ -23,11 +23,19 @@ static bool count_pod(const nl_rt_pod_status_t *st, void *ctx) {
   return true;
 }
 
+static void dra_driver(void *ctx, const char *driver, size_t n) {
+  nl_kmetrics_dra_in_use(&((nl_kubelet_t *)ctx)->metrics, driver, (double)n);
+}
+
 static void collect(void *ctx) {
   nl_kubelet_t *k = ctx;
   running_t r = {0};
   if (k->pleg_up) nl_pleg_foreach(&k->pleg, count_pod, &r);
   nl_kmetrics_set_running(&k->metrics, r.pods, r.containers);
+  if (k->dra_up) {
+    nl_kmetrics_dra_in_use_reset(&k->metrics);
+    nl_kmetrics_dra_in_use(&k->metrics, NULL, (double)nl_dra_claims_in_use(&k->dra, dra_driver, k));
+  }
 }
 
 void nl__kubelet_metrics_init(nl_kubelet_t *k) {

@@ -76,6 +76,28 @@ size_t nl_dra_claims(const nl_dra_t *m) {
   return n;
 }
 
+size_t nl_dra_claims_in_use(const nl_dra_t *m, nl_dra_in_use_fn fn, void *ctx) {
+  size_t total = 0, n_seen = 0;
+  char **seen = NULL;
+  nl_list_t *pos, *tmp;
+  nl_list_foreach_safe(pos, tmp, &((nl_dra_t *)m)->claims) {
+    const nl_dra_claim_t *c = nl_list_entry(pos, nl_dra_claim_t, link);
+    if (!c->prepared) continue;
+    total++;
+    for (size_t i = 0; i < c->n_drivers; i++) nl__dra_strv_add(&seen, &n_seen, c->drivers[i]);
+  }
+  for (size_t d = 0; d < n_seen; d++) {
+    size_t count = 0;
+    nl_list_foreach_safe(pos, tmp, &((nl_dra_t *)m)->claims) {
+      const nl_dra_claim_t *c = nl_list_entry(pos, nl_dra_claim_t, link);
+      if (c->prepared && nl__dra_strv_has(c->drivers, c->n_drivers, seen[d])) count++;
+    }
+    fn(ctx, seen[d], count);
+  }
+  nl__dra_strv_free(seen, n_seen);
+  return total;
+}
+
 /* ---- plugins (the plugin manager's DRAPlugin handler) ---- */
 
 const char *nl_dra_pick_service(char *const *versions, size_t n, char **msg) {

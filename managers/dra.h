@@ -150,6 +150,12 @@ bool nl_dra_unprepare_pod(nl_dra_t *m, const char *uid, void (*done)(void *ctx),
 bool nl_dra_claim_prepared(const nl_dra_t *m, const char *ns, const char *name);
 size_t nl_dra_claims(const nl_dra_t *m);
 
+/* upstream's claimsInUse (the dra_resource_claims_in_use gauge): the prepared
+ * claims; fn once for each driver of their allocations with how many of them
+ * it has devices in. Returns their number. */
+typedef void (*nl_dra_in_use_fn)(void *ctx, const char *driver, size_t n);
+size_t nl_dra_claims_in_use(const nl_dra_t *m, nl_dra_in_use_fn fn, void *ctx);
+
 /* upstream's validateSupportedServices: the first of the plugin's services
  * the kubelet speaks (NL_DRA_SERVICE_V1 or _V1BETA1), or NULL with *msg. */
 const char *nl_dra_pick_service(char *const *versions, size_t n, char **msg);

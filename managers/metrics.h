@@ -24,7 +24,7 @@ typedef struct nl_kmetrics {
       *pleg_interval, *pleg_last_seen, *rt_ops, *rt_errors, *rt_duration, *evictions, *preemptions, *terminated,
       *probe_total, *probe_duration, *proc_cpu, *proc_rss, *proc_start, *proc_max_fds,
       *dp_registrations, *dp_alloc_duration, *cp_errors, *cp_duration, *cp_config,
-      *userns_started, *userns_errors;
+      *userns_started, *userns_errors, *dra_claims_in_use;
   /* kubelet_pod_resources_endpoint_{requests_total, requests_<method>,
    * errors_<method>}, each a vector over server_api_version */
   nl_metric_family_t *pr_requests_total, *pr_requests[3], *pr_errors[3];
@@ -114,5 +114,11 @@ void nl_kmetrics_podres(nl_kmetrics_t *m, const char *version, nl_kmetrics_podre
  * ContainerState (created, running, exited, unknown); the agent sets them
  * before each scrape. */
 void nl_kmetrics_set_running(nl_kmetrics_t *m, double pods, const double containers[4]);
+
+/* DRA's prepared claims (upstream's dra_resource_claims_in_use), set before
+ * each scrape: reset drops the last scrape's series, then one series per
+ * driver, and driver NULL for all of them (driver_name "<any>"). */
+void nl_kmetrics_dra_in_use_reset(nl_kmetrics_t *m);
+void nl_kmetrics_dra_in_use(nl_kmetrics_t *m, const char *driver, double n);
 
 #endif

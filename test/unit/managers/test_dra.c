@@ -412,6 +412,22 @@ static void test_refused(void **state) {
   world_free(w);
 }
 
+static void in_use_driver(void *ctx, const char *driver, size_t n) {
+  char *out = ctx;
+  size_t len = strlen(out);
+  snprintf(out + len, 256 - len, "%s=%zu ", driver, n);
+}
+
+/* What the dra_resource_claims_in_use gauge shows: "driver=n ... <any>=n". */
+static const char *in_use(world_t *w) {
+  static char out[256];
+  out[0] = '\0';
+  size_t total = nl_dra_claims_in_use(&w->m, in_use_driver, out);
+  size_t len = strlen(out);
+  snprintf(out + len, sizeof out - len, "<any>=%zu", total);
+  return out;
+}
+
 static void test_prepare_unprepare(void **state) {
   (void)state;
   world_t *w = registered(V1);
@@ -424,6 +440,7 @@ static void test_prepare_unprepare(void **state) {
                       "allowed to use ResourceClaim gpu (" CLAIM_UID ")");
   assert_int_equal(w->prepares, 0);
   assert_int_equal(nl_dra_claims(&w->m), 0);
+  assert_string_equal(in_use(w), "<any>=0");
   /* gone from the API */
   w->claim_json = NULL;
   prepare(w, p);
@@ -437,6 +454,7 @@ static void test_prepare_unprepare(void **state) {
   assert_string_equal(w->prepare_path, V1 "NodePrepareResources");
   assert_string_equal(w->prepared_uid, CLAIM_UID);
   assert_true(nl_dra_claim_prepared(&w->m, "ns", "gpu"));
+  assert_string_equal(in_use(w), DRIVER "=1 <any>=1");
   assert_string_equal(cdi_of(w, p, 0), "example.com/gpu=g0,example.com/gpu=g1");
   assert_string_equal(cdi_of(w, p, 1), "example.com/gpu=g1");
   assert_string_equal(cdi_of(w, p, 2), "");
@@ -464,6 +482,7 @@ static void test_prepare_unprepare(void **state) {
   nl_dra_housekeeping(&w->m);
   RUN_UNTIL(w, nl_dra_claims(&w->m) == 0);
   assert_int_equal(w->unprepares, 1);
+  assert_string_equal(in_use(w), "<any>=0");
   assert_string_equal(cdi_of(w, p, 1), "error: unable to get claim info for claim gpu in "
                       "namespace ns");
   nl_pod_free(p);
@@ -488,6 +507,7 @@ static void test_v1beta1_and_driver_error(void **state) {
   assert_string_equal(w->prep_err, "prepare dynamic resources: DRA driver " DRIVER
                       ": NodePrepareResources failed for ResourceClaim gpu: no such GPU");
   assert_false(nl_dra_claim_prepared(&w->m, "ns", "gpu"));
+  assert_string_equal(in_use(w), "<any>=0"); /* known, not prepared: not in use */
   /* the pod goes: the claim was never prepared, nothing to unprepare */
   w->pod_gone = true;
   nl_dra_housekeeping(&w->m);

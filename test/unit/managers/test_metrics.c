@@ -35,6 +35,9 @@ static void populate(nl_kmetrics_t *m) {
   nl_kmetrics_podres(m, "v1", NL_KMETRICS_PODRES_GET_ALLOCATABLE, false);
   nl_kmetrics_podres(m, "v1", NL_KMETRICS_PODRES_GET, true);
   nl_kmetrics_container_terminated(m, "container", 0, "Completed");
+  nl_kmetrics_dra_in_use_reset(m);
+  nl_kmetrics_dra_in_use(m, "gpu.example.com", 1);
+  nl_kmetrics_dra_in_use(m, NULL, 1);
 }
 
 static char *encode(nl_metrics_t *r) {
@@ -150,6 +153,29 @@ static void terminations_counted_once(void **state) {
   nl_kmetrics_free(&m);
 }
 
+/* dra_resource_claims_in_use: upstream's name, help and "<any>" series; a
+ * scrape shows only the drivers of claims in use then. */
+static void dra_claims_in_use(void **state) {
+  (void)state;
+  nl_kmetrics_t m;
+  populate(&m);
+  char *t = encode(&m.reg);
+  expect(t, "# HELP dra_resource_claims_in_use [ALPHA] The number of ResourceClaims that are "
+            "currently in use on the node, by driver name (driver_name label value) and across "
+            "all drivers (special value <any> for driver_name).");
+  expect(t, "# TYPE dra_resource_claims_in_use gauge\n");
+  expect(t, "dra_resource_claims_in_use{driver_name=\"<any>\"} 1\n");
+  expect(t, "dra_resource_claims_in_use{driver_name=\"gpu.example.com\"} 1\n");
+  free(t);
+  nl_kmetrics_dra_in_use_reset(&m);
+  nl_kmetrics_dra_in_use(&m, NULL, 0);
+  t = encode(&m.reg);
+  expect(t, "dra_resource_claims_in_use{driver_name=\"<any>\"} 0\n");
+  assert_null(strstr(t, "gpu.example.com"));
+  free(t);
+  nl_kmetrics_free(&m);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--dump") == 0) {
     nl_kmetrics_t m;
@@ -162,6 +188,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   const struct CMUnitTest tests[] = {cmocka_unit_test(upstream_names_and_labels),
-                                     cmocka_unit_test(terminations_counted_once)};
+                                     cmocka_unit_test(terminations_counted_once),
+                                     cmocka_unit_test(dra_claims_in_use)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
