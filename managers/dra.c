@@ -174,23 +174,23 @@ static nl_dra_plugin_t *plugin_get(const nl_dra_t *m, const char *driver) {
   return connected ? connected : newest;
 }
 
-/* upstream's sync on a connection's change, here on the housekeeping tick: a
- * driver none of whose plugins is connected has its ResourceSlices deleted
- * after the grace period unless one connects again (a plugin that died
- * without removing its registration socket). */
+/* upstream's sync, on a plugin's registration and removal and, for a
+ * connection's change, on the housekeeping tick: a driver none of whose
+ * plugins is connected has its ResourceSlices deleted after the grace period
+ * unless one connects (a plugin that died without removing its registration
+ * socket, or that registered and never served). */
+static void sync_driver(nl_dra_t *m, const char *driver) {
+  if (m->state != NL_DRA_RUNNING) return;
+  nl_dra_plugin_t *best = plugin_get(m, driver);
+  if (best && nl_cri_client_ready(&best->client)) nl__dra_wipe_cancel(m, driver);
+  else nl__dra_wipe_schedule(m, driver, m->opts.wipe_delay_ms);
+}
+
 static void sync_drivers(nl_dra_t *m) {
   nl_list_t *pos, *tmp;
   nl_list_foreach_safe(pos, tmp, &m->plugins) {
     nl_dra_plugin_t *p = nl_list_entry(pos, nl_dra_plugin_t, link);
-    if (p->closing) continue;
-    nl_dra_plugin_t *best = plugin_get(m, p->driver);
-    if (best != p) continue; /* one decision per driver */
-    if (nl_cri_client_ready(&p->client)) {
-      p->was_connected = true;
-      nl__dra_wipe_cancel(m, p->driver);
-    } else if (p->was_connected) {
-      nl__dra_wipe_schedule(m, p->driver, m->opts.wipe_delay_ms);
-    }
+    if (!p->closing && plugin_get(m, p->driver) == p) sync_driver(m, p->driver); /* once a driver */
   }
 }
 
@@ -237,7 +237,7 @@ static int h_register(void *ctx, const char *name, const char *endpoint, char *c
   (void)rc;
   m->open++;
   nl_list_insert_tail(&m->plugins, &p->link);
-  nl__dra_wipe_cancel(m, name);
+  sync_driver(m, name);
   nl_info("DRA driver %s: plugin registered at %s (%s)", name, endpoint, svc);
   return 0;
 }
@@ -268,8 +268,7 @@ static void h_deregister(void *ctx, const char *name, const char *endpoint) {
       plugin_close(p);
     }
   }
-  if (!plugin_get(m, name) && m->state == NL_DRA_RUNNING)
-    nl__dra_wipe_schedule(m, name, m->opts.wipe_delay_ms);
+  sync_driver(m, name);
 }
 
 /* ---- preparation ---- */

@@ -17,7 +17,6 @@ typedef struct nl_dra_plugin {
   const char *path_unprepare;
   nl_cri_client_t client;
   bool closing;
-  bool was_connected; /* its connection was up at a housekeeping tick */
 } nl_dra_plugin_t;
 
 typedef struct nl_dra_device {

@@ -21,11 +21,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/kube/kubeconfig.h"
 #include "agent/model/podres.h"
 #include "cri/grpc_server.h"
 #include "managers/dra.h"
 #include "managers/plugins.h"
 #include "reactor/xalloc.h"
+#include "test/fakes/fake_apiserver.h"
 #include "test/unit/managers/run_until.h"
 
 #define DRIVER "gpu.example.com"
@@ -61,6 +63,11 @@ typedef struct world {
   /* a preparation's answer */
   bool prepared;
   char prep_err[512];
+  /* the API, for ResourceSlice clean-up (NULL: none) */
+  nl_fake_as_t *fake;
+  nl_kube_client_t *kube;
+  nl_kubeconfig_t kc;
+  bool kube_done;
 } world_t;
 
 /* ---- the loop ---- */
@@ -226,7 +233,8 @@ static bool pod_running(void *ctx, const char *uid) { return pod_active(ctx, uid
 
 static void m_start(world_t *w) {
   nl_dra_opts_t o = {.state_path = w->state, .get_claim = get_claim, .get_claim_ctx = w,
-                     .pod_active = pod_active, .pod_running = pod_running, .ctx = w};
+                     .pod_active = pod_active, .pod_running = pod_running, .ctx = w,
+                     .kube = w->kube, .node_name = "node-1", .wipe_delay_ms = 300};
   nl_err_t *err = NULL;
   assert_int_equal(nl_dra_start(&w->m, &w->loop, &o, &err), 0);
   w->m_up = true;
@@ -272,8 +280,15 @@ static world_t *world_new(void) {
   return w;
 }
 
+static void kube_stopped(void *ctx) { ((world_t *)ctx)->kube_done = true; }
+
 static void world_free(world_t *w) {
   if (w->pm_up) m_stop(w);
+  if (w->kube) {
+    nl_kube_client_stop(w->kube, kube_stopped, w);
+    RUN_UNTIL(w, w->kube_done);
+  }
+  if (w->fake) nl_fake_as_stop(w->fake);
   stop_reg(w);
   if (w->dra_up) {
     nl_grpc_server_stop(&w->dra, dra_stopped, w);
@@ -600,6 +615,71 @@ static void test_unprepare_pod(void **state) {
   world_free(w);
 }
 
+/* A fake API server that answers the DELETEs of ResourceSlices. */
+static void with_api(world_t *w) {
+  w->fake = nl_fake_as_start(&w->loop, NULL);
+  nl_fake_as_add(w->fake, &(nl_fake_as_rule_t){.method = "DELETE",
+                 .path = "/apis/resource.k8s.io/v1/resourceslices", .repeat = true, .body = "{}"});
+  w->kc.server = (char *)nl_fake_as_url(w->fake);
+  w->kc.ca_file = FIXTURES "/tls/ca.crt";
+  nl_kube_client_opts_t o = {.kubeconfig = &w->kc, .default_timeout_ms = 5000};
+  nl_err_t *err = NULL;
+  if (nl_kube_client_new(&w->kube, &w->loop, &o, &err) < 0) fail_msg("%s", nl_err_msg(err));
+}
+
+#define WIPE_DRIVER "fieldSelector=spec.nodeName%3Dnode-1%2Cspec.driver%3D" DRIVER
+
+static size_t driver_wipes(world_t *w) {
+  size_t n = 0;
+  for (size_t i = 0; i < nl_fake_as_nreqs(w->fake); i++)
+    if (strstr(nl_fake_as_req(w->fake, i)->path, WIPE_DRIVER)) n++;
+  return n;
+}
+
+static void tick(uv_timer_t *t) { nl_dra_housekeeping(t->data); }
+static void on_waited(uv_timer_t *t) { *(bool *)t->data = true; }
+
+/* upstream's sync at registration: a plugin that registers and never serves
+ * its DRA socket makes its driver unusable, and the driver's ResourceSlices on
+ * the node go after the grace period; one that serves keeps them. */
+static void test_wipe_unserved_plugin(void **state) {
+  (void)state;
+  world_t *w = world_new();
+  with_api(w);
+  m_start(w);
+  /* at start: the node's ResourceSlices of every driver */
+  RUN_UNTIL(w, nl_fake_as_nreqs(w->fake) == 1);
+  assert_string_equal(nl_fake_as_req(w->fake, 0)->path,
+                      "/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3Dnode-1");
+  serve_reg(w); /* nothing listens on its endpoint */
+  RUN_UNTIL(w, w->notifies == 1);
+  assert_true(w->notified_ok);
+  RUN_UNTIL(w, driver_wipes(w) == 1);
+  assert_string_equal(nl_fake_as_req(w->fake, 1)->method, "DELETE");
+  world_free(w);
+
+  /* served: the connection is up at the next housekeeping tick, nothing goes */
+  w = world_new();
+  with_api(w);
+  serve_dra(w, V1);
+  m_start(w);
+  serve_reg(w);
+  RUN_UNTIL(w, w->notifies == 1);
+  uv_timer_t hk, wait;
+  uv_timer_init(&w->loop, &hk);
+  hk.data = &w->m;
+  uv_timer_start(&hk, tick, 20, 20);
+  bool waited = false;
+  uv_timer_init(&w->loop, &wait);
+  wait.data = &waited;
+  uv_timer_start(&wait, on_waited, 1000, 0); /* more than the grace period */
+  RUN_UNTIL(w, waited);
+  assert_int_equal(driver_wipes(w), 0);
+  uv_close((uv_handle_t *)&hk, NULL);
+  uv_close((uv_handle_t *)&wait, NULL);
+  world_free(w);
+}
+
 static void test_services(void **state) {
   (void)state;
   char *msg = NULL;
@@ -620,6 +700,7 @@ int main(void) {
       cmocka_unit_test(test_template),
       cmocka_unit_test(test_extended_resources),
       cmocka_unit_test(test_unprepare_pod),
+      cmocka_unit_test(test_wipe_unserved_plugin),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
