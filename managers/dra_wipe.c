@@ -48,6 +48,7 @@ void nl__dra_wipe_schedule(nl_dra_t *m, const char *driver, uint64_t delay_ms) {
 void nl__dra_wipe_cancel(nl_dra_t *m, const char *driver) {
   nl_dra_driver_t *d = find(m, driver);
   if (!d) return;
+  if (*driver) nl_info("DRA driver %s: a plugin is connected: its ResourceSlices are kept", driver);
   if (d->req) d->cancelled = true; /* its answer frees it */
   else driver_free(d);
   arm(m);
