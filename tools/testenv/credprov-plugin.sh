@@ -47,8 +47,6 @@ exec 3>&1 1>&2
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=tools/testenv/common.sh
 . "$here/common.sh"
-# shellcheck source=tools/testenv/pki.sh
-. "$here/pki.sh"
 # shellcheck source=tools/testenv/registry.sh
 . "$here/registry.sh"
 
