@@ -223,13 +223,18 @@ tools/testenv/cgroup-root.sh make "$CGROUP_ROOT"
 NLOG=/var/log/nanolet-$INSTANCE.log
 : >"$NLOG"
 # As upstream's clusters that run the NodeLogQuery specs: the query is on.
-# The file's authentication and authorization are the flags' defaults, which
-# this node has always run with (a file alone would default to webhooks).
+# Authentication and authorization as kubeadm's and kube-up's clusters set
+# their kubelets': client certificates of the cluster's CA (the API server's
+# node proxy presents kube-apiserver-kubelet-client, group
+# kubeadm:cluster-admins), bearer tokens by TokenReview, every request
+# authorized by SubjectAccessReview, no anonymous requests. The
+# KubeletFineGrainedAuthz specs call the kubelet from a pod with a service
+# account token and expect 403 where its RBAC does not allow the request.
 CONFIG=$TESTENV_DIR/$INSTANCE-config.yaml
 printf '%s\n' 'apiVersion: kubelet.config.k8s.io/v1beta1' 'kind: KubeletConfiguration' \
   'enableSystemLogQuery: true' \
-  'authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}' \
-  'authorization: {mode: AlwaysAllow}' >"$CONFIG"
+  "authentication: {anonymous: {enabled: false}, webhook: {enabled: true}, x509: {clientCAFile: $NANOLET_TEST_K8S_CA}}" \
+  'authorization: {mode: Webhook}' >"$CONFIG"
 say "starting nanolet as node $NODE ($node_ip, port $KPORT); log: $NLOG"
 # Under the kubelet's name, as an operator who replaces the kubelet installs
 # it: the Mount propagation spec finds the node agent with `pidof kubelet`.
