@@ -103,7 +103,8 @@ if ! registry_curl -f -o /dev/null -H "$ACCEPT" "https://$REGISTRY_ADDR/v2/k8s-a
     die "skopeo could not copy agnhost to $REGISTRY_ADDR/k8s-authenticated-test/agnhost:2.6"
   log "pushed k8s-authenticated-test/agnhost:2.6 to $REGISTRY_ADDR"
 fi
-# The registry wants the plugin's credentials for it, and no others.
+# Without credentials the registry refuses the image (so the spec's pod runs
+# only with the plugin's), and with the plugin's it serves it.
 code=$(curl -sS --max-time 5 --cacert "$REGISTRY_DIR/ca.crt" -o /dev/null -w '%{http_code}' \
   "https://$REGISTRY_ADDR/v2/k8s-authenticated-test/agnhost/manifests/2.6")
 [ "$code" = 401 ] || die "the registry answered $code without credentials, not 401"
