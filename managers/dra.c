@@ -206,6 +206,7 @@ static int h_register(void *ctx, const char *name, const char *endpoint, char *c
   nl_cri_opts_t co = {
       .timeout_ms = m->opts.call_timeout_ms,
       .max_recv_msg_size = m->opts.max_msg,
+      .max_stream_queue = 16, /* health updates waiting: a flood ends its stream */
   };
   char *label = nl_xasprintf("DRA driver %s (%s)", name, endpoint);
   co.label = label;
