@@ -28,6 +28,18 @@ static bool sources_ready(void *ctx) {
   return nl_pod_config_sources_ready(&k->pod_config) && k->pleg.relists > k->pleg.relist_failures;
 }
 
+/* A device a pod holds changed health: its status is made again. */
+static void on_pod_changed(void *ctx, const char *uid) {
+  nl_kubelet_t *k = ctx;
+  if (!k->stopping) nl_pod_workers_sync_now(&k->workers, uid);
+}
+
+void nl__kubelet_dra_status(nl_kubelet_t *k, const nl_pod_t *pod, nl_pod_status_t *st) {
+  /* the messages too (ResourceHealthStatusMessage, beta and on upstream) */
+  if (k->resource_health && k->dra_up && k->dra.state == NL_DRA_RUNNING)
+    nl_dra_resource_status(&k->dra, pod, st, true);
+}
+
 int nl__kubelet_dra_start(nl_kubelet_t *k, nl_err_t **err) {
   /* upstream's setupDataDirs: where kubelet plugins put their sockets */
   char *plugins = nl_xasprintf("%s/plugins", k->cfg->root_dir);
@@ -42,6 +54,8 @@ int nl__kubelet_dra_start(nl_kubelet_t *k, nl_err_t **err) {
       .pod_active = nl__kubelet_pod_active,
       .pod_running = pod_running,
       .sources_ready = sources_ready,
+      .health = k->resource_health,
+      .pod_changed = on_pod_changed,
       .ctx = k,
   };
   int rc = nl_dra_start(&k->dra, k->loop, &o, err);

@@ -23,6 +23,9 @@ bool nl__kubelet_container_devices(void *ctx, const nl_pod_t *pod, const nl_cont
                                                 size_t n, const char *err),
                                    void *arg);
 void nl__kubelet_dra_housekeeping(nl_kubelet_t *k);
+/* The health of the pod's claims' devices in its container statuses
+ * (allocatedResourcesStatus), when the ResourceHealthStatus gate is on. */
+void nl__kubelet_dra_status(nl_kubelet_t *k, const nl_pod_t *pod, nl_pod_status_t *st);
 /* The pod's containers are stopped: its claims are unprepared now, before its
  * final status (upstream's syncTerminatingPod). Returns true when done will
  * run (once the drivers answered), false when there was nothing to do. */

@@ -238,6 +238,7 @@ static nl_pod_status_t *generate(nl_kubelet_t *k, const nl_pod_t *pod, pod_state
                                                k->cfg->node_ip,
                                                probe_status_opts(k, pod, &pctx, &sopts));
   nl__kubelet_devices_status(k, pod, st);
+  nl__kubelet_dra_status(k, pod, st);
   if (ps->rejected_reason) {
     st->phase = NL_POD_FAILED;
     free(st->reason);

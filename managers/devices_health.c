@@ -26,7 +26,9 @@ void nl_devices_resource_status(const nl_devices_t *m, const char *pod_uid,
       nl_resource_status_t *rs = nl_container_status_resource(c, a->resource);
       for (size_t j = 0; j < a->n_ids; j++)
         nl_resource_status_add(rs, a->ids[j],
-                               r ? dev_healthy(r->devs, r->n_devs, a->ids[j]) : true);
+                               !r || dev_healthy(r->devs, r->n_devs, a->ids[j]) ? "Healthy"
+                                                                                : "Unhealthy",
+                               NULL);
     }
   }
 }

@@ -27,6 +27,7 @@ void nl__dra_release(nl_dra_t *m) {
     nl_list_remove(&c->link);
     nl__dra_claim_free(c);
   }
+  nl__dra_health_free(m);
   free((char *)m->opts.state_path);
   free((char *)m->opts.node_name);
   free(m->ckpt.text);
@@ -227,6 +228,7 @@ static int h_register(void *ctx, const char *name, const char *endpoint, char *c
   nl_cri_opts_t co = {
       .timeout_ms = m->opts.call_timeout_ms,
       .max_recv_msg_size = m->opts.max_msg,
+      .max_stream_queue = 16, /* health updates waiting: a flood ends its stream */
   };
   char *label = nl_xasprintf("DRA driver %s (%s)", name, endpoint);
   co.label = label;
@@ -239,6 +241,7 @@ static int h_register(void *ctx, const char *name, const char *endpoint, char *c
   nl_list_insert_tail(&m->plugins, &p->link);
   sync_driver(m, name);
   nl_info("DRA driver %s: plugin registered at %s (%s)", name, endpoint, svc);
+  nl__dra_health_start(p);
   return 0;
 }
 
@@ -254,6 +257,7 @@ static void plugin_stopped(nl_cri_client_t *c) {
 
 static void plugin_close(nl_dra_plugin_t *p) {
   if (p->closing) return;
+  nl__dra_health_stop(p);
   p->closing = true;
   nl_cri_client_stop(&p->client, plugin_stopped);
 }
@@ -851,6 +855,9 @@ void nl_dra_housekeeping(nl_dra_t *m) {
   const nl_dra_opts_t *o = &m->opts;
   if (m->state != NL_DRA_RUNNING) return;
   sync_drivers(m);
+  for (nl_list_t *h = m->plugins.next; h != &m->plugins; h = h->next)
+    nl__dra_health_start(nl_list_entry(h, nl_dra_plugin_t, link));
+  nl__dra_health_tick(m);
   if (o->sources_ready && !o->sources_ready(o->ctx)) return;
   nl_list_t *pos, *tmp;
   nl_list_foreach_safe(pos, tmp, &m->claims) {
@@ -922,6 +929,7 @@ int nl_dra_start(nl_dra_t *m, uv_loop_t *loop, const nl_dra_opts_t *opts, nl_err
   nl_list_init(&m->claims);
   nl_list_init(&m->preps);
   nl_list_init(&m->drivers);
+  nl_map_init(&m->health);
   m->handler = (nl_plugin_handler_t){
       .type = NL_DRA_PLUGIN_TYPE,
       .validate = h_validate,

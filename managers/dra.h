@@ -41,8 +41,10 @@
 #include "cri/conn.h"
 #include "cri/dra.pb-c.h"
 #include "managers/plugins.h"
+#include "managers/status.h"
 #include "reactor/error.h"
 #include "reactor/list.h"
+#include "reactor/map.h"
 
 #define NL_DRA_PLUGIN_TYPE "DRAPlugin"
 #define NL_DRA_SERVICE_V1 "v1.DRAPlugin"
@@ -82,6 +84,10 @@ typedef struct nl_dra_opts {
   /* Whether every pod source gave its first list: until then nothing is
    * unprepared. NULL: always. */
   bool (*sources_ready)(void *ctx);
+  /* ResourceHealthStatus: watch the plugins' device health; pod_changed (may
+   * be NULL) is told of each pod whose devices' health changed. */
+  bool health;
+  void (*pod_changed)(void *ctx, const char *uid);
   void *ctx;
 } nl_dra_opts_t;
 
@@ -96,6 +102,8 @@ struct nl_dra {
   nl_list_t claims;       /* struct nl_dra_claim */
   nl_list_t preps;        /* preparations in flight */
   nl_list_t drivers;      /* struct nl_dra_driver: ResourceSlice wipes due */
+  nl_map_t health;        /* devices' health by driver, pool, device (dra_health.c) */
+  bool health_full_logged;
   uv_timer_t wipe_timer;
   int open;               /* timer, plugin clients, requests: done at 0 */
   nl_dra_done_fn done;
@@ -133,6 +141,16 @@ void nl_dra_prepare(nl_dra_t *m, const nl_pod_t *pod, nl_dra_prepare_fn fn, void
  * prepared claims. Returns 0 with a new array (*ids, *n; free each and it; NULL
  * and 0 when none), or -1 with *err (allocated) when a claim it names is not
  * prepared. */
+/* upstream's UpdateAllocatedResourcesStatus for DRA: each container status
+ * (regular containers) gets an allocatedResourcesStatus entry per claim
+ * reference of its spec whose claim is prepared ("claim:NAME" or
+ * "claim:NAME/REQUEST"), one ResourceHealth per device ("driver/pool/device":
+ * Healthy, Unhealthy, or Unknown when its plugin has said nothing of it
+ * within the timeout), with the plugin's message when messages is set
+ * (ResourceHealthStatusMessage). */
+void nl_dra_resource_status(const nl_dra_t *m, const nl_pod_t *pod, nl_pod_status_t *st,
+                            bool messages);
+
 int nl_dra_container_cdi(const nl_dra_t *m, const nl_pod_t *pod, const nl_container_t *c,
                          char ***ids, size_t *n, char **err);
 

@@ -17,6 +17,9 @@ typedef struct nl_dra_plugin {
   const char *path_unprepare;
   nl_cri_client_t client;
   bool closing;
+  nl_cri_stream_t *health;   /* NodeWatchResources while it runs (dra_health.c) */
+  uint64_t health_retry_at;  /* loop time: the stream is not started again before */
+  bool health_unimplemented; /* the plugin has no health service */
 } nl_dra_plugin_t;
 
 typedef struct nl_dra_device {
@@ -83,6 +86,17 @@ uint64_t nl__dra_checkpoint_write(nl_dra_t *m);
 void nl__dra_checkpoint_read(nl_dra_t *m);
 /* A write finished (dra.c): preparations waiting for it go on. */
 void nl__dra_checkpoint_written(nl_dra_t *m);
+
+/* ---- device health (dra_health.c) ---- */
+
+/* Starts the plugin's health stream unless it runs, the plugin has none or
+ * its retry is not due (housekeeping calls it again). */
+void nl__dra_health_start(nl_dra_plugin_t *p);
+/* Ends it and forgets what it said (the plugin goes). */
+void nl__dra_health_stop(nl_dra_plugin_t *p);
+/* Tells the pods of devices whose health just timed out to Unknown. */
+void nl__dra_health_tick(nl_dra_t *m);
+void nl__dra_health_free(nl_dra_t *m);
 
 /* ---- ResourceSlice clean-up (dra_wipe.c) ---- */
 typedef struct nl_dra_driver {

@@ -46,7 +46,10 @@ static void cstate_copy(nl_cstate_t *dst, const nl_cstate_t *src) {
 
 static void alloc_status_free(nl_resource_status_t *v, size_t n) {
   for (size_t i = 0; i < n; i++) {
-    for (size_t j = 0; j < v[i].n_resources; j++) free(v[i].resources[j].id);
+    for (size_t j = 0; j < v[i].n_resources; j++) {
+      free(v[i].resources[j].id);
+      free(v[i].resources[j].message);
+    }
     free(v[i].resources);
     free(v[i].name);
   }
@@ -57,7 +60,10 @@ nl_resource_status_t *nl_container_status_resource(nl_container_status_t *c, con
   for (size_t i = 0; i < c->n_alloc_status; i++) {
     nl_resource_status_t *r = &c->alloc_status[i];
     if (strcmp(r->name, name) != 0) continue;
-    for (size_t j = 0; j < r->n_resources; j++) free(r->resources[j].id);
+    for (size_t j = 0; j < r->n_resources; j++) {
+      free(r->resources[j].id);
+      free(r->resources[j].message);
+    }
     r->n_resources = 0;
     return r;
   }
@@ -67,9 +73,11 @@ nl_resource_status_t *nl_container_status_resource(nl_container_status_t *c, con
   return r;
 }
 
-void nl_resource_status_add(nl_resource_status_t *r, const char *id, bool healthy) {
+void nl_resource_status_add(nl_resource_status_t *r, const char *id, const char *health,
+                            const char *message) {
   r->resources = nl_xrealloc(r->resources, (r->n_resources + 1) * sizeof *r->resources);
-  r->resources[r->n_resources++] = (nl_resource_health_t){nl_xstrdup(id), healthy};
+  r->resources[r->n_resources++] =
+      (nl_resource_health_t){nl_xstrdup(id), health, message ? nl_xstrdup(message) : NULL};
 }
 
 static void cstatus_free(nl_container_status_t *c) {
@@ -105,7 +113,8 @@ static void cstatus_copy(nl_container_status_t *dst, const nl_container_status_t
     const nl_resource_status_t *r = &src->alloc_status[i];
     nl_resource_status_t *d = nl_container_status_resource(dst, r->name);
     for (size_t j = 0; j < r->n_resources; j++)
-      nl_resource_status_add(d, r->resources[j].id, r->resources[j].healthy);
+      nl_resource_status_add(d, r->resources[j].id, r->resources[j].health,
+                             r->resources[j].message);
   }
 }
 

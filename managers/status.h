@@ -50,8 +50,9 @@ typedef struct nl_cstate { /* v1.ContainerState: one of waiting/running/terminat
 } nl_cstate_t;
 
 typedef struct nl_resource_health { /* v1.ResourceHealth */
-  char *id;     /* resourceID: a device ID */
-  bool healthy; /* health: "Healthy" or "Unhealthy" */
+  char *id;           /* resourceID: a device ID, or DRA's "driver/pool/device" */
+  const char *health; /* static: "Healthy", "Unhealthy" or "Unknown" */
+  char *message;      /* NULL: none (omitempty) */
 } nl_resource_health_t;
 
 typedef struct nl_resource_status { /* v1.ResourceStatus */
@@ -213,7 +214,8 @@ nl_pod_status_t *nl_pod_status_dup(const nl_pod_status_t *s);
  * entry is updated, as upstream's), or appended (name copied); then a
  * ResourceHealth (id copied) appended to it. */
 nl_resource_status_t *nl_container_status_resource(nl_container_status_t *c, const char *name);
-void nl_resource_status_add(nl_resource_status_t *r, const char *id, bool healthy);
+void nl_resource_status_add(nl_resource_status_t *r, const char *id, const char *health,
+                            const char *message);
 
 /* getPhase, exported for tests: statuses are init + regular container statuses. */
 nl_pod_phase_t nl_pod_status_phase(const nl_pod_t *pod, const nl_container_status_t *statuses,

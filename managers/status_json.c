@@ -129,7 +129,12 @@ static void alloc_status(nl_buf_t *b, const nl_resource_status_t *v, size_t n) {
     for (size_t j = 0; j < v[i].n_resources; j++) {
       nl_buf_puts(b, j ? ",{\"resourceID\":" : "{\"resourceID\":");
       str(b, v[i].resources[j].id);
-      nl_buf_printf(b, ",\"health\":\"%s\"}", v[i].resources[j].healthy ? "Healthy" : "Unhealthy");
+      nl_buf_printf(b, ",\"health\":\"%s\"", v[i].resources[j].health);
+      if (v[i].resources[j].message) {
+        nl_buf_puts(b, ",\"message\":");
+        str(b, v[i].resources[j].message);
+      }
+      nl_buf_puts(b, "}");
     }
     nl_buf_puts(b, "]}");
   }

@@ -16,10 +16,14 @@
 #     and the `kubelet` user's subordinate ids with getsubids
 #     (tools/testenv/subids.sh): the user namespace specs read the node's range
 #     with getsubids on the host, and nanolet reads the same at start;
-#  3. kube-scheduler, e2e.test, ginkgo, agnhost and nonewprivs from the pinned
+#  3. kube-scheduler, e2e.test, ginkgo, agnhost, nonewprivs and the test
+#     credential provider plugin gcp-credential-provider from the pinned
 #     module (tools/testenv/k8s-build.sh suite, cached like the control plane);
 #  4. the specs' images, pushed to a local registry (tools/testenv/e2e-images.sh)
-#     and mapped with KUBE_TEST_REPO_LIST;
+#     and mapped with KUBE_TEST_REPO_LIST; the private one of the
+#     ImageCredentialProvider spec in the test registry, pulled with the
+#     credentials of upstream's test credential provider plugin, which
+#     nanolet runs (tools/testenv/credprov-plugin.sh);
 #  5. a control plane of its own with a scheduler (controlplane.sh with
 #     NANOLET_TESTENV_K8S_NAME=k8s-conformance): the shared one has other
 #     tests' nodes, where the scheduler would place the specs' pods;
@@ -115,6 +119,8 @@ endpoint=$RUNTIME_ENDPOINT bridge=$RUNTIME_BRIDGE subnet=$RUNTIME_SUBNET
 tools/testenv/subids.sh 9>&- >/dev/null || die "the kubelet user's subordinate ids could not be set up"
 bin=$(tools/testenv/k8s-build.sh suite)
 repo_list=$(tools/testenv/e2e-images.sh "$bin" 9>&-)
+credprov=$(tools/testenv/credprov-plugin.sh "$bin" "$repo_list" 9>&-)
+repo_list=$credprov/repo-list.yaml
 
 rm -rf "$REPORT"
 mkdir -p "$REPORT"
@@ -220,13 +226,18 @@ tools/testenv/cgroup-root.sh make "$CGROUP_ROOT"
 NLOG=/var/log/nanolet-$INSTANCE.log
 : >"$NLOG"
 # As upstream's clusters that run the NodeLogQuery specs: the query is on.
-# The file's authentication and authorization are the flags' defaults, which
-# this node has always run with (a file alone would default to webhooks).
+# Authentication and authorization as kubeadm's and kube-up's clusters set
+# their kubelets': client certificates of the cluster's CA (the API server's
+# node proxy presents kube-apiserver-kubelet-client, group
+# kubeadm:cluster-admins), bearer tokens by TokenReview, every request
+# authorized by SubjectAccessReview, no anonymous requests. The
+# KubeletFineGrainedAuthz specs call the kubelet from a pod with a service
+# account token and expect 403 where its RBAC does not allow the request.
 CONFIG=$TESTENV_DIR/$INSTANCE-config.yaml
 printf '%s\n' 'apiVersion: kubelet.config.k8s.io/v1beta1' 'kind: KubeletConfiguration' \
   'enableSystemLogQuery: true' \
-  'authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}' \
-  'authorization: {mode: AlwaysAllow}' >"$CONFIG"
+  "authentication: {anonymous: {enabled: false}, webhook: {enabled: true}, x509: {clientCAFile: $NANOLET_TEST_K8S_CA}}" \
+  'authorization: {mode: Webhook}' >"$CONFIG"
 say "starting nanolet as node $NODE ($node_ip, port $KPORT); log: $NLOG"
 # Under the kubelet's name, as an operator who replaces the kubelet installs
 # it: the Mount propagation spec finds the node agent with `pidof kubelet`.
@@ -235,7 +246,8 @@ ln -sfn "$(realpath "$NANOLET")" "$TESTENV_DIR/$INSTANCE-bin/kubelet"
 "$TESTENV_DIR/$INSTANCE-bin/kubelet" --config "$CONFIG" --kubeconfig "$NANOLET_TEST_NODE_KUBECONFIG" --hostname-override "$NODE" \
   --node-ip "$node_ip" --port "$KPORT" --read-only-port 0 --healthz-port "$HEALTHZ_PORT" \
   --cert-dir "$ROOT/pki" --root-dir "$ROOT" --cgroup-root "$CGROUP_ROOT" \
-  --container-runtime-endpoint "$endpoint" >"$NLOG" 2>&1 &
+  --container-runtime-endpoint "$endpoint" --image-credential-provider-config "$credprov/config.yaml" \
+  --image-credential-provider-bin-dir "$credprov/bin" >"$NLOG" 2>&1 &
 AGENT_PID=$!
 node_ready() {
   [ "$("$bin/kubectl" get node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]

@@ -18,10 +18,14 @@
 #     and the `kubelet` user's subordinate ids with getsubids
 #     (tools/testenv/subids.sh): the user namespace specs read the node's range
 #     with getsubids on the host, and nanolet reads the same at start;
-#  3. e2e_node.test, ginkgo, agnhost and nonewprivs from the pinned module
+#  3. e2e_node.test, ginkgo, agnhost, nonewprivs and the test credential
+#     provider plugin gcp-credential-provider from the pinned module
 #     (tools/testenv/k8s-build.sh node-suite, cached like the control plane);
 #  4. the specs' images, pushed to a local registry (tools/testenv/e2e-images.sh)
-#     and mapped with KUBE_TEST_REPO_LIST;
+#     and mapped with KUBE_TEST_REPO_LIST; the private one of the
+#     ImageCredentialProvider spec (Feature:KubeletCredentialProviders) in the
+#     test registry, pulled with that plugin's credentials
+#     (tools/testenv/credprov-plugin.sh);
 #  5. runs e2e_node.test under `ginkgo --procs` the documented way:
 #     --conformance (the suite starts no kubelet: the node's own is used),
 #     --start-services (the suite starts its own etcd, in-process, and
@@ -210,6 +214,8 @@ testenv_runtime 9>&- || die "the runtime did not start"
 endpoint=$RUNTIME_ENDPOINT bridge=$RUNTIME_BRIDGE subnet=$RUNTIME_SUBNET
 tools/testenv/subids.sh 9>&- >/dev/null || die "the kubelet user's subordinate ids could not be set up"
 repo_list=$(NANOLET_TESTENV_E2E_IMPORT_SOCK=${endpoint#unix://} tools/testenv/e2e-images.sh "$bin" 9>&-)
+credprov=$(tools/testenv/credprov-plugin.sh "$bin" "$repo_list" 9>&-)
+repo_list=$credprov/repo-list.yaml
 
 for p in "${PORTS[@]}"; do
   [ -z "$(ss -Hltn "sport = :$p")" ] ||
@@ -304,10 +310,13 @@ EOF
 # of the kubelet (upstream's job for it passes them as extra kubelet flags):
 # the spec takes /var/run/kubelet.lock and expects the kubelet to stop, and
 # it stays down as a unit without Restart= would, so that spec runs alone.
+# The credential provider flags as upstream's node e2e job gives every
+# kubelet it starts (test/e2e_node/remote/node_e2e.go).
 agent_run() {
   exec "$NANOLET" --config "$KUBELET_CONFIG" --config-dir "$KUBELET_CONFIG_DIR" --kubeconfig "$WORK/kubeconfig" \
     --hostname-override "$NODE" --node-ip "$node_ip" --root-dir "$ROOT" --cert-dir "$ROOT/pki" \
     --lock-file /var/run/kubelet.lock --exit-on-lock-contention \
+    --image-credential-provider-config "$credprov/config.yaml" --image-credential-provider-bin-dir "$credprov/bin" \
     --container-runtime-endpoint "$endpoint" >>"$REPORT/nanolet.log" 2>&1
 }
 agent_service() {

@@ -37,7 +37,10 @@ k8s_env || { fail "control plane" "tools/testenv/controlplane.sh up failed"; exi
 NODE=${NANOLET_TEST_DRA_NODE:-nl-dra}
 KC=$(node_kubeconfig "$NODE")
 IMG=localhost/busybox:1.36
-DRIVER=test-driver.cdi.k8s.io
+# A driver name of the test's own: upstream's specs run the same driver as
+# test-driver.cdi.k8s.io, and its CDI spec files (named after the driver) must
+# not be taken for this test's, nor removed by it.
+DRIVER=dra.e2e.nanolet.example
 CDI_DIR=/var/run/cdi
 DRIVER_PID=
 DRIVER_LOG=$E2E_TMP/driver.log
@@ -180,6 +183,8 @@ check "kubectl exec: user_a=b in the container's environment (the CDI spec's env
 check "kubectl exec: claim_gpu_req_0=true in the container's environment" \
   grep -qx 'claim_gpu_req_0=true' <<<"$env_out"
 check "the checkpoint holds the prepared claim" grep -q "\\\\\"ClaimUID\\\\\":\\\\\"$CUID\\\\\"" "$ROOT/dra_manager_state"
+check "kubectl: the container's allocatedResourcesStatus names the claim and its device (claim:gpu, $DRIVER/$NODE/device-00; device health)" \
+  wait_for 20 kpod_is claimer '.status.containerStatuses[0].allocatedResourcesStatus[0] | "\(.name) \(.resources[0].resourceID)"' "claim:gpu $DRIVER/$NODE/device-00"
 
 # --- an agent restart prepares nothing again ----------------------------------------
 ID1=$(kpod claimer | jq -r '.status.containerStatuses[0].containerID')

@@ -35,6 +35,21 @@ die() {
   exit 1
 }
 
+# Write only on change, and report whether it changed, so that a running
+# daemon (containerd, a registry) is restarted only when its configuration
+# really moved.
+update_file() {
+  local path=$1 tmp
+  tmp=$(mktemp "$path.XXXXXX")
+  cat >"$tmp"
+  if [ -f "$path" ] && cmp -s "$tmp" "$path"; then
+    rm -f "$tmp"
+    return 1
+  fi
+  mv -f "$tmp" "$path"
+  return 0
+}
+
 ctr_() { ctr --address "$SOCK" --connect-timeout 3s "$@"; }
 
 # True when a containerd serves our socket. Checks the socket file first: ctr

@@ -12,8 +12,10 @@
 #       kubelet code on a fake runtime; tools/bench/fleet_bench.sh)
 #   bin=$(tools/testenv/k8s-build.sh suite)     # and upstream's node e2e suite:
 #       kube-scheduler, e2e.test (`go test -c` of k8s.io/kubernetes/test/e2e),
-#       the ginkgo CLI at the version k8s pins, and the test images' binaries
-#       agnhost and nonewprivs (tools/conformance.sh runs them)
+#       the ginkgo CLI at the version k8s pins, the test images' binaries
+#       agnhost and nonewprivs (tools/conformance.sh runs them) and the node
+#       e2e's image credential provider plugin gcp-credential-provider
+#       (test/e2e_node/plugins; tools/testenv/credprov-plugin.sh)
 #   bin=$(tools/testenv/k8s-build.sh sample-device-plugin)  # upstream's sample
 #       device plugin (example.com/resource; test/e2e/devices.sh)
 #   bin=$(tools/testenv/k8s-build.sh test-driver)  # upstream's DRA test driver
@@ -22,8 +24,9 @@
 #       (tools/check_k8s_proto.py reads upstream's .proto files through it)
 #   bin=$(tools/testenv/k8s-build.sh node-suite) # upstream's node validation
 #       suite: e2e_node.test (`go test -c` of k8s.io/kubernetes/test/e2e_node,
-#       which runs its own etcd and apiserver in-process), ginkgo, agnhost and
-#       nonewprivs (tools/node-conformance.sh runs them)
+#       which runs its own etcd and apiserver in-process), ginkgo, agnhost,
+#       nonewprivs and gcp-credential-provider (tools/node-conformance.sh runs
+#       them)
 #
 # Go: `go` from PATH when it is >= 1.26.0, else the official toolchain module
 # golang.org/toolchain@v0.0.1-go1.26.8.linux-ARCH from the Go module proxy,
@@ -62,11 +65,12 @@ declare -A PACKAGES=(
   [sample-device-plugin]=k8s.io/kubernetes/test/images/sample-device-plugin
   [test-driver]=k8s.io/kubernetes/test/e2e/dra/test-driver
   [e2e.test]=k8s.io/kubernetes/test/e2e
+  [gcp-credential-provider]=k8s.io/kubernetes/test/e2e_node/plugins/gcp-credential-provider
   [e2e_node.test]=k8s.io/kubernetes/test/e2e_node
   [etcd]=./etcd
 )
-SUITE=(kube-scheduler ginkgo agnhost nonewprivs e2e.test)
-NODE_SUITE=(ginkgo agnhost nonewprivs e2e_node.test)
+SUITE=(kube-scheduler ginkgo agnhost nonewprivs e2e.test gcp-credential-provider)
+NODE_SUITE=(ginkgo agnhost nonewprivs e2e_node.test gcp-credential-provider)
 
 targets=(kube-apiserver kube-controller-manager kubectl etcd)
 only_go=

@@ -195,20 +195,6 @@ write_conflist() {
 EOF
 }
 
-# Write only on change, and report whether it changed, so a running
-# containerd is restarted only when its configuration really moved.
-update_file() {
-  local path=$1 tmp
-  tmp=$(mktemp "$path.XXXXXX")
-  cat >"$tmp"
-  if [ -f "$path" ] && cmp -s "$tmp" "$path"; then
-    rm -f "$tmp"
-    return 1
-  fi
-  mv -f "$tmp" "$path"
-  return 0
-}
-
 config_changed=0
 if write_config | update_file "$CONFIG"; then
   config_changed=1

@@ -93,6 +93,13 @@ if pid=$(pid_by_cmdline "$DIR/run/e2e-registry.pid" "docker-registry serve $DIR/
   stop_pid "$pid"
 fi
 rm -f "$DIR/run/e2e-registry.pid"
+# The credential provider plugin's token responder (credprov-plugin.sh).
+token_cmd="/usr/bin/python3 $DIR/credprov/credprov-token.py ${NANOLET_TESTENV_CREDPROV_TOKEN_ADDR:-127.0.0.1:15081}"
+if pid=$(pid_by_cmdline "$DIR/run/credprov-token.pid" "$token_cmd $REGISTRY_DIR/credprov-token "); then
+  log "stopping the credential provider's token responder (pid $pid)"
+  stop_pid "$pid"
+fi
+rm -f "$DIR/run/credprov-token.pid"
 
 [ "$purge" = 1 ] || exit 0
 

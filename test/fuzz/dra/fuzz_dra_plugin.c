@@ -14,6 +14,9 @@
  *      containers' CDI IDs read back; the checkpoint written)
  *   2  NodeUnprepareResourcesResponse to the unpreparation of that claim,
  *      prepared first, once its pod is gone
+ *   3  NodeWatchResourcesResponse on the plugin's device health stream
+ *      (names, health values, times, timeouts, messages), then the claim
+ *      prepared and its devices' health read into a container's status
  * Checks: no crash, leak or sanitizer report; a registration attempt ends
  * (the plugin told, or the attempt failed); the preparation is answered
  * exactly once; the unpreparation ends; the loop closes cleanly.
@@ -28,6 +31,7 @@
 
 #include "cri/grpc_server.h"
 #include "managers/dra_internal.h"
+#include "reactor/buf.h"
 #include "reactor/log.h"
 
 #define DRIVER "gpu.example.com"
@@ -42,6 +46,7 @@ typedef struct world {
   const uint8_t *msg;
   size_t len;
   int notifies, answers, unprep_replies;
+  bool watched;
   bool gone, pm_done, m_done, reg_done, dra_done;
   uv_timer_t guard;
   bool expired;
@@ -101,6 +106,21 @@ static void h_prepare(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_
   nl_grpc_call_reply_msg(call, &r.base);
 }
 
+static void watch_cancelled(nl_grpc_call_t *call, void *ctx) {
+  nl_grpc_call_finish(call, NL_GRPC_CANCELLED, NULL);
+}
+
+static void h_watch(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_t len) {
+  world_t *w = ctx;
+  w->watched = true;
+  if (w->kind != 3) {
+    nl_grpc_call_finish(call, NL_GRPC_UNIMPLEMENTED, NULL);
+    return;
+  }
+  nl_grpc_call_on_cancel(call, watch_cancelled, w);
+  nl_grpc_call_send(call, w->msg, w->len);
+}
+
 static void h_unprepare(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_t len) {
   world_t *w = ctx;
   w->unprep_replies++;
@@ -153,12 +173,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   if (size < 1) return 0;
   unlink(state);
-  world_t w = {.kind = data[0] % 3, .msg = data + 1, .len = size - 1};
+  world_t w = {.kind = data[0] % 4, .msg = data + 1, .len = size - 1};
   uv_loop_init(&w.loop);
   uv_timer_init(&w.loop, &w.guard);
   w.guard.data = &w;
   nl_dra_opts_t o = {.state_path = state, .get_claim = get_claim, .pod_active = pod_active, .ctx = &w,
-                     .get_claim_ctx = &w};
+                     .get_claim_ctx = &w, .health = true};
   nl_err_t *err = NULL;
   nl_dra_start(&w.m, &w.loop, &o, &err);
   nl_plugins_opts_t po = {.dir = reg_dir, .scan_ms = 5, .handlers = &w.m.handler, .n_handlers = 1,
@@ -167,6 +187,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   nl_grpc_server_init(&w.dra, &w.loop, NULL);
   nl_grpc_server_method(&w.dra, PREFIX "NodePrepareResources", NL_GRPC_UNARY, h_prepare, &w);
   nl_grpc_server_method(&w.dra, PREFIX "NodeUnprepareResources", NL_GRPC_UNARY, h_unprepare, &w);
+  nl_grpc_server_method(&w.dra, "/v1alpha1.DRAResourceHealth/NodeWatchResources",
+                        NL_GRPC_SERVER_STREAMING, h_watch, &w);
   serve(&w.dra, &w, dra_sock);
   nl_grpc_server_init(&w.reg, &w.loop, NULL);
   nl_grpc_server_method(&w.reg, "/pluginregistration.Registration/GetInfo", NL_GRPC_UNARY, h_info, &w);
@@ -185,6 +207,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         "[{\"name\":\"gpu\",\"request\":\"req-0\"}]}}]}}";
     nl_pod_t *pod = NULL;
     if (nl_pod_decode(pod_json, sizeof pod_json - 1, NULL, &pod, &err) < 0) abort();
+    if (w.kind == 3) {
+      RUN_UNTIL(&w, w.watched);
+      for (int i = 0; i < 8; i++) uv_run(&w.loop, UV_RUN_NOWAIT); /* its message in */
+    }
     nl_dra_prepare(&w.m, pod, on_prepared, &w);
     RUN_UNTIL(&w, w.answers == 1);
     assert(w.answers == 1);
@@ -194,6 +220,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       nl__dra_strv_free(ids, n);
     else
       free(why);
+    if (w.kind == 3) {
+      nl_pod_status_t *st = calloc(1, sizeof *st);
+      st->n_container_statuses = 1;
+      st->container_statuses = calloc(1, sizeof *st->container_statuses);
+      st->container_statuses[0].name = strdup("c");
+      nl_dra_resource_status(&w.m, pod, st, true);
+      nl_buf_t b = {0};
+      nl_pod_status_encode_json(st, &b);
+      nl_buf_free(&b);
+      nl_pod_status_free(st);
+    }
     if (w.kind == 2) {
       assert(nl_dra_claim_prepared(&w.m, "ns", "gpu"));
       w.gone = true;

@@ -19,10 +19,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/kube/kubeconfig.h"
 #include "agent/model/podres.h"
+#include "cri/dra_health.pb-c.h"
 #include "cri/grpc_server.h"
 #include "managers/dra.h"
 #include "managers/plugins.h"
@@ -60,6 +62,10 @@ typedef struct world {
   const char *claim_json;     /* what the fake reader answers */
   int claim_status;
   bool pod_gone;
+  /* device health: the plugin serves it, the watch it holds, pods told */
+  bool health;
+  nl_grpc_call_t *watch;
+  int pod_changes;
   /* a preparation's answer */
   bool prepared;
   char prep_err[512];
@@ -169,6 +175,34 @@ static void h_unprepare(void *ctx, nl_grpc_call_t *call, const uint8_t *req, siz
   k8s__io__kubelet__pkg__apis__dra__v1__node_unprepare_resources_request__free_unpacked(r, NULL);
 }
 
+static void watch_cancelled(nl_grpc_call_t *call, void *ctx) {
+  ((world_t *)ctx)->watch = NULL;
+  nl_grpc_call_finish(call, NL_GRPC_CANCELLED, NULL);
+}
+
+static void h_watch(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_t len) {
+  world_t *w = ctx;
+  w->watch = call;
+  nl_grpc_call_on_cancel(call, watch_cancelled, w);
+}
+
+/* One device's health on the watch, last updated `age` seconds ago. */
+static void send_health(world_t *w, const char *device, V1alpha1__HealthStatus h, int64_t age,
+                        const char *message) {
+  V1alpha1__DeviceIdentifier id = V1ALPHA1__DEVICE_IDENTIFIER__INIT;
+  id.pool_name = "node";
+  id.device_name = (char *)device;
+  V1alpha1__DeviceHealth d = V1ALPHA1__DEVICE_HEALTH__INIT, *dp = &d;
+  d.device = &id;
+  d.health = h;
+  d.last_updated_time = (int64_t)time(NULL) - age;
+  d.message = (char *)message;
+  V1alpha1__NodeWatchResourcesResponse r = V1ALPHA1__NODE_WATCH_RESOURCES_RESPONSE__INIT;
+  r.devices = &dp;
+  r.n_devices = 1;
+  assert_int_equal(nl_grpc_call_send_msg(w->watch, &r.base), 0);
+}
+
 static void serve_dra(world_t *w, const char *prefix) {
   nl_grpc_server_init(&w->dra, &w->loop, NULL);
   char p1[128], p2[128];
@@ -176,6 +210,9 @@ static void serve_dra(world_t *w, const char *prefix) {
   snprintf(p2, sizeof p2, "%sNodeUnprepareResources", prefix);
   nl_grpc_server_method(&w->dra, p1, NL_GRPC_UNARY, h_prepare, w);
   nl_grpc_server_method(&w->dra, p2, NL_GRPC_UNARY, h_unprepare, w);
+  if (w->health)
+    nl_grpc_server_method(&w->dra, "/v1alpha1.DRAResourceHealth/NodeWatchResources",
+                          NL_GRPC_SERVER_STREAMING, h_watch, w);
   nl_err_t *err = NULL;
   if (nl_grpc_server_listen(&w->dra, w->dra_sock, &err) < 0) fail_msg("%s", err->msg);
   w->dra_up = true;
@@ -231,9 +268,15 @@ static bool pod_active(void *ctx, const char *uid) {
 }
 static bool pod_running(void *ctx, const char *uid) { return pod_active(ctx, uid); }
 
+static void pod_changed(void *ctx, const char *uid) {
+  assert_string_equal(uid, POD_UID);
+  ((world_t *)ctx)->pod_changes++;
+}
+
 static void m_start(world_t *w) {
   nl_dra_opts_t o = {.state_path = w->state, .get_claim = get_claim, .get_claim_ctx = w,
-                     .pod_active = pod_active, .pod_running = pod_running, .ctx = w,
+                     .pod_active = pod_active, .pod_running = pod_running,
+                     .health = w->health, .pod_changed = pod_changed, .ctx = w,
                      .kube = w->kube, .node_name = "node-1", .wipe_delay_ms = 300};
   nl_err_t *err = NULL;
   assert_int_equal(nl_dra_start(&w->m, &w->loop, &o, &err), 0);
@@ -594,6 +637,83 @@ static void test_extended_resources(void **state) {
   world_free(w);
 }
 
+/* The allocatedResourcesStatus of the pod's three containers, as JSON. */
+static char *health_of(world_t *w, const nl_pod_t *p) {
+  nl_pod_status_t *st = nl_xcalloc(1, sizeof *st);
+  st->n_container_statuses = 3;
+  st->container_statuses = nl_xcalloc(3, sizeof *st->container_statuses);
+  for (size_t i = 0; i < 3; i++) st->container_statuses[i].name = nl_xstrdup(p->spec.containers[i].name);
+  nl_dra_resource_status(&w->m, p, st, true);
+  static char out[2048];
+  out[0] = 0;
+  for (size_t i = 0; i < 3; i++) {
+    const nl_container_status_t *c = &st->container_statuses[i];
+    strcat(out, i ? " | " : "");
+    for (size_t j = 0; j < c->n_alloc_status; j++) {
+      strcat(out, c->alloc_status[j].name);
+      for (size_t k = 0; k < c->alloc_status[j].n_resources; k++) {
+        const nl_resource_health_t *h = &c->alloc_status[j].resources[k];
+        char one[512];
+        snprintf(one, sizeof one, " %s=%s%s%s", h->id, h->health, h->message ? ":" : "",
+                 h->message ? h->message : "");
+        strcat(out, one);
+      }
+    }
+  }
+  nl_pod_status_free(st);
+  return out;
+}
+
+/* Device health (ResourceHealthStatus): the plugin's health stream, each
+ * claim reference's devices in allocatedResourcesStatus, Unknown until the
+ * plugin speaks of a device and once its word is older than the timeout, the
+ * pods told of each change, and all of it forgotten when the stream ends. */
+static void test_health(void **state) {
+  (void)state;
+  world_t *w = world_new();
+  w->health = true;
+  w->versions[0] = NL_DRA_SERVICE_V1;
+  w->n_versions = 1;
+  serve_dra(w, V1);
+  m_start(w);
+  serve_reg(w);
+  RUN_UNTIL(w, w->notifies == 1 && w->watch);
+  assert_non_null(w->watch);
+  nl_pod_t *p = pod(DIRECT, NULL);
+  w->claim_json = RESERVED;
+  prepare(w, p);
+  assert_string_equal(w->prep_err, "");
+  assert_string_equal(health_of(w, p),
+                      "claim:gpu " DRIVER "/node/g0=Unknown " DRIVER "/node/g1=Unknown | "
+                      "claim:gpu/req-1 " DRIVER "/node/g1=Unknown | ");
+  send_health(w, "g0", V1ALPHA1__HEALTH_STATUS__HEALTHY, 0, "temperature: 45\xc2\xb0""C");
+  RUN_UNTIL(w, w->pod_changes == 1);
+  send_health(w, "g1", V1ALPHA1__HEALTH_STATUS__UNHEALTHY, 0, "ECC errors");
+  RUN_UNTIL(w, w->pod_changes == 2);
+  assert_string_equal(health_of(w, p),
+                      "claim:gpu " DRIVER "/node/g0=Healthy:temperature: 45\xc2\xb0""C " DRIVER
+                      "/node/g1=Unhealthy:ECC errors | claim:gpu/req-1 " DRIVER
+                      "/node/g1=Unhealthy:ECC errors | ");
+  /* the same word again changes nothing; one older than the timeout is Unknown */
+  send_health(w, "g1", V1ALPHA1__HEALTH_STATUS__UNHEALTHY, 0, "ECC errors");
+  send_health(w, "g1", V1ALPHA1__HEALTH_STATUS__UNHEALTHY, 31, "ECC errors");
+  RUN_UNTIL(w, w->pod_changes == 3);
+  for (int i = 0; i < 20; i++) uv_run(&w->loop, UV_RUN_NOWAIT);
+  assert_int_equal(w->pod_changes, 3);
+  assert_string_equal(health_of(w, p),
+                      "claim:gpu " DRIVER "/node/g0=Healthy:temperature: 45\xc2\xb0""C " DRIVER
+                      "/node/g1=Unknown | claim:gpu/req-1 " DRIVER "/node/g1=Unknown | ");
+  /* the stream ends: what it said is forgotten */
+  nl_grpc_call_finish(w->watch, NL_GRPC_OK, NULL);
+  w->watch = NULL;
+  RUN_UNTIL(w, w->pod_changes == 4);
+  assert_string_equal(health_of(w, p),
+                      "claim:gpu " DRIVER "/node/g0=Unknown " DRIVER "/node/g1=Unknown | "
+                      "claim:gpu/req-1 " DRIVER "/node/g1=Unknown | ");
+  nl_pod_free(p);
+  world_free(w);
+}
+
 static void on_unprepared_pod(void *ctx) { ((world_t *)ctx)->prepared = true; }
 
 /* The pod's termination unprepares its claims before its final status. */
@@ -699,6 +819,7 @@ int main(void) {
       cmocka_unit_test(test_v1beta1_and_driver_error),
       cmocka_unit_test(test_template),
       cmocka_unit_test(test_extended_resources),
+      cmocka_unit_test(test_health),
       cmocka_unit_test(test_unprepare_pod),
       cmocka_unit_test(test_wipe_unserved_plugin),
   };
