@@ -91,22 +91,29 @@ static char *message_of(const char *s) {
 static void update(nl_dra_t *m, const char *driver, const V1alpha1__DeviceHealth *d, int64_t now) {
   const char *pool = d->device ? d->device->pool_name : NULL, *dev = d->device ? d->device->device_name : NULL;
   if (!pool || !dev || !*dev || strlen(pool) > MAX_NAME || strlen(dev) > MAX_NAME) return;
-  int health = d->health == V1ALPHA1__HEALTH_STATUS__HEALTHY || d->health == V1ALPHA1__HEALTH_STATUS__UNHEALTHY
-                   ? (int)d->health
-                   : V1ALPHA1__HEALTH_STATUS__UNKNOWN;
   entry_t *e = find(m, driver, pool, dev);
-  const char *was_msg;
-  int was = effective(e, now, &was_msg);
-  char *was_copy = was_msg ? nl_xstrdup(was_msg) : NULL;
+  if (!e && nl_map_size(&m->health) >= MAX_ENTRIES) {
+    if (!m->health_full_logged)
+      nl_warn("DRA driver %s: more than %d devices' health to keep: %s/%s and others are left "
+              "Unknown", driver, MAX_ENTRIES, pool, dev);
+    m->health_full_logged = true;
+    return;
+  }
+  entry_t next = {
+      .health = d->health == V1ALPHA1__HEALTH_STATUS__HEALTHY ||
+                        d->health == V1ALPHA1__HEALTH_STATUS__UNHEALTHY
+                    ? (int)d->health
+                    : V1ALPHA1__HEALTH_STATUS__UNKNOWN,
+      .updated = d->last_updated_time,
+      .timeout_s = d->health_check_timeout_seconds > 0 ? d->health_check_timeout_seconds
+                                                       : DEFAULT_TIMEOUT_S,
+      .message = message_of(d->message),
+  };
+  const char *was_msg, *is_msg;
+  int was = effective(e, now, &was_msg), is = effective(&next, now, &is_msg);
+  bool changed = is != was || (was_msg == NULL) != (is_msg == NULL) ||
+                 (was_msg && strcmp(was_msg, is_msg) != 0);
   if (!e) {
-    if (nl_map_size(&m->health) >= MAX_ENTRIES) {
-      if (!m->health_full_logged)
-        nl_warn("DRA driver %s: more than %d devices' health to keep: %s/%s and others are left "
-                "Unknown", driver, MAX_ENTRIES, pool, dev);
-      m->health_full_logged = true;
-      free(was_copy);
-      return;
-    }
     e = nl_xcalloc(1, sizeof *e);
     e->driver = nl_xstrdup(driver);
     e->pool = nl_xstrdup(pool);
@@ -115,17 +122,13 @@ static void update(nl_dra_t *m, const char *driver, const V1alpha1__DeviceHealth
     nl_map_put(&m->health, k, e);
     free(k);
   }
-  e->health = health;
-  e->stale_told = false;
-  e->updated = d->last_updated_time;
-  e->timeout_s = d->health_check_timeout_seconds > 0 ? d->health_check_timeout_seconds : DEFAULT_TIMEOUT_S;
   free(e->message);
-  e->message = message_of(d->message);
-  const char *now_msg;
-  int is = effective(e, now, &now_msg);
-  bool msg_changed = (was_copy == NULL) != (now_msg == NULL) || (was_copy && strcmp(was_copy, now_msg));
-  free(was_copy);
-  if (is != was || msg_changed) tell_pods(m, driver, pool, dev);
+  e->health = next.health;
+  e->updated = next.updated;
+  e->timeout_s = next.timeout_s;
+  e->message = next.message;
+  e->stale_told = false;
+  if (changed) tell_pods(m, driver, pool, dev);
 }
 
 /* upstream's clearDriver: a stream's end forgets what it said. */
