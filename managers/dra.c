@@ -80,8 +80,7 @@ size_t nl_dra_claims(const nl_dra_t *m) {
 size_t nl_dra_claims_in_use(const nl_dra_t *m, nl_dra_in_use_fn fn, void *ctx) {
   size_t total = 0, n_seen = 0;
   char **seen = NULL;
-  nl_list_t *pos, *tmp;
-  nl_list_foreach_safe(pos, tmp, &((nl_dra_t *)m)->claims) {
+  for (const nl_list_t *pos = m->claims.next; pos != &m->claims; pos = pos->next) {
     const nl_dra_claim_t *c = nl_list_entry(pos, nl_dra_claim_t, link);
     if (!c->prepared) continue;
     total++;
@@ -89,7 +88,7 @@ size_t nl_dra_claims_in_use(const nl_dra_t *m, nl_dra_in_use_fn fn, void *ctx) {
   }
   for (size_t d = 0; d < n_seen; d++) {
     size_t count = 0;
-    nl_list_foreach_safe(pos, tmp, &((nl_dra_t *)m)->claims) {
+    for (const nl_list_t *pos = m->claims.next; pos != &m->claims; pos = pos->next) {
       const nl_dra_claim_t *c = nl_list_entry(pos, nl_dra_claim_t, link);
       if (c->prepared && nl__dra_strv_has(c->drivers, c->n_drivers, seen[d])) count++;
     }
