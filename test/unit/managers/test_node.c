@@ -793,7 +793,7 @@ static void test_lease_failures_back_off(void **state) {
 /* ... and that round goes at once, not at its next tick: a node marked
  * Unknown during the outage is Ready again as soon as the link allows. */
 static void test_link_back_reports_at_once(void **state) {
-  node.opts.update_ms = 3000;
+  node.opts.update_ms = 10000; /* its next tick is 8 s or more after the link is back */
   fk.auto_answer = true;
   nl_node_start(&node);
   run_until("PATCH", "/apis/coordination.k8s.io", 1000);
@@ -803,9 +803,10 @@ static void test_link_back_reports_at_once(void **state) {
   assert_true(node.lease.log.failures >= 1);
   fk.fail_status = 0;
   uint64_t back = uv_now(&loop);
-  nl_kube_req_t *r = run_until("GET", "/api/v1/nodes/n1?resourceVersion=0", 2000);
+  nl_kube_req_t *r = run_until("GET", "/api/v1/nodes/n1?resourceVersion=0", 4000);
   assert_non_null(r);
-  assert_true(r->at_ms - back < 500); /* the Lease's back-off (80 ms at most here), not 3 s */
+  /* the Lease's back-off (80 ms at most here) and a loaded machine's slack, not 10 s */
+  assert_true(r->at_ms - back < 2000);
 }
 
 /* The renewal period is a quarter of nodeLeaseDurationSeconds, as
