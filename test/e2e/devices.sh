@@ -91,12 +91,24 @@ fi
 # --- the mount namespace -----------------------------------------------------
 # A process that only holds the namespace; the agent and the plugin enter it
 # with nsenter (which execs: their PIDs are the processes' own). Where the host
-# has no /var/lib/kubelet to mount over, a tmpfs over /var/lib (in the
-# namespace only) gives one.
-mkdir -p "$ROOT"
+# has no /var/lib/kubelet to mount over (a fresh machine), a tmpfs over
+# /var/lib (in the namespace only) gives one, with the host's entries of
+# /var/lib bound back in place: the test runtime's and control plane's among
+# them.
+mkdir -p "$ROOT" "$E2E_TMP/varlib"
 unshare -m --propagation private sh -c "
   set -e
-  [ -d /var/lib/kubelet ] || { mount -t tmpfs -o mode=0755 tmpfs /var/lib; mkdir /var/lib/kubelet; }
+  if [ ! -d /var/lib/kubelet ]; then
+    mount --rbind /var/lib '$E2E_TMP/varlib'
+    mount -t tmpfs -o mode=0755 tmpfs /var/lib
+    for e in '$E2E_TMP'/varlib/* '$E2E_TMP'/varlib/.[!.]*; do
+      [ -e \"\$e\" ] || continue
+      n=/var/lib/\${e##*/}
+      if [ -d \"\$e\" ]; then mkdir \"\$n\"; else touch \"\$n\"; fi
+      mount --rbind \"\$e\" \"\$n\"
+    done
+    mkdir /var/lib/kubelet
+  fi
   mount --bind '$ROOT' /var/lib/kubelet
   touch '$E2E_TMP/ns-ready'
   exec sleep infinity" &
