@@ -194,8 +194,7 @@ if ! ip link show "$bridge" >/dev/null 2>&1; then
 fi
 ip -4 addr show dev "$bridge" | grep -q "inet $node_ip/" || ip addr add "$node_ip/$prefix" dev "$bridge"
 
-# As test/e2e/lib.sh: a port the kernel picked, else a random high one.
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo $((20000 + RANDOM % 20000)); }
+free_port() { tools/testenv/free-port.py; }
 HEALTHZ_PORT=$(free_port)
 # The kubelet's port is upstream's 10250 when it is free: some specs reach the
 # kubelet through the API server's node proxy at that port, not at the Node's

@@ -20,7 +20,8 @@ wait_for() { # wait_for SECONDS CMD... : polls CMD every 100 ms
     sleep 0.1
   done
 }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo $((20000 + RANDOM % 20000)); }
+E2E_FREE_PORT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../tools/testenv" && pwd)/free-port.py
+free_port() { "$E2E_FREE_PORT"; }
 # NODE_IP: the address tests give as --node-ip, a non-loopback one of this host
 # (tools/testenv/node-ip.sh; NANOLET_TEST_NODE_IP overrides it), empty when the
 # host has none.

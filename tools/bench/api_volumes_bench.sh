@@ -45,7 +45,6 @@ cpu_ns() { awk '{print $1}' "/proc/$PID/schedstat"; }
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$PID/status"; }
 wait_until() { local end=$((SECONDS + $1)); shift; until "$@"; do [ $SECONDS -lt $end ] || return 1; sleep 0.5; done; }
 is() { [ "$("$1")" = "$2" ]; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 cleanup() {
   kubectl delete pods -n "$NS" --all --grace-period=0 --force >/dev/null 2>&1
   [ -n "$PID" ] && wait_until 180 is ns_sandboxes 0

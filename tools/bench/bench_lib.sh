@@ -1,9 +1,11 @@
 # shellcheck shell=bash
 # Shared by the benchmark scripts (sourced).
 
-# free_port: a TCP port free on loopback now (benches never take the kubelet's
-# well-known ports, which another agent on the machine may hold).
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# free_port: a TCP port free now and outside the ephemeral range (benches never
+# take the kubelet's well-known ports, which another agent on the machine may
+# hold).
+BENCH_FREE_PORT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../testenv" && pwd)/free-port.py
+free_port() { "$BENCH_FREE_PORT"; }
 
 # wait_until SECONDS CMD...: polls CMD every 200 ms; 1 when time ran out.
 wait_until() {

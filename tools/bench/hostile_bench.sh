@@ -20,7 +20,6 @@ SECS=${HOSTILE_BENCH_SECS:-10}
 N=${HOSTILE_BENCH_CONNS:-120} # under the 128 unproven connections a listener keeps
 ulimit -n 8192
 T=$(mktemp -d /tmp/nanolet-hostile.XXXXXX)
-port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 cleanup() {
   kill "${AGENT:-}" "${CRI:-}" 2>/dev/null
   wait 2>/dev/null
@@ -32,7 +31,7 @@ trap cleanup EXIT
 CRI=$!
 for _ in $(seq 50); do [ -S "$T/cri.sock" ] && break; sleep 0.1; done
 hostile_config "$T/config.yaml" "$TLSFIX/ca.crt"
-KPORT=$(port); HPORT=$(port)
+KPORT=$(free_port); HPORT=$(free_port)
 mkdir -p "$T/manifests"
 "$NANOLET" --config "$T/config.yaml" --healthz-port "$HPORT" --port "$KPORT" --read-only-port 0 \
   --cert-dir "$T/pki" --pod-manifest-path "$T/manifests" \

@@ -28,8 +28,7 @@ TMP=$(mktemp -d /tmp/nanolet-metrics.XXXXXX)
 M=$TMP/manifests
 mkdir -p "$M"
 PID= FPID=
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-KPORT=$(port)
+KPORT=$(free_port)
 
 cleanup() {
   rm -f "$M"/*.yaml

@@ -115,7 +115,7 @@ printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nc
   "$STRATEGY" >"$TMP/config.yaml"
 "$NANOLET" --config "$TMP/config.yaml" --kubeconfig "$KC" --hostname-override "$NODE" \
   --node-ip "$NODE_IP" --root-dir "$TMP/root" --container-runtime-endpoint "$NANOLET_TEST_CRI_ENDPOINT" \
-  --healthz-port 0 --port "$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')" \
+  --healthz-port 0 --port "$(free_port)" \
   >"$TMP/agent.log" 2>&1 &
 PID=$!
 node_ready() { [ "$(kubectl get node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]; }

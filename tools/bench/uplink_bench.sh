@@ -155,7 +155,7 @@ else
   NFT=
 fi
 
-KPORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+KPORT=$(free_port)
 kubelet_yaml "$EP" "$KPORT" >"$TMP/kubelet.yaml"
 
 forget_node
