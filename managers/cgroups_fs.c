@@ -354,13 +354,15 @@ int nl_cgroups__destroy(const nl_cgroups_t *cg, const char *path, nl_err_t **err
     free(d);
     return r;
   }
-  /* Every hierarchy: the runtime makes the containers' cgroups in all of them. */
+  /* Every hierarchy: the runtime makes the containers' cgroups in all of
+   * them, a hybrid host's unified one (where it puts them for their pressure
+   * files) included, or its pod cgroups pile up there. */
   DIR *dp = opendir(cg->fs_root);
   if (!dp) return nl_err_set(err, errno, "open %s: %s", cg->fs_root, strerror(errno));
   struct dirent *de;
   int rc = 0;
   while ((de = readdir(dp))) {
-    if (de->d_name[0] == '.' || !strcmp(de->d_name, "unified")) continue;
+    if (de->d_name[0] == '.') continue;
     char *d = dir_of(cg, de->d_name, path);
     if (is_dir(d) && remove_tree(d, err) < 0) rc = -1;
     free(d);

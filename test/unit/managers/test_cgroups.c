@@ -230,16 +230,23 @@ static void test_v1_hierarchy_and_pods(void **state) {
   assert_int_equal(nl_cgroups_pod_ensure(&cg, g, &err), 0);
   assert_string_equal(get("memory/kubepods/pod11-22/memory.limit_in_bytes"), "134217728");
 
-  /* Destroy: every hierarchy, the runtime's child cgroups too. */
+  /* Destroy: every hierarchy, the runtime's child cgroups too, and a hybrid
+   * host's unified one (where runc puts the containers as well). */
   dir("devices");
   dir("devices/kubepods");
   dir("devices/kubepods/pod11-22");
   dir("devices/kubepods/pod11-22/sandbox");
   dir("cpu/kubepods/pod11-22/container");
+  dir("unified");
+  dir("unified/kubepods");
+  dir("unified/kubepods/pod11-22");
+  dir("unified/kubepods/pod11-22/container");
   assert_int_equal(nl_cgroups_pod_destroy(&cg, "11-22", &err), 0);
   assert_false(exists("cpu/kubepods/pod11-22"));
   assert_false(exists("memory/kubepods/pod11-22"));
   assert_false(exists("devices/kubepods/pod11-22"));
+  assert_false(exists("unified/kubepods/pod11-22"));
+  assert_true(exists("unified/kubepods"));
   assert_true(exists("cpu/kubepods/burstable"));
   /* a pod that has none: nothing to do */
   assert_int_equal(nl_cgroups_pod_destroy(&cg, "77-88", &err), 0);
