@@ -73,11 +73,13 @@ c2_pid=$!
 stamp "tools/fuzz.sh (beside the next, niced)"
 nice -n 19 tools/fuzz.sh "${NANOLET_FUZZ_SECONDS:-5}" >build/meson-logs/fuzz.out 2>&1 &
 fuzz_pid=$!
-run meson test -C build --suite e2e --no-suite e2e-c2-ci --print-errorlogs --num-processes 1 \
-  --logbase e2e
+run meson test -C build --suite e2e --no-suite e2e-c2-ci --no-suite e2e-alone --print-errorlogs \
+  --num-processes 1 --logbase e2e
 stamp "(waiting for containerd 2)"
 wait "$c2_pid" || status=1
 cat build/meson-logs/e2e-containerd2.out
+# what must not run beside another test (test/e2e/meson.build, suite e2e-alone)
+run meson test -C build --suite e2e-alone --print-errorlogs --num-processes 1 --logbase e2e-alone
 stamp "(waiting for tools/fuzz.sh)"
 wait "$fuzz_pid" || status=1
 fuzz_out=$(cat build/meson-logs/fuzz.out)
@@ -93,7 +95,7 @@ fuzz_failed=$(grep -c '^fuzz: .* FAILED' <<<"$fuzz_out" || true)
 # tools/e2e-runtime.sh's `meson test -C build --logbase e2e-containerd2`.
 lanes=(build/meson-logs/unit.json build-asan/meson-logs/unit.json build-static-test/meson-logs/unit.json
   build-aarch64/meson-logs/unit.json build-arm/meson-logs/unit.json
-  build/meson-logs/e2e.json build/meson-logs/e2e-containerd2.json)
+  build/meson-logs/e2e.json build/meson-logs/e2e-containerd2.json build/meson-logs/e2e-alone.json)
 passed=0 failed=0 missing=()
 for f in "${lanes[@]}"; do
   if [ ! -f "$f" ] || [ "$(stat -c %Y "$f")" -lt "$started" ]; then
