@@ -425,8 +425,8 @@ int nl_kubelet_start(nl_kubelet_t *k, nl_err_t **err) {
   check_runtime(k);
   /* before the pod sources: admission and containers need the checkpoint */
   if (nl__kubelet_devices_start(k, err) < 0) return -1;
-  if (nl__kubelet_podres_start(k, err) < 0) return -1;
   if (nl__kubelet_dra_start(k, err) < 0) return -1;
+  if (nl__kubelet_podres_start(k, err) < 0) return -1; /* it reads both */
   nl_cgroups_start(&k->cgroups);
   nl_pleg_start(&k->pleg);
   nl_logrotate_start(&k->logrotate);
@@ -471,7 +471,7 @@ void nl_kubelet_stop(nl_kubelet_t *k, nl_kubelet_done_cb done_cb) {
   nl__kubelet_server_stop(k);
   if (k->file_source_up) nl_file_source_stop(&k->file_source, on_file_source_stopped);
   if (k->url_source_up) nl_url_source_stop(&k->url_source, on_url_source_stopped);
-  nl__kubelet_podres_stop(k); /* before the device manager it reads */
+  nl__kubelet_podres_stop(k); /* before the device and DRA managers it reads */
   nl__kubelet_devices_stop(k); /* before the runtime: it answers what the runtime waits for */
   nl__kubelet_dra_stop(k);     /* the same */
   nl__kubelet_credprov_stop(k); /* before the runtime: its pulls wait for the plugins */

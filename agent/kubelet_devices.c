@@ -74,6 +74,7 @@ int nl__kubelet_podres_start(nl_kubelet_t *k, nl_err_t **err) {
       .pod_active_ctx = k,
       .pods_synced = pods_synced,
       .devices = k->devices_up ? &k->devices : NULL,
+      .dra = k->dra_up ? &k->dra : NULL,
       .metrics = &k->metrics,
   };
   int rc = nl_podres_start(&k->podres, k->loop, dir, &d, err);

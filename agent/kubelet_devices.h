@@ -12,9 +12,11 @@
  * cannot be served: upstream's kubelet does not start either). */
 int nl__kubelet_devices_start(nl_kubelet_t *k, nl_err_t **err);
 /* The pod resources API on <root-dir>/pod-resources/kubelet.sock, after the
- * device manager. Returns 0, or -1 with *err (upstream's kubelet exits too). */
+ * device manager and the DRA manager. Returns 0, or -1 with *err (upstream's
+ * kubelet exits too). */
 int nl__kubelet_podres_start(nl_kubelet_t *k, nl_err_t **err);
-/* Before the device manager, whose assignments it reads. */
+/* Before the device manager and the DRA manager, whose assignments and claims
+ * it reads. */
 void nl__kubelet_podres_stop(nl_kubelet_t *k);
 /* Before the runtime manager: container requests in flight are answered. */
 void nl__kubelet_devices_stop(nl_kubelet_t *k);

@@ -621,15 +621,8 @@ void nl__dra_checkpoint_written(nl_dra_t *m) {
   }
 }
 
-/* The claim the scheduler made for the pod's extended resources backed by
- * DRA (DRAExtendedResource), or NULL. */
-static const struct nl_pod_ext_claim_status *ext_claim(const nl_pod_t *pod) {
-  const struct nl_pod_ext_claim_status *x = pod->status ? pod->status->extended_resource_claim_status : NULL;
-  return x && x->resource_claim_name && *x->resource_claim_name ? x : NULL;
-}
-
 bool nl_dra_pod_has_claims(const nl_pod_t *pod) {
-  return pod->spec.n_resource_claims > 0 || ext_claim(pod);
+  return pod->spec.n_resource_claims > 0 || nl__dra_ext_claim(pod);
 }
 
 void nl_dra_prepare(nl_dra_t *m, const nl_pod_t *pod, nl_dra_prepare_fn fn, void *ctx) {
@@ -660,7 +653,7 @@ void nl_dra_prepare(nl_dra_t *m, const nl_pod_t *pod, nl_dra_prepare_fn fn, void
     p->claims[p->n++].owned = ref.owned;
   }
   /* named by the scheduler: not checked for an owner, as a claim by name */
-  const struct nl_pod_ext_claim_status *x = ext_claim(pod);
+  const struct nl_pod_ext_claim_status *x = nl__dra_ext_claim(pod);
   if (x) p->claims[p->n++].name = nl_xstrdup(x->resource_claim_name);
   prep_next(p);
 }
@@ -718,7 +711,7 @@ int nl_dra_container_cdi(const nl_dra_t *m, const nl_pod_t *pod, const nl_contai
   }
   /* the requests the scheduler's claim holds for this container's extended
    * resources (only those it asks for: a request of 0 has none) */
-  const struct nl_pod_ext_claim_status *x = ext_claim(pod);
+  const struct nl_pod_ext_claim_status *x = nl__dra_ext_claim(pod);
   for (size_t i = 0; x && i < x->n_request_mappings; i++) {
     const struct nl_pod_ext_mapping *rm = &x->request_mappings[i];
     if (!rm->container_name || strcmp(rm->container_name, ctr->name) || !rm->resource_name ||

@@ -154,6 +154,33 @@ void nl_dra_resource_status(const nl_dra_t *m, const nl_pod_t *pod, nl_pod_statu
 int nl_dra_container_cdi(const nl_dra_t *m, const nl_pod_t *pod, const nl_container_t *c,
                          char ***ids, size_t *n, char **err);
 
+/* ---- the pod resources API (managers/podresources.h) ---- */
+
+/* A device of a claim as its driver prepared it (strings borrowed for the
+ * call). */
+typedef struct nl_dra_device_info {
+  const char *driver, *pool, *device;
+  const char *share_id; /* NULL: none */
+  char *const *cdi;     /* the CDI device IDs the driver answered for it */
+  size_t n_cdi;
+} nl_dra_device_info_t;
+/* Called once per claim (namespace, the ResourceClaim's name) with its
+ * devices (borrowed for the call; n may be 0). */
+typedef void (*nl_dra_claim_fn)(void *ctx, const char *ns, const char *name,
+                                const nl_dra_device_info_t *devs, size_t n);
+/* upstream's GetContainerClaimInfos: the claims the container uses, in
+ * spec.resourceClaims' order, each once: those its resources.claims name,
+ * whatever request they name, resolved as for preparation (a template's by
+ * status.resourceClaimStatuses; one that needs no claim left out), then the
+ * scheduler's claim for extended resources when one of its request mappings
+ * names the container; fn for each with every device the manager has of it.
+ * Returns 0, or -1 with *err (allocated; fn not called at all, as upstream
+ * answers nothing for the container then) when a claim cannot be resolved or
+ * the manager does not know it (not prepared yet, or forgotten). */
+int nl_dra_foreach_container_claim(const nl_dra_t *m, const nl_pod_t *pod,
+                                   const nl_container_t *c, nl_dra_claim_fn fn, void *ctx,
+                                   char **err);
+
 /* Unprepares the claims no active or running pod uses any more. */
 void nl_dra_housekeeping(nl_dra_t *m);
 /* upstream's UnprepareResources in the pod's termination, once its containers

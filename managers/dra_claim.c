@@ -1,4 +1,5 @@
-/* A pod's claims: their names (upstream resourceclaim.Name) and the checks of
+/* A pod's claims: their names (upstream resourceclaim.Name, and the
+ * scheduler's claim for extended resources) and the checks of
  * a ResourceClaim read from the API (IsForPod, IsReservedForPod, allocated),
  * and the claim cache's small helpers (managers/dra_internal.h). */
 #include <jansson.h>
@@ -31,6 +32,11 @@ const nl_pod_resource_claim_t *nl__dra_pod_claim(const nl_pod_t *pod, const char
     if (pc->name && name && strcmp(pc->name, name) == 0) return pc;
   }
   return NULL;
+}
+
+const struct nl_pod_ext_claim_status *nl__dra_ext_claim(const nl_pod_t *pod) {
+  const struct nl_pod_ext_claim_status *x = pod->status ? pod->status->extended_resource_claim_status : NULL;
+  return x && x->resource_claim_name && *x->resource_claim_name ? x : NULL;
 }
 
 int nl__dra_resolve(const nl_pod_t *pod, const nl_pod_resource_claim_t *pc, nl_dra_ref_t *ref,

@@ -56,6 +56,9 @@ typedef struct nl_dra_ref {
 int nl__dra_resolve(const nl_pod_t *pod, const nl_pod_resource_claim_t *pc, nl_dra_ref_t *ref,
                     char **err);
 const nl_pod_resource_claim_t *nl__dra_pod_claim(const nl_pod_t *pod, const char *name);
+/* The claim the scheduler made for the pod's extended resources backed by
+ * DRA (status.extendedResourceClaimStatus, DRAExtendedResource), or NULL. */
+const struct nl_pod_ext_claim_status *nl__dra_ext_claim(const nl_pod_t *pod);
 
 /* A ResourceClaim read from the API, checked for the pod. */
 typedef struct nl_dra_claim_view {

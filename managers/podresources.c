@@ -14,7 +14,8 @@
 #define PATH_GET "/v1.PodResourcesLister/Get"
 /* upstream still serves the first version's List on the same socket; its
  * messages are v1's first fields, with the same numbers, so a v1 answer
- * without the fields v1 added (never set here) is its answer */
+ * without the fields v1 added (dynamic_resources is left out for it; the
+ * others are never set here) is its answer */
 #define PATH_LIST_V1ALPHA1 "/v1alpha1.PodResourcesLister/List"
 
 /* ---- building the answers ---- */
@@ -49,12 +50,82 @@ static void devices_free(V1__ContainerDevices **v, size_t n) {
   free(v);
 }
 
+/* A growing array of DynamicResources, one per claim, each with one
+ * ClaimResource per prepared device (upstream's GetDynamicResources; each
+ * device with its own CDI IDs). */
+typedef struct dyn_out {
+  V1__DynamicResource **v;
+  size_t n;
+} dyn_out_t;
+
+static void add_claim(void *ctx, const char *ns, const char *name,
+                      const nl_dra_device_info_t *devs, size_t n) {
+  dyn_out_t *o = ctx;
+  V1__DynamicResource *dr = nl_xmalloc(sizeof *dr);
+  v1__dynamic_resource__init(dr);
+  dr->claim_name = (char *)name;
+  dr->claim_namespace = (char *)ns;
+  dr->claim_resources = nl_xcalloc(n + 1, sizeof *dr->claim_resources);
+  for (size_t i = 0; i < n; i++) {
+    V1__ClaimResource *cr = nl_xmalloc(sizeof *cr);
+    v1__claim_resource__init(cr);
+    cr->driver_name = (char *)devs[i].driver;
+    cr->pool_name = (char *)devs[i].pool;
+    cr->device_name = (char *)devs[i].device;
+    if (devs[i].share_id) cr->share_id = (char *)devs[i].share_id;
+    cr->cdi_devices = nl_xcalloc(devs[i].n_cdi + 1, sizeof *cr->cdi_devices);
+    for (size_t k = 0; k < devs[i].n_cdi; k++) {
+      V1__CDIDevice *d = nl_xmalloc(sizeof *d);
+      v1__cdidevice__init(d);
+      d->name = devs[i].cdi[k];
+      cr->cdi_devices[cr->n_cdi_devices++] = d;
+    }
+    dr->claim_resources[dr->n_claim_resources++] = cr;
+  }
+  o->v = nl_xrealloc(o->v, (o->n + 1) * sizeof *o->v);
+  o->v[o->n++] = dr;
+}
+
+static void dynamic_free(V1__DynamicResource **v, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    for (size_t j = 0; j < v[i]->n_claim_resources; j++) {
+      V1__ClaimResource *cr = v[i]->claim_resources[j];
+      for (size_t k = 0; k < cr->n_cdi_devices; k++) free(cr->cdi_devices[k]);
+      free(cr->cdi_devices);
+      free(cr);
+    }
+    free(v[i]->claim_resources);
+    free(v[i]);
+  }
+  free(v);
+}
+
 static bool devices_on(const nl_podres_t *p) {
   return p->deps.devices && p->deps.devices->state == NL_DEVICES_RUNNING;
 }
 
+static bool dra_on(const nl_podres_t *p) {
+  return p->deps.dra && p->deps.dra->state == NL_DRA_RUNNING;
+}
+
+/* The container's claims; none when one of them is not known (a pod whose
+ * claims are not prepared yet): upstream logs that and answers nothing. */
+static void add_claims(nl_podres_t *p, const nl_pod_t *pod, const nl_container_t *c,
+                       V1__ContainerResources *cr) {
+  dyn_out_t o = {0};
+  char *err = NULL;
+  if (nl_dra_foreach_container_claim(p->deps.dra, pod, c, add_claim, &o, &err) < 0) {
+    nl_vlog(4, "pod resources: pod %s/%s container %s: %s", pod->metadata.namespace_,
+            pod->metadata.name, c->name, err);
+    free(err);
+    return;
+  }
+  cr->dynamic_resources = o.v;
+  cr->n_dynamic_resources = o.n;
+}
+
 static V1__ContainerResources *container_of_pod(nl_podres_t *p, const nl_pod_t *pod,
-                                                const nl_container_t *c) {
+                                                const nl_container_t *c, bool v1) {
   V1__ContainerResources *cr = nl_xmalloc(sizeof *cr);
   v1__container_resources__init(cr);
   cr->name = c->name;
@@ -63,37 +134,36 @@ static V1__ContainerResources *container_of_pod(nl_podres_t *p, const nl_pod_t *
                                                  add_devices, &o);
   cr->devices = o.v;
   cr->n_devices = o.n;
+  if (v1 && dra_on(p)) add_claims(p, pod, c, cr);
   return cr;
 }
 
 /* upstream: restartable init containers (sidecars), then the containers;
- * v1alpha1: the containers only */
-static V1__PodResources *pod_resources_of(nl_podres_t *p, const nl_pod_t *pod, bool sidecars) {
+ * v1alpha1: the containers only, and their devices only */
+static V1__PodResources *pod_resources_of(nl_podres_t *p, const nl_pod_t *pod, bool v1) {
   V1__PodResources *pr = nl_xmalloc(sizeof *pr);
   v1__pod_resources__init(pr);
   pr->name = pod->metadata.name;
   pr->namespace_ = pod->metadata.namespace_;
   const nl_pod_spec_t *s = &pod->spec;
   pr->containers = nl_xcalloc(s->n_init_containers + s->n_containers + 1, sizeof *pr->containers);
-  for (size_t i = 0; sidecars && i < s->n_init_containers; i++) {
+  for (size_t i = 0; v1 && i < s->n_init_containers; i++) {
     const nl_container_t *c = &s->init_containers[i];
     if (c->restart_policy && strcmp(c->restart_policy, "Always") == 0)
-      pr->containers[pr->n_containers++] = container_of_pod(p, pod, c);
+      pr->containers[pr->n_containers++] = container_of_pod(p, pod, c, v1);
   }
   for (size_t i = 0; i < s->n_containers; i++)
-    pr->containers[pr->n_containers++] = container_of_pod(p, pod, &s->containers[i]);
+    pr->containers[pr->n_containers++] = container_of_pod(p, pod, &s->containers[i], v1);
   return pr;
-}
-
-static V1__PodResources *pod_resources(nl_podres_t *p, const nl_pod_t *pod) {
-  return pod_resources_of(p, pod, true);
 }
 
 static void pod_resources_free(V1__PodResources *pr) {
   if (!pr) return;
   for (size_t i = 0; i < pr->n_containers; i++) {
-    devices_free(pr->containers[i]->devices, pr->containers[i]->n_devices);
-    free(pr->containers[i]);
+    V1__ContainerResources *cr = pr->containers[i];
+    devices_free(cr->devices, cr->n_devices);
+    dynamic_free(cr->dynamic_resources, cr->n_dynamic_resources);
+    free(cr);
   }
   free(pr->containers);
   free(pr);
@@ -122,6 +192,15 @@ static V1__ListPodResourcesResponse *list(nl_podres_t *p, bool v1) {
 }
 
 V1__ListPodResourcesResponse *nl_podres_list(nl_podres_t *p) { return list(p, true); }
+
+V1__GetPodResourcesResponse *nl_podres_get(nl_podres_t *p, const char *ns, const char *name) {
+  const nl_pod_t *pod = p->deps.pods ? nl_pod_manager_get_by_name(p->deps.pods, ns, name) : NULL;
+  if (!pod) return NULL;
+  V1__GetPodResourcesResponse *r = nl_xmalloc(sizeof *r);
+  v1__get_pod_resources_response__init(r);
+  r->pod_resources = pod_resources_of(p, pod, true);
+  return r;
+}
 
 V1__AllocatableResourcesResponse *nl_podres_allocatable(nl_podres_t *p) {
   V1__AllocatableResourcesResponse *r = nl_xmalloc(sizeof *r);
@@ -228,19 +307,14 @@ static void h_get(void *ctx, nl_grpc_call_t *call, const uint8_t *data, size_t l
       (V1__GetPodResourcesRequest *)decode(call, &v1__get_pod_resources_request__descriptor,
                                            data, len);
   if (!req) return;
-  const nl_pod_t *pod =
-      p->deps.pods ? nl_pod_manager_get_by_name(p->deps.pods, req->pod_namespace, req->pod_name)
-                   : NULL;
-  count(p, NL_KMETRICS_PODRES_GET, !pod);
-  if (!pod) {
+  V1__GetPodResourcesResponse *r = nl_podres_get(p, req->pod_namespace, req->pod_name);
+  count(p, NL_KMETRICS_PODRES_GET, !r);
+  if (!r) {
     char *msg = nl_xasprintf("pod %s in namespace %s not found", req->pod_name,
                              req->pod_namespace);
     nl_grpc_call_reply(call, NL_GRPC_UNKNOWN, msg, NULL, 0);
     free(msg);
   } else {
-    V1__GetPodResourcesResponse *r = nl_xmalloc(sizeof *r);
-    v1__get_pod_resources_response__init(r);
-    r->pod_resources = pod_resources(p, pod);
     nl_grpc_call_reply_msg(call, &r->base);
     nl_podres_msg_free(&r->base);
   }

@@ -16,8 +16,15 @@
 #     the pod runs, and its container has what the driver's CDI spec injects:
 #     user_a=b and claim_<claim>_<request>=true in its environment
 #     (containerd 2 applies CDI edits; containerd 1.6 has no CDI);
+#   - the pod resources API on <root-dir>/pod-resources/kubelet.sock, read
+#     with an independent gRPC client (python3-grpcio,
+#     test/unit/managers/podres_python_client.py): List and Get give the
+#     container that names the claim one dynamic_resources entry (the claim's
+#     name and namespace, the driver, pool, device and the CDI ID the driver
+#     answered), the pod's other container none;
 #   - an agent restart keeps the pod's container (same ID) and prepares
-#     nothing again (the checkpoint <root-dir>/dra_manager_state);
+#     nothing again (the checkpoint <root-dir>/dra_manager_state), and the pod
+#     resources API still shows the claim;
 #   - the pod deleted: the claim is unprepared (the driver removes its CDI
 #     spec; the agent logs it; the checkpoint forgets it);
 #   - the driver stopped: its registration goes, and after the grace period
@@ -153,6 +160,9 @@ spec:
     command: [sh, -c, 'env; trap "exit 0" TERM; while true; do sleep 0.2; done']
     resources:
       claims: [{name: gpu}]
+  - name: plain
+    image: $IMG
+    command: [sh, -c, 'trap "exit 0" TERM; while true; do sleep 0.2; done']
 EOF
 UID1=$(kpod claimer | jq -r .metadata.uid)
 CUID=$(kubectl get resourceclaim -n "$PODS_NS" gpu -o jsonpath='{.metadata.uid}')
@@ -186,6 +196,31 @@ check "the checkpoint holds the prepared claim" grep -q "\\\\\"ClaimUID\\\\\":\\
 check "kubectl: the container's allocatedResourcesStatus names the claim and its device (claim:gpu, $DRIVER/$NODE/device-00; device health)" \
   wait_for 20 kpod_is claimer '.status.containerStatuses[0].allocatedResourcesStatus[0] | "\(.name) \(.resources[0].resourceID)"' "claim:gpu $DRIVER/$NODE/device-00"
 
+# --- the pod resources API: the claim, for the container that names it ----------------
+PODRES=(/usr/bin/python3 "$(dirname "$0")/../unit/managers/podres_python_client.py" call
+  "$ROOT/pod-resources/kubelet.sock")
+# The claimer pod's containers with their dynamic_resources, keys sorted, from
+# List or Get (METHOD [ARGS]).
+podres_dyn() {
+  "${PODRES[@]}" "$@" | jq -cS --arg ns "$PODS_NS" \
+    '[.pod_resources[] | select(.name == "claimer" and .namespace == $ns) | .containers[] | {name, dynamic_resources}]'
+}
+# The driver's CDI device ID: <driver>/test=claim-<claim UID>-<request>.
+PODRES_WANT=$(jq -cnS --arg ns "$PODS_NS" --arg d "$DRIVER" --arg p "$NODE" \
+  --arg cdi "$DRIVER/test=claim-$CUID-req-0" \
+  '[{name: "c", dynamic_resources: [{claim_name: "gpu", claim_namespace: $ns, claim_resources: [
+     {driver_name: $d, pool_name: $p, device_name: "device-00", share_id: "", cdi_devices: [$cdi]}]}]},
+    {name: "plain", dynamic_resources: []}]')
+podres_is() { [ -n "$PODRES_WANT" ] && [ "$(podres_dyn "$@")" = "$PODRES_WANT" ]; }
+podres_check() { # podres_check NAME METHOD [ARGS]
+  local name=$1 got; shift
+  got=$(podres_dyn "$@")
+  if [ -n "$PODRES_WANT" ] && [ "$got" = "$PODRES_WANT" ]; then ok "$name"
+  else fail "$name" "got '$got', want '$PODRES_WANT'"; fi
+}
+podres_check "pod resources API List: container c has the claim gpu ($PODS_NS) with $DRIVER/$NODE/device-00 and its CDI ID; container plain, which names no claim, has none" List
+podres_check "pod resources API Get of the pod: the same" Get "$PODS_NS" claimer
+
 # --- an agent restart prepares nothing again ----------------------------------------
 ID1=$(kpod claimer | jq -r '.status.containerStatuses[0].containerID')
 regs() { grep -c "DRA driver $DRIVER: plugin registered" "$E2E_TMP/agent.log"; }
@@ -200,6 +235,8 @@ check "after the restart the container is the same (no restart) and Running" \
   kpod_is claimer '"\(.status.phase) \(.status.containerStatuses[0].containerID) \(.status.containerStatuses[0].restartCount)"' "Running $ID1 0"
 check "after the restart nothing was prepared again" [ "$(prepares)" = 1 ]
 check "after the restart the claim is not unprepared (the CDI spec is there)" [ "$(cdi_specs)" = 1 ]
+check "after the restart the pod resources API shows the claim again (the checkpoint's devices and CDI IDs)" \
+  wait_for 20 podres_is List
 
 # --- the pod deleted: the claim unprepared -------------------------------------------
 kubectl delete pod -n "$PODS_NS" claimer --wait=false >/dev/null 2>&1

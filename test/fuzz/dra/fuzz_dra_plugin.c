@@ -11,7 +11,8 @@
  *      NotifyRegistrationStatus that follows)
  *   1  NodePrepareResourcesResponse to the preparation of a pod's claim
  *      reserved for it (unknown UIDs, errors, device and ID bounds; the
- *      containers' CDI IDs read back; the checkpoint written)
+ *      containers' CDI IDs read back; the pod resources API's List packed;
+ *      the checkpoint written)
  *   2  NodeUnprepareResourcesResponse to the unpreparation of that claim,
  *      prepared first, once its pod is gone
  *   3  NodeWatchResourcesResponse on the plugin's device health stream
@@ -31,6 +32,7 @@
 
 #include "cri/grpc_server.h"
 #include "managers/dra_internal.h"
+#include "managers/podresources.h"
 #include "reactor/buf.h"
 #include "reactor/log.h"
 
@@ -220,6 +222,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       nl__dra_strv_free(ids, n);
     else
       free(why);
+    /* the pod resources API's answer, packed as it is served */
+    nl_pod_manager_t pods;
+    nl_pod_manager_init(&pods);
+    nl_pod_manager_set(&pods, pod);
+    nl_podres_t pr = {.loop = &w.loop, .deps = {.pods = &pods, .dra = &w.m}};
+    V1__ListPodResourcesResponse *l = nl_podres_list(&pr);
+    uint8_t *packed = malloc(protobuf_c_message_get_packed_size(&l->base) + 1);
+    protobuf_c_message_pack(&l->base, packed);
+    free(packed);
+    nl_podres_msg_free(&l->base);
+    nl_pod_manager_free(&pods);
     if (w.kind == 3) {
       nl_pod_status_t *st = calloc(1, sizeof *st);
       st->n_container_statuses = 1;

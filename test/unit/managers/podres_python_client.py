@@ -6,7 +6,14 @@ field numbers (k8s.io/kubelet/pkg/apis/podresources/v1/api.proto), so no
 generated code and nothing of the project's is involved on this side.
 
     podres_python_client.py PATH/TO/podres_serve
+
+With `call`, one call on a running agent's socket (test/e2e/dra.sh), its
+answer printed as JSON (upstream's field names; exit status 1 on an error):
+
+    podres_python_client.py call SOCKET List
+    podres_python_client.py call SOCKET Get NAMESPACE NAME
 """
+import json
 import os
 import shutil
 import signal
@@ -67,17 +74,72 @@ def devices(msg, num):
             for d in get(msg, num)]
 
 
+def text(msg, num):
+    """A string field ("" when unset, as proto3)."""
+    v = get(msg, num)
+    return v[-1].decode() if v else ""
+
+
+def dynamic(msg, num):
+    """DynamicResource: claim_name=2, claim_namespace=3, claim_resources=4
+    (ClaimResource: cdi_devices=1 (CDIDevice: name=1), driver_name=2,
+    pool_name=3, device_name=4, share_id=5)."""
+    return [{"claim_name": text(d, 2), "claim_namespace": text(d, 3),
+             "claim_resources": [{"cdi_devices": [text(x, 1) for x in get(r, 1)],
+                                  "driver_name": text(r, 2), "pool_name": text(r, 3),
+                                  "device_name": text(r, 4), "share_id": text(r, 5)}
+                                 for r in get(d, 4)]}
+            for d in get(msg, num)]
+
+
 def pod(msg):
     """PodResources: name=1, namespace=2, containers=3 (name=1, devices=2,
     cpu_ids=3, memory=4, dynamic_resources=5)."""
     cs = []
     for c in get(msg, 3):
         cs.append({"name": get(c, 1)[0].decode(), "devices": devices(c, 2),
+                   "dynamic_resources": dynamic(c, 5),
                    "others": [n for n, _ in fields(c) if n in (3, 4, 5)]})
     return get(msg, 1)[0].decode(), get(msg, 2)[0].decode(), cs
 
 
+def string_field(num, b):
+    """A length-delimited field: key, varint length, bytes."""
+    out, n = bytearray([num << 3 | 2]), len(b)
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out) + b
+
+
+def call(sock, method, *args):
+    """One call; the answer's pods as JSON on stdout."""
+    req = b""
+    if method == "Get":  # pod_name=1, pod_namespace=2
+        ns, name = (a.encode() for a in args)
+        req = string_field(1, name) + string_field(2, ns)
+    ch = grpc.insecure_channel("unix:" + sock)
+    try:
+        resp = ch.unary_unary(f"/v1.PodResourcesLister/{method}")(req, timeout=10)
+    except grpc.RpcError as e:
+        print(f"{method}: {e.code()}: {e.details()}", file=sys.stderr)
+        sys.exit(1)
+    finally:
+        ch.close()
+    pods = [pod(p) for p in get(resp, 1)]
+    print(json.dumps({"pod_resources": [
+        {"name": n, "namespace": ns, "containers": [
+            {"name": c["name"], "devices": [{"resource_name": r, "device_ids": ids}
+                                            for r, ids, _ in c["devices"]],
+             "dynamic_resources": c["dynamic_resources"]} for c in cs]}
+        for n, ns, cs in pods]}))
+
+
 def main():
+    if sys.argv[1] == "call":
+        call(*sys.argv[2:])
+        return
     serve = sys.argv[1]
     tmp = tempfile.mkdtemp(prefix="nl-podres-py-")
     sock = os.path.join(tmp, "pod-resources", "kubelet.sock")

@@ -8,8 +8,10 @@
  * call; allocated and reserved: NodePrepareResources with the claim, the CDI
  * IDs per container and request; a driver's error names the driver and the
  * claim; a template's claim not made yet), the checkpoint read by a new
- * manager (nothing prepared twice), and NodeUnprepareResources in the pod's
- * termination and by housekeeping once the pod is gone. Every test ends with uv_loop_close() == 0. */
+ * manager (nothing prepared twice), NodeUnprepareResources in the pod's
+ * termination and by housekeeping once the pod is gone, and the pod resources
+ * API's dynamic_resources of each container. Every test ends with
+ * uv_loop_close() == 0. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,6 +30,7 @@
 #include "cri/grpc_server.h"
 #include "managers/dra.h"
 #include "managers/plugins.h"
+#include "managers/podresources.h"
 #include "reactor/xalloc.h"
 #include "test/fakes/fake_apiserver.h"
 #include "test/unit/managers/run_until.h"
@@ -55,6 +58,7 @@ typedef struct world {
   int prepares, unprepares;
   char prepare_path[128], prepared_uid[64];
   const char *prepare_error;  /* a claim's error in the answer */
+  const char *share_id;       /* g1's share ID in the answer; NULL: none */
   /* the managers */
   nl_plugins_t pm;
   nl_dra_t m;
@@ -133,6 +137,7 @@ static void h_prepare(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_
     d[i].cdi_device_ids = i ? cdi1 : cdi0;
     d[i].n_cdi_device_ids = 1;
   }
+  if (w->share_id) d[1].share_id = (char *)w->share_id;
   K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourceResponse cr =
       K8S__IO__KUBELET__PKG__APIS__DRA__V1__NODE_PREPARE_RESOURCE_RESPONSE__INIT;
   if (w->prepare_error) cr.error = (char *)w->prepare_error;
@@ -800,6 +805,122 @@ static void test_wipe_unserved_plugin(void **state) {
   world_free(w);
 }
 
+/* An answer of the pod resources API packed and read back, as a client gets
+ * it (the original freed). */
+static ProtobufCMessage *wire(ProtobufCMessage *m) {
+  assert_non_null(m);
+  size_t n = protobuf_c_message_get_packed_size(m);
+  uint8_t *b = nl_xmalloc(n + 1);
+  protobuf_c_message_pack(m, b);
+  ProtobufCMessage *u = protobuf_c_message_unpack(m->descriptor, NULL, n, b);
+  assert_non_null(u);
+  free(b);
+  nl_podres_msg_free(m);
+  return u;
+}
+
+/* A pod's containers and their dynamic_resources as text:
+ * "ctr: claim@ns driver/pool/device[#share]=cdi,cdi ...; ..." */
+static const char *dyn_of(const V1__PodResources *pr) {
+  static char out[2048];
+  out[0] = 0;
+  for (size_t i = 0; i < pr->n_containers; i++) {
+    const V1__ContainerResources *c = pr->containers[i];
+    size_t len = strlen(out);
+    snprintf(out + len, sizeof out - len, "%s%s:", i ? "; " : "", c->name);
+    for (size_t j = 0; j < c->n_dynamic_resources; j++) {
+      const V1__DynamicResource *d = c->dynamic_resources[j];
+      len = strlen(out);
+      snprintf(out + len, sizeof out - len, " %s@%s", d->claim_name, d->claim_namespace);
+      for (size_t k = 0; k < d->n_claim_resources; k++) {
+        const V1__ClaimResource *r = d->claim_resources[k];
+        len = strlen(out);
+        snprintf(out + len, sizeof out - len, " %s/%s/%s%s%s=", r->driver_name, r->pool_name,
+                 r->device_name, *r->share_id ? "#" : "", r->share_id);
+        for (size_t q = 0; q < r->n_cdi_devices; q++) {
+          len = strlen(out);
+          snprintf(out + len, sizeof out - len, "%s%s", q ? "," : "", r->cdi_devices[q]->name);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+/* List's answer for the one pod, as text (dyn_of). */
+static const char *list_dyn(nl_podres_t *pr) {
+  V1__ListPodResourcesResponse *l =
+      (V1__ListPodResourcesResponse *)wire(&nl_podres_list(pr)->base);
+  assert_int_equal(l->n_pod_resources, 1);
+  const char *out = dyn_of(l->pod_resources[0]);
+  protobuf_c_message_free_unpacked(&l->base, NULL);
+  return out;
+}
+
+/* The pod resources API's dynamic_resources, as upstream's
+ * GetDynamicResources: each container (the sidecar, then the containers; not
+ * the plain init container) gets the claims its resources.claims name, by
+ * the ResourceClaim's name (not the pod's name for it), with every device
+ * prepared for the claim whichever request it names, each with its own CDI
+ * IDs and share ID; a container naming no claim gets none; nothing while the
+ * claim is not prepared or once it is forgotten. */
+static void test_pod_resources(void **state) {
+  (void)state;
+  world_t *w = registered(V1);
+  w->share_id = "s-1";
+  const char *json =
+      "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\","
+      "\"uid\":\"" POD_UID "\"},\"spec\":{\"resourceClaims\":[{\"name\":\"acc\","
+      "\"resourceClaimName\":\"gpu\"}],\"initContainers\":["
+      "{\"name\":\"side\",\"image\":\"i\",\"restartPolicy\":\"Always\",\"resources\":{\"claims\":"
+      "[{\"name\":\"acc\",\"request\":\"req-0\"}]}},"
+      "{\"name\":\"once\",\"image\":\"i\",\"resources\":{\"claims\":[{\"name\":\"acc\"}]}}],"
+      "\"containers\":["
+      "{\"name\":\"both\",\"image\":\"i\",\"resources\":{\"claims\":[{\"name\":\"acc\"}]}},"
+      "{\"name\":\"one\",\"image\":\"i\",\"resources\":{\"claims\":[{\"name\":\"acc\","
+      "\"request\":\"req-1\"}]}},"
+      "{\"name\":\"none\",\"image\":\"i\"}]}}";
+  nl_pod_t *p = NULL;
+  nl_err_t *err = NULL;
+  if (nl_pod_decode(json, strlen(json), NULL, &p, &err) < 0) fail_msg("%s", err->msg);
+  nl_pod_manager_t pods;
+  nl_pod_manager_init(&pods);
+  nl_pod_manager_set(&pods, p);
+  nl_podres_t pr = {.loop = &w->loop, .deps = {.pods = &pods, .dra = &w->m}};
+
+  /* not prepared yet: no claim anywhere */
+  assert_string_equal(list_dyn(&pr), "side:; both:; one:; none:");
+
+  w->claim_json = RESERVED;
+  prepare(w, p);
+  assert_string_equal(w->prep_err, "");
+  const char *want =
+      "side: gpu@ns " DRIVER "/node/g0=example.com/gpu=g0 " DRIVER
+      "/node/g1#s-1=example.com/gpu=g1; "
+      "both: gpu@ns " DRIVER "/node/g0=example.com/gpu=g0 " DRIVER
+      "/node/g1#s-1=example.com/gpu=g1; "
+      "one: gpu@ns " DRIVER "/node/g0=example.com/gpu=g0 " DRIVER
+      "/node/g1#s-1=example.com/gpu=g1; "
+      "none:";
+  assert_string_equal(list_dyn(&pr), want);
+  V1__GetPodResourcesResponse *g =
+      (V1__GetPodResourcesResponse *)wire(&nl_podres_get(&pr, "ns", "p")->base);
+  assert_string_equal(g->pod_resources->name, "p");
+  assert_string_equal(dyn_of(g->pod_resources), want);
+  protobuf_c_message_free_unpacked(&g->base, NULL);
+  assert_null(nl_podres_get(&pr, "ns", "nope"));
+
+  /* the pod gone, the claim unprepared and forgotten: nothing more */
+  w->pod_gone = true;
+  nl_dra_housekeeping(&w->m);
+  RUN_UNTIL(w, nl_dra_claims(&w->m) == 0);
+  assert_string_equal(list_dyn(&pr), "side:; both:; one:; none:");
+
+  nl_pod_manager_free(&pods);
+  nl_pod_free(p);
+  world_free(w);
+}
+
 static void test_services(void **state) {
   (void)state;
   char *msg = NULL;
@@ -822,6 +943,7 @@ int main(void) {
       cmocka_unit_test(test_health),
       cmocka_unit_test(test_unprepare_pod),
       cmocka_unit_test(test_wipe_unserved_plugin),
+      cmocka_unit_test(test_pod_resources),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
