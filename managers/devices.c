@@ -245,8 +245,10 @@ static void ep_on_list(const ProtobufCMessage *msg, void *ctx) {
   }
   for (size_t i = 0; i < l->n_devices; i++) {
     const char *id = l->devices[i] ? l->devices[i]->id : NULL;
-    if (!id || !*id || strlen(id) > 255) {
-      const char *why = "ListAndWatch sent a device without an ID (or one over 255 bytes): refused";
+    /* (not UTF-8: Go's gRPC clients of the pod resources API refuse it) */
+    if (!id || !*id || strlen(id) > 255 || !nl_utf8_valid(id)) {
+      const char *why = "ListAndWatch sent a device without an ID (or one over 255 bytes, or "
+                        "not UTF-8): refused";
       nl_error("device plugin for %s: %s", r->name, why);
       ep_end(ep, why);
       return;

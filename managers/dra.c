@@ -11,6 +11,7 @@
 #include "agent/kube/status.h"
 #include "managers/dra_internal.h"
 #include "reactor/log.h"
+#include "reactor/utf8.h"
 #include "reactor/xalloc.h"
 
 #define PREFIX_V1 "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/"
@@ -456,7 +457,9 @@ static void prep_claims_known(prep_t *p) {
   prep_next(p);
 }
 
-static bool id_ok(const char *s) { return s && strlen(s) <= MAX_ID; }
+/* Go's gRPC refuses a message with a string that is not UTF-8: one from a
+ * plugin would make the pod resources API's whole List unreadable. */
+static bool id_ok(const char *s) { return s && strlen(s) <= MAX_ID && nl_utf8_valid(s); }
 
 static void on_prepared(const nl_grpc_status_t *st, ProtobufCMessage *resp, void *ctx) {
   prep_t *p = ctx;
@@ -511,7 +514,8 @@ static void on_prepared(const nl_grpc_status_t *st, ProtobufCMessage *resp, void
       for (size_t q = 0; ok && q < d->n_request_names; q++) ok = id_ok(d->request_names[q]);
       if (!ok) {
         prep_finish(p, "DRA driver %s: NodePrepareResources answered a device for "
-                    "ResourceClaim %s with too many or too long names or CDI IDs: refused",
+                    "ResourceClaim %s with too many or too long names or CDI IDs, or one not "
+                    "UTF-8: refused",
                     driver, c->name);
         return;
       }

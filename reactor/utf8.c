@@ -60,6 +60,14 @@ size_t nl_utf8_seq(const unsigned char *p, size_t n) {
   return 0;
 }
 
+bool nl_utf8_valid(const char *s) {
+  const unsigned char *p = (const unsigned char *)s;
+  size_t n = strlen(s);
+  for (size_t i = 0, k; i < n; i += k)
+    if (!(k = nl_utf8_seq(p + i, n - i))) return false;
+  return true;
+}
+
 char *nl_utf8_from_bytes(const void *p, size_t len) {
   const unsigned char *s = p;
   nl_buf_t b = NL_BUF_INIT;

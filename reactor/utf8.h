@@ -14,6 +14,7 @@
 #define NL_UTF8_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,6 +27,10 @@ void nl_utf8_append_rune(nl_buf_t *b, uint32_t r);
 /* The length of the valid UTF-8 sequence at p (1 to 4, of at most n bytes),
  * or 0 when p[0] does not start one (Go's utf8.DecodeRune's RuneError). */
 size_t nl_utf8_seq(const unsigned char *p, size_t n);
+
+/* Whether the C string s is valid UTF-8 throughout: what a protobuf string
+ * field must hold for Go's gRPC, which refuses a message that has another. */
+bool nl_utf8_valid(const char *s);
 
 /* len bytes as text (owned, NUL-terminated): valid sequences kept, each other
  * byte U+FFFD, NUL as C0 80. */

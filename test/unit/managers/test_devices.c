@@ -432,6 +432,29 @@ static void test_too_many_devices(void **state) {
   world_free(w);
 }
 
+/* A device ID that is not UTF-8 is refused as one without an ID: the pod
+ * resources API's Go clients could not read a List that carried it. */
+static void test_device_id_not_utf8(void **state) {
+  world_t *w = world_new();
+  manager_start(w, 0, 4);
+  plugin_start(w, "dp.sock");
+  do_register(w, "v1beta1", RES, "dp.sock", false);
+  RUN_UNTIL(w, counts_are(w, 2, 2));
+  V1beta1__Device d = V1BETA1__DEVICE__INIT, *dp = &d;
+  d.id = "Dev-\xff";
+  d.health = "Healthy";
+  V1beta1__ListAndWatchResponse l = V1BETA1__LIST_AND_WATCH_RESPONSE__INIT;
+  l.devices = &dp;
+  l.n_devices = 1;
+  assert_int_equal(nl_grpc_call_send_msg(w->watch, &l.base), 0);
+  RUN_UNTIL(w, counts_are(w, 2, 0)); /* refused: the stream ends, the old list unhealthy */
+  RUN_UNTIL(w, !nl_grpc_call_alive(w->watch));
+  nl_grpc_call_finish(w->watch, NL_GRPC_OK, NULL);
+  w->watch = NULL;
+  manager_stop(w);
+  world_free(w);
+}
+
 static void test_no_plugin_socket(void **state) {
   world_t *w = world_new();
   manager_start(w, 0, 0);
@@ -1028,6 +1051,7 @@ int main(void) {
       cmocka_unit_test(test_register_and_watch),
       cmocka_unit_test(test_plugin_gone_and_grace),
       cmocka_unit_test(test_too_many_devices),
+      cmocka_unit_test(test_device_id_not_utf8),
       cmocka_unit_test(test_no_plugin_socket),
       cmocka_unit_test(test_options_first),
       cmocka_unit_test(test_resource_status),

@@ -580,6 +580,27 @@ static void test_v1beta1_and_driver_error(void **state) {
   world_free(w);
 }
 
+/* A device whose share ID is not UTF-8 is refused like a too long one: the
+ * pod resources API's Go clients could not read a List that carried it. */
+static void test_not_utf8_refused(void **state) {
+  (void)state;
+  world_t *w = world_new();
+  serve_dra(w, V1);
+  m_start(w);
+  serve_reg(w);
+  RUN_UNTIL(w, w->notifies == 1);
+  nl_pod_t *p = pod(DIRECT, NULL);
+  w->claim_json = RESERVED;
+  w->share_id = "s-\xff";
+  prepare(w, p);
+  assert_string_equal(w->prep_err, "prepare dynamic resources: DRA driver " DRIVER
+                      ": NodePrepareResources answered a device for ResourceClaim gpu with too "
+                      "many or too long names or CDI IDs, or one not UTF-8: refused");
+  assert_false(nl_dra_claim_prepared(&w->m, "ns", "gpu"));
+  nl_pod_free(p);
+  world_free(w);
+}
+
 static void test_template(void **state) {
   (void)state;
   world_t *w = registered(V1);
@@ -936,6 +957,7 @@ int main(void) {
       cmocka_unit_test(test_services),
       cmocka_unit_test(test_register_and_remove),
       cmocka_unit_test(test_refused),
+      cmocka_unit_test(test_not_utf8_refused),
       cmocka_unit_test(test_prepare_unprepare),
       cmocka_unit_test(test_v1beta1_and_driver_error),
       cmocka_unit_test(test_template),

@@ -53,6 +53,16 @@ static void embedded_nul(void **state) {
   free(s);
 }
 
+/* What a protobuf string may hold for Go: valid UTF-8 throughout, C0 80 not. */
+static void valid(void **state) {
+  assert_true(nl_utf8_valid(""));
+  assert_true(nl_utf8_valid("gpu-0 caf\xc3\xa9 \xf0\x9f\x98\x80"));
+  assert_false(nl_utf8_valid("gpu-\xff"));
+  assert_false(nl_utf8_valid("a\xe2\x82"));        /* truncated */
+  assert_false(nl_utf8_valid("\xed\xa0\x80"));    /* a surrogate */
+  assert_false(nl_utf8_valid("admin\xc0\x80x"));   /* overlong NUL */
+}
+
 static void runes(void **state) {
   nl_buf_t b = NL_BUF_INIT;
   nl_utf8_append_rune(&b, 'a');
@@ -70,6 +80,7 @@ int main(void) {
       cmocka_unit_test(invalid_bytes),
       cmocka_unit_test(embedded_nul),
       cmocka_unit_test(runes),
+      cmocka_unit_test(valid),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
