@@ -417,14 +417,19 @@ static void test_plugin_gone_and_grace(void **state) {
   world_free(w);
 }
 
-static void test_too_many_devices(void **state) {
+/* A plugin registered, its first list of 2 healthy devices taken, watched. */
+static world_t *watching(void) {
   world_t *w = world_new();
   manager_start(w, 0, 4);
   plugin_start(w, "dp.sock");
   do_register(w, "v1beta1", RES, "dp.sock", false);
   RUN_UNTIL(w, counts_are(w, 2, 2));
-  send_list(w, 5, NULL);
-  RUN_UNTIL(w, counts_are(w, 2, 0)); /* refused: the stream ends, the old list unhealthy */
+  return w;
+}
+
+/* The list just sent is refused: the stream ends, the old list unhealthy. */
+static void refused_then_stop(world_t *w) {
+  RUN_UNTIL(w, counts_are(w, 2, 0));
   RUN_UNTIL(w, !nl_grpc_call_alive(w->watch));
   nl_grpc_call_finish(w->watch, NL_GRPC_OK, NULL);
   w->watch = NULL;
@@ -432,14 +437,16 @@ static void test_too_many_devices(void **state) {
   world_free(w);
 }
 
+static void test_too_many_devices(void **state) {
+  world_t *w = watching();
+  send_list(w, 5, NULL);
+  refused_then_stop(w);
+}
+
 /* A device ID that is not UTF-8 is refused as one without an ID: the pod
  * resources API's Go clients could not read a List that carried it. */
 static void test_device_id_not_utf8(void **state) {
-  world_t *w = world_new();
-  manager_start(w, 0, 4);
-  plugin_start(w, "dp.sock");
-  do_register(w, "v1beta1", RES, "dp.sock", false);
-  RUN_UNTIL(w, counts_are(w, 2, 2));
+  world_t *w = watching();
   V1beta1__Device d = V1BETA1__DEVICE__INIT, *dp = &d;
   d.id = "Dev-\xff";
   d.health = "Healthy";
@@ -447,12 +454,7 @@ static void test_device_id_not_utf8(void **state) {
   l.devices = &dp;
   l.n_devices = 1;
   assert_int_equal(nl_grpc_call_send_msg(w->watch, &l.base), 0);
-  RUN_UNTIL(w, counts_are(w, 2, 0)); /* refused: the stream ends, the old list unhealthy */
-  RUN_UNTIL(w, !nl_grpc_call_alive(w->watch));
-  nl_grpc_call_finish(w->watch, NL_GRPC_OK, NULL);
-  w->watch = NULL;
-  manager_stop(w);
-  world_free(w);
+  refused_then_stop(w);
 }
 
 static void test_no_plugin_socket(void **state) {

@@ -366,6 +366,14 @@ static world_t *registered(const char *prefix) {
 
 /* ---- pods and claims ---- */
 
+/* The pod of a JSON text (the test fails on a decoding error). */
+static nl_pod_t *decoded(const char *json) {
+  nl_pod_t *p = NULL;
+  nl_err_t *err = NULL;
+  if (nl_pod_decode(json, strlen(json), NULL, &p, &err) < 0) fail_msg("%s", err->msg);
+  return p;
+}
+
 static nl_pod_t *pod(const char *claims, const char *status) {
   char json[2048];
   snprintf(json, sizeof json,
@@ -376,10 +384,7 @@ static nl_pod_t *pod(const char *claims, const char *status) {
            "\"request\":\"req-1\"}]}},"
            "{\"name\":\"none\",\"image\":\"i\"}]}%s%s}",
            claims, status ? ",\"status\":" : "", status ? status : "");
-  nl_pod_t *p = NULL;
-  nl_err_t *err = NULL;
-  if (nl_pod_decode(json, strlen(json), NULL, &p, &err) < 0) fail_msg("%s", err->msg);
-  return p;
+  return decoded(json);
 }
 
 #define DIRECT "[{\"name\":\"gpu\",\"resourceClaimName\":\"gpu\"}]"
@@ -640,9 +645,7 @@ static void test_extended_resources(void **state) {
       "{\"containerName\":\"b\",\"resourceName\":\"deviceclass.resource.kubernetes.io/gpu\","
       "\"requestName\":\"req-1\"},"
       "{\"containerName\":\"b\",\"resourceName\":\"example.com/gpu\",\"requestName\":\"req-0\"}]}}}";
-  nl_pod_t *p = NULL;
-  nl_err_t *err = NULL;
-  if (nl_pod_decode(json, strlen(json), NULL, &p, &err) < 0) fail_msg("%s", err->msg);
+  nl_pod_t *p = decoded(json);
   assert_true(nl_dra_pod_has_claims(p));
   assert_true(nl_pod_dra_extended(p, "a", "example.com/gpu"));
   assert_false(nl_pod_dra_extended(p, "c", "example.com/gpu"));
@@ -901,9 +904,7 @@ static void test_pod_resources(void **state) {
       "{\"name\":\"one\",\"image\":\"i\",\"resources\":{\"claims\":[{\"name\":\"acc\","
       "\"request\":\"req-1\"}]}},"
       "{\"name\":\"none\",\"image\":\"i\"}]}}";
-  nl_pod_t *p = NULL;
-  nl_err_t *err = NULL;
-  if (nl_pod_decode(json, strlen(json), NULL, &p, &err) < 0) fail_msg("%s", err->msg);
+  nl_pod_t *p = decoded(json);
   nl_pod_manager_t pods;
   nl_pod_manager_init(&pods);
   nl_pod_manager_set(&pods, p);
