@@ -96,7 +96,7 @@ fuzz_failed=$(grep -c '^fuzz: .* FAILED' <<<"$fuzz_out" || true)
 lanes=(build/meson-logs/unit.json build-asan/meson-logs/unit.json build-static-test/meson-logs/unit.json
   build-aarch64/meson-logs/unit.json build-arm/meson-logs/unit.json
   build/meson-logs/e2e.json build/meson-logs/e2e-containerd2.json build/meson-logs/e2e-alone.json)
-passed=0 failed=0 missing=()
+passed=0 failed=0 missing=() failed_tests=()
 for f in "${lanes[@]}"; do
   if [ ! -f "$f" ] || [ "$(stat -c %Y "$f")" -lt "$started" ]; then
     missing+=("$f")
@@ -105,11 +105,20 @@ for f in "${lanes[@]}"; do
   passed=$((passed + $(grep -c '"result": "OK"' "$f" || true)))
   # A skipped test is a failure (STYLE.md): the suite must not look green by skipping.
   failed=$((failed + $(grep -cE '"result": "(FAIL|TIMEOUT|ERROR|SKIP|UNEXPECTEDPASS)"' "$f" || true)))
+  # Named again here, after the long logs above, where a reader of the run's
+  # last lines finds them.
+  failed_tests+=("$(python3 -c 'import json, sys
+for line in open(sys.argv[1]):
+    t = json.loads(line)
+    if t["result"] != "OK":
+        print("== FAILED: %s (%s): %s" % (t["name"], sys.argv[1], t["result"]))' "$f")")
 done
 [ $((fuzz_passed + fuzz_failed)) -gt 0 ] || missing+=("tools/fuzz.sh (no target ran)")
 passed=$((passed + fuzz_passed))
 failed=$((failed + fuzz_failed + ${#missing[@]}))
 for m in "${missing[@]}"; do echo "== FAILED: no log from this run: $m"; done
+for t in "${failed_tests[@]}"; do [ -z "$t" ] || echo "$t"; done
+grep "^fuzz: .* FAILED" <<<"$fuzz_out" | sed "s/^/== /" || true
 stamp done
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ] || status=1
