@@ -87,6 +87,9 @@ TESTENV_DIR=${NANOLET_TESTENV_DIR:-/var/lib/nanolet-testenv}
 export NANOLET_TESTENV_K8S_NAME=k8s-$INSTANCE
 export NANOLET_TESTENV_K8S_PORT_OFFSET=${CONFORMANCE_PORT_OFFSET:-100}
 export NANOLET_TESTENV_K8S_SCHEDULER=1 NANOLET_TEST_NODE_NAME=$NODE
+# As upstream's test clusters (TERMINATED_POD_GC_THRESHOLD=100), which the Pod
+# garbage collector spec expects of the controller manager.
+export NANOLET_TESTENV_K8S_TERMINATED_POD_GC=100
 
 say() { echo "conformance: $*" >&2; }
 die() { say "$*"; exit 1; }

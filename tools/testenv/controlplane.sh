@@ -42,6 +42,9 @@
 #                             --cluster-signing-duration (e.g. 6m: client
 #                             certificates that rotate within minutes; default
 #                             its own, a year)
+#   NANOLET_TESTENV_K8S_TERMINATED_POD_GC  kube-controller-manager's
+#                             --terminated-pod-gc-threshold (default its own,
+#                             12500)
 #   NANOLET_TESTENV_K8S_AUDIT_NODES=1  the audit log records every request of a
 #                             node (group system:nodes), not only its reads of
 #                             ConfigMaps, Secrets, tokens and CSRs (benches)
@@ -77,6 +80,7 @@ COMPONENTS=(etcd kube-apiserver kube-controller-manager)
 SCHEDULER=${NANOLET_TESTENV_K8S_SCHEDULER:-0}
 AUDIT_NODES=${NANOLET_TESTENV_K8S_AUDIT_NODES:-0}
 SIGNING_DURATION=${NANOLET_TESTENV_K8S_SIGNING_DURATION:-}
+TERMINATED_POD_GC=${NANOLET_TESTENV_K8S_TERMINATED_POD_GC:-}
 [ "$SCHEDULER" = 1 ] && COMPONENTS+=(kube-scheduler)
 
 # --- processes ------------------------------------------------------------------
@@ -297,6 +301,7 @@ cmd_up() {
     --controllers='*,bootstrap-signer-controller,token-cleaner-controller' \
     --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
     ${SIGNING_DURATION:+--cluster-signing-duration="$SIGNING_DURATION"} \
+    ${TERMINATED_POD_GC:+--terminated-pod-gc-threshold="$TERMINATED_POD_GC"} \
     --root-ca-file="$PKI/ca.crt" \
     --service-account-private-key-file="$PKI/sa.key" \
     --use-service-account-credentials \
