@@ -57,6 +57,7 @@ int nl__kubelet_dra_start(nl_kubelet_t *k, nl_err_t **err) {
       .health = k->resource_health,
       .pod_changed = on_pod_changed,
       .ctx = k,
+      .metrics = &k->metrics,
   };
   int rc = nl_dra_start(&k->dra, k->loop, &o, err);
   free(state);

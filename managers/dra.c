@@ -161,6 +161,13 @@ static int h_validate(void *ctx, const char *name, const char *endpoint, char *c
   return 0;
 }
 
+/* An operation on a pod's claims (dra_operations_duration_seconds) that
+ * began at started (uv_hrtime) ended. */
+static void observe_op(const nl_dra_t *m, const char *op, bool failed, uint64_t started) {
+  if (m->opts.metrics)
+    nl_kmetrics_dra_op(m->opts.metrics, op, failed, (double)(uv_hrtime() - started) / 1e9);
+}
+
 /* upstream's get: the newest plugin of the driver whose connection is up,
  * else the newest one. */
 static nl_dra_plugin_t *plugin_get(const nl_dra_t *m, const char *driver) {
@@ -193,6 +200,17 @@ static void sync_drivers(nl_dra_t *m) {
     nl_dra_plugin_t *p = nl_list_entry(pos, nl_dra_plugin_t, link);
     if (!p->closing && plugin_get(m, p->driver) == p) sync_driver(m, p->driver); /* once a driver */
   }
+}
+
+/* upstream's metrics interceptor: each unary call of a plugin, under its
+ * driver, the method path (p->path_*) and the code. Only while the driver has
+ * a plugin: a call that ends after the driver's last plugin went would make
+ * again the series h_deregister dropped. */
+static void on_call(void *ctx, const char *path, int code, uint64_t duration_ns) {
+  nl_dra_plugin_t *p = ctx;
+  nl_dra_t *m = p->m;
+  if (m->opts.metrics && plugin_get(m, p->driver))
+    nl_kmetrics_dra_grpc(m->opts.metrics, p->driver, path, code, (double)duration_ns / 1e9);
 }
 
 static int h_register(void *ctx, const char *name, const char *endpoint, char *const *versions,
@@ -237,6 +255,7 @@ static int h_register(void *ctx, const char *name, const char *endpoint, char *c
   free(label);
   assert(rc == 0); /* validated: an absolute path */
   (void)rc;
+  nl_cri_client_observe(&p->client, on_call, p);
   m->open++;
   nl_list_insert_tail(&m->plugins, &p->link);
   sync_driver(m, name);
@@ -272,6 +291,7 @@ static void h_deregister(void *ctx, const char *name, const char *endpoint) {
       plugin_close(p);
     }
   }
+  if (m->opts.metrics && !plugin_get(m, name)) nl_kmetrics_dra_driver_gone(m->opts.metrics, name);
   sync_driver(m, name);
 }
 
@@ -296,6 +316,7 @@ typedef struct prep {
   prep_phase_t phase;
   uint64_t gen;           /* SAVE: the checkpoint generation awaited */
   int pending;            /* the GET or the call in flight */
+  uint64_t started;       /* uv_hrtime() at nl_dra_prepare */
   nl_kube_req_t *req;
   nl_dra_prepare_fn fn;
   void *ctx;
@@ -335,6 +356,7 @@ static void prep_finish(prep_t *p, const char *fmt, ...) {
     msg = nl_xasprintf("prepare dynamic resources: %s", inner);
     free(inner);
   }
+  observe_op(p->m, "PrepareResources", msg != NULL, p->started);
   nl_dra_prepare_fn fn = p->fn;
   p->fn = NULL;
   fn(p->ctx, msg);
@@ -634,6 +656,7 @@ void nl_dra_prepare(nl_dra_t *m, const nl_pod_t *pod, nl_dra_prepare_fn fn, void
   p->m = m;
   p->fn = fn;
   p->ctx = ctx;
+  p->started = uv_hrtime();
   p->uid = nl_xstrdup(pod->metadata.uid ? pod->metadata.uid : "");
   p->pod_name = nl_xstrdup(pod->metadata.name ? pod->metadata.name : "");
   p->pod_ns = nl_xstrdup(pod->metadata.namespace_ ? pod->metadata.namespace_ : "");
@@ -744,6 +767,8 @@ typedef struct waiter {
   void (*done)(void *ctx);
   void *ctx;
   int pending;
+  uint64_t started; /* uv_hrtime() at nl_dra_unprepare_pod */
+  bool failed;      /* a call failed or a driver was not registered */
 } waiter_t;
 
 typedef struct unprep {
@@ -794,6 +819,7 @@ static void on_unprepared(const nl_grpc_status_t *st, ProtobufCMessage *resp, vo
     if (m->state == NL_DRA_RUNNING)
       nl_warn("unprepare dynamic resources: DRA driver %s: %s (tried again later)", u->driver, why);
     c->unprepare_failed = true;
+    if (u->w) u->w->failed = true;
     free(why);
   } else {
     m->unprepares++;
@@ -804,6 +830,7 @@ static void on_unprepared(const nl_grpc_status_t *st, ProtobufCMessage *resp, vo
   free(u->driver);
   free(u);
   if (w && --w->pending == 0) {
+    observe_op(m, "UnprepareResources", w->failed, w->started);
     w->done(w->ctx);
     free(w);
   }
@@ -821,6 +848,7 @@ static void unprepare(nl_dra_t *m, nl_dra_claim_t *c, waiter_t *w) {
       nl_warn("unprepare dynamic resources: ResourceClaim %s/%s: DRA driver %s is not "
               "registered (tried again later)", c->ns, c->name, c->drivers[i]);
       c->unprepare_failed = true;
+      if (w) w->failed = true;
       continue;
     }
     unprep_t *u = nl_xcalloc(1, sizeof *u);
@@ -888,6 +916,7 @@ bool nl_dra_unprepare_pod(nl_dra_t *m, const char *uid, void (*done)(void *ctx),
   waiter_t *w = nl_xcalloc(1, sizeof *w);
   w->done = done;
   w->ctx = ctx;
+  w->started = uv_hrtime();
   bool changed = false;
   nl_list_t *pos, *tmp;
   nl_list_foreach_safe(pos, tmp, &m->claims) {
@@ -903,6 +932,7 @@ bool nl_dra_unprepare_pod(nl_dra_t *m, const char *uid, void (*done)(void *ctx),
   }
   if (changed) nl__dra_checkpoint_write(m);
   if (w->pending) return true;
+  if (changed) observe_op(m, "UnprepareResources", w->failed, w->started);
   free(w);
   return false;
 }

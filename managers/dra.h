@@ -40,6 +40,7 @@
 #include "agent/model/pod.h"
 #include "cri/conn.h"
 #include "cri/dra.pb-c.h"
+#include "managers/metrics.h"
 #include "managers/plugins.h"
 #include "managers/status.h"
 #include "reactor/error.h"
@@ -89,6 +90,10 @@ typedef struct nl_dra_opts {
   bool health;
   void (*pod_changed)(void *ctx, const char *uid);
   void *ctx;
+  /* dra_operations_duration_seconds (nl_dra_prepare, nl_dra_unprepare_pod)
+   * and dra_grpc_operations_duration_seconds (each NodePrepareResources and
+   * NodeUnprepareResources call); NULL: not recorded. */
+  nl_kmetrics_t *metrics;
 } nl_dra_opts_t;
 
 typedef enum nl_dra_state { NL_DRA_RUNNING, NL_DRA_STOPPING, NL_DRA_STOPPED } nl_dra_state_t;
@@ -132,7 +137,8 @@ bool nl_dra_pod_has_claims(const nl_pod_t *pod);
 /* upstream's PrepareResources: every claim of the pod read, checked and
  * prepared by its drivers; then fn once with err NULL, or with why the pod
  * cannot start ("prepare dynamic resources: pod 2 (uid) is not allowed to use
- * ResourceClaim c (uid)"). fn may run before this returns. */
+ * ResourceClaim c (uid)"). fn may run before this returns. The time until fn
+ * is a PrepareResources operation (opts.metrics). */
 typedef void (*nl_dra_prepare_fn)(void *ctx, const char *err);
 void nl_dra_prepare(nl_dra_t *m, const nl_pod_t *pod, nl_dra_prepare_fn fn, void *ctx);
 
@@ -188,7 +194,9 @@ void nl_dra_housekeeping(nl_dra_t *m);
  * are unprepared by their drivers. Returns true when driver calls were made:
  * done runs once they are all answered (never before this returns; a failure
  * is logged and tried again by housekeeping); false when there was nothing to
- * call (done does not run). */
+ * call (done does not run). For a pod that used claims, the time until its
+ * calls are answered is an UnprepareResources operation (opts.metrics),
+ * failed when a call failed or a driver was not registered. */
 bool nl_dra_unprepare_pod(nl_dra_t *m, const char *uid, void (*done)(void *ctx), void *ctx);
 
 /* Tests: whether the claim (namespace, name) is known and prepared. */

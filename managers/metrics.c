@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "cri/grpc.h"
 #include "managers/status.h"
 #include "reactor/xalloc.h"
 
@@ -16,6 +17,25 @@
 static const double pod_start_buckets[] = {0.5, 1,   2,   3,   4,   5,    6,    8,    10,
                                            20,  30,  45,  60,  120, 180,  240,  300,  360,
                                            480, 600, 900, 1200, 1800, 2700, 3600};
+
+/* Upstream's DRADurationBuckets, ExponentialBucketsRange(.1, 40, 15), as Go's
+ * math.Pow computes them: glibc's pow differs in the last bit of some, which
+ * would print other le values. */
+static const double dra_buckets[] = {0.1,
+                                     0.1534127404634391,
+                                     0.23535468936502524,
+                                     0.36106407876409946,
+                                     0.5539182980610752,
+                                     0.849781240983936,
+                                     1.303672689737678,
+                                     1.9999999999999993,
+                                     3.0682548092687805,
+                                     4.7070937873005025,
+                                     7.221281575281985,
+                                     11.078365961221499,
+                                     16.995624819678714,
+                                     26.07345379475354,
+                                     39.99999999999997};
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -199,6 +219,19 @@ void nl_kmetrics_init(nl_kmetrics_t *m, const char *node_name) {
       "ResourceClaims because the same ResourceClaim might use devices from different drivers. "
       "Instead, use the count for the <any> driver_name.",
       driver);
+  static const char *const dra_op[] = {"operation_name", "is_error", NULL},
+                           *const dra_grpc[] = {"driver_name", "method_name", "grpc_status_code",
+                                                NULL};
+  m->dra_ops = nl_metrics_histogram(
+      r, "dra_operations_duration_seconds",
+      "[ALPHA] Latency histogram in seconds for the duration of handling all ResourceClaims "
+      "referenced by a pod when the pod starts or stops. Identified by the name of the operation "
+      "(PrepareResources or UnprepareResources) and separated by the success of the operation. "
+      "The number of failed operations is provided through the histogram's overall count.",
+      dra_op, dra_buckets, N(dra_buckets));
+  m->dra_grpc = nl_metrics_histogram(r, "dra_grpc_operations_duration_seconds",
+                                     "[ALPHA] Duration in seconds of the DRA gRPC operations",
+                                     dra_grpc, dra_buckets, N(dra_buckets));
 
   m->probe_total = nl_metrics_counter(
       &m->probes, "prober_probe_total",
@@ -397,4 +430,20 @@ void nl_kmetrics_dra_in_use_reset(nl_kmetrics_t *m) { nl_metric_reset(m->dra_cla
 
 void nl_kmetrics_dra_in_use(nl_kmetrics_t *m, const char *driver, double n) {
   nl_metric_set(nl_metric_series1(m->dra_claims_in_use, driver ? driver : "<any>"), n);
+}
+
+void nl_kmetrics_dra_op(nl_kmetrics_t *m, const char *op, bool failed, double seconds) {
+  const char *v[] = {op, failed ? "true" : "false"};
+  nl_metric_observe(nl_metric_series(m->dra_ops, v), seconds);
+}
+
+void nl_kmetrics_dra_grpc(nl_kmetrics_t *m, const char *driver, const char *method, int code,
+                          double seconds) {
+  const char *name = nl_grpc_code_name(code);
+  const char *v[] = {driver, method, name ? name : "Unknown"};
+  nl_metric_observe(nl_metric_series(m->dra_grpc, v), seconds);
+}
+
+void nl_kmetrics_dra_driver_gone(nl_kmetrics_t *m, const char *driver) {
+  nl_metric_remove_where(m->dra_grpc, 0, driver);
 }

@@ -24,7 +24,7 @@ typedef struct nl_kmetrics {
       *pleg_interval, *pleg_last_seen, *rt_ops, *rt_errors, *rt_duration, *evictions, *preemptions, *terminated,
       *probe_total, *probe_duration, *proc_cpu, *proc_rss, *proc_start, *proc_max_fds,
       *dp_registrations, *dp_alloc_duration, *cp_errors, *cp_duration, *cp_config,
-      *userns_started, *userns_errors, *dra_claims_in_use;
+      *userns_started, *userns_errors, *dra_claims_in_use, *dra_ops, *dra_grpc;
   /* kubelet_pod_resources_endpoint_{requests_total, requests_<method>,
    * errors_<method>}, each a vector over server_api_version */
   nl_metric_family_t *pr_requests_total, *pr_requests[3], *pr_errors[3];
@@ -120,5 +120,21 @@ void nl_kmetrics_set_running(nl_kmetrics_t *m, double pods, const double contain
  * driver, and driver NULL for all of them (driver_name "<any>"). */
 void nl_kmetrics_dra_in_use_reset(nl_kmetrics_t *m);
 void nl_kmetrics_dra_in_use(nl_kmetrics_t *m, const char *driver, double n);
+
+/* The DRA manager handled all the claims of a pod (upstream's
+ * dra_operations_duration_seconds): op "PrepareResources" when the pod
+ * starts, "UnprepareResources" when it stops (program constants); failed: it
+ * ended in an error. */
+void nl_kmetrics_dra_op(nl_kmetrics_t *m, const char *op, bool failed, double seconds);
+/* A unary gRPC call to a DRA plugin finished (upstream's
+ * dra_grpc_operations_duration_seconds): its registered driver, the full
+ * method path (the manager's constants), the gRPC code by name (a code
+ * outside 0..16, which only a plugin can send, counts as "Unknown": the label
+ * set stays bounded). */
+void nl_kmetrics_dra_grpc(nl_kmetrics_t *m, const char *driver, const char *method, int code,
+                          double seconds);
+/* The driver's last plugin went: its gRPC series go with it, so that drivers
+ * that come and go leave no series behind. */
+void nl_kmetrics_dra_driver_gone(nl_kmetrics_t *m, const char *driver);
 
 #endif

@@ -152,6 +152,14 @@ void nl_metric_remove(nl_metric_family_t *f, const char *const *values) {
   series_free(m);
 }
 
+void nl_metric_remove_where(nl_metric_family_t *f, size_t label, const char *value) {
+  assert(label < f->nlabels);
+  for (nl_metric_t *m = f->first, *next; m; m = next) {
+    next = m->next;
+    if (strcmp(m->values[label], value) == 0) nl_metric_remove(f, (const char *const *)m->values);
+  }
+}
+
 void nl_metric_add(nl_metric_t *m, double v) {
   assert(m->family->kind != NL_METRIC_HISTOGRAM);
   assert(m->family->kind == NL_METRIC_GAUGE || v >= 0);

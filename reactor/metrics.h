@@ -89,6 +89,8 @@ nl_metric_t *nl_metric_series(nl_metric_family_t *f, const char *const *values);
 nl_metric_t *nl_metric_series1(nl_metric_family_t *f, const char *value);
 /* Removes the series if present (pointers to it become invalid). */
 void nl_metric_remove(nl_metric_family_t *f, const char *const *values);
+/* Removes every series whose label at index `label` has the value. */
+void nl_metric_remove_where(nl_metric_family_t *f, size_t label, const char *value);
 /* Removes every series of the family. */
 void nl_metric_reset(nl_metric_family_t *f);
 

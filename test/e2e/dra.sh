@@ -25,10 +25,16 @@
 #   - an agent restart keeps the pod's container (same ID) and prepares
 #     nothing again (the checkpoint <root-dir>/dra_manager_state), and the pod
 #     resources API still shows the claim;
+#   - /metrics (the read-only port): dra_operations_duration_seconds counts the
+#     failed preparations (the claim not reserved) and the one that worked,
+#     dra_grpc_operations_duration_seconds the driver's NodePrepareResources
+#     call (OK);
 #   - the pod deleted: the claim is unprepared (the driver removes its CDI
-#     spec; the agent logs it; the checkpoint forgets it);
-#   - the driver stopped: its registration goes, and after the grace period
-#     (30 s) the agent deletes the driver's ResourceSlices of the node.
+#     spec; the agent logs it; the checkpoint forgets it), and /metrics counts
+#     the UnprepareResources operation and the NodeUnprepareResources call;
+#   - the driver stopped: its registration goes (and its call series on
+#     /metrics), and after the grace period (30 s) the agent deletes the
+#     driver's ResourceSlices of the node.
 #
 # Needs containerd 2 (NANOLET_TEST_RUNTIME=containerd2, tools/e2e-runtime.sh):
 # the CDI spec goes to the machine's /var/run/cdi, where containerd 2 reads
@@ -106,6 +112,15 @@ event_msg() { # the message of the pod's FailedPrepareDynamicResources events
 }
 has_event() { [[ "$(event_msg "$1")" == *"$2"* ]]; }
 cdi_specs() { ls "$CDI_DIR/$DRIVER"-*.json 2>/dev/null | wc -l; }
+metrics() { curl -fsS "http://127.0.0.1:$RO_PORT/metrics"; }
+# metric_at_least MIN SERIES_REGEX: /metrics has a sample of a series the
+# (extended) regex matches whole, with a value of at least MIN.
+metric_at_least() {
+  metrics | awk -v min="$1" -v re="^$2\$" '$1 ~ re && $2 + 0 >= min + 0 { found = 1 } END { exit !found }'
+}
+OPS='dra_operations_duration_seconds_count'
+# the driver's calls, whichever of the DRA API's versions it chose
+GRPC="dra_grpc_operations_duration_seconds_count[{]driver_name=\"${DRIVER//./[.]}\",method_name=\"/k8s[.]io[.]kubelet[.]pkg[.]apis[.]dra[.]v1(beta1)?[.]DRAPlugin"
 
 # --- the driver registers ------------------------------------------------------
 kubectl delete lease -n kube-node-lease "$NODE" --ignore-not-found >/dev/null 2>&1
@@ -192,6 +207,12 @@ check "kubectl exec: user_a=b in the container's environment (the CDI spec's env
   grep -qx 'user_a=b' <<<"$env_out"
 check "kubectl exec: claim_gpu_req_0=true in the container's environment" \
   grep -qx 'claim_gpu_req_0=true' <<<"$env_out"
+check "/metrics: dra_operations_duration_seconds counts the failed preparations (is_error=\"true\", the claim not reserved)" \
+  metric_at_least 1 "$OPS[{]operation_name=\"PrepareResources\",is_error=\"true\"[}]"
+check "/metrics: dra_operations_duration_seconds counts the preparation that worked (is_error=\"false\")" \
+  metric_at_least 1 "$OPS[{]operation_name=\"PrepareResources\",is_error=\"false\"[}]"
+check "/metrics: dra_grpc_operations_duration_seconds counts the driver's NodePrepareResources call (OK)" \
+  metric_at_least 1 "$GRPC/NodePrepareResources\",grpc_status_code=\"OK\"[}]"
 check "the checkpoint holds the prepared claim" grep -q "\\\\\"ClaimUID\\\\\":\\\\\"$CUID\\\\\"" "$ROOT/dra_manager_state"
 check "kubectl: the container's allocatedResourcesStatus names the claim and its device (claim:gpu, $DRIVER/$NODE/device-00; device health)" \
   wait_for 20 kpod_is claimer '.status.containerStatuses[0].allocatedResourcesStatus[0] | "\(.name) \(.resources[0].resourceID)"' "claim:gpu $DRIVER/$NODE/device-00"
@@ -245,6 +266,10 @@ check "the agent unprepared the claim (NodeUnprepareResources)" \
   wait_for 20 grep -q "ResourceClaim $PODS_NS/gpu ($CUID) unprepared" "$E2E_TMP/agent.log"
 check "the driver removed the claim's CDI spec" wait_for 5 bash -c "[ \$(ls $CDI_DIR/$DRIVER-*.json 2>/dev/null | wc -l) = 0 ]"
 check "the checkpoint forgot the claim" wait_for 5 bash -c "! grep -q '$CUID' '$ROOT/dra_manager_state'"
+check "/metrics: dra_operations_duration_seconds counts the pod's UnprepareResources (is_error=\"false\")" \
+  metric_at_least 1 "$OPS[{]operation_name=\"UnprepareResources\",is_error=\"false\"[}]"
+check "/metrics: dra_grpc_operations_duration_seconds counts the driver's NodeUnprepareResources call (OK)" \
+  metric_at_least 1 "$GRPC/NodeUnprepareResources\",grpc_status_code=\"OK\"[}]"
 
 # --- the driver goes: its registration, then its ResourceSlices ------------------------
 # (the agent's restart deleted the node's slices, as upstream's kubelet does at
@@ -254,6 +279,12 @@ check "kubectl: the driver's ResourceSlice is there (published again after the a
 stop_driver
 check "the agent deregisters the driver's plugin when its socket goes" \
   wait_for 10 grep -q "DRA driver $DRIVER: plugin at .* deregistered" "$E2E_TMP/agent.log"
+driver_calls_gone() {
+  local m
+  m=$(metrics) && ! grep -q "^dra_grpc_operations_duration_seconds_[a-z]*{driver_name=\"$DRIVER\"" <<<"$m" &&
+    grep -q "^$OPS{operation_name=\"UnprepareResources\"" <<<"$m"
+}
+check "/metrics: the driver's call series went with its plugin; the operations stay" driver_calls_gone
 t0=$(date +%s)
 check "kubectl: the driver's ResourceSlice is still there 20 s after (the grace period)" \
   bash -c "sleep 20; [ \$($NANOLET_TEST_KUBECTL get resourceslices --field-selector spec.nodeName=$NODE,spec.driver=$DRIVER -o name | wc -l) -ge 1 ]"

@@ -18,6 +18,7 @@
  *   3  NodeWatchResourcesResponse on the plugin's device health stream
  *      (names, health values, times, timeouts, messages), then the claim
  *      prepared and its devices' health read into a container's status
+ * The manager records into /metrics (encoded at the end), as the agent's does.
  * Checks: no crash, leak or sanitizer report; a registration attempt ends
  * (the plugin told, or the attempt failed); the preparation is answered
  * exactly once; the unpreparation ends; the loop closes cleanly.
@@ -52,6 +53,7 @@ typedef struct world {
   bool gone, pm_done, m_done, reg_done, dra_done;
   uv_timer_t guard;
   bool expired;
+  nl_kmetrics_t metrics;
 } world_t;
 
 static char dir[64], reg_dir[96], reg_sock[128], dra_sock[128], state[128];
@@ -179,8 +181,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uv_loop_init(&w.loop);
   uv_timer_init(&w.loop, &w.guard);
   w.guard.data = &w;
+  nl_kmetrics_init(&w.metrics, "node");
   nl_dra_opts_t o = {.state_path = state, .get_claim = get_claim, .pod_active = pod_active, .ctx = &w,
-                     .get_claim_ctx = &w, .health = true};
+                     .get_claim_ctx = &w, .health = true, .metrics = &w.metrics};
   nl_err_t *err = NULL;
   nl_dra_start(&w.m, &w.loop, &o, &err);
   nl_plugins_opts_t po = {.dir = reg_dir, .scan_ms = 5, .handlers = &w.m.handler, .n_handlers = 1,
@@ -262,5 +265,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   assert(w.pm_done && w.m_done && w.reg_done && w.dra_done);
   assert(w.answers == (w.kind > 0));
   if (uv_loop_close(&w.loop) != 0) abort();
+  nl_buf_t scrape = NL_BUF_INIT;
+  nl_metrics_encode(&w.metrics.reg, &scrape);
+  nl_buf_free(&scrape);
+  nl_kmetrics_free(&w.metrics);
   return 0;
 }

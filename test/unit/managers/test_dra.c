@@ -10,7 +10,8 @@
  * claim; a template's claim not made yet), the checkpoint read by a new
  * manager (nothing prepared twice), NodeUnprepareResources in the pod's
  * termination and by housekeeping once the pod is gone, and the pod resources
- * API's dynamic_resources of each container. Every test ends with
+ * API's dynamic_resources of each container, and what /metrics shows of
+ * the preparations and the plugin's calls. Every test ends with
  * uv_loop_close() == 0. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -58,6 +59,7 @@ typedef struct world {
   int prepares, unprepares;
   char prepare_path[128], prepared_uid[64];
   const char *prepare_error;  /* a claim's error in the answer */
+  int prepare_code, unprepare_code; /* a gRPC error instead of an answer; 0: none */
   const char *share_id;       /* g1's share ID in the answer; NULL: none */
   /* the managers */
   nl_plugins_t pm;
@@ -78,6 +80,7 @@ typedef struct world {
   nl_kube_client_t *kube;
   nl_kubeconfig_t kc;
   bool kube_done;
+  nl_kmetrics_t metrics; /* /metrics, as the manager records into it */
 } world_t;
 
 /* ---- the loop ---- */
@@ -116,6 +119,10 @@ static void h_prepare(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_
   world_t *w = ctx;
   w->prepares++;
   snprintf(w->prepare_path, sizeof w->prepare_path, "%s", nl_grpc_call_path(call));
+  if (w->prepare_code) {
+    nl_grpc_call_reply(call, w->prepare_code, "out of order", NULL, 0);
+    return;
+  }
   K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourcesRequest *r =
       k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_request__unpack(NULL, len, req);
   assert_non_null(r);
@@ -161,6 +168,10 @@ static void h_prepare(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_
 static void h_unprepare(void *ctx, nl_grpc_call_t *call, const uint8_t *req, size_t len) {
   world_t *w = ctx;
   w->unprepares++;
+  if (w->unprepare_code) {
+    nl_grpc_call_reply(call, w->unprepare_code, "busy", NULL, 0);
+    return;
+  }
   K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodeUnprepareResourcesRequest *r =
       k8s__io__kubelet__pkg__apis__dra__v1__node_unprepare_resources_request__unpack(NULL, len, req);
   assert_non_null(r);
@@ -282,7 +293,8 @@ static void m_start(world_t *w) {
   nl_dra_opts_t o = {.state_path = w->state, .get_claim = get_claim, .get_claim_ctx = w,
                      .pod_active = pod_active, .pod_running = pod_running,
                      .health = w->health, .pod_changed = pod_changed, .ctx = w,
-                     .kube = w->kube, .node_name = "node-1", .wipe_delay_ms = 300};
+                     .kube = w->kube, .node_name = "node-1", .wipe_delay_ms = 300,
+                     .metrics = &w->metrics};
   nl_err_t *err = NULL;
   assert_int_equal(nl_dra_start(&w->m, &w->loop, &o, &err), 0);
   w->m_up = true;
@@ -325,6 +337,7 @@ static world_t *world_new(void) {
   w->n_versions = 2;
   uv_timer_init(&w->loop, &w->guard);
   w->guard.data = w;
+  nl_kmetrics_init(&w->metrics, "node-1");
   return w;
 }
 
@@ -348,6 +361,7 @@ static void world_free(world_t *w) {
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", w->dir);
   assert_int_equal(system(cmd), 0);
+  nl_kmetrics_free(&w->metrics);
   free(w);
 }
 
@@ -764,6 +778,115 @@ static void test_unprepare_pod(void **state) {
   world_free(w);
 }
 
+/* /metrics as a scrape shows it (freed by the caller). */
+static char *scrape(world_t *w) {
+  nl_buf_t b = NL_BUF_INIT;
+  nl_metrics_encode(&w->metrics.reg, &b);
+  return nl_buf_steal(&b);
+}
+
+/* The value of the sample line that starts with `series ` ("-1": none). */
+static const char *sample(const char *text, const char *series) {
+  static char out[64];
+  size_t n = strlen(series);
+  for (const char *l = text; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL)
+    if (!strncmp(l, series, n) && l[n] == ' ') {
+      snprintf(out, sizeof out, "%.*s", (int)strcspn(l + n + 1, "\n"), l + n + 1);
+      return out;
+    }
+  return "-1";
+}
+
+#define OPS "dra_operations_duration_seconds_count"
+#define GRPC "dra_grpc_operations_duration_seconds_count{driver_name=\"" DRIVER "\",method_name=\""
+
+/* upstream's dra_operations_duration_seconds (a pod's claims handled, by
+ * operation and whether it failed) and dra_grpc_operations_duration_seconds
+ * (each call to the plugin, by driver, method path and code), as a scrape of
+ * /metrics shows them; a code outside gRPC's counts as Unknown, and a
+ * driver's call series go with its last plugin. */
+static void test_metrics(void **state) {
+  (void)state;
+  world_t *w = registered(V1);
+  nl_pod_t *p = pod(DIRECT, NULL);
+  char *t = scrape(w);
+  assert_null(strstr(t, "dra_operations_duration_seconds_count")); /* nothing yet */
+  assert_null(strstr(t, "dra_grpc_operations_duration_seconds_count"));
+  free(t);
+  /* not reserved: a failed preparation, no call */
+  w->claim_json = "{\"metadata\":{\"name\":\"gpu\",\"namespace\":\"ns\",\"uid\":\"" CLAIM_UID "\"},"
+                  "\"status\":{}}";
+  prepare(w, p);
+  assert_string_not_equal(w->prep_err, "");
+  t = scrape(w);
+  assert_string_equal(sample(t, OPS "{operation_name=\"PrepareResources\",is_error=\"true\"}"), "1");
+  assert_null(strstr(t, "dra_grpc_operations_duration_seconds_count"));
+  free(t);
+  /* the driver fails the call, then answers a code gRPC does not have */
+  w->claim_json = RESERVED;
+  w->prepare_code = NL_GRPC_UNAVAILABLE;
+  prepare(w, p);
+  assert_non_null(strstr(w->prep_err, "code = Unavailable desc = out of order"));
+  w->prepare_code = 99;
+  prepare(w, p);
+  assert_non_null(strstr(w->prep_err, "code = Code(99)"));
+  /* then prepares */
+  w->prepare_code = 0;
+  prepare(w, p);
+  assert_string_equal(w->prep_err, "");
+  t = scrape(w);
+  assert_non_null(strstr(t, "# TYPE dra_operations_duration_seconds histogram\n"));
+  assert_non_null(strstr(t, "# TYPE dra_grpc_operations_duration_seconds histogram\n"));
+  assert_string_equal(sample(t, OPS "{operation_name=\"PrepareResources\",is_error=\"true\"}"), "3");
+  assert_string_equal(sample(t, OPS "{operation_name=\"PrepareResources\",is_error=\"false\"}"), "1");
+  assert_string_equal(sample(t, GRPC V1 "NodePrepareResources\",grpc_status_code=\"Unavailable\"}"), "1");
+  assert_string_equal(sample(t, GRPC V1 "NodePrepareResources\",grpc_status_code=\"Unknown\"}"), "1");
+  assert_string_equal(sample(t, GRPC V1 "NodePrepareResources\",grpc_status_code=\"OK\"}"), "1");
+  assert_null(strstr(t, "Code(99)"));
+  /* upstream's DRADurationBuckets (the values: managers_metrics) */
+  assert_string_not_equal(sample(t, "dra_grpc_operations_duration_seconds_bucket{driver_name=\""
+                                 DRIVER "\",method_name=\"" V1 "NodePrepareResources\","
+                                 "grpc_status_code=\"OK\",le=\"0.1534127404634391\"}"), "-1");
+  assert_null(strstr(t, "operation_name=\"UnprepareResources\""));
+  free(t);
+  /* the pod's termination: the driver fails, housekeeping's retry is not the
+   * pod's operation; a second pod's termination succeeds */
+  w->unprepare_code = NL_GRPC_DEADLINE_EXCEEDED;
+  w->prepared = false;
+  assert_true(nl_dra_unprepare_pod(&w->m, POD_UID, on_unprepared_pod, w));
+  RUN_UNTIL(w, w->prepared);
+  w->unprepare_code = 0;
+  w->pod_gone = true;
+  nl_dra_housekeeping(&w->m);
+  RUN_UNTIL(w, nl_dra_claims(&w->m) == 0);
+  t = scrape(w);
+  assert_string_equal(sample(t, OPS "{operation_name=\"UnprepareResources\",is_error=\"true\"}"), "1");
+  assert_string_equal(sample(t, OPS "{operation_name=\"UnprepareResources\",is_error=\"false\"}"), "-1");
+  assert_string_equal(sample(t, GRPC V1 "NodeUnprepareResources\",grpc_status_code=\"DeadlineExceeded\"}"), "1");
+  assert_string_equal(sample(t, GRPC V1 "NodeUnprepareResources\",grpc_status_code=\"OK\"}"), "1");
+  free(t);
+  w->pod_gone = false;
+  prepare(w, p);
+  assert_string_equal(w->prep_err, "");
+  w->prepared = false;
+  assert_true(nl_dra_unprepare_pod(&w->m, POD_UID, on_unprepared_pod, w));
+  RUN_UNTIL(w, w->prepared);
+  t = scrape(w);
+  assert_string_equal(sample(t, OPS "{operation_name=\"UnprepareResources\",is_error=\"false\"}"), "1");
+  assert_string_equal(sample(t, OPS "{operation_name=\"PrepareResources\",is_error=\"false\"}"), "2");
+  assert_string_equal(sample(t, GRPC V1 "NodeUnprepareResources\",grpc_status_code=\"OK\"}"), "2");
+  free(t);
+  /* the driver's plugin goes: its call series go, the operations stay */
+  stop_reg(w);
+  RUN_UNTIL(w, nl_plugins_registered(&w->pm) == 0);
+  t = scrape(w);
+  assert_null(strstr(t, "driver_name=\"" DRIVER "\""));
+  assert_string_equal(sample(t, OPS "{operation_name=\"PrepareResources\",is_error=\"false\"}"), "2");
+  free(t);
+  nl_pod_free(p);
+  world_free(w);
+}
+
 /* A fake API server that answers the DELETEs of ResourceSlices. */
 static void with_api(world_t *w) {
   w->fake = nl_fake_as_start(&w->loop, NULL);
@@ -967,6 +1090,7 @@ int main(void) {
       cmocka_unit_test(test_unprepare_pod),
       cmocka_unit_test(test_wipe_unserved_plugin),
       cmocka_unit_test(test_pod_resources),
+      cmocka_unit_test(test_metrics),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

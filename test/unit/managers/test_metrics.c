@@ -13,6 +13,8 @@
 #include "managers/metrics.h"
 #include "managers/status.h"
 
+#define DRA_V1 "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/"
+
 static void populate(nl_kmetrics_t *m) {
   nl_kmetrics_init(m, "edge-1");
   nl_kmetrics_runtime_op(m, "/runtime.v1.RuntimeService/ListPodSandbox", 0, 3000000);
@@ -38,6 +40,10 @@ static void populate(nl_kmetrics_t *m) {
   nl_kmetrics_dra_in_use_reset(m);
   nl_kmetrics_dra_in_use(m, "gpu.example.com", 1);
   nl_kmetrics_dra_in_use(m, NULL, 1);
+  nl_kmetrics_dra_op(m, "PrepareResources", false, 0.2);
+  nl_kmetrics_dra_op(m, "PrepareResources", true, 50);
+  nl_kmetrics_dra_grpc(m, "gpu.example.com", DRA_V1 "NodePrepareResources", 0, 0.12);
+  nl_kmetrics_dra_grpc(m, "gpu.example.com", DRA_V1 "NodePrepareResources", 4, 45);
 }
 
 static char *encode(nl_metrics_t *r) {
@@ -171,7 +177,69 @@ static void dra_claims_in_use(void **state) {
   nl_kmetrics_dra_in_use(&m, NULL, 0);
   t = encode(&m.reg);
   expect(t, "dra_resource_claims_in_use{driver_name=\"<any>\"} 0\n");
-  assert_null(strstr(t, "gpu.example.com"));
+  assert_null(strstr(t, "dra_resource_claims_in_use{driver_name=\"gpu.example.com\""));
+  free(t);
+  nl_kmetrics_free(&m);
+}
+
+/* dra_operations_duration_seconds and dra_grpc_operations_duration_seconds:
+ * upstream's names, help texts, labels and DRADurationBuckets as Go prints
+ * them; a code outside gRPC's counted as Unknown; a driver gone takes its
+ * call series with it, not another driver's. */
+static void dra_durations(void **state) {
+  (void)state;
+  nl_kmetrics_t m;
+  populate(&m);
+  nl_kmetrics_dra_grpc(&m, "gpu.example.com", DRA_V1 "NodePrepareResources", 9999, 1);
+  nl_kmetrics_dra_grpc(&m, "nic.example.com", DRA_V1 "NodeUnprepareResources", 14, 1);
+  char *t = encode(&m.reg);
+  expect(t, "# HELP dra_operations_duration_seconds [ALPHA] Latency histogram in seconds for the "
+            "duration of handling all ResourceClaims referenced by a pod when the pod starts or "
+            "stops. Identified by the name of the operation (PrepareResources or "
+            "UnprepareResources) and separated by the success of the operation. The number of "
+            "failed operations is provided through the histogram's overall count.\n"
+            "# TYPE dra_operations_duration_seconds histogram\n");
+  expect(t, "# HELP dra_grpc_operations_duration_seconds [ALPHA] Duration in seconds of the DRA "
+            "gRPC operations\n# TYPE dra_grpc_operations_duration_seconds histogram\n");
+  /* ExponentialBucketsRange(.1, 40, 15) */
+  static const char *const le[] = {"0.1", "0.1534127404634391", "0.23535468936502524",
+                                   "0.36106407876409946", "0.5539182980610752",
+                                   "0.849781240983936", "1.303672689737678",
+                                   "1.9999999999999993", "3.0682548092687805",
+                                   "4.7070937873005025", "7.221281575281985",
+                                   "11.078365961221499", "16.995624819678714",
+                                   "26.07345379475354", "39.99999999999997", "+Inf"};
+  for (size_t i = 0; i < sizeof le / sizeof le[0]; i++) {
+    char line[512];
+    snprintf(line, sizeof line,
+             "dra_operations_duration_seconds_bucket{operation_name=\"PrepareResources\","
+             "is_error=\"false\",le=\"%s\"} %d\n", le[i], i >= 2); /* 0.2 s */
+    expect(t, line);
+    snprintf(line, sizeof line,
+             "dra_grpc_operations_duration_seconds_bucket{driver_name=\"gpu.example.com\","
+             "method_name=\"" DRA_V1 "NodePrepareResources\",grpc_status_code=\"OK\","
+             "le=\"%s\"} %d\n", le[i], i >= 1); /* 0.12 s */
+    expect(t, line);
+  }
+  expect(t, "dra_operations_duration_seconds_bucket{operation_name=\"PrepareResources\","
+            "is_error=\"true\",le=\"39.99999999999997\"} 0\n");
+  expect(t, "dra_operations_duration_seconds_count{operation_name=\"PrepareResources\","
+            "is_error=\"true\"} 1\n");
+  expect(t, "dra_grpc_operations_duration_seconds_count{driver_name=\"gpu.example.com\","
+            "method_name=\"" DRA_V1 "NodePrepareResources\",grpc_status_code=\"DeadlineExceeded\"} 1\n");
+  expect(t, "dra_grpc_operations_duration_seconds_count{driver_name=\"gpu.example.com\","
+            "method_name=\"" DRA_V1 "NodePrepareResources\",grpc_status_code=\"Unknown\"} 1\n");
+  expect(t, "dra_grpc_operations_duration_seconds_count{driver_name=\"nic.example.com\","
+            "method_name=\"" DRA_V1 "NodeUnprepareResources\",grpc_status_code=\"Unavailable\"} 1\n");
+  assert_null(strstr(t, "Code("));
+  free(t);
+  nl_kmetrics_dra_driver_gone(&m, "gpu.example.com");
+  t = encode(&m.reg);
+  assert_null(strstr(t, "dra_grpc_operations_duration_seconds_count{driver_name=\"gpu.example.com\""));
+  expect(t, "dra_grpc_operations_duration_seconds_count{driver_name=\"nic.example.com\"");
+  expect(t, "dra_operations_duration_seconds_count{operation_name=\"PrepareResources\","
+            "is_error=\"false\"} 1\n");
+  expect(t, "dra_resource_claims_in_use{driver_name=\"gpu.example.com\"} 1\n");
   free(t);
   nl_kmetrics_free(&m);
 }
@@ -189,6 +257,7 @@ int main(int argc, char **argv) {
   }
   const struct CMUnitTest tests[] = {cmocka_unit_test(upstream_names_and_labels),
                                      cmocka_unit_test(terminations_counted_once),
-                                     cmocka_unit_test(dra_claims_in_use)};
+                                     cmocka_unit_test(dra_claims_in_use),
+                                     cmocka_unit_test(dra_durations)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

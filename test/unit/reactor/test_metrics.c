@@ -139,11 +139,39 @@ static void remove_and_reset(void **state) {
   nl_metrics_free(&r);
 }
 
+/* Every series with a value at one label goes, the others stay in order,
+ * and the last one removed leaves the next new series appended right. */
+static void remove_where(void **state) {
+  (void)state;
+  nl_metrics_t r;
+  nl_metrics_init(&r);
+  const char *l[] = {"driver", "code", NULL};
+  nl_metric_family_t *c = nl_metrics_counter(&r, "c", "C.", l);
+  const char *a1[] = {"a", "OK"}, *b1[] = {"b", "OK"}, *a2[] = {"a", "Unknown"},
+             *b2[] = {"b", "Internal"}, *x[] = {"x", "OK"};
+  nl_metric_inc(nl_metric_series(c, a1));
+  nl_metric_inc(nl_metric_series(c, b1));
+  nl_metric_inc(nl_metric_series(c, a2));
+  nl_metric_remove_where(c, 0, "a");
+  nl_metric_remove_where(c, 0, "z");
+  nl_metric_add(nl_metric_series(c, b2), 2);
+  nl_metric_inc(nl_metric_series(c, a1)); /* made again from 0 */
+  nl_metric_remove_where(c, 1, "Internal");
+  nl_metric_inc(nl_metric_series(c, x));
+  nl_buf_t out = NL_BUF_INIT;
+  nl_metrics_encode(&r, &out);
+  assert_string_equal(out.data, "# HELP c C.\n# TYPE c counter\nc{driver=\"b\",code=\"OK\"} 1\n"
+                                "c{driver=\"a\",code=\"OK\"} 1\nc{driver=\"x\",code=\"OK\"} 1\n");
+  nl_buf_free(&out);
+  nl_metrics_free(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(floats_as_go),
       cmocka_unit_test(text_format_golden),
       cmocka_unit_test(remove_and_reset),
+      cmocka_unit_test(remove_where),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
