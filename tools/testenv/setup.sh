@@ -155,6 +155,17 @@ disabled_plugins = [
           # system containerd; keep CRI containers' runc state with ours.
           Root = "$DIR/run/runc"
 
+      # upstream's PreconfiguredRuntimeClassHandler: its node test jobs give
+      # containerd a second runc runtime by this name, which the RuntimeClass
+      # and PodOverhead specs' classes name.
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.test-handler]
+        runtime_type = "io.containerd.runc.v2"
+
+        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.test-handler.options]
+          BinaryName = "${NANOLET_TESTENV_RUNC:-runc}"
+          SystemdCgroup = false
+          Root = "$DIR/run/runc"
+
     [plugins."io.containerd.grpc.v1.cri".cni]
       bin_dir = "/usr/lib/cni"
       conf_dir = "$DIR/cni/net.d"
