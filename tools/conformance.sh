@@ -115,13 +115,18 @@ fi
 # The runtime and its CNI bridge and subnet (the node's InternalIP below).
 # The daemons these start (containerd, the registries, the control plane)
 # outlive the run: they must not keep its lock (fd 9) open.
+# The 1.6 instance runs the registries (the credential provider's too)
+# whatever the runtime.
+tools/testenv/setup.sh 9>&- >/dev/null || die "the test environment did not start"
 # shellcheck source=tools/testenv/runtime.sh
 . tools/testenv/runtime.sh
 testenv_runtime 9>&- || die "the runtime did not start"
 endpoint=$RUNTIME_ENDPOINT bridge=$RUNTIME_BRIDGE subnet=$RUNTIME_SUBNET
 tools/testenv/subids.sh 9>&- >/dev/null || die "the kubelet user's subordinate ids could not be set up"
 bin=$(tools/testenv/k8s-build.sh suite)
-repo_list=$(tools/testenv/e2e-images.sh "$bin" 9>&-)
+# The sample device plugin's image goes into the runtime the pods run on,
+# containerd 2's when it is the one.
+repo_list=$(NANOLET_TESTENV_E2E_IMPORT_SOCK=${endpoint#unix://} tools/testenv/e2e-images.sh "$bin" 9>&-)
 credprov=$(tools/testenv/credprov-plugin.sh "$bin" "$repo_list" 9>&-)
 repo_list=$credprov/repo-list.yaml
 
