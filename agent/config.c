@@ -8,6 +8,7 @@
 #include "agent/config_fields.h"
 #include "agent/model/node.h"
 #include "agent/model/quantity.h"
+#include "managers/runtime.h"
 #include "reactor/duration.h"
 #include "reactor/log.h"
 #include "reactor/xalloc.h"
@@ -464,6 +465,31 @@ static int validate_allocatable(const nl_kubelet_config_t *c, nl_err_t **err) {
   return 0;
 }
 
+bool nl_config_gate(const nl_kubelet_config_t *cfg, const char *name, bool def) {
+  const nl_config_map_t *m = &cfg->feature_gates;
+  for (size_t i = 0; i < m->n; i++)
+    if (!strcmp(m->keys[i], name)) return !strcmp(m->first[i], "true");
+  return def;
+}
+
+/* The crash-loop back-off as upstream's newCrashLoopBackOff: 10 s doubling to
+ * 5 min; 1 s to 1 min with ReduceDefaultCrashLoopBackOffDecay; the
+ * configured maximum wins (KubeletCrashLoopBackOffMax), and the first delay
+ * is never longer than it. */
+void nl_config_crash_loop_backoff(const nl_kubelet_config_t *cfg, uint64_t *initial_ms,
+                                  uint64_t *max_ms) {
+  *initial_ms = NL_RUNTIME_BACKOFF_INITIAL_MS;
+  *max_ms = NL_RUNTIME_BACKOFF_MAX_MS;
+  if (nl_config_gate(cfg, "ReduceDefaultCrashLoopBackOffDecay", false)) {
+    *initial_ms = 1000;
+    *max_ms = 60 * 1000;
+  }
+  if (cfg->crash_loop_backoff_max && nl_config_gate(cfg, "KubeletCrashLoopBackOffMax", true)) {
+    *max_ms = (uint64_t)(cfg->crash_loop_backoff_max / 1000000);
+    if (*max_ms < *initial_ms) *initial_ms = *max_ms;
+  }
+}
+
 int nl_config_validate(const nl_kubelet_config_t *c, nl_err_t **err) {
   if (c->image_gc_low_threshold_percent >= c->image_gc_high_threshold_percent)
     return nl_err_set(err, NL_EINVAL,
@@ -526,6 +552,17 @@ int nl_config_validate(const nl_kubelet_config_t *c, nl_err_t **err) {
   if (c->userns_ids_per_pod > UINT32_MAX)
     return nl_err_set(err, NL_EINVAL,
                       "invalid configuration: userNamespaces.idsPerPod must not be more than 4294967295");
+  /* upstream validation.go: the field belongs to KubeletCrashLoopBackOffMax
+   * (beta, on by default) */
+  if (c->crash_loop_backoff_max && !nl_config_gate(c, "KubeletCrashLoopBackOffMax", true))
+    return nl_err_set(err, NL_EINVAL,
+                      "invalid configuration: FeatureGate KubeletCrashLoopBackOffMax not enabled, "
+                      "crashLoopBackOff.maxContainerRestartPeriod must not be set");
+  if (c->crash_loop_backoff_max && (c->crash_loop_backoff_max < SEC || c->crash_loop_backoff_max > 300 * SEC))
+    return nl_err_set(err, NL_EINVAL,
+                      "invalid configuration: crashLoopBackOff.maxContainerRestartPeriod (got: %g "
+                      "seconds) must be set between 1s and 300s",
+                      (double)c->crash_loop_backoff_max / SEC);
   if (c->authz_mode && strcmp(c->authz_mode, "AlwaysAllow") && strcmp(c->authz_mode, "Webhook"))
     return nl_err_set(err, NL_EINVAL,
                       "authorization.mode: must be AlwaysAllow or Webhook, got \"%s\"",

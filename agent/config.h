@@ -48,6 +48,9 @@ typedef struct nl_kubelet_config {
   int32_t max_pods;
   int64_t pod_pids_limit;
   int64_t userns_ids_per_pod; /* userNamespaces.idsPerPod (default 65536) */
+  /* crashLoopBackOff.maxContainerRestartPeriod, ns; 0: not set (5 min, or 1
+   * min with ReduceDefaultCrashLoopBackOffDecay) */
+  int64_t crash_loop_backoff_max;
   char *cgroup_driver;
   char *cgroup_root;
   bool cgroups_per_qos;
@@ -70,7 +73,7 @@ typedef struct nl_kubelet_config {
   int64_t node_status_update_frequency;
   int64_t node_status_report_frequency;
   int32_t node_lease_duration_seconds;
-  nl_config_map_t feature_gates; /* name -> "true"/"false"; EventedPLEG and ResourceHealthStatus are known */
+  nl_config_map_t feature_gates; /* name -> "true"/"false"; the known ones: agent/kubelet.c feature_gates() */
   nl_config_map_t eviction_hard;
   nl_config_map_t eviction_soft;
   nl_config_map_t eviction_soft_grace_period;
@@ -183,6 +186,15 @@ int nl_config_load_dir(nl_kubelet_config_t *cfg, const char *dir, nl_err_t **err
  * for those two flags; nl_flags_parse applies all flags afterwards, so flags
  * win). Returns 0, or -1 with *err naming the file and field. */
 int nl_config_read(nl_kubelet_config_t *cfg, int argc, char **argv, nl_err_t **err);
+
+/* A feature gate's value: def unless featureGates sets it. */
+bool nl_config_gate(const nl_kubelet_config_t *cfg, const char *name, bool def);
+
+/* The crash-loop back-off's first and longest delay, in ms, from the gates
+ * and crashLoopBackOff.maxContainerRestartPeriod, as upstream's
+ * newCrashLoopBackOff. */
+void nl_config_crash_loop_backoff(const nl_kubelet_config_t *cfg, uint64_t *initial_ms,
+                                  uint64_t *max_ms);
 
 /* Checks cross-field rules as upstream's ValidateKubeletConfiguration. */
 int nl_config_validate(const nl_kubelet_config_t *cfg, nl_err_t **err);

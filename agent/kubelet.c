@@ -200,24 +200,24 @@ static void on_url_pods(nl_pod_t **pods, size_t n, void *ctx) {
   set_pods(ctx, NL_SOURCE_HTTP, pods, n);
 }
 
-/* A gate's value: def unless featureGates sets it. */
-static bool gate_on(const nl_kubelet_config_t *cfg, const char *name, bool def) {
+/* featureGates (each value true or false, which the config parser checks):
+ * nanolet knows EventedPLEG (upstream's, off by default),
+ * ResourceHealthStatus and KubeletCrashLoopBackOffMax (beta, on by default)
+ * and ReduceDefaultCrashLoopBackOffDecay (alpha, off): any other gate is
+ * ignored, and said so at start-up. */
+static void feature_gates(const nl_kubelet_config_t *cfg) {
+  static const char *const known[] = {"EventedPLEG", "ResourceHealthStatus",
+                                      "KubeletCrashLoopBackOffMax",
+                                      "ReduceDefaultCrashLoopBackOffDecay"};
   const nl_config_map_t *m = &cfg->feature_gates;
-  for (size_t i = 0; i < m->n; i++)
-    if (!strcmp(m->keys[i], name)) return !strcmp(m->first[i], "true");
-  return def;
+  for (size_t i = 0; i < m->n; i++) {
+    size_t j = 0;
+    while (j < sizeof known / sizeof *known && strcmp(m->keys[i], known[j]) != 0) j++;
+    if (j == sizeof known / sizeof *known)
+      nl_warn("featureGates: %s is not known to nanolet: ignored", m->keys[i]);
+  }
 }
 
-/* featureGates (each value true or false, which the config parser checks):
- * nanolet knows EventedPLEG (upstream's, off by default) and
- * ResourceHealthStatus (beta, on by default): any other gate is ignored, and
- * said so at start-up. */
-static void feature_gates(const nl_kubelet_config_t *cfg) {
-  const nl_config_map_t *m = &cfg->feature_gates;
-  for (size_t i = 0; i < m->n; i++)
-    if (strcmp(m->keys[i], "EventedPLEG") != 0 && strcmp(m->keys[i], "ResourceHealthStatus") != 0)
-      nl_warn("featureGates: %s is not known to nanolet: ignored", m->keys[i]);
-}
 
 /* staticPodURLHeader (map[string][]string): one header per value. */
 static int url_source_init(nl_kubelet_t *k, nl_err_t **err) {
@@ -375,13 +375,14 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
       .dra_prepare = nl__kubelet_dra_prepare,
       .dra_ctx = k,
   };
+  nl_config_crash_loop_backoff(cfg, &ro.backoff_initial_ms, &ro.backoff_max_ms);
   if (nl_runtime_init(&k->runtime, loop, &k->cri, &ro, err) < 0) return -1;
   k->runtime_up = true;
   k->cri_users++;
   feature_gates(cfg);
   nl_pleg_init(&k->pleg, loop, &k->cri, 1000, nl__kubelet_pleg_event, k);
-  if (gate_on(cfg, "EventedPLEG", false)) nl_pleg_use_events(&k->pleg);
-  k->resource_health = gate_on(cfg, "ResourceHealthStatus", true);
+  if (nl_config_gate(cfg, "EventedPLEG", false)) nl_pleg_use_events(&k->pleg);
+  k->resource_health = nl_config_gate(cfg, "ResourceHealthStatus", true);
   k->pleg.metrics = &k->metrics;
   k->pleg_up = true;
   nl_runtime_set_stop_listener(&k->runtime, pleg_stopping, &k->pleg);

@@ -1,4 +1,5 @@
 #include <setjmp.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -264,6 +265,61 @@ static void user_namespaces_ids_per_pod(void **state) {
   }
 }
 
+/* crashLoopBackOff.maxContainerRestartPeriod and the two back-off gates:
+ * upstream's newCrashLoopBackOff and validation.go */
+static void crash_loop_backoff(void **state) {
+  struct {
+    const char *yaml;
+    uint64_t initial_ms, max_ms;
+  } ok[] = {
+      {"", 10000, 300000},
+      {"crashLoopBackOff:\n  maxContainerRestartPeriod: 30s\n", 10000, 30000},
+      {"crashLoopBackOff:\n  maxContainerRestartPeriod: 1s\n", 1000, 1000},
+      {"featureGates:\n  ReduceDefaultCrashLoopBackOffDecay: true\n", 1000, 60000},
+      {"featureGates:\n  ReduceDefaultCrashLoopBackOffDecay: true\n"
+       "crashLoopBackOff:\n  maxContainerRestartPeriod: 5m\n", 1000, 300000},
+      /* the gate off: the field must not be set, and the default stays */
+      {"featureGates:\n  KubeletCrashLoopBackOffMax: false\n", 10000, 300000},
+  };
+  for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+    nl_kubelet_config_t c;
+    nl_err_t *err = NULL;
+    char yaml[256];
+    snprintf(yaml, sizeof yaml, HEADER "%s", ok[i].yaml);
+    assert_int_equal(load(&c, yaml, &err), 0);
+    assert_int_equal(nl_config_validate(&c, &err), 0);
+    uint64_t initial_ms, max_ms;
+    nl_config_crash_loop_backoff(&c, &initial_ms, &max_ms);
+    if (initial_ms != ok[i].initial_ms || max_ms != ok[i].max_ms)
+      fail_msg("%s: want %" PRIu64 "/%" PRIu64 " ms, got %" PRIu64 "/%" PRIu64, ok[i].yaml,
+               ok[i].initial_ms, ok[i].max_ms, initial_ms, max_ms);
+    nl_config_free(&c);
+  }
+  struct {
+    const char *yaml, *want;
+  } bad[] = {
+      {"crashLoopBackOff:\n  maxContainerRestartPeriod: 500ms\n",
+       "crashLoopBackOff.maxContainerRestartPeriod (got: 0.5 seconds) must be set between 1s and 300s"},
+      {"crashLoopBackOff:\n  maxContainerRestartPeriod: 301s\n",
+       "crashLoopBackOff.maxContainerRestartPeriod (got: 301 seconds) must be set between 1s and 300s"},
+      {"featureGates:\n  KubeletCrashLoopBackOffMax: false\n"
+       "crashLoopBackOff:\n  maxContainerRestartPeriod: 30s\n",
+       "FeatureGate KubeletCrashLoopBackOffMax not enabled, crashLoopBackOff.maxContainerRestartPeriod "
+       "must not be set"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    nl_kubelet_config_t c;
+    nl_err_t *err = NULL;
+    char yaml[256];
+    snprintf(yaml, sizeof yaml, HEADER "%s", bad[i].yaml);
+    assert_int_equal(load(&c, yaml, &err), 0);
+    assert_int_equal(nl_config_validate(&c, &err), -1);
+    if (!strstr(err->msg, bad[i].want)) fail_msg("%s: want %s, got %s", bad[i].yaml, bad[i].want, err->msg);
+    nl_err_free(&err);
+    nl_config_free(&c);
+  }
+}
+
 static void node_registration_fields(void **state) {
   nl_kubelet_config_t c;
   nl_err_t *err = NULL;
@@ -339,6 +395,7 @@ int main(void) {
       cmocka_unit_test(bad_flags_are_errors),
       cmocka_unit_test(validation_follows_upstream),
       cmocka_unit_test(user_namespaces_ids_per_pod),
+      cmocka_unit_test(crash_loop_backoff),
       cmocka_unit_test(node_registration_fields),
       cmocka_unit_test(lease_duration_sets_the_period),
   };
