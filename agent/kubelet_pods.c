@@ -767,6 +767,14 @@ static void on_synced(const nl_sync_result_t *res, void *ctx) {
   nl__kubelet_resize_synced(k, c->w->pod, res);
   nl__kubelet_userns_synced(k, c->w->pod, res);
   log_result(c->w, "sync", res);
+  /* A container in its crash-loop back-off: the pod syncs again when the
+   * back-off ends, not after the pod workers' 10 s (upstream requeues at
+   * MinBackoffExpiration), which a back-off shorter than 10 s needs
+   * (crashLoopBackOff.maxContainerRestartPeriod). */
+  if (res->backoff_until_ms) {
+    uint64_t now = k->runtime.now_ms(k->runtime.now_ctx);
+    c->w->retry_in_ms = res->backoff_until_ms > now ? (int64_t)(res->backoff_until_ms - now) : 0;
+  }
   if (res->cancelled || k->pleg.relists == c->relists) {
     call_finish(c, res->err, !res->cancelled && refresh_status(k, c->w->pod, false));
     return;

@@ -70,6 +70,7 @@ static void start_next(nl_pod_workers_t *pw, nl_pod_worker_t *w) {
   t->grace_seconds = w->grace_seconds;
   t->generation = w->generation;
   t->started = uv_hrtime();
+  t->retry_in_ms = -1;
   w->pending_type = NL_SYNC_SYNC;
   w->inflight = t;
   pw->inflight++;
@@ -189,9 +190,12 @@ void nl_pod_workers_complete(nl_pod_work_t *t, const nl_err_t *err, bool is_term
   if (t->generation != w->generation) {
     nl_vlog(4, "pod worker %s: dropping stale %s result", w->uid, state_name[t->kind]);
   } else if (err) {
+    uint64_t retry = pw->backoff_ms;
+    if (t->retry_in_ms >= 0)
+      retry = (uint64_t)t->retry_in_ms < pw->resync_ms ? (uint64_t)t->retry_in_ms : pw->resync_ms;
     nl_vlog(2, "pod worker %s: %s failed, retrying in %llums: %s", w->uid, state_name[t->kind],
-            (unsigned long long)pw->backoff_ms, nl_err_msg(err));
-    w->next_sync_ms = now_ms(pw) + pw->backoff_ms;
+            (unsigned long long)retry, nl_err_msg(err));
+    w->next_sync_ms = now_ms(pw) + retry;
   } else if (t->kind == NL_POD_SYNCING) {
     w->next_sync_ms = now_ms(pw) + pw->resync_ms;
     if (is_terminal && !w->kill_requested) {

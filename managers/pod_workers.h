@@ -52,6 +52,10 @@ typedef struct nl_pod_work {
   int64_t grace_seconds;  /* for TERMINATING: the grace period to use */
   uint64_t generation;
   uint64_t started;       /* uv_hrtime() when handed out */
+  /* The syncer may set it before completing with an error: the retry's delay
+   * in ms, in place of backoff_ms (a crash-loop back-off's end; no more than
+   * resync_ms). -1 (as handed out): backoff_ms. */
+  int64_t retry_in_ms;
 } nl_pod_work_t;
 
 typedef struct nl_pod_syncer {
@@ -122,7 +126,7 @@ void nl_pod_workers_sync_now(nl_pod_workers_t *pw, const char *uid);
 size_t nl_pod_workers_sync_due(nl_pod_workers_t *pw);
 
 /* Ends a token. err (may be NULL) is the work's error: a failed sync is retried
- * after backoff_ms. is_terminal (sync_pod only) says the pod has finished
+ * after backoff_ms, or w->retry_in_ms. is_terminal (sync_pod only) says the pod has finished
  * (phase Succeeded/Failed) and should terminate. Frees the token. */
 void nl_pod_workers_complete(nl_pod_work_t *w, const nl_err_t *err, bool is_terminal);
 

@@ -211,6 +211,10 @@ typedef struct nl_sync_result {
   size_t n_steps;
   nl_err_t *err; /* the first failure (or a sync-wide one); NULL when all went well */
   bool cancelled;
+  /* The earliest end of a container's crash-loop back-off that kept it from
+   * starting (wall clock, ms), 0 when none did: the pod's next sync is due
+   * then (upstream's MinBackoffExpiration). */
+  uint64_t backoff_until_ms;
 } nl_sync_result_t;
 
 /* The failed step for a container (the reason the status shows as waiting), or

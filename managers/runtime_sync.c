@@ -1037,9 +1037,12 @@ static bool in_backoff(nl_runtime_op_t *op, const nl_container_t *c, nl_sync_ste
   uint64_t ts = dead->finished_at > 0 ? (uint64_t)(dead->finished_at / 1000000) : now;
   bool in = nl_backoff_table_in_backoff_since(&rt->backoff, key, ts, now);
   if (in) {
+    uint64_t backoff_ms = nl_backoff_table_get(&rt->backoff, key, now);
+    uint64_t until = ts + backoff_ms;
+    if (!op->result.backoff_until_ms || until < op->result.backoff_until_ms)
+      op->result.backoff_until_ms = until;
     char d[32];
-    nl_duration_format((int64_t)nl_backoff_table_get(&rt->backoff, key, now) * 1000000, d,
-                       sizeof d);
+    nl_duration_format((int64_t)backoff_ms * 1000000, d, sizeof d);
     nl__step_fail(s, NL_REASON_CRASH_LOOP_BACK_OFF,
                   "back-off %s restarting failed container=%s pod=%s", d, c->name, op->desc);
     nl__op_event(op, op->pod, c->name, NL_EVENT_WARNING, "BackOff",

@@ -177,6 +177,7 @@ nl_sync_result_t *nl_sync_result_dup(const nl_sync_result_t *r) {
   nl_sync_result_t *d = nl_xcalloc(1, sizeof *d);
   if (!r) return d;
   d->cancelled = r->cancelled;
+  d->backoff_until_ms = r->backoff_until_ms;
   for (size_t i = 0; i < r->n_steps; i++) {
     nl_sync_step_t *s = nl__result_add(d, r->steps[i].action, r->steps[i].target,
                                        r->steps[i].init);

@@ -185,6 +185,33 @@ static void terminal_sync_terminates_and_errors_retry(void **state) {
   nl_pod_free(a);
 }
 
+/* A sync that failed on a crash-loop back-off is retried when the back-off
+ * ends (the syncer's retry_in_ms), never later than the resync period. */
+static void backoff_retry_at_its_end(void **state) {
+  fixture_t *f = *state;
+  nl_pod_t *a = make_pod("u5", "img:1", -1);
+  nl_err_t *err = NULL;
+  nl_err_set(&err, 2, "CrashLoopBackOff");
+  nl_pod_workers_update(&f->pw, a, NL_SYNC_CREATE, -1);
+  assert_int_equal(f->rec.calls[0].w->retry_in_ms, -1);
+  f->rec.calls[0].w->retry_in_ms = 2500;
+  nl_pod_workers_complete(f->rec.calls[0].w, err, false);
+  const nl_pod_worker_t *w = nl_pod_workers_get(&f->pw, "u5");
+  assert_int_equal(w->next_sync_ms - uv_now(&f->loop), 2500);
+  nl_pod_workers_sync_now(&f->pw, "u5");
+  f->rec.calls[1].w->retry_in_ms = 0; /* ended already: at the next tick */
+  nl_pod_workers_complete(f->rec.calls[1].w, err, false);
+  assert_int_equal(w->next_sync_ms - uv_now(&f->loop), 0);
+  assert_int_equal(nl_pod_workers_sync_due(&f->pw), 1);
+  f->rec.calls[2].w->retry_in_ms = 300000; /* a 5 min back-off: the resync's 1 min */
+  nl_pod_workers_complete(f->rec.calls[2].w, err, false);
+  assert_int_equal(w->next_sync_ms - uv_now(&f->loop), 60000);
+  nl_pod_workers_sync_now(&f->pw, "u5");
+  nl_pod_workers_complete(f->rec.calls[3].w, NULL, false);
+  nl_err_free(&err);
+  nl_pod_free(a);
+}
+
 static bool known_keep(void *ctx, const char *uid) {
   (void)ctx;
   return strcmp(uid, "keep") == 0;
@@ -334,6 +361,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(kill_mid_sync_makes_the_sync_stale, setup, teardown),
       cmocka_unit_test_setup_teardown(shorter_grace_wins, setup, teardown),
       cmocka_unit_test_setup_teardown(terminal_sync_terminates_and_errors_retry, setup, teardown),
+      cmocka_unit_test_setup_teardown(backoff_retry_at_its_end, setup, teardown),
       cmocka_unit_test_setup_teardown(housekeeping_kills_unknown_and_forgets_finished, setup, teardown),
       cmocka_unit_test_setup_teardown(forget_lets_a_uid_run_again, setup, teardown),
       cmocka_unit_test_setup_teardown(forgotten_worker_with_work_in_flight, setup, teardown),
