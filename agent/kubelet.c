@@ -374,6 +374,8 @@ int nl_kubelet_init(nl_kubelet_t *k, uv_loop_t *loop, const nl_kubelet_config_t 
       .devices_ctx = k,
       .dra_prepare = nl__kubelet_dra_prepare,
       .dra_ctx = k,
+      .sandbox_ready = nl__kubelet_sandbox_ready,
+      .sandbox_ready_ctx = k,
   };
   nl_config_crash_loop_backoff(cfg, &ro.backoff_initial_ms, &ro.backoff_max_ms);
   if (nl_runtime_init(&k->runtime, loop, &k->cri, &ro, err) < 0) return -1;

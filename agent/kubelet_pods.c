@@ -309,6 +309,33 @@ static bool refresh_status(nl_kubelet_t *k, const nl_pod_t *pod, bool terminal) 
   return st->phase == NL_POD_SUCCEEDED || st->phase == NL_POD_FAILED;
 }
 
+/* Upstream's OnPodSandboxReady: once a sync's new sandbox is up with its
+ * network, before the images are pulled, the status the pod has (or a first
+ * one) with PodReadyToStartContainers True. The status at the sync's end is
+ * made from a relist after the sandbox (on_synced), which keeps it True and
+ * its transition time. */
+void nl__kubelet_sandbox_ready(void *ctx, const nl_pod_t *pod) {
+  nl_kubelet_t *k = ctx;
+  pod_state_t *ps = state_get(k, pod->metadata.uid);
+  nl_pod_status_t *st = ps->status ? nl_pod_status_dup(ps->status) : generate(k, pod, ps, false);
+  nl_pod_condition_t *c = NULL;
+  for (size_t i = 0; i < st->n_conditions && !c; i++)
+    if (!strcmp(st->conditions[i].type, "PodReadyToStartContainers")) c = &st->conditions[i];
+  if (!c || !strcmp(c->status, "True")) { /* no such condition (terminal), or True already */
+    nl_pod_status_free(st);
+    return;
+  }
+  c->status = "True";
+  free(c->reason);
+  free(c->message);
+  c->reason = c->message = NULL;
+  c->last_transition_time = (int64_t)(now_ns() / 1000000000);
+  c->observed_generation = pod->metadata.generation;
+  nl_pod_status_free(ps->status);
+  ps->status = st;
+  report_status(k, pod, st, false);
+}
+
 void nl__kubelet_pods_json(void *ctx, nl_buf_t *out) {
   nl_kubelet_t *k = ctx;
   size_t n;
@@ -758,6 +785,14 @@ static void on_synced_status(const nl_rt_pod_status_t *st, void *ctx) {
  * the container created and not started, a Waiting state with no reason, which
  * upstream never publishes (its pod worker reads only a cache newer than the
  * end of the last sync). */
+/* The sync made a sandbox: the view from before it has none, and would turn
+ * the PodReadyToStartContainers of nl__kubelet_sandbox_ready back to False. */
+static bool made_sandbox(const nl_sync_result_t *res) {
+  for (size_t i = 0; i < res->n_steps; i++)
+    if (res->steps[i].action == NL_SYNC_CREATE_POD_SANDBOX && !res->steps[i].reason) return true;
+  return false;
+}
+
 static void on_synced(const nl_sync_result_t *res, void *ctx) {
   sync_call_t *c = ctx;
   nl_kubelet_t *k = c->k;
@@ -775,7 +810,7 @@ static void on_synced(const nl_sync_result_t *res, void *ctx) {
     uint64_t now = k->runtime.now_ms(k->runtime.now_ctx);
     c->w->retry_in_ms = res->backoff_until_ms > now ? (int64_t)(res->backoff_until_ms - now) : 0;
   }
-  if (res->cancelled || k->pleg.relists == c->relists) {
+  if (res->cancelled || (k->pleg.relists == c->relists && !made_sandbox(res))) {
     call_finish(c, res->err, !res->cancelled && refresh_status(k, c->w->pod, false));
     return;
   }

@@ -53,6 +53,9 @@ void nl__kubelet_admit_node(nl_kubelet_t *k, nl_admit_node_t *node);
  * the API server). */
 bool nl__kubelet_pod_is_static(const nl_pod_t *pod);
 void nl__kubelet_allocatable(void *ctx, nl_runtime_allocatable_t *out);
+/* The runtime's sandbox_ready: the pod's PodReadyToStartContainers goes True
+ * in its status at once (upstream's OnPodSandboxReady). */
+void nl__kubelet_sandbox_ready(void *ctx, const nl_pod_t *pod);
 /* nl_runtime_opts_t's supports_rro: what the node manager's last runtime
  * Status said of the handler; false without a node manager (standalone). */
 bool nl__kubelet_supports_rro(void *ctx, const char *handler);

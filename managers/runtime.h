@@ -136,6 +136,12 @@ typedef struct nl_runtime_opts {
   bool (*dra_prepare)(void *ctx, const nl_pod_t *pod, void (*done)(void *arg, const char *err),
                       void *arg);
   void *dra_ctx;
+  /* A sandbox this sync made is up with its network (upstream's
+   * OnPodSandboxReady, called before the images are pulled): the pod's
+   * PodReadyToStartContainers can be True at once, not at the sync's end.
+   * NULL: nothing is told. */
+  void (*sandbox_ready)(void *ctx, const nl_pod_t *pod);
+  void *sandbox_ready_ctx;
   /* Whether the runtime handler (the pod's, nl_runtime_pod_handler) supports
    * recursive read-only mounts, as the runtime's Status last said (upstream's
    * runtimeState.runtimeHandlers): a mount's recursiveReadOnly resolves
