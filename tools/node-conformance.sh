@@ -85,6 +85,11 @@
 #                                another value keeps the node's pods apart from
 #                                another agent's /kubepods on a shared machine,
 #                                and those specs fail)
+#   NODE_CONFORMANCE_CRI_PROXY=1 the suite's CRI proxy between nanolet and the
+#                                runtime (--cri-proxy-enabled, as upstream's
+#                                CriProxy job): the Feature:CriProxy specs inject
+#                                errors and delays into it; the others skip
+#                                themselves without it
 #   NANOLET                      the nanolet binary (default: build it in build/)
 #   NANOLET_TEST_RUNTIME         containerd (default: Debian's 1.6, setup.sh) or
 #                                containerd2 (tools/testenv/containerd2.sh, its
@@ -139,6 +144,7 @@ fi
 [ -z "${NODE_CONFORMANCE_SKIP:-}" ] || SKIP+="|$NODE_CONFORMANCE_SKIP"
 REPORT=${NODE_CONFORMANCE_REPORT_DIR:-$top/build/node-conformance/report}
 TIMEOUT=${NODE_CONFORMANCE_TIMEOUT:-3h}
+CRI_PROXY=${NODE_CONFORMANCE_CRI_PROXY:-0}
 NODE=${NODE_CONFORMANCE_NODE_NAME:-$(hostname | tr '[:upper:]' '[:lower:]')}
 TESTENV_DIR=${NANOLET_TESTENV_DIR:-/var/lib/nanolet-testenv}
 WORK=$TESTENV_DIR/node-conformance
@@ -317,7 +323,7 @@ agent_run() {
     --hostname-override "$NODE" --node-ip "$node_ip" --root-dir "$ROOT" --cert-dir "$ROOT/pki" \
     --lock-file /var/run/kubelet.lock --exit-on-lock-contention \
     --image-credential-provider-config "$credprov/config.yaml" --image-credential-provider-bin-dir "$credprov/bin" \
-    --container-runtime-endpoint "$endpoint" >>"$REPORT/nanolet.log" 2>&1
+    --container-runtime-endpoint "$agent_endpoint" >>"$REPORT/nanolet.log" 2>&1
 }
 agent_service() {
   local pid starts=0
@@ -437,6 +443,14 @@ rootfs_up
 
 say "running '$FOCUS' without '$SKIP', $PROCS processes; output: $REPORT/e2e.log"
 start=$(date +%s)
+# The suite's CRI proxy listens on /tmp/kubelet_remote_proxy_<random>.sock,
+# made before its API server starts (test/e2e_node/criproxy): nanolet goes
+# through it, the specs' own CRI calls too.
+suite_args=()
+if [ "$CRI_PROXY" = 1 ]; then
+  suite_args+=(--cri-proxy-enabled=true)
+  : >"$WORK/suite-start"
+fi
 (
   cd "$WORK"
   PATH=$top/tools/testenv/node-shims:$PATH NODE_CONFORMANCE_AGENT_CTL=$CTL \
@@ -447,7 +461,7 @@ start=$(date +%s)
     --conformance --start-services=true --stop-services=false --prepull-images=false \
     --node-name="$NODE" --bearer-token="$TOKEN" \
     --container-runtime-endpoint="$endpoint" --report-dir="$REPORT" \
-    --v=2 9>&-
+    "${suite_args[@]}" --v=2 9>&-
 ) >"$REPORT/e2e.log" 2>&1 &
 SUITE_PID=$!
 
@@ -460,6 +474,13 @@ for _ in $(seq 300); do
 done
 curl -ksf --max-time 2 -H "Authorization: Bearer $TOKEN" "$APISERVER/readyz" >/dev/null 2>&1 ||
   die "the suite's API server does not answer after 300 s; see $REPORT/e2e.log"
+agent_endpoint=$endpoint
+if [ "$CRI_PROXY" = 1 ]; then
+  proxy=$(find /tmp -maxdepth 1 -name 'kubelet_remote_proxy_*.sock' -type s -newer "$WORK/suite-start" | head -1)
+  [ -n "$proxy" ] || die "--cri-proxy-enabled: no proxy socket /tmp/kubelet_remote_proxy_*.sock made by the suite"
+  agent_endpoint=unix://$proxy
+  say "nanolet reaches the runtime through the suite's CRI proxy $proxy"
+fi
 say "the suite's API server answers after $(($(date +%s) - start)) s; starting nanolet as node $NODE ($node_ip); log: $REPORT/nanolet.log"
 : >"$CTL/want"
 agent_service 9>&- &
@@ -516,7 +537,7 @@ EOF
 
 {
   echo "nanolet $(git -C "$top" describe --always --dirty 2>/dev/null || echo '?'), $(date -u +%FT%TZ), $elapsed s, $PROCS processes"
-  echo "suite: k8s.io/kubernetes/test/e2e_node v1.36.3, --conformance --start-services, node $NODE"
+  echo "suite: k8s.io/kubernetes/test/e2e_node v1.36.3, --conformance --start-services${suite_args[*]:+ ${suite_args[*]}}, node $NODE"
   echo "focus: $FOCUS"
   echo "skip: $SKIP"
   [ "$bad_nodes" -eq 0 ] || echo "setup or teardown nodes that did not pass: $bad_nodes (see e2e.log)"
