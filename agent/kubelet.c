@@ -249,6 +249,42 @@ static void on_runtime_retry(uv_timer_t *t) {
   check_runtime(container_of(t, nl_kubelet_t, runtime_retry));
 }
 
+/* The runtime's cgroup driver (RuntimeConfig), which upstream's kubelet takes
+ * in place of its cgroupDriver. nanolet's cgroups are made before the runtime
+ * answers (it starts before the runtime does), so it keeps its own and says
+ * when the two differ (docs/DIFFERENCES.md). A runtime without RuntimeConfig
+ * (containerd before 1.7) is counted as upstream counts it:
+ * kubelet_cri_losing_support{version="1.37.0"}. */
+static void on_runtime_config(const nl_grpc_status_t *st, Runtime__V1__RuntimeConfigResponse *resp,
+                              void *ctx) {
+  nl_kubelet_t *k = ctx;
+  if (k->stopping) return;
+  if (st->code == NL_GRPC_UNIMPLEMENTED) {
+    k->runtime_config_known = true;
+    nl_kmetrics_cri_losing_support(&k->metrics, "1.37.0");
+    nl_info("CRI implementation should be updated to support RuntimeConfig. Falling back to using "
+            "cgroupDriver from kubelet config.");
+    return;
+  }
+  if (st->code != NL_GRPC_OK) { /* asked again with the next Version */
+    char *msg = nl_grpc_status_format(st);
+    nl_warn("container runtime's RuntimeConfig failed: %s; asking again in 5s", msg);
+    free(msg);
+    uv_timer_start(&k->runtime_retry, on_runtime_retry, 5000, 0);
+    return;
+  }
+  k->runtime_config_known = true;
+  if (!resp->linux) return;
+  const char *theirs =
+      resp->linux->cgroup_driver == RUNTIME__V1__CGROUP_DRIVER__SYSTEMD ? "systemd" : "cgroupfs";
+  if (strcmp(theirs, k->cfg->cgroup_driver) != 0)
+    nl_error("the container runtime uses the %s cgroup driver and cgroupDriver is %s: the pods' "
+             "cgroups will not be where the runtime puts their containers; set cgroupDriver: %s",
+             theirs, k->cfg->cgroup_driver, theirs);
+  else
+    nl_info("the container runtime's cgroup driver is %s, as cgroupDriver", theirs);
+}
+
 /* Upstream validates the runtime with Version at start and exits when it fails;
  * an edge agent keeps trying instead, so that it comes up before containerd
  * does and rides out a runtime restart (docs/DIFFERENCES.md). */
@@ -267,6 +303,10 @@ static void on_version(const nl_grpc_status_t *st, Runtime__V1__VersionResponse 
   if (k->runtime_up) nl_runtime_set_version(&k->runtime, resp->runtime_name, resp->runtime_version);
   nl_info("container runtime %s (CRI %s) at %s", k->runtime_version, resp->runtime_api_version,
           k->cfg->container_runtime_endpoint);
+  if (!k->runtime_config_known) {
+    Runtime__V1__RuntimeConfigRequest req = RUNTIME__V1__RUNTIME_CONFIG_REQUEST__INIT;
+    nl_cri_runtime_config(&k->cri, &req, on_runtime_config, k);
+  }
 }
 
 static void check_runtime(nl_kubelet_t *k) {

@@ -75,6 +75,7 @@ struct nl_kubelet {
   bool cri_up;
   nl_cri_client_t cri;
   char *runtime_version; /* "containerd 1.6.20" once the runtime answered */
+  bool runtime_config_known; /* RuntimeConfig answered, or said it is not implemented */
   nl_kmetrics_t metrics;  /* /metrics and /metrics/probes; freed last */
   /* The kubelet server's CRI users (kubelet_stream.c, kubelet_metrics.c):
    * /exec, /attach, /portForward sessions and /stats, /metrics/resource,

@@ -155,6 +155,12 @@ void nl_kmetrics_init(nl_kmetrics_t *m, const char *node_name) {
       r, "kubelet_credential_provider_config_info",
       "[ALPHA] Information about the last applied credential provider configuration with hash as label",
       hash);
+  static const char *const version[] = {"version", NULL};
+  m->cri_losing_support = nl_metrics_gauge(
+      r, "kubelet_cri_losing_support",
+      "[ALPHA] the Kubernetes version that the currently running CRI implementation will lose "
+      "support on if not upgraded.",
+      version);
   m->userns_started = nl_metrics_counter(
       r, "kubelet_started_user_namespaced_pods_total",
       "[ALPHA] Cumulative number of pods with user namespaces started. This metric will only be "
@@ -327,6 +333,10 @@ void nl_kmetrics_credprov_run(void *ctx, const char *plugin, double seconds, boo
   nl_kmetrics_t *m = ctx;
   nl_metric_observe(nl_metric_series1(m->cp_duration, plugin), seconds);
   if (failed) nl_metric_inc(nl_metric_series1(m->cp_errors, plugin));
+}
+
+void nl_kmetrics_cri_losing_support(nl_kmetrics_t *m, const char *version) {
+  nl_metric_set(nl_metric_series1(m->cri_losing_support, version), 1);
 }
 
 void nl_kmetrics_credprov_config(nl_kmetrics_t *m, const char *hash) {

@@ -24,7 +24,8 @@ typedef struct nl_kmetrics {
       *pleg_interval, *pleg_last_seen, *rt_ops, *rt_errors, *rt_duration, *evictions, *preemptions, *terminated,
       *probe_total, *probe_duration, *proc_cpu, *proc_rss, *proc_start, *proc_max_fds,
       *dp_registrations, *dp_alloc_duration, *cp_errors, *cp_duration, *cp_config,
-      *userns_started, *userns_errors, *dra_claims_in_use, *dra_ops, *dra_grpc;
+      *userns_started, *userns_errors, *dra_claims_in_use, *dra_ops, *dra_grpc,
+      *cri_losing_support;
   /* kubelet_pod_resources_endpoint_{requests_total, requests_<method>,
    * errors_<method>}, each a vector over server_api_version */
   nl_metric_family_t *pr_requests_total, *pr_requests[3], *pr_errors[3];
@@ -73,6 +74,9 @@ void nl_kmetrics_count_terminations(nl_kmetrics_t *m, const struct nl_pod_status
 
 /* A credential provider plugin ran for seconds (failed: it gave no answer). */
 void nl_kmetrics_credprov_run(void *m, const char *plugin, double seconds, bool failed);
+/* The runtime lacks a CRI call that the Kubernetes version will require
+ * (upstream: RuntimeConfig, "1.37.0"). */
+void nl_kmetrics_cri_losing_support(nl_kmetrics_t *m, const char *version);
 /* The credential provider configuration's hash ("sha256:<hex>"). */
 void nl_kmetrics_credprov_config(nl_kmetrics_t *m, const char *hash);
 /* The sandbox of a pod with `hostUsers: false` was made, or tried (upstream

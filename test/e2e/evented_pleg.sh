@@ -5,6 +5,9 @@
 # status within seconds and an idle node does not relist. containerd 1.6 has no
 # such stream: the agent says so and relists every second, as without the gate.
 # Which one the suite runs on: NANOLET_TEST_RUNTIME (tools/e2e-runtime.sh).
+# The same for RuntimeConfig: containerd 2 answers it (its cgroup driver),
+# 1.6 does not, and the agent counts it as upstream,
+# kubelet_cri_losing_support{version="1.37.0"} 1.
 PODS_NS=nanolet-e2e-evented-pleg
 . "$(dirname "$0")/pods_lib.sh"
 e2e_on_exit pods_cleanup
@@ -40,11 +43,17 @@ case $RUNTIME in
     check "containerd 2: the agent stays on the runtime's events" \
       bash -c "! grep -q 'Evented PLEG: .*relisting every' '$E2E_TMP/agent.log'"
     check "  ... and does not relist while nothing happens ($((r1 - r0)) relists in 6 s)" [ $((r1 - r0)) -le 1 ]
+    check "containerd 2 answers RuntimeConfig: no kubelet_cri_losing_support" \
+      bash -c "! curl -fsS http://127.0.0.1:$RO_PORT/metrics | grep -q '^kubelet_cri_losing_support'"
+    check "  ... and its cgroup driver is the agent's: the agent says so" \
+      grep -q "the container runtime's cgroup driver is cgroupfs, as cgroupDriver" "$E2E_TMP/agent.log"
     ;;
   containerd)
     check "containerd 1.6: the agent says the runtime has no container events" \
       grep -q 'Evented PLEG: the runtime has no container events' "$E2E_TMP/agent.log"
     check "  ... and relists every second ($((r1 - r0)) relists in 6 s)" [ $((r1 - r0)) -ge 4 ]
+    check "containerd 1.6 has no RuntimeConfig: kubelet_cri_losing_support{version=\"1.37.0\"} 1" \
+      bash -c "curl -fsS http://127.0.0.1:$RO_PORT/metrics | grep -qx 'kubelet_cri_losing_support{version=\"1.37.0\"} 1'"
     ;;
   *) fail "NANOLET_TEST_RUNTIME" "containerd or containerd2, not $RUNTIME" ;;
 esac

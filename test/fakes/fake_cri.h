@@ -104,6 +104,10 @@ int fake_cri_apply_text(fake_cri_t *f, const char *text, nl_err_t **err);
 int fake_cri_add_kube_container(fake_cri_t *f, const char *pod, const char *name, const char *image,
                                 char *id, size_t id_len);
 
+/* RuntimeConfig answers this cgroup driver ("systemd" or "cgroupfs"); until
+ * set, RuntimeConfig is not implemented (UNIMPLEMENTED, as containerd 1.6). */
+void fake_cri_set_cgroup_driver(fake_cri_t *f, const char *driver);
+
 /* Adds an image ("localhost/busybox:latest") to the store, as if pulled. */
 void fake_cri_add_image(fake_cri_t *f, const char *ref);
 

@@ -21,6 +21,7 @@ typedef struct fake_cri_store {
   char *stream_base;   /* "http://127.0.0.1:PORT" for streaming URLs, or NULL */
   char *pull_auth;     /* "username:password" PullImage needs, or NULL */
   char *pull_users;    /* the usernames of the PullImage calls, ","-joined */
+  int cgroup_driver;   /* RuntimeConfig's: 1 systemd, 2 cgroupfs; 0 not implemented */
   /* Told of each container event (GetContainerEvents): msg is a packed
    * ContainerEventResponse, borrowed for the call. NULL: nobody listens. */
   void (*on_event)(void *ctx, const uint8_t *msg, size_t len);

@@ -2,7 +2,10 @@
  * end-to-end fault tests.
  *
  *   nanolet-fake-cri --socket PATH [--control FILE] [--fault RULE]... [--image REF]...
+ *                    [--cgroup-driver systemd|cgroupfs]
  *
+ * Without --cgroup-driver, RuntimeConfig is not implemented (as containerd
+ * before 1.7); with it, RuntimeConfig answers that driver.
  * Prints "fake-cri: listening on PATH" on stdout once the socket accepts
  * connections. SIGUSR1 clears the faults and applies the control file's lines
  * (syntax of fake_cri_apply_line() in fake_cri.h) and prints "fake-cri: N
@@ -24,7 +27,7 @@ typedef struct app {
 
 static void usage(void) {
   fprintf(stderr, "usage: nanolet-fake-cri --socket PATH [--control FILE] [--fault RULE]... "
-                  "[--image REF]...\n");
+                  "[--image REF]... [--cgroup-driver systemd|cgroupfs]\n");
   exit(2);
 }
 
@@ -92,10 +95,13 @@ static void sig(app_t *a, uv_signal_t *h, uv_signal_cb cb, int signum) {
 
 int main(int argc, char **argv) {
   app_t a = {0};
-  const char *socket = NULL;
+  const char *socket = NULL, *cgroup_driver = NULL;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--socket") == 0 && i + 1 < argc)
       socket = argv[++i];
+    else if (strcmp(argv[i], "--cgroup-driver") == 0 && i + 1 < argc &&
+             (strcmp(argv[i + 1], "systemd") == 0 || strcmp(argv[i + 1], "cgroupfs") == 0))
+      cgroup_driver = argv[++i];
     else if (strcmp(argv[i], "--control") == 0 && i + 1 < argc)
       a.control = argv[++i];
     else if ((strcmp(argv[i], "--fault") == 0 || strcmp(argv[i], "--image") == 0) && i + 1 < argc)
@@ -114,6 +120,7 @@ int main(int argc, char **argv) {
     uv_loop_close(&a.loop);
     return 1;
   }
+  if (cgroup_driver) fake_cri_set_cgroup_driver(a.fake, cgroup_driver);
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--fault") == 0 && fake_cri_apply_line(a.fake, argv[i + 1], &err) < 0) {
       fprintf(stderr, "nanolet-fake-cri: --fault: %s\n", nl_err_msg(err));
@@ -121,7 +128,8 @@ int main(int argc, char **argv) {
     }
     if (strcmp(argv[i], "--image") == 0) fake_cri_add_image(a.fake, argv[i + 1]);
     if (strcmp(argv[i], "--fault") == 0 || strcmp(argv[i], "--image") == 0 ||
-        strcmp(argv[i], "--socket") == 0 || strcmp(argv[i], "--control") == 0)
+        strcmp(argv[i], "--socket") == 0 || strcmp(argv[i], "--control") == 0 ||
+        strcmp(argv[i], "--cgroup-driver") == 0)
       i++;
   }
   sig(&a, &a.sig_reload, reload, SIGUSR1);

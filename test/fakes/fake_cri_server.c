@@ -567,6 +567,10 @@ void fake_cri_stop(fake_cri_t *f, fake_cri_stop_cb done, void *ctx) {
   uv_close((uv_handle_t *)&f->event_timer, listener_closed);
 }
 
+void fake_cri_set_cgroup_driver(fake_cri_t *f, const char *driver) {
+  f->store.cgroup_driver = strcmp(driver, "systemd") == 0 ? 1 : 2;
+}
+
 void fake_cri_add_image(fake_cri_t *f, const char *ref) {
   fake_cri__store_add_image(&f->store, ref);
 }

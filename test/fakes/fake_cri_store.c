@@ -123,6 +123,8 @@ static void msg_freep(ProtobufCMessage **m) {
 #define runtime__v1__ReopenContainerLogRequest_descriptor_name \
   runtime__v1__reopen_container_log_request__descriptor
 #define runtime__v1__VersionRequest_descriptor_name runtime__v1__version_request__descriptor
+#define runtime__v1__RuntimeConfigRequest_descriptor_name \
+  runtime__v1__runtime_config_request__descriptor
 #define runtime__v1__StatusRequest_descriptor_name runtime__v1__status_request__descriptor
 #define runtime__v1__RunPodSandboxRequest_descriptor_name \
   runtime__v1__run_pod_sandbox_request__descriptor
@@ -169,6 +171,17 @@ static int h_version(fake_cri_store_t *s, const uint8_t *in, size_t len, out_t *
   r.runtime_name = "fake-cri";
   r.runtime_version = "0.1.0";
   r.runtime_api_version = "v1";
+  return reply(o, &r.base);
+}
+
+static int h_runtime_config(fake_cri_store_t *s, const uint8_t *in, size_t len, out_t *o) {
+  UNPACK(req, RuntimeConfigRequest);
+  if (!s->cgroup_driver) return fail(o, 12, "unknown method RuntimeConfig");
+  Runtime__V1__LinuxRuntimeConfiguration l = RUNTIME__V1__LINUX_RUNTIME_CONFIGURATION__INIT;
+  l.cgroup_driver = s->cgroup_driver == 1 ? RUNTIME__V1__CGROUP_DRIVER__SYSTEMD
+                                          : RUNTIME__V1__CGROUP_DRIVER__CGROUPFS;
+  Runtime__V1__RuntimeConfigResponse r = RUNTIME__V1__RUNTIME_CONFIG_RESPONSE__INIT;
+  r.linux = &l;
   return reply(o, &r.base);
 }
 
@@ -853,6 +866,7 @@ static const struct {
 } handlers[] = {
     {"Version", h_version},
     {"Status", h_status},
+    {"RuntimeConfig", h_runtime_config},
     {"RunPodSandbox", h_run_pod_sandbox},
     {"StopPodSandbox", h_stop_pod_sandbox},
     {"RemovePodSandbox", h_remove_pod_sandbox},
