@@ -41,25 +41,8 @@ spec:
     image: $IMG
     command: ["sh", "-c", "exit 1"]
 EOF
-# The instances as the runtime stamps them, "attempt createdAt finishedAt"
-# (ns): each back-off is measured on the runtime's clock, from an instance's
-# exit to the next one's creation. The runtime keeps the last dead instance
-# beside the new one: a look every 0.3 s sees every instance exited.
 mkdir -p "$E2E_TMP/poll"
-( declare -A done=()
-  while :; do
-    for id in $(pod_containers "crash-$NODE" 2>/dev/null | jq -r '.[].id' 2>/dev/null); do
-      [ -z "${done[$id]:-}" ] || continue
-      row=$(cri inspect -o json "$id" 2>/dev/null |
-        jq -r '.status | "\(.metadata.attempt // 0) \(.createdAt // 0) \(.finishedAt // 0)"' 2>/dev/null)
-      [[ $row =~ ^[0-9]+\ [0-9]+\ [0-9]+$ ]] || continue
-      echo "$row" >>"$E2E_TMP/poll/crash"
-      [ "${row##* }" = 0 ] || done[$id]=1
-    done
-    sleep 0.3
-  done
-) &
-POLLER=$!
+poll_instances "crash-$NODE" "$E2E_TMP/poll/crash"
 declare -A created=() finished=()
 crash_times() {
   local a c f

@@ -6,31 +6,14 @@
 # docs/DIFFERENCES.md); a runtime without RuntimeConfig is counted as
 # upstream counts it, kubelet_cri_losing_support{version="1.37.0"} 1, and one
 # that answers is not. (containerd 1.6 and 2 themselves: e2e evented_pleg.)
-. "$(dirname "$0")/lib.sh"
-FAKE_CRI=${NANOLET_FAKE_CRI:-$(dirname "$NANOLET")/../test/fakes/nanolet-fake-cri}
-cleanup() {
-  [ -z "${AGENT_PID:-}" ] || kill "$AGENT_PID" 2>/dev/null
-  [ -z "${CRI_PID:-}" ] || kill "$CRI_PID" 2>/dev/null
-  wait 2>/dev/null
-}
-e2e_on_exit cleanup
+. "$(dirname "$0")/fake_cri_lib.sh"
 
 run() { # run NAME [FAKE CRI FLAGS...]: the fake CRI and an agent on it, until /metrics answers
   local name=$1
   shift
-  cleanup
-  AGENT_PID= CRI_PID=
-  "$FAKE_CRI" --socket "$E2E_TMP/$name.sock" "$@" >"$E2E_TMP/$name-cri.log" 2>&1 &
-  CRI_PID=$!
-  wait_for 5 test -S "$E2E_TMP/$name.sock" || { fail "fake CRI" "no socket"; return 1; }
-  server_flags "$E2E_TMP/$name"
-  HPORT=$(free_port)
-  # shellcheck disable=SC2086
-  "$NANOLET" --healthz-port "$HPORT" $SERVER_FLAGS --container-runtime-endpoint "unix://$E2E_TMP/$name.sock" \
-    --root-dir "$E2E_TMP/$name/root" ${NANOLET_TEST_FLAGS:-} --hostname-override "$name" \
-    --cgroups-per-qos=false --enforce-node-allocatable= >"$E2E_TMP/$name.log" 2>&1 &
-  AGENT_PID=$!
-  wait_for 10 healthz_ok "$HPORT" || { fail "agent start" "$(tail -5 "$E2E_TMP/$name.log")"; return 1; }
+  fake_stop
+  fake_cri "$name" "$@" || return 1
+  fake_agent "$name" || return 1
   wait_for 5 grep -q "container runtime fake-cri" "$E2E_TMP/$name.log"
   sleep 0.5 # RuntimeConfig follows Version
   METRICS=$(curl -fsS "http://127.0.0.1:$RO_PORT/metrics")

@@ -9,21 +9,10 @@
 # upstream's NodeConformance InitContainer specs fail on it): the first init
 # container goes from Waiting PodInitializing to Running, the second and the
 # app container stay Waiting PodInitializing.
-. "$(dirname "$0")/lib.sh"
-FAKE_CRI=${NANOLET_FAKE_CRI:-$(dirname "$NANOLET")/../test/fakes/nanolet-fake-cri}
+. "$(dirname "$0")/fake_cri_lib.sh"
 IMG=localhost/busybox:1.36
-cleanup() {
-  [ -z "${AGENT_PID:-}" ] || kill "$AGENT_PID" 2>/dev/null
-  [ -z "${CRI_PID:-}" ] || kill "$CRI_PID" 2>/dev/null
-  wait 2>/dev/null
-}
-e2e_on_exit cleanup
-
-"$FAKE_CRI" --socket "$E2E_TMP/cri.sock" --image "$IMG" --fault "StartContainer delay 2500" \
-  --fault "ListContainers delay 500" \
-  >"$E2E_TMP/cri.log" 2>&1 &
-CRI_PID=$!
-wait_for 5 test -S "$E2E_TMP/cri.sock" || { fail "fake CRI" "no socket"; exit 1; }
+fake_cri init-node --image "$IMG" --fault "StartContainer delay 2500" \
+  --fault "ListContainers delay 500" || exit 1
 mkdir -p "$E2E_TMP/manifests"
 cat >"$E2E_TMP/manifests/init.yaml" <<EOF
 apiVersion: v1
@@ -37,15 +26,7 @@ spec:
   containers:
   - {name: run1, image: $IMG, command: [/bin/true]}
 EOF
-server_flags "$E2E_TMP"
-HPORT=$(free_port)
-# shellcheck disable=SC2086
-"$NANOLET" --healthz-port "$HPORT" $SERVER_FLAGS --pod-manifest-path "$E2E_TMP/manifests" \
-  --container-runtime-endpoint "unix://$E2E_TMP/cri.sock" --root-dir "$E2E_TMP/root" ${NANOLET_TEST_FLAGS:-} \
-  --hostname-override init-node --cgroups-per-qos=false --enforce-node-allocatable= \
-  >"$E2E_TMP/agent.log" 2>&1 &
-AGENT_PID=$!
-wait_for 10 healthz_ok "$HPORT" || { fail "agent start" "$(tail -5 "$E2E_TMP/agent.log")"; exit 1; }
+fake_agent init-node --pod-manifest-path "$E2E_TMP/manifests" || exit 1
 
 # Every status /pods shows for 8 s, 10 times a second: one line per container
 # status, "NAME STATE REASON".

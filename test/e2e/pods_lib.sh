@@ -95,6 +95,30 @@ runtime_has_ns() { [ "$(ns_sandboxes | jq length)" -gt 0 ]; }
 runtime_clear() { local n; n=$(ns_sandboxes | jq length) && [ "$n" = 0 ]; }
 runtime_has_pod() { [ "$(ns_sandboxes | jq --arg n "$1" '[.[] | select(.metadata.name == $n)] | length')" -gt 0 ]; }
 
+# poll_instances POD FILE: in the background (its pid in POLLER), the
+# instances of POD's containers as the runtime stamps them, one line each,
+# "attempt createdAt finishedAt" (ns; finishedAt 0 while it runs), appended to
+# FILE: a crash-loop back-off is measured on the runtime's clock, from an
+# instance's exit to the next one's creation, not on the script's, which a
+# busy machine delays. The runtime keeps the last dead instance beside the new
+# one: a look every 0.3 s sees every instance exited.
+poll_instances() {
+  ( declare -A done=()
+    while :; do
+      for id in $(pod_containers "$1" 2>/dev/null | jq -r '.[].id' 2>/dev/null); do
+        [ -z "${done[$id]:-}" ] || continue
+        row=$(cri inspect -o json "$id" 2>/dev/null |
+          jq -r '.status | "\(.metadata.attempt // 0) \(.createdAt // 0) \(.finishedAt // 0)"' 2>/dev/null)
+        [[ $row =~ ^[0-9]+\ [0-9]+\ [0-9]+$ ]] || continue
+        echo "$row" >>"$2"
+        [ "${row##* }" = 0 ] || done[$id]=1
+      done
+      sleep 0.3
+    done
+  ) &
+  POLLER=$!
+}
+
 # put NAME: writes the manifest read from stdin as NAME.yaml (atomically).
 put() { cat >"$MANIFESTS/.$1.tmp" && mv "$MANIFESTS/.$1.tmp" "$MANIFESTS/$1.yaml"; }
 unput() { rm -f "$MANIFESTS/$1.yaml"; }

@@ -31,26 +31,7 @@ start_agent || { fail "agent start" ""; exit 1; }
 # ---- crash loop first: it takes the longest ----
 manifest crash Always 'echo crash; exit 1'
 mkdir -p "$E2E_TMP/poll"
-# The crash loop's instances as the runtime stamps them, "attempt createdAt
-# finishedAt" (ns; finishedAt 0 while it runs), one line per look: the
-# back-off is measured on the runtime's clock, from an instance's exit to the
-# next one's creation, not on this script's, which a busy machine delays. The
-# runtime keeps the last dead instance beside the new one, and each back-off
-# lasts 10 s or more: a look every half second sees every instance exited.
-( declare -A done=()
-  while :; do
-    for id in $(pod_containers "crash-$NODE" 2>/dev/null | jq -r '.[].id' 2>/dev/null); do
-      [ -z "${done[$id]:-}" ] || continue
-      row=$(cri inspect -o json "$id" 2>/dev/null |
-        jq -r '.status | "\(.metadata.attempt // 0) \(.createdAt // 0) \(.finishedAt // 0)"' 2>/dev/null)
-      [[ $row =~ ^[0-9]+\ [0-9]+\ [0-9]+$ ]] || continue
-      echo "$row" >>"$E2E_TMP/poll/crash"
-      [ "${row##* }" = 0 ] || done[$id]=1
-    done
-    sleep 0.5
-  done
-) &
-POLLER=$!
+poll_instances "crash-$NODE" "$E2E_TMP/poll/crash"
 
 # ---- a pod runs ----
 echo "from the host $$" >"$E2E_TMP/hostfile"

@@ -4,20 +4,9 @@
 # CRI, whose PullImage takes 6 s, /pods shows the condition True with the
 # container still Waiting (ContainerCreating); when the pod is Running the
 # condition is still True, with the same transition time, never False between.
-. "$(dirname "$0")/lib.sh"
-FAKE_CRI=${NANOLET_FAKE_CRI:-$(dirname "$NANOLET")/../test/fakes/nanolet-fake-cri}
+. "$(dirname "$0")/fake_cri_lib.sh"
 IMG=localhost/busybox:1.36
-cleanup() {
-  [ -z "${AGENT_PID:-}" ] || kill "$AGENT_PID" 2>/dev/null
-  [ -z "${CRI_PID:-}" ] || kill "$CRI_PID" 2>/dev/null
-  wait 2>/dev/null
-}
-e2e_on_exit cleanup
-
-"$FAKE_CRI" --socket "$E2E_TMP/cri.sock" --image "$IMG" --fault "PullImage delay 6000" \
-  >"$E2E_TMP/cri.log" 2>&1 &
-CRI_PID=$!
-wait_for 5 test -S "$E2E_TMP/cri.sock" || { fail "fake CRI" "no socket"; exit 1; }
+fake_cri ready-node --image "$IMG" --fault "PullImage delay 6000" || exit 1
 mkdir -p "$E2E_TMP/manifests"
 cat >"$E2E_TMP/manifests/pull.yaml" <<EOF
 apiVersion: v1
@@ -27,15 +16,7 @@ spec:
   containers:
   - {name: main, image: $IMG, imagePullPolicy: Always, command: [sleep, "3600"]}
 EOF
-server_flags "$E2E_TMP"
-HPORT=$(free_port)
-# shellcheck disable=SC2086
-"$NANOLET" --healthz-port "$HPORT" $SERVER_FLAGS --pod-manifest-path "$E2E_TMP/manifests" \
-  --container-runtime-endpoint "unix://$E2E_TMP/cri.sock" --root-dir "$E2E_TMP/root" ${NANOLET_TEST_FLAGS:-} \
-  --hostname-override ready-node --cgroups-per-qos=false --enforce-node-allocatable= \
-  >"$E2E_TMP/agent.log" 2>&1 &
-AGENT_PID=$!
-wait_for 10 healthz_ok "$HPORT" || { fail "agent start" "$(tail -5 "$E2E_TMP/agent.log")"; exit 1; }
+fake_agent ready-node --pod-manifest-path "$E2E_TMP/manifests" || exit 1
 
 # The pod's status as /pods shows it, 10 times a second until it runs (or 20
 # s): "CONDITION-STATUS TRANSITION-TIME CONTAINER-STATE".
