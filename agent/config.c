@@ -558,7 +558,8 @@ int nl_config_validate(const nl_kubelet_config_t *c, nl_err_t **err) {
     return nl_err_set(err, NL_EINVAL,
                       "invalid configuration: FeatureGate KubeletCrashLoopBackOffMax not enabled, "
                       "crashLoopBackOff.maxContainerRestartPeriod must not be set");
-  if (c->crash_loop_backoff_max && (c->crash_loop_backoff_max < SEC || c->crash_loop_backoff_max > 300 * SEC))
+  if (c->crash_loop_backoff_max &&
+      (c->crash_loop_backoff_max < SEC || c->crash_loop_backoff_max > 300 * SEC))
     return nl_err_set(err, NL_EINVAL,
                       "invalid configuration: crashLoopBackOff.maxContainerRestartPeriod (got: %g "
                       "seconds) must be set between 1s and 300s",

@@ -73,7 +73,8 @@ typedef struct nl_kubelet_config {
   int64_t node_status_update_frequency;
   int64_t node_status_report_frequency;
   int32_t node_lease_duration_seconds;
-  nl_config_map_t feature_gates; /* name -> "true"/"false"; the known ones: agent/kubelet.c feature_gates() */
+  /* name -> "true"/"false"; the known ones: agent/kubelet.c feature_gates() */
+  nl_config_map_t feature_gates;
   nl_config_map_t eviction_hard;
   nl_config_map_t eviction_soft;
   nl_config_map_t eviction_soft_grace_period;

@@ -218,7 +218,6 @@ static void feature_gates(const nl_kubelet_config_t *cfg) {
   }
 }
 
-
 /* staticPodURLHeader (map[string][]string): one header per value. */
 static int url_source_init(nl_kubelet_t *k, nl_err_t **err) {
   const nl_config_map_t *hm = &k->cfg->static_pod_url_header;

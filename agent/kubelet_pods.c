@@ -778,13 +778,6 @@ static void on_synced_status(const nl_rt_pod_status_t *st, void *ctx) {
   call_finish(c, c->err, refresh_status(c->k, c->w->pod, false));
 }
 
-/* The status after a sync carries its reasons (ErrImagePull, CrashLoopBackOff)
- * at once, where upstream's waits for the next sync. It is made from a view of
- * the runtime from before the sync's actions or from after them, never from
- * a relist that ran between a container's create and its start: that one shows
- * the container created and not started, a Waiting state with no reason, which
- * upstream never publishes (its pod worker reads only a cache newer than the
- * end of the last sync). */
 /* The sync made a sandbox: the view from before it has none, and would turn
  * the PodReadyToStartContainers of nl__kubelet_sandbox_ready back to False. */
 static bool made_sandbox(const nl_sync_result_t *res) {
@@ -793,6 +786,13 @@ static bool made_sandbox(const nl_sync_result_t *res) {
   return false;
 }
 
+/* The status after a sync carries its reasons (ErrImagePull, CrashLoopBackOff)
+ * at once, where upstream's waits for the next sync. It is made from a view of
+ * the runtime from before the sync's actions or from after them, never from
+ * a relist that ran between a container's create and its start: that one shows
+ * the container created and not started, a Waiting state with no reason, which
+ * upstream never publishes (its pod worker reads only a cache newer than the
+ * end of the last sync). */
 static void on_synced(const nl_sync_result_t *res, void *ctx) {
   sync_call_t *c = ctx;
   nl_kubelet_t *k = c->k;

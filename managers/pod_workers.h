@@ -126,8 +126,9 @@ void nl_pod_workers_sync_now(nl_pod_workers_t *pw, const char *uid);
 size_t nl_pod_workers_sync_due(nl_pod_workers_t *pw);
 
 /* Ends a token. err (may be NULL) is the work's error: a failed sync is retried
- * after backoff_ms, or w->retry_in_ms. is_terminal (sync_pod only) says the pod has finished
- * (phase Succeeded/Failed) and should terminate. Frees the token. */
+ * after backoff_ms, or w->retry_in_ms. is_terminal (sync_pod only) says the
+ * pod has finished (phase Succeeded/Failed) and should terminate. Frees the
+ * token. */
 void nl_pod_workers_complete(nl_pod_work_t *w, const nl_err_t *err, bool is_terminal);
 
 /* Housekeeping (upstream SyncKnownPods): workers whose uid known() denies are

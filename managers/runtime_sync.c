@@ -407,7 +407,8 @@ static void sandbox_status_done(const nl_grpc_status_t *st,
       if (n->additional_ips[i]->ip && *n->additional_ips[i]->ip)
         nl__strv_push(&op->pod_ips, &op->n_pod_ips, n->additional_ips[i]->ip);
   }
-  if (op->rt->opts.sandbox_ready) op->rt->opts.sandbox_ready(op->rt->opts.sandbox_ready_ctx, op->pod);
+  if (op->rt->opts.sandbox_ready)
+    op->rt->opts.sandbox_ready(op->rt->opts.sandbox_ready_ctx, op->pod);
   start_containers(op);
 }
 

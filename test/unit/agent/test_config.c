@@ -299,13 +299,15 @@ static void crash_loop_backoff(void **state) {
     const char *yaml, *want;
   } bad[] = {
       {"crashLoopBackOff:\n  maxContainerRestartPeriod: 500ms\n",
-       "crashLoopBackOff.maxContainerRestartPeriod (got: 0.5 seconds) must be set between 1s and 300s"},
+       "crashLoopBackOff.maxContainerRestartPeriod (got: 0.5 seconds) must be set between 1s and "
+       "300s"},
       {"crashLoopBackOff:\n  maxContainerRestartPeriod: 301s\n",
-       "crashLoopBackOff.maxContainerRestartPeriod (got: 301 seconds) must be set between 1s and 300s"},
+       "crashLoopBackOff.maxContainerRestartPeriod (got: 301 seconds) must be set between 1s and "
+       "300s"},
       {"featureGates:\n  KubeletCrashLoopBackOffMax: false\n"
        "crashLoopBackOff:\n  maxContainerRestartPeriod: 30s\n",
-       "FeatureGate KubeletCrashLoopBackOffMax not enabled, crashLoopBackOff.maxContainerRestartPeriod "
-       "must not be set"},
+       "FeatureGate KubeletCrashLoopBackOffMax not enabled, "
+       "crashLoopBackOff.maxContainerRestartPeriod must not be set"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     nl_kubelet_config_t c;
@@ -314,7 +316,8 @@ static void crash_loop_backoff(void **state) {
     snprintf(yaml, sizeof yaml, HEADER "%s", bad[i].yaml);
     assert_int_equal(load(&c, yaml, &err), 0);
     assert_int_equal(nl_config_validate(&c, &err), -1);
-    if (!strstr(err->msg, bad[i].want)) fail_msg("%s: want %s, got %s", bad[i].yaml, bad[i].want, err->msg);
+    if (!strstr(err->msg, bad[i].want))
+      fail_msg("%s: want %s, got %s", bad[i].yaml, bad[i].want, err->msg);
     nl_err_free(&err);
     nl_config_free(&c);
   }
