@@ -174,6 +174,24 @@ static void bad_flags_are_errors(void **state) {
 
 #define HEADER "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
 
+/* Loads body (the fields, without the header) as a configuration file. */
+static int load_body(nl_kubelet_config_t *c, const char *body, nl_err_t **err) {
+  char yaml[512];
+  assert_true((size_t)snprintf(yaml, sizeof yaml, HEADER "%s", body) < sizeof yaml);
+  return load(c, yaml, err);
+}
+
+/* body parses, and validation refuses it with an error containing want. */
+static void expect_invalid(const char *body, const char *want) {
+  nl_kubelet_config_t c;
+  nl_err_t *err = NULL;
+  assert_int_equal(load_body(&c, body, &err), 0);
+  assert_int_equal(nl_config_validate(&c, &err), -1);
+  if (!strstr(err->msg, want)) fail_msg("%s: want %s, got %s", body, want, err->msg);
+  nl_err_free(&err);
+  nl_config_free(&c);
+}
+
 static void validation_follows_upstream(void **state) {
   nl_kubelet_config_t c;
   nl_err_t *err = NULL;
@@ -255,13 +273,9 @@ static void user_namespaces_ids_per_pod(void **state) {
       {"4294967296", "userNamespaces.idsPerPod must not be more than 4294967295"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-    char yaml[128];
-    snprintf(yaml, sizeof yaml, HEADER "userNamespaces:\n  idsPerPod: %s\n", bad[i].v);
-    assert_int_equal(load(&c, yaml, &err), 0);
-    assert_int_equal(nl_config_validate(&c, &err), -1);
-    if (!strstr(err->msg, bad[i].want)) fail_msg("%s: want %s, got %s", bad[i].v, bad[i].want, err->msg);
-    nl_err_free(&err);
-    nl_config_free(&c);
+    char body[64];
+    snprintf(body, sizeof body, "userNamespaces:\n  idsPerPod: %s\n", bad[i].v);
+    expect_invalid(body, bad[i].want);
   }
 }
 
@@ -284,9 +298,7 @@ static void crash_loop_backoff(void **state) {
   for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
     nl_kubelet_config_t c;
     nl_err_t *err = NULL;
-    char yaml[256];
-    snprintf(yaml, sizeof yaml, HEADER "%s", ok[i].yaml);
-    assert_int_equal(load(&c, yaml, &err), 0);
+    assert_int_equal(load_body(&c, ok[i].yaml, &err), 0);
     assert_int_equal(nl_config_validate(&c, &err), 0);
     uint64_t initial_ms, max_ms;
     nl_config_crash_loop_backoff(&c, &initial_ms, &max_ms);
@@ -309,18 +321,7 @@ static void crash_loop_backoff(void **state) {
        "FeatureGate KubeletCrashLoopBackOffMax not enabled, "
        "crashLoopBackOff.maxContainerRestartPeriod must not be set"},
   };
-  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-    nl_kubelet_config_t c;
-    nl_err_t *err = NULL;
-    char yaml[256];
-    snprintf(yaml, sizeof yaml, HEADER "%s", bad[i].yaml);
-    assert_int_equal(load(&c, yaml, &err), 0);
-    assert_int_equal(nl_config_validate(&c, &err), -1);
-    if (!strstr(err->msg, bad[i].want))
-      fail_msg("%s: want %s, got %s", bad[i].yaml, bad[i].want, err->msg);
-    nl_err_free(&err);
-    nl_config_free(&c);
-  }
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) expect_invalid(bad[i].yaml, bad[i].want);
 }
 
 static void node_registration_fields(void **state) {
