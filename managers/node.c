@@ -430,9 +430,9 @@ static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_
       json_t *got = patched && resp->body_len == 0 ? NULL : nl_node__object(resp);
       if (patched && n->prev && (!got || nl_node__partial(got))) {
         /* The Node patched, as far as the node's own view goes, until the
-         * watch brings it: the one the round diffed against (with the new
-         * metadata when the answer had any). Upstream's lister lags the
-         * same way. */
+         * watch brings it: the one the round diffed against, with the
+         * status it sent (status_round) and the new metadata when the
+         * answer had any. */
         json_t *node = json_deep_copy(n->prev);
         if (got) json_object_set(node, "metadata", json_object_get(got, "metadata"));
         json_decref(got);
@@ -527,11 +527,17 @@ static void status_round(nl_node_t *n) {
   char *path = node_path(n, "/status");
   request(n, "PATCH", path, "application/strategic-merge-patch+json",
           json_pack("{s:o}", "status", nl_node_status_patch(status, prev)));
-  /* Admission reads the runtime's features from the Node (nl_node_object):
-   * those written now, not the ones the next round reads back, 10 s on (a
-   * Strict pod right after the first status would be rejected). */
-  json_t *features = json_object_get(status, "features");
-  if (features && json_is_object(prev)) json_object_set((json_t *)prev, "features", features);
+  /* Admission and the downward API read the Node (nl_node_object): the
+   * status written now, not the Node read before it, which stays until the
+   * next round, 10 s on (the patch's answer is metadata only). A Strict pod
+   * right after the first status would be rejected on its features, and a
+   * pod right after a restart that freed huge pages measured against the
+   * allocatable memory they took. */
+  if (n->prev) {
+    json_t *st = json_object_get(n->prev, "status");
+    if (!json_is_object(st)) json_object_set_new(n->prev, "status", st = json_object());
+    json_object_update(st, status);
+  }
   json_decref(status);
   free(path);
 }
