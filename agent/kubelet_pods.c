@@ -318,9 +318,7 @@ void nl__kubelet_sandbox_ready(void *ctx, const nl_pod_t *pod) {
   nl_kubelet_t *k = ctx;
   pod_state_t *ps = state_get(k, pod->metadata.uid);
   nl_pod_status_t *st = ps->status ? nl_pod_status_dup(ps->status) : generate(k, pod, ps, false);
-  nl_pod_condition_t *c = NULL;
-  for (size_t i = 0; i < st->n_conditions && !c; i++)
-    if (!strcmp(st->conditions[i].type, "PodReadyToStartContainers")) c = &st->conditions[i];
+  nl_pod_condition_t *c = nl_pod_status_condition(st, "PodReadyToStartContainers");
   if (!c || !strcmp(c->status, "True")) { /* no such condition (terminal), or True already */
     nl_pod_status_free(st);
     return;

@@ -754,12 +754,11 @@ static void pod_ready(const nl_pod_t *pod, const nl_pod_status_t *s, nl_pod_cond
   cond(out, "Ready", false, "ReadinessGatesNotReady", nl_buf_steal(&b));
 }
 
-static const nl_pod_condition_t *find_cond(const nl_pod_status_t *s, const char *type);
 
 /* A pod once initialized stays so while its init containers run again (an
  * in-place restart of all: upstream, RestartAllContainersOnContainerExits). */
 static bool was_initialized(const nl_pod_status_t *old) {
-  const nl_pod_condition_t *c = find_cond(old, "Initialized");
+  const nl_pod_condition_t *c = nl_pod_status_condition(old, "Initialized");
   return c && strcmp(c->status, "True") == 0;
 }
 
@@ -856,7 +855,7 @@ static void set_pod_ips(nl_pod_status_t *s, const nl_rt_pod_status_t *rt, const 
 
 /* ---- generation -------------------------------------------------------- */
 
-static const nl_pod_condition_t *find_cond(const nl_pod_status_t *s, const char *type) {
+nl_pod_condition_t *nl_pod_status_condition(const nl_pod_status_t *s, const char *type) {
   for (size_t i = 0; s && i < s->n_conditions; i++)
     if (strcmp(s->conditions[i].type, type) == 0) return &s->conditions[i];
   return NULL;
@@ -887,7 +886,7 @@ static void limit_messages(nl_pod_status_t *s, const nl_pod_t *pod) {
 #define COND_RESTARTING_ALL "AllContainersRestarting"
 
 bool nl_pod_status_restarting_all(const nl_pod_status_t *s) {
-  const nl_pod_condition_t *c = find_cond(s, COND_RESTARTING_ALL);
+  const nl_pod_condition_t *c = nl_pod_status_condition(s, COND_RESTARTING_ALL);
   return c && strcmp(c->status, "True") == 0;
 }
 
@@ -1014,7 +1013,7 @@ nl_pod_status_t *nl_pod_status_generate(const nl_pod_t *pod, const nl_rt_pod_sta
   int64_t now = secs(now_ns);
   s->observed_generation = pod->metadata.generation;
   for (size_t i = 0; i < s->n_conditions; i++) {
-    const nl_pod_condition_t *o = find_cond(old, s->conditions[i].type);
+    const nl_pod_condition_t *o = nl_pod_status_condition(old, s->conditions[i].type);
     s->conditions[i].last_transition_time =
         o && strcmp(o->status, s->conditions[i].status) == 0 ? o->last_transition_time : now;
     s->conditions[i].observed_generation = pod->metadata.generation;
@@ -1050,12 +1049,12 @@ void nl_pod_status_terminated_by_kubelet(nl_pod_status_t *s, const nl_pod_status
     s->reason = nl_xstrdup(reason);
     s->message = nl_xstrdup(message);
   }
-  if (find_cond(s, "DisruptionTarget")) return;
+  if (nl_pod_status_condition(s, "DisruptionTarget")) return;
   s->conditions = nl_xrealloc(s->conditions, (s->n_conditions + 1) * sizeof(*s->conditions));
   nl_pod_condition_t *c = &s->conditions[s->n_conditions++];
   cond(c, "DisruptionTarget", true, "TerminationByKubelet",
        nl_xstrdup(cond_message ? cond_message : message));
-  const nl_pod_condition_t *o = find_cond(old, "DisruptionTarget");
+  const nl_pod_condition_t *o = nl_pod_status_condition(old, "DisruptionTarget");
   c->last_transition_time = o && strcmp(o->status, "True") == 0 ? o->last_transition_time : secs(now_ns);
   c->observed_generation = s->observed_generation;
 }

@@ -185,6 +185,8 @@ void nl_pod_status_free(nl_pod_status_t *s);
  * is under way (its AllContainersRestarting condition is True): the pod's
  * containers are to be removed before it starts again (nl_runtime_reset_pod). */
 bool nl_pod_status_restarting_all(const nl_pod_status_t *s);
+/* s's condition of that type (s may be NULL), or NULL; writable when s is. */
+nl_pod_condition_t *nl_pod_status_condition(const nl_pod_status_t *s, const char *type);
 /* A pod the kubelet terminated itself (upstream TerminatePodOptions): phase
  * Failed with reason and message (copied) unless it Succeeded (then neither),
  * and the DisruptionTarget condition (True, TerminationByKubelet, cond_message,
