@@ -754,7 +754,6 @@ static void pod_ready(const nl_pod_t *pod, const nl_pod_status_t *s, nl_pod_cond
   cond(out, "Ready", false, "ReadinessGatesNotReady", nl_buf_steal(&b));
 }
 
-
 /* A pod once initialized stays so while its init containers run again (an
  * in-place restart of all: upstream, RestartAllContainersOnContainerExits). */
 static bool was_initialized(const nl_pod_status_t *old) {
