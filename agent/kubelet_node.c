@@ -45,9 +45,9 @@ static void pressure(void *ctx, bool *memory, bool *disk, bool *pid) {
 
 #define EVENTS_FLUSH_MS 1000
 
-static const char *mirror_uid(void *ctx, const char *ns, const char *name) {
+static const char *mirror_uid(void *ctx, const char *ns, const char *name, const char *uid) {
   nl_kubelet_t *k = ctx;
-  return nl_mirror_manager_uid(&k->mirrors, ns, name);
+  return nl_mirror_manager_uid(&k->mirrors, ns, name, uid);
 }
 
 static const char *node_uid(void *ctx) { return nl_node_uid(&((nl_kubelet_t *)ctx)->node); }

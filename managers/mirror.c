@@ -50,6 +50,7 @@ static void entry_free(nl_mirror_entry_t *e) {
   free(e->name);
   free(e->hash);
   free(e->mirror_uid);
+  free(e->mirror_hash);
   json_decref(e->body);
   free(e);
 }
@@ -97,20 +98,34 @@ static const char *meta_str(const json_t *pod, const char *key) {
   return json_string_value(json_object_get(json_object_get(pod, "metadata"), key));
 }
 
-static void on_seen(nl_mirror_entry_t *e, const json_t *pod) {
+static const char *mirror_annotation(const json_t *pod) {
+  const json_t *ann = json_object_get(json_object_get(pod, "metadata"), "annotations");
+  return json_string_value(json_object_get(ann, NL_ANNOTATION_CONFIG_MIRROR));
+}
+
+/* The mirror pod in the API (NULL: none of ours). */
+static void set_mirror(nl_mirror_entry_t *e, const json_t *pod) {
   free(e->mirror_uid);
-  e->mirror_uid = NULL;
+  free(e->mirror_hash);
+  e->mirror_uid = e->mirror_hash = NULL;
+  if (pod && meta_str(pod, "uid") && mirror_annotation(pod)) {
+    e->mirror_uid = nl_xstrdup(meta_str(pod, "uid"));
+    e->mirror_hash = nl_xstrdup(mirror_annotation(pod));
+  }
+}
+
+static void on_seen(nl_mirror_entry_t *e, const json_t *pod) {
+  set_mirror(e, NULL);
   nl_mirror_seen_t seen = {0};
   const nl_mirror_seen_t *sp = NULL;
   if (pod) {
-    const json_t *ann = json_object_get(json_object_get(pod, "metadata"), "annotations");
-    seen.hash = json_string_value(json_object_get(ann, NL_ANNOTATION_CONFIG_MIRROR));
+    seen.hash = mirror_annotation(pod);
     seen.deleting = meta_str(pod, "deletionTimestamp") != NULL;
     sp = &seen;
   }
   switch (nl_mirror_decide(e->hash, sp)) {
   case NL_MIRROR_KEEP:
-    if (pod && meta_str(pod, "uid")) e->mirror_uid = nl_xstrdup(meta_str(pod, "uid"));
+    set_mirror(e, pod);
     break;
   case NL_MIRROR_CREATE:
     nl_info("mirror: creating the mirror pod of static pod %s", e->key);
@@ -138,7 +153,7 @@ static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_
   nl_kube_reason_t r = ok || err ? NL_KUBE_REASON_UNKNOWN : nl_kube_status_reason(resp);
   json_t *pod = ok ? json_loadb(resp->body, resp->body_len, 0, NULL) : NULL;
   if (was == NL_MIRROR_CREATING && ok) {
-    e->mirror_uid = meta_str(pod, "uid") ? nl_xstrdup(meta_str(pod, "uid")) : NULL;
+    set_mirror(e, pod);
     if (mm->deps.created) mm->deps.created(mm->deps.ctx);
   } else if (was == NL_MIRROR_DELETING &&
              (ok || r == NL_KUBE_REASON_NOT_FOUND || r == NL_KUBE_REASON_CONFLICT)) {
@@ -324,15 +339,17 @@ void nl_mirror_manager_remove(nl_mirror_manager_t *mm, const char *ns, const cha
   nl_mirror_entry_t *e = entry_get(mm, ns, name);
   free(e->hash);
   e->hash = NULL;
-  free(e->mirror_uid);
-  e->mirror_uid = NULL;
+  set_mirror(e, NULL);
   nl_mirror_manager_sync(mm);
 }
 
-const char *nl_mirror_manager_uid(const nl_mirror_manager_t *mm, const char *ns,
-                                  const char *name) {
+const char *nl_mirror_manager_uid(const nl_mirror_manager_t *mm, const char *ns, const char *name,
+                                  const char *static_uid) {
   char *key = nl_xasprintf("%s/%s", ns, name);
   const nl_mirror_entry_t *e = nl_map_get(&mm->pods, key);
   free(key);
-  return e && e->hash ? e->mirror_uid : NULL;
+  /* upstream TranslatePodUID: a static pod's uid is its config hash, and only
+   * the one the mirror pod was made from reports there. */
+  bool ours = e && e->hash && e->mirror_hash && strcmp(e->mirror_hash, static_uid) == 0;
+  return ours ? e->mirror_uid : NULL;
 }

@@ -72,6 +72,7 @@ typedef struct nl_mirror_entry { /* one static pod (internal) */
   char *hash;          /* the static pod's config.hash; NULL once it is gone */
   json_t *body;        /* what to POST */
   char *mirror_uid;    /* the mirror pod's uid once seen; NULL otherwise */
+  char *mirror_hash;   /* and the config hash it was made from */
   nl_mirror_state_t state;
   nl_kube_req_t *req;
 } nl_mirror_entry_t;
@@ -104,9 +105,10 @@ void nl_mirror_manager_set(nl_mirror_manager_t *mm, const nl_pod_t *static_pod);
 void nl_mirror_manager_remove(nl_mirror_manager_t *mm, const char *namespace_, const char *name);
 /* Checks every static pod's mirror pod now. */
 void nl_mirror_manager_sync(nl_mirror_manager_t *mm);
-/* The uid of the static pod's mirror pod, or NULL (the status manager's
+/* The uid of the mirror pod of the static pod static_uid, or NULL: none yet,
+ * or one made from another version of the manifest (the status manager's
  * deps.mirror_uid). */
 const char *nl_mirror_manager_uid(const nl_mirror_manager_t *mm, const char *namespace_,
-                                  const char *name);
+                                  const char *name, const char *static_uid);
 
 #endif

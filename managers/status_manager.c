@@ -181,6 +181,10 @@ static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_
       e->acked = e->version;
       if (was == NL_STATUS_DELETE) e->deleted = true;
     } else {
+      /* An answered refusal (say a patch built on a status another writer has
+       * since changed): the next try starts from a fresh read, as upstream's
+       * syncPod always does. */
+      if (!err && was == NL_STATUS_PATCH) forget_api(e);
       fail(e, what, resp, err);
       return;
     }
@@ -217,7 +221,7 @@ static void on_response(void *ctx, const nl_kube_response_t *resp, const nl_err_
 static const char *target_uid(nl_status_entry_t *e) {
   if (!e->is_static) return e->uid;
   const nl_status_manager_deps_t *d = &e->sm->deps;
-  return d->mirror_uid ? d->mirror_uid(d->ctx, e->namespace_, e->name) : NULL;
+  return d->mirror_uid ? d->mirror_uid(d->ctx, e->namespace_, e->name, e->uid) : NULL;
 }
 
 /* upstream canBeDeleted: never a mirror pod (static pods are not deleted this way) */

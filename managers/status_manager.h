@@ -11,8 +11,12 @@
  * patch of pods/<name>/status with the uid as a precondition
  * (managers/status_patch.h), skipped when it would change nothing; when nothing
  * is known of the API's status yet, the pod is read first (GET), as upstream
- * does. Static pods report through their mirror pods (the uid comes from
- * deps.mirror_uid; no mirror pod, no report). Every sync period (10 s) every pod
+ * does; a patch the apiserver refuses reads the pod again before the next
+ * try (our copy of its status may be another writer's past). Static pods
+ * report through their mirror pods, each only through the one made from its
+ * own version of the manifest (deps.mirror_uid; no mirror pod, no report):
+ * instances of a static pod still terminating after an edit write nothing
+ * there. Every sync period (10 s) every pod
  * is checked again: a version not yet acknowledged, an API status that differs
  * from ours (isPodStatusByKubeletEqual), or a pod that can be deleted is sent.
  * A failed request backs off per pod (jittered, doubling up to the sync
@@ -41,9 +45,11 @@
 
 typedef struct nl_status_manager_deps {
   nl_kube_client_t *kube;
-  /* The uid of a static pod's mirror pod in the API server, or NULL while it
-   * has none (upstream podManager.GetMirrorPodByPod). Borrowed for the call. */
-  const char *(*mirror_uid)(void *ctx, const char *namespace_, const char *name);
+  /* The uid of the mirror pod of static pod uid in the API server, or NULL
+   * while it has none made from that version of the manifest (upstream
+   * GetMirrorPodByPod and TranslatePodUID). Borrowed for the call. */
+  const char *(*mirror_uid)(void *ctx, const char *namespace_, const char *name,
+                            const char *uid);
   /* The pod's API object is gone: deleted by us after graceful termination.
    * May be NULL. */
   void (*deleted)(void *ctx, const char *uid);

@@ -117,9 +117,11 @@ static void create_recreate_and_delete(void **state) {
   fake_respond(req(1), 200, "{\"items\":[]}");
   assert_req(2, "POST", "/api/v1/namespaces/edge/pods");
   assert_non_null(strstr(req(2)->body, "\"uid\":\"node-uid\""));
-  assert_null(nl_mirror_manager_uid(&f.mm, "edge", "web-n1"));
+  assert_null(nl_mirror_manager_uid(&f.mm, "edge", "web-n1", hash));
   fake_respond(req(2), 201, mirror_ok);
-  assert_string_equal(nl_mirror_manager_uid(&f.mm, "edge", "web-n1"), "m1");
+  assert_string_equal(nl_mirror_manager_uid(&f.mm, "edge", "web-n1", hash), "m1");
+  /* another version of the static pod (one still terminating) has none */
+  assert_null(nl_mirror_manager_uid(&f.mm, "edge", "web-n1", "old-hash"));
   /* in place: nothing to do */
   list_of(&f, 3, mirror_ok);
   assert_int_equal(fake_nreqs, 4);
@@ -144,7 +146,7 @@ static void create_recreate_and_delete(void **state) {
   assert_int_equal(fake_nreqs, 11);
   /* the static pod goes: its mirror pod goes */
   nl_mirror_manager_remove(&f.mm, "edge", "web-n1");
-  assert_null(nl_mirror_manager_uid(&f.mm, "edge", "web-n1"));
+  assert_null(nl_mirror_manager_uid(&f.mm, "edge", "web-n1", hash));
   char items[600];
   snprintf(items, sizeof items, "{\"items\":[%s]}", mirror_ok);
   assert_req(11, "GET", LIST);

@@ -20,15 +20,16 @@ typedef struct fx {
   uv_loop_t loop;
   nl_status_manager_t sm;
   const char *mirror;   /* the mirror pod's uid, or NULL */
+  const char *mirror_of; /* the static pod it was made from; NULL: any */
   int deleted;
   bool stopped;
 } fx_t;
 
-static const char *mirror_uid(void *ctx, const char *ns, const char *name) {
+static const char *mirror_uid(void *ctx, const char *ns, const char *name, const char *uid) {
   fx_t *f = ctx;
   (void)ns;
   (void)name;
-  return f->mirror;
+  return !f->mirror_of || strcmp(f->mirror_of, uid) == 0 ? f->mirror : NULL;
 }
 
 static void on_deleted(void *ctx, const char *uid) {
@@ -70,6 +71,15 @@ static nl_pod_status_t st_of(nl_pod_phase_t phase, const char *pod_ip) {
 
 static void set(fx_t *f, const nl_status_pod_t *p, nl_pod_phase_t phase, const char *ip) {
   nl_pod_status_t st = st_of(phase, ip);
+  nl_status_manager_set(&f->sm, p, &st);
+}
+
+/* With podIPs, as a pod with a sandbox has. */
+static void set_ip(fx_t *f, const nl_status_pod_t *p, nl_pod_phase_t phase, const char *ip) {
+  nl_pod_status_t st = st_of(phase, ip);
+  char *ips[] = {(char *)ip};
+  st.pod_ips = ips;
+  st.n_pod_ips = 1;
   nl_status_manager_set(&f->sm, p, &st);
 }
 
@@ -229,6 +239,70 @@ static void static_pods_report_through_their_mirror(void **state) {
   teardown(f);
 }
 
+/* A static pod edited while its old version still terminates: each version has
+ * its own sandbox IP, and only the version the mirror pod was made from writes
+ * there. Were both to write, the mirror pod's podIPs would collect both
+ * addresses (a merge list keyed by ip) and the apiserver would refuse it. */
+static void static_pod_versions_do_not_share_their_mirror(void **state) {
+  (void)state;
+  fx_t *f = setup();
+  nl_status_pod_t v1 = {.uid = "hash-1", .namespace_ = "ns", .name = "web", .is_static = true};
+  nl_status_pod_t v2 = {.uid = "hash-2", .namespace_ = "ns", .name = "web", .is_static = true};
+  f->mirror = "mirror-1";
+  f->mirror_of = "hash-1";
+  set_ip(f, &v1, NL_POD_RUNNING, "10.88.0.35");
+  fake_respond(req(0), 200, POD_JSON("mirror-1", "{}"));
+  assert_non_null(strstr(req(1)->body, "\"podIP\":\"10.88.0.35\""));
+  fake_respond(req(1), 200, POD_JSON("mirror-1", "{\"phase\":\"Running\",\"podIP\":\"10.88.0.35\","
+                                                 "\"podIPs\":[{\"ip\":\"10.88.0.35\"}],"
+                                                 "\"qosClass\":\"BestEffort\"}"));
+  /* the manifest changes: v2 starts while v1 terminates; the mirror pod of v2
+   * replaces the one of v1 */
+  set(f, &v2, NL_POD_PENDING, NULL);
+  f->mirror = "mirror-2";
+  f->mirror_of = "hash-2";
+  set_ip(f, &v1, NL_POD_RUNNING, "10.88.0.35");
+  run_for(f, 250);
+  assert_int_equal(fake_nreqs, 3); /* v2 reads its mirror pod; v1 is silent */
+  assert_req(2, "GET", "/api/v1/namespaces/ns/pods/web", NULL);
+  fake_respond(req(2), 200, POD_JSON("mirror-2", "{}"));
+  assert_non_null(strstr(req(3)->body, "{\"uid\":\"mirror-2\"}"));
+  fake_respond(req(3), 200, POD_JSON("mirror-2", "{\"phase\":\"Pending\",\"qosClass\":\"BestEffort\"}"));
+  set_ip(f, &v2, NL_POD_RUNNING, "10.88.0.39");
+  set_ip(f, &v1, NL_POD_SUCCEEDED, "10.88.0.35");
+  run_for(f, 250);
+  assert_int_equal(fake_nreqs, 5);
+  assert_non_null(strstr(req(4)->body, "\"podIPs\":[{\"ip\":\"10.88.0.39\"}]"));
+  assert_null(strstr(req(4)->body, "10.88.0.35"));
+  teardown(f);
+}
+
+/* A patch the apiserver refuses was built on a status that may no longer be
+ * the API's (another writer's, gone since): the next try reads the pod again,
+ * and its patch deletes what the API really has. */
+static void refused_patch_reads_the_pod_again(void **state) {
+  (void)state;
+  fx_t *f = setup();
+  set_ip(f, &P, NL_POD_RUNNING, "10.88.0.39");
+  fake_respond(req(0), 200, POD_JSON("u1", "{\"phase\":\"Pending\"}"));
+  assert_req(1, "PATCH", "/api/v1/namespaces/ns/pods/web/status", NULL);
+  fake_respond(req(1), 422,
+               "{\"kind\":\"Status\",\"reason\":\"Invalid\",\"code\":422,\"message\":"
+               "\"Pod \\\"web\\\" is invalid: status.podIPs: Invalid value: "
+               "[{\\\"IP\\\":\\\"10.88.0.39\\\"},{\\\"IP\\\":\\\"10.88.0.35\\\"}]: "
+               "may specify no more than one IP for each IP family\"}");
+  const nl_status_entry_t *e = nl_status_manager_entry(&f->sm, "u1");
+  assert_int_equal(e->state, NL_STATUS_BACKOFF);
+  while (fake_nreqs == 2) run_for(f, 5);
+  assert_req(2, "GET", "/api/v1/namespaces/ns/pods/web", NULL);
+  fake_respond(req(2), 200, POD_JSON("u1", "{\"phase\":\"Running\",\"podIP\":\"10.88.0.35\","
+                                           "\"podIPs\":[{\"ip\":\"10.88.0.35\"}]}"));
+  assert_req(3, "PATCH", "/api/v1/namespaces/ns/pods/web/status", NULL);
+  assert_non_null(strstr(req(3)->body, "{\"$patch\":\"delete\",\"ip\":\"10.88.0.35\"}"));
+  assert_non_null(strstr(req(3)->body, "{\"ip\":\"10.88.0.39\"}"));
+  teardown(f);
+}
+
 /* A pod recreated under the same name (another uid) gets none of our status. */
 static void recreated_pod_is_left_alone(void **state) {
   (void)state;
@@ -366,6 +440,8 @@ int main(void) {
       cmocka_unit_test(backoff_while_the_apiserver_is_down),
       cmocka_unit_test(terminal_phase_is_sticky),
       cmocka_unit_test(static_pods_report_through_their_mirror),
+      cmocka_unit_test(static_pod_versions_do_not_share_their_mirror),
+      cmocka_unit_test(refused_patch_reads_the_pod_again),
       cmocka_unit_test(recreated_pod_is_left_alone),
       cmocka_unit_test(reconcile_resends_what_the_api_lost),
       cmocka_unit_test(watched_status_of_another_writer_is_undone),
