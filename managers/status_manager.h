@@ -16,9 +16,9 @@
  * report through their mirror pods, each only through the one made from its
  * own version of the manifest (deps.mirror_uid; no mirror pod, no report):
  * instances of a static pod still terminating after an edit write nothing
- * there. Every sync period (10 s) every pod
- * is checked again: a version not yet acknowledged, an API status that differs
- * from ours (isPodStatusByKubeletEqual), or a pod that can be deleted is sent.
+ * there. Every sync period (10 s) every pod is checked again: a version not
+ * yet acknowledged, an API status that differs from ours
+ * (isPodStatusByKubeletEqual), or a pod that can be deleted is sent.
  * A failed request backs off per pod (jittered, doubling up to the sync
  * period): with the apiserver down, each pod keeps one pending status and one
  * request at most, so nothing grows without bound.
