@@ -293,7 +293,8 @@ static void refused_patch_reads_the_pod_again(void **state) {
                "may specify no more than one IP for each IP family\"}");
   const nl_status_entry_t *e = nl_status_manager_entry(&f->sm, "u1");
   assert_int_equal(e->state, NL_STATUS_BACKOFF);
-  while (fake_nreqs == 2) run_for(f, 5);
+  run_for(f, 50); /* the first back-off: 20 ms and up to 25% */
+  assert_int_equal(fake_nreqs, 3);
   assert_req(2, "GET", "/api/v1/namespaces/ns/pods/web", NULL);
   fake_respond(req(2), 200, POD_JSON("u1", "{\"phase\":\"Running\",\"podIP\":\"10.88.0.35\","
                                            "\"podIPs\":[{\"ip\":\"10.88.0.35\"}]}"));
